@@ -1,0 +1,593 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// Bucket and key names of the bbolt file.
+var (
+	bucketHomes    = []byte("homes")    // home id -> JSON Home
+	bucketTarget   = []byte("target")   // keyTarget -> JSON Target
+	bucketLocks    = []byte("locks")    // lock name -> JSON boltLock
+	bucketLockSeq  = []byte("lockseq")  // lock name -> last fencing token, 8 bytes big endian
+	bucketSessions = []byte("sessions") // instance -> JSON boltSessions
+	keyTarget      = []byte("target")
+)
+
+// boltLockTimeout bounds the wait for the file lock of a bbolt file, so a
+// second process opening the same file fails fast instead of hanging.
+const boltLockTimeout = time.Second
+
+// BoltOptions tunes a Bolt store.
+type BoltOptions struct {
+	// Now is the clock used for lease and session-report expiry.
+	// Default (nil): time.Now.
+	Now func() time.Time
+}
+
+// Bolt is a Store backed by a bbolt file; it survives restarts.
+//
+// One process at a time may open the file (bbolt holds an exclusive file
+// lock), so Bolt serves a single gateway; a fleet shares a Redis store.
+// Writes are serialised by bbolt, each in one transaction, which makes every
+// compare-and-set, lock and report atomic. A method checks its context before
+// it starts and again once its transaction is open; a transaction itself is
+// short and is not interrupted.
+//
+// Lock semantics specific to this implementation, shared by any Store that
+// passes the conformance suite:
+//   - Locks are not re-entrant: a holder that calls Lock again on a lease it
+//     still holds gets ErrLocked, like any other holder.
+//   - A lease whose TTL has run out is lost even if nobody took it yet: Renew
+//     and Unlock of it return ErrLeaseLost, and the holder must Lock again
+//     (receiving a new fencing token).
+//   - Fencing tokens are never reused for a name, across unlocks, expiries
+//     and restarts.
+type Bolt struct {
+	db  *bolt.DB
+	now func() time.Time
+}
+
+// boltLock is the stored form of a held lease.
+type boltLock struct {
+	Holder  string    `json:"holder"`
+	Token   uint64    `json:"token"`
+	Expires time.Time `json:"expires"`
+}
+
+// boltSessions is the stored session report of one gateway instance.
+type boltSessions struct {
+	Counts  map[string]int `json:"counts"`
+	Expires time.Time      `json:"expires"`
+}
+
+// OpenBolt opens (creating if needed) the bbolt file at path, creating its
+// parent directories with mode 0700 and the file with mode 0600. If another
+// process holds the file, OpenBolt gives up after about a second with an
+// error naming the path.
+func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
+	if path == "" {
+		return nil, errors.New("registry: open bolt store: path is empty")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("registry: open bolt store %s: create directory: %w", path, err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltLockTimeout})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("registry: open bolt store %s: file is locked by another process (waited %s): %w", path, boltLockTimeout, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketHomes, bucketTarget, bucketLocks, bucketLockSeq, bucketSessions} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Bolt{db: db, now: now}, nil
+}
+
+// Close releases the file and its lock. Calling it again is a no-op; other
+// methods fail after it.
+func (b *Bolt) Close() error {
+	if err := b.db.Close(); err != nil {
+		return fmt.Errorf("registry: close bolt store %s: %w", b.db.Path(), err)
+	}
+	return nil
+}
+
+// clock returns the current time without its monotonic reading, so that the
+// value returned to callers equals the one stored.
+func (b *Bolt) clock() time.Time { return b.now().Round(0) }
+
+// view runs fn in a read transaction after checking ctx.
+func (b *Bolt) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.db.View(func(tx *bolt.Tx) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// update runs fn in a write transaction after checking ctx, both before and
+// after waiting for the writer lock. An error from fn rolls back every write.
+func (b *Bolt) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return b.db.Update(func(tx *bolt.Tx) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// validateHome reports the first required field of h that is empty.
+func validateHome(h Home) error {
+	if h.ID == "" {
+		return errors.New("id is empty")
+	}
+	if h.Target == "" {
+		return errors.New("target is empty")
+	}
+	return nil
+}
+
+// checkCond compares a stored record's generation and owner (found reports
+// whether one exists) with a writer's cond. A create (cond.Generation 0)
+// fails with ErrConflict on an existing record; an update of a missing
+// record fails with ErrNotFound; any other mismatch is ErrConflict.
+func checkCond(found bool, gen uint64, owner string, cond Cond) error {
+	switch {
+	case cond.Generation == 0 && found:
+		return fmt.Errorf("create: exists at generation %d: %w", gen, ErrConflict)
+	case cond.Generation == 0:
+		return nil
+	case !found:
+		return fmt.Errorf("expected generation %d: %w", cond.Generation, ErrNotFound)
+	case gen != cond.Generation || owner != cond.Owner:
+		return fmt.Errorf("stored generation %d owner %q, expected generation %d owner %q: %w",
+			gen, owner, cond.Generation, cond.Owner, ErrConflict)
+	}
+	return nil
+}
+
+// GetHome returns one home by id.
+func (b *Bolt) GetHome(ctx context.Context, id string) (Home, error) {
+	var h Home
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		var found bool
+		var err error
+		h, found, err = getHome(tx, id)
+		if err == nil && !found {
+			err = ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return Home{}, fmt.Errorf("registry: get home %s: %w", id, err)
+	}
+	return h, nil
+}
+
+// getHome reads a home inside tx.
+func getHome(tx *bolt.Tx, id string) (Home, bool, error) {
+	raw := tx.Bucket(bucketHomes).Get([]byte(id))
+	if raw == nil {
+		return Home{}, false, nil
+	}
+	var h Home
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return Home{}, true, fmt.Errorf("decode stored home: %w", err)
+	}
+	return h, true, nil
+}
+
+// ListHomes returns every home, ordered by id.
+func (b *Bolt) ListHomes(ctx context.Context) ([]Home, error) {
+	homes := []Home{}
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		// bbolt keys iterate in byte order, which is the order of the ids.
+		return tx.Bucket(bucketHomes).ForEach(func(k, v []byte) error {
+			var h Home
+			if err := json.Unmarshal(v, &h); err != nil {
+				return fmt.Errorf("decode stored home %s: %w", k, err)
+			}
+			homes = append(homes, h)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registry: list homes: %w", err)
+	}
+	return homes, nil
+}
+
+// PutHome writes h if the stored record matches cond. The record written
+// and returned has Generation cond.Generation+1 and Owner h.Owner. A home
+// needs a non-empty ID and Target.
+func (b *Bolt) PutHome(ctx context.Context, h Home, cond Cond) (Home, error) {
+	if h.ID == "" {
+		return Home{}, errors.New("registry: put home: id is empty")
+	}
+	if err := validateHome(h); err != nil {
+		return Home{}, fmt.Errorf("registry: put home %s: %w", h.ID, err)
+	}
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		stored, found, err := getHome(tx, h.ID)
+		if err != nil {
+			return err
+		}
+		if err := checkCond(found, stored.Generation, stored.Owner, cond); err != nil {
+			return err
+		}
+		h.Generation = cond.Generation + 1
+		raw, err := json.Marshal(h)
+		if err != nil {
+			return fmt.Errorf("encode home: %w", err)
+		}
+		return tx.Bucket(bucketHomes).Put([]byte(h.ID), raw)
+	})
+	if err != nil {
+		return Home{}, fmt.Errorf("registry: put home %s: %w", h.ID, err)
+	}
+	return h, nil
+}
+
+// DeleteHome removes a home if the stored record matches cond; ErrNotFound
+// when there is none. A cond with Generation 0 never matches a stored home.
+func (b *Bolt) DeleteHome(ctx context.Context, id string, cond Cond) error {
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		stored, found, err := getHome(tx, id)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return ErrNotFound
+		}
+		if stored.Generation != cond.Generation || stored.Owner != cond.Owner {
+			return fmt.Errorf("stored generation %d owner %q, expected generation %d owner %q: %w",
+				stored.Generation, stored.Owner, cond.Generation, cond.Owner, ErrConflict)
+		}
+		return tx.Bucket(bucketHomes).Delete([]byte(id))
+	})
+	if err != nil {
+		return fmt.Errorf("registry: delete home %s: %w", id, err)
+	}
+	return nil
+}
+
+// GetTarget returns the roll target, or ErrNotFound when none is set.
+func (b *Bolt) GetTarget(ctx context.Context) (Target, error) {
+	var t Target
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		var found bool
+		var err error
+		t, found, err = getTarget(tx)
+		if err == nil && !found {
+			err = ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return Target{}, fmt.Errorf("registry: get target: %w", err)
+	}
+	return t, nil
+}
+
+// getTarget reads the target inside tx.
+func getTarget(tx *bolt.Tx) (Target, bool, error) {
+	raw := tx.Bucket(bucketTarget).Get(keyTarget)
+	if raw == nil {
+		return Target{}, false, nil
+	}
+	var t Target
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return Target{}, true, fmt.Errorf("decode stored target: %w", err)
+	}
+	return t, true, nil
+}
+
+// PutTarget writes the target if the stored one matches cond. The record
+// written and returned has Generation cond.Generation+1 and Owner t.Owner.
+func (b *Bolt) PutTarget(ctx context.Context, t Target, cond Cond) (Target, error) {
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		stored, found, err := getTarget(tx)
+		if err != nil {
+			return err
+		}
+		if err := checkCond(found, stored.Generation, stored.Owner, cond); err != nil {
+			return err
+		}
+		t.Generation = cond.Generation + 1
+		raw, err := json.Marshal(t)
+		if err != nil {
+			return fmt.Errorf("encode target: %w", err)
+		}
+		return tx.Bucket(bucketTarget).Put(keyTarget, raw)
+	})
+	if err != nil {
+		return Target{}, fmt.Errorf("registry: put target: %w", err)
+	}
+	return t, nil
+}
+
+// getLock reads the stored lease of name inside tx.
+func getLock(tx *bolt.Tx, name string) (boltLock, bool, error) {
+	raw := tx.Bucket(bucketLocks).Get([]byte(name))
+	if raw == nil {
+		return boltLock{}, false, nil
+	}
+	var l boltLock
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return boltLock{}, true, fmt.Errorf("decode stored lock: %w", err)
+	}
+	return l, true, nil
+}
+
+// putLock stores the lease of name inside tx.
+func putLock(tx *bolt.Tx, name string, l boltLock) error {
+	raw, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("encode lock: %w", err)
+	}
+	return tx.Bucket(bucketLocks).Put([]byte(name), raw)
+}
+
+// nextToken advances and returns the fencing token of name inside tx.
+func nextToken(tx *bolt.Tx, name string) (uint64, error) {
+	seq := tx.Bucket(bucketLockSeq)
+	var last uint64
+	if raw := seq.Get([]byte(name)); raw != nil {
+		if len(raw) != 8 {
+			return 0, fmt.Errorf("decode fencing token: %d bytes, want 8", len(raw))
+		}
+		last = binary.BigEndian.Uint64(raw)
+	}
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], last+1)
+	if err := seq.Put([]byte(name), buf[:]); err != nil {
+		return 0, fmt.Errorf("store fencing token: %w", err)
+	}
+	return last + 1, nil
+}
+
+// Lock takes the named lock for holder for ttl, with a fencing token greater
+// than every token issued for name before. It returns ErrLocked at once when
+// a live lease exists, including one held by the same holder (locks are not
+// re-entrant). An expired lease is taken over.
+func (b *Bolt) Lock(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
+	if err := checkLeaseArgs(name, holder, ttl); err != nil {
+		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+	}
+	var lease Lease
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		now := b.clock()
+		cur, found, err := getLock(tx, name)
+		if err != nil {
+			return err
+		}
+		if found && now.Before(cur.Expires) {
+			return fmt.Errorf("held by %s until %s: %w", cur.Holder, cur.Expires.Format(time.RFC3339Nano), ErrLocked)
+		}
+		token, err := nextToken(tx, name)
+		if err != nil {
+			return err
+		}
+		l := boltLock{Holder: holder, Token: token, Expires: now.Add(ttl)}
+		if err := putLock(tx, name, l); err != nil {
+			return err
+		}
+		lease = Lease{Name: name, Holder: holder, Token: token, ExpiresAt: l.Expires}
+		return nil
+	})
+	if err != nil {
+		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+	}
+	return lease, nil
+}
+
+// checkLeaseArgs validates the arguments of Lock.
+func checkLeaseArgs(name, holder string, ttl time.Duration) error {
+	switch {
+	case name == "":
+		return errors.New("lock name is empty")
+	case holder == "":
+		return errors.New("holder is empty")
+	case ttl <= 0:
+		return fmt.Errorf("ttl %s is not positive", ttl)
+	}
+	return nil
+}
+
+// currentLease reports whether l is the live lease stored for its name at
+// now, as ErrLeaseLost wrapped with the reason when it is not.
+func currentLease(tx *bolt.Tx, l Lease, now time.Time) error {
+	cur, found, err := getLock(tx, l.Name)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("not held: %w", ErrLeaseLost)
+	case cur.Holder != l.Holder || cur.Token != l.Token:
+		return fmt.Errorf("held by %s with token %d, not %s with token %d: %w",
+			cur.Holder, cur.Token, l.Holder, l.Token, ErrLeaseLost)
+	case !now.Before(cur.Expires):
+		return fmt.Errorf("expired at %s: %w", cur.Expires.Format(time.RFC3339Nano), ErrLeaseLost)
+	}
+	return nil
+}
+
+// Renew extends a held lease to now+ttl, keeping its token; ErrLeaseLost if
+// it is no longer current, including when its TTL ran out.
+func (b *Bolt) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+	if ttl <= 0 {
+		return Lease{}, fmt.Errorf("registry: renew lock %s: ttl %s is not positive", l.Name, ttl)
+	}
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		now := b.clock()
+		if err := currentLease(tx, l, now); err != nil {
+			return err
+		}
+		l.ExpiresAt = now.Add(ttl)
+		return putLock(tx, l.Name, boltLock{Holder: l.Holder, Token: l.Token, Expires: l.ExpiresAt})
+	})
+	if err != nil {
+		return Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, err)
+	}
+	return l, nil
+}
+
+// Unlock releases a held lease; ErrLeaseLost if it is no longer current,
+// including when its TTL ran out (the expired record is then cleared if
+// nobody took it over). The name's fencing sequence is kept.
+func (b *Bolt) Unlock(ctx context.Context, l Lease) error {
+	var lost error
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		cur, found, err := getLock(tx, l.Name)
+		if err != nil {
+			return err
+		}
+		lost = currentLease(tx, l, b.clock())
+		ours := found && cur.Holder == l.Holder && cur.Token == l.Token
+		if lost != nil && !ours {
+			return lost
+		}
+		// Ours, live or expired: either way nobody else holds it.
+		return tx.Bucket(bucketLocks).Delete([]byte(l.Name))
+	})
+	if err == nil {
+		err = lost
+	}
+	if err != nil {
+		return fmt.Errorf("registry: unlock %s: %w", l.Name, err)
+	}
+	return nil
+}
+
+// ReportSessions records instance's live session count per home, replacing
+// its previous report; the report expires ttl from now. Zero counts are
+// dropped, negative ones are an error. Expired reports of every instance
+// are pruned in the same transaction.
+func (b *Bolt) ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error {
+	if err := checkReport(instance, counts, ttl); err != nil {
+		return fmt.Errorf("registry: report sessions of %s: %w", instance, err)
+	}
+	kept := make(map[string]int, len(counts))
+	for home, n := range counts {
+		if n > 0 {
+			kept[home] = n
+		}
+	}
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		now := b.clock()
+		bucket := tx.Bucket(bucketSessions)
+		if err := pruneSessions(bucket, now); err != nil {
+			return err
+		}
+		if len(kept) == 0 {
+			return bucket.Delete([]byte(instance))
+		}
+		raw, err := json.Marshal(boltSessions{Counts: kept, Expires: now.Add(ttl)})
+		if err != nil {
+			return fmt.Errorf("encode report: %w", err)
+		}
+		return bucket.Put([]byte(instance), raw)
+	})
+	if err != nil {
+		return fmt.Errorf("registry: report sessions of %s: %w", instance, err)
+	}
+	return nil
+}
+
+// checkReport validates the arguments of ReportSessions.
+func checkReport(instance string, counts map[string]int, ttl time.Duration) error {
+	if instance == "" {
+		return errors.New("instance is empty")
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("ttl %s is not positive", ttl)
+	}
+	for home, n := range counts {
+		if n < 0 {
+			return fmt.Errorf("home %s: negative count %d", home, n)
+		}
+	}
+	return nil
+}
+
+// pruneSessions deletes the reports in bucket that expired by now.
+func pruneSessions(bucket *bolt.Bucket, now time.Time) error {
+	var expired [][]byte
+	err := bucket.ForEach(func(k, v []byte) error {
+		var s boltSessions
+		if err := json.Unmarshal(v, &s); err != nil {
+			return fmt.Errorf("decode report of %s: %w", k, err)
+		}
+		if !now.Before(s.Expires) {
+			expired = append(expired, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range expired {
+		if err := bucket.Delete(k); err != nil {
+			return fmt.Errorf("prune report of %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// FleetSessions returns the sum of unexpired session counts for a home over
+// every instance; 0 when none reports it.
+func (b *Bolt) FleetSessions(ctx context.Context, homeID string) (int, error) {
+	total := 0
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		now := b.clock()
+		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
+			var s boltSessions
+			if err := json.Unmarshal(v, &s); err != nil {
+				return fmt.Errorf("decode report of %s: %w", k, err)
+			}
+			if now.Before(s.Expires) {
+				total += s.Counts[homeID]
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("registry: fleet sessions of %s: %w", homeID, err)
+	}
+	return total, nil
+}
+
+var _ Store = (*Bolt)(nil)

@@ -1,0 +1,215 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// openTestBolt opens a Bolt store at path on clk and closes it when t ends.
+func openTestBolt(t *testing.T, path string, clk *fakeClock) *Bolt {
+	t.Helper()
+	b, err := OpenBolt(path, BoltOptions{Now: clk.Now})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return b
+}
+
+func TestBoltConformance(t *testing.T) {
+	runStoreConformance(t, func(t *testing.T) (Store, func(time.Duration)) {
+		clk := newFakeClock()
+		return openTestBolt(t, filepath.Join(t.TempDir(), "state.db"), clk), clk.Advance
+	})
+}
+
+func TestBoltCreatesParentDirs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a", "b", "state.db")
+	openTestBolt(t, path, newFakeClock())
+	dir, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		t.Fatalf("stat dir: %v", err)
+	}
+	if perm := dir.Mode().Perm(); perm != 0o700 {
+		t.Fatalf("directory mode %o, want 700", perm)
+	}
+	file, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("stat file: %v", err)
+	}
+	if perm := file.Mode().Perm(); perm&0o077 != 0 {
+		t.Fatalf("file mode %o is readable by others", perm)
+	}
+}
+
+func TestBoltSurvivesReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	clk := newFakeClock()
+	b, err := OpenBolt(path, BoltOptions{Now: clk.Now})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	home, err := b.PutHome(ctx, sampleHome("h1"), Cond{})
+	if err != nil {
+		t.Fatalf("put home: %v", err)
+	}
+	target, err := b.PutTarget(ctx, Target{Version: "v2", Image: "img:v2", BadVersion: "v1"}, Cond{})
+	if err != nil {
+		t.Fatalf("put target: %v", err)
+	}
+	lease, err := b.Lock(ctx, "home/h1", "gw-a", time.Minute)
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	released, err := b.Lock(ctx, "home/h2", "gw-a", time.Minute)
+	if err != nil {
+		t.Fatalf("lock h2: %v", err)
+	}
+	if err := b.Unlock(ctx, released); err != nil {
+		t.Fatalf("unlock h2: %v", err)
+	}
+	if err := b.ReportSessions(ctx, "gw-a", map[string]int{"h1": 2}, time.Minute); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	r := openTestBolt(t, path, clk)
+	got, err := r.GetHome(ctx, "h1")
+	if err != nil {
+		t.Fatalf("get home after reopen: %v", err)
+	}
+	if d := sameHome(got, home); d != "" {
+		t.Fatalf("home after reopen: %s", d)
+	}
+	gotTarget, err := r.GetTarget(ctx)
+	if err != nil || gotTarget.Version != target.Version || gotTarget.BadVersion != "v1" || gotTarget.Generation != 1 {
+		t.Fatalf("target after reopen: %+v, %v", gotTarget, err)
+	}
+	if n, err := r.FleetSessions(ctx, "h1"); err != nil || n != 2 {
+		t.Fatalf("sessions after reopen: %d, %v; want 2", n, err)
+	}
+	_, err = r.Lock(ctx, "home/h1", "gw-b", time.Minute)
+	wantErr(t, "lock held before reopen", err, ErrLocked)
+	if err := r.Unlock(ctx, lease); err != nil {
+		t.Fatalf("unlock lease from before reopen: %v", err)
+	}
+	for _, l := range []Lease{lease, released} {
+		again, err := r.Lock(ctx, l.Name, "gw-b", time.Minute)
+		if err != nil {
+			t.Fatalf("lock %s after reopen: %v", l.Name, err)
+		}
+		if again.Token <= l.Token {
+			t.Fatalf("%s token after reopen %d, not above %d", l.Name, again.Token, l.Token)
+		}
+	}
+}
+
+func TestBoltSecondOpenFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	first, err := OpenBolt(path, BoltOptions{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	second, err := OpenBolt(path, BoltOptions{})
+	if err == nil {
+		_ = second.Close()
+		t.Fatal("second open of a held file succeeded")
+	}
+	if !errors.Is(err, bolterrors.ErrTimeout) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "locked") {
+		t.Fatalf("second open: %v; want a lock timeout naming %s", err, path)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	third := openTestBolt(t, path, newFakeClock())
+	if _, err := third.ListHomes(context.Background()); err != nil {
+		t.Fatalf("list after the file was freed: %v", err)
+	}
+}
+
+func TestBoltClosed(t *testing.T) {
+	b, err := OpenBolt(filepath.Join(t.TempDir(), "state.db"), BoltOptions{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	_, err = b.GetHome(context.Background(), "h1")
+	if err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("get on a closed store: %v; want an error other than not found", err)
+	}
+}
+
+func TestBoltCorruptRecord(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	b, err := OpenBolt(path, BoltOptions{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	raw, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatalf("open raw: %v", err)
+	}
+	err = raw.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketHomes).Put([]byte("h1"), []byte("{not json"))
+	})
+	if cerr := raw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("write corrupt record: %v", err)
+	}
+
+	r := openTestBolt(t, path, newFakeClock())
+	_, err = r.GetHome(ctx, "h1")
+	if err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "h1") {
+		t.Fatalf("get corrupt home: %v; want a decode error naming h1", err)
+	}
+	_, err = r.PutHome(ctx, sampleHome("h1"), Cond{})
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) {
+		t.Fatalf("overwrite corrupt home: %v; want a decode error", err)
+	}
+	if _, err := r.ListHomes(ctx); err == nil {
+		t.Fatal("list with a corrupt home succeeded")
+	}
+}
+
+func TestBoltDefaultClock(t *testing.T) {
+	b, err := OpenBolt(filepath.Join(t.TempDir(), "state.db"), BoltOptions{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	before := time.Now()
+	l, err := b.Lock(context.Background(), "home/h1", "gw-a", time.Hour)
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	// The lease runs on the wall clock: an hour from about now.
+	if l.ExpiresAt.Before(before.Add(59 * time.Minute)) {
+		t.Fatalf("lease expires %v, want about an hour after %v", l.ExpiresAt, before)
+	}
+}

@@ -1,0 +1,168 @@
+// Package registry holds wakegate's state: homes, the roll target, lifecycle
+// locks and session counts. One Store interface has an embedded bbolt
+// implementation (Bolt) and is designed so that a Redis implementation can
+// serve a fleet of gateways without changing callers.
+package registry
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors returned by every Store. Callers test them with errors.Is.
+var (
+	// ErrNotFound means the record does not exist.
+	ErrNotFound = errors.New("registry: not found")
+	// ErrConflict means a compare-and-set failed: the stored generation or
+	// owner token differs from the one the writer read. The writer must read
+	// again and decide afresh; it never overwrites silently.
+	ErrConflict = errors.New("registry: conflict")
+	// ErrLocked means a lifecycle lock is held by another holder whose lease
+	// has not expired.
+	ErrLocked = errors.New("registry: locked")
+	// ErrLeaseLost means a lease being renewed or released is no longer the
+	// current one (it expired and was taken, or its fencing token is stale).
+	ErrLeaseLost = errors.New("registry: lease lost")
+)
+
+// Status is the lifecycle state of a home as the gateway last saw it.
+type Status string
+
+// Home statuses.
+const (
+	StatusSleeping   Status = "sleeping"   // registered, never woken or stopped
+	StatusWaking     Status = "waking"     // a wake is in progress
+	StatusRunning    Status = "running"    // woken and proven ready
+	StatusSuspending Status = "suspending" // an idle suspend is in progress
+	StatusSuspended  Status = "suspended"  // suspended or stopped while idle
+	StatusRestoring  Status = "restoring"  // a roll is in progress
+	StatusFailed     Status = "failed"     // the provider gave up; Reason says why
+	StatusUnknown    Status = "unknown"    // state cannot be asserted (a failed rollback)
+)
+
+// Verdict is the health verdict of a home.
+type Verdict string
+
+// Verdicts.
+const (
+	VerdictNone     Verdict = ""
+	VerdictHealthy  Verdict = "healthy"
+	VerdictDegraded Verdict = "degraded"
+)
+
+// Home is the stored record of one sleepable backend.
+type Home struct {
+	ID       string `json:"id"`
+	Target   string `json:"target"`   // the name in /node/{target}; never changed by a wake or roll
+	Provider string `json:"provider"` // provider name, e.g. "exec"
+	// ProviderRef is the provider's opaque handle (for exec: the recorded
+	// process identity). A wake that returns a new ref persists it.
+	ProviderRef string `json:"provider_ref,omitempty"`
+	// Endpoint is the upstream base URL, e.g. http://127.0.0.1:40123.
+	Endpoint      string  `json:"endpoint,omitempty"`
+	RelayTokenRef string  `json:"relay_token_ref,omitempty"` // env:NAME or file:PATH
+	Version       string  `json:"version,omitempty"`
+	Status        Status  `json:"status"`
+	Verdict       Verdict `json:"verdict,omitempty"`
+	Reason        string  `json:"reason,omitempty"` // why the status is failed or unknown
+	// WantRunning is the desired state: true while the home should run.
+	// Stop and suspend clear it (and persist it) before signalling anything.
+	WantRunning     bool          `json:"want_running"`
+	LastWakeAt      time.Time     `json:"last_wake_at,omitempty"`
+	LastWakeLatency time.Duration `json:"last_wake_latency,omitempty"`
+	LastReadyAt     time.Time     `json:"last_ready_at,omitempty"`
+
+	// Generation counts writes; 0 means the record has never been stored.
+	Generation uint64 `json:"generation"`
+	// Owner is the token of the last writer (a gateway instance or a lease).
+	Owner string `json:"owner,omitempty"`
+}
+
+// Cond is the condition of a compare-and-set write: the generation and owner
+// token the writer read. Generation 0 means "create; fail if it exists".
+type Cond struct {
+	Generation uint64
+	Owner      string
+}
+
+// CondOf returns the condition that matches h as it was read.
+func CondOf(h Home) Cond { return Cond{Generation: h.Generation, Owner: h.Owner} }
+
+// Target is the version homes should run, and the last version known bad.
+type Target struct {
+	Version string `json:"version"`
+	// Image is what image-based providers run the version from.
+	Image string `json:"image,omitempty"`
+	// Command is the exec provider's command template for this version.
+	Command []string `json:"command,omitempty"`
+	// BadVersion is the last target version whose roll failed. No home rolls
+	// onto it; registering a newer target lifts the brake.
+	BadVersion string    `json:"bad_version,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	Generation uint64    `json:"generation"`
+	Owner      string    `json:"owner,omitempty"`
+}
+
+// Lease is a held lifecycle lock.
+type Lease struct {
+	Name   string // lock name, e.g. "home/h1"
+	Holder string // who holds it (gateway instance id plus a nonce)
+	// Token is the fencing token: strictly increasing per lock name across
+	// every acquisition, so a holder whose lease expired can be told apart
+	// from the current one by any writer that records it.
+	Token     uint64
+	ExpiresAt time.Time
+}
+
+// Store is wakegate's state.
+//
+// Contract:
+//   - Safe for concurrent use by many goroutines (and, for shared stores,
+//     many gateway processes).
+//   - Every method honours ctx: it returns ctx.Err() (wrapped) once ctx is
+//     done, and never blocks past it.
+//   - Missing records give ErrNotFound (wrapped), distinct from I/O errors.
+//   - Writes of homes and the target are compare-and-set on generation and
+//     owner token (Cond). On success the stored generation is cond+1 and the
+//     stored owner is the written record's Owner; the stored record is
+//     returned. On mismatch: ErrConflict and nothing is written.
+//   - Locks are leases with a TTL and a fencing token. A lock taken by a
+//     caller must be re-checked against state after taking it (what you read
+//     before may be stale). Release with context.WithoutCancel(ctx) so a
+//     cancelled caller still frees it; an expired lease frees itself.
+//   - Session counts are reported per gateway instance and expire with a TTL,
+//     so a crashed instance does not pin homes awake for ever.
+type Store interface {
+	// GetHome returns one home by id.
+	GetHome(ctx context.Context, id string) (Home, error)
+	// ListHomes returns every home, ordered by id.
+	ListHomes(ctx context.Context) ([]Home, error)
+	// PutHome writes h if the stored record matches cond (see Cond).
+	PutHome(ctx context.Context, h Home, cond Cond) (Home, error)
+	// DeleteHome removes a home if the stored record matches cond.
+	DeleteHome(ctx context.Context, id string, cond Cond) error
+
+	// GetTarget returns the roll target, or ErrNotFound when none is set.
+	GetTarget(ctx context.Context) (Target, error)
+	// PutTarget writes the target if the stored one matches cond.
+	PutTarget(ctx context.Context, t Target, cond Cond) (Target, error)
+
+	// Lock takes the named lock for holder for ttl. It returns ErrLocked at
+	// once when another holder's lease is live; it does not wait.
+	Lock(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
+	// Renew extends a held lease; ErrLeaseLost if it is no longer current.
+	Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
+	// Unlock releases a held lease; ErrLeaseLost if it is no longer current.
+	Unlock(ctx context.Context, l Lease) error
+
+	// ReportSessions records this instance's live session count per home,
+	// replacing its previous report. Counts expire after ttl.
+	ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error
+	// FleetSessions returns the sum of unexpired session counts for a home
+	// over every instance.
+	FleetSessions(ctx context.Context, homeID string) (int, error)
+
+	// Close releases the store's resources.
+	Close() error
+}
