@@ -1,0 +1,317 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/web"
+)
+
+// routes builds the public handler: hygiene first (framing, path
+// canonicalisation, request id), then the router.
+func (g *Gateway) routes() http.Handler {
+	r := chi.NewRouter()
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "not_found", Message: "no route for this path"})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "method not allowed on this path"})
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if g.draining.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("draining\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	r.Post("/_wakegate/ready", g.serveReadySignal)
+	r.Get("/_wakegate/wake/{kind}/{name}", g.serveWakeStatus)
+	r.Handle("/apps/{slug}", http.HandlerFunc(g.redirectSlash))
+	r.Handle("/apps/{slug}/*", http.HandlerFunc(g.serveApp))
+	r.Handle("/node/{target}", http.HandlerFunc(g.serveNode))
+	r.Handle("/node/{target}/*", http.HandlerFunc(g.serveNode))
+	return g.hygiene(r)
+}
+
+// hygiene runs before routing: it refuses ambiguous framing and paths that
+// do not canonicalise, sets the request id, tracks the request for the drain
+// and writes the access log.
+func (g *Gateway) hygiene(next http.Handler) http.Handler {
+	access := *g.cfg.Log.Access
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.inflight.Add(1)
+		defer g.inflight.Done()
+		if framingConflict(r.Context()) {
+			w.Header().Set("Connection", "close")
+			proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusBadRequest, Code: "bad_framing",
+				Message: "a request may not carry both Content-Length and Transfer-Encoding"})
+			return
+		}
+		if r.RequestURI != "*" {
+			p, raw, err := proxy.CanonicalPath(r.URL.EscapedPath())
+			if err != nil {
+				proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusBadRequest, Code: "bad_path", Message: err.Error()})
+				return
+			}
+			r.URL.Path, r.URL.RawPath = p, raw
+		}
+		if r.Header.Get("X-Request-Id") == "" || !g.trustedPeer(r) || len(r.Header.Get("X-Request-Id")) > 128 {
+			r.Header.Set("X-Request-Id", g.newRequestID())
+		}
+		if !access {
+			next.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		rw := &recorder{ResponseWriter: w}
+		next.ServeHTTP(rw, r)
+		status := rw.status
+		if status == 0 {
+			status = http.StatusSwitchingProtocols // hijacked
+		}
+		g.log.Info("access", "method", r.Method, "path", r.URL.Path, "status", status,
+			"bytes", rw.bytes, "ms", float64(time.Since(start).Microseconds())/1000,
+			"remote", r.RemoteAddr, "request_id", r.Header.Get("X-Request-Id"))
+	})
+}
+
+func (g *Gateway) trustedPeer(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && g.cfg.Server.isTrusted(ip)
+}
+
+func (g *Gateway) newRequestID() string {
+	return g.reqPre + strconv.FormatUint(g.reqSeq.Add(1), 36)
+}
+
+func (g *Gateway) redirectSlash(w http.ResponseWriter, r *http.Request) {
+	if _, ok := g.apps[chi.URLParam(r, "slug")]; !ok {
+		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "app_not_found", Message: "no such app"})
+		return
+	}
+	u := *r.URL
+	u.Path += "/"
+	if u.RawPath != "" {
+		u.RawPath += "/"
+	}
+	http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
+}
+
+func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
+	app, ok := g.apps[chi.URLParam(r, "slug")]
+	if !ok {
+		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "app_not_found", Message: "no such app"})
+		return
+	}
+	route := &proxy.Route{Kind: "app", Name: app.cfg.Slug}
+	if app.cfg.StripPrefix {
+		route.StripPrefix = app.prefix
+	}
+	if app.home == nil {
+		route.Upstream = app.upstream
+		g.proxy.Serve(w, r, route)
+		return
+	}
+	g.serveHome(w, r, app.home, route, strings.TrimPrefix(r.URL.Path, app.prefix))
+}
+
+func (g *Gateway) serveNode(w http.ResponseWriter, r *http.Request) {
+	h, ok := g.homes[chi.URLParam(r, "target")]
+	if !ok {
+		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "home_not_found", Message: "no such home"})
+		return
+	}
+	route := &proxy.Route{Kind: "node", Name: h.spec.Target}
+	g.serveHome(w, r, h, route, strings.TrimPrefix(r.URL.Path, "/node/"+h.spec.Target))
+}
+
+// serveHome counts the session, makes sure the home is awake and forwards.
+// The session is counted before the home is resolved, so that an idle
+// suspend either sees it or the request finds the verdict gone and waits.
+func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute, route *proxy.Route, sub string) {
+	id := h.spec.ID
+	c := g.sessions.Begin(id)
+	defer g.sessions.End(c)
+	route.HomeID = id
+	route.RelayToken = h.token
+
+	eng := g.engine
+	if !eng.Warm(id) {
+		if g.noWake(r, sub) && eng.Sleeping(id) {
+			proxy.WriteError(w, r, &wake.Error{Status: http.StatusServiceUnavailable, Code: "home_sleeping",
+				Msg: "the home is asleep and this request does not wake it", Retry: g.cfg.Wake.RetryAfter, Sleeping: true})
+			return
+		}
+		if isNavigation(r) {
+			ctx, cancel := context.WithTimeout(r.Context(), *g.cfg.Wake.Hold)
+			a, err := eng.EnsureAwake(ctx, id)
+			cancel()
+			if err != nil {
+				var we *wake.Error
+				if errors.As(err, &we) && we.Code == "home_waking" && r.Context().Err() == nil {
+					g.serveWaitingPage(w, r, route)
+					return
+				}
+				proxy.WriteError(w, r, err)
+				return
+			}
+			g.forward(w, r, route, a)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.Wake.WakeTimeout)
+	a, err := eng.EnsureAwake(ctx, id)
+	cancel()
+	if err != nil {
+		proxy.WriteError(w, r, err)
+		return
+	}
+	g.forward(w, r, route, a)
+}
+
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.Route, a wake.Awake) {
+	route.Upstream = a.Endpoint
+	route.Waited = a.Waited
+	id := route.HomeID
+	route.Retry = func(ctx context.Context) (*url.URL, error) {
+		ctx, cancel := context.WithTimeout(ctx, g.cfg.Wake.WakeTimeout)
+		defer cancel()
+		return g.engine.Redo(ctx, id)
+	}
+	g.proxy.Serve(w, r, route)
+}
+
+// noWake reports whether r must not wake a sleeping home.
+func (g *Gateway) noWake(r *http.Request, sub string) bool {
+	for _, p := range g.cfg.Wake.NoWakePaths {
+		if sub == p {
+			return true
+		}
+	}
+	if ua := r.UserAgent(); ua != "" {
+		for _, re := range g.cfg.Wake.noWakeUA {
+			if re.MatchString(ua) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isNavigation reports whether r is a browser loading a page: a GET that
+// accepts HTML and is not a WebSocket, fetch or asset request.
+func isNavigation(r *http.Request) bool {
+	if r.Method != http.MethodGet || r.Header.Get("Upgrade") != "" {
+		return false
+	}
+	if m := r.Header.Get("Sec-Fetch-Mode"); m != "" && m != "navigate" {
+		return false
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+func (g *Gateway) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *proxy.Route) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Retry-After", strconv.Itoa(int(g.cfg.Wake.RetryAfter/time.Second)))
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_ = web.WaitingPage(w, web.Waiting{
+		Name:      route.Name,
+		StatusURL: "/_wakegate/wake/" + route.Kind + "/" + route.Name,
+		Timeout:   g.cfg.Wake.ReadyTimeout,
+	})
+}
+
+// serveWakeStatus answers the waiting page's poll: it keeps the wake going
+// and says whether the home is ready.
+func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
+	var h *homeRoute
+	switch name := chi.URLParam(r, "name"); chi.URLParam(r, "kind") {
+	case "node":
+		h = g.homes[name]
+	case "app":
+		if a := g.apps[name]; a != nil {
+			h = a.home
+		}
+	}
+	if h == nil {
+		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "not_found", Message: "no such home or app"})
+		return
+	}
+	out := map[string]any{"ready": g.engine.Warm(h.spec.ID)}
+	if !out["ready"].(bool) {
+		if err := g.engine.Start(h.spec.ID); err != nil {
+			c := proxy.StatusOf(err)
+			out["error"] = c.Message
+			out["code"] = c.Code
+		}
+		if phase, elapsed, ok := g.engine.Progress(h.spec.ID); ok {
+			out["phase"] = phase
+			out["elapsed_ms"] = elapsed.Milliseconds()
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// serveReadySignal lets a home end its readiness wait at once: POST
+// /_wakegate/ready with its relay token in the relay header.
+func (g *Gateway) serveReadySignal(w http.ResponseWriter, r *http.Request) {
+	tok := r.Header.Get(g.cfg.Proxy.RelayHeader)
+	id, ok := g.engine.HomeForToken(tok)
+	if !ok {
+		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusUnauthorized, Code: "bad_token", Message: "a home's relay token is required"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"home": id, "signalled": g.engine.Ready(id, tok)})
+}
+
+// recorder captures the status and size of a response for the access log.
+// Unwrap lets http.ResponseController reach Flush and Hijack.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	n, err := r.ResponseWriter.Write(b)
+	r.bytes += int64(n)
+	return n, err
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

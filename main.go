@@ -1,0 +1,148 @@
+// Command wakegate is an edge gateway for sleeping, per-user backends.
+//
+//	wakegate serve [--config FILE] [--listen ADDR]
+//	wakegate check-config [--config FILE]
+//	wakegate version
+//	wakegate demo-home [--addr ADDR] [--target NAME] [--version V] [--boot-delay D]
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/wakegate/wakegate/demohome"
+	"github.com/wakegate/wakegate/gateway"
+)
+
+//go:embed config.yaml
+var defaultConfig []byte
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: wakegate <command> [flags]
+
+commands:
+  serve         run the gateway (default config: the embedded config.yaml)
+  check-config  validate a config file and print every error
+  version       print the version
+  demo-home     run the built-in demo home
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "check-config":
+		return checkConfig(args[1:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "wakegate", version)
+		return 0
+	case "demo-home":
+		return demoHome(args[1:], stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "wakegate: unknown command %q\n%s", args[0], usage)
+	return 2
+}
+
+func loadConfig(path string) (*gateway.Config, error) {
+	if path == "" {
+		return gateway.Load("config.yaml (embedded)", defaultConfig)
+	}
+	return gateway.LoadFile(path)
+}
+
+func printConfigError(w io.Writer, err error) {
+	var ce gateway.ConfigErrors
+	if errors.As(err, &ce) {
+		for _, e := range ce {
+			fmt.Fprintln(w, e)
+		}
+		return
+	}
+	fmt.Fprintln(w, err)
+}
+
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file (default: the embedded config.yaml)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if _, err := loadConfig(*path); err != nil {
+		printConfigError(stderr, err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "config ok")
+	return 0
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file (default: the embedded config.yaml)")
+	listen := fs.String("listen", "", "public listen address, overriding the config's listen")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		printConfigError(stderr, err)
+		return 1
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	log := gateway.NewLogger(cfg.Log, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	g, err := gateway.New(ctx, cfg, log)
+	if err != nil {
+		log.Error("start", "err", err)
+		return 1
+	}
+	defer g.Close()
+	if err := g.Run(ctx); err != nil {
+		log.Error("serve", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func demoHome(args []string, stderr io.Writer) int {
+	o, err := demohome.ParseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, err)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "demo-home:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := demohome.Run(ctx, o, stderr); err != nil {
+		fmt.Fprintln(stderr, "demo-home:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,71 @@
+// Package provider starts, suspends, stops, recreates and inspects homes.
+// Every provider implements Provider; exec runs homes as local processes.
+package provider
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrUnsupported is returned by an operation a provider cannot perform
+// (for example Suspend on a provider that can only stop). Callers fall back.
+var ErrUnsupported = errors.New("provider: operation not supported")
+
+// State is what a provider reports about a home.
+type State string
+
+// Provider states.
+const (
+	StateRunning   State = "running"
+	StateSuspended State = "suspended"
+	StateStopped   State = "stopped"
+	StateFailed    State = "failed"
+	StateUnknown   State = "unknown"
+)
+
+// Spec names a home to a provider.
+type Spec struct {
+	ID      string // home id
+	Target  string // the name in /node/{target}
+	Version string // the version to run
+	// Ref is the provider's handle from the last Result (may be empty).
+	Ref string
+	// Command, when set, overrides the provider's command template for
+	// this call (exec: a per-version template for rolls).
+	Command []string
+}
+
+// Result is the outcome of a wake or recreate, or of a status query.
+type Result struct {
+	Endpoint string // upstream base URL, e.g. http://127.0.0.1:40123
+	Ref      string // the provider's new handle; persisted by the caller
+	State    State
+	Reason   string // why State is failed, for people
+}
+
+// Provider is one way of running homes.
+//
+// Contract: safe for concurrent use, but the caller (the wake engine) holds
+// the home's lifecycle lock, so calls for one home never overlap. Every
+// method honours ctx. Wake returns as soon as the home has been started or
+// resumed; readiness is proven by the caller's probe, not here.
+type Provider interface {
+	// Name is the provider's config name, e.g. "exec".
+	Name() string
+	// Wake starts or resumes the home and returns where it listens. A home
+	// already running is returned as is.
+	Wake(ctx context.Context, s Spec) (Result, error)
+	// Suspend pauses the home keeping its memory where the provider can;
+	// ErrUnsupported otherwise.
+	Suspend(ctx context.Context, s Spec) error
+	// Stop stops the home. proven reports whether the provider verified that
+	// it is gone (for exec: the recorded process has exited).
+	Stop(ctx context.Context, s Spec) (proven bool, err error)
+	// Recreate replaces the home with one running s.Version (and s.Command
+	// or image), keeping its data, and starts it.
+	Recreate(ctx context.Context, s Spec) (Result, error)
+	// Version asks the running home which version it really runs.
+	Version(ctx context.Context, s Spec) (string, error)
+	// Status reports the home's current state without changing it.
+	Status(ctx context.Context, s Spec) (Result, error)
+}

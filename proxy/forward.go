@@ -1,0 +1,329 @@
+// Package proxy is wakegate's data plane: it forwards HTTP and WebSocket
+// requests to a resolved upstream with header hygiene, counts sessions, and
+// maps every error to one status. It knows nothing of how a route was
+// resolved; the gateway hands it a Route.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Route is where one request goes.
+type Route struct {
+	// Kind is "app" or "node", for logs and metrics.
+	Kind string
+	// Name is the app slug or home target.
+	Name string
+	// HomeID is the home whose sessions this request counts ("" for none).
+	HomeID string
+	// Upstream is the base URL to forward to.
+	Upstream *url.URL
+	// StripPrefix is removed from the path before forwarding ("" for none).
+	StripPrefix string
+	// RelayToken is sent in the relay header toward this upstream only, and
+	// masked wherever it appears in the response.
+	RelayToken string
+	// Retry, if set, is called once when the upstream could not be reached
+	// before any response; it returns a fresh upstream (after a new wake)
+	// and the request is retried once if it can be replayed.
+	Retry func(ctx context.Context) (*url.URL, error)
+	// Waited is how long the request waited for a wake; when positive it is
+	// reported as Server-Timing: wake;dur=<ms>.
+	Waited time.Duration
+}
+
+// Options configure a Proxy.
+type Options struct {
+	// RelayHeader carries a home's relay token. Required.
+	RelayHeader string
+	// StripHeaders are removed from every inbound request before forwarding
+	// (the internal probe header, the caller's gateway credentials).
+	StripHeaders []string
+	// Trusted reports whether the socket peer is a trusted proxy whose
+	// forwarding headers are kept. nil trusts nobody.
+	Trusted func(ip net.IP) bool
+	// MaxBodyBytes caps request bodies (413 past it); zero means no cap.
+	MaxBodyBytes int64
+	// AllowOrigin reports whether a WebSocket upgrade's Origin may connect;
+	// nil allows only the request's own host.
+	AllowOrigin func(origin string, r *http.Request) bool
+	// DialTimeout bounds connecting to an upstream.
+	DialTimeout time.Duration
+	// ResponseHeaderTimeout bounds waiting for response headers.
+	ResponseHeaderTimeout time.Duration
+	// MaxIdleConnsPerHost is the keep-alive pool per upstream.
+	MaxIdleConnsPerHost int
+	// IdleConnTimeout closes idle pooled connections.
+	IdleConnTimeout time.Duration
+	// Log receives proxy errors.
+	Log *slog.Logger
+}
+
+// Proxy forwards requests to routes.
+type Proxy struct {
+	opts      Options
+	rp        *httputil.ReverseProxy
+	transport *http.Transport
+	stripped  []string
+}
+
+type routeKey struct{}
+
+// New returns a Proxy.
+func New(o Options) *Proxy {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &DialError{Err: err}
+			}
+			return c, nil
+		},
+		MaxIdleConns:          0, // no global cap: MaxIdleConnsPerHost bounds each upstream
+		MaxIdleConnsPerHost:   o.MaxIdleConnsPerHost,
+		IdleConnTimeout:       o.IdleConnTimeout,
+		ResponseHeaderTimeout: o.ResponseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+	}
+	p := &Proxy{opts: o, transport: tr}
+	p.stripped = append([]string{http.CanonicalHeaderKey(o.RelayHeader)}, o.StripHeaders...)
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      retryTransport{base: tr},
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.errorHandler,
+		ErrorLog:       slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
+		BufferPool:     newBufferPool(),
+	}
+	return p
+}
+
+// Close closes idle upstream connections.
+func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
+
+// Serve forwards r to route. It returns when the exchange is over: for a
+// WebSocket, when its hijacked connection has closed on either side. The
+// caller counts the session around it (see Sessions), from before the route
+// was resolved, so that no suspend can slip in between.
+func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
+	if isUpgrade(r) {
+		if origin := r.Header.Get("Origin"); origin != "" && !p.allowOrigin(origin, r) {
+			WriteClassified(w, r, Classified{Status: http.StatusForbidden, Code: "origin_not_allowed",
+				Message: "WebSocket connections from this origin are not allowed"})
+			return
+		}
+	}
+	if max := p.opts.MaxBodyBytes; max > 0 {
+		if r.ContentLength > max {
+			WriteError(w, r, &http.MaxBytesError{Limit: max})
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+		}
+	}
+	r = r.WithContext(context.WithValue(r.Context(), routeKey{}, route))
+	p.rp.ServeHTTP(w, r)
+}
+
+func (p *Proxy) allowOrigin(origin string, r *http.Request) bool {
+	if p.opts.AllowOrigin != nil {
+		return p.opts.AllowOrigin(origin, r)
+	}
+	return SameHostOrigin(origin, r)
+}
+
+// SameHostOrigin reports whether origin's host (with port) equals the
+// request's Host.
+func SameHostOrigin(origin string, r *http.Request) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	return strings.EqualFold(u.Host, r.Host)
+}
+
+func isUpgrade(r *http.Request) bool {
+	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header, "Connection", "upgrade")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h[name] {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func routeFrom(ctx context.Context) *Route {
+	r, _ := ctx.Value(routeKey{}).(*Route)
+	return r
+}
+
+// rewrite builds the outbound request. Hop-by-hop headers (including any
+// named in Connection) were already removed by ReverseProxy, so nothing set
+// here can be removed by the caller.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	route := routeFrom(pr.In.Context())
+	out := pr.Out
+	target := route.Upstream
+	out.URL.Scheme = target.Scheme
+	out.URL.Host = target.Host
+	path, raw := pr.In.URL.Path, pr.In.URL.RawPath
+	if route.StripPrefix != "" {
+		path = strings.TrimPrefix(path, route.StripPrefix)
+		raw = strings.TrimPrefix(raw, route.StripPrefix)
+		if path == "" || path[0] != '/' {
+			path = "/" + path
+			if raw != "" {
+				raw = "/" + raw
+			}
+		}
+	}
+	if target.Path != "" && target.Path != "/" {
+		base := strings.TrimSuffix(target.Path, "/")
+		path = base + path
+		if raw != "" {
+			raw = strings.TrimSuffix(target.EscapedPath(), "/") + raw
+		}
+	}
+	out.URL.Path, out.URL.RawPath = path, raw
+	out.Host = target.Host
+	for _, h := range p.stripped {
+		out.Header.Del(h)
+	}
+	if route.RelayToken != "" {
+		out.Header.Set(p.opts.RelayHeader, route.RelayToken)
+	}
+	if p.trustedPeer(pr.In) {
+		// A trusted proxy's chain is kept and extended; its proto and host win.
+		if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+			out.Header["X-Forwarded-For"] = prior
+		}
+		pr.SetXForwarded()
+		if v := pr.In.Header.Get("X-Forwarded-Proto"); v != "" {
+			out.Header.Set("X-Forwarded-Proto", v)
+		}
+		if v := pr.In.Header.Get("X-Forwarded-Host"); v != "" {
+			out.Header.Set("X-Forwarded-Host", v)
+		}
+	} else {
+		pr.SetXForwarded()
+	}
+	if id := pr.In.Header.Get("X-Request-Id"); id != "" {
+		out.Header.Set("X-Request-Id", id)
+	}
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = []string{""} // do not add Go's default
+	}
+}
+
+func (p *Proxy) trustedPeer(r *http.Request) bool {
+	if p.opts.Trusted == nil {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && p.opts.Trusted(ip)
+}
+
+func (p *Proxy) modifyResponse(res *http.Response) error {
+	route := routeFrom(res.Request.Context())
+	for _, h := range p.stripped {
+		res.Header.Del(h)
+	}
+	if tok := route.RelayToken; tok != "" {
+		maskHeaders(res.Header, tok)
+		if res.Body != nil && res.Body != http.NoBody && res.StatusCode != http.StatusSwitchingProtocols {
+			res.Body = newMaskReader(res.Body, tok)
+		}
+	}
+	if route.Waited > 0 {
+		res.Header.Add("Server-Timing", "wake;dur="+strconv.FormatInt(route.Waited.Milliseconds(), 10))
+	}
+	return nil
+}
+
+func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The caller went away; nobody is left to answer.
+		w.WriteHeader(499)
+		return
+	}
+	c := StatusOf(err)
+	route := routeFrom(r.Context())
+	name := ""
+	if route != nil {
+		name = route.Name
+	}
+	p.opts.Log.Warn("proxy error", "route", name, "path", r.URL.Path, "status", c.Status, "err", err)
+	WriteClassified(w, r, c)
+}
+
+// retryTransport retries once, on a fresh upstream from the route, a request
+// whose upstream could not be reached before any response, when the request
+// can be replayed.
+type retryTransport struct{ base *http.Transport }
+
+func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := t.base.RoundTrip(req)
+	if err == nil {
+		return res, nil
+	}
+	route := routeFrom(req.Context())
+	if route == nil || route.Retry == nil || !unreached(err) || !replayable(req) {
+		return nil, err
+	}
+	u, rerr := route.Retry(req.Context())
+	if rerr != nil {
+		return nil, rerr
+	}
+	route.Upstream = u
+	again := req.Clone(req.Context())
+	again.URL.Scheme, again.URL.Host, again.Host = u.Scheme, u.Host, u.Host
+	if req.GetBody != nil {
+		if again.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	return t.base.RoundTrip(again)
+}
+
+func replayable(req *http.Request) bool {
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// maskHeaders replaces the secret wherever it appears in header values.
+func maskHeaders(h http.Header, secret string) {
+	for k, vs := range h {
+		for i, v := range vs {
+			if strings.Contains(v, secret) {
+				h[k][i] = strings.ReplaceAll(v, secret, strings.Repeat("*", len(secret)))
+			}
+		}
+	}
+}
+
+var _ io.ReadCloser = (*maskReader)(nil)

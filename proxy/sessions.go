@@ -1,0 +1,177 @@
+package proxy
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Sessions counts live sessions per home: in-flight HTTP requests, open
+// WebSockets (until their hijacked connection closes) and leases. It is the
+// one place sessions are counted; idle suspend and rolls read it.
+type Sessions struct {
+	mu    sync.RWMutex
+	homes map[string]*Counter
+	now   func() time.Time
+}
+
+// Counter is the session count of one home. Obtain it from Sessions.Begin
+// and hand it back to Sessions.End exactly once.
+type Counter struct {
+	id string
+	n  atomic.Int64
+	// idleSince is when the count last fell to zero (unix nanoseconds).
+	idleSince atomic.Int64
+
+	mu     sync.Mutex
+	leases map[uint64]time.Time // lease id -> expiry
+	nextID uint64
+}
+
+// NewSessions returns an empty session table.
+func NewSessions() *Sessions {
+	return &Sessions{homes: map[string]*Counter{}, now: time.Now}
+}
+
+func (s *Sessions) counter(id string) *Counter {
+	s.mu.RLock()
+	c := s.homes[id]
+	s.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c = s.homes[id]; c == nil {
+		c = &Counter{id: id}
+		c.idleSince.Store(s.now().UnixNano())
+		s.homes[id] = c
+	}
+	return c
+}
+
+// Begin counts one session of home id and returns its counter, to be passed
+// to End when the session is over. An empty id counts nothing and returns nil.
+func (s *Sessions) Begin(id string) *Counter {
+	if id == "" {
+		return nil
+	}
+	c := s.counter(id)
+	c.n.Add(1)
+	return c
+}
+
+// End ends one session begun with Begin. A nil counter is ignored. The count
+// never goes below zero.
+func (s *Sessions) End(c *Counter) {
+	if c == nil {
+		return
+	}
+	for {
+		n := c.n.Load()
+		if n <= 0 {
+			return
+		}
+		if c.n.CompareAndSwap(n, n-1) {
+			if n == 1 {
+				c.idleSince.Store(s.now().UnixNano())
+			}
+			return
+		}
+	}
+}
+
+// Lease keeps home id counted as in session until ttl has passed or
+// EndLease is called. It returns the lease's id.
+func (s *Sessions) Lease(id string, ttl time.Duration) uint64 {
+	c := s.counter(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leases == nil {
+		c.leases = map[uint64]time.Time{}
+	}
+	c.nextID++
+	c.leases[c.nextID] = s.now().Add(ttl)
+	return c.nextID
+}
+
+// EndLease ends a lease early. It reports whether the lease was live.
+func (s *Sessions) EndLease(id string, lease uint64) bool {
+	c := s.counter(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	exp, ok := c.leases[lease]
+	delete(c.leases, lease)
+	if ok && len(c.liveLeasesLocked(s.now())) == 0 && c.n.Load() == 0 {
+		c.idleSince.Store(s.now().UnixNano())
+	}
+	return ok && s.now().Before(exp)
+}
+
+// liveLeasesLocked drops expired leases and returns the live ones. When the
+// last lease expires with no other session, idleSince becomes its expiry.
+func (c *Counter) liveLeasesLocked(now time.Time) map[uint64]time.Time {
+	for id, exp := range c.leases {
+		if !now.Before(exp) {
+			delete(c.leases, id)
+			if exp.UnixNano() > c.idleSince.Load() {
+				c.idleSince.Store(exp.UnixNano())
+			}
+		}
+	}
+	return c.leases
+}
+
+// Count returns the live sessions of home id: requests, WebSockets and
+// unexpired leases.
+func (s *Sessions) Count(id string) int {
+	s.mu.RLock()
+	c := s.homes[id]
+	s.mu.RUnlock()
+	if c == nil {
+		return 0
+	}
+	n := int(c.n.Load())
+	c.mu.Lock()
+	n += len(c.liveLeasesLocked(s.now()))
+	c.mu.Unlock()
+	return n
+}
+
+// IdleSince returns when home id last had no session, or the zero time if
+// it has sessions now. A home never seen counts as idle since the epoch.
+func (s *Sessions) IdleSince(id string) time.Time {
+	if s.Count(id) > 0 {
+		return time.Time{}
+	}
+	s.mu.RLock()
+	c := s.homes[id]
+	s.mu.RUnlock()
+	if c == nil {
+		return time.Unix(0, 0)
+	}
+	return time.Unix(0, c.idleSince.Load())
+}
+
+// Touch marks home id as active now without counting a session, so that a
+// fresh wake is not suspended before its first request arrives.
+func (s *Sessions) Touch(id string) {
+	s.counter(id).idleSince.Store(s.now().UnixNano())
+}
+
+// Snapshot returns the live count of every home that has sessions.
+func (s *Sessions) Snapshot() map[string]int {
+	s.mu.RLock()
+	ids := make([]string, 0, len(s.homes))
+	for id := range s.homes {
+		ids = append(ids, id)
+	}
+	s.mu.RUnlock()
+	out := map[string]int{}
+	for _, id := range ids {
+		if n := s.Count(id); n > 0 {
+			out[id] = n
+		}
+	}
+	return out
+}

@@ -1,0 +1,435 @@
+// Package wake is the lifecycle engine: it makes sure a home is awake before
+// a request is forwarded to it (warm verdicts, one coalesced wake per home,
+// readiness probes), and suspends homes nobody uses.
+package wake
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// SessionCounter reports the live sessions of homes on this instance.
+type SessionCounter interface {
+	// Count returns the live sessions of a home.
+	Count(id string) int
+	// IdleSince returns when the home last had no session (zero if it has
+	// sessions now).
+	IdleSince(id string) time.Time
+	// Touch marks the home active now.
+	Touch(id string)
+	// Snapshot returns the live count of every home with sessions.
+	Snapshot() map[string]int
+}
+
+// Options configure an Engine. Every duration is filled by the gateway's
+// config defaults; the engine does not test them for zero.
+type Options struct {
+	Store     registry.Store
+	Providers map[string]provider.Provider
+	Sessions  SessionCounter
+	// Instance names this gateway (lock holder, session reports).
+	Instance string
+	// WarmTTL is how long a proven wake is trusted.
+	WarmTTL time.Duration
+	// ReadyTimeout bounds one wake, provider start plus probe.
+	ReadyTimeout time.Duration
+	// RetryAfter is advertised with 503s for homes not ready.
+	RetryAfter time.Duration
+	// MaxConcurrent caps wakes running at once.
+	MaxConcurrent int
+	// FailureBackoff is the base pause after a failed wake of a home.
+	FailureBackoff time.Duration
+	// Probe is the probe template; Endpoint, Path and Header are set per
+	// home. Path may contain {target}.
+	Probe ProbeSpec
+	// RelayHeader carries the relay token.
+	RelayHeader string
+	// Log receives one line per wake and suspend.
+	Log *slog.Logger
+}
+
+// HomeSpec is what the gateway's config says about a home.
+type HomeSpec struct {
+	ID          string
+	Target      string
+	Provider    string
+	Version     string
+	RelayToken  string        // the resolved secret; "" for none
+	IdleTimeout time.Duration // zero: never suspended
+}
+
+// Awake is the answer of EnsureAwake.
+type Awake struct {
+	// Endpoint is where the home listens.
+	Endpoint *url.URL
+	// Waited is how long the caller waited for a wake (zero on a warm hit).
+	Waited time.Duration
+}
+
+// verdict is a proof that a home was ready; immutable once published.
+type verdict struct {
+	endpoint *url.URL
+	until    int64 // unix nanoseconds
+}
+
+// home is the engine's in-memory view of one home.
+type home struct {
+	spec HomeSpec
+	warm atomic.Pointer[verdict]
+
+	mu     sync.Mutex
+	flight *flight
+	// status mirrors the stored status for cheap checks (no-wake rules).
+	status  registry.Status
+	limiter *rate.Limiter
+	fails   int
+}
+
+// flight is one wake in progress; every caller joins it.
+type flight struct {
+	done    chan struct{}
+	ready   chan struct{} // closed by POST /_wakegate/ready
+	once    sync.Once
+	started time.Time
+	phase   atomic.Value // string: "queued", "starting", "probing"
+	joined  atomic.Int32 // callers that joined after the first
+	res     Awake
+	err     error
+}
+
+func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
+
+// Engine wakes and suspends homes.
+type Engine struct {
+	o     Options
+	sem   chan struct{}
+	homes atomic.Pointer[map[string]*home] // copy on write
+
+	writeMu sync.Mutex // serialises registration (copy-on-write of homes)
+
+	ctx    context.Context // owner of every wake goroutine
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns an Engine. Close it to stop its goroutines.
+func New(o Options) *Engine {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent)}
+	m := map[string]*home{}
+	e.homes.Store(&m)
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	return e
+}
+
+// Close cancels wakes in progress and waits for the engine's goroutines.
+func (e *Engine) Close() {
+	e.cancel()
+	e.wg.Wait()
+}
+
+// Register makes a home known, creating its stored record if it has none.
+// A stored record keeps its state (a home that runs stays running and is
+// adopted on its next wake).
+func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
+	if _, ok := e.o.Providers[s.Provider]; !ok {
+		return fmt.Errorf("register home %s: unknown provider %q", s.ID, s.Provider)
+	}
+	rec, err := e.o.Store.GetHome(ctx, s.ID)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		rec, err = e.o.Store.PutHome(ctx, registry.Home{
+			ID: s.ID, Target: s.Target, Provider: s.Provider, Version: s.Version,
+			Status: registry.StatusSleeping, Owner: e.o.Instance,
+		}, registry.Cond{})
+		if err != nil {
+			return fmt.Errorf("register home %s: %w", s.ID, err)
+		}
+	case err != nil:
+		return fmt.Errorf("register home %s: %w", s.ID, err)
+	case rec.Target != s.Target:
+		// The config is the source of truth for a home's route.
+		cond := registry.CondOf(rec)
+		rec.Target = s.Target
+		if rec, err = e.o.Store.PutHome(ctx, rec, cond); err != nil {
+			return fmt.Errorf("register home %s: %w", s.ID, err)
+		}
+	}
+	h := &home{spec: s, status: rec.Status,
+		limiter: rate.NewLimiter(rate.Inf, 1)}
+	e.writeMu.Lock()
+	defer e.writeMu.Unlock()
+	old := *e.homes.Load()
+	m := make(map[string]*home, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[s.ID] = h
+	e.homes.Store(&m)
+	// The idle clock of a home starts when this gateway learns of it.
+	e.o.Sessions.Touch(s.ID)
+	return nil
+}
+
+func (e *Engine) home(id string) *home { return (*e.homes.Load())[id] }
+
+// Warm reports whether home id has a fresh warm verdict.
+func (e *Engine) Warm(id string) bool {
+	h := e.home(id)
+	if h == nil {
+		return false
+	}
+	v := h.warm.Load()
+	return v != nil && time.Now().UnixNano() < v.until
+}
+
+// Sleeping reports whether home id is known not to run: no fresh verdict
+// and a stored status of sleeping, suspended or failed. Requests that must
+// not wake a home (no-wake rules) are refused when this is true.
+func (e *Engine) Sleeping(id string) bool {
+	h := e.home(id)
+	if h == nil || e.Warm(id) {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.flight != nil {
+		return false
+	}
+	switch h.status {
+	case registry.StatusSleeping, registry.StatusSuspended, registry.StatusFailed, registry.StatusSuspending:
+		return true
+	}
+	return false
+}
+
+// EnsureAwake returns the endpoint of home id once it is proven ready. A
+// fresh warm verdict answers at once with no store read, provider call or
+// probe. Otherwise the caller joins the one wake of the home in flight, or
+// starts it; the wake runs detached from the caller, bounded by the ready
+// timeout, and every caller waits on its own ctx.
+func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
+	h := (*e.homes.Load())[id]
+	if h == nil {
+		return Awake{}, &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
+	}
+	if v := h.warm.Load(); v != nil && time.Now().UnixNano() < v.until {
+		return Awake{Endpoint: v.endpoint}, nil
+	}
+	return e.slowPath(ctx, h)
+}
+
+func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
+	start := time.Now()
+	f, err := e.join(h)
+	if err != nil {
+		return Awake{}, err
+	}
+	if f == nil { // a verdict appeared while we took the lock
+		return Awake{Endpoint: h.warm.Load().endpoint}, nil
+	}
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return Awake{}, f.err
+		}
+		return Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
+	case <-ctx.Done():
+		return Awake{}, &Error{Status: http.StatusServiceUnavailable, Code: "home_waking",
+			Msg: "the home is still waking", Retry: e.o.RetryAfter, cause: ctx.Err()}
+	}
+}
+
+// join returns the wake in flight for h, starting one if needed, or nil when
+// a fresh verdict was found after taking the lock.
+func (e *Engine) join(h *home) (*flight, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if v := h.warm.Load(); v != nil && time.Now().UnixNano() < v.until {
+		return nil, nil
+	}
+	if h.flight != nil {
+		h.flight.joined.Add(1)
+		return h.flight, nil
+	}
+	if e.ctx.Err() != nil {
+		return nil, &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Msg: "the gateway is shutting down", Retry: e.o.RetryAfter}
+	}
+	if r := h.limiter.Reserve(); r.Delay() > 0 {
+		// Wakes of this home keep failing: back off.
+		d := r.Delay()
+		r.Cancel()
+		return nil, &Error{Status: http.StatusServiceUnavailable, Code: "wake_backoff",
+			Msg: "the home failed to wake recently; waiting before trying again", Retry: max(d, time.Second)}
+	}
+	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now()}
+	f.phase.Store("queued")
+	h.flight = f
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.runWake(h, f)
+	}()
+	return f, nil
+}
+
+// Progress reports the wake in flight for home id: its phase and how long
+// it has run. ok is false when no wake is in flight.
+func (e *Engine) Progress(id string) (phase string, elapsed time.Duration, ok bool) {
+	h := e.home(id)
+	if h == nil {
+		return "", 0, false
+	}
+	h.mu.Lock()
+	f := h.flight
+	h.mu.Unlock()
+	if f == nil {
+		return "", 0, false
+	}
+	return f.phase.Load().(string), time.Since(f.started), true
+}
+
+// Start begins a wake of home id without waiting for it (for the waiting
+// page, whose own poll then follows the wake).
+func (e *Engine) Start(id string) error {
+	h := e.home(id)
+	if h == nil {
+		return &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
+	}
+	_, err := e.join(h)
+	return err
+}
+
+// Ready ends the readiness wait of home id's wake in flight when token is
+// the home's relay token. It reports whether a wake was signalled.
+func (e *Engine) Ready(id, token string) bool {
+	h := e.home(id)
+	if h == nil || h.spec.RelayToken == "" ||
+		subtle.ConstantTimeCompare([]byte(token), []byte(h.spec.RelayToken)) != 1 {
+		return false
+	}
+	h.mu.Lock()
+	f := h.flight
+	h.mu.Unlock()
+	if f == nil {
+		return false
+	}
+	f.signalReady()
+	return true
+}
+
+// HomeForToken returns the id of the home whose relay token is token, for
+// POST /_wakegate/ready, comparing in constant time.
+func (e *Engine) HomeForToken(token string) (string, bool) {
+	if token == "" {
+		return "", false
+	}
+	found := ""
+	for id, h := range *e.homes.Load() {
+		if h.spec.RelayToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(h.spec.RelayToken)) == 1 {
+			found = id
+		}
+	}
+	return found, found != ""
+}
+
+// Drop forgets home id's warm verdict, so the next request proves the home
+// again. Called when a forward to it failed, or its process changed.
+func (e *Engine) Drop(id string) {
+	if h := e.home(id); h != nil {
+		h.warm.Store(nil)
+	}
+}
+
+// Redo drops home id's verdict and wakes it again, for a request whose
+// forward found the home unreachable; it returns the fresh endpoint.
+func (e *Engine) Redo(ctx context.Context, id string) (*url.URL, error) {
+	e.Drop(id)
+	a, err := e.EnsureAwake(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return a.Endpoint, nil
+}
+
+// runWake is the one wake of h. It owns f and completes it exactly once.
+func (e *Engine) runWake(h *home, f *flight) {
+	ctx, cancel := context.WithTimeout(e.ctx, e.o.ReadyTimeout)
+	defer cancel()
+	w := wakeRun{e: e, h: h, f: f, start: f.started}
+	res, err := w.run(ctx)
+
+	h.mu.Lock()
+	f.res, f.err = res, err
+	if err == nil {
+		h.warm.Store(&verdict{endpoint: res.Endpoint, until: time.Now().Add(e.o.WarmTTL).UnixNano()})
+		h.status = registry.StatusRunning
+		h.fails = 0
+		h.limiter.SetLimit(rate.Inf)
+	} else {
+		h.fails++
+		// After a failure one more wake may start at once; after that each
+		// failure in a row doubles the pause between wakes of this home.
+		h.limiter.SetLimit(rate.Every(e.o.FailureBackoff << min(h.fails-1, 16)))
+	}
+	h.flight = nil
+	h.mu.Unlock()
+	close(f.done)
+	w.finish(err)
+}
+
+// Error is a wake error with the status the gateway answers with.
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
+	Retry  time.Duration
+	// Sleeping marks an answer for a home that was left asleep.
+	Sleeping bool
+	cause    error
+}
+
+func (e *Error) Error() string {
+	if e.cause != nil {
+		return e.Msg + ": " + e.cause.Error()
+	}
+	return e.Msg
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.cause }
+
+// HTTPStatus returns the status to answer with.
+func (e *Error) HTTPStatus() int { return e.Status }
+
+// ErrorCode returns a stable code for API callers.
+func (e *Error) ErrorCode() string { return e.Code }
+
+// RetryAfter returns the Retry-After to send.
+func (e *Error) RetryAfter() time.Duration { return e.Retry }
+
+// ErrorHeader returns headers for the error response.
+func (e *Error) ErrorHeader() http.Header {
+	if e.Sleeping {
+		return http.Header{"X-Wakegate-Home": {"sleeping"}}
+	}
+	return nil
+}
+
+func probePath(tmpl, target string) string { return strings.ReplaceAll(tmpl, "{target}", target) }

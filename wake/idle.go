@@ -1,0 +1,165 @@
+package wake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// Run suspends idle homes and reports this instance's session counts to the
+// store until ctx is done. tick is how often homes are checked.
+func (e *Engine) Run(ctx context.Context, tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.reportSessions(ctx, 3*tick+time.Second)
+		for id, h := range *e.homes.Load() {
+			if ctx.Err() != nil {
+				return
+			}
+			if !e.idle(h) {
+				continue
+			}
+			if err := e.Suspend(ctx, id); err != nil && !errors.Is(err, errBusy) {
+				e.o.Log.Warn("idle suspend", "home", id, "err", err)
+			}
+		}
+	}
+}
+
+func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
+	if err := e.o.Store.ReportSessions(ctx, e.o.Instance, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil {
+		e.o.Log.Warn("report sessions", "err", err)
+	}
+}
+
+// idle reports whether h runs, has no session and has been idle past its
+// idle timeout.
+func (e *Engine) idle(h *home) bool {
+	if h.spec.IdleTimeout <= 0 {
+		return false
+	}
+	h.mu.Lock()
+	running := h.status == registry.StatusRunning && h.flight == nil
+	h.mu.Unlock()
+	if !running {
+		return false
+	}
+	since := e.o.Sessions.IdleSince(h.spec.ID)
+	return !since.IsZero() && time.Since(since) >= h.spec.IdleTimeout
+}
+
+var errBusy = errors.New("home is busy")
+
+// Suspend suspends home id (or stops it where the provider cannot suspend)
+// unless it has sessions. It holds the home's lifecycle lock throughout; a
+// request that arrives meanwhile waits for the lock and wakes it again.
+func (e *Engine) Suspend(ctx context.Context, id string) error {
+	h := e.home(id)
+	if h == nil {
+		return fmt.Errorf("suspend %s: %w", id, registry.ErrNotFound)
+	}
+	l, err := e.o.Store.Lock(ctx, lockName(id), e.o.Instance, time.Minute)
+	if errors.Is(err, registry.ErrLocked) {
+		return errBusy
+	}
+	if err != nil {
+		return fmt.Errorf("suspend %s: lock: %w", id, err)
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := e.o.Store.Unlock(uctx, l); err != nil {
+			e.o.Log.Warn("suspend: unlock", "home", id, "err", err)
+		}
+	}()
+	// The verdict goes first: a request that starts after this point takes
+	// the slow path and queues behind the lock. Sessions are checked after
+	// it, so a request counted before the drop keeps the home awake.
+	h.warm.Store(nil)
+	if n := e.o.Sessions.Count(id); n > 0 {
+		return errBusy
+	}
+	rec, err := e.o.Store.GetHome(ctx, id)
+	if err != nil {
+		return fmt.Errorf("suspend %s: %w", id, err)
+	}
+	if rec.Status != registry.StatusRunning {
+		return nil
+	}
+	start := time.Now()
+	rec.WantRunning = false
+	rec.Status = registry.StatusSuspending
+	rec.Verdict = registry.VerdictNone
+	cond := registry.CondOf(rec)
+	rec.Owner = e.o.Instance
+	if rec, err = e.o.Store.PutHome(ctx, rec, cond); err != nil {
+		return fmt.Errorf("suspend %s: %w", id, err)
+	}
+	e.setStatus(h, rec.Status)
+	prov := e.o.Providers[rec.Provider]
+	spec := provider.Spec{ID: id, Target: rec.Target, Version: rec.Version, Ref: rec.ProviderRef}
+	how := "suspend"
+	err = prov.Suspend(ctx, spec)
+	proven := err == nil
+	if errors.Is(err, provider.ErrUnsupported) {
+		how = "stop"
+		proven, err = prov.Stop(ctx, spec)
+	}
+	if err != nil {
+		e.o.Log.Error("suspend", "home", id, "how", how, "outcome", "failed", "err", err.Error())
+	}
+	cond = registry.CondOf(rec)
+	rec.Status = registry.StatusSuspended
+	if _, serr := e.o.Store.PutHome(ctx, rec, cond); serr != nil {
+		return fmt.Errorf("suspend %s: %w", id, serr)
+	}
+	e.setStatus(h, registry.StatusSuspended)
+	if err == nil {
+		e.o.Log.Info("suspend", "home", id, "how", how, "proven", proven, "ms", ms(time.Since(start)))
+	}
+	return err
+}
+
+func (e *Engine) setStatus(h *home, s registry.Status) {
+	h.mu.Lock()
+	h.status = s
+	h.mu.Unlock()
+}
+
+// ProviderChanged is the providers' callback for a home whose process
+// changed on its own (restarted after a crash, or given up). The verdict is
+// dropped so the next request proves the home again.
+func (e *Engine) ProviderChanged(id string, r provider.Result) {
+	h := e.home(id)
+	if h == nil {
+		return
+	}
+	h.warm.Store(nil)
+	if r.State != provider.StateFailed {
+		return
+	}
+	e.setStatus(h, registry.StatusFailed)
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	defer cancel()
+	rec, err := e.o.Store.GetHome(ctx, id)
+	if err == nil {
+		cond := registry.CondOf(rec)
+		rec.Status, rec.Reason, rec.Verdict = registry.StatusFailed, r.Reason, registry.VerdictNone
+		rec.Owner = e.o.Instance
+		_, err = e.o.Store.PutHome(ctx, rec, cond)
+	}
+	if err != nil {
+		e.o.Log.Warn("record failed home", "home", id, "err", err)
+	}
+	e.o.Log.Error("home failed", "home", id, "reason", r.Reason)
+}

@@ -1,0 +1,217 @@
+package wake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// wakeRun carries one wake through its steps: a slot under the global cap,
+// the home's lifecycle lock, the provider, the probe, and the record.
+type wakeRun struct {
+	e     *Engine
+	h     *home
+	f     *flight
+	start time.Time
+
+	lease      registry.Lease
+	locked     bool
+	rec        registry.Home
+	providerAt time.Duration // time spent in provider.Wake
+	probeAt    time.Duration // time spent probing
+	probe      ProbeResult
+	stopProven bool
+	stopped    bool
+}
+
+func (w *wakeRun) run(ctx context.Context) (Awake, error) {
+	e, h := w.e, w.h
+	// A slot under the global cap on wakes running at once.
+	select {
+	case e.sem <- struct{}{}:
+		defer func() { <-e.sem }()
+	case <-ctx.Done():
+		return Awake{}, w.timeout("waiting for a wake slot", ctx.Err())
+	}
+	// The lifecycle lock: one operation per home at a time. A suspend or
+	// roll that holds it finishes first; this wake then follows.
+	if err := w.lock(ctx); err != nil {
+		return Awake{}, err
+	}
+	rec, err := e.o.Store.GetHome(ctx, h.spec.ID)
+	if err != nil {
+		return Awake{}, fmt.Errorf("wake %s: %w", h.spec.ID, err)
+	}
+	w.rec = rec
+	prov := e.o.Providers[rec.Provider]
+	rec.WantRunning = true
+	rec.Status = registry.StatusWaking
+	if err := w.save(ctx, rec); err != nil {
+		return Awake{}, err
+	}
+	w.f.phase.Store("starting")
+	t0 := time.Now()
+	res, err := prov.Wake(ctx, w.spec())
+	w.providerAt = time.Since(t0)
+	if err != nil {
+		w.fail(ctx, prov)
+		if ctx.Err() != nil {
+			return Awake{}, w.timeout("starting the home", err)
+		}
+		return Awake{}, &Error{Status: http.StatusServiceUnavailable, Code: "wake_failed",
+			Msg: "the home failed to start", Retry: e.o.RetryAfter, cause: err}
+	}
+	endpoint, err := url.Parse(res.Endpoint)
+	if err != nil || endpoint.Host == "" {
+		w.fail(ctx, prov)
+		return Awake{}, fmt.Errorf("wake %s: provider returned endpoint %q: %w", h.spec.ID, res.Endpoint, err)
+	}
+	// A new endpoint or ref is stored; the target never changes.
+	if res.Endpoint != w.rec.Endpoint || res.Ref != w.rec.ProviderRef {
+		rec := w.rec
+		rec.Endpoint, rec.ProviderRef = res.Endpoint, res.Ref
+		if err := w.save(ctx, rec); err != nil {
+			return Awake{}, err
+		}
+	}
+	w.f.phase.Store("probing")
+	t1 := time.Now()
+	spec := e.o.Probe
+	spec.Endpoint = res.Endpoint
+	spec.Path = probePath(spec.Path, h.spec.Target)
+	if h.spec.RelayToken != "" {
+		spec.Header = http.Header{e.o.RelayHeader: {h.spec.RelayToken}}
+	}
+	w.probe, err = Probe(ctx, spec, w.f.ready)
+	w.probeAt = time.Since(t1)
+	if err != nil {
+		w.fail(ctx, prov)
+		return Awake{}, w.timeout("waiting for the home to be ready", err)
+	}
+	now := time.Now()
+	rec = w.rec
+	rec.Status = registry.StatusRunning
+	rec.Verdict = registry.VerdictHealthy
+	rec.Reason = ""
+	rec.LastWakeAt = w.start
+	rec.LastWakeLatency = now.Sub(w.start)
+	rec.LastReadyAt = now
+	if err := w.save(ctx, rec); err != nil {
+		// The home is ready; a lost record write is logged, not fatal.
+		e.o.Log.Warn("wake: record ready state", "home", h.spec.ID, "err", err)
+	}
+	e.o.Sessions.Touch(h.spec.ID)
+	return Awake{Endpoint: endpoint}, nil
+}
+
+func (w *wakeRun) spec() provider.Spec {
+	return provider.Spec{ID: w.h.spec.ID, Target: w.h.spec.Target, Version: w.rec.Version, Ref: w.rec.ProviderRef}
+}
+
+// lock takes the home's lifecycle lock, waiting (with a growing pause) while
+// another operation holds it, until ctx is done.
+func (w *wakeRun) lock(ctx context.Context) error {
+	e := w.e
+	pause := 2 * time.Millisecond
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for {
+		l, err := e.o.Store.Lock(ctx, lockName(w.h.spec.ID), e.o.Instance, e.o.ReadyTimeout+30*time.Second)
+		if err == nil {
+			w.lease, w.locked = l, true
+			return nil
+		}
+		if !errors.Is(err, registry.ErrLocked) {
+			return fmt.Errorf("wake %s: lock: %w", w.h.spec.ID, err)
+		}
+		t.Reset(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return w.timeout("waiting for another operation on the home", ctx.Err())
+		}
+		pause = min(pause*2, 100*time.Millisecond)
+	}
+}
+
+func lockName(id string) string { return "home/" + id }
+
+// save writes rec with a compare-and-set against what this wake last read,
+// and keeps the stored result.
+func (w *wakeRun) save(ctx context.Context, rec registry.Home) error {
+	cond := registry.CondOf(w.rec)
+	rec.Owner = w.e.o.Instance
+	stored, err := w.e.o.Store.PutHome(ctx, rec, cond)
+	if err != nil {
+		return fmt.Errorf("wake %s: save: %w", w.h.spec.ID, err)
+	}
+	w.rec = stored
+	w.h.mu.Lock()
+	w.h.status = stored.Status
+	w.h.mu.Unlock()
+	return nil
+}
+
+// fail stops a half-woken home and records that it sleeps, with no verdict.
+func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
+	// The stop must run even though the wake's own time ran out.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	rec := w.rec
+	rec.WantRunning = false
+	rec.Status = registry.StatusSuspending
+	rec.Verdict = registry.VerdictNone
+	_ = w.save(sctx, rec) // the stopped intent is stored before signalling
+	proven, err := prov.Stop(sctx, w.spec())
+	w.stopped, w.stopProven = true, proven && err == nil
+	rec = w.rec
+	rec.Status = registry.StatusSuspended
+	rec.Reason = "the last wake failed"
+	if err := w.save(sctx, rec); err != nil {
+		w.e.o.Log.Warn("wake: record failed wake", "home", w.h.spec.ID, "err", err)
+	}
+}
+
+func (w *wakeRun) timeout(what string, err error) error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: "wake_timeout",
+		Msg: "the home did not become ready in time (" + what + ")", Retry: w.e.o.RetryAfter, cause: err}
+}
+
+// finish releases the lock and writes the one log line of this wake.
+func (w *wakeRun) finish(err error) {
+	e := w.e
+	if w.locked {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if uerr := e.o.Store.Unlock(ctx, w.lease); uerr != nil {
+			e.o.Log.Warn("wake: unlock", "home", w.h.spec.ID, "err", uerr)
+		}
+		cancel()
+	}
+	attrs := []any{
+		"home", w.h.spec.ID, "cause", "cold", "joined", w.f.joined.Load(),
+		"provider_ms", ms(w.providerAt), "probe_ms", ms(w.probeAt), "total_ms", ms(time.Since(w.start)),
+		"probe_attempts", w.probe.Attempts,
+	}
+	if err != nil {
+		attrs = append(attrs, "outcome", "failed", "err", err.Error())
+		if w.stopped {
+			attrs = append(attrs, "stop_proven", w.stopProven)
+		}
+		e.o.Log.Error("wake", attrs...)
+		return
+	}
+	attrs = append(attrs, "outcome", "ready")
+	if w.probe.Signalled {
+		attrs = append(attrs, "ready_signal", true)
+	}
+	e.o.Log.Info("wake", attrs...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
