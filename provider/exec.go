@@ -1,0 +1,1332 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ExecConfig configures the exec provider, which runs each home as a local
+// process. NewExec fills the defaults once; zero values below mean "the
+// default" unless said otherwise.
+type ExecConfig struct {
+	// Command is the command template, program first. In every argument
+	// the placeholders {port} (the loopback port the home must listen on),
+	// {target}, {version}, {data_dir} (the home's own directory), {id} and
+	// {self} (the gateway's own executable, os.Executable()) are replaced
+	// ({endpoint}, http://127.0.0.1:{port}, too). Required. The program is
+	// {self}, an absolute path or a name on PATH. Spec.Command overrides the
+	// template for one Wake or Recreate, and the supervisor restarts a
+	// process with the template it was started from. The program should
+	// not exec another binary after it starts: the executable recorded at
+	// start is part of the process identity.
+	Command []string
+	// DataDir is the root data directory. Each home gets DataDir/homes/<id>/
+	// (created 0700), which is {data_dir}, the home's working directory and
+	// where its log (home.log) and the provider's record of its last process
+	// (home.ref) live. Required; made absolute.
+	DataDir string
+	// Env is extra KEY=VALUE entries added to the gateway's environment for
+	// each home and for VersionCommand. Empty: the gateway's environment.
+	Env []string
+	// LogMaxBytes caps the per-home log <homedir>/home.log (the home's
+	// stdout and stderr), in bytes. When full it is rotated to home.log.1
+	// (one old file kept). Default (zero) 1 MiB. The cap is enforced every
+	// second, so the log can overshoot it by what the home writes meanwhile.
+	LogMaxBytes int64
+	// StopGrace is how long Stop waits after SIGTERM before SIGKILL, and
+	// then again for the killed process to be gone. Default (zero) 5s.
+	StopGrace time.Duration
+	// RestartBudget is how many restarts after unexpected exits are allowed
+	// per RestartWindow before the home is marked failed. Default (zero) 3;
+	// negative: never restart (fail at the first unexpected exit).
+	RestartBudget int
+	// RestartWindow is the sliding window RestartBudget counts in. Default
+	// (zero) 60s.
+	RestartWindow time.Duration
+	// VersionCommand, when set, is a command template (the placeholders of
+	// Command plus {endpoint}) whose trimmed stdout is the version the home
+	// really runs. Empty (default): GET {endpoint}/version, whose trimmed
+	// body is the version.
+	VersionCommand []string
+	// SuspendSignal, when true, makes Suspend send SIGSTOP to the home's
+	// process group and Wake resume it with SIGCONT. False (default):
+	// Suspend returns ErrUnsupported and the caller stops the home instead.
+	SuspendSignal bool
+	// OnChange, when set, is called from the provider's supervisor
+	// goroutine, never while a lock of the provider is held, when a home's
+	// process exited unexpectedly and was restarted (the new Result: new
+	// endpoint and ref to persist) or when the provider gave up on it
+	// (State failed; Reason gives the exit status and the last lines of
+	// its log). It should return quickly: the supervisor waits for it.
+	// Nil: nobody is told.
+	OnChange func(id string, r Result)
+}
+
+// Defaults of ExecConfig.
+const (
+	defaultLogMaxBytes   = 1 << 20
+	defaultStopGrace     = 5 * time.Second
+	defaultRestartBudget = 3
+	defaultRestartWindow = 60 * time.Second
+	// logCheckInterval is how often the log caps are enforced.
+	logCheckInterval = time.Second
+	// procPollInterval paces the /proc poll loop used where pidfd is not
+	// available, and the checks for a SIGSTOP or SIGCONT taking effect.
+	procPollInterval = 20 * time.Millisecond
+	// maxVersionBytes bounds a version answer.
+	maxVersionBytes = 4096
+	// reasonLogLines is how many log lines a failure reason quotes.
+	reasonLogLines = 5
+)
+
+// errClosed is returned by every operation after Close.
+var errClosed = errors.New("exec provider closed")
+
+// Exec runs homes as local processes. Each home is one process (and its
+// process group) started from a command template, listening on a loopback
+// port, with its own data directory and capped log. The process identity
+// (pid, executable, start time) is the provider ref, so a restarted gateway
+// adopts homes that still run instead of starting them again.
+//
+// Goroutines: one supervisor (restarts and failures), one log janitor
+// (log caps), and one watcher per watched process, all ended by Close.
+// e.mu guards the maps and per-home fields; it is never held across a wait.
+type Exec struct {
+	cfg    ExecConfig
+	log    *slog.Logger
+	self   string
+	client *http.Client
+
+	exits     chan exitEvent
+	done      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	closed   bool
+	homes    map[string]*home
+	watchers map[*os.File]struct{} // pidfds being waited on; Close cancels them
+}
+
+// home is the provider's memory of one home. Homes are never removed from
+// Exec.homes, so a *home stays valid.
+type home struct {
+	id  string
+	dir string
+	log *logFile
+
+	// Guarded by Exec.mu.
+	wanted   bool        // the supervisor restarts the process when it exits
+	proc     *proc       // the current process; nil when none is known
+	failed   string      // why the supervisor gave up; "" when it did not
+	restarts []time.Time // supervisor restarts inside the restart window
+	// restarting is non-nil while the supervisor replaces proc; it is
+	// closed when the replacement is installed or discarded. Operations
+	// wait for it before they look at proc.
+	restarting chan struct{}
+}
+
+// proc is one started or adopted process.
+type proc struct {
+	procIdentity
+	port int
+	spec runSpec
+	cmd  *exec.Cmd // nil when adopted: not a child of this gateway
+
+	exited chan struct{} // closed by the watcher once the process is gone
+	status string        // how it ended, e.g. "exit status 3"; set before exited closes
+}
+
+// runSpec is what a process was started from; a restart reuses it.
+type runSpec struct {
+	command []string
+	version string
+	target  string
+}
+
+// exitEvent tells the supervisor that a watched process is gone.
+type exitEvent struct {
+	home *home
+	proc *proc
+}
+
+// execRef is the persisted provider ref of an exec home.
+type execRef struct {
+	procIdentity
+	Port    int    `json:"port"`
+	Version string `json:"version"`
+}
+
+// NewExec checks cfg, fills its defaults, creates DataDir/homes and starts
+// the provider's supervisor. A nil log discards. Close stops it.
+func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+		return nil, errors.New("exec provider: command is required")
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("exec provider: data_dir is required")
+	}
+	for _, kv := range cfg.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("exec provider: env entry %q is not KEY=VALUE", kv)
+		}
+	}
+	switch {
+	case cfg.LogMaxBytes < 0:
+		return nil, fmt.Errorf("exec provider: log_max_bytes %d is negative", cfg.LogMaxBytes)
+	case cfg.StopGrace < 0:
+		return nil, fmt.Errorf("exec provider: stop_grace %s is negative", cfg.StopGrace)
+	case cfg.RestartWindow < 0:
+		return nil, fmt.Errorf("exec provider: restart_window %s is negative", cfg.RestartWindow)
+	}
+	if cfg.LogMaxBytes == 0 {
+		cfg.LogMaxBytes = defaultLogMaxBytes
+	}
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = defaultStopGrace
+	}
+	if cfg.RestartBudget == 0 {
+		cfg.RestartBudget = defaultRestartBudget
+	} else if cfg.RestartBudget < 0 {
+		cfg.RestartBudget = 0
+	}
+	if cfg.RestartWindow == 0 {
+		cfg.RestartWindow = defaultRestartWindow
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("exec provider: data_dir: %w", err)
+	}
+	cfg.DataDir = dir
+	if err := os.MkdirAll(filepath.Join(dir, "homes"), 0o700); err != nil {
+		return nil, fmt.Errorf("exec provider: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil && usesSelf(cfg.Command, cfg.VersionCommand) {
+		return nil, fmt.Errorf("exec provider: {self}: %w", err)
+	}
+	cfg.Command = append([]string(nil), cfg.Command...)
+	cfg.VersionCommand = append([]string(nil), cfg.VersionCommand...)
+	cfg.Env = append([]string(nil), cfg.Env...)
+	e := &Exec{
+		cfg:  cfg,
+		log:  log,
+		self: self,
+		client: &http.Client{Transport: &http.Transport{
+			Proxy:             nil, // homes are on loopback
+			DisableKeepAlives: true,
+		}},
+		exits:    make(chan exitEvent),
+		done:     make(chan struct{}),
+		homes:    make(map[string]*home),
+		watchers: make(map[*os.File]struct{}),
+	}
+	e.wg.Add(2)
+	go e.supervise()
+	go e.enforceLogCaps()
+	return e, nil
+}
+
+// usesSelf reports whether a template names {self}.
+func usesSelf(templates ...[]string) bool {
+	for _, t := range templates {
+		for _, a := range t {
+			if strings.Contains(a, "{self}") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Name returns "exec".
+func (e *Exec) Name() string { return "exec" }
+
+// Close stops the provider's own goroutines (supervisor, log janitor,
+// watchers) and waits for them. It does not stop homes: they keep running
+// so that the next gateway start adopts them. Every later call fails.
+func (e *Exec) Close() error {
+	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		for f := range e.watchers {
+			// Wakes the watcher's wait with a timeout error.
+			_ = f.SetReadDeadline(time.Unix(1, 0))
+		}
+		e.mu.Unlock()
+		close(e.done)
+		e.wg.Wait()
+		e.client.CloseIdleConnections()
+	})
+	return nil
+}
+
+// Wake returns the running home, resuming it if it is suspended; adopts the
+// process s.Ref names if it still runs (the gateway restarted), or else the
+// last one the provider recorded in the home's directory; or starts a new
+// process. It does not wait for the home to be ready.
+func (e *Exec) Wake(ctx context.Context, s Spec) (Result, error) {
+	r, err := e.wake(ctx, s)
+	if err != nil {
+		return Result{}, fmt.Errorf("exec wake %s: %w", s.ID, err)
+	}
+	return r, nil
+}
+
+func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	p, err := e.current(ctx, h, s, true)
+	if err != nil {
+		return Result{}, err
+	}
+	if p != nil {
+		if err := e.resume(ctx, p); err == nil {
+			e.mu.Lock()
+			if h.proc == p {
+				h.wanted = true
+				h.failed = ""
+			}
+			e.mu.Unlock()
+			return p.result(), nil
+		} else if !errors.Is(err, errProcGone) {
+			return Result{}, err
+		}
+	}
+	np, err := e.spawn(h, e.specFor(s))
+	if err != nil {
+		return Result{}, err
+	}
+	e.mu.Lock()
+	cur := h.proc
+	installed := cur == p || cur == nil
+	if installed {
+		h.proc, h.wanted, h.failed = np, true, ""
+	}
+	e.mu.Unlock()
+	if !installed {
+		// The supervisor restarted the home meanwhile: keep its process.
+		e.discard(np)
+		return cur.result(), nil
+	}
+	e.record(h, np)
+	return np.result(), nil
+}
+
+// Suspend sends SIGSTOP to the home's process group and returns once the
+// process is seen stopped. ErrUnsupported unless SuspendSignal is set.
+func (e *Exec) Suspend(ctx context.Context, s Spec) error {
+	if !e.cfg.SuspendSignal {
+		return ErrUnsupported
+	}
+	if err := e.suspend(ctx, s); err != nil {
+		return fmt.Errorf("exec suspend %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+func (e *Exec) suspend(ctx context.Context, s Spec) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return err
+	}
+	p, err := e.current(ctx, h, s, true)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("not running: %w", errProcGone)
+	}
+	if err := e.signal(p, unix.SIGSTOP); err != nil {
+		return err
+	}
+	return e.waitState(ctx, p, func(state byte) bool { return state == 'T' })
+}
+
+// Stop marks the home not wanted, then sends SIGTERM to its process group,
+// waits up to StopGrace, and sends SIGKILL. proven is true once the recorded
+// process is verified gone, and also when no live process matches the
+// record (then nothing is signalled). A ctx that ends during the grace
+// sends SIGKILL at once and returns the ctx error; one already ended when
+// Stop is called changes nothing.
+func (e *Exec) Stop(ctx context.Context, s Spec) (proven bool, err error) {
+	proven, err = e.stop(ctx, s)
+	if err != nil {
+		return proven, fmt.Errorf("exec stop %s: %w", s.ID, err)
+	}
+	return proven, nil
+}
+
+func (e *Exec) stop(ctx context.Context, s Spec) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return false, err
+	}
+	if err := e.lockSettled(ctx, h); err != nil {
+		return false, err
+	}
+	h.wanted = false // before any signal: the supervisor must not restart it
+	e.mu.Unlock()
+	p, err := e.current(ctx, h, s, false)
+	if err != nil {
+		return false, err
+	}
+	if p == nil {
+		return true, nil
+	}
+	proven, err := e.terminate(ctx, p)
+	if proven {
+		e.mu.Lock()
+		if h.proc == p {
+			h.proc = nil
+		}
+		e.mu.Unlock()
+		e.note(h, "wakegate: stopped pid %d", p.PID)
+	}
+	return proven, err
+}
+
+// Recreate stops the home (it must be proven gone), then starts it with
+// s.Command (or the configured template) and s.Version, keeping its data
+// directory.
+func (e *Exec) Recreate(ctx context.Context, s Spec) (Result, error) {
+	r, err := e.recreate(ctx, s)
+	if err != nil {
+		return Result{}, fmt.Errorf("exec recreate %s: %w", s.ID, err)
+	}
+	return r, nil
+}
+
+func (e *Exec) recreate(ctx context.Context, s Spec) (Result, error) {
+	proven, err := e.stop(ctx, s)
+	if err != nil {
+		return Result{}, err
+	}
+	if !proven {
+		return Result{}, errors.New("old process not proven gone")
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	np, err := e.spawn(h, e.specFor(s))
+	if err != nil {
+		return Result{}, err
+	}
+	e.mu.Lock()
+	installed := h.proc == nil
+	if installed {
+		h.proc, h.wanted, h.failed = np, true, ""
+	}
+	e.mu.Unlock()
+	if !installed {
+		e.discard(np)
+		return Result{}, errors.New("home changed while recreating")
+	}
+	e.record(h, np)
+	return np.result(), nil
+}
+
+// Version asks the running home which version it runs: the trimmed stdout
+// of VersionCommand, or the trimmed body of GET {endpoint}/version.
+func (e *Exec) Version(ctx context.Context, s Spec) (string, error) {
+	v, err := e.version(ctx, s)
+	if err != nil {
+		return "", fmt.Errorf("exec version %s: %w", s.ID, err)
+	}
+	return v, nil
+}
+
+func (e *Exec) version(ctx context.Context, s Spec) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return "", err
+	}
+	p, st, err := e.live(ctx, h, s)
+	if err != nil {
+		return "", err
+	}
+	if p == nil {
+		return "", fmt.Errorf("not running: %w", errProcGone)
+	}
+	if st.State == 'T' {
+		return "", errors.New("home is suspended")
+	}
+	var v string
+	if len(e.cfg.VersionCommand) > 0 {
+		v, err = e.versionCommand(ctx, h, p, s)
+	} else {
+		v, err = e.versionHTTP(ctx, p)
+	}
+	if err != nil {
+		return "", err
+	}
+	if v == "" {
+		return "", errors.New("empty version")
+	}
+	return v, nil
+}
+
+func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (string, error) {
+	args := e.expand(e.cfg.VersionCommand, h, p.port, runSpec{version: s.Version, target: s.Target})
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Dir = h.dir
+	cmd.Env = append(os.Environ(), e.cfg.Env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout = &limitedWriter{w: &stdout, n: maxVersionBytes}
+	cmd.Stderr = &limitedWriter{w: &stderr, n: maxVersionBytes}
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("version command: %w (stderr: %s)", err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+func (e *Exec) versionHTTP(ctx context.Context, p *proc) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.endpoint()+"/version", nil)
+	if err != nil {
+		return "", fmt.Errorf("version request: %w", err)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("version request: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxVersionBytes))
+	if err != nil {
+		return "", fmt.Errorf("version response: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("version request: status %d", resp.StatusCode)
+	}
+	return strings.TrimSpace(string(body)), nil
+}
+
+// Status reports running, suspended (the process is SIGSTOPped), stopped,
+// or failed with the reason, without changing anything. A home that this
+// gateway has not woken yet is judged from s.Ref.
+func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+	}
+	if err := e.lockSettled(ctx, h); err != nil {
+		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+	}
+	p, failed := h.proc, h.failed
+	e.mu.Unlock()
+	if p == nil {
+		ref, _, found, err := e.recorded(h, s)
+		if err != nil {
+			return Result{State: StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		}
+		if found {
+			p = ref.proc()
+		}
+	}
+	if p != nil {
+		st, err := lookupProc(p.procIdentity)
+		switch {
+		case err == nil:
+			r := p.result()
+			if st.State == 'T' {
+				r.State = StateSuspended
+			}
+			return r, nil
+		case !errors.Is(err, errProcGone):
+			return Result{State: StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		}
+	}
+	if failed != "" {
+		return Result{State: StateFailed, Reason: failed}, nil
+	}
+	return Result{State: StateStopped}, nil
+}
+
+// homeFor returns the provider's record of home id, creating it.
+func (e *Exec) homeFor(id string) (*home, error) {
+	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\x00") || len(id) > 200 {
+		return nil, fmt.Errorf("home id %q is not a valid directory name", id)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errClosed
+	}
+	h := e.homes[id]
+	if h == nil {
+		dir := filepath.Join(e.cfg.DataDir, "homes", id)
+		h = &home{id: id, dir: dir, log: newLogFile(filepath.Join(dir, "home.log"), e.cfg.LogMaxBytes)}
+		e.homes[id] = h
+	}
+	return h, nil
+}
+
+// lockSettled waits until no supervisor restart of h is in flight and
+// returns with e.mu held; on error e.mu is not held.
+func (e *Exec) lockSettled(ctx context.Context, h *home) error {
+	for {
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return errClosed
+		}
+		ch := h.restarting
+		if ch == nil {
+			return nil
+		}
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.done:
+			return errClosed
+		}
+	}
+}
+
+// current returns the home's process as this provider knows it, or, when
+// it knows none, the live recorded one (see recorded), adopted: watched and
+// installed (wanted as given). It returns nil when no live process is known.
+// The returned process may have died since.
+func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc, error) {
+	if err := e.lockSettled(ctx, h); err != nil {
+		return nil, err
+	}
+	p := h.proc
+	e.mu.Unlock()
+	if p != nil {
+		return p, nil
+	}
+	ref, _, found, err := e.recorded(h, s)
+	if err != nil || !found {
+		return nil, err
+	}
+	ap, err := e.adopt(h, ref, s)
+	if err != nil || ap == nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	installed := h.proc == nil
+	if installed {
+		h.proc = ap
+		h.wanted = wanted
+		if wanted {
+			h.failed = ""
+		}
+	}
+	cur := h.proc
+	e.mu.Unlock()
+	if !installed {
+		// Only this call adopts for h (calls per home are serialised) and
+		// the supervisor only replaces a process it saw exit, so this does
+		// not happen; if it does, the process is left alone.
+		return cur, nil
+	}
+	e.record(h, ap)
+	e.log.Info("exec: adopted running home", "home", h.id, "pid", ap.PID, "port", ap.port, "version", ap.spec.version)
+	return ap, nil
+}
+
+// live returns the home's process and its /proc reading if it is alive,
+// without adopting it; nil when there is none.
+func (e *Exec) live(ctx context.Context, h *home, s Spec) (*proc, procStat, error) {
+	if err := e.lockSettled(ctx, h); err != nil {
+		return nil, procStat{}, err
+	}
+	p := h.proc
+	e.mu.Unlock()
+	if p == nil {
+		ref, _, found, err := e.recorded(h, s)
+		if err != nil || !found {
+			return nil, procStat{}, err
+		}
+		p = ref.proc()
+	}
+	st, err := lookupProc(p.procIdentity)
+	if err != nil {
+		if errors.Is(err, errProcGone) {
+			return nil, procStat{}, nil
+		}
+		return nil, procStat{}, err
+	}
+	return p, st, nil
+}
+
+// recorded finds the live process of h when this provider knows none: the
+// one s.Ref names or, failing that, the one this provider last started for
+// h, from its record in h's directory (newer than s.Ref when the caller did
+// not persist the Result of a restart). found is false when neither names
+// a live process; a pid now used by another process is logged and skipped.
+func (e *Exec) recorded(h *home, s Spec) (ref execRef, st procStat, found bool, err error) {
+	var refs []execRef
+	if r, ok := parseRef(s.Ref); ok {
+		refs = append(refs, r)
+	} else if s.Ref != "" {
+		e.log.Warn("exec: ignoring unreadable ref", "home", h.id, "ref", s.Ref)
+	}
+	if r, ok := readRefFile(h); ok && (len(refs) == 0 || r != refs[0]) {
+		refs = append(refs, r)
+	}
+	for i, r := range refs {
+		st, err := lookupProc(r.procIdentity)
+		switch {
+		case err == nil:
+			if i > 0 {
+				e.log.Warn("exec: ref names no live process; using the provider's own record", "home", h.id, "pid", r.PID)
+			}
+			return r, st, true, nil
+		case errors.Is(err, errProcReused):
+			e.log.Warn("exec: recorded process identity does not match; not adopting", "home", h.id, "err", err)
+		case !errors.Is(err, errProcGone):
+			return execRef{}, procStat{}, false, err
+		}
+	}
+	return execRef{}, procStat{}, false, nil
+}
+
+// refFile is where the provider records the last process it started for a
+// home, inside the home's directory.
+const refFile = "home.ref"
+
+// readRefFile reads the provider's own record of h's last process.
+func readRefFile(h *home) (execRef, bool) {
+	b, err := os.ReadFile(filepath.Join(h.dir, refFile))
+	if err != nil {
+		return execRef{}, false
+	}
+	return parseRef(string(b))
+}
+
+// record writes p, just installed as h's process, to h's directory.
+func (e *Exec) record(h *home, p *proc) {
+	if err := writeRefFile(h, p); err != nil {
+		e.log.Warn("exec: recording process", "home", h.id, "err", err)
+	}
+}
+
+// writeRefFile records p as h's last process, atomically.
+func writeRefFile(h *home, p *proc) error {
+	path := filepath.Join(h.dir, refFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(p.result().Ref), 0o600); err != nil {
+		return fmt.Errorf("record process: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("record process: %w", err)
+	}
+	return nil
+}
+
+// adopt starts watching the live process ref names, which this gateway did
+// not start. It returns nil when it turns out not to be that process.
+func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
+	p := ref.proc()
+	if s.Target != "" {
+		p.spec.target = s.Target
+	}
+	p.spec.command = s.Command
+	if len(p.spec.command) == 0 {
+		p.spec.command = e.cfg.Command
+	}
+	if err := e.watch(h, p); err != nil {
+		if errors.Is(err, errProcGone) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
+// specFor is what a Wake or Recreate with s starts.
+func (e *Exec) specFor(s Spec) runSpec {
+	cmd := s.Command
+	if len(cmd) == 0 {
+		cmd = e.cfg.Command
+	}
+	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target}
+}
+
+// spawn starts a process for h from sp, in its own process group, with its
+// output in the home's log, and starts watching it.
+func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
+	if len(sp.command) == 0 || sp.command[0] == "" {
+		return nil, errors.New("empty command")
+	}
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("home dir: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := e.expand(sp.command, h, port, sp)
+	if _, err := h.log.rotateIfFull(); err != nil {
+		e.log.Warn("exec: log rotation failed", "home", h.id, "err", err)
+	}
+	out, err := h.log.openAppend()
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close() // the child has its own copy
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = h.dir
+	cmd.Env = append(os.Environ(), e.cfg.Env...)
+	cmd.Stdout = out
+	cmd.Stderr = out
+	// Its own process group: a signal to the gateway's group (Ctrl-C, a
+	// service manager stopping the gateway) does not reach the home, and
+	// Stop can signal the home together with its children.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", args[0], err)
+	}
+	id, err := childIdentity(cmd)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, err
+	}
+	p := &proc{procIdentity: id, port: port, spec: sp, cmd: cmd, exited: make(chan struct{})}
+	e.note(h, "wakegate: started pid %d on port %d, version %q: %s", p.PID, port, sp.version, strings.Join(args, " "))
+	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, "port", port, "version", sp.version)
+	if err := e.watch(h, p); err != nil {
+		// Only after Close: nobody would record this process.
+		_ = e.signal(p, unix.SIGKILL)
+		_ = cmd.Wait()
+		return nil, err
+	}
+	return p, nil
+}
+
+// childIdentity records the identity of a just-started child. The child
+// cannot be reaped before its watcher does, so its pid is not reused yet;
+// if it has already exited (a zombie has no exe link) the executable is
+// taken from the command's resolved path.
+func childIdentity(cmd *exec.Cmd) (procIdentity, error) {
+	pid := cmd.Process.Pid
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+	}
+	st, err := parseProcStat(raw)
+	if err != nil {
+		return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		exe, err = filepath.EvalSymlinks(cmd.Path)
+		if err != nil {
+			return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+		}
+		if exe, err = filepath.Abs(exe); err != nil {
+			return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+		}
+	}
+	return procIdentity{PID: pid, Exe: cleanExe(exe), Start: st.Start}, nil
+}
+
+// expand substitutes the placeholders in a command template.
+func (e *Exec) expand(tmpl []string, h *home, port int, sp runSpec) []string {
+	ps := strconv.Itoa(port)
+	r := strings.NewReplacer(
+		"{port}", ps,
+		"{target}", sp.target,
+		"{version}", sp.version,
+		"{data_dir}", h.dir,
+		"{id}", h.id,
+		"{self}", e.self,
+		"{endpoint}", "http://127.0.0.1:"+ps,
+	)
+	out := make([]string, len(tmpl))
+	for i, a := range tmpl {
+		out[i] = r.Replace(a)
+	}
+	return out
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("choose port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, fmt.Errorf("choose port: %w", err)
+	}
+	return port, nil
+}
+
+// watch starts the goroutine that waits for p to be gone, reaps it when it
+// is a child, closes p.exited and tells the supervisor. It uses a pidfd in
+// Go's poller (no thread per home); without pidfd support it polls /proc.
+// errProcGone: p (adopted) is not the process the ref names.
+func (e *Exec) watch(h *home, p *proc) error {
+	var pidfd *os.File
+	if fd, err := unix.PidfdOpen(p.PID, unix.PIDFD_NONBLOCK); err == nil {
+		pidfd = os.NewFile(uintptr(fd), "pidfd")
+		if p.cmd == nil {
+			// The pidfd pins the process it was opened on: check that this
+			// is still the recorded one.
+			if _, err := lookupProc(p.procIdentity); err != nil {
+				pidfd.Close()
+				return err
+			}
+		}
+	} else if p.cmd == nil && errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("pid %d: %w", p.PID, errProcGone)
+	} else {
+		e.log.Debug("exec: pidfd unavailable, polling /proc", "pid", p.PID, "err", err)
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		if pidfd != nil {
+			pidfd.Close()
+		}
+		return errClosed
+	}
+	if pidfd != nil {
+		e.watchers[pidfd] = struct{}{}
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		gone := false
+		if pidfd != nil {
+			gone = waitPidfd(pidfd)
+			e.mu.Lock()
+			delete(e.watchers, pidfd)
+			e.mu.Unlock()
+			pidfd.Close()
+			if gone && p.cmd == nil {
+				if _, err := lookupProc(p.procIdentity); err == nil {
+					gone = e.pollGone(p) // not expected; trust /proc
+				}
+			}
+		} else {
+			gone = e.pollGone(p)
+		}
+		if !gone {
+			return // closed; the process runs on
+		}
+		status := "exited (not a child of this gateway: exit status unknown)"
+		if p.cmd != nil {
+			_ = p.cmd.Wait() // reaps; the status is in ProcessState
+			if ps := p.cmd.ProcessState; ps != nil {
+				status = ps.String()
+			}
+		}
+		p.status = status
+		close(p.exited)
+		select {
+		case e.exits <- exitEvent{home: h, proc: p}:
+		case <-e.done:
+		}
+	}()
+	return nil
+}
+
+// waitPidfd waits in Go's poller until the process behind pidfd exits
+// (true) or the wait is cancelled by a read deadline (false).
+func waitPidfd(pidfd *os.File) bool {
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return false
+	}
+	err = rc.Read(func(fd uintptr) bool {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(pfd, 0)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			return err != nil || n > 0
+		}
+	})
+	return err == nil
+}
+
+// pollGone polls /proc until p no longer matches a live process (true) or
+// the provider closes (false).
+func (e *Exec) pollGone(p *proc) bool {
+	t := time.NewTicker(procPollInterval * 10)
+	defer t.Stop()
+	for {
+		if _, err := lookupProc(p.procIdentity); errors.Is(err, errProcGone) {
+			return true
+		}
+		select {
+		case <-t.C:
+		case <-e.done:
+			return false
+		}
+	}
+}
+
+// signal sends sig to p's process group (to p alone if it leads none),
+// after re-reading /proc/<pid> and checking pid, executable and start time
+// against the record. On a mismatch nothing is signalled and the error
+// wraps errProcGone.
+func (e *Exec) signal(p *proc, sig unix.Signal) error {
+	st, err := lookupProc(p.procIdentity)
+	if err != nil {
+		if errors.Is(err, errProcReused) {
+			e.log.Warn("exec: not signalling: pid belongs to another process", "pid", p.PID, "signal", sig.String(), "err", err)
+		}
+		return err
+	}
+	target := p.PID
+	if st.Pgrp == p.PID {
+		target = -p.PID
+	}
+	if err := unix.Kill(target, sig); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("pid %d: %w", p.PID, errProcGone)
+		}
+		return fmt.Errorf("signal %s to pid %d: %w", sig, p.PID, err)
+	}
+	return nil
+}
+
+// resume makes sure p runs: SIGCONT if it is stopped. errProcGone when p
+// no longer lives.
+func (e *Exec) resume(ctx context.Context, p *proc) error {
+	st, err := lookupProc(p.procIdentity)
+	if err != nil {
+		return err
+	}
+	if st.State != 'T' {
+		return nil
+	}
+	if err := e.signal(p, unix.SIGCONT); err != nil {
+		return err
+	}
+	return e.waitState(ctx, p, func(state byte) bool { return state != 'T' })
+}
+
+// waitState waits until p's state satisfies ok, bounded by ctx and
+// StopGrace; signal delivery is asynchronous.
+func (e *Exec) waitState(ctx context.Context, p *proc, ok func(byte) bool) error {
+	deadline := time.NewTimer(e.cfg.StopGrace)
+	defer deadline.Stop()
+	tick := time.NewTicker(procPollInterval)
+	defer tick.Stop()
+	for {
+		st, err := lookupProc(p.procIdentity)
+		if err != nil {
+			return err
+		}
+		if ok(st.State) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return fmt.Errorf("pid %d still in state %c after %s", p.PID, st.State, e.cfg.StopGrace)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.done:
+			return errClosed
+		}
+	}
+}
+
+// terminate sends SIGTERM (and SIGCONT, so a suspended home sees it), waits
+// up to StopGrace, then SIGKILL and waits up to StopGrace again. A
+// cancelled ctx skips to SIGKILL. proven: p is verified gone.
+func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
+	if err := e.signal(p, unix.SIGTERM); err != nil {
+		if errors.Is(err, errProcGone) {
+			return true, nil
+		}
+		return false, err
+	}
+	_ = e.signal(p, unix.SIGCONT)
+	gone, werr := e.waitGone(ctx, p)
+	if gone {
+		return true, nil
+	}
+	if errors.Is(werr, errClosed) {
+		return false, werr
+	}
+	if err := e.signal(p, unix.SIGKILL); err != nil {
+		if errors.Is(err, errProcGone) {
+			return true, nil
+		}
+		return false, err
+	}
+	if werr != nil {
+		return false, werr // ctx ended; SIGKILL is sent
+	}
+	gone, werr = e.waitGone(ctx, p)
+	if gone {
+		return true, nil
+	}
+	if werr != nil {
+		return false, werr
+	}
+	return false, fmt.Errorf("pid %d still present %s after SIGKILL", p.PID, e.cfg.StopGrace)
+}
+
+// waitGone waits up to StopGrace for p's watcher to see it gone and checks
+// /proc. It returns an error only when ctx ends or the provider closes.
+func (e *Exec) waitGone(ctx context.Context, p *proc) (bool, error) {
+	t := time.NewTimer(e.cfg.StopGrace)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	case <-e.done:
+		return false, errClosed
+	}
+	_, err := lookupProc(p.procIdentity)
+	return errors.Is(err, errProcGone), nil
+}
+
+// discard kills a process this provider just started but did not install
+// and waits (bounded) until it is gone; its watcher reaps it.
+func (e *Exec) discard(p *proc) {
+	if err := e.signal(p, unix.SIGKILL); err != nil && !errors.Is(err, errProcGone) {
+		e.log.Warn("exec: discarding spare process", "pid", p.PID, "err", err)
+	}
+	t := time.NewTimer(e.cfg.StopGrace)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+		e.log.Warn("exec: spare process not gone after SIGKILL", "pid", p.PID)
+	case <-e.done:
+	}
+}
+
+// note writes one line of the provider's own into the home's log.
+func (e *Exec) note(h *home, format string, args ...any) {
+	line := time.Now().UTC().Format(time.RFC3339) + " " + fmt.Sprintf(format, args...) + "\n"
+	if _, err := h.log.Write([]byte(line)); err != nil {
+		e.log.Warn("exec: writing home log", "home", h.id, "err", err)
+	}
+}
+
+// supervise restarts wanted homes whose process exits, within the budget.
+func (e *Exec) supervise() {
+	defer e.wg.Done()
+	for {
+		select {
+		case <-e.done:
+			return
+		case ev := <-e.exits:
+			e.handleExit(ev)
+		}
+	}
+}
+
+// handleExit restarts or gives up on a home whose process ev.proc is gone,
+// if that process was the home's current one and the home is wanted.
+func (e *Exec) handleExit(ev exitEvent) {
+	h, p := ev.home, ev.proc
+	tail := h.log.tail(reasonLogLines)
+	e.mu.Lock()
+	if h.proc != p || !h.wanted {
+		e.mu.Unlock()
+		e.log.Debug("exec: process gone", "home", h.id, "pid", p.PID, "status", p.status)
+		return
+	}
+	now := time.Now()
+	kept := h.restarts[:0]
+	for _, t := range h.restarts {
+		if now.Sub(t) < e.cfg.RestartWindow {
+			kept = append(kept, t)
+		}
+	}
+	h.restarts = kept
+	if len(h.restarts) >= e.cfg.RestartBudget {
+		reason := fmt.Sprintf("pid %d %s; %d restarts in %s allowed, giving up; last log lines: %s",
+			p.PID, p.status, e.cfg.RestartBudget, e.cfg.RestartWindow, tail)
+		h.failed, h.wanted, h.proc = reason, false, nil
+		e.mu.Unlock()
+		e.giveUp(h, reason)
+		return
+	}
+	h.restarts = append(h.restarts, now)
+	ch := make(chan struct{})
+	h.restarting = ch
+	e.mu.Unlock()
+
+	e.note(h, "wakegate: pid %d %s unexpectedly; restarting", p.PID, p.status)
+	e.log.Warn("exec: home exited unexpectedly; restarting", "home", h.id, "pid", p.PID, "status", p.status)
+	np, err := e.spawn(h, p.spec)
+	e.mu.Lock()
+	installed := err == nil && h.wanted && h.proc == p
+	failed := err != nil && h.wanted && h.proc == p
+	var reason string
+	if installed {
+		h.proc = np
+	} else if failed {
+		reason = fmt.Sprintf("pid %d %s; restart failed: %v; last log lines: %s", p.PID, p.status, err, tail)
+		h.failed, h.wanted, h.proc = reason, false, nil
+	}
+	e.mu.Unlock()
+	if np != nil && !installed {
+		e.discard(np) // stopped or replaced meanwhile
+	}
+	e.mu.Lock()
+	h.restarting = nil
+	e.mu.Unlock()
+	close(ch)
+	switch {
+	case installed:
+		e.record(h, np)
+		e.notify(h.id, np.result())
+	case failed:
+		e.giveUp(h, reason)
+	}
+}
+
+// giveUp records and reports a home the supervisor no longer restarts.
+func (e *Exec) giveUp(h *home, reason string) {
+	e.note(h, "wakegate: giving up: %s", reason)
+	e.log.Error("exec: home failed", "home", h.id, "reason", reason)
+	e.notify(h.id, Result{State: StateFailed, Reason: reason})
+}
+
+func (e *Exec) notify(id string, r Result) {
+	if e.cfg.OnChange != nil {
+		e.cfg.OnChange(id, r)
+	}
+}
+
+// enforceLogCaps rotates full home logs every logCheckInterval.
+func (e *Exec) enforceLogCaps() {
+	defer e.wg.Done()
+	t := time.NewTicker(logCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.done:
+			return
+		case <-t.C:
+			e.rotateLogs()
+		}
+	}
+}
+
+// rotateLogs rotates the full logs of homes with a process.
+func (e *Exec) rotateLogs() {
+	e.mu.Lock()
+	var logs []*home
+	for _, h := range e.homes {
+		if h.proc != nil {
+			logs = append(logs, h)
+		}
+	}
+	e.mu.Unlock()
+	for _, h := range logs {
+		if _, err := h.log.rotateIfFull(); err != nil {
+			e.log.Warn("exec: log rotation failed", "home", h.id, "err", err)
+		}
+	}
+}
+
+// endpoint is the upstream base URL of p.
+func (p *proc) endpoint() string { return "http://127.0.0.1:" + strconv.Itoa(p.port) }
+
+// result is the running Result of p, with its ref.
+func (p *proc) result() Result {
+	ref, _ := json.Marshal(execRef{procIdentity: p.procIdentity, Port: p.port, Version: p.spec.version})
+	return Result{Endpoint: p.endpoint(), Ref: string(ref), State: StateRunning}
+}
+
+// parseRef reads a ref written by proc.result; ok is false for an empty or
+// unusable one.
+func parseRef(s string) (execRef, bool) {
+	if s == "" {
+		return execRef{}, false
+	}
+	var r execRef
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return execRef{}, false
+	}
+	if r.PID <= 0 || r.Exe == "" || r.Port <= 0 || r.Port > 65535 {
+		return execRef{}, false
+	}
+	return r, true
+}
+
+// proc is an unwatched, adopted-style process record for the ref.
+func (r execRef) proc() *proc {
+	return &proc{
+		procIdentity: r.procIdentity,
+		port:         r.Port,
+		spec:         runSpec{version: r.Version},
+		exited:       make(chan struct{}),
+	}
+}
+
+// limitedWriter keeps the first n bytes written to it and drops the rest.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	k := len(p)
+	if l.n <= 0 {
+		return k, nil
+	}
+	if len(p) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.w.Write(p)
+	l.n -= n
+	if err != nil {
+		return n, err
+	}
+	return k, nil
+}
+
+var _ Provider = (*Exec)(nil)

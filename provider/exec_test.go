@@ -1,0 +1,1057 @@
+package provider
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary doubles as the homes it runs: with EXEC_TEST_HOME=1 in
+// its environment and a mode word as first argument it becomes a tiny HTTP
+// home ("home"), an idle process ("sleep") or a version command ("version").
+func TestMain(m *testing.M) {
+	if os.Getenv("EXEC_TEST_HOME") == "1" && len(os.Args) > 1 {
+		os.Exit(runHelper(os.Args[1], os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// helperLifetime bounds every helper process, should a test binary die
+// before its cleanups run.
+const helperLifetime = 2 * time.Minute
+
+func runHelper(mode string, args []string) int {
+	go func() {
+		time.Sleep(helperLifetime)
+		os.Exit(99)
+	}()
+	switch mode {
+	case "home":
+		return runTestHome(args)
+	case "sleep":
+		select {}
+	case "version":
+		resp, err := http.Get(args[0] + "/version")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		fmt.Printf("  cmd:%s\n\n", b)
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+	return 2
+}
+
+// homeInfo is what a test home reports at /info.
+type homeInfo struct {
+	Args  []string `json:"args"`
+	PID   int      `json:"pid"`
+	Dir   string   `json:"dir"`
+	Extra string   `json:"extra"`
+	Pgrp  int      `json:"pgrp"`
+}
+
+// runTestHome serves /version, /info, /exit?code=N and /spew?n=BYTES on
+// 127.0.0.1:-port. It records its identity in <data>/pids so the tests'
+// cleanup can kill it, exits 3 at once when <data>/crash exists and
+// ignores SIGTERM when <data>/ignore-term exists.
+func runTestHome(args []string) int {
+	fs := flag.NewFlagSet("home", flag.ContinueOnError)
+	port := fs.Int("port", 0, "")
+	version := fs.String("version", "", "")
+	data := fs.String("data", "", "")
+	fs.String("id", "", "")
+	fs.String("target", "", "")
+	fs.String("self", "", "")
+	fs.String("mark", "", "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if st, err := readProcStat(os.Getpid()); err == nil {
+		f, err := os.OpenFile(filepath.Join(*data, "pids"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err == nil {
+			fmt.Fprintf(f, "%d %d\n", st.PID, st.Start)
+			f.Close()
+		}
+	}
+	if _, err := os.Stat(filepath.Join(*data, "crash")); err == nil {
+		fmt.Fprintln(os.Stderr, "crashing as told")
+		return 3
+	}
+	if _, err := os.Stat(filepath.Join(*data, "ignore-term")); err == nil {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	fmt.Printf("test home listening on %d\n", *port)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s\n", *version)
+	})
+	mux.HandleFunc("/info", func(w http.ResponseWriter, r *http.Request) {
+		dir, _ := os.Getwd()
+		_ = json.NewEncoder(w).Encode(homeInfo{
+			Args: os.Args, PID: os.Getpid(), Dir: dir,
+			Extra: os.Getenv("EXEC_TEST_EXTRA"), Pgrp: syscall.Getpgrp(),
+		})
+	})
+	mux.HandleFunc("/exit", func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
+		fmt.Fprintf(os.Stderr, "exiting with code %d as told\n", code)
+		os.Exit(code)
+	})
+	mux.HandleFunc("/spew", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		line := strings.Repeat("x", 99) + "\n"
+		for written := 0; written < n; written += len(line) {
+			_, _ = os.Stdout.WriteString(line)
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*port))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, http.Serve(l, mux))
+	return 1
+}
+
+// testDataDir returns a data dir whose homes are all killed (and reaped
+// when they are children of the test) when the test ends, whatever
+// happened. Register it before any Exec so that its cleanup runs after the
+// Execs are closed.
+func testDataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() { killHomes(t, dir) })
+	return dir
+}
+
+// killHomes kills every test home recorded under dir that still runs.
+func killHomes(t *testing.T, dir string) {
+	files, _ := filepath.Glob(filepath.Join(dir, "homes", "*", "pids"))
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var pid int
+			var start uint64
+			if _, err := fmt.Sscanf(sc.Text(), "%d %d", &pid, &start); err != nil {
+				continue
+			}
+			killIfSame(t, pid, start)
+		}
+		f.Close()
+	}
+}
+
+// killIfSame kills pid (and its group) if it is still the process started
+// at tick start, alive or zombie, and reaps it if it is a child of the test.
+func killIfSame(t *testing.T, pid int, start uint64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return
+	}
+	st, err := parseProcStat(raw)
+	if err != nil || st.Start != start {
+		return
+	}
+	if st.Pgrp == pid {
+		_ = unix.Kill(-pid, unix.SIGKILL)
+	}
+	_ = unix.Kill(pid, unix.SIGKILL)
+	var ws unix.WaitStatus
+	_, _ = unix.Wait4(pid, &ws, 0, nil) // ECHILD when not ours
+	t.Logf("cleanup killed or reaped pid %d", pid)
+}
+
+// homeCommand is the template of a test home.
+var homeCommand = []string{"{self}", "home", "-port={port}", "-version={version}", "-data={data_dir}",
+	"-id={id}", "-target={target}", "-self={self}"}
+
+func testConfig(dir string) ExecConfig {
+	return ExecConfig{
+		Command: homeCommand,
+		DataDir: dir,
+		// atexit_sleep_ms: a race-enabled helper otherwise lingers 1s at exit.
+		Env:       []string{"EXEC_TEST_HOME=1", "EXEC_TEST_EXTRA=hello", "GORACE=atexit_sleep_ms=0"},
+		StopGrace: 3 * time.Second,
+	}
+}
+
+// newExec starts an Exec that is closed when the test ends (before the
+// data dir's homes are killed).
+func newExec(t *testing.T, cfg ExecConfig) *Exec {
+	t.Helper()
+	e, err := NewExec(cfg, nil)
+	if err != nil {
+		t.Fatalf("NewExec: %v", err)
+	}
+	t.Cleanup(func() {
+		e.Close()
+		// Homes whose start a test did not wait for have not written their
+		// pids line yet: kill what this provider knows too.
+		e.mu.Lock()
+		var procs []*proc
+		for _, h := range e.homes {
+			if h.proc != nil {
+				procs = append(procs, h.proc)
+			}
+		}
+		e.mu.Unlock()
+		for _, p := range procs {
+			killIfSame(t, p.PID, p.Start)
+		}
+	})
+	return e
+}
+
+// changes collects OnChange calls.
+type changes struct {
+	ch chan Result
+}
+
+func newChanges() *changes { return &changes{ch: make(chan Result, 64)} }
+
+func (c *changes) onChange(id string, r Result) { c.ch <- r }
+
+func (c *changes) next(t *testing.T) Result {
+	t.Helper()
+	select {
+	case r := <-c.ch:
+		return r
+	case <-time.After(20 * time.Second):
+		t.Fatal("no OnChange call")
+		return Result{}
+	}
+}
+
+var testClient = &http.Client{Timeout: 5 * time.Second}
+
+// get fetches endpoint+path and returns the trimmed body.
+func get(endpoint, path string) (string, error) {
+	resp, err := testClient.Get(endpoint + path)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// waitReady retries GET /version until the home answers (the provider does
+// not wait for readiness; the caller probes).
+func waitReady(t *testing.T, endpoint string) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v, err := get(endpoint, "/version")
+		if err == nil {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("home at %s never answered: %v", endpoint, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func info(t *testing.T, endpoint string) homeInfo {
+	t.Helper()
+	body, err := get(endpoint, "/info")
+	if err != nil {
+		t.Fatalf("info: %v", err)
+	}
+	var hi homeInfo
+	if err := json.Unmarshal([]byte(body), &hi); err != nil {
+		t.Fatalf("info %q: %v", body, err)
+	}
+	return hi
+}
+
+func mustRef(t *testing.T, r Result) execRef {
+	t.Helper()
+	ref, ok := parseRef(r.Ref)
+	if !ok {
+		t.Fatalf("unusable ref %q", r.Ref)
+	}
+	return ref
+}
+
+func wake(t *testing.T, e *Exec, s Spec) Result {
+	t.Helper()
+	r, err := e.Wake(context.Background(), s)
+	if err != nil {
+		t.Fatalf("Wake: %v", err)
+	}
+	if r.State != StateRunning {
+		t.Fatalf("Wake state %q, want running", r.State)
+	}
+	return r
+}
+
+func alive(id procIdentity) bool {
+	_, err := lookupProc(id)
+	return err == nil
+}
+
+// exitHome tells a test home to exit with code; the request itself fails.
+func exitHome(endpoint string, code int) {
+	_, _ = testClient.Get(endpoint + "/exit?code=" + strconv.Itoa(code))
+}
+
+func pidLines(t *testing.T, dir, id string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "homes", id, "pids"))
+	if err != nil {
+		t.Fatalf("pids: %v", err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+func TestWakeStartsHomeOnLoopback(t *testing.T) {
+	dir := testDataDir(t)
+	e := newExec(t, testConfig(dir))
+	r := wake(t, e, Spec{ID: "h1", Target: "alice", Version: "v1"})
+
+	u, err := url.Parse(r.Endpoint)
+	if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Port() == "" {
+		t.Fatalf("endpoint %q is not a loopback http URL", r.Endpoint)
+	}
+	if v := waitReady(t, r.Endpoint); v != "v1" {
+		t.Fatalf("home says version %q, want v1", v)
+	}
+	ref := mustRef(t, r)
+	if strconv.Itoa(ref.Port) != u.Port() || ref.Version != "v1" {
+		t.Fatalf("ref %+v does not match endpoint %s", ref, r.Endpoint)
+	}
+	hi := info(t, r.Endpoint)
+	if hi.PID != ref.PID {
+		t.Fatalf("home pid %d, ref pid %d", hi.PID, ref.PID)
+	}
+	if hi.Pgrp != hi.PID {
+		t.Fatalf("home process group %d, want its own (%d)", hi.Pgrp, hi.PID)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "homes", "h1"))
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("home dir: %v, mode %v, want 0700", err, fi.Mode().Perm())
+	}
+	st, err := e.Status(context.Background(), Spec{ID: "h1", Ref: r.Ref})
+	if err != nil || st.State != StateRunning || st.Endpoint != r.Endpoint {
+		t.Fatalf("Status = %+v, %v; want running at %s", st, err, r.Endpoint)
+	}
+}
+
+func TestPlaceholdersSubstituted(t *testing.T) {
+	dir := testDataDir(t)
+	e := newExec(t, testConfig(dir))
+	r := wake(t, e, Spec{ID: "ph", Target: "bob", Version: "v7"})
+	waitReady(t, r.Endpoint)
+	hi := info(t, r.Endpoint)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	homeDir := filepath.Join(dir, "homes", "ph")
+	want := []string{self, "home", "-port=" + strconv.Itoa(mustRef(t, r).Port), "-version=v7",
+		"-data=" + homeDir, "-id=ph", "-target=bob", "-self=" + self}
+	if strings.Join(hi.Args, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("args\n%q\nwant\n%q", hi.Args, want)
+	}
+	if hi.Dir != homeDir {
+		t.Fatalf("working dir %q, want %q", hi.Dir, homeDir)
+	}
+	if hi.Extra != "hello" {
+		t.Fatalf("EXEC_TEST_EXTRA = %q, want the configured env", hi.Extra)
+	}
+}
+
+func TestWakeAgainAdoptsSameProcess(t *testing.T) {
+	dir := testDataDir(t)
+	e := newExec(t, testConfig(dir))
+	s := Spec{ID: "h1", Target: "alice", Version: "v1"}
+	r1 := wake(t, e, s)
+	waitReady(t, r1.Endpoint)
+	s.Ref = r1.Ref
+	r2 := wake(t, e, s)
+	if r2.Ref != r1.Ref || r2.Endpoint != r1.Endpoint {
+		t.Fatalf("second wake %+v, first %+v", r2, r1)
+	}
+	if info(t, r2.Endpoint).PID != mustRef(t, r1).PID {
+		t.Fatal("a different process answers")
+	}
+	if n := pidLines(t, dir, "h1"); n != 1 {
+		t.Fatalf("%d processes started, want 1", n)
+	}
+}
+
+func TestAdoptAfterGatewayRestart(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	e1 := newExec(t, cfg)
+	s := Spec{ID: "h1", Target: "alice", Version: "v1"}
+	r1 := wake(t, e1, s)
+	waitReady(t, r1.Endpoint)
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ref := mustRef(t, r1)
+	if !alive(ref.procIdentity) {
+		t.Fatal("Close stopped the home")
+	}
+
+	ch := newChanges()
+	cfg.OnChange = ch.onChange
+	e2 := newExec(t, cfg)
+	s.Ref = r1.Ref
+	st, err := e2.Status(context.Background(), s)
+	if err != nil || st.State != StateRunning || st.Ref != r1.Ref {
+		t.Fatalf("Status from ref = %+v, %v; want running with the same ref", st, err)
+	}
+	r2 := wake(t, e2, s)
+	if r2.Ref != r1.Ref || r2.Endpoint != r1.Endpoint {
+		t.Fatalf("adopting wake %+v, want %+v", r2, r1)
+	}
+	if n := pidLines(t, dir, "h1"); n != 1 {
+		t.Fatalf("%d processes started, want 1", n)
+	}
+
+	// The adopted process is watched: its death is noticed and restarted.
+	exitHome(r1.Endpoint, 0)
+	r3 := ch.next(t)
+	if r3.State != StateRunning || mustRef(t, r3).PID == ref.PID {
+		t.Fatalf("OnChange %+v, want running with a new pid", r3)
+	}
+	waitReady(t, r3.Endpoint)
+
+	proven, err := e2.Stop(context.Background(), Spec{ID: "h1", Ref: r3.Ref})
+	if err != nil || !proven {
+		t.Fatalf("Stop = %v, %v", proven, err)
+	}
+	if alive(mustRef(t, r3).procIdentity) {
+		t.Fatal("home still alive after a proven stop")
+	}
+}
+
+func TestAdoptDespiteStaleRef(t *testing.T) {
+	dir := testDataDir(t)
+	ch := newChanges()
+	cfg := testConfig(dir)
+	cfg.OnChange = ch.onChange
+	e1 := newExec(t, cfg)
+	r1 := wake(t, e1, Spec{ID: "h1", Version: "v1"})
+	waitReady(t, r1.Endpoint)
+	exitHome(r1.Endpoint, 0)
+	r2 := ch.next(t) // a caller that does not persist this keeps r1
+	waitReady(t, r2.Endpoint)
+	if err := e1.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e2 := newExec(t, testConfig(dir))
+	stale := Spec{ID: "h1", Version: "v1", Ref: r1.Ref}
+	st, err := e2.Status(context.Background(), stale)
+	if err != nil || st.Ref != r2.Ref {
+		t.Fatalf("Status with a stale ref = %+v, %v; want the restarted process", st, err)
+	}
+	r3 := wake(t, e2, stale)
+	if r3.Ref != r2.Ref {
+		t.Fatalf("wake with a stale ref = %+v, want the restarted process %+v", r3, r2)
+	}
+	if n := pidLines(t, dir, "h1"); n != 2 {
+		t.Fatalf("%d processes started, want 2", n)
+	}
+	if err := e2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e3 := newExec(t, testConfig(dir))
+	proven, err := e3.Stop(context.Background(), stale)
+	if err != nil || !proven {
+		t.Fatalf("Stop with a stale ref = %v, %v", proven, err)
+	}
+	if alive(mustRef(t, r2).procIdentity) {
+		t.Fatal("Stop with a stale ref left the restarted process running")
+	}
+}
+
+func TestStopProvenAndGone(t *testing.T) {
+	dir := testDataDir(t)
+	ch := newChanges()
+	cfg := testConfig(dir)
+	cfg.OnChange = ch.onChange
+	e := newExec(t, cfg)
+	s := Spec{ID: "h1", Version: "v1"}
+	r := wake(t, e, s)
+	waitReady(t, r.Endpoint)
+	s.Ref = r.Ref
+	proven, err := e.Stop(context.Background(), s)
+	if err != nil || !proven {
+		t.Fatalf("Stop = %v, %v", proven, err)
+	}
+	if alive(mustRef(t, r).procIdentity) {
+		t.Fatal("process alive after a proven stop")
+	}
+	if _, err := get(r.Endpoint, "/version"); err == nil {
+		t.Fatal("endpoint still answers")
+	}
+	st, err := e.Status(context.Background(), s)
+	if err != nil || st.State != StateStopped {
+		t.Fatalf("Status = %+v, %v; want stopped", st, err)
+	}
+	// Nothing to stop: proven, no error.
+	proven, err = e.Stop(context.Background(), s)
+	if err != nil || !proven {
+		t.Fatalf("second Stop = %v, %v", proven, err)
+	}
+	select {
+	case c := <-ch.ch:
+		t.Fatalf("a stopped home was restarted or failed: %+v", c)
+	default:
+	}
+	if n := pidLines(t, dir, "h1"); n != 1 {
+		t.Fatalf("%d processes started, want 1", n)
+	}
+}
+
+func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.StopGrace = 300 * time.Millisecond
+	e := newExec(t, cfg)
+	if err := os.MkdirAll(filepath.Join(dir, "homes", "h1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "homes", "h1", "ignore-term"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := wake(t, e, Spec{ID: "h1", Version: "v1"})
+	waitReady(t, r.Endpoint)
+	proven, err := e.Stop(context.Background(), Spec{ID: "h1", Ref: r.Ref})
+	if err != nil || !proven {
+		t.Fatalf("Stop = %v, %v", proven, err)
+	}
+	if alive(mustRef(t, r).procIdentity) {
+		t.Fatal("process alive after a proven stop")
+	}
+	e.mu.Lock()
+	p := e.homes["h1"].proc
+	e.mu.Unlock()
+	if p != nil {
+		t.Fatal("stopped home still has a process")
+	}
+
+	// A ctx that has already ended changes nothing.
+	r = wake(t, e, Spec{ID: "h1", Version: "v1"})
+	waitReady(t, r.Endpoint)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if proven, err := e.Stop(ended, Spec{ID: "h1", Ref: r.Ref}); proven || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop with an ended ctx = %v, %v", proven, err)
+	}
+	if !alive(mustRef(t, r).procIdentity) {
+		t.Fatal("Stop with an ended ctx signalled the home")
+	}
+
+	// A ctx that ends during the grace sends SIGKILL at once. (A second
+	// gateway; the first would restart the home it still wants.)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.StopGrace = time.Minute
+	e2 := newExec(t, cfg)
+	short, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	if proven, err := e2.Stop(short, Spec{ID: "h1", Ref: r.Ref}); proven || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop with a short ctx = %v, %v", proven, err)
+	}
+	proven, err = e2.Stop(context.Background(), Spec{ID: "h1", Ref: r.Ref})
+	if err != nil || !proven {
+		t.Fatalf("Stop after SIGKILL = %v, %v", proven, err)
+	}
+	if alive(mustRef(t, r).procIdentity) {
+		t.Fatal("process alive after a proven stop")
+	}
+}
+
+// startSleeper starts a process that is not a home, killed at cleanup.
+func startSleeper(t *testing.T) procStat {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "sleep")
+	cmd.Env = append(os.Environ(), "EXEC_TEST_HOME=1", "GORACE=atexit_sleep_ms=0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := readProcStat(cmd.Process.Pid)
+		if err == nil && st.Exe == cleanExe(self) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sleeper: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestReusedPidNeverSignalled(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.SuspendSignal = true
+	e := newExec(t, cfg)
+	victim := startSleeper(t)
+
+	forged := map[string]procIdentity{
+		"other start time": {PID: victim.PID, Exe: victim.Exe, Start: victim.Start + 1},
+		"other exe":        {PID: victim.PID, Exe: "/usr/bin/not-the-recorded-one", Start: victim.Start},
+	}
+	for name, id := range forged {
+		t.Run(name, func(t *testing.T) {
+			refJSON, err := json.Marshal(execRef{procIdentity: id, Port: 1, Version: "v1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			home := "forged-" + strings.ReplaceAll(name, " ", "-")
+			s := Spec{ID: home, Version: "v1", Ref: string(refJSON)}
+
+			st, err := e.Status(context.Background(), s)
+			if err != nil || st.State != StateStopped {
+				t.Fatalf("Status = %+v, %v; want stopped", st, err)
+			}
+			if err := e.Suspend(context.Background(), s); err == nil {
+				t.Fatal("Suspend of a forged ref succeeded")
+			}
+			if _, err := e.Version(context.Background(), s); err == nil {
+				t.Fatal("Version of a forged ref succeeded")
+			}
+			proven, err := e.Stop(context.Background(), s)
+			if err != nil || !proven {
+				t.Fatalf("Stop = %v, %v; want proven without a signal", proven, err)
+			}
+			r := wake(t, e, s)
+			if mustRef(t, r).PID == victim.PID {
+				t.Fatal("wake adopted the foreign process")
+			}
+			waitReady(t, r.Endpoint)
+			if _, err := e.Recreate(context.Background(), Spec{ID: home + "-recreate", Version: "v1", Ref: string(refJSON)}); err != nil {
+				t.Fatalf("Recreate: %v", err)
+			}
+
+			vs, err := readProcStat(victim.PID)
+			if err != nil || vs.Start != victim.Start {
+				t.Fatalf("the foreign process is gone: %v", err)
+			}
+			if vs.State == 'T' {
+				t.Fatal("the foreign process was stopped")
+			}
+		})
+	}
+}
+
+func TestUnexpectedExitRestarts(t *testing.T) {
+	dir := testDataDir(t)
+	ch := newChanges()
+	cfg := testConfig(dir)
+	cfg.OnChange = ch.onChange
+	e := newExec(t, cfg)
+	r1 := wake(t, e, Spec{ID: "h1", Target: "alice", Version: "v1"})
+	waitReady(t, r1.Endpoint)
+
+	exitHome(r1.Endpoint, 0)
+	r2 := ch.next(t)
+	if r2.State != StateRunning {
+		t.Fatalf("OnChange state %q, want running", r2.State)
+	}
+	ref1, ref2 := mustRef(t, r1), mustRef(t, r2)
+	if ref2.PID == ref1.PID {
+		t.Fatal("restart kept the old pid")
+	}
+	if ref2.Version != "v1" {
+		t.Fatalf("restarted with version %q, want v1", ref2.Version)
+	}
+	if v := waitReady(t, r2.Endpoint); v != "v1" {
+		t.Fatalf("restarted home says %q", v)
+	}
+	st, err := e.Status(context.Background(), Spec{ID: "h1"})
+	if err != nil || st.Ref != r2.Ref || st.State != StateRunning {
+		t.Fatalf("Status = %+v, %v; want running with the new ref", st, err)
+	}
+	logText, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "home.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(logText), "exiting with code 0 as told") {
+		t.Fatalf("home output not in the log:\n%s", logText)
+	}
+}
+
+func TestRestartBudgetExhaustedFails(t *testing.T) {
+	dir := testDataDir(t)
+	ch := newChanges()
+	cfg := testConfig(dir)
+	cfg.OnChange = ch.onChange
+	cfg.RestartBudget = 2
+	e := newExec(t, cfg)
+	s := Spec{ID: "h1", Version: "v1"}
+	r := wake(t, e, s)
+	waitReady(t, r.Endpoint)
+
+	crash := filepath.Join(dir, "homes", "h1", "crash")
+	if err := os.WriteFile(crash, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exitHome(r.Endpoint, 3)
+	for i := 0; i < 2; i++ {
+		if c := ch.next(t); c.State != StateRunning {
+			t.Fatalf("change %d: %+v, want a restart", i, c)
+		}
+	}
+	failed := ch.next(t)
+	if failed.State != StateFailed {
+		t.Fatalf("change after the budget: %+v, want failed", failed)
+	}
+	for _, want := range []string{"exit status 3", "crashing as told"} {
+		if !strings.Contains(failed.Reason, want) {
+			t.Fatalf("reason %q lacks %q", failed.Reason, want)
+		}
+	}
+	st, err := e.Status(context.Background(), s)
+	if err != nil || st.State != StateFailed || st.Reason != failed.Reason {
+		t.Fatalf("Status = %+v, %v; want failed with the reason", st, err)
+	}
+	if n := pidLines(t, dir, "h1"); n != 3 {
+		t.Fatalf("%d processes started, want 3 (first start and two restarts)", n)
+	}
+
+	// An explicit wake starts it again.
+	if err := os.Remove(crash); err != nil {
+		t.Fatal(err)
+	}
+	r = wake(t, e, s)
+	waitReady(t, r.Endpoint)
+	st, err = e.Status(context.Background(), s)
+	if err != nil || st.State != StateRunning {
+		t.Fatalf("Status after wake = %+v, %v; want running", st, err)
+	}
+}
+
+func TestNoRestartWithNegativeBudget(t *testing.T) {
+	dir := testDataDir(t)
+	ch := newChanges()
+	cfg := testConfig(dir)
+	cfg.OnChange = ch.onChange
+	cfg.RestartBudget = -1
+	e := newExec(t, cfg)
+	r := wake(t, e, Spec{ID: "h1", Version: "v1"})
+	waitReady(t, r.Endpoint)
+	exitHome(r.Endpoint, 5)
+	c := ch.next(t)
+	if c.State != StateFailed || !strings.Contains(c.Reason, "exit status 5") {
+		t.Fatalf("change %+v, want failed with exit status 5", c)
+	}
+	if n := pidLines(t, dir, "h1"); n != 1 {
+		t.Fatalf("%d processes started, want 1", n)
+	}
+}
+
+func TestLogCappedAndRotated(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.LogMaxBytes = 64 << 10
+	e := newExec(t, cfg)
+	r := wake(t, e, Spec{ID: "h1", Version: "v1"})
+	waitReady(t, r.Endpoint)
+	if _, err := get(r.Endpoint, "/spew?n=200000"); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(dir, "homes", "h1", "home.log")
+	if fi, err := os.Stat(logPath); err != nil || fi.Size() < 200000 {
+		t.Fatalf("log before rotation: %v", err)
+	}
+	e.rotateLogs()
+	old, err := os.Stat(logPath + ".1")
+	if err != nil {
+		t.Fatalf("no rotated log: %v", err)
+	}
+	if old.Size() == 0 || old.Size() > cfg.LogMaxBytes {
+		t.Fatalf("home.log.1 is %d bytes, cap %d", old.Size(), cfg.LogMaxBytes)
+	}
+	// The home keeps appending to the truncated file, from its start.
+	if _, err := get(r.Endpoint, "/spew?n=1000"); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := os.Stat(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur.Size() != 1000 {
+		t.Fatalf("home.log is %d bytes after rotation and 1000 more, want 1000", cur.Size())
+	}
+	e.rotateLogs() // under the cap: nothing happens
+	if again, err := os.Stat(logPath); err != nil || again.Size() != 1000 {
+		t.Fatalf("log under the cap was rotated: %v", err)
+	}
+}
+
+func TestVersionHTTPAndCommand(t *testing.T) {
+	dir := testDataDir(t)
+	e := newExec(t, testConfig(dir))
+	r := wake(t, e, Spec{ID: "h1", Version: "v1.2.3"})
+	waitReady(t, r.Endpoint)
+	v, err := e.Version(context.Background(), Spec{ID: "h1", Ref: r.Ref})
+	if err != nil || v != "v1.2.3" {
+		t.Fatalf("Version over HTTP = %q, %v", v, err)
+	}
+
+	cfg := testConfig(dir)
+	cfg.VersionCommand = []string{"{self}", "version", "{endpoint}"}
+	e1 := newExec(t, cfg)
+	v, err = e1.Version(context.Background(), Spec{ID: "h1", Ref: r.Ref})
+	if err != nil || v != "cmd:v1.2.3" {
+		t.Fatalf("Version by command = %q, %v", v, err)
+	}
+
+	cfg.VersionCommand = []string{"{self}", "no-such-mode"}
+	e2 := newExec(t, cfg)
+	if v, err := e2.Version(context.Background(), Spec{ID: "h1", Ref: r.Ref}); err == nil {
+		t.Fatalf("failing version command gave %q", v)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.Version(ctx, Spec{ID: "h1", Ref: r.Ref}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Version with a cancelled ctx: %v", err)
+	}
+	if _, err := e.Version(context.Background(), Spec{ID: "never-woken"}); err == nil {
+		t.Fatal("Version of a home that does not run succeeded")
+	}
+}
+
+func TestRecreateWithNewVersion(t *testing.T) {
+	dir := testDataDir(t)
+	ch := newChanges()
+	cfg := testConfig(dir)
+	cfg.OnChange = ch.onChange
+	e := newExec(t, cfg)
+	r1 := wake(t, e, Spec{ID: "h1", Target: "alice", Version: "v1"})
+	waitReady(t, r1.Endpoint)
+	keep := filepath.Join(dir, "homes", "h1", "state.db")
+	if err := os.WriteFile(keep, []byte("data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	rolled := append(append([]string(nil), homeCommand...), "-mark=rolled")
+	r2, err := e.Recreate(context.Background(), Spec{ID: "h1", Target: "alice", Version: "v2", Ref: r1.Ref, Command: rolled})
+	if err != nil || r2.State != StateRunning {
+		t.Fatalf("Recreate = %+v, %v", r2, err)
+	}
+	if alive(mustRef(t, r1).procIdentity) {
+		t.Fatal("old process survived the recreate")
+	}
+	if v := waitReady(t, r2.Endpoint); v != "v2" {
+		t.Fatalf("recreated home says %q", v)
+	}
+	v, err := e.Version(context.Background(), Spec{ID: "h1", Ref: r2.Ref})
+	if err != nil || v != "v2" {
+		t.Fatalf("Version = %q, %v", v, err)
+	}
+	hi := info(t, r2.Endpoint)
+	if hi.Args[len(hi.Args)-1] != "-mark=rolled" {
+		t.Fatalf("Spec.Command not used: %q", hi.Args)
+	}
+	if b, err := os.ReadFile(keep); err != nil || string(b) != "data" {
+		t.Fatalf("home data lost: %q, %v", b, err)
+	}
+	select {
+	case c := <-ch.ch:
+		t.Fatalf("recreate caused a supervisor change: %+v", c)
+	default:
+	}
+
+	// The supervisor restarts the recreated home with its own command.
+	exitHome(r2.Endpoint, 1)
+	r3 := ch.next(t)
+	if r3.State != StateRunning || mustRef(t, r3).Version != "v2" {
+		t.Fatalf("restart %+v, want running v2", r3)
+	}
+	waitReady(t, r3.Endpoint)
+	if hi := info(t, r3.Endpoint); hi.Args[len(hi.Args)-1] != "-mark=rolled" {
+		t.Fatalf("restart lost the command: %q", hi.Args)
+	}
+}
+
+func TestSuspendAndWake(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	e0 := newExec(t, cfg)
+	r0 := wake(t, e0, Spec{ID: "plain", Version: "v1"})
+	if err := e0.Suspend(context.Background(), Spec{ID: "plain", Ref: r0.Ref}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("Suspend without SuspendSignal: %v, want ErrUnsupported", err)
+	}
+
+	cfg.SuspendSignal = true
+	e := newExec(t, cfg)
+	s := Spec{ID: "h1", Version: "v1"}
+	r := wake(t, e, s)
+	waitReady(t, r.Endpoint)
+	s.Ref = r.Ref
+	if err := e.Suspend(context.Background(), s); err != nil {
+		t.Fatalf("Suspend: %v", err)
+	}
+	ps, err := readProcStat(mustRef(t, r).PID)
+	if err != nil || ps.State != 'T' {
+		t.Fatalf("process state %c, %v; want T", ps.State, err)
+	}
+	st, err := e.Status(context.Background(), s)
+	if err != nil || st.State != StateSuspended {
+		t.Fatalf("Status = %+v, %v; want suspended", st, err)
+	}
+	if v, err := e.Version(context.Background(), s); err == nil {
+		t.Fatalf("Version of a suspended home = %q", v)
+	}
+
+	r2 := wake(t, e, s)
+	if r2.Ref != r.Ref {
+		t.Fatalf("wake of a suspended home started another: %+v", r2)
+	}
+	if v := waitReady(t, r2.Endpoint); v != "v1" {
+		t.Fatalf("resumed home says %q", v)
+	}
+	st, err = e.Status(context.Background(), s)
+	if err != nil || st.State != StateRunning {
+		t.Fatalf("Status = %+v, %v; want running", st, err)
+	}
+
+	// A suspended home still stops.
+	if err := e.Suspend(context.Background(), s); err != nil {
+		t.Fatalf("Suspend: %v", err)
+	}
+	proven, err := e.Stop(context.Background(), s)
+	if err != nil || !proven {
+		t.Fatalf("Stop of a suspended home = %v, %v", proven, err)
+	}
+
+	// A restarted gateway resumes a suspended home it adopts.
+	r3 := wake(t, e, Spec{ID: "h2", Version: "v1"})
+	waitReady(t, r3.Endpoint)
+	if err := e.Suspend(context.Background(), Spec{ID: "h2", Ref: r3.Ref}); err != nil {
+		t.Fatalf("Suspend: %v", err)
+	}
+	e2 := newExec(t, cfg)
+	r4 := wake(t, e2, Spec{ID: "h2", Version: "v1", Ref: r3.Ref})
+	if r4.Ref != r3.Ref {
+		t.Fatalf("adopting wake %+v, want %+v", r4, r3)
+	}
+	waitReady(t, r4.Endpoint)
+}
+
+func TestConcurrentHomes(t *testing.T) {
+	dir := testDataDir(t)
+	e := newExec(t, testConfig(dir))
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := Spec{ID: fmt.Sprintf("c%d", i), Version: "v1"}
+			r, err := e.Wake(context.Background(), s)
+			if err != nil {
+				errs <- err
+				return
+			}
+			s.Ref = r.Ref
+			if _, err := e.Status(context.Background(), s); err != nil {
+				errs <- err
+			}
+			if proven, err := e.Stop(context.Background(), s); err != nil || !proven {
+				errs <- fmt.Errorf("stop %s: %v, %w", s.ID, proven, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestClosedProviderRefuses(t *testing.T) {
+	dir := testDataDir(t)
+	e := newExec(t, testConfig(dir))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Wake(context.Background(), Spec{ID: "h1"}); !errors.Is(err, errClosed) {
+		t.Fatalf("Wake after Close: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestNewExecValidates(t *testing.T) {
+	dir := t.TempDir()
+	bad := map[string]ExecConfig{
+		"no command":     {DataDir: dir},
+		"no data dir":    {Command: homeCommand},
+		"bad env":        {Command: homeCommand, DataDir: dir, Env: []string{"NOEQUALS"}},
+		"negative grace": {Command: homeCommand, DataDir: dir, StopGrace: -time.Second},
+	}
+	for name, cfg := range bad {
+		if e, err := NewExec(cfg, nil); err == nil {
+			e.Close()
+			t.Errorf("%s: NewExec accepted it", name)
+		}
+	}
+	e, err := NewExec(ExecConfig{Command: homeCommand, DataDir: dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.cfg.LogMaxBytes != defaultLogMaxBytes || e.cfg.StopGrace != defaultStopGrace ||
+		e.cfg.RestartBudget != defaultRestartBudget || e.cfg.RestartWindow != defaultRestartWindow {
+		t.Fatalf("defaults not filled: %+v", e.cfg)
+	}
+	if _, err := e.Wake(context.Background(), Spec{ID: "../escape"}); err == nil {
+		t.Fatal("a home id with a slash was accepted")
+	}
+}

@@ -1,0 +1,181 @@
+package provider
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+)
+
+// logFile is a home's size-capped log, <homedir>/home.log, with one older
+// generation kept in home.log.1.
+//
+// The home's stdout and stderr are the file itself (opened O_APPEND), not a
+// pipe through the gateway: a pipe would break when the gateway restarts
+// and kill the home with SIGPIPE on its next write, and the home must
+// survive a gateway restart to be adopted. So the cap is enforced from the
+// outside: rotateIfFull, called periodically and before each of the
+// provider's own writes, copies the newest LogMaxBytes to home.log.1 and
+// truncates home.log. Because the home appends, its next write lands at the
+// new end of the file. The log may overshoot the cap by what the home
+// writes between two checks, and lines written during the copy itself are
+// lost; home.log.1 never exceeds the cap.
+type logFile struct {
+	path string
+	max  int64
+
+	mu sync.Mutex // serialises rotation and the provider's own writes
+}
+
+// newLogFile returns the capped log at path; max must be positive.
+func newLogFile(path string, max int64) *logFile {
+	return &logFile{path: path, max: max}
+}
+
+// openAppend opens the log for a child's stdout and stderr, creating it 0600.
+func (l *logFile) openAppend() (*os.File, error) {
+	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", l.path, err)
+	}
+	return f, nil
+}
+
+// Write appends p to the log, rotating first when p would take the log past
+// its cap. It is the provider's own writer (start and exit notes); the
+// home's output goes to the file directly.
+func (l *logFile) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	size, err := l.size()
+	if err != nil {
+		return 0, err
+	}
+	if size > 0 && size+int64(len(p)) > l.max {
+		if err := l.rotateLocked(); err != nil {
+			return 0, err
+		}
+	}
+	f, err := l.openAppend()
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.Write(p)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, fmt.Errorf("write log %s: %w", l.path, err)
+	}
+	return n, nil
+}
+
+// rotateIfFull rotates the log when it has reached its cap, and reports
+// whether it did.
+func (l *logFile) rotateIfFull() (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	size, err := l.size()
+	if err != nil || size < l.max {
+		return false, err
+	}
+	if err := l.rotateLocked(); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// size is the current size of home.log; a missing file is empty.
+func (l *logFile) size() (int64, error) {
+	fi, err := os.Stat(l.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stat log: %w", err)
+	}
+	return fi.Size(), nil
+}
+
+// rotateLocked replaces home.log.1 with the newest l.max bytes of home.log
+// (from the first whole line when that cuts a line) and truncates home.log.
+func (l *logFile) rotateLocked() error {
+	data, cut, err := readTail(l.path, l.max)
+	if err != nil {
+		return err
+	}
+	if cut {
+		if i := bytes.IndexByte(data, '\n'); i >= 0 && i+1 < len(data) {
+			data = data[i+1:]
+		}
+	}
+	old := l.path + ".1"
+	tmp := old + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("rotate log: %w", err)
+	}
+	if err := os.Rename(tmp, old); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("rotate log: %w", err)
+	}
+	if err := os.Truncate(l.path, 0); err != nil {
+		return fmt.Errorf("rotate log: truncate: %w", err)
+	}
+	return nil
+}
+
+// tail returns up to n of the last non-empty lines of the log (looking into
+// home.log.1 when home.log has fewer), joined by " | ", each cut to 200
+// bytes: a short excerpt for a failure reason. Errors give "".
+func (l *logFile) tail(n int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	const window = 4096
+	older, _, _ := readTail(l.path+".1", window)
+	newer, _, _ := readTail(l.path, window)
+	all := append(older, newer...)
+	var lines []string
+	for _, line := range strings.Split(string(all), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if len(line) > 200 {
+			line = line[:200] + "..."
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// readTail reads at most max bytes from the end of the file at path and
+// reports whether it left earlier bytes out. A missing file reads empty.
+func readTail(path string, max int64) (data []byte, cut bool, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("open log: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, false, fmt.Errorf("stat log: %w", err)
+	}
+	off := int64(0)
+	if fi.Size() > max {
+		off = fi.Size() - max
+	}
+	data, err = io.ReadAll(io.NewSectionReader(f, off, max))
+	if err != nil {
+		return nil, false, fmt.Errorf("read log: %w", err)
+	}
+	return data, off > 0, nil
+}

@@ -1,0 +1,102 @@
+package provider
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestLogFileWriteRotatesAtCap(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "home.log")
+	l := newLogFile(path, 100)
+	lines := []string{}
+	for i := 0; i < 12; i++ {
+		line := strings.Repeat(string(rune('a'+i)), 29) + "\n" // 30 bytes
+		lines = append(lines, line)
+		if _, err := l.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{path, path + ".1"} {
+			if fi, err := os.Stat(p); err == nil && fi.Size() > 100 {
+				t.Fatalf("after line %d %s is %d bytes, cap 100", i, p, fi.Size())
+			}
+		}
+	}
+	cur, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(path + ".1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 lines fit under the cap; 12 lines leave the last 3 in home.log and
+	// the 3 before them in home.log.1.
+	if string(cur) != strings.Join(lines[9:], "") {
+		t.Fatalf("home.log = %q", cur)
+	}
+	if string(old) != strings.Join(lines[6:9], "") {
+		t.Fatalf("home.log.1 = %q", old)
+	}
+	if got := l.tail(2); got != strings.TrimSpace(lines[10])+" | "+strings.TrimSpace(lines[11]) {
+		t.Fatalf("tail(2) = %q", got)
+	}
+	if got := l.tail(4); !strings.HasPrefix(got, strings.TrimSpace(lines[8])+" | ") {
+		t.Fatalf("tail(4) does not reach into home.log.1: %q", got)
+	}
+}
+
+func TestLogFileRotateKeepsAppenderWriting(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "home.log")
+	l := newLogFile(path, 1000)
+	// The child's side: an O_APPEND descriptor held across the rotation.
+	child, err := l.openAppend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer child.Close()
+	line := strings.Repeat("y", 63) + "\n"
+	for i := 0; i < 40; i++ { // 2560 bytes, no cap check meanwhile
+		if _, err := child.WriteString(line); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rotated, err := l.rotateIfFull(); err != nil || !rotated {
+		t.Fatalf("rotateIfFull = %v, %v", rotated, err)
+	}
+	old, err := os.ReadFile(path + ".1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The newest whole lines that fit in the cap.
+	if len(old) != 960 || !bytes.HasPrefix(old, []byte(line)) {
+		t.Fatalf("home.log.1 is %d bytes, want the last 15 whole lines (960)", len(old))
+	}
+	if _, err := child.WriteString("after\n"); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(cur) != "after\n" {
+		t.Fatalf("home.log after rotation = %q, want the appender's line at offset 0", cur)
+	}
+	if rotated, err := l.rotateIfFull(); err != nil || rotated {
+		t.Fatalf("rotateIfFull under the cap = %v, %v", rotated, err)
+	}
+}
+
+func TestLogFileMissing(t *testing.T) {
+	l := newLogFile(filepath.Join(t.TempDir(), "home.log"), 100)
+	if got := l.tail(3); got != "" {
+		t.Fatalf("tail of a missing log = %q", got)
+	}
+	if rotated, err := l.rotateIfFull(); err != nil || rotated {
+		t.Fatalf("rotateIfFull of a missing log = %v, %v", rotated, err)
+	}
+}

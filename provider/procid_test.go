@@ -1,0 +1,100 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+func TestParseProcStat(t *testing.T) {
+	// The command name may hold spaces and parentheses.
+	raw := []byte("4242 (a) b (c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000000 100 18446744073709551615\n")
+	st, err := parseProcStat(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State != 'S' || st.Pgrp != 4242 || st.Start != 987654 {
+		t.Fatalf("parsed %+v, want state S, pgrp 4242, start 987654", st)
+	}
+	for _, bad := range []string{"", "1 (x S 1", "1 (x) S 1 2 3", "1 (x) SS 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parsed %q without error", bad)
+		}
+	}
+}
+
+func TestReadOwnProcess(t *testing.T) {
+	st, err := readProcStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.PID != os.Getpid() || st.Exe != cleanExe(self) || st.Start == 0 {
+		t.Fatalf("own identity %+v, exe want %s", st, self)
+	}
+	if _, err := lookupProc(st.procIdentity); err != nil {
+		t.Fatalf("own identity does not match itself: %v", err)
+	}
+	for name, id := range map[string]procIdentity{
+		"start": {PID: st.PID, Exe: st.Exe, Start: st.Start + 1},
+		"exe":   {PID: st.PID, Exe: st.Exe + "-other", Start: st.Start},
+	} {
+		if _, err := lookupProc(id); !errors.Is(err, errProcReused) || !errors.Is(err, errProcGone) {
+			t.Errorf("other %s: %v, want errProcReused wrapping errProcGone", name, err)
+		}
+	}
+	if _, err := lookupProc(procIdentity{PID: 1 << 30, Exe: "/x", Start: 1}); !errors.Is(err, errProcGone) || errors.Is(err, errProcReused) {
+		t.Errorf("free pid: %v, want errProcGone", err)
+	}
+}
+
+func TestZombieIsGone(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "no-such-mode")
+	cmd.Env = append(os.Environ(), "EXEC_TEST_HOME=1", "GORACE=atexit_sleep_ms=0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pid := cmd.Process.Pid
+	// Until it is reaped the child stays a zombie; wait for that state.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := parseProcStat(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State == 'Z' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child never exited, state %c", st.State)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := readProcStat(pid); !errors.Is(err, errProcGone) {
+		t.Fatalf("zombie: %v, want errProcGone", err)
+	}
+}
+
+func TestCleanExe(t *testing.T) {
+	if got := cleanExe("/usr/bin/wakegate (deleted)"); got != "/usr/bin/wakegate" {
+		t.Fatalf("cleanExe = %q", got)
+	}
+	if got := cleanExe("/usr/bin/wakegate"); got != "/usr/bin/wakegate" {
+		t.Fatalf("cleanExe = %q", got)
+	}
+}
