@@ -1,0 +1,510 @@
+package wake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// ProbeKind selects how readiness is proven.
+type ProbeKind string
+
+const (
+	// ProbeWS upgrades to a WebSocket at the probe path and passes when a
+	// first message arrives or the socket stays open through the settle
+	// window. It is the default for homes: it proves the real serving path.
+	ProbeWS ProbeKind = "ws"
+	// ProbeHTTP sends GET to the health path and judges the status.
+	ProbeHTTP ProbeKind = "http"
+	// ProbeTCP passes when a TCP connection to the endpoint opens.
+	ProbeTCP ProbeKind = "tcp"
+)
+
+const (
+	probeDefaultAttemptTimeout = 2 * time.Second
+	probeDefaultSettle         = 100 * time.Millisecond
+	probeDefaultMinPause       = 2 * time.Millisecond
+	probeDefaultMaxPause       = 100 * time.Millisecond
+
+	// probeDrainLimit bounds how much of a response body is read before
+	// the body is closed.
+	probeDrainLimit = 64 << 10
+	// probeCloseWait bounds the write of the WebSocket close frame.
+	probeCloseWait = 100 * time.Millisecond
+)
+
+// ProbeSpec says what to probe and how. Zero values are replaced by the
+// defaults inside Probe, so a spec can be passed as it was configured.
+type ProbeSpec struct {
+	// Kind is the probe kind. Default (zero): ProbeWS.
+	Kind ProbeKind
+	// Endpoint is the upstream base URL, for example http://127.0.0.1:8080.
+	// The ws probe dials it as ws:// (https becomes wss://); the http probe
+	// accepts ws and wss as http and https. The tcp probe dials its host
+	// and port (80 or 443 by scheme when the URL has none) and also accepts
+	// a bare host:port. Required: there is no default.
+	Endpoint string
+	// Path is joined to the Endpoint's path and may carry a query. For ws
+	// it is the serving path, /node/{target}; for http the health path.
+	// Unused by tcp. Zero: the Endpoint's own path.
+	Path string
+	// Header is sent on every ws and http attempt, typically the relay
+	// token in X-Wakegate-Relay; a Host entry sets the request host. The
+	// ws probe refuses Upgrade, Connection and Sec-Websocket-* headers.
+	// Zero: no extra headers.
+	Header http.Header
+	// API selects the http status rules. 2xx and 3xx always pass (redirects
+	// are not followed); with API set, 401 and 403 pass too, because an
+	// API's auth boundary answered. Every other status, 400, 404 and 5xx
+	// among them, fails. Zero: UI rules.
+	API bool
+	// AttemptTimeout bounds one attempt: dial, handshake and, for ws, the
+	// settle window. Zero or negative: 2s.
+	AttemptTimeout time.Duration
+	// Settle is how long an upgraded ws probe waits. It passes early when a
+	// first message arrives, and passes at the end of the window if the
+	// socket is still open. It must be shorter than AttemptTimeout. Unused
+	// by http and tcp. Zero or negative: 100ms.
+	Settle time.Duration
+	// MinPause is the pause after the first failed attempt; each later
+	// pause doubles, up to MaxPause. Zero or negative: 2ms.
+	MinPause time.Duration
+	// MaxPause caps the pause between attempts. Zero or negative: 100ms;
+	// a value below MinPause is raised to MinPause.
+	MaxPause time.Duration
+}
+
+// ProbeResult reports what a probe saw.
+type ProbeResult struct {
+	// Attempts is the number of attempts made.
+	Attempts int
+	// Status is the HTTP status of the last attempt: the http response
+	// status or the ws handshake status (101 after an upgrade). It is 0
+	// when the last attempt got no HTTP answer, and always 0 for tcp.
+	Status int
+	// Signalled is true when the probe ended because the ready channel was
+	// closed rather than because an attempt passed.
+	Signalled bool
+	// Last is the last attempt's error, nil when the last attempt passed.
+	// After a signal it holds the failure that preceded the signal; an
+	// attempt cut short by the signal or by a cancelled ctx reports
+	// context.Canceled.
+	Last error
+}
+
+// Probe repeats attempts until one passes, ready is closed (the home called
+// POST /_wakegate/ready), or ctx is done. Each attempt is bounded by
+// AttemptTimeout and by ctx, and a signal on ready cuts a running attempt
+// short. Failed attempts are followed by a pause that starts at MinPause and
+// doubles up to MaxPause; the pause ends early on ready or ctx.
+//
+// At least one attempt is always made: when ctx is already done or ready is
+// already closed at the call, the first attempt runs bounded by
+// AttemptTimeout alone. The only exception is a spec that cannot be
+// attempted (unknown kind, unusable Endpoint or Path, Settle not shorter
+// than AttemptTimeout), which returns an error with no attempt.
+//
+// Probe returns nil when an attempt passed or ready was closed (Signalled),
+// and otherwise an error that wraps both ctx.Err() and the last attempt's
+// error. A nil ready channel never signals. No goroutine or timer started by
+// Probe outlives the call, and the probe's connections are closed before it
+// returns.
+func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult, error) {
+	var res ProbeResult
+	s = probeDefaults(s)
+	run, err := probeNewRun(s)
+	if err != nil {
+		return res, fmt.Errorf("wake: probe %s %q: %w", s.Kind, s.Endpoint, err)
+	}
+	defer run.close()
+
+	// A caller that is already out of time, or a home that has already
+	// signalled, still gets one complete attempt.
+	detached := ctx.Err() != nil || probeClosed(ready)
+
+	runCtx, cancelRun := context.WithCancel(ctx)
+	var watcher sync.WaitGroup
+	if ready != nil && !detached {
+		watcher.Go(func() {
+			select {
+			case <-ready:
+				cancelRun()
+			case <-runCtx.Done():
+			}
+		})
+	}
+	defer func() {
+		cancelRun()
+		watcher.Wait()
+	}()
+
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+
+	pause := s.MinPause
+	for {
+		base := runCtx
+		if detached && res.Attempts == 0 {
+			base = context.WithoutCancel(ctx)
+		}
+		attemptCtx, cancelAttempt := context.WithTimeout(base, s.AttemptTimeout)
+		status, err := run.attempt(attemptCtx)
+		cancelAttempt()
+		res.Attempts++
+		res.Status = status
+		res.Last = err
+		if err == nil {
+			return res, nil
+		}
+		if probeClosed(ready) {
+			res.Signalled = true
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return res, run.fail(ctx, res)
+		}
+
+		if timer == nil {
+			timer = time.NewTimer(pause)
+		} else {
+			timer.Reset(pause)
+		}
+		select {
+		case <-timer.C:
+			if pause > s.MaxPause/2 {
+				pause = s.MaxPause
+			} else {
+				pause *= 2
+			}
+			continue
+		case <-ready:
+		case <-ctx.Done():
+		}
+		// A signal wins over a context that ended at the same moment.
+		if probeClosed(ready) {
+			res.Signalled = true
+			return res, nil
+		}
+		return res, run.fail(ctx, res)
+	}
+}
+
+// probeDefaults fills the zero fields of s with their defaults.
+func probeDefaults(s ProbeSpec) ProbeSpec {
+	if s.Kind == "" {
+		s.Kind = ProbeWS
+	}
+	if s.AttemptTimeout <= 0 {
+		s.AttemptTimeout = probeDefaultAttemptTimeout
+	}
+	if s.Settle <= 0 {
+		s.Settle = probeDefaultSettle
+	}
+	if s.MinPause <= 0 {
+		s.MinPause = probeDefaultMinPause
+	}
+	if s.MaxPause <= 0 {
+		s.MaxPause = probeDefaultMaxPause
+	}
+	if s.MaxPause < s.MinPause {
+		s.MaxPause = s.MinPause
+	}
+	return s
+}
+
+// probeClosed reports whether ch is closed. A nil channel is never closed.
+func probeClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// probeRun holds what the attempts of one Probe call share.
+type probeRun struct {
+	spec   ProbeSpec
+	target string // URL for ws and http, host:port for tcp
+	dialer *net.Dialer
+	// transport and client are set for http probes only.
+	transport *http.Transport
+	client    *http.Client
+}
+
+// probeNewRun checks s and builds the dialer and, for http, the client.
+func probeNewRun(s ProbeSpec) (*probeRun, error) {
+	r := &probeRun{spec: s, dialer: &net.Dialer{}}
+	var err error
+	switch s.Kind {
+	case ProbeWS:
+		if s.Settle >= s.AttemptTimeout {
+			return nil, fmt.Errorf("settle %v must be shorter than attempt timeout %v", s.Settle, s.AttemptTimeout)
+		}
+		r.target, err = probeURL(s.Endpoint, s.Path, map[string]string{"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"})
+	case ProbeHTTP:
+		r.target, err = probeURL(s.Endpoint, s.Path, map[string]string{"http": "http", "https": "https", "ws": "http", "wss": "https"})
+		if err == nil {
+			r.transport = &http.Transport{
+				Proxy:               nil, // upstreams are dialled directly, never through an environment proxy
+				DialContext:         r.dialer.DialContext,
+				DisableKeepAlives:   true, // every attempt proves a fresh connection
+				DisableCompression:  true,
+				TLSHandshakeTimeout: s.AttemptTimeout,
+			}
+			r.client = &http.Client{
+				Transport: r.transport,
+				// A redirect is an answer of the serving path; where it
+				// points is not probed.
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			}
+		}
+	case ProbeTCP:
+		r.target, err = probeHostPort(s.Endpoint)
+	default:
+		return nil, fmt.Errorf("unknown probe kind %q", s.Kind)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// probeURL joins endpoint and path and maps the endpoint's scheme through
+// schemes; a scheme that is not a key of schemes is refused.
+func probeURL(endpoint, path string, schemes map[string]string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("parse endpoint: %w", err)
+	}
+	scheme, ok := schemes[strings.ToLower(u.Scheme)]
+	if !ok {
+		return "", fmt.Errorf("endpoint %q: unsupported scheme %q", endpoint, u.Scheme)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("endpoint %q has no host", endpoint)
+	}
+	u.Scheme = scheme
+	u.Fragment, u.RawFragment = "", ""
+	if path != "" {
+		p, err := url.Parse(path)
+		if err != nil {
+			return "", fmt.Errorf("parse path: %w", err)
+		}
+		if p.Scheme != "" || p.Host != "" {
+			return "", fmt.Errorf("path %q is not a path", path)
+		}
+		u = u.JoinPath(p.EscapedPath())
+		if p.RawQuery != "" {
+			u.RawQuery = p.RawQuery
+		}
+	}
+	return u.String(), nil
+}
+
+// probeHostPort returns the host:port a tcp probe dials: endpoint itself when
+// it has no scheme, otherwise the URL's host with its port or the scheme's.
+func probeHostPort(endpoint string) (string, error) {
+	if !strings.Contains(endpoint, "://") {
+		if _, _, err := net.SplitHostPort(endpoint); err != nil {
+			return "", fmt.Errorf("endpoint %q: %w", endpoint, err)
+		}
+		return endpoint, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("parse endpoint: %w", err)
+	}
+	if u.Hostname() == "" {
+		return "", fmt.Errorf("endpoint %q has no host", endpoint)
+	}
+	port := u.Port()
+	if port == "" {
+		switch strings.ToLower(u.Scheme) {
+		case "http", "ws":
+			port = "80"
+		case "https", "wss":
+			port = "443"
+		default:
+			return "", fmt.Errorf("endpoint %q has no port", endpoint)
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
+}
+
+// attempt runs one attempt of the run's kind and returns the HTTP status it
+// saw (0 if none) and nil if the attempt passed.
+func (r *probeRun) attempt(ctx context.Context) (int, error) {
+	switch r.spec.Kind {
+	case ProbeWS:
+		return r.attemptWS(ctx)
+	case ProbeHTTP:
+		return r.attemptHTTP(ctx)
+	default:
+		return 0, r.attemptTCP(ctx)
+	}
+}
+
+// fail builds the error of a probe that ran out of ctx.
+func (r *probeRun) fail(ctx context.Context, res ProbeResult) error {
+	return fmt.Errorf("wake: probe %s %s: not ready after %d attempts: %w; last attempt: %w",
+		r.spec.Kind, r.target, res.Attempts, ctx.Err(), res.Last)
+}
+
+// close releases what the run holds.
+func (r *probeRun) close() {
+	if r.transport != nil {
+		r.transport.CloseIdleConnections()
+	}
+}
+
+// attemptTCP opens and closes one connection.
+func (r *probeRun) attemptTCP(ctx context.Context) error {
+	c, err := r.dialer.DialContext(ctx, "tcp", r.target)
+	if err != nil {
+		return fmt.Errorf("tcp dial: %w", err)
+	}
+	_ = c.Close() // the connection opened; that is all a tcp probe proves
+	return nil
+}
+
+// attemptHTTP sends one GET and judges its status.
+func (r *probeRun) attemptHTTP(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.target, nil)
+	if err != nil {
+		return 0, fmt.Errorf("http request: %w", err)
+	}
+	if r.spec.Header != nil {
+		req.Header = r.spec.Header.Clone()
+		if host := req.Header.Get("Host"); host != "" {
+			req.Host = host
+		}
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("http get: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, probeDrainLimit))
+	_ = resp.Body.Close()
+	if probeStatusPasses(resp.StatusCode, r.spec.API) {
+		return resp.StatusCode, nil
+	}
+	return resp.StatusCode, fmt.Errorf("http get: %w", probeStatusError(resp.StatusCode))
+}
+
+// probeStatusPasses applies the UI and API status rules.
+func probeStatusPasses(code int, api bool) bool {
+	switch {
+	case code >= 200 && code < 400:
+		return true
+	case api && (code == http.StatusUnauthorized || code == http.StatusForbidden):
+		return true
+	default:
+		return false
+	}
+}
+
+// probeStatusError is an HTTP status that does not pass.
+type probeStatusError int
+
+func (e probeStatusError) Error() string {
+	return fmt.Sprintf("status %d %s", int(e), http.StatusText(int(e)))
+}
+
+// probeConn is a probe's WebSocket connection: once the attempt's context
+// is done, any deadline set on it is replaced by one already expired, so the
+// handshake cannot undo the cancellation by setting its own deadline.
+type probeConn struct {
+	net.Conn
+	ctx context.Context
+}
+
+// SetDeadline sets t, or an expired deadline once the attempt is over.
+func (c probeConn) SetDeadline(t time.Time) error {
+	if c.ctx.Err() != nil {
+		t = time.Unix(1, 0)
+	}
+	return c.Conn.SetDeadline(t)
+}
+
+// attemptWS upgrades, then waits for a first message or the settle window,
+// and closes with a normal-closure frame.
+func (r *probeRun) attemptWS(ctx context.Context) (int, error) {
+	// The handshake honours only ctx's deadline, and the settle read only
+	// its own deadline, so a cancellation of ctx (the ready signal or the
+	// caller) expires the connection's read deadline instead.
+	var stopWatch func() bool
+	watchDone := make(chan struct{})
+	defer func() {
+		if stopWatch != nil && !stopWatch() {
+			<-watchDone
+		}
+	}()
+	d := websocket.Dialer{
+		HandshakeTimeout: r.spec.AttemptTimeout,
+		NetDialContext: func(dialCtx context.Context, network, addr string) (net.Conn, error) {
+			c, err := r.dialer.DialContext(dialCtx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			stopWatch = context.AfterFunc(ctx, func() {
+				defer close(watchDone)
+				_ = c.SetReadDeadline(time.Unix(1, 0)) // already expired
+			})
+			return probeConn{Conn: c, ctx: ctx}, nil
+		},
+	}
+	conn, resp, err := d.DialContext(ctx, r.target, r.spec.Header)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		if errors.Is(err, websocket.ErrBadHandshake) && resp != nil {
+			return status, fmt.Errorf("ws handshake: %w", probeStatusError(status))
+		}
+		if ctx.Err() != nil {
+			return status, fmt.Errorf("ws dial: %w: %w", ctx.Err(), err)
+		}
+		return status, fmt.Errorf("ws dial: %w", err)
+	}
+	defer func() {
+		msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
+		_ = conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(probeCloseWait))
+		_ = conn.Close()
+	}()
+
+	if err := conn.SetReadDeadline(time.Now().Add(r.spec.Settle)); err != nil {
+		return status, fmt.Errorf("ws settle: %w", err)
+	}
+	// Checked after the deadline is set: a cancellation that came before
+	// it is caught here, one after it expires the deadline.
+	if ctx.Err() != nil {
+		return status, fmt.Errorf("ws settle: %w", ctx.Err())
+	}
+	_, _, err = conn.NextReader()
+	if err == nil {
+		return status, nil // a first message arrived
+	}
+	if ctx.Err() != nil {
+		return status, fmt.Errorf("ws settle: %w: %w", ctx.Err(), err)
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return status, nil // the socket stayed open through the window
+	}
+	return status, fmt.Errorf("ws settle: %w", err)
+}
