@@ -1,0 +1,227 @@
+// Package testbin builds the wakegate binary once per test process and runs
+// it as a real gateway or demo home on loopback, for end-to-end tests.
+package testbin
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// Build compiles the wakegate binary (once per test process) and returns
+// its path. The binary is removed when the process's temp dir is.
+func Build(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := os.MkdirTemp("", "wakegate-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildPath = filepath.Join(dir, "wakegate")
+		cmd := exec.Command("go", "build", "-o", buildPath, ".")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return buildPath
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Proc is a running wakegate process.
+type Proc struct {
+	Cmd  *exec.Cmd
+	Addr string // host:port of the public listener (serve only)
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// Output returns what the process printed so far.
+func (p *Proc) Output() string { return p.out.String() }
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
+
+// Wait waits for the process to exit, up to d; it reports the exit error
+// and whether it exited in time.
+func (p *Proc) Wait(d time.Duration) (error, bool) {
+	select {
+	case <-p.done:
+		return p.err, true
+	case <-time.After(d):
+		return nil, false
+	}
+}
+
+// Stop sends SIGTERM and waits up to 30 s, then kills.
+func (p *Proc) Stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	if _, ok := p.Wait(30 * time.Second); !ok {
+		_ = p.Cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Start runs the binary with args in dir and stops it when the test ends.
+func Start(t testing.TB, dir string, env []string, args ...string) *Proc {
+	t.Helper()
+	cmd := exec.Command(Build(t), args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{Cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("output of %v:\n%s", args, out.String())
+		}
+	})
+	return p
+}
+
+// Serve writes config (a YAML text; %ADDR% and %DATA% are replaced with a
+// free loopback address and a temp data dir) and runs `wakegate serve`,
+// waiting until /healthz answers. Homes started by the gateway are killed
+// when the test ends.
+func Serve(t testing.TB, config string) *Proc {
+	t.Helper()
+	dir := t.TempDir()
+	return ServeIn(t, dir, config)
+}
+
+// ServeIn is Serve with a chosen working directory (to restart a gateway on
+// the same data).
+func ServeIn(t testing.TB, dir, config string) *Proc {
+	t.Helper()
+	return ServeEnv(t, dir, nil, config)
+}
+
+// ServeEnv is ServeIn with extra KEY=VALUE entries added to the gateway's
+// environment (homes it starts inherit them).
+func ServeEnv(t testing.TB, dir string, env []string, config string) *Proc {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	config = replaceAll(config, map[string]string{"%ADDR%": addr, "%DATA%": filepath.Join(dir, "data")})
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Registered before Start so that it runs after the gateway has
+	// stopped: a gateway still running would restart the killed homes.
+	t.Cleanup(func() { KillHomes(filepath.Join(dir, "data")) })
+	p := Start(t, dir, env, "serve", "--config", path)
+	p.Addr = addr
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("gateway exited: %v\n%s", p.err, p.Output())
+		case <-ctx.Done():
+			t.Fatalf("gateway did not answer /healthz in time\n%s", p.Output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// KillHomes kills every process whose command line names dataDir, the home
+// processes an exec provider started there (they outlive the gateway by
+// design).
+func KillHomes(dataDir string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid := 0
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil {
+			continue
+		}
+		if cwd == dataDir || hasPrefixDir(cwd, dataDir) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func hasPrefixDir(p, dir string) bool {
+	return len(p) > len(dir) && p[:len(dir)] == dir && p[len(dir)] == '/'
+}
+
+func replaceAll(s string, m map[string]string) string {
+	for k, v := range m {
+		s = string(bytes.ReplaceAll([]byte(s), []byte(k), []byte(v)))
+	}
+	return s
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
