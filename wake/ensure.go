@@ -53,8 +53,9 @@ type Options struct {
 	MaxConcurrent int
 	// FailureBackoff is the base pause after a failed wake of a home.
 	FailureBackoff time.Duration
-	// Probe is the probe template; Endpoint, Path and Header are set per
-	// home. Path may contain {target}.
+	// Probe is the probe template; Endpoint and Header are set per home,
+	// and Kind when the home overrides it. Path is the http probe's path and
+	// may contain {target}; a ws probe always upgrades at /node/{target}.
 	Probe ProbeSpec
 	// RelayHeader carries the relay token.
 	RelayHeader string
@@ -70,6 +71,8 @@ type HomeSpec struct {
 	Version     string
 	RelayToken  string        // the resolved secret; "" for none
 	IdleTimeout time.Duration // zero: never suspended
+	// Probe is how this home's readiness is proven; "" means Options.Probe.
+	Probe ProbeKind
 }
 
 // Awake is the answer of EnsureAwake.
@@ -83,7 +86,7 @@ type Awake struct {
 // verdict is a proof that a home was ready; immutable once published.
 type verdict struct {
 	endpoint *url.URL
-	until    int64 // unix nanoseconds
+	until    time.Duration // expiry, as time since the engine's epoch
 }
 
 // home is the engine's in-memory view of one home.
@@ -120,6 +123,9 @@ type Engine struct {
 	homes atomic.Pointer[map[string]*home] // copy on write
 
 	writeMu sync.Mutex // serialises registration (copy-on-write of homes)
+	// epoch anchors verdict expiry on the monotonic clock: time.Since on a
+	// monotonic time reads one clock, where time.Now reads two.
+	epoch time.Time
 
 	ctx    context.Context // owner of every wake goroutine
 	cancel context.CancelFunc
@@ -131,7 +137,7 @@ func New(o Options) *Engine {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent)}
+	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent), epoch: time.Now()}
 	m := map[string]*home{}
 	e.homes.Store(&m)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
@@ -184,8 +190,19 @@ func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
 	e.homes.Store(&m)
 	// The idle clock of a home starts when this gateway learns of it.
 	e.o.Sessions.Touch(s.ID)
+	if rec.Status == registry.StatusRunning || rec.Status == registry.StatusWaking {
+		// A home left running by a previous gateway is adopted now: the
+		// wake verifies its process identity, watches it again and proves
+		// it ready, instead of starting a second one.
+		if _, _, err := e.join(h); err != nil {
+			e.o.Log.Warn("adopt home", "home", s.ID, "err", err)
+		}
+	}
 	return nil
 }
+
+// now is the engine's clock for verdicts.
+func (e *Engine) now() time.Duration { return time.Since(e.epoch) }
 
 func (e *Engine) home(id string) *home { return (*e.homes.Load())[id] }
 
@@ -196,7 +213,7 @@ func (e *Engine) Warm(id string) bool {
 		return false
 	}
 	v := h.warm.Load()
-	return v != nil && time.Now().UnixNano() < v.until
+	return v != nil && e.now() < v.until
 }
 
 // Sleeping reports whether home id is known not to run: no fresh verdict
@@ -229,7 +246,7 @@ func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 	if h == nil {
 		return Awake{}, &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
 	}
-	if v := h.warm.Load(); v != nil && time.Now().UnixNano() < v.until {
+	if v := h.warm.Load(); v != nil && e.now() < v.until {
 		return Awake{Endpoint: v.endpoint}, nil
 	}
 	return e.slowPath(ctx, h)
@@ -237,12 +254,12 @@ func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 
 func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 	start := time.Now()
-	f, err := e.join(h)
+	f, v, err := e.join(h)
 	if err != nil {
 		return Awake{}, err
 	}
 	if f == nil { // a verdict appeared while we took the lock
-		return Awake{Endpoint: h.warm.Load().endpoint}, nil
+		return Awake{Endpoint: v.endpoint}, nil
 	}
 	select {
 	case <-f.done:
@@ -256,26 +273,28 @@ func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 	}
 }
 
-// join returns the wake in flight for h, starting one if needed, or nil when
-// a fresh verdict was found after taking the lock.
-func (e *Engine) join(h *home) (*flight, error) {
+// join returns the wake in flight for h, starting one if needed, or a nil
+// flight and the fresh verdict found after taking the lock. The verdict is
+// returned rather than read again by the caller: a suspend or a failed
+// forward may drop it the moment the lock is released.
+func (e *Engine) join(h *home) (*flight, *verdict, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if v := h.warm.Load(); v != nil && time.Now().UnixNano() < v.until {
-		return nil, nil
+	if v := h.warm.Load(); v != nil && e.now() < v.until {
+		return nil, v, nil
 	}
 	if h.flight != nil {
 		h.flight.joined.Add(1)
-		return h.flight, nil
+		return h.flight, nil, nil
 	}
 	if e.ctx.Err() != nil {
-		return nil, &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Msg: "the gateway is shutting down", Retry: e.o.RetryAfter}
+		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Msg: "the gateway is shutting down", Retry: e.o.RetryAfter}
 	}
 	if r := h.limiter.Reserve(); r.Delay() > 0 {
 		// Wakes of this home keep failing: back off.
 		d := r.Delay()
 		r.Cancel()
-		return nil, &Error{Status: http.StatusServiceUnavailable, Code: "wake_backoff",
+		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Code: "wake_backoff",
 			Msg: "the home failed to wake recently; waiting before trying again", Retry: max(d, time.Second)}
 	}
 	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now()}
@@ -286,7 +305,7 @@ func (e *Engine) join(h *home) (*flight, error) {
 		defer e.wg.Done()
 		e.runWake(h, f)
 	}()
-	return f, nil
+	return f, nil, nil
 }
 
 // Progress reports the wake in flight for home id: its phase and how long
@@ -312,7 +331,7 @@ func (e *Engine) Start(id string) error {
 	if h == nil {
 		return &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
 	}
-	_, err := e.join(h)
+	_, _, err := e.join(h)
 	return err
 }
 
@@ -374,11 +393,18 @@ func (e *Engine) runWake(h *home, f *flight) {
 	defer cancel()
 	w := wakeRun{e: e, h: h, f: f, start: f.started}
 	res, err := w.run(ctx)
+	var werr *Error
+	if err != nil && !errors.As(err, &werr) {
+		// A store or provider fault is still "the home is not ready" to a
+		// caller: 503 with Retry-After, not a bad gateway.
+		err = &Error{Status: http.StatusServiceUnavailable, Code: "wake_failed",
+			Msg: "the home could not be woken", Retry: e.o.RetryAfter, cause: err}
+	}
 
 	h.mu.Lock()
 	f.res, f.err = res, err
 	if err == nil {
-		h.warm.Store(&verdict{endpoint: res.Endpoint, until: time.Now().Add(e.o.WarmTTL).UnixNano()})
+		h.warm.Store(&verdict{endpoint: res.Endpoint, until: e.now() + e.o.WarmTTL})
 		h.status = registry.StatusRunning
 		h.fails = 0
 		h.limiter.SetLimit(rate.Inf)

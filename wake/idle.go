@@ -97,12 +97,13 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 		return nil
 	}
 	start := time.Now()
-	rec.WantRunning = false
-	rec.Status = registry.StatusSuspending
-	rec.Verdict = registry.VerdictNone
-	cond := registry.CondOf(rec)
-	rec.Owner = e.o.Instance
-	if rec, err = e.o.Store.PutHome(ctx, rec, cond); err != nil {
+	// The stopped intent is stored before anything is signalled.
+	rec, err = registry.UpdateHome(ctx, e.o.Store, rec, e.o.Instance, func(r *registry.Home) {
+		r.WantRunning = false
+		r.Status = registry.StatusSuspending
+		r.Verdict = registry.VerdictNone
+	})
+	if err != nil {
 		return fmt.Errorf("suspend %s: %w", id, err)
 	}
 	e.setStatus(h, rec.Status)
@@ -118,9 +119,9 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 	if err != nil {
 		e.o.Log.Error("suspend", "home", id, "how", how, "outcome", "failed", "err", err.Error())
 	}
-	cond = registry.CondOf(rec)
-	rec.Status = registry.StatusSuspended
-	if _, serr := e.o.Store.PutHome(ctx, rec, cond); serr != nil {
+	if _, serr := registry.UpdateHome(ctx, e.o.Store, rec, e.o.Instance, func(r *registry.Home) {
+		r.Status = registry.StatusSuspended
+	}); serr != nil {
 		return fmt.Errorf("suspend %s: %w", id, serr)
 	}
 	e.setStatus(h, registry.StatusSuspended)
@@ -145,21 +146,22 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		return
 	}
 	h.warm.Store(nil)
-	if r.State != provider.StateFailed {
-		return
-	}
-	e.setStatus(h, registry.StatusFailed)
 	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 	defer cancel()
-	rec, err := e.o.Store.GetHome(ctx, id)
-	if err == nil {
-		cond := registry.CondOf(rec)
-		rec.Status, rec.Reason, rec.Verdict = registry.StatusFailed, r.Reason, registry.VerdictNone
-		rec.Owner = e.o.Instance
-		_, err = e.o.Store.PutHome(ctx, rec, cond)
-	}
+	_, err := registry.UpdateHome(ctx, e.o.Store, registry.Home{ID: id}, e.o.Instance, func(rec *registry.Home) {
+		if r.State == provider.StateFailed {
+			rec.Status, rec.Reason, rec.Verdict = registry.StatusFailed, r.Reason, registry.VerdictNone
+			return
+		}
+		// Restarted: the new process's endpoint and ref replace the dead
+		// one's, so a gateway restart adopts the right process.
+		rec.Endpoint, rec.ProviderRef = r.Endpoint, r.Ref
+	})
 	if err != nil {
-		e.o.Log.Warn("record failed home", "home", id, "err", err)
+		e.o.Log.Warn("record provider change", "home", id, "state", string(r.State), "err", err)
 	}
-	e.o.Log.Error("home failed", "home", id, "reason", r.Reason)
+	if r.State == provider.StateFailed {
+		e.setStatus(h, registry.StatusFailed)
+		e.o.Log.Error("home failed", "home", id, "reason", r.Reason)
+	}
 }

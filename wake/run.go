@@ -50,9 +50,10 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	}
 	w.rec = rec
 	prov := e.o.Providers[rec.Provider]
-	rec.WantRunning = true
-	rec.Status = registry.StatusWaking
-	if err := w.save(ctx, rec); err != nil {
+	if err := w.save(ctx, func(r *registry.Home) {
+		r.WantRunning = true
+		r.Status = registry.StatusWaking
+	}); err != nil {
 		return Awake{}, err
 	}
 	w.f.phase.Store("starting")
@@ -74,9 +75,9 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	}
 	// A new endpoint or ref is stored; the target never changes.
 	if res.Endpoint != w.rec.Endpoint || res.Ref != w.rec.ProviderRef {
-		rec := w.rec
-		rec.Endpoint, rec.ProviderRef = res.Endpoint, res.Ref
-		if err := w.save(ctx, rec); err != nil {
+		if err := w.save(ctx, func(r *registry.Home) {
+			r.Endpoint, r.ProviderRef = res.Endpoint, res.Ref
+		}); err != nil {
 			return Awake{}, err
 		}
 	}
@@ -84,7 +85,13 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	t1 := time.Now()
 	spec := e.o.Probe
 	spec.Endpoint = res.Endpoint
+	if h.spec.Probe != "" {
+		spec.Kind = h.spec.Probe
+	}
 	spec.Path = probePath(spec.Path, h.spec.Target)
+	if spec.Kind == "" || spec.Kind == ProbeWS { // "" is ws inside Probe
+		spec.Path = "/node/" + h.spec.Target
+	}
 	if h.spec.RelayToken != "" {
 		spec.Header = http.Header{e.o.RelayHeader: {h.spec.RelayToken}}
 	}
@@ -95,14 +102,14 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		return Awake{}, w.timeout("waiting for the home to be ready", err)
 	}
 	now := time.Now()
-	rec = w.rec
-	rec.Status = registry.StatusRunning
-	rec.Verdict = registry.VerdictHealthy
-	rec.Reason = ""
-	rec.LastWakeAt = w.start
-	rec.LastWakeLatency = now.Sub(w.start)
-	rec.LastReadyAt = now
-	if err := w.save(ctx, rec); err != nil {
+	if err := w.save(ctx, func(r *registry.Home) {
+		r.Status = registry.StatusRunning
+		r.Verdict = registry.VerdictHealthy
+		r.Reason = ""
+		r.LastWakeAt = w.start
+		r.LastWakeLatency = now.Sub(w.start)
+		r.LastReadyAt = now
+	}); err != nil {
 		// The home is ready; a lost record write is logged, not fatal.
 		e.o.Log.Warn("wake: record ready state", "home", h.spec.ID, "err", err)
 	}
@@ -143,12 +150,14 @@ func (w *wakeRun) lock(ctx context.Context) error {
 
 func lockName(id string) string { return "home/" + id }
 
-// save writes rec with a compare-and-set against what this wake last read,
-// and keeps the stored result.
-func (w *wakeRun) save(ctx context.Context, rec registry.Home) error {
-	cond := registry.CondOf(w.rec)
-	rec.Owner = w.e.o.Instance
-	stored, err := w.e.o.Store.PutHome(ctx, rec, cond)
+// save applies change to the record this wake last read and writes it with
+// a compare-and-set, keeping the stored result. The wake holds the home's
+// lifecycle lock, so a conflict comes from a writer outside it (the
+// provider's restart callback recording a new endpoint and ref): the record
+// is read again and change is applied to what is stored, so neither write
+// is lost. A conflict that persists is returned.
+func (w *wakeRun) save(ctx context.Context, change func(*registry.Home)) error {
+	stored, err := registry.UpdateHome(ctx, w.e.o.Store, w.rec, w.e.o.Instance, change)
 	if err != nil {
 		return fmt.Errorf("wake %s: save: %w", w.h.spec.ID, err)
 	}
@@ -164,17 +173,20 @@ func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
 	// The stop must run even though the wake's own time ran out.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	rec := w.rec
-	rec.WantRunning = false
-	rec.Status = registry.StatusSuspending
-	rec.Verdict = registry.VerdictNone
-	_ = w.save(sctx, rec) // the stopped intent is stored before signalling
+	// The stopped intent is stored before signalling.
+	if err := w.save(sctx, func(r *registry.Home) {
+		r.WantRunning = false
+		r.Status = registry.StatusSuspending
+		r.Verdict = registry.VerdictNone
+	}); err != nil {
+		w.e.o.Log.Warn("wake: record stop intent", "home", w.h.spec.ID, "err", err)
+	}
 	proven, err := prov.Stop(sctx, w.spec())
 	w.stopped, w.stopProven = true, proven && err == nil
-	rec = w.rec
-	rec.Status = registry.StatusSuspended
-	rec.Reason = "the last wake failed"
-	if err := w.save(sctx, rec); err != nil {
+	if err := w.save(sctx, func(r *registry.Home) {
+		r.Status = registry.StatusSuspended
+		r.Reason = "the last wake failed"
+	}); err != nil {
 		w.e.o.Log.Warn("wake: record failed wake", "home", w.h.spec.ID, "err", err)
 	}
 }

@@ -1,0 +1,619 @@
+package wake_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/demohome"
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+)
+
+const (
+	rigHome   = "h1"
+	rigTarget = "alice"
+	// rigProbePath is where the ws readiness probe upgrades.
+	rigProbePath = "/node/" + rigTarget
+	rigToken     = "relay-secret"
+)
+
+// logBuffer collects log output from many goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// lines returns the log lines whose msg is msg (text handler format).
+func (l *logBuffer) lines(msg string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		if strings.Contains(line, " msg="+msg+" ") || strings.HasSuffix(line, " msg="+msg) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// waitLines waits until at least n lines with msg msg were logged (a wake
+// writes its line just after it releases its callers) and returns them.
+func (l *logBuffer) waitLines(t testing.TB, msg string, n int) []string {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d log lines with msg=%s", n, msg), func() bool { return len(l.lines(msg)) >= n })
+	return l.lines(msg)
+}
+
+// rigOptions shape a rig; zero fields take the defaults of newRig.
+type rigOptions struct {
+	boot         time.Duration // demo home --boot-delay; default 200ms
+	readyTimeout time.Duration // default 10s
+	warmTTL      time.Duration // default 1m
+	idle         time.Duration // home idle timeout; default 0 (never)
+	tick         time.Duration // idle loop tick; 0: the loop does not run
+	probe        wake.ProbeSpec
+}
+
+// rig is a real wake engine: a bbolt store in a temp dir, the exec provider
+// running demo homes from the wakegate binary, and the proxy's session table.
+type rig struct {
+	t     *testing.T
+	data  string
+	store *registry.Bolt
+	exec  *provider.Exec
+	sess  *proxy.Sessions
+	eng   *wake.Engine
+	logs  *logBuffer
+}
+
+func newRig(t *testing.T, o rigOptions) *rig {
+	t.Helper()
+	if o.boot == 0 {
+		o.boot = 200 * time.Millisecond
+	}
+	if o.readyTimeout == 0 {
+		o.readyTimeout = 10 * time.Second
+	}
+	if o.warmTTL == 0 {
+		o.warmTTL = time.Minute
+	}
+	bin := testbin.Build(t)
+	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &logBuffer{}}
+	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", r.logs)
+		}
+	})
+	var err error
+	if r.store, err = registry.OpenBolt(filepath.Join(r.data, "state.db"), registry.BoltOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.store.Close() })
+	r.exec, err = provider.NewExec(provider.ExecConfig{
+		Command: []string{bin, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
+			"--version", "{version}", "--boot-delay", o.boot.String()},
+		DataDir:   r.data,
+		StopGrace: 2 * time.Second,
+		OnChange: func(id string, res provider.Result) {
+			if r.eng != nil {
+				r.eng.ProviderChanged(id, res)
+			}
+		},
+	}, log.With("provider", "exec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The provider is closed before its homes are killed, so that its
+	// supervisor does not restart them.
+	t.Cleanup(func() {
+		_ = r.exec.Close()
+		testbin.KillHomes(r.data)
+	})
+	r.eng = wake.New(wake.Options{
+		Store:          r.store,
+		Providers:      map[string]provider.Provider{"exec": r.exec},
+		Sessions:       r.sess,
+		Instance:       "test",
+		WarmTTL:        o.warmTTL,
+		ReadyTimeout:   o.readyTimeout,
+		RetryAfter:     2 * time.Second,
+		MaxConcurrent:  4,
+		FailureBackoff: 2 * time.Second,
+		Probe:          o.probe,
+		RelayHeader:    demohome.RelayHeader,
+		Log:            log.With("component", "wake"),
+	})
+	t.Cleanup(r.eng.Close)
+	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: rigHome, Target: rigTarget,
+		Provider: "exec", Version: "1", RelayToken: rigToken, IdleTimeout: o.idle}); err != nil {
+		t.Fatal(err)
+	}
+	if o.tick > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.eng.Run(ctx, o.tick)
+		}()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+		})
+	}
+	return r
+}
+
+// homeDir is the working directory of the rig's home processes.
+func (r *rig) homeDir() string { return filepath.Join(r.data, "homes", rigHome) }
+
+// ensure wakes the home and fails the test on error.
+func (r *rig) ensure() wake.Awake {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := r.eng.EnsureAwake(ctx, rigHome)
+	if err != nil {
+		r.t.Fatalf("EnsureAwake: %v", err)
+	}
+	return a
+}
+
+func (r *rig) record() registry.Home {
+	r.t.Helper()
+	h, err := r.store.GetHome(context.Background(), rigHome)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h
+}
+
+// homePIDs returns the live processes whose working directory is dir (the
+// homes an exec provider runs there). Zombies do not count.
+func homePIDs(t testing.TB, dir string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err != nil || cwd != dir {
+			continue
+		}
+		if procState(pid) == 'Z' || procState(pid) == 0 {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// procState is field 3 of /proc/<pid>/stat, or 0 when the pid is free.
+func procState(pid int) byte {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 || i+2 >= len(raw) {
+		return 0
+	}
+	return raw[i+2]
+}
+
+// eventually polls cond every 20ms until it holds or 15s have passed.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// get sends GET endpoint+path with the relay token and returns status and body.
+func get(endpoint, path string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, endpoint+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set(demohome.RelayHeader, rigToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
+}
+
+func stats(t testing.TB, endpoint string) demohome.Stats {
+	t.Helper()
+	code, body, err := get(endpoint, "/_demo/stats")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("stats: %d %v", code, err)
+	}
+	var s demohome.Stats
+	if err := json.Unmarshal([]byte(body), &s); err != nil {
+		t.Fatalf("stats: %v", err)
+	}
+	return s
+}
+
+var logField = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S*)`)
+
+// fields parses one text-handler log line.
+func fields(line string) map[string]string {
+	out := map[string]string{}
+	for _, m := range logField.FindAllStringSubmatch(line, -1) {
+		v := m[2]
+		if u, err := strconv.Unquote(v); err == nil {
+			v = u
+		}
+		out[m[1]] = v
+	}
+	return out
+}
+
+func TestEngineConcurrentColdWakeStartsOneProcess(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	const callers = 500
+	var wg sync.WaitGroup
+	res := make([]wake.Awake, callers)
+	errs := make([]error, callers)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := make(chan struct{})
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			res[i], errs[i] = r.eng.EnsureAwake(ctx, rigHome)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+	}
+	ep := res[0].Endpoint.String()
+	for i, a := range res {
+		if a.Endpoint.String() != ep {
+			t.Fatalf("caller %d got endpoint %s, caller 0 got %s", i, a.Endpoint, ep)
+		}
+	}
+	if n := strings.Count(r.logs.String(), `msg="exec: started home"`); n != 1 {
+		t.Fatalf("exec started %d processes, want 1", n)
+	}
+	if pids := homePIDs(t, r.homeDir()); len(pids) != 1 {
+		t.Fatalf("home processes %v, want exactly one", pids)
+	}
+	if n := len(r.logs.waitLines(t, "wake", 1)); n != 1 {
+		t.Fatalf("%d wake log lines, want 1", n)
+	}
+	// Every caller can reach the home it was given.
+	var failed sync.Map
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, _, err := get(ep, "/node/"+rigTarget+"/whoami"); err != nil || code != http.StatusOK {
+				failed.Store(i, fmt.Sprintf("%d %v", code, err))
+			}
+		}()
+	}
+	wg.Wait()
+	failed.Range(func(k, v any) bool {
+		t.Errorf("request %d: %v", k, v)
+		return true
+	})
+	if !r.eng.Warm(rigHome) {
+		t.Fatal("no warm verdict after a successful wake")
+	}
+	if rec := r.record(); rec.Status != registry.StatusRunning || rec.Verdict != registry.VerdictHealthy ||
+		rec.Endpoint != ep || rec.ProviderRef == "" || rec.Target != rigTarget || rec.LastReadyAt.IsZero() {
+		t.Fatalf("stored record after wake: %+v", rec)
+	}
+}
+
+func TestEngineWarmVerdictSkipsProbe(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	a := r.ensure()
+	if a.Waited <= 0 {
+		t.Fatalf("cold wake reported Waited %v", a.Waited)
+	}
+	ep := a.Endpoint.String()
+	before := stats(t, ep)
+	if before.Paths[rigProbePath] < 1 {
+		t.Fatalf("no probe reached %s: %v", rigProbePath, before.Paths)
+	}
+	gen := r.record().Generation
+	for range 20 {
+		a := r.ensure()
+		if a.Waited != 0 || a.Endpoint.String() != ep {
+			t.Fatalf("warm hit: %+v, want endpoint %s and no wait", a, ep)
+		}
+		if code, _, err := get(ep, "/node/"+rigTarget+"/whoami"); err != nil || code != http.StatusOK {
+			t.Fatalf("whoami: %d %v", code, err)
+		}
+	}
+	after := stats(t, ep)
+	if after.Paths[rigProbePath] != before.Paths[rigProbePath] {
+		t.Fatalf("probes grew from %d to %d across warm hits", before.Paths[rigProbePath], after.Paths[rigProbePath])
+	}
+	if got := after.Paths["/node/"+rigTarget+"/whoami"]; got != 20 {
+		t.Fatalf("whoami count %d, want 20", got)
+	}
+	if g := r.record().Generation; g != gen {
+		t.Fatalf("store written by warm hits: generation %d -> %d", gen, g)
+	}
+	if n := len(r.logs.waitLines(t, "wake", 1)); n != 1 {
+		t.Fatalf("%d wake log lines, want 1", n)
+	}
+}
+
+func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
+	r := newRig(t, rigOptions{boot: 3 * time.Second, readyTimeout: 500 * time.Millisecond})
+	const callers = 20
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = r.eng.EnsureAwake(ctx, rigHome)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var we *wake.Error
+		if !errors.As(err, &we) {
+			t.Fatalf("caller %d: %v, want a *wake.Error", i, err)
+		}
+		if we.HTTPStatus() != http.StatusServiceUnavailable || we.RetryAfter() <= 0 || we.ErrorCode() != "wake_timeout" {
+			t.Fatalf("caller %d: status %d code %s retry %v, want 503 wake_timeout with Retry-After",
+				i, we.HTTPStatus(), we.ErrorCode(), we.RetryAfter())
+		}
+	}
+	if r.eng.Warm(rigHome) {
+		t.Fatal("a failed wake left a warm verdict")
+	}
+	if pids := homePIDs(t, r.homeDir()); len(pids) != 0 {
+		t.Fatalf("half-woken home still runs: %v", pids)
+	}
+	rec := r.record()
+	if rec.Status != registry.StatusSuspended || rec.WantRunning || rec.Verdict != registry.VerdictNone {
+		t.Fatalf("stored record after failed wake: %+v", rec)
+	}
+	lines := r.logs.waitLines(t, "wake", 1)
+	if len(lines) != 1 {
+		t.Fatalf("%d wake log lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	f := fields(lines[0])
+	if f["outcome"] != "failed" || f["stop_proven"] != "true" {
+		t.Fatalf("wake line %q: want outcome=failed stop_proven=true", lines[0])
+	}
+}
+
+func TestEngineReadySignalEndsProbe(t *testing.T) {
+	// The http probe asks a path the demo home answers 404: it never passes.
+	r := newRig(t, rigOptions{readyTimeout: 20 * time.Second,
+		probe: wake.ProbeSpec{Kind: wake.ProbeHTTP, Path: "/node/{target}/never-ready"}})
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := r.eng.EnsureAwake(ctx, rigHome)
+		done <- err
+	}()
+	eventually(t, "the wake reaches its probe", func() bool {
+		phase, _, ok := r.eng.Progress(rigHome)
+		return ok && phase == "probing"
+	})
+	if r.eng.Ready(rigHome, "wrong-token") {
+		t.Fatal("Ready accepted a wrong token")
+	}
+	if id, ok := r.eng.HomeForToken(rigToken); !ok || id != rigHome {
+		t.Fatalf("HomeForToken = %q %v", id, ok)
+	}
+	if !r.eng.Ready(rigHome, rigToken) {
+		t.Fatal("Ready with the relay token signalled no wake")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("signalled wake failed: %v", err)
+	}
+	if !r.eng.Warm(rigHome) {
+		t.Fatal("no warm verdict after a signalled wake")
+	}
+	lines := r.logs.waitLines(t, "wake", 1)
+	if len(lines) != 1 || fields(lines[0])["ready_signal"] != "true" || fields(lines[0])["outcome"] != "ready" {
+		t.Fatalf("wake lines %q: want one with outcome=ready ready_signal=true", lines)
+	}
+}
+
+func TestEngineLeaseKeepsHomeAwake(t *testing.T) {
+	r := newRig(t, rigOptions{idle: 200 * time.Millisecond, tick: 20 * time.Millisecond})
+	// The lease is taken before the wake, so the home is never idle
+	// between its wake and the lease.
+	r.sess.Lease(rigHome, 3*time.Second)
+	r.ensure()
+	pids := homePIDs(t, r.homeDir())
+	if len(pids) != 1 {
+		t.Fatalf("home processes %v, want one", pids)
+	}
+	// Many idle timeouts pass while the lease is live.
+	time.Sleep(700 * time.Millisecond)
+	if got := homePIDs(t, r.homeDir()); len(got) != 1 || got[0] != pids[0] {
+		t.Fatalf("home processes %v during the lease, want %v", got, pids)
+	}
+	if rec := r.record(); rec.Status != registry.StatusRunning {
+		t.Fatalf("status %s during the lease, want running", rec.Status)
+	}
+	if len(r.logs.lines("suspend")) != 0 {
+		t.Fatal("a home with a live lease was suspended")
+	}
+	eventually(t, "the home is suspended after its lease expires", func() bool {
+		return len(homePIDs(t, r.homeDir())) == 0 && r.record().Status == registry.StatusSuspended
+	})
+	if r.eng.Warm(rigHome) {
+		t.Fatal("a suspended home kept its warm verdict")
+	}
+}
+
+func TestEngineEndLeaseLetsHomeSuspend(t *testing.T) {
+	r := newRig(t, rigOptions{idle: 200 * time.Millisecond, tick: 20 * time.Millisecond})
+	lease := r.sess.Lease(rigHome, time.Hour)
+	r.ensure()
+	time.Sleep(500 * time.Millisecond)
+	if len(homePIDs(t, r.homeDir())) != 1 {
+		t.Fatal("a home with a live lease is not running")
+	}
+	if !r.sess.EndLease(rigHome, lease) {
+		t.Fatal("EndLease: the lease was not live")
+	}
+	eventually(t, "the home is suspended after its lease ends", func() bool {
+		return len(homePIDs(t, r.homeDir())) == 0 && r.record().Status == registry.StatusSuspended
+	})
+}
+
+func TestEngineWakeLogLine(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	const callers = 8
+	res := make([]wake.Awake, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = r.eng.EnsureAwake(context.Background(), rigHome)
+		}()
+	}
+	wg.Wait()
+	waited := 0
+	for i, a := range res {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: %v", i, errs[i])
+		}
+		if a.Waited > 0 {
+			waited++
+		}
+	}
+	if err := r.eng.Suspend(context.Background(), rigHome); err != nil {
+		t.Fatalf("Suspend: %v", err)
+	}
+	if pids := homePIDs(t, r.homeDir()); len(pids) != 0 {
+		t.Fatalf("home still runs after Suspend: %v", pids)
+	}
+	if a := r.ensure(); a.Waited <= 0 {
+		t.Fatalf("wake after suspend reported no wait: %+v", a)
+	}
+	lines := r.logs.waitLines(t, "wake", 2)
+	if len(lines) != 2 {
+		t.Fatalf("%d wake lines for 2 wakes:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	for _, line := range lines {
+		f := fields(line)
+		for _, k := range []string{"home", "outcome", "cause", "joined", "provider_ms", "probe_ms", "total_ms"} {
+			if _, ok := f[k]; !ok {
+				t.Errorf("wake line lacks %s: %s", k, line)
+			}
+		}
+		if f["home"] != rigHome || f["outcome"] != "ready" {
+			t.Errorf("wake line: %s", line)
+		}
+		for _, k := range []string{"provider_ms", "probe_ms", "total_ms"} {
+			if v, err := strconv.ParseFloat(f[k], 64); err != nil || v < 0 {
+				t.Errorf("wake line %s=%q is not a duration in ms", k, f[k])
+			}
+		}
+	}
+	// Every caller that waited for the first wake started or joined it.
+	if j := fields(lines[0])["joined"]; j != strconv.Itoa(waited-1) {
+		t.Fatalf("first wake: joined=%s, but %d callers waited for it", j, waited)
+	}
+	if j := fields(lines[1])["joined"]; j != "0" {
+		t.Fatalf("second wake: joined=%s, want 0", j)
+	}
+	if n := len(r.logs.lines("suspend")); n != 1 {
+		t.Fatalf("%d suspend lines, want 1", n)
+	}
+}
+
+func TestEngineKilledHomeWakesAgain(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	for round := range 3 {
+		a := r.ensure()
+		pids := homePIDs(t, r.homeDir())
+		if len(pids) != 1 {
+			t.Fatalf("round %d: home processes %v, want one", round, pids)
+		}
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		// What a gateway does when its forward finds the home gone. The
+		// provider's supervisor restarts the home at the same time and
+		// records the new process.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ep, err := r.eng.Redo(ctx, rigHome)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: Redo after kill: %v", round, err)
+		}
+		if code, _, err := get(ep.String(), "/node/"+rigTarget+"/whoami"); err != nil || code != http.StatusOK {
+			t.Fatalf("round %d: whoami after Redo: %d %v", round, code, err)
+		}
+		if got := homePIDs(t, r.homeDir()); len(got) != 1 || got[0] == pids[0] {
+			t.Fatalf("round %d: home processes %v after the kill of %d", round, got, pids[0])
+		}
+		if ep.String() == a.Endpoint.String() {
+			t.Logf("round %d: the new home reuses port %s", round, ep.Host)
+		}
+		eventually(t, "the stored ref names the live process", func() bool {
+			live := homePIDs(t, r.homeDir())
+			rec := r.record()
+			return len(live) == 1 && rec.Endpoint == ep.String() &&
+				strings.Contains(rec.ProviderRef, fmt.Sprintf(`"pid":%d,`, live[0]))
+		})
+	}
+}
