@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -153,6 +154,10 @@ type ProbeConfig struct {
 	MinPause time.Duration `yaml:"min_pause"`
 	// MaxPause caps the pause between attempts. Default 100ms.
 	MaxPause time.Duration `yaml:"max_pause"`
+	// PortWatch is how often a home's port is checked during a pause after
+	// a refused connection, so the probe runs the moment the home listens.
+	// Default 2ms; zero turns the watch off (pauses run their full length).
+	PortWatch *time.Duration `yaml:"port_watch"`
 }
 
 // ExecConfig configures the exec provider, which runs homes as local
@@ -187,8 +192,15 @@ type HomeConfig struct {
 	ID string `yaml:"id"`
 	// Target is the name in /node/{target}. Default: the ID.
 	Target string `yaml:"target"`
-	// Provider runs the home. Default "exec", the only one built in.
+	// Provider runs the home: "exec" (default: a local process from
+	// exec.command) or "static" (always on at Endpoint).
 	Provider string `yaml:"provider"`
+	// Endpoint is the base URL of a static home. Required for static homes,
+	// not allowed for others.
+	Endpoint string `yaml:"endpoint"`
+	// Probe overrides wake.probe.kind for this home: "ws", "http" or "tcp".
+	// Default: wake.probe.kind.
+	Probe string `yaml:"probe"`
 	// Version is the version the home runs when first started. Default "1".
 	Version string `yaml:"version"`
 	// RelayToken is a secret reference, "env:NAME" or "file:PATH", whose
@@ -219,19 +231,20 @@ type AppConfig struct {
 // unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
 type ByteSize int64
 
-// UnmarshalYAML parses a byte size.
+// UnmarshalYAML parses a byte size. A bad size is a *yaml.TypeError, so
+// decoding goes on and every other problem in the file is reported too.
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseByteSize(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 	}
 	*b = ByteSize(v)
 	return nil
 }
 
 // ParseByteSize parses "1024", "64KiB", "10MB" and the like.
-func ParseByteSize(s string) (int64, error) {
-	s = strings.TrimSpace(s)
+func ParseByteSize(in string) (int64, error) {
+	s := strings.TrimSpace(in)
 	units := []struct {
 		suffix string
 		mult   int64
@@ -245,7 +258,10 @@ func ParseByteSize(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("invalid size %q: want a number of bytes, optionally with KiB, MiB, GiB, KB, MB or GB", s)
+		return 0, fmt.Errorf("invalid size %q: want a number of bytes, optionally with KiB, MiB, GiB, KB, MB or GB", in)
+	}
+	if n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("invalid size %q: too large", in)
 	}
 	return n * mult, nil
 }
@@ -290,7 +306,9 @@ func LoadFile(path string) (*Config, error) {
 }
 
 // Load parses, expands, defaults and validates a config. name is used in
-// error messages. Errors are ConfigErrors naming file, line and field.
+// error messages. Errors are ConfigErrors naming file, line and field: every
+// unknown field, unset variable, badly typed value and invalid setting in
+// the file, in line order.
 func Load(name string, data []byte) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -298,28 +316,69 @@ func Load(name string, data []byte) (*Config, error) {
 	}
 	var errs ConfigErrors
 	lines := map[string]int{}
-	if len(root.Content) > 0 {
-		expandEnv(name, root.Content[0], &errs)
-		indexLines(root.Content[0], "", lines)
-	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
 	cfg := &Config{file: name}
 	if len(root.Content) > 0 {
-		checkKnown(name, root.Content[0], reflect.TypeOf(cfg).Elem(), "", &errs)
-		if len(errs) > 0 {
-			return nil, errs
+		doc := root.Content[0]
+		if doc.Kind != yaml.MappingNode {
+			return nil, ConfigErrors{{File: name, Line: doc.Line, Msg: "want a mapping of settings at the top level"}}
 		}
-		if err := root.Content[0].Decode(cfg); err != nil {
-			return nil, yamlErrors(name, err)
+		expandEnv(name, doc, "", &errs)
+		indexLines(doc, "", lines)
+		checkKnown(name, doc, reflect.TypeOf(cfg).Elem(), "", &errs)
+		if err := doc.Decode(cfg); err != nil {
+			var te *yaml.TypeError
+			if !errors.As(err, &te) {
+				// Not a per-value problem: nothing decoded can be trusted.
+				return nil, append(errs, yamlErrors(name, err)...)
+			}
+			errs = append(errs, fieldsByLine(yamlErrors(name, err), lines)...)
 		}
 	}
 	cfg.setDefaults()
-	if errs := cfg.validate(lines); len(errs) > 0 {
+	errs = append(errs, cfg.validate(lines)...)
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
 		return nil, errs
 	}
 	return cfg, nil
+}
+
+// fieldsByLine names the field of each decoding error, which yaml.v3
+// locates by line only: the deepest field starting on that line, unless two
+// unrelated fields share it (a flow mapping), where the message must do.
+func fieldsByLine(es ConfigErrors, lines map[string]int) ConfigErrors {
+	for _, e := range es {
+		if e.Field != "" || e.Line == 0 {
+			continue
+		}
+		var on []string
+		for p, l := range lines {
+			if l == e.Line {
+				on = append(on, p)
+			}
+		}
+		sort.Slice(on, func(i, j int) bool { return len(on[i]) > len(on[j]) })
+		if len(on) == 0 {
+			continue
+		}
+		deepest := on[0]
+		chain := true
+		for _, p := range on[1:] {
+			if !strings.HasPrefix(deepest, p+".") && !strings.HasPrefix(deepest, p+"[") {
+				chain = false
+			}
+		}
+		if !chain {
+			continue
+		}
+		e.Field = deepest
+		if strings.Contains(e.Msg, "!!seq") || strings.Contains(e.Msg, "!!map") {
+			// A collection of the wrong kind: the field holding it, not an
+			// element of it.
+			e.Field = on[len(on)-1]
+		}
+	}
+	return es
 }
 
 // checkKnown reports every mapping key that names no field of t, with its
@@ -328,6 +387,10 @@ func Load(name string, data []byte) (*Config, error) {
 func checkKnown(name string, n *yaml.Node, t reflect.Type, path string, errs *ConfigErrors) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t == durationType && n.Kind == yaml.ScalarNode && n.Tag == "!!int" && n.Value == "0" {
+		// A bare 0 is a duration of zero; any other number needs a unit.
+		n.Value, n.Tag = "0s", "!!str"
 	}
 	switch {
 	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
@@ -358,6 +421,8 @@ func checkKnown(name string, n *yaml.Node, t reflect.Type, path string, errs *Co
 	}
 }
 
+var durationType = reflect.TypeOf(time.Duration(0))
+
 var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
 
 func yamlError(name string, err error) *FieldError {
@@ -382,29 +447,51 @@ func yamlErrors(name string, err error) ConfigErrors {
 
 var envRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
-// expandEnv replaces ${VAR} and ${VAR:-default} in every scalar value. An
-// unset variable without a default is an error at its line.
-func expandEnv(name string, n *yaml.Node, errs *ConfigErrors) {
+// expandEnv replaces ${VAR} and ${VAR:-default} in every scalar value under
+// n, whose dotted path is path. As in the shell, ${VAR:-default} takes the
+// default when VAR is unset or empty, and ${VAR} may be set and empty. An
+// unset variable without a default is an error at its line and field.
+func expandEnv(name string, n *yaml.Node, path string, errs *ConfigErrors) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			expandEnv(name, n.Content[i], path, errs)
+			expandEnv(name, n.Content[i+1], p, errs)
+		}
+		return
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			expandEnv(name, c, fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+		return
+	}
 	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
 		n.Value = envRE.ReplaceAllStringFunc(n.Value, func(m string) string {
 			sub := envRE.FindStringSubmatch(m)
-			if v, ok := os.LookupEnv(sub[1]); ok {
+			v, ok := os.LookupEnv(sub[1])
+			if ok && (v != "" || sub[2] == "") {
 				return v
 			}
 			if sub[2] != "" {
 				return sub[3]
 			}
-			*errs = append(*errs, &FieldError{File: name, Line: n.Line, Msg: fmt.Sprintf("environment variable %s is not set", sub[1])})
+			*errs = append(*errs, &FieldError{File: name, Line: n.Line, Field: path, Msg: fmt.Sprintf("environment variable %s is not set", sub[1])})
 			return ""
 		})
-		if n.Tag == "!!str" || n.Style != 0 {
+		if n.Style != 0 {
+			// Quoted, block or explicitly tagged: it stays as it is.
 			return
 		}
-		// A plain scalar that was all variable takes the type of its value.
+		// A plain scalar takes the type of its expanded value: the parser
+		// resolved "${N}" to a string before N was known.
 		n.Tag = ""
 	}
 	for _, c := range n.Content {
-		expandEnv(name, c, errs)
+		expandEnv(name, c, path, errs)
 	}
 }
 
@@ -511,6 +598,10 @@ func (c *Config) setDefaults() {
 	defaultDur(&w.Probe.Settle, 100*time.Millisecond)
 	defaultDur(&w.Probe.MinPause, 2*time.Millisecond)
 	defaultDur(&w.Probe.MaxPause, 100*time.Millisecond)
+	if w.Probe.PortWatch == nil {
+		d := 2 * time.Millisecond
+		w.Probe.PortWatch = &d
+	}
 	e := &c.Exec
 	if len(e.Command) == 0 {
 		e.Command = []string{"{self}", "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}", "--version", "{version}"}
@@ -526,6 +617,7 @@ func (c *Config) setDefaults() {
 		defaultStr(&h.Target, h.ID)
 		defaultStr(&h.Provider, "exec")
 		defaultStr(&h.Version, "1")
+		defaultStr(&h.Probe, w.Probe.Kind)
 		if h.IdleTimeout == nil {
 			h.IdleTimeout = w.IdleTimeout
 		}
@@ -565,23 +657,23 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 		bad("log.level", "%v", err)
 	}
 	positive := map[string]time.Duration{
-		"server.read_header_timeout":   c.Server.ReadHeaderTimeout,
-		"server.idle_timeout":          c.Server.IdleTimeout,
-		"server.drain_grace":           c.Server.DrainGrace,
-		"proxy.dial_timeout":           c.Proxy.DialTimeout,
+		"server.read_header_timeout":    c.Server.ReadHeaderTimeout,
+		"server.idle_timeout":           c.Server.IdleTimeout,
+		"server.drain_grace":            c.Server.DrainGrace,
+		"proxy.dial_timeout":            c.Proxy.DialTimeout,
 		"proxy.response_header_timeout": c.Proxy.ResponseHeaderTimeout,
-		"proxy.idle_conn_timeout":      c.Proxy.IdleConnTimeout,
-		"wake.warm_ttl":                c.Wake.WarmTTL,
-		"wake.ready_timeout":           c.Wake.ReadyTimeout,
-		"wake.wake_timeout":            c.Wake.WakeTimeout,
-		"wake.retry_after":             c.Wake.RetryAfter,
-		"wake.failure_backoff":         c.Wake.FailureBackoff,
-		"wake.probe.attempt_timeout":   c.Wake.Probe.AttemptTimeout,
-		"wake.probe.settle":            c.Wake.Probe.Settle,
-		"wake.probe.min_pause":         c.Wake.Probe.MinPause,
-		"wake.probe.max_pause":         c.Wake.Probe.MaxPause,
-		"exec.stop_grace":              c.Exec.StopGrace,
-		"exec.restart_window":          c.Exec.RestartWindow,
+		"proxy.idle_conn_timeout":       c.Proxy.IdleConnTimeout,
+		"wake.warm_ttl":                 c.Wake.WarmTTL,
+		"wake.ready_timeout":            c.Wake.ReadyTimeout,
+		"wake.wake_timeout":             c.Wake.WakeTimeout,
+		"wake.retry_after":              c.Wake.RetryAfter,
+		"wake.failure_backoff":          c.Wake.FailureBackoff,
+		"wake.probe.attempt_timeout":    c.Wake.Probe.AttemptTimeout,
+		"wake.probe.settle":             c.Wake.Probe.Settle,
+		"wake.probe.min_pause":          c.Wake.Probe.MinPause,
+		"wake.probe.max_pause":          c.Wake.Probe.MaxPause,
+		"exec.stop_grace":               c.Exec.StopGrace,
+		"exec.restart_window":           c.Exec.RestartWindow,
 	}
 	keys := make([]string, 0, len(positive))
 	for k := range positive {
@@ -595,6 +687,9 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	}
 	if *c.Wake.Hold < 0 {
 		bad("wake.hold", "must not be negative")
+	}
+	if *c.Wake.Probe.PortWatch < 0 {
+		bad("wake.probe.port_watch", "must not be negative")
 	}
 	if *c.Wake.IdleTimeout < 0 {
 		bad("wake.idle_timeout", "must not be negative")
@@ -678,8 +773,25 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 			bad(f+".target", "duplicate target %q", h.Target)
 		}
 		targets[h.Target] = true
-		if h.Provider != "exec" {
-			bad(f+".provider", "unknown provider %q (built in: exec)", h.Provider)
+		switch h.Provider {
+		case "exec":
+			if h.Endpoint != "" {
+				bad(f+".endpoint", "only static homes have a fixed endpoint")
+			}
+		case "static":
+			u, err := url.Parse(h.Endpoint)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(f+".endpoint", "a static home needs an http or https URL, got %q", h.Endpoint)
+			}
+		default:
+			bad(f+".provider", "unknown provider %q (built in: exec, static)", h.Provider)
+		}
+		switch h.Probe {
+		case "ws", "http", "tcp":
+		default:
+			if h.Probe != c.Wake.Probe.Kind { // else reported once, at wake.probe.kind
+				bad(f+".probe", "want ws, http or tcp, got %q", h.Probe)
+			}
 		}
 		if h.RelayToken != "" {
 			if _, err := ResolveSecret(h.RelayToken); err != nil {

@@ -104,19 +104,25 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 	if err != nil {
 		return nil, err
 	}
+	static := &provider.Static{Endpoints: map[string]string{}}
+	for _, hc := range cfg.Homes {
+		if hc.Provider == "static" {
+			static.Endpoints[hc.ID] = hc.Endpoint
+		}
+	}
 	pc := cfg.Wake.Probe
 	g.engine = wake.New(wake.Options{
-		Store: g.store, Providers: map[string]provider.Provider{"exec": g.exec},
+		Store: g.store, Providers: map[string]provider.Provider{"exec": g.exec, "static": static},
 		Sessions: g.sessions, Instance: cfg.Instance,
 		WarmTTL: cfg.Wake.WarmTTL, ReadyTimeout: cfg.Wake.ReadyTimeout, RetryAfter: cfg.Wake.RetryAfter,
 		MaxConcurrent: cfg.Wake.MaxConcurrent, FailureBackoff: cfg.Wake.FailureBackoff,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: probeTemplate(pc), AttemptTimeout: pc.AttemptTimeout,
-			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause},
+		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
+			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: log.With("component", "wake"),
 	})
 	for _, hc := range cfg.Homes {
 		hr := &homeRoute{spec: wake.HomeSpec{ID: hc.ID, Target: hc.Target, Provider: hc.Provider,
-			Version: hc.Version, IdleTimeout: *hc.IdleTimeout}}
+			Version: hc.Version, IdleTimeout: *hc.IdleTimeout, Probe: wake.ProbeKind(hc.Probe)}}
 		if hc.RelayToken != "" {
 			if hr.token, err = ResolveSecret(hc.RelayToken); err != nil {
 				return nil, fmt.Errorf("home %s: relay_token: %w", hc.ID, err)
@@ -152,11 +158,12 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 	return g, nil
 }
 
-func probeTemplate(pc ProbeConfig) string {
-	if pc.Kind == "ws" {
-		return "/node/{target}"
+// portWatch maps the config's "zero is off" to the probe's "negative is off".
+func portWatch(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
 	}
-	return pc.Path
+	return d
 }
 
 func (s *ServerConfig) isTrusted(ip net.IP) bool {

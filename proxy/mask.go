@@ -8,12 +8,14 @@ import (
 
 // maskReader replaces every occurrence of a secret in a response body with
 // asterisks of the same length, so Content-Length stays right. It holds back
-// the last len(secret)-1 bytes of each read until it knows they do not start
-// an occurrence that the next read completes.
+// only the tail of a read that could start an occurrence the next read
+// completes (a suffix that is a prefix of the secret), so a streamed event
+// is passed on at once unless it ends in the first bytes of the secret.
 type maskReader struct {
 	src    io.ReadCloser
 	secret []byte
 	buf    []byte // bytes read but not yet returned
+	chunk  []byte // read buffer, allocated once
 	ready  int    // how many bytes at the front of buf are masked and final
 	err    error
 }
@@ -31,14 +33,14 @@ func (m *maskReader) Read(p []byte) (int, error) {
 			m.ready = len(m.buf) // at EOF every held byte is final
 			break
 		}
-		var chunk [32 << 10]byte
-		n, err := m.src.Read(chunk[:])
-		m.buf = append(m.buf, chunk[:n]...)
+		if m.chunk == nil {
+			m.chunk = make([]byte, 32<<10)
+		}
+		n, err := m.src.Read(m.chunk)
+		m.buf = append(m.buf, m.chunk[:n]...)
 		m.err = err
 		m.mask()
-		if keep := len(m.secret) - 1; len(m.buf) > keep {
-			m.ready = len(m.buf) - keep
-		}
+		m.ready = len(m.buf) - heldBack(m.buf, m.secret)
 	}
 	n := copy(p, m.buf[:m.ready])
 	m.buf = m.buf[n:]
@@ -49,7 +51,22 @@ func (m *maskReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// heldBack returns the length of the longest suffix of b that is a proper
+// prefix of secret: the only bytes that may start an occurrence the next
+// read completes. Everything before them is final.
+func heldBack(b, secret []byte) int {
+	for n := min(len(b), len(secret)-1); n > 0; n-- {
+		if bytes.Equal(b[len(b)-n:], secret[:n]) {
+			return n
+		}
+	}
+	return 0
+}
+
 func (m *maskReader) mask() {
+	if len(m.secret) == 0 {
+		return // nothing to hide; bytes.Index would match everywhere
+	}
 	for i := 0; ; {
 		j := bytes.Index(m.buf[i:], m.secret)
 		if j < 0 {

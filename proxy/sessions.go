@@ -95,17 +95,32 @@ func (s *Sessions) Lease(id string, ttl time.Duration) uint64 {
 	return c.nextID
 }
 
-// EndLease ends a lease early. It reports whether the lease was live.
+// EndLease ends a lease early. It reports whether the lease was live. Ending
+// a lease that had already expired leaves the home idle since its expiry.
 func (s *Sessions) EndLease(id string, lease uint64) bool {
-	c := s.counter(id)
+	s.mu.RLock()
+	c := s.homes[id]
+	s.mu.RUnlock()
+	if c == nil {
+		return false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	exp, ok := c.leases[lease]
-	delete(c.leases, lease)
-	if ok && len(c.liveLeasesLocked(s.now())) == 0 && c.n.Load() == 0 {
-		c.idleSince.Store(s.now().UnixNano())
+	if !ok {
+		return false
 	}
-	return ok && s.now().Before(exp)
+	delete(c.leases, lease)
+	now := s.now()
+	live := now.Before(exp)
+	end := exp
+	if live {
+		end = now
+	}
+	if len(c.liveLeasesLocked(now)) == 0 && c.n.Load() == 0 && end.UnixNano() > c.idleSince.Load() {
+		c.idleSince.Store(end.UnixNano())
+	}
+	return live
 }
 
 // liveLeasesLocked drops expired leases and returns the live ones. When the

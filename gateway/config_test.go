@@ -1,0 +1,579 @@
+package gateway_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/gateway"
+)
+
+// unsetEnv removes name from the environment for the rest of the test.
+func unsetEnv(t *testing.T, name string) {
+	t.Helper()
+	t.Setenv(name, "") // restores the old value when the test ends
+	if err := os.Unsetenv(name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func loadDefault(t *testing.T) *gateway.Config {
+	t.Helper()
+	unsetEnv(t, "WAKEGATE_LISTEN")
+	unsetEnv(t, "WAKEGATE_DATA_DIR")
+	data, err := os.ReadFile("../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := gateway.Load("config.yaml", data)
+	if err != nil {
+		t.Fatalf("the default config does not load:\n%v", err)
+	}
+	return cfg
+}
+
+func TestDefaultConfigLoads(t *testing.T) {
+	cfg := loadDefault(t)
+	if cfg.Listen != ":8080" || cfg.DataDir != "./data" {
+		t.Errorf("listen, data_dir = %q, %q; want :8080, ./data", cfg.Listen, cfg.DataDir)
+	}
+	if len(cfg.Homes) != 1 || cfg.Homes[0].ID != "demo" || cfg.Homes[0].Target != "demo" || cfg.Homes[0].Provider != "exec" {
+		t.Errorf("homes = %+v; want the demo home on exec", cfg.Homes)
+	}
+	if len(cfg.Apps) != 1 || cfg.Apps[0].Slug != "demo" || cfg.Apps[0].Home != "demo" || cfg.Apps[0].Kind != "ui" {
+		t.Errorf("apps = %+v; want the demo ui app in the demo home", cfg.Apps)
+	}
+	if cfg.Server.MaxHeaderBytes != 64<<10 || cfg.Server.MaxBodyBytes != 32<<20 {
+		t.Errorf("max_header_bytes, max_body_bytes = %d, %d", cfg.Server.MaxHeaderBytes, cfg.Server.MaxBodyBytes)
+	}
+	if *cfg.Wake.IdleTimeout != 5*time.Minute || *cfg.Homes[0].IdleTimeout != 5*time.Minute {
+		t.Errorf("idle timeouts = %s, %s; want 5m", *cfg.Wake.IdleTimeout, *cfg.Homes[0].IdleTimeout)
+	}
+	if len(cfg.Exec.Command) < 2 || cfg.Exec.Command[0] != "{self}" || cfg.Exec.Command[1] != "demo-home" {
+		t.Errorf("exec.command = %q; want the built-in demo home", cfg.Exec.Command)
+	}
+}
+
+// wantMarks returns what the "# want FIELD" comments of a config expect:
+// each field with the line its comment is on.
+func wantMarks(t *testing.T, text string) map[string]int {
+	t.Helper()
+	want := map[string]int{}
+	for i, line := range strings.Split(text, "\n") {
+		if _, mark, ok := strings.Cut(line, "# want "); ok {
+			for _, f := range strings.Fields(mark) {
+				want[f] = i + 1
+			}
+		}
+	}
+	return want
+}
+
+// configErrors loads text and returns its errors, failing if it loads.
+func configErrors(t *testing.T, name, text string) gateway.ConfigErrors {
+	t.Helper()
+	cfg, err := gateway.Load(name, []byte(text))
+	if err == nil {
+		t.Fatalf("config loaded (%+v); want errors", cfg)
+	}
+	var ce gateway.ConfigErrors
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %T %v; want ConfigErrors", err, err)
+	}
+	return ce
+}
+
+// checkMarks asserts that the errors are exactly the marked fields, each on
+// its line, and that each message names file:line and field.
+func checkMarks(t *testing.T, name, text string) {
+	t.Helper()
+	want := wantMarks(t, text)
+	errs := configErrors(t, name, text)
+	got := map[string]int{}
+	for _, e := range errs {
+		if e.File != name {
+			t.Errorf("error %q names file %q; want %q", e, e.File, name)
+		}
+		if prefix := fmt.Sprintf("%s:%d: %s: ", name, e.Line, e.Field); !strings.HasPrefix(e.Error(), prefix) {
+			t.Errorf("error %q does not start with %q", e, prefix)
+		}
+		if e.Field == "" || e.Line == 0 {
+			t.Errorf("error %q lacks its field or line", e)
+		}
+		if l, dup := got[e.Field]; dup && l != e.Line {
+			t.Errorf("field %s reported on lines %d and %d", e.Field, l, e.Line)
+		}
+		got[e.Field] = e.Line
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("errors by field and line:\n got %v\nwant %v\nall:\n%v", got, want, errs)
+	}
+	for i := 1; i < len(errs); i++ {
+		if errs[i].Line < errs[i-1].Line {
+			t.Errorf("errors not in line order:\n%v", errs)
+			break
+		}
+	}
+	if s := errs.Error(); strings.Count(s, "\n") != len(errs)-1 {
+		t.Errorf("ConfigErrors.Error() is not one line per error:\n%s", s)
+	}
+}
+
+func TestConfigReportsEveryErrorWithFileLineAndField(t *testing.T) {
+	unsetEnv(t, "WG_TEST_UNSET_TOKEN")
+	checkMarks(t, "bad.yaml", `listen: "no-port"                  # want listen
+log:
+  format: xml                       # want log.format
+  level: loud                       # want log.level
+server:
+  read_header_timeout: -1s          # want server.read_header_timeout
+  idle_timeout: soon                # want server.idle_timeout
+  max_header_bytes: 10              # want server.max_header_bytes
+  max_body_bytes: 12XB              # want server.max_body_bytes
+  trusted_proxies: ["10.0.0.0/8", "192.0.2.1", "bogus"] # want server.trusted_proxies[2]
+  websocket_origins:
+    - "https://ok.example"
+    - "*"
+    - "no origin"                   # want server.websocket_origins[2]
+proxy:
+  dial_timout: 5s                   # want proxy.dial_timout
+  max_idle_conns_per_host: -1       # want proxy.max_idle_conns_per_host
+wake:
+  max_concurrent: -2                # want wake.max_concurrent
+  hold: -1s                         # want wake.hold
+  no_wake_user_agents: ["(unclosed"] # want wake.no_wake_user_agents[0]
+  no_wake_paths: ["robots.txt"]     # want wake.no_wake_paths[0]
+  probe:
+    kind: udp                       # want wake.probe.kind
+exec:
+  command: [""]                     # want exec.command
+homes:
+  - id: Bad_ID                      # want homes[0].id homes[0].target
+  - id: h2
+    relay_token: env:WG_TEST_UNSET_TOKEN # want homes[1].relay_token
+  - id: h2                          # want homes[2].id
+    target: other
+    provider: lambda                # want homes[2].provider
+apps:
+  - slug: a
+    upstream: "ftp://x"             # want apps[0].upstream
+  - slug: b                         # want apps[1].upstream
+    kind: web                       # want apps[1].kind
+  - slug: c
+    home: nope                      # want apps[2].home
+  - slug: a                         # want apps[3].slug
+    home: h2                        # want apps[3].home
+    upstream: "http://127.0.0.1:1"
+`)
+}
+
+func TestConfigUnknownFields(t *testing.T) {
+	checkMarks(t, "unknown.yaml", `listen: "127.0.0.1:0"
+wake:
+  probe:
+    kind: ws
+    kindd: ws       # want wake.probe.kindd
+homes:
+  - id: h1
+    idle_timeot: 1m # want homes[0].idle_timeot
+colour: blue        # want colour
+`)
+}
+
+func TestConfigBadValueInFlowMappingStillLocated(t *testing.T) {
+	errs := configErrors(t, "flow.yaml", "listen: \"127.0.0.1:0\"\nserver: {idle_timeout: x, drain_grace: y}\n")
+	if len(errs) != 2 {
+		t.Fatalf("errors = %v; want one per bad duration", errs)
+	}
+	for _, e := range errs {
+		if e.Line != 2 || !strings.HasPrefix(e.Error(), "flow.yaml:2: ") {
+			t.Errorf("error %q not at flow.yaml:2", e)
+		}
+	}
+	errs = configErrors(t, "kind.yaml", "listen: \"127.0.0.1:0\"\nserver: [1]\n")
+	if len(errs) != 1 || errs[0].Line != 2 || errs[0].Field != "server" {
+		t.Errorf("errors = %#v; want one at line 2 naming server", errs)
+	}
+	errs = configErrors(t, "list.yaml", "- listen\n")
+	if len(errs) != 1 || errs[0].Line != 1 {
+		t.Errorf("errors = %v; want one at line 1", errs)
+	}
+}
+
+func TestConfigSyntaxErrorHasLine(t *testing.T) {
+	errs := configErrors(t, "syntax.yaml", "listen: \"127.0.0.1:0\"\nserver:\n  idle_timeout: [1s\n")
+	if len(errs) != 1 || errs[0].Line == 0 || !strings.HasPrefix(errs[0].Error(), fmt.Sprintf("syntax.yaml:%d: ", errs[0].Line)) {
+		t.Errorf("errors = %v; want one naming syntax.yaml:line", errs)
+	}
+	errs = configErrors(t, "dup.yaml", "listen: \"127.0.0.1:0\"\nlisten: \"127.0.0.1:1\"\n")
+	if len(errs) != 1 || errs[0].Line != 2 || errs[0].Field != "listen" {
+		t.Errorf("errors = %#v; want one at dup.yaml:2 naming listen", errs)
+	}
+}
+
+func TestConfigEnvExpansion(t *testing.T) {
+	t.Setenv("WG_TEST_HOST", "127.0.0.1")
+	t.Setenv("WG_TEST_PORT", "18080")
+	t.Setenv("WG_TEST_CONC", "7")
+	t.Setenv("WG_TEST_EMPTY", "")
+	t.Setenv("WG_TEST_DIR", "/tmp/wg-a")
+	unsetEnv(t, "WG_TEST_UNSET")
+	cfg, err := gateway.Load("env.yaml", []byte(`listen: "${WG_TEST_HOST}:${WG_TEST_PORT}"
+data_dir: ${WG_TEST_DIR:-/never}
+instance: "${WG_TEST_UNSET:-inst-1}"
+log:
+  level: ${WG_TEST_EMPTY:-warn}
+server:
+  read_header_timeout: ${WG_TEST_UNSET:-300ms}
+  max_body_bytes: ${WG_TEST_UNSET:-2MiB}
+wake:
+  max_concurrent: ${WG_TEST_CONC}
+exec:
+  env: ["A=${WG_TEST_EMPTY}", "C=${WG_TEST_UNSET:-}"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"listen", cfg.Listen, "127.0.0.1:18080"},
+		{"data_dir (set var wins over default)", cfg.DataDir, "/tmp/wg-a"},
+		{"instance (unset var takes default)", cfg.Instance, "inst-1"},
+		{"log.level (empty var takes default)", cfg.Log.Level, "warn"},
+		{"server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 300 * time.Millisecond},
+		{"server.max_body_bytes", cfg.Server.MaxBodyBytes, gateway.ByteSize(2 << 20)},
+		{"wake.max_concurrent (plain scalar typed after expansion)", cfg.Wake.MaxConcurrent, 7},
+		{"exec.env", cfg.Exec.Env, []string{"A=", "C="}},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v; want %#v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestConfigUnsetEnvIsAnErrorWithLine(t *testing.T) {
+	unsetEnv(t, "WG_TEST_UNSET")
+	unsetEnv(t, "WG_TEST_UNSET2")
+	errs := configErrors(t, "env.yaml", `listen: "127.0.0.1:0"
+log:
+  level: info
+homes:
+  - id: h1
+    version: "${WG_TEST_UNSET}"
+apps:
+  - slug: a
+    upstream: "http://${WG_TEST_UNSET2}:80/"
+`)
+	want := []struct {
+		line  int
+		field string
+		name  string
+	}{{6, "homes[0].version", "WG_TEST_UNSET"}, {9, "apps[0].upstream", "WG_TEST_UNSET2"}}
+	if len(errs) < len(want) {
+		t.Fatalf("errors = %v; want at least %d", errs, len(want))
+	}
+	for i, w := range want {
+		e := errs[i]
+		if e.Line != w.line || e.Field != w.field || !strings.Contains(e.Msg, w.name) {
+			t.Errorf("error %d = %#v; want line %d, field %s, naming %s", i, e, w.line, w.field, w.name)
+		}
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	good := []struct {
+		in   string
+		want int64
+	}{
+		{"0", 0}, {"1024", 1024}, {"7B", 7}, {"64KiB", 64 << 10}, {"3MiB", 3 << 20}, {"2GiB", 2 << 30},
+		{"5KB", 5000}, {"10MB", 10_000_000}, {"1GB", 1_000_000_000}, {" 5 KiB ", 5 << 10},
+		{strconv.FormatInt(math.MaxInt64/1024, 10) + "KiB", math.MaxInt64 / 1024 * 1024},
+	}
+	for _, c := range good {
+		got, err := gateway.ParseByteSize(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{"", "KiB", "-1", "-1KiB", "1.5MiB", "10kb", "10 TiB", "ten", "9223372036854775807KiB", "9999999999GiB"} {
+		if got, err := gateway.ParseByteSize(in); err == nil {
+			t.Errorf("ParseByteSize(%q) = %d; want an error", in, got)
+		} else if !strings.Contains(err.Error(), strconv.Quote(in)) {
+			t.Errorf("ParseByteSize(%q) error %q does not quote the input", in, err)
+		}
+	}
+}
+
+func TestConfigSizesAndDurations(t *testing.T) {
+	cfg, err := gateway.Load("units.yaml", []byte(`listen: "127.0.0.1:0"
+server:
+  read_header_timeout: 300ms
+  idle_timeout: 1m30s
+  max_header_bytes: 4096
+  max_body_bytes: 1MB
+exec:
+  log_max_bytes: 512KiB
+wake:
+  hold: 0s
+  idle_timeout: 0s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server.ReadHeaderTimeout != 300*time.Millisecond || cfg.Server.IdleTimeout != 90*time.Second {
+		t.Errorf("durations = %s, %s", cfg.Server.ReadHeaderTimeout, cfg.Server.IdleTimeout)
+	}
+	if cfg.Server.MaxHeaderBytes != 4096 || cfg.Server.MaxBodyBytes != 1_000_000 || cfg.Exec.LogMaxBytes != 512<<10 {
+		t.Errorf("sizes = %d, %d, %d", cfg.Server.MaxHeaderBytes, cfg.Server.MaxBodyBytes, cfg.Exec.LogMaxBytes)
+	}
+	// An explicit zero stays zero where zero has a meaning.
+	if *cfg.Wake.Hold != 0 || *cfg.Wake.IdleTimeout != 0 {
+		t.Errorf("wake.hold, wake.idle_timeout = %s, %s; want 0, 0", *cfg.Wake.Hold, *cfg.Wake.IdleTimeout)
+	}
+	// A bare number has no unit: refused rather than guessed.
+	errs := configErrors(t, "bare.yaml", "listen: \"127.0.0.1:0\"\nserver:\n  drain_grace: 20\n")
+	if len(errs) != 1 || errs[0].Line != 3 || errs[0].Field != "server.drain_grace" {
+		t.Errorf("errors = %v; want one at line 3 naming server.drain_grace", errs)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := gateway.Load("min.yaml", []byte("homes:\n  - id: h1\napps:\n  - slug: a\n    upstream: http://127.0.0.1:9/\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	defaults := []struct {
+		field     string
+		got, want any
+	}{
+		{"listen", cfg.Listen, ":8080"},
+		{"data_dir", cfg.DataDir, "./data"},
+		{"instance", cfg.Instance, fmt.Sprintf("%s-%d", host, os.Getpid())},
+		{"log.format", cfg.Log.Format, "text"},
+		{"log.level", cfg.Log.Level, "info"},
+		{"log.access", *cfg.Log.Access, true},
+		{"server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 10 * time.Second},
+		{"server.idle_timeout", cfg.Server.IdleTimeout, 120 * time.Second},
+		{"server.max_header_bytes", cfg.Server.MaxHeaderBytes, gateway.ByteSize(64 << 10)},
+		{"server.max_body_bytes", cfg.Server.MaxBodyBytes, gateway.ByteSize(32 << 20)},
+		{"server.drain_grace", cfg.Server.DrainGrace, 20 * time.Second},
+		{"server.trusted_proxies", len(cfg.Server.TrustedProxies), 0},
+		{"server.websocket_origins", len(cfg.Server.WebSocketOrigins), 0},
+		{"proxy.dial_timeout", cfg.Proxy.DialTimeout, 5 * time.Second},
+		{"proxy.response_header_timeout", cfg.Proxy.ResponseHeaderTimeout, 60 * time.Second},
+		{"proxy.max_idle_conns_per_host", cfg.Proxy.MaxIdleConnsPerHost, 256},
+		{"proxy.idle_conn_timeout", cfg.Proxy.IdleConnTimeout, 90 * time.Second},
+		{"proxy.relay_header", cfg.Proxy.RelayHeader, "X-Wakegate-Relay"},
+		{"wake.warm_ttl", cfg.Wake.WarmTTL, 10 * time.Second},
+		{"wake.ready_timeout", cfg.Wake.ReadyTimeout, 30 * time.Second},
+		{"wake.wake_timeout", cfg.Wake.WakeTimeout, 60 * time.Second},
+		{"wake.hold", *cfg.Wake.Hold, time.Second},
+		{"wake.idle_timeout", *cfg.Wake.IdleTimeout, 5 * time.Minute},
+		{"wake.max_concurrent", cfg.Wake.MaxConcurrent, 16},
+		{"wake.retry_after", cfg.Wake.RetryAfter, 5 * time.Second},
+		{"wake.failure_backoff", cfg.Wake.FailureBackoff, 2 * time.Second},
+		{"wake.no_wake_user_agents", cfg.Wake.NoWakeUserAgents, gateway.DefaultNoWakeUserAgents},
+		{"wake.no_wake_paths", cfg.Wake.NoWakePaths, []string{"/favicon.ico", "/robots.txt"}},
+		{"wake.probe.kind", cfg.Wake.Probe.Kind, "ws"},
+		{"wake.probe.path", cfg.Wake.Probe.Path, "/node/{target}/"},
+		{"wake.probe.attempt_timeout", cfg.Wake.Probe.AttemptTimeout, 2 * time.Second},
+		{"wake.probe.settle", cfg.Wake.Probe.Settle, 100 * time.Millisecond},
+		{"wake.probe.min_pause", cfg.Wake.Probe.MinPause, 2 * time.Millisecond},
+		{"wake.probe.max_pause", cfg.Wake.Probe.MaxPause, 100 * time.Millisecond},
+		{"exec.command", cfg.Exec.Command, []string{"{self}", "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}", "--version", "{version}"}},
+		{"exec.stop_grace", cfg.Exec.StopGrace, 5 * time.Second},
+		{"exec.log_max_bytes", cfg.Exec.LogMaxBytes, gateway.ByteSize(1 << 20)},
+		{"exec.restart_budget", cfg.Exec.RestartBudget, 3},
+		{"exec.restart_window", cfg.Exec.RestartWindow, 60 * time.Second},
+		{"exec.suspend_signal", cfg.Exec.SuspendSignal, false},
+		{"homes[0].target", cfg.Homes[0].Target, "h1"},
+		{"homes[0].provider", cfg.Homes[0].Provider, "exec"},
+		{"homes[0].version", cfg.Homes[0].Version, "1"},
+		{"homes[0].idle_timeout", *cfg.Homes[0].IdleTimeout, 5 * time.Minute},
+		{"apps[0].kind", cfg.Apps[0].Kind, "ui"},
+		{"apps[0].strip_prefix", cfg.Apps[0].StripPrefix, false},
+	}
+	for _, d := range defaults {
+		if !reflect.DeepEqual(d.got, d.want) {
+			t.Errorf("%s defaults to %#v; want %#v", d.field, d.got, d.want)
+		}
+	}
+}
+
+func TestConfigOverridesBeatDefaults(t *testing.T) {
+	cfg, err := gateway.Load("set.yaml", []byte(`listen: "127.0.0.1:0"
+log:
+  access: false
+wake:
+  idle_timeout: 2m
+homes:
+  - id: h1
+    idle_timeout: 30s
+  - id: h2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *cfg.Log.Access {
+		t.Error("log.access: false was turned back on")
+	}
+	if *cfg.Homes[0].IdleTimeout != 30*time.Second || *cfg.Homes[1].IdleTimeout != 2*time.Minute {
+		t.Errorf("home idle timeouts = %s, %s; want 30s (own), 2m (wake.idle_timeout)",
+			*cfg.Homes[0].IdleTimeout, *cfg.Homes[1].IdleTimeout)
+	}
+}
+
+// tomlTable is one [table] or [[array table]] of a TOML file, with its
+// key = value pairs (strings unquoted).
+type tomlTable struct {
+	name string
+	kv   map[string]string
+}
+
+// parseTOML reads the subset of TOML that fly.toml uses: comments, [table],
+// [[array.table]], and key = value with string, number and boolean values.
+func parseTOML(t *testing.T, text string) []tomlTable {
+	t.Helper()
+	tables := []tomlTable{{name: "", kv: map[string]string{}}}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(stripTOMLComment(sc.Text()))
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "[[") && strings.HasSuffix(line, "]]"):
+			tables = append(tables, tomlTable{name: strings.TrimSpace(line[2 : len(line)-2]), kv: map[string]string{}})
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			tables = append(tables, tomlTable{name: strings.TrimSpace(line[1 : len(line)-1]), kv: map[string]string{}})
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				t.Fatalf("fly.toml:%d: not key = value: %q", n, line)
+			}
+			v = strings.TrimSpace(v)
+			if uq, err := strconv.Unquote(v); err == nil {
+				v = uq
+			}
+			tables[len(tables)-1].kv[strings.TrimSpace(k)] = v
+		}
+	}
+	return tables
+}
+
+func stripTOMLComment(line string) string {
+	in := false
+	for i := 0; i < len(line); i++ {
+		switch line[i] {
+		case '"':
+			in = !in
+		case '\\':
+			i++
+		case '#':
+			if !in {
+				return line[:i]
+			}
+		}
+	}
+	return line
+}
+
+// tomlSeconds reads a kill_timeout: an integer number of seconds or a
+// duration string.
+func tomlSeconds(v string) (time.Duration, error) {
+	if n, err := strconv.Atoi(v); err == nil {
+		return time.Duration(n) * time.Second, nil
+	}
+	return time.ParseDuration(v)
+}
+
+func TestFlyTomlMatchesDefaultConfig(t *testing.T) {
+	data, err := os.ReadFile("../fly.toml")
+	if errors.Is(err, os.ErrNotExist) {
+		t.Skip("no fly.toml")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadDefault(t)
+	_, port, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := parseTOML(t, string(data))
+
+	var ports, checkPaths []string
+	killTimeout := ""
+	for _, tb := range tables {
+		switch {
+		case tb.name == "":
+			killTimeout = tb.kv["kill_timeout"]
+		case tb.name == "http_service" || tb.name == "services":
+			if p, ok := tb.kv["internal_port"]; ok {
+				ports = append(ports, p)
+			}
+		case tb.name == "http_service.checks" || tb.name == "services.http_checks" ||
+			(strings.HasPrefix(tb.name, "checks.") && tb.kv["type"] == "http"):
+			checkPaths = append(checkPaths, tb.kv["path"])
+		}
+	}
+	if len(ports) == 0 {
+		t.Error("fly.toml has no internal_port")
+	}
+	for _, p := range ports {
+		if p != port {
+			t.Errorf("fly.toml internal_port = %s; the default config listens on %s", p, cfg.Listen)
+		}
+	}
+	if len(checkPaths) == 0 {
+		t.Error("fly.toml has no http health check")
+	}
+	for _, p := range checkPaths {
+		if p != "/healthz" {
+			t.Errorf("fly.toml http check path = %q; want /healthz", p)
+		}
+	}
+	kt, err := tomlSeconds(killTimeout)
+	if err != nil {
+		t.Fatalf("fly.toml kill_timeout = %q: %v", killTimeout, err)
+	}
+	if kt <= cfg.Server.DrainGrace {
+		t.Errorf("fly.toml kill_timeout = %s; must be longer than server.drain_grace %s", kt, cfg.Server.DrainGrace)
+	}
+}
+
+func TestParseTOMLSubset(t *testing.T) {
+	tables := parseTOML(t, `a = 1 # one
+s = "x # not a comment"
+[t]
+  k = "v"
+[[t.arr]]
+  p = "/1"
+[[t.arr]]
+  p = "/2"
+`)
+	var got []string
+	for _, tb := range tables {
+		keys := make([]string, 0, len(tb.kv))
+		for k, v := range tb.kv {
+			keys = append(keys, k+"="+v)
+		}
+		sort.Strings(keys)
+		got = append(got, tb.name+":"+strings.Join(keys, ","))
+	}
+	want := []string{":a=1,s=x # not a comment", "t:k=v", "t.arr:p=/1", "t.arr:p=/2"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parseTOML = %q; want %q", got, want)
+	}
+}

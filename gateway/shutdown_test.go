@@ -1,0 +1,186 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+const e2eShutdownConfig = `
+listen: "%ADDR%"
+data_dir: "%DATA%"
+server:
+  drain_grace: 2s
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+apps:
+  - slug: demo
+    upstream: "http://%HOME%"
+`
+
+// TestShutdownDrains sends SIGTERM to a real gateway with an open
+// WebSocket (to an exec home) and a slow request (to an app) in flight: the
+// request finishes with 200, the WebSocket is closed when the grace is
+// over, and the process exits 0.
+func TestShutdownDrains(t *testing.T) {
+	t.Parallel()
+	const grace = 2 * time.Second
+	home := e2eDemoHome(t)
+	gw := testbin.Serve(t, strings.ReplaceAll(e2eShutdownConfig, "%HOME%", home))
+	base := "http://" + gw.Addr
+	c := e2eClient(t)
+
+	conn, _, err := websocket.DefaultDialer.Dial("ws://"+gw.Addr+"/node/demo/ws", nil)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer conn.Close()
+	e2eHello(t, conn, "demo")
+
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	slow := make(chan result, 1)
+	go func() {
+		res, err := c.Get(base + "/apps/demo/slow?d=1s")
+		if err != nil {
+			slow <- result{err: err}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		slow <- result{status: res.StatusCode, body: string(b), err: err}
+	}()
+	// The home counts a request when it arrives: from then on the request
+	// is in flight through the gateway.
+	e2eWaitFor(t, "the slow request to reach the home", func() bool {
+		res, err := http.Get("http://" + home + "/_demo/stats")
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		var st struct{ Paths map[string]int64 }
+		return json.NewDecoder(res.Body).Decode(&st) == nil && st.Paths["/apps/demo/slow"] == 1
+	})
+
+	if err := gw.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case r := <-slow:
+		if r.err != nil || r.status != http.StatusOK || r.body != "slow done" {
+			t.Errorf("slow request during the drain: %d %q %v; want 200 slow done", r.status, r.body, r.err)
+		}
+	case <-time.After(e2eWaitLimit):
+		t.Fatal("slow request did not finish")
+	}
+
+	// The WebSocket stays open through the drain until the grace is over,
+	// then the gateway closes it.
+	_ = conn.SetReadDeadline(time.Now().Add(e2eWaitLimit))
+	_, _, err = conn.ReadMessage()
+	var ne net.Error
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Errorf("WebSocket read after the grace: %v; want the connection closed by the gateway", err)
+	}
+
+	exitErr, exited := gw.Wait(grace + 5*time.Second)
+	if !exited {
+		t.Fatalf("gateway still running %s after the grace", 5*time.Second)
+	}
+	if exitErr != nil {
+		t.Errorf("gateway exit: %v, want 0", exitErr)
+	}
+	out := gw.Output()
+	for _, want := range []string{"shutting down", "drain grace over", "msg=stopped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+}
+
+// TestShutdownReadyz cancels an in-process gateway's context while a
+// WebSocket holds the drain open: /readyz answers 503, new connections are
+// refused, the open WebSocket keeps working, and Serve returns nil once it
+// closes.
+func TestShutdownReadyz(t *testing.T) {
+	t.Parallel()
+	gw := e2eStartInProcess(t, `
+server:
+  drain_grace: 30s
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+`)
+	readyz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		gw.g.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := readyz(); code != http.StatusOK || body != "ready\n" {
+		t.Fatalf("/readyz before shutdown: %d %q", code, body)
+	}
+
+	conn, _, err := websocket.DefaultDialer.Dial("ws://"+gw.addr+"/node/demo/ws", nil)
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	defer conn.Close()
+	e2eHello(t, conn, "demo")
+
+	gw.cancel()
+	e2eWaitFor(t, "/readyz 503", func() bool {
+		code, body := readyz()
+		return code == http.StatusServiceUnavailable && body == "draining\n"
+	})
+	e2eWaitFor(t, "new connections refused", func() bool {
+		c, err := net.DialTimeout("tcp", gw.addr, time.Second)
+		if err != nil {
+			return errors.Is(err, syscall.ECONNREFUSED)
+		}
+		c.Close()
+		return false
+	})
+
+	// The drain waits for the WebSocket (the grace is far away).
+	e2eEcho(t, conn, websocket.TextMessage, []byte("still here while draining"))
+	select {
+	case <-gw.served:
+		t.Fatalf("Serve returned (%v) with a WebSocket open inside the grace", gw.err)
+	default:
+	}
+
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWaitLimit)
+	defer cancel()
+	select {
+	case <-gw.served:
+		if gw.err != nil {
+			t.Errorf("Serve: %v", gw.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Serve did not return after the last WebSocket closed")
+	}
+	if n := gw.g.Sessions().Count("demo"); n != 0 {
+		t.Errorf("sessions after the drain: %d", n)
+	}
+}

@@ -1,0 +1,202 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// benchGateway runs an in-process gateway with one exec demo home whose
+// boot takes bootDelay, and returns its base URL.
+func benchGateway(b *testing.B, bootDelay string, probe string) (*gateway.Gateway, string, *e2eLog) {
+	b.Helper()
+	bin := testbin.Build(b)
+	dir := b.TempDir()
+	cfg := fmt.Sprintf(`
+listen: 127.0.0.1:0
+data_dir: %s
+log: {level: info, access: false}
+wake:
+  idle_timeout: 0
+  ready_timeout: 20s
+  wake_timeout: 30s
+  max_concurrent: 16
+  probe: %s
+exec:
+  command: [%q, demo-home, --addr, "127.0.0.1:{port}", --target, "{target}", --version, "{version}", --boot-delay, %q]
+  stop_grace: 2s
+homes:
+  - id: demo
+`, filepath.Join(dir, "data"), probe, bin, bootDelay)
+	c, err := gateway.Load("bench.yaml", []byte(cfg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &e2eLog{}
+	g, err := gateway.New(ctx, c, gateway.NewLogger(c.Log, logs))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = g.Serve(ctx, ln)
+	}()
+	b.Cleanup(func() {
+		_ = g.Engine().Suspend(context.Background(), "demo")
+		cancel()
+		<-done
+		g.Close()
+		testbin.KillHomes(filepath.Join(dir, "data"))
+	})
+	return g, "http://" + ln.Addr().String(), logs
+}
+
+// listeningAt asks the home when it started listening.
+func listeningAt(b *testing.B, g *gateway.Gateway) time.Time {
+	b.Helper()
+	a, err := g.Engine().EnsureAwake(context.Background(), "demo")
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := http.Get(a.Endpoint.String() + "/_demo/stats")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Body.Close()
+	var st struct {
+		ListeningAt int64 `json:"listening_at_unix_nano"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+		b.Fatal(err)
+	}
+	return time.Unix(0, st.ListeningAt)
+}
+
+// BenchmarkColdWake measures the cold wake overhead: the time to first byte
+// of a request through the gateway minus the moment the home (booting for
+// 200ms) started listening. "adaptive" is the default probe pacing (2ms
+// growing to 100ms, with the port watched during pauses); "fixed500ms"
+// pauses 500ms between attempts with no port watch, the naive baseline.
+func BenchmarkColdWake(b *testing.B) {
+	for _, tc := range []struct{ name, probe string }{
+		{"adaptive", "{kind: ws}"},
+		{"fixed500ms", "{kind: ws, min_pause: 500ms, max_pause: 500ms, port_watch: 0}"},
+		{"adaptiveNoWatch", "{kind: ws, port_watch: 0}"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			g, base, _ := benchGateway(b, "200ms", tc.probe)
+			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			var overheads, ttfbs []float64
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				if err := g.Engine().Suspend(context.Background(), "demo"); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				start := time.Now()
+				res, err := client.Get(base + "/node/demo/whoami")
+				if err != nil {
+					b.Fatal(err)
+				}
+				first := time.Now()
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					b.Fatalf("status %d", res.StatusCode)
+				}
+				b.StopTimer()
+				overheads = append(overheads, float64(first.Sub(listeningAt(b, g)).Microseconds())/1000)
+				ttfbs = append(ttfbs, float64(first.Sub(start).Microseconds())/1000)
+				b.StartTimer()
+			}
+			b.ReportMetric(median(overheads), "overhead-ms")
+			b.ReportMetric(median(ttfbs), "ttfb-ms")
+		})
+	}
+}
+
+// BenchmarkColdStampede sends 1000 concurrent requests to one cold home
+// and reports how many processes were started (must be 1) and the p99 time
+// to first byte.
+func BenchmarkColdStampede(b *testing.B) {
+	g, base, logs := benchGateway(b, "200ms", "{kind: ws}")
+	const n = 1000
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}}
+	var p99s []float64
+	var starts []float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		if err := g.Engine().Suspend(context.Background(), "demo"); err != nil {
+			b.Fatal(err)
+		}
+		before := strings.Count(logs.String(), startedLine)
+		b.StartTimer()
+		lat := make([]float64, n)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var failed []string
+		for j := 0; j < n; j++ {
+			wg.Add(1)
+			go func(j int) {
+				defer wg.Done()
+				t0 := time.Now()
+				res, err := client.Get(base + "/node/demo/whoami")
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, err.Error())
+					mu.Unlock()
+					return
+				}
+				lat[j] = float64(time.Since(t0).Microseconds()) / 1000
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					mu.Lock()
+					failed = append(failed, res.Status)
+					mu.Unlock()
+				}
+			}(j)
+		}
+		wg.Wait()
+		b.StopTimer()
+		if len(failed) > 0 {
+			b.Fatalf("%d requests failed, first: %s", len(failed), failed[0])
+		}
+		starts = append(starts, float64(strings.Count(logs.String(), startedLine)-before))
+		sort.Float64s(lat)
+		p99s = append(p99s, lat[n*99/100])
+		b.StartTimer()
+	}
+	b.ReportMetric(median(starts), "wakes")
+	b.ReportMetric(median(p99s), "p99-ttfb-ms")
+}
+
+// startedLine is what the exec provider logs once per process it starts.
+const startedLine = `msg="exec: started home"`
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
