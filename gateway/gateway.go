@@ -277,7 +277,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	// it every hijacked backend connection).
 	g.hardCancel()
 	_ = srv.Close()
-	<-shutdownDone
+	if err := <-shutdownDone; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		g.log.Warn("shutdown", "err", err)
+	}
 	select {
 	case <-allDone:
 	case <-time.After(5 * time.Second):
@@ -286,7 +288,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	// 5. Background work, then the store.
 	stopBG()
 	bgWG.Wait()
-	<-serveErr
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		g.log.Warn("serve", "err", err)
+	}
 	g.log.Info("stopped")
 	return nil
 }

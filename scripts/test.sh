@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every wakegate test on a fresh Debian machine: installs what the tests
-# need when it is missing, then vet, lint-free formatting and the race-enabled
-# test suite. Usage: scripts/test.sh [extra go test flags]
+# need when it is missing, then checks gofmt, go vet and golangci-lint and
+# runs the race-enabled test suite. Usage: scripts/test.sh [go test flags]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -29,6 +29,14 @@ fi
 
 echo "== go vet"
 go vet ./...
+
+echo "== golangci-lint"
+lint=$(command -v golangci-lint || true)
+if [[ -z $lint ]]; then
+  lint="$(go env GOPATH)/bin/golangci-lint"
+  [[ -x $lint ]] || go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+fi
+"$lint" run ./...
 
 echo "== go test -race"
 go test -race -count=1 -timeout 20m "$@" ./...
