@@ -70,6 +70,10 @@ type ServerConfig struct {
 	// DrainGrace is how long shutdown lets in-flight requests and open
 	// WebSockets finish before closing them. Default 20s.
 	DrainGrace time.Duration `yaml:"drain_grace"`
+	// DrainDelay is how long shutdown keeps serving, with /readyz answering
+	// 503, before it stops accepting, so that a load balancer polling
+	// /readyz moves traffic away first. Default 0s: stop accepting at once.
+	DrainDelay time.Duration `yaml:"drain_delay"`
 	// TrustedProxies are the CIDRs whose X-Forwarded-* and X-Request-Id
 	// headers are trusted. Default none: they are always set afresh.
 	TrustedProxies []string `yaml:"trusted_proxies"`
@@ -660,6 +664,7 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 		"server.read_header_timeout":    c.Server.ReadHeaderTimeout,
 		"server.idle_timeout":           c.Server.IdleTimeout,
 		"server.drain_grace":            c.Server.DrainGrace,
+		"server.drain_delay":            c.Server.DrainDelay,
 		"proxy.dial_timeout":            c.Proxy.DialTimeout,
 		"proxy.response_header_timeout": c.Proxy.ResponseHeaderTimeout,
 		"proxy.idle_conn_timeout":       c.Proxy.IdleConnTimeout,

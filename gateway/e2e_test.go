@@ -27,22 +27,6 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
-// e2eWaitLimit bounds every wait for a condition; it is a guard against a
-// hang, not a speed requirement.
-const e2eWaitLimit = 20 * time.Second
-
-// e2eWaitFor polls cond until it holds, failing the test after e2eWaitLimit.
-func e2eWaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(e2eWaitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // e2eWhoami is the demo home's /whoami answer.
 type e2eWhoami struct {
 	Method   string      `json:"method"`
@@ -67,7 +51,7 @@ func e2eDemoHome(t testing.TB) string {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
 	p := testbin.Start(t, t.TempDir(), nil, "demo-home", "--addr", addr, "--target", "direct")
-	e2eWaitFor(t, "demo home "+addr, func() bool {
+	testbin.Eventually(t, "demo home "+addr, func() bool {
 		res, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			if _, exited := p.Wait(0); exited {
@@ -425,7 +409,7 @@ func TestRelayToken(t *testing.T) {
 		// The body masker (proxy/mask.go) must pass an event on at once
 		// even when it is shorter than the token: the next one is an hour
 		// away.
-		ctx, cancel := context.WithTimeout(context.Background(), e2eWaitLimit)
+		ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
 		defer cancel()
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/node/secret/sse?n=2&interval=1h", nil)
 		res, err := c.Do(req)
@@ -458,7 +442,7 @@ func e2eReadEvent(t testing.TB, br *bufio.Reader) string {
 
 func e2eHello(t testing.TB, conn *websocket.Conn, target string) {
 	t.Helper()
-	_ = conn.SetReadDeadline(time.Now().Add(e2eWaitLimit))
+	_ = conn.SetReadDeadline(time.Now().Add(testbin.WaitLimit))
 	mt, data, err := conn.ReadMessage()
 	if err != nil {
 		t.Fatalf("read hello: %v", err)
@@ -471,11 +455,11 @@ func e2eHello(t testing.TB, conn *websocket.Conn, target string) {
 
 func e2eEcho(t testing.TB, conn *websocket.Conn, mt int, msg []byte) {
 	t.Helper()
-	_ = conn.SetWriteDeadline(time.Now().Add(e2eWaitLimit))
+	_ = conn.SetWriteDeadline(time.Now().Add(testbin.WaitLimit))
 	if err := conn.WriteMessage(mt, msg); err != nil {
 		t.Fatalf("write: %v", err)
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(e2eWaitLimit))
+	_ = conn.SetReadDeadline(time.Now().Add(testbin.WaitLimit))
 	gt, got, err := conn.ReadMessage()
 	if err != nil {
 		t.Fatalf("read echo: %v", err)
@@ -577,24 +561,6 @@ type e2eGateway struct {
 	err    error         // Serve's result, once served is closed
 }
 
-// e2eLog collects a gateway's log for failed tests.
-type e2eLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *e2eLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *e2eLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // e2eStartInProcess builds a gateway with gateway.New from the YAML in extra
 // (homes, apps, wake and server settings), with its data under a temp dir
 // and homes run by the real binary's demo-home, and serves it on a
@@ -609,7 +575,7 @@ func e2eStartInProcess(t testing.TB, extra string) *e2eGateway {
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}
-	logs := &e2eLog{}
+	logs := &testbin.LogBuffer{}
 	level := slog.LevelInfo
 	if _, bench := t.(*testing.B); bench {
 		level = slog.LevelError
@@ -682,7 +648,7 @@ homes:
 		}
 		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "bye"), time.Now().Add(time.Second))
 		conn.Close()
-		e2eWaitFor(t, "count 0 after the client closed", func() bool { return count() == 0 })
+		testbin.Eventually(t, "count 0 after the client closed", func() bool { return count() == 0 })
 	})
 
 	t.Run("WebSocketHomeCloses", func(t *testing.T) {
@@ -701,12 +667,12 @@ homes:
 		if _, err := conn.UnderlyingConn().Write(hdr); err != nil {
 			t.Fatal(err)
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(e2eWaitLimit))
+		_ = conn.SetReadDeadline(time.Now().Add(testbin.WaitLimit))
 		_, _, err = conn.ReadMessage()
 		if !websocket.IsCloseError(err, websocket.CloseMessageTooBig) {
 			t.Errorf("read after the oversized frame: %v, want the home's close 1009", err)
 		}
-		e2eWaitFor(t, "count 0 after the home closed", func() bool { return count() == 0 })
+		testbin.Eventually(t, "count 0 after the home closed", func() bool { return count() == 0 })
 	})
 
 	t.Run("ConcurrentRequests", func(t *testing.T) {
@@ -731,7 +697,7 @@ homes:
 				}
 			}()
 		}
-		e2eWaitFor(t, "100 sessions in flight", func() bool { return count() >= n })
+		testbin.Eventually(t, "100 sessions in flight", func() bool { return count() >= n })
 		if got := count(); got != n {
 			t.Errorf("%d requests in flight count %d", n, got)
 		}
@@ -741,6 +707,6 @@ homes:
 		for err := range errs {
 			t.Error(err)
 		}
-		e2eWaitFor(t, "count 0 after the requests ended", func() bool { return count() == 0 })
+		testbin.Eventually(t, "count 0 after the requests ended", func() bool { return count() == 0 })
 	})
 }

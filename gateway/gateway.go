@@ -208,7 +208,8 @@ func (g *Gateway) Addr(ctx context.Context) (net.Addr, error) {
 }
 
 // Run serves until ctx is done, then shuts down in this order: mark
-// draining (/readyz answers 503), stop accepting, let in-flight requests and
+// draining (/readyz answers 503) and keep serving for drain_delay, stop
+// accepting, let in-flight requests and
 // WebSockets finish up to drain_grace, close what is left, stop background
 // work, release the store. Homes keep running with their desired state; the
 // next start adopts them.
@@ -253,8 +254,19 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 
-	// 1. Draining: /readyz fails so load balancers move away.
+	// 1. Draining: /readyz fails so load balancers move away; keep serving
+	// for drain_delay so that they can notice.
 	g.draining.Store(true)
+	if d := g.cfg.Server.DrainDelay; d > 0 {
+		g.log.Info("draining", "drain_delay", d.String())
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case err := <-serveErr:
+			t.Stop()
+			serveErr <- err
+		}
+	}
 	grace := g.cfg.Server.DrainGrace
 	g.log.Info("shutting down", "drain_grace", grace.String())
 	deadline, cancel := context.WithTimeout(context.Background(), grace)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // These tests speak raw HTTP/1.1 over net.Dial to a real gateway on a
@@ -102,7 +103,7 @@ func hardGateway(t *testing.T, body string) string {
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}
-	logs := &hardLog{}
+	logs := &testbin.LogBuffer{}
 	g, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -126,23 +127,6 @@ func hardGateway(t *testing.T, body string) string {
 		}
 	})
 	return ln.Addr().String()
-}
-
-type hardLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *hardLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *hardLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // hardConn is a raw client connection.

@@ -69,7 +69,7 @@ func TestShutdownDrains(t *testing.T) {
 	}()
 	// The home counts a request when it arrives: from then on the request
 	// is in flight through the gateway.
-	e2eWaitFor(t, "the slow request to reach the home", func() bool {
+	testbin.Eventually(t, "the slow request to reach the home", func() bool {
 		res, err := http.Get("http://" + home + "/_demo/stats")
 		if err != nil {
 			return false
@@ -88,13 +88,13 @@ func TestShutdownDrains(t *testing.T) {
 		if r.err != nil || r.status != http.StatusOK || r.body != "slow done" {
 			t.Errorf("slow request during the drain: %d %q %v; want 200 slow done", r.status, r.body, r.err)
 		}
-	case <-time.After(e2eWaitLimit):
+	case <-time.After(testbin.WaitLimit):
 		t.Fatal("slow request did not finish")
 	}
 
 	// The WebSocket stays open through the drain until the grace is over,
 	// then the gateway closes it.
-	_ = conn.SetReadDeadline(time.Now().Add(e2eWaitLimit))
+	_ = conn.SetReadDeadline(time.Now().Add(testbin.WaitLimit))
 	_, _, err = conn.ReadMessage()
 	var ne net.Error
 	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
@@ -147,11 +147,11 @@ homes:
 	e2eHello(t, conn, "demo")
 
 	gw.cancel()
-	e2eWaitFor(t, "/readyz 503", func() bool {
+	testbin.Eventually(t, "/readyz 503", func() bool {
 		code, body := readyz()
 		return code == http.StatusServiceUnavailable && body == "draining\n"
 	})
-	e2eWaitFor(t, "new connections refused", func() bool {
+	testbin.Eventually(t, "new connections refused", func() bool {
 		c, err := net.DialTimeout("tcp", gw.addr, time.Second)
 		if err != nil {
 			return errors.Is(err, syscall.ECONNREFUSED)
@@ -170,7 +170,7 @@ homes:
 
 	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 	conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), e2eWaitLimit)
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
 	defer cancel()
 	select {
 	case <-gw.served:
@@ -182,5 +182,43 @@ homes:
 	}
 	if n := gw.g.Sessions().Count("demo"); n != 0 {
 		t.Errorf("sessions after the drain: %d", n)
+	}
+}
+
+// With drain_delay, a load balancer polling /readyz over the network sees
+// 503 before the listener closes.
+func TestShutdownDrainDelay(t *testing.T) {
+	t.Parallel()
+	gw := e2eStartInProcess(t, `
+server:
+  drain_delay: 3s
+  drain_grace: 1s
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+`)
+	get := func() (int, string, error) {
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+		res, err := c.Get("http://" + gw.addr + "/readyz")
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), nil
+	}
+	if code, _, err := get(); err != nil || code != http.StatusOK {
+		t.Fatalf("/readyz before shutdown: %d, %v", code, err)
+	}
+	gw.cancel()
+	testbin.Eventually(t, "/readyz 503 on a new connection during the drain delay", func() bool {
+		code, body, err := get()
+		return err == nil && code == http.StatusServiceUnavailable && body == "draining\n"
+	})
+	select {
+	case <-gw.served:
+		t.Fatalf("Serve returned (%v) inside the drain delay", gw.err)
+	default:
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 // benchGateway runs an in-process gateway with one exec demo home whose
 // boot takes bootDelay, and returns its base URL.
-func benchGateway(b *testing.B, bootDelay string, probe string) (*gateway.Gateway, string, *e2eLog) {
+func benchGateway(b *testing.B, bootDelay string, probe string) (*gateway.Gateway, string, *testbin.LogBuffer) {
 	b.Helper()
 	bin := testbin.Build(b)
 	dir := b.TempDir()
@@ -45,7 +45,7 @@ homes:
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &e2eLog{}
+	logs := &testbin.LogBuffer{}
 	g, err := gateway.New(ctx, c, gateway.NewLogger(c.Log, logs))
 	if err != nil {
 		b.Fatal(err)

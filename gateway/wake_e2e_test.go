@@ -1,10 +1,8 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -85,7 +83,7 @@ type wkGateway struct {
 	url    string // http://host:port
 	addr   string
 	data   string
-	logs   *logBuffer
+	logs   *testbin.LogBuffer
 	client *http.Client
 	stop   func() // stops the gateway (idempotent); the test's cleanup also calls it
 }
@@ -103,7 +101,7 @@ func wkStart(t *testing.T, o wkOptions) *wkGateway {
 		_ = ln.Close()
 		t.Fatalf("config: %v\n%s", err, text)
 	}
-	logs := &logBuffer{}
+	logs := &testbin.LogBuffer{}
 	g, err := gateway.New(context.Background(), cfg, gateway.NewLogger(cfg.Log, logs))
 	if err != nil {
 		_ = ln.Close()
@@ -202,36 +200,6 @@ func wkEndpoint(t testing.TB, logs string) string {
 	return "http://127.0.0.1:" + m[len(m)-1][1]
 }
 
-// logBuffer collects log output from many goroutines (also used by
-// wake_bench_test.go).
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// wkLines returns the lines of a text-handler log whose msg is msg.
-func wkLines(logs, msg string) []string {
-	var out []string
-	for _, line := range strings.Split(logs, "\n") {
-		if strings.Contains(line, " msg="+msg+" ") {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 var wkField = regexp.MustCompile(`(\w+)=("(?:[^"\\]|\\.)*"|\S*)`)
 
 func wkFields(line string) map[string]string {
@@ -246,58 +214,9 @@ func wkFields(line string) map[string]string {
 	return out
 }
 
-// wkEventually polls cond every 20ms until it holds or 15s have passed.
-func wkEventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// wkPIDs returns the live processes whose working directory is dir.
-func wkPIDs(t testing.TB, dir string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err != nil || cwd != dir {
-			continue
-		}
-		if s := wkProcState(pid); s == 'Z' || s == 0 {
-			continue
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-// wkProcState is field 3 of /proc/<pid>/stat, or 0 when the pid is free.
-func wkProcState(pid int) byte {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 || i+2 >= len(raw) {
-		return 0
-	}
-	return raw[i+2]
-}
-
 func wkOnePID(t testing.TB, dir string) int {
 	t.Helper()
-	pids := wkPIDs(t, dir)
+	pids := testbin.HomePIDs(t, dir)
 	if len(pids) != 1 {
 		t.Fatalf("home processes %v, want exactly one", pids)
 	}
@@ -349,7 +268,7 @@ func TestWakeE2EConcurrentColdRequests(t *testing.T) {
 	}
 	wkOnePID(t, gw.homeDir())
 	var lines []string
-	wkEventually(t, "the wake's log line", func() bool { lines = wkLines(gw.logs.String(), "wake"); return len(lines) > 0 })
+	testbin.Eventually(t, "the wake's log line", func() bool { lines = gw.logs.Lines("wake"); return len(lines) > 0 })
 	if len(lines) != 1 {
 		t.Fatalf("%d wake lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -445,7 +364,7 @@ func TestWakeE2EReadyTimeout(t *testing.T) {
 	if gw.g.Engine().Warm(wkHome) {
 		t.Fatal("a failed wake left a warm verdict")
 	}
-	if pids := wkPIDs(t, gw.homeDir()); len(pids) != 0 {
+	if pids := testbin.HomePIDs(t, gw.homeDir()); len(pids) != 0 {
 		t.Fatalf("half-woken home left running: %v", pids)
 	}
 }
@@ -474,13 +393,13 @@ func TestWakeE2EWebSocketBlocksIdleSuspend(t *testing.T) {
 	if _, echo, err := conn.ReadMessage(); err != nil || string(echo) != "still here" {
 		t.Fatalf("echo: %q %v", echo, err)
 	}
-	if n := len(wkLines(gw.logs.String(), "suspend")); n != 0 {
+	if n := len(gw.logs.Lines("suspend")); n != 0 {
 		t.Fatalf("%d suspends of a home with an open socket", n)
 	}
 	_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
 	conn.Close()
-	wkEventually(t, "the home is suspended after its socket closed", func() bool {
-		return len(wkPIDs(t, gw.homeDir())) == 0 && gw.g.Engine().Sleeping(wkHome)
+	testbin.Eventually(t, "the home is suspended after its socket closed", func() bool {
+		return len(testbin.HomePIDs(t, gw.homeDir())) == 0 && gw.g.Engine().Sleeping(wkHome)
 	})
 	gw.stop()
 	store, err := registry.OpenBolt(filepath.Join(gw.data, "state.db"), registry.BoltOptions{})
@@ -567,7 +486,7 @@ func TestWakeE2ENoWakeRules(t *testing.T) {
 			t.Fatalf("%s %v on a sleeping home: %d %q %s", c.path, c.hdr, res.StatusCode, res.Header.Get("X-Wakegate-Home"), body)
 		}
 	}
-	if pids := wkPIDs(t, gw.homeDir()); len(pids) != 0 {
+	if pids := testbin.HomePIDs(t, gw.homeDir()); len(pids) != 0 {
 		t.Fatalf("a no-wake request started the home: %v", pids)
 	}
 	if strings.Contains(gw.logs.String(), "exec: started home") {
@@ -612,7 +531,7 @@ func TestWakeE2ERestartAdoptsHome(t *testing.T) {
 	if res, body, err := wkSend(c, http.MethodGet, "http://"+p2.Addr+wkWhoami, nil); err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("restarted gateway: %v %s", err, body)
 	}
-	if got := wkPIDs(t, homeDir); len(got) != 1 || got[0] != pid {
+	if got := testbin.HomePIDs(t, homeDir); len(got) != 1 || got[0] != pid {
 		t.Fatalf("home processes %v after restart, want only %d", got, pid)
 	}
 	out := p2.Output()
@@ -637,7 +556,7 @@ func TestWakeE2EReusedPidNotSignalled(t *testing.T) {
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	wkEventually(t, "the killed home is gone", func() bool { return len(wkPIDs(t, homeDir)) == 0 })
+	testbin.Eventually(t, "the killed home is gone", func() bool { return len(testbin.HomePIDs(t, homeDir)) == 0 })
 
 	sleeper := exec.Command("sleep", "60")
 	if err := sleeper.Start(); err != nil {
@@ -677,7 +596,7 @@ func TestWakeE2EReusedPidNotSignalled(t *testing.T) {
 	if res, body, err := wkSend(c, http.MethodGet, "http://"+p2.Addr+wkWhoami, nil); err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("restarted gateway: %v %s", err, body)
 	}
-	if s := wkProcState(spid); s == 0 || s == 'Z' {
+	if s := testbin.ProcState(spid); s == 0 || s == 'Z' {
 		t.Fatalf("the process now holding the recorded pid %d was signalled (state %q)", spid, s)
 	}
 	if pid := wkOnePID(t, homeDir); pid == spid || pid == old {
@@ -709,7 +628,7 @@ func TestWakeE2EReadySignal(t *testing.T) {
 	}
 	gw.mustOK(wkWhoami, nil)
 	var lines []string
-	wkEventually(t, "the wake's log line", func() bool { lines = wkLines(gw.logs.String(), "wake"); return len(lines) > 0 })
+	testbin.Eventually(t, "the wake's log line", func() bool { lines = gw.logs.Lines("wake"); return len(lines) > 0 })
 	if f := wkFields(lines[0]); len(lines) != 1 || f["outcome"] != "ready" || f["ready_signal"] != "true" {
 		t.Fatalf("wake lines: %q, want one ready by signal", lines)
 	}
@@ -726,7 +645,7 @@ func TestWakeE2EIdleSuspendRace(t *testing.T) {
 		n++
 		time.Sleep(gaps[i%len(gaps)] * time.Millisecond)
 	}
-	if len(wkLines(gw.logs.String(), "suspend")) == 0 {
+	if len(gw.logs.Lines("suspend")) == 0 {
 		t.Fatalf("no idle suspend happened during %d requests; the race was not exercised", n)
 	}
 }

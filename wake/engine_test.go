@@ -1,7 +1,6 @@
 package wake_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -35,41 +33,12 @@ const (
 	rigToken     = "relay-secret"
 )
 
-// logBuffer collects log output from many goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// lines returns the log lines whose msg is msg (text handler format).
-func (l *logBuffer) lines(msg string) []string {
-	var out []string
-	for _, line := range strings.Split(l.String(), "\n") {
-		if strings.Contains(line, " msg="+msg+" ") || strings.HasSuffix(line, " msg="+msg) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // waitLines waits until at least n lines with msg msg were logged (a wake
 // writes its line just after it releases its callers) and returns them.
-func (l *logBuffer) waitLines(t testing.TB, msg string, n int) []string {
+func waitLines(t testing.TB, l *testbin.LogBuffer, msg string, n int) []string {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d log lines with msg=%s", n, msg), func() bool { return len(l.lines(msg)) >= n })
-	return l.lines(msg)
+	testbin.Eventually(t, fmt.Sprintf("%d log lines with msg=%s", n, msg), func() bool { return len(l.Lines(msg)) >= n })
+	return l.Lines(msg)
 }
 
 // rigOptions shape a rig; zero fields take the defaults of newRig.
@@ -91,7 +60,7 @@ type rig struct {
 	exec  *provider.Exec
 	sess  *proxy.Sessions
 	eng   *wake.Engine
-	logs  *logBuffer
+	logs  *testbin.LogBuffer
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -106,7 +75,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		o.warmTTL = time.Minute
 	}
 	bin := testbin.Build(t)
-	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &logBuffer{}}
+	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -196,56 +165,6 @@ func (r *rig) record() registry.Home {
 	return h
 }
 
-// homePIDs returns the live processes whose working directory is dir (the
-// homes an exec provider runs there). Zombies do not count.
-func homePIDs(t testing.TB, dir string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err != nil || cwd != dir {
-			continue
-		}
-		if procState(pid) == 'Z' || procState(pid) == 0 {
-			continue
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-// procState is field 3 of /proc/<pid>/stat, or 0 when the pid is free.
-func procState(pid int) byte {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(raw, ')')
-	if i < 0 || i+2 >= len(raw) {
-		return 0
-	}
-	return raw[i+2]
-}
-
-// eventually polls cond every 20ms until it holds or 15s have passed.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // get sends GET endpoint+path with the relay token and returns status and body.
 func get(endpoint, path string) (int, string, error) {
 	req, err := http.NewRequest(http.MethodGet, endpoint+path, nil)
@@ -323,10 +242,10 @@ func TestEngineConcurrentColdWakeStartsOneProcess(t *testing.T) {
 	if n := strings.Count(r.logs.String(), `msg="exec: started home"`); n != 1 {
 		t.Fatalf("exec started %d processes, want 1", n)
 	}
-	if pids := homePIDs(t, r.homeDir()); len(pids) != 1 {
+	if pids := testbin.HomePIDs(t, r.homeDir()); len(pids) != 1 {
 		t.Fatalf("home processes %v, want exactly one", pids)
 	}
-	if n := len(r.logs.waitLines(t, "wake", 1)); n != 1 {
+	if n := len(waitLines(t, r.logs, "wake", 1)); n != 1 {
 		t.Fatalf("%d wake log lines, want 1", n)
 	}
 	// Every caller can reach the home it was given.
@@ -385,7 +304,7 @@ func TestEngineWarmVerdictSkipsProbe(t *testing.T) {
 	if g := r.record().Generation; g != gen {
 		t.Fatalf("store written by warm hits: generation %d -> %d", gen, g)
 	}
-	if n := len(r.logs.waitLines(t, "wake", 1)); n != 1 {
+	if n := len(waitLines(t, r.logs, "wake", 1)); n != 1 {
 		t.Fatalf("%d wake log lines, want 1", n)
 	}
 }
@@ -418,14 +337,14 @@ func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
 	if r.eng.Warm(rigHome) {
 		t.Fatal("a failed wake left a warm verdict")
 	}
-	if pids := homePIDs(t, r.homeDir()); len(pids) != 0 {
+	if pids := testbin.HomePIDs(t, r.homeDir()); len(pids) != 0 {
 		t.Fatalf("half-woken home still runs: %v", pids)
 	}
 	rec := r.record()
 	if rec.Status != registry.StatusSuspended || rec.WantRunning || rec.Verdict != registry.VerdictNone {
 		t.Fatalf("stored record after failed wake: %+v", rec)
 	}
-	lines := r.logs.waitLines(t, "wake", 1)
+	lines := waitLines(t, r.logs, "wake", 1)
 	if len(lines) != 1 {
 		t.Fatalf("%d wake log lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -446,7 +365,7 @@ func TestEngineReadySignalEndsProbe(t *testing.T) {
 		_, err := r.eng.EnsureAwake(ctx, rigHome)
 		done <- err
 	}()
-	eventually(t, "the wake reaches its probe", func() bool {
+	testbin.Eventually(t, "the wake reaches its probe", func() bool {
 		phase, _, ok := r.eng.Progress(rigHome)
 		return ok && phase == "probing"
 	})
@@ -465,7 +384,7 @@ func TestEngineReadySignalEndsProbe(t *testing.T) {
 	if !r.eng.Warm(rigHome) {
 		t.Fatal("no warm verdict after a signalled wake")
 	}
-	lines := r.logs.waitLines(t, "wake", 1)
+	lines := waitLines(t, r.logs, "wake", 1)
 	if len(lines) != 1 || fields(lines[0])["ready_signal"] != "true" || fields(lines[0])["outcome"] != "ready" {
 		t.Fatalf("wake lines %q: want one with outcome=ready ready_signal=true", lines)
 	}
@@ -477,23 +396,23 @@ func TestEngineLeaseKeepsHomeAwake(t *testing.T) {
 	// between its wake and the lease.
 	r.sess.Lease(rigHome, 3*time.Second)
 	r.ensure()
-	pids := homePIDs(t, r.homeDir())
+	pids := testbin.HomePIDs(t, r.homeDir())
 	if len(pids) != 1 {
 		t.Fatalf("home processes %v, want one", pids)
 	}
 	// Many idle timeouts pass while the lease is live.
 	time.Sleep(700 * time.Millisecond)
-	if got := homePIDs(t, r.homeDir()); len(got) != 1 || got[0] != pids[0] {
+	if got := testbin.HomePIDs(t, r.homeDir()); len(got) != 1 || got[0] != pids[0] {
 		t.Fatalf("home processes %v during the lease, want %v", got, pids)
 	}
 	if rec := r.record(); rec.Status != registry.StatusRunning {
 		t.Fatalf("status %s during the lease, want running", rec.Status)
 	}
-	if len(r.logs.lines("suspend")) != 0 {
+	if len(r.logs.Lines("suspend")) != 0 {
 		t.Fatal("a home with a live lease was suspended")
 	}
-	eventually(t, "the home is suspended after its lease expires", func() bool {
-		return len(homePIDs(t, r.homeDir())) == 0 && r.record().Status == registry.StatusSuspended
+	testbin.Eventually(t, "the home is suspended after its lease expires", func() bool {
+		return len(testbin.HomePIDs(t, r.homeDir())) == 0 && r.record().Status == registry.StatusSuspended
 	})
 	if r.eng.Warm(rigHome) {
 		t.Fatal("a suspended home kept its warm verdict")
@@ -505,14 +424,14 @@ func TestEngineEndLeaseLetsHomeSuspend(t *testing.T) {
 	lease := r.sess.Lease(rigHome, time.Hour)
 	r.ensure()
 	time.Sleep(500 * time.Millisecond)
-	if len(homePIDs(t, r.homeDir())) != 1 {
+	if len(testbin.HomePIDs(t, r.homeDir())) != 1 {
 		t.Fatal("a home with a live lease is not running")
 	}
 	if !r.sess.EndLease(rigHome, lease) {
 		t.Fatal("EndLease: the lease was not live")
 	}
-	eventually(t, "the home is suspended after its lease ends", func() bool {
-		return len(homePIDs(t, r.homeDir())) == 0 && r.record().Status == registry.StatusSuspended
+	testbin.Eventually(t, "the home is suspended after its lease ends", func() bool {
+		return len(testbin.HomePIDs(t, r.homeDir())) == 0 && r.record().Status == registry.StatusSuspended
 	})
 }
 
@@ -542,13 +461,13 @@ func TestEngineWakeLogLine(t *testing.T) {
 	if err := r.eng.Suspend(context.Background(), rigHome); err != nil {
 		t.Fatalf("Suspend: %v", err)
 	}
-	if pids := homePIDs(t, r.homeDir()); len(pids) != 0 {
+	if pids := testbin.HomePIDs(t, r.homeDir()); len(pids) != 0 {
 		t.Fatalf("home still runs after Suspend: %v", pids)
 	}
 	if a := r.ensure(); a.Waited <= 0 {
 		t.Fatalf("wake after suspend reported no wait: %+v", a)
 	}
-	lines := r.logs.waitLines(t, "wake", 2)
+	lines := waitLines(t, r.logs, "wake", 2)
 	if len(lines) != 2 {
 		t.Fatalf("%d wake lines for 2 wakes:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -575,7 +494,7 @@ func TestEngineWakeLogLine(t *testing.T) {
 	if j := fields(lines[1])["joined"]; j != "0" {
 		t.Fatalf("second wake: joined=%s, want 0", j)
 	}
-	if n := len(r.logs.lines("suspend")); n != 1 {
+	if n := len(r.logs.Lines("suspend")); n != 1 {
 		t.Fatalf("%d suspend lines, want 1", n)
 	}
 }
@@ -584,7 +503,7 @@ func TestEngineKilledHomeWakesAgain(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	for round := range 3 {
 		a := r.ensure()
-		pids := homePIDs(t, r.homeDir())
+		pids := testbin.HomePIDs(t, r.homeDir())
 		if len(pids) != 1 {
 			t.Fatalf("round %d: home processes %v, want one", round, pids)
 		}
@@ -603,14 +522,14 @@ func TestEngineKilledHomeWakesAgain(t *testing.T) {
 		if code, _, err := get(ep.String(), "/node/"+rigTarget+"/whoami"); err != nil || code != http.StatusOK {
 			t.Fatalf("round %d: whoami after Redo: %d %v", round, code, err)
 		}
-		if got := homePIDs(t, r.homeDir()); len(got) != 1 || got[0] == pids[0] {
+		if got := testbin.HomePIDs(t, r.homeDir()); len(got) != 1 || got[0] == pids[0] {
 			t.Fatalf("round %d: home processes %v after the kill of %d", round, got, pids[0])
 		}
 		if ep.String() == a.Endpoint.String() {
 			t.Logf("round %d: the new home reuses port %s", round, ep.Host)
 		}
-		eventually(t, "the stored ref names the live process", func() bool {
-			live := homePIDs(t, r.homeDir())
+		testbin.Eventually(t, "the stored ref names the live process", func() bool {
+			live := testbin.HomePIDs(t, r.homeDir())
 			rec := r.record()
 			return len(live) == 1 && rec.Endpoint == ep.String() &&
 				strings.Contains(rec.ProviderRef, fmt.Sprintf(`"pid":%d,`, live[0]))

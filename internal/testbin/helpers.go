@@ -1,0 +1,100 @@
+package testbin
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// WaitLimit bounds every Eventually; it guards against a hang and is not a
+// speed requirement.
+const WaitLimit = 20 * time.Second
+
+// Eventually polls cond every 10ms until it holds, failing the test after
+// WaitLimit with what it was waiting for.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(WaitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// LogBuffer collects log output written from many goroutines.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String returns everything written so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Lines returns the logged lines (slog text format) whose msg is msg.
+func (l *LogBuffer) Lines(msg string) []string {
+	var out []string
+	for _, line := range strings.Split(l.String(), "\n") {
+		if strings.Contains(line, " msg="+msg+" ") || strings.HasSuffix(line, " msg="+msg) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// HomePIDs returns the live processes whose working directory is dir: the
+// homes an exec provider runs there. Zombies do not count.
+func HomePIDs(t testing.TB, dir string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err != nil || cwd != dir {
+			continue
+		}
+		if s := ProcState(pid); s == 'Z' || s == 0 {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// ProcState is field 3 of /proc/<pid>/stat (R, S, T, Z, ...), or 0 when
+// the pid is free.
+func ProcState(pid int) byte {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(raw, ')')
+	if i < 0 || i+2 >= len(raw) {
+		return 0
+	}
+	return raw[i+2]
+}
