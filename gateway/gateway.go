@@ -119,6 +119,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
 			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: log.With("component", "wake"),
+		Events: wake.NewBus(256),
 	})
 	for _, hc := range cfg.Homes {
 		hr := &homeRoute{spec: wake.HomeSpec{ID: hc.ID, Target: hc.Target, Provider: hc.Provider,

@@ -61,6 +61,8 @@ type Options struct {
 	RelayHeader string
 	// Log receives one line per wake and suspend.
 	Log *slog.Logger
+	// Events receives wake, suspend and failure events; nil publishes none.
+	Events *Bus
 }
 
 // HomeSpec is what the gateway's config says about a home.
@@ -110,11 +112,13 @@ type flight struct {
 	started time.Time
 	phase   atomic.Value // string: "queued", "starting", "probing"
 	joined  atomic.Int32 // callers that joined after the first
+	cause   string       // why it runs: "cold" or "adopt"
 	res     Awake
 	err     error
 }
 
 func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
+
 
 // Engine wakes and suspends homes.
 type Engine struct {
@@ -194,12 +198,15 @@ func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
 		// A home left running by a previous gateway is adopted now: the
 		// wake verifies its process identity, watches it again and proves
 		// it ready, instead of starting a second one.
-		if _, _, err := e.join(h); err != nil {
+		if _, _, err := e.join(h, "adopt"); err != nil {
 			e.o.Log.Warn("adopt home", "home", s.ID, "err", err)
 		}
 	}
 	return nil
 }
+
+// Events returns the engine's event bus (nil when none was configured).
+func (e *Engine) Events() *Bus { return e.o.Events }
 
 // now is the engine's clock for verdicts.
 func (e *Engine) now() time.Duration { return time.Since(e.epoch) }
@@ -254,7 +261,7 @@ func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 
 func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 	start := time.Now()
-	f, v, err := e.join(h)
+	f, v, err := e.join(h, "cold")
 	if err != nil {
 		return Awake{}, err
 	}
@@ -277,7 +284,7 @@ func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 // flight and the fresh verdict found after taking the lock. The verdict is
 // returned rather than read again by the caller: a suspend or a failed
 // forward may drop it the moment the lock is released.
-func (e *Engine) join(h *home) (*flight, *verdict, error) {
+func (e *Engine) join(h *home, cause string) (*flight, *verdict, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if v := h.warm.Load(); v != nil && e.now() < v.until {
@@ -297,9 +304,10 @@ func (e *Engine) join(h *home) (*flight, *verdict, error) {
 		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Code: "wake_backoff",
 			Msg: "the home failed to wake recently; waiting before trying again", Retry: max(d, time.Second)}
 	}
-	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now()}
+	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now(), cause: cause}
 	f.phase.Store("queued")
 	h.flight = f
+	e.o.Events.Publish(Event{Type: EventWakeStart, Home: h.spec.ID, Cause: f.cause})
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -331,7 +339,7 @@ func (e *Engine) Start(id string) error {
 	if h == nil {
 		return &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
 	}
-	_, _, err := e.join(h)
+	_, _, err := e.join(h, "cold")
 	return err
 }
 

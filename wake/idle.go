@@ -127,6 +127,7 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 	e.setStatus(h, registry.StatusSuspended)
 	if err == nil {
 		e.o.Log.Info("suspend", "home", id, "how", how, "proven", proven, "ms", ms(time.Since(start)))
+		e.o.Events.Publish(Event{Type: EventSuspend, Home: id, Reason: how, TotalMS: ms(time.Since(start))})
 	}
 	return err
 }
@@ -163,5 +164,6 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	if r.State == provider.StateFailed {
 		e.setStatus(h, registry.StatusFailed)
 		e.o.Log.Error("home failed", "home", id, "reason", r.Reason)
+		e.o.Events.Publish(Event{Type: EventHomeFailed, Home: id, Message: r.Reason})
 	}
 }

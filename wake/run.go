@@ -206,9 +206,12 @@ func (w *wakeRun) finish(err error) {
 		}
 		cancel()
 	}
+	total := time.Since(w.start)
+	ev := Event{Home: w.h.spec.ID, Cause: w.f.cause, Joined: int(w.f.joined.Load()),
+		TotalMS: ms(total), ProviderMS: ms(w.providerAt), ProbeMS: ms(w.probeAt)}
 	attrs := []any{
-		"home", w.h.spec.ID, "cause", "cold", "joined", w.f.joined.Load(),
-		"provider_ms", ms(w.providerAt), "probe_ms", ms(w.probeAt), "total_ms", ms(time.Since(w.start)),
+		"home", w.h.spec.ID, "cause", w.f.cause, "joined", w.f.joined.Load(),
+		"provider_ms", ms(w.providerAt), "probe_ms", ms(w.probeAt), "total_ms", ms(total),
 		"probe_attempts", w.probe.Attempts,
 	}
 	if err != nil {
@@ -217,6 +220,8 @@ func (w *wakeRun) finish(err error) {
 			attrs = append(attrs, "stop_proven", w.stopProven)
 		}
 		e.o.Log.Error("wake", attrs...)
+		ev.Type, ev.Message = EventWakeFailed, err.Error()
+		e.o.Events.Publish(ev)
 		return
 	}
 	attrs = append(attrs, "outcome", "ready")
@@ -224,6 +229,8 @@ func (w *wakeRun) finish(err error) {
 		attrs = append(attrs, "ready_signal", true)
 	}
 	e.o.Log.Info("wake", attrs...)
+	ev.Type = EventWakeReady
+	e.o.Events.Publish(ev)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
