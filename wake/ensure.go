@@ -119,7 +119,6 @@ type flight struct {
 
 func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
 
-
 // Engine wakes and suspends homes.
 type Engine struct {
 	o     Options
