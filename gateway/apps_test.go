@@ -1,0 +1,588 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// apUpstream is a real loopback upstream whose behaviour a test switches.
+type apUpstream struct {
+	URL  string
+	addr string
+	srv  *http.Server
+	ln   net.Listener
+
+	mu      sync.Mutex
+	handler http.HandlerFunc
+	// health counts direct health checks (no X-Forwarded-For), probes
+	// requests that came through the gateway to the health path.
+	health, probes atomic.Int64
+	headers        []http.Header // every request's headers, in order
+	healthPath     string
+}
+
+// apNewUpstream serves h on a loopback port until the test ends. Requests
+// to healthPath are counted as direct checks or self-probes.
+func apNewUpstream(t testing.TB, healthPath string, h http.HandlerFunc) *apUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &apUpstream{ln: ln, addr: ln.Addr().String(), URL: "http://" + ln.Addr().String(), handler: h, healthPath: healthPath}
+	u.serve()
+	t.Cleanup(u.stop)
+	return u
+}
+
+func (u *apUpstream) serve() {
+	u.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		h := u.handler
+		u.headers = append(u.headers, r.Header.Clone())
+		u.mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, u.healthPath) {
+			if r.Header.Get("X-Forwarded-For") == "" {
+				u.health.Add(1)
+			} else {
+				u.probes.Add(1)
+			}
+		}
+		h(w, r)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func(srv *http.Server, ln net.Listener) { _ = srv.Serve(ln) }(u.srv, u.ln)
+}
+
+// stop closes the upstream: its port refuses connections.
+func (u *apUpstream) stop() { _ = u.srv.Close() }
+
+// restart listens on the same port again.
+func (u *apUpstream) restart(t testing.TB) {
+	t.Helper()
+	ln, err := net.Listen("tcp", u.addr)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", u.addr, err)
+	}
+	u.ln = ln
+	u.serve()
+}
+
+func (u *apUpstream) set(h http.HandlerFunc) {
+	u.mu.Lock()
+	u.handler = h
+	u.mu.Unlock()
+}
+
+func (u *apUpstream) seenHeaders() []http.Header {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]http.Header(nil), u.headers...)
+}
+
+func apStatus(code int) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, http.StatusText(code))
+	}
+}
+
+// apGateway is an in-process gateway on a loopback port.
+type apGateway struct {
+	g    *gateway.Gateway
+	base string
+	logs *testbin.LogBuffer
+}
+
+// apStart builds a gateway from body (everything but listen and data_dir;
+// homes run the real demo-home binary) and serves it until the test ends.
+func apStart(t testing.TB, body string) *apGateway {
+	t.Helper()
+	bin := testbin.Build(t)
+	data := filepath.Join(t.TempDir(), "data")
+	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nlog:\n  access: false\nexec:\n  command: [%q, \"demo-home\", \"--addr\", \"127.0.0.1:{port}\", \"--target\", \"{target}\", \"--version\", \"{version}\"]\n%s",
+		data, bin, body)
+	cfg, err := gateway.Load("apps.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, text)
+	}
+	logs := &testbin.LogBuffer{}
+	g, err := gateway.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("Serve did not return")
+		}
+		g.Close()
+		testbin.KillHomes(data)
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs.String())
+		}
+	})
+	return &apGateway{g: g, base: "http://" + ln.Addr().String(), logs: logs}
+}
+
+// get sends GET path with the headers and returns the status, the
+// X-Wakegate-App-Reason header and the body.
+func (gw *apGateway) get(t testing.TB, path string, hdr map[string]string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, gw.base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = []string{v} // as given: no canonical letter case
+	}
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header.Get("X-Wakegate-App-Reason"), string(b)
+}
+
+// status returns the app's stored status.
+func (gw *apGateway) status(t testing.TB, slug string) wake.AppStatus {
+	t.Helper()
+	st, ok := gw.g.Apps().Status(slug)
+	if !ok {
+		t.Fatalf("no app %s", slug)
+	}
+	return st
+}
+
+// waitPhase waits (guarded by testbin's limit) for slug's phase and reason.
+func (gw *apGateway) waitReason(t testing.TB, slug, reason string) wake.AppStatus {
+	t.Helper()
+	var st wake.AppStatus
+	testbin.Eventually(t, slug+" reason "+reason, func() bool {
+		st = gw.status(t, slug)
+		return st.Reason == reason
+	})
+	return st
+}
+
+func (gw *apGateway) route(slug string) wake.RouteState {
+	for _, r := range gw.g.Routes() {
+		if r.Slug == slug {
+			return r.State
+		}
+	}
+	return ""
+}
+
+// apApp is the YAML of one URL app.
+func apApp(slug, upstream, kind, extra string) string {
+	return fmt.Sprintf("  - slug: %s\n    upstream: %q\n    kind: %s\n%s", slug, upstream, kind, extra)
+}
+
+func TestAppPublishedOnlyAfterSelfProbe(t *testing.T) {
+	up := apNewUpstream(t, "/healthz", apStatus(http.StatusServiceUnavailable))
+	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "api", "    strip_prefix: true\n    health: {path: /healthz, interval: 50ms}\n    min_refresh: 10ms\n"))
+	st := gw.waitReason(t, "x", wake.ReasonUnhealthy)
+	if st.Phase != wake.PhaseFailed || st.Route != wake.RouteCandidate {
+		t.Fatalf("unhealthy upstream: %+v", st)
+	}
+	code, reason, body := gw.get(t, "/apps/x/healthz", nil)
+	if code != http.StatusServiceUnavailable || reason != wake.ReasonUnhealthy || !strings.Contains(body, `"code":"app_failed"`) {
+		t.Fatalf("before the self-probe passed: %d %q %s; want 503 naming the reason", code, reason, body)
+	}
+	if n := up.probes.Load(); n != 0 {
+		t.Fatalf("an unhealthy app was self-probed %d times (the ladder stops at health)", n)
+	}
+	up.set(apStatus(http.StatusOK))
+	st = gw.waitReason(t, "x", wake.ReasonReady)
+	if st.Phase != wake.PhaseReady || st.Route != wake.RoutePublished || st.ProbeStatus != 200 {
+		t.Fatalf("healthy upstream: %+v", st)
+	}
+	if up.probes.Load() == 0 {
+		t.Fatal("ready without a self-probe reaching the upstream")
+	}
+	if code, _, body := gw.get(t, "/apps/x/healthz", nil); code != http.StatusOK {
+		t.Fatalf("after publish: %d %s", code, body)
+	}
+}
+
+// apOnlyAt answers 200 at path and 404 elsewhere.
+func apOnlyAt(path string, code int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			apStatus(http.StatusNotFound)(w, r)
+			return
+		}
+		apStatus(code)(w, r)
+	}
+}
+
+func TestAppHealthyDirectlyButNotThroughGatewayNeverPublishes(t *testing.T) {
+	// The upstream serves its health path at its root only, while the
+	// route keeps the /apps/x prefix: the direct check passes, the path
+	// through the gateway gets 404.
+	up := apNewUpstream(t, "/healthz", apOnlyAt("/healthz", http.StatusOK))
+	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "ui", "    health: {path: /healthz, interval: 20ms}\n    min_refresh: 1ms\n"))
+	st := gw.waitReason(t, "x", wake.ReasonProbeFailed)
+	if st.Phase != wake.PhaseStarting || st.ProbeStatus != http.StatusNotFound || !strings.Contains(st.Message, "404") {
+		t.Fatalf("status %+v; want starting/probe-failed naming 404", st)
+	}
+	testbin.Eventually(t, "more self-probes", func() bool { return up.probes.Load() >= 5 })
+	if up.health.Load() == 0 {
+		t.Fatal("no direct health check reached the upstream")
+	}
+	if r := gw.route("x"); r != wake.RouteCandidate {
+		t.Fatalf("route %s after failed self-probes; want candidate", r)
+	}
+	code, reason, body := gw.get(t, "/apps/x/healthz", map[string]string{"Accept": "text/html"})
+	if code != http.StatusServiceUnavailable || reason != wake.ReasonProbeFailed || !strings.Contains(body, "<html") || !strings.Contains(body, "404") {
+		t.Fatalf("user request: %d %q %s; want a 503 page with the reason and the status seen", code, reason, body)
+	}
+}
+
+func TestAppProbeHeaderFromOutsideIsOrdinary(t *testing.T) {
+	// x stays a candidate (a UI app answering 401 never passes); y is
+	// published. Both record every request's headers.
+	x := apNewUpstream(t, "/h", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/apps/x/h" || r.URL.Path == "/h" {
+			apStatus(http.StatusOK)(w, r)
+			return
+		}
+		apStatus(http.StatusTeapot)(w, r)
+	})
+	x.set(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Forwarded-For") != "" && r.URL.Path == "/apps/x/h" {
+			apStatus(http.StatusUnauthorized)(w, r) // only the path through the gateway fails
+			return
+		}
+		apStatus(http.StatusOK)(w, r)
+	})
+	y := apNewUpstream(t, "/h", apStatus(http.StatusOK))
+	gw := apStart(t, "apps:\n"+apApp("x", x.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n")+
+		apApp("y", y.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n"))
+	gw.waitReason(t, "x", wake.ReasonProbeFailed)
+	gw.waitReason(t, "y", wake.ReasonReady)
+	token := gw.g.ProbeToken()
+	if len(token) < 32 {
+		t.Fatalf("probe token %q is too short", token)
+	}
+	cases := map[string]map[string]string{
+		"right value":        {"X-Wakegate-Probe": token},
+		"wrong value":        {"X-Wakegate-Probe": "nope"},
+		"lower-case name":    {"x-wakegate-probe": token},
+		"upper-case name":    {"X-WAKEGATE-PROBE": token},
+		"repeated with more": {"X-Wakegate-Probe": token + ", " + token},
+	}
+	before := len(x.seenHeaders())
+	for name, hdr := range cases {
+		code, reason, body := gw.get(t, "/apps/x/other", hdr)
+		if code != http.StatusServiceUnavailable || reason != wake.ReasonProbeFailed {
+			t.Errorf("%s: candidate answered %d %q %s; want 503 probe-failed", name, code, reason, body)
+		}
+		if code, _, body := gw.get(t, "/apps/y/other", hdr); code != http.StatusOK {
+			t.Errorf("%s: published app answered %d %s", name, code, body)
+		}
+	}
+	for _, h := range x.seenHeaders()[before:] {
+		if h.Get("X-Forwarded-For") != "" && h.Get("User-Agent") != "wakegate-self-probe" {
+			t.Errorf("an outside request reached the candidate's upstream: %v", h)
+		}
+	}
+	for name, u := range map[string]*apUpstream{"x": x, "y": y} {
+		seen := u.seenHeaders()
+		if len(seen) == 0 {
+			t.Fatalf("%s saw no request", name)
+		}
+		for _, h := range seen {
+			for k := range h {
+				if strings.EqualFold(k, gateway.ProbeHeader) {
+					t.Errorf("upstream %s got the probe header: %v", name, h)
+				}
+			}
+		}
+	}
+}
+
+func TestAppStatusRulesByKind(t *testing.T) {
+	up := apNewUpstream(t, "/h", apStatus(http.StatusUnauthorized))
+	gw := apStart(t, "apps:\n"+apApp("api", up.URL, "api", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n")+
+		apApp("ui", up.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n"))
+	if st := gw.waitReason(t, "api", wake.ReasonReady); st.Route != wake.RoutePublished || st.ProbeStatus != 401 {
+		t.Fatalf("API app answering 401: %+v; want ready and published", st)
+	}
+	st := gw.waitReason(t, "ui", wake.ReasonUnhealthy)
+	if st.Phase == wake.PhaseReady || st.Route != wake.RouteCandidate || !strings.Contains(st.Message, "401") {
+		t.Fatalf("UI app answering 401: %+v; want not ready", st)
+	}
+	for _, code := range []int{400, 404, 500, 503} {
+		for _, api := range []bool{false, true} {
+			if wake.StatusPasses(code, api) {
+				t.Errorf("status %d passes (api %v)", code, api)
+			}
+		}
+	}
+}
+
+func TestAppStartPeriod(t *testing.T) {
+	up := apNewUpstream(t, "/h", apStatus(http.StatusInternalServerError))
+	gw := apStart(t, "apps:\n"+apApp("grace", up.URL, "ui", "    health: {path: /h, interval: 20ms, start_period: 1h}\n")+
+		apApp("nograce", up.URL, "ui", "    health: {path: /h, interval: 20ms}\n"))
+	if st := gw.waitReason(t, "grace", wake.ReasonHealthStarting); st.Phase != wake.PhaseStarting {
+		t.Fatalf("unhealthy inside the start period: %+v; want starting", st)
+	}
+	if st := gw.waitReason(t, "nograce", wake.ReasonUnhealthy); st.Phase != wake.PhaseFailed || !strings.Contains(st.Message, "500") {
+		t.Fatalf("unhealthy after the start period: %+v; want failed", st)
+	}
+}
+
+func TestAppConcurrentRefreshesShareOneProbe(t *testing.T) {
+	gate := make(chan struct{})
+	up := apNewUpstream(t, "/h", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+		}
+		apStatus(http.StatusOK)(w, r)
+	})
+	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "api", "    health: {path: /h, interval: 1h, timeout: 30s}\n    min_refresh: 1h\n"))
+	const n = 50
+	var started, wg sync.WaitGroup
+	started.Add(n)
+	results := make(chan wake.AppStatus, n)
+	for range n {
+		wg.Go(func() {
+			started.Done()
+			st, err := gw.g.Apps().Refresh(context.Background(), "x", "")
+			if err != nil {
+				t.Error(err)
+			}
+			results <- st
+		})
+	}
+	started.Wait()
+	testbin.Eventually(t, "the first health check to arrive", func() bool { return len(up.seenHeaders()) > 0 })
+	close(gate)
+	wg.Wait()
+	close(results)
+	for st := range results {
+		if st.Phase != wake.PhaseReady {
+			t.Errorf("a refresh returned %+v", st)
+		}
+	}
+	if h, p := up.health.Load(), up.probes.Load(); h != 1 || p != 1 {
+		t.Fatalf("%d concurrent refreshes made %d health checks and %d self-probes; want 1 and 1", n, h, p)
+	}
+}
+
+func TestAppRefreshTimeoutReturnsLastStatus(t *testing.T) {
+	up := apNewUpstream(t, "/h", apStatus(http.StatusOK))
+	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "api", "    health: {path: /h, interval: 1h, timeout: 1h}\n    min_refresh: 1ms\n    refresh_timeout: 200ms\n"))
+	ready := gw.waitReason(t, "x", wake.ReasonReady)
+	release := make(chan struct{})
+	defer close(release)
+	up.set(func(w http.ResponseWriter, r *http.Request) {
+		select { // hangs far past refresh_timeout
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	guard, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
+	defer cancel()
+	st, err := gw.g.Apps().RefreshSince(guard, "x", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if guard.Err() != nil {
+		t.Fatal("the refresh was not bounded by refresh_timeout")
+	}
+	if !st.Stale || st.Phase != wake.PhaseReady || !st.ObservedAt.Equal(ready.ObservedAt) {
+		t.Fatalf("timed-out refresh returned %+v; want the last stored status %+v, marked stale", st, ready)
+	}
+}
+
+// apEvents collects app x's events from sub until want of them arrived.
+func apEvents(t *testing.T, sub *wake.Subscription, app string, want int) []string {
+	t.Helper()
+	var out []string
+	deadline := time.After(testbin.WaitLimit)
+	for len(out) < want {
+		select {
+		case e := <-sub.C:
+			if e.App != app {
+				continue
+			}
+			s := e.Type
+			if e.Type == wake.EventAppPhase {
+				s += " " + e.Phase + "/" + e.Reason
+			}
+			out = append(out, s)
+		case <-deadline:
+			t.Fatalf("events so far %q; want %d", out, want)
+		}
+	}
+	return out
+}
+
+func TestAppUnpublishedAfterFailuresAndRepublished(t *testing.T) {
+	up := apNewUpstream(t, "/h", apStatus(http.StatusOK))
+	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "api", "    health: {path: /h, interval: 1h}\n    min_refresh: 1h\n    failure_threshold: 3\n"))
+	gw.waitReason(t, "x", wake.ReasonReady)
+	sub := gw.g.Engine().Events().Subscribe(64)
+	defer sub.Close()
+	observe := func() wake.AppStatus {
+		st, err := gw.g.Apps().RefreshSince(context.Background(), "x", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	up.stop()
+	for i := 1; i <= 3; i++ {
+		st := observe()
+		want := wake.RoutePublished
+		if i == 3 {
+			want = wake.RouteCandidate
+		}
+		if st.Reason != wake.ReasonEndpointNotReady || st.Route != want {
+			t.Fatalf("observation %d of a dead upstream: %+v; want endpoint-not-ready with route %s", i, st, want)
+		}
+	}
+	if code, reason, _ := gw.get(t, "/apps/x/y", nil); code != http.StatusServiceUnavailable || reason != wake.ReasonEndpointNotReady {
+		t.Fatalf("unpublished app answered %d %q", code, reason)
+	}
+	up.restart(t)
+	if st := observe(); st.Phase != wake.PhaseReady || st.Route != wake.RoutePublished {
+		t.Fatalf("recovered upstream: %+v; want ready and published again", st)
+	}
+	got := apEvents(t, sub, "x", 4)
+	want := []string{"app.phase starting/endpoint-not-ready", wake.EventRouteWithdrawn, wake.EventRoutePublished, "app.phase ready/ready"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("events %q; want %q", got, want)
+	}
+}
+
+func TestAppInSleepingHome(t *testing.T) {
+	gw := apStart(t, `wake:
+  hold: 0s
+  idle_timeout: 300ms
+homes:
+  - id: demo
+    target: demo
+apps:
+  - slug: demo
+    home: demo
+    path: /apps/demo
+    strip_prefix: true
+    health: {interval: 20ms}
+    min_refresh: 1ms
+`)
+	st := gw.waitReason(t, "demo", wake.ReasonHomeSleeping)
+	if st.Phase != wake.PhaseStarting || st.Route != wake.RouteCandidate {
+		t.Fatalf("sleeping home: %+v", st)
+	}
+	// A browser gets the waiting page at once (hold 0s); the page's poll
+	// says ready only once the route is published.
+	code, _, body := gw.get(t, "/apps/demo/", map[string]string{"Accept": "text/html"})
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "/_wakegate/wake/app/demo") {
+		t.Fatalf("browser: %d %s; want the waiting page", code, body)
+	}
+	testbin.Eventually(t, "the waiting page's poll to say ready", func() bool {
+		_, _, body := gw.get(t, "/_wakegate/wake/app/demo", nil)
+		return strings.Contains(body, `"ready":true`)
+	})
+	if st := gw.status(t, "demo"); st.Route != wake.RoutePublished {
+		t.Fatalf("poll said ready with route %s", st.Route)
+	}
+	code, _, body = gw.get(t, "/apps/demo/whoami", nil)
+	if code != http.StatusOK || !strings.Contains(body, `"path":"/apps/demo/whoami"`) {
+		t.Fatalf("API request: %d %s", code, body)
+	}
+	// Self-probes count no session: the home still goes idle, and the app
+	// is presented as sleeping and unpublished again.
+	testbin.Eventually(t, "the home to be suspended and the route withdrawn", func() bool {
+		st := gw.status(t, "demo")
+		return st.Reason == wake.ReasonHomeSleeping && st.Route == wake.RouteCandidate
+	})
+	// An API request wakes it again and is answered once a self-probe of
+	// the woken home passed.
+	code, _, body = gw.get(t, "/apps/demo/whoami", nil)
+	if code != http.StatusOK {
+		t.Fatalf("API request to the sleeping app: %d %s", code, body)
+	}
+	if st := gw.status(t, "demo"); st.Route != wake.RoutePublished {
+		t.Fatalf("answered while the route is %s", st.Route)
+	}
+}
+
+func TestAppConfigDefaultsAndErrors(t *testing.T) {
+	cfg, err := gateway.Load("ok.yaml", []byte("apps:\n  - slug: a\n    upstream: http://127.0.0.1:9/\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cfg.Apps[0]
+	if a.Health.Type != "http" || a.Health.Path != "/" || a.Health.Interval != 2*time.Second || a.Health.Timeout != 2*time.Second ||
+		a.Health.StartPeriod != 0 || a.DesiredState != "running" || a.FailureThreshold != 3 || a.MinRefresh != time.Second ||
+		a.RefreshTimeout != 30*time.Second {
+		t.Fatalf("defaults: %+v", a)
+	}
+	_, err = gateway.Load("bad.yaml", []byte(`homes:
+  - id: h
+apps:
+  - slug: a
+    upstream: http://127.0.0.1:9/
+    path: /x
+    health: {type: udp, path: healthz, interval: -1s}
+    desired_state: paused
+    failure_threshold: -2
+  - slug: b
+    home: h
+    path: nope
+`))
+	var errs gateway.ConfigErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want ConfigErrors, got %v", err)
+	}
+	want := []string{"apps[0].path", "apps[0].health.type", "apps[0].health.path", "apps[0].health.interval",
+		"apps[0].desired_state", "apps[0].failure_threshold", "apps[1].path"}
+	got := map[string]bool{}
+	for _, e := range errs {
+		got[e.Field] = true
+		if e.Line == 0 {
+			t.Errorf("%s: no line", e.Field)
+		}
+	}
+	for _, f := range want {
+		if !got[f] {
+			t.Errorf("no error for %s in:\n%v", f, err)
+		}
+	}
+}
