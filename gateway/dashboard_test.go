@@ -1,0 +1,130 @@
+package gateway_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// admChromium returns the system Chromium, skipping the test when it is
+// absent outside CI (under CI=true its absence fails the test).
+func admChromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed (scripts/test.sh installs it)")
+	}
+	t.Skip("chromium is not installed")
+	return ""
+}
+
+// TestDashboardWakeLive drives the dashboard in headless Chromium: load it,
+// enter the token, press wake on the sleeping demo home and watch its
+// status turn to running and its last wake time appear, without a reload,
+// from the event stream. A screenshot is kept as an artifact.
+func TestDashboardWakeLive(t *testing.T) {
+	t.Parallel()
+	chromium := admChromium(t)
+	a := admStart(t, admDemo, "")
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	defer cancelCtx()
+	ctx, cancel := context.WithTimeout(ctx, 2*testbin.WaitLimit) // guards against a hang only
+	defer cancel()
+	var err error
+
+	row := `tr[data-home="demo"]`
+	poll := func(expr string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(testbin.WaitLimit))
+	}
+	text := func(sel string) string {
+		if err != nil {
+			return ""
+		}
+		var v string
+		v, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		return v
+	}
+	var before, status, lastWake, events, conn string
+	var marker bool
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(a.admin+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), admToken),
+		chromedp.Click(chromedp.CSS(`#connect`)),
+		chromedp.WaitVisible(chromedp.CSS(row+` .status .pill`)),
+		poll(`document.getElementById("conn").textContent === "live"`),
+	)
+	before = text(row + ` .status`)
+	if err == nil {
+		err = chromedp.Do(ctx,
+			// Survives only if the page is not reloaded.
+			chromedp.Evaluate[chromedp.Void](`window.admMarker = true`),
+			chromedp.Click(chromedp.CSS(`button[data-action="wake"][data-home="demo"]`)),
+			poll(`(function(){var r=document.querySelector('tr[data-home="demo"]');
+				return r && r.querySelector('.status').textContent === "running" && r.querySelector('.last-wake').textContent !== "never"})()`),
+			poll(`document.getElementById("events").textContent.indexOf("wake.ready demo") >= 0`),
+			poll(`document.getElementById("n-running").textContent === "1"`),
+		)
+	}
+	status, lastWake, events, conn = text(row+` .status`), text(row+` .last-wake`), text(`#events`), text(`#conn`)
+	if err == nil {
+		marker, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`window.admMarker === true`))
+	}
+	if shot, serr := chromedp.Run(ctx, chromedp.FullScreenshot(100)); serr == nil {
+		dir := os.Getenv("WAKEGATE_ARTIFACTS")
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		if mkErr := os.MkdirAll(dir, 0o755); mkErr == nil {
+			path := filepath.Join(dir, "dashboard-wake.png")
+			if werr := os.WriteFile(path, shot, 0o644); werr == nil {
+				t.Logf("screenshot: %s", path)
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	if before != "sleeping" {
+		t.Errorf("status before the wake: %q, want sleeping", before)
+	}
+	if status != "running" || lastWake == "never" || !strings.Contains(lastWake, "(") {
+		t.Errorf("after the wake: status %q, last wake %q", status, lastWake)
+	}
+	if !strings.Contains(events, "wake.start demo") || !strings.Contains(events, "wake.ready demo") {
+		t.Errorf("recent events: %q", events)
+	}
+	if conn != "live" || !marker {
+		t.Errorf("event stream %q, page kept (not reloaded): %v", conn, marker)
+	}
+}

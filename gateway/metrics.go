@@ -1,0 +1,297 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wakegate/wakegate/wake"
+)
+
+// Route kinds of the request metrics: a bounded set, whatever the number
+// of homes and apps (no label ever names a home or an app).
+const (
+	kindApp = iota
+	kindNode
+	kindInternal // /_wakegate/...
+	kindHealth   // /healthz, /readyz
+	kindOther
+	nKinds
+)
+
+var kindNames = [nKinds]string{"app", "node", "internal", "health", "other"}
+
+// statusClasses are the status labels: 1xx (101 for WebSockets) to 5xx.
+var statusClasses = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// metrics are the gateway's Prometheus metrics, on a registry of their own
+// (never the global one), served at /metrics on the admin listener. The
+// request path touches only pre-resolved counters and histograms; wake,
+// suspend, roll and route metrics come from the engine's event bus.
+type metrics struct {
+	reg *prometheus.Registry
+
+	requests [nKinds][len(statusClasses)]prometheus.Counter
+	upstream [2]prometheus.Observer // app, node
+
+	wakes        *prometheus.CounterVec // outcome, cause
+	wakeSeconds  *prometheus.HistogramVec
+	joined       prometheus.Counter
+	suspends     *prometheus.CounterVec // how
+	rolls        *prometheus.CounterVec // outcome
+	homeFailures prometheus.Counter
+	rateLimited  *prometheus.CounterVec // scope
+	authFailures prometheus.Counter
+	routePhases  *prometheus.GaugeVec // phase
+
+	mu       sync.Mutex
+	appPhase map[string]string // last phase seen per app, for routePhases
+
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// admCauses bounds the cause label to the engine's known causes.
+var admCauses = map[string]bool{"cold": true, "adopt": true, "roll": true, "admin": true}
+
+func newMetrics(g *Gateway) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), appPhase: map[string]string{}}
+	req := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wakegate_requests_total",
+		Help: "Requests served on the public listener, by route kind and status class.",
+	}, []string{"kind", "code"})
+	for k := range nKinds {
+		for c, class := range statusClasses {
+			m.requests[k][c] = req.WithLabelValues(kindNames[k], class)
+		}
+	}
+	up := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "wakegate_upstream_response_seconds",
+		Help:    "Time from forwarding a request to the upstream's response headers (wake waits excluded), by route kind.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"kind"})
+	m.upstream[kindApp] = up.WithLabelValues("app")
+	m.upstream[kindNode] = up.WithLabelValues("node")
+	m.wakes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wakegate_wakes_total",
+		Help: "Wakes finished, by outcome (ready, failed) and cause (cold, adopt, roll, admin, other).",
+	}, []string{"outcome", "cause"})
+	m.wakeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "wakegate_wake_seconds",
+		Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total.",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"phase"})
+	m.joined = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "wakegate_wake_joined_total",
+		Help: "Callers that joined a wake already in flight instead of starting one.",
+	})
+	m.suspends = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wakegate_suspends_total",
+		Help: "Homes suspended (how=suspend) or stopped (how=stop) while idle or on request.",
+	}, []string{"how"})
+	m.rolls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wakegate_rolls_total",
+		Help: "Rolls finished, by outcome (done, rolled_back, incident).",
+	}, []string{"outcome"})
+	m.homeFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "wakegate_home_failures_total",
+		Help: "Homes the provider gave up on (restart budget spent).",
+	})
+	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wakegate_rate_limited_total",
+		Help: "Requests refused with 429, by scope (admin_auth: failed admin token checks).",
+	}, []string{"scope"})
+	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "wakegate_admin_auth_failures_total",
+		Help: "Admin requests refused for a missing or wrong token.",
+	})
+	m.routePhases = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "wakegate_app_phase",
+		Help: "Apps in each phase (ready, starting, stopped, failed), as last reported.",
+	}, []string{"phase"})
+	for _, p := range []string{"ready", "starting", "stopped", "failed"} {
+		m.routePhases.WithLabelValues(p)
+	}
+	for _, o := range []string{"ready", "failed"} {
+		for c := range admCauses {
+			m.wakes.WithLabelValues(o, c)
+		}
+	}
+	for _, o := range []string{"done", "rolled_back", "incident"} {
+		m.rolls.WithLabelValues(o)
+	}
+	m.rateLimited.WithLabelValues("admin_auth")
+	eng := g.engine
+	m.reg.MustRegister(req, up, m.wakes, m.wakeSeconds, m.joined, m.suspends, m.rolls, m.homeFailures,
+		m.rateLimited, m.authFailures, m.routePhases,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "wakegate_warm_hits_total",
+			Help: "Requests for homes answered by a fresh warm verdict (no store read, provider call or probe).",
+		}, func() float64 { return float64(eng.Stats().WarmHits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "wakegate_warm_misses_total",
+			Help: "Requests for homes that found no fresh warm verdict and joined or started a wake.",
+		}, func() float64 { return float64(eng.Stats().WarmMisses) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "wakegate_sessions",
+			Help: "Live sessions on this instance (requests, WebSockets and leases), over all homes.",
+		}, func() float64 {
+			n := 0
+			for _, c := range g.sessions.Snapshot() {
+				n += c
+			}
+			return float64(n)
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "wakegate_homes",
+			Help: "Homes registered on this instance.",
+		}, func() float64 { return float64(len(g.homeTab.Load().byID)) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "wakegate_events_dropped_total",
+			Help: "Engine events dropped for slow subscribers (event streams, metrics).",
+		}, func() float64 {
+			if b := eng.Events(); b != nil {
+				return float64(b.Dropped())
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "wakegate_draining",
+			Help: "1 while the gateway drains for shutdown.",
+		}, func() float64 {
+			if g.draining.Load() {
+				return 1
+			}
+			return 0
+		}),
+	)
+	return m
+}
+
+// start follows the engine's events until stopMetrics; the goroutine is
+// owned by the gateway (Close stops it).
+func (m *metrics) start(bus *wake.Bus) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stop, m.done = cancel, make(chan struct{})
+	if bus == nil {
+		close(m.done)
+		return
+	}
+	sub := bus.Subscribe(1024)
+	go func() {
+		defer close(m.done)
+		defer sub.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-sub.C:
+				m.event(ev)
+			}
+		}
+	}()
+}
+
+func (m *metrics) close() {
+	if m == nil || m.stop == nil {
+		return
+	}
+	m.stop()
+	<-m.done
+}
+
+// event turns one engine event into metrics.
+func (m *metrics) event(ev wake.Event) {
+	cause := ev.Cause
+	if !admCauses[cause] {
+		cause = "other"
+	}
+	switch ev.Type {
+	case wake.EventWakeReady:
+		m.wakes.WithLabelValues("ready", cause).Inc()
+		m.wakeSeconds.WithLabelValues("provider").Observe(ev.ProviderMS / 1000)
+		m.wakeSeconds.WithLabelValues("probe").Observe(ev.ProbeMS / 1000)
+		m.wakeSeconds.WithLabelValues("total").Observe(ev.TotalMS / 1000)
+		m.joined.Add(float64(ev.Joined))
+	case wake.EventWakeFailed:
+		m.wakes.WithLabelValues("failed", cause).Inc()
+		m.joined.Add(float64(ev.Joined))
+	case wake.EventSuspend:
+		how := ev.Reason
+		if how != "suspend" && how != "stop" {
+			how = "other"
+		}
+		m.suspends.WithLabelValues(how).Inc()
+	case wake.EventHomeFailed:
+		m.homeFailures.Inc()
+	case wake.EventRollDone:
+		m.rolls.WithLabelValues("done").Inc()
+	case wake.EventRollRolledBack:
+		m.rolls.WithLabelValues("rolled_back").Inc()
+	case wake.EventRollIncident:
+		m.rolls.WithLabelValues("incident").Inc()
+	case wake.EventAppPhase:
+		if ev.App == "" {
+			return
+		}
+		phase, _, _ := strings.Cut(ev.Phase, "/")
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if old, ok := m.appPhase[ev.App]; ok {
+			m.routePhases.WithLabelValues(old).Dec()
+		}
+		m.appPhase[ev.App] = phase
+		m.routePhases.WithLabelValues(phase).Inc()
+	}
+}
+
+// routeKind sorts a canonical request path into a route kind.
+func routeKind(p string) int {
+	switch {
+	case strings.HasPrefix(p, "/apps/"):
+		return kindApp
+	case strings.HasPrefix(p, "/node/"):
+		return kindNode
+	case strings.HasPrefix(p, "/_wakegate/"):
+		return kindInternal
+	case p == "/healthz" || p == "/readyz":
+		return kindHealth
+	}
+	return kindOther
+}
+
+// observe records one public request: its kind and status class, and for
+// forwarded requests the upstream's time to response headers.
+func (m *metrics) observe(path string, rw *recorder) {
+	k := routeKind(path)
+	status := rw.status
+	if status == 0 {
+		status = http.StatusSwitchingProtocols // hijacked
+	}
+	c := status / 100
+	if c < 1 || c > 5 {
+		c = 0
+	}
+	m.requests[k][c].Inc()
+	if k <= kindNode && !rw.fwd.IsZero() && !rw.headerAt.IsZero() && rw.headerAt.After(rw.fwd) {
+		m.upstream[k].Observe(rw.headerAt.Sub(rw.fwd).Seconds())
+	}
+}
+
+// markForward notes, on the recorder hygiene wrapped w in, that the request
+// is being forwarded now (after any wake wait).
+func markForward(w http.ResponseWriter) {
+	if rw, ok := w.(*recorder); ok {
+		rw.fwd = time.Now()
+	}
+}
+
+// handler serves the metrics in the Prometheus text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: false})
+}

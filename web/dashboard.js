@@ -1,0 +1,207 @@
+// wakegate admin dashboard: homes and apps tables kept live from the
+// admin event stream (/admin/events), read with fetch so that the bearer
+// token travels in a header, never in a URL. The token lives in this tab's
+// sessionStorage only.
+"use strict";
+(function () {
+  var KEY = "wakegate.admin.token";
+  var $ = function (id) { return document.getElementById(id); };
+  var token = sessionStorage.getItem(KEY) || "";
+  var homes = {}, lastSeq = 0, stream = null, refreshTimer = 0, pollTimer = 0;
+  var alertTypes = {"wake.failed": 1, "home.failed": 1, "roll.rolled_back": 1, "roll.incident": 1};
+
+  function api(method, path, body) {
+    var opts = {method: method, headers: {"Authorization": "Bearer " + token, "Accept": "application/json"}, cache: "no-store"};
+    if (body !== undefined) { opts.headers["Content-Type"] = "application/json"; opts.body = JSON.stringify(body); }
+    return fetch(path, opts).then(function (r) {
+      if (r.status === 401) { logout("The token was refused."); throw new Error("unauthorized"); }
+      return r.text().then(function (t) {
+        var v = t ? JSON.parse(t) : {};
+        if (!r.ok) { throw new Error((v.error && v.error.message) || r.statusText); }
+        return v;
+      });
+    });
+  }
+
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) { e.setAttribute(k, attrs[k]); }
+    if (text !== undefined) { e.textContent = text; }
+    return e;
+  }
+  function pill(s) { return el("span", {"class": "pill " + s}, s); }
+  function clock(iso) {
+    var d = new Date(iso);
+    return isNaN(d) ? "" : d.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
+  }
+  function secs(ms) { return ms >= 1000 ? (ms / 1000).toFixed(1) + " s" : Math.round(ms) + " ms"; }
+
+  function renderHome(h) {
+    var tbody = $("homes").tBodies[0];
+    var tr = tbody.querySelector('tr[data-home="' + CSS.escape(h.id) + '"]');
+    if (!tr) {
+      tr = el("tr", {"data-home": h.id});
+      ["id", "target", "status", "sessions", "version", "last-wake", "actions"].forEach(function (c) { tr.appendChild(el("td", {"class": c})); });
+      ["wake", "suspend", "roll"].forEach(function (a) {
+        var b = el("button", {"type": "button", "data-action": a, "data-home": h.id}, a[0].toUpperCase() + a.slice(1));
+        b.addEventListener("click", function () { act(a, h.id, b); });
+        tr.querySelector(".actions").appendChild(b);
+        tr.querySelector(".actions").appendChild(document.createTextNode(" "));
+      });
+      tbody.appendChild(tr);
+    }
+    tr.querySelector(".id").replaceChildren(el("code", {}, h.id));
+    tr.querySelector(".target").textContent = "/node/" + h.target;
+    var st = h.wake ? "waking" : h.status;
+    tr.querySelector(".status").replaceChildren(pill(st));
+    tr.querySelector(".sessions").textContent = h.sessions;
+    tr.querySelector(".version").textContent = h.version || "–";
+    tr.querySelector(".last-wake").textContent = h.last_wake_at ? clock(h.last_wake_at) + " (" + secs(h.last_wake_latency_ms) + ")" : "never";
+  }
+
+  function renderHomes(list) {
+    var seen = {};
+    list.forEach(function (h) { homes[h.id] = h; seen[h.id] = 1; renderHome(h); });
+    $("homes").tBodies[0].querySelectorAll("tr").forEach(function (tr) {
+      if (!seen[tr.getAttribute("data-home")]) { delete homes[tr.getAttribute("data-home")]; tr.remove(); }
+    });
+  }
+
+  function renderApps(list) {
+    var tbody = $("apps").tBodies[0];
+    tbody.replaceChildren();
+    if (!list.length) { tbody.appendChild(el("tr")).appendChild(el("td", {"colspan": 4, "class": "muted"}, "No apps.")); }
+    list.forEach(function (a) {
+      var tr = el("tr", {"data-app": a.slug});
+      tr.appendChild(el("td")).appendChild(el("code", {}, "/apps/" + a.slug + "/"));
+      tr.appendChild(el("td", {}, a.kind));
+      tr.appendChild(el("td", {}, a.home ? "home " + a.home : (a.upstream || "")));
+      tr.appendChild(el("td")).appendChild(a.phase ? pill(a.phase) : el("span", {"class": "muted"}, "–"));
+      tbody.appendChild(tr);
+    });
+  }
+
+  function refresh() {
+    return api("GET", "/admin/status?full=true").then(function (s) {
+      $("instance").textContent = s.instance + " · " + s.version + " · up " + Math.round(s.uptime_s) + " s" + (s.draining ? " · draining" : "");
+      $("n-homes").textContent = s.counts.homes;
+      $("n-running").textContent = s.counts.homes_running;
+      $("n-apps").textContent = s.counts.apps;
+      $("n-sessions").textContent = s.counts.sessions;
+      $("health").textContent = s.healthy ? "ok" : "problems";
+      renderHomes(s.homes || []);
+      renderApps(s.apps || []);
+    }).catch(function (e) { $("action-error").textContent = e.message; });
+  }
+  function refreshSoon() { clearTimeout(refreshTimer); refreshTimer = setTimeout(refresh, 150); }
+
+  function act(action, id, button) {
+    button.disabled = true;
+    $("action-error").textContent = "";
+    var q = action === "wake" ? "?wait=false" : "";
+    api("POST", "/admin/homes/" + encodeURIComponent(id) + "/" + action + q)
+      .then(function (h) { if (h && h.id) { homes[h.id] = h; renderHome(h); } })
+      .catch(function (e) { $("action-error").textContent = action + " " + id + ": " + e.message; })
+      .finally(function () { button.disabled = false; refreshSoon(); });
+  }
+
+  // onEvent applies an event at once, then refreshes from the API.
+  function onEvent(ev) {
+    lastSeq = Math.max(lastSeq, ev.seq);
+    var li = el("li");
+    li.appendChild(el("time", {}, clock(ev.time)));
+    var what = ev.type + (ev.app ? " " + ev.app : (ev.home ? " " + ev.home : ""));
+    if (ev.phase) { what += " " + ev.phase + (ev.reason ? "/" + ev.reason : ""); }
+    if (ev.total_ms) { what += " in " + secs(ev.total_ms); }
+    if (ev.message) { what += " — " + ev.message; }
+    li.appendChild(el("span", {}, what));
+    var list = $("events");
+    list.insertBefore(li, list.firstChild);
+    while (list.children.length > 100) { list.lastChild.remove(); }
+    if (alertTypes[ev.type]) {
+      $("alerts").hidden = false;
+      var a = $("alert-list");
+      a.insertBefore(el("li", {}, clock(ev.time) + " " + what), a.firstChild);
+      while (a.children.length > 20) { a.lastChild.remove(); }
+    }
+    var h = ev.home && homes[ev.home];
+    if (h) {
+      if (ev.type === "wake.start") { h.wake = {phase: "starting"}; }
+      if (ev.type === "wake.ready") { h.wake = null; h.status = "running"; h.last_wake_at = ev.time; h.last_wake_latency_ms = ev.total_ms; }
+      if (ev.type === "wake.failed") { h.wake = null; h.status = "suspended"; }
+      if (ev.type === "suspend") { h.status = "suspended"; }
+      if (ev.type === "home.failed") { h.status = "failed"; }
+      renderHome(h);
+    }
+    refreshSoon();
+  }
+
+  // follow reads the event stream, reconnecting with Last-Event-ID.
+  function follow() {
+    var ctrl = new AbortController();
+    stream = ctrl;
+    var headers = {"Authorization": "Bearer " + token, "Accept": "text/event-stream"};
+    if (lastSeq) { headers["Last-Event-ID"] = String(lastSeq); }
+    fetch("/admin/events", {headers: headers, signal: ctrl.signal, cache: "no-store"}).then(function (r) {
+      if (r.status === 401) { logout("The token was refused."); return; }
+      if (!r.ok || !r.body) { throw new Error("event stream: " + r.status); }
+      setConn(true);
+      var reader = r.body.getReader(), dec = new TextDecoder(), buf = "";
+      function pump() {
+        return reader.read().then(function (res) {
+          if (res.done) { throw new Error("event stream closed"); }
+          buf += dec.decode(res.value, {stream: true});
+          var i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            var block = buf.slice(0, i); buf = buf.slice(i + 2);
+            var data = block.split("\n").filter(function (l) { return l.indexOf("data:") === 0; })
+              .map(function (l) { return l.slice(5).trim(); }).join("\n");
+            if (data) { try { onEvent(JSON.parse(data)); } catch (e) { /* a bad frame is skipped */ } }
+          }
+          return pump();
+        });
+      }
+      return pump();
+    }).catch(function () {
+      if (stream !== ctrl || !token) { return; }
+      setConn(false);
+      setTimeout(function () { if (stream === ctrl && token) { follow(); } }, 1000);
+    });
+  }
+
+  function setConn(on) {
+    $("conn").className = "pill " + (on ? "on" : "off");
+    $("conn").textContent = on ? "live" : "reconnecting";
+  }
+
+  function start() {
+    $("login").hidden = true; $("app").hidden = false; $("logout").hidden = false;
+    refresh();
+    follow();
+    clearInterval(pollTimer);
+    pollTimer = setInterval(refresh, 5000); // sessions and uptime have no events
+  }
+
+  function logout(msg) {
+    token = ""; sessionStorage.removeItem(KEY);
+    if (stream) { stream.abort(); stream = null; }
+    clearInterval(pollTimer);
+    $("app").hidden = true; $("logout").hidden = true; $("login").hidden = false;
+    $("conn").className = "pill off"; $("conn").textContent = "not connected";
+    $("login-error").textContent = msg || "";
+  }
+
+  $("login-form").addEventListener("submit", function (e) {
+    e.preventDefault();
+    token = $("token").value.trim();
+    $("token").value = "";
+    api("GET", "/admin/status").then(function () {
+      sessionStorage.setItem(KEY, token);
+      $("login-error").textContent = "";
+      start();
+    }).catch(function (err) { if (token) { $("login-error").textContent = err.message; } });
+  });
+  $("logout").addEventListener("click", function () { logout(""); });
+
+  if (token) { start(); } else { logout(""); }
+})();
