@@ -4,6 +4,9 @@
 //	wakegate check-config [--config FILE]
 //	wakegate version
 //	wakegate demo-home [--addr ADDR] [--target NAME] [--version V] [--boot-delay D]
+//	wakegate status [--json]
+//	wakegate home wake|suspend|roll ID
+//	wakegate app refresh SLUG [--wait ready]
 package main
 
 import (
@@ -38,7 +41,11 @@ commands:
   check-config  validate a config file and print every error
   version       print the version
   demo-home     run the built-in demo home
-`
+  status        show a running gateway's status (admin API)
+  home          wake, suspend or roll a home (admin API)
+  app           refresh an app's status (admin API)
+
+` + adminUsage
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -55,6 +62,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "demo-home":
 		return demoHome(args[1:], stderr)
+	case "status":
+		return statusCmd(args[1:], stdout, stderr)
+	case "home":
+		return homeCmd(args[1:], stdout, stderr)
+	case "app":
+		return appCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -121,6 +134,7 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer g.Close()
+	g.SetVersion(version)
 	if err := g.Run(ctx); err != nil {
 		log.Error("serve", "err", err)
 		return 1

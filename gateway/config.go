@@ -35,6 +35,8 @@ type Config struct {
 	Proxy  ProxyConfig  `yaml:"proxy"`
 	Wake   WakeConfig   `yaml:"wake"`
 	Exec   ExecConfig   `yaml:"exec"`
+	Admin  AdminConfig  `yaml:"admin"`
+	Roll   RollConfig   `yaml:"roll"`
 
 	// Homes are the sleepable backends reached at /node/{target}/.
 	Homes []HomeConfig `yaml:"homes"`
@@ -190,6 +192,60 @@ type ExecConfig struct {
 	Env []string `yaml:"env"`
 }
 
+// AdminConfig configures the admin listener: the admin API, the dashboard
+// and /metrics. It is never served on the public listener.
+type AdminConfig struct {
+	// Listen is the admin listener's address. Default "127.0.0.1:8081"; an
+	// empty string turns the admin listener off. It is also off while
+	// Tokens holds no token.
+	Listen *string `yaml:"listen"`
+	// Tokens are the bearer tokens accepted on every admin route (the
+	// dashboard's page itself loads without one): secret references
+	// "env:NAME" or "file:PATH", or the token itself. Each must be at least
+	// 16 characters. Empty entries are skipped, so "${VAR:-}" turns the
+	// listener off while VAR is unset. Default none.
+	Tokens []string `yaml:"tokens"`
+	// AllowedHosts are extra Host header values (host or host:port) the
+	// admin listener answers, besides its own address (and, when it listens
+	// on loopback or all interfaces, localhost, 127.0.0.1 and [::1] on its
+	// port). Any other Host is refused (DNS rebinding). Default none.
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// AuthFailures is how many failed token checks one client IP may make
+	// per minute before it gets 429 with Retry-After. Default 10; the burst
+	// is the same number.
+	AuthFailures int `yaml:"auth_failures_per_minute"`
+
+	tokens []string // resolved, non-empty
+}
+
+// RollConfig configures rolls: idle homes moving to the target version.
+type RollConfig struct {
+	// Mode is "lazy" (default: a stale home rolls at its next wake),
+	// "eager" (also awake homes idle for IdleAfter) or "off".
+	Mode string `yaml:"mode"`
+	// IdleAfter is how long an awake home must have had no session before
+	// an eager roll. Default 1m; zero means the default.
+	IdleAfter time.Duration `yaml:"idle_after"`
+	// Target is the version homes roll onto. Default none: no target is
+	// written at start (one set earlier, e.g. through the admin API, is
+	// kept). At start it is stored only if it differs from the stored one;
+	// a different target lifts the brake of a bad one.
+	Target RollTarget `yaml:"target"`
+}
+
+// RollTarget is a release homes roll onto.
+type RollTarget struct {
+	// Version is the target version; homes whose version differs roll to
+	// it. Default none (no target). Required when Command or Image is set.
+	Version string `yaml:"version"`
+	// Command is the exec command template for this version, with the
+	// placeholders of exec.command. Default: exec.command.
+	Command []string `yaml:"command"`
+	// Image is what image-based providers run this version from (stored
+	// with the target; the exec provider ignores it). Default none.
+	Image string `yaml:"image"`
+}
+
 // HomeConfig declares a home.
 type HomeConfig struct {
 	// ID identifies the home in state and logs. Required; [a-z0-9-_.].
@@ -229,6 +285,48 @@ type AppConfig struct {
 	// StripPrefix removes /apps/{slug} from the path before forwarding.
 	// Default false: the upstream sees the full path.
 	StripPrefix bool `yaml:"strip_prefix"`
+	// Path is, for an app inside a home, the base path of the app on the
+	// home's endpoint: forwarded paths are joined to it, and so is the
+	// health path of the direct health check. Default "": the endpoint's
+	// root. Not allowed for apps with an upstream (put the path in the URL).
+	Path string `yaml:"path"`
+	// Health is how the app's health is checked directly at its upstream.
+	Health AppHealthConfig `yaml:"health"`
+	// DesiredState is "running" (default) or "stopped". A stopped app is
+	// never published, answers 503 and does not wake its home.
+	DesiredState string `yaml:"desired_state"`
+	// FailureThreshold is how many observations in a row must fail before
+	// a published route is unpublished. Default 3; at least 1.
+	FailureThreshold int `yaml:"failure_threshold"`
+	// MinRefresh is how long an observed status is reused before a refresh
+	// observes the app again. Default 1s; zero is not allowed (it is
+	// raised to the default).
+	MinRefresh time.Duration `yaml:"min_refresh"`
+	// RefreshTimeout bounds one whole observation (runtime, health check,
+	// endpoint and self-probe); past it the refresh returns the last
+	// stored status. Default 30s.
+	RefreshTimeout time.Duration `yaml:"refresh_timeout"`
+}
+
+// AppHealthConfig is an app's health check, run directly against the
+// upstream (not through the gateway) every Interval.
+type AppHealthConfig struct {
+	// Type is "http" (default: GET Path, judged by the app kind's status
+	// rules) or "tcp" (a connection opens).
+	Type string `yaml:"type"`
+	// Path is the http check's path on the upstream, joined to the
+	// upstream URL's path (or the home endpoint and the app's path). The
+	// self-probe requests the same path under /apps/{slug}. Default "/".
+	Path string `yaml:"path"`
+	// Interval is the pause between observations of the app (health check,
+	// endpoint and self-probe). Default 2s; zero is raised to the default.
+	Interval time.Duration `yaml:"interval"`
+	// Timeout bounds one health check and one self-probe. Default 2s.
+	Timeout time.Duration `yaml:"timeout"`
+	// StartPeriod is the grace after the runtime started during which a
+	// failing health check means "starting" rather than "failed". Default
+	// 0s: no grace.
+	StartPeriod time.Duration `yaml:"start_period"`
 }
 
 // ByteSize is a size in bytes; YAML accepts a number or a string with a
@@ -616,6 +714,13 @@ func (c *Config) setDefaults() {
 	}
 	defaultInt(&e.RestartBudget, 3)
 	defaultDur(&e.RestartWindow, 60*time.Second)
+	if c.Admin.Listen == nil {
+		l := "127.0.0.1:8081"
+		c.Admin.Listen = &l
+	}
+	defaultInt(&c.Admin.AuthFailures, 10)
+	defaultStr(&c.Roll.Mode, "lazy")
+	defaultDur(&c.Roll.IdleAfter, time.Minute)
 	for i := range c.Homes {
 		h := &c.Homes[i]
 		defaultStr(&h.Target, h.ID)
@@ -627,7 +732,16 @@ func (c *Config) setDefaults() {
 		}
 	}
 	for i := range c.Apps {
-		defaultStr(&c.Apps[i].Kind, "ui")
+		a := &c.Apps[i]
+		defaultStr(&a.Kind, "ui")
+		defaultStr(&a.DesiredState, "running")
+		defaultInt(&a.FailureThreshold, 3)
+		defaultDur(&a.MinRefresh, time.Second)
+		defaultDur(&a.RefreshTimeout, 30*time.Second)
+		defaultStr(&a.Health.Type, "http")
+		defaultStr(&a.Health.Path, "/")
+		defaultDur(&a.Health.Interval, 2*time.Second)
+		defaultDur(&a.Health.Timeout, 2*time.Second)
 	}
 }
 
@@ -754,6 +868,40 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 			bad(fmt.Sprintf("wake.no_wake_paths[%d]", i), "must start with /, got %q", p)
 		}
 	}
+	switch c.Roll.Mode {
+	case "lazy", "eager", "off":
+	default:
+		bad("roll.mode", "want lazy, eager or off, got %q", c.Roll.Mode)
+	}
+	if c.Roll.IdleAfter < 0 {
+		bad("roll.idle_after", "must not be negative, got %s", c.Roll.IdleAfter)
+	}
+	if rt := c.Roll.Target; rt.Version == "" && (len(rt.Command) > 0 || rt.Image != "") {
+		bad("roll.target.version", "required when roll.target.command or roll.target.image is set")
+	}
+	if rt := c.Roll.Target; len(rt.Command) > 0 && rt.Command[0] == "" {
+		bad("roll.target.command", "must name a program")
+	}
+	c.Admin.tokens = nil
+	if l := *c.Admin.Listen; l != "" {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			bad("admin.listen", "want host:port or an empty string (off), got %q", l)
+		}
+	}
+	for i, ref := range c.Admin.Tokens {
+		tok, err := resolveAdminToken(ref)
+		switch {
+		case err != nil:
+			bad(fmt.Sprintf("admin.tokens[%d]", i), "%v", err)
+		case tok != "" && len(tok) < 16:
+			bad(fmt.Sprintf("admin.tokens[%d]", i), "a token must be at least 16 characters")
+		case tok != "":
+			c.Admin.tokens = append(c.Admin.tokens, tok)
+		}
+	}
+	if c.Admin.AuthFailures < 1 {
+		bad("admin.auth_failures_per_minute", "must be at least 1")
+	}
 	switch c.Wake.Probe.Kind {
 	case "ws", "http", "tcp":
 	default:
@@ -832,8 +980,48 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 		if a.Kind != "ui" && a.Kind != "api" {
 			bad(f+".kind", "want ui or api, got %q", a.Kind)
 		}
+		if a.Path != "" {
+			if a.Home == "" {
+				bad(f+".path", "only apps inside a home have a path; put it in the upstream URL")
+			} else if u, err := url.Parse(a.Path); err != nil || !strings.HasPrefix(a.Path, "/") || u.RawQuery != "" || u.Host != "" {
+				bad(f+".path", "want an absolute path such as /app, got %q", a.Path)
+			}
+		}
+		switch a.Health.Type {
+		case "http", "tcp":
+		default:
+			bad(f+".health.type", "want http or tcp, got %q", a.Health.Type)
+		}
+		if u, err := url.Parse(a.Health.Path); err != nil || !strings.HasPrefix(a.Health.Path, "/") || u.Host != "" {
+			bad(f+".health.path", "want an absolute path such as /healthz, got %q", a.Health.Path)
+		}
+		if a.DesiredState != "running" && a.DesiredState != "stopped" {
+			bad(f+".desired_state", "want running or stopped, got %q", a.DesiredState)
+		}
+		if a.FailureThreshold < 1 {
+			bad(f+".failure_threshold", "must be at least 1, got %d", a.FailureThreshold)
+		}
+		for _, d := range []struct {
+			k string
+			v time.Duration
+		}{{"min_refresh", a.MinRefresh}, {"refresh_timeout", a.RefreshTimeout}, {"health.interval", a.Health.Interval},
+			{"health.timeout", a.Health.Timeout}, {"health.start_period", a.Health.StartPeriod}} {
+			if d.v < 0 {
+				bad(f+"."+d.k, "must not be negative, got %s", d.v)
+			}
+		}
 	}
 	return errs
+}
+
+// resolveAdminToken resolves one admin.tokens entry: a secret reference
+// or the token itself; "" for an empty entry.
+func resolveAdminToken(ref string) (string, error) {
+	ref = strings.TrimSpace(ref)
+	if strings.HasPrefix(ref, "env:") || strings.HasPrefix(ref, "file:") {
+		return ResolveSecret(ref)
+	}
+	return ref, nil
 }
 
 // ResolveSecret reads a secret reference: "env:NAME" or "file:PATH".

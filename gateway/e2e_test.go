@@ -65,7 +65,9 @@ func e2eDemoHome(t testing.TB) string {
 	return addr
 }
 
-// e2eCountingListener counts the connections accepted by a real HTTP server.
+// e2eCountingListener counts the connections accepted by a real HTTP server
+// that carried a request other than the gateway's own app observations
+// (direct health checks and self-probes, which run on their own schedule).
 type e2eCountingListener struct {
 	net.Listener
 	n atomic.Int64
@@ -74,10 +76,20 @@ type e2eCountingListener struct {
 func (l *e2eCountingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
-		l.n.Add(1)
+		c = &e2eCountedConn{Conn: c, n: &l.n}
 	}
 	return c, err
 }
+
+// e2eCountedConn adds itself to n once, at its first request that is not
+// an app observation.
+type e2eCountedConn struct {
+	net.Conn
+	n       *atomic.Int64
+	counted atomic.Bool
+}
+
+type e2eConnKey struct{}
 
 // e2eCountingUpstream serves 200 "counted" and counts its connections.
 func e2eCountingUpstream(t testing.TB) *e2eCountingListener {
@@ -87,9 +99,13 @@ func e2eCountingUpstream(t testing.TB) *e2eCountingListener {
 		t.Fatal(err)
 	}
 	cl := &e2eCountingListener{Listener: ln}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(e2eConnKey{}).(*e2eCountedConn); ok && !strings.HasPrefix(r.UserAgent(), "wakegate-") && c.counted.CompareAndSwap(false, true) {
+			c.n.Add(1)
+		}
 		_, _ = io.WriteString(w, "counted")
-	}), ReadHeaderTimeout: 5 * time.Second}
+	}), ReadHeaderTimeout: 5 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, e2eConnKey{}, c) }}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -159,6 +175,8 @@ homes:
 apps:
   - slug: demo
     home: demo
+    path: /apps/demo
+    strip_prefix: true
   - slug: strip
     upstream: "http://%HOME%/node/direct"
     strip_prefix: true

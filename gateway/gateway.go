@@ -37,9 +37,10 @@ type Gateway struct {
 	sessions *proxy.Sessions
 	proxy    *proxy.Proxy
 
-	homes    map[string]*homeRoute // by target
-	apps     map[string]*appRoute  // by slug
-	homeByID map[string]*homeRoute
+	homeTab atomic.Pointer[homeTable] // copy on write, see hometable.go
+	homeMu  sync.Mutex                // serialises changes of homeTab
+	apps    map[string]*appRoute      // by slug
+	ap      *apState                  // app route table, self-probe, observer (apps.go)
 
 	draining atomic.Bool
 	inflight sync.WaitGroup // every request being served, WebSockets included
@@ -53,6 +54,12 @@ type Gateway struct {
 
 	handler http.Handler
 	addr    chan net.Addr
+
+	metrics   *metrics     // metrics.go
+	admin     *adminServer // admin.go; nil when the admin listener is off
+	adminAddr chan net.Addr
+	started   time.Time
+	version   string // reported by the admin API; SetVersion
 }
 
 type homeRoute struct {
@@ -71,8 +78,9 @@ type appRoute struct {
 // providers and registers homes. Close releases what New opened.
 func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err error) {
 	g = &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
-		homes: map[string]*homeRoute{}, apps: map[string]*appRoute{}, homeByID: map[string]*homeRoute{},
-		addr: make(chan net.Addr, 1)}
+		apps: map[string]*appRoute{}, addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1), started: time.Now(), version: "dev"}
+	tab := &homeTable{byTarget: map[string]*homeRoute{}, byID: map[string]*homeRoute{}}
+	g.homeTab.Store(tab)
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -120,7 +128,17 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: log.With("component", "wake"),
 		Events: wake.NewBus(256),
+		Roll:   wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
 	})
+	// The configured roll target is stored before homes register (a home
+	// adopted at registration may roll); an equal stored one is kept as is.
+	if rt := cfg.Roll.Target; rt.Version != "" {
+		if _, err := g.engine.SetTarget(ctx, registry.Target{Version: rt.Version, Command: rt.Command, Image: rt.Image}); err != nil {
+			return nil, fmt.Errorf("roll.target: %w", err)
+		}
+	}
+	g.metrics = newMetrics(g)
+	g.metrics.start(g.engine.Events())
 	for _, hc := range cfg.Homes {
 		hr := &homeRoute{spec: wake.HomeSpec{ID: hc.ID, Target: hc.Target, Provider: hc.Provider,
 			Version: hc.Version, IdleTimeout: *hc.IdleTimeout, Probe: wake.ProbeKind(hc.Probe)}}
@@ -133,15 +151,15 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 		if err := g.engine.Register(ctx, hr.spec); err != nil {
 			return nil, err
 		}
-		g.homes[hc.Target] = hr
-		g.homeByID[hc.ID] = hr
+		tab.byTarget[hc.Target] = hr
+		tab.byID[hc.ID] = hr
 	}
 	for _, ac := range cfg.Apps {
 		ar := &appRoute{cfg: ac, prefix: "/apps/" + ac.Slug}
 		if ac.Upstream != "" {
 			ar.upstream, _ = url.Parse(ac.Upstream) // validated at load
 		} else {
-			ar.home = g.homeByID[ac.Home]
+			ar.home = tab.byID[ac.Home]
 		}
 		g.apps[ac.Slug] = ar
 	}
@@ -155,6 +173,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
 		Log: log.With("component", "proxy"),
 	})
+	g.apInit(cfg)
 	g.handler = g.routes()
 	return g, nil
 }
@@ -212,8 +231,9 @@ func (g *Gateway) Addr(ctx context.Context) (net.Addr, error) {
 // draining (/readyz answers 503) and keep serving for drain_delay, stop
 // accepting, let in-flight requests and
 // WebSockets finish up to drain_grace, close what is left, stop background
-// work, release the store. Homes keep running with their desired state; the
-// next start adopts them.
+// work, release the store. The admin listener serves until the public one
+// has closed. Homes keep running with their desired state; the next start
+// adopts them.
 func (g *Gateway) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
@@ -233,7 +253,16 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
+	// The admin listener (admin.go) serves through the drain, so operators
+	// can watch it, and stops after the public listener has closed.
+	stopAdmin, err := g.startAdmin()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopAdmin()
 	g.addr <- ln.Addr()
+	g.apListening(ln.Addr())
 	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance)
 
 	bg, stopBG := context.WithCancel(context.Background())
@@ -242,6 +271,13 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	go func() {
 		defer bgWG.Done()
 		g.engine.Run(bg, idleTick(g.cfg))
+	}()
+	// App observations (self-probes) start once the listener is up; they
+	// are skipped while draining and stop with the other background work.
+	bgWG.Add(1)
+	go func() {
+		defer bgWG.Done()
+		g.apRun(bg)
 	}()
 
 	serveErr := make(chan error, 1)
@@ -298,7 +334,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	case <-time.After(5 * time.Second):
 		g.log.Warn("requests still running after close")
 	}
-	// 5. Background work, then the store.
+	// 5. The admin listener (its event streams end), background work, then
+	// the store.
+	stopAdmin()
 	stopBG()
 	bgWG.Wait()
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -315,12 +353,20 @@ func idleTick(cfg *Config) time.Duration {
 			tick = max(d/4, 10*time.Millisecond)
 		}
 	}
+	if d := cfg.Roll.IdleAfter; cfg.Roll.Mode == "eager" && d/4 < tick {
+		tick = max(d/4, 10*time.Millisecond) // eager rolls run on the same loop
+	}
 	return tick
 }
 
 // Close releases the engine, providers, proxy and store. It is safe after a
 // half-failed New.
 func (g *Gateway) Close() {
+	g.metrics.close()
+	if g.ap != nil {
+		g.ap.apps.Close()
+		g.ap.tr.CloseIdleConnections()
+	}
 	if g.engine != nil {
 		g.engine.Close()
 	}

@@ -37,7 +37,10 @@ type hardSeen struct {
 	Body      []byte
 }
 
-// hardUpstream records requests and counts accepted connections.
+// hardUpstream records requests and counts accepted connections. The
+// gateway's own app observations (direct health checks and self-probes,
+// told apart by their User-Agent) are answered 200 and neither recorded nor
+// counted: they run on their own schedule, whatever a test sends.
 type hardUpstream struct {
 	*httptest.Server
 	conns atomic.Int64
@@ -53,15 +56,41 @@ type hardCountingListener struct {
 func (l hardCountingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
-		l.n.Add(1)
+		c = &hardCountedConn{Conn: c, n: l.n}
 	}
 	return c, err
 }
+
+// hardCountedConn adds itself to n when it is read from for anything but
+// an app observation: the first read of a request that was not one.
+type hardCountedConn struct {
+	net.Conn
+	n       *atomic.Int64
+	counted atomic.Bool
+}
+
+func (c *hardCountedConn) count() {
+	if c.counted.CompareAndSwap(false, true) {
+		c.n.Add(1)
+	}
+}
+
+type hardConnKey struct{}
+
+// hardObserver reports whether r is one of the gateway's app observations.
+func hardObserver(r *http.Request) bool { return strings.HasPrefix(r.UserAgent(), "wakegate-") }
 
 func newHardUpstream(t *testing.T, h http.HandlerFunc) *hardUpstream {
 	t.Helper()
 	u := &hardUpstream{}
 	u.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hardObserver(r) {
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		if c, ok := r.Context().Value(hardConnKey{}).(*hardCountedConn); ok {
+			c.count()
+		}
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
 		u.reqs = append(u.reqs, hardSeen{URI: r.RequestURI, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
@@ -73,6 +102,9 @@ func newHardUpstream(t *testing.T, h http.HandlerFunc) *hardUpstream {
 		fmt.Fprintf(w, "ok %d", len(body))
 	}))
 	u.Listener = hardCountingListener{Listener: u.Listener, n: &u.conns}
+	u.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, hardConnKey{}, c)
+	}
 	u.Start()
 	t.Cleanup(u.Close)
 	return u
@@ -633,12 +665,16 @@ apps:
 	get := func(path, accept string) (*http.Response, string) {
 		return hardExchange(t, addr, "GET "+path+" HTTP/1.1\r\nHost: gw\r\nAccept: "+accept+"\r\n\r\n")
 	}
+	// An app whose upstream never answered is never published: 503 with
+	// its phase and reason (a published route whose upstream dies answers
+	// 502 until it is unpublished; see the proxy's own tests).
 	res, body := get("/apps/dead/x", "application/json")
-	if res.StatusCode != 502 || res.Header.Get("Content-Type") != "application/json" || !strings.Contains(body, `"code":"upstream_unreachable"`) {
+	if res.StatusCode != 503 || res.Header.Get("Content-Type") != "application/json" || !strings.Contains(body, `"code":"app_starting"`) ||
+		res.Header.Get("X-Wakegate-App-Reason") != "endpoint-not-ready" {
 		t.Errorf("dead upstream, JSON: %d %q %s", res.StatusCode, res.Header.Get("Content-Type"), body)
 	}
 	res, body = get("/apps/dead/x", "text/html,application/xhtml+xml")
-	if res.StatusCode != 502 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.Contains(body, "<html") {
+	if res.StatusCode != 503 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.Contains(body, "<html") {
 		t.Errorf("dead upstream, HTML: %d %q", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 	res, body = get("/apps/slow/x", "application/json")

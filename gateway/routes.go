@@ -58,6 +58,9 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.inflight.Add(1)
 		defer g.inflight.Done()
+		// The probe header goes first, from every request; only the
+		// gateway's own self-probe keeps its mark (apps.go).
+		r, probe := g.apHygiene(r)
 		if framingConflict(r.Context()) {
 			w.Header().Set("Connection", "close")
 			proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusBadRequest, Code: "bad_framing",
@@ -75,13 +78,13 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		if r.Header.Get("X-Request-Id") == "" || !g.trustedPeer(r) || len(r.Header.Get("X-Request-Id")) > 128 {
 			r.Header.Set("X-Request-Id", g.newRequestID())
 		}
-		if !access {
-			next.ServeHTTP(w, r)
-			return
-		}
 		start := time.Now()
 		rw := &recorder{ResponseWriter: w}
 		next.ServeHTTP(rw, r)
+		g.metrics.observe(r.URL.Path, rw)
+		if !access || probe {
+			return
+		}
 		status := rw.status
 		if status == 0 {
 			status = http.StatusSwitchingProtocols // hijacked
@@ -128,16 +131,25 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 	if app.cfg.StripPrefix {
 		route.StripPrefix = app.prefix
 	}
+	// Users reach only published routes; the self-probe reaches candidates.
+	if apIsProbe(r) {
+		g.apServeProbe(w, r, app, route)
+		return
+	}
+	if !g.apPublished(app) && !g.apAwait(w, r, app, route) {
+		return
+	}
 	if app.home == nil {
 		route.Upstream = app.upstream
+		markForward(w)
 		g.proxy.Serve(w, r, route)
 		return
 	}
-	g.serveHome(w, r, app.home, route, strings.TrimPrefix(r.URL.Path, app.prefix))
+	g.serveHome(w, r, g.current(app.home), route, strings.TrimPrefix(r.URL.Path, app.prefix))
 }
 
 func (g *Gateway) serveNode(w http.ResponseWriter, r *http.Request) {
-	h, ok := g.homes[chi.URLParam(r, "target")]
+	h, ok := g.homeAt(chi.URLParam(r, "target"))
 	if !ok {
 		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "home_not_found", Message: "no such home"})
 		return
@@ -191,9 +203,10 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 }
 
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.Route, a wake.Awake) {
-	route.Upstream = a.Endpoint
+	route.Upstream = g.apUpstream(route, a.Endpoint)
 	route.Waited = a.Waited
 	id := route.HomeID
+	markForward(w)
 	route.Retry = func(ctx context.Context) (*url.URL, error) {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.Wake.WakeTimeout)
 		defer cancel()
@@ -250,10 +263,14 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 	var h *homeRoute
 	switch name := chi.URLParam(r, "name"); chi.URLParam(r, "kind") {
 	case "node":
-		h = g.homes[name]
+		h, _ = g.homeAt(name)
 	case "app":
 		if a := g.apps[name]; a != nil {
-			h = a.home
+			// An app is ready when its route is published (apps.go).
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			_ = json.NewEncoder(w).Encode(g.apWakeStatus(r, a))
+			return
 		}
 	}
 	if h == nil {
@@ -290,17 +307,22 @@ func (g *Gateway) serveReadySignal(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"home": id, "signalled": g.engine.Ready(id, tok)})
 }
 
-// recorder captures the status and size of a response for the access log.
-// Unwrap lets http.ResponseController reach Flush and Hijack.
+// recorder captures the status and size of a response for the access log
+// and the metrics. Unwrap lets http.ResponseController reach Flush and
+// Hijack.
 type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	// fwd is when the request was forwarded (after any wake wait), and
+	// headerAt when its response headers were written.
+	fwd, headerAt time.Time
 }
 
 func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 {
+	if r.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		r.status = code
+		r.headerAt = time.Now()
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
@@ -308,6 +330,7 @@ func (r *recorder) WriteHeader(code int) {
 func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
+		r.headerAt = time.Now()
 	}
 	n, err := r.ResponseWriter.Write(b)
 	r.bytes += int64(n)

@@ -29,7 +29,8 @@ homes:
   - id: demo
 apps:
   - slug: demo
-    upstream: "http://%HOME%"
+    upstream: "http://%HOME%/apps/demo"
+    strip_prefix: true
 `
 
 // TestShutdownDrains sends SIGTERM to a real gateway with an open

@@ -9,8 +9,9 @@ export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo /root/g
 
 need=()
 command -v go >/dev/null || { echo "test.sh: Go is not installed (need Go 1.26+)" >&2; exit 1; }
-# System packages the tests start for real (none yet beyond Go; a shared
-# store and browser tests add redis-server and chromium here).
+# System packages the tests start for real: chromium drives the admin
+# dashboard test (gateway/dashboard_test.go; it skips without it unless CI=true).
+command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]})); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
     echo "test.sh: installing ${need[*]}"

@@ -63,6 +63,9 @@ type Options struct {
 	Log *slog.Logger
 	// Events receives wake, suspend and failure events; nil publishes none.
 	Events *Bus
+	// Roll configures rolls onto the registered target (roll.go); the zero
+	// value turns rolls off.
+	Roll RollOptions
 }
 
 // HomeSpec is what the gateway's config says about a home.
@@ -102,6 +105,12 @@ type home struct {
 	status  registry.Status
 	limiter *rate.Limiter
 	fails   int
+
+	// rlWaiting counts callers inside EnsureAwake's slow path for this
+	// home: they wait for its wake and do not use it yet (roll.go).
+	rlWaiting atomic.Int32
+	// rlNoRoll is set once the home's provider said it cannot recreate.
+	rlNoRoll atomic.Bool
 }
 
 // flight is one wake in progress; every caller joins it.
@@ -133,6 +142,10 @@ type Engine struct {
 	ctx    context.Context // owner of every wake goroutine
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	adm admCounters // warm hits and misses (manage.go)
+
+	roll rlEngine // roll state and counters (roll.go)
 }
 
 // New returns an Engine. Close it to stop its goroutines.
@@ -207,6 +220,44 @@ func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
 // Events returns the engine's event bus (nil when none was configured).
 func (e *Engine) Events() *Bus { return e.o.Events }
 
+// HomeState is a read-only view of one home, for app status.
+type HomeState struct {
+	// Status is the stored lifecycle status.
+	Status registry.Status
+	// Reason says why the status is failed or unknown.
+	Reason string
+	// Endpoint is where the home listens: the warm verdict's, else the
+	// stored one ("" when never woken).
+	Endpoint string
+	// Waking is true while a wake of the home is in flight.
+	Waking bool
+	// Warm is true while a fresh warm verdict stands.
+	Warm bool
+	// StartedAt is when the home's last wake started (zero if never).
+	StartedAt time.Time
+}
+
+// HomeState reports home id as stored and as the engine sees it now. It
+// starts nothing and changes nothing.
+func (e *Engine) HomeState(ctx context.Context, id string) (HomeState, error) {
+	h := e.home(id)
+	if h == nil {
+		return HomeState{}, fmt.Errorf("home %s: %w", id, registry.ErrNotFound)
+	}
+	rec, err := e.o.Store.GetHome(ctx, id)
+	if err != nil {
+		return HomeState{}, fmt.Errorf("home %s: %w", id, err)
+	}
+	s := HomeState{Status: rec.Status, Reason: rec.Reason, Endpoint: rec.Endpoint, StartedAt: rec.LastWakeAt}
+	if v := h.warm.Load(); v != nil && e.now() < v.until {
+		s.Warm, s.Endpoint = true, v.endpoint.String()
+	}
+	h.mu.Lock()
+	s.Waking = h.flight != nil
+	h.mu.Unlock()
+	return s, nil
+}
+
 // now is the engine's clock for verdicts.
 func (e *Engine) now() time.Duration { return time.Since(e.epoch) }
 
@@ -253,13 +304,19 @@ func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 		return Awake{}, &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
 	}
 	if v := h.warm.Load(); v != nil && e.now() < v.until {
+		e.adm.warmHits.Add(1)
 		return Awake{Endpoint: v.endpoint}, nil
 	}
+	e.adm.warmMisses.Add(1)
 	return e.slowPath(ctx, h)
 }
 
 func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 	start := time.Now()
+	// Counted before joining, so that the wake this caller starts or joins
+	// never takes it for a user of the home (roll.go, rlBusy).
+	h.rlWaiting.Add(1)
+	defer h.rlWaiting.Add(-1)
 	f, v, err := e.join(h, "cold")
 	if err != nil {
 		return Awake{}, err

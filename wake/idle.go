@@ -33,11 +33,13 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 				e.o.Log.Warn("idle suspend", "home", id, "err", err)
 			}
 		}
+		e.rlEager(ctx) // roll: eager rolls of idle stale homes (roll.go)
 	}
 }
 
 func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
-	if err := e.o.Store.ReportSessions(ctx, e.o.Instance, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil {
+	// roll.go keeps the report: rolls subtract it from the fleet's count.
+	if err := e.rlReportSessions(ctx, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil {
 		e.o.Log.Warn("report sessions", "err", err)
 	}
 }

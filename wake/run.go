@@ -50,6 +50,11 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	}
 	w.rec = rec
 	prov := e.o.Providers[rec.Provider]
+	// A stale home with no users is rolled onto the target instead of
+	// woken, inside this same flight and lock (roll.go).
+	if a, rolled, err := w.rlMaybeRoll(ctx, prov); rolled {
+		return a, err
+	}
 	if err := w.save(ctx, func(r *registry.Home) {
 		r.WantRunning = true
 		r.Status = registry.StatusWaking
@@ -83,19 +88,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	}
 	w.f.phase.Store("probing")
 	t1 := time.Now()
-	spec := e.o.Probe
-	spec.Endpoint = res.Endpoint
-	if h.spec.Probe != "" {
-		spec.Kind = h.spec.Probe
-	}
-	spec.Path = probePath(spec.Path, h.spec.Target)
-	if spec.Kind == "" || spec.Kind == ProbeWS { // "" is ws inside Probe
-		spec.Path = "/node/" + h.spec.Target
-	}
-	if h.spec.RelayToken != "" {
-		spec.Header = http.Header{e.o.RelayHeader: {h.spec.RelayToken}}
-	}
-	w.probe, err = Probe(ctx, spec, w.f.ready)
+	w.probe, err = Probe(ctx, w.probeSpec(res.Endpoint), w.f.ready)
 	w.probeAt = time.Since(t1)
 	if err != nil {
 		w.fail(ctx, prov)
@@ -118,7 +111,27 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 }
 
 func (w *wakeRun) spec() provider.Spec {
-	return provider.Spec{ID: w.h.spec.ID, Target: w.h.spec.Target, Version: w.rec.Version, Ref: w.rec.ProviderRef}
+	return provider.Spec{ID: w.h.spec.ID, Target: w.h.spec.Target, Version: w.rec.Version, Ref: w.rec.ProviderRef,
+		Command: w.e.rlCommandFor(w.rec.Version)}
+}
+
+// probeSpec is the readiness probe of this home at endpoint, the same for a
+// wake, a roll and a rollback.
+func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
+	e, h := w.e, w.h
+	spec := e.o.Probe
+	spec.Endpoint = endpoint
+	if h.spec.Probe != "" {
+		spec.Kind = h.spec.Probe
+	}
+	spec.Path = probePath(spec.Path, h.spec.Target)
+	if spec.Kind == "" || spec.Kind == ProbeWS { // "" is ws inside Probe
+		spec.Path = "/node/" + h.spec.Target
+	}
+	if h.spec.RelayToken != "" {
+		spec.Header = http.Header{e.o.RelayHeader: {h.spec.RelayToken}}
+	}
+	return spec
 }
 
 // lock takes the home's lifecycle lock, waiting (with a growing pause) while
