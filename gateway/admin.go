@@ -833,8 +833,18 @@ func (a *adminServer) suspendHome(w http.ResponseWriter, r *http.Request) {
 	a.writeHome(w, r, http.StatusOK, h)
 }
 
-func (a *adminServer) rollHome(w http.ResponseWriter, _ *http.Request) {
-	admNotImplemented(w, "rolling a home (the roll engine)")
+func (a *adminServer) rollHome(w http.ResponseWriter, r *http.Request) {
+	h, ok := a.lookup(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.g.cfg.Wake.WakeTimeout)
+	defer cancel()
+	if _, err := a.g.engine.Roll(ctx, h.spec.ID); err != nil {
+		admFail(w, err)
+		return
+	}
+	a.writeHome(w, r, http.StatusOK, h)
 }
 
 // TargetRequest is the body of PUT /admin/target.

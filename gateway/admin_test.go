@@ -591,6 +591,16 @@ func TestAdminTarget(t *testing.T) {
 	if code != http.StatusOK || admDecode[struct{ Version string }](t, body).Version != "3" {
 		t.Errorf("target: %d %s", code, body)
 	}
+	// The roll action moves the idle home onto the target; a second roll
+	// has nothing to do and says so.
+	code, _, body = a.do(t, "POST", "/admin/homes/demo/roll", admToken, nil, nil)
+	if code != http.StatusOK || admDecode[struct{ Version string }](t, body).Version != "3" {
+		t.Fatalf("roll: %d %s", code, body)
+	}
+	code, _, body = a.do(t, "POST", "/admin/homes/demo/roll", admToken, nil, nil)
+	if e := admDecode[admErr](t, body); code != http.StatusConflict || e.Error.Code != "roll_not_needed" {
+		t.Fatalf("second roll: %d %s", code, body)
+	}
 }
 
 // TestAdminStatusCLI runs the real binary with its admin listener and

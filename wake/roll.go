@@ -534,3 +534,52 @@ func rlText(err error) string {
 	}
 	return err.Error()
 }
+
+// Roll rolls home id onto the target now, on an operator's request, and
+// waits for it on ctx. The home's verdict is dropped so the request goes
+// through the one wake path, where the usual rules decide: a home with
+// sessions, a home already on the target, a missing or bad target are
+// refused with a 409 Error that says which.
+func (e *Engine) Roll(ctx context.Context, id string) (registry.Home, error) {
+	h := e.home(id)
+	if h == nil {
+		return registry.Home{}, &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
+	}
+	refuse := func(code, msg string) (registry.Home, error) {
+		return registry.Home{}, &Error{Status: http.StatusConflict, Code: code, Msg: msg}
+	}
+	if !e.rlOn() {
+		return refuse("roll_off", "rolls are off (roll.mode: off)")
+	}
+	t, err := e.o.Store.GetTarget(ctx)
+	if errors.Is(err, registry.ErrNotFound) {
+		return refuse("no_target", "no target version is registered")
+	}
+	if err != nil {
+		return registry.Home{}, fmt.Errorf("roll %s: %w", id, err)
+	}
+	if e.rlBad(t) {
+		return refuse("target_bad", "target version "+t.Version+" failed a roll; register a newer one")
+	}
+	rec, err := e.o.Store.GetHome(ctx, id)
+	if err != nil {
+		return registry.Home{}, fmt.Errorf("roll %s: %w", id, err)
+	}
+	if rec.Version == t.Version {
+		return refuse("roll_not_needed", "the home already runs version "+t.Version)
+	}
+	if n := e.o.Sessions.Count(id); n > 0 {
+		return refuse("home_busy", fmt.Sprintf("the home has %d session(s); it rolls once they end", n))
+	}
+	h.warm.Store(nil)
+	if _, err := e.WakeNow(ctx, id, "roll"); err != nil {
+		return registry.Home{}, err
+	}
+	if rec, err = e.o.Store.GetHome(ctx, id); err != nil {
+		return registry.Home{}, fmt.Errorf("roll %s: %w", id, err)
+	}
+	if rec.Version != t.Version {
+		return refuse("home_busy", "the home was woken but not rolled: it is in use")
+	}
+	return rec, nil
+}

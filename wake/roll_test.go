@@ -3,6 +3,7 @@ package wake_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -471,5 +472,44 @@ func TestRollSetTargetRejectsBadInput(t *testing.T) {
 	}
 	if _, err := r.eng.Target(context.Background()); !errors.Is(err, registry.ErrNotFound) {
 		t.Fatalf("Target with none set: %v", err)
+	}
+}
+
+// An operator's roll of an awake, idle, stale home rolls it at once; the
+// refusals name why a roll cannot run.
+func TestRollOnRequest(t *testing.T) {
+	r := newRLRig(t, "", wake.RollLazy)
+	ctx := context.Background()
+	code := func(err error) string {
+		var we *wake.Error
+		if errors.As(err, &we) {
+			return we.Code
+		}
+		return fmt.Sprint(err)
+	}
+	if got := r.version("h1"); got != "1" {
+		t.Fatalf("runs %q", got)
+	}
+	if _, err := r.eng.Roll(ctx, "h1"); code(err) != "no_target" {
+		t.Fatalf("roll without a target: %v, want no_target", err)
+	}
+	r.setTarget("2", nil)
+	lease := r.sess.Lease("h1", time.Hour)
+	if _, err := r.eng.Roll(ctx, "h1"); code(err) != "home_busy" {
+		t.Fatalf("roll of a home with a lease: %v, want home_busy", err)
+	}
+	r.sess.EndLease("h1", lease)
+	rec, err := r.eng.Roll(ctx, "h1")
+	if err != nil || rec.Version != "2" {
+		t.Fatalf("roll: %+v, %v; want version 2", rec, err)
+	}
+	if got := r.version("h1"); got != "2" {
+		t.Fatalf("after the roll the home answers %q, want 2", got)
+	}
+	if _, err := r.eng.Roll(ctx, "h1"); code(err) != "roll_not_needed" {
+		t.Fatalf("second roll: %v, want roll_not_needed", err)
+	}
+	if _, err := r.eng.Roll(ctx, "nope"); code(err) != "home_not_found" {
+		t.Fatalf("roll of an unknown home: %v, want home_not_found", err)
 	}
 }
