@@ -91,7 +91,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketHomes, bucketTarget, bucketLocks, bucketLockSeq, bucketSessions} {
+		for _, name := range [][]byte{bucketHomes, bucketApps, bucketTarget, bucketLocks, bucketLockSeq, bucketSessions} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}

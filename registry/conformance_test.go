@@ -71,6 +71,10 @@ func runStoreConformance(t *testing.T, open storeOpener) {
 		{"SessionsExpire", testSessionsExpire},
 		{"SessionsArguments", testSessionsArguments},
 		{"CancelledContext", testCancelledContext},
+		{"AppCreateAndGet", testRuntimeAppCreateAndGet},
+		{"AppCAS", testRuntimeAppCAS},
+		{"AppListAndDelete", testRuntimeAppListAndDelete},
+		{"AppCancelledContext", testRuntimeAppCancelledContext},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
@@ -95,6 +99,9 @@ func sampleHome(id string) Home {
 		LastWakeAt:      at,
 		LastWakeLatency: 1500 * time.Millisecond,
 		LastReadyAt:     at.Add(2 * time.Second),
+		Dynamic:         true,
+		IdleTimeout:     90 * time.Second,
+		Probe:           "http",
 		Owner:           "gw-a",
 	}
 }

@@ -1,7 +1,8 @@
-// Package registry holds wakegate's state: homes, the roll target, lifecycle
-// locks and session counts. One Store interface has an embedded bbolt
-// implementation (Bolt) and is designed so that a Redis implementation can
-// serve a fleet of gateways without changing callers.
+// Package registry holds wakegate's state: homes, apps registered at
+// runtime, the roll target, lifecycle locks and session counts. One Store
+// interface has an embedded bbolt implementation (Bolt) and is designed so
+// that a Redis implementation can serve a fleet of gateways without
+// changing callers.
 package registry
 
 import (
@@ -73,6 +74,18 @@ type Home struct {
 	LastWakeLatency time.Duration `json:"last_wake_latency,omitempty"`
 	LastReadyAt     time.Time     `json:"last_ready_at,omitempty"`
 
+	// Dynamic is true for a home registered through the admin API rather
+	// than declared in the config: a gateway registers stored dynamic homes
+	// again at start (a config home with the same id or target wins).
+	Dynamic bool `json:"dynamic,omitempty"`
+	// IdleTimeout is the home's resolved idle timeout (zero: never
+	// suspended when idle), kept so that a dynamic home is registered again
+	// as it was. Config homes take theirs from the config.
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// Probe is the home's readiness probe kind ("ws", "http", "tcp"; ""
+	// for the gateway's default), kept for the same reason.
+	Probe string `json:"probe,omitempty"`
+
 	// Generation counts writes; 0 means the record has never been stored.
 	Generation uint64 `json:"generation"`
 	// Owner is the token of the last writer (a gateway instance or a lease).
@@ -123,7 +136,7 @@ type Lease struct {
 //   - Every method honours ctx: it returns ctx.Err() (wrapped) once ctx is
 //     done, and never blocks past it.
 //   - Missing records give ErrNotFound (wrapped), distinct from I/O errors.
-//   - Writes of homes and the target are compare-and-set on generation and
+//   - Writes of homes, apps and the target are compare-and-set on generation and
 //     owner token (Cond). On success the stored generation is cond+1 and the
 //     stored owner is the written record's Owner; the stored record is
 //     returned. On mismatch: ErrConflict and nothing is written.
@@ -142,6 +155,15 @@ type Store interface {
 	PutHome(ctx context.Context, h Home, cond Cond) (Home, error)
 	// DeleteHome removes a home if the stored record matches cond.
 	DeleteHome(ctx context.Context, id string, cond Cond) error
+
+	// GetApp returns one app registered at runtime, by slug.
+	GetApp(ctx context.Context, slug string) (App, error)
+	// ListApps returns every stored app, ordered by slug.
+	ListApps(ctx context.Context) ([]App, error)
+	// PutApp writes a if the stored record matches cond (see Cond).
+	PutApp(ctx context.Context, a App, cond Cond) (App, error)
+	// DeleteApp removes an app if the stored record matches cond.
+	DeleteApp(ctx context.Context, slug string, cond Cond) error
 
 	// GetTarget returns the roll target, or ErrNotFound when none is set.
 	GetTarget(ctx context.Context) (Target, error)

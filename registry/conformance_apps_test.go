@@ -1,0 +1,161 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// rtSampleApp returns an app with every field set.
+func rtSampleApp(slug string) App {
+	return App{
+		Slug: slug, Home: "h1", Kind: "api", StripPrefix: true, Path: "/base",
+		Health:       AppHealth{Type: "http", Path: "/healthz", Interval: 2 * time.Second, Timeout: time.Second, StartPeriod: 5 * time.Second},
+		DesiredState: "running", FailureThreshold: 3, MinRefresh: time.Second, RefreshTimeout: 30 * time.Second,
+		UpdatedAt: time.Date(2029, 12, 31, 23, 0, 0, 123456789, time.UTC), Owner: "gw-a",
+	}
+}
+
+// rtSameApp reports how a and b differ ("" when equal; times as instants).
+func rtSameApp(a, b App) string {
+	if !a.UpdatedAt.Equal(b.UpdatedAt) {
+		return "updated_at differs: " + a.UpdatedAt.String() + " vs " + b.UpdatedAt.String()
+	}
+	a.UpdatedAt, b.UpdatedAt = time.Time{}, time.Time{}
+	if !reflect.DeepEqual(a, b) {
+		return "records differ"
+	}
+	return ""
+}
+
+func testRuntimeAppCreateAndGet(t *testing.T, open storeOpener) {
+	s, _ := open(t)
+	ctx := context.Background()
+	_, err := s.GetApp(ctx, "a1")
+	wantErr(t, "get missing app", err, ErrNotFound)
+	in := rtSampleApp("a1")
+	in.Generation = 42 // ignored: the store sets it
+	stored, err := s.PutApp(ctx, in, Cond{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if stored.Generation != 1 || stored.Owner != "gw-a" {
+		t.Fatalf("created generation %d owner %q, want 1 and gw-a", stored.Generation, stored.Owner)
+	}
+	got, err := s.GetApp(ctx, "a1")
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	want := rtSampleApp("a1")
+	want.Generation = 1
+	if d := rtSameApp(got, want); d != "" {
+		t.Fatalf("read back: %s: %+v vs %+v", d, got, want)
+	}
+	if _, err := s.PutApp(ctx, App{}, Cond{}); err == nil || errors.Is(err, ErrConflict) {
+		t.Fatalf("app without slug: %v, want a validation error", err)
+	}
+	_, err = s.PutApp(ctx, rtSampleApp("a1"), Cond{})
+	wantErr(t, "create on existing app", err, ErrConflict)
+}
+
+func testRuntimeAppCAS(t *testing.T, open storeOpener) {
+	s, _ := open(t)
+	ctx := context.Background()
+	v1, err := s.PutApp(ctx, rtSampleApp("a1"), Cond{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	next := v1
+	next.Kind, next.Owner = "ui", "gw-b"
+	v2, err := s.PutApp(ctx, next, AppCond(v1))
+	if err != nil || v2.Generation != 2 || v2.Owner != "gw-b" || v2.Kind != "ui" {
+		t.Fatalf("update: %+v, %v", v2, err)
+	}
+	// The stale writer (v1) and a writer with the wrong owner are refused.
+	_, err = s.PutApp(ctx, v1, AppCond(v1))
+	wantErr(t, "stale generation", err, ErrConflict)
+	_, err = s.PutApp(ctx, v1, Cond{Generation: v2.Generation, Owner: "gw-a"})
+	wantErr(t, "wrong owner", err, ErrConflict)
+	_, err = s.PutApp(ctx, rtSampleApp("missing"), Cond{Generation: 1, Owner: "gw-a"})
+	wantErr(t, "update of a missing app", err, ErrNotFound)
+	got, err := s.GetApp(ctx, "a1")
+	if err != nil || got.Generation != 2 || got.Kind != "ui" {
+		t.Fatalf("after refused writes: %+v, %v", got, err)
+	}
+}
+
+func testRuntimeAppListAndDelete(t *testing.T, open storeOpener) {
+	s, _ := open(t)
+	ctx := context.Background()
+	apps, err := s.ListApps(ctx)
+	if err != nil || len(apps) != 0 || apps == nil {
+		t.Fatalf("empty list: %#v, %v; want an empty non-nil list", apps, err)
+	}
+	var v1 App
+	for _, slug := range []string{"c", "a", "b"} {
+		a, err := s.PutApp(ctx, rtSampleApp(slug), Cond{})
+		if err != nil {
+			t.Fatalf("create %s: %v", slug, err)
+		}
+		if slug == "a" {
+			v1 = a
+		}
+	}
+	apps, err = s.ListApps(ctx)
+	if err != nil || len(apps) != 3 || apps[0].Slug != "a" || apps[1].Slug != "b" || apps[2].Slug != "c" {
+		t.Fatalf("list: %+v, %v; want a, b, c", apps, err)
+	}
+	wantErr(t, "delete with wrong generation", s.DeleteApp(ctx, "a", Cond{Generation: 2, Owner: "gw-a"}), ErrConflict)
+	wantErr(t, "delete with wrong owner", s.DeleteApp(ctx, "a", Cond{Generation: 1, Owner: "gw-b"}), ErrConflict)
+	wantErr(t, "delete with create condition", s.DeleteApp(ctx, "a", Cond{}), ErrConflict)
+	if err := s.DeleteApp(ctx, "a", AppCond(v1)); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	_, err = s.GetApp(ctx, "a")
+	wantErr(t, "get deleted app", err, ErrNotFound)
+	wantErr(t, "delete twice", s.DeleteApp(ctx, "a", AppCond(v1)), ErrNotFound)
+	// Apps and homes are separate: a home with the same name is unaffected.
+	mustCreateHome(t, s, sampleHome("b"))
+	if err := s.DeleteApp(ctx, "b", Cond{Generation: 1, Owner: "gw-a"}); err != nil {
+		t.Fatalf("delete app b: %v", err)
+	}
+	if _, err := s.GetHome(ctx, "b"); err != nil {
+		t.Fatalf("home b after deleting app b: %v", err)
+	}
+	again, err := s.PutApp(ctx, rtSampleApp("a"), Cond{})
+	if err != nil || again.Generation != 1 {
+		t.Fatalf("re-create deleted app: %+v, %v", again, err)
+	}
+}
+
+func testRuntimeAppCancelledContext(t *testing.T, open storeOpener) {
+	s, _ := open(t)
+	live := context.Background()
+	v1, err := s.PutApp(live, rtSampleApp("a1"), Cond{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	ctx, cancel := context.WithCancel(live)
+	cancel()
+	check := func(call string, err error) {
+		t.Helper()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s with a cancelled context: got %v, want context.Canceled", call, err)
+		}
+	}
+	_, err = s.GetApp(ctx, "a1")
+	check("GetApp", err)
+	_, err = s.ListApps(ctx)
+	check("ListApps", err)
+	_, err = s.PutApp(ctx, rtSampleApp("a2"), Cond{})
+	check("PutApp", err)
+	check("DeleteApp", s.DeleteApp(ctx, "a1", AppCond(v1)))
+	if _, err := s.GetApp(live, "a2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("app created with a cancelled context: %v", err)
+	}
+	if _, err := s.GetApp(live, "a1"); err != nil {
+		t.Fatalf("app deleted with a cancelled context: %v", err)
+	}
+}
