@@ -140,6 +140,7 @@ type home struct {
 	// closed when the replacement is installed or discarded. Operations
 	// wait for it before they look at proc.
 	restarting chan struct{}
+	history    []Restart // the supervisor's last restarts (history.go)
 }
 
 // proc is one started or adopted process.
@@ -1188,6 +1189,7 @@ func (e *Exec) handleExit(ev exitEvent) {
 		reason := fmt.Sprintf("pid %d %s; %d restarts in %s allowed, giving up; last log lines: %s",
 			p.PID, p.status, e.cfg.RestartBudget, e.cfg.RestartWindow, tail)
 		h.failed, h.wanted, h.proc = reason, false, nil
+		h.rtRemember(Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: RestartGaveUp})
 		e.mu.Unlock()
 		e.giveUp(h, reason)
 		return
@@ -1206,9 +1208,11 @@ func (e *Exec) handleExit(ev exitEvent) {
 	var reason string
 	if installed {
 		h.proc = np
+		h.rtRemember(Restart{Time: now, OldPID: p.PID, NewPID: np.PID, ExitReason: p.status, Outcome: RestartDone})
 	} else if failed {
 		reason = fmt.Sprintf("pid %d %s; restart failed: %v; last log lines: %s", p.PID, p.status, err, tail)
 		h.failed, h.wanted, h.proc = reason, false, nil
+		h.rtRemember(Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: RestartFailed, Error: err.Error()})
 	}
 	e.mu.Unlock()
 	if np != nil && !installed {
