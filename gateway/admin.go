@@ -20,6 +20,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/web"
@@ -228,6 +229,7 @@ func (a *adminServer) routes() http.Handler {
 		r.Get("/admin/apps", a.listApps)
 		r.Get("/admin/apps/{slug}", a.getApp)
 		r.Put("/admin/apps/{slug}", a.putApp)
+		r.Delete("/admin/apps/{slug}", a.deleteApp)
 		r.Post("/admin/apps/{slug}/refresh", a.refreshApp)
 		r.Get("/admin/routes", a.listRoutes)
 		r.Get("/admin/events", a.serveEvents)
@@ -402,6 +404,13 @@ type HomeView struct {
 	Probe             string        `json:"probe,omitempty"`
 	RelayToken        bool          `json:"relay_token"`
 	Generation        uint64        `json:"generation"`
+	// Dynamic is true for a home registered through the admin API (it is
+	// registered again when the gateway restarts).
+	Dynamic bool `json:"dynamic,omitempty"`
+	// Restarts are the exec supervisor's last restarts of the home's
+	// process, oldest first (only in the answers about one home; omitted
+	// when there were none since the gateway started).
+	Restarts []provider.Restart `json:"restarts,omitempty"`
 }
 
 // WakeProgress is a wake in flight.
@@ -428,6 +437,11 @@ type AppView struct {
 	ProbeStatus int        `json:"probe_status,omitempty"`
 	Operation   string     `json:"operation,omitempty"`
 	Stale       bool       `json:"stale,omitempty"`
+	// Source is "config" for an app of the config file and "api" for one
+	// registered through PUT /admin/apps/{slug}; Generation is the latter's
+	// stored generation (its ETag), 0 for the former.
+	Source     string `json:"source"`
+	Generation uint64 `json:"generation,omitempty"`
 }
 
 func (a *adminServer) homeView(h *homeRoute, rec registry.Home) HomeView {
@@ -436,7 +450,7 @@ func (a *adminServer) homeView(h *homeRoute, rec registry.Home) HomeView {
 		Status: string(rec.Status), Verdict: string(rec.Verdict), Reason: rec.Reason, WantRunning: rec.WantRunning,
 		Endpoint: admSafeURL(rec.Endpoint), Sessions: g.sessions.Count(h.spec.ID), Warm: g.engine.Warm(h.spec.ID),
 		IdleTimeout: h.spec.IdleTimeout.String(), Probe: string(h.spec.Probe), RelayToken: h.token != "",
-		Generation: rec.Generation}
+		Generation: rec.Generation, Dynamic: rec.Dynamic}
 	if v.Verdict == "" {
 		v.Verdict = "none"
 	}
@@ -488,8 +502,10 @@ func (a *adminServer) homes(ctx context.Context) ([]HomeView, error) {
 }
 
 func (a *adminServer) apps() []AppView {
-	out := make([]AppView, 0, len(a.g.apps))
-	for _, ar := range a.g.apps {
+	routes := a.g.ap.all()
+	out := make([]AppView, 0, len(routes))
+	for _, r := range routes {
+		ar := r.app
 		st, _ := a.g.Apps().Status(ar.cfg.Slug)
 		out = append(out, a.appView(ar, st))
 	}
@@ -500,7 +516,10 @@ func (a *adminServer) apps() []AppView {
 func (a *adminServer) appView(ar *appRoute, st wake.AppStatus) AppView {
 	v := AppView{Slug: ar.cfg.Slug, Kind: ar.cfg.Kind, Home: ar.cfg.Home, Upstream: admSafeURL(ar.cfg.Upstream),
 		Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
-		ProbeStatus: st.ProbeStatus, Operation: st.Operation, Stale: st.Stale}
+		ProbeStatus: st.ProbeStatus, Operation: st.Operation, Stale: st.Stale, Source: "config"}
+	if r := a.g.ap.route(ar.cfg.Slug); r != nil && r.app == ar && r.gen != 0 {
+		v.Source, v.Generation = "api", r.gen
+	}
 	if !st.ObservedAt.IsZero() {
 		t := st.ObservedAt
 		v.ObservedAt = &t
@@ -584,7 +603,11 @@ func (a *adminServer) writeHome(w http.ResponseWriter, r *http.Request, status i
 		return
 	}
 	w.Header().Set("ETag", etag(rec.Generation))
-	admJSON(w, status, a.homeView(h, rec))
+	v := a.homeView(h, rec)
+	if h.spec.Provider == "exec" {
+		v.Restarts = a.g.exec.History(h.spec.ID)
+	}
+	admJSON(w, status, v)
 }
 
 func (a *adminServer) getHome(w http.ResponseWriter, r *http.Request) {
@@ -628,21 +651,12 @@ func (a *adminServer) putHome(w http.ResponseWriter, r *http.Request) {
 	}
 	spec, token, errs := a.validateHome(id, req)
 	if len(errs) > 0 {
-		msgs := make([]string, len(errs))
-		fields := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i], fields[i] = e.field+": "+e.msg, e.field
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusBadRequest)
-		list := make([]map[string]string, len(errs))
-		for i, e := range errs {
-			list[i] = map[string]string{"field": e.field, "message": e.msg}
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": "invalid",
-			"message": strings.Join(msgs, "; "), "field": strings.Join(fields, ","), "fields": list}})
+		admFieldErrors(w, errs)
 		return
 	}
+	// A home the config does not declare is dynamic: stored with what its
+	// registration needs, and registered again at start (homes_runtime.go).
+	dyn := !g.rtConfigHome(id)
 	ctx := r.Context()
 	cur, err := g.store.GetHome(ctx, id)
 	created := false
@@ -654,19 +668,21 @@ func (a *adminServer) putHome(w http.ResponseWriter, r *http.Request) {
 		}
 		created = true
 		_, err = g.store.PutHome(ctx, registry.Home{ID: id, Target: spec.Target, Provider: spec.Provider,
-			Version: spec.Version, RelayTokenRef: req.RelayToken, Status: registry.StatusSleeping, Owner: g.cfg.Instance}, registry.Cond{})
+			Version: spec.Version, RelayTokenRef: req.RelayToken, Status: registry.StatusSleeping, Owner: g.cfg.Instance,
+			Dynamic: dyn, IdleTimeout: spec.IdleTimeout, Probe: string(spec.Probe)}, registry.Cond{})
 	case err != nil:
 	case gen != 0 && cur.Generation != gen:
 		admError(w, http.StatusConflict, "conflict", fmt.Sprintf("If-Match %d is stale: the home is at generation %d", gen, cur.Generation), "If-Match")
 		return
 	default:
-		if _, known := g.homeWithID(id); !known {
+		if _, known := g.homeWithID(id); !known && !cur.Dynamic {
 			admError(w, http.StatusConflict, "conflict", "a stored home with this id exists but is not served here; remove it first", "id")
 			return
 		}
 		spec.Version = cur.Version
 		next := cur
 		next.Target, next.Provider, next.RelayTokenRef, next.Owner = spec.Target, spec.Provider, req.RelayToken, g.cfg.Instance
+		next.Dynamic, next.IdleTimeout, next.Probe = dyn, spec.IdleTimeout, string(spec.Probe)
 		_, err = g.store.PutHome(ctx, next, registry.CondOf(cur))
 	}
 	if err != nil {
@@ -782,8 +798,8 @@ func (a *adminServer) deleteHome(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := h.spec.ID
-	for _, ar := range a.g.apps {
-		if ar.home != nil && ar.home.spec.ID == id {
+	for _, r := range a.g.ap.all() {
+		if ar := r.app; ar.home != nil && ar.home.spec.ID == id {
 			admError(w, http.StatusConflict, "home_in_use", "app "+ar.cfg.Slug+" runs in this home", "id")
 			return
 		}
@@ -922,7 +938,7 @@ func (a *adminServer) listApps(w http.ResponseWriter, _ *http.Request) {
 // app finds the app named in the path, answering 404 when there is none.
 func (a *adminServer) app(w http.ResponseWriter, r *http.Request) (*appRoute, bool) {
 	slug := chi.URLParam(r, "slug")
-	ar, ok := a.g.apps[slug]
+	ar, ok := a.g.appBySlug(slug)
 	if !ok {
 		admError(w, http.StatusNotFound, "app_not_found", "no app with slug "+strconv.Quote(slug), "slug")
 	}
@@ -932,12 +948,12 @@ func (a *adminServer) app(w http.ResponseWriter, r *http.Request) (*appRoute, bo
 func (a *adminServer) getApp(w http.ResponseWriter, r *http.Request) {
 	if ar, ok := a.app(w, r); ok {
 		st, _ := a.g.Apps().Status(ar.cfg.Slug)
-		admJSON(w, http.StatusOK, a.appView(ar, st))
+		v := a.appView(ar, st)
+		if v.Generation != 0 {
+			w.Header().Set("ETag", etag(v.Generation))
+		}
+		admJSON(w, http.StatusOK, v)
 	}
-}
-
-func (a *adminServer) putApp(w http.ResponseWriter, _ *http.Request) {
-	admNotImplemented(w, "registering apps at runtime (the app engine's route table is fixed at start; declare apps in the config)")
 }
 
 // refreshApp observes an app now (sharing an observation in flight) and,

@@ -122,6 +122,7 @@ var admRoutes = []struct{ method, path string }{
 	{"GET", "/admin/apps"},
 	{"GET", "/admin/apps/demo"},
 	{"PUT", "/admin/apps/demo"},
+	{"DELETE", "/admin/apps/demo"},
 	{"POST", "/admin/apps/demo/refresh"},
 	{"GET", "/admin/routes"},
 	{"GET", "/admin/events"},

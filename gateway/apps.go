@@ -49,7 +49,9 @@ import (
 type apState struct {
 	token  string
 	apps   *wake.Apps
-	routes map[string]*apRoute // fixed after New
+	routes atomic.Pointer[map[string]*apRoute] // by slug; copy on write (apps_runtime.go)
+	loops  rtLoops                             // one observation loop per app (apps_runtime.go)
+	change sync.Mutex                          // serialises registrations and removals of apps
 
 	addr   atomic.Pointer[string] // host:port self-probes dial; nil until Serve listens
 	conns  sync.Map               // local addresses of open self-probe connections
@@ -61,6 +63,9 @@ type apState struct {
 type apRoute struct {
 	app       *appRoute
 	published atomic.Bool
+	// gen is the stored generation of an app registered through the
+	// admin API; 0 for an app of the config.
+	gen uint64
 }
 
 type apProbeKey struct{}
@@ -69,7 +74,8 @@ type apProbeKey struct{}
 func (g *Gateway) apInit(cfg *Config) {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	st := &apState{token: hex.EncodeToString(b[:]), routes: map[string]*apRoute{}}
+	st := &apState{token: hex.EncodeToString(b[:])}
+	routes := map[string]*apRoute{}
 	dialer := &net.Dialer{Timeout: cfg.Proxy.DialTimeout}
 	st.tr = &http.Transport{
 		Proxy: nil,
@@ -93,17 +99,10 @@ func (g *Gateway) apInit(cfg *Config) {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	specs := make([]wake.AppSpec, 0, len(cfg.Apps))
 	for _, ac := range cfg.Apps {
-		st.routes[ac.Slug] = &apRoute{app: g.apps[ac.Slug]}
-		s := wake.AppSpec{Slug: ac.Slug, API: ac.Kind == "api", Home: ac.Home, Upstream: ac.Upstream, Path: ac.Path,
-			Health: wake.AppHealth{Type: ac.Health.Type, Path: ac.Health.Path, Interval: ac.Health.Interval,
-				Timeout: ac.Health.Timeout, StartPeriod: ac.Health.StartPeriod},
-			Stopped: ac.DesiredState == "stopped", FailureThreshold: ac.FailureThreshold,
-			MinRefresh: ac.MinRefresh, RefreshTimeout: ac.RefreshTimeout}
-		if h, ok := g.homeWithID(ac.Home); ok && h.token != "" {
-			s.Header = http.Header{cfg.Proxy.RelayHeader: {h.token}}
-		}
-		specs = append(specs, s)
+		routes[ac.Slug] = &apRoute{app: g.apps[ac.Slug]}
+		specs = append(specs, g.rtAppSpec(ac))
 	}
+	st.routes.Store(&routes)
 	st.apps = wake.NewApps(wake.AppsOptions{Engine: g.engine, Routes: (*apTable)(g), Events: g.engine.Events(),
 		Log: g.log.With("component", "apps")}, specs)
 	g.ap = st
@@ -139,25 +138,26 @@ func (g *Gateway) apListening(a net.Addr) {
 // until ctx is done. Serve owns it; observations are skipped while
 // draining.
 func (g *Gateway) apRun(ctx context.Context) {
-	var wg sync.WaitGroup
-	for slug, r := range g.ap.routes {
-		every := r.app.cfg.Health.Interval
-		wg.Go(func() {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				if !g.draining.Load() {
-					_, _ = g.ap.apps.Refresh(ctx, slug, "")
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-		})
+	// Apps registered through the admin API get their loops under the
+	// same owner (apps_runtime.go).
+	g.ap.loops.run(ctx, g.ap.all, g.apObserve)
+}
+
+// apObserve is one app's observation loop: it observes the app at once
+// and then every every, until ctx is done.
+func (g *Gateway) apObserve(ctx context.Context, slug string, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if !g.draining.Load() {
+			_, _ = g.ap.apps.Refresh(ctx, slug, "")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
-	wg.Wait()
 }
 
 // apHygiene removes the probe header from r and, when r is one of the
@@ -206,7 +206,7 @@ type apTable Gateway
 
 // RouteState returns slug's route state; ok is false until Serve listens.
 func (t *apTable) RouteState(slug string) (wake.RouteState, bool) {
-	r := t.ap.routes[slug]
+	r := t.ap.route(slug)
 	if r == nil || t.ap.addr.Load() == nil {
 		return "", false
 	}
@@ -220,7 +220,7 @@ func (t *apTable) RouteState(slug string) (wake.RouteState, bool) {
 // listener with the probe token and publishes the route when the status
 // passes the app kind's rules.
 func (t *apTable) SelfProbe(ctx context.Context, slug string) (int, error) {
-	r := t.ap.routes[slug]
+	r := t.ap.route(slug)
 	a := t.ap.addr.Load()
 	if r == nil || a == nil {
 		return 0, errors.New("no route to probe")
@@ -253,7 +253,7 @@ func (t *apTable) SelfProbe(ctx context.Context, slug string) (int, error) {
 
 // Withdraw unpublishes slug's route.
 func (t *apTable) Withdraw(slug, reason string) {
-	r := t.ap.routes[slug]
+	r := t.ap.route(slug)
 	if r == nil || !r.published.Swap(false) {
 		return
 	}
@@ -291,7 +291,7 @@ func (g *Gateway) apServeProbe(w http.ResponseWriter, r *http.Request, app *appR
 // endpoint, joined with the app's base path for an app.
 func (g *Gateway) apUpstream(route *proxy.Route, endpoint *url.URL) *url.URL {
 	if route.Kind == "app" {
-		if ar := g.apps[route.Name]; ar != nil {
+		if ar, ok := g.appBySlug(route.Name); ok {
 			return apJoin(endpoint, ar.cfg.Path)
 		}
 	}
@@ -311,8 +311,8 @@ func apJoin(u *url.URL, base string) *url.URL {
 
 // apPublished reports whether app's route is published.
 func (g *Gateway) apPublished(app *appRoute) bool {
-	r := g.ap.routes[app.cfg.Slug]
-	return r != nil && r.published.Load()
+	r := g.ap.route(app.cfg.Slug)
+	return r != nil && r.app == app && r.published.Load()
 }
 
 // apAwait handles a user request for an app whose route is not published:
@@ -430,10 +430,10 @@ type AppRoute struct {
 
 // Routes returns a snapshot of this instance's route table, by slug.
 func (g *Gateway) Routes() []AppRoute {
-	out := make([]AppRoute, 0, len(g.ap.routes))
+	out := make([]AppRoute, 0, len(g.ap.all()))
 	for _, st := range g.ap.apps.List() {
 		state := wake.RouteCandidate
-		if r := g.ap.routes[st.Slug]; r != nil && r.published.Load() {
+		if r := g.ap.route(st.Slug); r != nil && r.published.Load() {
 			state = wake.RoutePublished
 		}
 		out = append(out, AppRoute{Slug: st.Slug, State: state})

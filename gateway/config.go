@@ -732,16 +732,7 @@ func (c *Config) setDefaults() {
 		}
 	}
 	for i := range c.Apps {
-		a := &c.Apps[i]
-		defaultStr(&a.Kind, "ui")
-		defaultStr(&a.DesiredState, "running")
-		defaultInt(&a.FailureThreshold, 3)
-		defaultDur(&a.MinRefresh, time.Second)
-		defaultDur(&a.RefreshTimeout, 30*time.Second)
-		defaultStr(&a.Health.Type, "http")
-		defaultStr(&a.Health.Path, "/")
-		defaultDur(&a.Health.Interval, 2*time.Second)
-		defaultDur(&a.Health.Timeout, 2*time.Second)
+		rtAppDefaults(&c.Apps[i]) // shared with the admin API (appcheck.go)
 	}
 }
 
@@ -958,58 +949,14 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	slugs := map[string]bool{}
 	for i, a := range c.Apps {
 		f := fmt.Sprintf("apps[%d]", i)
-		if !slugRE.MatchString(a.Slug) {
-			bad(f+".slug", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", a.Slug)
-		} else if slugs[a.Slug] {
+		if slugRE.MatchString(a.Slug) && slugs[a.Slug] {
 			bad(f+".slug", "duplicate slug %q", a.Slug)
 		}
 		slugs[a.Slug] = true
-		switch {
-		case a.Upstream == "" && a.Home == "":
-			bad(f+".upstream", "set upstream (a URL) or home (a home id)")
-		case a.Upstream != "" && a.Home != "":
-			bad(f+".home", "set upstream or home, not both")
-		case a.Upstream != "":
-			u, err := url.Parse(a.Upstream)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad(f+".upstream", "want an http or https URL, got %q", a.Upstream)
-			}
-		case !homes[a.Home]:
-			bad(f+".home", "no home with id %q", a.Home)
-		}
-		if a.Kind != "ui" && a.Kind != "api" {
-			bad(f+".kind", "want ui or api, got %q", a.Kind)
-		}
-		if a.Path != "" {
-			if a.Home == "" {
-				bad(f+".path", "only apps inside a home have a path; put it in the upstream URL")
-			} else if u, err := url.Parse(a.Path); err != nil || !strings.HasPrefix(a.Path, "/") || u.RawQuery != "" || u.Host != "" {
-				bad(f+".path", "want an absolute path such as /app, got %q", a.Path)
-			}
-		}
-		switch a.Health.Type {
-		case "http", "tcp":
-		default:
-			bad(f+".health.type", "want http or tcp, got %q", a.Health.Type)
-		}
-		if u, err := url.Parse(a.Health.Path); err != nil || !strings.HasPrefix(a.Health.Path, "/") || u.Host != "" {
-			bad(f+".health.path", "want an absolute path such as /healthz, got %q", a.Health.Path)
-		}
-		if a.DesiredState != "running" && a.DesiredState != "stopped" {
-			bad(f+".desired_state", "want running or stopped, got %q", a.DesiredState)
-		}
-		if a.FailureThreshold < 1 {
-			bad(f+".failure_threshold", "must be at least 1, got %d", a.FailureThreshold)
-		}
-		for _, d := range []struct {
-			k string
-			v time.Duration
-		}{{"min_refresh", a.MinRefresh}, {"refresh_timeout", a.RefreshTimeout}, {"health.interval", a.Health.Interval},
-			{"health.timeout", a.Health.Timeout}, {"health.start_period", a.Health.StartPeriod}} {
-			if d.v < 0 {
-				bad(f+"."+d.k, "must not be negative, got %s", d.v)
-			}
-		}
+		// The per-app rules are shared with the admin API (appcheck.go).
+		rtCheckApp(a, func(id string) bool { return homes[id] }, func(field, format string, args ...any) {
+			bad(f+"."+field, format, args...)
+		})
 	}
 	return errs
 }

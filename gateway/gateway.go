@@ -39,11 +39,11 @@ type Gateway struct {
 
 	homeTab atomic.Pointer[homeTable] // copy on write, see hometable.go
 	homeMu  sync.Mutex                // serialises changes of homeTab
-	apps    map[string]*appRoute      // by slug
+	apps    map[string]*appRoute      // the config's apps as New built them; the live table is ap.routes
 	ap      *apState                  // app route table, self-probe, observer (apps.go)
 
 	draining atomic.Bool
-	inflight sync.WaitGroup // every request being served, WebSockets included
+	inflight rtInflight // every request being served, WebSockets included (inflight.go)
 	reqSeq   atomic.Uint64
 	reqPre   string
 
@@ -174,6 +174,11 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 		Log: log.With("component", "proxy"),
 	})
 	g.apInit(cfg)
+	// Homes and apps registered through the admin API, stored, come back
+	// after the config's (which win on a conflict; homes_runtime.go).
+	if err := g.rtRestore(ctx); err != nil {
+		return nil, err
+	}
 	g.handler = g.routes()
 	return g, nil
 }

@@ -247,6 +247,14 @@ func (m *metrics) event(ev wake.Event) {
 		}
 		m.appPhase[ev.App] = phase
 		m.routePhases.WithLabelValues(phase).Inc()
+	case wake.EventAppRemoved:
+		// An app removed through the admin API no longer counts.
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if old, ok := m.appPhase[ev.App]; ok {
+			m.routePhases.WithLabelValues(old).Dec()
+			delete(m.appPhase, ev.App)
+		}
 	}
 }
 

@@ -109,7 +109,7 @@ func (g *Gateway) newRequestID() string {
 }
 
 func (g *Gateway) redirectSlash(w http.ResponseWriter, r *http.Request) {
-	if _, ok := g.apps[chi.URLParam(r, "slug")]; !ok {
+	if _, ok := g.appBySlug(chi.URLParam(r, "slug")); !ok {
 		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "app_not_found", Message: "no such app"})
 		return
 	}
@@ -122,7 +122,7 @@ func (g *Gateway) redirectSlash(w http.ResponseWriter, r *http.Request) {
 }
 
 func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
-	app, ok := g.apps[chi.URLParam(r, "slug")]
+	app, ok := g.appBySlug(chi.URLParam(r, "slug"))
 	if !ok {
 		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "app_not_found", Message: "no such app"})
 		return
@@ -265,7 +265,7 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 	case "node":
 		h, _ = g.homeAt(name)
 	case "app":
-		if a := g.apps[name]; a != nil {
+		if a, ok := g.appBySlug(name); ok {
 			// An app is ready when its route is published (apps.go).
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wakegate/wakegate/registry"
@@ -155,8 +156,8 @@ type AppsOptions struct {
 // status, coalesces and caches refreshes, and runs start, stop and restart.
 type Apps struct {
 	o      AppsOptions
-	apps   map[string]*apApp // fixed after NewApps
-	order  []string
+	tab    atomic.Pointer[rtAppSet] // copy on write (apps_runtime.go)
+	setMu  sync.Mutex               // serialises changes of tab
 	client *http.Client
 	tr     *http.Transport
 	dialer *net.Dialer
@@ -171,6 +172,10 @@ type apApp struct {
 	spec AppSpec
 	// since is when a URL app's runtime counts as started: registration.
 	since time.Time
+	// ctx ends the app's observations: when the app is removed or
+	// replaced, or Apps closes.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	st      AppStatus
@@ -195,20 +200,18 @@ func NewApps(o AppsOptions, specs []AppSpec) *Apps {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	a := &Apps{o: o, apps: map[string]*apApp{}, dialer: &net.Dialer{}}
+	a := &Apps{o: o, dialer: &net.Dialer{}}
 	a.tr = &http.Transport{Proxy: nil, DialContext: a.dialer.DialContext, DisableKeepAlives: true, DisableCompression: true}
 	a.client = &http.Client{Transport: a.tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	now := time.Now()
+	set := &rtAppSet{byslug: map[string]*apApp{}}
 	for _, s := range specs {
-		ap := &apApp{spec: s, since: now, stopped: s.Stopped, changed: make(chan struct{})}
-		ap.st = AppStatus{Slug: s.Slug, Phase: PhaseUnknown, Reason: ReasonNotObserved,
-			Message: "the app has not been observed yet", Route: RouteCandidate}
-		a.apps[s.Slug] = ap
-		a.order = append(a.order, s.Slug)
+		set.byslug[s.Slug] = a.rtNewApp(s)
+		set.order = append(set.order, s.Slug)
 	}
-	sort.Strings(a.order)
+	sort.Strings(set.order)
+	a.tab.Store(set)
 	return a
 }
 
@@ -221,7 +224,7 @@ func (a *Apps) Close() {
 
 // Spec returns slug's spec.
 func (a *Apps) Spec(slug string) (AppSpec, bool) {
-	ap := a.apps[slug]
+	ap := a.app(slug)
 	if ap == nil {
 		return AppSpec{}, false
 	}
@@ -230,7 +233,7 @@ func (a *Apps) Spec(slug string) (AppSpec, bool) {
 
 // Status returns slug's last stored status without observing it.
 func (a *Apps) Status(slug string) (AppStatus, bool) {
-	ap := a.apps[slug]
+	ap := a.app(slug)
 	if ap == nil {
 		return AppStatus{}, false
 	}
@@ -254,8 +257,9 @@ func (a *Apps) current(ap *apApp) AppStatus {
 
 // List returns every app's last stored status, by slug.
 func (a *Apps) List() []AppStatus {
-	out := make([]AppStatus, 0, len(a.order))
-	for _, slug := range a.order {
+	order := a.tab.Load().order
+	out := make([]AppStatus, 0, len(order))
+	for _, slug := range order {
 		st, _ := a.Status(slug)
 		out = append(out, st)
 	}
@@ -264,7 +268,7 @@ func (a *Apps) List() []AppStatus {
 
 // Stopped reports whether slug's desired state is stopped.
 func (a *Apps) Stopped(slug string) bool {
-	ap := a.apps[slug]
+	ap := a.app(slug)
 	if ap == nil {
 		return false
 	}
@@ -281,7 +285,7 @@ var ErrNoApp = errors.New("no such app")
 // waitFor is not empty it then waits, as WaitPhase with the default
 // budget, for that phase.
 func (a *Apps) Refresh(ctx context.Context, slug string, waitFor Phase) (AppStatus, error) {
-	ap := a.apps[slug]
+	ap := a.app(slug)
 	if ap == nil {
 		return AppStatus{}, fmt.Errorf("refresh %s: %w", slug, ErrNoApp)
 	}
@@ -299,7 +303,7 @@ func (a *Apps) Refresh(ctx context.Context, slug string, waitFor Phase) (AppStat
 // refresh_timeout; a caller whose ctx ends first, or whose observation ran
 // out of time, gets the last stored status marked Stale.
 func (a *Apps) RefreshSince(ctx context.Context, slug string, since time.Time) (AppStatus, error) {
-	ap := a.apps[slug]
+	ap := a.app(slug)
 	if ap == nil {
 		return AppStatus{}, fmt.Errorf("refresh %s: %w", slug, ErrNoApp)
 	}
@@ -316,7 +320,7 @@ func (a *Apps) refresh(ctx context.Context, ap *apApp, since time.Time) AppStatu
 		}
 		f := ap.flight
 		if f == nil {
-			if a.ctx.Err() != nil {
+			if ap.ctx.Err() != nil {
 				st := a.current(ap)
 				ap.mu.Unlock()
 				st.Stale = true
@@ -349,7 +353,7 @@ func (a *Apps) refresh(ctx context.Context, ap *apApp, since time.Time) AppStatu
 
 // observe runs one observation of ap and stores it. It owns f.
 func (a *Apps) observe(ap *apApp, f *apFlight) {
-	ctx, cancel := context.WithTimeout(a.ctx, ap.spec.RefreshTimeout)
+	ctx, cancel := context.WithTimeout(ap.ctx, ap.spec.RefreshTimeout)
 	defer cancel()
 	ob := a.ladder(ctx, ap)
 	timedOut := ctx.Err() != nil && ob.Phase != PhaseReady
@@ -529,7 +533,7 @@ func StatusPasses(code int, api bool) bool { return probeStatusPasses(code, api)
 // zero is DefaultWaitReady for ready and DefaultWaitStopped otherwise.
 // Observations are shared with every other caller (Refresh).
 func (a *Apps) WaitPhase(ctx context.Context, slug string, phase Phase, budget time.Duration) (AppStatus, error) {
-	ap := a.apps[slug]
+	ap := a.app(slug)
 	if ap == nil {
 		return AppStatus{}, fmt.Errorf("wait for %s: %w", slug, ErrNoApp)
 	}
@@ -578,7 +582,7 @@ var ErrNotHome = errors.New("the app does not run in a home")
 // app) and waits until it is ready (budget as WaitPhase). The operation's
 // phases are start.wake and start.waitReady.
 func (a *Apps) Start(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
-	ap := a.apps[slug]
+	ap := a.app(slug)
 	if ap == nil {
 		return AppStatus{}, fmt.Errorf("start %s: %w", slug, ErrNoApp)
 	}
@@ -603,7 +607,7 @@ func (a *Apps) start(ctx context.Context, ap *apApp, op string, budget time.Dura
 // app; refused while the home has sessions) and waits until it is stopped.
 // The operation's phases are stop.suspend and stop.waitStopped.
 func (a *Apps) Stop(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
-	ap := a.apps[slug]
+	ap := a.app(slug)
 	if ap == nil {
 		return AppStatus{}, fmt.Errorf("stop %s: %w", slug, ErrNoApp)
 	}
@@ -628,7 +632,7 @@ func (a *Apps) stop(ctx context.Context, ap *apApp, op string, budget time.Durat
 // start prefixed with "restart." (restart.waitStopped, restart.waitReady).
 // budget bounds each half as in WaitPhase.
 func (a *Apps) Restart(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
-	ap := a.apps[slug]
+	ap := a.app(slug)
 	if ap == nil {
 		return AppStatus{}, fmt.Errorf("restart %s: %w", slug, ErrNoApp)
 	}

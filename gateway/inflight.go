@@ -1,0 +1,50 @@
+package gateway
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// rtInflight counts the requests being served, for the drain to wait on.
+// It replaces a sync.WaitGroup, whose contract (an Add from zero must
+// happen before Wait) a server cannot keep: a connection accepted just as
+// the listener closes, or a self-probe of an app's observation loop sent
+// just before the drain began, starts a request while the drain waits.
+// Here Add may run at any time; Wait returns once the count is zero. The
+// request path pays one atomic add per Add and Done.
+type rtInflight struct {
+	n    atomic.Int64
+	mu   sync.Mutex
+	wait chan struct{} // closed when the count reaches zero; nil when nobody waits
+}
+
+// Add adds d to the count.
+func (c *rtInflight) Add(d int) {
+	if c.n.Add(int64(d)) != 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.wait != nil && c.n.Load() == 0 {
+		close(c.wait)
+		c.wait = nil
+	}
+	c.mu.Unlock()
+}
+
+// Done subtracts one from the count.
+func (c *rtInflight) Done() { c.Add(-1) }
+
+// Wait returns once the count is zero.
+func (c *rtInflight) Wait() {
+	c.mu.Lock()
+	if c.n.Load() == 0 {
+		c.mu.Unlock()
+		return
+	}
+	if c.wait == nil {
+		c.wait = make(chan struct{})
+	}
+	ch := c.wait
+	c.mu.Unlock()
+	<-ch
+}

@@ -1,0 +1,93 @@
+package wake
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Event types of apps registered and removed at runtime.
+const (
+	EventAppRegistered = "app.registered"
+	EventAppRemoved    = "app.removed"
+)
+
+// rtAppSet is the set of apps Apps observes. It is never changed once
+// stored: readers load it with one atomic read, and Put and Remove store a
+// changed copy under Apps.setMu (copy on write).
+type rtAppSet struct {
+	byslug map[string]*apApp
+	order  []string // slugs, sorted
+}
+
+// app returns the app with slug, or nil.
+func (a *Apps) app(slug string) *apApp { return a.tab.Load().byslug[slug] }
+
+// rtNewApp returns the state of a newly registered app: not observed yet,
+// its observations owned by a context of its own under Apps'.
+func (a *Apps) rtNewApp(s AppSpec) *apApp {
+	ap := &apApp{spec: s, since: time.Now(), stopped: s.Stopped, changed: make(chan struct{})}
+	ap.ctx, ap.cancel = context.WithCancel(a.ctx)
+	ap.st = AppStatus{Slug: s.Slug, Phase: PhaseUnknown, Reason: ReasonNotObserved,
+		Message: "the app has not been observed yet", Route: RouteCandidate}
+	return ap
+}
+
+// Put registers s, or replaces the app with its slug. A replaced app's
+// observation in flight is cancelled and waited for, and the new one
+// starts afresh: not
+// observed, its start period counted from now. The caller owns the route:
+// it puts a candidate in its table for s.Slug (before or after Put) and
+// drives observations with Refresh. Put publishes app.registered.
+func (a *Apps) Put(s AppSpec) {
+	a.setMu.Lock()
+	old := a.tab.Load()
+	set := &rtAppSet{byslug: maps.Clone(old.byslug)}
+	prev := set.byslug[s.Slug]
+	set.byslug[s.Slug] = a.rtNewApp(s)
+	set.order = slices.Sorted(maps.Keys(set.byslug))
+	a.tab.Store(set)
+	a.setMu.Unlock()
+	msg := "the app was registered; its route is a candidate until a self-probe passes"
+	if prev != nil {
+		prev.rtEnd()
+		msg = "the app was replaced; its route is a candidate until a self-probe passes"
+	}
+	a.o.Log.Info("app registered", "app", s.Slug, "replaced", prev != nil)
+	a.o.Events.Publish(Event{Type: EventAppRegistered, App: s.Slug, Home: s.Home, Message: msg})
+}
+
+// Remove stops observing slug: it cancels the app's observation in flight
+// and waits until it has ended, so that no health check of the app starts
+// or runs after Remove returns. It reports whether slug was registered and
+// publishes app.removed.
+func (a *Apps) Remove(slug string) bool {
+	a.setMu.Lock()
+	old := a.tab.Load()
+	prev := old.byslug[slug]
+	if prev == nil {
+		a.setMu.Unlock()
+		return false
+	}
+	set := &rtAppSet{byslug: maps.Clone(old.byslug)}
+	delete(set.byslug, slug)
+	set.order = slices.Sorted(maps.Keys(set.byslug))
+	a.tab.Store(set)
+	a.setMu.Unlock()
+	prev.rtEnd()
+	a.o.Log.Info("app removed", "app", slug)
+	a.o.Events.Publish(Event{Type: EventAppRemoved, App: slug, Home: prev.spec.Home, Message: "the app was removed"})
+	return true
+}
+
+// rtEnd cancels ap's observations and waits for the one in flight, if any.
+func (ap *apApp) rtEnd() {
+	ap.cancel()
+	ap.mu.Lock()
+	f := ap.flight
+	ap.mu.Unlock()
+	if f != nil {
+		<-f.done
+	}
+}
