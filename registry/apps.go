@@ -65,52 +65,17 @@ func AppCond(a App) Cond { return Cond{Generation: a.Generation, Owner: a.Owner}
 
 // GetApp returns one stored app by slug.
 func (b *Bolt) GetApp(ctx context.Context, slug string) (App, error) {
-	var a App
-	err := b.view(ctx, func(tx *bolt.Tx) error {
-		var found bool
-		var err error
-		a, found, err = getApp(tx, slug)
-		if err == nil && !found {
-			err = ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return App{}, fmt.Errorf("registry: get app %s: %w", slug, err)
-	}
-	return a, nil
+	return boltGet[App](ctx, b, bucketApps, "app", slug)
 }
 
 // getApp reads an app inside tx.
 func getApp(tx *bolt.Tx, slug string) (App, bool, error) {
-	raw := tx.Bucket(bucketApps).Get([]byte(slug))
-	if raw == nil {
-		return App{}, false, nil
-	}
-	var a App
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return App{}, true, fmt.Errorf("decode stored app: %w", err)
-	}
-	return a, true, nil
+	return boltDecode[App](tx, bucketApps, "app", slug)
 }
 
 // ListApps returns every stored app, ordered by slug.
 func (b *Bolt) ListApps(ctx context.Context) ([]App, error) {
-	apps := []App{}
-	err := b.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketApps).ForEach(func(k, v []byte) error {
-			var a App
-			if err := json.Unmarshal(v, &a); err != nil {
-				return fmt.Errorf("decode stored app %s: %w", k, err)
-			}
-			apps = append(apps, a)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("registry: list apps: %w", err)
-	}
-	return apps, nil
+	return boltList[App](ctx, b, bucketApps, "apps")
 }
 
 // PutApp writes a if the stored record matches cond. The record written and

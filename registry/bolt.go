@@ -181,53 +181,69 @@ func checkCond(found bool, gen uint64, owner string, cond Cond) error {
 
 // GetHome returns one home by id.
 func (b *Bolt) GetHome(ctx context.Context, id string) (Home, error) {
-	var h Home
+	return boltGet[Home](ctx, b, bucketHomes, "home", id)
+}
+
+// getHome reads a home inside tx.
+func getHome(tx *bolt.Tx, id string) (Home, bool, error) {
+	return boltDecode[Home](tx, bucketHomes, "home", id)
+}
+
+// ListHomes returns every home, ordered by id.
+func (b *Bolt) ListHomes(ctx context.Context) ([]Home, error) {
+	return boltList[Home](ctx, b, bucketHomes, "homes")
+}
+
+// boltDecode reads the JSON record stored under key in bucket inside tx;
+// found is false when there is none.
+func boltDecode[T any](tx *bolt.Tx, bucket []byte, kind, key string) (v T, found bool, err error) {
+	raw := tx.Bucket(bucket).Get([]byte(key))
+	if raw == nil {
+		return v, false, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, true, fmt.Errorf("decode stored %s: %w", kind, err)
+	}
+	return v, true, nil
+}
+
+// boltGet reads one record, or ErrNotFound.
+func boltGet[T any](ctx context.Context, b *Bolt, bucket []byte, kind, key string) (T, error) {
+	var v T
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		var found bool
 		var err error
-		h, found, err = getHome(tx, id)
+		v, found, err = boltDecode[T](tx, bucket, kind, key)
 		if err == nil && !found {
 			err = ErrNotFound
 		}
 		return err
 	})
 	if err != nil {
-		return Home{}, fmt.Errorf("registry: get home %s: %w", id, err)
+		var zero T
+		return zero, fmt.Errorf("registry: get %s %s: %w", kind, key, err)
 	}
-	return h, nil
+	return v, nil
 }
 
-// getHome reads a home inside tx.
-func getHome(tx *bolt.Tx, id string) (Home, bool, error) {
-	raw := tx.Bucket(bucketHomes).Get([]byte(id))
-	if raw == nil {
-		return Home{}, false, nil
-	}
-	var h Home
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return Home{}, true, fmt.Errorf("decode stored home: %w", err)
-	}
-	return h, true, nil
-}
-
-// ListHomes returns every home, ordered by id.
-func (b *Bolt) ListHomes(ctx context.Context) ([]Home, error) {
-	homes := []Home{}
+// boltList reads every record of a bucket in key order (bbolt iterates in
+// byte order, which is the order of ids and slugs).
+func boltList[T any](ctx context.Context, b *Bolt, bucket []byte, kind string) ([]T, error) {
+	out := []T{}
 	err := b.view(ctx, func(tx *bolt.Tx) error {
-		// bbolt keys iterate in byte order, which is the order of the ids.
-		return tx.Bucket(bucketHomes).ForEach(func(k, v []byte) error {
-			var h Home
-			if err := json.Unmarshal(v, &h); err != nil {
-				return fmt.Errorf("decode stored home %s: %w", k, err)
+		return tx.Bucket(bucket).ForEach(func(k, raw []byte) error {
+			var v T
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return fmt.Errorf("decode stored %s %s: %w", kind, k, err)
 			}
-			homes = append(homes, h)
+			out = append(out, v)
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("registry: list homes: %w", err)
+		return nil, fmt.Errorf("registry: list %s: %w", kind, err)
 	}
-	return homes, nil
+	return out, nil
 }
 
 // PutHome writes h if the stored record matches cond. The record written
