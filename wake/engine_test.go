@@ -536,3 +536,40 @@ func TestEngineKilledHomeWakesAgain(t *testing.T) {
 		})
 	}
 }
+
+// A home whose wakes keep failing is backed off: after a failed wake one
+// more may start at once, then callers get 503 wake_backoff with a
+// Retry-After and no wake is started for them.
+func TestEngineBacksOffFailingHome(t *testing.T) {
+	r := newRig(t, rigOptions{boot: time.Hour, readyTimeout: 300 * time.Millisecond})
+	code := func(err error) string {
+		var we *wake.Error
+		if errors.As(err, &we) {
+			return we.Code
+		}
+		return fmt.Sprint(err)
+	}
+	try := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := r.eng.EnsureAwake(ctx, rigHome)
+		return err
+	}
+	if err := try(); code(err) != "wake_timeout" {
+		t.Fatalf("first wake: %v, want wake_timeout", err)
+	}
+	if err := try(); code(err) != "wake_timeout" {
+		t.Fatalf("second wake (allowed at once after one failure): %v, want wake_timeout", err)
+	}
+	// A wake's log line follows its callers' release: wait for both.
+	testbin.Eventually(t, "the two failed wakes' log lines", func() bool { return len(r.logs.Lines("wake")) >= 2 })
+	wakesBefore := len(r.logs.Lines("wake"))
+	err := try()
+	var we *wake.Error
+	if !errors.As(err, &we) || we.Code != "wake_backoff" || we.Status != 503 || we.Retry < time.Second {
+		t.Fatalf("third wake: %v, want 503 wake_backoff with a Retry-After of at least 1s", err)
+	}
+	if n := len(r.logs.Lines("wake")); n != wakesBefore {
+		t.Fatalf("a backed-off caller started a wake: %d wake lines, had %d", n, wakesBefore)
+	}
+}
