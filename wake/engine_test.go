@@ -49,6 +49,7 @@ type rigOptions struct {
 	idle         time.Duration // home idle timeout; default 0 (never)
 	tick         time.Duration // idle loop tick; 0: the loop does not run
 	probe        wake.ProbeSpec
+	maxWakes     int // wake.Options.MaxConcurrent; default 4
 }
 
 // rig is a real wake engine: a bbolt store in a temp dir, the exec provider
@@ -73,6 +74,9 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	if o.warmTTL == 0 {
 		o.warmTTL = time.Minute
+	}
+	if o.maxWakes == 0 {
+		o.maxWakes = 4
 	}
 	bin := testbin.Build(t)
 	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}}
@@ -115,7 +119,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		WarmTTL:        o.warmTTL,
 		ReadyTimeout:   o.readyTimeout,
 		RetryAfter:     2 * time.Second,
-		MaxConcurrent:  4,
+		MaxConcurrent:  max(o.maxWakes, 1),
 		FailureBackoff: 2 * time.Second,
 		Probe:          o.probe,
 		RelayHeader:    demohome.RelayHeader,
@@ -572,4 +576,36 @@ func TestEngineBacksOffFailingHome(t *testing.T) {
 	if n := len(r.logs.Lines("wake")); n != wakesBefore {
 		t.Fatalf("a backed-off caller started a wake: %d wake lines, had %d", n, wakesBefore)
 	}
+}
+
+// The global cap on wakes running at once holds a second home's wake in
+// the queue while the first one has the only slot, and lets it run once
+// the first is over.
+func TestEngineCapsConcurrentWakes(t *testing.T) {
+	r := newRig(t, rigOptions{boot: time.Hour, readyTimeout: 2 * time.Second, maxWakes: 1})
+	ctx := context.Background()
+	if err := r.eng.Register(ctx, wake.HomeSpec{ID: "h2", Target: "bob", Provider: "exec", Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.eng.Start(rigHome); err != nil {
+		t.Fatal(err)
+	}
+	testbin.Eventually(t, "the first wake to hold the slot", func() bool {
+		phase, _, ok := r.eng.Progress(rigHome)
+		return ok && phase != "queued"
+	})
+	if err := r.eng.Start("h2"); err != nil {
+		t.Fatal(err)
+	}
+	phase, _, ok := r.eng.Progress("h2")
+	if first, _, running := r.eng.Progress(rigHome); !running || first == "queued" {
+		t.Skipf("the first wake ended before the check (phase %q): the machine stalled for its whole ready timeout", first)
+	}
+	if !ok || phase != "queued" {
+		t.Fatalf("second home's wake is %q (in flight %v) while the only slot is taken; want queued", phase, ok)
+	}
+	testbin.Eventually(t, "the second wake to get the slot once the first is over", func() bool {
+		phase, _, ok := r.eng.Progress("h2")
+		return !ok || phase != "queued"
+	})
 }
