@@ -2,12 +2,8 @@ package registry
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // bucketApps holds the apps registered at runtime: slug -> JSON App.
@@ -68,11 +64,6 @@ func (b *Bolt) GetApp(ctx context.Context, slug string) (App, error) {
 	return boltGet[App](ctx, b, bucketApps, "app", slug)
 }
 
-// getApp reads an app inside tx.
-func getApp(tx *bolt.Tx, slug string) (App, bool, error) {
-	return boltDecode[App](tx, bucketApps, "app", slug)
-}
-
 // ListApps returns every stored app, ordered by slug.
 func (b *Bolt) ListApps(ctx context.Context) ([]App, error) {
 	return boltList[App](ctx, b, bucketApps, "apps")
@@ -85,46 +76,11 @@ func (b *Bolt) PutApp(ctx context.Context, a App, cond Cond) (App, error) {
 	if a.Slug == "" {
 		return App{}, errors.New("registry: put app: slug is empty")
 	}
-	err := b.update(ctx, func(tx *bolt.Tx) error {
-		stored, found, err := getApp(tx, a.Slug)
-		if err != nil {
-			return err
-		}
-		if err := checkCond(found, stored.Generation, stored.Owner, cond); err != nil {
-			return err
-		}
-		a.Generation = cond.Generation + 1
-		raw, err := json.Marshal(a)
-		if err != nil {
-			return fmt.Errorf("encode app: %w", err)
-		}
-		return tx.Bucket(bucketApps).Put([]byte(a.Slug), raw)
-	})
-	if err != nil {
-		return App{}, fmt.Errorf("registry: put app %s: %w", a.Slug, err)
-	}
-	return a, nil
+	return boltPut(ctx, b, bucketApps, "app", a.Slug, cond, a, func(a *App, gen uint64) { a.Generation = gen })
 }
 
 // DeleteApp removes an app if the stored record matches cond; ErrNotFound
 // when there is none. A cond with Generation 0 never matches a stored app.
 func (b *Bolt) DeleteApp(ctx context.Context, slug string, cond Cond) error {
-	err := b.update(ctx, func(tx *bolt.Tx) error {
-		stored, found, err := getApp(tx, slug)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return ErrNotFound
-		}
-		if stored.Generation != cond.Generation || stored.Owner != cond.Owner {
-			return fmt.Errorf("stored generation %d owner %q, expected generation %d owner %q: %w",
-				stored.Generation, stored.Owner, cond.Generation, cond.Owner, ErrConflict)
-		}
-		return tx.Bucket(bucketApps).Delete([]byte(slug))
-	})
-	if err != nil {
-		return fmt.Errorf("registry: delete app %s: %w", slug, err)
-	}
-	return nil
+	return boltDelete[App](ctx, b, bucketApps, "app", slug, cond)
 }

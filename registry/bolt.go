@@ -184,11 +184,6 @@ func (b *Bolt) GetHome(ctx context.Context, id string) (Home, error) {
 	return boltGet[Home](ctx, b, bucketHomes, "home", id)
 }
 
-// getHome reads a home inside tx.
-func getHome(tx *bolt.Tx, id string) (Home, bool, error) {
-	return boltDecode[Home](tx, bucketHomes, "home", id)
-}
-
 // ListHomes returns every home, ordered by id.
 func (b *Bolt) ListHomes(ctx context.Context) ([]Home, error) {
 	return boltList[Home](ctx, b, bucketHomes, "homes")
@@ -256,46 +251,69 @@ func (b *Bolt) PutHome(ctx context.Context, h Home, cond Cond) (Home, error) {
 	if err := validateHome(h); err != nil {
 		return Home{}, fmt.Errorf("registry: put home %s: %w", h.ID, err)
 	}
-	err := b.update(ctx, func(tx *bolt.Tx) error {
-		stored, found, err := getHome(tx, h.ID)
-		if err != nil {
-			return err
-		}
-		if err := checkCond(found, stored.Generation, stored.Owner, cond); err != nil {
-			return err
-		}
-		h.Generation = cond.Generation + 1
-		raw, err := json.Marshal(h)
-		if err != nil {
-			return fmt.Errorf("encode home: %w", err)
-		}
-		return tx.Bucket(bucketHomes).Put([]byte(h.ID), raw)
-	})
-	if err != nil {
-		return Home{}, fmt.Errorf("registry: put home %s: %w", h.ID, err)
-	}
-	return h, nil
+	return boltPut(ctx, b, bucketHomes, "home", h.ID, cond, h, func(h *Home, gen uint64) { h.Generation = gen })
 }
 
 // DeleteHome removes a home if the stored record matches cond; ErrNotFound
 // when there is none. A cond with Generation 0 never matches a stored home.
 func (b *Bolt) DeleteHome(ctx context.Context, id string, cond Cond) error {
+	return boltDelete[Home](ctx, b, bucketHomes, "home", id, cond)
+}
+
+// boltRecord is a stored record written with a compare-and-set.
+type boltRecord interface {
+	// stamp returns the record's generation and owner token.
+	stamp() (uint64, string)
+}
+
+func (h Home) stamp() (uint64, string) { return h.Generation, h.Owner }
+func (a App) stamp() (uint64, string)  { return a.Generation, a.Owner }
+
+// boltPut writes v under key if the stored record matches cond; the record
+// written and returned has generation cond.Generation+1 (set by setGen).
+func boltPut[T boltRecord](ctx context.Context, b *Bolt, bucket []byte, kind, key string, cond Cond, v T, setGen func(*T, uint64)) (T, error) {
 	err := b.update(ctx, func(tx *bolt.Tx) error {
-		stored, found, err := getHome(tx, id)
+		stored, found, err := boltDecode[T](tx, bucket, kind, key)
+		if err != nil {
+			return err
+		}
+		gen, owner := stored.stamp()
+		if err := checkCond(found, gen, owner, cond); err != nil {
+			return err
+		}
+		setGen(&v, cond.Generation+1)
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", kind, err)
+		}
+		return tx.Bucket(bucket).Put([]byte(key), raw)
+	})
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("registry: put %s %s: %w", kind, key, err)
+	}
+	return v, nil
+}
+
+// boltDelete removes the record under key if it matches cond; ErrNotFound
+// when there is none. A cond with Generation 0 never matches a stored record.
+func boltDelete[T boltRecord](ctx context.Context, b *Bolt, bucket []byte, kind, key string, cond Cond) error {
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		stored, found, err := boltDecode[T](tx, bucket, kind, key)
 		if err != nil {
 			return err
 		}
 		if !found {
 			return ErrNotFound
 		}
-		if stored.Generation != cond.Generation || stored.Owner != cond.Owner {
+		if gen, owner := stored.stamp(); gen != cond.Generation || owner != cond.Owner {
 			return fmt.Errorf("stored generation %d owner %q, expected generation %d owner %q: %w",
-				stored.Generation, stored.Owner, cond.Generation, cond.Owner, ErrConflict)
+				gen, owner, cond.Generation, cond.Owner, ErrConflict)
 		}
-		return tx.Bucket(bucketHomes).Delete([]byte(id))
+		return tx.Bucket(bucket).Delete([]byte(key))
 	})
 	if err != nil {
-		return fmt.Errorf("registry: delete home %s: %w", id, err)
+		return fmt.Errorf("registry: delete %s %s: %w", kind, key, err)
 	}
 	return nil
 }
