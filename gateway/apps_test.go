@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,44 +110,8 @@ type apGateway struct {
 // homes run the real demo-home binary) and serves it until the test ends.
 func apStart(t testing.TB, body string) *apGateway {
 	t.Helper()
-	bin := testbin.Build(t)
-	data := filepath.Join(t.TempDir(), "data")
-	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nlog:\n  access: false\nexec:\n  command: [%q, \"demo-home\", \"--addr\", \"127.0.0.1:{port}\", \"--target\", \"{target}\", \"--version\", \"{version}\"]\n%s",
-		data, bin, body)
-	cfg, err := gateway.Load("apps.yaml", []byte(text))
-	if err != nil {
-		t.Fatalf("config: %v\n%s", err, text)
-	}
-	logs := &testbin.LogBuffer{}
-	g, err := gateway.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		g.Close()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("Serve: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("Serve did not return")
-		}
-		g.Close()
-		testbin.KillHomes(data)
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	return &apGateway{g: g, base: "http://" + ln.Addr().String(), logs: logs}
+	gw := e2eStartInProcess(t, "log:\n  access: false\n"+body)
+	return &apGateway{g: gw.g, base: "http://" + gw.addr, logs: gw.logs}
 }
 
 // get sends GET path with the headers and returns the status, the

@@ -577,6 +577,7 @@ type e2eGateway struct {
 	cancel context.CancelFunc
 	served chan struct{} // closed when Serve has returned
 	err    error         // Serve's result, once served is closed
+	logs   *testbin.LogBuffer
 }
 
 // e2eStartInProcess builds a gateway with gateway.New from the YAML in extra
@@ -609,7 +610,7 @@ func e2eStartInProcess(t testing.TB, extra string) *e2eGateway {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &e2eGateway{g: g, addr: ln.Addr().String(), data: data, cancel: cancel, served: make(chan struct{})}
+	p := &e2eGateway{g: g, addr: ln.Addr().String(), data: data, cancel: cancel, served: make(chan struct{}), logs: logs}
 	go func() {
 		defer close(p.served)
 		p.err = g.Serve(ctx, ln)

@@ -480,6 +480,9 @@ func (e *Engine) runWake(h *home, f *flight) {
 	}
 	h.flight = nil
 	h.mu.Unlock()
+	// The verdict is in place before the lock goes, and the lock is free
+	// before the callers go: what they do next finds both settled.
+	w.release()
 	close(f.done)
 	w.finish(err)
 }

@@ -84,6 +84,11 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			e.o.Log.Warn("suspend: unlock", "home", id, "err", err)
 		}
 	}()
+	// Once the lock is held the suspend runs to its end even if the caller
+	// goes away (the gateway shutting down): a half-done suspend would leave
+	// the record saying "suspending" for ever.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	// The verdict goes first: a request that starts after this point takes
 	// the slow path and queues behind the lock. Sessions are checked after
 	// it, so a request counted before the drop keeps the home awake.

@@ -209,16 +209,24 @@ func (w *wakeRun) timeout(what string, err error) error {
 		Msg: "the home did not become ready in time (" + what + ")", Retry: w.e.o.RetryAfter, cause: err}
 }
 
-// finish releases the lock and writes the one log line of this wake.
+// release frees the home's lifecycle lock. It runs before the callers are
+// released, so that an operation they start next (a suspend, a roll) finds
+// the lock free.
+func (w *wakeRun) release() {
+	if !w.locked {
+		return
+	}
+	w.locked = false
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.e.o.Store.Unlock(ctx, w.lease); err != nil {
+		w.e.o.Log.Warn("wake: unlock", "home", w.h.spec.ID, "err", err)
+	}
+}
+
+// finish writes the one log line and event of this wake.
 func (w *wakeRun) finish(err error) {
 	e := w.e
-	if w.locked {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if uerr := e.o.Store.Unlock(ctx, w.lease); uerr != nil {
-			e.o.Log.Warn("wake: unlock", "home", w.h.spec.ID, "err", uerr)
-		}
-		cancel()
-	}
 	total := time.Since(w.start)
 	ev := Event{Home: w.h.spec.ID, Cause: w.f.cause, Joined: int(w.f.joined.Load()),
 		TotalMS: ms(total), ProviderMS: ms(w.providerAt), ProbeMS: ms(w.probeAt)}
