@@ -94,6 +94,10 @@ type Options struct {
 	// BootDelay is how long Run waits before listening, to simulate a slow
 	// boot (flag --boot-delay). Zero or negative means no delay.
 	BootDelay time.Duration
+	// FailOnce, when set, names a marker file: if it does not exist, Run
+	// creates it and fails at once without listening (flag --fail-once),
+	// so the home's first start fails and its restart succeeds.
+	FailOnce string
 	// RelayToken, when set, is required in header X-Wakegate-Relay on every
 	// request under /node/ (flag --relay-token, or env WAKEGATE_RELAY_TOKEN
 	// when the flag is empty). Empty means no check.
@@ -132,6 +136,7 @@ func ParseFlags(args []string) (Options, error) {
 	fs.DurationVar(&o.BootDelay, "boot-delay", 0, "wait this long before listening, e.g. 2s (0: none)")
 	fs.StringVar(&o.RelayToken, "relay-token", "", "require this token in header "+RelayHeader+" under /node/ (default: env "+RelayTokenEnv+")")
 	fs.StringVar(&o.NotifyReady, "notify-ready", "", "POST to this URL once after listening")
+	fs.StringVar(&o.FailOnce, "fail-once", "", "if this marker file is missing, create it and exit with an error before listening")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			var b strings.Builder
@@ -663,6 +668,14 @@ func Run(ctx context.Context, o Options, logw io.Writer) error {
 	}
 	log := &lineLog{w: logw}
 
+	if o.FailOnce != "" {
+		if _, err := os.Stat(o.FailOnce); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(o.FailOnce, nil, 0o600); err != nil {
+				return fmt.Errorf("demo-home: --fail-once: %w", err)
+			}
+			return errors.New("demo-home: failing this first start (--fail-once)")
+		}
+	}
 	if o.BootDelay > 0 {
 		log.printf("booting delay=%s", o.BootDelay)
 		if !sleepCtx(ctx, o.BootDelay) {

@@ -49,7 +49,8 @@ type rigOptions struct {
 	idle         time.Duration // home idle timeout; default 0 (never)
 	tick         time.Duration // idle loop tick; 0: the loop does not run
 	probe        wake.ProbeSpec
-	maxWakes     int // wake.Options.MaxConcurrent; default 4
+	maxWakes     int      // wake.Options.MaxConcurrent; default 4
+	extraArgs    []string // appended to the demo home's command
 }
 
 // rig is a real wake engine: a bbolt store in a temp dir, the exec provider
@@ -92,8 +93,8 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	t.Cleanup(func() { _ = r.store.Close() })
 	r.exec, err = provider.NewExec(provider.ExecConfig{
-		Command: []string{bin, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
-			"--version", "{version}", "--boot-delay", o.boot.String()},
+		Command: append([]string{bin, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
+			"--version", "{version}", "--boot-delay", o.boot.String()}, o.extraArgs...),
 		DataDir:   r.data,
 		StopGrace: 2 * time.Second,
 		OnChange: func(id string, res provider.Result) {
@@ -608,4 +609,24 @@ func TestEngineCapsConcurrentWakes(t *testing.T) {
 		phase, _, ok := r.eng.Progress("h2")
 		return !ok || phase != "queued"
 	})
+}
+
+// A home whose first process exits during the wake (a port taken between
+// choosing and binding, a crash in boot) is restarted by the provider on a
+// new port; the wake follows it there instead of probing the dead endpoint
+// until the ready timeout.
+func TestEngineWakeFollowsRestartedHome(t *testing.T) {
+	r := newRig(t, rigOptions{readyTimeout: 20 * time.Second,
+		extraArgs: []string{"--fail-once", "{data_dir}/failed-once"}})
+	a := r.ensure()
+	if n := len(r.logs.Lines(`"exec: started home"`)); n != 2 {
+		t.Fatalf("%d processes started, want 2 (the failed first one and its restart)", n)
+	}
+	rec := r.record()
+	if rec.Endpoint != a.Endpoint.String() {
+		t.Fatalf("stored endpoint %s, woken endpoint %s: the restarted process was not recorded", rec.Endpoint, a.Endpoint)
+	}
+	if code, _, err := get(a.Endpoint.String(), rigProbePath+"/whoami"); err != nil || code != 200 {
+		t.Fatalf("the woken endpoint answers %d, %v", code, err)
+	}
 }

@@ -122,8 +122,11 @@ type flight struct {
 	phase   atomic.Value // string: "queued", "starting", "probing"
 	joined  atomic.Int32 // callers that joined after the first
 	cause   string       // why it runs: "cold" or "adopt"
-	res     Awake
-	err     error
+	// moved receives the provider's new result when it restarts the home's
+	// process during the wake, so the probe follows it.
+	moved chan provider.Result
+	res   Awake
+	err   error
 }
 
 func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
@@ -360,7 +363,7 @@ func (e *Engine) join(h *home, cause string) (*flight, *verdict, error) {
 		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Code: "wake_backoff",
 			Msg: "the home failed to wake recently; waiting before trying again", Retry: max(d, time.Second)}
 	}
-	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now(), cause: cause}
+	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}
 	f.phase.Store("queued")
 	h.flight = f
 	e.o.Events.Publish(Event{Type: EventWakeStart, Home: h.spec.ID, Cause: f.cause})

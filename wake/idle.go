@@ -154,6 +154,16 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		return
 	}
 	h.warm.Store(nil)
+	if r.State != provider.StateFailed {
+		h.mu.Lock()
+		if f := h.flight; f != nil {
+			select {
+			case f.moved <- r:
+			default:
+			}
+		}
+		h.mu.Unlock()
+	}
 	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 	defer cancel()
 	_, err := registry.UpdateHome(ctx, e.o.Store, registry.Home{ID: id}, e.o.Instance, func(rec *registry.Home) {

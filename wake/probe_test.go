@@ -538,7 +538,11 @@ func TestProbeClosedPortUntilDeadline(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 				defer cancel()
-				spec := ProbeSpec{Kind: kind, Endpoint: "http://" + addr, Path: probeTestPath, MinPause: 10 * time.Millisecond, MaxPause: 80 * time.Millisecond}
+				// The port watch is off: this test is about the pause schedule,
+				// and under fake time the watch would dial the closed port
+				// hundreds of times in an instant, hitting whatever parallel
+				// test reuses that port number.
+				spec := ProbeSpec{Kind: kind, Endpoint: "http://" + addr, Path: probeTestPath, MinPause: 10 * time.Millisecond, MaxPause: 80 * time.Millisecond, PortWatch: -1}
 				res, err := Probe(ctx, spec, nil)
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("error %v does not wrap the deadline", err)
@@ -570,7 +574,7 @@ func TestProbeSignalInPause(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			close(ready)
 		}()
-		spec := ProbeSpec{Kind: ProbeTCP, Endpoint: addr, MinPause: 10 * time.Millisecond, MaxPause: 80 * time.Millisecond}
+		spec := ProbeSpec{Kind: ProbeTCP, Endpoint: addr, MinPause: 10 * time.Millisecond, MaxPause: 80 * time.Millisecond, PortWatch: -1}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		res, err := Probe(ctx, spec, ready)

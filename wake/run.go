@@ -88,7 +88,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	}
 	w.f.phase.Store("probing")
 	t1 := time.Now()
-	w.probe, err = Probe(ctx, w.probeSpec(res.Endpoint), w.f.ready)
+	w.probe, endpoint, err = w.probeFollowing(ctx, res.Endpoint, endpoint)
 	w.probeAt = time.Since(t1)
 	if err != nil {
 		w.fail(ctx, prov)
@@ -108,6 +108,45 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	}
 	e.o.Sessions.Touch(h.spec.ID)
 	return Awake{Endpoint: endpoint}, nil
+}
+
+// probeFollowing probes the home at endpoint. If the provider restarts the
+// home's process meanwhile (it exited: a port taken between choosing and
+// binding, a crash in boot), the probe moves to the new process instead of
+// probing a dead endpoint until the ready timeout; the new endpoint and ref
+// are stored. It returns the endpoint that passed.
+func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.URL) (ProbeResult, *url.URL, error) {
+	for moves := 0; ; moves++ {
+		pctx, cancel := context.WithCancel(ctx)
+		var next *provider.Result
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			select {
+			case r := <-w.f.moved:
+				next = &r
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+		res, err := Probe(pctx, w.probeSpec(raw), w.f.ready)
+		cancel()
+		<-watched
+		if err == nil || next == nil || ctx.Err() != nil || moves >= 3 {
+			return res, endpoint, err
+		}
+		u, perr := url.Parse(next.Endpoint)
+		if perr != nil || u.Host == "" {
+			return res, endpoint, err
+		}
+		if serr := w.save(ctx, func(r *registry.Home) {
+			r.Endpoint, r.ProviderRef = next.Endpoint, next.Ref
+		}); serr != nil {
+			return res, endpoint, serr
+		}
+		raw, endpoint = next.Endpoint, u
+		w.e.o.Log.Info("wake: the home's process was restarted; probing the new one", "home", w.h.spec.ID, "endpoint", raw)
+	}
 }
 
 func (w *wakeRun) spec() provider.Spec {
