@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
 // DialError is an upstream that could not be reached: the connection was
@@ -71,6 +73,10 @@ type Classified struct {
 // upstream timed out, 413 past the body limit, and whatever a typed error
 // says (503 with Retry-After for a home that did not wake in time).
 func StatusOf(err error) Classified {
+	if _, ok := fault.As(err); ok {
+		r := fault.Classify(err)
+		return Classified{Status: r.Status, Code: r.Code, Message: r.Message, RetryAfter: r.RetryAfter, Header: r.Header}
+	}
 	var se statusError
 	if errors.As(err, &se) {
 		c := Classified{Status: se.HTTPStatus(), Code: se.ErrorCode(), Message: se.Error()}
@@ -155,9 +161,8 @@ func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
 	}
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
-	retry := 0
-	if c.RetryAfter > 0 {
-		retry = int((c.RetryAfter + time.Second - 1) / time.Second)
+	retry := fault.RetryAfterSeconds(c.RetryAfter)
+	if retry > 0 {
 		h.Set("Retry-After", strconv.Itoa(retry))
 	}
 	reqID := r.Header.Get("X-Request-Id")
