@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -725,7 +726,7 @@ func (a *adminServer) validateHome(id string, req HomeRequest) (wake.HomeSpec, s
 	if spec.Probe == "" {
 		spec.Probe = wake.ProbeKind(g.cfg.Wake.Probe.Kind)
 	}
-	if !slugRE.MatchString(spec.Target) {
+	if !registry.ValidSlug(spec.Target) {
 		bad("target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", spec.Target)
 	} else if other, ok := g.homeAt(spec.Target); ok && other.spec.ID != id {
 		bad("target", "target %q is taken by home %s", spec.Target, other.spec.ID)
@@ -775,6 +776,9 @@ func admDecode(r *http.Request, v any) (string, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Type == reflect.TypeFor[registry.Duration]() {
+			return te.Field, fmt.Errorf("%s: want a duration such as 2s, got %s", te.Field, te.Value)
+		}
 		if errors.As(err, &te) {
 			return te.Field, fmt.Errorf("%s: want a %s", te.Field, te.Type)
 		}

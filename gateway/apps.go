@@ -97,14 +97,12 @@ func (g *Gateway) apInit(cfg *Config) {
 	}
 	st.client = &http.Client{Transport: st.tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	specs := make([]wake.AppSpec, 0, len(cfg.Apps))
 	for _, ac := range cfg.Apps {
 		routes[ac.Slug] = &apRoute{app: g.apps[ac.Slug]}
-		specs = append(specs, g.rtAppSpec(ac))
 	}
 	st.routes.Store(&routes)
 	st.apps = wake.NewApps(wake.AppsOptions{Engine: g.engine, Routes: (*apTable)(g), Events: g.engine.Events(),
-		Log: g.log.With("component", "apps")}, specs)
+		Log: g.log.With("component", "apps")}, cfg.Apps)
 	g.ap = st
 }
 
@@ -240,7 +238,7 @@ func (t *apTable) SelfProbe(ctx context.Context, slug string) (int, error) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	_ = res.Body.Close()
-	if !wake.StatusPasses(res.StatusCode, ac.Kind == "api") {
+	if !wake.StatusPasses(res.StatusCode, ac.API()) {
 		return res.StatusCode, fmt.Errorf("self-probe %s: status %d %s", slug, res.StatusCode, http.StatusText(res.StatusCode))
 	}
 	if !r.published.Swap(true) {
@@ -335,7 +333,7 @@ func (g *Gateway) apAwait(w http.ResponseWriter, r *http.Request, app *appRoute,
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
-	since := time.Now().Add(-app.cfg.MinRefresh)
+	since := time.Now().Add(-app.cfg.MinRefresh.Duration())
 	if st, _ := g.ap.apps.Status(slug); st.Reason == wake.ReasonHomeSleeping || st.Reason == wake.ReasonHomeWaking {
 		// The stored observation saw the home down; it may have woken
 		// since (a /node request, a wake that finished): observe again.

@@ -15,7 +15,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // Apps registered at runtime. PUT /admin/apps/{slug} registers or replaces
@@ -82,7 +81,7 @@ func (l *rtLoops) run(ctx context.Context, table func() map[string]*apRoute, fn 
 	l.mu.Lock()
 	l.ctx, l.fn, l.loops = ctx, fn, map[string]*rtLoop{}
 	for slug, r := range table() {
-		l.startLocked(slug, r.app.cfg.Health.Interval)
+		l.startLocked(slug, r.app.cfg.Health.Interval.Duration())
 	}
 	l.mu.Unlock()
 	<-ctx.Done()
@@ -128,23 +127,10 @@ func (l *rtLoops) stop(slug string) {
 	}
 }
 
-// rtAppSpec is what the app observer needs of ac.
-func (g *Gateway) rtAppSpec(ac AppConfig) wake.AppSpec {
-	s := wake.AppSpec{Slug: ac.Slug, API: ac.Kind == "api", Home: ac.Home, Upstream: ac.Upstream, Path: ac.Path,
-		Health: wake.AppHealth{Type: ac.Health.Type, Path: ac.Health.Path, Interval: ac.Health.Interval,
-			Timeout: ac.Health.Timeout, StartPeriod: ac.Health.StartPeriod},
-		Stopped: ac.DesiredState == "stopped", FailureThreshold: ac.FailureThreshold,
-		MinRefresh: ac.MinRefresh, RefreshTimeout: ac.RefreshTimeout}
-	if h, ok := g.homeWithID(ac.Home); ok && h.token != "" {
-		s.Header = http.Header{g.cfg.Proxy.RelayHeader: {h.token}}
-	}
-	return s
-}
-
 // rtInstall puts ac into the route table as a candidate with generation
 // gen, in place of any app with its slug, registers it with the observer
 // and starts its loop. The caller holds g.ap.change and has checked ac.
-func (g *Gateway) rtInstall(ac AppConfig, gen uint64) {
+func (g *Gateway) rtInstall(ac registry.App, gen uint64) {
 	slug := ac.Slug
 	g.ap.loops.stop(slug)
 	(*apTable)(g).Withdraw(slug, "replaced")
@@ -155,8 +141,8 @@ func (g *Gateway) rtInstall(ac AppConfig, gen uint64) {
 		ar.home, _ = g.homeWithID(ac.Home)
 	}
 	g.ap.setRoute(slug, &apRoute{app: ar, gen: gen})
-	g.ap.apps.Put(g.rtAppSpec(ac))
-	g.ap.loops.start(slug, ac.Health.Interval)
+	g.ap.apps.Put(ac)
+	g.ap.loops.start(slug, ac.Health.Interval.Duration())
 }
 
 // rtUninstall ends slug's loop, unpublishes and removes its route and
@@ -167,26 +153,6 @@ func (g *Gateway) rtUninstall(slug string) {
 	(*apTable)(g).Withdraw(slug, "removed")
 	g.ap.setRoute(slug, nil)
 	g.ap.apps.Remove(slug)
-}
-
-// rtRecord is the stored form of ac.
-func rtRecord(ac AppConfig) registry.App {
-	h := ac.Health
-	return registry.App{Slug: ac.Slug, Upstream: ac.Upstream, Home: ac.Home, Kind: ac.Kind, StripPrefix: ac.StripPrefix,
-		Path: ac.Path, DesiredState: ac.DesiredState, FailureThreshold: ac.FailureThreshold,
-		MinRefresh: ac.MinRefresh, RefreshTimeout: ac.RefreshTimeout,
-		Health: registry.AppHealth{Type: h.Type, Path: h.Path, Interval: h.Interval, Timeout: h.Timeout, StartPeriod: h.StartPeriod}}
-}
-
-// rtConfigOf is the app a stored record declares, with defaults filled.
-func rtConfigOf(rec registry.App) AppConfig {
-	h := rec.Health
-	ac := AppConfig{Slug: rec.Slug, Upstream: rec.Upstream, Home: rec.Home, Kind: rec.Kind, StripPrefix: rec.StripPrefix,
-		Path: rec.Path, DesiredState: rec.DesiredState, FailureThreshold: rec.FailureThreshold,
-		MinRefresh: rec.MinRefresh, RefreshTimeout: rec.RefreshTimeout,
-		Health: AppHealthConfig{Type: h.Type, Path: h.Path, Interval: h.Interval, Timeout: h.Timeout, StartPeriod: h.StartPeriod}}
-	rtAppDefaults(&ac)
-	return ac
 }
 
 // rtConfigApp reports whether the config declares slug.
@@ -215,9 +181,10 @@ func (g *Gateway) rtRestoreApps(ctx context.Context) error {
 			g.log.Warn("stored app not restored: the config declares the same slug, and the config wins", "app", rec.Slug)
 			continue
 		}
-		ac := rtConfigOf(rec)
+		ac := rec
+		ac.Default()
 		var problems []string
-		rtCheckApp(ac, func(id string) bool { _, ok := g.homeWithID(id); return ok }, func(field, format string, args ...any) {
+		ac.Check(func(id string) bool { _, ok := g.homeWithID(id); return ok }, func(field, format string, args ...any) {
 			problems = append(problems, field+": "+fmt.Sprintf(format, args...))
 		})
 		if len(problems) > 0 {
@@ -230,64 +197,25 @@ func (g *Gateway) rtRestoreApps(ctx context.Context) error {
 	return nil
 }
 
-// AppRequest is the body of PUT /admin/apps/{slug}: the fields of an app in
-// the config (see AppConfig for each one's default), with durations as
-// strings such as "2s".
-type AppRequest struct {
-	Upstream     string            `json:"upstream"`
-	Home         string            `json:"home"`
-	Kind         string            `json:"kind"`
-	StripPrefix  bool              `json:"strip_prefix"`
-	Path         string            `json:"path"`
-	Health       *AppHealthRequest `json:"health"`
-	DesiredState string            `json:"desired_state"`
-	// FailureThreshold is an observation count; 0 means the default (3).
-	FailureThreshold int    `json:"failure_threshold"`
-	MinRefresh       string `json:"min_refresh"`
-	RefreshTimeout   string `json:"refresh_timeout"`
-}
-
-// AppHealthRequest is the health check of an AppRequest.
-type AppHealthRequest struct {
-	Type        string `json:"type"`
-	Path        string `json:"path"`
-	Interval    string `json:"interval"`
-	Timeout     string `json:"timeout"`
-	StartPeriod string `json:"start_period"`
-}
-
-// rtAppFromRequest turns a PUT body into a checked app config, naming every
-// bad field.
-func (a *adminServer) rtAppFromRequest(slug string, req AppRequest) (AppConfig, []admFieldErr) {
+// appFromRequest fills the defaults of an app decoded from a PUT body for
+// slug and checks it with the config's rules, naming every bad field. The
+// fields the gateway keeps (generation, owner, updated_at) are not the
+// caller's to set: If-Match names the generation a caller read.
+func (a *adminServer) appFromRequest(slug string, ac registry.App) (registry.App, []admFieldErr) {
 	var errs []admFieldErr
 	bad := func(f, format string, args ...any) { errs = append(errs, admFieldErr{f, fmt.Sprintf(format, args...)}) }
-	dur := func(field, v string, out *time.Duration) {
-		if v == "" {
-			return
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			bad(field, "want a duration such as 2s, got %q", v)
-			return
-		}
-		*out = d
+	if ac.Slug != "" && ac.Slug != slug {
+		bad("slug", "the body names app %q but the URL names %q", ac.Slug, slug)
 	}
-	ac := AppConfig{Slug: slug, Upstream: req.Upstream, Home: req.Home, Kind: req.Kind, StripPrefix: req.StripPrefix,
-		Path: req.Path, DesiredState: req.DesiredState, FailureThreshold: req.FailureThreshold}
-	dur("min_refresh", req.MinRefresh, &ac.MinRefresh)
-	dur("refresh_timeout", req.RefreshTimeout, &ac.RefreshTimeout)
-	if h := req.Health; h != nil {
-		ac.Health.Type, ac.Health.Path = h.Type, h.Path
-		dur("health.interval", h.Interval, &ac.Health.Interval)
-		dur("health.timeout", h.Timeout, &ac.Health.Timeout)
-		dur("health.start_period", h.StartPeriod, &ac.Health.StartPeriod)
+	if ac.Generation != 0 {
+		bad("generation", "set by the gateway; send the generation you read in If-Match")
 	}
-	if req.FailureThreshold < 0 {
-		bad("failure_threshold", "must be at least 1, got %d", req.FailureThreshold)
-		ac.FailureThreshold = 1 // reported once
+	if ac.Owner != "" || !ac.UpdatedAt.IsZero() {
+		bad("owner", "owner and updated_at are set by the gateway")
 	}
-	rtAppDefaults(&ac)
-	rtCheckApp(ac, func(id string) bool { _, ok := a.g.homeWithID(id); return ok }, bad)
+	ac.Slug = slug
+	ac.Default()
+	ac.Check(func(id string) bool { _, ok := a.g.homeWithID(id); return ok }, bad)
 	return ac, errs
 }
 
@@ -316,12 +244,12 @@ func (a *adminServer) putApp(w http.ResponseWriter, r *http.Request) {
 		admError(w, http.StatusBadRequest, "bad_if_match", err.Error(), "If-Match")
 		return
 	}
-	var req AppRequest
+	var req registry.App
 	if field, err := admDecode(r, &req); err != nil {
 		admError(w, http.StatusBadRequest, "bad_request", err.Error(), field)
 		return
 	}
-	ac, errs := a.rtAppFromRequest(slug, req)
+	ac, errs := a.appFromRequest(slug, req)
 	if len(errs) > 0 {
 		admFieldErrors(w, errs)
 		return
@@ -341,7 +269,7 @@ func (a *adminServer) putApp(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	rec := rtRecord(ac)
+	rec := ac
 	rec.Owner, rec.UpdatedAt = g.cfg.Instance, time.Now().UTC()
 	prev, err := g.store.GetApp(ctx, slug)
 	switch {

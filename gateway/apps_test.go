@@ -511,9 +511,9 @@ func TestAppConfigDefaultsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := cfg.Apps[0]
-	if a.Health.Type != "http" || a.Health.Path != "/" || a.Health.Interval != 2*time.Second || a.Health.Timeout != 2*time.Second ||
-		a.Health.StartPeriod != 0 || a.DesiredState != "running" || a.FailureThreshold != 3 || a.MinRefresh != time.Second ||
-		a.RefreshTimeout != 30*time.Second {
+	if a.Health.Type != "http" || a.Health.Path != "/" || a.Health.Interval.Duration() != 2*time.Second || a.Health.Timeout.Duration() != 2*time.Second ||
+		a.Health.StartPeriod != 0 || a.DesiredState != "running" || a.FailureThreshold != 3 || a.MinRefresh.Duration() != time.Second ||
+		a.RefreshTimeout.Duration() != 30*time.Second {
 		t.Fatalf("defaults: %+v", a)
 	}
 	_, err = gateway.Load("bad.yaml", []byte(`homes:

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
 // Config is the whole gateway configuration, as read from YAML. Every field
@@ -40,8 +42,9 @@ type Config struct {
 
 	// Homes are the sleepable backends reached at /node/{target}/.
 	Homes []HomeConfig `yaml:"homes"`
-	// Apps are the services reached at /apps/{slug}/.
-	Apps []AppConfig `yaml:"apps"`
+	// Apps are the services reached at /apps/{slug}/ (registry.App
+	// documents each field and its default). Default none.
+	Apps []registry.App `yaml:"apps"`
 
 	// file is the config's name for error messages.
 	file string
@@ -268,65 +271,6 @@ type HomeConfig struct {
 	RelayToken string `yaml:"relay_token"`
 	// IdleTimeout overrides wake.idle_timeout for this home.
 	IdleTimeout *time.Duration `yaml:"idle_timeout"`
-}
-
-// AppConfig declares an app.
-type AppConfig struct {
-	// Slug is the name in /apps/{slug}. Required; [a-z0-9-].
-	Slug string `yaml:"slug"`
-	// Upstream is the app's base URL (http or https), for apps outside any
-	// home. Exactly one of Upstream and Home is set.
-	Upstream string `yaml:"upstream"`
-	// Home is the id of the home the app runs in; the app wakes it like
-	// /node does and is forwarded to the home's endpoint.
-	Home string `yaml:"home"`
-	// Kind is "ui" (default) or "api"; it picks error pages or JSON.
-	Kind string `yaml:"kind"`
-	// StripPrefix removes /apps/{slug} from the path before forwarding.
-	// Default false: the upstream sees the full path.
-	StripPrefix bool `yaml:"strip_prefix"`
-	// Path is, for an app inside a home, the base path of the app on the
-	// home's endpoint: forwarded paths are joined to it, and so is the
-	// health path of the direct health check. Default "": the endpoint's
-	// root. Not allowed for apps with an upstream (put the path in the URL).
-	Path string `yaml:"path"`
-	// Health is how the app's health is checked directly at its upstream.
-	Health AppHealthConfig `yaml:"health"`
-	// DesiredState is "running" (default) or "stopped". A stopped app is
-	// never published, answers 503 and does not wake its home.
-	DesiredState string `yaml:"desired_state"`
-	// FailureThreshold is how many observations in a row must fail before
-	// a published route is unpublished. Default 3; at least 1.
-	FailureThreshold int `yaml:"failure_threshold"`
-	// MinRefresh is how long an observed status is reused before a refresh
-	// observes the app again. Default 1s; zero is not allowed (it is
-	// raised to the default).
-	MinRefresh time.Duration `yaml:"min_refresh"`
-	// RefreshTimeout bounds one whole observation (runtime, health check,
-	// endpoint and self-probe); past it the refresh returns the last
-	// stored status. Default 30s.
-	RefreshTimeout time.Duration `yaml:"refresh_timeout"`
-}
-
-// AppHealthConfig is an app's health check, run directly against the
-// upstream (not through the gateway) every Interval.
-type AppHealthConfig struct {
-	// Type is "http" (default: GET Path, judged by the app kind's status
-	// rules) or "tcp" (a connection opens).
-	Type string `yaml:"type"`
-	// Path is the http check's path on the upstream, joined to the
-	// upstream URL's path (or the home endpoint and the app's path). The
-	// self-probe requests the same path under /apps/{slug}. Default "/".
-	Path string `yaml:"path"`
-	// Interval is the pause between observations of the app (health check,
-	// endpoint and self-probe). Default 2s; zero is raised to the default.
-	Interval time.Duration `yaml:"interval"`
-	// Timeout bounds one health check and one self-probe. Default 2s.
-	Timeout time.Duration `yaml:"timeout"`
-	// StartPeriod is the grace after the runtime started during which a
-	// failing health check means "starting" rather than "failed". Default
-	// 0s: no grace.
-	StartPeriod time.Duration `yaml:"start_period"`
 }
 
 // ByteSize is a size in bytes; YAML accepts a number or a string with a
@@ -732,14 +676,11 @@ func (c *Config) setDefaults() {
 		}
 	}
 	for i := range c.Apps {
-		rtAppDefaults(&c.Apps[i]) // shared with the admin API (appcheck.go)
+		c.Apps[i].Default() // the same defaults as the admin API's
 	}
 }
 
-var (
-	idRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-)
+var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 func (c *Config) validate(lines map[string]int) ConfigErrors {
 	var errs ConfigErrors
@@ -911,7 +852,7 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 			bad(f+".id", "duplicate home id %q", h.ID)
 		}
 		homes[h.ID] = true
-		if !slugRE.MatchString(h.Target) {
+		if !registry.ValidSlug(h.Target) {
 			bad(f+".target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", h.Target)
 		} else if targets[h.Target] {
 			bad(f+".target", "duplicate target %q", h.Target)
@@ -949,12 +890,12 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	slugs := map[string]bool{}
 	for i, a := range c.Apps {
 		f := fmt.Sprintf("apps[%d]", i)
-		if slugRE.MatchString(a.Slug) && slugs[a.Slug] {
+		if registry.ValidSlug(a.Slug) && slugs[a.Slug] {
 			bad(f+".slug", "duplicate slug %q", a.Slug)
 		}
 		slugs[a.Slug] = true
-		// The per-app rules are shared with the admin API (appcheck.go).
-		rtCheckApp(a, func(id string) bool { return homes[id] }, func(field, format string, args ...any) {
+		// The per-app rules are the admin API's too.
+		a.Check(func(id string) bool { return homes[id] }, func(field, format string, args ...any) {
 			bad(f+"."+field, format, args...)
 		})
 	}

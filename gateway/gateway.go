@@ -68,7 +68,7 @@ type homeRoute struct {
 }
 
 type appRoute struct {
-	cfg      AppConfig
+	cfg      registry.App
 	upstream *url.URL   // apps outside homes
 	home     *homeRoute // apps inside a home
 	prefix   string     // "/apps/{slug}"

@@ -72,7 +72,7 @@ func TestRuntimeAppRegistry(t *testing.T) {
 	// Bad fields are all named, with the config's rules.
 	code, _, body := a.do(t, "PUT", "/admin/apps/live", admToken, nil, map[string]any{
 		"home": "nobody", "kind": "web", "path": "relative", "desired_state": "asleep", "failure_threshold": -2,
-		"min_refresh": "soon", "health": map[string]any{"type": "udp", "path": "nope", "interval": "fast"}})
+		"min_refresh": "-1s", "health": map[string]any{"type": "udp", "path": "nope", "interval": "-2s"}})
 	e := admDecode[admErr](t, body)
 	var fields []string
 	for _, f := range e.Error.Fields {
@@ -82,6 +82,22 @@ func TestRuntimeAppRegistry(t *testing.T) {
 	want := []string{"desired_state", "failure_threshold", "health.interval", "health.path", "health.type", "home", "kind", "min_refresh", "path"}
 	if code != http.StatusBadRequest || e.Error.Code != "invalid" || !slices.Equal(fields, want) {
 		t.Fatalf("bad app: %d %s\nfields %v, want %v", code, body, fields, want)
+	}
+	// A value that is no duration at all is named by its field; so is a
+	// number without a unit.
+	for _, bad := range []map[string]any{{"min_refresh": "soon"}, {"health": map[string]any{"interval": 2}}} {
+		bad["upstream"] = up.URL
+		code, _, body := a.do(t, "PUT", "/admin/apps/live", admToken, nil, bad)
+		e := admDecode[admErr](t, body)
+		if code != http.StatusBadRequest || (e.Error.Field != "min_refresh" && e.Error.Field != "health.interval") ||
+			!strings.Contains(e.Error.Message, "want a duration such as 2s") {
+			t.Fatalf("bad duration %v: %d %s", bad, code, body)
+		}
+	}
+	// The fields the gateway keeps are not the caller's.
+	code, _, body = a.do(t, "PUT", "/admin/apps/live", admToken, nil, map[string]any{"upstream": up.URL, "generation": 4, "slug": "other"})
+	if e := admDecode[admErr](t, body); code != http.StatusBadRequest || e.Error.Field != "slug,generation" {
+		t.Fatalf("gateway-kept fields: %d %s", code, body)
 	}
 	if code, _, body := a.do(t, "PUT", "/admin/apps/Bad_Slug", admToken, nil, map[string]any{"upstream": up.URL}); code != http.StatusBadRequest ||
 		admDecode[admErr](t, body).Error.Field != "slug" {

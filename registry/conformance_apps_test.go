@@ -12,8 +12,8 @@ import (
 func rtSampleApp(slug string) App {
 	return App{
 		Slug: slug, Home: "h1", Kind: "api", StripPrefix: true, Path: "/base",
-		Health:       AppHealth{Type: "http", Path: "/healthz", Interval: 2 * time.Second, Timeout: time.Second, StartPeriod: 5 * time.Second},
-		DesiredState: "running", FailureThreshold: 3, MinRefresh: time.Second, RefreshTimeout: 30 * time.Second,
+		Health:       AppHealth{Type: "http", Path: "/healthz", Interval: Duration(2 * time.Second), Timeout: Duration(time.Second), StartPeriod: Duration(5 * time.Second)},
+		DesiredState: "running", FailureThreshold: 3, MinRefresh: Duration(time.Second), RefreshTimeout: Duration(30 * time.Second),
 		UpdatedAt: time.Date(2029, 12, 31, 23, 0, 0, 123456789, time.UTC), Owner: "gw-a",
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,11 +27,13 @@ const (
 	PhaseUnknown  Phase = "unknown"
 )
 
-// Reason codes of an app's phase, one per rung of the ladder.
+// Reason codes of an app's phase, one per rung of the ladder
+// (apps_ladder.go).
 const (
 	ReasonNotObserved      = "not-observed"       // unknown: no observation yet
 	ReasonStopped          = "stopped"            // stopped: desired state is stopped
 	ReasonRuntimeFailed    = "runtime-failed"     // failed: the home failed
+	ReasonRuntimeUnknown   = "runtime-unknown"    // starting (unknown if unreadable): the home's state is not known
 	ReasonHomeSleeping     = "home-sleeping"      // starting: the home sleeps; a request wakes it
 	ReasonHomeWaking       = "home-waking"        // starting: the home is waking
 	ReasonHealthStarting   = "health-starting"    // starting: unhealthy inside the start period
@@ -81,48 +82,6 @@ type AppStatus struct {
 	Stale bool `json:"stale,omitempty"`
 }
 
-// AppHealth is how an app's health is checked directly at its upstream.
-type AppHealth struct {
-	// Type is "http" or "tcp".
-	Type string
-	// Path is the http check's path, joined to the app's base URL.
-	Path string
-	// Interval is the pause between observations (used by the gateway's
-	// loop; carried here for reference).
-	Interval time.Duration
-	// Timeout bounds one health check.
-	Timeout time.Duration
-	// StartPeriod is the grace after the runtime started during which an
-	// unhealthy check means starting rather than failed.
-	StartPeriod time.Duration
-}
-
-// AppSpec is what the gateway's config says about an app. Every duration is
-// filled by the config defaults.
-type AppSpec struct {
-	Slug string
-	// API selects the API status rules (401 and 403 pass too).
-	API bool
-	// Home is the id of the home the app runs in ("" for a URL app).
-	Home string
-	// Upstream is a URL app's base URL.
-	Upstream string
-	// Path is a home app's base path on the home's endpoint.
-	Path string
-	// Header is sent with direct health checks (the home's relay token).
-	Header http.Header
-	Health AppHealth
-	// Stopped is the desired state at start: true keeps the app stopped.
-	Stopped bool
-	// FailureThreshold is how many failed observations in a row unpublish
-	// a published route.
-	FailureThreshold int
-	// MinRefresh is how long an observation is reused.
-	MinRefresh time.Duration
-	// RefreshTimeout bounds one observation as a whole.
-	RefreshTimeout time.Duration
-}
-
 // AppRoutes is a gateway instance's route table as app status sees it.
 // Implementations are safe for concurrent use.
 type AppRoutes interface {
@@ -156,8 +115,8 @@ type AppsOptions struct {
 // status, coalesces and caches refreshes, and runs start, stop and restart.
 type Apps struct {
 	o      AppsOptions
-	tab    atomic.Pointer[rtAppSet] // copy on write (apps_runtime.go)
-	setMu  sync.Mutex               // serialises changes of tab
+	tab    atomic.Pointer[appSet] // copy on write (apps_runtime.go)
+	setMu  sync.Mutex             // serialises changes of tab
 	client *http.Client
 	tr     *http.Transport
 	dialer *net.Dialer
@@ -167,9 +126,10 @@ type Apps struct {
 	wg     sync.WaitGroup
 }
 
-// apApp is one app's state.
-type apApp struct {
-	spec AppSpec
+// observedApp is one app as Apps observes it: its record, its last
+// stored status, the observation in flight and the operation in progress.
+type observedApp struct {
+	spec registry.App
 	// since is when a URL app's runtime counts as started: registration.
 	since time.Time
 	// ctx ends the app's observations: when the app is removed or
@@ -180,23 +140,25 @@ type apApp struct {
 	mu      sync.Mutex
 	st      AppStatus
 	stStart time.Time // when the stored observation started
-	flight  *apFlight
+	flight  *observation
 	fails   int  // failed observations in a row
 	stopped bool // desired state
 	op      string
 	changed chan struct{} // closed and replaced whenever st changes
 }
 
-// apFlight is one observation in progress; refreshes join it.
-type apFlight struct {
+// observation is one observation of an app in progress; refreshes join
+// it, and every joined caller gets its result.
+type observation struct {
 	start    time.Time
 	done     chan struct{}
 	st       AppStatus
 	timedOut bool
 }
 
-// NewApps returns Apps for specs. Close it to stop its goroutines.
-func NewApps(o AppsOptions, specs []AppSpec) *Apps {
+// NewApps returns Apps observing apps, whose defaults are filled. Close it
+// to stop its goroutines.
+func NewApps(o AppsOptions, apps []registry.App) *Apps {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -205,9 +167,9 @@ func NewApps(o AppsOptions, specs []AppSpec) *Apps {
 	a.client = &http.Client{Transport: a.tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	set := &rtAppSet{byslug: map[string]*apApp{}}
-	for _, s := range specs {
-		set.byslug[s.Slug] = a.rtNewApp(s)
+	set := &appSet{byslug: map[string]*observedApp{}}
+	for _, s := range apps {
+		set.byslug[s.Slug] = a.newApp(s)
 		set.order = append(set.order, s.Slug)
 	}
 	sort.Strings(set.order)
@@ -222,11 +184,11 @@ func (a *Apps) Close() {
 	a.tr.CloseIdleConnections()
 }
 
-// Spec returns slug's spec.
-func (a *Apps) Spec(slug string) (AppSpec, bool) {
+// App returns the app registered as slug.
+func (a *Apps) App(slug string) (registry.App, bool) {
 	ap := a.app(slug)
 	if ap == nil {
-		return AppSpec{}, false
+		return registry.App{}, false
 	}
 	return ap.spec, true
 }
@@ -244,7 +206,7 @@ func (a *Apps) Status(slug string) (AppStatus, bool) {
 
 // current is ap's stored status with the live route state and operation;
 // ap.mu is held.
-func (a *Apps) current(ap *apApp) AppStatus {
+func (a *Apps) current(ap *observedApp) AppStatus {
 	st := ap.st
 	st.Operation = ap.op
 	if rs, ok := a.o.Routes.RouteState(ap.spec.Slug); ok {
@@ -289,7 +251,7 @@ func (a *Apps) Refresh(ctx context.Context, slug string, waitFor Phase) (AppStat
 	if ap == nil {
 		return AppStatus{}, fmt.Errorf("refresh %s: %w", slug, ErrNoApp)
 	}
-	st := a.refresh(ctx, ap, time.Now().Add(-ap.spec.MinRefresh))
+	st := a.refresh(ctx, ap, time.Now().Add(-ap.spec.MinRefresh.Duration()))
 	if waitFor == "" {
 		return st, nil
 	}
@@ -310,7 +272,7 @@ func (a *Apps) RefreshSince(ctx context.Context, slug string, since time.Time) (
 	return a.refresh(ctx, ap, since), nil
 }
 
-func (a *Apps) refresh(ctx context.Context, ap *apApp, since time.Time) AppStatus {
+func (a *Apps) refresh(ctx context.Context, ap *observedApp, since time.Time) AppStatus {
 	for {
 		ap.mu.Lock()
 		if !ap.stStart.IsZero() && !ap.stStart.Before(since) {
@@ -326,7 +288,7 @@ func (a *Apps) refresh(ctx context.Context, ap *apApp, since time.Time) AppStatu
 				st.Stale = true
 				return st
 			}
-			f = &apFlight{start: time.Now(), done: make(chan struct{})}
+			f = &observation{start: time.Now(), done: make(chan struct{})}
 			ap.flight = f
 			a.wg.Add(1)
 			go func() {
@@ -352,8 +314,8 @@ func (a *Apps) refresh(ctx context.Context, ap *apApp, since time.Time) AppStatu
 }
 
 // observe runs one observation of ap and stores it. It owns f.
-func (a *Apps) observe(ap *apApp, f *apFlight) {
-	ctx, cancel := context.WithTimeout(ap.ctx, ap.spec.RefreshTimeout)
+func (a *Apps) observe(ap *observedApp, f *observation) {
+	ctx, cancel := context.WithTimeout(ap.ctx, ap.spec.RefreshTimeout.Duration())
 	defer cancel()
 	ob := a.ladder(ctx, ap)
 	timedOut := ctx.Err() != nil && ob.Phase != PhaseReady
@@ -398,261 +360,4 @@ func (a *Apps) observe(ap *apApp, f *apFlight) {
 	if changed {
 		a.o.Log.Info("app phase", "app", ap.spec.Slug, "phase", string(ob.Phase), "reason", ob.Reason, "message", ob.Message)
 	}
-}
-
-// ladder walks the checks of DESIGN rule 11 in order and returns the first
-// that does not pass, or ready.
-func (a *Apps) ladder(ctx context.Context, ap *apApp) AppStatus {
-	s := ap.spec
-	ap.mu.Lock()
-	stopped := ap.stopped
-	ap.mu.Unlock()
-	out := func(p Phase, reason, format string, args ...any) AppStatus {
-		return AppStatus{Slug: s.Slug, Phase: p, Reason: reason, Message: fmt.Sprintf(format, args...), ObservedAt: time.Now()}
-	}
-	if stopped {
-		// A home may still run for other users (or its suspend is in
-		// progress); the app is stopped either way and never published.
-		return out(PhaseStopped, ReasonStopped, "the app is stopped (its desired state is stopped)")
-	}
-
-	// 1-2. Runtime.
-	base, since := s.Upstream, ap.since
-	if s.Home != "" {
-		hs, err := a.o.Engine.HomeState(ctx, s.Home)
-		if err != nil {
-			return out(PhaseUnknown, ReasonRuntimeFailed, "the home's state could not be read: %v", err)
-		}
-		switch {
-		case hs.Status == registry.StatusFailed || hs.Status == registry.StatusUnknown:
-			msg := hs.Reason
-			if msg == "" {
-				msg = "no reason recorded"
-			}
-			return out(PhaseFailed, ReasonRuntimeFailed, "home %s is %s: %s", s.Home, hs.Status, msg)
-		case hs.Waking || hs.Status == registry.StatusWaking || hs.Status == registry.StatusRestoring:
-			return out(PhaseStarting, ReasonHomeWaking, "home %s is waking", s.Home)
-		case hs.Status != registry.StatusRunning || hs.Endpoint == "":
-			return out(PhaseStarting, ReasonHomeSleeping, "home %s is %s; a request to the app wakes it", s.Home, hs.Status)
-		}
-		base = hs.Endpoint + s.Path
-		if !hs.StartedAt.IsZero() {
-			since = hs.StartedAt
-		}
-	}
-
-	// 3-4. Health check, then endpoint: a check that could not connect
-	// says nothing of health, and is the endpoint rung's failure.
-	if err := a.check(ctx, s, base); err != nil && ctx.Err() == nil {
-		var oe *net.OpError
-		if errors.As(err, &oe) && oe.Op == "dial" {
-			return out(PhaseStarting, ReasonEndpointNotReady, "the upstream does not accept connections: %v", err)
-		}
-		if time.Since(since) < s.Health.StartPeriod {
-			return out(PhaseStarting, ReasonHealthStarting, "the health check has not passed yet (inside the %s start period): %v", s.Health.StartPeriod, err)
-		}
-		return out(PhaseFailed, ReasonUnhealthy, "the health check failed: %v", err)
-	}
-	if ctx.Err() != nil {
-		return out(PhaseUnknown, ReasonNotObserved, "the observation ran out of time")
-	}
-
-	// 5. Route.
-	if _, ok := a.o.Routes.RouteState(s.Slug); !ok {
-		return out(PhaseStarting, ReasonRoutePending, "the gateway has no route for the app yet")
-	}
-
-	// 6. Self-probe through the gateway's own path.
-	pctx, cancel := context.WithTimeout(ctx, s.Health.Timeout)
-	code, err := a.o.Routes.SelfProbe(pctx, s.Slug)
-	cancel()
-	if err != nil {
-		st := out(PhaseStarting, ReasonProbeFailed, "the self-probe through the gateway failed: %v", err)
-		if code != 0 {
-			st.Message = fmt.Sprintf("the self-probe through the gateway got %d %s", code, http.StatusText(code))
-		}
-		st.ProbeStatus = code
-		return st
-	}
-	st := out(PhaseReady, ReasonReady, "the app answered through the gateway (%d)", code)
-	st.ProbeStatus = code
-	return st
-}
-
-// check runs the direct health check at base: http GET base+path judged by
-// the app's status rules, or a tcp connect.
-func (a *Apps) check(ctx context.Context, s AppSpec, base string) error {
-	ctx, cancel := context.WithTimeout(ctx, s.Health.Timeout)
-	defer cancel()
-	if s.Health.Type == "tcp" {
-		hp, err := probeHostPort(base)
-		if err != nil {
-			return err
-		}
-		c, err := a.dialer.DialContext(ctx, "tcp", hp)
-		if err != nil {
-			return fmt.Errorf("tcp check: %w", err)
-		}
-		_ = c.Close()
-		return nil
-	}
-	target, err := probeURL(base, s.Health.Path, map[string]string{"http": "http", "https": "https"})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return fmt.Errorf("health check: %w", err)
-	}
-	for k, vs := range s.Header {
-		req.Header[k] = vs
-	}
-	req.Header.Set("User-Agent", HealthCheckUserAgent)
-	res, err := a.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("health check: %w", err)
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, probeDrainLimit))
-	_ = res.Body.Close()
-	if !StatusPasses(res.StatusCode, s.API) {
-		return fmt.Errorf("health check GET %s: %w", s.Health.Path, probeStatusError(res.StatusCode))
-	}
-	return nil
-}
-
-// HealthCheckUserAgent is the User-Agent of direct health checks.
-const HealthCheckUserAgent = "wakegate-health-check"
-
-// StatusPasses applies the route status rules of DESIGN rule 12: 2xx and
-// 3xx pass; for API apps 401 and 403 pass too; nothing else does.
-func StatusPasses(code int, api bool) bool { return probeStatusPasses(code, api) }
-
-// WaitPhase observes slug until its phase is phase, and returns that
-// status. It returns early with an error when the app is failed (unless
-// failed is what it waits for), and when budget or ctx runs out. A budget of
-// zero is DefaultWaitReady for ready and DefaultWaitStopped otherwise.
-// Observations are shared with every other caller (Refresh).
-func (a *Apps) WaitPhase(ctx context.Context, slug string, phase Phase, budget time.Duration) (AppStatus, error) {
-	ap := a.app(slug)
-	if ap == nil {
-		return AppStatus{}, fmt.Errorf("wait for %s: %w", slug, ErrNoApp)
-	}
-	if budget <= 0 {
-		budget = DefaultWaitStopped
-		if phase == PhaseReady {
-			budget = DefaultWaitReady
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	pause := time.NewTimer(0)
-	defer pause.Stop()
-	<-pause.C
-	for {
-		ap.mu.Lock()
-		changed := ap.changed
-		ap.mu.Unlock()
-		st := a.refresh(ctx, ap, time.Now().Add(-ap.spec.MinRefresh))
-		switch {
-		case st.Phase == phase && !st.Stale:
-			return st, nil
-		case st.Phase == PhaseFailed && phase != PhaseFailed && !st.Stale:
-			return st, fmt.Errorf("wait for %s to be %s: the app failed (%s): %s", slug, phase, st.Reason, st.Message)
-		case ctx.Err() != nil:
-			return st, fmt.Errorf("wait for %s to be %s: still %s (%s): %w", slug, phase, st.Phase, st.Reason, ctx.Err())
-		}
-		// Wake on the next stored observation, or observe again after
-		// min_refresh, whichever comes first.
-		pause.Reset(ap.spec.MinRefresh)
-		select {
-		case <-changed:
-			if !pause.Stop() {
-				<-pause.C
-			}
-		case <-pause.C:
-		case <-ctx.Done():
-		}
-	}
-}
-
-// ErrNotHome is returned by operations that need a home-backed app.
-var ErrNotHome = errors.New("the app does not run in a home")
-
-// Start sets slug's desired state to running, wakes its home (for a home
-// app) and waits until it is ready (budget as WaitPhase). The operation's
-// phases are start.wake and start.waitReady.
-func (a *Apps) Start(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
-	ap := a.app(slug)
-	if ap == nil {
-		return AppStatus{}, fmt.Errorf("start %s: %w", slug, ErrNoApp)
-	}
-	return a.start(ctx, ap, "start", budget)
-}
-
-func (a *Apps) start(ctx context.Context, ap *apApp, op string, budget time.Duration) (AppStatus, error) {
-	a.setOp(ap, op+".wake", false)
-	defer a.setOp(ap, "", false)
-	if ap.spec.Home != "" {
-		if err := a.o.Engine.Start(ap.spec.Home); err != nil {
-			st, _ := a.Status(ap.spec.Slug)
-			return st, fmt.Errorf("%s %s: wake home %s: %w", op, ap.spec.Slug, ap.spec.Home, err)
-		}
-	}
-	a.setOp(ap, op+".waitReady", false)
-	return a.WaitPhase(ctx, ap.spec.Slug, PhaseReady, budget)
-}
-
-// Stop sets slug's desired state to stopped (its route is unpublished at
-// the next observation, which it forces), suspends its home (for a home
-// app; refused while the home has sessions) and waits until it is stopped.
-// The operation's phases are stop.suspend and stop.waitStopped.
-func (a *Apps) Stop(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
-	ap := a.app(slug)
-	if ap == nil {
-		return AppStatus{}, fmt.Errorf("stop %s: %w", slug, ErrNoApp)
-	}
-	return a.stop(ctx, ap, "stop", budget)
-}
-
-func (a *Apps) stop(ctx context.Context, ap *apApp, op string, budget time.Duration) (AppStatus, error) {
-	a.setOp(ap, op+".suspend", true)
-	defer a.setOp(ap, "", true)
-	a.o.Routes.Withdraw(ap.spec.Slug, ReasonStopped)
-	if ap.spec.Home != "" {
-		if err := a.o.Engine.Suspend(ctx, ap.spec.Home); err != nil {
-			st, _ := a.Status(ap.spec.Slug)
-			return st, fmt.Errorf("%s %s: suspend home %s: %w", op, ap.spec.Slug, ap.spec.Home, err)
-		}
-	}
-	a.setOp(ap, op+".waitStopped", true)
-	return a.WaitPhase(ctx, ap.spec.Slug, PhaseStopped, budget)
-}
-
-// Restart stops slug and starts it again; its phases are those of stop and
-// start prefixed with "restart." (restart.waitStopped, restart.waitReady).
-// budget bounds each half as in WaitPhase.
-func (a *Apps) Restart(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
-	ap := a.app(slug)
-	if ap == nil {
-		return AppStatus{}, fmt.Errorf("restart %s: %w", slug, ErrNoApp)
-	}
-	if ap.spec.Home == "" {
-		return AppStatus{}, fmt.Errorf("restart %s: %w", slug, ErrNotHome)
-	}
-	if st, err := a.stop(ctx, ap, "restart", budget); err != nil {
-		return st, err
-	}
-	return a.start(ctx, ap, "restart", budget)
-}
-
-// setOp records the operation phase and the desired state, and drops the
-// stored observation so that the next refresh observes the new intent.
-func (a *Apps) setOp(ap *apApp, op string, stopped bool) {
-	ap.mu.Lock()
-	ap.op = op
-	if op != "" {
-		ap.stopped = stopped
-		ap.stStart = time.Time{}
-	}
-	ap.mu.Unlock()
 }

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
 // Event types of apps registered and removed at runtime.
@@ -13,21 +15,21 @@ const (
 	EventAppRemoved    = "app.removed"
 )
 
-// rtAppSet is the set of apps Apps observes. It is never changed once
+// appSet is the set of apps Apps observes. It is never changed once
 // stored: readers load it with one atomic read, and Put and Remove store a
 // changed copy under Apps.setMu (copy on write).
-type rtAppSet struct {
-	byslug map[string]*apApp
+type appSet struct {
+	byslug map[string]*observedApp
 	order  []string // slugs, sorted
 }
 
 // app returns the app with slug, or nil.
-func (a *Apps) app(slug string) *apApp { return a.tab.Load().byslug[slug] }
+func (a *Apps) app(slug string) *observedApp { return a.tab.Load().byslug[slug] }
 
-// rtNewApp returns the state of a newly registered app: not observed yet,
+// newApp returns the state of a newly registered app: not observed yet,
 // its observations owned by a context of its own under Apps'.
-func (a *Apps) rtNewApp(s AppSpec) *apApp {
-	ap := &apApp{spec: s, since: time.Now(), stopped: s.Stopped, changed: make(chan struct{})}
+func (a *Apps) newApp(s registry.App) *observedApp {
+	ap := &observedApp{spec: s, since: time.Now(), stopped: s.Stopped(), changed: make(chan struct{})}
 	ap.ctx, ap.cancel = context.WithCancel(a.ctx)
 	ap.st = AppStatus{Slug: s.Slug, Phase: PhaseUnknown, Reason: ReasonNotObserved,
 		Message: "the app has not been observed yet", Route: RouteCandidate}
@@ -40,18 +42,18 @@ func (a *Apps) rtNewApp(s AppSpec) *apApp {
 // observed, its start period counted from now. The caller owns the route:
 // it puts a candidate in its table for s.Slug (before or after Put) and
 // drives observations with Refresh. Put publishes app.registered.
-func (a *Apps) Put(s AppSpec) {
+func (a *Apps) Put(s registry.App) {
 	a.setMu.Lock()
 	old := a.tab.Load()
-	set := &rtAppSet{byslug: maps.Clone(old.byslug)}
+	set := &appSet{byslug: maps.Clone(old.byslug)}
 	prev := set.byslug[s.Slug]
-	set.byslug[s.Slug] = a.rtNewApp(s)
+	set.byslug[s.Slug] = a.newApp(s)
 	set.order = slices.Sorted(maps.Keys(set.byslug))
 	a.tab.Store(set)
 	a.setMu.Unlock()
 	msg := "the app was registered; its route is a candidate until a self-probe passes"
 	if prev != nil {
-		prev.rtEnd()
+		prev.end()
 		msg = "the app was replaced; its route is a candidate until a self-probe passes"
 	}
 	a.o.Log.Info("app registered", "app", s.Slug, "replaced", prev != nil)
@@ -70,19 +72,19 @@ func (a *Apps) Remove(slug string) bool {
 		a.setMu.Unlock()
 		return false
 	}
-	set := &rtAppSet{byslug: maps.Clone(old.byslug)}
+	set := &appSet{byslug: maps.Clone(old.byslug)}
 	delete(set.byslug, slug)
 	set.order = slices.Sorted(maps.Keys(set.byslug))
 	a.tab.Store(set)
 	a.setMu.Unlock()
-	prev.rtEnd()
+	prev.end()
 	a.o.Log.Info("app removed", "app", slug)
 	a.o.Events.Publish(Event{Type: EventAppRemoved, App: slug, Home: prev.spec.Home, Message: "the app was removed"})
 	return true
 }
 
-// rtEnd cancels ap's observations and waits for the one in flight, if any.
-func (ap *apApp) rtEnd() {
+// end cancels ap's observations and waits for the one in flight, if any.
+func (ap *observedApp) end() {
 	ap.cancel()
 	ap.mu.Lock()
 	f := ap.flight

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -24,7 +25,7 @@ import (
 type apRoutes struct {
 	eng    *wake.Engine
 	bus    *wake.Bus
-	specs  map[string]wake.AppSpec
+	specs  map[string]registry.App
 	mu     sync.Mutex
 	public map[string]bool
 }
@@ -58,7 +59,7 @@ func (r *apRoutes) SelfProbe(ctx context.Context, slug string) (int, error) {
 	}
 	_, _ = io.Copy(io.Discard, res.Body)
 	_ = res.Body.Close()
-	if !wake.StatusPasses(res.StatusCode, s.API) {
+	if !wake.StatusPasses(res.StatusCode, s.API()) {
 		return res.StatusCode, fmt.Errorf("status %d", res.StatusCode)
 	}
 	r.mu.Lock()
@@ -79,15 +80,17 @@ func (r *apRoutes) Withdraw(slug, reason string) {
 	}
 }
 
-func apSpec(slug string) wake.AppSpec {
-	return wake.AppSpec{Slug: slug, Health: wake.AppHealth{Type: "http", Path: "/", Interval: time.Hour, Timeout: 2 * time.Second},
-		FailureThreshold: 1, MinRefresh: time.Millisecond, RefreshTimeout: 10 * time.Second}
+func apSpec(slug string) registry.App {
+	a := registry.App{Slug: slug, Health: registry.AppHealth{Interval: registry.Duration(time.Hour)},
+		FailureThreshold: 1, MinRefresh: registry.Duration(time.Millisecond), RefreshTimeout: registry.Duration(10 * time.Second)}
+	a.Default()
+	return a
 }
 
-func apNew(t *testing.T, eng *wake.Engine, specs ...wake.AppSpec) (*wake.Apps, *wake.Bus) {
+func apNew(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.Apps, *wake.Bus) {
 	t.Helper()
 	bus := wake.NewBus(64)
-	rt := &apRoutes{eng: eng, bus: bus, specs: map[string]wake.AppSpec{}, public: map[string]bool{}}
+	rt := &apRoutes{eng: eng, bus: bus, specs: map[string]registry.App{}, public: map[string]bool{}}
 	for _, s := range specs {
 		rt.specs[s.Slug] = s
 	}

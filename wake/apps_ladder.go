@@ -1,0 +1,209 @@
+package wake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+)
+
+// The ladder of DESIGN rule 11: an app's phase is the first rung that does
+// not pass, checked in this order.
+//
+//  1. runtime failed                   -> failed/runtime-failed
+//     runtime state not known          -> starting/runtime-unknown
+//     (home state unreadable           -> unknown/runtime-unknown)
+//  2. desired state stopped            -> stopped/stopped
+//     runtime waking                   -> starting/home-waking
+//     runtime not running              -> starting/home-sleeping
+//  3. health check unhealthy           -> starting/health-starting inside
+//     the start period, else failed/unhealthy
+//  4. endpoint does not accept         -> starting/endpoint-not-ready
+//  5. no route yet                     -> starting/route-pending
+//  6. self-probe does not pass         -> starting/probe-failed
+//     (all pass)                       -> ready/ready
+//
+// A failed runtime is named before a desired stop, so that an operator
+// stopping an app whose home failed still sees why. An observation that
+// runs out of time mid-way is unknown/not-observed (and is not stored: the
+// last status stands).
+
+// rung is the outcome of one rung: pass is true when the ladder goes on.
+type rung struct {
+	st   AppStatus
+	pass bool
+}
+
+// ladder walks the rungs in order and returns the first that does not
+// pass, or ready.
+func (a *Apps) ladder(ctx context.Context, ap *observedApp) AppStatus {
+	s := ap.spec
+	ap.mu.Lock()
+	stopped := ap.stopped
+	ap.mu.Unlock()
+
+	base, since, r := a.runtimeRung(ctx, ap, stopped)
+	if !r.pass {
+		return r.st
+	}
+	if r := a.healthRung(ctx, s, base, since); !r.pass {
+		return r.st
+	}
+	if _, ok := a.o.Routes.RouteState(s.Slug); !ok {
+		return appStatus(s, PhaseStarting, ReasonRoutePending, "the gateway has no route for the app yet")
+	}
+	return a.probeRung(ctx, s)
+}
+
+// appStatus is an observation of s that ends now.
+func appStatus(s registry.App, p Phase, reason, format string, args ...any) AppStatus {
+	return AppStatus{Slug: s.Slug, Phase: p, Reason: reason, Message: fmt.Sprintf(format, args...), ObservedAt: time.Now()}
+}
+
+// runtimeRung checks the app's runtime and its desired state (rungs 1 and
+// 2). When they pass it returns the base URL the app answers at and when
+// its runtime started (the start period counts from there).
+func (a *Apps) runtimeRung(ctx context.Context, ap *observedApp, stopped bool) (base string, since time.Time, r rung) {
+	s := ap.spec
+	fail := func(p Phase, reason, format string, args ...any) (string, time.Time, rung) {
+		return "", time.Time{}, rung{st: appStatus(s, p, reason, format, args...)}
+	}
+	if s.Home == "" {
+		// A URL app's runtime is not ours: it counts as running since the
+		// app was registered.
+		if stopped {
+			return fail(PhaseStopped, ReasonStopped, "the app is stopped (its desired state is stopped)")
+		}
+		return s.Upstream, ap.since, rung{pass: true}
+	}
+	hs, err := a.o.Engine.HomeState(ctx, s.Home)
+	switch {
+	case err != nil:
+		return fail(PhaseUnknown, ReasonRuntimeUnknown, "the state of home %s could not be read: %v", s.Home, err)
+	case hs.Status == registry.StatusFailed:
+		return fail(PhaseFailed, ReasonRuntimeFailed, "home %s failed: %s", s.Home, orNone(hs.Reason))
+	case hs.Status == registry.StatusUnknown:
+		return fail(PhaseStarting, ReasonRuntimeUnknown, "the state of home %s is not known (%s); the next wake or roll settles it", s.Home, orNone(hs.Reason))
+	case stopped:
+		// The home may still run for other users, or its suspend is in
+		// progress: the app is stopped either way and never published.
+		return fail(PhaseStopped, ReasonStopped, "the app is stopped (its desired state is stopped)")
+	case hs.Waking || hs.Status == registry.StatusWaking || hs.Status == registry.StatusRestoring:
+		return fail(PhaseStarting, ReasonHomeWaking, "home %s is waking", s.Home)
+	case hs.Status != registry.StatusRunning || hs.Endpoint == "":
+		return fail(PhaseStarting, ReasonHomeSleeping, "home %s is %s; a request to the app wakes it", s.Home, hs.Status)
+	}
+	since = ap.since
+	if !hs.StartedAt.IsZero() {
+		since = hs.StartedAt
+	}
+	return hs.Endpoint + s.Path, since, rung{pass: true}
+}
+
+func orNone(reason string) string {
+	if reason == "" {
+		return "no reason recorded"
+	}
+	return reason
+}
+
+// healthRung runs the direct health check (rungs 3 and 4): a check that
+// could not connect says nothing of health, and is the endpoint rung's
+// failure.
+func (a *Apps) healthRung(ctx context.Context, s registry.App, base string, since time.Time) rung {
+	err := a.check(ctx, s, base)
+	if ctx.Err() != nil {
+		return rung{st: appStatus(s, PhaseUnknown, ReasonNotObserved, "the observation ran out of time")}
+	}
+	if err == nil {
+		return rung{pass: true}
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return rung{st: appStatus(s, PhaseStarting, ReasonEndpointNotReady, "the upstream does not accept connections: %v", err)}
+	}
+	if grace := s.Health.StartPeriod.Duration(); time.Since(since) < grace {
+		return rung{st: appStatus(s, PhaseStarting, ReasonHealthStarting, "the health check has not passed yet (inside the %s start period): %v", grace, err)}
+	}
+	return rung{st: appStatus(s, PhaseFailed, ReasonUnhealthy, "the health check failed: %v", err)}
+}
+
+// probeRung sends the self-probe through the gateway's own path (rung 6).
+func (a *Apps) probeRung(ctx context.Context, s registry.App) AppStatus {
+	pctx, cancel := context.WithTimeout(ctx, s.Health.Timeout.Duration())
+	code, err := a.o.Routes.SelfProbe(pctx, s.Slug)
+	cancel()
+	if err != nil {
+		st := appStatus(s, PhaseStarting, ReasonProbeFailed, "the self-probe through the gateway failed: %v", err)
+		if code != 0 {
+			st.Message = fmt.Sprintf("the self-probe through the gateway got %d %s", code, http.StatusText(code))
+		}
+		st.ProbeStatus = code
+		return st
+	}
+	st := appStatus(s, PhaseReady, ReasonReady, "the app answered through the gateway (%d)", code)
+	st.ProbeStatus = code
+	return st
+}
+
+// check runs the direct health check at base: http GET base+path judged by
+// the app's status rules, or a tcp connect. An app inside a home is sent
+// the home's relay token, as the proxy would send it.
+func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.Health.Timeout.Duration())
+	defer cancel()
+	if s.Health.Type == registry.HealthTCP {
+		hp, err := probeHostPort(base)
+		if err != nil {
+			return err
+		}
+		c, err := a.dialer.DialContext(ctx, "tcp", hp)
+		if err != nil {
+			return fmt.Errorf("tcp check: %w", err)
+		}
+		_ = c.Close()
+		return nil
+	}
+	target, err := probeURL(base, s.Health.Path, map[string]string{"http": "http", "https": "https"})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	if s.Home != "" {
+		a.o.Engine.setRelayHeader(s.Home, req.Header)
+	}
+	req.Header.Set("User-Agent", HealthCheckUserAgent)
+	res, err := a.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, probeDrainLimit))
+	_ = res.Body.Close()
+	if !StatusPasses(res.StatusCode, s.API()) {
+		return fmt.Errorf("health check GET %s: %w", s.Health.Path, probeStatusError(res.StatusCode))
+	}
+	return nil
+}
+
+// setRelayHeader adds home id's relay token to hdr under the relay header,
+// when the home has one.
+func (e *Engine) setRelayHeader(id string, hdr http.Header) {
+	if h := e.home(id); h != nil && h.spec.RelayToken != "" {
+		hdr.Set(e.o.RelayHeader, h.spec.RelayToken)
+	}
+}
+
+// HealthCheckUserAgent is the User-Agent of direct health checks.
+const HealthCheckUserAgent = "wakegate-health-check"
+
+// StatusPasses applies the route status rules of DESIGN rule 12: 2xx and
+// 3xx pass; for API apps 401 and 403 pass too; nothing else does.
+func StatusPasses(code int, api bool) bool { return probeStatusPasses(code, api) }
