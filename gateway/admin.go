@@ -21,6 +21,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -309,20 +310,28 @@ func admError(w http.ResponseWriter, status int, code, msg, field string) {
 }
 
 // admFail maps an error from the engine or the store to an admin answer.
+// Errors of a known kind go through fault.Classify; operators see the cause.
 func admFail(w http.ResponseWriter, err error) {
-	var we *wake.Error
+	if _, ok := fault.As(err); ok {
+		r := fault.Classify(err)
+		if s := fault.RetryAfterSeconds(r.RetryAfter); s > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(s))
+		}
+		msg := r.Message
+		if r.Cause != "" {
+			msg += ": " + r.Cause
+		}
+		if r.Hint != "" {
+			msg += " (hint: " + r.Hint + ")"
+		}
+		admError(w, r.Status, r.Code, msg, r.Field)
+		return
+	}
 	switch {
 	case errors.Is(err, registry.ErrConflict):
 		admError(w, http.StatusConflict, "conflict", "the record changed since it was read (stale If-Match or a concurrent write): read it again", "If-Match")
 	case errors.Is(err, registry.ErrNotFound):
 		admError(w, http.StatusNotFound, "not_found", "no such record", "")
-	case wake.IsBusy(err) && !errors.As(err, &we):
-		admError(w, http.StatusConflict, "home_busy", "the home has sessions or another operation on it is in progress", "")
-	case errors.As(err, &we):
-		if we.Retry > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int((we.Retry+time.Second-1)/time.Second)))
-		}
-		admError(w, we.Status, we.Code, we.Error(), "")
 	default:
 		admError(w, http.StatusInternalServerError, "internal", err.Error(), "")
 	}

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -342,8 +343,7 @@ func (g *Gateway) apAwait(w http.ResponseWriter, r *http.Request, app *appRoute,
 	if h := app.home; h != nil && !g.engine.Warm(g.current(h).spec.ID) {
 		id := g.current(h).spec.ID
 		if g.noWake(r, strings.TrimPrefix(r.URL.Path, app.prefix)) && g.engine.Sleeping(id) {
-			proxy.WriteError(w, r, &wake.Error{Status: http.StatusServiceUnavailable, Code: "home_sleeping",
-				Msg: "the home is asleep and this request does not wake it", Retry: g.cfg.Wake.RetryAfter, Sleeping: true})
+			proxy.WriteError(w, r, wake.Asleep(g.cfg.Wake.RetryAfter))
 			return false
 		}
 		c := g.sessions.Begin(id)
@@ -351,8 +351,7 @@ func (g *Gateway) apAwait(w http.ResponseWriter, r *http.Request, app *appRoute,
 		hs, err := g.engine.HomeState(ctx, id)
 		running := err == nil && hs.Status == registry.StatusRunning && !hs.Waking
 		if _, err := g.engine.EnsureAwake(ctx, id); err != nil {
-			var we *wake.Error
-			if nav && errors.As(err, &we) && we.Code == "home_waking" && r.Context().Err() == nil {
+			if fe, ok := fault.As(err); nav && ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
 				g.serveWaitingPage(w, r, route)
 				return false
 			}

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/web"
@@ -171,8 +171,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 	eng := g.engine
 	if !eng.Warm(id) {
 		if g.noWake(r, sub) && eng.Sleeping(id) {
-			proxy.WriteError(w, r, &wake.Error{Status: http.StatusServiceUnavailable, Code: "home_sleeping",
-				Msg: "the home is asleep and this request does not wake it", Retry: g.cfg.Wake.RetryAfter, Sleeping: true})
+			proxy.WriteError(w, r, wake.Asleep(g.cfg.Wake.RetryAfter))
 			return
 		}
 		if isNavigation(r) {
@@ -180,8 +179,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 			a, err := eng.EnsureAwake(ctx, id)
 			cancel()
 			if err != nil {
-				var we *wake.Error
-				if errors.As(err, &we) && we.Code == "home_waking" && r.Context().Err() == nil {
+				if fe, ok := fault.As(err); ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
 					g.serveWaitingPage(w, r, route)
 					return
 				}

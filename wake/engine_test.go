@@ -3,7 +3,6 @@ package wake_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/demohome"
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -330,13 +330,13 @@ func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
 	}
 	wg.Wait()
 	for i, err := range errs {
-		var we *wake.Error
-		if !errors.As(err, &we) {
-			t.Fatalf("caller %d: %v, want a *wake.Error", i, err)
+		fe, ok := fault.As(err)
+		if !ok {
+			t.Fatalf("caller %d: %v, want a *fault.Error", i, err)
 		}
-		if we.HTTPStatus() != http.StatusServiceUnavailable || we.RetryAfter() <= 0 || we.ErrorCode() != "wake_timeout" {
-			t.Fatalf("caller %d: status %d code %s retry %v, want 503 wake_timeout with Retry-After",
-				i, we.HTTPStatus(), we.ErrorCode(), we.RetryAfter())
+		if fe.Kind != fault.Failed || fe.RetryAfter <= 0 || fe.Code != wake.CodeWakeTimeout || fe.Cause == nil {
+			t.Fatalf("caller %d: kind %s code %s retry %v cause %v, want failed wake_timeout with Retry-After and a cause",
+				i, fe.Kind, fe.Code, fe.RetryAfter, fe.Cause)
 		}
 	}
 	if r.eng.Warm(rigHome) {
@@ -548,9 +548,8 @@ func TestEngineKilledHomeWakesAgain(t *testing.T) {
 func TestEngineBacksOffFailingHome(t *testing.T) {
 	r := newRig(t, rigOptions{boot: time.Hour, readyTimeout: 300 * time.Millisecond})
 	code := func(err error) string {
-		var we *wake.Error
-		if errors.As(err, &we) {
-			return we.Code
+		if fe, ok := fault.As(err); ok {
+			return fe.Code
 		}
 		return fmt.Sprint(err)
 	}
@@ -570,9 +569,9 @@ func TestEngineBacksOffFailingHome(t *testing.T) {
 	testbin.Eventually(t, "the two failed wakes' log lines", func() bool { return len(r.logs.Lines("wake")) >= 2 })
 	wakesBefore := len(r.logs.Lines("wake"))
 	err := try()
-	var we *wake.Error
-	if !errors.As(err, &we) || we.Code != "wake_backoff" || we.Status != 503 || we.Retry < time.Second {
-		t.Fatalf("third wake: %v, want 503 wake_backoff with a Retry-After of at least 1s", err)
+	fe, ok := fault.As(err)
+	if !ok || fe.Code != wake.CodeWakeBackoff || fe.Kind != fault.Failed || fe.RetryAfter < time.Second {
+		t.Fatalf("third wake: %v, want failed wake_backoff with a Retry-After of at least 1s", err)
 	}
 	if n := len(r.logs.Lines("wake")); n != wakesBefore {
 		t.Fatalf("a backed-off caller started a wake: %d wake lines, had %d", n, wakesBefore)

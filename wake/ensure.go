@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -304,7 +304,7 @@ func (e *Engine) Sleeping(id string) bool {
 func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 	h := (*e.homes.Load())[id]
 	if h == nil {
-		return Awake{}, &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
+		return Awake{}, errHomeNotFound(id)
 	}
 	if v := h.warm.Load(); v != nil && e.now() < v.until {
 		e.adm.warmHits.Add(1)
@@ -334,8 +334,7 @@ func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 		}
 		return Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
 	case <-ctx.Done():
-		return Awake{}, &Error{Status: http.StatusServiceUnavailable, Code: "home_waking",
-			Msg: "the home is still waking", Retry: e.o.RetryAfter, cause: ctx.Err()}
+		return Awake{}, errWaking(e.o.RetryAfter, ctx.Err())
 	}
 }
 
@@ -354,14 +353,13 @@ func (e *Engine) join(h *home, cause string) (*flight, *verdict, error) {
 		return h.flight, nil, nil
 	}
 	if e.ctx.Err() != nil {
-		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Msg: "the gateway is shutting down", Retry: e.o.RetryAfter}
+		return nil, nil, errShuttingDown(e.o.RetryAfter)
 	}
 	if r := h.limiter.Reserve(); r.Delay() > 0 {
 		// Wakes of this home keep failing: back off.
 		d := r.Delay()
 		r.Cancel()
-		return nil, nil, &Error{Status: http.StatusServiceUnavailable, Code: "wake_backoff",
-			Msg: "the home failed to wake recently; waiting before trying again", Retry: max(d, time.Second)}
+		return nil, nil, errBackoff(max(d, time.Second))
 	}
 	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}
 	f.phase.Store("queued")
@@ -396,7 +394,7 @@ func (e *Engine) Progress(id string) (phase string, elapsed time.Duration, ok bo
 func (e *Engine) Start(id string) error {
 	h := e.home(id)
 	if h == nil {
-		return &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
+		return errHomeNotFound(id)
 	}
 	_, _, err := e.join(h, "cold")
 	return err
@@ -460,12 +458,10 @@ func (e *Engine) runWake(h *home, f *flight) {
 	defer cancel()
 	w := wakeRun{e: e, h: h, f: f, start: f.started}
 	res, err := w.run(ctx)
-	var werr *Error
-	if err != nil && !errors.As(err, &werr) {
-		// A store or provider fault is still "the home is not ready" to a
-		// caller: 503 with Retry-After, not a bad gateway.
-		err = &Error{Status: http.StatusServiceUnavailable, Code: "wake_failed",
-			Msg: "the home could not be woken", Retry: e.o.RetryAfter, cause: err}
+	if _, ok := fault.As(err); err != nil && !ok {
+		// A store or provider fault is still a failed wake to a caller,
+		// with a Retry-After, not an internal error.
+		err = errWakeFailed(e.o.RetryAfter, err)
 	}
 
 	h.mu.Lock()
@@ -488,44 +484,6 @@ func (e *Engine) runWake(h *home, f *flight) {
 	w.release()
 	close(f.done)
 	w.finish(err)
-}
-
-// Error is a wake error with the status the gateway answers with.
-type Error struct {
-	Status int
-	Code   string
-	Msg    string
-	Retry  time.Duration
-	// Sleeping marks an answer for a home that was left asleep.
-	Sleeping bool
-	cause    error
-}
-
-func (e *Error) Error() string {
-	if e.cause != nil {
-		return e.Msg + ": " + e.cause.Error()
-	}
-	return e.Msg
-}
-
-// Unwrap returns the underlying cause.
-func (e *Error) Unwrap() error { return e.cause }
-
-// HTTPStatus returns the status to answer with.
-func (e *Error) HTTPStatus() int { return e.Status }
-
-// ErrorCode returns a stable code for API callers.
-func (e *Error) ErrorCode() string { return e.Code }
-
-// RetryAfter returns the Retry-After to send.
-func (e *Error) RetryAfter() time.Duration { return e.Retry }
-
-// ErrorHeader returns headers for the error response.
-func (e *Error) ErrorHeader() http.Header {
-	if e.Sleeping {
-		return http.Header{"X-Wakegate-Home": {"sleeping"}}
-	}
-	return nil
 }
 
 func probePath(tmpl, target string) string { return strings.ReplaceAll(tmpl, "{target}", target) }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -29,7 +30,7 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 			if !e.idle(h) {
 				continue
 			}
-			if err := e.Suspend(ctx, id); err != nil && !errors.Is(err, errBusy) {
+			if err := e.Suspend(ctx, id); err != nil && !fault.Is(err, fault.Busy) {
 				e.o.Log.Warn("idle suspend", "home", id, "err", err)
 			}
 		}
@@ -60,19 +61,17 @@ func (e *Engine) idle(h *home) bool {
 	return !since.IsZero() && time.Since(since) >= h.spec.IdleTimeout
 }
 
-var errBusy = errors.New("home is busy")
-
 // Suspend suspends home id (or stops it where the provider cannot suspend)
 // unless it has sessions. It holds the home's lifecycle lock throughout; a
 // request that arrives meanwhile waits for the lock and wakes it again.
 func (e *Engine) Suspend(ctx context.Context, id string) error {
 	h := e.home(id)
 	if h == nil {
-		return fmt.Errorf("suspend %s: %w", id, registry.ErrNotFound)
+		return errHomeNotFound(id)
 	}
 	l, err := e.o.Store.Lock(ctx, lockName(id), e.o.Instance, time.Minute)
 	if errors.Is(err, registry.ErrLocked) {
-		return errBusy
+		return errBusy(fmt.Errorf("suspend %s: %w", id, err))
 	}
 	if err != nil {
 		return fmt.Errorf("suspend %s: lock: %w", id, err)
@@ -94,7 +93,7 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 	// it, so a request counted before the drop keeps the home awake.
 	h.warm.Store(nil)
 	if n := e.o.Sessions.Count(id); n > 0 {
-		return errBusy
+		return errBusy(fmt.Errorf("suspend %s: the home has %d sessions", id, n))
 	}
 	rec, err := e.o.Store.GetHome(ctx, id)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -41,7 +40,7 @@ func (e *Engine) Known(id string) bool { return e.home(id) != nil }
 func (e *Engine) WakeNow(ctx context.Context, id, cause string) (Awake, error) {
 	h := e.home(id)
 	if h == nil {
-		return Awake{}, &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
+		return Awake{}, errHomeNotFound(id)
 	}
 	start := time.Now()
 	f, v, err := e.join(h, cause)
@@ -58,16 +57,8 @@ func (e *Engine) WakeNow(ctx context.Context, id, cause string) (Awake, error) {
 		}
 		return Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
 	case <-ctx.Done():
-		return Awake{}, &Error{Status: http.StatusServiceUnavailable, Code: "home_waking",
-			Msg: "the home is still waking", Retry: e.o.RetryAfter, cause: ctx.Err()}
+		return Awake{}, errWaking(e.o.RetryAfter, ctx.Err())
 	}
-}
-
-// IsBusy reports whether err is a suspend or removal refused because the
-// home has sessions or another lifecycle operation holds it.
-func IsBusy(err error) bool {
-	var we *Error
-	return errors.Is(err, errBusy) || (errors.As(err, &we) && we.Code == "home_busy")
 }
 
 // Remove stops home id, deletes its record and forgets it. generation, when
@@ -78,11 +69,11 @@ func IsBusy(err error) bool {
 func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error {
 	h := e.home(id)
 	if h == nil {
-		return fmt.Errorf("remove %s: %w", id, registry.ErrNotFound)
+		return errHomeNotFound(id)
 	}
 	l, err := e.o.Store.Lock(ctx, lockName(id), e.o.Instance, time.Minute)
 	if errors.Is(err, registry.ErrLocked) {
-		return &Error{Status: http.StatusConflict, Code: "home_busy", Msg: "another operation on the home is in progress", cause: err}
+		return errBusy(fmt.Errorf("remove %s: %w", id, err))
 	}
 	if err != nil {
 		return fmt.Errorf("remove %s: lock: %w", id, err)
@@ -103,7 +94,7 @@ func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error
 	}
 	h.warm.Store(nil)
 	if n := e.o.Sessions.Count(id); n > 0 {
-		return &Error{Status: http.StatusConflict, Code: "home_busy", Msg: fmt.Sprintf("the home has %d sessions", n)}
+		return errBusy(fmt.Errorf("remove %s: the home has %d sessions", id, n))
 	}
 	rec, err = registry.UpdateHome(ctx, e.o.Store, rec, e.o.Instance, func(r *registry.Home) {
 		r.WantRunning = false

@@ -484,6 +484,9 @@ func probeStatusPasses(code int, api bool) bool {
 	}
 }
 
+// errWSProbe marks a failed WebSocket handshake of a ws probe.
+var errWSProbe = errors.New("ws handshake")
+
 // probeStatusError is an HTTP status that does not pass.
 type probeStatusError int
 
@@ -542,7 +545,7 @@ func (r *probeRun) attemptWS(ctx context.Context) (int, error) {
 	}
 	if err != nil {
 		if errors.Is(err, websocket.ErrBadHandshake) && resp != nil {
-			return status, fmt.Errorf("ws handshake: %w", probeStatusError(status))
+			return status, fmt.Errorf("%w: %w", errWSProbe, probeStatusError(status))
 		}
 		if ctx.Err() != nil {
 			return status, fmt.Errorf("ws dial: %w: %w", ctx.Err(), err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"slices"
 	"sync"
@@ -386,9 +385,7 @@ func (w *wakeRun) rlRoll(ctx context.Context, prov provider.Provider, t registry
 		"prior_version", prior, "stop_proven", w.stopProven, "err", msg)
 	e.o.Events.Publish(Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
 		Message: "roll to " + t.Version + " and rollback to " + prior + " failed: " + msg})
-	return Awake{}, &Error{Status: http.StatusServiceUnavailable, Code: "roll_incident",
-		Msg: "the home could not be restored after a failed upgrade", Retry: e.o.RetryAfter,
-		cause: errors.New(msg)}
+	return Awake{}, errRollIncident(e.o.RetryAfter, errors.New(msg))
 }
 
 // rlAttempt recreates the home on version (from command; nil is the
@@ -543,10 +540,10 @@ func rlText(err error) string {
 func (e *Engine) Roll(ctx context.Context, id string) (registry.Home, error) {
 	h := e.home(id)
 	if h == nil {
-		return registry.Home{}, &Error{Status: http.StatusNotFound, Code: "home_not_found", Msg: "no such home"}
+		return registry.Home{}, errHomeNotFound(id)
 	}
 	refuse := func(code, msg string) (registry.Home, error) {
-		return registry.Home{}, &Error{Status: http.StatusConflict, Code: code, Msg: msg}
+		return registry.Home{}, errRefused(code, msg)
 	}
 	if !e.rlOn() {
 		return refuse("roll_off", "rolls are off (roll.mode: off)")
@@ -569,7 +566,7 @@ func (e *Engine) Roll(ctx context.Context, id string) (registry.Home, error) {
 		return refuse("roll_not_needed", "the home already runs version "+t.Version)
 	}
 	if n := e.o.Sessions.Count(id); n > 0 {
-		return refuse("home_busy", fmt.Sprintf("the home has %d session(s); it rolls once they end", n))
+		return registry.Home{}, errBusy(fmt.Errorf("roll %s: the home has %d session(s); it rolls once they end", id, n))
 	}
 	h.warm.Store(nil)
 	if _, err := e.WakeNow(ctx, id, "roll"); err != nil {
@@ -579,7 +576,7 @@ func (e *Engine) Roll(ctx context.Context, id string) (registry.Home, error) {
 		return registry.Home{}, fmt.Errorf("roll %s: %w", id, err)
 	}
 	if rec.Version != t.Version {
-		return refuse("home_busy", "the home was woken but not rolled: it is in use")
+		return registry.Home{}, errBusy(fmt.Errorf("roll %s: the home was woken but not rolled: it is in use", id))
 	}
 	return rec, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/demohome"
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -401,9 +402,8 @@ func TestRollIncidentWhenRollbackFails(t *testing.T) {
 	r.setTarget("2", rlCommand(filepath.Join(t.TempDir(), "no-such-program"), "{version}"))
 
 	_, err := r.request("h1")
-	var we *wake.Error
-	if !errors.As(err, &we) || we.HTTPStatus() != http.StatusServiceUnavailable || we.Code != "roll_incident" {
-		t.Fatalf("caller got %v, want a 503 roll_incident", err)
+	if fe, ok := fault.As(err); !ok || fe.Kind != fault.Failed || fe.Code != wake.CodeRollIncident {
+		t.Fatalf("caller got %v, want a failed roll_incident", err)
 	}
 	rec := r.record("h1")
 	if rec.Status != registry.StatusUnknown || rec.Verdict != registry.VerdictDegraded || rec.Version != "1" {
@@ -481,9 +481,8 @@ func TestRollOnRequest(t *testing.T) {
 	r := newRLRig(t, "", wake.RollLazy)
 	ctx := context.Background()
 	code := func(err error) string {
-		var we *wake.Error
-		if errors.As(err, &we) {
-			return we.Code
+		if fe, ok := fault.As(err); ok {
+			return fe.Code
 		}
 		return fmt.Sprint(err)
 	}

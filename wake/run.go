@@ -70,8 +70,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		if ctx.Err() != nil {
 			return Awake{}, w.timeout("starting the home", err)
 		}
-		return Awake{}, &Error{Status: http.StatusServiceUnavailable, Code: "wake_failed",
-			Msg: "the home failed to start", Retry: e.o.RetryAfter, cause: err}
+		return Awake{}, errWakeFailed(e.o.RetryAfter, err)
 	}
 	endpoint, err := url.Parse(res.Endpoint)
 	if err != nil || endpoint.Host == "" {
@@ -244,8 +243,7 @@ func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
 }
 
 func (w *wakeRun) timeout(what string, err error) error {
-	return &Error{Status: http.StatusServiceUnavailable, Code: "wake_timeout",
-		Msg: "the home did not become ready in time (" + what + ")", Retry: w.e.o.RetryAfter, cause: err}
+	return errWakeTimeout(w.e.o.RetryAfter, what, err)
 }
 
 // release frees the home's lifecycle lock. It runs before the callers are

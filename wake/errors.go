@@ -1,0 +1,129 @@
+package wake
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/wakegate/wakegate/fault"
+)
+
+// The engine's errors are *fault.Error values: a kind, a public code and a
+// sentence, and for operators the cause and, where there is a likely fix, a
+// hint. The engine never chooses an HTTP status; fault.Classify does.
+//
+// Public messages never carry an internal detail (a path, a port, a pid, a
+// command line): the provider's or the probe's error goes in Cause.
+
+// Public codes of the engine's errors.
+const (
+	CodeHomeNotFound = "home_not_found"
+	CodeHomeWaking   = "home_waking"
+	CodeHomeSleeping = "home_sleeping"
+	CodeHomeBusy     = "home_busy"
+	CodeShuttingDown = "shutting_down"
+	CodeWakeFailed   = "wake_failed"
+	CodeWakeTimeout  = "wake_timeout"
+	CodeWakeBackoff  = "wake_backoff"
+	CodeRollIncident = "roll_incident"
+)
+
+// errHomeNotFound is the answer for a home the engine does not know.
+func errHomeNotFound(id string) *fault.Error {
+	return fault.Wrap(fault.NotFound, CodeHomeNotFound, "There is no such home.",
+		fmt.Errorf("home %q is not registered", id))
+}
+
+// errWaking is the answer for a caller whose own wait ran out while the
+// home's wake goes on.
+func errWaking(retry time.Duration, cause error) *fault.Error {
+	return fault.Wrap(fault.NotReady, CodeHomeWaking, "The home is still waking; try again shortly.", cause).
+		WithRetry(retry)
+}
+
+// Asleep is the answer for a request that must not wake a home that sleeps
+// (the no-wake rules): not ready, with X-Wakegate-Home: sleeping.
+func Asleep(retry time.Duration) *fault.Error {
+	e := fault.New(fault.NotReady, CodeHomeSleeping, "The home is asleep and this request does not wake it.").
+		WithRetry(retry)
+	e.Header = http.Header{"X-Wakegate-Home": {"sleeping"}}
+	return e
+}
+
+// errBusy is a lifecycle operation refused because the home has sessions
+// or another operation on it is in progress; cause says which.
+func errBusy(cause error) *fault.Error {
+	return fault.Wrap(fault.Busy, CodeHomeBusy,
+		"The home is in use or another operation on it is in progress.", cause)
+}
+
+// errShuttingDown refuses a new wake while the engine closes.
+func errShuttingDown(retry time.Duration) *fault.Error {
+	return fault.New(fault.ShuttingDown, CodeShuttingDown, "The gateway is shutting down.").WithRetry(retry)
+}
+
+// errBackoff refuses a wake of a home whose wakes keep failing.
+func errBackoff(retry time.Duration) *fault.Error {
+	return fault.New(fault.Failed, CodeWakeBackoff,
+		"The home failed to wake recently; the gateway waits before trying again.").
+		WithRetry(retry).
+		WithHint("the home's recent wakes failed: see the wake.failed events and the home's log")
+}
+
+// errWakeFailed is a wake that failed before its time ran out: the
+// provider could not start the home, or the store could not be written.
+func errWakeFailed(retry time.Duration, cause error) *fault.Error {
+	return fault.Wrap(fault.Failed, CodeWakeFailed, "The home could not be started.", cause).
+		WithRetry(retry).WithHint(hintFor(cause))
+}
+
+// errWakeTimeout is a wake whose ready timeout ran out during step.
+func errWakeTimeout(retry time.Duration, step string, cause error) *fault.Error {
+	return fault.Wrap(fault.Failed, CodeWakeTimeout, "The home did not become ready in time.",
+		fmt.Errorf("%s: %w", step, cause)).
+		WithRetry(retry).WithHint(hintFor(cause))
+}
+
+// errRollIncident is a roll whose rollback failed too.
+func errRollIncident(retry time.Duration, cause error) *fault.Error {
+	return fault.Wrap(fault.Failed, CodeRollIncident,
+		"The home could not be restored after a failed upgrade.", cause).
+		WithRetry(retry).
+		WithHint("the roll and its rollback failed: read the roll.incident event and the home's log; register a fixed target")
+}
+
+// errRefused is an operator's request refused by the home's state (a roll
+// that is not needed, rolls that are off).
+func errRefused(code, msg string) *fault.Error {
+	return fault.New(fault.Conflict, code, msg)
+}
+
+// hintFor is the operator's likely fix for a failed wake's cause, or "".
+func hintFor(err error) string {
+	if err == nil {
+		return ""
+	}
+	var ps probeStatusError
+	if errors.As(err, &ps) {
+		switch {
+		case int(ps) == http.StatusNotFound && errors.Is(err, errWSProbe):
+			return "the home answered 404 to the WebSocket readiness probe at /node/{target}: if it does not serve WebSockets there, set probe: http (or tcp) for it"
+		case int(ps) == http.StatusNotFound:
+			return "the home answered 404 to the readiness probe: check the probe path"
+		case int(ps) == http.StatusUnauthorized || int(ps) == http.StatusForbidden:
+			return "the home refused the probe's credentials: check the home's relay token"
+		}
+		return "the home answered the readiness probe with an error status: see the home's log"
+	}
+	switch {
+	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
+		return "the home's command could not be run: check the provider's command template"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "nothing listened on the home's endpoint: check that the home listens on the port it is given, and its log"
+	}
+	return ""
+}
