@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/admin"
 )
 
 // The admin commands talk to a running gateway's admin listener:
@@ -157,7 +157,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "status:", err)
 		return 1
 	}
-	var s gateway.Status
+	var s admin.Status
 	if err := json.Unmarshal(body, &s); err != nil {
 		fmt.Fprintln(stderr, "status: bad answer:", err)
 		return 1
@@ -173,7 +173,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func printStatus(w io.Writer, s gateway.Status) {
+func printStatus(w io.Writer, s admin.Status) {
 	health := "healthy"
 	if !s.Healthy {
 		health = "UNHEALTHY"
@@ -235,7 +235,7 @@ func homeCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "home %s %s: %v\n", pos[0], pos[1], err)
 		return 1
 	}
-	var h gateway.HomeView
+	var h admin.HomeView
 	if err := json.Unmarshal(body, &h); err != nil || h.ID == "" {
 		_, _ = stdout.Write(body)
 		return 0

@@ -41,6 +41,7 @@ type Gateway struct {
 	homeMu  sync.Mutex                // serialises changes of homeTab
 	apps    map[string]*appRoute      // the config's apps as New built them; the live table is ap.routes
 	ap      *apState                  // app route table, self-probe, observer (apps.go)
+	reg     *registrar                // registers homes and apps (registrar.go)
 
 	draining atomic.Bool
 	inflight rtInflight // every request being served, WebSockets included (inflight.go)
@@ -79,8 +80,7 @@ type appRoute struct {
 func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err error) {
 	g = &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
 		apps: map[string]*appRoute{}, addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1), started: time.Now(), version: "dev"}
-	tab := &homeTable{byTarget: map[string]*homeRoute{}, byID: map[string]*homeRoute{}}
-	g.homeTab.Store(tab)
+	g.homeTab.Store(&homeTable{byTarget: map[string]*homeRoute{}, byID: map[string]*homeRoute{}})
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -139,27 +139,16 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 	}
 	g.metrics = newMetrics(g)
 	g.metrics.start(g.engine.Events())
-	for _, hc := range cfg.Homes {
-		hr := &homeRoute{spec: wake.HomeSpec{ID: hc.ID, Target: hc.Target, Provider: hc.Provider,
-			Version: hc.Version, IdleTimeout: *hc.IdleTimeout, Probe: wake.ProbeKind(hc.Probe)}}
-		if hc.RelayToken != "" {
-			if hr.token, err = ResolveSecret(hc.RelayToken); err != nil {
-				return nil, fmt.Errorf("home %s: relay_token: %w", hc.ID, err)
-			}
-			hr.spec.RelayToken = hr.token
-		}
-		if err := g.engine.Register(ctx, hr.spec); err != nil {
-			return nil, err
-		}
-		tab.byTarget[hc.Target] = hr
-		tab.byID[hc.ID] = hr
+	g.reg = newRegistrar(g)
+	if err := g.reg.RegisterConfigHomes(ctx); err != nil {
+		return nil, err
 	}
 	for _, ac := range cfg.Apps {
 		ar := &appRoute{cfg: ac, prefix: "/apps/" + ac.Slug}
 		if ac.Upstream != "" {
 			ar.upstream, _ = url.Parse(ac.Upstream) // validated at load
 		} else {
-			ar.home = tab.byID[ac.Home]
+			ar.home, _ = g.homeWithID(ac.Home)
 		}
 		g.apps[ac.Slug] = ar
 	}
@@ -175,8 +164,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 	})
 	g.apInit(cfg)
 	// Homes and apps registered through the admin API, stored, come back
-	// after the config's (which win on a conflict; homes_runtime.go).
-	if err := g.rtRestore(ctx); err != nil {
+	// after the config's (which win on a conflict; registrar.go).
+	if err := g.reg.Restore(ctx); err != nil {
 		return nil, err
 	}
 	g.handler = g.routes()

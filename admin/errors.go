@@ -1,0 +1,213 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// ErrorBody is the body of every admin error answer. The admin API is for
+// operators: unlike a public error body it carries the cause and the hint.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the error of an ErrorBody.
+type ErrorDetail struct {
+	// Code is a stable snake_case code ("home_not_found", "conflict").
+	Code string `json:"code"`
+	// Message is a sentence for people.
+	Message string `json:"message"`
+	// Field names the request field, header or path parameter at fault;
+	// several are comma separated (Fields then has one entry each).
+	Field string `json:"field"`
+	// Cause is the underlying error, when there is one.
+	Cause string `json:"cause,omitempty"`
+	// Hint is the likely fix, when one is known.
+	Hint string `json:"hint,omitempty"`
+	// RequestID is the request's X-Request-Id, also in the log line.
+	RequestID string `json:"request_id"`
+	// Fields lists every bad field of a request that has several.
+	Fields []FieldError `json:"fields,omitempty"`
+}
+
+// FieldError is one bad field of a request.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// FieldErrors are the bad fields of one request. Invalid turns them into
+// the one error the request is answered with.
+type FieldErrors []FieldError
+
+// Add records a bad field.
+func (fe *FieldErrors) Add(field, format string, args ...any) {
+	*fe = append(*fe, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// Error lists the fields and their problems.
+func (fe FieldErrors) Error() string {
+	msgs := make([]string, len(fe))
+	for i, e := range fe {
+		msgs[i] = e.Field + ": " + e.Message
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Invalid returns a fault.Invalid naming every bad field (nil when there is
+// none): Field lists them comma separated, the message names each with its
+// problem, and the admin body lists them one by one.
+func (fe FieldErrors) Invalid() error {
+	if len(fe) == 0 {
+		return nil
+	}
+	fields := make([]string, len(fe))
+	for i, e := range fe {
+		fields[i] = e.Field
+	}
+	return &fault.Error{Kind: fault.Invalid, Code: "invalid", Message: fe.Error(), Field: strings.Join(fields, ","), Cause: fe}
+}
+
+// fail answers err. It is the admin API's one way to write an error: the
+// status, Retry-After and headers come from fault.Classify, and the body
+// carries the cause and the hint for the operator. Server errors are
+// logged with their cause and the request id.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	c := fault.Classify(err)
+	d := ErrorDetail{Code: c.Code, Message: c.Message, Field: c.Field, Hint: c.Hint,
+		RequestID: w.Header().Get("X-Request-Id")}
+	if c.Cause != c.Message {
+		d.Cause = c.Cause
+	}
+	var fe FieldErrors
+	if errors.As(err, &fe) {
+		d.Fields, d.Cause = fe, ""
+	}
+	for k, vs := range c.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	if n := fault.RetryAfterSeconds(c.RetryAfter); n > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(n))
+	}
+	level := s.log.Debug
+	if c.Status >= http.StatusInternalServerError {
+		level = s.log.Warn
+	}
+	level("admin request failed", "method", r.Method, "path", r.URL.Path, "status", c.Status, "code", c.Code,
+		"cause", c.Cause, "request_id", d.RequestID)
+	writeJSON(w, c.Status, ErrorBody{Error: d})
+}
+
+// methodNotAllowed answers a method the path does not serve. 405 is the
+// router's answer, not a kind of failure, so it is written here.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusMethodNotAllowed, ErrorBody{Error: ErrorDetail{Code: "method_not_allowed",
+		Message: "method not allowed on this path", RequestID: w.Header().Get("X-Request-Id")}})
+}
+
+// writeJSON answers v, indented.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// maxBody bounds an admin request body.
+const maxBody = 64 << 10
+
+// Body is a request's JSON body, read and not yet decoded.
+type Body struct{ raw []byte }
+
+// readBody reads r's body, up to maxBody.
+func readBody(r *http.Request) (Body, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return Body{}, fault.Wrap(fault.TooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", maxBody), err).WithField("body")
+	}
+	if err != nil {
+		return Body{}, fault.Wrap(fault.Invalid, "bad_request", "the body could not be read", err).WithField("body")
+	}
+	return Body{raw: b}, nil
+}
+
+// BodyOf returns a Body holding raw (for tests and tools).
+func BodyOf(raw []byte) Body { return Body{raw: raw} }
+
+// Decode decodes the body into v: a JSON object with no unknown fields. A
+// failure is a fault.Invalid naming the field at fault when it can tell.
+func (b Body) Decode(v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b.raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Type == reflect.TypeFor[registry.Duration]() {
+		return fault.Wrap(fault.Invalid, "bad_request", fmt.Sprintf("%s: want a duration such as 2s, got %s", te.Field, te.Value), err).
+			WithField(te.Field)
+	}
+	if errors.As(err, &te) && te.Field != "" {
+		return fault.Wrap(fault.Invalid, "bad_request", fmt.Sprintf("%s: want a %s", te.Field, te.Type), err).WithField(te.Field)
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		f = strings.Trim(f, `"`)
+		return fault.Wrap(fault.Invalid, "bad_request", f+": unknown field", err).WithField(f)
+	}
+	return fault.Wrap(fault.Invalid, "bad_request", "body: want a JSON object", err).WithField("body")
+}
+
+// decodeBody reads and decodes r's body into v.
+func decodeBody(r *http.Request, v any) error {
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	return b.Decode(v)
+}
+
+// ifMatch reads If-Match: a record generation, quoted or not ("7", W/"7",
+// 7); 0 when absent or "*".
+func ifMatch(r *http.Request) (uint64, error) {
+	raw := r.Header.Get("If-Match")
+	v := strings.TrimSpace(raw)
+	if v == "" || v == "*" {
+		return 0, nil
+	}
+	v = strings.Trim(strings.TrimPrefix(v, "W/"), `"`)
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		return 0, fault.New(fault.Invalid, "bad_if_match",
+			fmt.Sprintf("want a record generation such as \"7\", got %q", raw)).WithField("If-Match").
+			WithHint("send the ETag of the record as read")
+	}
+	return n, nil
+}
+
+// etag is the ETag of a record generation.
+func etag(gen uint64) string { return `"` + strconv.FormatUint(gen, 10) + `"` }
+
+// StaleIfMatch is the error of an If-Match that names another generation
+// than the stored one (what is 0 when the record does not exist).
+func StaleIfMatch(record string, want, have uint64) error {
+	msg := fmt.Sprintf("If-Match %d is stale: the %s is at generation %d", want, record, have)
+	if have == 0 {
+		msg = "If-Match names a generation but the " + record + " does not exist"
+	}
+	return fault.New(fault.Conflict, "conflict", msg).WithField("If-Match").WithHint("read the " + record + " again and retry with its ETag")
+}

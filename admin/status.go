@@ -1,0 +1,113 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/web"
+)
+
+// Status is the answer of GET /admin/status.
+type Status struct {
+	Instance  string      `json:"instance"`
+	Version   string      `json:"version"`
+	StartedAt time.Time   `json:"started_at"`
+	UptimeS   float64     `json:"uptime_s"`
+	Draining  bool        `json:"draining"`
+	Healthy   bool        `json:"healthy"`
+	Problems  []string    `json:"problems"`
+	Counts    StatusCount `json:"counts"`
+	// Homes and Apps are filled with ?full=true.
+	Homes []HomeView `json:"homes,omitempty"`
+	Apps  []AppView  `json:"apps,omitempty"`
+}
+
+// StatusCount counts what the gateway serves.
+type StatusCount struct {
+	Homes        int `json:"homes"`
+	HomesRunning int `json:"homes_running"`
+	Apps         int `json:"apps"`
+	Sessions     int `json:"sessions"`
+}
+
+// status gathers the instance's status; full adds every home and app.
+func (s *Server) status(ctx context.Context, full bool) (Status, error) {
+	homes, err := s.b.ListHomes(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	apps := s.b.ListApps()
+	ab := s.b.About()
+	st := Status{Instance: ab.Instance, Version: ab.Version, StartedAt: ab.StartedAt.UTC(),
+		UptimeS: time.Since(ab.StartedAt).Round(time.Millisecond).Seconds(), Draining: ab.Draining,
+		Problems: problems(homes, apps, ab.Draining), Counts: StatusCount{Homes: len(homes), Apps: len(apps)}}
+	for _, h := range homes {
+		st.Counts.Sessions += h.Sessions
+		if registry.Status(h.Status) == registry.StatusRunning {
+			st.Counts.HomesRunning++
+		}
+	}
+	st.Healthy = len(st.Problems) == 0
+	if full {
+		st.Homes, st.Apps = homes, apps
+	}
+	return st, nil
+}
+
+// problems lists what makes the instance unhealthy, one sentence each.
+func problems(homes []HomeView, apps []AppView, draining bool) []string {
+	out := []string{}
+	for _, h := range homes {
+		switch registry.Status(h.Status) {
+		case registry.StatusFailed, registry.StatusUnknown:
+			out = append(out, fmt.Sprintf("home %s is %s: %s", h.ID, h.Status, h.Reason))
+		}
+		if h.Verdict == string(registry.VerdictDegraded) {
+			out = append(out, fmt.Sprintf("home %s is degraded", h.ID))
+		}
+	}
+	for _, ap := range apps {
+		if ap.Phase == string(wake.PhaseFailed) {
+			out = append(out, fmt.Sprintf("app %s is failed: %s", ap.Slug, ap.Message))
+		}
+	}
+	if draining {
+		out = append(out, "the gateway is draining")
+	}
+	return out
+}
+
+func (s *Server) serveStatus(w http.ResponseWriter, r *http.Request) {
+	full := r.URL.Query().Get("full")
+	st, err := s.status(r.Context(), full == "true" || full == "1")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// serveDashboard serves the dashboard's page (no token: it asks for one).
+func (s *Server) serveDashboard(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", web.DashboardCSP)
+	_, _ = w.Write(web.Dashboard())
+}
+
+// serveAsset serves the dashboard's script and style sheet.
+func (s *Server) serveAsset(w http.ResponseWriter, r *http.Request) {
+	body, ctype, ok := web.DashboardAsset(chi.URLParam(r, "file"))
+	if !ok {
+		s.fail(w, r, fault.New(fault.NotFound, "not_found", "no such asset"))
+		return
+	}
+	w.Header().Set("Content-Type", ctype)
+	_, _ = w.Write(body)
+}

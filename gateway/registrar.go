@@ -1,0 +1,282 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// The registrar is the one path by which homes and apps join and leave
+// this gateway: the engine knows them, the route tables route them, and
+// (for those registered through the admin API) the store keeps them. It
+// serves three callers:
+//
+//   - the config, at start (New): every home and app the file declares;
+//   - the admin API: PUT and DELETE of homes and apps;
+//   - the store, at start (restore): every home and app registered through
+//     the admin API before, registered again after the config's.
+//
+// The config wins on conflict, and that rule lives in conflict (homes) and
+// appConflict (apps): a stored home whose id or target the config
+// declares is not restored (a config home with the id of a stored dynamic
+// one takes the record over: it is no longer dynamic); a stored app whose
+// slug the config declares is not restored; and the admin API cannot
+// replace or remove an app of the config.
+type registrar struct {
+	g   *Gateway
+	log *slog.Logger
+	// configHomes and configApps are the ids and slugs the config declares.
+	configHomes map[string]bool
+	configApps  map[string]bool
+}
+
+// source is where a registration comes from.
+type source uint8
+
+const (
+	fromConfig source = iota
+	fromAPI
+	fromStore
+)
+
+func newRegistrar(g *Gateway) *registrar {
+	r := &registrar{g: g, log: g.log.With("component", "registrar"), configHomes: map[string]bool{}, configApps: map[string]bool{}}
+	for _, hc := range g.cfg.Homes {
+		r.configHomes[hc.ID] = true
+	}
+	for _, ac := range g.cfg.Apps {
+		r.configApps[ac.Slug] = true
+	}
+	return r
+}
+
+// conflict says why a home from src may not be registered with id and
+// target (nil when it may): the config wins over the store, and a target
+// routes one home.
+func (r *registrar) conflict(src source, id, target string) error {
+	if src == fromStore && r.configHomes[id] {
+		return errors.New("the config declares a home with the same id, and the config wins")
+	}
+	if other, ok := r.g.homeAt(target); ok && other.spec.ID != id {
+		what := "target " + strconv.Quote(target) + " is taken by home " + other.spec.ID
+		if src == fromStore {
+			what += ", and the config wins"
+		}
+		return errors.New(what)
+	}
+	return nil
+}
+
+// RegisterHome makes h served: the engine knows it (its stored record is
+// created or adopted) and the route table routes /node/{target} to it, in
+// place of any home with its id. The caller has checked conflict.
+func (r *registrar) RegisterHome(ctx context.Context, h *homeRoute) error {
+	if err := r.g.engine.Register(ctx, h.spec); err != nil {
+		return err
+	}
+	r.g.setHome(h.spec.ID, h)
+	return nil
+}
+
+// RegisterConfigHomes registers the config's homes (New calls it once,
+// before the apps and before restore).
+func (r *registrar) RegisterConfigHomes(ctx context.Context) error {
+	for _, hc := range r.g.cfg.Homes {
+		h := &homeRoute{spec: wake.HomeSpec{ID: hc.ID, Target: hc.Target, Provider: hc.Provider,
+			Version: hc.Version, IdleTimeout: *hc.IdleTimeout, Probe: wake.ProbeKind(hc.Probe)}}
+		if err := r.resolveToken(h, hc.RelayToken); err != nil {
+			return fmt.Errorf("home %s: relay_token: %w", hc.ID, err)
+		}
+		if err := r.conflict(fromConfig, hc.ID, hc.Target); err != nil {
+			return fmt.Errorf("home %s: %w", hc.ID, err) // checked at load
+		}
+		if err := r.RegisterHome(ctx, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolveToken resolves h's relay token reference (none when ref is "").
+func (r *registrar) resolveToken(h *homeRoute, ref string) error {
+	if ref == "" {
+		return nil
+	}
+	tok, err := ResolveSecret(ref)
+	if err != nil {
+		return err
+	}
+	h.token, h.spec.RelayToken = tok, tok
+	return nil
+}
+
+// RestoreHomes registers again every home stored by the admin API (with
+// Dynamic set), unless the config wins; New calls it after the config's
+// homes and apps. A home that cannot be restored is logged and skipped.
+func (r *registrar) RestoreHomes(ctx context.Context) error {
+	recs, err := r.g.store.ListHomes(ctx)
+	if err != nil {
+		return fmt.Errorf("restore homes: %w", err)
+	}
+	for _, rec := range recs {
+		if rec.Dynamic {
+			r.restoreHome(ctx, rec)
+		}
+	}
+	return nil
+}
+
+// restoreHome registers one stored dynamic home again.
+func (r *registrar) restoreHome(ctx context.Context, rec registry.Home) {
+	if err := r.conflict(fromStore, rec.ID, rec.Target); err != nil {
+		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "target", rec.Target, "reason", err.Error())
+		if r.configHomes[rec.ID] {
+			if _, err := registry.UpdateHome(ctx, r.g.store, rec, r.g.cfg.Instance, func(h *registry.Home) { h.Dynamic = false }); err != nil {
+				r.log.Warn("clear the dynamic mark of a config home", "home", rec.ID, "err", err)
+			}
+		}
+		return
+	}
+	h := &homeRoute{spec: wake.HomeSpec{ID: rec.ID, Target: rec.Target, Provider: rec.Provider, Version: rec.Version,
+		IdleTimeout: rec.IdleTimeout, Probe: wake.ProbeKind(rec.Probe)}}
+	if h.spec.Probe == "" {
+		h.spec.Probe = wake.ProbeKind(r.g.cfg.Wake.Probe.Kind)
+	}
+	if err := r.resolveToken(h, rec.RelayTokenRef); err != nil {
+		r.log.Warn("stored dynamic home not restored: relay_token", "home", rec.ID, "err", err)
+		return
+	}
+	if err := r.RegisterHome(ctx, h); err != nil {
+		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "err", err)
+		return
+	}
+	r.log.Info("home restored", "home", rec.ID, "target", rec.Target)
+}
+
+// PutAPIHome registers or replaces home id from an admin request: it
+// checks the request, writes the stored record (compare-and-set on
+// ifMatch when not 0) and registers the home. A home the config does not
+// declare is stored as dynamic, with what its restore needs. created
+// reports whether the home is new.
+func (r *registrar) PutAPIHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (h *homeRoute, created bool, err error) {
+	h, err = r.homeFromRequest(id, req)
+	if err != nil {
+		return nil, false, err
+	}
+	cur, err := r.g.store.GetHome(ctx, id)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		if ifMatch != 0 {
+			return nil, false, admin.StaleIfMatch("home", ifMatch, 0)
+		}
+		created = true
+		_, err = r.g.store.PutHome(ctx, r.record(registry.Home{Status: registry.StatusSleeping}, h, req), registry.Cond{})
+	case err != nil:
+	case ifMatch != 0 && cur.Generation != ifMatch:
+		return nil, false, admin.StaleIfMatch("home", ifMatch, cur.Generation)
+	default:
+		if _, known := r.g.homeWithID(id); !known && !cur.Dynamic {
+			return nil, false, fault.New(fault.Conflict, "conflict", "a stored home with this id exists but is not served here").
+				WithField("id").WithHint("remove the stored home first, or use another id")
+		}
+		h.spec.Version = cur.Version // a roll changes versions, not a PUT
+		_, err = r.g.store.PutHome(ctx, r.record(cur, h, req), registry.CondOf(cur))
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store home %s: %w", id, err)
+	}
+	if err := r.RegisterHome(ctx, h); err != nil {
+		return nil, false, err
+	}
+	r.log.Info("home registered", "home", id, "target", h.spec.Target, "created", created)
+	return h, created, nil
+}
+
+// record is rec carrying what h's registration needs (the fields restore
+// reads back), owned by this instance.
+func (r *registrar) record(rec registry.Home, h *homeRoute, req admin.HomeRequest) registry.Home {
+	s := h.spec
+	rec.ID, rec.Target, rec.Provider, rec.Version, rec.RelayTokenRef = s.ID, s.Target, s.Provider, s.Version, req.RelayToken
+	rec.Owner, rec.Dynamic, rec.IdleTimeout, rec.Probe = r.g.cfg.Instance, !r.configHomes[s.ID], s.IdleTimeout, string(s.Probe)
+	return rec
+}
+
+// homeFromRequest checks an admin request for home id, naming every bad
+// field, and fills the defaults.
+func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRoute, error) {
+	var bad admin.FieldErrors
+	if !idRE.MatchString(id) {
+		bad.Add("id", "want 1-63 of [a-z0-9._-] starting with a letter or digit, got %q", id)
+	}
+	s := wake.HomeSpec{ID: id, Target: req.Target, Provider: req.Provider, Version: req.Version,
+		IdleTimeout: *r.g.cfg.Wake.IdleTimeout, Probe: wake.ProbeKind(req.Probe)}
+	s.Target = cmp.Or(s.Target, id)
+	s.Provider = cmp.Or(s.Provider, "exec")
+	s.Version = cmp.Or(s.Version, "1")
+	s.Probe = cmp.Or(s.Probe, wake.ProbeKind(r.g.cfg.Wake.Probe.Kind))
+	if !registry.ValidSlug(s.Target) {
+		bad.Add("target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", s.Target)
+	} else if err := r.conflict(fromAPI, id, s.Target); err != nil {
+		bad.Add("target", "%v", err)
+	}
+	switch s.Provider {
+	case "exec":
+	case "static":
+		bad.Add("provider", "static homes have a fixed endpoint and are declared in the config file")
+	default:
+		bad.Add("provider", "unknown provider %q (want exec)", s.Provider)
+	}
+	switch s.Probe {
+	case wake.ProbeWS, wake.ProbeHTTP, wake.ProbeTCP:
+	default:
+		bad.Add("probe", "want ws, http or tcp, got %q", req.Probe)
+	}
+	if len(s.Version) > admin.MaxVersionLen {
+		bad.Add("version", "at most %d characters", admin.MaxVersionLen)
+	}
+	if req.IdleTimeout != nil {
+		d, err := time.ParseDuration(*req.IdleTimeout)
+		switch {
+		case err != nil:
+			bad.Add("idle_timeout", "want a duration such as 5m, got %q", *req.IdleTimeout)
+		case d < 0:
+			bad.Add("idle_timeout", "must not be negative")
+		default:
+			s.IdleTimeout = d
+		}
+	}
+	h := &homeRoute{spec: s}
+	if err := r.resolveToken(h, req.RelayToken); err != nil {
+		bad.Add("relay_token", "%v", err)
+	}
+	return h, bad.Invalid()
+}
+
+// RemoveHome stops and removes h: refused while an app runs in it. It
+// leaves the route table first, so that no new request starts on it, and
+// comes back if the engine refuses.
+func (r *registrar) RemoveHome(ctx context.Context, h *homeRoute, ifMatch uint64) error {
+	id := h.spec.ID
+	for _, rt := range r.g.ap.all() {
+		if ar := rt.app; ar.home != nil && ar.home.spec.ID == id {
+			return fault.New(fault.Conflict, "home_in_use", "app "+ar.cfg.Slug+" runs in this home").WithField("id").
+				WithHint("remove the app first")
+		}
+	}
+	r.g.setHome(id, nil)
+	if err := r.g.engine.Remove(ctx, id, ifMatch); err != nil {
+		r.g.setHome(id, h)
+		return err
+	}
+	r.log.Info("home removed", "home", id)
+	return nil
+}

@@ -1,0 +1,200 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// The app side of the registrar (registrar.go). An app registered through
+// the admin API is held to the config's rules (appcheck.go), stored in the
+// registry (so that a restarted gateway registers it again) and carries
+// the stored record's generation, which If-Match names. It joins the route
+// table as a candidate exactly like an app of the config (rtInstall): only
+// its self-probe publishes it. Registrations and removals of apps are
+// serialised by g.ap.change.
+
+// appConflict says why an app from src may not take slug (nil when it
+// may): the config wins, over the store and over the admin API.
+func (r *registrar) appConflict(src source, slug string) error {
+	if src == fromConfig || !r.configApps[slug] {
+		return nil
+	}
+	if src == fromStore {
+		return errors.New("the config declares the same slug, and the config wins")
+	}
+	return fault.New(fault.Conflict, "config_app", "app "+strconv.Quote(slug)+" is declared in the config file").
+		WithField("slug").WithHint("change or remove it in the config file")
+}
+
+// Restore registers again, after the config's, the homes and then the
+// apps stored through the admin API; New calls it once.
+func (r *registrar) Restore(ctx context.Context) error {
+	if err := r.RestoreHomes(ctx); err != nil {
+		return err
+	}
+	return r.RestoreApps(ctx)
+}
+
+// RestoreApps registers the apps stored through the admin API again, at
+// start, after every home. An app the config also declares, or whose
+// record no longer passes the checks (its home is gone), is skipped with a
+// warning; its record is kept.
+func (r *registrar) RestoreApps(ctx context.Context) error {
+	recs, err := r.g.store.ListApps(ctx)
+	if err != nil {
+		return fmt.Errorf("restore apps: %w", err)
+	}
+	r.g.ap.change.Lock()
+	defer r.g.ap.change.Unlock()
+	for _, rec := range recs {
+		if err := r.appConflict(fromStore, rec.Slug); err != nil {
+			r.log.Warn("stored app not restored", "app", rec.Slug, "reason", err.Error())
+			continue
+		}
+		ac := rec
+		ac.Default()
+		var bad admin.FieldErrors
+		ac.Check(r.homeKnown, bad.Add)
+		if len(bad) > 0 {
+			r.log.Warn("stored app not restored", "app", rec.Slug, "problems", bad.Error())
+			continue
+		}
+		r.g.rtInstall(ac, rec.Generation)
+		r.log.Info("app restored", "app", rec.Slug, "generation", rec.Generation)
+	}
+	return nil
+}
+
+// homeKnown reports whether a home with id is routed here.
+func (r *registrar) homeKnown(id string) bool { _, ok := r.g.homeWithID(id); return ok }
+
+// appFromRequest fills the defaults of an app decoded from a PUT body for
+// slug and checks it with the config's rules, naming every bad field. The
+// fields the gateway keeps (generation, owner, updated_at) are not the
+// caller's to set: If-Match names the generation a caller read.
+func (r *registrar) appFromRequest(slug string, ac registry.App) (registry.App, error) {
+	var bad admin.FieldErrors
+	if ac.Slug != "" && ac.Slug != slug {
+		bad.Add("slug", "the body names app %q but the URL names %q", ac.Slug, slug)
+	}
+	if ac.Generation != 0 {
+		bad.Add("generation", "set by the gateway; send the generation you read in If-Match")
+	}
+	if ac.Owner != "" || !ac.UpdatedAt.IsZero() {
+		bad.Add("owner", "owner and updated_at are set by the gateway")
+	}
+	ac.Slug = slug
+	ac.Default()
+	ac.Check(r.homeKnown, bad.Add)
+	return ac, bad.Invalid()
+}
+
+// PutAPIApp registers or replaces an app from an admin request: the
+// stored record is written (compare-and-set on ifMatch when not 0, and on
+// the generation this gateway serves), then the app is installed as a
+// candidate. It returns the stored generation and whether the app is new.
+func (r *registrar) PutAPIApp(ctx context.Context, ac registry.App, ifMatch uint64) (gen uint64, created bool, err error) {
+	g, slug := r.g, ac.Slug
+	if err := r.appConflict(fromAPI, slug); err != nil {
+		return 0, false, err
+	}
+	g.ap.change.Lock()
+	defer g.ap.change.Unlock()
+	cur := g.ap.route(slug)
+	if err := appIfMatch(cur, ifMatch); err != nil {
+		return 0, false, err
+	}
+	rec := ac
+	rec.Owner, rec.UpdatedAt = g.cfg.Instance, time.Now().UTC()
+	prev, err := g.store.GetApp(ctx, slug)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		if cur != nil {
+			// Served here but gone from the store: another writer removed it.
+			return 0, false, appRemovedMeanwhile()
+		}
+		rec, err = g.store.PutApp(ctx, rec, registry.Cond{})
+	case err != nil:
+	case cur != nil && prev.Generation != cur.gen:
+		return 0, false, appServedStale(prev.Generation, cur.gen)
+	default:
+		// A stored app not served here (skipped at start) is replaced too.
+		rec, err = g.store.PutApp(ctx, rec, registry.AppCond(prev))
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store app %s: %w", slug, err)
+	}
+	g.rtInstall(ac, rec.Generation)
+	r.log.Info("app registered", "app", slug, "generation", rec.Generation, "replaced", cur != nil)
+	return rec.Generation, cur == nil, nil
+}
+
+// RemoveAPIApp removes an app registered through the admin API: its
+// stored record is deleted (compare-and-set as in PutAPIApp), then its
+// loop stops and its route goes.
+func (r *registrar) RemoveAPIApp(ctx context.Context, slug string, ifMatch uint64) error {
+	g := r.g
+	g.ap.change.Lock()
+	defer g.ap.change.Unlock()
+	cur := g.ap.route(slug)
+	if cur == nil {
+		return appNotFound(slug)
+	}
+	if err := r.appConflict(fromAPI, slug); err != nil {
+		return err
+	}
+	if err := appIfMatch(cur, ifMatch); err != nil {
+		return err
+	}
+	prev, err := g.store.GetApp(ctx, slug)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("read app %s: %w", slug, err)
+	case prev.Generation != cur.gen:
+		return appServedStale(prev.Generation, cur.gen)
+	default:
+		if err := g.store.DeleteApp(ctx, slug, registry.AppCond(prev)); err != nil {
+			return fmt.Errorf("delete app %s: %w", slug, err)
+		}
+	}
+	g.rtUninstall(slug)
+	r.log.Info("app removed", "app", slug)
+	return nil
+}
+
+// appIfMatch checks an If-Match generation against the app served here
+// (cur, nil when none).
+func appIfMatch(cur *apRoute, ifMatch uint64) error {
+	switch {
+	case ifMatch == 0:
+		return nil
+	case cur == nil:
+		return admin.StaleIfMatch("app", ifMatch, 0)
+	case cur.gen != ifMatch:
+		return admin.StaleIfMatch("app", ifMatch, cur.gen)
+	}
+	return nil
+}
+
+func appNotFound(slug string) error {
+	return fault.New(fault.NotFound, "app_not_found", "no app with slug "+strconv.Quote(slug)).WithField("slug")
+}
+
+func appRemovedMeanwhile() error {
+	return fault.New(fault.Conflict, "conflict", "the stored app was removed meanwhile").WithField("If-Match").
+		WithHint("read the app again")
+}
+
+func appServedStale(stored, served uint64) error {
+	return fault.New(fault.Conflict, "conflict",
+		fmt.Sprintf("the stored app is at generation %d, this gateway serves %d", stored, served)).WithField("If-Match").
+		WithHint("read the app again")
+}
