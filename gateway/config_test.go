@@ -349,70 +349,6 @@ wake:
 	}
 }
 
-func TestConfigDefaults(t *testing.T) {
-	cfg, err := gateway.Load("min.yaml", []byte("homes:\n  - id: h1\napps:\n  - slug: a\n    upstream: http://127.0.0.1:9/\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, _ := os.Hostname()
-	defaults := []struct {
-		field     string
-		got, want any
-	}{
-		{"listen", cfg.Listen, ":8080"},
-		{"data_dir", cfg.DataDir, "./data"},
-		{"instance", cfg.Instance, fmt.Sprintf("%s-%d", host, os.Getpid())},
-		{"log.format", cfg.Log.Format, "text"},
-		{"log.level", cfg.Log.Level, "info"},
-		{"log.access", *cfg.Log.Access, true},
-		{"server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 10 * time.Second},
-		{"server.idle_timeout", cfg.Server.IdleTimeout, 120 * time.Second},
-		{"server.max_header_bytes", cfg.Server.MaxHeaderBytes, gateway.ByteSize(64 << 10)},
-		{"server.max_body_bytes", cfg.Server.MaxBodyBytes, gateway.ByteSize(32 << 20)},
-		{"server.drain_grace", cfg.Server.DrainGrace, 20 * time.Second},
-		{"server.trusted_proxies", len(cfg.Server.TrustedProxies), 0},
-		{"server.websocket_origins", len(cfg.Server.WebSocketOrigins), 0},
-		{"proxy.dial_timeout", cfg.Proxy.DialTimeout, 5 * time.Second},
-		{"proxy.response_header_timeout", cfg.Proxy.ResponseHeaderTimeout, 60 * time.Second},
-		{"proxy.max_idle_conns_per_host", cfg.Proxy.MaxIdleConnsPerHost, 256},
-		{"proxy.idle_conn_timeout", cfg.Proxy.IdleConnTimeout, 90 * time.Second},
-		{"proxy.relay_header", cfg.Proxy.RelayHeader, "X-Wakegate-Relay"},
-		{"wake.warm_ttl", cfg.Wake.WarmTTL, 10 * time.Second},
-		{"wake.ready_timeout", cfg.Wake.ReadyTimeout, 30 * time.Second},
-		{"wake.wake_timeout", cfg.Wake.WakeTimeout, 60 * time.Second},
-		{"wake.hold", *cfg.Wake.Hold, time.Second},
-		{"wake.idle_timeout", *cfg.Wake.IdleTimeout, 5 * time.Minute},
-		{"wake.max_concurrent", cfg.Wake.MaxConcurrent, 16},
-		{"wake.retry_after", cfg.Wake.RetryAfter, 5 * time.Second},
-		{"wake.failure_backoff", cfg.Wake.FailureBackoff, 2 * time.Second},
-		{"wake.no_wake_user_agents", cfg.Wake.NoWakeUserAgents, gateway.DefaultNoWakeUserAgents},
-		{"wake.no_wake_paths", cfg.Wake.NoWakePaths, []string{"/favicon.ico", "/robots.txt"}},
-		{"wake.probe.kind", cfg.Wake.Probe.Kind, "ws"},
-		{"wake.probe.path", cfg.Wake.Probe.Path, "/node/{target}/"},
-		{"wake.probe.attempt_timeout", cfg.Wake.Probe.AttemptTimeout, 2 * time.Second},
-		{"wake.probe.settle", cfg.Wake.Probe.Settle, 100 * time.Millisecond},
-		{"wake.probe.min_pause", cfg.Wake.Probe.MinPause, 2 * time.Millisecond},
-		{"wake.probe.max_pause", cfg.Wake.Probe.MaxPause, 100 * time.Millisecond},
-		{"exec.command", cfg.Exec.Command, []string{"{self}", "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}", "--version", "{version}"}},
-		{"exec.stop_grace", cfg.Exec.StopGrace, 5 * time.Second},
-		{"exec.log_max_bytes", cfg.Exec.LogMaxBytes, gateway.ByteSize(1 << 20)},
-		{"exec.restart_budget", cfg.Exec.RestartBudget, 3},
-		{"exec.restart_window", cfg.Exec.RestartWindow, 60 * time.Second},
-		{"exec.suspend_signal", cfg.Exec.SuspendSignal, false},
-		{"homes[0].target", cfg.Homes[0].Target, "h1"},
-		{"homes[0].provider", cfg.Homes[0].Provider, "exec"},
-		{"homes[0].version", cfg.Homes[0].Version, "1"},
-		{"homes[0].idle_timeout", *cfg.Homes[0].IdleTimeout, 5 * time.Minute},
-		{"apps[0].kind", cfg.Apps[0].Kind, "ui"},
-		{"apps[0].strip_prefix", cfg.Apps[0].StripPrefix, false},
-	}
-	for _, d := range defaults {
-		if !reflect.DeepEqual(d.got, d.want) {
-			t.Errorf("%s defaults to %#v; want %#v", d.field, d.got, d.want)
-		}
-	}
-}
-
 func TestConfigOverridesBeatDefaults(t *testing.T) {
 	cfg, err := gateway.Load("set.yaml", []byte(`listen: "127.0.0.1:0"
 log:
@@ -575,5 +511,193 @@ s = "x # not a comment"
 	want := []string{":a=1,s=x # not a comment", "t:k=v", "t.arr:p=/1", "t.arr:p=/2"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("parseTOML = %q; want %q", got, want)
+	}
+}
+
+// TestConfigSections checks each section's own rules: every case is a
+// config whose "# want FIELD" marks name exactly the errors it must give,
+// each on its line.
+func TestConfigSections(t *testing.T) {
+	unsetEnv(t, "WG_TEST_UNSET_ADMIN")
+	for _, tc := range []struct{ name, text string }{
+		{"top", `listen: "8080"                     # want listen
+`},
+		{"log", `log:
+  format: yaml                      # want log.format
+  level: chatty                     # want log.level
+`},
+		{"server", `server:
+  drain_delay: -1s                  # want server.drain_delay
+  drain_grace: -2s                  # want server.drain_grace
+  max_header_bytes: 1000            # want server.max_header_bytes
+  trusted_proxies: ["::1", "10.1.0.0/16", "x"] # want server.trusted_proxies[2]
+  websocket_origins: ["*", "https://ok.example", "https://a.example/path"] # want server.websocket_origins[2]
+`},
+		{"proxy", `proxy:
+  dial_timeout: -1ms                # want proxy.dial_timeout
+  response_header_timeout: 5        # want proxy.response_header_timeout
+  max_idle_conns_per_host: -3       # want proxy.max_idle_conns_per_host
+`},
+		{"wake", `wake:
+  warm_ttl: -1s                     # want wake.warm_ttl
+  idle_timeout: -5m                 # want wake.idle_timeout
+  max_concurrent: -1                # want wake.max_concurrent
+  no_wake_paths: ["/ok", "nope"]    # want wake.no_wake_paths[1]
+`},
+		{"wake.probe", `wake:
+  probe:
+    kind: icmp                      # want wake.probe.kind
+    port_watch: -2ms                # want wake.probe.port_watch
+    settle: soon                    # want wake.probe.settle
+`},
+		{"exec", `exec:
+  command: ["", "x"]                # want exec.command
+  restart_budget: -1                # want exec.restart_budget
+  stop_grace: -1s                   # want exec.stop_grace
+`},
+		{"admin", `admin:
+  listen: "nowhere"                 # want admin.listen
+  tokens:
+    - "short"                       # want admin.tokens[0]
+    - "env:WG_TEST_UNSET_ADMIN"     # want admin.tokens[1]
+    - "a-token-long-enough-to-pass"
+  auth_failures_per_minute: -1      # want admin.auth_failures_per_minute
+`},
+		{"roll", `roll:
+  mode: sometimes                   # want roll.mode
+  idle_after: -1m                   # want roll.idle_after
+  target:                           # want roll.target.version
+    command: [""]                   # want roll.target.command
+`},
+		{"homes", `homes:
+  - id: a                           # want homes[0].endpoint
+    provider: static
+  - id: b
+    endpoint: http://127.0.0.1:1/   # want homes[1].endpoint
+    probe: grpc                     # want homes[1].probe
+    idle_timeout: -1s               # want homes[1].idle_timeout
+  - id: c
+    target: a                       # want homes[2].target
+  - id: c                           # want homes[3].id
+`},
+		{"apps", `homes:
+  - id: h
+apps:
+  - slug: a
+    home: h
+    health: {timeout: -1s}          # want apps[0].health.timeout
+    refresh_timeout: never          # want apps[0].refresh_timeout
+  - slug: b
+    upstream: http://127.0.0.1:1/
+    home: h                         # want apps[1].home
+  - slug: a                         # want apps[2].slug apps[2].upstream
+    failure_threshold: -1           # want apps[2].failure_threshold
+    generation: 3                   # want apps[2].generation
+`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkMarks(t, tc.name+".yaml", tc.text) })
+	}
+}
+
+// TestConfigDefaults checks each default, filled once at load, and that a
+// field whose zero means something else keeps its zero.
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := gateway.Load("empty.yaml", []byte("homes:\n  - id: h\napps:\n  - slug: a\n    home: h\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero, err := gateway.Load("zero.yaml", []byte(`log: {access: false}
+wake:
+  hold: 0
+  idle_timeout: 0s
+  probe: {port_watch: 0}
+  no_wake_paths: []
+admin: {listen: ""}
+homes:
+  - id: h
+    idle_timeout: 0
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, a := cfg.Homes[0], cfg.Apps[0]
+	host, _ := os.Hostname()
+	for _, c := range []struct {
+		field     string
+		got, want any
+	}{
+		{"listen", cfg.Listen, ":8080"},
+		{"instance", cfg.Instance, fmt.Sprintf("%s-%d", host, os.Getpid())},
+		{"server.trusted_proxies", len(cfg.Server.TrustedProxies), 0},
+		{"exec.suspend_signal", cfg.Exec.SuspendSignal, false},
+		{"apps[0].strip_prefix", a.StripPrefix, false},
+		{"data_dir", cfg.DataDir, "./data"},
+		{"log.format", cfg.Log.Format, "text"},
+		{"log.level", cfg.Log.Level, "info"},
+		{"log.access", *cfg.Log.Access, true},
+		{"server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 10 * time.Second},
+		{"server.idle_timeout", cfg.Server.IdleTimeout, 120 * time.Second},
+		{"server.max_header_bytes", cfg.Server.MaxHeaderBytes, gateway.ByteSize(64 << 10)},
+		{"server.max_body_bytes", cfg.Server.MaxBodyBytes, gateway.ByteSize(32 << 20)},
+		{"server.drain_grace", cfg.Server.DrainGrace, 20 * time.Second},
+		{"server.drain_delay", cfg.Server.DrainDelay, time.Duration(0)},
+		{"proxy.dial_timeout", cfg.Proxy.DialTimeout, 5 * time.Second},
+		{"proxy.response_header_timeout", cfg.Proxy.ResponseHeaderTimeout, 60 * time.Second},
+		{"proxy.max_idle_conns_per_host", cfg.Proxy.MaxIdleConnsPerHost, 256},
+		{"proxy.idle_conn_timeout", cfg.Proxy.IdleConnTimeout, 90 * time.Second},
+		{"proxy.relay_header", cfg.Proxy.RelayHeader, "X-Wakegate-Relay"},
+		{"wake.warm_ttl", cfg.Wake.WarmTTL, 10 * time.Second},
+		{"wake.ready_timeout", cfg.Wake.ReadyTimeout, 30 * time.Second},
+		{"wake.wake_timeout", cfg.Wake.WakeTimeout, 60 * time.Second},
+		{"wake.hold", *cfg.Wake.Hold, time.Second},
+		{"wake.idle_timeout", *cfg.Wake.IdleTimeout, 5 * time.Minute},
+		{"wake.max_concurrent", cfg.Wake.MaxConcurrent, 16},
+		{"wake.retry_after", cfg.Wake.RetryAfter, 5 * time.Second},
+		{"wake.failure_backoff", cfg.Wake.FailureBackoff, 2 * time.Second},
+		{"wake.no_wake_user_agents", cfg.Wake.NoWakeUserAgents, gateway.DefaultNoWakeUserAgents},
+		{"wake.no_wake_paths", cfg.Wake.NoWakePaths, []string{"/favicon.ico", "/robots.txt"}},
+		{"wake.probe.kind", cfg.Wake.Probe.Kind, "ws"},
+		{"wake.probe.path", cfg.Wake.Probe.Path, "/node/{target}/"},
+		{"wake.probe.attempt_timeout", cfg.Wake.Probe.AttemptTimeout, 2 * time.Second},
+		{"wake.probe.settle", cfg.Wake.Probe.Settle, 100 * time.Millisecond},
+		{"wake.probe.min_pause", cfg.Wake.Probe.MinPause, 2 * time.Millisecond},
+		{"wake.probe.max_pause", cfg.Wake.Probe.MaxPause, 100 * time.Millisecond},
+		{"wake.probe.port_watch", *cfg.Wake.Probe.PortWatch, 2 * time.Millisecond},
+		{"exec.command", cfg.Exec.Command, []string{"{self}", "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}", "--version", "{version}"}},
+		{"exec.stop_grace", cfg.Exec.StopGrace, 5 * time.Second},
+		{"exec.log_max_bytes", cfg.Exec.LogMaxBytes, gateway.ByteSize(1 << 20)},
+		{"exec.restart_budget", cfg.Exec.RestartBudget, 3},
+		{"exec.restart_window", cfg.Exec.RestartWindow, time.Minute},
+		{"admin.listen", *cfg.Admin.Listen, "127.0.0.1:8081"},
+		{"admin.auth_failures_per_minute", cfg.Admin.AuthFailures, 10},
+		{"roll.mode", cfg.Roll.Mode, "lazy"},
+		{"roll.idle_after", cfg.Roll.IdleAfter, time.Minute},
+		{"homes[0].target", h.Target, "h"},
+		{"homes[0].provider", h.Provider, "exec"},
+		{"homes[0].version", h.Version, "1"},
+		{"homes[0].probe", h.Probe, "ws"},
+		{"homes[0].idle_timeout", *h.IdleTimeout, 5 * time.Minute},
+		{"apps[0].kind", a.Kind, "ui"},
+		{"apps[0].desired_state", a.DesiredState, "running"},
+		{"apps[0].failure_threshold", a.FailureThreshold, 3},
+		{"apps[0].min_refresh", a.MinRefresh.Duration(), time.Second},
+		{"apps[0].refresh_timeout", a.RefreshTimeout.Duration(), 30 * time.Second},
+		{"apps[0].health.type", a.Health.Type, "http"},
+		{"apps[0].health.path", a.Health.Path, "/"},
+		{"apps[0].health.interval", a.Health.Interval.Duration(), 2 * time.Second},
+		{"apps[0].health.timeout", a.Health.Timeout.Duration(), 2 * time.Second},
+		{"apps[0].health.start_period", a.Health.StartPeriod.Duration(), time.Duration(0)},
+		// A zero that means something other than the default stays zero.
+		{"zero log.access", *zero.Log.Access, false},
+		{"zero wake.hold", *zero.Wake.Hold, time.Duration(0)},
+		{"zero wake.idle_timeout", *zero.Wake.IdleTimeout, time.Duration(0)},
+		{"zero wake.probe.port_watch", *zero.Wake.Probe.PortWatch, time.Duration(0)},
+		{"zero wake.no_wake_paths", len(zero.Wake.NoWakePaths), 0},
+		{"zero admin.listen", *zero.Admin.Listen, ""},
+		{"zero homes[0].idle_timeout", *zero.Homes[0].IdleTimeout, time.Duration(0)},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v; want %#v", c.field, c.got, c.want)
+		}
 	}
 }

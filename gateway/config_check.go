@@ -1,0 +1,316 @@
+package gateway
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+)
+
+// The checks of the config, one method per section, run by Load after
+// defaults: every field they read is filled. Each problem is reported with
+// the file, the line and the dotted field name (e.g. "wake.probe.kind",
+// "homes[2].id"); a field the file does not set is located at its nearest
+// parent that it does set.
+
+// checker collects the problems of one section of a config; field names
+// given to it are relative to the section.
+type checker struct {
+	file   string
+	lines  map[string]int // by dotted field path, from the YAML tree
+	prefix string         // the section's path, e.g. "wake.probe"
+	errs   *ConfigErrors
+}
+
+// in returns a checker for sub, a part of k's section ("probe", "homes[2]").
+func (k checker) in(sub string) checker {
+	k.prefix = k.path(sub)
+	return k
+}
+
+// path is field's full dotted path.
+func (k checker) path(field string) string {
+	switch {
+	case k.prefix == "":
+		return field
+	case field == "":
+		return k.prefix
+	case strings.HasPrefix(field, "["):
+		return k.prefix + field
+	}
+	return k.prefix + "." + field
+}
+
+// bad reports a problem with field.
+func (k checker) bad(field, format string, args ...any) {
+	full := k.path(field)
+	line := k.lines[full]
+	// A defaulted field has no line of its own: point at its parent.
+	for p := full; line == 0 && p != ""; {
+		if i := strings.LastIndexAny(p, ".["); i > 0 {
+			p = p[:i]
+		} else {
+			p = ""
+		}
+		line = k.lines[p]
+	}
+	*k.errs = append(*k.errs, &FieldError{File: k.file, Line: line, Field: full, Msg: fmt.Sprintf(format, args...)})
+}
+
+// nonNegative reports each negative duration of ds, by field.
+func (k checker) nonNegative(ds ...namedDuration) {
+	for _, d := range ds {
+		if d.v < 0 {
+			k.bad(d.field, "must not be negative, got %s", d.v)
+		}
+	}
+}
+
+// namedDuration is a duration field and its value.
+type namedDuration struct {
+	field string
+	v     time.Duration
+}
+
+// oneOf reports field unless v is one of allowed.
+func (k checker) oneOf(field, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	want := strings.Join(allowed[:len(allowed)-1], ", ") + " or " + allowed[len(allowed)-1]
+	k.bad(field, "want %s, got %q", want, v)
+}
+
+// hostPort reports field unless v is host:port.
+func (k checker) hostPort(field, v, want string) {
+	if _, _, err := net.SplitHostPort(v); err != nil {
+		k.bad(field, "want %s, got %q", want, v)
+	}
+}
+
+var idRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// validate checks every section of c, whose defaults are filled, and
+// resolves what the running gateway reads resolved (trusted proxy
+// networks, no-wake patterns, admin tokens).
+func (c *Config) validate(lines map[string]int) ConfigErrors {
+	var errs ConfigErrors
+	k := checker{file: c.file, lines: lines, errs: &errs}
+	k.hostPort("listen", c.Listen, "host:port")
+	c.Log.validate(k.in("log"))
+	c.Server.validate(k.in("server"))
+	c.Proxy.validate(k.in("proxy"))
+	c.Wake.validate(k.in("wake"))
+	c.Exec.validate(k.in("exec"))
+	c.Admin.validate(k.in("admin"))
+	c.Roll.validate(k.in("roll"))
+	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind)
+	validateApps(k, c.Apps, homes)
+	return errs
+}
+
+func (l *LogConfig) validate(k checker) {
+	k.oneOf("format", l.Format, "text", "json")
+	if _, err := ParseLevel(l.Level); err != nil {
+		k.bad("level", "%v", err)
+	}
+}
+
+func (s *ServerConfig) validate(k checker) {
+	k.nonNegative(namedDuration{"drain_delay", s.DrainDelay}, namedDuration{"drain_grace", s.DrainGrace},
+		namedDuration{"idle_timeout", s.IdleTimeout}, namedDuration{"read_header_timeout", s.ReadHeaderTimeout})
+	if s.MaxHeaderBytes < 1024 {
+		k.bad("max_header_bytes", "must be at least 1KiB, got %d", s.MaxHeaderBytes)
+	}
+	if s.MaxBodyBytes < 0 {
+		k.bad("max_body_bytes", "must not be negative")
+	}
+	s.trusted = nil
+	for i, cidr := range s.TrustedProxies {
+		n, err := parseTrusted(cidr)
+		if err != nil {
+			k.bad(fmt.Sprintf("trusted_proxies[%d]", i), "want a CIDR such as 10.0.0.0/8, got %q", cidr)
+			continue
+		}
+		s.trusted = append(s.trusted, n)
+	}
+	for i, o := range s.WebSocketOrigins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			k.bad(fmt.Sprintf("websocket_origins[%d]", i), "want scheme://host[:port] or *, got %q", o)
+		}
+	}
+}
+
+// parseTrusted parses a CIDR, or a single address as a network of one.
+func parseTrusted(cidr string) (*net.IPNet, error) {
+	_, n, err := net.ParseCIDR(cidr)
+	if err == nil {
+		return n, nil
+	}
+	ip := net.ParseIP(cidr)
+	if ip == nil {
+		return nil, fmt.Errorf("trusted proxy %q: %w", cidr, err)
+	}
+	bits := 128
+	if ip.To4() != nil {
+		ip, bits = ip.To4(), 32
+	}
+	return &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, bits)}, nil
+}
+
+func (p *ProxyConfig) validate(k checker) {
+	k.nonNegative(namedDuration{"dial_timeout", p.DialTimeout}, namedDuration{"idle_conn_timeout", p.IdleConnTimeout},
+		namedDuration{"response_header_timeout", p.ResponseHeaderTimeout})
+	if p.MaxIdleConnsPerHost < 0 {
+		k.bad("max_idle_conns_per_host", "must not be negative")
+	}
+}
+
+func (w *WakeConfig) validate(k checker) {
+	k.nonNegative(namedDuration{"failure_backoff", w.FailureBackoff}, namedDuration{"hold", *w.Hold},
+		namedDuration{"idle_timeout", *w.IdleTimeout}, namedDuration{"ready_timeout", w.ReadyTimeout},
+		namedDuration{"retry_after", w.RetryAfter}, namedDuration{"wake_timeout", w.WakeTimeout},
+		namedDuration{"warm_ttl", w.WarmTTL})
+	if w.MaxConcurrent < 1 {
+		k.bad("max_concurrent", "must be at least 1")
+	}
+	w.noWakeUA = nil
+	for i, p := range w.NoWakeUserAgents {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			k.bad(fmt.Sprintf("no_wake_user_agents[%d]", i), "invalid regular expression: %v", err)
+			continue
+		}
+		w.noWakeUA = append(w.noWakeUA, re)
+	}
+	for i, p := range w.NoWakePaths {
+		if !strings.HasPrefix(p, "/") {
+			k.bad(fmt.Sprintf("no_wake_paths[%d]", i), "must start with /, got %q", p)
+		}
+	}
+	w.Probe.validate(k.in("probe"))
+}
+
+func (p *ProbeConfig) validate(k checker) {
+	k.oneOf("kind", p.Kind, "ws", "http", "tcp")
+	k.nonNegative(namedDuration{"attempt_timeout", p.AttemptTimeout}, namedDuration{"max_pause", p.MaxPause},
+		namedDuration{"min_pause", p.MinPause}, namedDuration{"port_watch", *p.PortWatch},
+		namedDuration{"settle", p.Settle})
+}
+
+func (e *ExecConfig) validate(k checker) {
+	if len(e.Command) == 0 || e.Command[0] == "" {
+		k.bad("command", "must name a program")
+	}
+	k.nonNegative(namedDuration{"restart_window", e.RestartWindow}, namedDuration{"stop_grace", e.StopGrace})
+	if e.RestartBudget < 0 {
+		k.bad("restart_budget", "must not be negative")
+	}
+}
+
+func (a *AdminConfig) validate(k checker) {
+	if *a.Listen != "" {
+		k.hostPort("listen", *a.Listen, "host:port or an empty string (off)")
+	}
+	a.tokens = nil
+	for i, ref := range a.Tokens {
+		tok, err := resolveAdminToken(ref)
+		switch {
+		case err != nil:
+			k.bad(fmt.Sprintf("tokens[%d]", i), "%v", err)
+		case tok != "" && len(tok) < 16:
+			k.bad(fmt.Sprintf("tokens[%d]", i), "a token must be at least 16 characters")
+		case tok != "":
+			a.tokens = append(a.tokens, tok)
+		}
+	}
+	if a.AuthFailures < 1 {
+		k.bad("auth_failures_per_minute", "must be at least 1")
+	}
+}
+
+func (r *RollConfig) validate(k checker) {
+	k.oneOf("mode", r.Mode, "lazy", "eager", "off")
+	k.nonNegative(namedDuration{"idle_after", r.IdleAfter})
+	if t := r.Target; t.Version == "" && (len(t.Command) > 0 || t.Image != "") {
+		k.bad("target.version", "required when roll.target.command or roll.target.image is set")
+	}
+	if t := r.Target; len(t.Command) > 0 && t.Command[0] == "" {
+		k.bad("target.command", "must name a program")
+	}
+}
+
+// validateHomes checks every home and that ids and targets are unique; it
+// returns the set of home ids. probeKind is wake.probe.kind, whose own
+// problem is reported there, not again at every home that inherits it.
+func validateHomes(k checker, homes []HomeConfig, probeKind string) map[string]bool {
+	ids, targets := map[string]bool{}, map[string]bool{}
+	for i := range homes {
+		h := &homes[i]
+		hk := k.in(fmt.Sprintf("homes[%d]", i))
+		h.validate(hk, probeKind)
+		if idRE.MatchString(h.ID) && ids[h.ID] {
+			hk.bad("id", "duplicate home id %q", h.ID)
+		}
+		if registry.ValidSlug(h.Target) && targets[h.Target] {
+			hk.bad("target", "duplicate target %q", h.Target)
+		}
+		ids[h.ID], targets[h.Target] = true, true
+	}
+	return ids
+}
+
+func (h *HomeConfig) validate(k checker, probeKind string) {
+	if !idRE.MatchString(h.ID) {
+		k.bad("id", "want 1-63 of [a-z0-9._-] starting with a letter or digit, got %q", h.ID)
+	}
+	if !registry.ValidSlug(h.Target) {
+		k.bad("target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", h.Target)
+	}
+	switch h.Provider {
+	case "exec":
+		if h.Endpoint != "" {
+			k.bad("endpoint", "only static homes have a fixed endpoint")
+		}
+	case "static":
+		u, err := url.Parse(h.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			k.bad("endpoint", "a static home needs an http or https URL, got %q", h.Endpoint)
+		}
+	default:
+		k.bad("provider", "unknown provider %q (built in: exec, static)", h.Provider)
+	}
+	if h.Probe != probeKind {
+		k.oneOf("probe", h.Probe, "ws", "http", "tcp")
+	}
+	if h.RelayToken != "" {
+		if _, err := ResolveSecret(h.RelayToken); err != nil {
+			k.bad("relay_token", "%v", err)
+		}
+	}
+	k.nonNegative(namedDuration{"idle_timeout", *h.IdleTimeout})
+}
+
+// validateApps checks every app with the rules of registry.App (the admin
+// API's too) and that slugs are unique; homes is the set of home ids.
+func validateApps(k checker, apps []registry.App, homes map[string]bool) {
+	slugs := map[string]bool{}
+	for i, a := range apps {
+		ak := k.in(fmt.Sprintf("apps[%d]", i))
+		if registry.ValidSlug(a.Slug) && slugs[a.Slug] {
+			ak.bad("slug", "duplicate slug %q", a.Slug)
+		}
+		slugs[a.Slug] = true
+		a.Check(func(id string) bool { return homes[id] }, ak.bad)
+	}
+}

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"fmt"
+	"os"
+	"time"
+)
+
+// Every default of the config is written here, and only here: defaults runs
+// once, in Load, before validate, and the rest of the code reads the
+// filled fields and never tests for zero again. An app's defaults are
+// registry.App.Default, the same for the config file and the admin API.
+//
+// A field whose zero means something other than "the default" (wake.hold,
+// wake.idle_timeout, wake.probe.port_watch, admin.listen, log.access) is a
+// pointer, so that "unset" and "zero" stay apart; after defaults it is
+// never nil.
+
+// DefaultNoWakeUserAgents match uptime monitors, link previewers and crawlers.
+var DefaultNoWakeUserAgents = []string{
+	`(?i)bot\b`, `(?i)crawler`, `(?i)spider`, `(?i)uptime`, `(?i)pingdom`,
+	`(?i)statuscake`, `(?i)healthcheck`, `(?i)monitor`, `(?i)slurp`, `(?i)facebookexternalhit`,
+}
+
+// defaultExecCommand runs the built-in demo home.
+var defaultExecCommand = []string{"{self}", "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}", "--version", "{version}"}
+
+// defaults fills every unset field of c.
+func (c *Config) defaults() {
+	def(&c.Listen, ":8080")
+	def(&c.DataDir, "./data")
+	if c.Instance == "" {
+		host, _ := os.Hostname()
+		c.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	c.Log.defaults()
+	c.Server.defaults()
+	c.Proxy.defaults()
+	c.Wake.defaults()
+	c.Exec.defaults()
+	c.Admin.defaults()
+	c.Roll.defaults()
+	for i := range c.Homes {
+		c.Homes[i].defaults(&c.Wake)
+	}
+	for i := range c.Apps {
+		c.Apps[i].Default()
+	}
+}
+
+func (l *LogConfig) defaults() {
+	def(&l.Format, "text")
+	def(&l.Level, "info")
+	defPtr(&l.Access, true)
+}
+
+func (s *ServerConfig) defaults() {
+	def(&s.ReadHeaderTimeout, 10*time.Second)
+	def(&s.IdleTimeout, 120*time.Second)
+	def(&s.MaxHeaderBytes, 64<<10)
+	def(&s.MaxBodyBytes, 32<<20)
+	def(&s.DrainGrace, 20*time.Second)
+}
+
+func (p *ProxyConfig) defaults() {
+	def(&p.DialTimeout, 5*time.Second)
+	def(&p.ResponseHeaderTimeout, 60*time.Second)
+	def(&p.MaxIdleConnsPerHost, 256)
+	def(&p.IdleConnTimeout, 90*time.Second)
+	def(&p.RelayHeader, "X-Wakegate-Relay")
+}
+
+func (w *WakeConfig) defaults() {
+	def(&w.WarmTTL, 10*time.Second)
+	def(&w.ReadyTimeout, 30*time.Second)
+	def(&w.WakeTimeout, 60*time.Second)
+	defPtr(&w.Hold, time.Second)
+	defPtr(&w.IdleTimeout, 5*time.Minute)
+	def(&w.MaxConcurrent, 16)
+	def(&w.RetryAfter, 5*time.Second)
+	def(&w.FailureBackoff, 2*time.Second)
+	if w.NoWakeUserAgents == nil {
+		w.NoWakeUserAgents = DefaultNoWakeUserAgents
+	}
+	if w.NoWakePaths == nil {
+		w.NoWakePaths = []string{"/favicon.ico", "/robots.txt"}
+	}
+	w.Probe.defaults()
+}
+
+func (p *ProbeConfig) defaults() {
+	def(&p.Kind, "ws")
+	def(&p.Path, "/node/{target}/")
+	def(&p.AttemptTimeout, 2*time.Second)
+	def(&p.Settle, 100*time.Millisecond)
+	def(&p.MinPause, 2*time.Millisecond)
+	def(&p.MaxPause, 100*time.Millisecond)
+	defPtr(&p.PortWatch, 2*time.Millisecond)
+}
+
+func (e *ExecConfig) defaults() {
+	if len(e.Command) == 0 {
+		e.Command = defaultExecCommand
+	}
+	def(&e.StopGrace, 5*time.Second)
+	def(&e.LogMaxBytes, 1<<20)
+	def(&e.RestartBudget, 3)
+	def(&e.RestartWindow, 60*time.Second)
+}
+
+func (a *AdminConfig) defaults() {
+	defPtr(&a.Listen, "127.0.0.1:8081")
+	def(&a.AuthFailures, 10)
+}
+
+func (r *RollConfig) defaults() {
+	def(&r.Mode, "lazy")
+	def(&r.IdleAfter, time.Minute)
+}
+
+// defaults fills h's unset fields; some default to w's settings.
+func (h *HomeConfig) defaults(w *WakeConfig) {
+	def(&h.Target, h.ID)
+	def(&h.Provider, "exec")
+	def(&h.Version, "1")
+	def(&h.Probe, w.Probe.Kind)
+	if h.IdleTimeout == nil {
+		h.IdleTimeout = w.IdleTimeout
+	}
+}
+
+// def sets *p to v when *p is zero.
+func def[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// defPtr points *p at v when *p is nil (unset).
+func defPtr[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
+	}
+}

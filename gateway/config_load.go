@@ -1,0 +1,249 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/wakegate/wakegate/registry"
+)
+
+// LoadFile reads and validates a config file.
+func LoadFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Load(path, data)
+}
+
+// Load parses, expands, defaults and validates a config, in that order:
+// decoding reports unknown fields and badly typed values, defaults fills
+// every unset field once (config_defaults.go), and validate checks each
+// section (config_check.go). name is used in error messages. Errors are ConfigErrors naming file, line and field: every
+// unknown field, unset variable, badly typed value and invalid setting in
+// the file, in line order.
+func Load(name string, data []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, ConfigErrors{yamlError(name, err)}
+	}
+	var errs ConfigErrors
+	lines := map[string]int{}
+	cfg := &Config{file: name}
+	if len(root.Content) > 0 {
+		doc := root.Content[0]
+		if doc.Kind != yaml.MappingNode {
+			return nil, ConfigErrors{{File: name, Line: doc.Line, Msg: "want a mapping of settings at the top level"}}
+		}
+		expandEnv(name, doc, "", &errs)
+		indexLines(doc, "", lines)
+		checkKnown(name, doc, reflect.TypeOf(cfg).Elem(), "", &errs)
+		if err := doc.Decode(cfg); err != nil {
+			var te *yaml.TypeError
+			if !errors.As(err, &te) {
+				// Not a per-value problem: nothing decoded can be trusted.
+				return nil, append(errs, yamlErrors(name, err)...)
+			}
+			errs = append(errs, fieldsByLine(yamlErrors(name, err), lines)...)
+		}
+	}
+	cfg.defaults()
+	errs = append(errs, cfg.validate(lines)...)
+	if len(errs) > 0 {
+		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
+		return nil, errs
+	}
+	return cfg, nil
+}
+
+// fieldsByLine names the field of each decoding error, which yaml.v3
+// locates by line only: the deepest field starting on that line, unless two
+// unrelated fields share it (a flow mapping), where the message must do.
+func fieldsByLine(es ConfigErrors, lines map[string]int) ConfigErrors {
+	for _, e := range es {
+		if e.Field != "" || e.Line == 0 {
+			continue
+		}
+		var on []string
+		for p, l := range lines {
+			if l == e.Line {
+				on = append(on, p)
+			}
+		}
+		sort.Slice(on, func(i, j int) bool { return len(on[i]) > len(on[j]) })
+		if len(on) == 0 {
+			continue
+		}
+		deepest := on[0]
+		chain := true
+		for _, p := range on[1:] {
+			if !strings.HasPrefix(deepest, p+".") && !strings.HasPrefix(deepest, p+"[") {
+				chain = false
+			}
+		}
+		if !chain {
+			continue
+		}
+		e.Field = deepest
+		if strings.Contains(e.Msg, "!!seq") || strings.Contains(e.Msg, "!!map") {
+			// A collection of the wrong kind: the field holding it, not an
+			// element of it.
+			e.Field = on[len(on)-1]
+		}
+	}
+	return es
+}
+
+// checkKnown reports every mapping key that names no field of t, with its
+// line: yaml.v3 offers strict decoding only from text, and decoding from
+// the node tree is what keeps expanded values on their original lines.
+func checkKnown(name string, n *yaml.Node, t reflect.Type, path string, errs *ConfigErrors) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == durationType && n.Kind == yaml.ScalarNode {
+		// Durations read as registry.Duration does: a bare 0 is zero, any
+		// other value needs a unit, and a bad one is reported here, in the
+		// same words, rather than by the decoder.
+		if _, err := registry.ParseDuration(n.Value); err != nil {
+			*errs = append(*errs, &FieldError{File: name, Line: n.Line, Field: path, Msg: err.Error()})
+			n.Value = "0"
+		}
+		if n.Value == "0" {
+			n.Value, n.Tag = "0s", "!!str"
+		}
+	}
+	switch {
+	case n.Kind == yaml.MappingNode && t.Kind() == reflect.Struct:
+		fields := map[string]reflect.Type{}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); tag != "" && tag != "-" {
+				fields[tag] = f.Type
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			p := k.Value
+			if path != "" {
+				p = path + "." + k.Value
+			}
+			ft, ok := fields[k.Value]
+			if !ok {
+				*errs = append(*errs, &FieldError{File: name, Line: k.Line, Field: p, Msg: "unknown field"})
+				continue
+			}
+			checkKnown(name, n.Content[i+1], ft, p, errs)
+		}
+	case n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice:
+		for i, c := range n.Content {
+			checkKnown(name, c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+	}
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
+
+func yamlError(name string, err error) *FieldError {
+	if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &FieldError{File: name, Line: line, Msg: m[2]}
+	}
+	return &FieldError{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+}
+
+func yamlErrors(name string, err error) ConfigErrors {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		var out ConfigErrors
+		for _, e := range te.Errors {
+			out = append(out, yamlError(name, errors.New(e)))
+		}
+		return out
+	}
+	return ConfigErrors{yamlError(name, err)}
+}
+
+var envRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// expandEnv replaces ${VAR} and ${VAR:-default} in every scalar value under
+// n, whose dotted path is path. As in the shell, ${VAR:-default} takes the
+// default when VAR is unset or empty, and ${VAR} may be set and empty. An
+// unset variable without a default is an error at its line and field.
+func expandEnv(name string, n *yaml.Node, path string, errs *ConfigErrors) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if path != "" {
+				p = path + "." + p
+			}
+			expandEnv(name, n.Content[i], path, errs)
+			expandEnv(name, n.Content[i+1], p, errs)
+		}
+		return
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			expandEnv(name, c, fmt.Sprintf("%s[%d]", path, i), errs)
+		}
+		return
+	}
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${") {
+		n.Value = envRE.ReplaceAllStringFunc(n.Value, func(m string) string {
+			sub := envRE.FindStringSubmatch(m)
+			v, ok := os.LookupEnv(sub[1])
+			if ok && (v != "" || sub[2] == "") {
+				return v
+			}
+			if sub[2] != "" {
+				return sub[3]
+			}
+			*errs = append(*errs, &FieldError{File: name, Line: n.Line, Field: path, Msg: fmt.Sprintf("environment variable %s is not set", sub[1])})
+			return ""
+		})
+		if n.Style != 0 {
+			// Quoted, block or explicitly tagged: it stays as it is.
+			return
+		}
+		// A plain scalar takes the type of its expanded value: the parser
+		// resolved "${N}" to a string before N was known.
+		n.Tag = ""
+	}
+	for _, c := range n.Content {
+		expandEnv(name, c, path, errs)
+	}
+}
+
+// indexLines records the line of every field by its dotted path, e.g.
+// "wake.warm_ttl" or "homes[0].id".
+func indexLines(n *yaml.Node, prefix string, lines map[string]int) {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := n.Content[i].Value
+			p := key
+			if prefix != "" {
+				p = prefix + "." + key
+			}
+			lines[p] = n.Content[i].Line
+			indexLines(n.Content[i+1], p, lines)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", prefix, i)
+			lines[p] = c.Line
+			indexLines(c, p, lines)
+		}
+	}
+}
