@@ -55,3 +55,18 @@ func (h *home) rtRemember(r Restart) {
 	}
 	h.history = append(h.history, r)
 }
+
+// ResetBudget forgets the restarts counted against home id's restart
+// budget and the reason the supervisor gave up on it, if it did: an
+// operator's start gives the home its full budget again. The restart
+// history (History) is kept: it is a record, not a budget.
+func (e *Exec) ResetBudget(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if h := e.homes[id]; h != nil {
+		h.restarts = nil
+		h.failed = ""
+	}
+}
+
+var _ BudgetResetter = (*Exec)(nil)

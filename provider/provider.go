@@ -69,3 +69,13 @@ type Provider interface {
 	// Status reports the home's current state without changing it.
 	Status(ctx context.Context, s Spec) (Result, error)
 }
+
+// BudgetResetter is a provider that keeps a restart budget per home (exec:
+// so many restarts in a window, then the home is failed). An operator's
+// start resets the home's budget history, so the home gets its full budget
+// again.
+type BudgetResetter interface {
+	// ResetBudget forgets the restarts counted against home id's budget
+	// and the failure they led to. Safe for concurrent use.
+	ResetBudget(id string)
+}

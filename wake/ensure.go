@@ -17,7 +17,6 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -66,6 +65,9 @@ type Options struct {
 	// Roll configures rolls onto the registered target (roll.go); the zero
 	// value turns rolls off.
 	Roll RollOptions
+	// Metrics receives the engine's counts where things happen; nil counts
+	// nothing.
+	Metrics Metrics
 }
 
 // HomeSpec is what the gateway's config says about a home.
@@ -106,11 +108,17 @@ type home struct {
 	limiter *rate.Limiter
 	fails   int
 
-	// rlWaiting counts callers inside EnsureAwake's slow path for this
+	// freed is closed when this instance releases the home's lifecycle
+	// lock, waking the operations waiting for it (lifecycle.go).
+	freed chan struct{}
+	// lastStop is the stop of the home after its last failed wake.
+	lastStop *WakeStop
+
+	// waiting counts callers inside EnsureAwake's slow path for this
 	// home: they wait for its wake and do not use it yet (roll.go).
-	rlWaiting atomic.Int32
-	// rlNoRoll is set once the home's provider said it cannot recreate.
-	rlNoRoll atomic.Bool
+	waiting atomic.Int32
+	// noRoll is set once the home's provider said it cannot recreate.
+	noRoll atomic.Bool
 }
 
 // flight is one wake in progress; every caller joins it.
@@ -146,9 +154,9 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	adm admCounters // warm hits and misses (manage.go)
+	counts engineCounts // warm hits and misses, idle ticks (metrics.go)
 
-	roll rlEngine // roll state and counters (roll.go)
+	roll roller // rolls onto the target (roll.go)
 }
 
 // New returns an Engine. Close it to stop its goroutines.
@@ -156,7 +164,11 @@ func New(o Options) *Engine {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.Metrics == nil {
+		o.Metrics = noMetrics{}
+	}
 	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent), epoch: time.Now()}
+	e.roll.e = e
 	m := map[string]*home{}
 	e.homes.Store(&m)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
@@ -238,6 +250,20 @@ type HomeState struct {
 	Warm bool
 	// StartedAt is when the home's last wake started (zero if never).
 	StartedAt time.Time
+	// LastStop is the stop of the home after its last failed wake, nil
+	// when no failed wake stopped it since the engine started.
+	LastStop *WakeStop
+}
+
+// WakeStop is the stop of a half-woken home after a failed wake.
+type WakeStop struct {
+	// At is when the stop ended.
+	At time.Time `json:"at"`
+	// Proven is true when the provider verified the home is down; false
+	// means a process may be left running.
+	Proven bool `json:"proven"`
+	// Error is why the stop failed, "" when it did not.
+	Error string `json:"error,omitempty"`
 }
 
 // HomeState reports home id as stored and as the engine sees it now. It
@@ -257,6 +283,10 @@ func (e *Engine) HomeState(ctx context.Context, id string) (HomeState, error) {
 	}
 	h.mu.Lock()
 	s.Waking = h.flight != nil
+	if h.lastStop != nil {
+		ls := *h.lastStop
+		s.LastStop = &ls
+	}
 	h.mu.Unlock()
 	return s, nil
 }
@@ -307,19 +337,19 @@ func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 		return Awake{}, errHomeNotFound(id)
 	}
 	if v := h.warm.Load(); v != nil && e.now() < v.until {
-		e.adm.warmHits.Add(1)
+		e.counts.warmHits.Add(1)
 		return Awake{Endpoint: v.endpoint}, nil
 	}
-	e.adm.warmMisses.Add(1)
+	e.counts.warmMisses.Add(1)
 	return e.slowPath(ctx, h)
 }
 
 func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 	start := time.Now()
 	// Counted before joining, so that the wake this caller starts or joins
-	// never takes it for a user of the home (roll.go, rlBusy).
-	h.rlWaiting.Add(1)
-	defer h.rlWaiting.Add(-1)
+	// never takes it for a user of the home (roll.go, roller.busy).
+	h.waiting.Add(1)
+	defer h.waiting.Add(-1)
 	f, v, err := e.join(h, "cold")
 	if err != nil {
 		return Awake{}, err
@@ -350,6 +380,7 @@ func (e *Engine) join(h *home, cause string) (*flight, *verdict, error) {
 	}
 	if h.flight != nil {
 		h.flight.joined.Add(1)
+		e.o.Metrics.WakeJoined()
 		return h.flight, nil, nil
 	}
 	if e.ctx.Err() != nil {
@@ -450,40 +481,6 @@ func (e *Engine) Redo(ctx context.Context, id string) (*url.URL, error) {
 		return nil, err
 	}
 	return a.Endpoint, nil
-}
-
-// runWake is the one wake of h. It owns f and completes it exactly once.
-func (e *Engine) runWake(h *home, f *flight) {
-	ctx, cancel := context.WithTimeout(e.ctx, e.o.ReadyTimeout)
-	defer cancel()
-	w := wakeRun{e: e, h: h, f: f, start: f.started}
-	res, err := w.run(ctx)
-	if _, ok := fault.As(err); err != nil && !ok {
-		// A store or provider fault is still a failed wake to a caller,
-		// with a Retry-After, not an internal error.
-		err = errWakeFailed(e.o.RetryAfter, err)
-	}
-
-	h.mu.Lock()
-	f.res, f.err = res, err
-	if err == nil {
-		h.warm.Store(&verdict{endpoint: res.Endpoint, until: e.now() + e.o.WarmTTL})
-		h.status = registry.StatusRunning
-		h.fails = 0
-		h.limiter.SetLimit(rate.Inf)
-	} else {
-		h.fails++
-		// After a failure one more wake may start at once; after that each
-		// failure in a row doubles the pause between wakes of this home.
-		h.limiter.SetLimit(rate.Every(e.o.FailureBackoff << min(h.fails-1, 16)))
-	}
-	h.flight = nil
-	h.mu.Unlock()
-	// The verdict is in place before the lock goes, and the lock is free
-	// before the callers go: what they do next finds both settled.
-	w.release()
-	close(f.done)
-	w.finish(err)
 }
 
 func probePath(tmpl, target string) string { return strings.ReplaceAll(tmpl, "{target}", target) }

@@ -45,6 +45,11 @@ type Event struct {
 	Cause string `json:"cause,omitempty"`
 	// Joined is how many callers joined a wake after the first.
 	Joined int `json:"joined,omitempty"`
+	// StopProven, on a failed wake or a roll incident that stopped the
+	// home, says whether the provider verified it is down.
+	StopProven *bool `json:"stop_proven,omitempty"`
+	// Signalled is true on a wake.ready whose home sent its ready signal.
+	Signalled bool `json:"signalled,omitempty"`
 	// Durations of a wake, in milliseconds.
 	TotalMS    float64 `json:"total_ms,omitempty"`
 	ProviderMS float64 `json:"provider_ms,omitempty"`

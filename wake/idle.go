@@ -2,7 +2,6 @@ package wake
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,7 +21,7 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 			return
 		case <-t.C:
 		}
-		e.reportSessions(ctx, 3*tick+time.Second)
+		e.reportSessions(ctx, 3*tick+reportSlack)
 		for id, h := range *e.homes.Load() {
 			if ctx.Err() != nil {
 				return
@@ -34,13 +33,14 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 				e.o.Log.Warn("idle suspend", "home", id, "err", err)
 			}
 		}
-		e.rlEager(ctx) // roll: eager rolls of idle stale homes (roll.go)
+		e.roll.eager(ctx) // eager rolls of idle stale homes (roll.go)
+		e.counts.idleTicks.Add(1)
 	}
 }
 
 func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
-	// roll.go keeps the report: rolls subtract it from the fleet's count.
-	if err := e.rlReportSessions(ctx, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil {
+	// The roller keeps the report: rolls subtract it from the fleet's count.
+	if err := e.roll.reportSessions(ctx, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil {
 		e.o.Log.Warn("report sessions", "err", err)
 	}
 }
@@ -62,80 +62,41 @@ func (e *Engine) idle(h *home) bool {
 }
 
 // Suspend suspends home id (or stops it where the provider cannot suspend)
-// unless it has sessions. It holds the home's lifecycle lock throughout; a
-// request that arrives meanwhile waits for the lock and wakes it again.
+// unless it has sessions (fault.Busy). It holds the home's lifecycle lock
+// throughout, and once the lock is held it runs to its end even if ctx
+// ends; a request that arrives meanwhile waits for the lock and wakes the
+// home again.
 func (e *Engine) Suspend(ctx context.Context, id string) error {
 	h := e.home(id)
 	if h == nil {
 		return errHomeNotFound(id)
 	}
-	l, err := e.o.Store.Lock(ctx, lockName(id), e.o.Instance, time.Minute)
-	if errors.Is(err, registry.ErrLocked) {
-		return errBusy(fmt.Errorf("suspend %s: %w", id, err))
-	}
-	if err != nil {
-		return fmt.Errorf("suspend %s: lock: %w", id, err)
-	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := e.o.Store.Unlock(uctx, l); err != nil {
-			e.o.Log.Warn("suspend: unlock", "home", id, "err", err)
-		}
-	}()
-	// Once the lock is held the suspend runs to its end even if the caller
-	// goes away (the gateway shutting down): a half-done suspend would leave
-	// the record saying "suspending" for ever.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	// The verdict goes first: a request that starts after this point takes
-	// the slow path and queues behind the lock. Sessions are checked after
-	// it, so a request counted before the drop keeps the home awake.
-	h.warm.Store(nil)
-	if n := e.o.Sessions.Count(id); n > 0 {
-		return errBusy(fmt.Errorf("suspend %s: the home has %d sessions", id, n))
-	}
-	rec, err := e.o.Store.GetHome(ctx, id)
-	if err != nil {
-		return fmt.Errorf("suspend %s: %w", id, err)
-	}
-	if rec.Status != registry.StatusRunning {
-		return nil
-	}
-	start := time.Now()
-	// The stopped intent is stored before anything is signalled.
-	rec, err = registry.UpdateHome(ctx, e.o.Store, rec, e.o.Instance, func(r *registry.Home) {
-		r.WantRunning = false
-		r.Status = registry.StatusSuspending
-		r.Verdict = registry.VerdictNone
-	})
-	if err != nil {
-		return fmt.Errorf("suspend %s: %w", id, err)
-	}
-	e.setStatus(h, rec.Status)
-	prov := e.o.Providers[rec.Provider]
-	spec := provider.Spec{ID: id, Target: rec.Target, Version: rec.Version, Ref: rec.ProviderRef}
-	how := "suspend"
-	err = prov.Suspend(ctx, spec)
-	proven := err == nil
-	if errors.Is(err, provider.ErrUnsupported) {
-		how = "stop"
-		proven, err = prov.Stop(ctx, spec)
-	}
-	if err != nil {
-		e.o.Log.Error("suspend", "home", id, "how", how, "outcome", "failed", "err", err.Error())
-	}
-	if _, serr := registry.UpdateHome(ctx, e.o.Store, rec, e.o.Instance, func(r *registry.Home) {
-		r.Status = registry.StatusSuspended
-	}); serr != nil {
-		return fmt.Errorf("suspend %s: %w", id, serr)
-	}
-	e.setStatus(h, registry.StatusSuspended)
-	if err == nil {
-		e.o.Log.Info("suspend", "home", id, "how", how, "proven", proven, "ms", ms(time.Since(start)))
-		e.o.Events.Publish(Event{Type: EventSuspend, Home: id, Reason: how, TotalMS: ms(time.Since(start))})
-	}
-	return err
+	return e.runLocked(ctx, h, lifecycleOp{name: "suspend", lease: suspendLease, detach: suspendTimeout,
+		run: func(ctx context.Context, l *held) error {
+			// The verdict goes first: a request that starts after this
+			// point takes the slow path and queues behind the lock.
+			// Sessions are checked after it, so a request counted before
+			// the drop keeps the home awake.
+			h.warm.Store(nil)
+			if n := e.o.Sessions.Count(id); n > 0 {
+				return errBusy(fmt.Errorf("suspend %s: the home has %d sessions", id, n))
+			}
+			if l.rec.Status != registry.StatusRunning {
+				return nil
+			}
+			start := time.Now()
+			s, err := l.stopHome(ctx, e.o.Providers[l.rec.Provider], modeSuspend, func(r *registry.Home) {
+				r.Status = registry.StatusSuspended
+			})
+			if err != nil {
+				e.o.Log.Error("suspend", "home", id, "how", s.how, "outcome", "failed", "err", err.Error())
+				return err
+			}
+			e.o.Metrics.Suspended(s.how)
+			e.o.Log.Info("suspend", "home", id, "how", s.how, "proven", s.proven, "ms", ms(time.Since(start)))
+			e.o.Events.Publish(Event{Type: EventSuspend, Home: id, Reason: s.how, TotalMS: ms(time.Since(start))})
+			return nil
+		}})
 }
 
 func (e *Engine) setStatus(h *home, s registry.Status) {
@@ -163,7 +124,7 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		}
 		h.mu.Unlock()
 	}
-	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(e.ctx, providerChangeTimeout)
 	defer cancel()
 	_, err := registry.UpdateHome(ctx, e.o.Store, registry.Home{ID: id}, e.o.Instance, func(rec *registry.Home) {
 		if r.State == provider.StateFailed {
@@ -179,6 +140,7 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	}
 	if r.State == provider.StateFailed {
 		e.setStatus(h, registry.StatusFailed)
+		e.o.Metrics.HomeFailed()
 		e.o.Log.Error("home failed", "home", id, "reason", r.Reason)
 		e.o.Events.Publish(Event{Type: EventHomeFailed, Home: id, Message: r.Reason})
 	}

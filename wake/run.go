@@ -2,57 +2,110 @@ package wake
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"time"
 
+	"golang.org/x/time/rate"
+
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
 // wakeRun carries one wake through its steps: a slot under the global cap,
-// the home's lifecycle lock, the provider, the probe, and the record.
+// the home's lifecycle lock (runLocked), the provider, the probe, and the
+// record.
 type wakeRun struct {
 	e     *Engine
 	h     *home
 	f     *flight
 	start time.Time
 
-	lease      registry.Lease
-	locked     bool
-	rec        registry.Home
+	*held                    // the lock and the record, once the lock is held
 	providerAt time.Duration // time spent in provider.Wake
 	probeAt    time.Duration // time spent probing
 	probe      ProbeResult
-	stopProven bool
-	stopped    bool
+	stop       *stopped // the stop of a half-woken home, if there was one
+	stopErr    error
 }
 
-func (w *wakeRun) run(ctx context.Context) (Awake, error) {
-	e, h := w.e, w.h
-	// A slot under the global cap on wakes running at once.
+// runWake is the one wake of h. It owns f and completes it exactly once.
+func (e *Engine) runWake(h *home, f *flight) {
+	ctx, cancel := context.WithTimeout(e.ctx, e.o.ReadyTimeout)
+	defer cancel()
+	w := &wakeRun{e: e, h: h, f: f, start: f.started}
+	var res Awake
+	settle := func(err error) { w.settle(res, err) }
+	// A slot under the global cap on wakes running at once, taken before
+	// the lock so that a queued wake holds no lock.
 	select {
 	case e.sem <- struct{}{}:
-		defer func() { <-e.sem }()
+		_ = e.runLocked(ctx, h, lifecycleOp{name: "wake", wait: true, lease: e.o.ReadyTimeout + wakeLeaseSlack,
+			run: func(ctx context.Context, l *held) error {
+				w.held = l
+				var err error
+				res, err = w.run(ctx)
+				return err
+			},
+			outcome: settle})
+		<-e.sem
 	case <-ctx.Done():
-		return Awake{}, w.timeout("waiting for a wake slot", ctx.Err())
+		settle(w.timeout("waiting for a wake slot", ctx.Err()))
 	}
-	// The lifecycle lock: one operation per home at a time. A suspend or
-	// roll that holds it finishes first; this wake then follows.
-	if err := w.lock(ctx); err != nil {
-		return Awake{}, err
+	// The verdict was in place before the lock went, and the lock is free
+	// before the callers go: what they do next finds both settled.
+	close(f.done)
+	w.finish(f.err)
+}
+
+// settle records the wake's outcome in memory, with the lock still held:
+// the flight's result, the verdict, the failure backoff.
+func (w *wakeRun) settle(res Awake, err error) {
+	e, h, f := w.e, w.h, w.f
+	if _, ok := fault.As(err); err != nil && !ok {
+		// A store or provider fault is still a failed wake to a caller,
+		// with a Retry-After, not an internal error.
+		err = errWakeFailed(e.o.RetryAfter, err)
 	}
-	rec, err := e.o.Store.GetHome(ctx, h.spec.ID)
-	if err != nil {
-		return Awake{}, fmt.Errorf("wake %s: %w", h.spec.ID, err)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.stop != nil {
+		ls := &WakeStop{At: time.Now(), Proven: w.stop.proven}
+		if w.stopErr != nil {
+			ls.Error = w.stopErr.Error()
+		}
+		h.lastStop = ls
 	}
-	w.rec = rec
-	prov := e.o.Providers[rec.Provider]
+	f.res, f.err = res, err
+	if err == nil {
+		h.warm.Store(&verdict{endpoint: res.Endpoint, until: e.now() + e.o.WarmTTL})
+		h.status = registry.StatusRunning
+		h.fails = 0
+		h.limiter.SetLimit(rate.Inf)
+	} else {
+		h.fails++
+		// After a failure one more wake may start at once; after that each
+		// failure in a row doubles the pause between wakes of this home.
+		h.limiter.SetLimit(rate.Every(e.o.FailureBackoff << min(h.fails-1, 16)))
+	}
+	h.flight = nil
+}
+
+// run wakes the home; the lifecycle lock is held and w.rec was read after
+// it was taken.
+func (w *wakeRun) run(ctx context.Context) (Awake, error) {
+	e, h := w.e, w.h
+	// Someone else (another instance, or an operation that held the lock
+	// before this one) proved the home ready within the warm TTL: trust it.
+	if a, ok := w.provenByOther(); ok {
+		return a, nil
+	}
+	prov := e.o.Providers[w.rec.Provider]
 	// A stale home with no users is rolled onto the target instead of
 	// woken, inside this same flight and lock (roll.go).
-	if a, rolled, err := w.rlMaybeRoll(ctx, prov); rolled {
+	if a, rolled, err := e.roll.maybeRoll(ctx, w, prov); rolled {
 		return a, err
 	}
 	if err := w.save(ctx, func(r *registry.Home) {
@@ -93,8 +146,38 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		w.fail(ctx, prov)
 		return Awake{}, w.timeout("waiting for the home to be ready", err)
 	}
+	w.recordReady(ctx, "")
+	return Awake{Endpoint: endpoint}, nil
+}
+
+// provenByOther returns the stored endpoint when the record, read after
+// the lock was taken, says that someone else (another instance, while this
+// wake waited for the lock) proved the home ready since this wake started,
+// within the warm TTL, and that it runs. A proof older than this wake is
+// not trusted: the wake may run because a forward found that home gone.
+func (w *wakeRun) provenByOther() (Awake, bool) {
+	r := w.rec
+	if r.Status != registry.StatusRunning || r.Verdict != registry.VerdictHealthy ||
+		!r.LastReadyAt.After(w.start) || time.Since(r.LastReadyAt) >= w.e.o.WarmTTL {
+		return Awake{}, false
+	}
+	u, err := url.Parse(r.Endpoint)
+	if err != nil || u.Host == "" {
+		return Awake{}, false
+	}
+	w.f.phase.Store("proven")
+	return Awake{Endpoint: u}, true
+}
+
+// recordReady stores that the home was proven ready (on version, when not
+// ""): running, healthy, with the wake's timing. A lost write is logged:
+// the home runs and is proven.
+func (w *wakeRun) recordReady(ctx context.Context, version string) {
 	now := time.Now()
 	if err := w.save(ctx, func(r *registry.Home) {
+		if version != "" {
+			r.Version = version
+		}
 		r.Status = registry.StatusRunning
 		r.Verdict = registry.VerdictHealthy
 		r.Reason = ""
@@ -102,11 +185,9 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		r.LastWakeLatency = now.Sub(w.start)
 		r.LastReadyAt = now
 	}); err != nil {
-		// The home is ready; a lost record write is logged, not fatal.
-		e.o.Log.Warn("wake: record ready state", "home", h.spec.ID, "err", err)
+		w.e.o.Log.Warn("wake: record ready state", "home", w.h.spec.ID, "version", version, "err", err)
 	}
-	e.o.Sessions.Touch(h.spec.ID)
-	return Awake{Endpoint: endpoint}, nil
+	w.e.o.Sessions.Touch(w.h.spec.ID)
 }
 
 // probeFollowing probes the home at endpoint. If the provider restarts the
@@ -150,7 +231,7 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 
 func (w *wakeRun) spec() provider.Spec {
 	return provider.Spec{ID: w.h.spec.ID, Target: w.h.spec.Target, Version: w.rec.Version, Ref: w.rec.ProviderRef,
-		Command: w.e.rlCommandFor(w.rec.Version)}
+		Command: w.e.roll.commandFor(w.rec.Version)}
 }
 
 // probeSpec is the readiness probe of this home at endpoint, the same for a
@@ -172,93 +253,23 @@ func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
 	return spec
 }
 
-// lock takes the home's lifecycle lock, waiting (with a growing pause) while
-// another operation holds it, until ctx is done.
-func (w *wakeRun) lock(ctx context.Context) error {
-	e := w.e
-	pause := 2 * time.Millisecond
-	t := time.NewTimer(0)
-	defer t.Stop()
-	<-t.C
-	for {
-		l, err := e.o.Store.Lock(ctx, lockName(w.h.spec.ID), e.o.Instance, e.o.ReadyTimeout+30*time.Second)
-		if err == nil {
-			w.lease, w.locked = l, true
-			return nil
-		}
-		if !errors.Is(err, registry.ErrLocked) {
-			return fmt.Errorf("wake %s: lock: %w", w.h.spec.ID, err)
-		}
-		t.Reset(pause)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return w.timeout("waiting for another operation on the home", ctx.Err())
-		}
-		pause = min(pause*2, 100*time.Millisecond)
-	}
-}
-
-func lockName(id string) string { return "home/" + id }
-
-// save applies change to the record this wake last read and writes it with
-// a compare-and-set, keeping the stored result. The wake holds the home's
-// lifecycle lock, so a conflict comes from a writer outside it (the
-// provider's restart callback recording a new endpoint and ref): the record
-// is read again and change is applied to what is stored, so neither write
-// is lost. A conflict that persists is returned.
-func (w *wakeRun) save(ctx context.Context, change func(*registry.Home)) error {
-	stored, err := registry.UpdateHome(ctx, w.e.o.Store, w.rec, w.e.o.Instance, change)
-	if err != nil {
-		return fmt.Errorf("wake %s: save: %w", w.h.spec.ID, err)
-	}
-	w.rec = stored
-	w.h.mu.Lock()
-	w.h.status = stored.Status
-	w.h.mu.Unlock()
-	return nil
-}
-
-// fail stops a half-woken home and records that it sleeps, with no verdict.
+// fail stops a half-woken home and records that it sleeps, with no
+// verdict. The stop runs even though the wake's own time ran out.
 func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
-	// The stop must run even though the wake's own time ran out.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
-	// The stopped intent is stored before signalling.
-	if err := w.save(sctx, func(r *registry.Home) {
-		r.WantRunning = false
-		r.Status = registry.StatusSuspending
-		r.Verdict = registry.VerdictNone
-	}); err != nil {
-		w.e.o.Log.Warn("wake: record stop intent", "home", w.h.spec.ID, "err", err)
-	}
-	proven, err := prov.Stop(sctx, w.spec())
-	w.stopped, w.stopProven = true, proven && err == nil
-	if err := w.save(sctx, func(r *registry.Home) {
+	s, err := w.stopHome(sctx, prov, modeStop, func(r *registry.Home) {
 		r.Status = registry.StatusSuspended
 		r.Reason = "the last wake failed"
-	}); err != nil {
-		w.e.o.Log.Warn("wake: record failed wake", "home", w.h.spec.ID, "err", err)
+	})
+	w.stop, w.stopErr = &s, err
+	if err != nil {
+		w.e.o.Log.Warn("wake: stop the half-woken home", "home", w.h.spec.ID, "err", err)
 	}
 }
 
 func (w *wakeRun) timeout(what string, err error) error {
 	return errWakeTimeout(w.e.o.RetryAfter, what, err)
-}
-
-// release frees the home's lifecycle lock. It runs before the callers are
-// released, so that an operation they start next (a suspend, a roll) finds
-// the lock free.
-func (w *wakeRun) release() {
-	if !w.locked {
-		return
-	}
-	w.locked = false
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := w.e.o.Store.Unlock(ctx, w.lease); err != nil {
-		w.e.o.Log.Warn("wake: unlock", "home", w.h.spec.ID, "err", err)
-	}
 }
 
 // finish writes the one log line and event of this wake.
@@ -273,18 +284,27 @@ func (w *wakeRun) finish(err error) {
 		"probe_attempts", w.probe.Attempts,
 	}
 	if err != nil {
+		e.o.Metrics.WakeDone("failed", w.f.cause, w.providerAt, w.probeAt, total)
 		attrs = append(attrs, "outcome", "failed", "err", err.Error())
-		if w.stopped {
-			attrs = append(attrs, "stop_proven", w.stopProven)
+		if fe, ok := fault.As(err); ok && fe.Hint != "" {
+			attrs = append(attrs, "hint", fe.Hint)
+		}
+		if w.stop != nil {
+			e.o.Metrics.WakeStopped(w.stop.proven)
+			attrs = append(attrs, "stop_proven", w.stop.proven)
+			proven := w.stop.proven
+			ev.StopProven = &proven
 		}
 		e.o.Log.Error("wake", attrs...)
 		ev.Type, ev.Message = EventWakeFailed, err.Error()
 		e.o.Events.Publish(ev)
 		return
 	}
+	e.o.Metrics.WakeDone("ready", w.f.cause, w.providerAt, w.probeAt, total)
 	attrs = append(attrs, "outcome", "ready")
 	if w.probe.Signalled {
 		attrs = append(attrs, "ready_signal", true)
+		ev.Signalled = true
 	}
 	e.o.Log.Info("wake", attrs...)
 	ev.Type = EventWakeReady

@@ -1,0 +1,228 @@
+package wake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// Wake, suspend, remove and roll (which runs inside a wake) are lifecycle
+// operations: one at a time per home across the fleet (DESIGN.md, rule 16).
+// They all go through runLocked, which takes the home's lifecycle lock,
+// reads the record after the lock is held (so the operation re-checks the
+// state it acts on), runs the operation, lets it write its outcome while
+// the lock is still held, and releases the lock on a detached, bounded
+// context. A wake that finds the lock held waits for the holder's
+// broadcast; a suspend or a removal is refused as busy.
+
+// lifecycleOp is one lifecycle operation for runLocked.
+type lifecycleOp struct {
+	// name is the operation, for errors: "wake", "suspend", "remove".
+	name string
+	// wait makes the operation wait for a lock another operation holds
+	// (until ctx is done); without it the operation is refused as busy.
+	wait bool
+	// lease is the lifetime of the lock's lease.
+	lease time.Duration
+	// detach, when positive, runs the operation on a context detached from
+	// the caller's once the lock is held, bounded by detach.
+	detach time.Duration
+	// run does the operation on the record read after the lock was taken;
+	// it checks that record before it acts.
+	run func(ctx context.Context, l *held) error
+	// outcome, when set, records the operation's outcome in memory while
+	// the lock is still held. It runs whether run ran or not: err is run's
+	// error or why the lock or the record could not be had.
+	outcome func(err error)
+}
+
+// held is an operation's hold on a home: the lease of its lifecycle lock,
+// and the home's record as the operation last read or wrote it.
+type held struct {
+	e     *Engine
+	h     *home
+	lease registry.Lease
+	rec   registry.Home
+}
+
+// runLocked runs op on h under h's lifecycle lock (see the top of this file).
+func (e *Engine) runLocked(ctx context.Context, h *home, op lifecycleOp) error {
+	lease, err := e.lock(ctx, h, op)
+	if err != nil {
+		if op.outcome != nil {
+			op.outcome(err)
+		}
+		return err
+	}
+	l := &held{e: e, h: h, lease: lease}
+	defer func() { e.unlock(ctx, h, l.lease) }()
+	if op.detach > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), op.detach)
+		defer cancel()
+	}
+	l.rec, err = e.o.Store.GetHome(ctx, h.spec.ID)
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w", op.name, h.spec.ID, err)
+	} else {
+		err = op.run(ctx, l)
+	}
+	if op.outcome != nil {
+		op.outcome(err)
+	}
+	return err
+}
+
+// lock takes h's lifecycle lock for op. While another operation holds it,
+// a waiting op waits for the broadcast of its release (or, for a holder on
+// another instance, re-tries every lockRecheck) until ctx is done; any
+// other op is refused as busy.
+func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Lease, error) {
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		freed := h.freedC() // taken before the try: a release after it closes this one
+		l, err := e.o.Store.Lock(ctx, lockName(h.spec.ID), e.o.Instance, op.lease)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, registry.ErrLocked) {
+			if ctx.Err() != nil && op.wait {
+				return registry.Lease{}, errWakeTimeout(e.o.RetryAfter, "waiting for another operation on the home", err)
+			}
+			return registry.Lease{}, fmt.Errorf("%s %s: lock: %w", op.name, h.spec.ID, err)
+		}
+		if !op.wait {
+			return registry.Lease{}, errBusy(fmt.Errorf("%s %s: %w", op.name, h.spec.ID, err))
+		}
+		if t == nil {
+			t = time.NewTimer(lockRecheck)
+		} else {
+			t.Reset(lockRecheck)
+		}
+		select {
+		case <-freed:
+		case <-t.C:
+		case <-ctx.Done():
+			return registry.Lease{}, errWakeTimeout(e.o.RetryAfter, "waiting for another operation on the home", ctx.Err())
+		}
+	}
+}
+
+// unlock releases l on a context detached from ctx and bounded, then wakes
+// every operation of this instance waiting for h's lock.
+func (e *Engine) unlock(ctx context.Context, h *home, l registry.Lease) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unlockTimeout)
+	defer cancel()
+	if err := e.o.Store.Unlock(uctx, l); err != nil && !errors.Is(err, registry.ErrLeaseLost) {
+		e.o.Log.Warn("unlock", "home", h.spec.ID, "err", err)
+	}
+	h.broadcastFreed()
+}
+
+func lockName(id string) string { return "home/" + id }
+
+// freedC returns the channel closed at the next release of h's lock by
+// this instance.
+func (h *home) freedC() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.freed == nil {
+		h.freed = make(chan struct{})
+	}
+	return h.freed
+}
+
+// broadcastFreed wakes everyone waiting for h's lock: the channel is closed
+// and the next waiter makes a new one.
+func (h *home) broadcastFreed() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.freed != nil {
+		close(h.freed)
+		h.freed = nil
+	}
+}
+
+// save applies change to the record last read and writes it with a
+// compare-and-set, keeping the stored result and mirroring its status. The
+// lock is held, so a conflict comes from a writer outside it (the
+// provider's change callback recording a new endpoint and ref): the record
+// is read again and change is applied to what is stored, so neither write
+// is lost. A conflict that persists is returned.
+func (l *held) save(ctx context.Context, change func(*registry.Home)) error {
+	stored, err := registry.UpdateHome(ctx, l.e.o.Store, l.rec, l.e.o.Instance, change)
+	if err != nil {
+		return fmt.Errorf("home %s: save: %w", l.h.spec.ID, err)
+	}
+	l.rec = stored
+	l.e.setStatus(l.h, stored.Status)
+	return nil
+}
+
+// stopMode says how stopHome takes a home down.
+type stopMode int
+
+const (
+	// modeStop stops the home.
+	modeStop stopMode = iota
+	// modeSuspend suspends it where the provider can, and stops it where
+	// it cannot.
+	modeSuspend
+)
+
+// stopped is what stopHome did.
+type stopped struct {
+	// how is "suspend" or "stop".
+	how string
+	// proven is true when the provider verified the home is down.
+	proven bool
+}
+
+// stopHome takes the home down: it stores the stopped intent first (so
+// nothing restarts what is being stopped, DESIGN.md rule 19), drops the
+// warm verdict, asks the provider, and then writes final (when not nil)
+// whatever the provider said. A failed final write is returned only when
+// the provider succeeded.
+func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMode, final func(*registry.Home)) (stopped, error) {
+	l.h.warm.Store(nil)
+	if err := l.save(ctx, func(r *registry.Home) {
+		r.WantRunning = false
+		r.Status = registry.StatusSuspending
+		r.Verdict = registry.VerdictNone
+	}); err != nil {
+		return stopped{}, err
+	}
+	spec := provider.Spec{ID: l.h.spec.ID, Target: l.rec.Target, Version: l.rec.Version, Ref: l.rec.ProviderRef}
+	s := stopped{how: "stop"}
+	var err error
+	if mode == modeSuspend {
+		s.how = "suspend"
+		err = prov.Suspend(ctx, spec)
+		s.proven = err == nil
+		if errors.Is(err, provider.ErrUnsupported) {
+			s.how = "stop"
+			s.proven, err = prov.Stop(ctx, spec)
+		}
+	} else {
+		s.proven, err = prov.Stop(ctx, spec)
+	}
+	s.proven = s.proven && err == nil
+	if err != nil {
+		err = fmt.Errorf("%s %s: %w", s.how, l.h.spec.ID, err)
+	}
+	if final != nil {
+		if serr := l.save(ctx, final); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return s, err
+}

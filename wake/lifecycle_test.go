@@ -1,0 +1,149 @@
+package wake_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// lcListener is a loopback listener that counts the connections it accepts
+// (each tcp probe attempt is one) and closes them.
+func lcListener(t *testing.T) (addr string, accepted *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted = &atomic.Int64{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+	})
+	return ln.Addr().String(), accepted
+}
+
+// lcEngine is an engine on store with one static home h1 at endpoint,
+// proven by a tcp probe.
+func lcEngine(t *testing.T, store registry.Store, instance, endpoint string, bus *wake.Bus) *wake.Engine {
+	t.Helper()
+	e := wake.New(wake.Options{
+		Store:     store,
+		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": endpoint}}},
+		Sessions:  proxy.NewSessions(), Instance: instance,
+		WarmTTL: time.Minute, ReadyTimeout: 20 * time.Second, RetryAfter: time.Second,
+		MaxConcurrent: 4, FailureBackoff: time.Second,
+		Probe:       wake.ProbeSpec{Kind: wake.ProbeTCP},
+		RelayHeader: "X-Wakegate-Relay",
+		Log:         slog.New(slog.DiscardHandler),
+		Events:      bus,
+	})
+	t.Cleanup(e.Close)
+	if err := e.Register(context.Background(), wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func lcStore(t *testing.T) *registry.Bolt {
+	t.Helper()
+	s, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// A wake that waited for the lifecycle lock while another instance woke
+// the home trusts that instance's fresh proof, read after the lock is
+// taken: it returns the stored endpoint with no provider call and no probe.
+func TestWakeAfterLockTrustsFreshProofByAnother(t *testing.T) {
+	addr, accepted := lcListener(t)
+	endpoint := "http://" + addr
+	store := lcStore(t)
+	eng := lcEngine(t, store, "b", endpoint, nil)
+	ctx := context.Background()
+
+	// Another instance holds the home's lifecycle lock: it is waking it.
+	lease, err := store.Lock(ctx, "home/h1", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var got wake.Awake
+	go func() {
+		var err error
+		got, err = eng.EnsureAwake(ctx, "h1")
+		done <- err
+	}()
+	testbin.Eventually(t, "the wake to queue for the lock", func() bool {
+		phase, _, ok := eng.Progress("h1")
+		return ok && phase == "queued"
+	})
+	// The other instance proves the home ready, records it, and unlocks.
+	if _, err := registry.UpdateHome(ctx, store, registry.Home{ID: "h1"}, "a", func(r *registry.Home) {
+		r.Status, r.Verdict, r.Endpoint, r.WantRunning = registry.StatusRunning, registry.VerdictHealthy, endpoint, true
+		r.LastReadyAt = time.Now()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Unlock(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("EnsureAwake: %v", err)
+	}
+	if got.Endpoint == nil || got.Endpoint.String() != endpoint {
+		t.Fatalf("endpoint %v, want the proven %s", got.Endpoint, endpoint)
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Fatalf("the home was probed %d times after another instance proved it", n)
+	}
+	if !eng.Warm("h1") {
+		t.Fatal("no warm verdict from the trusted proof")
+	}
+}
+
+// A proof older than the wake is not trusted: a wake after a dropped
+// verdict (a failed forward) probes again.
+func TestWakeAfterDropProbesAgain(t *testing.T) {
+	addr, accepted := lcListener(t)
+	eng := lcEngine(t, lcStore(t), "b", "http://"+addr, nil)
+	ctx := context.Background()
+	if _, err := eng.EnsureAwake(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	before := accepted.Load()
+	if before == 0 {
+		t.Fatal("the first wake did not probe")
+	}
+	eng.Drop("h1")
+	if _, err := eng.EnsureAwake(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if accepted.Load() == before {
+		t.Fatal("a wake after a dropped verdict trusted the stored proof instead of probing")
+	}
+}

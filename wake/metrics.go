@@ -1,0 +1,64 @@
+package wake
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Metrics receives the engine's counts where things happen: the engine
+// calls it at the source, never from its event bus (which drops events for
+// slow subscribers). Implementations are cheap and safe for concurrent
+// use. No argument names a home, so labels made of them stay bounded.
+type Metrics interface {
+	// WakeDone counts a finished wake: outcome "ready" or "failed", its
+	// cause ("cold", "adopt", "roll", "admin" or an operator's), and the
+	// time spent in the provider, in the probe and in all.
+	WakeDone(outcome, cause string, provider, probe, total time.Duration)
+	// WakeJoined counts a caller that joined a wake already in flight.
+	WakeJoined()
+	// WakeStopped counts the stop of a half-woken home after a failed wake
+	// or rollback, proven or not.
+	WakeStopped(proven bool)
+	// Suspended counts a home suspended ("suspend") or stopped ("stop")
+	// while idle or on request.
+	Suspended(how string)
+	// Rolled counts a finished roll: "done", "rolled_back" or "incident".
+	Rolled(outcome string)
+	// HomeFailed counts a home its provider gave up on.
+	HomeFailed()
+}
+
+// noMetrics counts nothing.
+type noMetrics struct{}
+
+func (noMetrics) WakeDone(string, string, time.Duration, time.Duration, time.Duration) {}
+func (noMetrics) WakeJoined()                                                          {}
+func (noMetrics) WakeStopped(bool)                                                     {}
+func (noMetrics) Suspended(string)                                                     {}
+func (noMetrics) Rolled(string)                                                        {}
+func (noMetrics) HomeFailed()                                                          {}
+
+// Stats are the engine's own counters since it started.
+type Stats struct {
+	// WarmHits counts EnsureAwake calls answered by a fresh warm verdict.
+	WarmHits uint64
+	// WarmMisses counts EnsureAwake calls that found no fresh verdict and
+	// took the slow path (joined or started a wake).
+	WarmMisses uint64
+	// IdleTicks counts the rounds of the idle loop (Run) that finished.
+	IdleTicks uint64
+}
+
+// engineCounts are the counters of the warm path and the idle loop: one
+// atomic add each, read by Stats.
+type engineCounts struct {
+	warmHits   atomic.Uint64
+	warmMisses atomic.Uint64
+	idleTicks  atomic.Uint64
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() Stats {
+	return Stats{WarmHits: e.counts.warmHits.Load(), WarmMisses: e.counts.warmMisses.Load(),
+		IdleTicks: e.counts.idleTicks.Load()}
+}

@@ -1,0 +1,251 @@
+package wake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// The steps of one roll, inside a wake that holds the home's lifecycle lock
+// (roll.go says when a home rolls).
+
+// maybeRoll rolls the home instead of waking it when it is due: rolls are
+// on, a target is registered, the home has a recorded version that differs,
+// the target is not bad, and the home has no users. rolled is false when
+// the caller goes on with a plain wake.
+func (r *roller) maybeRoll(ctx context.Context, w *wakeRun, prov provider.Provider) (a Awake, rolled bool, err error) {
+	e, h := r.e, w.h
+	id := h.spec.ID
+	t, err := e.o.Store.GetTarget(ctx)
+	if errors.Is(err, registry.ErrNotFound) {
+		return Awake{}, false, nil
+	}
+	if err != nil {
+		e.o.Log.Warn("roll: read target; waking without a roll", "home", id, "err", err.Error())
+		return Awake{}, false, nil
+	}
+	r.remember(t)
+	if !r.on() || !stale(w.rec.Version, t) || h.noRoll.Load() {
+		return Awake{}, false, nil
+	}
+	if r.bad(t) {
+		r.stats.SkippedBad.Add(1)
+		e.o.Log.Info("roll: target is known bad; waking on the current version",
+			"home", id, "version", w.rec.Version, "bad_version", t.Version)
+		return Awake{}, false, nil
+	}
+	if why := r.busy(ctx, w); why != "" {
+		r.stats.SkippedBusy.Add(1)
+		e.o.Log.Info("roll: home in use; waking without a roll", "home", id,
+			"version", w.rec.Version, "target", t.Version, "why", why)
+		return Awake{}, false, nil
+	}
+	a, err = r.roll(ctx, w, prov, t)
+	if errors.Is(err, errRollUnsupported) {
+		h.noRoll.Store(true)
+		return Awake{}, false, nil
+	}
+	return a, true, err
+}
+
+// busy says why the home must not roll now, or "" when it has no users
+// (see the rules at the top of roll.go).
+func (r *roller) busy(ctx context.Context, w *wakeRun) string {
+	id := w.h.spec.ID
+	switch w.rec.Status {
+	case registry.StatusSleeping, registry.StatusSuspended, registry.StatusFailed:
+		return ""
+	}
+	if n := r.e.o.Sessions.Count(id) - int(w.h.waiting.Load()); n > 0 {
+		return fmt.Sprintf("%d session(s) on this instance", n)
+	}
+	others, err := r.others(ctx, id)
+	if err != nil {
+		return "fleet sessions unknown: " + err.Error()
+	}
+	if others > 0 {
+		return fmt.Sprintf("%d session(s) on other instances", others)
+	}
+	return ""
+}
+
+// roll recreates the home on target t, and on failure records t as bad and
+// rolls back to the home's prior version.
+func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target) (Awake, error) {
+	e := r.e
+	id := w.h.spec.ID
+	prior := w.rec.Version
+	priorCmd := r.commandFor(prior)
+	w.f.phase.Store("rolling")
+	if err := w.save(ctx, func(h *registry.Home) {
+		h.WantRunning = true
+		h.Status = registry.StatusRestoring
+	}); err != nil {
+		return Awake{}, err
+	}
+	r.stats.Started.Add(1)
+	e.o.Events.Publish(Event{Type: EventRollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause})
+	e.o.Log.Info("roll", "home", id, "step", "start", "version", t.Version, "prior_version", prior)
+
+	endpoint, err := r.attempt(ctx, w, prov, t.Version, t.Command, w.f.ready)
+	if errors.Is(err, provider.ErrUnsupported) {
+		r.stats.Unsupported.Add(1)
+		e.o.Log.Warn("roll: the home's provider cannot recreate it; waking without a roll", "home", id)
+		e.o.Events.Publish(Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
+			Reason: "unsupported", Message: "the provider cannot recreate homes; woken without a roll"})
+		return Awake{}, errRollUnsupported
+	}
+	if err == nil {
+		w.recordReady(ctx, t.Version)
+		r.stats.Rolled.Add(1)
+		e.o.Metrics.Rolled("done")
+		total := time.Since(w.start)
+		e.o.Log.Info("roll", "home", id, "step", "done", "version", t.Version, "prior_version", prior, "total_ms", ms(total))
+		e.o.Events.Publish(Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
+			Cause: w.f.cause, TotalMS: ms(total)})
+		return Awake{Endpoint: endpoint}, nil
+	}
+
+	// The roll failed: the brake comes first, before anything else.
+	r.markBad(ctx, t.Version)
+	e.o.Log.Warn("roll: failed; target marked bad; rolling back", "home", id, "bad_version", t.Version,
+		"prior_version", prior, "err", rollText(err))
+	return r.rollBack(ctx, w, prov, t, prior, priorCmd, err)
+}
+
+// rollBack recreates the home on its prior version after the roll onto t
+// failed with rollErr. The rollback has its own budget: the roll may have
+// used all of the wake's. If it fails too, the home is stopped and left
+// unknown (roll.incident).
+func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target,
+	prior string, priorCmd []string, rollErr error) (Awake, error) {
+	e := r.e
+	id := w.h.spec.ID
+	w.f.phase.Store("rolling back")
+	if l, err := e.o.Store.Renew(context.WithoutCancel(ctx), w.lease, e.o.ReadyTimeout+wakeLeaseSlack); err == nil {
+		w.lease = l
+	} else {
+		e.o.Log.Warn("roll: renew lock for the rollback", "home", id, "err", err.Error())
+	}
+	rctx, cancel := context.WithTimeout(e.ctx, e.o.ReadyTimeout)
+	defer cancel()
+	endpoint, rbErr := r.attempt(rctx, w, prov, prior, priorCmd, w.f.ready)
+	if rbErr == nil {
+		w.recordReady(rctx, prior)
+		r.stats.RolledBack.Add(1)
+		e.o.Metrics.Rolled("rolled_back")
+		msg := rollText(rollErr)
+		e.o.Log.Error("roll", "alert", EventRollRolledBack, "home", id, "bad_version", t.Version,
+			"restored_version", prior, "err", msg)
+		e.o.Events.Publish(Event{Type: EventRollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
+			Message: "roll to " + t.Version + " failed and was rolled back to " + prior + ": " + msg})
+		return Awake{Endpoint: endpoint}, nil
+	}
+	return r.incident(ctx, w, prov, t, prior, rollErr, rbErr)
+}
+
+// incident stops whatever runs after a failed roll and rollback, and
+// leaves the home unknown and degraded for a later wake to prove.
+func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target,
+	prior string, rollErr, rbErr error) (Awake, error) {
+	e := r.e
+	id := w.h.spec.ID
+	msg := "roll: " + rollText(rollErr) + "; rollback: " + rollText(rbErr)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	s, err := w.stopHome(sctx, prov, modeStop, func(h *registry.Home) {
+		h.Status = registry.StatusUnknown
+		h.Verdict = registry.VerdictDegraded
+		h.Reason = "roll to " + t.Version + " and rollback to " + prior + " failed"
+	})
+	w.stop, w.stopErr = &s, err
+	if err != nil {
+		e.o.Log.Warn("roll: stop after the incident", "home", id, "err", err.Error())
+	}
+	r.stats.Incidents.Add(1)
+	e.o.Metrics.Rolled("incident")
+	e.o.Log.Error("roll", "alert", EventRollIncident, "home", id, "bad_version", t.Version,
+		"prior_version", prior, "stop_proven", s.proven, "err", msg)
+	proven := s.proven
+	e.o.Events.Publish(Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
+		StopProven: &proven, Message: "roll to " + t.Version + " and rollback to " + prior + " failed: " + msg})
+	return Awake{}, errRollIncident(e.o.RetryAfter, errors.New(msg))
+}
+
+// attempt recreates the home on version (from command; nil is the
+// provider's default), probes it like a wake and asserts the version it
+// really runs. The new endpoint and ref are stored at once, so a failure
+// after the recreate leaves a record of the process to stop.
+func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider, version string, command []string, ready <-chan struct{}) (*url.URL, error) {
+	spec := provider.Spec{ID: w.h.spec.ID, Target: w.h.spec.Target, Version: version, Ref: w.rec.ProviderRef, Command: command}
+	t0 := time.Now()
+	res, err := prov.Recreate(ctx, spec)
+	w.providerAt += time.Since(t0)
+	if err != nil {
+		return nil, fmt.Errorf("recreate on version %s: %w", version, err)
+	}
+	endpoint, err := url.Parse(res.Endpoint)
+	if err == nil && endpoint.Host == "" {
+		err = errors.New("no host")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recreate on version %s: provider returned endpoint %q: %w", version, res.Endpoint, err)
+	}
+	if err := w.save(ctx, func(h *registry.Home) {
+		h.Endpoint, h.ProviderRef = res.Endpoint, res.Ref
+	}); err != nil {
+		return nil, err
+	}
+	t1 := time.Now()
+	w.probe, err = Probe(ctx, w.probeSpec(res.Endpoint), ready)
+	w.probeAt += time.Since(t1)
+	if err != nil {
+		return nil, fmt.Errorf("version %s not ready: %w", version, err)
+	}
+	spec.Ref = res.Ref
+	got, err := prov.Version(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("asking version %s which version it runs: %w", version, err)
+	}
+	if got != version {
+		return nil, fmt.Errorf("version assert: the home reports version %q, want %q", got, version)
+	}
+	return endpoint, nil
+}
+
+// markBad records version as the target's bad version, unless the target
+// moved on meanwhile (a newer target has no brake to set). When the store
+// cannot be written the brake is kept in memory for this instance.
+func (r *roller) markBad(ctx context.Context, version string) {
+	e := r.e
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markBadTimeout)
+	defer cancel()
+	var err error
+	for attempt := 1; attempt <= 5; attempt++ {
+		var cur registry.Target
+		if cur, err = e.o.Store.GetTarget(mctx); err != nil {
+			break
+		}
+		if cur.Version != version || cur.BadVersion == version {
+			return
+		}
+		next := cur
+		next.BadVersion, next.Owner, next.UpdatedAt = version, e.o.Instance, time.Now()
+		if _, err = e.o.Store.PutTarget(mctx, next, registry.Cond{Generation: cur.Generation, Owner: cur.Owner}); err == nil {
+			return
+		}
+		if !errors.Is(err, registry.ErrConflict) {
+			break
+		}
+	}
+	r.mu.Lock()
+	r.localBad = version
+	r.mu.Unlock()
+	e.o.Log.Error("roll: could not record the bad version; braking this instance only",
+		"bad_version", version, "err", rollText(err))
+}

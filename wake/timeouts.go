@@ -1,0 +1,39 @@
+package wake
+
+import "time"
+
+// Every bound the lifecycle engine sets on its own, in one place. The
+// configured ones (ready timeout, warm TTL, retry-after, failure backoff,
+// idle timeouts) come in through Options and HomeSpec.
+const (
+	// wakeLeaseSlack is added to the ready timeout for the lease of a
+	// wake's lifecycle lock: the lease outlives the wake's own deadline, so
+	// the stop of a half-woken home still holds it.
+	wakeLeaseSlack = 30 * time.Second
+	// suspendLease is the lease of a suspend's lifecycle lock.
+	suspendLease = time.Minute
+	// suspendTimeout bounds a suspend once its lock is held; the suspend
+	// then runs to its end even when its caller goes away (a half-done
+	// suspend would leave the record saying "suspending" for ever).
+	suspendTimeout = time.Minute
+	// removeLease is the lease of a removal's lifecycle lock.
+	removeLease = time.Minute
+	// unlockTimeout bounds the release of a lifecycle lock, on a context
+	// detached from the operation's (which may have ended).
+	unlockTimeout = 5 * time.Second
+	// lockRecheck is how often a wake waiting for a lifecycle lock held on
+	// another instance (or by a lease that expires) tries again. A holder
+	// on this instance wakes its waiters at once with a broadcast.
+	lockRecheck = 100 * time.Millisecond
+	// stopTimeout bounds the stop of a half-woken home after a failed wake
+	// or a failed rollback; it runs even though the wake's time ran out.
+	stopTimeout = 30 * time.Second
+	// providerChangeTimeout bounds the record write of a provider's change
+	// callback (a home restarted or given up on).
+	providerChangeTimeout = 5 * time.Second
+	// markBadTimeout bounds recording a target as bad after a failed roll.
+	markBadTimeout = 10 * time.Second
+	// reportSlack is added to three idle ticks for the TTL of this
+	// instance's session report.
+	reportSlack = time.Second
+)
