@@ -22,7 +22,8 @@ import (
 //
 //	wakegate status [--json]
 //	wakegate home wake|suspend|roll ID
-//	wakegate app refresh SLUG [--wait ready]
+//	wakegate app refresh SLUG [--wait PHASE]
+//	wakegate app start|stop|restart SLUG [--wait DURATION]
 //
 // The address and token come from --admin and --token, or WAKEGATE_ADMIN
 // and WAKEGATE_TOKEN. Exit status: 0 healthy or done, 1 unhealthy or
@@ -32,7 +33,11 @@ const adminUsage = `admin commands (address: --admin or WAKEGATE_ADMIN, default 
 token: --token or WAKEGATE_TOKEN):
   status [--json]                   the gateway's status, homes and apps; exit 1 when unhealthy
   home wake|suspend|roll ID         act on a home
-  app refresh SLUG [--wait ready]   refresh an app's status, optionally waiting for a phase
+  app refresh SLUG [--wait PHASE]   refresh an app's status, optionally waiting for a phase
+                                    (ready, stopped, starting or failed)
+  app start|stop|restart SLUG [--wait DURATION]
+                                    run the operation and wait (up to DURATION) until the
+                                    app is ready (stopped for stop); exit 1 otherwise
 `
 
 // adminClient calls the admin API.
@@ -69,7 +74,7 @@ func adminFlags(fs *flag.FlagSet) func() (*adminClient, error) {
 		if t == "" {
 			return nil, errors.New("no admin token: pass --token or set WAKEGATE_TOKEN")
 		}
-		return &adminClient{base: strings.TrimSuffix(u.String(), "/"), token: t, http: &http.Client{Timeout: 2 * time.Minute}}, nil
+		return &adminClient{base: strings.TrimSuffix(u.String(), "/"), token: t, http: &http.Client{}}, nil
 	}
 }
 
@@ -89,23 +94,35 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// adminAPIError is an error answer of the admin API.
+// adminAPIError is an error answer of the admin API: its status and the
+// error body's fields (admin.ErrorDetail), and the body itself.
 type adminAPIError struct {
-	Status  int
-	Code    string
-	Message string
-	Field   string
+	Status int
+	admin.ErrorDetail
+	Body []byte
 }
 
+// Error is one line for the operator: status, code, message and field,
+// then the cause and the hint when the gateway gave them.
 func (e *adminAPIError) Error() string {
 	s := fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
 	if e.Field != "" {
 		s += " (field " + e.Field + ")"
 	}
+	if e.Cause != "" {
+		s += "\n  cause: " + e.Cause
+	}
+	if e.Hint != "" {
+		s += "\n  hint: " + e.Hint
+	}
+	if e.RequestID != "" {
+		s += "\n  request: " + e.RequestID
+	}
 	return s
 }
 
-// do sends a request and returns the body of a 2xx answer.
+// do sends a request and returns the body of a 2xx answer; any other
+// answer is an *adminAPIError.
 func (c *adminClient) do(ctx context.Context, method, path string) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
 	if err != nil {
@@ -123,11 +140,9 @@ func (c *adminClient) do(ctx context.Context, method, path string) ([]byte, erro
 		return nil, fmt.Errorf("admin request: read answer: %w", err)
 	}
 	if res.StatusCode/100 != 2 {
-		var eb struct {
-			Error struct{ Code, Message, Field string } `json:"error"`
-		}
+		var eb admin.ErrorBody
 		_ = json.Unmarshal(body, &eb)
-		return nil, &adminAPIError{Status: res.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message, Field: eb.Error.Field}
+		return nil, &adminAPIError{Status: res.StatusCode, ErrorDetail: eb.Error, Body: body}
 	}
 	return body, nil
 }
@@ -244,39 +259,92 @@ func homeCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// appGoal is the phase each app command aims at ("" for refresh without
+// --wait: any phase will do).
+var appGoal = map[string]string{"start": "ready", "stop": "stopped", "restart": "ready", "refresh": ""}
+
+const appCmdUsage = "usage: wakegate app refresh SLUG [--wait ready|stopped|starting|failed]\n" +
+	"       wakegate app start|stop|restart SLUG [--wait DURATION]\n"
+
+// appCmd runs `app refresh|start|stop|restart SLUG`. refresh observes the
+// app, waiting with --wait for a phase; start, stop and restart run the
+// operation and wait, up to --wait (a duration; default the gateway's),
+// until the app is ready (stopped for stop). It prints the app as the
+// admin API answers it, and exits 1 unless the app reached the phase the
+// command aims at.
 func appCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("app", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	wait := fs.String("wait", "", "wait until the app reaches this phase (ready)")
+	wait := fs.String("wait", "", "refresh: wait until the app is in this phase; start, stop, restart: wait up to this duration")
 	client := adminFlags(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return 2
 	}
-	if len(pos) != 2 || pos[0] != "refresh" {
-		fmt.Fprint(stderr, "usage: wakegate app refresh SLUG [--wait ready]\n")
+	if len(pos) != 2 {
+		fmt.Fprint(stderr, appCmdUsage)
 		return 2
 	}
-	if *wait != "" && *wait != "ready" {
-		fmt.Fprintf(stderr, "app refresh: --wait: want ready, got %q\n", *wait)
+	verb, slug := pos[0], pos[1]
+	goal, known := appGoal[verb]
+	if !known {
+		fmt.Fprint(stderr, appCmdUsage)
 		return 2
+	}
+	if msg := appWaitProblem(verb, *wait); msg != "" {
+		fmt.Fprintf(stderr, "app %s: --wait: %s\n", verb, msg)
+		return 2
+	}
+	if verb == "refresh" {
+		goal = *wait
 	}
 	c, err := client()
 	if err != nil {
 		fmt.Fprintln(stderr, "app:", err)
 		return 2
 	}
-	path := "/admin/apps/" + url.PathEscape(pos[1]) + "/refresh"
+	path := "/admin/apps/" + url.PathEscape(slug) + "/" + verb
 	if *wait != "" {
 		path += "?wait=" + url.QueryEscape(*wait)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), admin.MaxAppWait+time.Minute)
 	defer cancel()
 	body, err := c.do(ctx, http.MethodPost, path)
+	var ae *adminAPIError
+	if errors.As(err, &ae) && ae.Status == http.StatusGatewayTimeout && ae.Code == "" {
+		// The wait ran out: the answer is the app as it is now.
+		fmt.Fprintf(stderr, "app %s %s: the wait ran out before the app was %s\n", verb, slug, goal)
+		body, err = ae.Body, nil
+		goal = "(timed out)"
+	}
 	if err != nil {
-		fmt.Fprintf(stderr, "app refresh %s: %v\n", pos[1], err)
+		fmt.Fprintf(stderr, "app %s %s: %v\n", verb, slug, err)
 		return 1
 	}
+	return printApp(stdout, body, goal)
+}
+
+// appWaitProblem checks --wait for verb ("" when it is fine).
+func appWaitProblem(verb, wait string) string {
+	if wait == "" {
+		return ""
+	}
+	if verb == "refresh" {
+		switch wait {
+		case "ready", "stopped", "starting", "failed":
+			return ""
+		}
+		return fmt.Sprintf("want ready, stopped, starting or failed, got %q", wait)
+	}
+	if d, err := time.ParseDuration(wait); err != nil || d <= 0 || d > admin.MaxAppWait {
+		return fmt.Sprintf("want a duration up to %s, such as 30s, got %q", admin.MaxAppWait, wait)
+	}
+	return ""
+}
+
+// printApp prints an app answer, indented, and returns the exit status:
+// 1 when goal is set and the app's phase is another.
+func printApp(stdout io.Writer, body []byte, goal string) int {
 	var out bytes.Buffer
 	if json.Indent(&out, body, "", "  ") != nil {
 		out.Reset()
@@ -284,10 +352,8 @@ func appCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	_, _ = stdout.Write(bytes.TrimRight(out.Bytes(), "\n"))
 	fmt.Fprintln(stdout)
-	var phase struct {
-		Phase string `json:"phase"`
-	}
-	if *wait != "" && json.Unmarshal(body, &phase) == nil && phase.Phase != "" && phase.Phase != *wait {
+	var v admin.AppView
+	if goal != "" && (json.Unmarshal(body, &v) != nil || v.Phase != goal) {
 		return 1
 	}
 	return 0

@@ -6,7 +6,8 @@
 //	wakegate demo-home [--addr ADDR] [--target NAME] [--version V] [--boot-delay D]
 //	wakegate status [--json]
 //	wakegate home wake|suspend|roll ID
-//	wakegate app refresh SLUG [--wait ready]
+//	wakegate app refresh SLUG [--wait PHASE]
+//	wakegate app start|stop|restart SLUG [--wait DURATION]
 package main
 
 import (
@@ -43,7 +44,7 @@ commands:
   demo-home     run the built-in demo home
   status        show a running gateway's status (admin API)
   home          wake, suspend or roll a home (admin API)
-  app           refresh an app's status (admin API)
+  app           refresh, start, stop or restart an app (admin API)
 
 ` + adminUsage
 

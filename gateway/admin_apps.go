@@ -130,10 +130,15 @@ func (a adminAPI) operate(ctx context.Context, slug string, budget time.Duration
 
 // appResult is the answer after an observation or an operation that
 // returned st and err: the app's view and no error once the app was
-// observed (a failed app says so in its view), with a timeout error when
-// the wait ran out, and the error alone when the app was not observed.
+// observed (a failed app says so in its view; a finished operation is no
+// longer shown), with a timeout error when the wait ran out (the view
+// shows the operation phase the app was in), and the error alone when the
+// app was not observed.
 func (a adminAPI) appResult(ar *appRoute, st wake.AppStatus, err error) (admin.AppView, error) {
 	if err == nil {
+		if cur, ok := a.g.Apps().Status(ar.cfg.Slug); ok {
+			st = cur
+		}
 		return a.appView(ar, st), nil
 	}
 	if st.Slug == "" {

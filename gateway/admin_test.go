@@ -34,7 +34,17 @@ type admGateway struct {
 // under admin:, indented by four spaces).
 func admStart(t *testing.T, extra, adminExtra string) *admGateway {
 	t.Helper()
-	gw := e2eStartInProcess(t, fmt.Sprintf("admin:\n  listen: \"127.0.0.1:0\"\n  tokens: [%q]\n%s%s", admToken, adminExtra, extra))
+	return admServe(t, e2eStartInProcess(t, admConfig(extra, adminExtra)))
+}
+
+// admConfig is extra with an admin listener that accepts admToken.
+func admConfig(extra, adminExtra string) string {
+	return fmt.Sprintf("admin:\n  listen: \"127.0.0.1:0\"\n  tokens: [%q]\n%s%s", admToken, adminExtra, extra)
+}
+
+// admServe waits for gw's admin listener.
+func admServe(t *testing.T, gw *e2eGateway) *admGateway {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
 	defer cancel()
 	a, err := gw.g.AdminAddr(ctx)

@@ -586,10 +586,17 @@ type e2eGateway struct {
 // loopback listener. It is stopped when the test ends.
 func e2eStartInProcess(t testing.TB, extra string) *e2eGateway {
 	t.Helper()
-	bin := testbin.Build(t)
+	command := fmt.Sprintf("[%q, \"demo-home\", \"--addr\", \"127.0.0.1:{port}\", \"--target\", \"{target}\", \"--version\", \"{version}\"]",
+		testbin.Build(t))
+	return e2eStartWithCommand(t, command, extra)
+}
+
+// e2eStartWithCommand is e2eStartInProcess with command (a YAML list) as
+// the exec provider's command.
+func e2eStartWithCommand(t testing.TB, command, extra string) *e2eGateway {
+	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
-	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nexec:\n  command: [%q, \"demo-home\", \"--addr\", \"127.0.0.1:{port}\", \"--target\", \"{target}\", \"--version\", \"{version}\"]\n%s",
-		data, bin, extra)
+	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nexec:\n  command: %s\n%s", data, command, extra)
 	cfg, err := gateway.Load("inproc.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
