@@ -28,8 +28,8 @@ func (a adminAPI) appView(ar *appRoute, st wake.AppStatus) admin.AppView {
 	v := admin.AppView{Slug: ar.cfg.Slug, Kind: ar.cfg.Kind, Home: ar.cfg.Home, Upstream: safeURL(ar.cfg.Upstream),
 		Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
 		ProbeStatus: st.ProbeStatus, Operation: st.Operation, Stale: st.Stale, Source: "config"}
-	if r := a.g.ap.route(ar.cfg.Slug); r != nil && r.app == ar && r.gen != 0 {
-		v.Source, v.Generation = "api", r.gen
+	if ar.gen != 0 {
+		v.Source, v.Generation = "api", ar.gen
 	}
 	if !st.ObservedAt.IsZero() {
 		t := st.ObservedAt
@@ -53,11 +53,11 @@ func (a adminAPI) current(slug string) (admin.AppView, error) {
 
 // ListApps returns every routed app, by slug.
 func (a adminAPI) ListApps() []admin.AppView {
-	routes := a.g.ap.all()
+	routes := a.g.routeTab.all()
 	out := make([]admin.AppView, 0, len(routes))
 	for _, r := range routes {
-		st, _ := a.g.Apps().Status(r.app.cfg.Slug)
-		out = append(out, a.appView(r.app, st))
+		st, _ := a.g.Apps().Status(r.cfg.Slug)
+		out = append(out, a.appView(r, st))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
 	return out

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -37,11 +36,10 @@ type Gateway struct {
 	sessions *proxy.Sessions
 	proxy    *proxy.Proxy
 
-	homeTab atomic.Pointer[homeTable] // copy on write, see hometable.go
-	homeMu  sync.Mutex                // serialises changes of homeTab
-	apps    map[string]*appRoute      // the config's apps as New built them; the live table is ap.routes
-	ap      *apState                  // app route table, self-probe, observer (apps.go)
-	reg     *registrar                // registers homes and apps (registrar.go)
+	homeTab  atomic.Pointer[homeTable] // copy on write, see hometable.go
+	homeMu   sync.Mutex                // serialises changes of homeTab
+	routeTab *routeTable               // app routes, their observer and the self-probe (routetable.go)
+	reg      *registrar                // registers homes and apps (registrar.go)
 
 	draining atomic.Bool
 	inflight rtInflight // every request being served, WebSockets included (inflight.go)
@@ -68,18 +66,11 @@ type homeRoute struct {
 	token string
 }
 
-type appRoute struct {
-	cfg      registry.App
-	upstream *url.URL   // apps outside homes
-	home     *homeRoute // apps inside a home
-	prefix   string     // "/apps/{slug}"
-}
-
 // New builds a gateway from a validated config: it opens the store and the
 // providers and registers homes. Close releases what New opened.
 func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err error) {
 	g = &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
-		apps: map[string]*appRoute{}, addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1), started: time.Now(), version: "dev"}
+		addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1), started: time.Now(), version: "dev"}
 	g.homeTab.Store(&homeTable{byTarget: map[string]*homeRoute{}, byID: map[string]*homeRoute{}})
 	defer func() {
 		if err != nil {
@@ -143,15 +134,6 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 	if err := g.reg.RegisterConfigHomes(ctx); err != nil {
 		return nil, err
 	}
-	for _, ac := range cfg.Apps {
-		ar := &appRoute{cfg: ac, prefix: "/apps/" + ac.Slug}
-		if ac.Upstream != "" {
-			ar.upstream, _ = url.Parse(ac.Upstream) // validated at load
-		} else {
-			ar.home, _ = g.homeWithID(ac.Home)
-		}
-		g.apps[ac.Slug] = ar
-	}
 	g.proxy = proxy.New(proxy.Options{
 		RelayHeader:  cfg.Proxy.RelayHeader,
 		StripHeaders: []string{ProbeHeader},
@@ -162,7 +144,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
 		Log: log.With("component", "proxy"),
 	})
-	g.apInit(cfg)
+	g.routeTab = newRouteTable(g, cfg.Apps)
 	// Homes and apps registered through the admin API, stored, come back
 	// after the config's (which win on a conflict; registrar.go).
 	if err := g.reg.Restore(ctx); err != nil {
@@ -256,7 +238,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	defer stopAdmin()
 	g.addr <- ln.Addr()
-	g.apListening(ln.Addr())
+	g.routeTab.probe.listening(ln.Addr())
 	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance)
 
 	bg, stopBG := context.WithCancel(context.Background())
@@ -271,7 +253,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	bgWG.Add(1)
 	go func() {
 		defer bgWG.Done()
-		g.apRun(bg)
+		g.routeTab.run(bg)
 	}()
 
 	serveErr := make(chan error, 1)
@@ -357,9 +339,8 @@ func idleTick(cfg *Config) time.Duration {
 // half-failed New.
 func (g *Gateway) Close() {
 	g.metrics.close()
-	if g.ap != nil {
-		g.ap.apps.Close()
-		g.ap.tr.CloseIdleConnections()
+	if g.routeTab != nil {
+		g.routeTab.close()
 	}
 	if g.engine != nil {
 		g.engine.Close()

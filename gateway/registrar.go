@@ -266,8 +266,8 @@ func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRout
 // comes back if the engine refuses.
 func (r *registrar) RemoveHome(ctx context.Context, h *homeRoute, ifMatch uint64) error {
 	id := h.spec.ID
-	for _, rt := range r.g.ap.all() {
-		if ar := rt.app; ar.home != nil && ar.home.spec.ID == id {
+	for _, ar := range r.g.routeTab.all() {
+		if ar.home != nil && ar.home.spec.ID == id {
 			return fault.New(fault.Conflict, "home_in_use", "app "+ar.cfg.Slug+" runs in this home").WithField("id").
 				WithHint("remove the app first")
 		}

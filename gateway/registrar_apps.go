@@ -13,12 +13,12 @@ import (
 )
 
 // The app side of the registrar (registrar.go). An app registered through
-// the admin API is held to the config's rules (appcheck.go), stored in the
+// the admin API is held to the config's rules (registry.App.Check), stored in the
 // registry (so that a restarted gateway registers it again) and carries
 // the stored record's generation, which If-Match names. It joins the route
-// table as a candidate exactly like an app of the config (rtInstall): only
+// table as a candidate exactly like an app of the config (routeTable.install): only
 // its self-probe publishes it. Registrations and removals of apps are
-// serialised by g.ap.change.
+// serialised by g.routeTab.change.
 
 // appConflict says why an app from src may not take slug (nil when it
 // may): the config wins, over the store and over the admin API.
@@ -51,8 +51,8 @@ func (r *registrar) RestoreApps(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore apps: %w", err)
 	}
-	r.g.ap.change.Lock()
-	defer r.g.ap.change.Unlock()
+	r.g.routeTab.change.Lock()
+	defer r.g.routeTab.change.Unlock()
 	for _, rec := range recs {
 		if err := r.appConflict(fromStore, rec.Slug); err != nil {
 			r.log.Warn("stored app not restored", "app", rec.Slug, "reason", err.Error())
@@ -66,7 +66,7 @@ func (r *registrar) RestoreApps(ctx context.Context) error {
 			r.log.Warn("stored app not restored", "app", rec.Slug, "problems", bad.Error())
 			continue
 		}
-		r.g.rtInstall(ac, rec.Generation)
+		r.g.routeTab.install(ac, rec.Generation)
 		r.log.Info("app restored", "app", rec.Slug, "generation", rec.Generation)
 	}
 	return nil
@@ -105,9 +105,9 @@ func (r *registrar) PutAPIApp(ctx context.Context, ac registry.App, ifMatch uint
 	if err := r.appConflict(fromAPI, slug); err != nil {
 		return 0, false, err
 	}
-	g.ap.change.Lock()
-	defer g.ap.change.Unlock()
-	cur := g.ap.route(slug)
+	g.routeTab.change.Lock()
+	defer g.routeTab.change.Unlock()
+	cur := g.routeTab.route(slug)
 	if err := appIfMatch(cur, ifMatch); err != nil {
 		return 0, false, err
 	}
@@ -131,7 +131,7 @@ func (r *registrar) PutAPIApp(ctx context.Context, ac registry.App, ifMatch uint
 	if err != nil {
 		return 0, false, fmt.Errorf("store app %s: %w", slug, err)
 	}
-	g.rtInstall(ac, rec.Generation)
+	g.routeTab.install(ac, rec.Generation)
 	r.log.Info("app registered", "app", slug, "generation", rec.Generation, "replaced", cur != nil)
 	return rec.Generation, cur == nil, nil
 }
@@ -141,9 +141,9 @@ func (r *registrar) PutAPIApp(ctx context.Context, ac registry.App, ifMatch uint
 // loop stops and its route goes.
 func (r *registrar) RemoveAPIApp(ctx context.Context, slug string, ifMatch uint64) error {
 	g := r.g
-	g.ap.change.Lock()
-	defer g.ap.change.Unlock()
-	cur := g.ap.route(slug)
+	g.routeTab.change.Lock()
+	defer g.routeTab.change.Unlock()
+	cur := g.routeTab.route(slug)
 	if cur == nil {
 		return appNotFound(slug)
 	}
@@ -165,14 +165,14 @@ func (r *registrar) RemoveAPIApp(ctx context.Context, slug string, ifMatch uint6
 			return fmt.Errorf("delete app %s: %w", slug, err)
 		}
 	}
-	g.rtUninstall(slug)
+	g.routeTab.uninstall(slug)
 	r.log.Info("app removed", "app", slug)
 	return nil
 }
 
 // appIfMatch checks an If-Match generation against the app served here
 // (cur, nil when none).
-func appIfMatch(cur *apRoute, ifMatch uint64) error {
+func appIfMatch(cur *appRoute, ifMatch uint64) error {
 	switch {
 	case ifMatch == 0:
 		return nil

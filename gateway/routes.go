@@ -60,7 +60,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		defer g.inflight.Done()
 		// The probe header goes first, from every request; only the
 		// gateway's own self-probe keeps its mark (apps.go).
-		r, probe := g.apHygiene(r)
+		r, probe := g.routeTab.probe.hygiene(r)
 		if framingConflict(r.Context()) {
 			w.Header().Set("Connection", "close")
 			proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusBadRequest, Code: "bad_framing",
@@ -132,11 +132,11 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 		route.StripPrefix = app.prefix
 	}
 	// Users reach only published routes; the self-probe reaches candidates.
-	if apIsProbe(r) {
-		g.apServeProbe(w, r, app, route)
+	if isSelfProbe(r) {
+		g.serveSelfProbe(w, r, app, route)
 		return
 	}
-	if !g.apPublished(app) && !g.apAwait(w, r, app, route) {
+	if !g.routeTab.published(app) && !g.awaitApp(w, r, app, route) {
 		return
 	}
 	if app.home == nil {
@@ -201,7 +201,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 }
 
 func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.Route, a wake.Awake) {
-	route.Upstream = g.apUpstream(route, a.Endpoint)
+	route.Upstream = g.appUpstream(route, a.Endpoint)
 	route.Waited = a.Waited
 	id := route.HomeID
 	markForward(w)
@@ -267,7 +267,7 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 			// An app is ready when its route is published (apps.go).
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
-			_ = json.NewEncoder(w).Encode(g.apWakeStatus(r, a))
+			_ = json.NewEncoder(w).Encode(g.appWakeStatus(r, a))
 			return
 		}
 	}

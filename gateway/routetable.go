@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// routeTable is this instance's app route table (DESIGN rules 11-14): one
+// route per app, by slug, with the observer of the apps (wake.Apps) and one
+// observation loop per app. It is the wake.AppRoutes the observer walks its
+// ladder against.
+//
+// A route starts as a candidate. Only the self-probe reaches a candidate,
+// and only a self-probe that passes publishes it; the observer withdraws it
+// after failure_threshold failed observations in a row. Apps of the config
+// are in the table from the start; apps registered through the admin API
+// (registrar_apps.go) join through install and leave through uninstall,
+// exactly alike: their loops run under the same owner (Serve's background
+// work).
+//
+// The table is copy on write: the request path loads it with one atomic
+// read; installs and removals are serialised by change and publish a
+// changed copy.
+type routeTable struct {
+	routes atomic.Pointer[map[string]*appRoute] // by slug; never changed once stored
+	// change serialises installs and removals; the registrar holds it
+	// across the store write that goes with one.
+	change sync.Mutex
+	apps   *wake.Apps // the observer: statuses, refreshes, operations
+	loops  appLoops   // one observation loop per app
+	probe  *selfProber
+
+	log      *slog.Logger
+	events   *wake.Bus
+	homes    func(id string) (*homeRoute, bool) // the gateway's home table
+	draining func() bool                        // observations pause while draining
+}
+
+// appRoute is one app's route in the table.
+type appRoute struct {
+	cfg      registry.App
+	upstream *url.URL   // apps outside homes
+	home     *homeRoute // apps inside a home
+	prefix   string     // "/apps/{slug}"
+	// gen is the stored generation of an app registered through the admin
+	// API; 0 for an app of the config.
+	gen       uint64
+	published atomic.Bool
+}
+
+// newAppRoute returns the candidate route of ac, whose defaults are filled
+// and which passed its checks.
+func newAppRoute(ac registry.App, gen uint64, homes func(string) (*homeRoute, bool)) *appRoute {
+	ar := &appRoute{cfg: ac, prefix: "/apps/" + ac.Slug, gen: gen}
+	if ac.Upstream != "" {
+		ar.upstream, _ = url.Parse(ac.Upstream) // checked by registry.App.Check
+	} else {
+		ar.home, _ = homes(ac.Home)
+	}
+	return ar
+}
+
+// newRouteTable returns the table of the config's apps, all candidates,
+// observed by an observer of its own. g's engine, homes and log are ready.
+func newRouteTable(g *Gateway, apps []registry.App) *routeTable {
+	t := &routeTable{probe: newSelfProber(g.cfg.Proxy.DialTimeout), log: g.log, events: g.engine.Events(),
+		homes: g.homeWithID, draining: g.draining.Load}
+	routes := make(map[string]*appRoute, len(apps))
+	for _, ac := range apps {
+		routes[ac.Slug] = newAppRoute(ac, 0, t.homes)
+	}
+	t.routes.Store(&routes)
+	t.apps = wake.NewApps(wake.AppsOptions{Engine: g.engine, Routes: t, Events: t.events,
+		Log: g.log.With("component", "apps")}, apps)
+	return t
+}
+
+// route returns slug's route, or nil.
+func (t *routeTable) route(slug string) *appRoute { return (*t.routes.Load())[slug] }
+
+// all returns the table (never to be changed).
+func (t *routeTable) all() map[string]*appRoute { return *t.routes.Load() }
+
+// set publishes a table with r at slug (nil r removes slug); the caller
+// holds t.change.
+func (t *routeTable) set(slug string, r *appRoute) {
+	m := maps.Clone(*t.routes.Load())
+	if r == nil {
+		delete(m, slug)
+	} else {
+		m[slug] = r
+	}
+	t.routes.Store(&m)
+}
+
+// published reports whether ar is the route of its slug and is published
+// (a replaced route is not, whatever it was).
+func (t *routeTable) published(ar *appRoute) bool {
+	r := t.route(ar.cfg.Slug)
+	return r == ar && r.published.Load()
+}
+
+// install puts ac into the table as a candidate with generation gen, in
+// place of any app with its slug, registers it with the observer and
+// starts its loop. The caller holds t.change and has checked ac.
+func (t *routeTable) install(ac registry.App, gen uint64) {
+	slug := ac.Slug
+	t.loops.stop(slug)
+	t.Withdraw(slug, "replaced")
+	t.set(slug, newAppRoute(ac, gen, t.homes))
+	t.apps.Put(ac)
+	t.loops.start(slug, ac.Health.Interval.Duration())
+}
+
+// uninstall ends slug's loop, unpublishes and removes its route and stops
+// observing it; the caller holds t.change. Once it returns, no health
+// check or self-probe of the app runs.
+func (t *routeTable) uninstall(slug string) {
+	t.loops.stop(slug)
+	t.Withdraw(slug, "removed")
+	t.set(slug, nil)
+	t.apps.Remove(slug)
+}
+
+// run observes every app at once and then every health interval, until
+// ctx is done; apps installed meanwhile get their loops under the same
+// owner. Serve owns it.
+func (t *routeTable) run(ctx context.Context) {
+	t.loops.run(ctx, t.all, t.observe)
+}
+
+// observe is one app's observation loop: it observes the app at once and
+// then every every, until ctx is done. Observations are skipped while the
+// gateway drains.
+func (t *routeTable) observe(ctx context.Context, slug string, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		if !t.draining() {
+			_, _ = t.apps.Refresh(ctx, slug, "")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// close stops the observer and drops the self-probe's connections.
+func (t *routeTable) close() {
+	t.apps.Close()
+	t.probe.close()
+}
+
+// RouteState returns slug's route state; ok is false until Serve listens.
+func (t *routeTable) RouteState(slug string) (wake.RouteState, bool) {
+	r := t.route(slug)
+	if r == nil || !t.probe.ready() {
+		return "", false
+	}
+	if r.published.Load() {
+		return wake.RoutePublished, true
+	}
+	return wake.RouteCandidate, true
+}
+
+// SelfProbe sends GET /apps/{slug}{health.path} through the gateway's own
+// listener with the probe token and publishes the route when the status
+// passes the app kind's rules.
+func (t *routeTable) SelfProbe(ctx context.Context, slug string) (int, error) {
+	r := t.route(slug)
+	if r == nil || !t.probe.ready() {
+		return 0, fmt.Errorf("self-probe %s: no route to probe", slug)
+	}
+	ac := r.cfg
+	code, err := t.probe.get(ctx, r.prefix+ac.Health.Path)
+	if err != nil {
+		return 0, fmt.Errorf("self-probe %s: %w", slug, err)
+	}
+	if !wake.StatusPasses(code, ac.API()) {
+		return code, fmt.Errorf("self-probe %s: status %d %s", slug, code, http.StatusText(code))
+	}
+	if !r.published.Swap(true) {
+		t.log.Info("route published", "app", slug, "status", code)
+		t.events.Publish(wake.Event{Type: wake.EventRoutePublished, App: slug, Home: ac.Home,
+			Message: "the self-probe through the gateway passed (" + strconv.Itoa(code) + ")"})
+	}
+	return code, nil
+}
+
+// Withdraw unpublishes slug's route.
+func (t *routeTable) Withdraw(slug, reason string) {
+	r := t.route(slug)
+	if r == nil || !r.published.Swap(false) {
+		return
+	}
+	t.log.Warn("route unpublished", "app", slug, "reason", reason)
+	t.events.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.cfg.Home, Reason: reason,
+		Message: "the app failed its observations; the route is unpublished until a new self-probe passes"})
+}
+
+// appLoops owns the observation loops of apps, one per slug. Serve's
+// background context is their owner: run starts a loop for every app and
+// returns once they all ended; start and stop add and end loops of apps
+// installed and removed meanwhile.
+type appLoops struct {
+	mu    sync.Mutex
+	ctx   context.Context // the owner's; nil before run and after the owner is done
+	fn    func(ctx context.Context, slug string, every time.Duration)
+	loops map[string]*appLoop
+	wg    sync.WaitGroup
+}
+
+// appLoop is one running loop.
+type appLoop struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// run starts fn for every app of table() (read under the lock, so that an
+// app installed concurrently gets exactly one loop), waits for ctx, and
+// then for every loop to end.
+func (l *appLoops) run(ctx context.Context, table func() map[string]*appRoute, fn func(context.Context, string, time.Duration)) {
+	l.mu.Lock()
+	l.ctx, l.fn, l.loops = ctx, fn, map[string]*appLoop{}
+	for slug, r := range table() {
+		l.startLocked(slug, r.cfg.Health.Interval.Duration())
+	}
+	l.mu.Unlock()
+	<-ctx.Done()
+	l.mu.Lock()
+	l.ctx = nil
+	l.mu.Unlock()
+	l.wg.Wait()
+}
+
+// start starts slug's loop unless it runs or the owner is not running (run
+// starts it later, or the gateway is stopping).
+func (l *appLoops) start(slug string, every time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.startLocked(slug, every)
+}
+
+func (l *appLoops) startLocked(slug string, every time.Duration) {
+	if l.ctx == nil || l.ctx.Err() != nil || l.loops[slug] != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(l.ctx)
+	lp := &appLoop{cancel: cancel, done: make(chan struct{})}
+	l.loops[slug] = lp
+	fn := l.fn
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer close(lp.done)
+		fn(ctx, slug, every)
+	}()
+}
+
+// stop ends slug's loop, if any, and waits until it has returned.
+func (l *appLoops) stop(slug string) {
+	l.mu.Lock()
+	lp := l.loops[slug]
+	delete(l.loops, slug)
+	l.mu.Unlock()
+	if lp != nil {
+		lp.cancel()
+		<-lp.done
+	}
+}
+
+var _ wake.AppRoutes = (*routeTable)(nil)
