@@ -110,6 +110,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 		}
 	}
 	pc := cfg.Wake.Probe
+	em := newEngineMetrics()
 	g.engine = wake.New(wake.Options{
 		Store: g.store, Providers: map[string]provider.Provider{"exec": g.exec, "static": static},
 		Sessions: g.sessions, Instance: cfg.Instance,
@@ -118,8 +119,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
 			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: log.With("component", "wake"),
-		Events: wake.NewBus(256),
-		Roll:   wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
+		Events:  wake.NewBus(256),
+		Roll:    wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
+		Metrics: em,
 	})
 	// The configured roll target is stored before homes register (a home
 	// adopted at registration may roll); an equal stored one is kept as is.
@@ -128,7 +130,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 			return nil, fmt.Errorf("roll.target: %w", err)
 		}
 	}
-	g.metrics = newMetrics(g)
+	g.metrics = newMetrics(g, em)
 	g.metrics.start(g.engine.Events())
 	g.reg = newRegistrar(g)
 	if err := g.reg.RegisterConfigHomes(ctx); err != nil {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,20 +32,16 @@ var statusClasses = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // metrics are the gateway's Prometheus metrics, on a registry of their own
 // (never the global one), served at /metrics on the admin listener. The
-// request path touches only pre-resolved counters and histograms; wake,
-// suspend, roll and route metrics come from the engine's event bus.
+// request path touches only pre-resolved counters and histograms. Wake,
+// suspend, roll and home-failure counts are made at the source: the engine
+// calls engineMetrics (wake.Metrics). Only the app phase gauge follows the
+// event bus.
 type metrics struct {
 	reg *prometheus.Registry
 
 	requests [nKinds][len(statusClasses)]prometheus.Counter
 	upstream [2]prometheus.Observer // app, node
 
-	wakes        *prometheus.CounterVec // outcome, cause
-	wakeSeconds  *prometheus.HistogramVec
-	joined       prometheus.Counter
-	suspends     *prometheus.CounterVec // how
-	rolls        *prometheus.CounterVec // outcome
-	homeFailures prometheus.Counter
 	rateLimited  *prometheus.CounterVec // scope
 	authFailures prometheus.Counter
 	routePhases  *prometheus.GaugeVec // phase
@@ -56,10 +53,120 @@ type metrics struct {
 	done chan struct{}
 }
 
-// admCauses bounds the cause label to the engine's known causes.
-var admCauses = map[string]bool{"cold": true, "adopt": true, "roll": true, "admin": true}
+// wakeCauses bounds the cause label to the engine's known causes; any
+// other is counted as "other".
+var wakeCauses = map[string]bool{"cold": true, "adopt": true, "roll": true, "admin": true}
 
-func newMetrics(g *Gateway) *metrics {
+// engineMetrics are the engine's counts, made where things happen (the
+// engine calls them; see wake.Metrics). No label names a home.
+type engineMetrics struct {
+	wakes        *prometheus.CounterVec // outcome, cause
+	wakeSeconds  *prometheus.HistogramVec
+	joined       prometheus.Counter
+	stops        *prometheus.CounterVec // proven
+	suspends     *prometheus.CounterVec // how
+	rolls        *prometheus.CounterVec // outcome
+	homeFailures prometheus.Counter
+}
+
+func newEngineMetrics() *engineMetrics {
+	m := &engineMetrics{
+		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wakegate_wakes_total",
+			Help: "Wakes finished, by outcome (ready, failed) and cause (cold, adopt, roll, admin, other).",
+		}, []string{"outcome", "cause"}),
+		wakeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "wakegate_wake_seconds",
+			Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"phase"}),
+		joined: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wakegate_wake_joined_total",
+			Help: "Callers that joined a wake already in flight instead of starting one.",
+		}),
+		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wakegate_wake_stop_total",
+			Help: "Stops of half-woken homes after a failed wake or rollback, by whether the provider proved the home down (proven=false: a process may be left running).",
+		}, []string{"proven"}),
+		suspends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wakegate_suspends_total",
+			Help: "Homes suspended (how=suspend) or stopped (how=stop) while idle or on request.",
+		}, []string{"how"}),
+		rolls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wakegate_rolls_total",
+			Help: "Rolls finished, by outcome (done, rolled_back, incident).",
+		}, []string{"outcome"}),
+		homeFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wakegate_home_failures_total",
+			Help: "Homes the provider gave up on (restart budget spent).",
+		}),
+	}
+	for _, o := range []string{"ready", "failed"} {
+		for c := range wakeCauses {
+			m.wakes.WithLabelValues(o, c)
+		}
+	}
+	for _, o := range []string{"done", "rolled_back", "incident"} {
+		m.rolls.WithLabelValues(o)
+	}
+	for _, p := range []string{"true", "false"} {
+		m.stops.WithLabelValues(p)
+	}
+	return m
+}
+
+func (m *engineMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.wakes, m.wakeSeconds, m.joined, m.stops, m.suspends, m.rolls, m.homeFailures}
+}
+
+// WakeDone counts a finished wake and, for a ready one, its phases.
+func (m *engineMetrics) WakeDone(outcome, cause string, provider, probe, total time.Duration) {
+	if !wakeCauses[cause] {
+		cause = "other"
+	}
+	if outcome != "ready" {
+		outcome = "failed"
+	}
+	m.wakes.WithLabelValues(outcome, cause).Inc()
+	if outcome == "ready" {
+		m.wakeSeconds.WithLabelValues("provider").Observe(provider.Seconds())
+		m.wakeSeconds.WithLabelValues("probe").Observe(probe.Seconds())
+		m.wakeSeconds.WithLabelValues("total").Observe(total.Seconds())
+	}
+}
+
+// WakeJoined counts a caller that joined a wake in flight.
+func (m *engineMetrics) WakeJoined() { m.joined.Inc() }
+
+// WakeStopped counts the stop of a half-woken home.
+func (m *engineMetrics) WakeStopped(proven bool) {
+	m.stops.WithLabelValues(strconv.FormatBool(proven)).Inc()
+}
+
+// Suspended counts a suspend or stop of an idle home.
+func (m *engineMetrics) Suspended(how string) {
+	if how != "suspend" && how != "stop" {
+		how = "other"
+	}
+	m.suspends.WithLabelValues(how).Inc()
+}
+
+// Rolled counts a finished roll.
+func (m *engineMetrics) Rolled(outcome string) {
+	switch outcome {
+	case "done", "rolled_back", "incident":
+	default:
+		outcome = "other"
+	}
+	m.rolls.WithLabelValues(outcome).Inc()
+}
+
+// HomeFailed counts a home its provider gave up on.
+func (m *engineMetrics) HomeFailed() { m.homeFailures.Inc() }
+
+var _ wake.Metrics = (*engineMetrics)(nil)
+
+func newMetrics(g *Gateway, em *engineMetrics) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), appPhase: map[string]string{}}
 	req := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wakegate_requests_total",
@@ -77,31 +184,6 @@ func newMetrics(g *Gateway) *metrics {
 	}, []string{"kind"})
 	m.upstream[kindApp] = up.WithLabelValues("app")
 	m.upstream[kindNode] = up.WithLabelValues("node")
-	m.wakes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "wakegate_wakes_total",
-		Help: "Wakes finished, by outcome (ready, failed) and cause (cold, adopt, roll, admin, other).",
-	}, []string{"outcome", "cause"})
-	m.wakeSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "wakegate_wake_seconds",
-		Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total.",
-		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-	}, []string{"phase"})
-	m.joined = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "wakegate_wake_joined_total",
-		Help: "Callers that joined a wake already in flight instead of starting one.",
-	})
-	m.suspends = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "wakegate_suspends_total",
-		Help: "Homes suspended (how=suspend) or stopped (how=stop) while idle or on request.",
-	}, []string{"how"})
-	m.rolls = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "wakegate_rolls_total",
-		Help: "Rolls finished, by outcome (done, rolled_back, incident).",
-	}, []string{"outcome"})
-	m.homeFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "wakegate_home_failures_total",
-		Help: "Homes the provider gave up on (restart budget spent).",
-	})
 	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wakegate_rate_limited_total",
 		Help: "Requests refused with 429, by scope (admin_auth: failed admin token checks).",
@@ -117,18 +199,10 @@ func newMetrics(g *Gateway) *metrics {
 	for _, p := range []string{"ready", "starting", "stopped", "failed"} {
 		m.routePhases.WithLabelValues(p)
 	}
-	for _, o := range []string{"ready", "failed"} {
-		for c := range admCauses {
-			m.wakes.WithLabelValues(o, c)
-		}
-	}
-	for _, o := range []string{"done", "rolled_back", "incident"} {
-		m.rolls.WithLabelValues(o)
-	}
 	m.rateLimited.WithLabelValues("admin_auth")
 	eng := g.engine
-	m.reg.MustRegister(req, up, m.wakes, m.wakeSeconds, m.joined, m.suspends, m.rolls, m.homeFailures,
-		m.rateLimited, m.authFailures, m.routePhases,
+	m.reg.MustRegister(em.collectors()...)
+	m.reg.MustRegister(req, up, m.rateLimited, m.authFailures, m.routePhases,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "wakegate_warm_hits_total",
 			Help: "Requests for homes answered by a fresh warm verdict (no store read, provider call or probe).",
@@ -137,6 +211,10 @@ func newMetrics(g *Gateway) *metrics {
 			Name: "wakegate_warm_misses_total",
 			Help: "Requests for homes that found no fresh warm verdict and joined or started a wake.",
 		}, func() float64 { return float64(eng.Stats().WarmMisses) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "wakegate_idle_ticks_total",
+			Help: "Rounds of the engine's idle loop (suspends, session reports, eager rolls) that finished.",
+		}, func() float64 { return float64(eng.Stats().IdleTicks) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "wakegate_sessions",
 			Help: "Live sessions on this instance (requests, WebSockets and leases), over all homes.",
@@ -153,7 +231,7 @@ func newMetrics(g *Gateway) *metrics {
 		}, func() float64 { return float64(len(g.homeTab.Load().byID)) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "wakegate_events_dropped_total",
-			Help: "Engine events dropped for slow subscribers (event streams, metrics).",
+			Help: "Engine events dropped for slow subscribers (event streams, the app phase gauge).",
 		}, func() float64 {
 			if b := eng.Events(); b != nil {
 				return float64(b.Dropped())
@@ -205,36 +283,10 @@ func (m *metrics) close() {
 	<-m.done
 }
 
-// event turns one engine event into metrics.
+// event follows the app phases of the engine's events. Counters are not
+// made here: the bus drops events for slow subscribers.
 func (m *metrics) event(ev wake.Event) {
-	cause := ev.Cause
-	if !admCauses[cause] {
-		cause = "other"
-	}
 	switch ev.Type {
-	case wake.EventWakeReady:
-		m.wakes.WithLabelValues("ready", cause).Inc()
-		m.wakeSeconds.WithLabelValues("provider").Observe(ev.ProviderMS / 1000)
-		m.wakeSeconds.WithLabelValues("probe").Observe(ev.ProbeMS / 1000)
-		m.wakeSeconds.WithLabelValues("total").Observe(ev.TotalMS / 1000)
-		m.joined.Add(float64(ev.Joined))
-	case wake.EventWakeFailed:
-		m.wakes.WithLabelValues("failed", cause).Inc()
-		m.joined.Add(float64(ev.Joined))
-	case wake.EventSuspend:
-		how := ev.Reason
-		if how != "suspend" && how != "stop" {
-			how = "other"
-		}
-		m.suspends.WithLabelValues(how).Inc()
-	case wake.EventHomeFailed:
-		m.homeFailures.Inc()
-	case wake.EventRollDone:
-		m.rolls.WithLabelValues("done").Inc()
-	case wake.EventRollRolledBack:
-		m.rolls.WithLabelValues("rolled_back").Inc()
-	case wake.EventRollIncident:
-		m.rolls.WithLabelValues("incident").Inc()
 	case wake.EventAppPhase:
 		if ev.App == "" {
 			return

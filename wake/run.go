@@ -55,9 +55,24 @@ func (e *Engine) runWake(h *home, f *flight) {
 		settle(w.timeout("waiting for a wake slot", ctx.Err()))
 	}
 	// The verdict was in place before the lock went, and the lock is free
-	// before the callers go: what they do next finds both settled.
+	// before the callers go: what they do next finds both settled, and the
+	// wake is counted.
+	w.count(f.err)
 	close(f.done)
 	w.finish(f.err)
+}
+
+// count counts the finished wake in the engine's metrics.
+func (w *wakeRun) count(err error) {
+	m := w.e.o.Metrics
+	if err != nil {
+		m.WakeDone("failed", w.f.cause, w.providerAt, w.probeAt, time.Since(w.start))
+		if w.stop != nil {
+			m.WakeStopped(w.stop.proven)
+		}
+		return
+	}
+	m.WakeDone("ready", w.f.cause, w.providerAt, w.probeAt, time.Since(w.start))
 }
 
 // settle records the wake's outcome in memory, with the lock still held:
@@ -284,13 +299,11 @@ func (w *wakeRun) finish(err error) {
 		"probe_attempts", w.probe.Attempts,
 	}
 	if err != nil {
-		e.o.Metrics.WakeDone("failed", w.f.cause, w.providerAt, w.probeAt, total)
 		attrs = append(attrs, "outcome", "failed", "err", err.Error())
 		if fe, ok := fault.As(err); ok && fe.Hint != "" {
 			attrs = append(attrs, "hint", fe.Hint)
 		}
 		if w.stop != nil {
-			e.o.Metrics.WakeStopped(w.stop.proven)
 			attrs = append(attrs, "stop_proven", w.stop.proven)
 			proven := w.stop.proven
 			ev.StopProven = &proven
@@ -300,7 +313,6 @@ func (w *wakeRun) finish(err error) {
 		e.o.Events.Publish(ev)
 		return
 	}
-	e.o.Metrics.WakeDone("ready", w.f.cause, w.providerAt, w.probeAt, total)
 	attrs = append(attrs, "outcome", "ready")
 	if w.probe.Signalled {
 		attrs = append(attrs, "ready_signal", true)

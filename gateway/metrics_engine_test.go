@@ -1,0 +1,131 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// A storm of 1000 wakes, with an event subscriber that never reads (the
+// bus drops every event for it): the wake counters equal the wakes,
+// because the engine counts at the source, not from the bus.
+func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
+	const homes = 1000
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-accepted
+	})
+	store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	static := &provider.Static{Endpoints: map[string]string{}}
+	for i := range homes {
+		static.Endpoints[fmt.Sprintf("h%d", i)] = "http://" + ln.Addr().String()
+	}
+	bus := wake.NewBus(16)
+	stuck := bus.Subscribe(1) // a subscriber that never reads
+	t.Cleanup(stuck.Close)
+	em := newEngineMetrics()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(em.collectors()...)
+	eng := wake.New(wake.Options{
+		Store: store, Providers: map[string]provider.Provider{"static": static},
+		Sessions: proxy.NewSessions(), Instance: "storm",
+		WarmTTL: time.Hour, ReadyTimeout: time.Minute, RetryAfter: time.Second,
+		MaxConcurrent: 64, FailureBackoff: time.Second,
+		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Log: slog.New(slog.DiscardHandler), Events: bus, Metrics: em,
+	})
+	t.Cleanup(eng.Close)
+	ctx := context.Background()
+	for i := range homes {
+		if err := eng.Register(ctx, wake.HomeSpec{ID: fmt.Sprintf("h%d", i), Target: fmt.Sprintf("t%d", i), Provider: "static"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, homes)
+	for i := range homes {
+		wg.Go(func() {
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+			if _, err := eng.EnsureAwake(wctx, fmt.Sprintf("h%d", i)); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("wake: %v", err)
+	}
+	// A wake is counted before its callers are released.
+	if got := emCounter(t, em.wakes.WithLabelValues("ready", "cold")); got != homes {
+		t.Fatalf("wakegate_wakes_total{outcome=ready,cause=cold} = %v, want %d", got, homes)
+	}
+	if got := emCounter(t, em.wakes.WithLabelValues("failed", "cold")); got != 0 {
+		t.Fatalf("failed wakes counted: %v", got)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := 0
+	for _, f := range fams {
+		if f.GetName() != "wakegate_wake_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			series++
+			if n := m.GetHistogram().GetSampleCount(); n != homes {
+				t.Fatalf("wakegate_wake_seconds %v: %d samples, want %d", m.GetLabel(), n, homes)
+			}
+		}
+	}
+	if series != 3 {
+		t.Fatalf("wakegate_wake_seconds has %d series, want 3 (provider, probe, total)", series)
+	}
+	if bus.Dropped() == 0 {
+		t.Fatal("the stuck subscriber dropped no event: the storm did not test a lossy bus")
+	}
+}
+
+// emCounter reads a counter's value.
+func emCounter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
