@@ -8,8 +8,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,17 +25,26 @@ import (
 // import (the gateway's own table, listener and self-probe are tested in
 // gateway/apps_test.go). Its self-probe is a real request to the app's
 // upstream: the home's endpoint plus the app's path, or the app's URL.
+//
+// offline slugs have no route yet, as in a gateway that does not listen
+// yet; the self-probe of a fullPath slug keeps /apps/{slug} in the path it
+// sends upstream, as the gateway does for an app without strip_prefix.
 type apRoutes struct {
-	eng    *wake.Engine
-	bus    *wake.Bus
-	specs  map[string]registry.App
-	mu     sync.Mutex
-	public map[string]bool
+	eng      *wake.Engine
+	bus      *wake.Bus
+	specs    map[string]registry.App
+	offline  map[string]bool
+	fullPath map[string]bool
+	mu       sync.Mutex
+	public   map[string]bool
 }
 
 func (r *apRoutes) RouteState(slug string) (wake.RouteState, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.offline[slug] {
+		return "", false
+	}
 	if r.public[slug] {
 		return wake.RoutePublished, true
 	}
@@ -48,6 +60,9 @@ func (r *apRoutes) SelfProbe(ctx context.Context, slug string) (int, error) {
 			return 0, err
 		}
 		base = hs.Endpoint + s.Path
+	}
+	if r.fullPath[slug] {
+		base += "/apps/" + slug
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+s.Health.Path, nil)
 	if err != nil {
@@ -89,14 +104,22 @@ func apSpec(slug string) registry.App {
 
 func apNew(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.Apps, *wake.Bus) {
 	t.Helper()
+	a, rt := apNewRoutes(t, eng, specs...)
+	return a, rt.bus
+}
+
+// apNewRoutes is apNew returning the route table stand-in too.
+func apNewRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.Apps, *apRoutes) {
+	t.Helper()
 	bus := wake.NewBus(64)
-	rt := &apRoutes{eng: eng, bus: bus, specs: map[string]registry.App{}, public: map[string]bool{}}
+	rt := &apRoutes{eng: eng, bus: bus, specs: map[string]registry.App{}, public: map[string]bool{},
+		offline: map[string]bool{}, fullPath: map[string]bool{}}
 	for _, s := range specs {
 		rt.specs[s.Slug] = s
 	}
 	a := wake.NewApps(wake.AppsOptions{Engine: eng, Routes: rt, Events: bus}, specs)
 	t.Cleanup(a.Close)
-	return a, bus
+	return a, rt
 }
 
 // apTrail returns the events of the bus so far, as "type phase/reason".
@@ -180,4 +203,139 @@ func TestAppWaitPhaseEndsEarlyOnFailed(t *testing.T) {
 	if u, _ := url.Parse(up.URL); !strings.Contains(st.Message, "500") || u.Host == "" {
 		t.Fatalf("message %q does not name the status", st.Message)
 	}
+}
+
+// apLadderHomes is a real engine whose homes are in the states the ladder
+// names, each reached the way it happens in production:
+//   - h1 is unknown: a roll onto a release that cannot start failed, and
+//     so did its rollback (the binary its homes run from is gone);
+//   - h2 failed: it ran, its process was killed, and the restart failed
+//     (same missing binary);
+//   - h3 sleeps: registered and never woken.
+func apLadderHomes(t *testing.T) *rlRig {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "wakegate-copy")
+	rlCopy(t, testbin.Build(t), bin)
+	r := newRLRig(t, bin, wake.RollLazy)
+	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: "h3", Target: "carol", Provider: "exec", Version: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.version("h1"); got != "1" {
+		t.Fatalf("h1 runs %q", got)
+	}
+	r.suspend("h1")
+	if _, err := r.request("h2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	pids := testbin.HomePIDs(t, filepath.Join(r.data, "homes", "h2"))
+	if len(pids) != 1 {
+		t.Fatalf("h2 processes %v, want one", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.setTarget("2", rlCommand(filepath.Join(t.TempDir(), "no-such-program"), "{version}"))
+	if _, err := r.request("h1"); err == nil {
+		t.Fatal("the roll of h1 onto a release that cannot start succeeded")
+	}
+	for id, want := range map[string]registry.Status{"h1": registry.StatusUnknown, "h2": registry.StatusFailed} {
+		testbin.Eventually(t, id+" is "+string(want), func() bool { return r.record(id).Status == want })
+	}
+	return r
+}
+
+// TestAppLadderReasons produces every reason code of the ladder of DESIGN
+// rule 11 from a real state: real homes (processes of the demo home, one
+// of them left half-woken) and real loopback upstreams. The failed and
+// unknown runtimes come before a desired stop.
+func TestAppLadderReasons(t *testing.T) {
+	homes := apLadderHomes(t)
+	slow := newRig(t, rigOptions{boot: time.Hour, readyTimeout: 5 * time.Minute})
+	if err := slow.eng.Start(rigHome); err != nil {
+		t.Fatal(err)
+	}
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/h" {
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(ok.Close)
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(failing.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+
+	app := func(upstream, home string, edit func(*registry.App)) registry.App {
+		a := registry.App{Slug: "x", Upstream: upstream, Home: home, Health: registry.AppHealth{Path: "/h"}}
+		if edit != nil {
+			edit(&a)
+		}
+		return apSpecOf(a)
+	}
+	stopped := func(a *registry.App) { a.DesiredState = registry.AppStopped }
+	for _, tc := range []struct {
+		name    string
+		eng     *wake.Engine
+		app     registry.App
+		routes  func(*apRoutes)
+		observe bool // false: the status before any observation
+		phase   wake.Phase
+		reason  string
+	}{
+		{"never observed", nil, app(ok.URL, "", nil), nil, false, wake.PhaseUnknown, wake.ReasonNotObserved},
+		{"home failed", homes.eng, app("", "h2", nil), nil, true, wake.PhaseFailed, wake.ReasonRuntimeFailed},
+		{"home failed, app stopped", homes.eng, app("", "h2", stopped), nil, true, wake.PhaseFailed, wake.ReasonRuntimeFailed},
+		{"home unknown", homes.eng, app("", "h1", nil), nil, true, wake.PhaseStarting, wake.ReasonRuntimeUnknown},
+		{"home unknown, app stopped", homes.eng, app("", "h1", stopped), nil, true, wake.PhaseStarting, wake.ReasonRuntimeUnknown},
+		{"home not registered", homes.eng, app("", "nobody", nil), nil, true, wake.PhaseUnknown, wake.ReasonRuntimeUnknown},
+		{"app stopped", nil, app(ok.URL, "", stopped), nil, true, wake.PhaseStopped, wake.ReasonStopped},
+		{"sleeping home, app stopped", homes.eng, app("", "h3", stopped), nil, true, wake.PhaseStopped, wake.ReasonStopped},
+		{"home waking", slow.eng, app("", rigHome, nil), nil, true, wake.PhaseStarting, wake.ReasonHomeWaking},
+		{"home sleeping", homes.eng, app("", "h3", nil), nil, true, wake.PhaseStarting, wake.ReasonHomeSleeping},
+		{"unhealthy in the start period", nil, app(failing.URL, "", func(a *registry.App) {
+			a.Health.StartPeriod = registry.Duration(time.Hour)
+		}), nil, true, wake.PhaseStarting, wake.ReasonHealthStarting},
+		{"unhealthy", nil, app(failing.URL, "", nil), nil, true, wake.PhaseFailed, wake.ReasonUnhealthy},
+		{"endpoint refuses", nil, app(closed.URL, "", nil), nil, true, wake.PhaseStarting, wake.ReasonEndpointNotReady},
+		{"no route yet", nil, app(ok.URL, "", nil), func(r *apRoutes) { r.offline["x"] = true }, true,
+			wake.PhaseStarting, wake.ReasonRoutePending},
+		{"self-probe fails", nil, app(ok.URL, "", nil), func(r *apRoutes) { r.fullPath["x"] = true }, true,
+			wake.PhaseStarting, wake.ReasonProbeFailed},
+		{"ready", nil, app(ok.URL, "", nil), nil, true, wake.PhaseReady, wake.ReasonReady},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			apps, rt := apNewRoutes(t, tc.eng, tc.app)
+			if tc.routes != nil {
+				tc.routes(rt)
+			}
+			st, _ := apps.Status("x")
+			if tc.observe {
+				var err error
+				if st, err = apps.RefreshSince(context.Background(), "x", time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if st.Phase != tc.phase || st.Reason != tc.reason || st.Message == "" || st.Stale {
+				t.Fatalf("status %+v; want %s/%s with a message", st, tc.phase, tc.reason)
+			}
+			if tc.reason == wake.ReasonProbeFailed && st.ProbeStatus != http.StatusNotFound {
+				t.Fatalf("probe status %d; want the 404 the self-probe saw", st.ProbeStatus)
+			}
+		})
+	}
+}
+
+// apSpecOf is a with the observation settings of apSpec and every other
+// default filled.
+func apSpecOf(a registry.App) registry.App {
+	base := apSpec(a.Slug)
+	a.FailureThreshold, a.MinRefresh, a.RefreshTimeout = base.FailureThreshold, base.MinRefresh, base.RefreshTimeout
+	a.Health.Interval = base.Health.Interval
+	a.Default()
+	return a
 }
