@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -547,4 +549,51 @@ apps:
 			t.Errorf("no error for %s in:\n%v", f, err)
 		}
 	}
+}
+
+// TestAppRoutePendingUntilServe: a gateway that does not listen yet has no
+// route an app's self-probe could take, whatever the app's own health; the
+// same app is ready once the gateway serves.
+func TestAppRoutePendingUntilServe(t *testing.T) {
+	up := apNewUpstream(t, "/h", apStatus(http.StatusOK))
+	cfg, err := gateway.Load("pending.yaml", []byte(fmt.Sprintf(`listen: "127.0.0.1:0"
+data_dir: %q
+log: {access: false}
+apps:
+  - slug: x
+    upstream: %s
+    kind: api
+    strip_prefix: true
+    health: {path: /h, interval: 1h}
+    min_refresh: 1ms
+`, filepath.Join(t.TempDir(), "data"), up.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	st, err := g.Apps().RefreshSince(context.Background(), "x", time.Now())
+	if err != nil || st.Phase != wake.PhaseStarting || st.Reason != wake.ReasonRoutePending {
+		t.Fatalf("before Serve: %+v, %v; want starting/route-pending", st, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ctx, ln) }()
+	defer func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	testbin.Eventually(t, "the app is ready once the gateway serves", func() bool {
+		st, _ = g.Apps().RefreshSince(context.Background(), "x", time.Now())
+		return st.Phase == wake.PhaseReady
+	})
 }

@@ -55,7 +55,7 @@ const (
 	RoutePublished RouteState = "published"
 )
 
-// Default budgets of WaitPhase.
+// Default budgets of a wait for a phase (Refresh, Start, Stop).
 const (
 	DefaultWaitReady   = 120 * time.Second
 	DefaultWaitStopped = 60 * time.Second
@@ -184,15 +184,6 @@ func (a *Apps) Close() {
 	a.tr.CloseIdleConnections()
 }
 
-// App returns the app registered as slug.
-func (a *Apps) App(slug string) (registry.App, bool) {
-	ap := a.app(slug)
-	if ap == nil {
-		return registry.App{}, false
-	}
-	return ap.spec, true
-}
-
 // Status returns slug's last stored status without observing it.
 func (a *Apps) Status(slug string) (AppStatus, bool) {
 	ap := a.app(slug)
@@ -244,7 +235,7 @@ var ErrNoApp = errors.New("no such app")
 
 // Refresh observes slug unless an observation younger than min_refresh is
 // stored, joining the one in flight if any, and returns the status. When
-// waitFor is not empty it then waits, as WaitPhase with the default
+// waitFor is not empty it then waits, as waitPhase with the default
 // budget, for that phase.
 func (a *Apps) Refresh(ctx context.Context, slug string, waitFor Phase) (AppStatus, error) {
 	ap := a.app(slug)
@@ -255,7 +246,7 @@ func (a *Apps) Refresh(ctx context.Context, slug string, waitFor Phase) (AppStat
 	if waitFor == "" {
 		return st, nil
 	}
-	return a.WaitPhase(ctx, slug, waitFor, 0)
+	return a.waitPhase(ctx, slug, waitFor, 0)
 }
 
 // RefreshSince returns an observation of slug that started at or after

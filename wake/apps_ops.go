@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// WaitPhase observes slug until its phase is phase, and returns that
+// waitPhase observes slug until its phase is phase, and returns that
 // status. It returns early with an error when the app is failed (unless
 // failed is what it waits for), and when budget or ctx runs out. A budget of
 // zero is DefaultWaitReady for ready and DefaultWaitStopped otherwise.
 // Observations are shared with every other caller (Refresh).
-func (a *Apps) WaitPhase(ctx context.Context, slug string, phase Phase, budget time.Duration) (AppStatus, error) {
+func (a *Apps) waitPhase(ctx context.Context, slug string, phase Phase, budget time.Duration) (AppStatus, error) {
 	ap := a.app(slug)
 	if ap == nil {
 		return AppStatus{}, fmt.Errorf("wait for %s: %w", slug, ErrNoApp)
@@ -59,7 +59,7 @@ func (a *Apps) WaitPhase(ctx context.Context, slug string, phase Phase, budget t
 var ErrNotHome = errors.New("the app does not run in a home")
 
 // Start sets slug's desired state to running, wakes its home (for a home
-// app) and waits until it is ready (budget as WaitPhase). The operation's
+// app) and waits until it is ready (budget as waitPhase). The operation's
 // phases are start.wake and start.waitReady.
 func (a *Apps) Start(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
 	ap := a.app(slug)
@@ -79,7 +79,7 @@ func (a *Apps) start(ctx context.Context, ap *observedApp, op string, budget tim
 		}
 	}
 	a.setOp(ap, op+".waitReady", false)
-	return a.WaitPhase(ctx, ap.spec.Slug, PhaseReady, budget)
+	return a.waitPhase(ctx, ap.spec.Slug, PhaseReady, budget)
 }
 
 // Stop sets slug's desired state to stopped (its route is unpublished at
@@ -105,12 +105,12 @@ func (a *Apps) stop(ctx context.Context, ap *observedApp, op string, budget time
 		}
 	}
 	a.setOp(ap, op+".waitStopped", true)
-	return a.WaitPhase(ctx, ap.spec.Slug, PhaseStopped, budget)
+	return a.waitPhase(ctx, ap.spec.Slug, PhaseStopped, budget)
 }
 
 // Restart stops slug and starts it again; its phases are those of stop and
 // start prefixed with "restart." (restart.waitStopped, restart.waitReady).
-// budget bounds each half as in WaitPhase.
+// budget bounds each half as in waitPhase.
 func (a *Apps) Restart(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
 	ap := a.app(slug)
 	if ap == nil {

@@ -176,7 +176,7 @@ func TestAppHomeStartStop(t *testing.T) {
 	}
 }
 
-func TestAppWaitPhaseEndsEarlyOnFailed(t *testing.T) {
+func TestAppWaitForReadyEndsEarlyOnFailed(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
@@ -186,12 +186,12 @@ func TestAppWaitPhaseEndsEarlyOnFailed(t *testing.T) {
 	apps, _ := apNew(t, nil, s)
 	guard, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
 	defer cancel()
-	st, err := apps.WaitPhase(guard, "x", wake.PhaseReady, time.Hour)
+	st, err := apps.Refresh(guard, "x", wake.PhaseReady)
 	if err == nil || st.Phase != wake.PhaseFailed || st.Reason != wake.ReasonUnhealthy || !strings.Contains(err.Error(), "failed") {
 		t.Fatalf("wait for ready of a failed app: %+v, %v; want the failed status and an error", st, err)
 	}
 	if guard.Err() != nil {
-		t.Fatal("WaitPhase did not end early on failed")
+		t.Fatal("the wait for ready did not end early on failed")
 	}
 	if _, err := apps.Refresh(guard, "nope", ""); !errors.Is(err, wake.ErrNoApp) {
 		t.Fatalf("unknown app: %v", err)
