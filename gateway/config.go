@@ -214,6 +214,11 @@ type ExecConfig struct {
 	// SuspendSignal suspends homes with SIGSTOP (and resumes with SIGCONT)
 	// instead of stopping them. Default false.
 	SuspendSignal bool `yaml:"suspend_signal"`
+	// KeepRunningOnShutdown leaves home processes running when the gateway
+	// shuts down, for the next start to adopt. Default false: after the
+	// drain, shutdown stops every exec home's process and keeps its stored
+	// desired state, so the next start wakes the homes that should run.
+	KeepRunningOnShutdown bool `yaml:"keep_running_on_shutdown"`
 	// VersionCommand, if set, is run to learn the version a home really
 	// runs. Default none: GET /version on the home.
 	VersionCommand []string `yaml:"version_command"`
