@@ -53,6 +53,8 @@ type Gateway struct {
 
 	handler http.Handler
 	addr    chan net.Addr
+	// closeWait is afterCloseWait (a field so that a test can shorten it).
+	closeWait time.Duration
 
 	metrics   *metrics     // metrics.go
 	admin     *adminServer // admin.go; nil when the admin listener is off
@@ -67,10 +69,12 @@ type homeRoute struct {
 }
 
 // New builds a gateway from a validated config: it opens the store and the
-// providers and registers homes. Close releases what New opened.
+// providers, starts the engine and registers homes and apps. Close releases
+// what New opened.
 func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err error) {
 	g = &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
-		addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1), started: time.Now(), version: "dev"}
+		addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1),
+		started: time.Now(), version: "dev", closeWait: afterCloseWait}
 	g.homeTab.Store(&homeTable{byTarget: map[string]*homeRoute{}, byID: map[string]*homeRoute{}})
 	defer func() {
 		if err != nil {
@@ -82,47 +86,10 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 	g.reqPre = hex.EncodeToString(b[:]) + "-"
 	g.hardStop, g.hardCancel = context.WithCancel(context.Background())
 
-	dataDir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("data_dir: %w", err)
-	}
-	if g.store, err = registry.OpenBolt(filepath.Join(dataDir, "state.db"), registry.BoltOptions{}); err != nil {
-		return nil, err
-	}
-	g.exec, err = provider.NewExec(provider.ExecConfig{
-		Command: cfg.Exec.Command, DataDir: dataDir, Env: cfg.Exec.Env,
-		LogMaxBytes: int64(cfg.Exec.LogMaxBytes), StopGrace: cfg.Exec.StopGrace,
-		RestartBudget: cfg.Exec.RestartBudget, RestartWindow: cfg.Exec.RestartWindow,
-		VersionCommand: cfg.Exec.VersionCommand, SuspendSignal: cfg.Exec.SuspendSignal,
-		OnChange: func(id string, r provider.Result) {
-			if g.engine != nil {
-				g.engine.ProviderChanged(id, r)
-			}
-		},
-	}, log.With("provider", "exec"))
-	if err != nil {
-		return nil, err
-	}
-	static := &provider.Static{Endpoints: map[string]string{}}
-	for _, hc := range cfg.Homes {
-		if hc.Provider == "static" {
-			static.Endpoints[hc.ID] = hc.Endpoint
-		}
-	}
-	pc := cfg.Wake.Probe
 	em := newEngineMetrics()
-	g.engine = wake.New(wake.Options{
-		Store: g.store, Providers: map[string]provider.Provider{"exec": g.exec, "static": static},
-		Sessions: g.sessions, Instance: cfg.Instance,
-		WarmTTL: cfg.Wake.WarmTTL, ReadyTimeout: cfg.Wake.ReadyTimeout, RetryAfter: cfg.Wake.RetryAfter,
-		MaxConcurrent: cfg.Wake.MaxConcurrent, FailureBackoff: cfg.Wake.FailureBackoff,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
-			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
-		RelayHeader: cfg.Proxy.RelayHeader, Log: log.With("component", "wake"),
-		Events:  wake.NewBus(256),
-		Roll:    wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
-		Metrics: em,
-	})
+	if err := g.openStoreAndProviders(em); err != nil {
+		return nil, err
+	}
 	// The configured roll target is stored before homes register (a home
 	// adopted at registration may roll); an equal stored one is kept as is.
 	if rt := cfg.Roll.Target; rt.Version != "" {
@@ -136,16 +103,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 	if err := g.reg.RegisterConfigHomes(ctx); err != nil {
 		return nil, err
 	}
-	g.proxy = proxy.New(proxy.Options{
-		RelayHeader:  cfg.Proxy.RelayHeader,
-		StripHeaders: []string{ProbeHeader},
-		Trusted:      cfg.Server.isTrusted,
-		MaxBodyBytes: int64(cfg.Server.MaxBodyBytes),
-		AllowOrigin:  cfg.Server.allowOrigin,
-		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
-		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
-		Log: log.With("component", "proxy"),
-	})
+	g.proxy = g.newProxy()
 	g.routeTab = newRouteTable(g, cfg.Apps)
 	// Homes and apps registered through the admin API, stored, come back
 	// after the config's (which win on a conflict; registrar.go).
@@ -154,6 +112,68 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 	}
 	g.handler = g.routes()
 	return g, nil
+}
+
+// openStoreAndProviders opens the embedded store under data_dir, the exec
+// and static providers, and the wake engine over them, counting into em.
+func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
+	cfg := g.cfg
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	if g.store, err = registry.OpenBolt(filepath.Join(dataDir, "state.db"), registry.BoltOptions{}); err != nil {
+		return err
+	}
+	g.exec, err = provider.NewExec(provider.ExecConfig{
+		Command: cfg.Exec.Command, DataDir: dataDir, Env: cfg.Exec.Env,
+		LogMaxBytes: int64(cfg.Exec.LogMaxBytes), StopGrace: cfg.Exec.StopGrace,
+		RestartBudget: cfg.Exec.RestartBudget, RestartWindow: cfg.Exec.RestartWindow,
+		VersionCommand: cfg.Exec.VersionCommand, SuspendSignal: cfg.Exec.SuspendSignal,
+		OnChange: func(id string, r provider.Result) {
+			if g.engine != nil {
+				g.engine.ProviderChanged(id, r)
+			}
+		},
+	}, g.log.With("provider", "exec"))
+	if err != nil {
+		return err
+	}
+	static := &provider.Static{Endpoints: map[string]string{}}
+	for _, hc := range cfg.Homes {
+		if hc.Provider == "static" {
+			static.Endpoints[hc.ID] = hc.Endpoint
+		}
+	}
+	pc := cfg.Wake.Probe
+	g.engine = wake.New(wake.Options{
+		Store: g.store, Providers: map[string]provider.Provider{"exec": g.exec, "static": static},
+		Sessions: g.sessions, Instance: cfg.Instance,
+		WarmTTL: cfg.Wake.WarmTTL, ReadyTimeout: cfg.Wake.ReadyTimeout, RetryAfter: cfg.Wake.RetryAfter,
+		MaxConcurrent: cfg.Wake.MaxConcurrent, FailureBackoff: cfg.Wake.FailureBackoff,
+		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
+			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
+		RelayHeader: cfg.Proxy.RelayHeader, Log: g.log.With("component", "wake"),
+		Events:  wake.NewBus(256),
+		Roll:    wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
+		Metrics: em,
+	})
+	return nil
+}
+
+// newProxy builds the data plane from the proxy and server sections.
+func (g *Gateway) newProxy() *proxy.Proxy {
+	cfg := g.cfg
+	return proxy.New(proxy.Options{
+		RelayHeader:  cfg.Proxy.RelayHeader,
+		StripHeaders: []string{ProbeHeader},
+		Trusted:      cfg.Server.isTrusted,
+		MaxBodyBytes: int64(cfg.Server.MaxBodyBytes),
+		AllowOrigin:  cfg.Server.allowOrigin,
+		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
+		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
+		Log: g.log.With("component", "proxy"),
+	})
 }
 
 // portWatch maps the config's "zero is off" to the probe's "negative is off".
@@ -205,13 +225,38 @@ func (g *Gateway) Addr(ctx context.Context) (net.Addr, error) {
 	}
 }
 
-// Run serves until ctx is done, then shuts down in this order: mark
-// draining (/readyz answers 503) and keep serving for drain_delay, stop
-// accepting, let in-flight requests and
-// WebSockets finish up to drain_grace, close what is left, stop background
-// work, release the store. The admin listener serves until the public one
-// has closed. Homes keep running with their desired state; the next start
-// adopts them.
+// The shutdown order. Serve does steps 1 to 5 once its ctx is done; Close
+// (which main defers) does steps 6 to 8. Each step starts only after the one
+// before it has ended.
+//
+//  1. Mark draining: /readyz answers 503 while the listener keeps serving for
+//     server.drain_delay, so load balancers move away.
+//  2. Stop accepting (http.Server.Shutdown).
+//  3. Let in-flight requests and WebSockets finish, up to server.drain_grace.
+//  4. End what is left: the base context ends every request and with it
+//     every hijacked backend connection; wait up to afterCloseWait for their
+//     handlers to return, and no longer (nothing keeps waiting afterwards).
+//  5. Stop the admin listener (its event streams end), then background work
+//     (the idle and roll loop, app observation).
+//  6. Stop the engine: wakes in flight are cancelled and waited for, so none
+//     can start a home after this point.
+//  7. Quiesce exec homes: stop every local home process, keeping its stored
+//     desired state, so an interrupted gateway leaves no process behind and
+//     the next start wakes what should run. With
+//     exec.keep_running_on_shutdown the processes are left running and the
+//     next start adopts them. Remote homes are never touched.
+//  8. Close the providers, the proxy and the store.
+const (
+	// afterCloseWait bounds step 4's wait for handlers that outlive the
+	// end of their context.
+	afterCloseWait = 5 * time.Second
+	// quiesceSlack is added to twice exec.stop_grace (SIGTERM, then
+	// SIGKILL) to bound step 7 as a whole.
+	quiesceSlack = 5 * time.Second
+)
+
+// Run listens on the config's address and serves until ctx is done, then
+// shuts down in the order written above Serve.
 func (g *Gateway) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", g.cfg.Listen)
 	if err != nil {
@@ -220,17 +265,10 @@ func (g *Gateway) Run(ctx context.Context) error {
 	return g.Serve(ctx, ln)
 }
 
-// Serve is Run on a listener the caller opened.
+// Serve is Run on a listener the caller opened. It returns after step 5 of
+// the shutdown order; Close does the rest.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           g.handler,
-		ReadHeaderTimeout: g.cfg.Server.ReadHeaderTimeout,
-		IdleTimeout:       g.cfg.Server.IdleTimeout,
-		MaxHeaderBytes:    int(g.cfg.Server.MaxHeaderBytes),
-		BaseContext:       func(net.Listener) context.Context { return g.hardStop },
-		ConnContext:       connContext,
-		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
-	}
+	srv := g.newServer()
 	// The admin listener (admin.go) serves through the drain, so operators
 	// can watch it, and stops after the public listener has closed.
 	stopAdmin, err := g.startAdmin()
@@ -242,35 +280,59 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	g.addr <- ln.Addr()
 	g.routeTab.probe.listening(ln.Addr())
 	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance)
-
-	bg, stopBG := context.WithCancel(context.Background())
-	var bgWG sync.WaitGroup
-	bgWG.Add(1)
-	go func() {
-		defer bgWG.Done()
-		g.engine.Run(bg, idleTick(g.cfg))
-	}()
-	// App observations (self-probes) start once the listener is up; they
-	// are skipped while draining and stop with the other background work.
-	bgWG.Add(1)
-	go func() {
-		defer bgWG.Done()
-		g.routeTab.run(bg)
-	}()
+	stopBG := g.startBackground()
+	defer stopBG()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(framingListener{ln}) }()
-
 	select {
 	case err := <-serveErr:
-		stopBG()
-		bgWG.Wait()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	g.drain(srv, serveErr) // steps 1 to 4
+	stopAdmin()            // step 5
+	stopBG()
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		g.log.Warn("serve", "err", err)
+	}
+	g.log.Info("stopped")
+	return nil
+}
 
-	// 1. Draining: /readyz fails so load balancers move away; keep serving
-	// for drain_delay so that they can notice.
+// newServer is the public listener's HTTP server. Every request's context
+// descends from hardStop, which step 4 of the shutdown cancels.
+func (g *Gateway) newServer() *http.Server {
+	return &http.Server{
+		Handler:           g.handler,
+		ReadHeaderTimeout: g.cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       g.cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    int(g.cfg.Server.MaxHeaderBytes),
+		BaseContext:       func(net.Listener) context.Context { return g.hardStop },
+		ConnContext:       connContext,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// startBackground starts the engine's idle and roll loop and the app
+// observation (self-probes, which start once the listener is up and are
+// skipped while draining). The returned stop ends both and waits for them;
+// it may be called more than once.
+func (g *Gateway) startBackground() (stop func()) {
+	bg, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { g.engine.Run(bg, idleTick(g.cfg)) })
+	wg.Go(func() { g.routeTab.run(bg) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// drain runs steps 1 to 4 of the shutdown order. serveErr is srv.Serve's
+// result, which drain leaves in place for the caller.
+func (g *Gateway) drain(srv *http.Server, serveErr chan error) {
+	// 1. Draining: /readyz fails; keep serving for drain_delay.
 	g.draining.Store(true)
 	if d := g.cfg.Server.DrainDelay; d > 0 {
 		g.log.Info("draining", "drain_delay", d.String())
@@ -290,38 +352,24 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownDone := make(chan error, 1)
 	go func() { shutdownDone <- srv.Shutdown(deadline) }()
 	// 3. Wait for every request, hijacked WebSockets included, up to grace.
-	allDone := make(chan struct{})
-	go func() {
-		g.inflight.Wait()
-		close(allDone)
-	}()
 	select {
-	case <-allDone:
+	case <-g.inflight.Zero():
 	case <-deadline.Done():
 		g.log.Warn("drain grace over; closing remaining connections")
 	}
-	// 4. Close what is left: the base context ends every request (and with
-	// it every hijacked backend connection).
+	// 4. Close what is left and wait a bounded while for the handlers.
 	g.hardCancel()
 	_ = srv.Close()
 	if err := <-shutdownDone; err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		g.log.Warn("shutdown", "err", err)
 	}
+	t := time.NewTimer(g.closeWait)
+	defer t.Stop()
 	select {
-	case <-allDone:
-	case <-time.After(5 * time.Second):
-		g.log.Warn("requests still running after close")
+	case <-g.inflight.Zero():
+	case <-t.C:
+		g.log.Warn("requests still running after close", "wait", g.closeWait.String())
 	}
-	// 5. The admin listener (its event streams end), background work, then
-	// the store.
-	stopAdmin()
-	stopBG()
-	bgWG.Wait()
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		g.log.Warn("serve", "err", err)
-	}
-	g.log.Info("stopped")
-	return nil
 }
 
 func idleTick(cfg *Config) time.Duration {
@@ -337,7 +385,9 @@ func idleTick(cfg *Config) time.Duration {
 	return tick
 }
 
-// Close releases the engine, providers, proxy and store. It is safe after a
+// Close does steps 6 to 8 of the shutdown order (see Serve): it releases
+// the engine, quiesces exec homes (unless exec.keep_running_on_shutdown),
+// and closes the providers, the proxy and the store. It is safe after a
 // half-failed New.
 func (g *Gateway) Close() {
 	g.metrics.close()
@@ -348,6 +398,7 @@ func (g *Gateway) Close() {
 		g.engine.Close()
 	}
 	if g.exec != nil {
+		g.quiesceHomes()
 		_ = g.exec.Close()
 	}
 	if g.proxy != nil {
@@ -361,4 +412,31 @@ func (g *Gateway) Close() {
 	if g.hardCancel != nil {
 		g.hardCancel()
 	}
+}
+
+// quiesceHomes is step 7 of the shutdown order: it stops the process of
+// every exec home, leaving the stored records (and so the desired state)
+// as they are, or leaves them all running with exec.keep_running_on_shutdown.
+func (g *Gateway) quiesceHomes() {
+	if g.cfg.Exec.KeepRunningOnShutdown {
+		g.log.Info("leaving homes running for the next start to adopt (exec.keep_running_on_shutdown)")
+		return
+	}
+	var ids []string
+	for id, hr := range g.homeTab.Load().byID {
+		if hr.spec.Provider == "exec" {
+			ids = append(ids, id)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*g.cfg.Exec.StopGrace+quiesceSlack)
+	defer cancel()
+	stopped := 0
+	for _, q := range g.exec.Quiesce(ctx, ids) {
+		if q.Err != nil || !q.Proven {
+			g.log.Warn("home not proven stopped at shutdown", "home", q.ID, "err", q.Err)
+			continue
+		}
+		stopped++
+	}
+	g.log.Info("homes stopped; their desired state is kept for the next start", "homes", stopped)
 }

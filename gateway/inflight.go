@@ -35,16 +35,21 @@ func (c *rtInflight) Add(d int) {
 func (c *rtInflight) Done() { c.Add(-1) }
 
 // Wait returns once the count is zero.
-func (c *rtInflight) Wait() {
+func (c *rtInflight) Wait() { <-c.Zero() }
+
+// Zero returns a channel that is closed once the count is zero (already
+// closed when it is zero now). Selecting on it starts no goroutine, so a
+// drain that gives up waiting leaves nothing behind.
+func (c *rtInflight) Zero() <-chan struct{} {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.n.Load() == 0 {
-		c.mu.Unlock()
-		return
+		ch := make(chan struct{})
+		close(ch)
+		return ch
 	}
 	if c.wait == nil {
 		c.wait = make(chan struct{})
 	}
-	ch := c.wait
-	c.mu.Unlock()
-	<-ch
+	return c.wait
 }

@@ -328,6 +328,8 @@ log:
   access: false
 wake:
   idle_timeout: 0s
+exec:
+  keep_running_on_shutdown: true
 admin:
   listen: %q
   tokens: [%q]

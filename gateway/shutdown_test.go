@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -221,5 +223,85 @@ homes:
 	case <-gw.served:
 		t.Fatalf("Serve returned (%v) inside the drain delay", gw.err)
 	default:
+	}
+}
+
+// shutdownRecordedPID reads the pid the exec provider recorded for the
+// home whose directory is homeDir (its home.ref).
+func shutdownRecordedPID(t *testing.T, homeDir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(homeDir, "home.ref"))
+	if err != nil {
+		t.Fatalf("recorded process: %v", err)
+	}
+	var ref struct{ PID int }
+	if err := json.Unmarshal(b, &ref); err != nil || ref.PID <= 0 {
+		t.Fatalf("recorded process %q: %v", b, err)
+	}
+	return ref.PID
+}
+
+// TestShutdownQuiescesHomes interrupts a real gateway (SIGINT, as Ctrl-C
+// on `go run . serve` does) after it woke a demo home, then starts a second
+// gateway on the same data. By default the recorded home process is gone
+// when the gateway has exited, and the next start, which finds the home's
+// desired state kept, wakes a new process. With
+// exec.keep_running_on_shutdown the process survives and the next start
+// adopts it.
+func TestShutdownQuiescesHomes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		keep bool
+	}{{"default stops the homes", false}, {"keep_running_on_shutdown adopts them", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := "listen: \"%ADDR%\"\ndata_dir: \"%DATA%\"\nlog:\n  access: false\nwake:\n  idle_timeout: 0s\nhomes:\n  - id: demo\n"
+			if tc.keep {
+				cfg += "exec:\n  keep_running_on_shutdown: true\n"
+			}
+			dir := t.TempDir()
+			homeDir := filepath.Join(dir, "data", "homes", "demo")
+			c := e2eClient(t)
+			gw := testbin.ServeIn(t, dir, cfg)
+			if res, body := e2eGet(t, c, "http://"+gw.Addr+"/node/demo/whoami", nil); res.StatusCode != http.StatusOK {
+				t.Fatalf("first gateway: %d %s", res.StatusCode, body)
+			}
+			pid := shutdownRecordedPID(t, homeDir)
+			if s := testbin.ProcState(pid); s == 0 || s == 'Z' {
+				t.Fatalf("recorded home process %d not running (state %q)", pid, s)
+			}
+
+			if err := gw.Signal(syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			if exitErr, ok := gw.Wait(testbin.WaitLimit); !ok || exitErr != nil {
+				t.Fatalf("gateway after SIGINT: exited %v, err %v\n%s", ok, exitErr, gw.Output())
+			}
+			alive := testbin.ProcState(pid) != 0 && testbin.ProcState(pid) != 'Z'
+			if alive != tc.keep {
+				t.Fatalf("home process %d alive after the gateway exited: %v, want %v\n%s", pid, alive, tc.keep, gw.Output())
+			}
+
+			// The desired state was kept: the second gateway brings the home
+			// back at start, before any request asks for it.
+			gw2 := testbin.ServeIn(t, dir, cfg)
+			testbin.Eventually(t, "the home running again after the restart", func() bool {
+				return len(testbin.HomePIDs(t, homeDir)) == 1
+			})
+			if res, body := e2eGet(t, c, "http://"+gw2.Addr+"/node/demo/whoami", nil); res.StatusCode != http.StatusOK {
+				t.Fatalf("second gateway: %d %s", res.StatusCode, body)
+			}
+			pids := testbin.HomePIDs(t, homeDir)
+			out := gw2.Output()
+			switch {
+			case len(pids) != 1:
+				t.Fatalf("home processes %v after the restart, want one", pids)
+			case tc.keep && (pids[0] != pid || !strings.Contains(out, "exec: adopted running home")):
+				t.Fatalf("home process %v after the restart, want %d adopted\n%s", pids, pid, out)
+			case !tc.keep && (pids[0] == pid || !strings.Contains(out, "exec: started home")):
+				t.Fatalf("home process %v after the restart, want a new one\n%s", pids, out)
+			}
+		})
 	}
 }

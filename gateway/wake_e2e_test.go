@@ -41,6 +41,9 @@ type wkOptions struct {
 	args []string       // extra demo-home arguments
 	wake map[string]any // overrides under wake:
 	home map[string]any // overrides of the home
+	// keepRunning sets exec.keep_running_on_shutdown, for tests that
+	// restart the gateway and expect it to adopt the running home.
+	keepRunning bool
 }
 
 // wkConfig returns the YAML config with %ADDR% and %DATA% left for the
@@ -66,7 +69,7 @@ func wkConfig(t testing.TB, o wkOptions) string {
 		"log":    map[string]any{"format": "text", "level": "info", "access": false},
 		"server": map[string]any{"drain_grace": "2s"},
 		"wake":   w,
-		"exec":   map[string]any{"command": cmd, "stop_grace": "2s"},
+		"exec":   map[string]any{"command": cmd, "stop_grace": "2s", "keep_running_on_shutdown": o.keepRunning},
 		"homes":  []any{h},
 	}
 	b, err := yaml.Marshal(cfg)
@@ -510,7 +513,7 @@ func TestWakeE2ENoWakeRules(t *testing.T) {
 // Check 8: a restarted gateway adopts the running home.
 func TestWakeE2ERestartAdoptsHome(t *testing.T) {
 	dir := t.TempDir()
-	cfg := wkConfig(t, wkOptions{})
+	cfg := wkConfig(t, wkOptions{keepRunning: true})
 	homeDir := filepath.Join(dir, "data", "homes", wkHome)
 	p := testbin.ServeIn(t, dir, cfg)
 	c := &http.Client{Timeout: 30 * time.Second}
@@ -544,7 +547,7 @@ func TestWakeE2ERestartAdoptsHome(t *testing.T) {
 // signalled; a fresh home answers.
 func TestWakeE2EReusedPidNotSignalled(t *testing.T) {
 	dir := t.TempDir()
-	cfg := wkConfig(t, wkOptions{})
+	cfg := wkConfig(t, wkOptions{keepRunning: true})
 	homeDir := filepath.Join(dir, "data", "homes", wkHome)
 	p := testbin.ServeIn(t, dir, cfg)
 	c := &http.Client{Timeout: 30 * time.Second}

@@ -179,8 +179,8 @@ func ServeEnv(t testing.TB, dir string, env []string, config string) *Proc {
 }
 
 // KillHomes kills every process whose command line names dataDir, the home
-// processes an exec provider started there (they outlive the gateway by
-// design).
+// processes an exec provider started there (a gateway that was killed, or
+// that ran with exec.keep_running_on_shutdown, leaves them running).
 func KillHomes(dataDir string) {
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
