@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,12 +34,50 @@ const (
 	rigToken     = "relay-secret"
 )
 
-// waitLines waits until at least n lines with msg msg were logged (a wake
-// writes its line just after it releases its callers) and returns them.
-func waitLines(t testing.TB, l *testbin.LogBuffer, msg string, n int) []string {
-	t.Helper()
-	testbin.Eventually(t, fmt.Sprintf("%d log lines with msg=%s", n, msg), func() bool { return len(l.Lines(msg)) >= n })
-	return l.Lines(msg)
+// waitEvents waits until at least n events of the given types were
+// published (a wake publishes its event, after its log line, just after it
+// releases its callers) and returns every one of those types seen so far.
+func (r *rig) waitEvents(n int, types ...string) []wake.Event {
+	r.t.Helper()
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	// Everything published so far is read first: a check for "no more
+	// than n" sees the events that happened before it.
+	for drained := false; !drained; {
+		select {
+		case ev := <-r.sub.C:
+			r.seen = append(r.seen, ev)
+		default:
+			drained = true
+		}
+	}
+	for {
+		var got []wake.Event
+		for _, ev := range r.seen {
+			if slices.Contains(types, ev.Type) {
+				got = append(got, ev)
+			}
+		}
+		if len(got) >= n {
+			return got
+		}
+		select {
+		case ev := <-r.sub.C:
+			r.seen = append(r.seen, ev)
+		case <-timeout.C:
+			r.t.Fatalf("gave up waiting for %d events of %v; saw %+v", n, types, r.seen)
+		}
+	}
+}
+
+// wakeEnds are the event types of a finished wake.
+var wakeEnds = []string{wake.EventWakeReady, wake.EventWakeFailed}
+
+// waitTicks waits until the idle loop has finished n more rounds.
+func (r *rig) waitTicks(n uint64) {
+	r.t.Helper()
+	from := r.eng.Stats().IdleTicks
+	testbin.Eventually(r.t, fmt.Sprintf("%d idle ticks", n), func() bool { return r.eng.Stats().IdleTicks >= from+n })
 }
 
 // rigOptions shape a rig; zero fields take the defaults of newRig.
@@ -63,6 +102,9 @@ type rig struct {
 	sess  *proxy.Sessions
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
+	bus   *wake.Bus
+	sub   *wake.Subscription
+	seen  []wake.Event // events read from sub, in order
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -80,7 +122,9 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		o.maxWakes = 4
 	}
 	bin := testbin.Build(t)
-	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}}
+	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}, bus: wake.NewBus(64)}
+	r.sub = r.bus.Subscribe(4096)
+	t.Cleanup(r.sub.Close)
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -125,6 +169,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		Probe:          o.probe,
 		RelayHeader:    demohome.RelayHeader,
 		Log:            log.With("component", "wake"),
+		Events:         r.bus,
 	})
 	t.Cleanup(r.eng.Close)
 	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: rigHome, Target: rigTarget,
@@ -250,8 +295,8 @@ func TestEngineConcurrentColdWakeStartsOneProcess(t *testing.T) {
 	if pids := testbin.HomePIDs(t, r.homeDir()); len(pids) != 1 {
 		t.Fatalf("home processes %v, want exactly one", pids)
 	}
-	if n := len(waitLines(t, r.logs, "wake", 1)); n != 1 {
-		t.Fatalf("%d wake log lines, want 1", n)
+	if n := len(r.waitEvents(1, wakeEnds...)); n != 1 {
+		t.Fatalf("%d wakes, want 1", n)
 	}
 	// Every caller can reach the home it was given.
 	var failed sync.Map
@@ -309,8 +354,8 @@ func TestEngineWarmVerdictSkipsProbe(t *testing.T) {
 	if g := r.record().Generation; g != gen {
 		t.Fatalf("store written by warm hits: generation %d -> %d", gen, g)
 	}
-	if n := len(waitLines(t, r.logs, "wake", 1)); n != 1 {
-		t.Fatalf("%d wake log lines, want 1", n)
+	if n := len(r.waitEvents(1, wakeEnds...)); n != 1 {
+		t.Fatalf("%d wakes, want 1", n)
 	}
 }
 
@@ -349,19 +394,24 @@ func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
 	if rec.Status != registry.StatusSuspended || rec.WantRunning || rec.Verdict != registry.VerdictNone {
 		t.Fatalf("stored record after failed wake: %+v", rec)
 	}
-	lines := waitLines(t, r.logs, "wake", 1)
-	if len(lines) != 1 {
-		t.Fatalf("%d wake log lines, want 1:\n%s", len(lines), strings.Join(lines, "\n"))
+	evs := r.waitEvents(1, wakeEnds...)
+	if len(evs) != 1 || evs[0].Type != wake.EventWakeFailed || evs[0].StopProven == nil || !*evs[0].StopProven {
+		t.Fatalf("wake events %+v: want one wake.failed with stop_proven=true", evs)
 	}
-	f := fields(lines[0])
-	if f["outcome"] != "failed" || f["stop_proven"] != "true" {
-		t.Fatalf("wake line %q: want outcome=failed stop_proven=true", lines[0])
+	// The proven stop reaches the engine's state (for the admin API), not
+	// only the event stream and the log.
+	hs, err := r.eng.HomeState(context.Background(), rigHome)
+	if err != nil || hs.LastStop == nil || !hs.LastStop.Proven || hs.LastStop.At.IsZero() {
+		t.Fatalf("HomeState %+v, %v: want LastStop proven", hs, err)
 	}
 }
 
-func TestEngineReadySignalEndsProbe(t *testing.T) {
+// A home's ready signal makes the next probe attempt run at once but never
+// declares the home ready: a home that signals ready while its relay path
+// answers 404 gets no warm verdict, and its wake fails at the ready timeout.
+func TestEngineReadySignalNeverPassesAlone(t *testing.T) {
 	// The http probe asks a path the demo home answers 404: it never passes.
-	r := newRig(t, rigOptions{readyTimeout: 20 * time.Second,
+	r := newRig(t, rigOptions{readyTimeout: 2 * time.Second,
 		probe: wake.ProbeSpec{Kind: wake.ProbeHTTP, Path: "/node/{target}/never-ready"}})
 	done := make(chan error, 1)
 	go func() {
@@ -383,15 +433,15 @@ func TestEngineReadySignalEndsProbe(t *testing.T) {
 	if !r.eng.Ready(rigHome, rigToken) {
 		t.Fatal("Ready with the relay token signalled no wake")
 	}
-	if err := <-done; err != nil {
-		t.Fatalf("signalled wake failed: %v", err)
+	err := <-done
+	if fe, ok := fault.As(err); !ok || fe.Code != wake.CodeWakeTimeout {
+		t.Fatalf("wake of a home that signals but answers 404: %v, want wake_timeout", err)
 	}
-	if !r.eng.Warm(rigHome) {
-		t.Fatal("no warm verdict after a signalled wake")
+	if r.eng.Warm(rigHome) {
+		t.Fatal("a ready signal alone gave the home a warm verdict")
 	}
-	lines := waitLines(t, r.logs, "wake", 1)
-	if len(lines) != 1 || fields(lines[0])["ready_signal"] != "true" || fields(lines[0])["outcome"] != "ready" {
-		t.Fatalf("wake lines %q: want one with outcome=ready ready_signal=true", lines)
+	if evs := r.waitEvents(1, wakeEnds...); len(evs) != 1 || evs[0].Type != wake.EventWakeFailed {
+		t.Fatalf("wake events %+v, want one wake.failed", evs)
 	}
 }
 
@@ -405,15 +455,16 @@ func TestEngineLeaseKeepsHomeAwake(t *testing.T) {
 	if len(pids) != 1 {
 		t.Fatalf("home processes %v, want one", pids)
 	}
-	// Many idle timeouts pass while the lease is live.
-	time.Sleep(700 * time.Millisecond)
+	// Many idle timeouts pass while the lease is live: 35 rounds of the
+	// idle loop, each of which would suspend an idle home.
+	r.waitTicks(35)
 	if got := testbin.HomePIDs(t, r.homeDir()); len(got) != 1 || got[0] != pids[0] {
 		t.Fatalf("home processes %v during the lease, want %v", got, pids)
 	}
 	if rec := r.record(); rec.Status != registry.StatusRunning {
 		t.Fatalf("status %s during the lease, want running", rec.Status)
 	}
-	if len(r.logs.Lines("suspend")) != 0 {
+	if evs := r.waitEvents(0, wake.EventSuspend); len(evs) != 0 {
 		t.Fatal("a home with a live lease was suspended")
 	}
 	testbin.Eventually(t, "the home is suspended after its lease expires", func() bool {
@@ -428,7 +479,7 @@ func TestEngineEndLeaseLetsHomeSuspend(t *testing.T) {
 	r := newRig(t, rigOptions{idle: 200 * time.Millisecond, tick: 20 * time.Millisecond})
 	lease := r.sess.Lease(rigHome, time.Hour)
 	r.ensure()
-	time.Sleep(500 * time.Millisecond)
+	r.waitTicks(25) // more than two idle timeouts' worth of idle-loop rounds
 	if len(testbin.HomePIDs(t, r.homeDir())) != 1 {
 		t.Fatal("a home with a live lease is not running")
 	}
@@ -472,7 +523,8 @@ func TestEngineWakeLogLine(t *testing.T) {
 	if a := r.ensure(); a.Waited <= 0 {
 		t.Fatalf("wake after suspend reported no wait: %+v", a)
 	}
-	lines := waitLines(t, r.logs, "wake", 2)
+	r.waitEvents(2, wakeEnds...) // each wake's event follows its log line
+	lines := r.logs.Lines("wake")
 	if len(lines) != 2 {
 		t.Fatalf("%d wake lines for 2 wakes:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -499,8 +551,8 @@ func TestEngineWakeLogLine(t *testing.T) {
 	if j := fields(lines[1])["joined"]; j != "0" {
 		t.Fatalf("second wake: joined=%s, want 0", j)
 	}
-	if n := len(r.logs.Lines("suspend")); n != 1 {
-		t.Fatalf("%d suspend lines, want 1", n)
+	if n := len(r.waitEvents(1, wake.EventSuspend)); n != 1 {
+		t.Fatalf("%d suspends, want 1", n)
 	}
 }
 
@@ -565,16 +617,16 @@ func TestEngineBacksOffFailingHome(t *testing.T) {
 	if err := try(); code(err) != "wake_timeout" {
 		t.Fatalf("second wake (allowed at once after one failure): %v, want wake_timeout", err)
 	}
-	// A wake's log line follows its callers' release: wait for both.
-	testbin.Eventually(t, "the two failed wakes' log lines", func() bool { return len(r.logs.Lines("wake")) >= 2 })
-	wakesBefore := len(r.logs.Lines("wake"))
+	// A wake's event follows its callers' release: wait for both.
+	r.waitEvents(2, wakeEnds...)
+	starts := len(r.waitEvents(2, wake.EventWakeStart))
 	err := try()
 	fe, ok := fault.As(err)
 	if !ok || fe.Code != wake.CodeWakeBackoff || fe.Kind != fault.Failed || fe.RetryAfter < time.Second {
 		t.Fatalf("third wake: %v, want failed wake_backoff with a Retry-After of at least 1s", err)
 	}
-	if n := len(r.logs.Lines("wake")); n != wakesBefore {
-		t.Fatalf("a backed-off caller started a wake: %d wake lines, had %d", n, wakesBefore)
+	if n := len(r.waitEvents(starts, wake.EventWakeStart)); n != starts {
+		t.Fatalf("a backed-off caller started a wake: %d wake starts, had %d", n, starts)
 	}
 }
 
@@ -627,5 +679,48 @@ func TestEngineWakeFollowsRestartedHome(t *testing.T) {
 	}
 	if code, _, err := get(a.Endpoint.String(), rigProbePath+"/whoami"); err != nil || code != 200 {
 		t.Fatalf("the woken endpoint answers %d, %v", code, err)
+	}
+}
+
+// An operator's start resets the provider's restart budget: a home given up
+// on after its budget was spent, started again by an operator, is
+// restarted after its next crash instead of being given up on at once.
+func TestEngineOperatorStartResetsRestartBudget(t *testing.T) {
+	r := newRig(t, rigOptions{boot: 20 * time.Millisecond})
+	r.ensure()
+	crash := func(n int) {
+		t.Helper()
+		pids := testbin.HomePIDs(t, r.homeDir())
+		if len(pids) != 1 {
+			t.Fatalf("home processes %v, want one", pids)
+		}
+		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		testbin.Eventually(t, fmt.Sprintf("the supervisor to handle crash %d", n), func() bool {
+			return len(r.exec.History(rigHome)) == n
+		})
+		if h := r.exec.History(rigHome)[n-1]; h.Outcome == provider.RestartDone {
+			testbin.Eventually(t, "the restarted process", func() bool {
+				got := testbin.HomePIDs(t, r.homeDir())
+				return len(got) == 1 && got[0] != pids[0]
+			})
+		}
+	}
+	// The budget (3 restarts) is spent: the fourth crash gives up.
+	for n := 1; n <= 4; n++ {
+		crash(n)
+	}
+	if got := r.exec.History(rigHome)[3].Outcome; got != provider.RestartGaveUp {
+		t.Fatalf("fourth crash: %s, want %s", got, provider.RestartGaveUp)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := r.eng.WakeNow(ctx, rigHome, "admin"); err != nil {
+		t.Fatalf("operator start: %v", err)
+	}
+	crash(5)
+	if got := r.exec.History(rigHome)[4].Outcome; got != provider.RestartDone {
+		t.Fatalf("crash after an operator's start: %s, want %s (the budget was not reset)", got, provider.RestartDone)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -100,33 +99,33 @@ type ProbeResult struct {
 	// status or the ws handshake status (101 after an upgrade). It is 0
 	// when the last attempt got no HTTP answer, and always 0 for tcp.
 	Status int
-	// Signalled is true when the probe ended because the ready channel was
-	// closed rather than because an attempt passed.
+	// Signalled is true when the ready channel was closed during the probe
+	// (the home said it is ready), which made the next attempt run at once.
+	// It never makes a probe pass by itself.
 	Signalled bool
 	// Last is the last attempt's error, nil when the last attempt passed.
-	// After a signal it holds the failure that preceded the signal; an
-	// attempt cut short by the signal or by a cancelled ctx reports
-	// context.Canceled.
+	// An attempt cut short by a cancelled ctx reports context.Canceled.
 	Last error
 }
 
-// Probe repeats attempts until one passes, ready is closed (the home called
-// POST /_wakegate/ready), or ctx is done. Each attempt is bounded by
-// AttemptTimeout and by ctx, and a signal on ready cuts a running attempt
-// short. Failed attempts are followed by a pause that starts at MinPause and
-// doubles up to MaxPause; the pause ends early on ready or ctx.
+// Probe repeats attempts until one passes or ctx is done. Each attempt is
+// bounded by AttemptTimeout and by ctx. Failed attempts are followed by a
+// pause that starts at MinPause and doubles up to MaxPause; the pause ends
+// early when ctx ends, when the port watch sees the port accept, or when
+// ready is closed (the home called POST /_wakegate/ready): the home's ready
+// signal makes the next attempt run at once, once, and never declares the
+// home ready by itself (DESIGN.md, rule 3). A nil ready never signals.
 //
-// At least one attempt is always made: when ctx is already done or ready is
-// already closed at the call, the first attempt runs bounded by
-// AttemptTimeout alone. The only exception is a spec that cannot be
-// attempted (unknown kind, unusable Endpoint or Path, Settle not shorter
-// than AttemptTimeout), which returns an error with no attempt.
+// At least one attempt is always made: when ctx is already done at the
+// call, the first attempt runs bounded by AttemptTimeout alone. The only
+// exception is a spec that cannot be attempted (unknown kind, unusable
+// Endpoint or Path, Settle not shorter than AttemptTimeout), which returns
+// an error with no attempt.
 //
-// Probe returns nil when an attempt passed or ready was closed (Signalled),
-// and otherwise an error that wraps both ctx.Err() and the last attempt's
-// error. A nil ready channel never signals. No goroutine or timer started by
-// Probe outlives the call, and the probe's connections are closed before it
-// returns.
+// Probe returns nil when an attempt passed, and otherwise an error that
+// wraps both ctx.Err() and the last attempt's error. No goroutine or timer
+// started by Probe outlives the call, and the probe's connections are
+// closed before it returns.
 func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult, error) {
 	var res ProbeResult
 	s = probeDefaults(s)
@@ -135,40 +134,13 @@ func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult
 		return res, fmt.Errorf("wake: probe %s %q: %w", s.Kind, s.Endpoint, err)
 	}
 	defer run.close()
+	p := probePauser{spec: run.spec, run: run, ready: ready, pause: s.MinPause}
+	defer p.stop()
 
-	// A caller that is already out of time, or a home that has already
-	// signalled, still gets one complete attempt.
-	detached := ctx.Err() != nil || probeClosed(ready)
-
-	runCtx, cancelRun := context.WithCancel(ctx)
-	var watcher sync.WaitGroup
-	if ready != nil && !detached {
-		watcher.Go(func() {
-			select {
-			case <-ready:
-				cancelRun()
-			case <-runCtx.Done():
-			}
-		})
-	}
-	defer func() {
-		cancelRun()
-		watcher.Wait()
-	}()
-
-	var timer, poll *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-		if poll != nil {
-			poll.Stop()
-		}
-	}()
-
-	pause := s.MinPause
+	// A caller that is already out of time still gets one complete attempt.
+	detached := ctx.Err() != nil
 	for {
-		base := runCtx
+		base := ctx
 		if detached && res.Attempts == 0 {
 			base = context.WithoutCancel(ctx)
 		}
@@ -181,63 +153,85 @@ func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult
 		if err == nil {
 			return res, nil
 		}
-		if probeClosed(ready) {
-			res.Signalled = true
-			return res, nil
-		}
 		if ctx.Err() != nil {
 			return res, run.fail(ctx, res)
 		}
+		if !p.wait(ctx, errors.Is(err, syscall.ECONNREFUSED), &res) {
+			return res, run.fail(ctx, res)
+		}
+	}
+}
 
-		if timer == nil {
-			timer = time.NewTimer(pause)
+// probePauser is the pause between two attempts of one Probe call.
+type probePauser struct {
+	spec  ProbeSpec
+	run   *probeRun
+	ready <-chan struct{} // nil once its signal was taken
+	pause time.Duration
+
+	timer, poll *time.Timer
+}
+
+// wait pauses after a failed attempt and reports whether the next attempt
+// should run (false: ctx ended). refused says whether the attempt's
+// connection was refused, which turns on the port watch.
+func (p *probePauser) wait(ctx context.Context, refused bool, res *ProbeResult) bool {
+	if probeClosed(p.ready) {
+		// The signal came during the attempt: the next one runs at once.
+		p.ready, res.Signalled = nil, true
+		return true
+	}
+	if p.timer == nil {
+		p.timer = time.NewTimer(p.pause)
+	} else {
+		p.timer.Reset(p.pause)
+	}
+	watch := p.spec.PortWatch > 0 && refused
+	if watch {
+		if p.poll == nil {
+			p.poll = time.NewTimer(p.spec.PortWatch)
 		} else {
-			timer.Reset(pause)
+			p.poll.Reset(p.spec.PortWatch)
 		}
-		watch := run.spec.PortWatch > 0 && errors.Is(err, syscall.ECONNREFUSED)
-		if watch {
-			if poll == nil {
-				poll = time.NewTimer(s.PortWatch)
-			} else {
-				poll.Reset(s.PortWatch)
+		defer p.poll.Stop()
+	}
+	defer p.timer.Stop()
+	for {
+		select {
+		case <-p.timer.C:
+			p.grow()
+			return true
+		case <-pollC(p.poll, watch):
+			if p.run.portOpen(ctx) {
+				p.grow()
+				return true
 			}
+			p.poll.Reset(p.spec.PortWatch)
+		case <-p.ready:
+			p.ready, res.Signalled = nil, true
+			return true
+		case <-ctx.Done():
+			return false
 		}
-		paused := false
-		for !paused {
-			select {
-			case <-timer.C:
-				paused = true
-			case <-pollC(poll, watch):
-				if run.portOpen(runCtx) {
-					timer.Stop()
-					paused = true
-				} else {
-					poll.Reset(s.PortWatch)
-				}
-			case <-ready:
-			case <-ctx.Done():
-			}
-			if !paused && (probeClosed(ready) || ctx.Err() != nil) {
-				break
-			}
-		}
-		if watch {
-			poll.Stop()
-		}
-		if paused {
-			if pause > s.MaxPause/2 {
-				pause = s.MaxPause
-			} else {
-				pause *= 2
-			}
-			continue
-		}
-		// A signal wins over a context that ended at the same moment.
-		if probeClosed(ready) {
-			res.Signalled = true
-			return res, nil
-		}
-		return res, run.fail(ctx, res)
+	}
+}
+
+// grow doubles the pause, up to MaxPause.
+func (p *probePauser) grow() {
+	if p.pause > p.spec.MaxPause/2 {
+		p.pause = p.spec.MaxPause
+	} else {
+		p.pause *= 2
+	}
+}
+
+// stop stops the pauser's timers.
+func (p *probePauser) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	if p.poll != nil {
+		p.poll.Stop()
 	}
 }
 

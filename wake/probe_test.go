@@ -565,7 +565,9 @@ func TestProbeClosedPortUntilDeadline(t *testing.T) {
 }
 
 // TestProbeSignalInPause closes ready at 100ms of fake time, during the pause
-// that follows the attempts at 0, 10, 30 and 70 ms.
+// that follows the attempts at 0, 10, 30 and 70 ms: the fifth attempt runs
+// at once, at 100 ms instead of 150, and the port stays closed, so the probe
+// still fails at its deadline with the later attempts at 180, 260, ... 980.
 func TestProbeSignalInPause(t *testing.T) {
 	addr := probeTestClosedAddr(t)
 	synctest.Test(t, func(t *testing.T) {
@@ -578,47 +580,76 @@ func TestProbeSignalInPause(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
 		res, err := Probe(ctx, spec, ready)
-		if err != nil {
-			t.Fatalf("probe: %v", err)
+		if err == nil {
+			t.Fatal("a ready signal made a probe of a closed port pass")
 		}
-		if !res.Signalled || res.Attempts != 4 || !errors.Is(res.Last, syscall.ECONNREFUSED) {
-			t.Errorf("result %+v, want signalled after 4 refused attempts", res)
+		if !res.Signalled || res.Attempts != 16 || !errors.Is(res.Last, syscall.ECONNREFUSED) {
+			t.Errorf("result %+v, want signalled and 16 refused attempts (one more than without the signal)", res)
 		}
 	})
 }
 
-func TestProbeReadyEndsNeverReady(t *testing.T) {
-	t.Run("signalled while probing", func(t *testing.T) {
-		ready := make(chan struct{})
-		var once sync.Once
-		srv, hits := probeTestHTTP(t, func(n int64) int {
-			if n == 3 {
-				once.Do(func() { close(ready) })
+// A ready signal makes the next attempt run at once: with an hour-long
+// pause, only the signal can start the second attempt before the guard
+// ends the probe.
+func TestProbeReadySignalRunsNextAttemptAtOnce(t *testing.T) {
+	ready := make(chan struct{})
+	var healthy atomic.Bool
+	srv, hits := probeTestHTTP(t, func(n int64) int {
+		if healthy.Load() {
+			return http.StatusOK
+		}
+		if n == 1 {
+			// The home becomes ready and says so while the probe's first
+			// attempt fails.
+			healthy.Store(true)
+			close(ready)
+		}
+		return http.StatusServiceUnavailable
+	})
+	spec := ProbeSpec{Kind: ProbeHTTP, Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay(),
+		MinPause: time.Hour, MaxPause: time.Hour}
+	res, err := Probe(probeTestGuard(t), spec, ready)
+	if err != nil {
+		t.Fatalf("probe: %v (result %+v, hits %d)", err, res, hits.Load())
+	}
+	if !res.Signalled || res.Attempts != 2 || res.Status != http.StatusOK {
+		t.Errorf("result %+v, want a second attempt at once after the signal, passing", res)
+	}
+}
+
+// A ready signal never declares a home ready: a home that signals but whose
+// serving path keeps failing fails the probe.
+func TestProbeReadySignalNeverPassesAlone(t *testing.T) {
+	for _, before := range []bool{true, false} {
+		name := "signalled while probing"
+		if before {
+			name = "signalled before the call"
+		}
+		t.Run(name, func(t *testing.T) {
+			ready := make(chan struct{})
+			if before {
+				close(ready)
 			}
-			return http.StatusInternalServerError
+			var once sync.Once
+			srv, hits := probeTestHTTP(t, func(n int64) int {
+				if n == 2 {
+					once.Do(func() { close(ready) })
+				}
+				return http.StatusNotFound
+			})
+			spec := ProbeSpec{Kind: ProbeHTTP, Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay()}
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			res, err := Probe(ctx, spec, ready)
+			if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("probe of a home that signals but answers 404: %v (result %+v), want a failure at the deadline", err, res)
+			}
+			if !res.Signalled || res.Attempts < 2 || hits.Load() < 2 || res.Status != http.StatusNotFound {
+				t.Errorf("result %+v, server hits %d; want signalled, attempts going on, last status 404", res, hits.Load())
+			}
 		})
-		spec := ProbeSpec{Kind: ProbeHTTP, Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay()}
-		res, err := Probe(probeTestGuard(t), spec, ready)
-		if err != nil {
-			t.Fatalf("probe: %v", err)
-		}
-		if !res.Signalled || res.Attempts < 3 || hits.Load() < 3 || res.Last == nil {
-			t.Errorf("result %+v, server hits %d; want signalled after at least 3 failed attempts", res, hits.Load())
-		}
-	})
-	t.Run("signalled before the call", func(t *testing.T) {
-		ready := make(chan struct{})
-		close(ready)
-		srv, hits := probeTestHTTP(t, func(int64) int { return http.StatusInternalServerError })
-		spec := ProbeSpec{Kind: ProbeHTTP, Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay()}
-		res, err := Probe(probeTestGuard(t), spec, ready)
-		if err != nil {
-			t.Fatalf("probe: %v", err)
-		}
-		if !res.Signalled || res.Attempts != 1 || hits.Load() != 1 || res.Status != http.StatusInternalServerError {
-			t.Errorf("result %+v, server hits %d; want one full attempt, then signalled", res, hits.Load())
-		}
-	})
+	}
 }
 
 // probeTestHold starts a raw TCP listener that calls trip on every accepted
@@ -658,8 +689,9 @@ func probeTestHold(t *testing.T, trip func()) string {
 	return ln.Addr().String()
 }
 
-// TestProbeCutShort checks that a ready signal or a cancelled ctx ends an
-// attempt in flight, in each place an attempt can wait. The attempt timeout
+// TestProbeCutShort checks that a cancelled ctx ends an attempt in flight,
+// in each place an attempt can wait (a ready signal does not: it only ends
+// a pause). The attempt timeout
 // and settle window are an hour long, so only the interruption can end the
 // attempt: without it the test runs into the test binary's timeout.
 func TestProbeCutShort(t *testing.T) {
@@ -690,46 +722,27 @@ func TestProbeCutShort(t *testing.T) {
 		}},
 	}
 	for _, s := range servers {
-		for _, bySignal := range []bool{true, false} {
-			name := s.name + " cut by ctx"
-			if bySignal {
-				name = s.name + " cut by ready"
+		t.Run(s.name+" cut by ctx", func(t *testing.T) {
+			ctx, cancel := context.WithCancel(probeTestGuard(t))
+			defer cancel()
+			var once sync.Once
+			trip := func() { once.Do(cancel) }
+			endpoint, codes := s.start(t, trip)
+			spec := ProbeSpec{Kind: s.kind, Endpoint: endpoint, Path: probeTestPath, Header: probeTestRelay(),
+				AttemptTimeout: time.Hour, Settle: time.Hour - time.Minute}
+			res, err := Probe(ctx, spec, make(chan struct{}))
+			if res.Attempts != 1 || !errors.Is(res.Last, context.Canceled) {
+				t.Errorf("result %+v, want one attempt cut short with context.Canceled", res)
 			}
-			t.Run(name, func(t *testing.T) {
-				ctx, cancel := context.WithCancel(probeTestGuard(t))
-				defer cancel()
-				ready := make(chan struct{})
-				var once sync.Once
-				trip := func() {
-					once.Do(func() {
-						if bySignal {
-							close(ready)
-						} else {
-							cancel()
-						}
-					})
+			if !errors.Is(err, context.Canceled) || res.Signalled {
+				t.Errorf("want an error wrapping context.Canceled, got %v (result %+v)", err, res)
+			}
+			if codes != nil {
+				if code := probeTestCode(t, codes); code != websocket.CloseNormalClosure {
+					t.Errorf("server saw close code %d, want %d", code, websocket.CloseNormalClosure)
 				}
-				endpoint, codes := s.start(t, trip)
-				spec := ProbeSpec{Kind: s.kind, Endpoint: endpoint, Path: probeTestPath, Header: probeTestRelay(),
-					AttemptTimeout: time.Hour, Settle: time.Hour - time.Minute}
-				res, err := Probe(ctx, spec, ready)
-				if res.Attempts != 1 || !errors.Is(res.Last, context.Canceled) {
-					t.Errorf("result %+v, want one attempt cut short with context.Canceled", res)
-				}
-				if bySignal {
-					if err != nil || !res.Signalled {
-						t.Errorf("want signalled success, got %v (result %+v)", err, res)
-					}
-				} else if !errors.Is(err, context.Canceled) || res.Signalled {
-					t.Errorf("want an error wrapping context.Canceled, got %v (result %+v)", err, res)
-				}
-				if codes != nil {
-					if code := probeTestCode(t, codes); code != websocket.CloseNormalClosure {
-						t.Errorf("server saw close code %d, want %d", code, websocket.CloseNormalClosure)
-					}
-				}
-			})
-		}
+			}
+		})
 	}
 }
 
@@ -771,8 +784,11 @@ func TestProbeLeavesNoGoroutines(t *testing.T) {
 	}
 	ready := make(chan struct{})
 	close(ready)
-	if res, err := Probe(probeTestGuard(t), ProbeSpec{Kind: ProbeHTTP, Endpoint: bad.URL, Path: probeTestPath, Header: relay}, ready); err != nil || !res.Signalled {
-		t.Fatalf("signalled probe: %v (%+v)", err, res)
+	sctx, scancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	res, err := Probe(sctx, ProbeSpec{Kind: ProbeHTTP, Endpoint: bad.URL, Path: probeTestPath, Header: relay}, ready)
+	scancel()
+	if err == nil || !res.Signalled {
+		t.Fatalf("signalled probe of a failing home: %v (%+v), want a signalled failure", err, res)
 	}
 
 	// Connections closed by the probe end their server-side goroutines a

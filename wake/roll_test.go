@@ -180,7 +180,7 @@ func (r *rlRig) suspend(id string) {
 	var err error
 	testbin.Eventually(r.t, "suspend "+id, func() bool {
 		err = r.eng.Suspend(context.Background(), id)
-		return err == nil || !strings.Contains(err.Error(), "busy")
+		return err == nil || !fault.Is(err, fault.Busy)
 	})
 	if err != nil {
 		r.t.Fatal(err)
@@ -510,5 +510,44 @@ func TestRollOnRequest(t *testing.T) {
 	}
 	if _, err := r.eng.Roll(ctx, "nope"); code(err) != "home_not_found" {
 		t.Fatalf("roll of an unknown home: %v, want home_not_found", err)
+	}
+}
+
+// A home with no recorded version is never stale: it is woken, never
+// rolled, whatever the target, and an operator's roll is refused.
+func TestRollNeverRollsHomeWithNoVersion(t *testing.T) {
+	addr, _ := lcListener(t)
+	store := lcStore(t)
+	e := wake.New(wake.Options{
+		Store:     store,
+		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h3": "http://" + addr}}},
+		Sessions:  proxy.NewSessions(), Instance: "test",
+		WarmTTL: time.Minute, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
+		MaxConcurrent: 4, FailureBackoff: time.Second,
+		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: demohome.RelayHeader,
+		Log:  slog.New(slog.DiscardHandler),
+		Roll: wake.RollOptions{Mode: wake.RollLazy},
+	})
+	t.Cleanup(e.Close)
+	ctx := context.Background()
+	if err := e.Register(ctx, wake.HomeSpec{ID: "h3", Target: "carol", Provider: "static"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.SetTarget(ctx, registry.Target{Version: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.EnsureAwake(ctx, "h3"); err != nil {
+		t.Fatalf("wake: %v", err)
+	}
+	_, err := e.Roll(ctx, "h3")
+	if fe, ok := fault.As(err); !ok || fe.Code != "roll_not_needed" {
+		t.Fatalf("operator roll of a home with no version: %v, want roll_not_needed", err)
+	}
+	if st := e.RollStats(); st.Started.Load() != 0 {
+		t.Fatalf("%d rolls started for a home with no version", st.Started.Load())
+	}
+	rec, err := store.GetHome(ctx, "h3")
+	if err != nil || rec.Version != "" || rec.Status != registry.StatusRunning {
+		t.Fatalf("record %+v, %v: want no version and running", rec, err)
 	}
 }
