@@ -104,7 +104,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err er
 		return nil, err
 	}
 	g.proxy = g.newProxy()
-	g.routeTab = newRouteTable(g, cfg.Apps)
+	g.routeTab = newRouteTable(g)
+	g.reg.RegisterConfigApps()
 	// Homes and apps registered through the admin API, stored, come back
 	// after the config's (which win on a conflict; registrar.go).
 	if err := g.reg.Restore(ctx); err != nil {

@@ -33,6 +33,18 @@ func (r *registrar) appConflict(src source, slug string) error {
 		WithField("slug").WithHint("change or remove it in the config file")
 }
 
+// RegisterConfigApps installs the config's apps (New calls it once, after
+// the config's homes and before restore). Each is a candidate until its
+// self-probe passes; Serve starts their observation loops.
+func (r *registrar) RegisterConfigApps() {
+	t := r.g.routeTab
+	t.change.Lock()
+	defer t.change.Unlock()
+	for _, ac := range r.g.cfg.Apps {
+		t.install(ac, 0)
+	}
+}
+
 // Restore registers again, after the config's, the homes and then the
 // apps stored through the admin API; New calls it once.
 func (r *registrar) Restore(ctx context.Context) error {

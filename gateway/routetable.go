@@ -23,11 +23,10 @@ import (
 //
 // A route starts as a candidate. Only the self-probe reaches a candidate,
 // and only a self-probe that passes publishes it; the observer withdraws it
-// after failure_threshold failed observations in a row. Apps of the config
-// are in the table from the start; apps registered through the admin API
-// (registrar_apps.go) join through install and leave through uninstall,
-// exactly alike: their loops run under the same owner (Serve's background
-// work).
+// after failure_threshold failed observations in a row. Every app, of the
+// config, of the admin API or of the store, joins through install and
+// leaves through uninstall, called by the registrar (registrar_apps.go):
+// their loops run under the same owner (Serve's background work).
 //
 // The table is copy on write: the request path loads it with one atomic
 // read; installs and removals are serialised by change and publish a
@@ -71,18 +70,15 @@ func newAppRoute(ac registry.App, gen uint64, homes func(string) (*homeRoute, bo
 	return ar
 }
 
-// newRouteTable returns the table of the config's apps, all candidates,
-// observed by an observer of its own. g's engine, homes and log are ready.
-func newRouteTable(g *Gateway, apps []registry.App) *routeTable {
+// newRouteTable returns an empty table with an observer of its own; the
+// registrar installs the apps (registrar_apps.go). g's engine, homes and
+// log are ready.
+func newRouteTable(g *Gateway) *routeTable {
 	t := &routeTable{probe: newSelfProber(g.cfg.Proxy.DialTimeout), log: g.log, events: g.engine.Events(),
 		homes: g.homeWithID, draining: g.draining.Load}
-	routes := make(map[string]*appRoute, len(apps))
-	for _, ac := range apps {
-		routes[ac.Slug] = newAppRoute(ac, 0, t.homes)
-	}
-	t.routes.Store(&routes)
+	t.routes.Store(&map[string]*appRoute{})
 	t.apps = wake.NewApps(wake.AppsOptions{Engine: g.engine, Routes: t, Events: t.events,
-		Log: g.log.With("component", "apps")}, apps)
+		Log: g.log.With("component", "apps")}, nil)
 	return t
 }
 
