@@ -1,4 +1,4 @@
-package registry
+package registry_test
 
 import (
 	"context"
@@ -11,12 +11,15 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
 // openTestBolt opens a Bolt store at path on clk and closes it when t ends.
-func openTestBolt(t *testing.T, path string, clk *fakeClock) *Bolt {
+func openTestBolt(t *testing.T, path string, clk *registrytest.Clock) *registry.Bolt {
 	t.Helper()
-	b, err := OpenBolt(path, BoltOptions{Now: clk.Now})
+	b, err := registry.OpenBolt(path, registry.BoltOptions{Now: clk.Now})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -29,15 +32,15 @@ func openTestBolt(t *testing.T, path string, clk *fakeClock) *Bolt {
 }
 
 func TestBoltConformance(t *testing.T) {
-	runStoreConformance(t, func(t *testing.T) (Store, func(time.Duration)) {
-		clk := newFakeClock()
+	registrytest.Run(t, func(t *testing.T) (registry.Store, func(time.Duration)) {
+		clk := registrytest.NewClock()
 		return openTestBolt(t, filepath.Join(t.TempDir(), "state.db"), clk), clk.Advance
 	})
 }
 
 func TestBoltCreatesParentDirs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "a", "b", "state.db")
-	openTestBolt(t, path, newFakeClock())
+	openTestBolt(t, path, registrytest.NewClock())
 	dir, err := os.Stat(filepath.Dir(path))
 	if err != nil {
 		t.Fatalf("stat dir: %v", err)
@@ -57,16 +60,16 @@ func TestBoltCreatesParentDirs(t *testing.T) {
 func TestBoltSurvivesReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.db")
-	clk := newFakeClock()
-	b, err := OpenBolt(path, BoltOptions{Now: clk.Now})
+	clk := registrytest.NewClock()
+	b, err := registry.OpenBolt(path, registry.BoltOptions{Now: clk.Now})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	home, err := b.PutHome(ctx, sampleHome("h1"), Cond{})
+	home, err := b.PutHome(ctx, registrytest.SampleHome("h1"), registry.Cond{})
 	if err != nil {
 		t.Fatalf("put home: %v", err)
 	}
-	target, err := b.PutTarget(ctx, Target{Version: "v2", Image: "img:v2", BadVersion: "v1"}, Cond{})
+	target, err := b.PutTarget(ctx, registry.Target{Version: "v2", Image: "img:v2", BadVersion: "v1"}, registry.Cond{})
 	if err != nil {
 		t.Fatalf("put target: %v", err)
 	}
@@ -93,7 +96,7 @@ func TestBoltSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatalf("get home after reopen: %v", err)
 	}
-	if d := sameHome(got, home); d != "" {
+	if d := registrytest.SameHome(got, home); d != "" {
 		t.Fatalf("home after reopen: %s", d)
 	}
 	gotTarget, err := r.GetTarget(ctx)
@@ -104,11 +107,11 @@ func TestBoltSurvivesReopen(t *testing.T) {
 		t.Fatalf("sessions after reopen: %d, %v; want 2", n, err)
 	}
 	_, err = r.Lock(ctx, "home/h1", "gw-b", time.Minute)
-	wantErr(t, "lock held before reopen", err, ErrLocked)
+	registrytest.WantErr(t, "lock held before reopen", err, registry.ErrLocked)
 	if err := r.Unlock(ctx, lease); err != nil {
 		t.Fatalf("unlock lease from before reopen: %v", err)
 	}
-	for _, l := range []Lease{lease, released} {
+	for _, l := range []registry.Lease{lease, released} {
 		again, err := r.Lock(ctx, l.Name, "gw-b", time.Minute)
 		if err != nil {
 			t.Fatalf("lock %s after reopen: %v", l.Name, err)
@@ -121,11 +124,11 @@ func TestBoltSurvivesReopen(t *testing.T) {
 
 func TestBoltSecondOpenFails(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	first, err := OpenBolt(path, BoltOptions{})
+	first, err := registry.OpenBolt(path, registry.BoltOptions{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	second, err := OpenBolt(path, BoltOptions{})
+	second, err := registry.OpenBolt(path, registry.BoltOptions{})
 	if err == nil {
 		_ = second.Close()
 		t.Fatal("second open of a held file succeeded")
@@ -136,14 +139,14 @@ func TestBoltSecondOpenFails(t *testing.T) {
 	if err := first.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	third := openTestBolt(t, path, newFakeClock())
+	third := openTestBolt(t, path, registrytest.NewClock())
 	if _, err := third.ListHomes(context.Background()); err != nil {
 		t.Fatalf("list after the file was freed: %v", err)
 	}
 }
 
 func TestBoltClosed(t *testing.T) {
-	b, err := OpenBolt(filepath.Join(t.TempDir(), "state.db"), BoltOptions{})
+	b, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -154,7 +157,7 @@ func TestBoltClosed(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 	_, err = b.GetHome(context.Background(), "h1")
-	if err == nil || errors.Is(err, ErrNotFound) {
+	if err == nil || errors.Is(err, registry.ErrNotFound) {
 		t.Fatalf("get on a closed store: %v; want an error other than not found", err)
 	}
 }
@@ -162,7 +165,7 @@ func TestBoltClosed(t *testing.T) {
 func TestBoltCorruptRecord(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.db")
-	b, err := OpenBolt(path, BoltOptions{})
+	b, err := registry.OpenBolt(path, registry.BoltOptions{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -174,7 +177,8 @@ func TestBoltCorruptRecord(t *testing.T) {
 		t.Fatalf("open raw: %v", err)
 	}
 	err = raw.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketHomes).Put([]byte("h1"), []byte("{not json"))
+		// "homes" is the bucket of home records in bolt.go.
+		return tx.Bucket([]byte("homes")).Put([]byte("h1"), []byte("{not json"))
 	})
 	if cerr := raw.Close(); err == nil {
 		err = cerr
@@ -183,13 +187,13 @@ func TestBoltCorruptRecord(t *testing.T) {
 		t.Fatalf("write corrupt record: %v", err)
 	}
 
-	r := openTestBolt(t, path, newFakeClock())
+	r := openTestBolt(t, path, registrytest.NewClock())
 	_, err = r.GetHome(ctx, "h1")
-	if err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "h1") {
+	if err == nil || errors.Is(err, registry.ErrNotFound) || !strings.Contains(err.Error(), "h1") {
 		t.Fatalf("get corrupt home: %v; want a decode error naming h1", err)
 	}
-	_, err = r.PutHome(ctx, sampleHome("h1"), Cond{})
-	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) {
+	_, err = r.PutHome(ctx, registrytest.SampleHome("h1"), registry.Cond{})
+	if err == nil || errors.Is(err, registry.ErrNotFound) || errors.Is(err, registry.ErrConflict) {
 		t.Fatalf("overwrite corrupt home: %v; want a decode error", err)
 	}
 	if _, err := r.ListHomes(ctx); err == nil {
@@ -198,7 +202,7 @@ func TestBoltCorruptRecord(t *testing.T) {
 }
 
 func TestBoltDefaultClock(t *testing.T) {
-	b, err := OpenBolt(filepath.Join(t.TempDir(), "state.db"), BoltOptions{})
+	b, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

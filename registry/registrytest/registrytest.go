@@ -1,4 +1,9 @@
-package registry
+// Package registrytest is the conformance suite of registry.Store: the
+// behaviour every store implementation must show (compare-and-set on
+// generation and owner, a distinct not-found error, exclusive leases with
+// increasing fencing tokens and expiry, session reports that sum and
+// expire, honoured contexts). A backend runs it unchanged with Run.
+package registrytest
 
 import (
 	"context"
@@ -9,45 +14,48 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
-// storeOpener opens a fresh, empty Store for one test and returns with it
+// Opener opens a fresh, empty Store for one test and returns with it
 // advance, which moves the clock that drives the store's lease and
-// session-report expiry forward by d. The opener registers the store's Close
-// with t.Cleanup.
-type storeOpener func(t *testing.T) (s Store, advance func(d time.Duration))
+// session-report expiry forward by d (a store on a Clock passes its
+// Advance). The opener registers the store's Close with t.Cleanup.
+type Opener func(t *testing.T) (s registry.Store, advance func(d time.Duration))
 
-// fakeClock is a manual clock for stores that take a Now function.
-type fakeClock struct {
+// Clock is a manual clock for stores that take a Now function; safe for
+// concurrent use.
+type Clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-// newFakeClock returns a clock standing at a fixed instant.
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+// NewClock returns a clock standing at a fixed instant.
+func NewClock() *Clock {
+	return &Clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 }
 
 // Now returns the clock's current time.
-func (c *fakeClock) Now() time.Time {
+func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
 // Advance moves the clock forward by d.
-func (c *fakeClock) Advance(d time.Duration) {
+func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
 
-// runStoreConformance runs the behaviour every Store implementation must
-// show, each case on a store of its own from open.
-func runStoreConformance(t *testing.T, open storeOpener) {
+// Run runs the behaviour every Store implementation must show, each case
+// as a subtest on a store of its own from open.
+func Run(t *testing.T, open Opener) {
 	cases := []struct {
 		name string
-		run  func(t *testing.T, open storeOpener)
+		run  func(t *testing.T, open Opener)
 	}{
 		{"HomeCreateAndGet", testHomeCreateAndGet},
 		{"HomeCASSuccess", testHomeCASSuccess},
@@ -71,20 +79,20 @@ func runStoreConformance(t *testing.T, open storeOpener) {
 		{"SessionsExpire", testSessionsExpire},
 		{"SessionsArguments", testSessionsArguments},
 		{"CancelledContext", testCancelledContext},
-		{"AppCreateAndGet", testRuntimeAppCreateAndGet},
-		{"AppCAS", testRuntimeAppCAS},
-		{"AppListAndDelete", testRuntimeAppListAndDelete},
-		{"AppCancelledContext", testRuntimeAppCancelledContext},
+		{"AppCreateAndGet", testAppCreateAndGet},
+		{"AppCAS", testAppCAS},
+		{"AppListAndDelete", testAppListAndDelete},
+		{"AppCancelledContext", testAppCancelledContext},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
 	}
 }
 
-// sampleHome returns a home with every field set.
-func sampleHome(id string) Home {
+// SampleHome returns a home with every field set.
+func SampleHome(id string) registry.Home {
 	at := time.Date(2029, 12, 31, 23, 0, 0, 123456789, time.UTC)
-	return Home{
+	return registry.Home{
 		ID:              id,
 		Target:          "user-" + id,
 		Provider:        "exec",
@@ -92,8 +100,8 @@ func sampleHome(id string) Home {
 		Endpoint:        "http://127.0.0.1:40123",
 		RelayTokenRef:   "env:RELAY_" + id,
 		Version:         "v1",
-		Status:          StatusRunning,
-		Verdict:         VerdictHealthy,
+		Status:          registry.StatusRunning,
+		Verdict:         registry.VerdictHealthy,
 		Reason:          "",
 		WantRunning:     true,
 		LastWakeAt:      at,
@@ -107,9 +115,9 @@ func sampleHome(id string) Home {
 }
 
 // mustCreateHome stores a new home and returns the stored record.
-func mustCreateHome(t *testing.T, s Store, h Home) Home {
+func mustCreateHome(t *testing.T, s registry.Store, h registry.Home) registry.Home {
 	t.Helper()
-	got, err := s.PutHome(context.Background(), h, Cond{})
+	got, err := s.PutHome(context.Background(), h, registry.Cond{})
 	if err != nil {
 		t.Fatalf("create home %s: %v", h.ID, err)
 	}
@@ -117,11 +125,13 @@ func mustCreateHome(t *testing.T, s Store, h Home) Home {
 }
 
 // targetCond returns the condition that matches t as it was read.
-func targetCond(t Target) Cond { return Cond{Generation: t.Generation, Owner: t.Owner} }
+func targetCond(t registry.Target) registry.Cond {
+	return registry.Cond{Generation: t.Generation, Owner: t.Owner}
+}
 
-// sameHome reports how a and b differ, or "" when they are equal (times are
+// SameHome reports how a and b differ, or "" when they are equal (times are
 // compared as instants).
-func sameHome(a, b Home) string {
+func SameHome(a, b registry.Home) string {
 	if !a.LastWakeAt.Equal(b.LastWakeAt) || !a.LastReadyAt.Equal(b.LastReadyAt) {
 		return fmt.Sprintf("times differ: %v/%v vs %v/%v", a.LastWakeAt, a.LastReadyAt, b.LastWakeAt, b.LastReadyAt)
 	}
@@ -132,25 +142,25 @@ func sameHome(a, b Home) string {
 	return ""
 }
 
-// wantErr fails t unless err matches want (and none of the other sentinels).
-func wantErr(t *testing.T, what string, err, want error) {
+// WantErr fails t unless err matches want (and none of the other sentinels).
+func WantErr(t *testing.T, what string, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
 		t.Fatalf("%s: got error %v, want %v", what, err, want)
 	}
-	for _, other := range []error{ErrNotFound, ErrConflict, ErrLocked, ErrLeaseLost} {
+	for _, other := range []error{registry.ErrNotFound, registry.ErrConflict, registry.ErrLocked, registry.ErrLeaseLost} {
 		if other != want && errors.Is(err, other) {
 			t.Fatalf("%s: error %v also matches %v", what, err, other)
 		}
 	}
 }
 
-func testHomeCreateAndGet(t *testing.T, open storeOpener) {
+func testHomeCreateAndGet(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	in := sampleHome("h1")
+	in := SampleHome("h1")
 	in.Generation = 99 // ignored: the store sets it
-	stored, err := s.PutHome(ctx, in, Cond{})
+	stored, err := s.PutHome(ctx, in, registry.Cond{})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -161,25 +171,25 @@ func testHomeCreateAndGet(t *testing.T, open storeOpener) {
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
-	want := sampleHome("h1")
+	want := SampleHome("h1")
 	want.Generation = 1
-	if d := sameHome(got, want); d != "" {
+	if d := SameHome(got, want); d != "" {
 		t.Fatalf("read back: %s", d)
 	}
-	if d := sameHome(got, stored); d != "" {
+	if d := SameHome(got, stored); d != "" {
 		t.Fatalf("returned record differs from stored one: %s", d)
 	}
 }
 
-func testHomeCASSuccess(t *testing.T, open storeOpener) {
+func testHomeCASSuccess(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	h := mustCreateHome(t, s, sampleHome("h1"))
+	h := mustCreateHome(t, s, SampleHome("h1"))
 	for i := 2; i <= 4; i++ {
 		next := h
 		next.Version = fmt.Sprintf("v%d", i)
 		next.Owner = fmt.Sprintf("lease-%d", i)
-		got, err := s.PutHome(ctx, next, CondOf(h))
+		got, err := s.PutHome(ctx, next, registry.CondOf(h))
 		if err != nil {
 			t.Fatalf("update %d: %v", i, err)
 		}
@@ -190,133 +200,133 @@ func testHomeCASSuccess(t *testing.T, open storeOpener) {
 		if err != nil {
 			t.Fatalf("get after update %d: %v", i, err)
 		}
-		if d := sameHome(read, got); d != "" {
+		if d := SameHome(read, got); d != "" {
 			t.Fatalf("after update %d: %s", i, d)
 		}
 		h = read
 	}
 }
 
-func testHomeStaleGeneration(t *testing.T, open storeOpener) {
+func testHomeStaleGeneration(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	v1 := mustCreateHome(t, s, sampleHome("h1"))
+	v1 := mustCreateHome(t, s, SampleHome("h1"))
 	v2 := v1
 	v2.Version = "v2"
-	v2, err := s.PutHome(ctx, v2, CondOf(v1))
+	v2, err := s.PutHome(ctx, v2, registry.CondOf(v1))
 	if err != nil {
 		t.Fatalf("update: %v", err)
 	}
 	stale := v1
 	stale.Version = "stale"
-	_, err = s.PutHome(ctx, stale, CondOf(v1))
-	wantErr(t, "write with stale generation", err, ErrConflict)
+	_, err = s.PutHome(ctx, stale, registry.CondOf(v1))
+	WantErr(t, "write with stale generation", err, registry.ErrConflict)
 	if !strings.Contains(err.Error(), "h1") {
 		t.Fatalf("error %q does not name the home", err)
 	}
-	ahead := Cond{Generation: v2.Generation + 1, Owner: v2.Owner}
+	ahead := registry.Cond{Generation: v2.Generation + 1, Owner: v2.Owner}
 	_, err = s.PutHome(ctx, stale, ahead)
-	wantErr(t, "write with future generation", err, ErrConflict)
+	WantErr(t, "write with future generation", err, registry.ErrConflict)
 	got, err := s.GetHome(ctx, "h1")
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
-	if d := sameHome(got, v2); d != "" {
+	if d := SameHome(got, v2); d != "" {
 		t.Fatalf("conflicting write changed the record: %s", d)
 	}
 }
 
-func testHomeWrongOwner(t *testing.T, open storeOpener) {
+func testHomeWrongOwner(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	v1 := mustCreateHome(t, s, sampleHome("h1"))
+	v1 := mustCreateHome(t, s, SampleHome("h1"))
 	next := v1
 	next.Version = "v2"
-	_, err := s.PutHome(ctx, next, Cond{Generation: v1.Generation, Owner: "gw-b"})
-	wantErr(t, "write with wrong owner", err, ErrConflict)
-	_, err = s.PutHome(ctx, next, Cond{Generation: v1.Generation})
-	wantErr(t, "write with empty owner", err, ErrConflict)
+	_, err := s.PutHome(ctx, next, registry.Cond{Generation: v1.Generation, Owner: "gw-b"})
+	WantErr(t, "write with wrong owner", err, registry.ErrConflict)
+	_, err = s.PutHome(ctx, next, registry.Cond{Generation: v1.Generation})
+	WantErr(t, "write with empty owner", err, registry.ErrConflict)
 	got, err := s.GetHome(ctx, "h1")
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
-	if d := sameHome(got, v1); d != "" {
+	if d := SameHome(got, v1); d != "" {
 		t.Fatalf("conflicting write changed the record: %s", d)
 	}
 }
 
-func testHomeCreateOnExisting(t *testing.T, open storeOpener) {
+func testHomeCreateOnExisting(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	v1 := mustCreateHome(t, s, sampleHome("h1"))
-	again := sampleHome("h1")
+	v1 := mustCreateHome(t, s, SampleHome("h1"))
+	again := SampleHome("h1")
 	again.Version = "other"
-	_, err := s.PutHome(ctx, again, Cond{})
-	wantErr(t, "create over existing home", err, ErrConflict)
-	_, err = s.PutHome(ctx, again, Cond{Owner: v1.Owner})
-	wantErr(t, "create over existing home with its owner", err, ErrConflict)
+	_, err := s.PutHome(ctx, again, registry.Cond{})
+	WantErr(t, "create over existing home", err, registry.ErrConflict)
+	_, err = s.PutHome(ctx, again, registry.Cond{Owner: v1.Owner})
+	WantErr(t, "create over existing home with its owner", err, registry.ErrConflict)
 	got, err := s.GetHome(ctx, "h1")
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
-	if d := sameHome(got, v1); d != "" {
+	if d := SameHome(got, v1); d != "" {
 		t.Fatalf("failed create changed the record: %s", d)
 	}
 }
 
-func testHomeValidation(t *testing.T, open storeOpener) {
+func testHomeValidation(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	noID := sampleHome("")
+	noID := SampleHome("")
 	noID.Target = "alice"
-	_, err := s.PutHome(ctx, noID, Cond{})
+	_, err := s.PutHome(ctx, noID, registry.Cond{})
 	if err == nil || !strings.Contains(err.Error(), "id") {
 		t.Fatalf("home without id: got %v, want an error naming the id", err)
 	}
-	noTarget := sampleHome("h1")
+	noTarget := SampleHome("h1")
 	noTarget.Target = ""
-	_, err = s.PutHome(ctx, noTarget, Cond{})
+	_, err = s.PutHome(ctx, noTarget, registry.Cond{})
 	if err == nil || !strings.Contains(err.Error(), "target") {
 		t.Fatalf("home without target: got %v, want an error naming the target", err)
 	}
-	for _, sentinel := range []error{ErrNotFound, ErrConflict} {
+	for _, sentinel := range []error{registry.ErrNotFound, registry.ErrConflict} {
 		if errors.Is(err, sentinel) {
 			t.Fatalf("validation error %v matches %v", err, sentinel)
 		}
 	}
 	_, err = s.GetHome(ctx, "h1")
-	wantErr(t, "get after rejected write", err, ErrNotFound)
+	WantErr(t, "get after rejected write", err, registry.ErrNotFound)
 	homes, err := s.ListHomes(ctx)
 	if err != nil || len(homes) != 0 {
 		t.Fatalf("list after rejected writes: %d homes, %v", len(homes), err)
 	}
 }
 
-func testNotFoundIsDistinct(t *testing.T, open storeOpener) {
+func testNotFoundIsDistinct(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	_, err := s.GetHome(ctx, "ghost")
-	wantErr(t, "get missing home", err, ErrNotFound)
+	WantErr(t, "get missing home", err, registry.ErrNotFound)
 	if !strings.Contains(err.Error(), "ghost") {
 		t.Fatalf("error %q does not name the home", err)
 	}
-	err = s.DeleteHome(ctx, "ghost", Cond{Generation: 1})
-	wantErr(t, "delete missing home", err, ErrNotFound)
-	h := sampleHome("ghost")
-	_, err = s.PutHome(ctx, h, Cond{Generation: 3, Owner: h.Owner})
-	wantErr(t, "update missing home", err, ErrNotFound)
+	err = s.DeleteHome(ctx, "ghost", registry.Cond{Generation: 1})
+	WantErr(t, "delete missing home", err, registry.ErrNotFound)
+	h := SampleHome("ghost")
+	_, err = s.PutHome(ctx, h, registry.Cond{Generation: 3, Owner: h.Owner})
+	WantErr(t, "update missing home", err, registry.ErrNotFound)
 	_, err = s.GetTarget(ctx)
-	wantErr(t, "get unset target", err, ErrNotFound)
-	_, err = s.PutTarget(ctx, Target{Version: "v1"}, Cond{Generation: 1})
-	wantErr(t, "update unset target", err, ErrNotFound)
+	WantErr(t, "get unset target", err, registry.ErrNotFound)
+	_, err = s.PutTarget(ctx, registry.Target{Version: "v1"}, registry.Cond{Generation: 1})
+	WantErr(t, "update unset target", err, registry.ErrNotFound)
 
 	// A conflict on an existing record is not a not-found.
-	v1 := mustCreateHome(t, s, sampleHome("h1"))
-	_, err = s.PutHome(ctx, v1, Cond{Generation: 7, Owner: v1.Owner})
-	wantErr(t, "update with wrong generation", err, ErrConflict)
+	v1 := mustCreateHome(t, s, SampleHome("h1"))
+	_, err = s.PutHome(ctx, v1, registry.Cond{Generation: 7, Owner: v1.Owner})
+	WantErr(t, "update with wrong generation", err, registry.ErrConflict)
 }
 
-func testListHomesOrdered(t *testing.T, open storeOpener) {
+func testListHomesOrdered(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	homes, err := s.ListHomes(ctx)
@@ -324,7 +334,7 @@ func testListHomesOrdered(t *testing.T, open storeOpener) {
 		t.Fatalf("empty store lists %d homes, %v", len(homes), err)
 	}
 	for _, id := range []string{"h3", "a10", "h1", "a2", "b"} {
-		mustCreateHome(t, s, sampleHome(id))
+		mustCreateHome(t, s, SampleHome(id))
 	}
 	homes, err = s.ListHomes(ctx)
 	if err != nil {
@@ -342,44 +352,44 @@ func testListHomesOrdered(t *testing.T, open storeOpener) {
 	}
 }
 
-func testDeleteHome(t *testing.T, open storeOpener) {
+func testDeleteHome(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	v1 := mustCreateHome(t, s, sampleHome("h1"))
-	mustCreateHome(t, s, sampleHome("h2"))
-	err := s.DeleteHome(ctx, "h1", Cond{Generation: v1.Generation + 1, Owner: v1.Owner})
-	wantErr(t, "delete with wrong generation", err, ErrConflict)
-	err = s.DeleteHome(ctx, "h1", Cond{Generation: v1.Generation, Owner: "gw-b"})
-	wantErr(t, "delete with wrong owner", err, ErrConflict)
-	err = s.DeleteHome(ctx, "h1", Cond{})
-	wantErr(t, "delete with create condition", err, ErrConflict)
+	v1 := mustCreateHome(t, s, SampleHome("h1"))
+	mustCreateHome(t, s, SampleHome("h2"))
+	err := s.DeleteHome(ctx, "h1", registry.Cond{Generation: v1.Generation + 1, Owner: v1.Owner})
+	WantErr(t, "delete with wrong generation", err, registry.ErrConflict)
+	err = s.DeleteHome(ctx, "h1", registry.Cond{Generation: v1.Generation, Owner: "gw-b"})
+	WantErr(t, "delete with wrong owner", err, registry.ErrConflict)
+	err = s.DeleteHome(ctx, "h1", registry.Cond{})
+	WantErr(t, "delete with create condition", err, registry.ErrConflict)
 	if _, err := s.GetHome(ctx, "h1"); err != nil {
 		t.Fatalf("home gone after refused deletes: %v", err)
 	}
-	if err := s.DeleteHome(ctx, "h1", CondOf(v1)); err != nil {
+	if err := s.DeleteHome(ctx, "h1", registry.CondOf(v1)); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	_, err = s.GetHome(ctx, "h1")
-	wantErr(t, "get deleted home", err, ErrNotFound)
-	err = s.DeleteHome(ctx, "h1", CondOf(v1))
-	wantErr(t, "delete twice", err, ErrNotFound)
+	WantErr(t, "get deleted home", err, registry.ErrNotFound)
+	err = s.DeleteHome(ctx, "h1", registry.CondOf(v1))
+	WantErr(t, "delete twice", err, registry.ErrNotFound)
 	homes, err := s.ListHomes(ctx)
 	if err != nil || len(homes) != 1 || homes[0].ID != "h2" {
 		t.Fatalf("after delete: %+v, %v; want only h2", homes, err)
 	}
 	// The id can be created afresh.
-	again, err := s.PutHome(ctx, sampleHome("h1"), Cond{})
+	again, err := s.PutHome(ctx, SampleHome("h1"), registry.Cond{})
 	if err != nil || again.Generation != 1 {
 		t.Fatalf("re-create deleted home: generation %d, %v", again.Generation, err)
 	}
 }
 
-func testTargetCAS(t *testing.T, open storeOpener) {
+func testTargetCAS(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	in := Target{Version: "v1", Image: "img:v1", Command: []string{"home", "--port", "{port}"}, UpdatedAt: at, Owner: "gw-a"}
-	v1, err := s.PutTarget(ctx, in, Cond{})
+	in := registry.Target{Version: "v1", Image: "img:v1", Command: []string{"home", "--port", "{port}"}, UpdatedAt: at, Owner: "gw-a"}
+	v1, err := s.PutTarget(ctx, in, registry.Cond{})
 	if err != nil {
 		t.Fatalf("create target: %v", err)
 	}
@@ -395,8 +405,8 @@ func testTargetCAS(t *testing.T, open storeOpener) {
 		t.Fatalf("read back target %+v", got)
 	}
 
-	_, err = s.PutTarget(ctx, in, Cond{})
-	wantErr(t, "create target twice", err, ErrConflict)
+	_, err = s.PutTarget(ctx, in, registry.Cond{})
+	WantErr(t, "create target twice", err, registry.ErrConflict)
 
 	bad := got
 	bad.BadVersion = "v1"
@@ -408,20 +418,20 @@ func testTargetCAS(t *testing.T, open storeOpener) {
 	if v2.Generation != 2 || v2.Owner != "roller" || v2.BadVersion != "v1" {
 		t.Fatalf("updated target %+v", v2)
 	}
-	_, err = s.PutTarget(ctx, Target{Version: "v3"}, targetCond(got))
-	wantErr(t, "target write with stale generation", err, ErrConflict)
-	_, err = s.PutTarget(ctx, Target{Version: "v3"}, Cond{Generation: 2, Owner: "gw-a"})
-	wantErr(t, "target write with wrong owner", err, ErrConflict)
+	_, err = s.PutTarget(ctx, registry.Target{Version: "v3"}, targetCond(got))
+	WantErr(t, "target write with stale generation", err, registry.ErrConflict)
+	_, err = s.PutTarget(ctx, registry.Target{Version: "v3"}, registry.Cond{Generation: 2, Owner: "gw-a"})
+	WantErr(t, "target write with wrong owner", err, registry.ErrConflict)
 	got, err = s.GetTarget(ctx)
 	if err != nil || got.Version != "v1" || got.BadVersion != "v1" || got.Generation != 2 {
 		t.Fatalf("target after refused writes: %+v, %v", got, err)
 	}
 }
 
-func testConcurrentCASIncrements(t *testing.T, open storeOpener) {
+func testConcurrentCASIncrements(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	start := sampleHome("h1")
+	start := SampleHome("h1")
 	start.Version = "0"
 	mustCreateHome(t, s, start)
 
@@ -457,18 +467,18 @@ func testConcurrentCASIncrements(t *testing.T, open storeOpener) {
 				next := cur
 				next.Version = strconv.Itoa(n + 1)
 				next.Owner = owner
-				_, err = s.PutHome(ctx, next, CondOf(cur))
+				_, err = s.PutHome(ctx, next, registry.CondOf(cur))
 				mu.Lock()
 				switch {
 				case err == nil:
 					successes++
-				case errors.Is(err, ErrConflict):
+				case errors.Is(err, registry.ErrConflict):
 					conflicts++
 				default:
 					failures = append(failures, err)
 				}
 				mu.Unlock()
-				if !errors.Is(err, ErrConflict) {
+				if !errors.Is(err, registry.ErrConflict) {
 					return
 				}
 			}
@@ -494,7 +504,7 @@ func testConcurrentCASIncrements(t *testing.T, open storeOpener) {
 	}
 }
 
-func testLeaseExclusive(t *testing.T, open storeOpener) {
+func testLeaseExclusive(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	a, err := s.Lock(ctx, "home/h1", "gw-a", time.Minute)
@@ -505,12 +515,12 @@ func testLeaseExclusive(t *testing.T, open storeOpener) {
 		t.Fatalf("lease %+v", a)
 	}
 	_, err = s.Lock(ctx, "home/h1", "gw-b", time.Minute)
-	wantErr(t, "lock held by another", err, ErrLocked)
+	WantErr(t, "lock held by another", err, registry.ErrLocked)
 	if !strings.Contains(err.Error(), "home/h1") {
 		t.Fatalf("error %q does not name the lock", err)
 	}
 	_, err = s.Lock(ctx, "home/h1", "gw-a", time.Minute)
-	wantErr(t, "re-lock by the same holder (not re-entrant)", err, ErrLocked)
+	WantErr(t, "re-lock by the same holder (not re-entrant)", err, registry.ErrLocked)
 	other, err := s.Lock(ctx, "home/h2", "gw-b", time.Minute)
 	if err != nil {
 		t.Fatalf("lock of another name: %v", err)
@@ -525,21 +535,21 @@ func testLeaseExclusive(t *testing.T, open storeOpener) {
 	if b.Token <= a.Token {
 		t.Fatalf("token after unlock %d, not above %d", b.Token, a.Token)
 	}
-	for _, l := range []Lease{b, other} {
+	for _, l := range []registry.Lease{b, other} {
 		if err := s.Unlock(ctx, l); err != nil {
 			t.Fatalf("unlock %s: %v", l.Name, err)
 		}
 	}
 }
 
-func testLeaseRace(t *testing.T, open storeOpener) {
+func testLeaseRace(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	const contenders = 20
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
-		won    []Lease
+		won    []registry.Lease
 		locked int
 		other  []error
 	)
@@ -553,7 +563,7 @@ func testLeaseRace(t *testing.T, open storeOpener) {
 			switch {
 			case err == nil:
 				won = append(won, l)
-			case errors.Is(err, ErrLocked):
+			case errors.Is(err, registry.ErrLocked):
 				locked++
 			default:
 				other = append(other, err)
@@ -569,7 +579,7 @@ func testLeaseRace(t *testing.T, open storeOpener) {
 	}
 }
 
-func testLeaseExpiryTakeover(t *testing.T, open storeOpener) {
+func testLeaseExpiryTakeover(t *testing.T, open Opener) {
 	s, advance := open(t)
 	ctx := context.Background()
 	a, err := s.Lock(ctx, "home/h1", "gw-a", 10*time.Second)
@@ -578,7 +588,7 @@ func testLeaseExpiryTakeover(t *testing.T, open storeOpener) {
 	}
 	advance(9 * time.Second)
 	_, err = s.Lock(ctx, "home/h1", "gw-b", 10*time.Second)
-	wantErr(t, "lock before expiry", err, ErrLocked)
+	WantErr(t, "lock before expiry", err, registry.ErrLocked)
 	advance(2 * time.Second)
 	b, err := s.Lock(ctx, "home/h1", "gw-b", 10*time.Second)
 	if err != nil {
@@ -592,17 +602,17 @@ func testLeaseExpiryTakeover(t *testing.T, open storeOpener) {
 	}
 	// The old holder lost it, and its attempts do not disturb the new one.
 	_, err = s.Renew(ctx, a, 10*time.Second)
-	wantErr(t, "renew taken-over lease", err, ErrLeaseLost)
+	WantErr(t, "renew taken-over lease", err, registry.ErrLeaseLost)
 	err = s.Unlock(ctx, a)
-	wantErr(t, "unlock taken-over lease", err, ErrLeaseLost)
+	WantErr(t, "unlock taken-over lease", err, registry.ErrLeaseLost)
 	_, err = s.Lock(ctx, "home/h1", "gw-c", 10*time.Second)
-	wantErr(t, "lock held by the new holder", err, ErrLocked)
+	WantErr(t, "lock held by the new holder", err, registry.ErrLocked)
 	if err := s.Unlock(ctx, b); err != nil {
 		t.Fatalf("unlock by new holder: %v", err)
 	}
 }
 
-func testLeaseRenew(t *testing.T, open storeOpener) {
+func testLeaseRenew(t *testing.T, open Opener) {
 	s, advance := open(t)
 	ctx := context.Background()
 	a, err := s.Lock(ctx, "home/h1", "gw-a", 10*time.Second)
@@ -622,7 +632,7 @@ func testLeaseRenew(t *testing.T, open storeOpener) {
 	}
 	advance(8 * time.Second) // past the first expiry, inside the renewed one
 	_, err = s.Lock(ctx, "home/h1", "gw-b", 10*time.Second)
-	wantErr(t, "lock of a renewed lease", err, ErrLocked)
+	WantErr(t, "lock of a renewed lease", err, registry.ErrLocked)
 	if r, err = s.Renew(ctx, r, 10*time.Second); err != nil {
 		t.Fatalf("second renew: %v", err)
 	}
@@ -634,11 +644,11 @@ func testLeaseRenew(t *testing.T, open storeOpener) {
 	}
 }
 
-func testFencingTokensIncrease(t *testing.T, open storeOpener) {
+func testFencingTokensIncrease(t *testing.T, open Opener) {
 	s, advance := open(t)
 	ctx := context.Background()
 	var last uint64
-	next := func(step string, l Lease) {
+	next := func(step string, l registry.Lease) {
 		t.Helper()
 		if l.Token <= last {
 			t.Fatalf("%s: token %d, not above the previous %d", step, l.Token, last)
@@ -690,7 +700,7 @@ func testFencingTokensIncrease(t *testing.T, open storeOpener) {
 	next("lock after final unlock", l)
 }
 
-func testLostLease(t *testing.T, open storeOpener) {
+func testLostLease(t *testing.T, open Opener) {
 	s, advance := open(t)
 	ctx := context.Background()
 	a, err := s.Lock(ctx, "home/h1", "gw-a", 10*time.Second)
@@ -701,27 +711,27 @@ func testLostLease(t *testing.T, open storeOpener) {
 	forged := a
 	forged.Token++
 	_, err = s.Renew(ctx, forged, time.Minute)
-	wantErr(t, "renew with wrong token", err, ErrLeaseLost)
+	WantErr(t, "renew with wrong token", err, registry.ErrLeaseLost)
 	err = s.Unlock(ctx, forged)
-	wantErr(t, "unlock with wrong token", err, ErrLeaseLost)
+	WantErr(t, "unlock with wrong token", err, registry.ErrLeaseLost)
 	forged = a
 	forged.Holder = "gw-b"
 	_, err = s.Renew(ctx, forged, time.Minute)
-	wantErr(t, "renew with wrong holder", err, ErrLeaseLost)
+	WantErr(t, "renew with wrong holder", err, registry.ErrLeaseLost)
 	err = s.Unlock(ctx, forged)
-	wantErr(t, "unlock with wrong holder", err, ErrLeaseLost)
+	WantErr(t, "unlock with wrong holder", err, registry.ErrLeaseLost)
 	if !strings.Contains(err.Error(), "home/h1") {
 		t.Fatalf("error %q does not name the lock", err)
 	}
 	_, err = s.Lock(ctx, "home/h1", "gw-b", time.Minute)
-	wantErr(t, "lock after refused unlocks", err, ErrLocked)
+	WantErr(t, "lock after refused unlocks", err, registry.ErrLocked)
 
 	// An expired lease is lost even when nobody took it over.
 	advance(11 * time.Second)
 	_, err = s.Renew(ctx, a, time.Minute)
-	wantErr(t, "renew expired lease", err, ErrLeaseLost)
+	WantErr(t, "renew expired lease", err, registry.ErrLeaseLost)
 	err = s.Unlock(ctx, a)
-	wantErr(t, "unlock expired lease", err, ErrLeaseLost)
+	WantErr(t, "unlock expired lease", err, registry.ErrLeaseLost)
 
 	// Unlocking twice: the second finds nothing to release.
 	b, err := s.Lock(ctx, "home/h1", "gw-b", time.Minute)
@@ -732,14 +742,14 @@ func testLostLease(t *testing.T, open storeOpener) {
 		t.Fatalf("unlock: %v", err)
 	}
 	err = s.Unlock(ctx, b)
-	wantErr(t, "unlock twice", err, ErrLeaseLost)
+	WantErr(t, "unlock twice", err, registry.ErrLeaseLost)
 	_, err = s.Renew(ctx, b, time.Minute)
-	wantErr(t, "renew released lease", err, ErrLeaseLost)
-	_, err = s.Renew(ctx, Lease{Name: "never", Holder: "gw-a", Token: 1}, time.Minute)
-	wantErr(t, "renew lock never taken", err, ErrLeaseLost)
+	WantErr(t, "renew released lease", err, registry.ErrLeaseLost)
+	_, err = s.Renew(ctx, registry.Lease{Name: "never", Holder: "gw-a", Token: 1}, time.Minute)
+	WantErr(t, "renew lock never taken", err, registry.ErrLeaseLost)
 }
 
-func testLockArguments(t *testing.T, open storeOpener) {
+func testLockArguments(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -764,7 +774,7 @@ func testLockArguments(t *testing.T, open storeOpener) {
 	}
 }
 
-func testSessionsSumAndReplace(t *testing.T, open storeOpener) {
+func testSessionsSumAndReplace(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	want := func(step, home string, n int) {
@@ -805,7 +815,7 @@ func testSessionsSumAndReplace(t *testing.T, open storeOpener) {
 	want("after a reports nothing", "h1", 0)
 }
 
-func testSessionsExpire(t *testing.T, open storeOpener) {
+func testSessionsExpire(t *testing.T, open Opener) {
 	s, advance := open(t)
 	ctx := context.Background()
 	fleet := func(home string) int {
@@ -847,7 +857,7 @@ func testSessionsExpire(t *testing.T, open storeOpener) {
 	}
 }
 
-func testSessionsArguments(t *testing.T, open storeOpener) {
+func testSessionsArguments(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	if err := s.ReportSessions(ctx, "", map[string]int{"h1": 1}, time.Minute); err == nil {
@@ -865,10 +875,10 @@ func testSessionsArguments(t *testing.T, open storeOpener) {
 	}
 }
 
-func testCancelledContext(t *testing.T, open storeOpener) {
+func testCancelledContext(t *testing.T, open Opener) {
 	s, _ := open(t)
 	live := context.Background()
-	h1 := mustCreateHome(t, s, sampleHome("h1"))
+	h1 := mustCreateHome(t, s, SampleHome("h1"))
 	held, err := s.Lock(live, "home/held", "gw-a", time.Minute)
 	if err != nil {
 		t.Fatalf("lock: %v", err)
@@ -886,16 +896,16 @@ func testCancelledContext(t *testing.T, open storeOpener) {
 	check("GetHome", err)
 	_, err = s.ListHomes(ctx)
 	check("ListHomes", err)
-	_, err = s.PutHome(ctx, sampleHome("h2"), Cond{})
+	_, err = s.PutHome(ctx, SampleHome("h2"), registry.Cond{})
 	check("PutHome", err)
 	next := h1
 	next.Version = "v2"
-	_, err = s.PutHome(ctx, next, CondOf(h1))
+	_, err = s.PutHome(ctx, next, registry.CondOf(h1))
 	check("PutHome update", err)
-	check("DeleteHome", s.DeleteHome(ctx, "h1", CondOf(h1)))
+	check("DeleteHome", s.DeleteHome(ctx, "h1", registry.CondOf(h1)))
 	_, err = s.GetTarget(ctx)
 	check("GetTarget", err)
-	_, err = s.PutTarget(ctx, Target{Version: "v1"}, Cond{})
+	_, err = s.PutTarget(ctx, registry.Target{Version: "v1"}, registry.Cond{})
 	check("PutTarget", err)
 	_, err = s.Lock(ctx, "home/free", "gw-a", time.Minute)
 	check("Lock", err)
@@ -915,13 +925,13 @@ func testCancelledContext(t *testing.T, open storeOpener) {
 
 	// Nothing was written by the cancelled calls.
 	_, err = s.GetHome(live, "h2")
-	wantErr(t, "home created with a cancelled context", err, ErrNotFound)
+	WantErr(t, "home created with a cancelled context", err, registry.ErrNotFound)
 	got, err := s.GetHome(live, "h1")
 	if err != nil || got.Generation != h1.Generation || got.Version != h1.Version {
 		t.Fatalf("h1 after cancelled writes: %+v, %v", got, err)
 	}
 	_, err = s.GetTarget(live)
-	wantErr(t, "target set with a cancelled context", err, ErrNotFound)
+	WantErr(t, "target set with a cancelled context", err, registry.ErrNotFound)
 	if n, err := s.FleetSessions(live, "h1"); err != nil || n != 0 {
 		t.Fatalf("sessions after cancelled report: %d, %v", n, err)
 	}
@@ -930,7 +940,7 @@ func testCancelledContext(t *testing.T, open storeOpener) {
 		t.Fatalf("lock not taken by the cancelled call: %v", err)
 	}
 	_, err = s.Lock(live, "home/held", "gw-b", time.Minute)
-	wantErr(t, "lock released by a cancelled unlock", err, ErrLocked)
+	WantErr(t, "lock released by a cancelled unlock", err, registry.ErrLocked)
 	// A cancelled caller frees its lease with context.WithoutCancel.
 	if err := s.Unlock(context.WithoutCancel(ctx), held); err != nil {
 		t.Fatalf("unlock with WithoutCancel: %v", err)

@@ -1,4 +1,4 @@
-package registry
+package registrytest
 
 import (
 	"context"
@@ -6,20 +6,22 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
-// rtSampleApp returns an app with every field set.
-func rtSampleApp(slug string) App {
-	return App{
+// sampleApp returns an app with every field set.
+func sampleApp(slug string) registry.App {
+	return registry.App{
 		Slug: slug, Home: "h1", Kind: "api", StripPrefix: true, Path: "/base",
-		Health:       AppHealth{Type: "http", Path: "/healthz", Interval: Duration(2 * time.Second), Timeout: Duration(time.Second), StartPeriod: Duration(5 * time.Second)},
-		DesiredState: "running", FailureThreshold: 3, MinRefresh: Duration(time.Second), RefreshTimeout: Duration(30 * time.Second),
+		Health:       registry.AppHealth{Type: "http", Path: "/healthz", Interval: registry.Duration(2 * time.Second), Timeout: registry.Duration(time.Second), StartPeriod: registry.Duration(5 * time.Second)},
+		DesiredState: "running", FailureThreshold: 3, MinRefresh: registry.Duration(time.Second), RefreshTimeout: registry.Duration(30 * time.Second),
 		UpdatedAt: time.Date(2029, 12, 31, 23, 0, 0, 123456789, time.UTC), Owner: "gw-a",
 	}
 }
 
-// rtSameApp reports how a and b differ ("" when equal; times as instants).
-func rtSameApp(a, b App) string {
+// sameApp reports how a and b differ ("" when equal; times as instants).
+func sameApp(a, b registry.App) string {
 	if !a.UpdatedAt.Equal(b.UpdatedAt) {
 		return "updated_at differs: " + a.UpdatedAt.String() + " vs " + b.UpdatedAt.String()
 	}
@@ -30,14 +32,14 @@ func rtSameApp(a, b App) string {
 	return ""
 }
 
-func testRuntimeAppCreateAndGet(t *testing.T, open storeOpener) {
+func testAppCreateAndGet(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	_, err := s.GetApp(ctx, "a1")
-	wantErr(t, "get missing app", err, ErrNotFound)
-	in := rtSampleApp("a1")
+	WantErr(t, "get missing app", err, registry.ErrNotFound)
+	in := sampleApp("a1")
 	in.Generation = 42 // ignored: the store sets it
-	stored, err := s.PutApp(ctx, in, Cond{})
+	stored, err := s.PutApp(ctx, in, registry.Cond{})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -48,54 +50,54 @@ func testRuntimeAppCreateAndGet(t *testing.T, open storeOpener) {
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
-	want := rtSampleApp("a1")
+	want := sampleApp("a1")
 	want.Generation = 1
-	if d := rtSameApp(got, want); d != "" {
+	if d := sameApp(got, want); d != "" {
 		t.Fatalf("read back: %s: %+v vs %+v", d, got, want)
 	}
-	if _, err := s.PutApp(ctx, App{}, Cond{}); err == nil || errors.Is(err, ErrConflict) {
+	if _, err := s.PutApp(ctx, registry.App{}, registry.Cond{}); err == nil || errors.Is(err, registry.ErrConflict) {
 		t.Fatalf("app without slug: %v, want a validation error", err)
 	}
-	_, err = s.PutApp(ctx, rtSampleApp("a1"), Cond{})
-	wantErr(t, "create on existing app", err, ErrConflict)
+	_, err = s.PutApp(ctx, sampleApp("a1"), registry.Cond{})
+	WantErr(t, "create on existing app", err, registry.ErrConflict)
 }
 
-func testRuntimeAppCAS(t *testing.T, open storeOpener) {
+func testAppCAS(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
-	v1, err := s.PutApp(ctx, rtSampleApp("a1"), Cond{})
+	v1, err := s.PutApp(ctx, sampleApp("a1"), registry.Cond{})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	next := v1
 	next.Kind, next.Owner = "ui", "gw-b"
-	v2, err := s.PutApp(ctx, next, AppCond(v1))
+	v2, err := s.PutApp(ctx, next, registry.AppCond(v1))
 	if err != nil || v2.Generation != 2 || v2.Owner != "gw-b" || v2.Kind != "ui" {
 		t.Fatalf("update: %+v, %v", v2, err)
 	}
 	// The stale writer (v1) and a writer with the wrong owner are refused.
-	_, err = s.PutApp(ctx, v1, AppCond(v1))
-	wantErr(t, "stale generation", err, ErrConflict)
-	_, err = s.PutApp(ctx, v1, Cond{Generation: v2.Generation, Owner: "gw-a"})
-	wantErr(t, "wrong owner", err, ErrConflict)
-	_, err = s.PutApp(ctx, rtSampleApp("missing"), Cond{Generation: 1, Owner: "gw-a"})
-	wantErr(t, "update of a missing app", err, ErrNotFound)
+	_, err = s.PutApp(ctx, v1, registry.AppCond(v1))
+	WantErr(t, "stale generation", err, registry.ErrConflict)
+	_, err = s.PutApp(ctx, v1, registry.Cond{Generation: v2.Generation, Owner: "gw-a"})
+	WantErr(t, "wrong owner", err, registry.ErrConflict)
+	_, err = s.PutApp(ctx, sampleApp("missing"), registry.Cond{Generation: 1, Owner: "gw-a"})
+	WantErr(t, "update of a missing app", err, registry.ErrNotFound)
 	got, err := s.GetApp(ctx, "a1")
 	if err != nil || got.Generation != 2 || got.Kind != "ui" {
 		t.Fatalf("after refused writes: %+v, %v", got, err)
 	}
 }
 
-func testRuntimeAppListAndDelete(t *testing.T, open storeOpener) {
+func testAppListAndDelete(t *testing.T, open Opener) {
 	s, _ := open(t)
 	ctx := context.Background()
 	apps, err := s.ListApps(ctx)
 	if err != nil || len(apps) != 0 || apps == nil {
 		t.Fatalf("empty list: %#v, %v; want an empty non-nil list", apps, err)
 	}
-	var v1 App
+	var v1 registry.App
 	for _, slug := range []string{"c", "a", "b"} {
-		a, err := s.PutApp(ctx, rtSampleApp(slug), Cond{})
+		a, err := s.PutApp(ctx, sampleApp(slug), registry.Cond{})
 		if err != nil {
 			t.Fatalf("create %s: %v", slug, err)
 		}
@@ -107,33 +109,33 @@ func testRuntimeAppListAndDelete(t *testing.T, open storeOpener) {
 	if err != nil || len(apps) != 3 || apps[0].Slug != "a" || apps[1].Slug != "b" || apps[2].Slug != "c" {
 		t.Fatalf("list: %+v, %v; want a, b, c", apps, err)
 	}
-	wantErr(t, "delete with wrong generation", s.DeleteApp(ctx, "a", Cond{Generation: 2, Owner: "gw-a"}), ErrConflict)
-	wantErr(t, "delete with wrong owner", s.DeleteApp(ctx, "a", Cond{Generation: 1, Owner: "gw-b"}), ErrConflict)
-	wantErr(t, "delete with create condition", s.DeleteApp(ctx, "a", Cond{}), ErrConflict)
-	if err := s.DeleteApp(ctx, "a", AppCond(v1)); err != nil {
+	WantErr(t, "delete with wrong generation", s.DeleteApp(ctx, "a", registry.Cond{Generation: 2, Owner: "gw-a"}), registry.ErrConflict)
+	WantErr(t, "delete with wrong owner", s.DeleteApp(ctx, "a", registry.Cond{Generation: 1, Owner: "gw-b"}), registry.ErrConflict)
+	WantErr(t, "delete with create condition", s.DeleteApp(ctx, "a", registry.Cond{}), registry.ErrConflict)
+	if err := s.DeleteApp(ctx, "a", registry.AppCond(v1)); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	_, err = s.GetApp(ctx, "a")
-	wantErr(t, "get deleted app", err, ErrNotFound)
-	wantErr(t, "delete twice", s.DeleteApp(ctx, "a", AppCond(v1)), ErrNotFound)
+	WantErr(t, "get deleted app", err, registry.ErrNotFound)
+	WantErr(t, "delete twice", s.DeleteApp(ctx, "a", registry.AppCond(v1)), registry.ErrNotFound)
 	// Apps and homes are separate: a home with the same name is unaffected.
-	mustCreateHome(t, s, sampleHome("b"))
-	if err := s.DeleteApp(ctx, "b", Cond{Generation: 1, Owner: "gw-a"}); err != nil {
+	mustCreateHome(t, s, SampleHome("b"))
+	if err := s.DeleteApp(ctx, "b", registry.Cond{Generation: 1, Owner: "gw-a"}); err != nil {
 		t.Fatalf("delete app b: %v", err)
 	}
 	if _, err := s.GetHome(ctx, "b"); err != nil {
 		t.Fatalf("home b after deleting app b: %v", err)
 	}
-	again, err := s.PutApp(ctx, rtSampleApp("a"), Cond{})
+	again, err := s.PutApp(ctx, sampleApp("a"), registry.Cond{})
 	if err != nil || again.Generation != 1 {
 		t.Fatalf("re-create deleted app: %+v, %v", again, err)
 	}
 }
 
-func testRuntimeAppCancelledContext(t *testing.T, open storeOpener) {
+func testAppCancelledContext(t *testing.T, open Opener) {
 	s, _ := open(t)
 	live := context.Background()
-	v1, err := s.PutApp(live, rtSampleApp("a1"), Cond{})
+	v1, err := s.PutApp(live, sampleApp("a1"), registry.Cond{})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
@@ -149,10 +151,10 @@ func testRuntimeAppCancelledContext(t *testing.T, open storeOpener) {
 	check("GetApp", err)
 	_, err = s.ListApps(ctx)
 	check("ListApps", err)
-	_, err = s.PutApp(ctx, rtSampleApp("a2"), Cond{})
+	_, err = s.PutApp(ctx, sampleApp("a2"), registry.Cond{})
 	check("PutApp", err)
-	check("DeleteApp", s.DeleteApp(ctx, "a1", AppCond(v1)))
-	if _, err := s.GetApp(live, "a2"); !errors.Is(err, ErrNotFound) {
+	check("DeleteApp", s.DeleteApp(ctx, "a1", registry.AppCond(v1)))
+	if _, err := s.GetApp(live, "a2"); !errors.Is(err, registry.ErrNotFound) {
 		t.Fatalf("app created with a cancelled context: %v", err)
 	}
 	if _, err := s.GetApp(live, "a1"); err != nil {
