@@ -393,11 +393,10 @@ func (e *Exec) stop(ctx context.Context, s Spec) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if err := e.lockSettled(ctx, h); err != nil {
+	// Before any signal: the supervisor must not restart it.
+	if err := e.settled(ctx, h, func() { h.wanted = false }); err != nil {
 		return false, err
 	}
-	h.wanted = false // before any signal: the supervisor must not restart it
-	e.mu.Unlock()
 	p, err := e.current(ctx, h, s, false)
 	if err != nil {
 		return false, err
@@ -549,11 +548,11 @@ func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
-	if err := e.lockSettled(ctx, h); err != nil {
+	var p *proc
+	var failed string
+	if err := e.settled(ctx, h, func() { p, failed = h.proc, h.failed }); err != nil {
 		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
-	p, failed := h.proc, h.failed
-	e.mu.Unlock()
 	if p == nil {
 		ref, _, found, err := e.recorded(h, s)
 		if err != nil {
@@ -601,20 +600,16 @@ func (e *Exec) homeFor(id string) (*home, error) {
 	return h, nil
 }
 
-// lockSettled waits until no supervisor restart of h is in flight and
-// returns with e.mu held; on error e.mu is not held.
-func (e *Exec) lockSettled(ctx context.Context, h *home) error {
+// settled waits until no supervisor restart of h is in flight and runs fn
+// with e.mu held, in the same critical section that saw no restart. It
+// never returns with e.mu held, whatever the path: fn runs under a
+// deferred unlock.
+func (e *Exec) settled(ctx context.Context, h *home, fn func()) error {
 	for {
-		e.mu.Lock()
-		if e.closed {
-			e.mu.Unlock()
-			return errClosed
+		ch, err := e.trySettled(h, fn)
+		if err != nil || ch == nil {
+			return err
 		}
-		ch := h.restarting
-		if ch == nil {
-			return nil
-		}
-		e.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -625,16 +620,30 @@ func (e *Exec) lockSettled(ctx context.Context, h *home) error {
 	}
 }
 
+// trySettled runs fn with e.mu held if no restart of h is in flight, or
+// returns the channel of the restart in flight (fn not run).
+func (e *Exec) trySettled(h *home, fn func()) (<-chan struct{}, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, errClosed
+	}
+	if ch := h.restarting; ch != nil {
+		return ch, nil
+	}
+	fn()
+	return nil, nil
+}
+
 // current returns the home's process as this provider knows it, or, when
 // it knows none, the live recorded one (see recorded), adopted: watched and
 // installed (wanted as given). It returns nil when no live process is known.
 // The returned process may have died since.
 func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc, error) {
-	if err := e.lockSettled(ctx, h); err != nil {
+	var p *proc
+	if err := e.settled(ctx, h, func() { p = h.proc }); err != nil {
 		return nil, err
 	}
-	p := h.proc
-	e.mu.Unlock()
 	if p != nil {
 		return p, nil
 	}
@@ -671,11 +680,10 @@ func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc
 // live returns the home's process and its /proc reading if it is alive,
 // without adopting it; nil when there is none.
 func (e *Exec) live(ctx context.Context, h *home, s Spec) (*proc, procStat, error) {
-	if err := e.lockSettled(ctx, h); err != nil {
+	var p *proc
+	if err := e.settled(ctx, h, func() { p = h.proc }); err != nil {
 		return nil, procStat{}, err
 	}
-	p := h.proc
-	e.mu.Unlock()
 	if p == nil {
 		ref, _, found, err := e.recorded(h, s)
 		if err != nil || !found {
