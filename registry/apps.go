@@ -17,7 +17,9 @@ var bucketApps = []byte("apps")
 // of an app registered through that API. Every field documents its default;
 // Default fills them, and Check holds an app to the same rules wherever it
 // is declared. A stored app has its defaults filled, so it is registered
-// again at start exactly as it was.
+// again at start exactly as it was. It lives in registry, the lowest
+// package that the config, the admin API and the engine all import, so
+// that none of them needs a shape of its own or a mapper to and from it.
 type App struct {
 	// Slug is the name in /apps/{slug}. Required; 1-63 of [a-z0-9-]
 	// starting with a letter or digit. In the admin API it comes from the
