@@ -200,9 +200,17 @@ func newMetrics(g *Gateway, em *engineMetrics) *metrics {
 		m.routePhases.WithLabelValues(p)
 	}
 	m.rateLimited.WithLabelValues("admin_auth")
-	eng := g.engine
 	m.reg.MustRegister(em.collectors()...)
-	m.reg.MustRegister(req, up, m.rateLimited, m.authFailures, m.routePhases,
+	m.reg.MustRegister(req, up, m.rateLimited, m.authFailures, m.routePhases)
+	m.reg.MustRegister(stateMetrics(g)...)
+	return m
+}
+
+// stateMetrics are read when scraped: the engine's own counters (warm
+// hits and misses, idle ticks, dropped events) and the gateway's state.
+func stateMetrics(g *Gateway) []prometheus.Collector {
+	eng := g.engine
+	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "wakegate_warm_hits_total",
 			Help: "Requests for homes answered by a fresh warm verdict (no store read, provider call or probe).",
@@ -247,8 +255,7 @@ func newMetrics(g *Gateway, em *engineMetrics) *metrics {
 			}
 			return 0
 		}),
-	)
-	return m
+	}
 }
 
 // start follows the engine's events until stopMetrics; the goroutine is
