@@ -78,7 +78,7 @@ func newRouteTable(g *Gateway) *routeTable {
 		homes: g.homeWithID, draining: g.draining.Load}
 	t.routes.Store(&map[string]*appRoute{})
 	t.apps = wake.NewApps(wake.AppsOptions{Engine: g.engine, Routes: t, Events: t.events,
-		Log: g.log.With("component", "apps")}, nil)
+		Log: g.log.With("component", "apps")})
 	return t
 }
 

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,9 +155,9 @@ type observation struct {
 	timedOut bool
 }
 
-// NewApps returns Apps observing apps, whose defaults are filled. Close it
+// NewApps returns Apps observing no app yet (Put registers them). Close it
 // to stop its goroutines.
-func NewApps(o AppsOptions, apps []registry.App) *Apps {
+func NewApps(o AppsOptions) *Apps {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -167,13 +166,7 @@ func NewApps(o AppsOptions, apps []registry.App) *Apps {
 	a.client = &http.Client{Transport: a.tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	set := &appSet{byslug: map[string]*observedApp{}}
-	for _, s := range apps {
-		set.byslug[s.Slug] = a.newApp(s)
-		set.order = append(set.order, s.Slug)
-	}
-	sort.Strings(set.order)
-	a.tab.Store(set)
+	a.tab.Store(&appSet{byslug: map[string]*observedApp{}})
 	return a
 }
 

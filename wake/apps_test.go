@@ -117,15 +117,22 @@ func apNewRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.A
 	for _, s := range specs {
 		rt.specs[s.Slug] = s
 	}
-	a := wake.NewApps(wake.AppsOptions{Engine: eng, Routes: rt, Events: bus}, specs)
+	a := wake.NewApps(wake.AppsOptions{Engine: eng, Routes: rt, Events: bus})
 	t.Cleanup(a.Close)
+	for _, s := range specs {
+		a.Put(s)
+	}
 	return a, rt
 }
 
-// apTrail returns the events of the bus so far, as "type phase/reason".
+// apTrail returns the events of the bus so far, as "type phase/reason",
+// after the apps' registrations.
 func apTrail(bus *wake.Bus) []string {
 	var out []string
 	for _, e := range bus.Recent() {
+		if e.Type == wake.EventAppRegistered {
+			continue
+		}
 		s := e.Type
 		if e.Type == wake.EventAppPhase {
 			s += " " + e.Phase + "/" + e.Reason
