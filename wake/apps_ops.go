@@ -58,71 +58,91 @@ func (a *Apps) waitPhase(ctx context.Context, slug string, phase Phase, budget t
 // ErrNotHome is returned by operations that need a home-backed app.
 var ErrNotHome = errors.New("the app does not run in a home")
 
+// An operation on an app is one or two halves (a restart is a stop, then
+// a start). A half sets the desired state, acts on the app's home (for a
+// home app) and waits for the phase that state leads to. Its phases, shown
+// in AppStatus.Operation, are "{operation}.{act}" then "{operation}.{wait}",
+// e.g. "start.wake", "start.waitReady", "restart.waitStopped".
+type opHalf struct {
+	act, wait string // the names of its two phases
+	stopped   bool   // the desired state it sets
+	phase     Phase  // the phase it waits for
+	home      func(ctx context.Context, e *Engine, id string) error
+}
+
+// startHalf wakes the home and waits for ready.
+func startHalf() opHalf {
+	return opHalf{act: "wake", wait: "waitReady", phase: PhaseReady,
+		home: func(_ context.Context, e *Engine, id string) error { return e.Start(id) }}
+}
+
+// stopHalf suspends the home (refused while it has sessions) and waits for
+// stopped.
+func stopHalf() opHalf {
+	return opHalf{act: "suspend", wait: "waitStopped", stopped: true, phase: PhaseStopped,
+		home: func(ctx context.Context, e *Engine, id string) error { return e.Suspend(ctx, id) }}
+}
+
 // Start sets slug's desired state to running, wakes its home (for a home
 // app) and waits until it is ready (budget as waitPhase). The operation's
 // phases are start.wake and start.waitReady.
 func (a *Apps) Start(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
-	ap := a.app(slug)
-	if ap == nil {
-		return AppStatus{}, fmt.Errorf("start %s: %w", slug, ErrNoApp)
-	}
-	return a.start(ctx, ap, "start", budget)
-}
-
-func (a *Apps) start(ctx context.Context, ap *observedApp, op string, budget time.Duration) (AppStatus, error) {
-	a.setOp(ap, op+".wake", false)
-	defer a.setOp(ap, "", false)
-	if ap.spec.Home != "" {
-		if err := a.o.Engine.Start(ap.spec.Home); err != nil {
-			st, _ := a.Status(ap.spec.Slug)
-			return st, fmt.Errorf("%s %s: wake home %s: %w", op, ap.spec.Slug, ap.spec.Home, err)
-		}
-	}
-	a.setOp(ap, op+".waitReady", false)
-	return a.waitPhase(ctx, ap.spec.Slug, PhaseReady, budget)
+	return a.operate(ctx, slug, "start", budget, startHalf())
 }
 
 // Stop sets slug's desired state to stopped (its route is unpublished at
-// the next observation, which it forces), suspends its home (for a home
-// app; refused while the home has sessions) and waits until it is stopped.
-// The operation's phases are stop.suspend and stop.waitStopped.
+// once, and the next observation, which it forces, sees the stop),
+// suspends its home (for a home app; refused while the home has sessions)
+// and waits until it is stopped. The operation's phases are stop.suspend
+// and stop.waitStopped.
 func (a *Apps) Stop(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
-	ap := a.app(slug)
-	if ap == nil {
-		return AppStatus{}, fmt.Errorf("stop %s: %w", slug, ErrNoApp)
-	}
-	return a.stop(ctx, ap, "stop", budget)
-}
-
-func (a *Apps) stop(ctx context.Context, ap *observedApp, op string, budget time.Duration) (AppStatus, error) {
-	a.setOp(ap, op+".suspend", true)
-	defer a.setOp(ap, "", true)
-	a.o.Routes.Withdraw(ap.spec.Slug, ReasonStopped)
-	if ap.spec.Home != "" {
-		if err := a.o.Engine.Suspend(ctx, ap.spec.Home); err != nil {
-			st, _ := a.Status(ap.spec.Slug)
-			return st, fmt.Errorf("%s %s: suspend home %s: %w", op, ap.spec.Slug, ap.spec.Home, err)
-		}
-	}
-	a.setOp(ap, op+".waitStopped", true)
-	return a.waitPhase(ctx, ap.spec.Slug, PhaseStopped, budget)
+	return a.operate(ctx, slug, "stop", budget, stopHalf())
 }
 
 // Restart stops slug and starts it again; its phases are those of stop and
 // start prefixed with "restart." (restart.waitStopped, restart.waitReady).
-// budget bounds each half as in waitPhase.
+// budget bounds each half as in waitPhase. Only an app inside a home
+// restarts.
 func (a *Apps) Restart(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
+	return a.operate(ctx, slug, "restart", budget, stopHalf(), startHalf())
+}
+
+// operate runs the halves of the operation named name on slug, in order,
+// and returns the status the last one reached.
+func (a *Apps) operate(ctx context.Context, slug, name string, budget time.Duration, halves ...opHalf) (AppStatus, error) {
 	ap := a.app(slug)
 	if ap == nil {
-		return AppStatus{}, fmt.Errorf("restart %s: %w", slug, ErrNoApp)
+		return AppStatus{}, fmt.Errorf("%s %s: %w", name, slug, ErrNoApp)
 	}
-	if ap.spec.Home == "" {
-		return AppStatus{}, fmt.Errorf("restart %s: %w", slug, ErrNotHome)
+	if len(halves) > 1 && ap.spec.Home == "" {
+		return AppStatus{}, fmt.Errorf("%s %s: %w", name, slug, ErrNotHome)
 	}
-	if st, err := a.stop(ctx, ap, "restart", budget); err != nil {
-		return st, err
+	var st AppStatus
+	for _, h := range halves {
+		var err error
+		if st, err = a.runHalf(ctx, ap, name, h, budget); err != nil {
+			return st, err
+		}
 	}
-	return a.start(ctx, ap, "restart", budget)
+	return st, nil
+}
+
+// runHalf runs one half of the operation name on ap.
+func (a *Apps) runHalf(ctx context.Context, ap *observedApp, name string, h opHalf, budget time.Duration) (AppStatus, error) {
+	slug, home := ap.spec.Slug, ap.spec.Home
+	a.setOp(ap, name+"."+h.act, h.stopped)
+	defer a.setOp(ap, "", h.stopped)
+	if h.stopped {
+		a.o.Routes.Withdraw(slug, ReasonStopped)
+	}
+	if home != "" {
+		if err := h.home(ctx, a.o.Engine, home); err != nil {
+			st, _ := a.Status(slug)
+			return st, fmt.Errorf("%s %s: %s home %s: %w", name, slug, h.act, home, err)
+		}
+	}
+	a.setOp(ap, name+"."+h.wait, h.stopped)
+	return a.waitPhase(ctx, slug, h.phase, budget)
 }
 
 // setOp records the operation phase and the desired state, and drops the
