@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/wakegate/wakegate/fault"
 )
@@ -24,88 +23,43 @@ func (e *DialError) Error() string { return "dial upstream: " + e.Err.Error() }
 // Unwrap returns the dial error.
 func (e *DialError) Unwrap() error { return e.Err }
 
-// Error is an error with an HTTP status, a stable code for API callers and a
-// message for people. Other packages return their own types with the same
-// methods (HTTPStatus, ErrorCode and optionally RetryAfter) and StatusOf
-// finds them with errors.As.
-type Error struct {
-	Status int
-	Code   string
-	Msg    string
-	// Retry, when positive, is sent as Retry-After.
-	Retry time.Duration
-	// Header is added to the error response.
-	Header http.Header
-}
+// Classified is what StatusOf found out about an error: the status, the
+// public code and sentence, Retry-After and headers, and for operators the
+// cause and hint (never written to a public body). It is fault.Response.
+type Classified = fault.Response
 
-func (e *Error) Error() string { return e.Msg }
+// StatusOf sorts an error into its kind (Sort) and maps the kind to a status
+// through fault.Classify, the one place where kinds become statuses: 502 by
+// default, 504 when the upstream timed out, 413 past the body limit, and
+// whatever kind the engine's error carries (503 with Retry-After for a home
+// that did not wake in time). The public message is the kind's fixed
+// sentence, never the error's text.
+func StatusOf(err error) Classified { return fault.Classify(Sort(err)) }
 
-// HTTPStatus returns the status to answer with.
-func (e *Error) HTTPStatus() int { return e.Status }
-
-// ErrorCode returns the stable error code.
-func (e *Error) ErrorCode() string { return e.Code }
-
-// RetryAfter returns how long the caller should wait before trying again.
-func (e *Error) RetryAfter() time.Duration { return e.Retry }
-
-type statusError interface {
-	error
-	HTTPStatus() int
-	ErrorCode() string
-}
-
-type retryAfterError interface{ RetryAfter() time.Duration }
-
-type headerError interface{ ErrorHeader() http.Header }
-
-// Classified is what StatusOf found out about an error.
-type Classified struct {
-	Status     int
-	Code       string
-	Message    string
-	RetryAfter time.Duration
-	Header     http.Header
-}
-
-// StatusOf sorts an error into its kind and maps it to a status. This is the
-// one place where errors become statuses: 502 by default, 504 when the
-// upstream timed out, 413 past the body limit, and whatever a typed error
-// says (503 with Retry-After for a home that did not wake in time).
-func StatusOf(err error) Classified {
+// Sort returns err as an error of a known kind: err itself when it carries
+// one (a *fault.Error in its chain), else the data plane's kind for it, with
+// err kept as the cause for the log.
+func Sort(err error) error {
 	if _, ok := fault.As(err); ok {
-		r := fault.Classify(err)
-		return Classified{Status: r.Status, Code: r.Code, Message: r.Message, RetryAfter: r.RetryAfter, Header: r.Header}
-	}
-	var se statusError
-	if errors.As(err, &se) {
-		c := Classified{Status: se.HTTPStatus(), Code: se.ErrorCode(), Message: se.Error()}
-		var ra retryAfterError
-		if errors.As(err, &ra) {
-			c.RetryAfter = ra.RetryAfter()
-		}
-		var he headerError
-		if errors.As(err, &he) {
-			c.Header = he.ErrorHeader()
-		}
-		return c
+		return err
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return Classified{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-			Message: "request body exceeds " + strconv.FormatInt(mbe.Limit, 10) + " bytes"}
+		return fault.Wrap(fault.TooLarge, "body_too_large",
+			"The request body is over the limit of "+strconv.FormatInt(mbe.Limit, 10)+" bytes.", err)
 	}
 	var de *DialError
-	if errors.As(err, &de) {
-		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-			return Classified{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", Message: "the upstream did not accept a connection in time"}
+	timeout := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
+	switch {
+	case errors.As(err, &de):
+		if timeout {
+			return fault.Wrap(fault.Timeout, "upstream_timeout", "The upstream did not accept a connection in time.", err)
 		}
-		return Classified{Status: http.StatusBadGateway, Code: "upstream_unreachable", Message: "the upstream could not be reached"}
+		return fault.Wrap(fault.Upstream, "upstream_unreachable", "The upstream could not be reached.", err)
+	case timeout:
+		return fault.Wrap(fault.Timeout, "upstream_timeout", "The upstream did not answer in time.", err)
 	}
-	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-		return Classified{Status: http.StatusGatewayTimeout, Code: "upstream_timeout", Message: "the upstream did not answer in time"}
-	}
-	return Classified{Status: http.StatusBadGateway, Code: "bad_gateway", Message: "the upstream failed to answer"}
+	return fault.Wrap(fault.Upstream, "bad_gateway", "The upstream failed to answer.", err)
 }
 
 func isTimeout(err error) bool {
@@ -153,7 +107,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	WriteClassified(w, r, StatusOf(err))
 }
 
-// WriteClassified answers r with an already classified error.
+// WriteClassified answers r with an already classified error. It writes the
+// public part only: c.Cause and c.Hint are for the caller's log.
 func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
 	h := w.Header()
 	for k, vs := range c.Header {
@@ -177,5 +132,5 @@ func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
 	}
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(c.Status)
-	_ = json.NewEncoder(w).Encode(errorBody{Error: errorDetail{Code: c.Code, Message: c.Message, RequestID: reqID}})
+	_ = json.NewEncoder(w).Encode(errorBody{Error: errorDetail{Code: c.Code, Message: c.Message, Field: c.Field, RequestID: reqID}})
 }

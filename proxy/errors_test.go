@@ -13,16 +13,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
-// homeError is another package's error type with the same methods as Error.
-type homeError struct{ retry time.Duration }
-
-func (e *homeError) Error() string             { return "home not ready" }
-func (e *homeError) HTTPStatus() int           { return http.StatusServiceUnavailable }
-func (e *homeError) ErrorCode() string         { return "home_waking" }
-func (e *homeError) RetryAfter() time.Duration { return e.retry }
-func (e *homeError) ErrorHeader() http.Header  { return http.Header{"X-Home": {"h1"}} }
+// homeError is an engine error: a kind with a public code and sentence,
+// and an internal cause.
+func homeError(retry time.Duration) error {
+	e := fault.Wrap(fault.NotReady, "home_waking", "The home is still waking.",
+		errors.New("exec: /srv/homes/h1/run.sh: pid 4242 on 127.0.0.1:39999 refused")).WithRetry(retry)
+	e.Header = http.Header{"X-Home": {"h1"}}
+	return e
+}
 
 // timeoutErr is a net.Error that timed out.
 type timeoutErr struct{}
@@ -40,10 +42,10 @@ func TestStatusOf(t *testing.T) {
 		code   string
 		retry  time.Duration
 	}{
-		{"typed", &Error{Status: 418, Code: "teapot", Msg: "short and stout"}, 418, "teapot", 0},
-		{"typed with retry", &Error{Status: 503, Code: "home_waking", Msg: "waking", Retry: 5 * time.Second}, 503, "home_waking", 5 * time.Second},
-		{"typed wrapped", fmt.Errorf("serve: %w", &Error{Status: 429, Code: "rate_limited", Msg: "slow down"}), 429, "rate_limited", 0},
-		{"other package's type", fmt.Errorf("ensure: %w", &homeError{retry: 1500 * time.Millisecond}), 503, "home_waking", 1500 * time.Millisecond},
+		{"kind", fault.New(fault.Forbidden, "teapot", "Short and stout."), 403, "teapot", 0},
+		{"kind with retry", fault.New(fault.Failed, "wake_failed", "Failed.").WithRetry(5 * time.Second), 503, "wake_failed", 5 * time.Second},
+		{"kind wrapped", fmt.Errorf("serve: %w", fault.New(fault.Limited, "rate_limited", "Slow down.").WithRetry(2*time.Second)), 429, "rate_limited", 2 * time.Second},
+		{"engine error", fmt.Errorf("ensure: %w", homeError(1500*time.Millisecond)), 503, "home_waking", 1500 * time.Millisecond},
 		{"body too large", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 10}), 413, "body_too_large", 0},
 		{"dial refused", &DialError{Err: refused}, 502, "upstream_unreachable", 0},
 		{"dial timed out", &DialError{Err: timeoutErr{}}, 504, "upstream_timeout", 0},
@@ -59,7 +61,7 @@ func TestStatusOf(t *testing.T) {
 			t.Errorf("%s: StatusOf = %+v; want %d %s retry %s", c.name, got, c.status, c.code, c.retry)
 		}
 	}
-	if h := StatusOf(&homeError{}).Header.Get("X-Home"); h != "h1" {
+	if h := StatusOf(homeError(time.Second)).Header.Get("X-Home"); h != "h1" {
 		t.Errorf("header of a typed error = %q; want h1", h)
 	}
 	if m := StatusOf(&http.MaxBytesError{Limit: 1234}).Message; !strings.Contains(m, "1234") {
@@ -146,5 +148,40 @@ func TestWriteErrorUsesStatusOf(t *testing.T) {
 	WriteError(w, r, fmt.Errorf("x: %w", &http.MaxBytesError{Limit: 5}))
 	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "body_too_large") {
 		t.Fatalf("got %d %s; want 413 body_too_large", w.Code, w.Body.String())
+	}
+}
+
+// TestWriteErrorHidesCauses answers with errors whose text names a path, a
+// port, a pid and a command line: neither the JSON body nor the page may
+// carry any of them, only the code, the sentence and the request id.
+func TestWriteErrorHidesCauses(t *testing.T) {
+	secret := []string{"/srv/homes", "4242", "39999", "127.0.0.1", "run.sh"}
+	raw := errors.New("exec /srv/homes/h1/run.sh: pid 4242 on 127.0.0.1:39999 refused")
+	for _, c := range []struct {
+		name string
+		err  error
+		code string
+	}{
+		{"engine error with a cause", homeError(time.Second), "home_waking"},
+		{"plain error", raw, "bad_gateway"},
+		{"dial error", &DialError{Err: raw}, "upstream_unreachable"},
+		{"timeout", fmt.Errorf("%w: %w", raw, context.DeadlineExceeded), "upstream_timeout"},
+	} {
+		for _, accept := range []string{"application/json", "text/html"} {
+			r := httptest.NewRequest(http.MethodGet, "/node/h1/", nil)
+			r.Header.Set("Accept", accept)
+			r.Header.Set("X-Request-Id", "req-7")
+			w := httptest.NewRecorder()
+			WriteError(w, r, c.err)
+			body := w.Body.String()
+			if !strings.Contains(body, c.code) || !strings.Contains(body, "req-7") {
+				t.Errorf("%s (%s): body %q lacks the code %s or the request id", c.name, accept, body, c.code)
+			}
+			for _, s := range secret {
+				if strings.Contains(body, s) {
+					t.Errorf("%s (%s): body %q shows %q", c.name, accept, body, s)
+				}
+			}
+		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
 // Route is where one request goes.
@@ -37,6 +39,12 @@ type Route struct {
 	// before any response; it returns a fresh upstream (after a new wake)
 	// and the request is retried once if it can be replayed.
 	Retry func(ctx context.Context) (*url.URL, error)
+	// OnFailure, if set, is called when a forward to Upstream fails with no
+	// response (a transport error while the caller is still there),
+	// whether or not the request can be replayed, and again when its
+	// replay fails. The gateway drops the home's warm verdict there, so
+	// that the next request wakes or probes the home again.
+	OnFailure func()
 	// Waited is how long the request waited for a wake; when positive it is
 	// reported as Server-Timing: wake;dur=<ms>.
 	Waited time.Duration
@@ -124,8 +132,8 @@ func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
 func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 	if isUpgrade(r) {
 		if origin := r.Header.Get("Origin"); origin != "" && !p.allowOrigin(origin, r) {
-			WriteClassified(w, r, Classified{Status: http.StatusForbidden, Code: "origin_not_allowed",
-				Message: "WebSocket connections from this origin are not allowed"})
+			WriteError(w, r, fault.New(fault.Forbidden, "origin_not_allowed",
+				"WebSocket connections from this origin are not allowed."))
 			return
 		}
 	}
@@ -278,13 +286,17 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	if route != nil {
 		name = route.Name
 	}
-	p.opts.Log.Warn("proxy error", "route", name, "path", r.URL.Path, "status", c.Status, "err", err)
+	// The cause is for the log only; the caller gets the code, the
+	// sentence and this request id.
+	p.opts.Log.Warn("proxy error", "route", name, "path", r.URL.Path, "status", c.Status, "code", c.Code,
+		"request_id", r.Header.Get("X-Request-Id"), "err", err)
 	WriteClassified(w, r, c)
 }
 
-// retryTransport retries once, on a fresh upstream from the route, a request
-// whose upstream could not be reached before any response, when the request
-// can be replayed.
+// retryTransport reports every failed forward to the route (OnFailure),
+// and retries once, on a fresh upstream from the route, a request whose
+// upstream could not be reached before any response, when the request can
+// be replayed.
 type retryTransport struct{ base *http.Transport }
 
 func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -293,7 +305,11 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return res, nil
 	}
 	route := routeFrom(req.Context())
-	if route == nil || route.Retry == nil || !unreached(err) || !replayable(req) {
+	if route == nil {
+		return nil, err
+	}
+	route.failed(req)
+	if route.Retry == nil || !unreached(err) || !replayable(req) {
 		return nil, err
 	}
 	u, rerr := route.Retry(req.Context())
@@ -308,7 +324,19 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	return t.base.RoundTrip(again)
+	res, err = t.base.RoundTrip(again)
+	if err != nil {
+		route.failed(again)
+	}
+	return res, err
+}
+
+// failed tells the route's owner that a forward of req failed, unless the
+// failure is the caller going away.
+func (route *Route) failed(req *http.Request) {
+	if route.OnFailure != nil && req.Context().Err() == nil {
+		route.OnFailure()
+	}
 }
 
 func replayable(req *http.Request) bool {

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
 const testToken = "relay-T0KEN-9f8e7d"
@@ -543,7 +545,7 @@ func TestForwardRetriesUnreachedReplayableRequests(t *testing.T) {
 func TestForwardRetryErrorIsAnswered(t *testing.T) {
 	s, _ := front(t, testOptions(), func() *Route {
 		return &Route{Name: "a", Upstream: deadURL(t), Retry: func(context.Context) (*url.URL, error) {
-			return nil, fmt.Errorf("wake: %w", &Error{Status: 503, Code: "home_waking", Msg: "still waking", Retry: 3 * time.Second})
+			return nil, fmt.Errorf("wake: %w", fault.New(fault.NotReady, "home_waking", "Still waking.").WithRetry(3*time.Second))
 		}}
 	})
 	res, body := do(t, newReq(t, http.MethodGet, s.URL+"/", nil))
@@ -567,5 +569,54 @@ func TestSameHostOrigin(t *testing.T) {
 		if got := SameHostOrigin(origin, r); got != want {
 			t.Errorf("SameHostOrigin(%q) = %v; want %v", origin, got, want)
 		}
+	}
+}
+
+// TestForwardFailureReported forwards to a dead upstream: every failed
+// attempt is reported to the route's owner (who drops the warm verdict
+// there), a streamed body that cannot be replayed included.
+func TestForwardFailureReported(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		method string
+		body   string
+		stream bool // a body with no length, which cannot be replayed
+		retry  bool
+		want   int32
+	}{
+		{"GET without a retry", http.MethodGet, "", false, false, 1},
+		{"GET whose replay fails too", http.MethodGet, "", false, true, 2},
+		{"streamed POST", http.MethodPost, "payload", true, true, 1},
+		{"POST with a length", http.MethodPost, "payload", false, false, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var failures, retries atomic.Int32
+			dead := deadURL(t)
+			s, _ := front(t, testOptions(), func() *Route {
+				rt := &Route{Name: "a", Upstream: dead, OnFailure: func() { failures.Add(1) }}
+				if c.retry {
+					rt.Retry = func(context.Context) (*url.URL, error) { retries.Add(1); return dead, nil }
+				}
+				return rt
+			})
+			var body io.Reader
+			if c.body != "" {
+				body = strings.NewReader(c.body)
+				if c.stream {
+					body = io.MultiReader(body)
+				}
+			}
+			req := newReq(t, c.method, s.URL+"/", body)
+			if c.stream {
+				req.ContentLength = -1
+			}
+			res, _ := do(t, req)
+			if res.StatusCode != http.StatusBadGateway {
+				t.Fatalf("status %d; want 502", res.StatusCode)
+			}
+			if got := failures.Load(); got != c.want {
+				t.Fatalf("%d failures reported (after %d retries); want %d", got, retries.Load(), c.want)
+			}
+		})
 	}
 }
