@@ -3,6 +3,8 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -23,10 +25,12 @@ import (
 func (g *Gateway) routes() http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "not_found", Message: "no route for this path"})
+		g.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no route for this path."))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "method not allowed on this path"})
+		// No kind of its own: the router's one status, with a fixed sentence.
+		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			Message: "This method is not allowed on this path."})
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -61,22 +65,23 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		// The probe header goes first, from every request; only the
 		// gateway's own self-probe keeps its mark (apps.go).
 		r, probe := g.routeTab.probe.hygiene(r)
+		// The request id comes before any answer, refusals included.
+		if r.Header.Get("X-Request-Id") == "" || !g.trustedPeer(r) || len(r.Header.Get("X-Request-Id")) > 128 {
+			r.Header.Set("X-Request-Id", g.newRequestID())
+		}
 		if framingConflict(r.Context()) {
 			w.Header().Set("Connection", "close")
-			proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusBadRequest, Code: "bad_framing",
-				Message: "a request may not carry both Content-Length and Transfer-Encoding"})
+			g.writeError(w, r, fault.New(fault.Invalid, "bad_framing",
+				"A request may not carry both Content-Length and Transfer-Encoding."))
 			return
 		}
 		if r.RequestURI != "*" {
 			p, raw, err := proxy.CanonicalPath(r.URL.EscapedPath())
 			if err != nil {
-				proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusBadRequest, Code: "bad_path", Message: err.Error()})
+				g.writeError(w, r, badPath(err))
 				return
 			}
 			r.URL.Path, r.URL.RawPath = p, raw
-		}
-		if r.Header.Get("X-Request-Id") == "" || !g.trustedPeer(r) || len(r.Header.Get("X-Request-Id")) > 128 {
-			r.Header.Set("X-Request-Id", g.newRequestID())
 		}
 		start := time.Now()
 		rw := &recorder{ResponseWriter: w}
@@ -110,7 +115,7 @@ func (g *Gateway) newRequestID() string {
 
 func (g *Gateway) redirectSlash(w http.ResponseWriter, r *http.Request) {
 	if _, ok := g.appBySlug(chi.URLParam(r, "slug")); !ok {
-		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "app_not_found", Message: "no such app"})
+		g.writeError(w, r, errNoApp())
 		return
 	}
 	u := *r.URL
@@ -124,7 +129,7 @@ func (g *Gateway) redirectSlash(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 	app, ok := g.appBySlug(chi.URLParam(r, "slug"))
 	if !ok {
-		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "app_not_found", Message: "no such app"})
+		g.writeError(w, r, errNoApp())
 		return
 	}
 	route := &proxy.Route{Kind: "app", Name: app.cfg.Slug}
@@ -151,7 +156,7 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) serveNode(w http.ResponseWriter, r *http.Request) {
 	h, ok := g.homeAt(chi.URLParam(r, "target"))
 	if !ok {
-		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "home_not_found", Message: "no such home"})
+		g.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
 		return
 	}
 	route := &proxy.Route{Kind: "node", Name: h.spec.Target}
@@ -170,8 +175,8 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 
 	eng := g.engine
 	if !eng.Warm(id) {
-		if g.noWake(r, sub) && eng.Sleeping(id) {
-			proxy.WriteError(w, r, wake.Asleep(g.cfg.Wake.RetryAfter))
+		if err := g.wakeRefused(r, id, sub); err != nil {
+			g.writeError(w, r, err)
 			return
 		}
 		if isNavigation(r) {
@@ -183,7 +188,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 					g.serveWaitingPage(w, r, route)
 					return
 				}
-				proxy.WriteError(w, r, err)
+				g.writeError(w, r, err)
 				return
 			}
 			g.forward(w, r, route, a)
@@ -194,7 +199,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 	a, err := eng.EnsureAwake(ctx, id)
 	cancel()
 	if err != nil {
-		proxy.WriteError(w, r, err)
+		g.writeError(w, r, err)
 		return
 	}
 	g.forward(w, r, route, a)
@@ -205,12 +210,26 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.R
 	route.Waited = a.Waited
 	id := route.HomeID
 	markForward(w)
+	// A failed forward drops the warm verdict, replayable or not, so the
+	// next request wakes or probes the home again; a replayable one is
+	// retried once after a fresh wake.
+	route.OnFailure = func() { g.engine.Drop(id) }
 	route.Retry = func(ctx context.Context) (*url.URL, error) {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.Wake.WakeTimeout)
 		defer cancel()
 		return g.engine.Redo(ctx, id)
 	}
 	g.proxy.Serve(w, r, route)
+}
+
+// wakeRefused returns the answer for a request that must not wake home id
+// (the no-wake rules: its user agent or its path sub inside the home) while
+// the home sleeps, or nil when the request may go on and wake it.
+func (g *Gateway) wakeRefused(r *http.Request, id, sub string) error {
+	if g.noWake(r, sub) && g.engine.Sleeping(id) {
+		return wake.Asleep(g.cfg.Wake.RetryAfter)
+	}
+	return nil
 }
 
 // noWake reports whether r must not wake a sleeping home.
@@ -264,6 +283,13 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 		h, _ = g.homeAt(name)
 	case "app":
 		if a, ok := g.appBySlug(name); ok {
+			// The poll obeys the no-wake rules like any request.
+			if a.home != nil {
+				if err := g.wakeRefused(r, g.current(a.home).spec.ID, ""); err != nil {
+					g.writeError(w, r, err)
+					return
+				}
+			}
 			// An app is ready when its route is published (apps.go).
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
@@ -272,13 +298,20 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if h == nil {
-		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusNotFound, Code: "not_found", Message: "no such home or app"})
+		g.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no such home or app."))
 		return
 	}
 	out := map[string]any{"ready": g.engine.Warm(h.spec.ID)}
 	if !out["ready"].(bool) {
+		// The poll obeys the no-wake rules like any request; the wake it
+		// starts or joins obeys the wake limits (the global cap queues it,
+		// a home in backoff refuses it).
+		if err := g.wakeRefused(r, h.spec.ID, ""); err != nil {
+			g.writeError(w, r, err)
+			return
+		}
 		if err := g.engine.Start(h.spec.ID); err != nil {
-			c := proxy.StatusOf(err)
+			c := g.classify(r, err)
 			out["error"] = c.Message
 			out["code"] = c.Code
 		}
@@ -298,11 +331,46 @@ func (g *Gateway) serveReadySignal(w http.ResponseWriter, r *http.Request) {
 	tok := r.Header.Get(g.cfg.Proxy.RelayHeader)
 	id, ok := g.engine.HomeForToken(tok)
 	if !ok {
-		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusUnauthorized, Code: "bad_token", Message: "a home's relay token is required"})
+		g.writeError(w, r, fault.New(fault.Unauthorized, "bad_token", "A home's relay token is required."))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"home": id, "signalled": g.engine.Ready(id, tok)})
+}
+
+// writeError answers r with err through the one mapper: the caller gets a
+// code, a sentence and the request id; the log gets the cause.
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	proxy.WriteClassified(w, r, g.classify(r, err))
+}
+
+// classify maps err to its public answer and logs the cause and the hint,
+// when there is one, with the request id.
+func (g *Gateway) classify(r *http.Request, err error) proxy.Classified {
+	c := proxy.StatusOf(err)
+	if c.Cause != "" {
+		level := slog.LevelInfo // the caller's mistake
+		if c.Status >= http.StatusInternalServerError {
+			level = slog.LevelWarn
+		}
+		g.log.Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", c.Status, "code", c.Code,
+			"request_id", r.Header.Get("X-Request-Id"), "cause", c.Cause, "hint", c.Hint)
+	}
+	return c
+}
+
+// errNoApp answers a request for an app that does not exist.
+func errNoApp() error { return fault.New(fault.NotFound, "app_not_found", "There is no such app.") }
+
+// badPath answers a request whose path CanonicalPath refused, naming the
+// rule it broke (a fixed phrase) but not the path.
+func badPath(err error) error {
+	msg := "The request path is not canonical."
+	var pe *proxy.PathError
+	if errors.As(err, &pe) {
+		msg = "The request path is refused: " + pe.Reason + "."
+	}
+	return fault.Wrap(fault.Invalid, "bad_path", msg, err)
 }
 
 // recorder captures the status and size of a response for the access log

@@ -1,0 +1,204 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// routesDemoHome runs a demo home for target on addr, outside any
+// gateway's supervision, and waits until it answers.
+func routesDemoHome(t *testing.T, addr, target string) *testbin.Proc {
+	t.Helper()
+	p := testbin.Start(t, t.TempDir(), nil, "demo-home", "--addr", addr, "--target", target)
+	testbin.Eventually(t, "demo home on "+addr, func() bool {
+		res, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	return p
+}
+
+// routesWakeStarts counts the wake.start events of home id.
+func routesWakeStarts(gw *e2eGateway, id string) int {
+	n := 0
+	for _, ev := range gw.g.Engine().Events().Recent() {
+		if ev.Type == wake.EventWakeStart && ev.Home == id {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRoutesFailedForwardDropsVerdict kills a real home under a warm
+// verdict and sends it a POST with a body, which cannot be replayed: the
+// caller gets a 502 that names no address, the verdict is gone, and the
+// next request goes through a wake (its probe) again instead of trusting it.
+func TestRoutesFailedForwardDropsVerdict(t *testing.T) {
+	t.Parallel()
+	addr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
+	home := routesDemoHome(t, addr, "st")
+	gw := e2eStartInProcess(t, fmt.Sprintf(`
+wake:
+  warm_ttl: 10m
+  idle_timeout: 0s
+  ready_timeout: 5s
+homes:
+  - id: st
+    provider: static
+    endpoint: "http://%s"
+`, addr))
+	c := e2eClient(t)
+	base := "http://" + gw.addr + "/node/st"
+	if res, body := e2eGet(t, c, base+"/whoami", nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("first request: %d %s", res.StatusCode, body)
+	}
+	if !gw.g.Engine().Warm("st") {
+		t.Fatal("no warm verdict after a proven wake")
+	}
+	starts := routesWakeStarts(gw, "st")
+
+	home.Stop()
+	res, err := c.Post(base+"/echo", "text/plain", strings.NewReader("a body that cannot be sent twice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Error struct{ Code, Message string }
+	}
+	_ = json.NewDecoder(res.Body).Decode(&body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadGateway || body.Error.Code != "upstream_unreachable" ||
+		strings.Contains(body.Error.Message, "127.0.0.1") {
+		t.Fatalf("POST to the killed home: %d %+v; want 502 upstream_unreachable naming no address", res.StatusCode, body)
+	}
+	if gw.g.Engine().Warm("st") {
+		t.Fatal("the warm verdict survived a failed forward of a request that could not be replayed")
+	}
+
+	routesDemoHome(t, addr, "st")
+	res, _ = e2eGet(t, c, base+"/whoami", nil)
+	if res.StatusCode != http.StatusOK || !strings.Contains(res.Header.Get("Server-Timing"), "wake;dur=") {
+		t.Fatalf("next request: %d Server-Timing %q; want 200 after a wake", res.StatusCode, res.Header.Get("Server-Timing"))
+	}
+	if got := routesWakeStarts(gw, "st"); got != starts+1 {
+		t.Fatalf("%d wakes started after the failed forward; want one", got-starts)
+	}
+}
+
+// routesWakeStatus polls the waiting page's status URL of home target with
+// user agent ua.
+func routesWakeStatus(t *testing.T, gw *e2eGateway, target, ua string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+gw.addr+"/_wakegate/wake/node/"+target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("User-Agent", ua)
+	res, err := e2eClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+		t.Fatalf("status body: %v", err)
+	}
+	return res.StatusCode, out
+}
+
+const routesBrowser = "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0"
+
+// TestRoutesWakeStatusObeysNoWake polls a sleeping home's wake status as
+// an uptime monitor: it is refused like any no-wake request (503
+// home_sleeping) and starts no wake; a browser's poll starts it.
+func TestRoutesWakeStatusObeysNoWake(t *testing.T) {
+	t.Parallel()
+	gw := e2eStartInProcess(t, `
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+`)
+	code, out := routesWakeStatus(t, gw, "demo", "UptimeRobot/2.0")
+	errBody, _ := out["error"].(map[string]any)
+	if code != http.StatusServiceUnavailable || errBody["code"] != wake.CodeHomeSleeping {
+		t.Fatalf("monitor's poll: %d %v; want 503 home_sleeping", code, out)
+	}
+	if n := routesWakeStarts(gw, "demo"); n != 0 {
+		t.Fatalf("a monitor's poll started %d wakes", n)
+	}
+	code, out = routesWakeStatus(t, gw, "demo", routesBrowser)
+	if code != http.StatusOK || out["ready"] != false || out["code"] != nil {
+		t.Fatalf("browser's poll: %d %v; want 200, not ready yet, no error", code, out)
+	}
+	if n := routesWakeStarts(gw, "demo"); n != 1 {
+		t.Fatalf("a browser's poll started %d wakes; want 1", n)
+	}
+}
+
+// TestRoutesWakeStatusObeysLimits polls homes whose wakes are limited: a
+// home in failure backoff is refused (wake_backoff) and starts no wake; under
+// a global cap of one wake, a second home's poll queues behind the first.
+func TestRoutesWakeStatusObeysLimits(t *testing.T) {
+	t.Parallel()
+	dead := fmt.Sprintf("http://127.0.0.1:%d", testbin.FreePort(t))
+	gw := e2eStartInProcess(t, fmt.Sprintf(`
+wake:
+  idle_timeout: 0s
+  ready_timeout: 2s
+  failure_backoff: 10m
+  max_concurrent: 1
+homes:
+  - id: a
+    provider: static
+    endpoint: %q
+  - id: b
+    provider: static
+    endpoint: %q
+`, dead, dead))
+	c := e2eClient(t)
+
+	// Global cap: a's wake holds the only slot while it probes; b's poll
+	// starts a wake that waits for the slot.
+	if code, out := routesWakeStatus(t, gw, "a", routesBrowser); code != http.StatusOK || out["code"] != nil {
+		t.Fatalf("a's poll: %d %v", code, out)
+	}
+	testbin.Eventually(t, "a's wake to take the slot", func() bool {
+		phase, _, ok := gw.g.Engine().Progress("a")
+		return ok && phase != "queued"
+	})
+	if code, out := routesWakeStatus(t, gw, "b", routesBrowser); code != http.StatusOK || out["phase"] != "queued" {
+		t.Fatalf("b's poll under the cap while a wakes: %d %v; want phase queued", code, out)
+	}
+
+	// Backoff: a's first wake fails (nothing listens), and so does the one
+	// more that may start at once; then a's wakes wait.
+	for i := 0; i < 2; i++ {
+		testbin.Eventually(t, "a's wake to end", func() bool {
+			_, _, ok := gw.g.Engine().Progress("a")
+			return !ok
+		})
+		if i == 0 {
+			if res, body := e2eGet(t, c, "http://"+gw.addr+"/node/a/", nil); res.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("a's second wake: %d %s; want 503", res.StatusCode, body)
+			}
+		}
+	}
+	starts := routesWakeStarts(gw, "a")
+	code, out := routesWakeStatus(t, gw, "a", routesBrowser)
+	if code != http.StatusOK || out["code"] != wake.CodeWakeBackoff || out["ready"] != false {
+		t.Fatalf("a's poll in backoff: %d %v; want code wake_backoff", code, out)
+	}
+	if got := routesWakeStarts(gw, "a"); got != starts {
+		t.Fatalf("a poll in backoff started %d wakes", got-starts)
+	}
+}
