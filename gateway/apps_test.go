@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
@@ -556,6 +558,7 @@ apps:
 // same app is ready once the gateway serves.
 func TestAppRoutePendingUntilServe(t *testing.T) {
 	up := apNewUpstream(t, "/h", apStatus(http.StatusOK))
+	before := goleak.IgnoreCurrent()
 	cfg, err := gateway.Load("pending.yaml", []byte(fmt.Sprintf(`listen: "127.0.0.1:0"
 data_dir: %q
 log: {access: false}
@@ -574,7 +577,14 @@ apps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
+	// Last: once the gateway is closed, none of its goroutines (app loops,
+	// observations, self-probe connections) is left.
+	defer func() {
+		g.Close()
+		if err := goleak.Find(before); err != nil {
+			t.Error(err)
+		}
+	}()
 	st, err := g.Apps().RefreshSince(context.Background(), "x", time.Now())
 	if err != nil || st.Phase != wake.PhaseStarting || st.Reason != wake.ReasonRoutePending {
 		t.Fatalf("before Serve: %+v, %v; want starting/route-pending", st, err)
