@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,20 +134,10 @@ apps:
     path: /apps/demo
     strip_prefix: true
 `, adminAddr, admToken))
+	env := []string{"WAKEGATE_ADMIN=" + adminAddr, "WAKEGATE_TOKEN=" + admToken}
 	run := func(args ...string) (int, string, string) {
 		t.Helper()
-		cmd := exec.Command(testbin.Build(t), args...)
-		cmd.Env = append(os.Environ(), "WAKEGATE_ADMIN="+adminAddr, "WAKEGATE_TOKEN="+admToken)
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, out.String(), errb.String()
+		return admRunCLI(t, env, args...)
 	}
 	for _, step := range []struct {
 		args  []string

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -300,135 +301,145 @@ func TestAdminHomes(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("relay-secret-for-bob\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	t.Run("ValidationNamesEveryField", func(t *testing.T) { admHomeValidation(t, a) })
+	t.Run("RegisterServeRemove", func(t *testing.T) { admHomeRegisterServeRemove(t, a, secret) })
+	t.Run("WakeAndSuspend", func(t *testing.T) { admHomeWakeAndSuspend(t, a) })
+}
 
-	t.Run("ValidationNamesEveryField", func(t *testing.T) {
-		code, _, body := a.do(t, "PUT", "/admin/homes/Bad_ID", admToken, nil, map[string]any{
-			"target": "Not A Target", "provider": "teleport", "probe": "smoke",
-			"idle_timeout": "-1s", "relay_token": "env:ADM_UNSET_VARIABLE"})
-		if code != http.StatusBadRequest {
-			t.Fatalf("bad home: %d %s", code, body)
+// admHomeValidation checks a bad home names every bad field, and a bad
+// lease its ttl.
+func admHomeValidation(t *testing.T, a *admGateway) {
+	code, _, body := a.do(t, "PUT", "/admin/homes/Bad_ID", admToken, nil, map[string]any{
+		"target": "Not A Target", "provider": "teleport", "probe": "smoke",
+		"idle_timeout": "-1s", "relay_token": "env:ADM_UNSET_VARIABLE"})
+	if code != http.StatusBadRequest {
+		t.Fatalf("bad home: %d %s", code, body)
+	}
+	e := admDecode[admErr](t, body)
+	got := map[string]bool{}
+	for _, f := range e.Error.Fields {
+		got[f.Field] = true
+	}
+	for _, f := range []string{"id", "target", "provider", "probe", "idle_timeout", "relay_token"} {
+		if !got[f] || !strings.Contains(e.Error.Field, f) || !strings.Contains(e.Error.Message, f+":") {
+			t.Errorf("field %s not named: %s", f, body)
 		}
-		e := admDecode[admErr](t, body)
-		got := map[string]bool{}
-		for _, f := range e.Error.Fields {
-			got[f.Field] = true
-		}
-		for _, f := range []string{"id", "target", "provider", "probe", "idle_timeout", "relay_token"} {
-			if !got[f] || !strings.Contains(e.Error.Field, f) || !strings.Contains(e.Error.Message, f+":") {
-				t.Errorf("field %s not named: %s", f, body)
-			}
-		}
-		code, _, body = a.do(t, "PUT", "/admin/homes/ok", admToken, nil, map[string]any{"colour": "blue"})
-		if e := admDecode[admErr](t, body); code != http.StatusBadRequest || e.Error.Field != "colour" {
-			t.Errorf("unknown field: %d %s", code, body)
-		}
-		code, _, body = a.do(t, "PUT", "/admin/homes/ok", admToken, nil, map[string]any{"target": "demo"})
-		if e := admDecode[admErr](t, body); code != http.StatusBadRequest || e.Error.Field != "target" {
-			t.Errorf("taken target: %d %s", code, body)
-		}
-		code, _, body = a.do(t, "POST", "/admin/homes/demo/leases", admToken, nil, map[string]any{"ttl": "forever"})
-		if e := admDecode[admErr](t, body); code != http.StatusBadRequest || e.Error.Field != "ttl" {
-			t.Errorf("bad ttl: %d %s", code, body)
-		}
-	})
+	}
+	code, _, body = a.do(t, "PUT", "/admin/homes/ok", admToken, nil, map[string]any{"colour": "blue"})
+	if e := admDecode[admErr](t, body); code != http.StatusBadRequest || e.Error.Field != "colour" {
+		t.Errorf("unknown field: %d %s", code, body)
+	}
+	code, _, body = a.do(t, "PUT", "/admin/homes/ok", admToken, nil, map[string]any{"target": "demo"})
+	if e := admDecode[admErr](t, body); code != http.StatusBadRequest || e.Error.Field != "target" {
+		t.Errorf("taken target: %d %s", code, body)
+	}
+	code, _, body = a.do(t, "POST", "/admin/homes/demo/leases", admToken, nil, map[string]any{"ttl": "forever"})
+	if e := admDecode[admErr](t, body); code != http.StatusBadRequest || e.Error.Field != "ttl" {
+		t.Errorf("bad ttl: %d %s", code, body)
+	}
+}
 
-	t.Run("RegisterServeRemove", func(t *testing.T) {
-		code, hdr, body := a.do(t, "PUT", "/admin/homes/bob", admToken, nil, map[string]any{
-			"target": "bob", "relay_token": "file:" + secret, "idle_timeout": "0s"})
-		if code != http.StatusCreated {
-			t.Fatalf("register: %d %s", code, body)
-		}
-		h := admDecode[admHome](t, body)
-		if h.ID != "bob" || h.Status != "sleeping" || !h.RelayToken || hdr.Get("ETag") != strconv.Quote(strconv.FormatUint(h.Generation, 10)) {
-			t.Fatalf("registered home: %s (ETag %s)", body, hdr.Get("ETag"))
-		}
-		if strings.Contains(string(body), "relay-secret-for-bob") {
-			t.Fatalf("the relay token leaked: %s", body)
-		}
-		_, w, _ := e2eGetWhoami(t, a.client, "http://"+a.addr+"/node/bob/whoami", nil)
-		// The home saw its relay token (masked on the way back out).
-		if got := w.Headers.Get("X-Wakegate-Relay"); got == "" || strings.Contains(got, "relay-secret") {
-			t.Errorf("the runtime home's relay header, as echoed: %q", got)
-		}
-		code, _, body = a.do(t, "GET", "/admin/homes/bob", admToken, nil, nil)
-		h = admDecode[admHome](t, body)
-		if code != http.StatusOK || h.Status != "running" || h.LastWakeAt == nil || h.Endpoint == "" {
-			t.Fatalf("after a request: %d %s", code, body)
-		}
+// admHomeRegisterServeRemove registers a home with a relay token, serves
+// it, refuses stale If-Match, moves its route, holds it with a lease and
+// removes it.
+func admHomeRegisterServeRemove(t *testing.T, a *admGateway, secret string) {
+	code, hdr, body := a.do(t, "PUT", "/admin/homes/bob", admToken, nil, map[string]any{
+		"target": "bob", "relay_token": "file:" + secret, "idle_timeout": "0s"})
+	if code != http.StatusCreated {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	h := admDecode[admHome](t, body)
+	if h.ID != "bob" || h.Status != "sleeping" || !h.RelayToken || hdr.Get("ETag") != strconv.Quote(strconv.FormatUint(h.Generation, 10)) {
+		t.Fatalf("registered home: %s (ETag %s)", body, hdr.Get("ETag"))
+	}
+	if strings.Contains(string(body), "relay-secret-for-bob") {
+		t.Fatalf("the relay token leaked: %s", body)
+	}
+	_, w, _ := e2eGetWhoami(t, a.client, "http://"+a.addr+"/node/bob/whoami", nil)
+	// The home saw its relay token (masked on the way back out).
+	if got := w.Headers.Get("X-Wakegate-Relay"); got == "" || strings.Contains(got, "relay-secret") {
+		t.Errorf("the runtime home's relay header, as echoed: %q", got)
+	}
+	code, _, body = a.do(t, "GET", "/admin/homes/bob", admToken, nil, nil)
+	h = admDecode[admHome](t, body)
+	if code != http.StatusOK || h.Status != "running" || h.LastWakeAt == nil || h.Endpoint == "" {
+		t.Fatalf("after a request: %d %s", code, body)
+	}
 
-		// A stale generation is refused, for replace and for removal.
-		stale := strconv.FormatUint(h.Generation-1, 10)
-		code, _, body = a.do(t, "PUT", "/admin/homes/bob", admToken, map[string]string{"If-Match": `"` + stale + `"`},
-			map[string]any{"target": "bobby"})
-		if e := admDecode[admErr](t, body); code != http.StatusConflict || e.Error.Field != "If-Match" {
-			t.Fatalf("stale PUT: %d %s", code, body)
-		}
-		code, _, body = a.do(t, "DELETE", "/admin/homes/bob", admToken, map[string]string{"If-Match": stale}, nil)
-		if code != http.StatusConflict {
-			t.Fatalf("stale DELETE: %d %s", code, body)
-		}
-		// The current generation moves the route.
-		code, _, body = a.do(t, "PUT", "/admin/homes/bob", admToken, map[string]string{"If-Match": strconv.FormatUint(h.Generation, 10)},
-			map[string]any{"target": "bobby", "relay_token": "file:" + secret, "idle_timeout": "0s"})
-		if code != http.StatusOK || admDecode[admHome](t, body).Target != "bobby" {
-			t.Fatalf("replace: %d %s", code, body)
-		}
-		if res, body := e2eGet(t, a.client, "http://"+a.addr+"/node/bob/whoami", nil); res.StatusCode != http.StatusNotFound {
-			t.Errorf("old target after replace: %d %s", res.StatusCode, body)
-		}
-		e2eGetWhoami(t, a.client, "http://"+a.addr+"/node/bobby/whoami", nil)
+	// A stale generation is refused, for replace and for removal.
+	stale := strconv.FormatUint(h.Generation-1, 10)
+	code, _, body = a.do(t, "PUT", "/admin/homes/bob", admToken, map[string]string{"If-Match": `"` + stale + `"`},
+		map[string]any{"target": "bobby"})
+	if e := admDecode[admErr](t, body); code != http.StatusConflict || e.Error.Field != "If-Match" {
+		t.Fatalf("stale PUT: %d %s", code, body)
+	}
+	code, _, body = a.do(t, "DELETE", "/admin/homes/bob", admToken, map[string]string{"If-Match": stale}, nil)
+	if code != http.StatusConflict {
+		t.Fatalf("stale DELETE: %d %s", code, body)
+	}
+	// The current generation moves the route.
+	code, _, body = a.do(t, "PUT", "/admin/homes/bob", admToken, map[string]string{"If-Match": strconv.FormatUint(h.Generation, 10)},
+		map[string]any{"target": "bobby", "relay_token": "file:" + secret, "idle_timeout": "0s"})
+	if code != http.StatusOK || admDecode[admHome](t, body).Target != "bobby" {
+		t.Fatalf("replace: %d %s", code, body)
+	}
+	if res, body := e2eGet(t, a.client, "http://"+a.addr+"/node/bob/whoami", nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("old target after replace: %d %s", res.StatusCode, body)
+	}
+	e2eGetWhoami(t, a.client, "http://"+a.addr+"/node/bobby/whoami", nil)
 
-		// A lease is a session: removal is refused while it lives.
-		code, _, body = a.do(t, "POST", "/admin/homes/bob/leases", admToken, nil, map[string]any{"ttl": "1m"})
-		if code != http.StatusCreated {
-			t.Fatalf("lease: %d %s", code, body)
-		}
-		lease := admDecode[struct {
-			Lease string `json:"lease"`
-		}](t, body).Lease
-		if n := a.g.Sessions().Count("bob"); n != 1 {
-			t.Fatalf("sessions with a lease: %d", n)
-		}
-		if code, _, body = a.do(t, "DELETE", "/admin/homes/bob", admToken, nil, nil); code != http.StatusConflict {
-			t.Fatalf("DELETE with a lease: %d %s", code, body)
-		}
-		if code, _, body = a.do(t, "DELETE", "/admin/homes/bob/leases/"+lease, admToken, nil, nil); code != http.StatusNoContent {
-			t.Fatalf("end lease: %d %s", code, body)
-		}
-		if code, _, _ = a.do(t, "DELETE", "/admin/homes/bob/leases/"+lease, admToken, nil, nil); code != http.StatusNotFound {
-			t.Errorf("ending a lease twice: %d", code)
-		}
-		if code, _, body = a.do(t, "DELETE", "/admin/homes/bob", admToken, nil, nil); code != http.StatusNoContent {
-			t.Fatalf("DELETE: %d %s", code, body)
-		}
-		if res, body := e2eGet(t, a.client, "http://"+a.addr+"/node/bobby/whoami", nil); res.StatusCode != http.StatusNotFound {
-			t.Errorf("removed home still routed: %d %s", res.StatusCode, body)
-		}
-		if code, _, _ = a.do(t, "GET", "/admin/homes/bob", admToken, nil, nil); code != http.StatusNotFound {
-			t.Errorf("removed home still listed: %d", code)
-		}
-		if len(testbin.HomePIDs(t, filepath.Join(a.data, "homes", "bob"))) != 0 {
-			t.Errorf("the removed home's process still runs")
-		}
-	})
+	// A lease is a session: removal is refused while it lives.
+	code, _, body = a.do(t, "POST", "/admin/homes/bob/leases", admToken, nil, map[string]any{"ttl": "1m"})
+	if code != http.StatusCreated {
+		t.Fatalf("lease: %d %s", code, body)
+	}
+	lease := admDecode[struct {
+		Lease string `json:"lease"`
+	}](t, body).Lease
+	if n := a.g.Sessions().Count("bob"); n != 1 {
+		t.Fatalf("sessions with a lease: %d", n)
+	}
+	if code, _, body = a.do(t, "DELETE", "/admin/homes/bob", admToken, nil, nil); code != http.StatusConflict {
+		t.Fatalf("DELETE with a lease: %d %s", code, body)
+	}
+	if code, _, body = a.do(t, "DELETE", "/admin/homes/bob/leases/"+lease, admToken, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("end lease: %d %s", code, body)
+	}
+	if code, _, _ = a.do(t, "DELETE", "/admin/homes/bob/leases/"+lease, admToken, nil, nil); code != http.StatusNotFound {
+		t.Errorf("ending a lease twice: %d", code)
+	}
+	if code, _, body = a.do(t, "DELETE", "/admin/homes/bob", admToken, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", code, body)
+	}
+	if res, body := e2eGet(t, a.client, "http://"+a.addr+"/node/bobby/whoami", nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("removed home still routed: %d %s", res.StatusCode, body)
+	}
+	if code, _, _ = a.do(t, "GET", "/admin/homes/bob", admToken, nil, nil); code != http.StatusNotFound {
+		t.Errorf("removed home still listed: %d", code)
+	}
+	if len(testbin.HomePIDs(t, filepath.Join(a.data, "homes", "bob"))) != 0 {
+		t.Errorf("the removed home's process still runs")
+	}
+}
 
-	t.Run("WakeAndSuspend", func(t *testing.T) {
-		code, _, body := a.do(t, "POST", "/admin/homes/demo/wake", admToken, nil, nil)
-		if h := admDecode[admHome](t, body); code != http.StatusOK || h.Status != "running" || h.LastWakeAt == nil {
-			t.Fatalf("wake: %d %s", code, body)
-		}
-		code, _, body = a.do(t, "POST", "/admin/homes/demo/suspend", admToken, nil, nil)
-		if h := admDecode[admHome](t, body); code != http.StatusOK || h.Status != "suspended" {
-			t.Fatalf("suspend: %d %s", code, body)
-		}
-		if code, _, _ = a.do(t, "POST", "/admin/homes/nobody/wake", admToken, nil, nil); code != http.StatusNotFound {
-			t.Errorf("wake of an unknown home: %d", code)
-		}
-		// An app runs in demo: it cannot be removed.
-		if code, _, body = a.do(t, "DELETE", "/admin/homes/demo", admToken, nil, nil); code != http.StatusConflict {
-			t.Errorf("removing a home with an app: %d %s", code, body)
-		}
-	})
+// admHomeWakeAndSuspend wakes and suspends a config home and checks a
+// home an app runs in cannot be removed.
+func admHomeWakeAndSuspend(t *testing.T, a *admGateway) {
+	code, _, body := a.do(t, "POST", "/admin/homes/demo/wake", admToken, nil, nil)
+	if h := admDecode[admHome](t, body); code != http.StatusOK || h.Status != "running" || h.LastWakeAt == nil {
+		t.Fatalf("wake: %d %s", code, body)
+	}
+	code, _, body = a.do(t, "POST", "/admin/homes/demo/suspend", admToken, nil, nil)
+	if h := admDecode[admHome](t, body); code != http.StatusOK || h.Status != "suspended" {
+		t.Fatalf("suspend: %d %s", code, body)
+	}
+	if code, _, _ = a.do(t, "POST", "/admin/homes/nobody/wake", admToken, nil, nil); code != http.StatusNotFound {
+		t.Errorf("wake of an unknown home: %d", code)
+	}
+	// An app runs in demo: it cannot be removed.
+	if code, _, body = a.do(t, "DELETE", "/admin/homes/demo", admToken, nil, nil); code != http.StatusConflict {
+		t.Errorf("removing a home with an app: %d %s", code, body)
+	}
 }
 
 // admEvent is one Server-Sent Event.
@@ -641,18 +652,7 @@ apps:
 `, adminAddr))
 	run := func(env []string, args ...string) (int, string, string) {
 		t.Helper()
-		cmd := exec.Command(testbin.Build(t), args...)
-		cmd.Env = append(os.Environ(), env...)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, out.String(), errb.String()
+		return admRunCLI(t, env, args...)
 	}
 	env := []string{"WAKEGATE_ADMIN=" + adminAddr, "WAKEGATE_TOKEN=" + admToken}
 
@@ -702,6 +702,25 @@ apps:
 	if code, _, errs = run([]string{"WAKEGATE_ADMIN=" + adminAddr, "WAKEGATE_TOKEN=wrong-token-0123456789"}, "status"); code != 1 || !strings.Contains(errs, "401") {
 		t.Errorf("wrong token: exit %d %s", code, errs)
 	}
+}
+
+// admRunCLI runs the real binary with args and env added to the
+// environment, and returns its exit status, stdout and stderr.
+func admRunCLI(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(testbin.Build(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
 }
 
 // admCanon re-encodes v with sorted keys.
