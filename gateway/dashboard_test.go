@@ -38,34 +38,11 @@ func admChromium(t *testing.T) string {
 // from the event stream. A screenshot is kept as an artifact.
 func TestDashboardWakeLive(t *testing.T) {
 	t.Parallel()
-	chromium := admChromium(t)
 	a := admStart(t, admDemo, "")
-
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 900),
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 2*testbin.WaitLimit) // guards against a hang only
-	defer cancel()
+	ctx := admBrowser(t)
 	var err error
 
 	row := `tr[data-home="demo"]`
-	poll := func(expr string) chromedp.Action[chromedp.Void] {
-		return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(testbin.WaitLimit))
-	}
 	text := func(sel string) string {
 		if err != nil {
 			return ""
@@ -76,42 +53,24 @@ func TestDashboardWakeLive(t *testing.T) {
 	}
 	var before, status, lastWake, events, conn string
 	var marker bool
-	err = chromedp.Do(ctx,
-		chromedp.Navigate(a.admin+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), admToken),
-		chromedp.Click(chromedp.CSS(`#connect`)),
-		chromedp.WaitVisible(chromedp.CSS(row+` .status .pill`)),
-		poll(`document.getElementById("conn").textContent === "live"`),
-	)
+	err = admLogin(ctx, a, row+` .status .pill`)
 	before = text(row + ` .status`)
 	if err == nil {
 		err = chromedp.Do(ctx,
 			// Survives only if the page is not reloaded.
 			chromedp.Evaluate[chromedp.Void](`window.admMarker = true`),
 			chromedp.Click(chromedp.CSS(`button[data-action="wake"][data-home="demo"]`)),
-			poll(`(function(){var r=document.querySelector('tr[data-home="demo"]');
+			admPoll(`(function(){var r=document.querySelector('tr[data-home="demo"]');
 				return r && r.querySelector('.status').textContent === "running" && r.querySelector('.last-wake').textContent !== "never"})()`),
-			poll(`document.getElementById("events").textContent.indexOf("wake.ready demo") >= 0`),
-			poll(`document.getElementById("n-running").textContent === "1"`),
+			admPoll(`document.getElementById("events").textContent.indexOf("wake.ready demo") >= 0`),
+			admPoll(`document.getElementById("n-running").textContent === "1"`),
 		)
 	}
 	status, lastWake, events, conn = text(row+` .status`), text(row+` .last-wake`), text(`#events`), text(`#conn`)
 	if err == nil {
 		marker, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`window.admMarker === true`))
 	}
-	if shot, serr := chromedp.Run(ctx, chromedp.FullScreenshot(100)); serr == nil {
-		dir := os.Getenv("WAKEGATE_ARTIFACTS")
-		if dir == "" {
-			dir = t.TempDir()
-		}
-		if mkErr := os.MkdirAll(dir, 0o755); mkErr == nil {
-			path := filepath.Join(dir, "dashboard-wake.png")
-			if werr := os.WriteFile(path, shot, 0o644); werr == nil {
-				t.Logf("screenshot: %s", path)
-			}
-		}
-	}
+	admScreenshot(t, ctx, "dashboard-wake.png")
 	if err != nil {
 		t.Fatalf("dashboard: %v", err)
 	}
@@ -127,4 +86,105 @@ func TestDashboardWakeLive(t *testing.T) {
 	if conn != "live" || !marker {
 		t.Errorf("event stream %q, page kept (not reloaded): %v", conn, marker)
 	}
+}
+
+// TestDashboardAppOperations drives the dashboard's app buttons in
+// headless Chromium: Stop turns the demo app stopped and Start makes it
+// ready again, each through the admin API's app operations, with no
+// error shown.
+func TestDashboardAppOperations(t *testing.T) {
+	t.Parallel()
+	a := admStart(t, admDemo, "")
+	ctx := admBrowser(t)
+	phase := func(p string) chromedp.Action[chromedp.Void] {
+		return admPoll(`(function(){var r=document.querySelector('tr[data-app="demo"] .phase .pill');
+			return r && r.textContent === "` + p + `"})()`)
+	}
+	err := admLogin(ctx, a, `button[data-app-action="stop"][data-app="demo"]`)
+	if err == nil {
+		err = chromedp.Do(ctx,
+			chromedp.Click(chromedp.CSS(`button[data-app-action="stop"][data-app="demo"]`)),
+			phase("stopped"),
+			admPoll(`!document.querySelector('button[data-app="demo"]').disabled`),
+			chromedp.Click(chromedp.CSS(`button[data-app-action="start"][data-app="demo"]`)),
+			phase("ready"),
+			admPoll(`!document.querySelector('button[data-app="demo"]').disabled`),
+		)
+	}
+	var shown string
+	if err == nil {
+		shown, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#action-error`)))
+	}
+	admScreenshot(t, ctx, "dashboard-app.png")
+	if err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	if shown != "" {
+		t.Errorf("error shown: %q", shown)
+	}
+}
+
+// admPoll waits for a JavaScript expression to be true.
+func admPoll(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(testbin.WaitLimit))
+}
+
+// admLogin opens a's dashboard, enters the token and waits until the
+// event stream is live and sel is visible.
+func admLogin(ctx context.Context, a *admGateway, sel string) error {
+	return chromedp.Do(ctx,
+		chromedp.Navigate(a.admin+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), admToken),
+		chromedp.Click(chromedp.CSS(`#connect`)),
+		chromedp.WaitVisible(chromedp.CSS(sel)),
+		admPoll(`document.getElementById("conn").textContent === "live"`),
+	)
+}
+
+// admScreenshot keeps a screenshot of the page as an artifact (under
+// WAKEGATE_ARTIFACTS when set).
+func admScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		return
+	}
+	dir := os.Getenv("WAKEGATE_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if os.MkdirAll(dir, 0o755) == nil {
+		path := filepath.Join(dir, name)
+		if os.WriteFile(path, shot, 0o644) == nil {
+			t.Logf("screenshot: %s", path)
+		}
+	}
+}
+
+// admBrowser starts headless Chromium for the test and returns its
+// context, bounded against a hang and ended with the test.
+func admBrowser(t *testing.T) context.Context {
+	t.Helper()
+	chromium := admChromium(t)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(cancelCtx)
+	ctx, cancel := context.WithTimeout(ctx, 2*testbin.WaitLimit) // guards against a hang only
+	t.Cleanup(cancel)
+	return ctx
 }

@@ -7,7 +7,7 @@
   var KEY = "wakegate.admin.token";
   var $ = function (id) { return document.getElementById(id); };
   var token = sessionStorage.getItem(KEY) || "";
-  var homes = {}, lastSeq = 0, stream = null, refreshTimer = 0, pollTimer = 0;
+  var homes = {}, busyApps = {}, lastSeq = 0, stream = null, refreshTimer = 0, pollTimer = 0;
   var alertTypes = {"wake.failed": 1, "home.failed": 1, "roll.rolled_back": 1, "roll.incident": 1};
 
   function api(method, path, body) {
@@ -17,10 +17,18 @@
       if (r.status === 401) { logout("The token was refused."); throw new Error("unauthorized"); }
       return r.text().then(function (t) {
         var v = t ? JSON.parse(t) : {};
-        if (!r.ok) { throw new Error((v.error && v.error.message) || r.statusText); }
+        if (!r.ok) { throw new Error(failure(r, v)); }
         return v;
       });
     });
+  }
+
+  // failure says what went wrong for the operator: the admin error's
+  // message, cause and hint, or (an app whose wait ran out) its phase.
+  function failure(r, v) {
+    var e = v.error;
+    if (!e) { return r.status + " " + r.statusText + (v.phase ? ": the app is " + v.phase + (v.operation ? " (" + v.operation + ")" : "") : ""); }
+    return [e.message || r.statusText, e.cause, e.hint ? "hint: " + e.hint : ""].filter(Boolean).join(" — ");
   }
 
   function el(tag, attrs, text) {
@@ -67,18 +75,51 @@
     });
   }
 
-  function renderApps(list) {
-    var tbody = $("apps").tBodies[0];
-    tbody.replaceChildren();
-    if (!list.length) { tbody.appendChild(el("tr")).appendChild(el("td", {"colspan": 4, "class": "muted"}, "No apps.")); }
-    list.forEach(function (a) {
-      var tr = el("tr", {"data-app": a.slug});
-      tr.appendChild(el("td")).appendChild(el("code", {}, "/apps/" + a.slug + "/"));
-      tr.appendChild(el("td", {}, a.kind));
-      tr.appendChild(el("td", {}, a.home ? "home " + a.home : (a.upstream || "")));
-      tr.appendChild(el("td")).appendChild(a.phase ? pill(a.phase) : el("span", {"class": "muted"}, "–"));
+  // renderApp updates the app's row in place (created on first sight), so
+  // that its buttons stay the same nodes across refreshes.
+  function renderApp(tbody, a) {
+    var tr = tbody.querySelector('tr[data-app="' + CSS.escape(a.slug) + '"]');
+    if (!tr) {
+      tr = el("tr", {"data-app": a.slug});
+      ["slug", "kind", "runs-on", "phase", "actions"].forEach(function (c) { tr.appendChild(el("td", {"class": c})); });
+      // Restart is stop then start of the app's home: apps in a home only.
+      (a.home ? ["start", "stop", "restart"] : ["start", "stop"]).forEach(function (op) {
+        var b = el("button", {"type": "button", "data-app-action": op, "data-app": a.slug}, op[0].toUpperCase() + op.slice(1));
+        b.addEventListener("click", function () { appAct(op, a.slug); });
+        tr.querySelector(".actions").appendChild(b);
+        tr.querySelector(".actions").appendChild(document.createTextNode(" "));
+      });
       tbody.appendChild(tr);
+    }
+    tr.querySelector(".slug").replaceChildren(el("code", {}, "/apps/" + a.slug + "/"));
+    tr.querySelector(".kind").textContent = a.kind;
+    tr.querySelector(".runs-on").textContent = a.home ? "home " + a.home : (a.upstream || "");
+    var phase = tr.querySelector(".phase");
+    phase.replaceChildren(a.phase ? pill(a.phase) : el("span", {"class": "muted"}, "–"));
+    if (a.operation) { phase.appendChild(el("span", {"class": "muted"}, " " + a.operation)); }
+    tr.querySelectorAll("button").forEach(function (b) { b.disabled = !!busyApps[a.slug]; });
+  }
+
+  function renderApps(list) {
+    var tbody = $("apps").tBodies[0], seen = {};
+    var none = tbody.querySelector("tr.none");
+    if (none) { none.remove(); }
+    list.forEach(function (a) { seen[a.slug] = 1; renderApp(tbody, a); });
+    tbody.querySelectorAll("tr[data-app]").forEach(function (tr) {
+      if (!seen[tr.getAttribute("data-app")]) { tr.remove(); }
     });
+    if (!list.length) { tbody.appendChild(el("tr", {"class": "none"})).appendChild(el("td", {"colspan": 5, "class": "muted"}, "No apps.")); }
+  }
+
+  // appAct runs an app operation; the answer comes once the app is ready
+  // (stopped for stop), and meanwhile the app's buttons stay disabled.
+  function appAct(op, slug) {
+    busyApps[slug] = 1;
+    $("action-error").textContent = "";
+    document.querySelectorAll('button[data-app="' + CSS.escape(slug) + '"]').forEach(function (b) { b.disabled = true; });
+    api("POST", "/admin/apps/" + encodeURIComponent(slug) + "/" + op)
+      .catch(function (e) { $("action-error").textContent = op + " " + slug + ": " + e.message; })
+      .finally(function () { delete busyApps[slug]; refreshSoon(); });
   }
 
   function refresh() {
