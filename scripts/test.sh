@@ -9,8 +9,12 @@ export PATH="$PATH:/usr/local/go/bin:$(go env GOPATH 2>/dev/null || echo /root/g
 
 need=()
 command -v go >/dev/null || { echo "test.sh: Go is not installed (need Go 1.26+)" >&2; exit 1; }
-# System packages the tests start for real: chromium drives the admin
-# dashboard test (gateway/dashboard_test.go; it skips without it unless CI=true).
+# System packages the tests need: a C compiler and libc headers for
+# `go test -race` (cgo); CA certificates to fetch modules (goleak, the
+# linters) from the Go module proxy; chromium drives the admin dashboard test
+# (gateway/dashboard_test.go; it skips without it unless CI=true).
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+[[ -e /etc/ssl/certs/ca-certificates.crt ]] || need+=(ca-certificates)
 command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]})); then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
@@ -18,7 +22,8 @@ if ((${#need[@]})); then
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   else
-    echo "test.sh: missing ${need[*]}; tests that need them will skip" >&2
+    echo "test.sh: missing ${need[*]}; install them (as root: apt-get install ${need[*]})" >&2
+    command -v gcc >/dev/null || { echo "test.sh: go test -race needs gcc" >&2; exit 1; }
   fi
 fi
 
@@ -38,6 +43,9 @@ if [[ -z $lint ]]; then
   [[ -x $lint ]] || go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 fi
 "$lint" run ./...
+
+echo "== go mod download"
+go mod download
 
 echo "== go test -race"
 go test -race -count=1 -timeout 20m "$@" ./...
