@@ -16,8 +16,8 @@ import (
 // unpublished route whose upstream answers 503.
 func BenchmarkAppPublish(b *testing.B) {
 	const interval = 200 * time.Millisecond
-	up := apNewUpstream(b, "/h", apStatus(http.StatusServiceUnavailable))
-	gw := apStart(b, "apps:\n"+apApp("x", up.URL, "api", "    health: {path: /h, interval: 200ms}\n    min_refresh: 1ms\n    failure_threshold: 1\n"))
+	up := newTestUpstream(b, "/h", statusHandler(http.StatusServiceUnavailable))
+	gw := startAppGateway(b, "apps:\n"+appEntry("x", up.URL, "api", "    health: {path: /h, interval: 200ms}\n    min_refresh: 1ms\n    failure_threshold: 1\n"))
 	gw.waitReason(b, "x", wake.ReasonUnhealthy)
 	sub := gw.g.Engine().Events().Subscribe(64)
 	defer sub.Close()
@@ -41,10 +41,10 @@ func BenchmarkAppPublish(b *testing.B) {
 			// A random phase against the observation ticker, as in life.
 			time.Sleep(time.Duration(len(runs)*37%200) * time.Millisecond)
 			healthy := time.Now()
-			up.set(apStatus(http.StatusOK))
+			up.set(statusHandler(http.StatusOK))
 			e := next(wake.EventRoutePublished)
 			runs = append(runs, float64(e.Time.Sub(healthy).Microseconds())/1000)
-			up.set(apStatus(http.StatusServiceUnavailable))
+			up.set(statusHandler(http.StatusServiceUnavailable))
 			next(wake.EventRouteWithdrawn)
 		}
 		all = append(all, runs...)

@@ -22,8 +22,8 @@ import (
 	"github.com/wakegate/wakegate/wake"
 )
 
-// apUpstream is a real loopback upstream whose behaviour a test switches.
-type apUpstream struct {
+// testUpstream is a real loopback upstream whose behaviour a test switches.
+type testUpstream struct {
 	URL  string
 	addr string
 	srv  *http.Server
@@ -38,21 +38,21 @@ type apUpstream struct {
 	healthPath     string
 }
 
-// apNewUpstream serves h on a loopback port until the test ends. Requests
+// newTestUpstream serves h on a loopback port until the test ends. Requests
 // to healthPath are counted as direct checks or self-probes.
-func apNewUpstream(t testing.TB, healthPath string, h http.HandlerFunc) *apUpstream {
+func newTestUpstream(t testing.TB, healthPath string, h http.HandlerFunc) *testUpstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &apUpstream{ln: ln, addr: ln.Addr().String(), URL: "http://" + ln.Addr().String(), handler: h, healthPath: healthPath}
+	u := &testUpstream{ln: ln, addr: ln.Addr().String(), URL: "http://" + ln.Addr().String(), handler: h, healthPath: healthPath}
 	u.serve()
 	t.Cleanup(u.stop)
 	return u
 }
 
-func (u *apUpstream) serve() {
+func (u *testUpstream) serve() {
 	u.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		h := u.handler
@@ -71,10 +71,10 @@ func (u *apUpstream) serve() {
 }
 
 // stop closes the upstream: its port refuses connections.
-func (u *apUpstream) stop() { _ = u.srv.Close() }
+func (u *testUpstream) stop() { _ = u.srv.Close() }
 
 // restart listens on the same port again.
-func (u *apUpstream) restart(t testing.TB) {
+func (u *testUpstream) restart(t testing.TB) {
 	t.Helper()
 	ln, err := net.Listen("tcp", u.addr)
 	if err != nil {
@@ -84,43 +84,43 @@ func (u *apUpstream) restart(t testing.TB) {
 	u.serve()
 }
 
-func (u *apUpstream) set(h http.HandlerFunc) {
+func (u *testUpstream) set(h http.HandlerFunc) {
 	u.mu.Lock()
 	u.handler = h
 	u.mu.Unlock()
 }
 
-func (u *apUpstream) seenHeaders() []http.Header {
+func (u *testUpstream) seenHeaders() []http.Header {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return append([]http.Header(nil), u.headers...)
 }
 
-func apStatus(code int) http.HandlerFunc {
+func statusHandler(code int) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(code)
 		_, _ = io.WriteString(w, http.StatusText(code))
 	}
 }
 
-// apGateway is an in-process gateway on a loopback port.
-type apGateway struct {
+// appGateway is an in-process gateway on a loopback port.
+type appGateway struct {
 	g    *gateway.Gateway
 	base string
 	logs *testbin.LogBuffer
 }
 
-// apStart builds a gateway from body (everything but listen and data_dir;
+// startAppGateway builds a gateway from body (everything but listen and data_dir;
 // homes run the real demo-home binary) and serves it until the test ends.
-func apStart(t testing.TB, body string) *apGateway {
+func startAppGateway(t testing.TB, body string) *appGateway {
 	t.Helper()
 	gw := e2eStartInProcess(t, "log:\n  access: false\n"+body)
-	return &apGateway{g: gw.g, base: "http://" + gw.addr, logs: gw.logs}
+	return &appGateway{g: gw.g, base: "http://" + gw.addr, logs: gw.logs}
 }
 
 // get sends GET path with the headers and returns the status, the
 // X-Wakegate-App-Reason header and the body.
-func (gw *apGateway) get(t testing.TB, path string, hdr map[string]string) (int, string, string) {
+func (gw *appGateway) get(t testing.TB, path string, hdr map[string]string) (int, string, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, gw.base+path, nil)
 	if err != nil {
@@ -140,7 +140,7 @@ func (gw *apGateway) get(t testing.TB, path string, hdr map[string]string) (int,
 }
 
 // status returns the app's stored status.
-func (gw *apGateway) status(t testing.TB, slug string) wake.AppStatus {
+func (gw *appGateway) status(t testing.TB, slug string) wake.AppStatus {
 	t.Helper()
 	st, ok := gw.g.Apps().Status(slug)
 	if !ok {
@@ -150,7 +150,7 @@ func (gw *apGateway) status(t testing.TB, slug string) wake.AppStatus {
 }
 
 // waitPhase waits (guarded by testbin's limit) for slug's phase and reason.
-func (gw *apGateway) waitReason(t testing.TB, slug, reason string) wake.AppStatus {
+func (gw *appGateway) waitReason(t testing.TB, slug, reason string) wake.AppStatus {
 	t.Helper()
 	var st wake.AppStatus
 	testbin.Eventually(t, slug+" reason "+reason, func() bool {
@@ -160,7 +160,7 @@ func (gw *apGateway) waitReason(t testing.TB, slug, reason string) wake.AppStatu
 	return st
 }
 
-func (gw *apGateway) route(slug string) wake.RouteState {
+func (gw *appGateway) route(slug string) wake.RouteState {
 	for _, r := range gw.g.Routes() {
 		if r.Slug == slug {
 			return r.State
@@ -169,14 +169,14 @@ func (gw *apGateway) route(slug string) wake.RouteState {
 	return ""
 }
 
-// apApp is the YAML of one URL app.
-func apApp(slug, upstream, kind, extra string) string {
+// appEntry is the YAML of one URL app.
+func appEntry(slug, upstream, kind, extra string) string {
 	return fmt.Sprintf("  - slug: %s\n    upstream: %q\n    kind: %s\n%s", slug, upstream, kind, extra)
 }
 
 func TestAppPublishedOnlyAfterSelfProbe(t *testing.T) {
-	up := apNewUpstream(t, "/healthz", apStatus(http.StatusServiceUnavailable))
-	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "api", "    strip_prefix: true\n    health: {path: /healthz, interval: 50ms}\n    min_refresh: 10ms\n"))
+	up := newTestUpstream(t, "/healthz", statusHandler(http.StatusServiceUnavailable))
+	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "api", "    strip_prefix: true\n    health: {path: /healthz, interval: 50ms}\n    min_refresh: 10ms\n"))
 	st := gw.waitReason(t, "x", wake.ReasonUnhealthy)
 	if st.Phase != wake.PhaseFailed || st.Route != wake.RouteCandidate {
 		t.Fatalf("unhealthy upstream: %+v", st)
@@ -188,7 +188,7 @@ func TestAppPublishedOnlyAfterSelfProbe(t *testing.T) {
 	if n := up.probes.Load(); n != 0 {
 		t.Fatalf("an unhealthy app was self-probed %d times (the ladder stops at health)", n)
 	}
-	up.set(apStatus(http.StatusOK))
+	up.set(statusHandler(http.StatusOK))
 	st = gw.waitReason(t, "x", wake.ReasonReady)
 	if st.Phase != wake.PhaseReady || st.Route != wake.RoutePublished || st.ProbeStatus != 200 {
 		t.Fatalf("healthy upstream: %+v", st)
@@ -201,14 +201,14 @@ func TestAppPublishedOnlyAfterSelfProbe(t *testing.T) {
 	}
 }
 
-// apOnlyAt answers 200 at path and 404 elsewhere.
-func apOnlyAt(path string, code int) http.HandlerFunc {
+// onlyAt answers 200 at path and 404 elsewhere.
+func onlyAt(path string, code int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != path {
-			apStatus(http.StatusNotFound)(w, r)
+			statusHandler(http.StatusNotFound)(w, r)
 			return
 		}
-		apStatus(code)(w, r)
+		statusHandler(code)(w, r)
 	}
 }
 
@@ -216,8 +216,8 @@ func TestAppHealthyDirectlyButNotThroughGatewayNeverPublishes(t *testing.T) {
 	// The upstream serves its health path at its root only, while the
 	// route keeps the /apps/x prefix: the direct check passes, the path
 	// through the gateway gets 404.
-	up := apNewUpstream(t, "/healthz", apOnlyAt("/healthz", http.StatusOK))
-	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "ui", "    health: {path: /healthz, interval: 20ms}\n    min_refresh: 1ms\n"))
+	up := newTestUpstream(t, "/healthz", onlyAt("/healthz", http.StatusOK))
+	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "ui", "    health: {path: /healthz, interval: 20ms}\n    min_refresh: 1ms\n"))
 	st := gw.waitReason(t, "x", wake.ReasonProbeFailed)
 	if st.Phase != wake.PhaseStarting || st.ProbeStatus != http.StatusNotFound || !strings.Contains(st.Message, "404") {
 		t.Fatalf("status %+v; want starting/probe-failed naming 404", st)
@@ -238,23 +238,23 @@ func TestAppHealthyDirectlyButNotThroughGatewayNeverPublishes(t *testing.T) {
 func TestAppProbeHeaderFromOutsideIsOrdinary(t *testing.T) {
 	// x stays a candidate (a UI app answering 401 never passes); y is
 	// published. Both record every request's headers.
-	x := apNewUpstream(t, "/h", func(w http.ResponseWriter, r *http.Request) {
+	x := newTestUpstream(t, "/h", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/apps/x/h" || r.URL.Path == "/h" {
-			apStatus(http.StatusOK)(w, r)
+			statusHandler(http.StatusOK)(w, r)
 			return
 		}
-		apStatus(http.StatusTeapot)(w, r)
+		statusHandler(http.StatusTeapot)(w, r)
 	})
 	x.set(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Forwarded-For") != "" && r.URL.Path == "/apps/x/h" {
-			apStatus(http.StatusUnauthorized)(w, r) // only the path through the gateway fails
+			statusHandler(http.StatusUnauthorized)(w, r) // only the path through the gateway fails
 			return
 		}
-		apStatus(http.StatusOK)(w, r)
+		statusHandler(http.StatusOK)(w, r)
 	})
-	y := apNewUpstream(t, "/h", apStatus(http.StatusOK))
-	gw := apStart(t, "apps:\n"+apApp("x", x.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n")+
-		apApp("y", y.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n"))
+	y := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
+	gw := startAppGateway(t, "apps:\n"+appEntry("x", x.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n")+
+		appEntry("y", y.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n"))
 	gw.waitReason(t, "x", wake.ReasonProbeFailed)
 	gw.waitReason(t, "y", wake.ReasonReady)
 	token := gw.g.ProbeToken()
@@ -283,7 +283,7 @@ func TestAppProbeHeaderFromOutsideIsOrdinary(t *testing.T) {
 			t.Errorf("an outside request reached the candidate's upstream: %v", h)
 		}
 	}
-	for name, u := range map[string]*apUpstream{"x": x, "y": y} {
+	for name, u := range map[string]*testUpstream{"x": x, "y": y} {
 		seen := u.seenHeaders()
 		if len(seen) == 0 {
 			t.Fatalf("%s saw no request", name)
@@ -299,9 +299,9 @@ func TestAppProbeHeaderFromOutsideIsOrdinary(t *testing.T) {
 }
 
 func TestAppStatusRulesByKind(t *testing.T) {
-	up := apNewUpstream(t, "/h", apStatus(http.StatusUnauthorized))
-	gw := apStart(t, "apps:\n"+apApp("api", up.URL, "api", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n")+
-		apApp("ui", up.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n"))
+	up := newTestUpstream(t, "/h", statusHandler(http.StatusUnauthorized))
+	gw := startAppGateway(t, "apps:\n"+appEntry("api", up.URL, "api", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n")+
+		appEntry("ui", up.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n"))
 	if st := gw.waitReason(t, "api", wake.ReasonReady); st.Route != wake.RoutePublished || st.ProbeStatus != 401 {
 		t.Fatalf("API app answering 401: %+v; want ready and published", st)
 	}
@@ -319,9 +319,9 @@ func TestAppStatusRulesByKind(t *testing.T) {
 }
 
 func TestAppStartPeriod(t *testing.T) {
-	up := apNewUpstream(t, "/h", apStatus(http.StatusInternalServerError))
-	gw := apStart(t, "apps:\n"+apApp("grace", up.URL, "ui", "    health: {path: /h, interval: 20ms, start_period: 1h}\n")+
-		apApp("nograce", up.URL, "ui", "    health: {path: /h, interval: 20ms}\n"))
+	up := newTestUpstream(t, "/h", statusHandler(http.StatusInternalServerError))
+	gw := startAppGateway(t, "apps:\n"+appEntry("grace", up.URL, "ui", "    health: {path: /h, interval: 20ms, start_period: 1h}\n")+
+		appEntry("nograce", up.URL, "ui", "    health: {path: /h, interval: 20ms}\n"))
 	if st := gw.waitReason(t, "grace", wake.ReasonHealthStarting); st.Phase != wake.PhaseStarting {
 		t.Fatalf("unhealthy inside the start period: %+v; want starting", st)
 	}
@@ -332,14 +332,14 @@ func TestAppStartPeriod(t *testing.T) {
 
 func TestAppConcurrentRefreshesShareOneProbe(t *testing.T) {
 	gate := make(chan struct{})
-	up := apNewUpstream(t, "/h", func(w http.ResponseWriter, r *http.Request) {
+	up := newTestUpstream(t, "/h", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-gate:
 		case <-r.Context().Done():
 		}
-		apStatus(http.StatusOK)(w, r)
+		statusHandler(http.StatusOK)(w, r)
 	})
-	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "api", "    health: {path: /h, interval: 1h, timeout: 30s}\n    min_refresh: 1h\n"))
+	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "api", "    health: {path: /h, interval: 1h, timeout: 30s}\n    min_refresh: 1h\n"))
 	const n = 50
 	var started, wg sync.WaitGroup
 	started.Add(n)
@@ -370,8 +370,8 @@ func TestAppConcurrentRefreshesShareOneProbe(t *testing.T) {
 }
 
 func TestAppRefreshTimeoutReturnsLastStatus(t *testing.T) {
-	up := apNewUpstream(t, "/h", apStatus(http.StatusOK))
-	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "api", "    health: {path: /h, interval: 1h, timeout: 1h}\n    min_refresh: 1ms\n    refresh_timeout: 200ms\n"))
+	up := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
+	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "api", "    health: {path: /h, interval: 1h, timeout: 1h}\n    min_refresh: 1ms\n    refresh_timeout: 200ms\n"))
 	ready := gw.waitReason(t, "x", wake.ReasonReady)
 	release := make(chan struct{})
 	defer close(release)
@@ -395,8 +395,8 @@ func TestAppRefreshTimeoutReturnsLastStatus(t *testing.T) {
 	}
 }
 
-// apEvents collects app x's events from sub until want of them arrived.
-func apEvents(t *testing.T, sub *wake.Subscription, app string, want int) []string {
+// appEvents collects app x's events from sub until want of them arrived.
+func appEvents(t *testing.T, sub *wake.Subscription, app string, want int) []string {
 	t.Helper()
 	var out []string
 	deadline := time.After(testbin.WaitLimit)
@@ -419,8 +419,8 @@ func apEvents(t *testing.T, sub *wake.Subscription, app string, want int) []stri
 }
 
 func TestAppUnpublishedAfterFailuresAndRepublished(t *testing.T) {
-	up := apNewUpstream(t, "/h", apStatus(http.StatusOK))
-	gw := apStart(t, "apps:\n"+apApp("x", up.URL, "api", "    health: {path: /h, interval: 1h}\n    min_refresh: 1h\n    failure_threshold: 3\n"))
+	up := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
+	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "api", "    health: {path: /h, interval: 1h}\n    min_refresh: 1h\n    failure_threshold: 3\n"))
 	gw.waitReason(t, "x", wake.ReasonReady)
 	sub := gw.g.Engine().Events().Subscribe(64)
 	defer sub.Close()
@@ -449,7 +449,7 @@ func TestAppUnpublishedAfterFailuresAndRepublished(t *testing.T) {
 	if st := observe(); st.Phase != wake.PhaseReady || st.Route != wake.RoutePublished {
 		t.Fatalf("recovered upstream: %+v; want ready and published again", st)
 	}
-	got := apEvents(t, sub, "x", 4)
+	got := appEvents(t, sub, "x", 4)
 	want := []string{"app.phase starting/endpoint-not-ready", wake.EventRouteWithdrawn, wake.EventRoutePublished, "app.phase ready/ready"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("events %q; want %q", got, want)
@@ -457,7 +457,7 @@ func TestAppUnpublishedAfterFailuresAndRepublished(t *testing.T) {
 }
 
 func TestAppInSleepingHome(t *testing.T) {
-	gw := apStart(t, `wake:
+	gw := startAppGateway(t, `wake:
   hold: 0s
   idle_timeout: 300ms
 homes:
@@ -557,7 +557,7 @@ apps:
 // route an app's self-probe could take, whatever the app's own health; the
 // same app is ready once the gateway serves.
 func TestAppRoutePendingUntilServe(t *testing.T) {
-	up := apNewUpstream(t, "/h", apStatus(http.StatusOK))
+	up := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
 	before := goleak.IgnoreCurrent()
 	cfg, err := gateway.Load("pending.yaml", []byte(fmt.Sprintf(`listen: "127.0.0.1:0"
 data_dir: %q

@@ -21,7 +21,7 @@ import (
 	"github.com/wakegate/wakegate/wake"
 )
 
-// apRoutes stands in for the gateway's route table, which wake cannot
+// standInRoutes stands in for the gateway's route table, which wake cannot
 // import (the gateway's own table, listener and self-probe are tested in
 // gateway/apps_test.go). Its self-probe is a real request to the app's
 // upstream: the home's endpoint plus the app's path, or the app's URL.
@@ -29,7 +29,7 @@ import (
 // offline slugs have no route yet, as in a gateway that does not listen
 // yet; the self-probe of a fullPath slug keeps /apps/{slug} in the path it
 // sends upstream, as the gateway does for an app without strip_prefix.
-type apRoutes struct {
+type standInRoutes struct {
 	eng      *wake.Engine
 	bus      *wake.Bus
 	specs    map[string]registry.App
@@ -39,7 +39,7 @@ type apRoutes struct {
 	public   map[string]bool
 }
 
-func (r *apRoutes) RouteState(slug string) (wake.RouteState, bool) {
+func (r *standInRoutes) RouteState(slug string) (wake.RouteState, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.offline[slug] {
@@ -51,7 +51,7 @@ func (r *apRoutes) RouteState(slug string) (wake.RouteState, bool) {
 	return wake.RouteCandidate, true
 }
 
-func (r *apRoutes) SelfProbe(ctx context.Context, slug string) (int, error) {
+func (r *standInRoutes) SelfProbe(ctx context.Context, slug string) (int, error) {
 	s := r.specs[slug]
 	base := s.Upstream
 	if s.Home != "" {
@@ -86,7 +86,7 @@ func (r *apRoutes) SelfProbe(ctx context.Context, slug string) (int, error) {
 	return res.StatusCode, nil
 }
 
-func (r *apRoutes) Withdraw(slug, reason string) {
+func (r *standInRoutes) Withdraw(slug, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.public[slug] {
@@ -95,24 +95,24 @@ func (r *apRoutes) Withdraw(slug, reason string) {
 	}
 }
 
-func apSpec(slug string) registry.App {
+func testApp(slug string) registry.App {
 	a := registry.App{Slug: slug, Health: registry.AppHealth{Interval: registry.Duration(time.Hour)},
 		FailureThreshold: 1, MinRefresh: registry.Duration(time.Millisecond), RefreshTimeout: registry.Duration(10 * time.Second)}
 	a.Default()
 	return a
 }
 
-func apNew(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.Apps, *wake.Bus) {
+func newApps(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.Apps, *wake.Bus) {
 	t.Helper()
-	a, rt := apNewRoutes(t, eng, specs...)
+	a, rt := newAppsWithRoutes(t, eng, specs...)
 	return a, rt.bus
 }
 
-// apNewRoutes is apNew returning the route table stand-in too.
-func apNewRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.Apps, *apRoutes) {
+// newAppsWithRoutes is newApps returning the route table stand-in too.
+func newAppsWithRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.Apps, *standInRoutes) {
 	t.Helper()
 	bus := wake.NewBus(64)
-	rt := &apRoutes{eng: eng, bus: bus, specs: map[string]registry.App{}, public: map[string]bool{},
+	rt := &standInRoutes{eng: eng, bus: bus, specs: map[string]registry.App{}, public: map[string]bool{},
 		offline: map[string]bool{}, fullPath: map[string]bool{}}
 	for _, s := range specs {
 		rt.specs[s.Slug] = s
@@ -125,9 +125,9 @@ func apNewRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.A
 	return a, rt
 }
 
-// apTrail returns the events of the bus so far, as "type phase/reason",
+// appTrail returns the events of the bus so far, as "type phase/reason",
 // after the apps' registrations.
-func apTrail(bus *wake.Bus) []string {
+func appTrail(bus *wake.Bus) []string {
 	var out []string
 	for _, e := range bus.Recent() {
 		if e.Type == wake.EventAppRegistered {
@@ -144,9 +144,9 @@ func apTrail(bus *wake.Bus) []string {
 
 func TestAppHomeStartStop(t *testing.T) {
 	r := newRig(t, rigOptions{})
-	s := apSpec("demo")
+	s := testApp("demo")
 	s.Home, s.Path = rigHome, "/apps/demo"
-	apps, bus := apNew(t, r.eng, s)
+	apps, bus := newApps(t, r.eng, s)
 	ctx := context.Background()
 
 	st, err := apps.Refresh(ctx, "demo", "")
@@ -174,7 +174,7 @@ func TestAppHomeStartStop(t *testing.T) {
 	if st, _ := apps.RefreshSince(ctx, "demo", time.Now()); st.Phase != wake.PhaseStopped {
 		t.Fatalf("refresh after stop: %+v", st)
 	}
-	trail := strings.Join(apTrail(bus), ",")
+	trail := strings.Join(appTrail(bus), ",")
 	// The wake may be seen in flight (home-waking) or not; the rest is fixed.
 	trail = strings.Replace(trail, "app.phase starting/home-waking,", "", 1)
 	want := "app.phase starting/home-sleeping,route.published,app.phase ready/ready,route.unpublished,app.phase stopped/stopped"
@@ -188,9 +188,9 @@ func TestAppWaitForReadyEndsEarlyOnFailed(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	t.Cleanup(up.Close)
-	s := apSpec("x")
+	s := testApp("x")
 	s.Upstream = up.URL
-	apps, _ := apNew(t, nil, s)
+	apps, _ := newApps(t, nil, s)
 	guard, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
 	defer cancel()
 	st, err := apps.Refresh(guard, "x", wake.PhaseReady)
@@ -212,14 +212,14 @@ func TestAppWaitForReadyEndsEarlyOnFailed(t *testing.T) {
 	}
 }
 
-// apLadderHomes is a real engine whose homes are in the states the ladder
+// ladderHomes is a real engine whose homes are in the states the ladder
 // names, each reached the way it happens in production:
 //   - h1 is unknown: a roll onto a release that cannot start failed, and
 //     so did its rollback (the binary its homes run from is gone);
 //   - h2 failed: it ran, its process was killed, and the restart failed
 //     (same missing binary);
 //   - h3 sleeps: registered and never woken.
-func apLadderHomes(t *testing.T) *rlRig {
+func ladderHomes(t *testing.T) *rlRig {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "wakegate-copy")
 	rlCopy(t, testbin.Build(t), bin)
@@ -259,7 +259,7 @@ func apLadderHomes(t *testing.T) *rlRig {
 // of them left half-woken) and real loopback upstreams. The failed and
 // unknown runtimes come before a desired stop.
 func TestAppLadderReasons(t *testing.T) {
-	homes := apLadderHomes(t)
+	homes := ladderHomes(t)
 	slow := newRig(t, rigOptions{boot: time.Hour, readyTimeout: 5 * time.Minute})
 	if err := slow.eng.Start(rigHome); err != nil {
 		t.Fatal(err)
@@ -282,14 +282,14 @@ func TestAppLadderReasons(t *testing.T) {
 		if edit != nil {
 			edit(&a)
 		}
-		return apSpecOf(a)
+		return withTestSettings(a)
 	}
 	stopped := func(a *registry.App) { a.DesiredState = registry.AppStopped }
 	for _, tc := range []struct {
 		name    string
 		eng     *wake.Engine
 		app     registry.App
-		routes  func(*apRoutes)
+		routes  func(*standInRoutes)
 		observe bool // false: the status before any observation
 		phase   wake.Phase
 		reason  string
@@ -309,14 +309,14 @@ func TestAppLadderReasons(t *testing.T) {
 		}), nil, true, wake.PhaseStarting, wake.ReasonHealthStarting},
 		{"unhealthy", nil, app(failing.URL, "", nil), nil, true, wake.PhaseFailed, wake.ReasonUnhealthy},
 		{"endpoint refuses", nil, app(closed.URL, "", nil), nil, true, wake.PhaseStarting, wake.ReasonEndpointNotReady},
-		{"no route yet", nil, app(ok.URL, "", nil), func(r *apRoutes) { r.offline["x"] = true }, true,
+		{"no route yet", nil, app(ok.URL, "", nil), func(r *standInRoutes) { r.offline["x"] = true }, true,
 			wake.PhaseStarting, wake.ReasonRoutePending},
-		{"self-probe fails", nil, app(ok.URL, "", nil), func(r *apRoutes) { r.fullPath["x"] = true }, true,
+		{"self-probe fails", nil, app(ok.URL, "", nil), func(r *standInRoutes) { r.fullPath["x"] = true }, true,
 			wake.PhaseStarting, wake.ReasonProbeFailed},
 		{"ready", nil, app(ok.URL, "", nil), nil, true, wake.PhaseReady, wake.ReasonReady},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			apps, rt := apNewRoutes(t, tc.eng, tc.app)
+			apps, rt := newAppsWithRoutes(t, tc.eng, tc.app)
 			if tc.routes != nil {
 				tc.routes(rt)
 			}
@@ -337,10 +337,10 @@ func TestAppLadderReasons(t *testing.T) {
 	}
 }
 
-// apSpecOf is a with the observation settings of apSpec and every other
+// withTestSettings is a with the observation settings of testApp and every other
 // default filled.
-func apSpecOf(a registry.App) registry.App {
-	base := apSpec(a.Slug)
+func withTestSettings(a registry.App) registry.App {
+	base := testApp(a.Slug)
 	a.FailureThreshold, a.MinRefresh, a.RefreshTimeout = base.FailureThreshold, base.MinRefresh, base.RefreshTimeout
 	a.Health.Interval = base.Health.Interval
 	a.Default()
