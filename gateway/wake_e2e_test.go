@@ -611,8 +611,10 @@ func TestWakeE2EReusedPidNotSignalled(t *testing.T) {
 	}
 }
 
-// Check 10: POST /_wakegate/ready with the relay token ends a probe that
-// would never pass; a wrong token is refused.
+// Check 10: POST /_wakegate/ready with the relay token reaches the wake
+// (its next probe attempt runs at once) but never passes a probe on its
+// own: a home that signals ready while its probe path answers 404 is not
+// ready. A wrong token is refused.
 func TestWakeE2EReadySignal(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("relay-secret\n"), 0o600); err != nil {
@@ -620,7 +622,7 @@ func TestWakeE2EReadySignal(t *testing.T) {
 	}
 	gw := wkStart(t, wkOptions{
 		args: []string{"--relay-token", "relay-secret", "--notify-ready", "http://%ADDR%/_wakegate/ready"},
-		wake: map[string]any{"probe": map[string]any{"kind": "http", "path": "/node/{target}/never-ready"}},
+		wake: map[string]any{"probe": map[string]any{"kind": "http", "path": "/node/{target}/never-ready"}, "ready_timeout": "2s"},
 		home: map[string]any{"relay_token": "file:" + tokenFile},
 	})
 	for _, hdr := range []map[string]string{{"X-Wakegate-Relay": "wrong"}, nil} {
@@ -629,11 +631,17 @@ func TestWakeE2EReadySignal(t *testing.T) {
 			t.Fatalf("ready signal with %v: %d %s, want 401", hdr, res.StatusCode, body)
 		}
 	}
-	gw.mustOK(wkWhoami, nil)
+	res, body := gw.do(http.MethodGet, wkWhoami, nil)
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "wake_timeout") {
+		t.Fatalf("GET %s of a home that signals ready but answers 404: %d %s, want 503 wake_timeout", wkWhoami, res.StatusCode, body)
+	}
 	var lines []string
 	testbin.Eventually(t, "the wake's log line", func() bool { lines = gw.logs.Lines("wake"); return len(lines) > 0 })
-	if f := wkFields(lines[0]); len(lines) != 1 || f["outcome"] != "ready" || f["ready_signal"] != "true" {
-		t.Fatalf("wake lines: %q, want one ready by signal", lines)
+	if f := wkFields(lines[0]); f["outcome"] != "failed" || f["ready_signal"] != "true" {
+		t.Fatalf("wake lines: %q, want a failed wake that received the ready signal", lines)
+	}
+	if gw.g.Engine().Warm(wkHome) {
+		t.Fatal("a ready signal alone gave the home a warm verdict")
 	}
 }
 

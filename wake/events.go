@@ -48,7 +48,8 @@ type Event struct {
 	// StopProven, on a failed wake or a roll incident that stopped the
 	// home, says whether the provider verified it is down.
 	StopProven *bool `json:"stop_proven,omitempty"`
-	// Signalled is true on a wake.ready whose home sent its ready signal.
+	// Signalled is true on a wake's end when its home sent its ready
+	// signal during the probe (which hastens an attempt, never passes it).
 	Signalled bool `json:"signalled,omitempty"`
 	// Durations of a wake, in milliseconds.
 	TotalMS    float64 `json:"total_ms,omitempty"`

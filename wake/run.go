@@ -298,6 +298,10 @@ func (w *wakeRun) finish(err error) {
 		"provider_ms", ms(w.providerAt), "probe_ms", ms(w.probeAt), "total_ms", ms(total),
 		"probe_attempts", w.probe.Attempts,
 	}
+	if w.probe.Signalled {
+		attrs = append(attrs, "ready_signal", true)
+		ev.Signalled = true
+	}
 	if err != nil {
 		attrs = append(attrs, "outcome", "failed", "err", err.Error())
 		if fe, ok := fault.As(err); ok && fe.Hint != "" {
@@ -314,10 +318,6 @@ func (w *wakeRun) finish(err error) {
 		return
 	}
 	attrs = append(attrs, "outcome", "ready")
-	if w.probe.Signalled {
-		attrs = append(attrs, "ready_signal", true)
-		ev.Signalled = true
-	}
 	e.o.Log.Info("wake", attrs...)
 	ev.Type = EventWakeReady
 	e.o.Events.Publish(ev)
