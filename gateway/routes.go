@@ -265,7 +265,7 @@ func (g *Gateway) serveWaitingPage(w http.ResponseWriter, r *http.Request, route
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Retry-After", strconv.Itoa(int((g.cfg.Wake.RetryAfter+time.Second-1)/time.Second)))
+	h.Set("Retry-After", strconv.Itoa(fault.RetryAfterSeconds(g.cfg.Wake.RetryAfter)))
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_ = web.WaitingPage(w, web.Waiting{
 		Name:      route.Name,

@@ -1,0 +1,51 @@
+package provider
+
+import (
+	"context"
+	"testing"
+)
+
+// TestQuiesce stops every home's process: one this provider started, one
+// it adopted, and one a previous provider left running that this one only
+// knows by the id it is given; a home with no process is proven at once.
+// A later Wake starts the home again.
+func TestQuiesce(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	old := newExec(t, cfg)
+	left := wake(t, old, Spec{ID: "left", Target: "left"})
+	adopted := wake(t, old, Spec{ID: "adopted", Target: "adopted"})
+	waitReady(t, left.Endpoint)
+	waitReady(t, adopted.Endpoint)
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	e := newExec(t, cfg)
+	started := wake(t, e, Spec{ID: "started", Target: "started"})
+	waitReady(t, started.Endpoint)
+	if r := wake(t, e, Spec{ID: "adopted", Target: "adopted", Ref: adopted.Ref}); r.Ref != adopted.Ref {
+		t.Fatalf("adopting wake %+v, want %+v", r, adopted)
+	}
+
+	got := e.Quiesce(context.Background(), []string{"left", "never-ran"})
+	want := []string{"adopted", "left", "never-ran", "started"}
+	if len(got) != len(want) {
+		t.Fatalf("Quiesce = %+v, want one entry for each of %v", got, want)
+	}
+	for i, q := range got {
+		if q.ID != want[i] || !q.Proven || q.Err != nil {
+			t.Errorf("entry %d = %+v, want %s proven", i, q, want[i])
+		}
+	}
+	for name, r := range map[string]Result{"started": started, "adopted": adopted, "left": left} {
+		if alive(mustRef(t, r).procIdentity) {
+			t.Errorf("the %s home's process is alive after Quiesce", name)
+		}
+	}
+	r := wake(t, e, Spec{ID: "started", Target: "started"})
+	if r.Ref == started.Ref {
+		t.Fatalf("wake after Quiesce returned the stopped process %+v", r)
+	}
+	waitReady(t, r.Endpoint)
+}
