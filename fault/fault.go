@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -89,7 +90,7 @@ type Error struct {
 // Error returns the public message followed by the cause, for logs.
 func (e *Error) Error() string {
 	if e.Cause != nil {
-		return e.Message + ": " + e.Cause.Error()
+		return strings.TrimSuffix(e.Message, ".") + ": " + e.Cause.Error()
 	}
 	return e.Message
 }
