@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -146,4 +149,46 @@ func TestWakeAfterDropProbesAgain(t *testing.T) {
 	if accepted.Load() == before {
 		t.Fatal("a wake after a dropped verdict trusted the stored proof instead of probing")
 	}
+}
+
+// Wakes, a wake that gives up waiting for a lock held elsewhere, a suspend
+// and a removal leave no goroutine or timer behind once the engine closes.
+func TestLifecycleLeavesNoGoroutines(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	addr, _ := lcListener(t)
+	store := lcStore(t)
+	eng := lcEngine(t, store, "b", "http://"+addr, nil)
+	ctx := context.Background()
+	if _, err := eng.EnsureAwake(ctx, "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Suspend(ctx, "h1"); err != nil {
+		t.Fatalf("suspend: %v", err)
+	}
+	// Another instance holds the lock: the wake waits, and its caller's
+	// time runs out first.
+	lease, err := store.Lock(ctx, "home/h1", "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = eng.EnsureAwake(short, "h1")
+	cancel()
+	if fe, ok := fault.As(err); !ok || fe.Kind != fault.NotReady {
+		t.Fatalf("wake behind a lock held elsewhere: %v, want not ready", err)
+	}
+	if err := eng.Remove(ctx, "h1", 0); !fault.Is(err, fault.Busy) {
+		t.Fatalf("remove while the lock is held: %v, want busy", err)
+	}
+	if err := store.Unlock(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	testbin.Eventually(t, "the queued wake to finish", func() bool {
+		_, _, waking := eng.Progress("h1")
+		return !waking
+	})
+	if err := eng.Remove(ctx, "h1", 0); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	eng.Close()
 }
