@@ -53,7 +53,7 @@ func (s *Server) appRoutes(r chi.Router) {
 	r.Get("/admin/apps", s.listApps)
 	r.Get("/admin/apps/{slug}", s.getApp)
 	r.Put("/admin/apps/{slug}", s.putApp)
-	r.Delete("/admin/apps/{slug}", s.deleteApp)
+	r.Delete("/admin/apps/{slug}", s.deleteRecord("slug", s.b.DeleteApp))
 	r.Post("/admin/apps/{slug}/refresh", s.refreshApp)
 	r.Post("/admin/apps/{slug}/start", s.appOperation(s.b.StartApp))
 	r.Post("/admin/apps/{slug}/stop", s.appOperation(s.b.StopApp))
@@ -115,27 +115,7 @@ func (s *Server) putApp(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	w.Header().Set("ETag", etag(v.Generation))
-	writeJSON(w, status, v)
-}
-
-// deleteApp removes an app registered through the admin API. If-Match,
-// when given, must be the app's generation.
-func (s *Server) deleteApp(w http.ResponseWriter, r *http.Request) {
-	gen, err := ifMatch(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := s.b.DeleteApp(r.Context(), chi.URLParam(r, "slug"), gen); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	writeApp(w, putStatus(created), v)
 }
 
 // refreshApp observes an app now (sharing an observation in flight) and,

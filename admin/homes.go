@@ -95,7 +95,7 @@ func (s *Server) homeRoutes(r chi.Router) {
 	r.Get("/admin/homes", s.listHomes)
 	r.Get("/admin/homes/{id}", s.getHome)
 	r.Put("/admin/homes/{id}", s.putHome)
-	r.Delete("/admin/homes/{id}", s.deleteHome)
+	r.Delete("/admin/homes/{id}", s.deleteRecord("id", s.b.DeleteHome))
 	r.Post("/admin/homes/{id}/wake", s.wakeHome)
 	r.Post("/admin/homes/{id}/suspend", s.homeAction(s.b.SuspendHome))
 	r.Post("/admin/homes/{id}/roll", s.homeAction(s.rollHome))
@@ -145,24 +145,33 @@ func (s *Server) putHome(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeHome(w, status, v)
+	writeHome(w, putStatus(created), v)
 }
 
-func (s *Server) deleteHome(w http.ResponseWriter, r *http.Request) {
-	gen, err := ifMatch(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+// putStatus is the status of a PUT: 201 when it created the record.
+func putStatus(created bool) int {
+	if created {
+		return http.StatusCreated
 	}
-	if err := s.b.DeleteHome(r.Context(), chi.URLParam(r, "id"), gen); err != nil {
-		s.fail(w, r, err)
-		return
+	return http.StatusOK
+}
+
+// deleteRecord answers DELETE of the home or app named by the path
+// parameter param: 204 once del removed it. If-Match, when given, must be
+// the record's generation.
+func (s *Server) deleteRecord(param string, del func(context.Context, string, uint64) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		gen, err := ifMatch(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := del(r.Context(), chi.URLParam(r, param), gen); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	}
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // wakeHome wakes a home: 200 once it is ready (bounded by WaitTimeout), or

@@ -124,16 +124,7 @@ log: {access: false}
 admin:
   listen: %q
   tokens: [%q]
-wake:
-  idle_timeout: 0s
-homes:
-  - id: demo
-apps:
-  - slug: demo
-    home: demo
-    path: /apps/demo
-    strip_prefix: true
-`, adminAddr, admToken))
+`, adminAddr, admToken)+admDemo)
 	env := []string{"WAKEGATE_ADMIN=" + adminAddr, "WAKEGATE_TOKEN=" + admToken}
 	run := func(args ...string) (int, string, string) {
 		t.Helper()

@@ -640,16 +640,7 @@ log: {access: false}
 admin:
   listen: %q
   tokens: ["env:ADM_CLI_TOKEN"]
-wake:
-  idle_timeout: 0s
-homes:
-  - id: demo
-apps:
-  - slug: demo
-    home: demo
-    path: /apps/demo
-    strip_prefix: true
-`, adminAddr))
+`, adminAddr)+admDemo)
 	run := func(env []string, args ...string) (int, string, string) {
 		t.Helper()
 		return admRunCLI(t, env, args...)
