@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/wakegate/wakegate/fault"
+)
+
+// TestRegistrarConflicts walks the one rule that decides who may take a
+// home's id and target and an app's slug, for each source: the config
+// wins over the store and over the admin API, and a target routes one
+// home whoever asks. The gateway is real (New on a temp data dir); no home
+// is started.
+func TestRegistrarConflicts(t *testing.T) {
+	text := fmt.Sprintf(`listen: "127.0.0.1:0"
+data_dir: %q
+admin:
+  listen: ""
+exec:
+  command: ["/bin/true", "{port}"]
+homes:
+  - id: cfg
+    target: cfgt
+apps:
+  - slug: cfgapp
+    home: cfg
+`, filepath.Join(t.TempDir(), "data"))
+	cfg, err := Load("registrar.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	g, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(g.Close)
+	r := g.reg
+
+	homes := []struct {
+		name       string
+		src        source
+		id, target string
+		refused    bool
+	}{
+		{"a stored home with a config home's id", fromStore, "cfg", "elsewhere", true},
+		{"a stored home on a config home's target", fromStore, "dyn", "cfgt", true},
+		{"a stored home of its own", fromStore, "dyn", "dynt", false},
+		{"an API home on a config home's target", fromAPI, "new", "cfgt", true},
+		{"an API home replacing a config home", fromAPI, "cfg", "cfgt", false},
+		{"an API home of its own", fromAPI, "new", "newt", false},
+	}
+	for _, tc := range homes {
+		if err := r.conflict(tc.src, tc.id, tc.target); (err != nil) != tc.refused {
+			t.Errorf("%s: %v, refused %v", tc.name, err, tc.refused)
+		}
+	}
+
+	apps := []struct {
+		name    string
+		src     source
+		slug    string
+		refused bool
+		kind    fault.Kind
+	}{
+		{"a stored app with a config app's slug", fromStore, "cfgapp", true, fault.Internal},
+		{"an API app with a config app's slug", fromAPI, "cfgapp", true, fault.Conflict},
+		{"an API app of its own", fromAPI, "other", false, 0},
+		{"a stored app of its own", fromStore, "other", false, 0},
+	}
+	for _, tc := range apps {
+		err := r.appConflict(tc.src, tc.slug)
+		if (err != nil) != tc.refused || (err != nil && fault.KindOf(err) != tc.kind) {
+			t.Errorf("%s: %v (kind %v), refused %v", tc.name, err, fault.KindOf(err), tc.refused)
+		}
+	}
+}
