@@ -724,3 +724,21 @@ func TestEngineOperatorStartResetsRestartBudget(t *testing.T) {
 		t.Fatalf("crash after an operator's start: %s, want %s (the budget was not reset)", got, provider.RestartDone)
 	}
 }
+
+// A home whose process keeps exiting during its wake is given up on by the
+// provider (restart budget spent); the wake fails with the provider's
+// reason as its cause instead of probing the dead home until the ready
+// timeout, which is longer than the caller's wait here.
+func TestEngineWakeEndsWhenProviderGivesUp(t *testing.T) {
+	r := newRig(t, rigOptions{readyTimeout: time.Hour, extraArgs: []string{"--addr", "not-an-address"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := r.eng.EnsureAwake(ctx, rigHome)
+	fe, ok := fault.As(err)
+	if !ok || fe.Code != wake.CodeWakeFailed || fe.Cause == nil || !strings.Contains(fe.Cause.Error(), "giving up") {
+		t.Fatalf("wake of a home that keeps exiting: %v, want wake_failed with the provider's reason", err)
+	}
+	if r.eng.Warm(rigHome) {
+		t.Fatal("a failed wake left a warm verdict")
+	}
+}

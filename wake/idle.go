@@ -114,16 +114,17 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		return
 	}
 	h.warm.Store(nil)
-	if r.State != provider.StateFailed {
-		h.mu.Lock()
-		if f := h.flight; f != nil {
-			select {
-			case f.moved <- r:
-			default:
-			}
+	// A wake in flight follows a restarted process, and gives up on a
+	// home its provider gave up on instead of probing it until the ready
+	// timeout.
+	h.mu.Lock()
+	if f := h.flight; f != nil {
+		select {
+		case f.moved <- r:
+		default:
 		}
-		h.mu.Unlock()
 	}
+	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(e.ctx, providerChangeTimeout)
 	defer cancel()
 	_, err := registry.UpdateHome(ctx, e.o.Store, registry.Home{ID: id}, e.o.Instance, func(rec *registry.Home) {

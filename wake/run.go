@@ -2,6 +2,7 @@ package wake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -157,6 +158,10 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	t1 := time.Now()
 	w.probe, endpoint, err = w.probeFollowing(ctx, res.Endpoint, endpoint)
 	w.probeAt = time.Since(t1)
+	if errors.Is(err, errGaveUp) {
+		w.fail(ctx, prov)
+		return Awake{}, errWakeFailed(e.o.RetryAfter, err)
+	}
 	if err != nil {
 		w.fail(ctx, prov)
 		return Awake{}, w.timeout("waiting for the home to be ready", err)
@@ -205,6 +210,10 @@ func (w *wakeRun) recordReady(ctx context.Context, version string) {
 	w.e.o.Sessions.Touch(w.h.spec.ID)
 }
 
+// errGaveUp is a wake whose home's provider gave up on it (its process kept
+// exiting) while it was probed.
+var errGaveUp = errors.New("the provider gave up on the home")
+
 // probeFollowing probes the home at endpoint. If the provider restarts the
 // home's process meanwhile (it exited: a port taken between choosing and
 // binding, a crash in boot), the probe moves to the new process instead of
@@ -227,6 +236,9 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 		res, err := Probe(pctx, w.probeSpec(raw), w.f.ready)
 		cancel()
 		<-watched
+		if err != nil && next != nil && next.State == provider.StateFailed {
+			return res, endpoint, fmt.Errorf("%w: %s", errGaveUp, next.Reason)
+		}
 		if err == nil || next == nil || ctx.Err() != nil || moves >= 3 {
 			return res, endpoint, err
 		}
