@@ -390,7 +390,7 @@ func (e *Engine) join(h *home, cause string) (*flight, *verdict, error) {
 		// Wakes of this home keep failing: back off.
 		d := r.Delay()
 		r.Cancel()
-		return nil, nil, errBackoff(max(d, time.Second))
+		return nil, nil, errBackoff(max(d, minBackoffRetry))
 	}
 	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}
 	f.phase.Store("queued")

@@ -29,20 +29,6 @@ const (
 	ProbeTCP ProbeKind = "tcp"
 )
 
-const (
-	probeDefaultAttemptTimeout = 2 * time.Second
-	probeDefaultSettle         = 100 * time.Millisecond
-	probeDefaultMinPause       = 2 * time.Millisecond
-	probeDefaultMaxPause       = 100 * time.Millisecond
-	probeDefaultPortWatch      = 2 * time.Millisecond
-
-	// probeDrainLimit bounds how much of a response body is read before
-	// the body is closed.
-	probeDrainLimit = 64 << 10
-	// probeCloseWait bounds the write of the WebSocket close frame.
-	probeCloseWait = 100 * time.Millisecond
-)
-
 // ProbeSpec says what to probe and how. Zero values are replaced by the
 // defaults inside Probe, so a spec can be passed as it was configured.
 type ProbeSpec struct {
