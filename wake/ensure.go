@@ -109,8 +109,10 @@ type home struct {
 	fails   int
 
 	// freed is closed when this instance releases the home's lifecycle
-	// lock, waking the operations waiting for it (lifecycle.go).
-	freed chan struct{}
+	// lock, waking the operations waiting for it; lockedHere is true while
+	// an operation of this instance holds it (lifecycle.go).
+	freed      chan struct{}
+	lockedHere bool
 	// lastStop is the stop of the home after its last failed wake.
 	lastStop *WakeStop
 

@@ -58,6 +58,7 @@ func (e *Engine) runLocked(ctx context.Context, h *home, op lifecycleOp) error {
 		}
 		return err
 	}
+	h.setLockedHere(true)
 	l := &held{e: e, h: h, lease: lease}
 	defer func() { e.unlock(ctx, h, l.lease) }()
 	if op.detach > 0 {
@@ -78,9 +79,10 @@ func (e *Engine) runLocked(ctx context.Context, h *home, op lifecycleOp) error {
 }
 
 // lock takes h's lifecycle lock for op. While another operation holds it,
-// a waiting op waits for the broadcast of its release (or, for a holder on
-// another instance, re-tries every lockRecheck) until ctx is done; any
-// other op is refused as busy.
+// a waiting op waits for the broadcast of its release when the holder is
+// on this instance, and re-tries every lockRecheck when it is not (another
+// instance, or a lease left to expire), until ctx is done; any other op is
+// refused as busy.
 func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Lease, error) {
 	var t *time.Timer
 	defer func() {
@@ -89,7 +91,8 @@ func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Le
 		}
 	}()
 	for {
-		freed := h.freedC() // taken before the try: a release after it closes this one
+		// Taken before the try: a release after it closes freed.
+		freed, here := h.lockState()
 		l, err := e.o.Store.Lock(ctx, lockName(h.spec.ID), e.o.Instance, op.lease)
 		if err == nil {
 			return l, nil
@@ -103,14 +106,18 @@ func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Le
 		if !op.wait {
 			return registry.Lease{}, errBusy(fmt.Errorf("%s %s: %w", op.name, h.spec.ID, err))
 		}
-		if t == nil {
-			t = time.NewTimer(lockRecheck)
-		} else {
-			t.Reset(lockRecheck)
+		var recheck <-chan time.Time // nil: the holder here broadcasts its release
+		if !here {
+			if t == nil {
+				t = time.NewTimer(lockRecheck)
+			} else {
+				t.Reset(lockRecheck)
+			}
+			recheck = t.C
 		}
 		select {
 		case <-freed:
-		case <-t.C:
+		case <-recheck:
 		case <-ctx.Done():
 			return registry.Lease{}, errWakeTimeout(e.o.RetryAfter, "waiting for another operation on the home", ctx.Err())
 		}
@@ -125,20 +132,29 @@ func (e *Engine) unlock(ctx context.Context, h *home, l registry.Lease) {
 	if err := e.o.Store.Unlock(uctx, l); err != nil && !errors.Is(err, registry.ErrLeaseLost) {
 		e.o.Log.Warn("unlock", "home", h.spec.ID, "err", err)
 	}
+	h.setLockedHere(false)
 	h.broadcastFreed()
 }
 
 func lockName(id string) string { return "home/" + id }
 
-// freedC returns the channel closed at the next release of h's lock by
-// this instance.
-func (h *home) freedC() <-chan struct{} {
+// lockState returns the channel closed at the next release of h's lock by
+// this instance, and whether an operation of this instance holds it now.
+func (h *home) lockState() (<-chan struct{}, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.freed == nil {
 		h.freed = make(chan struct{})
 	}
-	return h.freed
+	return h.freed, h.lockedHere
+}
+
+// setLockedHere records whether an operation of this instance holds h's
+// lifecycle lock.
+func (h *home) setLockedHere(v bool) {
+	h.mu.Lock()
+	h.lockedHere = v
+	h.mu.Unlock()
 }
 
 // broadcastFreed wakes everyone waiting for h's lock: the channel is closed
