@@ -386,10 +386,11 @@ func idleTick(cfg *Config) time.Duration {
 	return tick
 }
 
-// Close does steps 6 to 8 of the shutdown order (see Serve): it releases
-// the engine, quiesces exec homes (unless exec.keep_running_on_shutdown),
-// and closes the providers, the proxy and the store. It is safe after a
-// half-failed New.
+// Close does steps 6 to 8 of the shutdown order (see Serve), after closing
+// the metrics and the app observer: it stops the engine, quiesces exec
+// homes (unless exec.keep_running_on_shutdown), and closes the providers,
+// the proxy and the store. It is safe after a half-failed New, and without
+// Serve: homes a gateway woke never outlive its Close.
 func (g *Gateway) Close() {
 	g.metrics.close()
 	if g.routeTab != nil {
