@@ -219,11 +219,11 @@ func TestAppWaitForReadyEndsEarlyOnFailed(t *testing.T) {
 //   - h2 failed: it ran, its process was killed, and the restart failed
 //     (same missing binary);
 //   - h3 sleeps: registered and never woken.
-func ladderHomes(t *testing.T) *rlRig {
+func ladderHomes(t *testing.T) *rollRig {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "wakegate-copy")
 	rlCopy(t, testbin.Build(t), bin)
-	r := newRLRig(t, bin, wake.RollLazy)
+	r := newRollRig(t, bin, wake.RollLazy)
 	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: "h3", Target: "carol", Provider: "exec", Version: "1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func ladderHomes(t *testing.T) *rlRig {
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	r.setTarget("2", rlCommand(filepath.Join(t.TempDir(), "no-such-program"), "{version}"))
+	r.setTarget("2", rollCommand(filepath.Join(t.TempDir(), "no-such-program"), "{version}"))
 	if _, err := r.request("h1"); err == nil {
 		t.Fatal("the roll of h1 onto a release that cannot start succeeded")
 	}

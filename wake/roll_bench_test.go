@@ -16,7 +16,7 @@ import (
 // takes 10 of each; the medians are reported in milliseconds. The demo home
 // boots in 100ms.
 func BenchmarkRollVsColdWake(b *testing.B) {
-	r := newRLRig(b, "", wake.RollLazy)
+	r := newRollRig(b, "", wake.RollLazy)
 	r.version("h1")
 	var rolled, cold []float64
 	for i := 0; i < b.N; i++ {
@@ -37,12 +37,12 @@ func BenchmarkRollVsColdWake(b *testing.B) {
 			cold = append(cold, float64(time.Since(t0).Microseconds())/1000)
 		}
 	}
-	b.ReportMetric(rlMedian(rolled), "rolled-ms")
-	b.ReportMetric(rlMedian(cold), "cold-ms")
+	b.ReportMetric(median(rolled), "rolled-ms")
+	b.ReportMetric(median(cold), "cold-ms")
 	b.ReportMetric(0, "ns/op")
 }
 
-func rlMedian(xs []float64) float64 {
+func median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	return s[len(s)/2]

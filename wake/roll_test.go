@@ -23,10 +23,10 @@ import (
 	"github.com/wakegate/wakegate/wake"
 )
 
-// rlRig is a real engine with rolls on: a bbolt store, the exec provider
+// rollRig is a real engine with rolls on: a bbolt store, the exec provider
 // running demo homes (--version {version}) from bin, and two homes, h1 at
 // /node/alice and h2 at /node/bob, both on version "1".
-type rlRig struct {
+type rollRig struct {
 	t     testing.TB
 	bin   string
 	data  string
@@ -36,35 +36,35 @@ type rlRig struct {
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
 	bus   *wake.Bus
-	ops   *rlOps
+	ops   *rollOps
 }
 
-// rlOps records, in order, the target writes and recreates the engine makes
+// rollOps records, in order, the target writes and recreates the engine makes
 // through the real store and provider.
-type rlOps struct {
+type rollOps struct {
 	mu  sync.Mutex
 	ops []string
 }
 
-func (o *rlOps) add(op string) {
+func (o *rollOps) add(op string) {
 	o.mu.Lock()
 	o.ops = append(o.ops, op)
 	o.mu.Unlock()
 }
 
-func (o *rlOps) list() []string {
+func (o *rollOps) list() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.ops)
 }
 
-// rlStore is the bolt store, with target writes recorded.
-type rlStore struct {
+// rollStore is the bolt store, with target writes recorded.
+type rollStore struct {
 	registry.Store
-	ops *rlOps
+	ops *rollOps
 }
 
-func (s rlStore) PutTarget(ctx context.Context, t registry.Target, c registry.Cond) (registry.Target, error) {
+func (s rollStore) PutTarget(ctx context.Context, t registry.Target, c registry.Cond) (registry.Target, error) {
 	st, err := s.Store.PutTarget(ctx, t, c)
 	if err == nil {
 		s.ops.add("target " + st.Version + " bad=" + st.BadVersion)
@@ -72,35 +72,35 @@ func (s rlStore) PutTarget(ctx context.Context, t registry.Target, c registry.Co
 	return st, err
 }
 
-// rlProvider is the exec provider, with recreates recorded.
-type rlProvider struct {
+// rollProvider is the exec provider, with recreates recorded.
+type rollProvider struct {
 	provider.Provider
-	ops *rlOps
+	ops *rollOps
 }
 
-func (p rlProvider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
+func (p rollProvider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	p.ops.add("recreate " + s.ID + " " + s.Version)
 	return p.Provider.Recreate(ctx, s)
 }
 
-// rlHomes maps the rig's home ids to their targets.
-var rlHomes = map[string]string{"h1": "alice", "h2": "bob"}
+// rollHomes maps the rig's home ids to their targets.
+var rollHomes = map[string]string{"h1": "alice", "h2": "bob"}
 
-// rlCommand is the demo-home command template run from bin.
-func rlCommand(bin, version string) []string {
+// rollCommand is the demo-home command template run from bin.
+func rollCommand(bin, version string) []string {
 	return []string{bin, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
 		"--version", version, "--boot-delay", "100ms"}
 }
 
-// newRLRig starts a rig whose default exec command runs bin (the built
+// newRollRig starts a rig whose default exec command runs bin (the built
 // binary when bin is "").
-func newRLRig(t testing.TB, bin string, mode wake.RollMode) *rlRig {
+func newRollRig(t testing.TB, bin string, mode wake.RollMode) *rollRig {
 	t.Helper()
 	if bin == "" {
 		bin = testbin.Build(t)
 	}
-	r := &rlRig{t: t, bin: bin, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{},
-		bus: wake.NewBus(64), ops: &rlOps{}}
+	r := &rollRig{t: t, bin: bin, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{},
+		bus: wake.NewBus(64), ops: &rollOps{}}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -113,7 +113,7 @@ func newRLRig(t testing.TB, bin string, mode wake.RollMode) *rlRig {
 	}
 	t.Cleanup(func() { _ = r.store.Close() })
 	r.exec, err = provider.NewExec(provider.ExecConfig{
-		Command: rlCommand(bin, "{version}"), DataDir: r.data, StopGrace: 2 * time.Second,
+		Command: rollCommand(bin, "{version}"), DataDir: r.data, StopGrace: 2 * time.Second,
 		OnChange: func(id string, res provider.Result) {
 			if r.eng != nil {
 				r.eng.ProviderChanged(id, res)
@@ -128,7 +128,7 @@ func newRLRig(t testing.TB, bin string, mode wake.RollMode) *rlRig {
 		testbin.KillHomes(r.data)
 	})
 	r.eng = wake.New(wake.Options{
-		Store: rlStore{r.store, r.ops}, Providers: map[string]provider.Provider{"exec": rlProvider{r.exec, r.ops}}, Sessions: r.sess,
+		Store: rollStore{r.store, r.ops}, Providers: map[string]provider.Provider{"exec": rollProvider{r.exec, r.ops}}, Sessions: r.sess,
 		Instance: "test", WarmTTL: time.Minute, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: 50 * time.Millisecond, RelayHeader: demohome.RelayHeader,
 		Log: log.With("component", "wake"), Events: r.bus,
@@ -136,7 +136,7 @@ func newRLRig(t testing.TB, bin string, mode wake.RollMode) *rlRig {
 	})
 	t.Cleanup(r.eng.Close)
 	for _, id := range []string{"h1", "h2"} {
-		if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: id, Target: rlHomes[id],
+		if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: id, Target: rollHomes[id],
 			Provider: "exec", Version: "1"}); err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func newRLRig(t testing.TB, bin string, mode wake.RollMode) *rlRig {
 
 // request is what the gateway does for one request: count the session,
 // then wait for the home. It returns the endpoint, or the wake error.
-func (r *rlRig) request(id string) (string, error) {
+func (r *rollRig) request(id string) (string, error) {
 	c := r.sess.Begin(id)
 	defer r.sess.End(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -160,7 +160,7 @@ func (r *rlRig) request(id string) (string, error) {
 
 // version asks home id's current process which version it runs, through a
 // request like the gateway's.
-func (r *rlRig) version(id string) string {
+func (r *rollRig) version(id string) string {
 	r.t.Helper()
 	ep, err := r.request(id)
 	if err != nil {
@@ -175,7 +175,7 @@ func (r *rlRig) version(id string) string {
 
 // suspend suspends home id, retrying while the lock of the wake that just
 // answered is still held (it is released after the callers are answered).
-func (r *rlRig) suspend(id string) {
+func (r *rollRig) suspend(id string) {
 	r.t.Helper()
 	var err error
 	testbin.Eventually(r.t, "suspend "+id, func() bool {
@@ -187,7 +187,7 @@ func (r *rlRig) suspend(id string) {
 	}
 }
 
-func (r *rlRig) record(id string) registry.Home {
+func (r *rollRig) record(id string) registry.Home {
 	r.t.Helper()
 	h, err := r.store.GetHome(context.Background(), id)
 	if err != nil {
@@ -196,7 +196,7 @@ func (r *rlRig) record(id string) registry.Home {
 	return h
 }
 
-func (r *rlRig) setTarget(version string, cmd []string) registry.Target {
+func (r *rollRig) setTarget(version string, cmd []string) registry.Target {
 	r.t.Helper()
 	t, err := r.eng.SetTarget(context.Background(), registry.Target{Version: version, Command: cmd})
 	if err != nil {
@@ -207,7 +207,7 @@ func (r *rlRig) setTarget(version string, cmd []string) registry.Target {
 
 // index returns the position of the first log line at or after from that
 // contains every part, or -1.
-func rlIndex(lines []string, from int, parts ...string) int {
+func rollIndex(lines []string, from int, parts ...string) int {
 	for i := from; i < len(lines); i++ {
 		ok := true
 		for _, p := range parts {
@@ -220,7 +220,7 @@ func rlIndex(lines []string, from int, parts ...string) int {
 	return -1
 }
 
-func rlEvents(b *wake.Bus, home string) []string {
+func rollEvents(b *wake.Bus, home string) []string {
 	var out []string
 	for _, ev := range b.Recent() {
 		if ev.Home == home && strings.HasPrefix(ev.Type, "roll.") {
@@ -231,7 +231,7 @@ func rlEvents(b *wake.Bus, home string) []string {
 }
 
 func TestRollStaleIdleHomeRollsOnNextWake(t *testing.T) {
-	r := newRLRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", wake.RollLazy)
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("before any target the home runs %q, want 1", got)
 	}
@@ -256,7 +256,7 @@ func TestRollStaleIdleHomeRollsOnNextWake(t *testing.T) {
 	if st.Started.Load() != 1 || st.Rolled.Load() != 1 || st.RolledBack.Load() != 0 {
 		t.Fatalf("stats: started %d rolled %d rolled back %d", st.Started.Load(), st.Rolled.Load(), st.RolledBack.Load())
 	}
-	if ev := rlEvents(r.bus, "h1"); !slices.Equal(ev, []string{"roll.start:2<-1", "roll.done:2<-1"}) {
+	if ev := rollEvents(r.bus, "h1"); !slices.Equal(ev, []string{"roll.start:2<-1", "roll.done:2<-1"}) {
 		t.Fatalf("roll events %v", ev)
 	}
 	// Equal target again: no write, the record keeps its generation.
@@ -273,7 +273,7 @@ func TestRollStaleIdleHomeRollsOnNextWake(t *testing.T) {
 }
 
 func TestRollSessionKeepsHomeOffTheRoll(t *testing.T) {
-	r := newRLRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", wake.RollLazy)
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("runs %q", got)
 	}
@@ -296,9 +296,9 @@ func TestRollSessionKeepsHomeOffTheRoll(t *testing.T) {
 }
 
 func TestRollFailedStartRollsBackAndBrakes(t *testing.T) {
-	r := newRLRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", wake.RollLazy)
 	missing := filepath.Join(t.TempDir(), "no-such-program")
-	r.setTarget("2", rlCommand(missing, "{version}"))
+	r.setTarget("2", rollCommand(missing, "{version}"))
 
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("after a failed roll the home runs %q, want the prior version 1", got)
@@ -313,14 +313,14 @@ func TestRollFailedStartRollsBackAndBrakes(t *testing.T) {
 		t.Fatalf("store and provider operations %q, want %q", ops, want)
 	}
 	alerts := r.logs.Lines("roll")
-	i := rlIndex(alerts, 0, "level=ERROR", "alert=roll.rolled_back", "home=h1", "bad_version=2", "restored_version=1")
+	i := rollIndex(alerts, 0, "level=ERROR", "alert=roll.rolled_back", "home=h1", "bad_version=2", "restored_version=1")
 	if i < 0 {
 		t.Fatalf("no roll.rolled_back alert in %q", alerts)
 	}
 	if f := fields(alerts[i]); len(f["err"]) < 10 || strings.Contains(f["err"], "{") || !strings.Contains(f["err"], "no-such-program") {
 		t.Fatalf("alert err is not readable text: %q", f["err"])
 	}
-	if ev := rlEvents(r.bus, "h1"); !slices.Equal(ev, []string{"roll.start:2<-1", "roll.rolled_back:2<-1"}) {
+	if ev := rollEvents(r.bus, "h1"); !slices.Equal(ev, []string{"roll.start:2<-1", "roll.rolled_back:2<-1"}) {
 		t.Fatalf("roll events %v", ev)
 	}
 	rec := r.record("h1")
@@ -353,9 +353,9 @@ func TestRollFailedStartRollsBackAndBrakes(t *testing.T) {
 }
 
 func TestRollVersionMismatchIsAFailedRoll(t *testing.T) {
-	r := newRLRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", wake.RollLazy)
 	// The release starts and answers, but reports another version.
-	r.setTarget("2", rlCommand(r.bin, "{version}-other"))
+	r.setTarget("2", rollCommand(r.bin, "{version}-other"))
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("after a mismatched roll the home runs %q, want 1", got)
 	}
@@ -363,7 +363,7 @@ func TestRollVersionMismatchIsAFailedRoll(t *testing.T) {
 		t.Fatalf("target %+v: want bad version 2", tg)
 	}
 	alerts := r.logs.Lines("roll")
-	i := rlIndex(alerts, 0, "alert=roll.rolled_back", "bad_version=2", "restored_version=1")
+	i := rollIndex(alerts, 0, "alert=roll.rolled_back", "bad_version=2", "restored_version=1")
 	if i < 0 {
 		t.Fatalf("no roll.rolled_back alert in %q", alerts)
 	}
@@ -371,12 +371,12 @@ func TestRollVersionMismatchIsAFailedRoll(t *testing.T) {
 		t.Fatalf("alert err does not name the version seen: %q", f["err"])
 	}
 	// The mismatched process was started and replaced by the rollback.
-	if n := len(rlStarted(r.logs, "h1")); n != 2 {
+	if n := len(rollStarted(r.logs, "h1")); n != 2 {
 		t.Fatalf("%d processes started for h1, want 2 (release, rollback)", n)
 	}
 }
 
-func rlStarted(l *testbin.LogBuffer, home string) []string {
+func rollStarted(l *testbin.LogBuffer, home string) []string {
 	var out []string
 	for _, line := range l.Lines(`"exec: started home"`) {
 		if strings.Contains(line, "home="+home+" ") {
@@ -391,7 +391,7 @@ func TestRollIncidentWhenRollbackFails(t *testing.T) {
 	// made unable to start by removing it.
 	bin := filepath.Join(t.TempDir(), "wakegate-copy")
 	rlCopy(t, testbin.Build(t), bin)
-	r := newRLRig(t, bin, wake.RollLazy)
+	r := newRollRig(t, bin, wake.RollLazy)
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("runs %q", got)
 	}
@@ -399,7 +399,7 @@ func TestRollIncidentWhenRollbackFails(t *testing.T) {
 	if err := os.Remove(bin); err != nil {
 		t.Fatal(err)
 	}
-	r.setTarget("2", rlCommand(filepath.Join(t.TempDir(), "no-such-program"), "{version}"))
+	r.setTarget("2", rollCommand(filepath.Join(t.TempDir(), "no-such-program"), "{version}"))
 
 	_, err := r.request("h1")
 	if fe, ok := fault.As(err); !ok || fe.Kind != fault.Failed || fe.Code != wake.CodeRollIncident {
@@ -413,7 +413,7 @@ func TestRollIncidentWhenRollbackFails(t *testing.T) {
 		t.Fatalf("target %+v: want bad version 2", tg)
 	}
 	alerts := r.logs.Lines("roll")
-	i := rlIndex(alerts, 0, "level=ERROR", "alert=roll.incident", "home=h1", "bad_version=2", "prior_version=1")
+	i := rollIndex(alerts, 0, "level=ERROR", "alert=roll.incident", "home=h1", "bad_version=2", "prior_version=1")
 	if i < 0 {
 		t.Fatalf("no roll.incident alert in %q", alerts)
 	}
@@ -452,7 +452,7 @@ func rlCopy(t *testing.T, from, to string) {
 }
 
 func TestRollOffNeverRolls(t *testing.T) {
-	r := newRLRig(t, "", wake.RollOff)
+	r := newRollRig(t, "", wake.RollOff)
 	r.setTarget("2", nil)
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("with rolls off the home runs %q, want 1", got)
@@ -463,7 +463,7 @@ func TestRollOffNeverRolls(t *testing.T) {
 }
 
 func TestRollSetTargetRejectsBadInput(t *testing.T) {
-	r := newRLRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", wake.RollLazy)
 	if _, err := r.eng.SetTarget(context.Background(), registry.Target{}); err == nil || !strings.Contains(err.Error(), "version") {
 		t.Fatalf("empty version: %v", err)
 	}
@@ -478,7 +478,7 @@ func TestRollSetTargetRejectsBadInput(t *testing.T) {
 // An operator's roll of an awake, idle, stale home rolls it at once; the
 // refusals name why a roll cannot run.
 func TestRollOnRequest(t *testing.T) {
-	r := newRLRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", wake.RollLazy)
 	ctx := context.Background()
 	code := func(err error) string {
 		if fe, ok := fault.As(err); ok {
