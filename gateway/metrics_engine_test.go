@@ -129,3 +129,45 @@ func emCounter(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// The stop of a half-woken home after a failed wake is counted with
+// whether it was proven: a static home cannot be proven down.
+func TestMetricsCountUnprovenStopOfFailedWake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	_ = ln.Close() // every probe attempt is refused
+	store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	em := newEngineMetrics()
+	eng := wake.New(wake.Options{
+		Store: store, Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": "http://" + closed}}},
+		Sessions: proxy.NewSessions(), Instance: "stop",
+		WarmTTL: time.Hour, ReadyTimeout: 200 * time.Millisecond, RetryAfter: time.Second,
+		MaxConcurrent: 1, FailureBackoff: time.Second,
+		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Log: slog.New(slog.DiscardHandler), Metrics: em,
+	})
+	t.Cleanup(eng.Close)
+	ctx := context.Background()
+	if err := eng.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.EnsureAwake(ctx, "h1"); err == nil {
+		t.Fatal("a home that never listens woke")
+	}
+	if got := emCounter(t, em.stops.WithLabelValues("false")); got != 1 {
+		t.Fatalf(`wakegate_wake_stop_total{proven="false"} = %v, want 1`, got)
+	}
+	if got := emCounter(t, em.stops.WithLabelValues("true")); got != 0 {
+		t.Fatalf(`wakegate_wake_stop_total{proven="true"} = %v, want 0`, got)
+	}
+	if got := emCounter(t, em.wakes.WithLabelValues("failed", "cold")); got != 1 {
+		t.Fatalf(`wakegate_wakes_total{outcome="failed",cause="cold"} = %v, want 1`, got)
+	}
+}
