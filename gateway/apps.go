@@ -38,13 +38,12 @@ func (g *Gateway) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *ap
 	home := g.current(app.home)
 	hs, err := g.engine.HomeState(r.Context(), home.spec.ID)
 	if err != nil || hs.Endpoint == "" || (!hs.Warm && hs.Status != registry.StatusRunning) {
-		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusServiceUnavailable, Code: "home_sleeping",
-			Message: "the home is not running; a self-probe does not wake it"})
+		g.writeError(w, r, fault.New(fault.NotReady, "home_sleeping", "The home is not running; a self-probe does not wake it."))
 		return
 	}
 	u, err := url.Parse(hs.Endpoint)
 	if err != nil {
-		proxy.WriteError(w, r, fmt.Errorf("home endpoint %q: %w", hs.Endpoint, err))
+		g.writeError(w, r, fmt.Errorf("home endpoint %q: %w", hs.Endpoint, err))
 		return
 	}
 	route.Upstream = joinPath(u, app.cfg.Path)
@@ -103,7 +102,7 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 	if h := app.home; h != nil && !g.engine.Warm(g.current(h).spec.ID) {
 		id := g.current(h).spec.ID
 		if g.noWake(r, strings.TrimPrefix(r.URL.Path, app.prefix)) && g.engine.Sleeping(id) {
-			proxy.WriteError(w, r, wake.Asleep(g.cfg.Wake.RetryAfter))
+			g.writeError(w, r, wake.Asleep(g.cfg.Wake.RetryAfter))
 			return false
 		}
 		c := g.sessions.Begin(id)
@@ -115,7 +114,7 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 				g.serveWaitingPage(w, r, route)
 				return false
 			}
-			proxy.WriteError(w, r, err)
+			g.writeError(w, r, err)
 			return false
 		}
 		if !running {
@@ -136,13 +135,32 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 	return false
 }
 
-// writeAppNotReady answers 503 with the app's phase and reason: JSON for API
-// callers, a page for browsers.
+// writeAppNotReady answers 503 for an app whose route is not published:
+// JSON for API callers, a page for browsers (appNotReady).
 func (g *Gateway) writeAppNotReady(w http.ResponseWriter, r *http.Request, st wake.AppStatus) {
-	msg := fmt.Sprintf("app %s is %s (%s): %s", st.Slug, st.Phase, st.Reason, st.Message)
-	proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusServiceUnavailable, Code: "app_" + string(st.Phase),
-		Message: msg, RetryAfter: g.cfg.Wake.RetryAfter,
-		Header: http.Header{"X-Wakegate-App-Phase": {string(st.Phase)}, "X-Wakegate-App-Reason": {st.Reason}}})
+	g.writeError(w, r, appNotReady(st, g.cfg.Wake.RetryAfter))
+}
+
+// appNotReady is the error of a request for an app in status st: the code
+// app_{phase}, a sentence for people by phase, and the phase and reason
+// code in X-Wakegate-App-Phase and X-Wakegate-App-Reason. The
+// observation's own message, which may name an upstream's address or a
+// path, is the cause: it goes to the log with the request id, never to the
+// caller (DESIGN rule 23).
+func appNotReady(st wake.AppStatus, retry time.Duration) error {
+	kind, msg := fault.NotReady, "The app is starting; try again shortly."
+	switch st.Phase {
+	case wake.PhaseStopped:
+		msg = "The app is stopped."
+	case wake.PhaseFailed:
+		kind, msg = fault.Failed, "The app is not working at the moment."
+	case wake.PhaseUnknown:
+		msg = "The app has not been checked yet; try again shortly."
+	}
+	e := fault.Wrap(kind, "app_"+string(st.Phase), msg, fmt.Errorf("app %s is %s (%s): %s", st.Slug, st.Phase, st.Reason, st.Message)).
+		WithRetry(retry)
+	e.Header = http.Header{"X-Wakegate-App-Phase": {string(st.Phase)}, "X-Wakegate-App-Reason": {st.Reason}}
+	return e
 }
 
 // appWakeStatus answers the waiting page's poll for an app: ready once its

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -442,9 +443,33 @@ func TestAppUnpublishedAfterFailuresAndRepublished(t *testing.T) {
 			t.Fatalf("observation %d of a dead upstream: %+v; want endpoint-not-ready with route %s", i, st, want)
 		}
 	}
-	if code, reason, _ := gw.get(t, "/apps/x/y", nil); code != http.StatusServiceUnavailable || reason != wake.ReasonEndpointNotReady {
+	code, reason, body := gw.get(t, "/apps/x/y", nil)
+	if code != http.StatusServiceUnavailable || reason != wake.ReasonEndpointNotReady {
 		t.Fatalf("unpublished app answered %d %q", code, reason)
 	}
+	// The caller learns the phase and a sentence; the upstream's address
+	// and the dial error go to the log, with the request id.
+	_, port, _ := net.SplitHostPort(up.addr)
+	if !strings.Contains(body, `"code":"app_starting"`) || strings.Contains(body, port) || strings.Contains(body, "dial") {
+		t.Fatalf("public body %s: want app_starting without the upstream's port or the dial error", body)
+	}
+	var answer struct {
+		Error struct {
+			RequestID string `json:"request_id"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(body), &answer); err != nil || answer.Error.RequestID == "" {
+		t.Fatalf("public body %s: want a request id (%v)", body, err)
+	}
+	testbin.Eventually(t, "the cause logged with the request id", func() bool {
+		for _, line := range gw.logs.Lines(`"request failed"`) {
+			if strings.Contains(line, "request_id="+answer.Error.RequestID) && strings.Contains(line, port) &&
+				strings.Contains(line, "endpoint-not-ready") {
+				return true
+			}
+		}
+		return false
+	})
 	up.restart(t)
 	if st := observe(); st.Phase != wake.PhaseReady || st.Route != wake.RoutePublished {
 		t.Fatalf("recovered upstream: %+v; want ready and published again", st)
