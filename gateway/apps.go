@@ -149,12 +149,16 @@ func (g *Gateway) writeAppNotReady(w http.ResponseWriter, r *http.Request, st wa
 // caller (DESIGN rule 23).
 func appNotReady(st wake.AppStatus, retry time.Duration) error {
 	kind, msg := fault.NotReady, "The app is starting; try again shortly."
-	switch st.Phase {
-	case wake.PhaseStopped:
+	switch {
+	case st.Reason == wake.ReasonProbeFailed && st.ProbeStatus != 0:
+		// The status seen is the app's own answer, no internal detail.
+		msg = fmt.Sprintf("The app is starting; its last check through the gateway got %d %s.",
+			st.ProbeStatus, http.StatusText(st.ProbeStatus))
+	case st.Phase == wake.PhaseStopped:
 		msg = "The app is stopped."
-	case wake.PhaseFailed:
+	case st.Phase == wake.PhaseFailed:
 		kind, msg = fault.Failed, "The app is not working at the moment."
-	case wake.PhaseUnknown:
+	case st.Phase == wake.PhaseUnknown:
 		msg = "The app has not been checked yet; try again shortly."
 	}
 	e := fault.Wrap(kind, "app_"+string(st.Phase), msg, fmt.Errorf("app %s is %s (%s): %s", st.Slug, st.Phase, st.Reason, st.Message)).

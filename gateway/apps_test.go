@@ -116,6 +116,12 @@ type appGateway struct {
 func startAppGateway(t testing.TB, body string) *appGateway {
 	t.Helper()
 	gw := e2eStartInProcess(t, "log:\n  access: false\n"+body)
+	// Serve runs on: observations before it listens would find no route.
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
+	defer cancel()
+	if _, err := gw.g.Addr(ctx); err != nil {
+		t.Fatalf("the gateway does not listen: %v", err)
+	}
 	return &appGateway{g: gw.g, base: "http://" + gw.addr, logs: gw.logs}
 }
 

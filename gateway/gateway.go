@@ -278,8 +278,9 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer stopAdmin()
-	g.addr <- ln.Addr()
+	// Self-probes know where to go before anyone learns the address.
 	g.routeTab.probe.listening(ln.Addr())
+	g.addr <- ln.Addr()
 	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance)
 	stopBG := g.startBackground()
 	defer stopBG()
