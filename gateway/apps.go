@@ -178,7 +178,7 @@ func (g *Gateway) appWakeStatus(r *http.Request, app *appRoute) map[string]any {
 	if h := app.home; h != nil && !g.routeTab.apps.Stopped(app.cfg.Slug) {
 		if h = g.current(h); !g.engine.Warm(h.spec.ID) {
 			if err := g.engine.Start(h.spec.ID); err != nil {
-				c := proxy.StatusOf(err)
+				c := g.classify(r, err) // the cause goes to the log
 				out["error"], out["code"] = c.Message, c.Code
 			}
 		}
@@ -219,10 +219,6 @@ func (g *Gateway) Routes() []AppRoute {
 	}
 	return out
 }
-
-// ProbeToken returns this process's internal probe token (for tests that
-// prove an outside caller cannot use it).
-func (g *Gateway) ProbeToken() string { return g.routeTab.probe.token }
 
 // appBySlug returns the app routed at /apps/{slug}.
 func (g *Gateway) appBySlug(slug string) (*appRoute, bool) {
