@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/wakegate/wakegate/wake"
@@ -31,7 +32,8 @@ var kindNames = [nKinds]string{"app", "node", "internal", "health", "other"}
 var statusClasses = [6]string{"other", "1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // metrics are the gateway's Prometheus metrics, on a registry of their own
-// (never the global one), served at /metrics on the admin listener. The
+// (never the global one), served at /metrics on the admin listener, with
+// the Go and process collectors (go_*, process_*) beside them. The
 // request path touches only pre-resolved counters and histograms. Wake,
 // suspend, roll and home-failure counts are made at the source: the engine
 // calls engineMetrics (wake.Metrics). Only the app phase gauge follows the
@@ -203,6 +205,10 @@ func newMetrics(g *Gateway, em *engineMetrics) *metrics {
 	m.reg.MustRegister(em.collectors()...)
 	m.reg.MustRegister(req, up, m.rateLimited, m.authFailures, m.routePhases)
 	m.reg.MustRegister(stateMetrics(g)...)
+	// The Go runtime (goroutines, heap, GC) and the process (open and
+	// maximum file descriptors, memory, CPU), so that leaks show.
+	m.reg.MustRegister(collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

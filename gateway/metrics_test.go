@@ -147,3 +147,24 @@ func TestMetricsSuspendCounted(t *testing.T) {
 		t.Errorf("admin wakes: %v, want 1", got)
 	}
 }
+
+// TestMetricsRuntimeCollectors checks that /metrics carries the Go and
+// process collectors on the gateway's own registry, so that leaks of
+// goroutines, heap or file descriptors are visible.
+func TestMetricsRuntimeCollectors(t *testing.T) {
+	t.Parallel()
+	a := admStart(t, admDemo, "")
+	fams := a.scrape(t)
+	for _, name := range []string{"go_goroutines", "go_memstats_heap_alloc_bytes", "go_threads",
+		"process_open_fds", "process_max_fds", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
+		if fams[name] == nil {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+	if v := admValue(fams, "go_goroutines", nil); v < 1 {
+		t.Errorf("go_goroutines = %v, want at least 1", v)
+	}
+	if v := admValue(fams, "process_open_fds", nil); v < 1 {
+		t.Errorf("process_open_fds = %v, want at least 1", v)
+	}
+}
