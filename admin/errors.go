@@ -1,18 +1,14 @@
 package admin
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 
 	"github.com/wakegate/wakegate/fault"
-	"github.com/wakegate/wakegate/registry"
 )
 
 // ErrorBody is the body of every admin error answer. The admin API is for
@@ -124,61 +120,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// maxBody bounds an admin request body.
-const maxBody = 64 << 10
-
-// Body is a request's JSON body, read and not yet decoded.
-type Body struct{ raw []byte }
-
-// readBody reads r's body, up to maxBody.
-func readBody(r *http.Request) (Body, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return Body{}, fault.Wrap(fault.TooLarge, "body_too_large", fmt.Sprintf("the body is over %d bytes", maxBody), err).WithField("body")
-	}
-	if err != nil {
-		return Body{}, fault.Wrap(fault.Invalid, "bad_request", "the body could not be read", err).WithField("body")
-	}
-	return Body{raw: b}, nil
-}
-
-// BodyOf returns a Body holding raw (for tests and tools).
-func BodyOf(raw []byte) Body { return Body{raw: raw} }
-
-// Decode decodes the body into v: a JSON object with no unknown fields. A
-// failure is a fault.Invalid naming the field at fault when it can tell.
-func (b Body) Decode(v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b.raw))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		return nil
-	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Type == reflect.TypeFor[registry.Duration]() {
-		return fault.Wrap(fault.Invalid, "bad_request", fmt.Sprintf("%s: want a duration such as 2s, got %s", te.Field, te.Value), err).
-			WithField(te.Field)
-	}
-	if errors.As(err, &te) && te.Field != "" {
-		return fault.Wrap(fault.Invalid, "bad_request", fmt.Sprintf("%s: want a %s", te.Field, te.Type), err).WithField(te.Field)
-	}
-	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		f = strings.Trim(f, `"`)
-		return fault.Wrap(fault.Invalid, "bad_request", f+": unknown field", err).WithField(f)
-	}
-	return fault.Wrap(fault.Invalid, "bad_request", "body: want a JSON object", err).WithField("body")
-}
-
-// decodeBody reads and decodes r's body into v.
-func decodeBody(r *http.Request, v any) error {
-	b, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	return b.Decode(v)
 }
 
 // ifMatch reads If-Match: a record generation, quoted or not ("7", W/"7",
