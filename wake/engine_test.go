@@ -449,7 +449,7 @@ func TestEngineLeaseKeepsHomeAwake(t *testing.T) {
 	r := newRig(t, rigOptions{idle: 200 * time.Millisecond, tick: 20 * time.Millisecond})
 	// The lease is taken before the wake, so the home is never idle
 	// between its wake and the lease.
-	r.sess.Lease(rigHome, 3*time.Second)
+	r.sess.Lease(rigHome, 8*time.Second) // long enough for the ticks below on a loaded machine
 	r.ensure()
 	pids := testbin.HomePIDs(t, r.homeDir())
 	if len(pids) != 1 {
@@ -611,11 +611,14 @@ func TestEngineBacksOffFailingHome(t *testing.T) {
 		_, err := r.eng.EnsureAwake(ctx, rigHome)
 		return err
 	}
-	if err := try(); code(err) != "wake_timeout" {
-		t.Fatalf("first wake: %v, want wake_timeout", err)
+	// A loaded machine may run out of the short ready timeout before the
+	// probe (wake_failed): either is a failed wake.
+	failed := func(err error) bool { return code(err) == wake.CodeWakeTimeout || code(err) == wake.CodeWakeFailed }
+	if err := try(); !failed(err) {
+		t.Fatalf("first wake: %v, want a failed wake", err)
 	}
-	if err := try(); code(err) != "wake_timeout" {
-		t.Fatalf("second wake (allowed at once after one failure): %v, want wake_timeout", err)
+	if err := try(); !failed(err) {
+		t.Fatalf("second wake (allowed at once after one failure): %v, want a failed wake", err)
 	}
 	// A wake's event follows its callers' release: wait for both.
 	r.waitEvents(2, wakeEnds...)

@@ -26,7 +26,7 @@ func TestWakeErrorKeepsCauseOutOfMessageAndHints(t *testing.T) {
 		Store:     lcStore(t),
 		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": srv.URL}}},
 		Sessions:  proxy.NewSessions(), Instance: "test",
-		WarmTTL: time.Minute, ReadyTimeout: 300 * time.Millisecond, RetryAfter: 2 * time.Second,
+		WarmTTL: time.Minute, ReadyTimeout: time.Second, RetryAfter: 2 * time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second, RelayHeader: "X-Wakegate-Relay",
 		Log: slog.New(slog.DiscardHandler),
 	})

@@ -132,12 +132,16 @@ func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult
 		}
 		attemptCtx, cancelAttempt := context.WithTimeout(base, s.AttemptTimeout)
 		status, err := run.attempt(attemptCtx)
+		cut := attemptCtx.Err() != nil && ctx.Err() != nil
 		cancelAttempt()
 		res.Attempts++
 		res.Status = status
 		res.Last = err
 		if err == nil {
 			return res, nil
+		}
+		if !cut {
+			run.answer = err // what the home said, not what the deadline did
 		}
 		if ctx.Err() != nil {
 			return res, run.fail(ctx, res)
@@ -284,6 +288,9 @@ type probeRun struct {
 	target   string // URL for ws and http, host:port for tcp
 	hostport string // the endpoint's host:port, for the port watch
 	dialer   *net.Dialer
+	// answer is the error of the last attempt that ended on its own, not
+	// cut short by the caller's ctx.
+	answer error
 	// transport and client are set for http probes only.
 	transport *http.Transport
 	client    *http.Client
@@ -405,8 +412,14 @@ func (r *probeRun) attempt(ctx context.Context) (int, error) {
 	}
 }
 
-// fail builds the error of a probe that ran out of ctx.
+// fail builds the error of a probe that ran out of ctx. When the last
+// attempt was cut short by ctx, the last attempt that ended on its own (a
+// refused dial, a 404) is wrapped too: it is what the home said.
 func (r *probeRun) fail(ctx context.Context, res ProbeResult) error {
+	if r.answer != nil && r.answer != res.Last {
+		return fmt.Errorf("wake: probe %s %s: not ready after %d attempts: %w; last attempt: %w; last answer: %w",
+			r.spec.Kind, r.target, res.Attempts, ctx.Err(), res.Last, r.answer)
+	}
 	return fmt.Errorf("wake: probe %s %s: not ready after %d attempts: %w; last attempt: %w",
 		r.spec.Kind, r.target, res.Attempts, ctx.Err(), res.Last)
 }
