@@ -347,27 +347,11 @@ func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 }
 
 func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
-	start := time.Now()
 	// Counted before joining, so that the wake this caller starts or joins
 	// never takes it for a user of the home (roll.go, roller.busy).
 	h.waiting.Add(1)
 	defer h.waiting.Add(-1)
-	f, v, err := e.join(h, "cold")
-	if err != nil {
-		return Awake{}, err
-	}
-	if f == nil { // a verdict appeared while we took the lock
-		return Awake{Endpoint: v.endpoint}, nil
-	}
-	select {
-	case <-f.done:
-		if f.err != nil {
-			return Awake{}, f.err
-		}
-		return Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
-	case <-ctx.Done():
-		return Awake{}, errWaking(e.o.RetryAfter, ctx.Err())
-	}
+	return e.wakeNow(ctx, h, "cold")
 }
 
 // join returns the wake in flight for h, starting one if needed, or a nil

@@ -28,7 +28,10 @@ func (e *Engine) WakeNow(ctx context.Context, id, cause string) (Awake, error) {
 	return e.wakeNow(ctx, h, cause)
 }
 
-// wakeNow joins or starts the wake of h and waits for it on ctx.
+// wakeNow joins or starts the wake of h and waits for it on ctx. A fresh
+// verdict found once the flight lock is held answers at once (the verdict
+// is returned by join rather than read again: a suspend or a failed
+// forward may drop it the moment the lock is released).
 func (e *Engine) wakeNow(ctx context.Context, h *home, cause string) (Awake, error) {
 	start := time.Now()
 	f, v, err := e.join(h, cause)

@@ -141,12 +141,7 @@ func testAppCancelledContext(t *testing.T, open Opener) {
 	}
 	ctx, cancel := context.WithCancel(live)
 	cancel()
-	check := func(call string, err error) {
-		t.Helper()
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("%s with a cancelled context: got %v, want context.Canceled", call, err)
-		}
-	}
+	check := func(call string, err error) { t.Helper(); wantCancelled(t, call, err) }
 	_, err = s.GetApp(ctx, "a1")
 	check("GetApp", err)
 	_, err = s.ListApps(ctx)

@@ -875,6 +875,14 @@ func testSessionsArguments(t *testing.T, open Opener) {
 	}
 }
 
+// wantCancelled fails t unless err is context.Canceled.
+func wantCancelled(t *testing.T, call string, err error) {
+	t.Helper()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("%s with a cancelled context: got %v, want context.Canceled", call, err)
+	}
+}
+
 func testCancelledContext(t *testing.T, open Opener) {
 	s, _ := open(t)
 	live := context.Background()
@@ -886,12 +894,7 @@ func testCancelledContext(t *testing.T, open Opener) {
 
 	ctx, cancel := context.WithCancel(live)
 	cancel()
-	check := func(call string, err error) {
-		t.Helper()
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("%s with a cancelled context: got %v, want context.Canceled", call, err)
-		}
-	}
+	check := func(call string, err error) { t.Helper(); wantCancelled(t, call, err) }
 	_, err = s.GetHome(ctx, "h1")
 	check("GetHome", err)
 	_, err = s.ListHomes(ctx)
