@@ -192,3 +192,44 @@ func TestLifecycleLeavesNoGoroutines(t *testing.T) {
 	}
 	eng.Close()
 }
+
+// A wake cut short because the engine closes (the gateway shuts down)
+// answers its callers with shutting down, not with a failed wake.
+func TestWakeCutByCloseIsShuttingDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	_ = ln.Close() // the home never listens
+	e := wake.New(wake.Options{
+		Store:     lcStore(t),
+		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": "http://" + closed}}},
+		Sessions:  proxy.NewSessions(), Instance: "test",
+		WarmTTL: time.Minute, ReadyTimeout: time.Hour, RetryAfter: time.Second,
+		MaxConcurrent: 1, FailureBackoff: time.Second,
+		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Log: slog.New(slog.DiscardHandler),
+	})
+	t.Cleanup(e.Close)
+	ctx := context.Background()
+	if err := e.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.EnsureAwake(ctx, "h1")
+		done <- err
+	}()
+	testbin.Eventually(t, "the wake to probe", func() bool {
+		phase, _, ok := e.Progress("h1")
+		return ok && phase == "probing"
+	})
+	e.Close()
+	if err := <-done; !fault.Is(err, fault.ShuttingDown) {
+		t.Fatalf("wake cut by Close: %v, want shutting down", err)
+	}
+	if _, err := e.EnsureAwake(ctx, "h1"); !fault.Is(err, fault.ShuttingDown) {
+		t.Fatalf("wake after Close: %v, want shutting down", err)
+	}
+}

@@ -80,7 +80,13 @@ func (w *wakeRun) count(err error) {
 // the flight's result, the verdict, the failure backoff.
 func (w *wakeRun) settle(res Awake, err error) {
 	e, h, f := w.e, w.h, w.f
-	if _, ok := fault.As(err); err != nil && !ok {
+	switch _, ok := fault.As(err); {
+	case err != nil && e.ctx.Err() != nil:
+		// The engine closed under the wake: the gateway shuts down.
+		sd := errShuttingDown(e.o.RetryAfter)
+		sd.Cause = err
+		err = sd
+	case err != nil && !ok:
 		// A store or provider fault is still a failed wake to a caller,
 		// with a Retry-After, not an internal error.
 		err = errWakeFailed(e.o.RetryAfter, err)
