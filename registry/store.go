@@ -146,7 +146,11 @@ type Lease struct {
 //     cancelled caller still frees it; an expired lease frees itself.
 //   - Session counts are reported per gateway instance and expire with a TTL,
 //     so a crashed instance does not pin homes awake for ever.
+//   - The target index (Claims, claims.go) is written with the same
+//     compare-and-set as homes, apps and the target.
 type Store interface {
+	Claims
+
 	// GetHome returns one home by id.
 	GetHome(ctx context.Context, id string) (Home, error)
 	// ListHomes returns every home, ordered by id.

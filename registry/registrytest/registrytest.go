@@ -2,7 +2,9 @@
 // behaviour every store implementation must show (compare-and-set on
 // generation and owner, a distinct not-found error, exclusive leases with
 // increasing fencing tokens and expiry, session reports that sum and
-// expire, honoured contexts). A backend runs it unchanged with Run.
+// expire, honoured contexts, and a target index whose claims keep one
+// home per target under concurrent writers). A backend runs it unchanged
+// with Run.
 package registrytest
 
 import (
@@ -84,7 +86,7 @@ func Run(t *testing.T, open Opener) {
 		{"AppListAndDelete", testAppListAndDelete},
 		{"AppCancelledContext", testAppCancelledContext},
 	}
-	for _, c := range cases {
+	for _, c := range append(cases, claimCases...) {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
 	}
 }
