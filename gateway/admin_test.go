@@ -330,7 +330,7 @@ func admHomeValidation(t *testing.T, a *admGateway) {
 		t.Errorf("unknown field: %d %s", code, body)
 	}
 	code, _, body = a.do(t, "PUT", "/admin/homes/ok", admToken, nil, map[string]any{"target": "demo"})
-	if e := admDecode[admErr](t, body); code != http.StatusBadRequest || e.Error.Field != "target" {
+	if e := admDecode[admErr](t, body); code != http.StatusConflict || e.Error.Code != "target_taken" || e.Error.Field != "target" {
 		t.Errorf("taken target: %d %s", code, body)
 	}
 	code, _, body = a.do(t, "POST", "/admin/homes/demo/leases", admToken, nil, map[string]any{"ttl": "forever"})

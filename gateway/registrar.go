@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"sync"
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
@@ -25,15 +25,22 @@ import (
 //   - the store, at start (restore): every home and app registered through
 //     the admin API before, registered again after the config's.
 //
-// The config wins on conflict, and that rule lives in conflict (homes) and
-// appConflict (apps): a stored home whose id or target the config
-// declares is not restored (a config home with the id of a stored dynamic
-// one takes the record over: it is no longer dynamic); a stored app whose
-// slug the config declares is not restored; and the admin API cannot
-// replace or remove an app of the config.
+// The config wins on conflict, and that rule lives in conflict (home ids),
+// the target claims (registrar_claims.go) and appConflict (apps): a
+// stored home whose id the config declares is not restored (a config home
+// with the id of a stored dynamic one takes the record over: it is no
+// longer dynamic); a config home takes its target's claim from any other
+// home; a stored app whose slug the config declares is not restored; and
+// the admin API cannot replace or remove an app of the config. A target
+// routes one home: whoever holds its claim in the store's target index.
 type registrar struct {
 	g   *Gateway
 	log *slog.Logger
+	// claimMu serialises this gateway's admin writes of homes (claim,
+	// record, confirm), so that they do not take each other's claims for
+	// stale while one is between its claim and its record. The claims
+	// themselves are what keeps a target to one home across a fleet.
+	claimMu sync.Mutex
 	// configHomes and configApps are the ids and slugs the config declares.
 	configHomes map[string]bool
 	configApps  map[string]bool
@@ -59,19 +66,12 @@ func newRegistrar(g *Gateway) *registrar {
 	return r
 }
 
-// conflict says why a home from src may not be registered with id and
-// target (nil when it may): the config wins over the store, and a target
-// routes one home.
-func (r *registrar) conflict(src source, id, target string) error {
+// conflict says why a home from src may not be registered with id (nil
+// when it may): the config wins over the store. Who may take a target is
+// the target index's to say (claimAPITarget, claimConfigTarget).
+func (r *registrar) conflict(src source, id string) error {
 	if src == fromStore && r.configHomes[id] {
 		return errors.New("the config declares a home with the same id, and the config wins")
-	}
-	if other, ok := r.g.homeAt(target); ok && other.spec.ID != id {
-		what := "target " + strconv.Quote(target) + " is taken by home " + other.spec.ID
-		if src == fromStore {
-			what += ", and the config wins"
-		}
-		return errors.New(what)
 	}
 	return nil
 }
@@ -88,7 +88,8 @@ func (r *registrar) RegisterHome(ctx context.Context, h *homeRoute) error {
 }
 
 // RegisterConfigHomes registers the config's homes (New calls it once,
-// before the apps and before restore).
+// before the apps and before restore). Each takes its target's claim,
+// from whichever home held it.
 func (r *registrar) RegisterConfigHomes(ctx context.Context) error {
 	for _, hc := range r.g.cfg.Homes {
 		h := &homeRoute{spec: wake.HomeSpec{ID: hc.ID, Target: hc.Target, Provider: hc.Provider,
@@ -96,11 +97,15 @@ func (r *registrar) RegisterConfigHomes(ctx context.Context) error {
 		if err := r.resolveToken(h, hc.RelayToken); err != nil {
 			return fmt.Errorf("home %s: relay_token: %w", hc.ID, err)
 		}
-		if err := r.conflict(fromConfig, hc.ID, hc.Target); err != nil {
-			return fmt.Errorf("home %s: %w", hc.ID, err) // checked at load
+		prev, err := r.claimConfigTarget(ctx, hc.ID, hc.Target)
+		if err != nil {
+			return fmt.Errorf("home %s: %w", hc.ID, err)
 		}
 		if err := r.RegisterHome(ctx, h); err != nil {
 			return err
+		}
+		if prev.Target != "" && prev.Target != hc.Target {
+			r.releaseTarget(ctx, prev.Target, hc.ID)
 		}
 	}
 	return nil
@@ -122,10 +127,17 @@ func (r *registrar) resolveToken(h *homeRoute, ref string) error {
 // RestoreHomes registers again every home stored by the admin API (with
 // Dynamic set), unless the config wins; New calls it after the config's
 // homes and apps. A home that cannot be restored is logged and skipped.
+// Homes the config declared once and no longer does release their targets
+// first.
 func (r *registrar) RestoreHomes(ctx context.Context) error {
 	recs, err := r.g.store.ListHomes(ctx)
 	if err != nil {
 		return fmt.Errorf("restore homes: %w", err)
+	}
+	for _, rec := range recs {
+		if !rec.Dynamic && !r.configHomes[rec.ID] {
+			r.releaseTarget(ctx, rec.Target, rec.ID)
+		}
 	}
 	for _, rec := range recs {
 		if rec.Dynamic {
@@ -137,13 +149,14 @@ func (r *registrar) RestoreHomes(ctx context.Context) error {
 
 // restoreHome registers one stored dynamic home again.
 func (r *registrar) restoreHome(ctx context.Context, rec registry.Home) {
-	if err := r.conflict(fromStore, rec.ID, rec.Target); err != nil {
+	if err := r.conflict(fromStore, rec.ID); err != nil {
 		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "target", rec.Target, "reason", err.Error())
-		if r.configHomes[rec.ID] {
-			if _, err := registry.UpdateHome(ctx, r.g.store, rec, r.g.cfg.Instance, func(h *registry.Home) { h.Dynamic = false }); err != nil {
-				r.log.Warn("clear the dynamic mark of a config home", "home", rec.ID, "err", err)
-			}
+		if _, err := registry.UpdateHome(ctx, r.g.store, rec, r.g.cfg.Instance, func(h *registry.Home) { h.Dynamic = false }); err != nil {
+			r.log.Warn("clear the dynamic mark of a config home", "home", rec.ID, "err", err)
 		}
+		return
+	}
+	if !r.claimStoredTarget(ctx, rec) {
 		return
 	}
 	h := &homeRoute{spec: wake.HomeSpec{ID: rec.ID, Target: rec.Target, Provider: rec.Provider, Version: rec.Version,
@@ -163,42 +176,70 @@ func (r *registrar) restoreHome(ctx context.Context, rec registry.Home) {
 }
 
 // PutAPIHome registers or replaces home id from an admin request: it
-// checks the request, writes the stored record (compare-and-set on
-// ifMatch when not 0) and registers the home. A home the config does not
-// declare is stored as dynamic, with what its restore needs. created
-// reports whether the home is new.
+// checks the request, claims the target, writes the stored record
+// (compare-and-set on ifMatch when not 0), confirms the claim and
+// registers the home; a target another home holds is a 409 target_taken.
+// A home the config does not declare is stored as dynamic, with what its
+// restore needs. created reports whether the home is new.
 func (r *registrar) PutAPIHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (h *homeRoute, created bool, err error) {
 	h, err = r.homeFromRequest(id, req)
 	if err != nil {
 		return nil, false, err
 	}
-	cur, err := r.g.store.GetHome(ctx, id)
-	switch {
-	case errors.Is(err, registry.ErrNotFound):
-		if ifMatch != 0 {
-			return nil, false, admin.StaleIfMatch("home", ifMatch, 0)
-		}
-		created = true
-		_, err = r.g.store.PutHome(ctx, r.record(registry.Home{Status: registry.StatusSleeping}, h, req), registry.Cond{})
-	case err != nil:
-	case ifMatch != 0 && cur.Generation != ifMatch:
-		return nil, false, admin.StaleIfMatch("home", ifMatch, cur.Generation)
-	default:
-		if _, known := r.g.homeWithID(id); !known && !cur.Dynamic {
-			return nil, false, fault.New(fault.Conflict, "conflict", "a stored home with this id exists but is not served here").
-				WithField("id").WithHint("remove the stored home first, or use another id")
-		}
-		h.spec.Version = cur.Version // a roll changes versions, not a PUT
-		_, err = r.g.store.PutHome(ctx, r.record(cur, h, req), registry.CondOf(cur))
-	}
+	r.claimMu.Lock()
+	prev, created, err := r.storeAPIHome(ctx, h, req, ifMatch)
+	r.claimMu.Unlock()
 	if err != nil {
-		return nil, false, fmt.Errorf("store home %s: %w", id, err)
+		return nil, false, err
 	}
 	if err := r.RegisterHome(ctx, h); err != nil {
 		return nil, false, err
 	}
+	if !created && prev.Target != h.spec.Target {
+		r.releaseTarget(ctx, prev.Target, id)
+	}
 	r.log.Info("home registered", "home", id, "target", h.spec.Target, "created", created)
 	return h, created, nil
+}
+
+// storeAPIHome writes the stored record of h, an admin request's home,
+// under its target's claim. It returns the record it replaced (zero when
+// created reports a new one).
+func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, req admin.HomeRequest, ifMatch uint64) (prev registry.Home, created bool, err error) {
+	id := h.spec.ID
+	base := registry.Home{Status: registry.StatusSleeping}
+	cond := registry.Cond{}
+	cur, err := r.g.store.GetHome(ctx, id)
+	switch {
+	case errors.Is(err, registry.ErrNotFound):
+		if ifMatch != 0 {
+			return prev, false, admin.StaleIfMatch("home", ifMatch, 0)
+		}
+		created = true
+	case err != nil:
+		return prev, false, fmt.Errorf("read home %s: %w", id, err)
+	case ifMatch != 0 && cur.Generation != ifMatch:
+		return prev, false, admin.StaleIfMatch("home", ifMatch, cur.Generation)
+	default:
+		if _, known := r.g.homeWithID(id); !known && !cur.Dynamic {
+			return prev, false, fault.New(fault.Conflict, "conflict", "a stored home with this id exists but is not served here").
+				WithField("id").WithHint("remove the stored home first, or use another id")
+		}
+		h.spec.Version = cur.Version // a roll changes versions, not a PUT
+		base, cond, prev = cur, registry.CondOf(cur), cur
+	}
+	err = r.underClaim(ctx, id, h.spec.Target, func() (registry.Home, error) {
+		return r.g.store.PutHome(ctx, r.record(base, h, req), cond)
+	}, func(stored registry.Home) error {
+		if created {
+			return r.g.store.DeleteHome(ctx, id, registry.CondOf(stored))
+		}
+		back := prev
+		back.Owner = r.g.cfg.Instance
+		_, err := r.g.store.PutHome(ctx, back, registry.CondOf(stored))
+		return err
+	})
+	return prev, created, err
 }
 
 // record is rec carrying what h's registration needs (the fields restore
@@ -225,8 +266,6 @@ func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRout
 	s.Probe = cmp.Or(s.Probe, wake.ProbeKind(r.g.cfg.Wake.Probe.Kind))
 	if !registry.ValidSlug(s.Target) {
 		bad.Add("target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", s.Target)
-	} else if err := r.conflict(fromAPI, id, s.Target); err != nil {
-		bad.Add("target", "%v", err)
 	}
 	switch s.Provider {
 	case "exec":
@@ -277,6 +316,7 @@ func (r *registrar) RemoveHome(ctx context.Context, h *homeRoute, ifMatch uint64
 		r.g.setHome(id, h)
 		return err
 	}
+	r.releaseTarget(ctx, h.spec.Target, id)
 	r.log.Info("home removed", "home", id)
 	return nil
 }

@@ -11,9 +11,9 @@ import (
 )
 
 // TestRegistrarConflicts walks the one rule that decides who may take a
-// home's id and target and an app's slug, for each source: the config
-// wins over the store and over the admin API, and a target routes one
-// home whoever asks. The gateway is real (New on a temp data dir); no home
+// home's id and an app's slug, for each source: the config wins over the
+// store and over the admin API. Targets are claimed in the store's index
+// (TestRegistrarClaims). The gateway is real (New on a temp data dir); no home
 // is started.
 func TestRegistrarConflicts(t *testing.T) {
 	text := fmt.Sprintf(`listen: "127.0.0.1:0"
@@ -41,20 +41,18 @@ apps:
 	r := g.reg
 
 	homes := []struct {
-		name       string
-		src        source
-		id, target string
-		refused    bool
+		name    string
+		src     source
+		id      string
+		refused bool
 	}{
-		{"a stored home with a config home's id", fromStore, "cfg", "elsewhere", true},
-		{"a stored home on a config home's target", fromStore, "dyn", "cfgt", true},
-		{"a stored home of its own", fromStore, "dyn", "dynt", false},
-		{"an API home on a config home's target", fromAPI, "new", "cfgt", true},
-		{"an API home replacing a config home", fromAPI, "cfg", "cfgt", false},
-		{"an API home of its own", fromAPI, "new", "newt", false},
+		{"a stored home with a config home's id", fromStore, "cfg", true},
+		{"a stored home of its own", fromStore, "dyn", false},
+		{"an API home replacing a config home", fromAPI, "cfg", false},
+		{"an API home of its own", fromAPI, "new", false},
 	}
 	for _, tc := range homes {
-		if err := r.conflict(tc.src, tc.id, tc.target); (err != nil) != tc.refused {
+		if err := r.conflict(tc.src, tc.id); (err != nil) != tc.refused {
 			t.Errorf("%s: %v, refused %v", tc.name, err, tc.refused)
 		}
 	}
