@@ -96,8 +96,7 @@ func (r *registrar) claimConfigTarget(ctx context.Context, id, target string) (r
 		r.log.Info("stale target claim taken over", "target", target, "home", id, "stale_holder", prev.Home)
 	default:
 		r.log.Warn("home lost its route to a home of the config", "home", prev.Home, "target", target, "config_home", id,
-			"hint", fmt.Sprintf("give home %s another target (PUT /admin/homes/%s with a new target) or remove it (DELETE /admin/homes/%s)",
-				prev.Home, prev.Home, prev.Home))
+			"hint", fmt.Sprintf("home %s is no longer served; give it another target with PUT /admin/homes/%s", prev.Home, prev.Home))
 	}
 	return before, nil
 }
@@ -117,8 +116,7 @@ func (r *registrar) claimStoredTarget(ctx context.Context, rec registry.Home) bo
 		}
 		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "target", rec.Target,
 			"reason", "the target is held by "+holder,
-			"hint", fmt.Sprintf("give home %s another target (PUT /admin/homes/%s with a new target) or remove it (DELETE /admin/homes/%s)",
-				rec.ID, rec.ID, rec.ID))
+			"hint", fmt.Sprintf("give home %s another target with PUT /admin/homes/%s", rec.ID, rec.ID))
 		return false
 	case err != nil:
 		r.log.Warn("stored dynamic home not restored: claim its target", "home", rec.ID, "target", rec.Target, "err", err)

@@ -166,7 +166,7 @@ func (u *usurper) PutHome(ctx context.Context, h registry.Home, cond registry.Co
 	if err != nil || h.ID != u.victim {
 		return stored, err
 	}
-	c, cerr := u.Store.GetClaim(ctx, h.Target)
+	c, cerr := u.GetClaim(ctx, h.Target)
 	if cerr != nil || c.Home != h.ID {
 		return stored, err
 	}
@@ -174,7 +174,7 @@ func (u *usurper) PutHome(ctx context.Context, h registry.Home, cond registry.Co
 	if _, perr := u.Store.PutHome(ctx, rec, registry.Cond{}); perr != nil {
 		return stored, fmt.Errorf("usurper's home: %w", perr)
 	}
-	if _, perr := u.Store.PutClaim(ctx, registry.Claim{Target: h.Target, Home: rec.ID, Owner: "gw-other"}, registry.ClaimCond(c)); perr != nil {
+	if _, perr := u.PutClaim(ctx, registry.Claim{Target: h.Target, Home: rec.ID, Owner: "gw-other"}, registry.ClaimCond(c)); perr != nil {
 		return stored, fmt.Errorf("usurper's claim: %w", perr)
 	}
 	u.victim = "" // once
