@@ -45,6 +45,18 @@ type HomeView struct {
 	// process, oldest first (only in the answers about one home; omitted
 	// when there were none since the gateway started).
 	Restarts []provider.Restart `json:"restarts,omitempty"`
+	// LastStop is the stop of the home after its last failed wake: whether
+	// the provider proved it down (false: a process may be left running)
+	// and why the stop failed. Omitted when no failed wake stopped it since
+	// the gateway started.
+	LastStop *StopView `json:"last_stop,omitempty"`
+}
+
+// StopView is the stop of a half-woken home after a failed wake.
+type StopView struct {
+	At     time.Time `json:"at"`
+	Proven bool      `json:"proven"`
+	Error  string    `json:"error,omitempty"`
 }
 
 // WakeProgress is a wake in flight.

@@ -48,6 +48,9 @@ func (a adminAPI) view(h *homeRoute, rec registry.Home) admin.HomeView {
 		t := rec.LastReadyAt
 		v.LastReadyAt = &t
 	}
+	if ls := g.engine.LastStop(h.spec.ID); ls != nil {
+		v.LastStop = &admin.StopView{At: ls.At, Proven: ls.Proven, Error: ls.Error}
+	}
 	return v
 }
 

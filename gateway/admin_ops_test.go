@@ -1,12 +1,14 @@
 package gateway_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
 )
@@ -204,4 +206,43 @@ type admFullErr struct {
 		Hint      string `json:"hint"`
 		RequestID string `json:"request_id"`
 	} `json:"error"`
+}
+
+// A home that runs but never listens fails its wake; the admin home view
+// says that the gateway stopped it afterwards and whether that stop was
+// proven, not only the log.
+func TestAdminHomeShowsStopOfFailedWake(t *testing.T) {
+	t.Parallel()
+	gw := e2eStartWithCommand(t, `["/bin/sleep", "300"]`, admConfig(`
+wake:
+  idle_timeout: 0s
+  ready_timeout: 1s
+  probe: {kind: tcp}
+homes:
+  - id: mute
+`, ""))
+	a := admServe(t, gw)
+
+	code, _, body := a.do(t, "GET", "/admin/homes/mute", admToken, nil, nil)
+	if code != http.StatusOK || strings.Contains(string(body), "last_stop") {
+		t.Fatalf("home before any wake: %d %s", code, body)
+	}
+	code, _, body = a.do(t, "POST", "/admin/homes/mute/wake", admToken, nil, nil)
+	if code != http.StatusServiceUnavailable || admDecode[admFullErr](t, body).Error.Code != "wake_timeout" {
+		t.Fatalf("wake of a home that never listens: %d %s", code, body)
+	}
+	var v struct {
+		LastStop *struct {
+			At     time.Time `json:"at"`
+			Proven bool      `json:"proven"`
+		} `json:"last_stop"`
+	}
+	testbin.Eventually(t, "the stop of the failed wake in the home view", func() bool {
+		code, _, body = a.do(t, "GET", "/admin/homes/mute", admToken, nil, nil)
+		v.LastStop = nil
+		return code == http.StatusOK && json.Unmarshal(body, &v) == nil && v.LastStop != nil
+	})
+	if !v.LastStop.Proven || v.LastStop.At.IsZero() {
+		t.Fatalf("last_stop %+v: want a proven stop with its time", *v.LastStop)
+	}
 }

@@ -285,12 +285,25 @@ func (e *Engine) HomeState(ctx context.Context, id string) (HomeState, error) {
 	}
 	h.mu.Lock()
 	s.Waking = h.flight != nil
-	if h.lastStop != nil {
-		ls := *h.lastStop
-		s.LastStop = &ls
-	}
 	h.mu.Unlock()
+	s.LastStop = e.LastStop(id)
 	return s, nil
+}
+
+// LastStop returns the stop of home id after its last failed wake, nil when
+// no failed wake stopped it since the engine started (or id is unknown).
+func (e *Engine) LastStop(id string) *WakeStop {
+	h := e.home(id)
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lastStop == nil {
+		return nil
+	}
+	ls := *h.lastStop
+	return &ls
 }
 
 // now is the engine's clock for verdicts.
