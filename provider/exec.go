@@ -32,9 +32,11 @@ type ExecConfig struct {
 	// ({endpoint}, http://127.0.0.1:{port}, too). Required. The program is
 	// {self}, an absolute path or a name on PATH. Spec.Command overrides the
 	// template for one Wake or Recreate, and the supervisor restarts a
-	// process with the template it was started from. The program should
-	// not exec another binary after it starts: the executable recorded at
-	// start is part of the process identity.
+	// process with the template it was started from. The program may be a
+	// wrapper that execs the real one (env, a version manager's shim,
+	// `sh -c 'exec ...'`): the process identity is its pid, start time and
+	// boot, which an exec keeps. A wrapper that forks instead leaves its
+	// children in the home's process group, which a stop ends too.
 	Command []string
 	// DataDir is the root data directory. Each home gets DataDir/homes/<id>/
 	// (created 0700), which is {data_dir}, the home's working directory and
@@ -101,7 +103,7 @@ var errClosed = errors.New("exec provider closed")
 // Exec runs homes as local processes. Each home is one process (and its
 // process group) started from a command template, listening on a loopback
 // port, with its own data directory and capped log. The process identity
-// (pid, executable, start time) is the provider ref, so a restarted gateway
+// (pid, start time, boot; see procIdentity) is the provider ref, so a restarted gateway
 // adopts homes that still run instead of starting them again.
 //
 // Goroutines: one supervisor (restarts and failures), one log janitor
@@ -872,7 +874,7 @@ func childIdentity(cmd *exec.Cmd) (procIdentity, error) {
 			return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
 		}
 	}
-	return procIdentity{PID: pid, Exe: cleanExe(exe), Start: st.Start}, nil
+	return procIdentity{PID: pid, Exe: cleanExe(exe), Start: st.Start, Boot: bootID()}, nil
 }
 
 // expand substitutes the placeholders in a command template.
@@ -1016,7 +1018,7 @@ func (e *Exec) pollGone(p *proc) bool {
 }
 
 // signal sends sig to p's process group (to p alone if it leads none),
-// after re-reading /proc/<pid> and checking pid, executable and start time
+// after re-reading /proc/<pid> and checking its identity (pid, start time, boot)
 // against the record. On a mismatch nothing is signalled and the error
 // wraps errProcGone.
 func (e *Exec) signal(p *proc, sig unix.Signal) error {
@@ -1083,15 +1085,18 @@ func (e *Exec) waitState(ctx context.Context, p *proc, ok func(byte) bool) error
 	}
 }
 
-// terminate sends SIGTERM (and SIGCONT, so a suspended home sees it), waits
-// up to StopGrace, then SIGKILL and waits up to StopGrace again. A
-// cancelled ctx skips to SIGKILL. proven: p is verified gone.
+// terminate sends SIGTERM (and SIGCONT, so a suspended home sees it) to
+// p's process group, waits up to StopGrace for p and every other process
+// of its group to be gone, then sends SIGKILL to what is left and waits up
+// to StopGrace again. A cancelled ctx skips to SIGKILL. proven: p is
+// verified gone and its group is empty. A pid that now names another
+// process is not signalled, and then nothing is proven: "not signalling"
+// is never followed by "proven".
 func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
-	if err := e.signal(p, unix.SIGTERM); err != nil {
-		if errors.Is(err, errProcGone) {
-			return true, nil
-		}
+	if err := e.signal(p, unix.SIGTERM); err != nil && !errors.Is(err, errProcGone) {
 		return false, err
+	} else if errors.Is(err, errProcReused) {
+		return false, fmt.Errorf("not stopped: %w", err)
 	}
 	_ = e.signal(p, unix.SIGCONT)
 	gone, werr := e.waitGone(ctx, p)
@@ -1101,10 +1106,7 @@ func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
 	if errors.Is(werr, errClosed) {
 		return false, werr
 	}
-	if err := e.signal(p, unix.SIGKILL); err != nil {
-		if errors.Is(err, errProcGone) {
-			return true, nil
-		}
+	if err := e.kill(p); err != nil {
 		return false, err
 	}
 	if werr != nil {
@@ -1117,24 +1119,65 @@ func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
 	if werr != nil {
 		return false, werr
 	}
-	return false, fmt.Errorf("pid %d still present %s after SIGKILL", p.PID, e.cfg.StopGrace)
+	left, _ := groupMembers(p.PID)
+	return false, fmt.Errorf("pid %d or its process group (%v left) still present %s after SIGKILL", p.PID, left, e.cfg.StopGrace)
 }
 
-// waitGone waits up to StopGrace for p's watcher to see it gone and checks
-// /proc. It returns an error only when ctx ends or the provider closes.
+// kill sends SIGKILL to p's process group, or, once p itself is gone, to
+// what is left of the group it led.
+func (e *Exec) kill(p *proc) error {
+	err := e.signal(p, unix.SIGKILL)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errProcReused):
+		return fmt.Errorf("not stopped: %w", err)
+	case !errors.Is(err, errProcGone):
+		return err
+	}
+	// p is gone and its pid is free (a reused pid is errProcReused): the
+	// kernel keeps a pid from being handed out while a process group of
+	// that id has members, so the members of group p.PID are what p's
+	// group left behind.
+	if err := unix.Kill(-p.PID, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("signal %s to the process group of pid %d: %w", unix.SIGKILL, p.PID, err)
+	}
+	return nil
+}
+
+// waitGone waits up to StopGrace for p's watcher to see it gone and for
+// the process group p led to have no live member, and checks /proc. It
+// returns an error only when ctx ends or the provider closes.
 func (e *Exec) waitGone(ctx context.Context, p *proc) (bool, error) {
 	t := time.NewTimer(e.cfg.StopGrace)
 	defer t.Stop()
 	select {
 	case <-p.exited:
 	case <-t.C:
+		_, err := lookupProc(p.procIdentity)
+		return errors.Is(err, errProcGone) && !errors.Is(err, errProcReused) && groupGone(p.PID), nil
 	case <-ctx.Done():
 		return false, ctx.Err()
 	case <-e.done:
 		return false, errClosed
 	}
-	_, err := lookupProc(p.procIdentity)
-	return errors.Is(err, errProcGone), nil
+	if _, err := lookupProc(p.procIdentity); !errors.Is(err, errProcGone) {
+		return false, nil
+	}
+	tick := time.NewTicker(procPollInterval)
+	defer tick.Stop()
+	for !groupGone(p.PID) {
+		select {
+		case <-tick.C:
+		case <-t.C:
+			return groupGone(p.PID), nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-e.done:
+			return false, errClosed
+		}
+	}
+	return true, nil
 }
 
 // discard kills a process this provider just started but did not install

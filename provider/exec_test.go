@@ -49,6 +49,10 @@ func runHelper(mode string, args []string) int {
 		return runTestHome(args)
 	case "sleep":
 		select {}
+	case "stubborn":
+		// A process left in the home's group that outlives its leader.
+		signal.Ignore(syscall.SIGTERM)
+		select {}
 	case "version":
 		resp, err := http.Get(args[0] + "/version")
 		if err != nil {
@@ -323,6 +327,18 @@ func wake(t *testing.T, e *Exec, s Spec) Result {
 func alive(id procIdentity) bool {
 	_, err := lookupProc(id)
 	return err == nil
+}
+
+// running reports whether the process with id's pid and start time lives
+// (not a zombie), whatever its executable: unlike alive, it does not go
+// through the identity rules under test.
+func running(id procIdentity) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", id.PID))
+	if err != nil {
+		return false
+	}
+	st, err := parseProcStat(raw)
+	return err == nil && st.Start == id.Start && st.State != 'Z' && st.State != 'X'
 }
 
 // exitHome tells a test home to exit with code; the request itself fails.
@@ -640,8 +656,8 @@ func TestReusedPidNeverSignalled(t *testing.T) {
 	victim := startSleeper(t)
 
 	forged := map[string]procIdentity{
-		"other start time": {PID: victim.PID, Exe: victim.Exe, Start: victim.Start + 1},
-		"other exe":        {PID: victim.PID, Exe: "/usr/bin/not-the-recorded-one", Start: victim.Start},
+		"other start time": {PID: victim.PID, Exe: victim.Exe, Start: victim.Start + 1, Boot: victim.Boot},
+		"other boot":       {PID: victim.PID, Exe: victim.Exe, Start: victim.Start, Boot: "an-earlier-boot"},
 	}
 	for name, id := range forged {
 		t.Run(name, func(t *testing.T) {
@@ -1053,5 +1069,134 @@ func TestNewExecValidates(t *testing.T) {
 	}
 	if _, err := e.Wake(context.Background(), Spec{ID: "../escape"}); err == nil {
 		t.Fatal("a home id with a slash was accepted")
+	}
+}
+
+// wrapperCommand runs the test home behind a shell that execs it, as env,
+// version-manager shims and `sh -c 'exec ...'` do. The shell waits for the
+// file "go" in the home's directory first, so the provider records the
+// shell's executable before the exec.
+var wrapperCommand = []string{"/bin/sh", "-c",
+	`while [ ! -e {data_dir}/go ]; do sleep 0.01; done; exec "$0" home -port={port} -version={version} -data={data_dir} -id={id}`,
+	"{self}"}
+
+// TestStopOfWrappedHomeProven stops a home whose recorded executable is
+// the wrapper (the shell) and whose process then exec'd the home: the stop
+// signals it, is proven, and leaves nothing running.
+func TestStopOfWrappedHomeProven(t *testing.T) {
+	for _, suspend := range []bool{false, true} {
+		t.Run(fmt.Sprintf("suspend_signal=%v", suspend), func(t *testing.T) {
+			dir := testDataDir(t)
+			cfg := testConfig(dir)
+			cfg.Command = wrapperCommand
+			cfg.SuspendSignal = suspend
+			e := newExec(t, cfg)
+			s := Spec{ID: "h1", Version: "v1"}
+			r := wake(t, e, s)
+			if err := os.WriteFile(filepath.Join(dir, "homes", "h1", "go"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, r.Endpoint)
+			s.Ref = r.Ref
+			id := mustRef(t, r).procIdentity
+			if st, err := readProcStat(id.PID); err != nil || st.Exe == id.Exe {
+				t.Fatalf("the home did not exec: %+v, %v (recorded %s)", st, err, id.Exe)
+			}
+			if suspend {
+				if err := e.Suspend(context.Background(), s); err != nil {
+					t.Fatalf("Suspend of a wrapped home: %v", err)
+				}
+				if st, err := readProcStat(id.PID); err != nil || st.State != 'T' {
+					t.Fatalf("after Suspend the home is %+v, %v; want stopped (T)", st, err)
+				}
+				wake(t, e, s)
+				waitReady(t, r.Endpoint)
+			}
+			proven, err := e.Stop(context.Background(), s)
+			if err != nil || !proven {
+				t.Fatalf("Stop = %v, %v; want proven", proven, err)
+			}
+			if running(id) {
+				t.Fatal("the wrapped home runs on after a proven stop")
+			}
+		})
+	}
+}
+
+// TestStopProvenOnlyWhenGroupGone runs a home whose leader dies at SIGTERM
+// but leaves a process in its group that ignores SIGTERM: the stop is
+// proven only once that process is gone too.
+func TestStopProvenOnlyWhenGroupGone(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.StopGrace = 300 * time.Millisecond
+	cfg.Command = []string{"/bin/sh", "-c", `"$0" stubborn & echo $! > {data_dir}/stubborn; exec "$0" home -port={port} -version={version} -data={data_dir}`, "{self}"}
+	e := newExec(t, cfg)
+	s := Spec{ID: "h1", Version: "v1"}
+	r := wake(t, e, s)
+	waitReady(t, r.Endpoint)
+	raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := readProcStat(pid)
+	if err != nil || member.Pgrp != mustRef(t, r).PID {
+		t.Fatalf("the stubborn process %+v, %v is not in the home's group", member, err)
+	}
+	t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
+	s.Ref = r.Ref
+	proven, err := e.Stop(context.Background(), s)
+	if err != nil || !proven {
+		t.Fatalf("Stop = %v, %v; want proven", proven, err)
+	}
+	if running(member.procIdentity) {
+		t.Fatal("a proven stop left a process of the home's group running")
+	}
+}
+
+// TestStopOfChangedIdentityNotProven gives the provider a process whose
+// pid now belongs to another process (another start time) that leads a
+// process group: nothing is signalled and the stop is not proven.
+func TestStopOfChangedIdentityNotProven(t *testing.T) {
+	dir := testDataDir(t)
+	e := newExec(t, testConfig(dir))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "sleep")
+	cmd.Env = append(os.Environ(), "EXEC_TEST_HOME=1", "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	other, err := childIdentity(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := e.homeFor("h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := other
+	recorded.Start--
+	p := &proc{procIdentity: recorded, port: 1, exited: make(chan struct{})}
+	e.mu.Lock()
+	h.proc, h.wanted = p, true
+	e.mu.Unlock()
+	proven, err := e.Stop(context.Background(), Spec{ID: "h1"})
+	if proven || err == nil {
+		t.Fatalf("Stop = %v, %v; want not proven, with the reason", proven, err)
+	}
+	if st, err := readProcStat(other.PID); err != nil || st.Start != other.Start || st.State == 'T' {
+		t.Fatalf("the other process was touched: %+v, %v", st, err)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // errProcGone reports that no live process matches a recorded identity:
@@ -14,20 +17,42 @@ import (
 var errProcGone = errors.New("process gone")
 
 // errProcReused reports that the recorded pid now belongs to another
-// process (a different executable or start time). It wraps errProcGone.
+// process (a different start time). It wraps errProcGone.
 var errProcReused = fmt.Errorf("pid reused by another process: %w", errProcGone)
 
-// procIdentity names one process for the lifetime of the machine's boot.
-// A pid alone is reused by the kernel; pid, executable and start time
-// together are not (design rule 17).
+// procIdentity names one process. A pid alone is reused by the kernel; a
+// pid and the tick the process started at are not, within one boot (the
+// pid would have to be freed and handed out again inside the same clock
+// tick), and the boot id tells boots apart. So pid, start time and boot
+// are the identity; a process is never signalled by its pid alone (design
+// rule 17). The executable is recorded too, for people, but it is not
+// part of the identity: a wrapper that execs its program (env, a version
+// manager's shim, `sh -c 'exec ...'`) keeps its pid and start time and
+// changes its executable, and it is still the process that was started.
 type procIdentity struct {
 	PID int `json:"pid"`
-	// Exe is the resolved path of the executable, from /proc/<pid>/exe.
+	// Exe is the resolved path of the executable, from /proc/<pid>/exe,
+	// when the identity was read; an exec changes it since.
 	Exe string `json:"exe"`
 	// Start is the start time in clock ticks since boot, field 22 of
 	// /proc/<pid>/stat.
 	Start uint64 `json:"start"`
+	// Boot is the kernel's boot id when the identity was read. Empty in
+	// refs written before it was recorded: then the start time alone
+	// stands for the boot.
+	Boot string `json:"boot,omitempty"`
 }
+
+// bootID returns the kernel's random id of the current boot
+// (/proc/sys/kernel/random/boot_id), or "" when it cannot be read. It is
+// read once: it cannot change while this process runs.
+var bootID = sync.OnceValue(func() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+})
 
 // procStat is what one reading of /proc/<pid> says about a process.
 type procStat struct {
@@ -69,6 +94,7 @@ func readProcStat(pid int) (procStat, error) {
 	}
 	st.PID = pid
 	st.Exe = cleanExe(exe)
+	st.Boot = bootID()
 	return st, nil
 }
 
@@ -111,17 +137,59 @@ func cleanExe(exe string) string {
 	return strings.TrimSuffix(exe, " (deleted)")
 }
 
-// lookupProc returns the live process that matches id on all three of pid,
-// executable and start time, or an error wrapping errProcGone when there is
-// none (the pid is free, reused, or a zombie).
+// lookupProc returns the live process that id names (same pid, start time
+// and boot; see procIdentity), or an error wrapping errProcGone when there
+// is none: the machine restarted since, the pid is free or a zombie, or it
+// was reused (errProcReused). The returned Exe is the process's current
+// executable, which may differ from id.Exe after an exec.
 func lookupProc(id procIdentity) (procStat, error) {
+	if id.Boot != "" && bootID() != "" && id.Boot != bootID() {
+		return procStat{}, fmt.Errorf("pid %d was recorded before the machine restarted: %w", id.PID, errProcGone)
+	}
 	st, err := readProcStat(id.PID)
 	if err != nil {
 		return procStat{}, err
 	}
-	if st.Start != id.Start || st.Exe != cleanExe(id.Exe) {
+	if st.Start != id.Start {
 		return procStat{}, fmt.Errorf("pid %d is now %s started at tick %d, recorded %s started at tick %d: %w",
 			id.PID, st.Exe, st.Start, id.Exe, id.Start, errProcReused)
 	}
 	return st, nil
+}
+
+// groupGone reports whether process group pgid has no live member. A
+// zombie member does not count: it runs nothing and waits for its parent
+// (often init, after the group's leader died) to reap it.
+func groupGone(pgid int) bool {
+	if err := unix.Kill(-pgid, 0); errors.Is(err, unix.ESRCH) {
+		return true
+	}
+	left, err := groupMembers(pgid)
+	return err == nil && len(left) == 0
+}
+
+// groupMembers returns the live (not zombie) processes of group pgid, from
+// a scan of /proc.
+func groupMembers(pgid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("members of process group %d: %w", pgid, err)
+	}
+	var pids []int
+	for _, en := range entries {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + en.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		st, err := parseProcStat(raw)
+		if err != nil || st.Pgrp != pgid || st.State == 'Z' || st.State == 'X' || st.State == 'x' {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
 }

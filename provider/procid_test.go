@@ -41,13 +41,16 @@ func TestReadOwnProcess(t *testing.T) {
 	if _, err := lookupProc(st.procIdentity); err != nil {
 		t.Fatalf("own identity does not match itself: %v", err)
 	}
-	for name, id := range map[string]procIdentity{
-		"start": {PID: st.PID, Exe: st.Exe, Start: st.Start + 1},
-		"exe":   {PID: st.PID, Exe: st.Exe + "-other", Start: st.Start},
-	} {
-		if _, err := lookupProc(id); !errors.Is(err, errProcReused) || !errors.Is(err, errProcGone) {
-			t.Errorf("other %s: %v, want errProcReused wrapping errProcGone", name, err)
-		}
+	// An exec changes the executable, not the process: pid and start time
+	// (and the boot) name it.
+	if _, err := lookupProc(procIdentity{PID: st.PID, Exe: st.Exe + "-before-exec", Start: st.Start, Boot: st.Boot}); err != nil {
+		t.Errorf("the same pid and start time with another executable: %v, want the same process", err)
+	}
+	if _, err := lookupProc(procIdentity{PID: st.PID, Exe: st.Exe, Start: st.Start + 1, Boot: st.Boot}); !errors.Is(err, errProcReused) || !errors.Is(err, errProcGone) {
+		t.Errorf("other start time: %v, want errProcReused wrapping errProcGone", err)
+	}
+	if _, err := lookupProc(procIdentity{PID: st.PID, Exe: st.Exe, Start: st.Start, Boot: "an-earlier-boot"}); !errors.Is(err, errProcGone) || errors.Is(err, errProcReused) {
+		t.Errorf("recorded before the machine restarted: %v, want errProcGone", err)
 	}
 	if _, err := lookupProc(procIdentity{PID: 1 << 30, Exe: "/x", Start: 1}); !errors.Is(err, errProcGone) || errors.Is(err, errProcReused) {
 		t.Errorf("free pid: %v, want errProcGone", err)
@@ -87,6 +90,53 @@ func TestZombieIsGone(t *testing.T) {
 	}
 	if _, err := readProcStat(pid); !errors.Is(err, errProcGone) {
 		t.Fatalf("zombie: %v, want errProcGone", err)
+	}
+}
+
+// TestIdentitySurvivesExec starts a shell that execs another program and
+// checks that the identity recorded at start still names the process after
+// the exec, although its executable changed.
+func TestIdentitySurvivesExec(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `read -r line; exec "$0" sleep`, self)
+	cmd.Env = append(os.Environ(), "EXEC_TEST_HOME=1", "GORACE=atexit_sleep_ms=0")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	before, err := childIdentity(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Exe == cleanExe(self) {
+		t.Fatalf("recorded %s before the exec", before.Exe)
+	}
+	if _, err := in.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := lookupProc(before)
+		if err != nil {
+			t.Fatalf("after the exec the recorded identity %+v names no process: %v", before, err)
+		}
+		if st.Exe == cleanExe(self) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shell never ran exec: still %s", st.Exe)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
