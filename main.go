@@ -1,6 +1,8 @@
 // Command wakegate is an edge gateway for sleeping, per-user backends.
 //
-//	wakegate serve [--config FILE] [--listen ADDR]
+//	wakegate serve [--config FILE] [--listen ADDR] [--reset-store]
+//	wakegate store check [--config FILE | --file PATH]
+//	wakegate store backup [--config FILE] [--admin URL --token T] FILE
 //	wakegate check-config [--config FILE]
 //	wakegate version
 //	wakegate demo-home [--addr ADDR] [--target NAME] [--version V] [--boot-delay D]
@@ -45,6 +47,7 @@ commands:
   status        show a running gateway's status (admin API)
   home          wake, suspend or roll a home (admin API)
   app           refresh, start, stop or restart an app (admin API)
+  store         check the embedded store, or back it up (store check, store backup FILE)
 
 ` + adminUsage
 
@@ -69,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return homeCmd(args[1:], stdout, stderr)
 	case "app":
 		return appCmd(args[1:], stdout, stderr)
+	case "store":
+		return storeCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -115,6 +120,8 @@ func serve(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file (default: the embedded config.yaml)")
 	listen := fs.String("listen", "", "public listen address, overriding the config's listen")
+	reset := fs.Bool("reset-store", false, "start with a new, empty store where data_dir's store is missing or empty\n"+
+		"although homes ran there (every stored home and the roll target are forgotten)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -126,12 +133,18 @@ func serve(args []string, stderr io.Writer) int {
 	if *listen != "" {
 		cfg.Listen = *listen
 	}
+	cfg.ResetStore = *reset
 	log := gateway.NewLogger(cfg.Log, stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	g, err := gateway.New(ctx, cfg, log)
 	if err != nil {
-		log.Error("start", "err", err)
+		attrs := []any{"err", err}
+		var h interface{ Hint() string }
+		if errors.As(err, &h) {
+			attrs = append(attrs, "hint", h.Hint())
+		}
+		log.Error("start", attrs...)
 		return 1
 	}
 	defer g.Close()

@@ -134,6 +134,9 @@ type Options struct {
 	AuthFailuresPerMinute int
 	// Metrics serves /metrics (behind the token); nil answers 404.
 	Metrics http.Handler
+	// Backup serves GET /admin/store/backup (behind the token): a
+	// consistent copy of the store; nil answers 404.
+	Backup http.Handler
 	// OnAuthFailure and OnRateLimited count failed token checks and
 	// refusals of a rate-limited client; nil for none.
 	OnAuthFailure func()
@@ -188,6 +191,9 @@ func (s *Server) routes() http.Handler {
 			r.Handle("/metrics", s.o.Metrics)
 		}
 		r.Get("/admin/status", s.serveStatus)
+		if s.o.Backup != nil {
+			r.Method(http.MethodGet, "/admin/store/backup", s.o.Backup)
+		}
 		s.homeRoutes(r)
 		r.Get("/admin/target", s.getTarget)
 		r.Put("/admin/target", s.putTarget)

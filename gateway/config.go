@@ -47,6 +47,13 @@ type Config struct {
 	// documents each field and its default). Default none.
 	Apps []registry.App `yaml:"apps"`
 
+	// ResetStore lets the gateway start with a new, empty store where the
+	// store is missing or empty although data_dir holds home folders
+	// (every stored home and the roll target are then forgotten). It is
+	// not read from YAML: `wakegate serve --reset-store` sets it for one
+	// start. Default false: such a start is refused.
+	ResetStore bool `yaml:"-"`
+
 	// file is the config's name for error messages.
 	file string
 }

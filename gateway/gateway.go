@@ -71,11 +71,13 @@ type homeRoute struct {
 // New builds a gateway from a validated config: it opens the store and the
 // providers, starts the engine and registers homes and apps. Close releases
 // what New opened.
-func New(ctx context.Context, cfg *Config, log *slog.Logger) (g *Gateway, err error) {
-	g = &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
+func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err error) {
+	g := &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
 		addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1),
 		started: time.Now(), version: "dev", closeWait: afterCloseWait}
 	g.homeTab.Store(&homeTable{byTarget: map[string]*homeRoute{}, byID: map[string]*homeRoute{}})
+	// g, not the named result: a failed New returns nil, and what it
+	// opened is closed here.
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -123,7 +125,7 @@ func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
 	if err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
-	if g.store, err = registry.OpenBolt(filepath.Join(dataDir, "state.db"), registry.BoltOptions{}); err != nil {
+	if err := g.openStore(dataDir); err != nil {
 		return err
 	}
 	g.exec, err = provider.NewExec(provider.ExecConfig{

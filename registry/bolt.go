@@ -7,12 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // Bucket and key names of the bbolt file.
@@ -34,6 +31,12 @@ type BoltOptions struct {
 	// Now is the clock used for lease and session-report expiry.
 	// Default (nil): time.Now.
 	Now func() time.Time
+	// MustHoldData, when not empty, says why the store must already exist
+	// and hold data (for example "data_dir holds home folders"): a missing
+	// or empty file is then refused with ProblemMissing or ProblemEmpty
+	// instead of becoming a new store. Default "": a missing or empty file
+	// becomes a new, empty store.
+	MustHoldData string
 }
 
 // Bolt is a Store backed by a bbolt file; it survives restarts.
@@ -57,6 +60,9 @@ type BoltOptions struct {
 type Bolt struct {
 	db  *bolt.DB
 	now func() time.Time
+	// released names the lifecycle locks found, and released, at open
+	// (bolt_open.go, clearDead).
+	released []string
 }
 
 // boltLock is the stored form of a held lease.
@@ -72,51 +78,19 @@ type boltSessions struct {
 	Expires time.Time      `json:"expires"`
 }
 
-// OpenBolt opens (creating if needed) the bbolt file at path, creating its
-// parent directories with mode 0700 and the file with mode 0600. If another
-// process holds the file, OpenBolt gives up after about a second with an
-// error naming the path.
-func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
-	if path == "" {
-		return nil, errors.New("registry: open bolt store: path is empty")
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("registry: open bolt store %s: create directory: %w", path, err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: boltLockTimeout})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("registry: open bolt store %s: file is locked by another process (waited %s): %w", path, boltLockTimeout, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketHomes, bucketApps, bucketTarget, bucketLocks, bucketLockSeq, bucketSessions} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return fmt.Errorf("create bucket %s: %w", name, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
-	}
-	now := opts.Now
-	if now == nil {
-		now = time.Now
-	}
-	return &Bolt{db: db, now: now}, nil
-}
-
 // Close releases the file and its lock. Calling it again is a no-op; other
 // methods fail after it.
 func (b *Bolt) Close() error {
+	removePIDFile(b.db.Path())
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("registry: close bolt store %s: %w", b.db.Path(), err)
 	}
 	return nil
 }
+
+// ReleasedLocks names the lifecycle locks that OpenBolt found and
+// released: leases of a process that ended without releasing them.
+func (b *Bolt) ReleasedLocks() []string { return append([]string(nil), b.released...) }
 
 // clock returns the current time without its monotonic reading, so that the
 // value returned to callers equals the one stored.

@@ -1,0 +1,99 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/wakegate/wakegate/registry"
+)
+
+// StoreFile is the embedded store's file name inside data_dir.
+const StoreFile = "state.db"
+
+// openStore opens the embedded store under dataDir. A store that is
+// missing or empty while data_dir holds home folders is refused (it would
+// forget every home and the roll target) unless the config's ResetStore
+// says the operator chose to start afresh; a damaged store is always
+// refused, and left as it is (registry.OpenError says what to do). Locks a
+// crashed gateway left are released and logged.
+func (g *Gateway) openStore(dataDir string) error {
+	opts := registry.BoltOptions{}
+	if !g.cfg.ResetStore {
+		opts.MustHoldData = homeFolders(dataDir)
+	}
+	b, err := registry.OpenBolt(filepath.Join(dataDir, StoreFile), opts)
+	if err != nil {
+		return err
+	}
+	g.store = b
+	if names := b.ReleasedLocks(); len(names) > 0 {
+		g.log.Info("released lifecycle locks left by a gateway that did not stop cleanly", "locks", strings.Join(names, ","))
+	}
+	if g.cfg.ResetStore && opts.MustHoldData == "" {
+		if why := homeFolders(dataDir); why != "" {
+			g.log.Warn("started with --reset-store", "store", filepath.Join(dataDir, StoreFile), "data_dir", why)
+		}
+	}
+	return nil
+}
+
+// homeFolders describes the home folders of the exec provider under
+// dataDir ("data_dir holds home folders (homes/h1, homes/h2)"), or returns
+// "" when there are none: a data_dir that has run homes before.
+func homeFolders(dataDir string) string {
+	entries, err := os.ReadDir(filepath.Join(dataDir, "homes"))
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, "homes/"+e.Name())
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	more := ""
+	if len(names) > 3 {
+		more = fmt.Sprintf(" and %d more", len(names)-3)
+		names = names[:3]
+	}
+	return fmt.Sprintf("data_dir holds home folders (%s%s)", strings.Join(names, ", "), more)
+}
+
+// storeBackup is a store that can copy itself while it serves.
+type storeBackup interface {
+	Backup(w io.Writer, size func(int64)) (int64, error)
+}
+
+// backupHandler serves GET /admin/store/backup: a consistent copy of the
+// store from one read transaction (bbolt's Tx.WriteTo), with its size as
+// Content-Length, so `wakegate store backup` can copy a running gateway's
+// store. nil when the store cannot copy itself.
+func (g *Gateway) backupHandler() http.Handler {
+	b, ok := g.store.(storeBackup)
+	if !ok {
+		return nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := b.Backup(w, func(size int64) {
+			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set("Content-Disposition", `attachment; filename="state.db"`)
+			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+			w.WriteHeader(http.StatusOK)
+		})
+		if err != nil {
+			// The status is sent: a short body (Content-Length) tells the
+			// client the copy is incomplete.
+			g.log.Warn("store backup", "bytes", n, "err", err)
+			return
+		}
+		g.log.Info("store backup", "bytes", n, "remote", r.RemoteAddr)
+	})
+}

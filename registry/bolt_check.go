@@ -1,0 +1,223 @@
+package registry
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// BoltReport is what CheckBolt found in a store file.
+type BoltReport struct {
+	// Path and Size are the file's.
+	Path string
+	Size int64
+	// Records counts the records of each bucket, by bucket name.
+	Records map[string]int
+	// Problems lists every problem found, one sentence each; none means
+	// the file is sound.
+	Problems []string
+}
+
+// Buckets returns the bucket names of the report, sorted.
+func (r BoltReport) Buckets() []string {
+	names := make([]string, 0, len(r.Records))
+	for n := range r.Records {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// checkRecord decodes and checks one stored value of a bucket; known is
+// false for a bucket that is not one of the store's.
+func checkRecord(bucket string, k, raw []byte) (known bool, err error) {
+	switch bucket {
+	case string(bucketHomes):
+		var h Home
+		if h, err = decodeAs[Home](raw); err == nil && h.ID != string(k) {
+			err = fmt.Errorf("record id %q differs from its key", h.ID)
+		} else if err == nil {
+			err = validateHome(h)
+		}
+	case string(bucketApps):
+		var a App
+		if a, err = decodeAs[App](raw); err == nil && a.Slug != string(k) {
+			err = fmt.Errorf("record slug %q differs from its key", a.Slug)
+		}
+	case string(bucketClaims):
+		var c Claim
+		if c, err = decodeAs[Claim](raw); err == nil && c.Target != string(k) {
+			err = fmt.Errorf("record target %q differs from its key", c.Target)
+		}
+	case string(bucketTarget):
+		if string(k) != string(keyTarget) {
+			return true, errors.New("unknown key")
+		}
+		_, err = decodeAs[Target](raw)
+	case string(bucketLocks):
+		_, err = decodeAs[boltLock](raw)
+	case string(bucketSessions):
+		_, err = decodeAs[boltSessions](raw)
+	case string(bucketLockSeq):
+		if len(raw) != 8 {
+			err = fmt.Errorf("fencing token of %d bytes, want 8", len(raw))
+		}
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// decodeAs decodes one JSON record.
+func decodeAs[T any](raw []byte) (T, error) {
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, fmt.Errorf("decode: %w", err)
+	}
+	return v, nil
+}
+
+// CheckBolt opens the store file at path read-only (it writes nothing,
+// and fails with ProblemInUse while a gateway holds the file), checks
+// every page, then reads and checks every record of every bucket. A file
+// that cannot be opened is an *OpenError; problems found inside an opened
+// file are listed in the report.
+func CheckBolt(path string) (BoltReport, error) {
+	r := BoltReport{Path: path, Records: map[string]int{}}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return r, &OpenError{Path: path, Problem: ProblemMissing}
+	case err != nil:
+		return r, fmt.Errorf("registry: check %s: %w", path, err)
+	case fi.Size() == 0:
+		return r, &OpenError{Path: path, Problem: ProblemEmpty}
+	}
+	r.Size = fi.Size()
+	db, err := openBoltFile(path, true)
+	if err != nil {
+		return r, err
+	}
+	defer db.Close()
+	if err := checkPages(db); err != nil {
+		r.Problems = append(r.Problems, err.Error())
+		return r, nil
+	}
+	err = guardBolt(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+				r.checkBucket(string(name), b)
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		r.Problems = append(r.Problems, err.Error())
+	}
+	return r, nil
+}
+
+// checkBucket counts and checks the records of one bucket.
+func (r *BoltReport) checkBucket(name string, b *bolt.Bucket) {
+	r.Records[name] = 0
+	known := true
+	_ = b.ForEach(func(k, v []byte) error {
+		r.Records[name]++
+		if v == nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s/%s: a nested bucket where a record belongs", name, k))
+			return nil
+		}
+		var err error
+		if known, err = checkRecord(name, k, v); err != nil {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s/%s: %v", name, k, err))
+		}
+		return nil
+	})
+	if !known {
+		r.Problems = append(r.Problems, fmt.Sprintf("bucket %q: not a bucket of wakegate's store", name))
+	}
+}
+
+// Backup writes a consistent copy of the store to w, from one read
+// transaction, while the store stays open for reads and writes. size, when
+// not nil, is told the copy's size before the first byte is written. It
+// returns the bytes written.
+func (b *Bolt) Backup(w io.Writer, size func(int64)) (int64, error) {
+	var n int64
+	err := b.db.View(func(tx *bolt.Tx) error {
+		if size != nil {
+			size(tx.Size())
+		}
+		var err error
+		n, err = tx.WriteTo(w)
+		return err
+	})
+	if err != nil {
+		return n, fmt.Errorf("registry: backup %s: %w", b.db.Path(), err)
+	}
+	return n, nil
+}
+
+// BackupBolt copies the store file at path, which no process may hold for
+// writing (a running gateway backs up through Bolt.Backup), to dst: the
+// file is opened read-only and checked, the copy is written to a temp file
+// next to dst, synced, and renamed onto dst. It returns the bytes written.
+func BackupBolt(path, dst string) (int64, error) {
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		if err == nil {
+			return 0, &OpenError{Path: path, Problem: ProblemEmpty}
+		}
+		return 0, &OpenError{Path: path, Problem: ProblemMissing, Err: err}
+	}
+	db, err := openBoltFile(path, true)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	if err := checkPages(db); err != nil {
+		return 0, &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
+	}
+	return WriteFileAtomic(dst, func(w io.Writer) (int64, error) {
+		var n int64
+		err := db.View(func(tx *bolt.Tx) error {
+			var err error
+			n, err = tx.WriteTo(w)
+			return err
+		})
+		return n, err
+	})
+}
+
+// WriteFileAtomic writes dst through write: into a temp file in dst's
+// directory, synced, then renamed onto dst, so dst is either the old file
+// or the whole new one. It returns the bytes written.
+func WriteFileAtomic(dst string, write func(io.Writer) (int64, error)) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(dst), filepath.Base(dst)+".tmp-*")
+	if err != nil {
+		return 0, fmt.Errorf("write %s: %w", dst, err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	n, err := write(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o600)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		return n, fmt.Errorf("write %s: %w", dst, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,291 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// Opening a bbolt store is where a damaged disk shows first, so it is done
+// in steps that never write to a file that has not been proven sound:
+//
+//  1. A missing or empty (0-byte) file is refused when the caller says the
+//     store must hold data (BoltOptions.MustHoldData); otherwise it becomes
+//     a new, empty store.
+//  2. An existing file is opened read-only and checked: bbolt's own page
+//     check, and a size that covers every page the meta page counts. bbolt
+//     panics (or faults on its memory map) on some damage; both are turned
+//     into an error here. A file held by another process is "in use".
+//  3. Only then is it opened for writing, which holds bbolt's exclusive
+//     file lock for as long as the store is open, and what the previous
+//     process left behind is cleared (see clearDead).
+//  4. The process id is written next to the file (path + ".pid"), so a
+//     second gateway refused the lock can say which process holds it.
+
+// OpenProblem is what kept a bbolt store from opening.
+type OpenProblem string
+
+// Open problems.
+const (
+	ProblemDamaged OpenProblem = "damaged" // the file is not a sound bbolt file
+	ProblemInUse   OpenProblem = "in use"  // another process holds its lock
+	ProblemEmpty   OpenProblem = "empty"   // 0 bytes where data was expected
+	ProblemMissing OpenProblem = "missing" // no file where data was expected
+)
+
+// OpenError is why OpenBolt refused a store, for the operator: the file,
+// the problem, the process that holds it (for ProblemInUse, when known) and
+// the underlying cause. Hint says what to do.
+type OpenError struct {
+	Path    string
+	Problem OpenProblem
+	// PID is the process holding the store (ProblemInUse), 0 when unknown.
+	PID int
+	// Why adds the caller's reason for ProblemEmpty and ProblemMissing
+	// (BoltOptions.MustHoldData).
+	Why string
+	Err error
+}
+
+// Error names the file and the problem.
+func (e *OpenError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "store %s is %s", e.Path, e.Problem)
+	switch {
+	case e.Problem == ProblemInUse && e.PID > 0:
+		fmt.Fprintf(&b, " by another gateway (pid %d)", e.PID)
+	case e.Problem == ProblemInUse:
+		b.WriteString(" by another gateway (pid unknown)")
+	case e.Why != "":
+		fmt.Fprintf(&b, ", but %s: starting would forget every stored home and the roll target", e.Why)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying cause.
+func (e *OpenError) Unwrap() error { return e.Err }
+
+// Hint says what the operator can do about the problem.
+func (e *OpenError) Hint() string {
+	switch e.Problem {
+	case ProblemInUse:
+		return "one data_dir serves one gateway: stop the other gateway first, or give this one another data_dir"
+	case ProblemDamaged:
+		return fmt.Sprintf("keep the file as it is; restore the last backup over it (wakegate store backup makes one; README, \"Restoring the store\"), "+
+			"or move it aside (mv %s %s.damaged) and start with --reset-store to begin with an empty store; "+
+			"wakegate store check --file %s shows what is wrong", e.Path, e.Path, e.Path)
+	default:
+		return fmt.Sprintf("restore the last backup to %s (README, \"Restoring the store\"), "+
+			"or start with --reset-store to begin with an empty store", e.Path)
+	}
+}
+
+// OpenBolt opens (creating if needed) the bbolt file at path, creating its
+// parent directories with mode 0700 and the file with mode 0600, in the
+// steps written above. It returns an *OpenError when the file is damaged,
+// held by another process (after waiting about a second), or empty or
+// missing while opts.MustHoldData says it should hold data.
+func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
+	if path == "" {
+		return nil, errors.New("registry: open bolt store: path is empty")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("registry: open bolt store %s: create directory: %w", path, err)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && opts.MustHoldData != "":
+		return nil, &OpenError{Path: path, Problem: ProblemMissing, Why: opts.MustHoldData}
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
+	case fi.Size() == 0 && opts.MustHoldData != "":
+		return nil, &OpenError{Path: path, Problem: ProblemEmpty, Why: opts.MustHoldData}
+	case fi.Size() > 0:
+		if err := verifyBolt(path); err != nil {
+			return nil, err
+		}
+	}
+	db, err := openBoltFile(path, false)
+	if err != nil {
+		return nil, err
+	}
+	b := &Bolt{db: db, now: opts.Now}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	if err := b.prepare(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
+	}
+	if err := writePIDFile(path); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
+	}
+	return b, nil
+}
+
+// openBoltFile opens path with bbolt, read-only or for writing, turning a
+// lock held elsewhere into ProblemInUse and any other failure (a panic of
+// bbolt's included) into ProblemDamaged.
+func openBoltFile(path string, readOnly bool) (*bolt.DB, error) {
+	var db *bolt.DB
+	err := guardBolt(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: boltLockTimeout, ReadOnly: readOnly})
+		return err
+	})
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
+		return nil, &OpenError{Path: path, Problem: ProblemInUse, PID: readPIDFile(path),
+			Err: fmt.Errorf("its file lock is held (waited %s): %w", boltLockTimeout, err)}
+	case err != nil:
+		return nil, &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
+	}
+	return db, nil
+}
+
+// verifyBolt opens the existing file at path read-only and checks every
+// page of it (step 2).
+func verifyBolt(path string) error {
+	db, err := openBoltFile(path, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := checkPages(db); err != nil {
+		return &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
+	}
+	return nil
+}
+
+// checkPages runs bbolt's consistency check over db and compares the size
+// its meta page claims with the file's, reporting the first problem.
+func checkPages(db *bolt.DB) error {
+	fi, err := os.Stat(db.Path())
+	if err != nil {
+		return err
+	}
+	return guardBolt(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if tx.Size() > fi.Size() {
+				return fmt.Errorf("the file is %d bytes, shorter than the %d its pages need (truncated)", fi.Size(), tx.Size())
+			}
+			var problems []string
+			for err := range tx.Check() {
+				problems = append(problems, err.Error())
+			}
+			if len(problems) > 0 {
+				return fmt.Errorf("%d page problems, the first: %s", len(problems), problems[0])
+			}
+			return nil
+		})
+	})
+}
+
+// guardBolt runs fn, which calls into bbolt, turning a panic (bbolt panics
+// on some damaged pages) or a memory fault on its map (a file shorter than
+// its pages) into an error.
+func guardBolt(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("bbolt: %v", r)
+		}
+	}()
+	return fn()
+}
+
+// prepare creates the buckets a store needs and clears what a dead process
+// left (step 3).
+func (b *Bolt) prepare() error {
+	return guardBolt(func() error {
+		return b.db.Update(func(tx *bolt.Tx) error {
+			for _, name := range [][]byte{bucketHomes, bucketApps, bucketTarget, bucketLocks, bucketLockSeq, bucketSessions} {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return fmt.Errorf("create bucket %s: %w", name, err)
+				}
+			}
+			var err error
+			b.released, err = clearDead(tx)
+			return err
+		})
+	})
+}
+
+// clearDead deletes every lifecycle lock and session report stored in tx
+// and returns the names of the locks. With the file lock held no other
+// process has the store open, so whoever holds a stored lease or reported
+// sessions is a process that ended without releasing them (a crash, a
+// SIGKILL): waiting for their leases to expire would only hold the homes
+// back. Fencing tokens are kept, so a new lease is still newer than any
+// before it.
+func clearDead(tx *bolt.Tx) ([]string, error) {
+	var names []string
+	for _, bucket := range [][]byte{bucketLocks, bucketSessions} {
+		bk := tx.Bucket(bucket)
+		var keys [][]byte
+		if err := bk.ForEach(func(k, _ []byte) error {
+			keys = append(keys, append([]byte(nil), k...))
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			if err := bk.Delete(k); err != nil {
+				return nil, fmt.Errorf("clear %s %s: %w", bucket, k, err)
+			}
+			if string(bucket) == string(bucketLocks) {
+				names = append(names, string(k))
+			}
+		}
+	}
+	return names, nil
+}
+
+// pidFile is where the process holding the store at path says who it is.
+func pidFile(path string) string { return path + ".pid" }
+
+// writePIDFile records this process as the store's holder.
+func writePIDFile(path string) error {
+	if err := os.WriteFile(pidFile(path), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write pid file: %w", err)
+	}
+	return nil
+}
+
+// readPIDFile returns the pid recorded next to path when that process is
+// alive, else 0.
+func readPIDFile(path string) int {
+	raw, err := os.ReadFile(pidFile(path))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return 0
+	}
+	return pid
+}
+
+// removePIDFile removes the pid file if it still names this process.
+func removePIDFile(path string) {
+	if raw, err := os.ReadFile(pidFile(path)); err == nil && strings.TrimSpace(string(raw)) == strconv.Itoa(os.Getpid()) {
+		_ = os.Remove(pidFile(path))
+	}
+}
