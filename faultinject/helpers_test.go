@@ -256,3 +256,4 @@ func noPanic(t testing.TB, out string) {
 		}
 	}
 }
+
