@@ -256,4 +256,3 @@ func noPanic(t testing.TB, out string) {
 		}
 	}
 }
-
