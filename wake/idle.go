@@ -71,6 +71,12 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 	if h == nil {
 		return errHomeNotFound(id)
 	}
+	h.mu.Lock()
+	waking := h.flight != nil
+	h.mu.Unlock()
+	if waking {
+		return errBusy(fmt.Errorf("suspend %s: a wake of the home is in progress; suspend it once the wake is done", id))
+	}
 	return e.runLocked(ctx, h, lifecycleOp{name: "suspend", lease: suspendLease, detach: suspendTimeout,
 		run: func(ctx context.Context, l *held) error {
 			// The verdict goes first: a request that starts after this
@@ -81,8 +87,8 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			if n := e.o.Sessions.Count(id); n > 0 {
 				return errBusy(fmt.Errorf("suspend %s: the home has %d sessions", id, n))
 			}
-			if l.rec.Status != registry.StatusRunning {
-				return nil
+			if !mayRun(l.rec.Status) {
+				return nil // nothing runs: already suspended, asleep or failed
 			}
 			start := time.Now()
 			s, err := l.stopHome(ctx, e.o.Providers[l.rec.Provider], modeSuspend, func(r *registry.Home) {
@@ -97,6 +103,21 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			e.o.Events.Publish(Event{Type: EventSuspend, Home: id, Reason: s.how, TotalMS: ms(time.Since(start))})
 			return nil
 		}})
+}
+
+// mayRun reports whether a home whose record, read under its lifecycle
+// lock, has status st may have a process running. Besides running, a
+// status of an operation in progress (waking, restoring, suspending) read
+// under the lock means the operation that wrote it ended without recording
+// its outcome (a failed store write, a crash): the home may run, and a
+// suspend stops it rather than answer that it did what it did not.
+func mayRun(st registry.Status) bool {
+	switch st {
+	case registry.StatusRunning, registry.StatusWaking, registry.StatusRestoring,
+		registry.StatusSuspending, registry.StatusUnknown:
+		return true
+	}
+	return false
 }
 
 func (e *Engine) setStatus(h *home, s registry.Status) {

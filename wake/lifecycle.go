@@ -184,6 +184,38 @@ func (l *held) save(ctx context.Context, change func(*registry.Home)) error {
 	return nil
 }
 
+// saveRetry is save that tries again, with a growing pause, while the
+// store fails for a reason other than a conflict or a missing record (a
+// full disk that may free up, a store briefly unavailable), until ctx is
+// done. It returns the last error.
+func (l *held) saveRetry(ctx context.Context, change func(*registry.Home)) error {
+	pause := saveRetryFirst
+	var t *time.Timer
+	defer func() {
+		if t != nil {
+			t.Stop()
+		}
+	}()
+	for {
+		err := l.save(ctx, change)
+		if err == nil || errors.Is(err, registry.ErrConflict) || errors.Is(err, registry.ErrNotFound) || ctx.Err() != nil {
+			return err
+		}
+		l.e.o.Log.Warn("store write failed; trying again", "home", l.h.spec.ID, "pause", pause.String(), "err", err)
+		if t == nil {
+			t = time.NewTimer(pause)
+		} else {
+			t.Reset(pause)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return err
+		}
+		pause = min(2*pause, saveRetryMax)
+	}
+}
+
 // stopMode says how stopHome takes a home down.
 type stopMode int
 
@@ -193,6 +225,11 @@ const (
 	// modeSuspend suspends it where the provider can, and stops it where
 	// it cannot.
 	modeSuspend
+	// modeAbort stops what a failed operation started: the stop goes on
+	// even when the stopped intent cannot be stored, because a process
+	// left running that no record names is worse than a record that still
+	// says the home should run (the next wake or adoption settles it).
+	modeAbort
 )
 
 // stopped is what stopHome did.
@@ -206,16 +243,26 @@ type stopped struct {
 // stopHome takes the home down: it stores the stopped intent first (so
 // nothing restarts what is being stopped, DESIGN.md rule 19), drops the
 // warm verdict, asks the provider, and then writes final (when not nil)
-// whatever the provider said. A failed final write is returned only when
-// the provider succeeded.
+// whatever the provider said, trying the write again while ctx lasts. A
+// failed intent write ends the stop before the provider is asked, except
+// in modeAbort. A failed final write is returned only when the provider
+// succeeded.
 func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMode, final func(*registry.Home)) (stopped, error) {
 	l.h.warm.Store(nil)
-	if err := l.save(ctx, func(r *registry.Home) {
+	intent := func(r *registry.Home) {
 		r.WantRunning = false
 		r.Status = registry.StatusSuspending
 		r.Verdict = registry.VerdictNone
-	}); err != nil {
-		return stopped{}, err
+	}
+	if err := l.save(ctx, intent); err != nil {
+		if mode != modeAbort {
+			return stopped{}, err
+		}
+		l.e.o.Log.Warn("stopping the home although its stopped intent could not be stored", "home", l.h.spec.ID, "err", err)
+		if outcome := final; outcome != nil {
+			// The final write carries the intent the first could not.
+			final = func(r *registry.Home) { intent(r); outcome(r) }
+		}
 	}
 	spec := provider.Spec{ID: l.h.spec.ID, Target: l.rec.Target, Version: l.rec.Version, Ref: l.rec.ProviderRef}
 	s := stopped{how: "stop"}
@@ -236,7 +283,7 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 		err = fmt.Errorf("%s %s: %w", s.how, l.h.spec.ID, err)
 	}
 	if final != nil {
-		if serr := l.save(ctx, final); serr != nil && err == nil {
+		if serr := l.saveRetry(ctx, final); serr != nil && err == nil {
 			err = serr
 		}
 	}

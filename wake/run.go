@@ -152,12 +152,15 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		w.fail(ctx, prov)
 		return Awake{}, fmt.Errorf("wake %s: provider returned endpoint %q: %w", h.spec.ID, res.Endpoint, err)
 	}
-	// A new endpoint or ref is stored; the target never changes.
+	// A new endpoint or ref is stored; the target never changes. A home
+	// whose record cannot say where it runs is stopped: a restart would
+	// not find it.
 	if res.Endpoint != w.rec.Endpoint || res.Ref != w.rec.ProviderRef {
-		if err := w.save(ctx, func(r *registry.Home) {
+		if err := w.saveRetry(ctx, func(r *registry.Home) {
 			r.Endpoint, r.ProviderRef = res.Endpoint, res.Ref
 		}); err != nil {
-			return Awake{}, err
+			w.fail(ctx, prov)
+			return Awake{}, w.storeFailed("record where the home runs", err)
 		}
 	}
 	w.f.phase.Store("probing")
@@ -172,8 +175,20 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		w.fail(ctx, prov)
 		return Awake{}, w.timeout("waiting for the home to be ready", err)
 	}
-	w.recordReady(ctx, "")
+	// A home that serves while its record says it is waking would be
+	// neither suspended nor adopted as running: it is stopped instead.
+	if err := w.commitReady(ctx, ""); err != nil {
+		w.fail(ctx, prov)
+		return Awake{}, w.storeFailed("record the home ready", err)
+	}
 	return Awake{Endpoint: endpoint}, nil
+}
+
+// storeFailed is the error of a wake that stopped its home because a
+// record write failed; the stop it made is in w.stop.
+func (w *wakeRun) storeFailed(what string, err error) error {
+	proven := w.stop != nil && w.stop.proven
+	return errWakeFailed(w.e.o.RetryAfter, fmt.Errorf("%s: %w (the home was stopped; stop proven: %t)", what, err, proven))
 }
 
 // provenByOther returns the stored endpoint when the record, read after
@@ -195,12 +210,20 @@ func (w *wakeRun) provenByOther() (Awake, bool) {
 	return Awake{Endpoint: u}, true
 }
 
-// recordReady stores that the home was proven ready (on version, when not
-// ""): running, healthy, with the wake's timing. A lost write is logged:
+// recordReady is commitReady for a roll, where a lost write is logged:
 // the home runs and is proven.
 func (w *wakeRun) recordReady(ctx context.Context, version string) {
+	if err := w.commitReady(ctx, version); err != nil {
+		w.e.o.Log.Warn("wake: record ready state", "home", w.h.spec.ID, "version", version, "err", err)
+	}
+}
+
+// commitReady stores that the home was proven ready (on version, when not
+// ""): running, healthy, with the wake's timing, trying the write again
+// while ctx lasts.
+func (w *wakeRun) commitReady(ctx context.Context, version string) error {
 	now := time.Now()
-	if err := w.save(ctx, func(r *registry.Home) {
+	if err := w.saveRetry(ctx, func(r *registry.Home) {
 		if version != "" {
 			r.Version = version
 		}
@@ -211,9 +234,10 @@ func (w *wakeRun) recordReady(ctx context.Context, version string) {
 		r.LastWakeLatency = now.Sub(w.start)
 		r.LastReadyAt = now
 	}); err != nil {
-		w.e.o.Log.Warn("wake: record ready state", "home", w.h.spec.ID, "version", version, "err", err)
+		return err
 	}
 	w.e.o.Sessions.Touch(w.h.spec.ID)
+	return nil
 }
 
 // errGaveUp is a wake whose home's provider gave up on it (its process kept
@@ -252,7 +276,7 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 		if perr != nil || u.Host == "" {
 			return res, endpoint, err
 		}
-		if serr := w.save(ctx, func(r *registry.Home) {
+		if serr := w.saveRetry(ctx, func(r *registry.Home) {
 			r.Endpoint, r.ProviderRef = next.Endpoint, next.Ref
 		}); serr != nil {
 			return res, endpoint, serr
@@ -287,11 +311,12 @@ func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
 }
 
 // fail stops a half-woken home and records that it sleeps, with no
-// verdict. The stop runs even though the wake's own time ran out.
+// verdict. The stop runs even though the wake's own time ran out, and even
+// when the stopped intent cannot be stored (modeAbort).
 func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
-	s, err := w.stopHome(sctx, prov, modeStop, func(r *registry.Home) {
+	s, err := w.stopHome(sctx, prov, modeAbort, func(r *registry.Home) {
 		r.Status = registry.StatusSuspended
 		r.Reason = "the last wake failed"
 	})

@@ -33,6 +33,12 @@ const (
 	providerChangeTimeout = 5 * time.Second
 	// markBadTimeout bounds recording a target as bad after a failed roll.
 	markBadTimeout = 10 * time.Second
+	// saveRetryFirst and saveRetryMax are the first and the longest pause
+	// between tries of a record write that failed for a reason other than
+	// a conflict (a full disk); the tries go on within the operation's
+	// deadline.
+	saveRetryFirst = 20 * time.Millisecond
+	saveRetryMax   = time.Second
 	// reportSlack is added to three idle ticks for the TTL of this
 	// instance's session report.
 	reportSlack = time.Second

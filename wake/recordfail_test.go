@@ -1,0 +1,288 @@
+package wake_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/demohome"
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// Record writes that fail during a wake, as on a full disk: the wake stops
+// what it started (or its write succeeds on a retry within its deadline),
+// leaves no record saying "waking", and a restart starts no second process.
+
+// failingStore wraps the real bolt store and fails the home writes that
+// fail chooses with ENOSPC, as a full disk does.
+type failingStore struct {
+	registry.Store
+	mu     sync.Mutex
+	fail   func(h registry.Home) bool // nil: every write goes through
+	failed int                        // writes failed so far
+}
+
+func (s *failingStore) PutHome(ctx context.Context, h registry.Home, cond registry.Cond) (registry.Home, error) {
+	s.mu.Lock()
+	fail := s.fail != nil && s.fail(h)
+	if fail {
+		s.failed++
+	}
+	s.mu.Unlock()
+	if fail {
+		return registry.Home{}, fmt.Errorf("registry: put home %s: %w", h.ID,
+			&os.PathError{Op: "write", Path: "state.db", Err: syscall.ENOSPC})
+	}
+	return s.Store.PutHome(ctx, h, cond)
+}
+
+// failures returns how many writes failed so far.
+func (s *failingStore) failures() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// frig is a real engine over a failing store: a bbolt file in a temp dir,
+// the exec provider running demo homes, one home h1.
+type frig struct {
+	t     *testing.T
+	data  string
+	bolt  *registry.Bolt
+	store *failingStore
+	exec  *provider.Exec
+	eng   *wake.Engine
+	logs  *testbin.LogBuffer
+}
+
+func newFrig(t *testing.T, fail func(registry.Home) bool) *frig {
+	t.Helper()
+	r := &frig{t: t, data: t.TempDir(), logs: &testbin.LogBuffer{}}
+	t.Cleanup(func() {
+		r.close()
+		testbin.KillHomes(r.data)
+		if t.Failed() {
+			t.Logf("log:\n%s", r.logs)
+		}
+	})
+	r.start(fail)
+	return r
+}
+
+// start opens the store and starts a provider and an engine over it, as a
+// gateway start does, registering (and so adopting) the home.
+func (r *frig) start(fail func(registry.Home) bool) {
+	t := r.t
+	t.Helper()
+	var err error
+	if r.bolt, err = registry.OpenBolt(filepath.Join(r.data, "state.db"), registry.BoltOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r.store = &failingStore{Store: r.bolt, fail: fail}
+	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r.exec, err = provider.NewExec(provider.ExecConfig{
+		Command: []string{testbin.Build(t), "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
+			"--version", "{version}", "--boot-delay", "200ms"},
+		DataDir: r.data, StopGrace: 2 * time.Second,
+		OnChange: func(id string, res provider.Result) {
+			if r.eng != nil {
+				r.eng.ProviderChanged(id, res)
+			}
+		},
+	}, log.With("provider", "exec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.eng = wake.New(wake.Options{
+		Store: r.store, Providers: map[string]provider.Provider{"exec": r.exec},
+		Sessions: proxy.NewSessions(), Instance: "test",
+		WarmTTL: time.Minute, ReadyTimeout: 3 * time.Second, RetryAfter: time.Second,
+		MaxConcurrent: 4, FailureBackoff: 10 * time.Millisecond,
+		RelayHeader: demohome.RelayHeader, Log: log.With("component", "wake"),
+	})
+	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: rigHome, Target: rigTarget,
+		Provider: "exec", Version: "1", RelayToken: rigToken}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// close stops the engine and the provider (their homes keep running, as
+// after a crash) and closes the store.
+func (r *frig) close() {
+	if r.eng == nil {
+		return
+	}
+	r.eng.Close()
+	_ = r.exec.Close()
+	_ = r.bolt.Close()
+	r.eng = nil
+}
+
+// restart is a gateway restart on the same data, with a sound store.
+func (r *frig) restart() {
+	r.t.Helper()
+	r.close()
+	r.start(nil)
+}
+
+func (r *frig) pids() []int { return testbin.HomePIDs(r.t, filepath.Join(r.data, "homes", rigHome)) }
+
+func (r *frig) record() registry.Home {
+	r.t.Helper()
+	h, err := r.bolt.GetHome(context.Background(), rigHome)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h
+}
+
+func (r *frig) ensure() (wake.Awake, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return r.eng.EnsureAwake(ctx, rigHome)
+}
+
+// failOnce fails the first write that match chooses, and no other.
+func failOnce(match func(registry.Home) bool) func(registry.Home) bool {
+	done := false
+	return func(h registry.Home) bool {
+		if done || !match(h) {
+			return false
+		}
+		done = true
+		return true
+	}
+}
+
+func TestWakeRecordWriteFails(t *testing.T) {
+	refWrite := func(h registry.Home) bool { return h.Status == registry.StatusWaking && h.ProviderRef != "" }
+	readyWrite := func(h registry.Home) bool { return h.Status == registry.StatusRunning }
+	cases := []struct {
+		name string
+		fail func(registry.Home) bool
+		// ok: the wake succeeds (the write succeeded on a retry).
+		ok bool
+	}{
+		{"the ref write fails for good", refWrite, false},
+		{"the ready write fails for good", readyWrite, false},
+		{"the ref write fails once", failOnce(refWrite), true},
+		{"the ready write fails once", failOnce(readyWrite), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newFrig(t, tc.fail)
+			_, err := r.ensure()
+			if r.store.failures() == 0 {
+				t.Fatal("no write failed: the case tests nothing")
+			}
+			rec := r.record()
+			if rec.Status == registry.StatusWaking {
+				t.Fatalf("the record is left waking: %+v", rec)
+			}
+			if tc.ok {
+				if err != nil || rec.Status != registry.StatusRunning || rec.ProviderRef == "" {
+					t.Fatalf("wake with a write that succeeds on a retry: %v, record %+v", err, rec)
+				}
+				pids := r.pids()
+				if len(pids) != 1 {
+					t.Fatalf("home processes %v, want one", pids)
+				}
+				r.restart()
+				if _, err := r.ensure(); err != nil {
+					t.Fatalf("wake after the restart: %v", err)
+				}
+				if got := r.pids(); len(got) != 1 || got[0] != pids[0] {
+					t.Fatalf("home processes after the restart %v, want %v adopted", got, pids)
+				}
+				return
+			}
+			if !fault.Is(err, fault.Failed) {
+				t.Fatalf("wake: %v, want a failed wake", err)
+			}
+			st, serr := r.eng.HomeState(context.Background(), rigHome)
+			if serr != nil || st.LastStop == nil || !st.LastStop.Proven {
+				t.Fatalf("the wake did not report a proven stop: %+v %v (err %v)", st.LastStop, serr, err)
+			}
+			if pids := r.pids(); len(pids) != 0 {
+				t.Fatalf("the failed wake left home processes %v", pids)
+			}
+			r.restart()
+			if pids := r.pids(); len(pids) != 0 {
+				t.Fatalf("the restart started home processes %v for a home that sleeps", pids)
+			}
+			if _, err := r.ensure(); err != nil {
+				t.Fatalf("wake after the restart, with a sound store: %v", err)
+			}
+			if pids := r.pids(); len(pids) != 1 {
+				t.Fatalf("home processes after the restart's wake %v, want one", pids)
+			}
+		})
+	}
+}
+
+// A suspend of a home whose record says waking while no wake runs (the
+// wake that wrote it could not record its outcome) stops the home; one
+// that arrives during a wake is refused as busy, with the reason.
+func TestSuspendOfWakingHome(t *testing.T) {
+	t.Run("record left waking", func(t *testing.T) {
+		r := newFrig(t, nil)
+		if _, err := r.ensure(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := registry.UpdateHome(context.Background(), r.bolt, registry.Home{ID: rigHome}, "test",
+			func(h *registry.Home) { h.Status = registry.StatusWaking }); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.eng.Suspend(context.Background(), rigHome); err != nil {
+			t.Fatalf("suspend: %v", err)
+		}
+		if pids := r.pids(); len(pids) != 0 {
+			t.Fatalf("suspend answered success and left home processes %v", pids)
+		}
+		if rec := r.record(); rec.Status != registry.StatusSuspended || rec.WantRunning {
+			t.Fatalf("record after the suspend: %+v", rec)
+		}
+	})
+	t.Run("during a wake", func(t *testing.T) {
+		gate := make(chan struct{})
+		var once sync.Once
+		// The ref write waits until the suspend has answered, so the wake
+		// is in flight when it arrives.
+		r := newFrig(t, func(h registry.Home) bool {
+			if h.Status == registry.StatusWaking && h.ProviderRef != "" {
+				<-gate
+			}
+			return false
+		})
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.ensure()
+			done <- err
+		}()
+		testbin.Eventually(t, "the wake to start", func() bool { _, _, ok := r.eng.Progress(rigHome); return ok })
+		err := r.eng.Suspend(context.Background(), rigHome)
+		once.Do(func() { close(gate) })
+		var fe *fault.Error
+		if !errors.As(err, &fe) || fe.Kind != fault.Busy {
+			t.Fatalf("suspend during a wake: %v, want busy", err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("the wake after a refused suspend: %v", err)
+		}
+		if rec := r.record(); rec.Status != registry.StatusRunning {
+			t.Fatalf("record after the wake: %+v", rec)
+		}
+	})
+}
