@@ -68,3 +68,27 @@ func TestCrashMidWakeRestartAdoptsAtOnce(t *testing.T) {
 		t.Fatalf("the restart did not log the released lock:\n%s", g.Output())
 	}
 }
+
+// A suspend that arrives while the home wakes is refused with 409 and the
+// reason, never answered 200 for nothing; the wake goes on.
+func TestSuspendDuringWakeIsRefused(t *testing.T) {
+	g := fiStart(t, t.TempDir(), fiConfig(t, fiOptions{boot: "2s", admin: true}))
+	done := make(chan int, 1)
+	go func() {
+		c := &http.Client{Timeout: 30 * time.Second}
+		res, _, err := g.get(c, fiWhoami)
+		if err != nil {
+			done <- 0
+			return
+		}
+		done <- res.StatusCode
+	}()
+	testbin.Eventually(t, "the home process to start", func() bool { return len(g.homePIDs(t, fiHome)) == 1 })
+	code, body := g.adminDo(t, http.MethodPost, "/admin/homes/"+fiHome+"/suspend")
+	if code != http.StatusConflict || !strings.Contains(body, "wake of the home is in progress") {
+		t.Fatalf("suspend during a wake: %d %s, want 409 with the reason", code, body)
+	}
+	if got := <-done; got != http.StatusOK {
+		t.Fatalf("the request that woke the home: %d", got)
+	}
+}

@@ -195,6 +195,12 @@ func TestStoreBackupOnline(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "homes: 1") {
 		t.Fatalf("check of the online backup: exit %d\n%s", code, out)
 	}
+	// check reads the file itself: with the gateway running it says the
+	// store is in use and how to check a copy instead.
+	code, out = fiRun(t, dir, "store", "check", "--config", g.config)
+	if code != 1 || !strings.Contains(out, "in use") || !strings.Contains(out, "store backup") {
+		t.Fatalf("check of a running gateway's store: exit %d\n%s", code, out)
+	}
 }
 
 func writeFile(t *testing.T, path string, b []byte) {

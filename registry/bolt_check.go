@@ -104,7 +104,7 @@ func CheckBolt(path string) (BoltReport, error) {
 	if err != nil {
 		return r, err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	if err := checkPages(db); err != nil {
 		r.Problems = append(r.Problems, err.Error())
 		return r, nil
@@ -179,7 +179,7 @@ func BackupBolt(path, dst string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	if err := checkPages(db); err != nil {
 		return 0, &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
 	}
@@ -202,7 +202,7 @@ func WriteFileAtomic(dst string, write func(io.Writer) (int64, error)) (int64, e
 	if err != nil {
 		return 0, fmt.Errorf("write %s: %w", dst, err)
 	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
+	defer func() { _ = os.Remove(tmp.Name()) }() // a no-op once renamed
 	n, err := write(tmp)
 	if err == nil {
 		err = tmp.Sync()

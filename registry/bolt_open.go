@@ -164,7 +164,7 @@ func verifyBolt(path string) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	if err := checkPages(db); err != nil {
 		return &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
 	}
