@@ -20,7 +20,7 @@ import (
 // once by Load, and the rest of the code never tests for zero again.
 type Config struct {
 	// Listen is the public listener's address, host:port. Default
-	// ":8080"; empty means the default.
+	// ":8080", or ":443" with TLS on (tls.mode); empty means the default.
 	Listen string `yaml:"listen"`
 	// DataDir holds state (the embedded store) and home data and logs.
 	// Default "./data"; empty means the default. Relative paths are
@@ -39,6 +39,9 @@ type Config struct {
 	Exec   ExecConfig   `yaml:"exec"`
 	Admin  AdminConfig  `yaml:"admin"`
 	Roll   RollConfig   `yaml:"roll"`
+	// TLS is the TLS front door and Hosts host routing (config_tls.go).
+	TLS   TLSConfig   `yaml:"tls"`
+	Hosts HostsConfig `yaml:"hosts"`
 
 	// Homes are the sleepable backends reached at /node/{target}/.
 	// Default none.

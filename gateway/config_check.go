@@ -110,6 +110,8 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	c.Exec.validate(k.in("exec"))
 	c.Admin.validate(k.in("admin"))
 	c.Roll.validate(k.in("roll"))
+	c.TLS.validate(k.in("tls"), c.Hosts)
+	c.Hosts.validate(k.in("hosts"))
 	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind)
 	validateApps(k, c.Apps, homes)
 	return errs

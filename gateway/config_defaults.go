@@ -27,6 +27,10 @@ var defaultExecCommand = []string{"{self}", "demo-home", "--addr", "127.0.0.1:{p
 
 // defaults fills every unset field of c.
 func (c *Config) defaults() {
+	c.TLS.defaults()
+	if c.TLS.on() {
+		def(&c.Listen, ":443")
+	}
 	def(&c.Listen, ":8080")
 	def(&c.DataDir, "./data")
 	if c.Instance == "" {

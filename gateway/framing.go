@@ -96,10 +96,14 @@ func (l framingListener) Accept() (net.Conn, error) {
 	return &framingConn{Conn: c, atLineStart: true}, nil
 }
 
-// connContext stores the framing watcher in the connection's context.
+// connContext stores the framing watcher in the connection's context (an HTTPS
+// connection's too; tlsconn.go).
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if fc, ok := c.(*framingConn); ok {
+	switch fc := c.(type) {
+	case *framingConn:
 		return context.WithValue(ctx, framingKey{}, fc)
+	case *tlsConn:
+		return context.WithValue(ctx, framingKey{}, &fc.framingConn)
 	}
 	return ctx
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/tlsfront"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -61,6 +62,12 @@ type Gateway struct {
 	adminAddr chan net.Addr
 	started   time.Time
 	version   string // reported by the admin API; SetVersion
+
+	// The TLS front door (gateway_tls.go); nil with tls.mode off.
+	front      *tlsfront.Front
+	decider    *tlsfront.Decider // on_demand only
+	httpLn     net.Listener      // UseHTTPListener
+	certEvents func(tlsfront.Event)
 }
 
 type homeRoute struct {
@@ -114,6 +121,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 		return nil, err
 	}
 	g.handler = g.routes()
+	if err := g.newFront(); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -283,12 +293,23 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	// Self-probes know where to go before anyone learns the address.
 	g.routeTab.probe.listening(ln.Addr())
 	g.addr <- ln.Addr()
-	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance)
+	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance, "tls", g.cfg.TLS.Mode)
 	stopBG := g.startBackground()
 	defer stopBG()
 
+	pub := g.publicListener(srv, ln)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(framingListener{ln}) }()
+	go func() { serveErr <- srv.Serve(pub) }()
+	// The plain-HTTP listener and certificate management (gateway_tls.go).
+	stopFront, err := g.startFront(ln)
+	if err != nil {
+		_ = srv.Close()
+		if serr := <-serveErr; !errors.Is(serr, http.ErrServerClosed) {
+			g.log.Warn("serve", "err", serr)
+		}
+		return err
+	}
+	defer stopFront()
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
@@ -296,6 +317,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	g.drain(srv, serveErr) // steps 1 to 4
 	stopAdmin()            // step 5
+	stopFront()
 	stopBG()
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		g.log.Warn("serve", "err", err)
@@ -395,6 +417,7 @@ func idleTick(cfg *Config) time.Duration {
 // the proxy and the store. It is safe after a half-failed New, and without
 // Serve: homes a gateway woke never outlive its Close.
 func (g *Gateway) Close() {
+	g.front.Close()
 	g.metrics.close()
 	if g.routeTab != nil {
 		g.routeTab.close()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -34,6 +36,7 @@ type selfProber struct {
 	conns  sync.Map               // local addresses of open self-probe connections
 	tr     *http.Transport
 	client *http.Client
+	scheme string // "https" once overTLS was called
 }
 
 // selfProbeKey marks the context of a request that is a self-probe.
@@ -44,7 +47,7 @@ type selfProbeKey struct{}
 func newSelfProber(dialTimeout time.Duration) *selfProber {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	p := &selfProber{token: hex.EncodeToString(b[:])}
+	p := &selfProber{token: hex.EncodeToString(b[:]), scheme: "http"}
 	dialer := &net.Dialer{Timeout: dialTimeout}
 	p.tr = &http.Transport{
 		Proxy:              nil,
@@ -110,7 +113,7 @@ func (p *selfProber) get(ctx context.Context, path string) (int, error) {
 	if a == nil {
 		return 0, errors.New("the gateway is not listening yet")
 	}
-	u := &url.URL{Scheme: "http", Host: *a, Path: path}
+	u := &url.URL{Scheme: p.scheme, Host: *a, Path: path}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return 0, err
@@ -164,6 +167,39 @@ func sameHost(addr string, ip net.IP) bool {
 func isSelfProbe(r *http.Request) bool {
 	v, _ := r.Context().Value(selfProbeKey{}).(bool)
 	return v
+}
+
+// probeServerName is the server name of self-probes over TLS; the HTTPS
+// listener answers it, on the prober's own connections only, with the
+// prober's pinned certificate (gateway_tls.go).
+const probeServerName = "self-probe.wakegate.invalid"
+
+// overTLS makes self-probes speak TLS to the HTTPS listener, trusting
+// only roots (the pinned self-probe certificate).
+func (p *selfProber) overTLS(roots *x509.CertPool, dialTimeout time.Duration) {
+	conf := &tls.Config{RootCAs: roots, ServerName: probeServerName, MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"http/1.1"}}
+	dialer := &net.Dialer{Timeout: dialTimeout}
+	p.tr.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		c, err := p.dial(ctx, dialer)
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(c, conf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("self-probe: TLS: %w", err)
+		}
+		return tc, nil
+	}
+	p.scheme = "https"
+}
+
+// owns reports whether remote, a peer address seen by the listener, is one
+// of the prober's own open connections.
+func (p *selfProber) owns(remote string) bool {
+	_, ok := p.conns.Load(remote)
+	return ok
 }
 
 // close drops the prober's idle connections.

@@ -27,6 +27,16 @@ if ((${#need[@]})); then
   fi
 fi
 
+# The TLS tests (gateway/tls_*_test.go) run a real ACME server on loopback:
+# Pebble and its DNS server pebble-challtestsrv (internal/pebbletest).
+gobin="$(go env GOPATH)/bin"
+for tool in pebble pebble-challtestsrv; do
+  if ! command -v "$tool" >/dev/null && [[ ! -x $gobin/$tool ]]; then
+    echo "test.sh: installing $tool"
+    go install "github.com/letsencrypt/pebble/v2/cmd/$tool@v2.10.3"
+  fi
+done
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [[ -n $unformatted ]]; then

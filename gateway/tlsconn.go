@@ -1,0 +1,156 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// The HTTPS listener keeps the framing check (framing.go) above TLS. Go's
+// HTTP server handles a *tls.Conn itself and would read the decrypted
+// bytes where no wrapper sees them, so tlsListener does the handshake
+// first, in a goroutine per connection (bounded by tls.handshake_timeout,
+// so a slow client holds no one else up), and then hands the server:
+//   - for HTTP/2 (ALPN h2), the *tls.Conn itself: the server's own HTTP/2
+//     serves it, with the limits of Server.HTTP2; HTTP/2 has its own
+//     framing rules (Go refuses Transfer-Encoding there);
+//   - for HTTP/1.1, a tlsConn: the framing watcher over the *tls.Conn,
+//     which reports the TLS state so that the server still sets
+//     Request.TLS.
+// A connection that only answered an ACME TLS-ALPN-01 challenge is closed
+// after its handshake.
+
+// tlsListener hands out connections whose TLS handshake is done.
+type tlsListener struct {
+	inner   net.Listener
+	conf    *tls.Config
+	timeout time.Duration
+
+	ready     chan net.Conn
+	errs      chan error
+	ctx       context.Context // ends with Close: pending handshakes stop
+	cancel    context.CancelFunc
+	closeOnce sync.Once
+	wg        sync.WaitGroup // the accept loop and pending handshakes
+}
+
+// newTLSListener starts accepting on inner; Close stops it and waits.
+func newTLSListener(inner net.Listener, conf *tls.Config, timeout time.Duration) *tlsListener {
+	l := &tlsListener{inner: inner, conf: conf, timeout: timeout,
+		ready: make(chan net.Conn), errs: make(chan error)}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.wg.Go(l.acceptLoop)
+	return l
+}
+
+func (l *tlsListener) acceptLoop() {
+	for {
+		c, err := l.inner.Accept()
+		if err != nil {
+			select {
+			case l.errs <- err:
+			case <-l.ctx.Done():
+				return
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		l.wg.Go(func() { l.handshake(c) })
+	}
+}
+
+// handshake runs c's TLS handshake and queues the connection for Accept.
+func (l *tlsListener) handshake(c net.Conn) {
+	tc := tls.Server(c, l.conf)
+	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		_ = tc.Close()
+		return
+	}
+	var out net.Conn = tc
+	switch st := tc.ConnectionState(); st.NegotiatedProtocol {
+	case "h2":
+	case "acme-tls/1":
+		_ = tc.Close()
+		return
+	default:
+		out = &tlsConn{framingConn: framingConn{Conn: tc, atLineStart: true}, state: st}
+	}
+	select {
+	case l.ready <- out:
+	case <-l.ctx.Done():
+		_ = tc.Close()
+	}
+}
+
+// Accept returns the next connection whose handshake is done.
+func (l *tlsListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ready:
+		return c, nil
+	case err := <-l.errs:
+		return nil, err
+	case <-l.ctx.Done():
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting, ends pending handshakes and waits for them.
+func (l *tlsListener) Close() error {
+	var err error
+	l.closeOnce.Do(func() {
+		l.cancel()
+		err = l.inner.Close()
+		l.wg.Wait()
+	})
+	return err
+}
+
+// Addr is the inner listener's address.
+func (l *tlsListener) Addr() net.Addr { return l.inner.Addr() }
+
+// tlsConn is an HTTP/1.1 connection over TLS: the framing watcher over the
+// *tls.Conn, reporting the handshake's state (http.Server reads it for
+// Request.TLS).
+type tlsConn struct {
+	framingConn
+	state tls.ConnectionState
+}
+
+// ConnectionState is the state of the finished handshake.
+func (c *tlsConn) ConnectionState() tls.ConnectionState { return c.state }
+
+// resetGuard closes an HTTP/2 connection whose client cancels streams
+// faster than its allowance (a rapid-reset flood): Go's server already
+// bounds the handlers running at once; this bounds the rate.
+type resetGuard struct {
+	conn    net.Conn
+	limiter *rate.Limiter
+}
+
+// reset counts one cancelled stream; past the allowance it closes the
+// connection and reports true.
+func (g *resetGuard) reset() bool {
+	if g.limiter.Allow() {
+		return false
+	}
+	_ = g.conn.Close()
+	return true
+}
+
+type resetGuardKey struct{}
+
+// resetGuardOf returns the guard of r's HTTP/2 connection, or nil.
+func resetGuardOf(ctx context.Context) *resetGuard {
+	g, _ := ctx.Value(resetGuardKey{}).(*resetGuard)
+	return g
+}
