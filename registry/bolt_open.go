@@ -111,6 +111,8 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
+	case !fi.Mode().IsRegular():
+		return nil, fmt.Errorf("registry: open bolt store %s: not a regular file (%s)", path, fi.Mode().Type())
 	case fi.Size() == 0 && opts.MustHoldData != "":
 		return nil, &OpenError{Path: path, Problem: ProblemEmpty, Why: opts.MustHoldData}
 	case fi.Size() > 0:
@@ -147,10 +149,15 @@ func openBoltFile(path string, readOnly bool) (*bolt.DB, error) {
 		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: boltLockTimeout, ReadOnly: readOnly})
 		return err
 	})
+	var pathErr *os.PathError
 	switch {
 	case errors.Is(err, bolterrors.ErrTimeout):
 		return nil, &OpenError{Path: path, Problem: ProblemInUse, PID: readPIDFile(path),
 			Err: fmt.Errorf("its file lock is held (waited %s): %w", boltLockTimeout, err)}
+	case errors.As(err, &pathErr):
+		// The file could not be opened at all (permissions, a directory
+		// in its place): nothing says its content is damaged.
+		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
 	case err != nil:
 		return nil, &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
 	}

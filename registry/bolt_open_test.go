@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/wakegate/wakegate/registry"
@@ -112,5 +113,17 @@ func TestOpenBoltEmptyOrMissingBecomesNewStore(t *testing.T) {
 		if err := b.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestOpenBoltDirectoryInPlaceIsNotDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := registry.OpenBolt(path, registry.BoltOptions{})
+	var oe *registry.OpenError
+	if err == nil || errors.As(err, &oe) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("open of a directory: %v; want a plain error naming %s", err, path)
 	}
 }
