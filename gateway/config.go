@@ -97,6 +97,34 @@ type ServerConfig struct {
 	// /readyz moves traffic away first. Default 0s: zero stops accepting
 	// at once.
 	DrainDelay time.Duration `yaml:"drain_delay"`
+	// DrainWebSockets is when shutdown sends every relayed WebSocket a
+	// close frame (1001 going away) on both sides: "start" (default, and
+	// when empty) when the drain grace begins, so that shutdown waits only
+	// for the requests in flight; "end" when the grace is over, after
+	// letting WebSockets run through it.
+	DrainWebSockets string `yaml:"drain_websockets"`
+	// MinBodyRate is the least average rate, in bytes per second (units as
+	// ByteSize), at which a request body must arrive once MinRateGrace has
+	// passed; time spent waiting on the upstream does not count. A body
+	// slower than that is cut: 408 when nothing was answered yet, else the
+	// connection is closed. Default 240 (when unset); zero turns the check
+	// off.
+	MinBodyRate *ByteSize `yaml:"min_body_rate"`
+	// MinResponseRate is the least rate, in bytes per second (units as
+	// ByteSize), at which a client must read a response: each write must be
+	// taken by the client within MinRateGrace plus its size at this rate,
+	// or the connection is closed. WebSockets are not checked. Default 240
+	// (when unset); zero turns the check off.
+	MinResponseRate *ByteSize `yaml:"min_response_rate"`
+	// MinRateGrace is the time a body or a response write is allowed
+	// before MinBodyRate and MinResponseRate apply. Default 5s; zero means
+	// the default.
+	MinRateGrace time.Duration `yaml:"min_rate_grace"`
+	// MaxConnsPerClient caps the open connections of one client IP (the
+	// socket peer; a trusted proxy's connections are not capped). A
+	// connection past the cap is closed at once and counted in
+	// wakegate_conns_refused_total. Default 256; zero means the default.
+	MaxConnsPerClient int `yaml:"max_conns_per_client"`
 	// TrustedProxies are the CIDRs whose X-Forwarded-* and X-Request-Id
 	// headers are trusted; a bare address is a network of one. Default
 	// none: they are always set afresh.
@@ -117,6 +145,11 @@ type ProxyConfig struct {
 	// ResponseHeaderTimeout bounds waiting for an upstream's response
 	// headers (504 past it). Default 60s; zero means the default.
 	ResponseHeaderTimeout time.Duration `yaml:"response_header_timeout"`
+	// HomeResponseHeaderTimeout bounds waiting for a home's response
+	// headers (504 past it); the home's warm verdict is dropped then, so
+	// the next request proves the home again instead of hanging on it.
+	// Default 30s; zero means the default.
+	HomeResponseHeaderTimeout time.Duration `yaml:"home_response_header_timeout"`
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream, in
 	// connections. Default 256; zero means the default.
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`

@@ -126,7 +126,18 @@ func (l *LogConfig) validate(k checker) {
 
 func (s *ServerConfig) validate(k checker) {
 	k.nonNegative(namedDuration{"drain_delay", s.DrainDelay}, namedDuration{"drain_grace", s.DrainGrace},
-		namedDuration{"idle_timeout", s.IdleTimeout}, namedDuration{"read_header_timeout", s.ReadHeaderTimeout})
+		namedDuration{"idle_timeout", s.IdleTimeout}, namedDuration{"read_header_timeout", s.ReadHeaderTimeout},
+		namedDuration{"min_rate_grace", s.MinRateGrace})
+	k.oneOf("drain_websockets", s.DrainWebSockets, "start", "end")
+	if *s.MinBodyRate < 0 {
+		k.bad("min_body_rate", "must not be negative")
+	}
+	if *s.MinResponseRate < 0 {
+		k.bad("min_response_rate", "must not be negative")
+	}
+	if s.MaxConnsPerClient < 1 {
+		k.bad("max_conns_per_client", "must be at least 1")
+	}
 	if s.MaxHeaderBytes < 1024 {
 		k.bad("max_header_bytes", "must be at least 1KiB, got %d", s.MaxHeaderBytes)
 	}
@@ -172,7 +183,8 @@ func parseTrusted(cidr string) (*net.IPNet, error) {
 
 func (p *ProxyConfig) validate(k checker) {
 	k.nonNegative(namedDuration{"dial_timeout", p.DialTimeout}, namedDuration{"idle_conn_timeout", p.IdleConnTimeout},
-		namedDuration{"response_header_timeout", p.ResponseHeaderTimeout})
+		namedDuration{"response_header_timeout", p.ResponseHeaderTimeout},
+		namedDuration{"home_response_header_timeout", p.HomeResponseHeaderTimeout})
 	if p.MaxIdleConnsPerHost < 0 {
 		k.bad("max_idle_conns_per_host", "must not be negative")
 	}

@@ -64,11 +64,17 @@ func (s *ServerConfig) defaults() {
 	def(&s.MaxHeaderBytes, 64<<10)
 	def(&s.MaxBodyBytes, 32<<20)
 	def(&s.DrainGrace, 20*time.Second)
+	def(&s.DrainWebSockets, "start")
+	defPtr(&s.MinBodyRate, 240)
+	defPtr(&s.MinResponseRate, 240)
+	def(&s.MinRateGrace, 5*time.Second)
+	def(&s.MaxConnsPerClient, 256)
 }
 
 func (p *ProxyConfig) defaults() {
 	def(&p.DialTimeout, 5*time.Second)
 	def(&p.ResponseHeaderTimeout, 60*time.Second)
+	def(&p.HomeResponseHeaderTimeout, 30*time.Second)
 	def(&p.MaxIdleConnsPerHost, 256)
 	def(&p.IdleConnTimeout, 90*time.Second)
 	def(&p.RelayHeader, "X-Wakegate-Relay")

@@ -607,6 +607,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero, err := gateway.Load("zero.yaml", []byte(`log: {access: false}
+server: {min_body_rate: 0, min_response_rate: 0}
 wake:
   hold: 0
   idle_timeout: 0s
@@ -641,8 +642,14 @@ homes:
 		{"server.max_body_bytes", cfg.Server.MaxBodyBytes, gateway.ByteSize(32 << 20)},
 		{"server.drain_grace", cfg.Server.DrainGrace, 20 * time.Second},
 		{"server.drain_delay", cfg.Server.DrainDelay, time.Duration(0)},
+		{"server.drain_websockets", cfg.Server.DrainWebSockets, "start"},
+		{"server.min_body_rate", *cfg.Server.MinBodyRate, gateway.ByteSize(240)},
+		{"server.min_response_rate", *cfg.Server.MinResponseRate, gateway.ByteSize(240)},
+		{"server.min_rate_grace", cfg.Server.MinRateGrace, 5 * time.Second},
+		{"server.max_conns_per_client", cfg.Server.MaxConnsPerClient, 256},
 		{"proxy.dial_timeout", cfg.Proxy.DialTimeout, 5 * time.Second},
 		{"proxy.response_header_timeout", cfg.Proxy.ResponseHeaderTimeout, 60 * time.Second},
+		{"proxy.home_response_header_timeout", cfg.Proxy.HomeResponseHeaderTimeout, 30 * time.Second},
 		{"proxy.max_idle_conns_per_host", cfg.Proxy.MaxIdleConnsPerHost, 256},
 		{"proxy.idle_conn_timeout", cfg.Proxy.IdleConnTimeout, 90 * time.Second},
 		{"proxy.relay_header", cfg.Proxy.RelayHeader, "X-Wakegate-Relay"},
@@ -690,6 +697,8 @@ homes:
 		// A zero that means something other than the default stays zero.
 		{"zero log.access", *zero.Log.Access, false},
 		{"zero wake.hold", *zero.Wake.Hold, time.Duration(0)},
+		{"zero server.min_body_rate", *zero.Server.MinBodyRate, gateway.ByteSize(0)},
+		{"zero server.min_response_rate", *zero.Server.MinResponseRate, gateway.ByteSize(0)},
 		{"zero wake.idle_timeout", *zero.Wake.IdleTimeout, time.Duration(0)},
 		{"zero wake.probe.port_watch", *zero.Wake.Probe.PortWatch, time.Duration(0)},
 		{"zero wake.no_wake_paths", len(zero.Wake.NoWakePaths), 0},

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -47,10 +48,11 @@ type Gateway struct {
 	reqSeq   atomic.Uint64
 	reqPre   string
 
-	// hardStop ends every request's context when the drain grace is over;
-	// it is what closes hijacked WebSocket connections.
+	// hardStop ends every request's context, with errCut as the cause,
+	// when the drain grace is over; it is what closes hijacked WebSocket
+	// connections.
 	hardStop   context.Context
-	hardCancel context.CancelFunc
+	hardCancel context.CancelCauseFunc
 
 	handler http.Handler
 	addr    chan net.Addr
@@ -93,7 +95,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	g.reqPre = hex.EncodeToString(b[:]) + "-"
-	g.hardStop, g.hardCancel = context.WithCancel(context.Background())
+	g.hardStop, g.hardCancel = context.WithCancelCause(context.Background())
 
 	em := newEngineMetrics()
 	if err := g.openStoreAndProviders(em); err != nil {
@@ -245,10 +247,15 @@ func (g *Gateway) Addr(ctx context.Context) (net.Addr, error) {
 //  1. Mark draining: /readyz answers 503 while the listener keeps serving for
 //     server.drain_delay, so load balancers move away.
 //  2. Stop accepting (http.Server.Shutdown).
-//  3. Let in-flight requests and WebSockets finish, up to server.drain_grace.
-//  4. End what is left: the base context ends every request and with it
-//     every hijacked backend connection; wait up to afterCloseWait for their
-//     handlers to return, and no longer (nothing keeps waiting afterwards).
+//  3. Tell every relayed WebSocket to go away (a close frame with 1001 to
+//     both sides; with server.drain_websockets: end, only once the grace is
+//     over), then let in-flight requests and WebSockets finish, up to
+//     server.drain_grace.
+//  4. End what is left, counting the requests and WebSockets cut in the
+//     log: the base context ends every request (one whose response has not
+//     begun is answered 503 shutting_down) and with it every hijacked
+//     backend connection; wait up to afterCloseWait for their handlers to
+//     return, and no longer (nothing keeps waiting afterwards).
 //  5. Stop the admin listener (its event streams end), then background work
 //     (the idle and roll loop, app observation).
 //  6. Stop the engine: wakes in flight are cancelled and waited for, so none
@@ -263,6 +270,9 @@ const (
 	// afterCloseWait bounds step 4's wait for handlers that outlive the
 	// end of their context.
 	afterCloseWait = 5 * time.Second
+	// goingAwayWait bounds the wait for WebSockets told to go away when
+	// the grace is over (server.drain_websockets: end).
+	goingAwayWait = 2 * time.Second
 	// quiesceSlack is added to twice exec.stop_grace (SIGTERM, then
 	// SIGKILL) to bound step 7 as a whole.
 	quiesceSlack = 5 * time.Second
@@ -371,24 +381,30 @@ func (g *Gateway) drain(srv *http.Server, serveErr chan error) {
 		}
 	}
 	grace := g.cfg.Server.DrainGrace
-	g.log.Info("shutting down", "drain_grace", grace.String())
+	atStart := g.cfg.Server.DrainWebSockets == "start"
+	goingAway := 0
+	if atStart {
+		// WebSockets are told to go away now (1001 to both sides), so
+		// that the drain waits only for the requests in flight.
+		goingAway = g.proxy.GoingAway()
+	}
+	g.log.Info("shutting down", "drain_grace", grace.String(), "websockets_going_away", goingAway)
 	deadline, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	// 2. Stop accepting; Shutdown waits for plain requests on its own.
 	shutdownDone := make(chan error, 1)
 	go func() { shutdownDone <- srv.Shutdown(deadline) }()
 	// 3. Wait for every request, hijacked WebSockets included, up to grace.
+	cutReqs, cutWS := 0, 0
 	select {
 	case <-g.inflight.Zero():
 	case <-deadline.Done():
-		g.log.Warn("drain grace over; closing remaining connections")
+		cutReqs, cutWS = g.graceOver(atStart)
 	}
-	// 4. Close what is left and wait a bounded while for the handlers.
-	g.hardCancel()
-	_ = srv.Close()
-	if err := <-shutdownDone; err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		g.log.Warn("shutdown", "err", err)
-	}
+	// 4. End what is left, wait a bounded while for the handlers (a
+	// request cut before its response began is answered), then close
+	// the connections.
+	g.hardCancel(errCut)
 	t := time.NewTimer(g.closeWait)
 	defer t.Stop()
 	select {
@@ -396,6 +412,40 @@ func (g *Gateway) drain(srv *http.Server, serveErr chan error) {
 	case <-t.C:
 		g.log.Warn("requests still running after close", "wait", g.closeWait.String())
 	}
+	_ = srv.Close()
+	if err := <-shutdownDone; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		g.log.Warn("shutdown", "err", err)
+	}
+	g.log.Info("drained", "requests_cut", cutReqs, "websockets_cut", cutWS)
+}
+
+// errCut ends the context of every request still running when the drain
+// grace is over; a request cut before its response began is answered with
+// it (503 shutting_down).
+var errCut = fault.New(fault.ShuttingDown, wake.CodeShuttingDown, "The gateway is shutting down.")
+
+// graceOver is reached when the drain grace ends with requests or
+// WebSockets still open. With drain_websockets: end, the WebSockets are
+// told to go away now and get goingAwayWait to close. It logs and returns
+// what is left to cut: requests (WebSockets not counted) and WebSockets.
+func (g *Gateway) graceOver(toldAtStart bool) (requests, websockets int) {
+	if !toldAtStart {
+		if n := g.proxy.GoingAway(); n > 0 {
+			g.log.Info("drain grace over; WebSockets told to go away", "websockets", n)
+			t := time.NewTimer(goingAwayWait)
+			select {
+			case <-g.inflight.Zero():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	websockets = g.proxy.WebSockets()
+	requests = max(g.inflight.Count()-websockets, 0)
+	if requests+websockets > 0 {
+		g.log.Warn("drain grace over; cutting what is left", "requests", requests, "websockets", websockets)
+	}
+	return requests, websockets
 }
 
 func idleTick(cfg *Config) time.Duration {
@@ -438,7 +488,7 @@ func (g *Gateway) Close() {
 		}
 	}
 	if g.hardCancel != nil {
-		g.hardCancel()
+		g.hardCancel(errCut)
 	}
 }
 

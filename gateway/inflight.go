@@ -31,6 +31,9 @@ func (c *rtInflight) Add(d int) {
 	c.mu.Unlock()
 }
 
+// Count returns the count now.
+func (c *rtInflight) Count() int { return int(c.n.Load()) }
+
 // Done subtracts one from the count.
 func (c *rtInflight) Done() { c.Add(-1) }
 

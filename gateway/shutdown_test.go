@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,8 +38,8 @@ apps:
 
 // TestShutdownDrains sends SIGTERM to a real gateway with an open
 // WebSocket (to an exec home) and a slow request (to an app) in flight: the
-// request finishes with 200, the WebSocket is closed when the grace is
-// over, and the process exits 0.
+// WebSocket gets a close frame with 1001 when the drain starts, the request
+// finishes with 200, and the process exits 0 with nothing cut.
 func TestShutdownDrains(t *testing.T) {
 	t.Parallel()
 	const grace = 2 * time.Second
@@ -95,13 +96,10 @@ func TestShutdownDrains(t *testing.T) {
 		t.Fatal("slow request did not finish")
 	}
 
-	// The WebSocket stays open through the drain until the grace is over,
-	// then the gateway closes it.
+	// The WebSocket was told to go away when the drain started.
 	_ = conn.SetReadDeadline(time.Now().Add(testbin.WaitLimit))
-	_, _, err = conn.ReadMessage()
-	var ne net.Error
-	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
-		t.Errorf("WebSocket read after the grace: %v; want the connection closed by the gateway", err)
+	if _, _, err = conn.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+		t.Errorf("WebSocket read during the drain: %v; want a close frame with 1001", err)
 	}
 
 	exitErr, exited := gw.Wait(grace + 5*time.Second)
@@ -112,7 +110,7 @@ func TestShutdownDrains(t *testing.T) {
 		t.Errorf("gateway exit: %v, want 0", exitErr)
 	}
 	out := gw.Output()
-	for _, want := range []string{"shutting down", "drain grace over", "msg=stopped"} {
+	for _, want := range []string{"shutting down", "websockets_going_away=1", "requests_cut=0 websockets_cut=0", "msg=stopped"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q", want)
 		}
@@ -120,14 +118,15 @@ func TestShutdownDrains(t *testing.T) {
 }
 
 // TestShutdownReadyz cancels an in-process gateway's context while a
-// WebSocket holds the drain open: /readyz answers 503, new connections are
-// refused, the open WebSocket keeps working, and Serve returns nil once it
-// closes.
+// WebSocket holds the drain open (drain_websockets: end): /readyz answers
+// 503, new connections are refused, the open WebSocket keeps working, and
+// Serve returns nil once it closes.
 func TestShutdownReadyz(t *testing.T) {
 	t.Parallel()
 	gw := e2eStartInProcess(t, `
 server:
   drain_grace: 30s
+  drain_websockets: end
 wake:
   idle_timeout: 0s
 homes:
@@ -303,5 +302,158 @@ func TestShutdownQuiescesHomes(t *testing.T) {
 				t.Fatalf("home process %v after the restart, want a new one\n%s", pids, out)
 			}
 		})
+	}
+}
+
+// shutdownSlowGet runs GET url in the background and reports its result.
+func shutdownSlowGet(c *http.Client, url string) <-chan shutdownResult {
+	out := make(chan shutdownResult, 1)
+	go func() {
+		res, err := c.Get(url)
+		if err != nil {
+			out <- shutdownResult{err: err, at: time.Now()}
+			return
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		out <- shutdownResult{status: res.StatusCode, body: string(b), err: err, at: time.Now()}
+	}()
+	return out
+}
+
+type shutdownResult struct {
+	status int
+	body   string
+	err    error
+	at     time.Time
+}
+
+// shutdownOpenWS opens n WebSockets to the demo home through the gateway
+// and reads each one's hello.
+func shutdownOpenWS(t *testing.T, addr string, n int) []*websocket.Conn {
+	t.Helper()
+	conns := make([]*websocket.Conn, n)
+	for i := range conns {
+		c, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/node/demo/ws", nil)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		e2eHello(t, c, "demo")
+		conns[i] = c
+	}
+	return conns
+}
+
+// TestShutdownWebSocketsGoAway shuts down a gateway relaying 200
+// WebSockets to a real WebSocket home while a 2 s request is in flight,
+// with a drain grace far away: every client gets a close frame with 1001
+// before the request finishes (the close frames go out when the drain
+// starts), the request finishes with 200, and Serve returns without
+// waiting for the grace, with nothing cut.
+func TestShutdownWebSocketsGoAway(t *testing.T) {
+	t.Parallel()
+	const n = 200
+	gw := e2eStartInProcess(t, `
+log: {access: false}
+server:
+  drain_grace: 10m
+  max_conns_per_client: 1000
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+`)
+	conns := shutdownOpenWS(t, gw.addr, n)
+	slow := shutdownSlowGet(e2eClient(t), "http://"+gw.addr+"/node/demo/slow?d=2s")
+	testbin.Eventually(t, "the slow request counted as a session", func() bool {
+		return gw.g.Sessions().Count("demo") == n+1
+	})
+
+	start := time.Now()
+	gw.cancel()
+	var lastClose time.Time
+	for i, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(testbin.WaitLimit))
+		_, _, err := c.ReadMessage()
+		if !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+			t.Errorf("WebSocket %d: %v, want a close frame with 1001", i, err)
+		}
+		lastClose = time.Now()
+	}
+	var r shutdownResult
+	select {
+	case r = <-slow:
+	case <-time.After(testbin.WaitLimit):
+		t.Fatal("the slow request did not finish")
+	}
+	if r.err != nil || r.status != http.StatusOK || r.body != "slow done" {
+		t.Errorf("slow request during the drain: %d %q %v; want 200 slow done", r.status, r.body, r.err)
+	}
+	if !lastClose.Before(r.at) {
+		t.Errorf("the last close frame came %s after shutdown began, not before the slow request ended (%s)",
+			lastClose.Sub(start), r.at.Sub(start))
+	}
+	select {
+	case <-gw.served:
+	case <-time.After(testbin.WaitLimit):
+		t.Fatal("Serve did not return once the slow request had finished")
+	}
+	served := time.Now()
+	t.Logf("shutdown with %d WebSockets: all close frames after %s, slow request (2s) done after %s, Serve returned after %s",
+		n, lastClose.Sub(start), r.at.Sub(start), served.Sub(start))
+	logs := gw.logs.String()
+	if strings.Contains(logs, "drain grace over") {
+		t.Errorf("the drain waited for its grace:\n%s", logs)
+	}
+	if !strings.Contains(logs, "websockets_going_away="+strconv.Itoa(n)) || !strings.Contains(logs, "requests_cut=0 websockets_cut=0") {
+		t.Errorf("log lacks the going-away and cut counts:\n%s", logs)
+	}
+}
+
+// TestShutdownCutsAtGraceEnd keeps WebSockets open through the grace
+// (drain_websockets: end) with a request that outlasts it: when the grace
+// is over the WebSocket gets a close frame with 1001, the request is
+// answered 503 shutting_down, and the log counts one request cut.
+func TestShutdownCutsAtGraceEnd(t *testing.T) {
+	t.Parallel()
+	gw := e2eStartInProcess(t, `
+log: {access: false}
+server:
+  drain_grace: 1s
+  drain_websockets: end
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+`)
+	conns := shutdownOpenWS(t, gw.addr, 1)
+	long := shutdownSlowGet(e2eClient(t), "http://"+gw.addr+"/node/demo/slow?d=1m")
+	testbin.Eventually(t, "the long request counted as a session", func() bool {
+		return gw.g.Sessions().Count("demo") == 2
+	})
+	gw.cancel()
+	// Inside the grace the WebSocket still works.
+	e2eEcho(t, conns[0], websocket.TextMessage, []byte("still here while draining"))
+	_ = conns[0].SetReadDeadline(time.Now().Add(testbin.WaitLimit))
+	if _, _, err := conns[0].ReadMessage(); !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+		t.Errorf("WebSocket at the grace's end: %v, want a close frame with 1001", err)
+	}
+	select {
+	case r := <-long:
+		if r.err != nil || r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"shutting_down"`) {
+			t.Errorf("request cut at the grace's end: %d %q %v; want 503 shutting_down", r.status, r.body, r.err)
+		}
+	case <-time.After(testbin.WaitLimit):
+		t.Fatal("the long request was not answered")
+	}
+	select {
+	case <-gw.served:
+	case <-time.After(testbin.WaitLimit):
+		t.Fatal("Serve did not return")
+	}
+	logs := gw.logs.String()
+	if !strings.Contains(logs, "requests_cut=1 websockets_cut=0") {
+		t.Errorf("log lacks the cut counts:\n%s", logs)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
@@ -48,6 +49,9 @@ type Route struct {
 	// Waited is how long the request waited for a wake; when positive it is
 	// reported as Server-Timing: wake;dur=<ms>.
 	Waited time.Duration
+
+	// rel is the relay of a WebSocket upgrade (relay.go); nil otherwise.
+	rel *relay
 }
 
 // Options configure a Proxy.
@@ -83,6 +87,10 @@ type Proxy struct {
 	rp        *httputil.ReverseProxy
 	transport *http.Transport
 	stripped  []string
+
+	relayMu   sync.Mutex
+	relays    map[*relay]struct{} // WebSockets being relayed (relay.go)
+	goingAway bool                // GoingAway was called
 }
 
 type routeKey struct{}
@@ -109,7 +117,7 @@ func New(o Options) *Proxy {
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
 	}
-	p := &Proxy{opts: o, transport: tr}
+	p := &Proxy{opts: o, transport: tr, relays: map[*relay]struct{}{}}
 	p.stripped = append([]string{http.CanonicalHeaderKey(o.RelayHeader)}, o.StripHeaders...)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
@@ -145,6 +153,13 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(w, r.Body, max)
 		}
+	}
+	if isWebSocket(r) {
+		// The relay's two sides are wired in modifyResponse (the home's)
+		// and relayWriter.Hijack (the client's).
+		route.rel = &relay{}
+		defer p.untrack(route.rel)
+		w = &relayWriter{ResponseWriter: w, p: p, rel: route.rel}
 	}
 	r = r.WithContext(context.WithValue(r.Context(), routeKey{}, route))
 	p.rp.ServeHTTP(w, r)
@@ -268,6 +283,12 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 			res.Body = newMaskReader(res.Body, tok)
 		}
 	}
+	if rel := route.rel; rel != nil && res.StatusCode == http.StatusSwitchingProtocols {
+		if body, ok := res.Body.(io.ReadWriteCloser); ok {
+			rel.toHome = &frameWriter{w: body, masked: true}
+			res.Body = &homeConn{ReadWriteCloser: body, fw: rel.toHome}
+		}
+	}
 	if route.Waited > 0 {
 		res.Header.Add("Server-Timing", "wake;dur="+strconv.FormatInt(route.Waited.Milliseconds(), 10))
 	}
@@ -275,10 +296,19 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 }
 
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-		// The caller went away; nobody is left to answer.
-		w.WriteHeader(499)
-		return
+	if r.Context().Err() != nil {
+		if fe, ok := fault.As(context.Cause(r.Context())); ok {
+			// The server ended the request (a shutdown past its grace):
+			// its reason is the answer, if nothing was answered yet.
+			w.Header().Set("Connection", "close")
+			WriteError(w, r, fe)
+			return
+		}
+		if errors.Is(err, context.Canceled) {
+			// The caller went away; nobody is left to answer.
+			w.WriteHeader(499)
+			return
+		}
 	}
 	c := StatusOf(err)
 	route := routeFrom(r.Context())

@@ -1,0 +1,326 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// A relayed WebSocket is two raw connections joined by ReverseProxy's copy
+// loops: one copies the home's bytes to the client, the other the client's
+// bytes to the home. To end such a relay cleanly (at shutdown) the proxy
+// writes a close frame (1001 going away) to each side, which is only
+// allowed between frames: a close frame written inside a data frame that
+// is half relayed would corrupt the stream. So every write of a copy loop
+// goes through a frameWriter, which follows the frame boundaries of what it
+// writes and serialises the copy loop's writes with the close frame.
+
+// closeGoingAway is the close status sent to both sides at shutdown.
+const closeGoingAway = 1001
+
+// relay is one relayed WebSocket: the writer toward the client and the
+// writer toward the home. Its close frames are written by goroutines it
+// owns; Serve waits for them once the relay has ended.
+type relay struct {
+	toClient *frameWriter
+	toHome   *frameWriter
+	once     sync.Once
+	wg       sync.WaitGroup
+}
+
+// goingAway sends a close frame to both sides, each at the end of the
+// frame in progress on its side. It returns at once; the writes run on
+// goroutines that end when the frames are written or the connections
+// close. It is called with the proxy's relay lock held.
+func (r *relay) goingAway() {
+	r.once.Do(func() {
+		for _, w := range []*frameWriter{r.toClient, r.toHome} {
+			r.wg.Go(w.goingAway)
+		}
+	})
+}
+
+// isWebSocket reports whether r asks to upgrade to WebSocket.
+func isWebSocket(r *http.Request) bool {
+	return isUpgrade(r) && strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// track registers a relay whose two sides are known.
+func (p *Proxy) track(r *relay) {
+	p.relayMu.Lock()
+	p.relays[r] = struct{}{}
+	if p.goingAway {
+		r.goingAway() // the drain began while this one was upgrading
+	}
+	p.relayMu.Unlock()
+}
+
+// untrack forgets r and waits for its close frame writers. The relay has
+// ended, so its connections are closed and the writers cannot block.
+func (p *Proxy) untrack(r *relay) {
+	p.relayMu.Lock()
+	delete(p.relays, r)
+	p.relayMu.Unlock()
+	r.wg.Wait()
+}
+
+// WebSockets returns the number of WebSockets being relayed now.
+func (p *Proxy) WebSockets() int {
+	p.relayMu.Lock()
+	defer p.relayMu.Unlock()
+	return len(p.relays)
+}
+
+// GoingAway sends a close frame with status 1001 (going away) to both
+// sides of every relayed WebSocket, and of every one upgraded from now on,
+// each written between two frames of its side. It returns at once with the
+// number of WebSockets open when it was called; each relay then ends when
+// its sides close their connections, or when its request's context ends.
+func (p *Proxy) GoingAway() int {
+	p.relayMu.Lock()
+	defer p.relayMu.Unlock()
+	p.goingAway = true
+	for r := range p.relays {
+		r.goingAway()
+	}
+	return len(p.relays)
+}
+
+// relayWriter wraps the ResponseWriter of a WebSocket upgrade, so that the
+// hijacked client connection ReverseProxy copies to is written through a
+// frameWriter.
+type relayWriter struct {
+	http.ResponseWriter
+	p   *Proxy
+	rel *relay
+}
+
+// Hijack hijacks the client connection and registers the relay.
+func (w *relayWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil || w.rel.toHome == nil {
+		return c, brw, err
+	}
+	w.rel.toClient = &frameWriter{w: c}
+	w.p.track(w.rel)
+	return &clientConn{Conn: c, fw: w.rel.toClient}, brw, nil
+}
+
+// Unwrap lets http.ResponseController reach the wrapped writer.
+func (w *relayWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// errNoCloseWrite ends a copy loop whose connection cannot half-close, as
+// ReverseProxy does for such connections.
+var errNoCloseWrite = errors.New("connection cannot half-close")
+
+type closeWriter interface{ CloseWrite() error }
+
+// clientConn is the hijacked client connection; its writes (the home's
+// frames) go through fw.
+type clientConn struct {
+	net.Conn
+	fw *frameWriter
+}
+
+func (c *clientConn) Write(p []byte) (int, error) { return c.fw.Write(p) }
+
+// CloseWrite half-closes the connection when it can.
+func (c *clientConn) CloseWrite() error {
+	if cw, ok := c.Conn.(closeWriter); ok {
+		return cw.CloseWrite()
+	}
+	return errNoCloseWrite
+}
+
+// homeConn is the home's side of the upgrade (the 101 response's body);
+// its writes (the client's frames) go through fw.
+type homeConn struct {
+	io.ReadWriteCloser
+	fw *frameWriter
+}
+
+func (c *homeConn) Write(p []byte) (int, error) { return c.fw.Write(p) }
+
+// CloseWrite half-closes the connection when it can.
+func (c *homeConn) CloseWrite() error {
+	if cw, ok := c.ReadWriteCloser.(closeWriter); ok {
+		return cw.CloseWrite()
+	}
+	return errNoCloseWrite
+}
+
+// frameWriter writes one direction of a relayed WebSocket and follows its
+// frame boundaries, so that a close frame goes between two frames.
+type frameWriter struct {
+	w io.Writer
+	// masked: frames toward the home are client frames and must be masked.
+	masked bool
+
+	mu      sync.Mutex
+	cur     frameCursor
+	pending bool // a close frame waits for the end of the frame in progress
+	closed  bool // a close frame went this way: nothing more is written
+}
+
+// Write relays p. Once a close frame is pending, p is written up to the
+// end of the frame in progress, then the close frame; anything after a
+// close frame is dropped (the peer may send nothing but its own close
+// reply, which the other side already had from the gateway).
+func (f *frameWriter) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return len(p), nil
+	}
+	if !f.pending {
+		if _, err := f.w.Write(p); err != nil {
+			return 0, err
+		}
+		f.cur.skip(p)
+		if f.cur.closeDone {
+			f.closed = true // a close went this way on its own
+		}
+		return len(p), nil
+	}
+	n, boundary := f.cur.next(p)
+	if _, err := f.w.Write(p[:n]); err != nil {
+		return 0, err
+	}
+	switch {
+	case boundary && f.cur.closeDone:
+		f.pending, f.closed = false, true // the peer's own close went first
+	case boundary:
+		if err := f.writeCloseLocked(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// goingAway writes the close frame now when no frame is in progress, or
+// leaves it for the Write that ends the frame.
+func (f *frameWriter) goingAway() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	if !f.cur.between() {
+		f.pending = true
+		return
+	}
+	_ = f.writeCloseLocked() // a broken connection ends the relay anyway
+}
+
+func (f *frameWriter) writeCloseLocked() error {
+	f.pending, f.closed = false, true
+	_, err := f.w.Write(closeFrame(closeGoingAway, f.masked))
+	return err
+}
+
+// closeFrame is a close frame with status code and no reason; masked with
+// a random key when it goes from client to server.
+func closeFrame(code uint16, masked bool) []byte {
+	var payload [2]byte
+	binary.BigEndian.PutUint16(payload[:], code)
+	if !masked {
+		return []byte{0x88, 2, payload[0], payload[1]}
+	}
+	var key [4]byte
+	_, _ = rand.Read(key[:])
+	return []byte{0x88, 0x80 | 2, key[0], key[1], key[2], key[3], payload[0] ^ key[0], payload[1] ^ key[1]}
+}
+
+// frameCursor follows WebSocket frame boundaries across writes (RFC 6455
+// section 5.2): a header of 2 to 14 bytes, then the payload.
+type frameCursor struct {
+	hdr  [14]byte
+	hn   int    // header bytes seen of the frame in progress
+	left uint64 // payload bytes still to come
+	// inClose: the frame in progress is a close frame; closeDone: a whole
+	// close frame has passed.
+	inClose, closeDone bool
+}
+
+// between reports whether the cursor is between two frames.
+func (c *frameCursor) between() bool { return c.hn == 0 && c.left == 0 }
+
+// skip follows all of p.
+func (c *frameCursor) skip(p []byte) {
+	for len(p) > 0 {
+		n, _ := c.next(p)
+		p = p[n:]
+	}
+}
+
+// next follows p up to the end of the frame in progress: it returns how
+// many bytes of p belong to that frame (all of p when it does not end
+// inside p) and whether the cursor is then between frames.
+func (c *frameCursor) next(p []byte) (int, bool) {
+	n := 0
+	for n < len(p) {
+		if c.left > 0 {
+			k := min(uint64(len(p)-n), c.left)
+			n += int(k)
+			c.left -= k
+			if c.left == 0 {
+				c.endFrame()
+				return n, true
+			}
+			continue
+		}
+		c.hdr[c.hn] = p[n]
+		c.hn++
+		n++
+		if c.hn < 2 || c.hn < headerLen(c.hdr[1]) {
+			continue
+		}
+		c.left = payloadLen(c.hdr[:c.hn])
+		c.inClose = c.hdr[0]&0x0f == 0x8
+		c.hn = 0
+		if c.left == 0 {
+			c.endFrame()
+			return n, true
+		}
+	}
+	return n, c.between()
+}
+
+func (c *frameCursor) endFrame() {
+	if c.inClose {
+		c.closeDone = true
+	}
+}
+
+// headerLen is the length of a frame header whose second byte is b1.
+func headerLen(b1 byte) int {
+	n := 2
+	switch b1 & 0x7f {
+	case 126:
+		n += 2
+	case 127:
+		n += 8
+	}
+	if b1&0x80 != 0 {
+		n += 4
+	}
+	return n
+}
+
+// payloadLen is the payload length of a complete frame header.
+func payloadLen(h []byte) uint64 {
+	switch l := h[1] & 0x7f; l {
+	case 126:
+		return uint64(binary.BigEndian.Uint16(h[2:4]))
+	case 127:
+		return binary.BigEndian.Uint64(h[2:10])
+	default:
+		return uint64(l)
+	}
+}
