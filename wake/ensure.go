@@ -223,10 +223,12 @@ func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
 	e.homes.Store(&m)
 	// The idle clock of a home starts when this gateway learns of it.
 	e.o.Sessions.Touch(s.ID)
-	if rec.Status == registry.StatusRunning || rec.Status == registry.StatusWaking {
-		// A home left running by a previous gateway is adopted now: the
-		// wake verifies its process identity, watches it again and proves
-		// it ready, instead of starting a second one.
+	switch rec.Status {
+	case registry.StatusRunning, registry.StatusWaking, registry.StatusRestoring:
+		// A home left running by a previous gateway, or in the middle of a
+		// wake or a roll (it crashed, or could not record the outcome), is
+		// adopted now: the wake verifies its process identity, watches it
+		// again and proves it ready, instead of starting a second one.
 		if _, _, err := e.join(h, "adopt"); err != nil {
 			e.o.Log.Warn("adopt home", "home", s.ID, "err", err)
 		}

@@ -286,3 +286,30 @@ func TestSuspendOfWakingHome(t *testing.T) {
 		}
 	})
 }
+
+// A home whose record was left waking or restoring (a gateway that died in
+// the middle of a wake or a roll, or could not record its outcome) is
+// adopted at the next start: its process is proven and kept, not a second
+// one started, and the record says running.
+func TestRestartAdoptsHomeLeftMidOperation(t *testing.T) {
+	for _, st := range []registry.Status{registry.StatusWaking, registry.StatusRestoring} {
+		t.Run(string(st), func(t *testing.T) {
+			r := newFrig(t, nil)
+			if _, err := r.ensure(); err != nil {
+				t.Fatal(err)
+			}
+			pids := r.pids()
+			if _, err := registry.UpdateHome(context.Background(), r.bolt, registry.Home{ID: rigHome}, "test",
+				func(h *registry.Home) { h.Status = st }); err != nil {
+				t.Fatal(err)
+			}
+			r.restart()
+			testbin.Eventually(t, "the adoption to record the home running", func() bool {
+				return r.record().Status == registry.StatusRunning
+			})
+			if got := r.pids(); len(got) != 1 || len(pids) != 1 || got[0] != pids[0] {
+				t.Fatalf("home processes after the restart %v, want %v adopted", got, pids)
+			}
+		})
+	}
+}
