@@ -1,11 +1,16 @@
 package faultinject
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
 )
@@ -84,4 +89,162 @@ func TestWrapperSuspendLeavesNoProcess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// crashConfig is a gateway whose one home exits with status 3 at once until
+// the file "fixed" exists in its directory; then it runs the demo home.
+func crashConfig(t *testing.T) string {
+	bin := testbin.Build(t)
+	script := fmt.Sprintf(`if [ -e {data_dir}/fixed ]; then exec %s demo-home --addr 127.0.0.1:{port} --target {target} --version {version} --boot-delay 50ms; fi; echo "config file missing" >&2; exit 3`, bin)
+	return fiConfig(t, fiOptions{admin: true,
+		exec: map[string]any{"command": []string{"/bin/sh", "-c", script}},
+		wake: map[string]any{"ready_timeout": "30s", "wake_timeout": "40s", "failure_backoff": "2s"}})
+}
+
+// fiAnswer is a public error body.
+type fiAnswer struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// TestCrashLoopFailsEveryCallerAtOnce starts a home that exits with status
+// 3 at once, sends concurrent API callers and a waiting page's poll, and
+// checks that each gets home_failed long before the 30 s ready timeout,
+// that the stored status says failed with the exit status, that the poll
+// starts no new wake, and that once the home is fixed an operator's wake
+// succeeds at once despite the failure backoff.
+func TestCrashLoopFailsEveryCallerAtOnce(t *testing.T) {
+	g := fiStart(t, t.TempDir(), crashConfig(t))
+	const callers = 8
+	type answer struct {
+		status int
+		code   string
+		took   time.Duration
+		err    error
+	}
+	answers := make([]answer, callers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range callers {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodGet, g.url+fiWhoami, nil)
+			req.Header.Set("Accept", "application/json")
+			res, err := http.DefaultClient.Do(req)
+			a := answer{took: time.Since(start), err: err}
+			if err == nil {
+				var body fiAnswer
+				a.err = json.NewDecoder(res.Body).Decode(&body)
+				res.Body.Close()
+				a.status, a.code = res.StatusCode, body.Error.Code
+			}
+			answers[i] = a
+		})
+	}
+	wg.Wait()
+	var slowest time.Duration
+	for i, a := range answers {
+		if a.err != nil {
+			t.Fatalf("caller %d: %v", i, a.err)
+		}
+		if a.status != http.StatusServiceUnavailable || a.code != "home_failed" {
+			t.Fatalf("caller %d: %d %q, want 503 home_failed\n%s", i, a.status, a.code, g.Output())
+		}
+		// The ready timeout is 30 s: an answer after it would be the
+		// timeout's, not the provider's give-up.
+		if a.took >= 30*time.Second {
+			t.Fatalf("caller %d answered after %s, not before the ready timeout", i, a.took)
+		}
+		slowest = max(slowest, a.took)
+	}
+	t.Logf("%d callers got home_failed; the slowest after %s", callers, slowest)
+
+	// The stored status says failed, with the exit status, for operators.
+	code, body := g.adminDo(t, http.MethodGet, "/admin/homes/"+fiHome)
+	var view struct {
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(body), &view); code != http.StatusOK || err != nil {
+		t.Fatalf("home view: %d %v %s", code, err, body)
+	}
+	if view.Status != "failed" || !strings.Contains(view.Reason, "exit status 3") || !strings.Contains(view.Reason, "config file missing") {
+		t.Fatalf("home view: status %q, reason %q; want failed with the exit status and the home's last words", view.Status, view.Reason)
+	}
+	if !strings.Contains(g.Output(), "exit status 3") {
+		t.Fatalf("the log does not give the exit status:\n%s", g.Output())
+	}
+	if code, out := fiRun(t, g.dir, "status", "--admin", g.admin, "--token", fiToken); code != 1 ||
+		!strings.Contains(out, "home "+fiHome+" is failed") || !strings.Contains(out, "exit status 3") {
+		t.Fatalf("wakegate status of a failed home: exit %d\n%s", code, out)
+	}
+
+	// The waiting page's poll reports the failure and starts no wake.
+	wakes := len(logLines(g.Output(), "wake"))
+	for range 3 {
+		res, err := http.Get(g.url + "/_wakegate/wake/node/" + fiTarget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var poll struct {
+			Ready bool   `json:"ready"`
+			Code  string `json:"code"`
+			Error string `json:"error"`
+		}
+		err = json.NewDecoder(res.Body).Decode(&poll)
+		res.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if poll.Ready || poll.Code != "home_failed" || poll.Error == "" {
+			t.Fatalf("poll of a failed home: %+v", poll)
+		}
+		if strings.Contains(poll.Error, "exit status") || strings.Contains(poll.Error, "config file") {
+			t.Fatalf("the public answer carries the operator's detail: %q", poll.Error)
+		}
+	}
+	if _, _, ok := progressOf(t, g); ok {
+		t.Fatal("a poll of a failed home started a wake")
+	}
+	if n := len(logLines(g.Output(), "wake")); n != wakes {
+		t.Fatalf("polls of a failed home ran %d wakes", n-wakes)
+	}
+
+	// Fixed: an operator's wake is not held by the backoff.
+	if err := os.WriteFile(filepath.Join(g.homeDir(fiHome), "fixed"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	code, body = g.adminDo(t, http.MethodPost, "/admin/homes/"+fiHome+"/wake")
+	if code != http.StatusOK {
+		t.Fatalf("operator's wake of the fixed home: %d %s\n%s", code, body, g.Output())
+	}
+	t.Logf("the operator's wake of the fixed home took %s", time.Since(t0))
+	res, out, err := g.get(http.DefaultClient, fiWhoami)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET after the operator's wake: %v %v %s", res, err, out)
+	}
+}
+
+// progressOf reports the wake in flight from the admin API's home view.
+func progressOf(t *testing.T, g *fiGateway) (string, int64, bool) {
+	t.Helper()
+	code, body := g.adminDo(t, http.MethodGet, "/admin/homes/"+fiHome)
+	if code != http.StatusOK {
+		t.Fatalf("home view: %d %s", code, body)
+	}
+	var v struct {
+		Wake *struct {
+			Phase     string `json:"phase"`
+			ElapsedMS int64  `json:"elapsed_ms"`
+		} `json:"wake"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Wake == nil {
+		return "", 0, false
+	}
+	return v.Wake.Phase, v.Wake.ElapsedMS, true
 }

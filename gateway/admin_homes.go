@@ -137,7 +137,7 @@ func (a adminAPI) WakeHome(ctx context.Context, id string, wait bool) (admin.Hom
 	if wait {
 		_, err = a.g.engine.WakeNow(ctx, id, "admin")
 	} else {
-		err = a.g.engine.Start(id)
+		err = a.g.engine.StartNow(id, "admin")
 	}
 	if err != nil {
 		return admin.HomeView{}, adminFault(err)

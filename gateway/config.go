@@ -189,9 +189,16 @@ type WakeConfig struct {
 	// default.
 	RetryAfter time.Duration `yaml:"retry_after"`
 	// FailureBackoff is the pause a home's wakes are held to after a failed
-	// wake; it doubles with each failure in a row up to 16 times. Default
-	// 2s; zero means the default.
+	// wake (the first failure lets one more wake start at once); it doubles
+	// with each failure in a row, up to FailureBackoffMax. Requests and
+	// waiting-page polls obey it; an operator's wake (POST
+	// /admin/homes/{id}/wake) does not. Default 2s; zero means the default.
 	FailureBackoff time.Duration `yaml:"failure_backoff"`
+	// FailureBackoffMax caps the doubled failure backoff, so a home that
+	// failed for a while is tried again within this long once it is fixed.
+	// Default 5m, or failure_backoff when that is longer; zero means the
+	// default; at least failure_backoff.
+	FailureBackoffMax time.Duration `yaml:"failure_backoff_max"`
 	// NoWakeUserAgents are regular expressions; a request whose User-Agent
 	// matches one never wakes a sleeping home. Default (when unset):
 	// DefaultNoWakeUserAgents; an empty list turns the rule off.

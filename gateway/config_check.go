@@ -191,12 +191,16 @@ func (p *ProxyConfig) validate(k checker) {
 }
 
 func (w *WakeConfig) validate(k checker) {
-	k.nonNegative(namedDuration{"failure_backoff", w.FailureBackoff}, namedDuration{"hold", *w.Hold},
+	k.nonNegative(namedDuration{"failure_backoff", w.FailureBackoff},
+		namedDuration{"failure_backoff_max", w.FailureBackoffMax}, namedDuration{"hold", *w.Hold},
 		namedDuration{"idle_timeout", *w.IdleTimeout}, namedDuration{"ready_timeout", w.ReadyTimeout},
 		namedDuration{"retry_after", w.RetryAfter}, namedDuration{"wake_timeout", w.WakeTimeout},
 		namedDuration{"warm_ttl", w.WarmTTL})
 	if w.MaxConcurrent < 1 {
 		k.bad("max_concurrent", "must be at least 1")
+	}
+	if w.FailureBackoffMax > 0 && w.FailureBackoffMax < w.FailureBackoff {
+		k.bad("failure_backoff_max", "must be at least failure_backoff (%s)", w.FailureBackoff)
 	}
 	w.noWakeUA = nil
 	for i, p := range w.NoWakeUserAgents {

@@ -89,6 +89,7 @@ func (w *WakeConfig) defaults() {
 	def(&w.MaxConcurrent, 16)
 	def(&w.RetryAfter, 5*time.Second)
 	def(&w.FailureBackoff, 2*time.Second)
+	def(&w.FailureBackoffMax, max(5*time.Minute, w.FailureBackoff))
 	if w.NoWakeUserAgents == nil {
 		w.NoWakeUserAgents = DefaultNoWakeUserAgents
 	}

@@ -166,6 +166,7 @@ func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
 		Sessions: g.sessions, Instance: cfg.Instance,
 		WarmTTL: cfg.Wake.WarmTTL, ReadyTimeout: cfg.Wake.ReadyTimeout, RetryAfter: cfg.Wake.RetryAfter,
 		MaxConcurrent: cfg.Wake.MaxConcurrent, FailureBackoff: cfg.Wake.FailureBackoff,
+		FailureBackoffMax: cfg.Wake.FailureBackoffMax,
 		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
 			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: g.log.With("component", "wake"),

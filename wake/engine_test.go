@@ -88,8 +88,9 @@ type rigOptions struct {
 	idle         time.Duration // home idle timeout; default 0 (never)
 	tick         time.Duration // idle loop tick; 0: the loop does not run
 	probe        wake.ProbeSpec
-	maxWakes     int      // wake.Options.MaxConcurrent; default 4
-	extraArgs    []string // appended to the demo home's command
+	maxWakes     int           // wake.Options.MaxConcurrent; default 4
+	backoffMax   time.Duration // wake.Options.FailureBackoffMax; default 0 (no cap)
+	extraArgs    []string      // appended to the demo home's command
 }
 
 // rig is a real wake engine: a bbolt store in a temp dir, the exec provider
@@ -157,19 +158,20 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		testbin.KillHomes(r.data)
 	})
 	r.eng = wake.New(wake.Options{
-		Store:          r.store,
-		Providers:      map[string]provider.Provider{"exec": r.exec},
-		Sessions:       r.sess,
-		Instance:       "test",
-		WarmTTL:        o.warmTTL,
-		ReadyTimeout:   o.readyTimeout,
-		RetryAfter:     2 * time.Second,
-		MaxConcurrent:  max(o.maxWakes, 1),
-		FailureBackoff: 2 * time.Second,
-		Probe:          o.probe,
-		RelayHeader:    demohome.RelayHeader,
-		Log:            log.With("component", "wake"),
-		Events:         r.bus,
+		Store:             r.store,
+		Providers:         map[string]provider.Provider{"exec": r.exec},
+		Sessions:          r.sess,
+		Instance:          "test",
+		WarmTTL:           o.warmTTL,
+		ReadyTimeout:      o.readyTimeout,
+		RetryAfter:        2 * time.Second,
+		MaxConcurrent:     max(o.maxWakes, 1),
+		FailureBackoff:    2 * time.Second,
+		FailureBackoffMax: o.backoffMax,
+		Probe:             o.probe,
+		RelayHeader:       demohome.RelayHeader,
+		Log:               log.With("component", "wake"),
+		Events:            r.bus,
 	})
 	t.Cleanup(r.eng.Close)
 	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: rigHome, Target: rigTarget,
@@ -729,19 +731,80 @@ func TestEngineOperatorStartResetsRestartBudget(t *testing.T) {
 }
 
 // A home whose process keeps exiting during its wake is given up on by the
-// provider (restart budget spent); the wake fails with the provider's
-// reason as its cause instead of probing the dead home until the ready
-// timeout, which is longer than the caller's wait here.
+// provider (restart budget spent); every caller of the wake gets
+// home_failed with the provider's reason as its cause at once instead of
+// probing the dead home until the ready timeout (an hour here). The home
+// is stored failed with the reason, and a waiting page's poll reports the
+// failure and starts no wake.
 func TestEngineWakeEndsWhenProviderGivesUp(t *testing.T) {
 	r := newRig(t, rigOptions{readyTimeout: time.Hour, extraArgs: []string{"--addr", "not-an-address"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := r.eng.EnsureAwake(ctx, rigHome)
-	fe, ok := fault.As(err)
-	if !ok || fe.Code != wake.CodeWakeFailed || fe.Cause == nil || !strings.Contains(fe.Cause.Error(), "giving up") {
-		t.Fatalf("wake of a home that keeps exiting: %v, want wake_failed with the provider's reason", err)
+	const callers = 4
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			_, err := r.eng.EnsureAwake(ctx, rigHome)
+			errs <- err
+		}()
+	}
+	for range callers {
+		err := <-errs
+		fe, ok := fault.As(err)
+		if !ok || fe.Code != wake.CodeHomeFailed || fe.Kind != fault.Failed || fe.Cause == nil ||
+			!strings.Contains(fe.Cause.Error(), "giving up") || !strings.Contains(fe.Cause.Error(), "exit status") {
+			t.Fatalf("wake of a home that keeps exiting: %v, want home_failed with the provider's reason", err)
+		}
+		if strings.Contains(fe.Message, "exit status") || strings.Contains(fe.Message, "not-an-address") {
+			t.Fatalf("the public sentence carries the operator's detail: %q", fe.Message)
+		}
 	}
 	if r.eng.Warm(rigHome) {
 		t.Fatal("a failed wake left a warm verdict")
 	}
+	st, err := r.eng.HomeState(ctx, rigHome)
+	if err != nil || st.Status != registry.StatusFailed || !strings.Contains(st.Reason, "exit status") {
+		t.Fatalf("stored state %+v, %v; want failed with the exit status", st, err)
+	}
+	r.waitEvents(1, wakeEnds...)
+	starts := len(r.waitEvents(1, wake.EventWakeStart))
+	for range 3 {
+		if err := r.eng.Start(rigHome); codeOf(err) != wake.CodeHomeFailed {
+			t.Fatalf("a poll of a failed home: %v, want home_failed", err)
+		}
+	}
+	if _, _, ok := r.eng.Progress(rigHome); ok {
+		t.Fatal("a poll of a failed home started a wake")
+	}
+	if n := len(r.waitEvents(starts, wake.EventWakeStart)); n != starts {
+		t.Fatalf("polls of a failed home started %d wakes", n-starts)
+	}
+}
+
+// An operator's wake is not held by the failure backoff, and the backoff
+// a run of failures builds up stops doubling at its cap.
+func TestEngineOperatorBypassesCappedBackoff(t *testing.T) {
+	r := newRig(t, rigOptions{readyTimeout: time.Hour, backoffMax: 3 * time.Second,
+		extraArgs: []string{"--addr", "not-an-address"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Five failures in a row: uncapped, the pause would be 2s<<4 = 32s.
+	for i := range 5 {
+		if _, err := r.eng.WakeNow(ctx, rigHome, "admin"); codeOf(err) != wake.CodeHomeFailed {
+			t.Fatalf("operator's wake %d: %v, want home_failed (not refused by the backoff)", i+1, err)
+		}
+	}
+	_, err := r.eng.EnsureAwake(ctx, rigHome)
+	fe, ok := fault.As(err)
+	if !ok || fe.Code != wake.CodeHomeFailed || fe.RetryAfter < time.Second || fe.RetryAfter > 3*time.Second {
+		t.Fatalf("a request during the backoff: %v (retry after %v), want home_failed with a Retry-After of at most the 3s cap", err, fe)
+	}
+}
+
+// codeOf is the public code of err, or its text when it has none.
+func codeOf(err error) string {
+	if fe, ok := fault.As(err); ok {
+		return fe.Code
+	}
+	return fmt.Sprint(err)
 }

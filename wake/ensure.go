@@ -50,8 +50,12 @@ type Options struct {
 	RetryAfter time.Duration
 	// MaxConcurrent caps wakes running at once.
 	MaxConcurrent int
-	// FailureBackoff is the base pause after a failed wake of a home.
+	// FailureBackoff is the base pause after a failed wake of a home; it
+	// doubles with each failure in a row.
 	FailureBackoff time.Duration
+	// FailureBackoffMax caps the doubled pause. Zero: no cap short of
+	// FailureBackoff doubled 16 times.
+	FailureBackoffMax time.Duration
 	// Probe is the probe template; Endpoint and Header are set per home,
 	// and Kind when the home overrides it. Path is the http probe's path and
 	// may contain {target}; a ws probe always upgrades at /node/{target}.
@@ -107,6 +111,10 @@ type home struct {
 	status  registry.Status
 	limiter *rate.Limiter
 	fails   int
+	// failed is the reason its provider gave up on the home, "" when it
+	// did not or a wake has succeeded since: a waiting page's poll reports
+	// it instead of starting another wake (Start).
+	failed string
 
 	// freed is closed when this instance releases the home's lifecycle
 	// lock, waking the operations waiting for it; lockedHere is true while
@@ -135,11 +143,25 @@ type flight struct {
 	// moved receives the provider's new result when it restarts the home's
 	// process during the wake, so the probe follows it.
 	moved chan provider.Result
+	// ctx is the wake's own context, detached from every caller; abort
+	// ends it with a cause (a *gaveUpError when the provider gave up on
+	// the home), whatever step the wake is in. runWake owns both.
+	ctx   context.Context
+	abort context.CancelCauseFunc
 	res   Awake
 	err   error
 }
 
 func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
+
+// gaveUpError is the cause of a wake ended because the home's provider
+// gave up on it; reason is the provider's (exit status, last log lines).
+type gaveUpError struct{ reason string }
+
+func (g *gaveUpError) Error() string { return "the provider gave up on the home: " + g.reason }
+
+// Unwrap makes a gaveUpError match errGaveUp.
+func (g *gaveUpError) Unwrap() error { return errGaveUp }
 
 // Engine wakes and suspends homes.
 type Engine struct {
@@ -229,7 +251,7 @@ func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
 		// wake or a roll (it crashed, or could not record the outcome), is
 		// adopted now: the wake verifies its process identity, watches it
 		// again and proves it ready, instead of starting a second one.
-		if _, _, err := e.join(h, "adopt"); err != nil {
+		if _, _, err := e.join(h, "adopt", false); err != nil {
 			e.o.Log.Warn("adopt home", "home", s.ID, "err", err)
 		}
 	}
@@ -366,14 +388,15 @@ func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 	// never takes it for a user of the home (roll.go, roller.busy).
 	h.waiting.Add(1)
 	defer h.waiting.Add(-1)
-	return e.wakeNow(ctx, h, "cold")
+	return e.wakeNow(ctx, h, "cold", false)
 }
 
 // join returns the wake in flight for h, starting one if needed, or a nil
 // flight and the fresh verdict found after taking the lock. The verdict is
 // returned rather than read again by the caller: a suspend or a failed
-// forward may drop it the moment the lock is released.
-func (e *Engine) join(h *home, cause string) (*flight, *verdict, error) {
+// forward may drop it the moment the lock is released. An operator's wake
+// is not held by the failure backoff.
+func (e *Engine) join(h *home, cause string, operator bool) (*flight, *verdict, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if v := h.warm.Load(); v != nil && e.now() < v.until {
@@ -387,13 +410,11 @@ func (e *Engine) join(h *home, cause string) (*flight, *verdict, error) {
 	if e.ctx.Err() != nil {
 		return nil, nil, errShuttingDown(e.o.RetryAfter)
 	}
-	if r := h.limiter.Reserve(); r.Delay() > 0 {
-		// Wakes of this home keep failing: back off.
-		d := r.Delay()
-		r.Cancel()
-		return nil, nil, errBackoff(max(d, minBackoffRetry))
+	if err := e.backoff(h, operator); err != nil {
+		return nil, nil, err
 	}
 	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}
+	f.ctx, f.abort = context.WithCancelCause(e.ctx)
 	f.phase.Store("queued")
 	h.flight = f
 	e.o.Events.Publish(Event{Type: EventWakeStart, Home: h.spec.ID, Cause: f.cause})
@@ -403,6 +424,27 @@ func (e *Engine) join(h *home, cause string) (*flight, *verdict, error) {
 		e.runWake(h, f)
 	}()
 	return f, nil, nil
+}
+
+// backoff refuses a new wake of h while its failure backoff runs: with
+// home_failed and the provider's reason when the provider gave up on it,
+// wake_backoff otherwise. An operator's wake is never refused. h.mu is
+// held.
+func (e *Engine) backoff(h *home, operator bool) error {
+	if operator {
+		return nil
+	}
+	r := h.limiter.Reserve()
+	d := r.Delay()
+	if d <= 0 {
+		return nil
+	}
+	// Wakes of this home keep failing: back off.
+	r.Cancel()
+	if h.failed != "" {
+		return errHomeFailed(max(d, minBackoffRetry), h.failed)
+	}
+	return errBackoff(max(d, minBackoffRetry))
 }
 
 // Progress reports the wake in flight for home id: its phase and how long
@@ -421,14 +463,24 @@ func (e *Engine) Progress(id string) (phase string, elapsed time.Duration, ok bo
 	return f.phase.Load().(string), time.Since(f.started), true
 }
 
-// Start begins a wake of home id without waiting for it (for the waiting
-// page, whose own poll then follows the wake).
+// Start keeps the wake of home id going without waiting for it, for the
+// waiting page's poll: it joins the wake in flight, or starts one, within
+// the failure backoff. A home its provider gave up on is not started:
+// home_failed is returned with the reason (a poll never restarts a home
+// that keeps exiting; a reload after the backoff, any other request or an
+// operator's wake does).
 func (e *Engine) Start(id string) error {
 	h := e.home(id)
 	if h == nil {
 		return errHomeNotFound(id)
 	}
-	_, _, err := e.join(h, "cold")
+	h.mu.Lock()
+	failed, running := h.failed, h.flight != nil
+	h.mu.Unlock()
+	if failed != "" && !running {
+		return errHomeFailed(e.o.RetryAfter, failed)
+	}
+	_, _, err := e.join(h, "cold", false)
 	return err
 }
 

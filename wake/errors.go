@@ -29,6 +29,7 @@ const (
 	CodeWakeFailed   = "wake_failed"
 	CodeWakeTimeout  = "wake_timeout"
 	CodeWakeBackoff  = "wake_backoff"
+	CodeHomeFailed   = "home_failed"
 	CodeRollIncident = "roll_incident"
 )
 
@@ -72,6 +73,18 @@ func errBackoff(retry time.Duration) *fault.Error {
 		"The home failed to wake recently; the gateway waits before trying again.").
 		WithRetry(retry).
 		WithHint("the home's recent wakes failed: see the wake.failed events and the home's log")
+}
+
+// errHomeFailed is a home its provider gave up on: its process kept
+// exiting, so many restarts in so long. reason (the exit status and the
+// last lines of the home's log) is for operators only.
+func errHomeFailed(retry time.Duration, reason string) *fault.Error {
+	return fault.Wrap(fault.Failed, CodeHomeFailed, "The home keeps failing to start.",
+		fmt.Errorf("%w: %s", errGaveUp, reason)).
+		WithRetry(retry).
+		WithHint("the home's process keeps exiting (exit status and last log lines above, and in the home's log): " +
+			"fix the home, then wake it from the admin API (POST /admin/homes/{id}/wake, or wakegate home wake ID), " +
+			"which skips the failure backoff and gives the home its full restart budget again")
 }
 
 // errWakeFailed is a wake that failed before its time ran out: the

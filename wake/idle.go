@@ -135,14 +135,32 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		return
 	}
 	h.warm.Store(nil)
-	// A wake in flight follows a restarted process, and gives up on a
-	// home its provider gave up on instead of probing it until the ready
+	// A wake in flight follows a restarted process. One of a home its
+	// provider gave up on ends at once, whatever step it is in, and every
+	// caller gets the provider's reason instead of waiting for the ready
 	// timeout.
 	h.mu.Lock()
+	if r.State == provider.StateFailed {
+		h.failed = r.Reason
+	}
 	if f := h.flight; f != nil {
-		select {
-		case f.moved <- r:
-		default:
+		if r.State == provider.StateFailed {
+			f.abort(&gaveUpError{reason: r.Reason})
+		} else {
+			select {
+			case f.moved <- r:
+			default:
+				// The probe has not taken the last move yet: replace it
+				// with this newer one.
+				select {
+				case <-f.moved:
+				default:
+				}
+				select {
+				case f.moved <- r:
+				default:
+				}
+			}
 		}
 	}
 	h.mu.Unlock()

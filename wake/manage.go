@@ -14,27 +14,49 @@ func (e *Engine) Known(id string) bool { return e.home(id) != nil }
 
 // WakeNow wakes home id on an operator's request and waits for it on ctx:
 // it joins a wake in flight or starts one whose events carry cause. A home
-// with a fresh verdict answers at once. An operator's start also resets
-// the provider's restart budget of the home, so a home given up on after
-// too many crashes gets its full budget again.
+// with a fresh verdict answers at once. An operator's wake is not held by
+// the home's failure backoff, and it resets the provider's restart budget
+// of the home, so a home given up on after too many crashes (and fixed
+// since) gets its full budget again.
 func (e *Engine) WakeNow(ctx context.Context, id, cause string) (Awake, error) {
+	h, err := e.operatorHome(id)
+	if err != nil {
+		return Awake{}, err
+	}
+	return e.wakeNow(ctx, h, cause, true)
+}
+
+// StartNow is WakeNow without the wait: it starts (or joins) the wake of
+// home id on an operator's request and returns at once.
+func (e *Engine) StartNow(id, cause string) error {
+	h, err := e.operatorHome(id)
+	if err != nil {
+		return err
+	}
+	_, _, err = e.join(h, cause, true)
+	return err
+}
+
+// operatorHome returns home id for an operator's wake, with its restart
+// budget reset.
+func (e *Engine) operatorHome(id string) (*home, error) {
 	h := e.home(id)
 	if h == nil {
-		return Awake{}, errHomeNotFound(id)
+		return nil, errHomeNotFound(id)
 	}
 	if r, ok := e.o.Providers[h.spec.Provider].(provider.BudgetResetter); ok {
 		r.ResetBudget(id)
 	}
-	return e.wakeNow(ctx, h, cause)
+	return h, nil
 }
 
 // wakeNow joins or starts the wake of h and waits for it on ctx. A fresh
 // verdict found once the flight lock is held answers at once (the verdict
 // is returned by join rather than read again: a suspend or a failed
 // forward may drop it the moment the lock is released).
-func (e *Engine) wakeNow(ctx context.Context, h *home, cause string) (Awake, error) {
+func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator bool) (Awake, error) {
 	start := time.Now()
-	f, v, err := e.join(h, cause)
+	f, v, err := e.join(h, cause, operator)
 	if err != nil {
 		return Awake{}, err
 	}

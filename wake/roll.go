@@ -246,7 +246,7 @@ func (r *roller) eager(ctx context.Context) {
 			continue // in use elsewhere: no pointless wake every tick
 		}
 		h.warm.Store(nil)
-		if _, _, err := e.join(h, "roll"); err != nil {
+		if _, _, err := e.join(h, "roll", false); err != nil {
 			e.o.Log.Info("roll: eager roll not started", "home", id, "err", err.Error())
 		}
 	}

@@ -34,7 +34,8 @@ type wakeRun struct {
 
 // runWake is the one wake of h. It owns f and completes it exactly once.
 func (e *Engine) runWake(h *home, f *flight) {
-	ctx, cancel := context.WithTimeout(e.ctx, e.o.ReadyTimeout)
+	defer f.abort(nil)
+	ctx, cancel := context.WithTimeout(f.ctx, e.o.ReadyTimeout)
 	defer cancel()
 	w := &wakeRun{e: e, h: h, f: f, start: f.started}
 	var res Awake
@@ -80,7 +81,12 @@ func (w *wakeRun) count(err error) {
 // the flight's result, the verdict, the failure backoff.
 func (w *wakeRun) settle(res Awake, err error) {
 	e, h, f := w.e, w.h, w.f
+	var gave *gaveUpError
 	switch _, ok := fault.As(err); {
+	case err != nil && errors.As(context.Cause(f.ctx), &gave):
+		// The provider gave up on the home: whatever step the wake was
+		// in, its callers get the provider's reason.
+		err = errHomeFailed(e.o.RetryAfter, gave.reason)
 	case err != nil && e.ctx.Err() != nil:
 		// The engine closed under the wake: the gateway shuts down.
 		sd := errShuttingDown(e.o.RetryAfter)
@@ -101,18 +107,36 @@ func (w *wakeRun) settle(res Awake, err error) {
 		h.lastStop = ls
 	}
 	f.res, f.err = res, err
-	if err == nil {
+	switch {
+	case err == nil:
 		h.warm.Store(&verdict{endpoint: res.Endpoint, until: e.now() + e.o.WarmTTL})
 		h.status = registry.StatusRunning
-		h.fails = 0
+		h.fails, h.failed = 0, ""
 		h.limiter.SetLimit(rate.Inf)
-	} else {
+	case fault.Is(err, fault.ShuttingDown):
+		// Not the home's failure.
+	default:
 		h.fails++
+		if gave != nil {
+			h.failed = gave.reason
+		}
 		// After a failure one more wake may start at once; after that each
-		// failure in a row doubles the pause between wakes of this home.
-		h.limiter.SetLimit(rate.Every(e.o.FailureBackoff << min(h.fails-1, 16)))
+		// failure in a row doubles the pause between wakes of this home,
+		// up to the cap.
+		h.limiter.SetLimit(rate.Every(e.failurePause(h.fails)))
 	}
 	h.flight = nil
+}
+
+// failurePause is the pause between wakes of a home after fails failures
+// in a row: FailureBackoff doubled fails-1 times, at most 16, and at most
+// FailureBackoffMax when it is set.
+func (e *Engine) failurePause(fails int) time.Duration {
+	d := e.o.FailureBackoff << min(fails-1, 16)
+	if m := e.o.FailureBackoffMax; m > 0 && d > m {
+		d = m
+	}
+	return d
 }
 
 // run wakes the home; the lifecycle lock is held and w.rec was read after
@@ -167,10 +191,6 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	t1 := time.Now()
 	w.probe, endpoint, err = w.probeFollowing(ctx, res.Endpoint, endpoint)
 	w.probeAt = time.Since(t1)
-	if errors.Is(err, errGaveUp) {
-		w.fail(ctx, prov)
-		return Awake{}, errWakeFailed(e.o.RetryAfter, err)
-	}
 	if err != nil {
 		w.fail(ctx, prov)
 		return Awake{}, w.timeout("waiting for the home to be ready", err)
@@ -240,17 +260,19 @@ func (w *wakeRun) commitReady(ctx context.Context, version string) error {
 	return nil
 }
 
-// errGaveUp is a wake whose home's provider gave up on it (its process kept
-// exiting) while it was probed.
+// errGaveUp is the cause of home_failed: the home's provider gave up on it
+// (its process kept exiting). A give-up during a wake ends the wake at once
+// (ProviderChanged aborts its flight).
 var errGaveUp = errors.New("the provider gave up on the home")
 
 // probeFollowing probes the home at endpoint. If the provider restarts the
 // home's process meanwhile (it exited: a port taken between choosing and
 // binding, a crash in boot), the probe moves to the new process instead of
 // probing a dead endpoint until the ready timeout; the new endpoint and ref
-// are stored. It returns the endpoint that passed.
+// are stored. It returns the endpoint that passed. A provider that gives
+// up on the home ends ctx (the flight's abort).
 func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.URL) (ProbeResult, *url.URL, error) {
-	for moves := 0; ; moves++ {
+	for {
 		pctx, cancel := context.WithCancel(ctx)
 		var next *provider.Result
 		watched := make(chan struct{})
@@ -266,10 +288,9 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 		res, err := Probe(pctx, w.probeSpec(raw), w.f.ready)
 		cancel()
 		<-watched
-		if err != nil && next != nil && next.State == provider.StateFailed {
-			return res, endpoint, fmt.Errorf("%w: %s", errGaveUp, next.Reason)
-		}
-		if err == nil || next == nil || ctx.Err() != nil || moves >= 3 {
+		// Moves are bounded by ctx (the ready timeout) and by the
+		// provider's restart budget, whose end aborts the flight.
+		if err == nil || next == nil || ctx.Err() != nil {
 			return res, endpoint, err
 		}
 		u, perr := url.Parse(next.Endpoint)
@@ -311,14 +332,20 @@ func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
 }
 
 // fail stops a half-woken home and records that it sleeps, with no
-// verdict. The stop runs even though the wake's own time ran out, and even
-// when the stopped intent cannot be stored (modeAbort).
+// verdict, or that it failed, with the provider's reason, when the
+// provider gave up on it. The stop runs even though the wake's own time
+// ran out, and even when the stopped intent cannot be stored (modeAbort).
 func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
+	status, reason := registry.StatusSuspended, "the last wake failed"
+	var gave *gaveUpError
+	if errors.As(context.Cause(w.f.ctx), &gave) {
+		status, reason = registry.StatusFailed, gave.reason
+	}
 	s, err := w.stopHome(sctx, prov, modeAbort, func(r *registry.Home) {
-		r.Status = registry.StatusSuspended
-		r.Reason = "the last wake failed"
+		r.Status = status
+		r.Reason = reason
 	})
 	w.stop, w.stopErr = &s, err
 	if err != nil {
