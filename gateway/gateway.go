@@ -308,19 +308,16 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	stopBG := g.startBackground()
 	defer stopBG()
 
-	pub := g.publicListener(srv, ln)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(pub) }()
 	// The plain-HTTP listener and certificate management (gateway_tls.go).
 	stopFront, err := g.startFront(ln)
 	if err != nil {
-		_ = srv.Close()
-		if serr := <-serveErr; !errors.Is(serr, http.ErrServerClosed) {
-			g.log.Warn("serve", "err", serr)
-		}
+		_ = ln.Close()
 		return err
 	}
 	defer stopFront()
+	pub := g.publicListener(srv, ln)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(pub) }()
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)

@@ -51,7 +51,7 @@ func (g *Gateway) routes() http.Handler {
 	r.Handle("/apps/{slug}/*", http.HandlerFunc(g.serveApp))
 	r.Handle("/node/{target}", http.HandlerFunc(g.serveNode))
 	r.Handle("/node/{target}/*", http.HandlerFunc(g.serveNode))
-	return g.hygiene(r)
+	return g.hygiene(g.byHost(r)) // host routes: hosts.go
 }
 
 // hygiene runs before routing: it refuses ambiguous framing and paths that
@@ -132,9 +132,15 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, errNoApp())
 		return
 	}
+	g.serveAppAt(w, r, app, app.prefix)
+}
+
+// serveAppAt serves a request for app whose path carries prefix before
+// the app's own path ("" on the app's own host; hosts.go).
+func (g *Gateway) serveAppAt(w http.ResponseWriter, r *http.Request, app *appRoute, prefix string) {
 	route := &proxy.Route{Kind: "app", Name: app.cfg.Slug}
-	if app.cfg.StripPrefix {
-		route.StripPrefix = app.prefix
+	if app.cfg.StripPrefix && prefix != "" {
+		route.StripPrefix = prefix
 	}
 	// Users reach only published routes; the self-probe reaches candidates.
 	if isSelfProbe(r) {
@@ -150,7 +156,7 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 		g.proxy.Serve(w, r, route)
 		return
 	}
-	g.serveHome(w, r, g.current(app.home), route, strings.TrimPrefix(r.URL.Path, app.prefix))
+	g.serveHome(w, r, g.current(app.home), route, strings.TrimPrefix(r.URL.Path, prefix))
 }
 
 func (g *Gateway) serveNode(w http.ResponseWriter, r *http.Request) {
@@ -159,8 +165,12 @@ func (g *Gateway) serveNode(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
 		return
 	}
-	route := &proxy.Route{Kind: "node", Name: h.spec.Target}
-	g.serveHome(w, r, h, route, strings.TrimPrefix(r.URL.Path, "/node/"+h.spec.Target))
+	g.serveHome(w, r, h, g.nodeRoute(h), strings.TrimPrefix(r.URL.Path, "/node/"+h.spec.Target))
+}
+
+// nodeRoute is the route of a request for home h.
+func (g *Gateway) nodeRoute(h *homeRoute) *proxy.Route {
+	return &proxy.Route{Kind: "node", Name: h.spec.Target}
 }
 
 // serveHome counts the session, makes sure the home is awake and forwards.

@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/tlsfront"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// Host routing (hosts.apps_domain, hosts.nodes_domain). A request whose
+// Host is {slug}.{apps_domain} is the app's, whatever its path: the app
+// sees the path as the client sent it, with no /apps/{slug} prefix (the
+// app's own base path and strip_prefix apply as for path routes). A
+// request for {target}.{nodes_domain} is the home's: the home sees the
+// path under /node/{target}, as for path routes, so a home serves both
+// the same way. Paths under /_wakegate/ stay the gateway's own on every
+// host (the waiting page's poll, a home's ready signal). A host under
+// either domain that names no registered app or home gets 404; any other
+// host is served by the path routes.
+
+// wakegatePrefix is the gateway's own path space, on every host.
+const wakegatePrefix = "/_wakegate/"
+
+// byHost sends requests for host-routed names to their app or home, and
+// every other request to next (the path routes).
+func (g *Gateway) byHost(next http.Handler) http.Handler {
+	apps, nodes := g.cfg.Hosts.AppsDomain, g.cfg.Hosts.NodesDomain
+	if apps == "" && nodes == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, ok := tlsfront.RequestHost(r.Host)
+		if !ok || strings.HasPrefix(r.URL.Path, wakegatePrefix) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		switch {
+		case underDomain(host, apps):
+			slug, _ := hostLabel(host, apps)
+			app, ok := g.appBySlug(slug)
+			if !ok || slug == "" {
+				g.writeError(w, r, errUnknownHost())
+				return
+			}
+			g.serveAppAt(w, r, app, "")
+		case underDomain(host, nodes):
+			target, _ := hostLabel(host, nodes)
+			h, ok := g.homeAt(target)
+			if !ok || target == "" {
+				g.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
+				return
+			}
+			sub := r.URL.Path
+			prefix := "/node/" + h.spec.Target
+			r.URL.Path = prefix + sub
+			if r.URL.RawPath != "" {
+				r.URL.RawPath = prefix + r.URL.RawPath
+			}
+			g.serveHome(w, r, h, g.nodeRoute(h), sub)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// underDomain reports whether host is a name below domain.
+func underDomain(host, domain string) bool {
+	return domain != "" && strings.HasSuffix(host, "."+strings.ToLower(domain))
+}
+
+// errUnknownHost answers a host-routed name that maps to nothing.
+func errUnknownHost() error {
+	return fault.New(fault.NotFound, "unknown_host", "There is no app or home at this host name.")
+}
