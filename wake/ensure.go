@@ -254,6 +254,18 @@ func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
 		if _, _, err := e.join(h, "adopt", false); err != nil {
 			e.o.Log.Warn("adopt home", "home", s.ID, "err", err)
 		}
+	case registry.StatusSuspending:
+		// A suspend that did not finish (the gateway died, or could not
+		// record the outcome) is finished now: its process may still run.
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			ctx, cancel := context.WithTimeout(e.ctx, suspendTimeout)
+			defer cancel()
+			if err := e.Suspend(ctx, s.ID); err != nil {
+				e.o.Log.Warn("finish an interrupted suspend", "home", s.ID, "err", err)
+			}
+		}()
 	}
 	return nil
 }

@@ -313,3 +313,23 @@ func TestRestartAdoptsHomeLeftMidOperation(t *testing.T) {
 		})
 	}
 }
+
+// A suspend that did not finish (its record says suspending) is finished
+// at the next start: the process it was stopping does not run on unwatched.
+func TestRestartFinishesInterruptedSuspend(t *testing.T) {
+	r := newFrig(t, nil)
+	if _, err := r.ensure(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := registry.UpdateHome(context.Background(), r.bolt, registry.Home{ID: rigHome}, "test",
+		func(h *registry.Home) { h.Status, h.WantRunning = registry.StatusSuspending, false }); err != nil {
+		t.Fatal(err)
+	}
+	r.restart()
+	testbin.Eventually(t, "the suspend to be finished", func() bool {
+		return r.record().Status == registry.StatusSuspended
+	})
+	if pids := r.pids(); len(pids) != 0 {
+		t.Fatalf("home processes %v after the interrupted suspend was finished", pids)
+	}
+}
