@@ -48,6 +48,7 @@ commands:
   home          wake, suspend or roll a home (admin API)
   app           refresh, start, stop or restart an app (admin API)
   store         check the embedded store, or back it up (store check, store backup FILE)
+  tls root      print the internal CA's root certificate (tls.mode internal)
 
 ` + adminUsage
 
@@ -74,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return appCmd(args[1:], stdout, stderr)
 	case "store":
 		return storeCmd(args[1:], stdout, stderr)
+	case "tls":
+		return tlsCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

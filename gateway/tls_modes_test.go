@@ -1,0 +1,129 @@
+package gateway_test
+
+import (
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// TestTLSInternal serves the demo app over a certificate from the internal
+// CA, which `wakegate tls root` prints for clients to trust.
+func TestTLSInternal(t *testing.T) {
+	t.Parallel()
+	pub, plain := tlsListeners(t)
+	gw := tlsStart(t, "tls:\n  mode: internal\n  names: [dev.test]\n", pub, plain)
+	conf := filepath.Join(t.TempDir(), "root.yaml")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "data_dir: %q\ntls:\n  mode: internal\n", gw.data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(testbin.Build(t), "tls", "root", "--config", conf).Output()
+	if err != nil {
+		t.Fatalf("wakegate tls root: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(out) {
+		t.Fatalf("wakegate tls root printed no certificate: %q", out)
+	}
+	waitCert(t, gw.addr, "dev.test", roots)
+	c := tlsClient(t, gw.addr, roots, true)
+	res, body := e2eGet(t, c, "https://dev.test/apps/demo/whoami", nil)
+	if res.StatusCode != http.StatusOK || res.ProtoMajor != 2 {
+		t.Fatalf("GET over the internal CA: %d %s (%s)", res.StatusCode, body, res.Proto)
+	}
+}
+
+// TestHostRoutingPlainHTTP routes by host on the plain listener too: an
+// app at / on its host, the gateway's own paths on every host, 404 for an
+// unknown name under the domain, path routes for any other host.
+func TestHostRoutingPlainHTTP(t *testing.T) {
+	t.Parallel()
+	gw := e2eStartInProcess(t, `wake:
+  idle_timeout: 0s
+hosts:
+  apps_domain: apps.test
+  nodes_domain: nodes.test
+homes:
+  - id: demo
+apps:
+  - slug: demo
+    home: demo
+    path: /apps/demo
+    strip_prefix: true
+`)
+	c := e2eClient(t)
+	get := func(host, path string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+gw.addr+path, nil)
+		req.Host = host
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = res.Body.Close() }()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	for _, tc := range []struct {
+		host, path string
+		status     int
+		contains   string
+	}{
+		{"demo.apps.test", "/whoami", 200, `"path":"/apps/demo/whoami"`},
+		{"DEMO.apps.test:8080", "/whoami?x=1", 200, `"raw_query":"x=1"`},
+		{"demo.nodes.test", "/whoami", 200, `"path":"/node/demo/whoami"`},
+		{"nope.apps.test", "/whoami", 404, `"code":"unknown_host"`},
+		{"nope.nodes.test", "/", 404, `"code":"home_not_found"`},
+		{"a.demo.apps.test", "/", 404, `"code":"unknown_host"`},
+		{"demo.apps.test", "/healthz", 404, `"path":"/apps/demo/healthz"`}, // the app's own answer, not the gateway's /healthz
+		{"demo.apps.test", "/_wakegate/wake/app/demo", 200, `"ready"`},
+		{"gateway.example", "/apps/demo/whoami", 200, `"path":"/apps/demo/whoami"`},
+		{"apps.test", "/apps/demo/whoami", 200, `"path":"/apps/demo/whoami"`},
+	} {
+		res, body := get(tc.host, tc.path)
+		if res.StatusCode != tc.status || !strings.Contains(body, tc.contains) {
+			t.Errorf("Host %s %s: %d %s; want %d with %s", tc.host, tc.path, res.StatusCode, body, tc.status, tc.contains)
+		}
+	}
+}
+
+// TestTLSConfigChecks refuses TLS settings that cannot work, naming the
+// field.
+func TestTLSConfigChecks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, field string }{
+		{"tls:\n  mode: on_demand\n", "tls.mode"},
+		{"tls:\n  mode: acme\n", "tls.names"},
+		{"tls:\n  mode: files\n", "tls.cert_file"},
+		{"tls:\n  mode: sometimes\n", "tls.mode"},
+		{"tls:\n  mode: acme\n  names: [\"*.bad\"]\n", "tls.names[0]"},
+		{"tls:\n  mode: acme\n  names: [a.test]\n  challenges: [dns-01]\n", "tls.challenges[0]"},
+		{"tls:\n  mode: acme\n  names: [a.test]\n  eab: {key_id: k}\n", "tls.eab"},
+		{"tls:\n  mode: acme\n  names: [a.test]\n  trusted_roots: [/nonexistent.pem]\n", "tls.trusted_roots[0]"},
+		{"hosts:\n  apps_domain: 127.0.0.1\n", "hosts.apps_domain"},
+		{"hosts:\n  apps_domain: x.test\n  nodes_domain: X.test\n", "hosts.nodes_domain"},
+	} {
+		_, err := gateway.Load("t.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.field+":") {
+			t.Errorf("%q: %v; want an error naming %s", tc.yaml, err, tc.field)
+		}
+	}
+	cfg, err := gateway.Load("t.yaml", []byte("hosts:\n  apps_domain: apps.test\ntls:\n  mode: on_demand\n"))
+	if err != nil {
+		t.Fatalf("on_demand with a domain: %v", err)
+	}
+	if cfg.Listen != ":443" || *cfg.TLS.HTTPListen != ":80" {
+		t.Errorf("TLS on: listen %q, http_listen %q; want :443 and :80", cfg.Listen, *cfg.TLS.HTTPListen)
+	}
+	cfg, err = gateway.Load("t.yaml", nil)
+	if err != nil || cfg.Listen != ":8080" || cfg.TLS.Mode != "off" || *cfg.TLS.HTTPListen != "" {
+		t.Errorf("default: %v, listen %q, tls %q", err, cfg.Listen, cfg.TLS.Mode)
+	}
+}
