@@ -111,6 +111,9 @@ func TestStoreResetStoreStartsAfresh(t *testing.T) {
 	if res, body, err := g.get(c, fiWhoami); err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("wake after a reset: %v %s", err, body)
 	}
+	if !strings.Contains(g.Output(), "new, empty store") {
+		t.Fatalf("the reset is not in the log:\n%s", g.Output())
+	}
 }
 
 // A second gateway on the same data_dir says the directory is in use, by

@@ -22,11 +22,15 @@ const StoreFile = "state.db"
 // refused, and left as it is (registry.OpenError says what to do). Locks a
 // crashed gateway left are released and logged.
 func (g *Gateway) openStore(dataDir string) error {
+	path := filepath.Join(dataDir, StoreFile)
+	homes := homeFolders(dataDir)
 	opts := registry.BoltOptions{}
 	if !g.cfg.ResetStore {
-		opts.MustHoldData = homeFolders(dataDir)
+		opts.MustHoldData = homes
 	}
-	b, err := registry.OpenBolt(filepath.Join(dataDir, StoreFile), opts)
+	fi, statErr := os.Stat(path)
+	fresh := statErr != nil || fi.Size() == 0
+	b, err := registry.OpenBolt(path, opts)
 	if err != nil {
 		return err
 	}
@@ -34,10 +38,9 @@ func (g *Gateway) openStore(dataDir string) error {
 	if names := b.ReleasedLocks(); len(names) > 0 {
 		g.log.Info("released lifecycle locks left by a gateway that did not stop cleanly", "locks", strings.Join(names, ","))
 	}
-	if g.cfg.ResetStore && opts.MustHoldData == "" {
-		if why := homeFolders(dataDir); why != "" {
-			g.log.Warn("started with --reset-store", "store", filepath.Join(dataDir, StoreFile), "data_dir", why)
-		}
+	if fresh && homes != "" {
+		g.log.Warn("started with a new, empty store (--reset-store): stored homes and the roll target are forgotten",
+			"store", path, "data_dir", homes)
 	}
 	return nil
 }

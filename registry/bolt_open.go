@@ -132,10 +132,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
 	}
-	if err := writePIDFile(path); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
-	}
+	writePIDFile(path)
 	return b, nil
 }
 
@@ -265,12 +262,11 @@ func clearDead(tx *bolt.Tx) ([]string, error) {
 // pidFile is where the process holding the store at path says who it is.
 func pidFile(path string) string { return path + ".pid" }
 
-// writePIDFile records this process as the store's holder.
-func writePIDFile(path string) error {
-	if err := os.WriteFile(pidFile(path), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
-		return fmt.Errorf("write pid file: %w", err)
-	}
-	return nil
+// writePIDFile records this process as the store's holder. It is a
+// courtesy to the next process refused the lock (which then says "pid
+// unknown" without it), so a failed write is not an error.
+func writePIDFile(path string) {
+	_ = os.WriteFile(pidFile(path), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
 }
 
 // readPIDFile returns the pid recorded next to path when that process is
