@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
@@ -70,8 +72,13 @@ type frig struct {
 func newFrig(t *testing.T, fail func(registry.Home) bool) *frig {
 	t.Helper()
 	r := &frig{t: t, data: t.TempDir(), logs: &testbin.LogBuffer{}}
+	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() {
 		r.close()
+		// No retry loop, stop or timer of a wake outlives the engine.
+		if err := goleak.Find(before); err != nil {
+			t.Error(err)
+		}
 		testbin.KillHomes(r.data)
 		if t.Failed() {
 			t.Logf("log:\n%s", r.logs)
