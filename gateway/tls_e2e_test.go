@@ -49,6 +49,12 @@ func portNum(ln net.Listener) int { return ln.Addr().(*net.TCPAddr).Port }
 // section) on pub and plain, with the demo home "demo" and its app "demo".
 func tlsStart(t testing.TB, extra string, pub, plain net.Listener) *tlsGateway {
 	t.Helper()
+	return tlsStartHomes(t, "", extra, pub, plain)
+}
+
+// tlsStartHomes is tlsStart with more homes (YAML list entries).
+func tlsStartHomes(t testing.TB, homes, extra string, pub, plain net.Listener) *tlsGateway {
+	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
 	command := fmt.Sprintf("[%q, \"demo-home\", \"--addr\", \"127.0.0.1:{port}\", \"--target\", \"{target}\", \"--version\", \"{version}\"]",
 		testbin.Build(t))
@@ -62,12 +68,12 @@ wake:
   idle_timeout: 0s
 homes:
   - id: demo
-apps:
+%sapps:
   - slug: demo
     home: demo
     path: /apps/demo
     strip_prefix: true
-%s`, data, command, extra)
+%s`, data, command, homes, extra)
 	cfg, err := gateway.Load("tls.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
