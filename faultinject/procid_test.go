@@ -42,10 +42,14 @@ func TestWrapperSuspendLeavesNoProcess(t *testing.T) {
 		command []string
 		probe   string
 		path    string // a path the home itself answers once it runs
+		procs   int    // processes a running home has
 	}{
 		{name: "env python3", command: []string{"/usr/bin/env", "python3", "-m", "http.server", "{port}", "--bind", "127.0.0.1"},
-			probe: "http", path: "/node/" + fiTarget + "/"},
-		{name: "sh exec demo home", command: []string{"/bin/sh", "-c", demo}, path: fiWhoami},
+			probe: "http", path: "/node/" + fiTarget + "/", procs: 1},
+		{name: "sh exec demo home", command: []string{"/bin/sh", "-c", demo}, path: fiWhoami, procs: 1},
+		// A wrapper that forks instead: the home runs as the shell's child
+		// in the shell's process group, which the stop must empty.
+		{name: "sh forks demo home", command: []string{"/bin/sh", "-c", strings.TrimPrefix(demo, "exec ") + "; exit 0"}, path: fiWhoami, procs: 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,8 +76,8 @@ func TestWrapperSuspendLeavesNoProcess(t *testing.T) {
 					// no file for is one) shows that it runs.
 					t.Fatalf("round %d: GET %s = %d %s\n%s", round, tc.path, res.StatusCode, body, g.Output())
 				}
-				if pids := g.homePIDs(t, fiHome); len(pids) != 1 {
-					t.Fatalf("round %d: the home runs %d processes (%v), want 1", round, len(pids), pids)
+				if pids := g.homePIDs(t, fiHome); len(pids) != tc.procs {
+					t.Fatalf("round %d: the home runs %d processes (%v), want %d", round, len(pids), pids, tc.procs)
 				}
 				testbin.Eventually(t, "the idle suspend", func() bool { return len(logLines(g.Output(), "suspend")) >= round })
 				line := logLines(g.Output(), "suspend")[round-1]

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -154,6 +155,9 @@ type proc struct {
 
 	exited chan struct{} // closed by the watcher once the process is gone
 	status string        // how it ended, e.g. "exit status 3"; set before exited closes
+	// stopping is set when a stop begins: the members of the process's
+	// group then get their own grace, and the watcher leaves them alone.
+	stopping atomic.Bool
 }
 
 // runSpec is what a process was started from; a restart reuses it.
@@ -965,6 +969,9 @@ func (e *Exec) watch(h *home, p *proc) error {
 		}
 		status := "exited (not a child of this gateway: exit status unknown)"
 		if p.cmd != nil {
+			if !p.stopping.Load() {
+				e.endLeftovers(h, p)
+			}
 			_ = p.cmd.Wait() // reaps; the status is in ProcessState
 			if ps := p.cmd.ProcessState; ps != nil {
 				status = ps.String()
@@ -978,6 +985,42 @@ func (e *Exec) watch(h *home, p *proc) error {
 		}
 	}()
 	return nil
+}
+
+// endLeftovers kills what is left of the process group of p, a child of
+// this gateway that exited on its own: processes it started and left
+// behind (a wrapper that forked instead of exec'ing, a daemonised helper)
+// would otherwise run on unwatched next to its restart. It runs before p
+// is reaped: until then p's pid, and so the group's id, cannot be handed
+// to another process, so the group is p's. It returns once they are gone,
+// or after StopGrace.
+func (e *Exec) endLeftovers(h *home, p *proc) {
+	if groupGone(p.PID) {
+		return
+	}
+	left, _ := groupMembers(p.PID)
+	if err := unix.Kill(-p.PID, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		e.log.Warn("exec: ending the processes the home left behind", "home", h.id, "pid", p.PID, "err", err)
+		return
+	}
+	e.note(h, "wakegate: pid %d exited leaving processes %v in its group; killed them", p.PID, left)
+	e.log.Warn("exec: the home's process exited and left processes in its group; killed them", "home", h.id, "pid", p.PID, "left", left)
+	// The restart waits for them (bounded): they may hold the home's files
+	// or a port.
+	deadline := time.NewTimer(e.cfg.StopGrace)
+	defer deadline.Stop()
+	tick := time.NewTicker(procPollInterval)
+	defer tick.Stop()
+	for !groupGone(p.PID) {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			e.log.Warn("exec: processes the home left behind are not gone after SIGKILL", "home", h.id, "pid", p.PID)
+			return
+		case <-e.done:
+			return
+		}
+	}
 }
 
 // waitPidfd waits in Go's poller until the process behind pidfd exits
@@ -1093,6 +1136,7 @@ func (e *Exec) waitState(ctx context.Context, p *proc, ok func(byte) bool) error
 // process is not signalled, and then nothing is proven: "not signalling"
 // is never followed by "proven".
 func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
+	p.stopping.Store(true)
 	if err := e.signal(p, unix.SIGTERM); err != nil && !errors.Is(err, errProcGone) {
 		return false, err
 	} else if errors.Is(err, errProcReused) {

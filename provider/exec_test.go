@@ -1200,3 +1200,37 @@ func TestStopOfChangedIdentityNotProven(t *testing.T) {
 		t.Fatalf("the other process was touched: %+v, %v", st, err)
 	}
 }
+
+// TestCrashLeavesNoGroup runs a home whose process leaves a process in its
+// group that ignores SIGTERM, and makes the home exit on its own: the
+// supervisor restarts it, and what the old process left behind is gone.
+func TestCrashLeavesNoGroup(t *testing.T) {
+	dir := testDataDir(t)
+	ch := newChanges()
+	cfg := testConfig(dir)
+	cfg.OnChange = ch.onChange
+	cfg.Command = []string{"/bin/sh", "-c", `"$0" stubborn & echo $! > {data_dir}/stubborn; exec "$0" home -port={port} -version={version} -data={data_dir}`, "{self}"}
+	e := newExec(t, cfg)
+	r := wake(t, e, Spec{ID: "h1", Version: "v1"})
+	waitReady(t, r.Endpoint)
+	raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := readProcStat(pid)
+	if err != nil || member.Pgrp != mustRef(t, r).PID {
+		t.Fatalf("the stubborn process %+v, %v is not in the home's group", member, err)
+	}
+	t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
+	exitHome(r.Endpoint, 3)
+	if c := ch.next(t); c.State != StateRunning {
+		t.Fatalf("after the exit: %+v, want a restart", c)
+	}
+	if running(member.procIdentity) {
+		t.Fatal("the old process's group member runs on next to its restart")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 )
 
 // logFile is a home's size-capped log, <homedir>/home.log, with one older
@@ -127,9 +128,11 @@ func (l *logFile) rotateLocked() error {
 	return nil
 }
 
-// tail returns up to n of the last non-empty lines of the log (looking into
-// home.log.1 when home.log has fewer), joined by " | ", each cut to 200
-// bytes: a short excerpt for a failure reason. Errors give "".
+// tail returns up to n of the last non-empty lines the home wrote to the
+// log (looking into home.log.1 when home.log has fewer), joined by " | ",
+// each cut to 200 bytes: a short excerpt for a failure reason. The
+// provider's own lines (isNote) are left out: they say what the provider
+// did, which the reason says already. Errors give "".
 func (l *logFile) tail(n int) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -140,7 +143,7 @@ func (l *logFile) tail(n int) string {
 	var lines []string
 	for _, line := range strings.Split(string(all), "\n") {
 		line = strings.TrimSpace(line)
-		if line == "" {
+		if line == "" || isNote(line) {
 			continue
 		}
 		if len(line) > 200 {
@@ -178,4 +181,19 @@ func readTail(path string, max int64) (data []byte, cut bool, err error) {
 		return nil, false, fmt.Errorf("read log: %w", err)
 	}
 	return data, off > 0, nil
+}
+
+// notePrefix follows the time stamp of every line the provider writes into
+// a home's log (Exec.note, whose formats begin with "wakegate: ").
+const notePrefix = " wakegate: "
+
+// isNote reports whether line is one the provider wrote (Exec.note): an
+// RFC 3339 time stamp, then notePrefix.
+func isNote(line string) bool {
+	stamp, _, ok := strings.Cut(line, notePrefix)
+	if !ok || strings.Contains(stamp, " ") {
+		return false
+	}
+	_, err := time.Parse(time.RFC3339, stamp)
+	return err == nil
 }

@@ -100,3 +100,19 @@ func TestLogFileMissing(t *testing.T) {
 		t.Fatalf("rotateIfFull of a missing log = %v, %v", rotated, err)
 	}
 }
+
+// TestTailLeavesOutProviderNotes checks that a failure reason quotes what
+// the home wrote, not the provider's own lines in the same log.
+func TestTailLeavesOutProviderNotes(t *testing.T) {
+	l := newLogFile(filepath.Join(t.TempDir(), "home.log"), 1<<20)
+	text := "2026-11-30T11:39:34Z wakegate: started pid 1 on port 2, version \"1\": /bin/sh -c exit 3\n" +
+		"config file missing\n" +
+		"2026-11-30T11:39:34Z wakegate: pid 1 exit status 3 unexpectedly; restarting\n" +
+		"wakegate: a line of the home's own\n"
+	if _, err := l.Write([]byte(text)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.tail(5), "config file missing | wakegate: a line of the home's own"; got != want {
+		t.Fatalf("tail = %q, want %q", got, want)
+	}
+}

@@ -82,10 +82,12 @@ func (w *wakeRun) count(err error) {
 func (w *wakeRun) settle(res Awake, err error) {
 	e, h, f := w.e, w.h, w.f
 	var gave *gaveUpError
-	switch _, ok := fault.As(err); {
-	case err != nil && errors.As(context.Cause(f.ctx), &gave):
+	switch fe, ok := fault.As(err); {
+	case err != nil && errors.As(context.Cause(f.ctx), &gave) && (!ok || fe.Code != CodeRollIncident):
 		// The provider gave up on the home: whatever step the wake was
-		// in, its callers get the provider's reason.
+		// in, its callers get the provider's reason. (A failed roll whose
+		// rollback failed too stays a roll incident: that is what the
+		// operator must act on.)
 		err = errHomeFailed(e.o.RetryAfter, gave.reason)
 	case err != nil && e.ctx.Err() != nil:
 		// The engine closed under the wake: the gateway shuts down.
