@@ -137,6 +137,9 @@ type Options struct {
 	// Backup serves GET /admin/store/backup (behind the token): a
 	// consistent copy of the store; nil answers 404.
 	Backup http.Handler
+	// Certificates serves GET /admin/certificates (behind the token): the
+	// TLS front door's names and certificates; nil answers 404.
+	Certificates http.Handler
 	// OnAuthFailure and OnRateLimited count failed token checks and
 	// refusals of a rate-limited client; nil for none.
 	OnAuthFailure func()
@@ -191,6 +194,9 @@ func (s *Server) routes() http.Handler {
 			r.Handle("/metrics", s.o.Metrics)
 		}
 		r.Get("/admin/status", s.serveStatus)
+		if s.o.Certificates != nil {
+			r.Method(http.MethodGet, "/admin/certificates", s.o.Certificates)
+		}
 		if s.o.Backup != nil {
 			r.Method(http.MethodGet, "/admin/store/backup", s.o.Backup)
 		}

@@ -51,6 +51,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 	api := admin.New(adminAPI{g}, admin.Options{
 		Tokens: c.tokens, Hosts: admin.AllowedHosts(*c.Listen, ln.Addr(), c.AllowedHosts),
 		AuthFailuresPerMinute: c.AuthFailures, Metrics: g.metrics.handler(), Backup: g.backupHandler(),
+		Certificates:  g.certificatesHandler(),
 		OnAuthFailure: g.metrics.authFailures.Inc,
 		OnRateLimited: g.metrics.rateLimited.WithLabelValues("admin_auth").Inc,
 		WaitTimeout:   g.cfg.Wake.WakeTimeout, Log: log,

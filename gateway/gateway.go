@@ -66,10 +66,9 @@ type Gateway struct {
 	version   string // reported by the admin API; SetVersion
 
 	// The TLS front door (gateway_tls.go); nil with tls.mode off.
-	front      *tlsfront.Front
-	decider    *tlsfront.Decider // on_demand only
-	httpLn     net.Listener      // UseHTTPListener
-	certEvents func(tlsfront.Event)
+	front   *tlsfront.Front
+	decider *tlsfront.Decider // on_demand only
+	httpLn  net.Listener      // UseHTTPListener
 }
 
 type homeRoute struct {

@@ -48,7 +48,7 @@ func (g *Gateway) newFront() error {
 			}
 			return nil
 		},
-		OnEvent: g.certEvent,
+		OnEvent: g.publishCertEvent,
 		Log:     g.log.With("component", "tls"),
 	}
 	for _, c := range t.Challenges {
@@ -70,14 +70,7 @@ func (g *Gateway) newFront() error {
 	if err != nil {
 		return fmt.Errorf("tls: %w", err)
 	}
-	return nil
-}
-
-// certEvent receives the front door's certificate events.
-func (g *Gateway) certEvent(ev tlsfront.Event) {
-	if g.certEvents != nil {
-		g.certEvents(ev)
-	}
+	return g.metrics.reg.Register(newCertCollector(g.front))
 }
 
 // servedHost reports whether the gateway serves host (lower-case, no

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -155,7 +156,10 @@ func TestTLSACME(t *testing.T) {
 		t.Run(challenge, func(t *testing.T) {
 			pub, plain := tlsListeners(t)
 			pb := pebbletest.Start(t, pebbletest.Options{HTTPPort: portNum(plain), TLSPort: portNum(pub)})
-			gw := tlsStart(t, fmt.Sprintf(`tls:
+			gw := tlsStart(t, fmt.Sprintf(`admin:
+  listen: "127.0.0.1:0"
+  tokens: [%q]
+tls:
   mode: acme
   names: [demo.test]
   ca: %q
@@ -163,7 +167,7 @@ func TestTLSACME(t *testing.T) {
   trusted_roots: [%q]
   challenges: [%s]
   hsts: {max_age: 1h, include_subdomains: true}
-`, pb.Directory, pb.ListenerRootPEM, challenge), pub, plain)
+`, admToken, pb.Directory, pb.ListenerRootPEM, challenge), pub, plain)
 			leaf := waitCert(t, gw.addr, "demo.test", pb.Roots)
 			if len(leaf.DNSNames) != 1 || leaf.DNSNames[0] != "demo.test" {
 				t.Fatalf("certificate names %v, want [demo.test]", leaf.DNSNames)
@@ -171,6 +175,7 @@ func TestTLSACME(t *testing.T) {
 			if n := pb.Orders(); n != 1 {
 				t.Errorf("pebble saw %d orders, want 1", n)
 			}
+			tlsOperations(t, gw, leaf)
 			if challenge == "tls-alpn-01" {
 				tlsServes(t, gw, pb.Roots)
 			}
@@ -272,4 +277,38 @@ func tlsServes(t *testing.T, gw *tlsGateway, roots *x509.CertPool) {
 			t.Errorf("ACME path with no challenge: %d Location %q, want 404 (never a redirect)", res.StatusCode, res.Header.Get("Location"))
 		}
 	})
+}
+
+// tlsOperations checks what operators see of an obtained certificate: the
+// event on the event stream, the admin API's inventory and the days to
+// expiry on /metrics.
+func tlsOperations(t *testing.T, gw *tlsGateway, leaf *x509.Certificate) {
+	t.Helper()
+	var seen bool
+	for _, e := range gw.g.Engine().Events().Recent() {
+		seen = seen || (e.Type == "certificate.obtained" && strings.Contains(e.Message, "demo.test"))
+	}
+	if !seen {
+		t.Error("no certificate.obtained event for demo.test on the event stream")
+	}
+	adm := admServe(t, gw.e2eGateway)
+	code, _, body := adm.do(t, http.MethodGet, "/admin/certificates", admToken, nil, nil)
+	var inv struct {
+		Mode         string
+		Certificates []struct {
+			Name, Status string
+			LastEvent    string    `json:"last_event"`
+			NotAfter     time.Time `json:"not_after"`
+		}
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &inv) != nil || inv.Mode != "acme" || len(inv.Certificates) != 1 {
+		t.Fatalf("GET /admin/certificates: %d %s", code, body)
+	}
+	if c := inv.Certificates[0]; c.Name != "demo.test" || c.Status != "valid" || !c.NotAfter.Equal(leaf.NotAfter) || c.LastEvent != "cert_obtained" {
+		t.Errorf("inventory entry %+v; want demo.test valid until %s", c, leaf.NotAfter)
+	}
+	code, _, body = adm.do(t, http.MethodGet, "/metrics", admToken, nil, nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `wakegate_certificate_expiry_days{name="demo.test"}`) {
+		t.Errorf("/metrics has no expiry for demo.test: %d", code)
+	}
 }

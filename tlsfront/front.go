@@ -116,6 +116,7 @@ type Front struct {
 	issuer   *certmagic.ACMEIssuer // ACME and OnDemand
 	files    *fileCert             // Files
 	ca       *LocalCA              // Internal
+	inv      *inventory            // names and their last events
 	ctx      context.Context
 	cancel   context.CancelFunc
 	stopOnce sync.Once
@@ -128,7 +129,7 @@ func New(opts Options) (*Front, error) {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
-	f := &Front{opts: opts, log: opts.Log}
+	f := &Front{opts: opts, log: opts.Log, inv: newInventory(opts.Names)}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	var err error
 	switch opts.Mode {
@@ -187,23 +188,23 @@ func (f *Front) newMagic(issuer certmagic.Issuer) {
 	f.magic.Issuers = []certmagic.Issuer{f.issuer}
 }
 
-// onEvent forwards certmagic's events to Options.OnEvent and logs the
-// ones an operator acts on.
+// onEvent records certmagic's obtained and failed events for the
+// inventory (inventory.go), logs them with what an operator can do, and
+// forwards them to Options.OnEvent.
 func (f *Front) onEvent(_ context.Context, name string, data map[string]any) error {
+	if name != "cert_obtained" && name != "cert_failed" {
+		return nil
+	}
 	ev := Event{Name: name}
 	ev.Identifier, _ = data["identifier"].(string)
 	ev.Renewal, _ = data["renewal"].(bool)
 	ev.Err, _ = data["error"].(error)
-	switch name {
-	case "cert_obtained":
+	f.inv.record(ev)
+	if name == "cert_obtained" {
 		f.log.Info("certificate obtained", "name", ev.Identifier, "renewal", ev.Renewal)
-	case "cert_failed":
+	} else {
 		f.log.Warn("certificate not obtained", "name", ev.Identifier, "renewal", ev.Renewal, "err", ev.Err,
-			"hint", "check that the name resolves to this gateway and that ports 80 and 443 reach it, or the CA's message")
-	default:
-		if f.opts.OnEvent == nil {
-			return nil
-		}
+			"hint", "check that the name resolves to this gateway, that ports 80 and 443 reach it, and the CA's message")
 	}
 	if f.opts.OnEvent != nil {
 		f.opts.OnEvent(ev)
