@@ -186,7 +186,8 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		MaxBodyBytes: int64(cfg.Server.MaxBodyBytes),
 		AllowOrigin:  cfg.Server.allowOrigin,
 		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
-		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
+		HomeResponseHeaderTimeout: cfg.Proxy.HomeResponseHeaderTimeout,
+		MaxIdleConnsPerHost:       cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
 		Log: g.log.With("component", "proxy"),
 	})
 }

@@ -73,6 +73,11 @@ type Options struct {
 	DialTimeout time.Duration
 	// ResponseHeaderTimeout bounds waiting for response headers.
 	ResponseHeaderTimeout time.Duration
+	// HomeResponseHeaderTimeout bounds waiting for the response headers of
+	// a home (a route with a HomeID) instead; zero means
+	// ResponseHeaderTimeout. Past it the forward fails (504) and is
+	// reported to the route (OnFailure), which drops the home's verdict.
+	HomeResponseHeaderTimeout time.Duration
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream.
 	MaxIdleConnsPerHost int
 	// IdleConnTimeout closes idle pooled connections.
@@ -86,7 +91,10 @@ type Proxy struct {
 	opts      Options
 	rp        *httputil.ReverseProxy
 	transport *http.Transport
-	stripped  []string
+	// homes is transport with the homes' response header timeout, for
+	// routes with a HomeID.
+	homes    *http.Transport
+	stripped []string
 
 	relayMu   sync.Mutex
 	relays    map[*relay]struct{} // WebSockets being relayed (relay.go)
@@ -117,11 +125,15 @@ func New(o Options) *Proxy {
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
 	}
-	p := &Proxy{opts: o, transport: tr, relays: map[*relay]struct{}{}}
+	homes := tr.Clone()
+	if o.HomeResponseHeaderTimeout > 0 {
+		homes.ResponseHeaderTimeout = o.HomeResponseHeaderTimeout
+	}
+	p := &Proxy{opts: o, transport: tr, homes: homes, relays: map[*relay]struct{}{}}
 	p.stripped = append([]string{http.CanonicalHeaderKey(o.RelayHeader)}, o.StripHeaders...)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      retryTransport{base: tr},
+		Transport:      retryTransport{apps: tr, homes: homes},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
@@ -131,7 +143,10 @@ func New(o Options) *Proxy {
 }
 
 // Close closes idle upstream connections.
-func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
+func (p *Proxy) Close() {
+	p.transport.CloseIdleConnections()
+	p.homes.CloseIdleConnections()
+}
 
 // Serve forwards r to route. It returns when the exchange is over: for a
 // WebSocket, when its hijacked connection has closed on either side. The
@@ -327,14 +342,20 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 // and retries once, on a fresh upstream from the route, a request whose
 // upstream could not be reached before any response, when the request can
 // be replayed.
-type retryTransport struct{ base *http.Transport }
+// Homes go through their own transport, whose response header timeout
+// is the homes' one.
+type retryTransport struct{ apps, homes *http.Transport }
 
 func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	res, err := t.base.RoundTrip(req)
+	route := routeFrom(req.Context())
+	base := t.apps
+	if route != nil && route.HomeID != "" {
+		base = t.homes
+	}
+	res, err := base.RoundTrip(req)
 	if err == nil {
 		return res, nil
 	}
-	route := routeFrom(req.Context())
 	if route == nil {
 		return nil, err
 	}
@@ -354,7 +375,7 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 	}
-	res, err = t.base.RoundTrip(again)
+	res, err = base.RoundTrip(again)
 	if err != nil {
 		route.failed(again)
 	}

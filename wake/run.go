@@ -30,6 +30,11 @@ type wakeRun struct {
 	probe      ProbeResult
 	stop       *stopped // the stop of a half-woken home, if there was one
 	stopErr    error
+	// halfWoken is the provider of a home this wake started, or tried to,
+	// and that did not become ready: its callers are released at once and
+	// the home is stopped after (stopAfterRelease).
+	halfWoken provider.Provider
+	released  bool // the callers were released before the stop
 }
 
 // runWake is the one wake of h. It owns f and completes it exactly once.
@@ -49,19 +54,44 @@ func (e *Engine) runWake(h *home, f *flight) {
 				w.held = l
 				var err error
 				res, err = w.run(ctx)
+				w.stopAfterRelease(ctx, res, err)
 				return err
 			},
-			outcome: settle})
+			outcome: func(err error) {
+				if w.released {
+					w.settleStop()
+					return
+				}
+				settle(err)
+			}})
 		<-e.sem
 	case <-ctx.Done():
 		settle(w.timeout("waiting for a wake slot", ctx.Err()))
 	}
-	// The verdict was in place before the lock went, and the lock is free
-	// before the callers go: what they do next finds both settled, and the
-	// wake is counted.
+	// The verdict was in place before the lock went, and (unless they went
+	// before a stop) the lock is free before the callers go: what they do
+	// next finds both settled, and the wake is counted.
 	w.count(f.err)
-	close(f.done)
+	if !w.released {
+		close(f.done)
+	}
 	w.finish(f.err)
+}
+
+// stopAfterRelease ends a wake whose home did not become ready: its callers
+// get the wake's error now, at the ready timeout, and only then is the
+// half-woken home stopped, under the lock still held and bounded by
+// stopTimeout (a hung home can take its whole stop grace and more). The
+// stop's outcome is reported with the wake's line, event and metrics, as
+// for any failed wake.
+func (w *wakeRun) stopAfterRelease(ctx context.Context, res Awake, err error) {
+	if w.halfWoken == nil {
+		return
+	}
+	w.settle(res, err)
+	w.released = true
+	close(w.f.done)
+	w.fail(ctx, w.halfWoken)
 }
 
 // count counts the finished wake in the engine's metrics.
@@ -101,13 +131,7 @@ func (w *wakeRun) settle(res Awake, err error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if w.stop != nil {
-		ls := &WakeStop{At: time.Now(), Proven: w.stop.proven}
-		if w.stopErr != nil {
-			ls.Error = w.stopErr.Error()
-		}
-		h.lastStop = ls
-	}
+	w.settleStopLocked()
 	f.res, f.err = res, err
 	switch {
 	case err == nil:
@@ -141,6 +165,25 @@ func (e *Engine) failurePause(fails int) time.Duration {
 	return d
 }
 
+// settleStop records the stop of the half-woken home, for a wake whose
+// callers went before it.
+func (w *wakeRun) settleStop() {
+	w.h.mu.Lock()
+	defer w.h.mu.Unlock()
+	w.settleStopLocked()
+}
+
+func (w *wakeRun) settleStopLocked() {
+	if w.stop == nil {
+		return
+	}
+	ls := &WakeStop{At: time.Now(), Proven: w.stop.proven}
+	if w.stopErr != nil {
+		ls.Error = w.stopErr.Error()
+	}
+	w.h.lastStop = ls
+}
+
 // run wakes the home; the lifecycle lock is held and w.rec was read after
 // it was taken.
 func (w *wakeRun) run(ctx context.Context) (Awake, error) {
@@ -167,7 +210,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	res, err := prov.Wake(ctx, w.spec())
 	w.providerAt = time.Since(t0)
 	if err != nil {
-		w.fail(ctx, prov)
+		w.halfWoken = prov
 		if ctx.Err() != nil {
 			return Awake{}, w.timeout("starting the home", err)
 		}
@@ -175,7 +218,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	}
 	endpoint, err := url.Parse(res.Endpoint)
 	if err != nil || endpoint.Host == "" {
-		w.fail(ctx, prov)
+		w.halfWoken = prov
 		return Awake{}, fmt.Errorf("wake %s: provider returned endpoint %q: %w", h.spec.ID, res.Endpoint, err)
 	}
 	// A new endpoint or ref is stored; the target never changes. A home
@@ -194,7 +237,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	w.probe, endpoint, err = w.probeFollowing(ctx, res.Endpoint, endpoint)
 	w.probeAt = time.Since(t1)
 	if err != nil {
-		w.fail(ctx, prov)
+		w.halfWoken = prov
 		return Awake{}, w.timeout("waiting for the home to be ready", err)
 	}
 	// A home that serves while its record says it is waking would be
