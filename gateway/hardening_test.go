@@ -648,6 +648,7 @@ func TestHardeningErrorMapping(t *testing.T) {
 	t.Setenv("WG_HARD_RELAY", hardToken)
 	addr := hardGateway(t, fmt.Sprintf(`proxy:
   response_header_timeout: 300ms
+  home_response_header_timeout: 300ms
 homes:
   - id: h1
     target: h

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -161,6 +162,11 @@ func TestMetricsCountUnprovenStopOfFailedWake(t *testing.T) {
 	if _, err := eng.EnsureAwake(ctx, "h1"); err == nil {
 		t.Fatal("a home that never listens woke")
 	}
+	// The caller goes at the ready timeout; the stop is counted once it
+	// has ended.
+	testbin.Eventually(t, "the stop counted", func() bool {
+		return emCounter(t, em.stops.WithLabelValues("false")) == 1
+	})
 	if got := emCounter(t, em.stops.WithLabelValues("false")); got != 1 {
 		t.Fatalf(`wakegate_wake_stop_total{proven="false"} = %v, want 1`, got)
 	}

@@ -389,6 +389,9 @@ func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
 	if r.eng.Warm(rigHome) {
 		t.Fatal("a failed wake left a warm verdict")
 	}
+	// The callers went at the ready timeout; the half-woken home is
+	// stopped after, and the wake's end event reports that stop.
+	evs := r.waitEvents(1, wakeEnds...)
 	if pids := testbin.HomePIDs(t, r.homeDir()); len(pids) != 0 {
 		t.Fatalf("half-woken home still runs: %v", pids)
 	}
@@ -396,7 +399,6 @@ func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
 	if rec.Status != registry.StatusSuspended || rec.WantRunning || rec.Verdict != registry.VerdictNone {
 		t.Fatalf("stored record after failed wake: %+v", rec)
 	}
-	evs := r.waitEvents(1, wakeEnds...)
 	if len(evs) != 1 || evs[0].Type != wake.EventWakeFailed || evs[0].StopProven == nil || !*evs[0].StopProven {
 		t.Fatalf("wake events %+v: want one wake.failed with stop_proven=true", evs)
 	}
@@ -762,11 +764,12 @@ func TestEngineWakeEndsWhenProviderGivesUp(t *testing.T) {
 	if r.eng.Warm(rigHome) {
 		t.Fatal("a failed wake left a warm verdict")
 	}
+	// The callers went first; the wake's end follows the stop.
+	r.waitEvents(1, wakeEnds...)
 	st, err := r.eng.HomeState(ctx, rigHome)
 	if err != nil || st.Status != registry.StatusFailed || !strings.Contains(st.Reason, "exit status") {
 		t.Fatalf("stored state %+v, %v; want failed with the exit status", st, err)
 	}
-	r.waitEvents(1, wakeEnds...)
 	starts := len(r.waitEvents(1, wake.EventWakeStart))
 	for range 3 {
 		if err := r.eng.Start(rigHome); codeOf(err) != wake.CodeHomeFailed {
