@@ -379,10 +379,12 @@ func (e *Exec) suspend(ctx context.Context, s Spec) error {
 
 // Stop marks the home not wanted, then sends SIGTERM to its process group,
 // waits up to StopGrace, and sends SIGKILL. proven is true once the recorded
-// process is verified gone, and also when no live process matches the
-// record (then nothing is signalled). A ctx that ends during the grace
-// sends SIGKILL at once and returns the ctx error; one already ended when
-// Stop is called changes nothing.
+// process is verified gone with every live member of its process group.
+// When no live process matches the record nothing is signalled, and proven
+// is true unless processes of the recorded process's group run on (see
+// leftBehind). A ctx that ends during the grace sends SIGKILL at once and
+// returns the ctx error; one already ended when Stop is called changes
+// nothing.
 func (e *Exec) Stop(ctx context.Context, s Spec) (proven bool, err error) {
 	proven, err = e.stop(ctx, s)
 	if err != nil {
@@ -408,6 +410,9 @@ func (e *Exec) stop(ctx context.Context, s Spec) (bool, error) {
 		return false, err
 	}
 	if p == nil {
+		if err := e.leftBehind(h, s); err != nil {
+			return false, err
+		}
 		return true, nil
 	}
 	proven, err := e.terminate(ctx, p)
@@ -737,6 +742,39 @@ func (e *Exec) recorded(h *home, s Spec) (ref execRef, st procStat, found bool, 
 		}
 	}
 	return execRef{}, procStat{}, false, nil
+}
+
+// leftBehind checks, for a home with no live recorded process, that the
+// process groups its records name are empty. A recorded process that is
+// gone (its pid free, or a zombie) may have left processes in its group;
+// those are reported, not signalled: with the leader gone, nothing but the
+// group's id says they are the home's (design rule 17). A recorded pid
+// that now names another process proves the group gone: the kernel does
+// not hand out a pid that is still a process group's id. So does a record
+// from an earlier boot.
+func (e *Exec) leftBehind(h *home, s Spec) error {
+	var refs []execRef
+	if r, ok := parseRef(s.Ref); ok {
+		refs = append(refs, r)
+	}
+	if r, ok := readRefFile(h); ok {
+		refs = append(refs, r)
+	}
+	for _, r := range refs {
+		if r.Boot != "" && r.Boot != bootID() {
+			continue
+		}
+		if st, err := readProcStat(r.PID); err == nil && st.Start != r.Start {
+			continue // reused: the old group is gone
+		}
+		if groupGone(r.PID) {
+			continue
+		}
+		left, _ := groupMembers(r.PID)
+		return fmt.Errorf("pid %d is gone, but processes %v of its process group run on; "+
+			"they are not signalled, as only their group id ties them to the home: end them by hand", r.PID, left)
+	}
+	return nil
 }
 
 // refFile is where the provider records the last process it started for a

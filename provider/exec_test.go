@@ -1234,3 +1234,53 @@ func TestCrashLeavesNoGroup(t *testing.T) {
 		t.Fatal("the old process's group member runs on next to its restart")
 	}
 }
+
+// TestStopReportsLeftBehindGroup records a home whose process is gone but
+// left a process in its group, as a gateway that was down when the home's
+// leader died finds it: a stop signals nothing and is not proven.
+func TestStopReportsLeftBehindGroup(t *testing.T) {
+	dir := testDataDir(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A leader that starts a member of its group and exits at once.
+	cmd := exec.Command("/bin/sh", "-c", `"$0" sleep & echo $!`, self)
+	cmd.Env = append(os.Environ(), "EXEC_TEST_HOME=1", "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := childIdentity(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var memberPID int
+	if _, err := fmt.Fscan(out, &memberPID); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	member, err := readProcStat(memberPID)
+	if err != nil || member.Pgrp != leader.PID {
+		t.Fatalf("member %+v, %v; want it in group %d", member, err, leader.PID)
+	}
+	t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
+	e := newExec(t, testConfig(dir))
+	ref, err := json.Marshal(execRef{procIdentity: leader, Port: 1, Version: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proven, err := e.Stop(context.Background(), Spec{ID: "h1", Ref: string(ref)})
+	if proven || err == nil || !strings.Contains(err.Error(), strconv.Itoa(member.PID)) {
+		t.Fatalf("Stop = %v, %v; want not proven, naming the process left behind", proven, err)
+	}
+	if st, err := readProcStat(member.PID); err != nil || st.Start != member.Start || st.State == 'T' {
+		t.Fatalf("the process left behind was signalled: %+v, %v", st, err)
+	}
+}
