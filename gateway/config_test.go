@@ -150,6 +150,8 @@ proxy:
 wake:
   max_concurrent: -2                # want wake.max_concurrent
   hold: -1s                         # want wake.hold
+  failure_backoff: 1m
+  failure_backoff_max: 30s          # want wake.failure_backoff_max
   no_wake_user_agents: ["(unclosed"] # want wake.no_wake_user_agents[0]
   no_wake_paths: ["robots.txt"]     # want wake.no_wake_paths[0]
   probe:
@@ -661,6 +663,7 @@ homes:
 		{"wake.max_concurrent", cfg.Wake.MaxConcurrent, 16},
 		{"wake.retry_after", cfg.Wake.RetryAfter, 5 * time.Second},
 		{"wake.failure_backoff", cfg.Wake.FailureBackoff, 2 * time.Second},
+		{"wake.failure_backoff_max", cfg.Wake.FailureBackoffMax, 5 * time.Minute},
 		{"wake.no_wake_user_agents", cfg.Wake.NoWakeUserAgents, gateway.DefaultNoWakeUserAgents},
 		{"wake.no_wake_paths", cfg.Wake.NoWakePaths, []string{"/favicon.ico", "/robots.txt"}},
 		{"wake.probe.kind", cfg.Wake.Probe.Kind, "ws"},
