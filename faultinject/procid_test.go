@@ -164,7 +164,9 @@ func TestCrashLoopFailsEveryCallerAtOnce(t *testing.T) {
 	}
 	t.Logf("%d callers got home_failed; the slowest after %s", callers, slowest)
 
-	// The stored status says failed, with the exit status, for operators.
+	// The stored status says failed, with the exit status, for operators,
+	// once the wake has ended (its callers go before it stops the home).
+	testbin.Eventually(t, "the wake's log line", func() bool { return len(logLines(g.Output(), "wake")) >= 1 })
 	code, body := g.adminDo(t, http.MethodGet, "/admin/homes/"+fiHome)
 	var view struct {
 		Status string `json:"status"`
