@@ -1175,10 +1175,8 @@ func (e *Exec) waitState(ctx context.Context, p *proc, ok func(byte) bool) error
 // is never followed by "proven".
 func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
 	p.stopping.Store(true)
-	if err := e.signal(p, unix.SIGTERM); err != nil && !errors.Is(err, errProcGone) {
+	if err := e.signalGroup(p, unix.SIGTERM); err != nil {
 		return false, err
-	} else if errors.Is(err, errProcReused) {
-		return false, fmt.Errorf("not stopped: %w", err)
 	}
 	_ = e.signal(p, unix.SIGCONT)
 	gone, werr := e.waitGone(ctx, p)
@@ -1188,7 +1186,7 @@ func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
 	if errors.Is(werr, errClosed) {
 		return false, werr
 	}
-	if err := e.kill(p); err != nil {
+	if err := e.signalGroup(p, unix.SIGKILL); err != nil {
 		return false, err
 	}
 	if werr != nil {
@@ -1205,10 +1203,11 @@ func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
 	return false, fmt.Errorf("pid %d or its process group (%v left) still present %s after SIGKILL", p.PID, left, e.cfg.StopGrace)
 }
 
-// kill sends SIGKILL to p's process group, or, once p itself is gone, to
-// what is left of the group it led.
-func (e *Exec) kill(p *proc) error {
-	err := e.signal(p, unix.SIGKILL)
+// signalGroup sends sig to p's process group, or, once p itself is gone,
+// to what is left of the group it led. A pid that now names another
+// process is not signalled: the error says so.
+func (e *Exec) signalGroup(p *proc, sig unix.Signal) error {
+	err := e.signal(p, sig)
 	switch {
 	case err == nil:
 		return nil
@@ -1220,9 +1219,9 @@ func (e *Exec) kill(p *proc) error {
 	// p is gone and its pid is free (a reused pid is errProcReused): the
 	// kernel keeps a pid from being handed out while a process group of
 	// that id has members, so the members of group p.PID are what p's
-	// group left behind.
-	if err := unix.Kill(-p.PID, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("signal %s to the process group of pid %d: %w", unix.SIGKILL, p.PID, err)
+	// group left behind. p died a moment ago, during this stop.
+	if err := unix.Kill(-p.PID, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("signal %s to the process group of pid %d: %w", sig, p.PID, err)
 	}
 	return nil
 }
