@@ -32,12 +32,7 @@ func TestTLSRapidResetClosesConnection(t *testing.T) {
   names: [dev.test]
   http2: {max_resets_per_second: 2}
 `, pub, plain)
-	pemRoot, err := os.ReadFile(filepath.Join(gw.data, "internal-ca", "root.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(pemRoot)
+	roots := internalRoots(t, gw)
 	waitCert(t, gw.addr, "dev.test", roots)
 
 	conn, err := tls.Dial("tcp", gw.addr, &tls.Config{ServerName: "dev.test", RootCAs: roots, NextProtos: []string{"h2"}})
@@ -93,4 +88,16 @@ send:
 	testbin.Eventually(t, "the rapid-reset log line", func() bool {
 		return len(gw.logs.Lines(`"closed an HTTP/2 connection that cancelled too many streams"`)) > 0
 	})
+}
+
+// internalRoots trusts the internal CA of gw's data directory.
+func internalRoots(t testing.TB, gw *tlsGateway) *x509.CertPool {
+	t.Helper()
+	pemRoot, err := os.ReadFile(filepath.Join(gw.data, "internal-ca", "root.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pemRoot)
+	return roots
 }

@@ -36,6 +36,12 @@ for tool in pebble pebble-challtestsrv; do
     go install "github.com/letsencrypt/pebble/v2/cmd/$tool@v2.10.3"
   fi
 done
+# h2spec checks the HTTPS listener's HTTP/2 against a plain Go server's
+# (gateway/tls_h2spec_test.go).
+if ! command -v h2spec >/dev/null && [[ ! -x $gobin/h2spec ]]; then
+  echo "test.sh: installing h2spec"
+  go install "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
