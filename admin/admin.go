@@ -74,6 +74,9 @@ type Homes interface {
 	AddLease(id string, ttl time.Duration) (uint64, error)
 	// EndLease ends a lease (fault.NotFound when it is not live).
 	EndLease(id string, lease uint64) error
+	// HomeLog says where home id's log is (fault.NotFound for a home
+	// whose provider keeps no log here).
+	HomeLog(id string) (LogSource, error)
 }
 
 // Target reads and registers the roll target.

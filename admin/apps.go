@@ -38,6 +38,9 @@ type AppView struct {
 	// stored generation (its ETag), 0 for the former.
 	Source     string `json:"source"`
 	Generation uint64 `json:"generation,omitempty"`
+	// Phases are the app's last phase changes here, newest first (only in
+	// the answer of GET /admin/apps/{slug}).
+	Phases []wake.PhaseChange `json:"phases,omitempty"`
 }
 
 // RouteView is one entry of the route table.

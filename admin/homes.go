@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/wake"
 )
 
 // HomeView is a home as the admin API shows it: no secrets.
@@ -50,6 +51,21 @@ type HomeView struct {
 	// and why the stop failed. Omitted when no failed wake stopped it since
 	// the gateway started.
 	LastStop *StopView `json:"last_stop,omitempty"`
+	// SuspendInS is how many seconds remain before the idle suspend of a
+	// running home with no session; omitted otherwise (sessions, not
+	// running, or an idle timeout of 0s).
+	SuspendInS *float64 `json:"suspend_in_s,omitempty"`
+
+	// The fields below are only in the answers about one home (detail.go).
+
+	// Wakes are the home's last wakes on this instance, newest first.
+	Wakes []wake.WakeRecord `json:"wakes,omitempty"`
+	// SessionKinds are its live sessions here by kind.
+	SessionKinds *SessionKinds `json:"session_kinds,omitempty"`
+	// VerdictAgeS is how many seconds ago the home was last proven ready.
+	VerdictAgeS *float64 `json:"verdict_age_s,omitempty"`
+	// Roll is where the home stands against the roll target.
+	Roll *RollView `json:"roll,omitempty"`
 }
 
 // StopView is the stop of a half-woken home after a failed wake.
@@ -113,6 +129,7 @@ func (s *Server) homeRoutes(r chi.Router) {
 	r.Post("/admin/homes/{id}/roll", s.homeAction(s.rollHome))
 	r.Post("/admin/homes/{id}/leases", s.postLease)
 	r.Delete("/admin/homes/{id}/leases/{lease}", s.deleteLease)
+	r.Get("/admin/homes/{id}/logs", s.homeLogs)
 }
 
 // writeHome answers a home with its generation as ETag.

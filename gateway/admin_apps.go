@@ -63,8 +63,14 @@ func (a adminAPI) ListApps() []admin.AppView {
 	return out
 }
 
-// GetApp returns the app at slug.
-func (a adminAPI) GetApp(slug string) (admin.AppView, error) { return a.current(slug) }
+// GetApp returns the app at slug with its phase history.
+func (a adminAPI) GetApp(slug string) (admin.AppView, error) {
+	v, err := a.current(slug)
+	if err == nil {
+		v.Phases = a.g.Apps().PhaseHistory(slug)
+	}
+	return v, err
+}
 
 // PutApp checks body as an app for slug and registers it.
 func (a adminAPI) PutApp(ctx context.Context, slug string, body admin.Body, ifMatch uint64) (admin.AppView, bool, error) {

@@ -48,6 +48,7 @@ func (a adminAPI) view(h *homeRoute, rec registry.Home) admin.HomeView {
 		t := rec.LastReadyAt
 		v.LastReadyAt = &t
 	}
+	v.SuspendInS = a.suspendIn(h, rec)
 	if ls := g.engine.LastStop(h.spec.ID); ls != nil {
 		v.LastStop = &admin.StopView{At: ls.At, Proven: ls.Proven, Error: ls.Error}
 	}
@@ -94,6 +95,7 @@ func (a adminAPI) detail(ctx context.Context, h *homeRoute) (admin.HomeView, err
 		return admin.HomeView{}, adminFault(fmt.Errorf("read home %s: %w", h.spec.ID, err))
 	}
 	v := a.view(h, rec)
+	a.enrich(ctx, h, rec, &v)
 	if h.spec.Provider == "exec" {
 		v.Restarts = a.g.exec.History(h.spec.ID)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -240,9 +241,15 @@ homes:
 	testbin.Eventually(t, "the stop of the failed wake in the home view", func() bool {
 		code, _, body = a.do(t, "GET", "/admin/homes/mute", admToken, nil, nil)
 		v.LastStop = nil
-		return code == http.StatusOK && json.Unmarshal(body, &v) == nil && v.LastStop != nil
+		return code == http.StatusOK && json.Unmarshal(body, &v) == nil && v.LastStop != nil &&
+			len(admDecode[admin.HomeView](t, body).Wakes) > 0
 	})
 	if !v.LastStop.Proven || v.LastStop.At.IsZero() {
 		t.Fatalf("last_stop %+v: want a proven stop with its time", *v.LastStop)
+	}
+	// The wake history says the same of the failed wake.
+	if d := admDecode[admin.HomeView](t, body); len(d.Wakes) != 1 || d.Wakes[0].Outcome != "failed" ||
+		d.Wakes[0].StopProven == nil || !*d.Wakes[0].StopProven || d.Wakes[0].Error == "" {
+		t.Fatalf("wakes %+v: want one failed wake with a proven stop", d.Wakes)
 	}
 }

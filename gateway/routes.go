@@ -180,6 +180,10 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 	id := h.spec.ID
 	c := g.sessions.Begin(id)
 	defer g.sessions.End(c)
+	if proxy.IsWebSocket(r) {
+		g.sessions.MarkWebSocket(c)
+		defer g.sessions.UnmarkWebSocket(c)
+	}
 	route.HomeID = id
 	route.RelayToken = h.token
 

@@ -20,6 +20,8 @@ type Sessions struct {
 type Counter struct {
 	id string
 	n  atomic.Int64
+	// ws is how many of the n sessions are WebSockets (sessions_kinds.go).
+	ws atomic.Int64
 	// idleSince is when the count last fell to zero (unix nanoseconds).
 	idleSince atomic.Int64
 

@@ -144,6 +144,7 @@ type observedApp struct {
 	stopped bool // desired state
 	op      string
 	changed chan struct{} // closed and replaced whenever st changes
+	phases  phaseHistory  // its last phase changes (apps_history.go)
 }
 
 // observation is one observation of an app in progress; refreshes join
@@ -334,6 +335,7 @@ func (a *Apps) observe(ap *observedApp, f *observation) {
 	}
 	ap.flight = nil
 	if changed {
+		ap.phases.addLocked(PhaseChange{At: ob.ObservedAt, Phase: ob.Phase, Reason: ob.Reason, Message: ob.Message})
 		// Published under the app's lock, so that its events keep the
 		// order of what happened to it (a stop's withdrawal comes after).
 		a.o.Events.Publish(Event{Type: EventAppPhase, App: ap.spec.Slug, Home: ap.spec.Home,

@@ -123,6 +123,8 @@ type home struct {
 	lockedHere bool
 	// lastStop is the stop of the home after its last failed wake.
 	lastStop *WakeStop
+	// history is the home's last wakes (history.go).
+	history wakeHistory
 
 	// waiting counts callers inside EnsureAwake's slow path for this
 	// home: they wait for its wake and do not use it yet (roll.go).

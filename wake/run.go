@@ -72,6 +72,7 @@ func (e *Engine) runWake(h *home, f *flight) {
 	// before a stop) the lock is free before the callers go: what they do
 	// next finds both settled, and the wake is counted.
 	w.count(f.err)
+	w.record(time.Since(w.start), f.err)
 	if !w.released {
 		close(f.done)
 	}

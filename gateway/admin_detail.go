@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// The detail of one home for the admin API: its last wakes, sessions by
+// kind, verdict age, roll state, and where its log is.
+
+// suspendIn is how long until the idle suspend of home h (running, stored
+// as rec): nil when none is due (sessions, not running, or never idle).
+func (a adminAPI) suspendIn(h *homeRoute, rec registry.Home) *float64 {
+	if rec.Status != registry.StatusRunning || h.spec.IdleTimeout <= 0 {
+		return nil
+	}
+	since := a.g.sessions.IdleSince(h.spec.ID)
+	if since.IsZero() {
+		return nil
+	}
+	left := max(h.spec.IdleTimeout-time.Since(since), 0).Round(100 * time.Millisecond).Seconds()
+	return &left
+}
+
+// enrich adds to v what only the answers about one home carry.
+func (a adminAPI) enrich(ctx context.Context, h *homeRoute, rec registry.Home, v *admin.HomeView) {
+	g := a.g
+	v.Wakes = g.engine.WakeHistory(h.spec.ID)
+	k := g.sessions.Kinds(h.spec.ID)
+	sk := &admin.SessionKinds{Requests: k.Requests, WebSockets: k.WebSockets, Leases: []admin.LeaseEntry{}}
+	for _, l := range k.Leases {
+		sk.Leases = append(sk.Leases, admin.LeaseEntry{Lease: strconv.FormatUint(l.ID, 10), ExpiresAt: l.ExpiresAt})
+	}
+	v.SessionKinds = sk
+	if !rec.LastReadyAt.IsZero() && rec.Verdict != "" {
+		age := time.Since(rec.LastReadyAt).Round(100 * time.Millisecond).Seconds()
+		v.VerdictAgeS = &age
+	}
+	roll := &admin.RollView{}
+	if t, err := g.engine.Target(ctx); err == nil {
+		roll.TargetVersion, roll.BadVersion = t.Version, t.BadVersion
+	}
+	roll.State = admin.RollState(string(rec.Status), rec.Version, roll.TargetVersion, roll.BadVersion)
+	v.Roll = roll
+}
+
+// HomeLog says where an exec home's log is; the relay token is masked.
+func (a adminAPI) HomeLog(id string) (admin.LogSource, error) {
+	h, err := a.home(id)
+	if err != nil {
+		return admin.LogSource{}, err
+	}
+	if h.spec.Provider != "exec" || a.g.exec == nil {
+		return admin.LogSource{}, fault.New(fault.NotFound, "no_log", "the gateway keeps no log for this home").
+			WithHint("only exec homes write their output to a log the gateway holds; read a " +
+				h.spec.Provider + " home's log where its provider keeps it")
+	}
+	files, err := a.g.exec.LogFiles(id)
+	if err != nil {
+		return admin.LogSource{}, adminFault(err)
+	}
+	return admin.LogSource{Files: files, Secrets: []string{h.token}}, nil
+}

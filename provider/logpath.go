@@ -1,0 +1,15 @@
+package provider
+
+import "path/filepath"
+
+// LogFiles returns the paths of home id's log, oldest generation first:
+// home.log.1 (the rotated part) and home.log (the file the home appends
+// to). Either may not exist yet.
+func (e *Exec) LogFiles(id string) ([]string, error) {
+	h, err := e.homeFor(id)
+	if err != nil {
+		return nil, err
+	}
+	p := filepath.Clean(h.log.path)
+	return []string{p + ".1", p}, nil
+}
