@@ -104,8 +104,9 @@ var errClosed = errors.New("exec provider closed")
 // Exec runs homes as local processes. Each home is one process (and its
 // process group) started from a command template, listening on a loopback
 // port, with its own data directory and capped log. The process identity
-// (pid, start time, boot; see procIdentity) is the provider ref, so a restarted gateway
-// adopts homes that still run instead of starting them again.
+// (pid, start time, boot; see procIdentity) is the provider ref, so a
+// restarted gateway adopts homes that still run instead of starting them
+// again.
 //
 // Goroutines: one supervisor (restarts and failures), one log janitor
 // (log caps), and one watcher per watched process, all ended by Close.
@@ -1099,9 +1100,9 @@ func (e *Exec) pollGone(p *proc) bool {
 }
 
 // signal sends sig to p's process group (to p alone if it leads none),
-// after re-reading /proc/<pid> and checking its identity (pid, start time, boot)
-// against the record. On a mismatch nothing is signalled and the error
-// wraps errProcGone.
+// after re-reading /proc/<pid> and checking its identity (pid, start time,
+// boot) against the record. On a mismatch nothing is signalled and the
+// error wraps errProcGone.
 func (e *Exec) signal(p *proc, sig unix.Signal) error {
 	st, err := lookupProc(p.procIdentity)
 	if err != nil {
@@ -1242,7 +1243,12 @@ func (e *Exec) waitGone(ctx context.Context, p *proc) (bool, error) {
 	case <-e.done:
 		return false, errClosed
 	}
-	if _, err := lookupProc(p.procIdentity); !errors.Is(err, errProcGone) {
+	switch _, err := lookupProc(p.procIdentity); {
+	case errors.Is(err, errProcReused):
+		// Seen exiting, and its pid handed out again since: the kernel
+		// does that only once no process group has that id.
+		return true, nil
+	case !errors.Is(err, errProcGone):
 		return false, nil
 	}
 	tick := time.NewTicker(procPollInterval)
