@@ -65,12 +65,21 @@ func (g *Gateway) newFront() error {
 			Rate: rate.Limit(float64(od.IssuePerMinute) / 60), Burst: od.IssuePerMinute,
 		})
 		opts.Decider = g.decider
+		g.routeTab.onChange = g.hostsChanged
 	}
 	g.front, err = tlsfront.New(opts)
 	if err != nil {
 		return fmt.Errorf("tls: %w", err)
 	}
 	return g.metrics.reg.Register(newCertCollector(g.front))
+}
+
+// hostsChanged drops the on-demand decisions after apps or homes changed,
+// so that a name registered a moment ago gets its certificate at once.
+func (g *Gateway) hostsChanged() {
+	if g.decider != nil {
+		g.decider.Forget()
+	}
 }
 
 // servedHost reports whether the gateway serves host (lower-case, no

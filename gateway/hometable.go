@@ -49,4 +49,5 @@ func (g *Gateway) setHome(id string, h *homeRoute) {
 		t.byID[id] = h
 	}
 	g.homeTab.Store(t)
+	g.hostsChanged()
 }

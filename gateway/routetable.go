@@ -39,6 +39,8 @@ type routeTable struct {
 	apps   *wake.Apps // the observer: statuses, refreshes, operations
 	loops  appLoops   // one observation loop per app
 	probe  *selfProber
+	// onChange, when set, runs after every change of the table.
+	onChange func()
 
 	log      *slog.Logger
 	events   *wake.Bus
@@ -98,6 +100,9 @@ func (t *routeTable) set(slug string, r *appRoute) {
 		m[slug] = r
 	}
 	t.routes.Store(&m)
+	if t.onChange != nil {
+		t.onChange() // host names follow the apps (gateway_tls.go)
+	}
 }
 
 // published reports whether ar is the route of its slug and is published

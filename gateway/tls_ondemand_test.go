@@ -30,7 +30,10 @@ func TestTLSOnDemandHostRouting(t *testing.T) {
 	t.Parallel()
 	pub, plain := tlsListeners(t)
 	pb := pebbletest.Start(t, pebbletest.Options{HTTPPort: portNum(plain), TLSPort: portNum(pub)})
-	gw := tlsStart(t, fmt.Sprintf(`hosts:
+	gw := tlsStart(t, fmt.Sprintf(`admin:
+  listen: "127.0.0.1:0"
+  tokens: [%q]
+hosts:
   apps_domain: apps.test
   nodes_domain: nodes.test
 tls:
@@ -38,7 +41,7 @@ tls:
   ca: %q
   email: ops@apps.test
   trusted_roots: [%q]
-`, pb.Directory, pb.ListenerRootPEM), pub, plain)
+`, admToken, pb.Directory, pb.ListenerRootPEM), pub, plain)
 
 	// The first handshake for demo.apps.test obtains its certificate.
 	c, err := tls.Dial("tcp", gw.addr, &tls.Config{ServerName: "demo.apps.test", RootCAs: pb.Roots})
@@ -106,6 +109,24 @@ tls:
 	}
 	if after := storedFiles(t, gw.data); strings.Join(after, "\n") != strings.Join(before, "\n") {
 		t.Errorf("refused names changed certificate storage:\nbefore %v\nafter  %v", before, after)
+	}
+	// A name refused a moment ago gets its certificate once its app is
+	// registered: the decisions follow the apps.
+	if c, err := tls.Dial("tcp", gw.addr, &tls.Config{ServerName: "late.apps.test", RootCAs: pb.Roots}); err == nil {
+		_ = c.Close()
+		t.Fatal("late.apps.test got a certificate before its app existed")
+	}
+	adm := admServe(t, gw.e2eGateway)
+	if code, _, body := adm.do(t, "PUT", "/admin/apps/late", admToken, nil, map[string]any{"home": "demo", "path": "/apps/demo"}); code != http.StatusCreated {
+		t.Fatalf("PUT /admin/apps/late: %d %s", code, body)
+	}
+	c, err = tls.Dial("tcp", gw.addr, &tls.Config{ServerName: "late.apps.test", RootCAs: pb.Roots})
+	if err != nil {
+		t.Fatalf("late.apps.test after its app was registered: %v", err)
+	}
+	_ = c.Close()
+	if n := pb.Orders(); n != 3 {
+		t.Errorf("pebble saw %d orders, want 3", n)
 	}
 	// Host routes: an unknown host under a domain is 404, not the path routes.
 	req, _ := http.NewRequest(http.MethodGet, "https://demo.apps.test/apps/demo/", nil)
