@@ -123,7 +123,7 @@ type ServerConfig struct {
 	// MaxConnsPerClient caps the open connections of one client IP (the
 	// socket peer; a trusted proxy's connections are not capped). A
 	// connection past the cap is closed at once and counted in
-	// wakegate_conns_refused_total. Default 256; zero means the default.
+	// wakegate_conns_refused_total. Default 1024; zero means the default.
 	MaxConnsPerClient int `yaml:"max_conns_per_client"`
 	// TrustedProxies are the CIDRs whose X-Forwarded-* and X-Request-Id
 	// headers are trusted; a bare address is a network of one. Default

@@ -648,7 +648,7 @@ homes:
 		{"server.min_body_rate", *cfg.Server.MinBodyRate, gateway.ByteSize(240)},
 		{"server.min_response_rate", *cfg.Server.MinResponseRate, gateway.ByteSize(240)},
 		{"server.min_rate_grace", cfg.Server.MinRateGrace, 5 * time.Second},
-		{"server.max_conns_per_client", cfg.Server.MaxConnsPerClient, 256},
+		{"server.max_conns_per_client", cfg.Server.MaxConnsPerClient, 1024},
 		{"proxy.dial_timeout", cfg.Proxy.DialTimeout, 5 * time.Second},
 		{"proxy.response_header_timeout", cfg.Proxy.ResponseHeaderTimeout, 60 * time.Second},
 		{"proxy.home_response_header_timeout", cfg.Proxy.HomeResponseHeaderTimeout, 30 * time.Second},

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,7 @@ type Gateway struct {
 	closeWait time.Duration
 
 	metrics   *metrics     // metrics.go
+	connLimit *connLimit   // connlimit.go: open connections per client
 	admin     *adminServer // admin.go; nil when the admin listener is off
 	adminAddr chan net.Addr
 	started   time.Time
@@ -108,6 +110,8 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 		}
 	}
 	g.metrics = newMetrics(g, em)
+	g.connLimit = &connLimit{max: cfg.Server.MaxConnsPerClient, trusted: cfg.Server.isTrusted,
+		refused: g.metrics.connsRefused, open: map[netip.Addr]int{}}
 	g.metrics.start(g.engine.Events())
 	g.reg = newRegistrar(g)
 	if err := g.reg.RegisterConfigHomes(ctx); err != nil {
@@ -187,7 +191,9 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		AllowOrigin:  cfg.Server.allowOrigin,
 		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
 		HomeResponseHeaderTimeout: cfg.Proxy.HomeResponseHeaderTimeout,
-		MaxIdleConnsPerHost:       cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
+		MinBodyRate:               int64(*cfg.Server.MinBodyRate), MinResponseRate: int64(*cfg.Server.MinResponseRate),
+		MinRateGrace:        cfg.Server.MinRateGrace,
+		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
 		Log: g.log.With("component", "proxy"),
 	})
 }
@@ -315,7 +321,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer stopFront()
-	pub := g.publicListener(srv, ln)
+	pub := g.publicListener(srv, limitListener{Listener: ln, l: g.connLimit})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(pub) }()
 	select {
@@ -387,21 +393,25 @@ func (g *Gateway) drain(srv *http.Server, serveErr chan error) {
 		goingAway = g.proxy.GoingAway()
 	}
 	g.log.Info("shutting down", "drain_grace", grace.String(), "websockets_going_away", goingAway)
-	deadline, cancel := context.WithTimeout(context.Background(), grace)
+	graceTimer := time.NewTimer(grace)
+	defer graceTimer.Stop()
+	// 2. Stop accepting. Shutdown waits for plain requests on its own,
+	// and closes each connection once its last response is written; it
+	// is given the grace and step 4's wait.
+	shutCtx, cancel := context.WithTimeout(context.Background(), grace+g.closeWait)
 	defer cancel()
-	// 2. Stop accepting; Shutdown waits for plain requests on its own.
 	shutdownDone := make(chan error, 1)
-	go func() { shutdownDone <- srv.Shutdown(deadline) }()
+	go func() { shutdownDone <- srv.Shutdown(shutCtx) }()
 	// 3. Wait for every request, hijacked WebSockets included, up to grace.
 	cutReqs, cutWS := 0, 0
 	select {
 	case <-g.inflight.Zero():
-	case <-deadline.Done():
+	case <-graceTimer.C:
 		cutReqs, cutWS = g.graceOver(atStart)
 	}
 	// 4. End what is left, wait a bounded while for the handlers (a
-	// request cut before its response began is answered), then close
-	// the connections.
+	// request cut before its response began is answered) and for their
+	// responses to be written, then close the connections.
 	g.hardCancel(errCut)
 	t := time.NewTimer(g.closeWait)
 	defer t.Stop()
@@ -410,10 +420,15 @@ func (g *Gateway) drain(srv *http.Server, serveErr chan error) {
 	case <-t.C:
 		g.log.Warn("requests still running after close", "wait", g.closeWait.String())
 	}
-	_ = srv.Close()
-	if err := <-shutdownDone; err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		g.log.Warn("shutdown", "err", err)
+	select {
+	case err := <-shutdownDone:
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			g.log.Warn("shutdown", "err", err)
+		}
+	case <-shutCtx.Done():
+		<-shutdownDone
 	}
+	_ = srv.Close()
 	g.log.Info("drained", "requests_cut", cutReqs, "websockets_cut", cutWS)
 }
 

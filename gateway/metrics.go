@@ -45,6 +45,7 @@ type metrics struct {
 	upstream [2]prometheus.Observer // app, node
 
 	rateLimited  *prometheus.CounterVec // scope
+	connsRefused prometheus.Counter     // connections past server.max_conns_per_client
 	authFailures prometheus.Counter
 	routePhases  *prometheus.GaugeVec // phase
 
@@ -190,6 +191,10 @@ func newMetrics(g *Gateway, em *engineMetrics) *metrics {
 		Name: "wakegate_rate_limited_total",
 		Help: "Requests refused with 429, by scope (admin_auth: failed admin token checks).",
 	}, []string{"scope"})
+	m.connsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "wakegate_conns_refused_total",
+		Help: "Public connections closed on accept because their client IP had server.max_conns_per_client open.",
+	})
 	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "wakegate_admin_auth_failures_total",
 		Help: "Admin requests refused for a missing or wrong token.",
@@ -203,7 +208,7 @@ func newMetrics(g *Gateway, em *engineMetrics) *metrics {
 	}
 	m.rateLimited.WithLabelValues("admin_auth")
 	m.reg.MustRegister(em.collectors()...)
-	m.reg.MustRegister(req, up, m.rateLimited, m.authFailures, m.routePhases)
+	m.reg.MustRegister(req, up, m.rateLimited, m.connsRefused, m.authFailures, m.routePhases)
 	m.reg.MustRegister(stateMetrics(g)...)
 	// The Go runtime (goroutines, heap, GC) and the process (open and
 	// maximum file descriptors, memory, CPU), so that leaks show.

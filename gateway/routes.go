@@ -59,9 +59,15 @@ func (g *Gateway) routes() http.Handler {
 // and writes the access log.
 func (g *Gateway) hygiene(next http.Handler) http.Handler {
 	access := *g.cfg.Log.Access
+	minResponseRate := *g.cfg.Server.MinResponseRate > 0
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.inflight.Add(1)
 		defer g.inflight.Done()
+		if minResponseRate {
+			// The last response on this connection may have left a write
+			// deadline for its buffered tail (proxy/rate.go).
+			proxy.LiftWriteDeadline(w)
+		}
 		// The probe header goes first, from every request; only the
 		// gateway's own self-probe keeps its mark (apps.go).
 		r, probe := g.routeTab.probe.hygiene(r)

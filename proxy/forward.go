@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
@@ -52,6 +53,9 @@ type Route struct {
 
 	// rel is the relay of a WebSocket upgrade (relay.go); nil otherwise.
 	rel *relay
+	// bodyCut is set when the request body was cut for arriving slower
+	// than the minimum rate (rate.go).
+	bodyCut atomic.Bool
 }
 
 // Options configure a Proxy.
@@ -78,6 +82,16 @@ type Options struct {
 	// ResponseHeaderTimeout. Past it the forward fails (504) and is
 	// reported to the route (OnFailure), which drops the home's verdict.
 	HomeResponseHeaderTimeout time.Duration
+	// MinBodyRate is the least rate, in bytes per second, at which a
+	// request body must arrive once MinRateGrace has passed (rate.go); a
+	// slower body is cut and answered 408 body_too_slow. Zero: no floor.
+	MinBodyRate int64
+	// MinResponseRate is the least rate, in bytes per second, at which a
+	// client must take each response write after MinRateGrace; a slower
+	// reader's connection is closed. WebSockets are exempt. Zero: no floor.
+	MinResponseRate int64
+	// MinRateGrace is the time allowed before the rates apply.
+	MinRateGrace time.Duration
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream.
 	MaxIdleConnsPerHost int
 	// IdleConnTimeout closes idle pooled connections.
@@ -168,6 +182,12 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = http.MaxBytesReader(w, r.Body, max)
 		}
+	}
+	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
+		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut)
+	}
+	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) {
+		w = newRateWriter(w, rate, p.opts.MinRateGrace)
 	}
 	if isWebSocket(r) {
 		// The relay's two sides are wired in modifyResponse (the home's)
@@ -311,6 +331,16 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 }
 
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	route := routeFrom(r.Context())
+	if route != nil && route.bodyCut.Load() {
+		// The client, not the upstream, failed: no verdict is dropped. The
+		// server ended the request's context with the read that timed out.
+		p.opts.Log.Info("request body cut: slower than the minimum rate", "route", route.Name,
+			"path", r.URL.Path, "request_id", r.Header.Get("X-Request-Id"))
+		w.Header().Set("Connection", "close")
+		WriteClassified(w, r, bodyTooSlow)
+		return
+	}
 	if r.Context().Err() != nil {
 		if fe, ok := fault.As(context.Cause(r.Context())); ok {
 			// The server ended the request (a shutdown past its grace):
@@ -326,7 +356,6 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		}
 	}
 	c := StatusOf(err)
-	route := routeFrom(r.Context())
 	name := ""
 	if route != nil {
 		name = route.Name
@@ -356,8 +385,8 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		return res, nil
 	}
-	if route == nil {
-		return nil, err
+	if route == nil || route.bodyCut.Load() {
+		return nil, err // a body cut for its rate is the client's failure
 	}
 	route.failed(req)
 	if route.Retry == nil || !unreached(err) || !replayable(req) {

@@ -1,0 +1,88 @@
+package gateway
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// connLimit caps the open connections of each client IP on the public
+// listener (server.max_conns_per_client). The client is the socket peer:
+// a trusted proxy's connections carry many clients and are not capped.
+// A connection past the cap is closed as soon as it is accepted, before
+// TLS or a byte of HTTP, and counted.
+type connLimit struct {
+	max     int
+	trusted func(net.IP) bool
+	refused prometheus.Counter
+
+	mu   sync.Mutex
+	open map[netip.Addr]int
+}
+
+// limitListener is a listener whose connections connLimit counts.
+type limitListener struct {
+	net.Listener
+	l *connLimit
+}
+
+func (l limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip, ok := l.l.take(c.RemoteAddr())
+		if ok {
+			return &limitConn{Conn: c, l: l.l, ip: ip}, nil
+		}
+		_ = c.Close()
+		l.l.refused.Inc()
+	}
+}
+
+// take counts a connection from addr; false means the client is at its cap.
+func (l *connLimit) take(addr net.Addr) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return netip.Addr{}, true // not an IP peer: not capped
+	}
+	ip := ap.Addr().Unmap()
+	if l.trusted(ip.AsSlice()) {
+		return netip.Addr{}, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[ip] >= l.max {
+		return netip.Addr{}, false
+	}
+	l.open[ip]++
+	return ip, true
+}
+
+func (l *connLimit) release(ip netip.Addr) {
+	if !ip.IsValid() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[ip]--; l.open[ip] <= 0 {
+		delete(l.open, ip)
+	}
+}
+
+// limitConn gives its place back once, when it is closed.
+type limitConn struct {
+	net.Conn
+	l    *connLimit
+	ip   netip.Addr
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.l.release(c.ip) })
+	return err
+}

@@ -1,0 +1,198 @@
+package gateway_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// TestConnsPerClientCapped opens server.max_conns_per_client connections
+// from one client: the next one is closed at once and counted in
+// wakegate_conns_refused_total, the ones inside the cap still work, and a
+// place freed by a close is taken again.
+func TestConnsPerClientCapped(t *testing.T) {
+	t.Parallel()
+	a := admStart(t, admDemo, "server:\n  max_conns_per_client: 3\n")
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", a.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	healthz := func(c net.Conn) error {
+		_ = c.SetDeadline(time.Now().Add(testbin.WaitLimit))
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return err
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", res.StatusCode)
+		}
+		return nil
+	}
+	before := admValue(a.scrape(t), "wakegate_conns_refused_total", nil)
+	held := []net.Conn{dial(), dial(), dial()}
+	for i, c := range held {
+		if err := healthz(c); err != nil {
+			t.Fatalf("connection %d inside the cap: %v", i, err)
+		}
+	}
+	if err := healthz(dial()); err == nil {
+		t.Fatal("a connection past the cap was served")
+	}
+	if got := admValue(a.scrape(t), "wakegate_conns_refused_total", nil) - before; got != 1 {
+		t.Errorf("wakegate_conns_refused_total moved by %v, want 1", got)
+	}
+	held[0].Close()
+	testbin.Eventually(t, "a freed place taken again", func() bool { return healthz(dial()) == nil })
+}
+
+// TestSlowBodyEndsItsSession sends a request body to a home at one byte
+// per 200ms against a floor of 100 bytes per second: it is cut with 408
+// and the home's session ends with it (so the home can idle), while the
+// client would still be sending.
+func TestSlowBodyEndsItsSession(t *testing.T) {
+	t.Parallel()
+	gw := e2eStartInProcess(t, `
+log: {access: false}
+server:
+  min_body_rate: 100
+  min_rate_grace: 1s
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+`)
+	if res, body := e2eGet(t, e2eClient(t), "http://"+gw.addr+"/node/demo/whoami", nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("wake: %d %s", res.StatusCode, body)
+	}
+	c, err := net.Dial("tcp", gw.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(testbin.WaitLimit))
+	if _, err := io.WriteString(c, "POST /node/demo/whoami HTTP/1.1\r\nHost: x\r\nContent-Length: 10000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	testbin.Eventually(t, "the slow request counted as a session", func() bool { return gw.g.Sessions().Count("demo") == 1 })
+	res := limitsTrickle(t, c, 200*time.Millisecond)
+	if res == nil || res.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("slow body: %v, want 408", res)
+	}
+	if n := gw.g.Sessions().Count("demo"); n != 0 {
+		t.Errorf("sessions after the cut: %d, want 0", n)
+	}
+}
+
+// limitsTrickle writes one byte per every until the gateway answers, and
+// returns the answer (nil if the connection broke without one).
+func limitsTrickle(t *testing.T, c net.Conn, every time.Duration) *http.Response {
+	t.Helper()
+	answered := make(chan *http.Response, 1)
+	go func() {
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			answered <- nil
+			return
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		answered <- res
+	}()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case res := <-answered:
+			return res
+		case <-tick.C:
+			if _, err := c.Write([]byte{'x'}); err != nil {
+				return <-answered
+			}
+		}
+	}
+}
+
+// TestSlowClientsLatency measures a normal client's p99 through the
+// gateway to a real home, idle and then with 50 clients sending bodies at
+// one byte per second (under the default floor and grace). It logs both
+// and their ratio; speed is not asserted here.
+func TestSlowClientsLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measurement")
+	}
+	gw := e2eStartInProcess(t, `
+log: {access: false}
+server:
+  max_conns_per_client: 1000
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+`)
+	c := e2eClient(t)
+	url := "http://" + gw.addr + "/node/demo/whoami"
+	p99 := func() time.Duration {
+		var d []time.Duration
+		for range 300 {
+			start := time.Now()
+			res, _ := e2eGet(t, c, url, nil)
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("normal client: %d", res.StatusCode)
+			}
+			d = append(d, time.Since(start))
+		}
+		slices.Sort(d)
+		return d[len(d)*99/100]
+	}
+	p99() // warm up: wake the home, fill the pools
+	idle := p99()
+
+	const slow = 50
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range slow {
+		conn, err := net.Dial("tcp", gw.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, "POST /node/demo/whoami HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			defer conn.Close()
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					if _, err := conn.Write([]byte{'x'}); err != nil {
+						return
+					}
+				}
+			}
+		})
+	}
+	testbin.Eventually(t, "the slow clients counted as sessions", func() bool { return gw.g.Sessions().Count("demo") >= slow })
+	loaded := p99()
+	close(stop)
+	wg.Wait()
+	t.Logf("normal client p99: idle %s, with %d slow-body clients %s (ratio %.2f)", idle, slow, loaded,
+		float64(loaded)/float64(idle))
+}

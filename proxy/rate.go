@@ -1,0 +1,143 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Minimum data rates, in the manner of Kestrel's MinRequestBodyDataRate and
+// MinResponseDataRate: a client that sends a request body, or reads a
+// response, slower than a floor (after a grace period) is cut, so that a
+// trickle of bytes can neither hold a connection and a goroutine for ever
+// nor keep a home counted as in use. Both work through the connection's
+// deadlines (http.ResponseController), so a stalled client is cut by the
+// runtime's poller with no timer of ours.
+
+// errBodyTooSlow is what a request body's Read returns once the body
+// arrived slower than the floor.
+var errBodyTooSlow = errors.New("the request body arrived slower than the minimum rate")
+
+// bodyTooSlow is the answer to a request whose body was cut.
+var bodyTooSlow = Classified{Status: http.StatusRequestTimeout, Code: "body_too_slow",
+	Message: "The request body arrived too slowly."}
+
+// rateBody enforces the minimum request body rate. Only the time spent
+// waiting inside Read counts (not the time the upstream takes to accept
+// what was read): the body may take grace plus its size at rate.
+type rateBody struct {
+	body   io.ReadCloser
+	rc     *http.ResponseController
+	rate   float64 // bytes per second
+	grace  time.Duration
+	read   int64
+	waited time.Duration
+	cut    *atomic.Bool // set once the body was cut
+	done   bool
+}
+
+func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace time.Duration, cut *atomic.Bool) *rateBody {
+	return &rateBody{body: body, rc: http.NewResponseController(w), rate: float64(rate), grace: grace, cut: cut}
+}
+
+func (b *rateBody) Read(p []byte) (int, error) {
+	if b.done {
+		return b.body.Read(p)
+	}
+	allowed := b.grace + time.Duration(float64(b.read)/b.rate*float64(time.Second)) - b.waited
+	start := time.Now()
+	if err := b.rc.SetReadDeadline(start.Add(max(allowed, 0))); err != nil {
+		b.done = true // this connection cannot be timed: no floor
+		return b.body.Read(p)
+	}
+	n, err := b.body.Read(p)
+	b.waited += time.Since(start)
+	b.read += int64(n)
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		b.cut.Store(true)
+		return n, errBodyTooSlow
+	case err != nil:
+		b.finish()
+	}
+	return n, err
+}
+
+// finish lifts the deadline once the body is read (or given up on): the
+// server's own read of the connection, which begins at the end of the
+// body, must not inherit it.
+func (b *rateBody) finish() {
+	if !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+}
+
+func (b *rateBody) Close() error {
+	if !b.cut.Load() {
+		b.finish()
+	}
+	return b.body.Close()
+}
+
+// rateWriter enforces the minimum response rate: each write must be taken
+// by the client within grace plus its size at rate, or the connection is
+// closed. The server's buffered tail is flushed after the handler returns,
+// under the deadline the last write set; the next request on the
+// connection lifts it (LiftWriteDeadline).
+type rateWriter struct {
+	http.ResponseWriter
+	rc    *http.ResponseController
+	rate  float64
+	grace time.Duration
+	off   bool // the connection cannot be timed
+}
+
+func newRateWriter(w http.ResponseWriter, rate int64, grace time.Duration) *rateWriter {
+	return &rateWriter{ResponseWriter: w, rc: http.NewResponseController(w), rate: float64(rate), grace: grace}
+}
+
+// arm sets the write deadline for n more bytes.
+func (w *rateWriter) arm(n int) {
+	if w.off {
+		return
+	}
+	d := w.grace + time.Duration(float64(n+responseBuffer)/w.rate*float64(time.Second))
+	if err := w.rc.SetWriteDeadline(time.Now().Add(d)); err != nil {
+		w.off = true
+	}
+}
+
+// responseBuffer is about what the server holds back before it writes to
+// the connection, and so may write with any one write or flush.
+const responseBuffer = 4 << 10
+
+func (w *rateWriter) Write(p []byte) (int, error) {
+	w.arm(len(p))
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *rateWriter) WriteHeader(code int) {
+	w.arm(0)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// FlushError flushes under the deadline of the buffered bytes.
+func (w *rateWriter) FlushError() error {
+	w.arm(0)
+	return w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the wrapped writer.
+func (w *rateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// LiftWriteDeadline clears a write deadline a previous response on the
+// same connection left for its buffered tail (see rateWriter). The gateway
+// calls it at the start of every request when a minimum response rate is
+// set.
+func LiftWriteDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+}

@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rateOptions are test options with the minimum rates on: 100 bytes per
+// second after 300ms.
+func rateOptions() Options {
+	o := testOptions()
+	o.MinBodyRate, o.MinResponseRate, o.MinRateGrace = 100, 100, 300*time.Millisecond
+	return o
+}
+
+// TestSlowBodyIsCut sends a request body at one byte per 100ms (10 bytes
+// per second against a floor of 100) on a raw connection: the proxy
+// answers 408 body_too_slow and closes the connection while the client
+// still has bytes to send, and the failure is the client's: the route's
+// OnFailure (which drops a home's verdict) is not called. A body sent at
+// once, on the same proxy, goes through.
+func TestSlowBodyIsCut(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t, nil)
+	var failures atomic.Int32
+	s, _ := front(t, rateOptions(), func() *Route {
+		return &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"), OnFailure: func() { failures.Add(1) }}
+	})
+	addr := s.Listener.Addr().String()
+
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	const size = 1000
+	if _, err := fmt.Fprintf(c, "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size); err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan *http.Response, 1)
+	go func() {
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			close(answered)
+			return
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		answered <- res
+	}()
+	sent := 0
+	var res *http.Response
+trickle:
+	for sent < size {
+		select {
+		case res = <-answered:
+			break trickle
+		case <-time.After(100 * time.Millisecond):
+		}
+		if _, err := c.Write([]byte{'x'}); err != nil {
+			res = <-answered
+			break
+		}
+		sent++
+	}
+	if res == nil {
+		t.Fatalf("no answer after %d of %d body bytes", sent, size)
+	}
+	if res.StatusCode != http.StatusRequestTimeout || !res.Close {
+		t.Errorf("slow body: %d (close %v), want 408 and the connection closed", res.StatusCode, res.Close)
+	}
+	if sent >= size {
+		t.Errorf("the whole body was sent (%d bytes) before the cut", sent)
+	}
+	if n := failures.Load(); n != 0 {
+		t.Errorf("OnFailure called %d times for a client's slow body", n)
+	}
+	t.Logf("cut after %d body bytes", sent)
+
+	res2, body := do(t, newReq(t, http.MethodPost, "http://"+addr+"/fast", strings.NewReader(strings.Repeat("y", size))))
+	if res2.StatusCode != http.StatusOK || body != "ok" {
+		t.Errorf("fast body: %d %q", res2.StatusCode, body)
+	}
+	if got := up.last(t).Body; len(got) != size {
+		t.Errorf("upstream got %d body bytes of the fast request, want %d", len(got), size)
+	}
+}
+
+// TestSlowReaderIsCut has a client ask for a large response and read
+// nothing: once a write cannot be taken within the grace plus its size
+// at 1MiB per second, the proxy gives up and its handler returns,
+// while the client has read nothing.
+func TestSlowReaderIsCut(t *testing.T) {
+	t.Parallel()
+	const size = 64 << 20
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		buf := make([]byte, 64<<10)
+		for n := 0; n < size; n += len(buf) {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+	o := rateOptions()
+	o.MinResponseRate = 1 << 20 // each 32KiB write of the copy gets the grace and 36ms
+	p := New(o)
+	t.Cleanup(p.Close)
+	served := make(chan struct{})
+	s := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(served)
+		p.Serve(w, r, &Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
+	}))
+	c, err := net.Dial("tcp", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetReadBuffer(4 << 10)
+	}
+	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy still writes to a client that reads nothing")
+	}
+}
+
+// newLoopbackServer serves h on a loopback port until the test ends and
+// returns its address.
+func newLoopbackServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
