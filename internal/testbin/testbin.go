@@ -24,8 +24,20 @@ var (
 	buildErr  error
 )
 
+// Main runs a package's tests and then removes the binary Build made, so a
+// test run leaves no build behind. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	if buildPath != "" {
+		_ = os.RemoveAll(filepath.Dir(buildPath))
+	}
+	return code
+}
+
 // Build compiles the wakegate binary (once per test process) and returns
-// its path. The binary is removed when the process's temp dir is.
+// its path. Main removes it when the package's tests are done.
 func Build(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
