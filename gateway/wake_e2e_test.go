@@ -367,6 +367,12 @@ func TestWakeE2EReadyTimeout(t *testing.T) {
 	if gw.g.Engine().Warm(wkHome) {
 		t.Fatal("a failed wake left a warm verdict")
 	}
+	// The callers go before the half-woken home is stopped: wait for the
+	// stop's record.
+	testbin.Eventually(t, "the stop of the half-woken home", func() bool { return gw.g.Engine().LastStop(wkHome) != nil })
+	if ls := gw.g.Engine().LastStop(wkHome); !ls.Proven {
+		t.Fatalf("the stop of the half-woken home is not proven: %+v", ls)
+	}
 	if pids := testbin.HomePIDs(t, gw.homeDir()); len(pids) != 0 {
 		t.Fatalf("half-woken home left running: %v", pids)
 	}
