@@ -124,27 +124,45 @@ func (e *adminAPIError) Error() string {
 // do sends a request and returns the body of a 2xx answer; any other
 // answer is an *adminAPIError.
 func (c *adminClient) do(ctx context.Context, method, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	body, _, err := c.send(ctx, method, path, nil, "")
+	return body, err
+}
+
+// send sends a request with a JSON body (nil for none) and an If-Match
+// ("" for none), and returns the body and ETag of a 2xx answer; any other
+// answer is an *adminAPIError.
+func (c *adminClient) send(ctx context.Context, method, path string, reqBody []byte, ifMatch string) (body []byte, etag string, err error) {
+	var rd io.Reader
+	if reqBody != nil {
+		rd = bytes.NewReader(reqBody)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return nil, fmt.Errorf("admin request: %w", err)
+		return nil, "", fmt.Errorf("admin request: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
+	if reqBody != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if ifMatch != "" {
+		req.Header.Set("If-Match", ifMatch)
+	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("admin request: %w", err)
+		return nil, "", fmt.Errorf("admin request: %w", err)
 	}
 	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
+	body, err = io.ReadAll(io.LimitReader(res.Body, 16<<20))
 	if err != nil {
-		return nil, fmt.Errorf("admin request: read answer: %w", err)
+		return nil, "", fmt.Errorf("admin request: read answer: %w", err)
 	}
 	if res.StatusCode/100 != 2 {
 		var eb admin.ErrorBody
 		_ = json.Unmarshal(body, &eb)
-		return nil, &adminAPIError{Status: res.StatusCode, ErrorDetail: eb.Error, Body: body}
+		return nil, "", &adminAPIError{Status: res.StatusCode, ErrorDetail: eb.Error, Body: body}
 	}
-	return body, nil
+	return body, res.Header.Get("ETag"), nil
 }
 
 func statusCmd(args []string, stdout, stderr io.Writer) int {
@@ -196,28 +214,28 @@ func printStatus(w io.Writer, s admin.Status) {
 	fmt.Fprintf(w, "wakegate %s · instance %s · up %s · %s\n\n", s.Version, s.Instance,
 		(time.Duration(s.UptimeS) * time.Second).String(), health)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOME\tTARGET\tSTATUS\tVERDICT\tSESSIONS\tVERSION\tLAST WAKE")
+	fmt.Fprintln(tw, "HOME\tTARGET\tSTATUS\tVERDICT\tSESSIONS\tVERSION\tLAST WAKE\tCAUSE\tPROVIDER\tPROBE\tTOTAL\tOUTCOME")
 	for _, h := range s.Homes {
-		last := "never"
-		if h.LastWakeAt != nil {
-			last = fmt.Sprintf("%s (%.0f ms)", h.LastWakeAt.Local().Format("2006-01-02 15:04:05"), h.LastWakeLatencyMS)
-		}
 		status := h.Status
 		if h.Wake != nil {
 			status = "waking/" + h.Wake.Phase
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.ID, "/node/"+h.Target, status, h.Verdict, h.Sessions, h.Version, last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.ID, "/node/"+h.Target, status, h.Verdict, h.Sessions, h.Version, lastWakeCells(h))
 	}
 	_ = tw.Flush()
 	if len(s.Apps) > 0 {
 		fmt.Fprintln(w)
-		fmt.Fprintln(tw, "APP\tKIND\tRUNS ON")
+		fmt.Fprintln(tw, "APP\tKIND\tRUNS ON\tPHASE\tREASON\tROUTE")
 		for _, a := range s.Apps {
 			on := a.Upstream
 			if a.Home != "" {
 				on = "home " + a.Home
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", "/apps/"+a.Slug+"/", a.Kind, on)
+			route := a.Route
+			if route == "" {
+				route = "none"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", "/apps/"+a.Slug+"/", a.Kind, on, a.Phase, a.Reason, route)
 		}
 		_ = tw.Flush()
 	}
@@ -226,7 +244,22 @@ func printStatus(w io.Writer, s admin.Status) {
 	}
 }
 
+// lastWakeCells are the status table's last-wake columns of h: when, and
+// for a wake that finished on this instance its cause and phase timings.
+func lastWakeCells(h admin.HomeView) string {
+	if r := h.LastWake; r != nil {
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", when(r.At), r.Cause, dur(r.ProviderMS), dur(r.ProbeMS), dur(r.TotalMS), r.Outcome)
+	}
+	if h.LastWakeAt != nil {
+		return fmt.Sprintf("%s\t-\t-\t-\t%s\t-", when(*h.LastWakeAt), dur(h.LastWakeLatencyMS))
+	}
+	return "never\t-\t-\t-\t-\t-"
+}
+
 func homeCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isRecordVerb("home", args[0]) {
+		return recordCmd("home", args, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("home", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	client := adminFlags(fs)
@@ -273,6 +306,9 @@ const appCmdUsage = "usage: wakegate app refresh SLUG [--wait ready|stopped|star
 // admin API answers it, and exits 1 unless the app reached the phase the
 // command aims at.
 func appCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isRecordVerb("app", args[0]) {
+		return recordCmd("app", args, stdout, stderr)
+	}
 	fs := flag.NewFlagSet("app", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	wait := fs.String("wait", "", "refresh: wait until the app is in this phase; start, stop, restart: wait up to this duration")

@@ -8,6 +8,8 @@
 //	wakegate demo-home [--addr ADDR] [--target NAME] [--version V] [--boot-delay D]
 //	wakegate status [--json]
 //	wakegate home wake|suspend|roll ID
+//	wakegate home get|put|delete ID, app get|put|delete SLUG, target get|set
+//	wakegate logs HOME [--follow] [--lines N]
 //	wakegate app refresh SLUG [--wait PHASE]
 //	wakegate app start|stop|restart SLUG [--wait DURATION]
 package main
@@ -45,12 +47,14 @@ commands:
   version       print the version
   demo-home     run the built-in demo home
   status        show a running gateway's status (admin API)
-  home          wake, suspend or roll a home (admin API)
-  app           refresh, start, stop or restart an app (admin API)
+  home          get, put, delete, wake, suspend or roll a home (admin API)
+  app           get, put, delete, refresh, start, stop or restart an app (admin API)
+  target        get or set the roll target (admin API)
+  logs          print (and follow) an exec home's log (admin API)
   store         check the embedded store, or back it up (store check, store backup FILE)
   tls root      print the internal CA's root certificate (tls.mode internal)
 
-` + adminUsage
+` + adminUsage + recordUsage
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -73,6 +77,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return homeCmd(args[1:], stdout, stderr)
 	case "app":
 		return appCmd(args[1:], stdout, stderr)
+	case "target":
+		return targetCmd(args[1:], stdout, stderr)
+	case "logs":
+		return logsCmd(args[1:], stdout, stderr)
 	case "store":
 		return storeCmd(args[1:], stdout, stderr)
 	case "tls":

@@ -55,6 +55,9 @@ type HomeView struct {
 	// running home with no session; omitted otherwise (sessions, not
 	// running, or an idle timeout of 0s).
 	SuspendInS *float64 `json:"suspend_in_s,omitempty"`
+	// LastWake is the last wake that finished on this instance, with its
+	// phase timings; omitted when none did since the gateway started.
+	LastWake *wake.WakeRecord `json:"last_wake,omitempty"`
 
 	// The fields below are only in the answers about one home (detail.go).
 

@@ -49,6 +49,7 @@ func (a adminAPI) view(h *homeRoute, rec registry.Home) admin.HomeView {
 		v.LastReadyAt = &t
 	}
 	v.SuspendInS = a.suspendIn(h, rec)
+	v.LastWake = g.engine.LastWake(h.spec.ID)
 	if ls := g.engine.LastStop(h.spec.ID); ls != nil {
 		v.LastStop = &admin.StopView{At: ls.At, Proven: ls.Proven, Error: ls.Error}
 	}

@@ -87,3 +87,19 @@ func (e *Engine) WakeHistory(id string) []WakeRecord {
 	}
 	return h.history.list()
 }
+
+// LastWake returns the last wake of home id that finished on this engine,
+// nil when none did since it started (or id is unknown).
+func (e *Engine) LastWake(id string) *WakeRecord {
+	h := e.home(id)
+	if h == nil {
+		return nil
+	}
+	h.history.mu.Lock()
+	defer h.history.mu.Unlock()
+	if h.history.n == 0 {
+		return nil
+	}
+	r := h.history.ring[(h.history.next-1+HistorySize)%HistorySize]
+	return &r
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// printHomeDetail prints one home for people: its state, sessions, roll
+// state, last wakes with their phase timings, and restarts.
+func printHomeDetail(w io.Writer, body []byte) error {
+	var h admin.HomeView
+	if err := json.Unmarshal(body, &h); err != nil {
+		return fmt.Errorf("decode home: %w", err)
+	}
+	status := h.Status
+	if h.Wake != nil {
+		status = "waking/" + h.Wake.Phase
+	}
+	fmt.Fprintf(w, "home %s  /node/%s  %s  provider %s  version %s  generation %d\n",
+		h.ID, h.Target, status, h.Provider, h.Version, h.Generation)
+	if h.Reason != "" {
+		fmt.Fprintln(w, "reason:", h.Reason)
+	}
+	verdict := h.Verdict
+	if h.VerdictAgeS != nil {
+		verdict += ", proven ready " + secs(*h.VerdictAgeS) + " ago"
+	}
+	if h.Warm {
+		verdict += " (warm)"
+	}
+	fmt.Fprintln(w, "verdict:", verdict)
+	if k := h.SessionKinds; k != nil {
+		fmt.Fprintf(w, "sessions: %d requests, %d WebSockets, %d leases\n", k.Requests, k.WebSockets, len(k.Leases))
+		for _, l := range k.Leases {
+			fmt.Fprintf(w, "  lease %s expires %s\n", l.Lease, when(l.ExpiresAt))
+		}
+	}
+	switch {
+	case h.IdleTimeout == "0s":
+		fmt.Fprintln(w, "idle suspend: never (idle_timeout 0s)")
+	case h.SuspendInS != nil:
+		fmt.Fprintf(w, "idle suspend: in %s (idle_timeout %s)\n", secs(*h.SuspendInS), h.IdleTimeout)
+	default:
+		fmt.Fprintf(w, "idle suspend: not due (idle_timeout %s)\n", h.IdleTimeout)
+	}
+	if r := h.Roll; r != nil {
+		line := "roll: " + r.State
+		if r.TargetVersion != "" {
+			line += ", target " + r.TargetVersion
+		}
+		if r.BadVersion != "" {
+			line += ", bad version " + r.BadVersion
+		}
+		fmt.Fprintln(w, line)
+	}
+	if s := h.LastStop; s != nil {
+		fmt.Fprintf(w, "stop after the last failed wake: %s, proven %t %s\n", when(s.At), s.Proven, s.Error)
+	}
+	printWakes(w, h.Wakes)
+	if len(h.Restarts) > 0 {
+		fmt.Fprintln(w, "\nRestarts (oldest first):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TIME\tOLD PID\tNEW PID\tEXIT\tOUTCOME")
+		for _, r := range h.Restarts {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", when(r.Time), r.OldPID, r.NewPID, r.ExitReason, r.Outcome)
+		}
+		_ = tw.Flush()
+	}
+	return nil
+}
+
+// printWakes prints wakes, newest first, with their phase timings.
+func printWakes(w io.Writer, wakes []wake.WakeRecord) {
+	if len(wakes) == 0 {
+		fmt.Fprintln(w, "\nNo wake finished here since the gateway started.")
+		return
+	}
+	fmt.Fprintln(w, "\nWakes (newest first):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STARTED\tCAUSE\tJOINED\tPROVIDER\tPROBE\tTOTAL\tOUTCOME\tSTOP")
+	for _, r := range wakes {
+		stop := ""
+		if r.StopProven != nil {
+			stop = "not proven"
+			if *r.StopProven {
+				stop = "proven"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", when(r.At), r.Cause, r.Joined,
+			dur(r.ProviderMS), dur(r.ProbeMS), dur(r.TotalMS), r.Outcome, stop)
+	}
+	_ = tw.Flush()
+	for _, r := range wakes {
+		if r.Error != "" {
+			fmt.Fprintf(w, "  %s failed: %s\n", when(r.At), r.Error)
+		}
+	}
+}
+
+// printAppDetail prints one app for people: its phase, route state and
+// phase history.
+func printAppDetail(w io.Writer, body []byte) error {
+	var a admin.AppView
+	if err := json.Unmarshal(body, &a); err != nil {
+		return fmt.Errorf("decode app: %w", err)
+	}
+	on := a.Upstream
+	if a.Home != "" {
+		on = "home " + a.Home
+	}
+	fmt.Fprintf(w, "app %s  /apps/%s/  %s on %s  source %s\n", a.Slug, a.Slug, a.Kind, on, a.Source)
+	fmt.Fprintf(w, "phase: %s (%s): %s\n", a.Phase, a.Reason, a.Message)
+	fmt.Fprintf(w, "route: %s\n", routeWords(a.Route))
+	if a.Operation != "" {
+		fmt.Fprintln(w, "operation:", a.Operation)
+	}
+	if len(a.Phases) > 0 {
+		fmt.Fprintln(w, "\nPhase changes (newest first):")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AT\tPHASE\tREASON\tMESSAGE")
+		for _, p := range a.Phases {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", when(p.At), p.Phase, p.Reason, p.Message)
+		}
+		_ = tw.Flush()
+	}
+	return nil
+}
+
+// routeWords says what a route state means.
+func routeWords(state string) string {
+	switch state {
+	case string(wake.RoutePublished):
+		return "published (everyone reaches the app)"
+	case string(wake.RouteCandidate):
+		return "candidate (only the gateway's self-probe reaches the app)"
+	case "":
+		return "none (not routed yet)"
+	}
+	return strings.TrimSpace(state)
+}
