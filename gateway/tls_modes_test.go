@@ -2,17 +2,23 @@ package gateway_test
 
 import (
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/tlsfront"
 )
 
 // TestTLSInternal serves the demo app over a certificate from the internal
@@ -125,5 +131,75 @@ func TestTLSConfigChecks(t *testing.T) {
 	cfg, err = gateway.Load("t.yaml", nil)
 	if err != nil || cfg.Listen != ":8080" || cfg.TLS.Mode != "off" || *cfg.TLS.HTTPListen != "" {
 		t.Errorf("default: %v, listen %q, tls %q", err, cfg.Listen, cfg.TLS.Mode)
+	}
+}
+
+// TestTLSLeavesNoGoroutine serves HTTPS with a managed certificate (the
+// internal CA), then stops: no goroutine of the listeners, the handshakes
+// or certificate management outlives Close.
+func TestTLSLeavesNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	t.Run("serve", func(t *testing.T) {
+		pub, plain := tlsListeners(t)
+		gw := tlsStart(t, "tls:\n  mode: internal\n  names: [dev.test]\n", pub, plain)
+		roots := internalRoots(t, gw)
+		waitCert(t, gw.addr, "dev.test", roots)
+		c := tlsClient(t, gw.addr, roots, true)
+		if res, body := e2eGet(t, c, "https://dev.test/healthz", nil); res.StatusCode != http.StatusOK {
+			t.Fatalf("GET /healthz: %d %s", res.StatusCode, body)
+		}
+		// A handshake left half done must not hold the shutdown up.
+		half, err := net.Dial("tcp", gw.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = half.Close() })
+	})
+	// certmagic's file storage refreshes a lock in a goroutine of its own
+	// that sleeps 5s between looks and ends at the first look after the
+	// lock was released; no API stops it sooner.
+	if err := goleak.Find(before, goleak.IgnoreAnyFunction("github.com/caddyserver/certmagic.keepLockfileFresh")); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestTLSFilesReloaded serves the certificate files and, once they are
+// replaced, the new pair, with no restart.
+func TestTLSFilesReloaded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	write := func(name string) *x509.CertPool {
+		c, pool, err := tlsfront.SelfSigned(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []struct {
+			path string
+			blk  *pem.Block
+		}{{keyFile, &pem.Block{Type: "PRIVATE KEY", Bytes: kder}}, {certFile, &pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}}} {
+			if err := os.WriteFile(f.path+".tmp", pem.EncodeToMemory(f.blk), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(f.path+".tmp", f.path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		later := time.Now().Add(time.Minute) // past the file system's time granularity
+		_ = os.Chtimes(certFile, later, later)
+		return pool
+	}
+	first := write("one.test")
+	pub, plain := tlsListeners(t)
+	gw := tlsStart(t, fmt.Sprintf("tls:\n  mode: files\n  cert_file: %q\n  key_file: %q\n", certFile, keyFile), pub, plain)
+	waitCert(t, gw.addr, "one.test", first)
+	second := write("two.test")
+	waitCert(t, gw.addr, "two.test", second)
+	if len(gw.logs.Lines(`"certificate files reloaded"`)) == 0 {
+		t.Error("no log line for the reload")
 	}
 }

@@ -3,6 +3,7 @@ package tlsfront
 import (
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -15,14 +16,16 @@ const fileCheckEvery = time.Second
 
 // fileCert is the Files mode's certificate: loaded from a certificate and
 // a key file, and loaded again at a handshake once either file changed. A
-// pair that fails to load (half written, mismatched) is logged by the
-// caller's handshake error and the previous one keeps being served. No
+// pair that fails to load (half written, mismatched) is logged and the
+// previous one keeps being served until the files change again. No
 // goroutine watches the files: handshakes do, at most once a second.
 type fileCert struct {
 	certFile, keyFile string
 	cur               atomic.Pointer[loadedCert]
 	mu                sync.Mutex // one reload at a time
 	checked           atomic.Int64
+	log               *slog.Logger
+	failedMod         time.Time // the certificate file's time at the last failed reload
 }
 
 type loadedCert struct {
@@ -30,8 +33,8 @@ type loadedCert struct {
 	certMod, keyMod time.Time
 }
 
-func loadFileCert(certFile, keyFile string) (*fileCert, error) {
-	fc := &fileCert{certFile: certFile, keyFile: keyFile}
+func loadFileCert(certFile, keyFile string, log *slog.Logger) (*fileCert, error) {
+	fc := &fileCert{certFile: certFile, keyFile: keyFile, log: log}
 	lc, err := fc.load()
 	if err != nil {
 		return nil, err
@@ -83,8 +86,14 @@ func (fc *fileCert) get() (*tls.Certificate, error) {
 	lc, err := fc.load()
 	if err != nil {
 		// Keep serving the last good pair; the next look tries again.
+		if !cm.Equal(fc.failedMod) {
+			fc.failedMod = cm
+			fc.log.Warn("certificate files changed but do not load; serving the previous pair", "err", err,
+				"hint", "write the key and the certificate to temporary files and rename them into place")
+		}
 		return cur.cert, nil
 	}
+	fc.log.Info("certificate files reloaded", "cert_file", fc.certFile)
 	fc.cur.Store(lc)
 	return lc.cert, nil
 }

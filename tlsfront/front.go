@@ -134,7 +134,7 @@ func New(opts Options) (*Front, error) {
 	var err error
 	switch opts.Mode {
 	case Files:
-		f.files, err = loadFileCert(opts.CertFile, opts.KeyFile)
+		f.files, err = loadFileCert(opts.CertFile, opts.KeyFile, f.log)
 		return f, err
 	case Internal:
 		if f.ca, err = OpenLocalCA(filepath.Join(opts.DataDir, "internal-ca")); err != nil {
