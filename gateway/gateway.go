@@ -420,13 +420,9 @@ func (g *Gateway) drain(srv *http.Server, serveErr chan error) {
 	case <-t.C:
 		g.log.Warn("requests still running after close", "wait", g.closeWait.String())
 	}
-	select {
-	case err := <-shutdownDone:
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			g.log.Warn("shutdown", "err", err)
-		}
-	case <-shutCtx.Done():
-		<-shutdownDone
+	// Shutdown returns by shutCtx's end at the latest.
+	if err := <-shutdownDone; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		g.log.Warn("shutdown", "err", err)
 	}
 	_ = srv.Close()
 	g.log.Info("drained", "requests_cut", cutReqs, "websockets_cut", cutWS)
