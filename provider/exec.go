@@ -1329,7 +1329,7 @@ func (e *Exec) handleExit(ev exitEvent) {
 		h.failed, h.wanted, h.proc = reason, false, nil
 		h.rtRemember(Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: RestartGaveUp})
 		e.mu.Unlock()
-		e.giveUp(h, reason)
+		e.giveUp(h, reason, p)
 		return
 	}
 	h.restarts = append(h.restarts, now)
@@ -1365,15 +1365,17 @@ func (e *Exec) handleExit(ev exitEvent) {
 		e.record(h, np)
 		e.notify(h.id, np.result())
 	case failed:
-		e.giveUp(h, reason)
+		e.giveUp(h, reason, p)
 	}
 }
 
-// giveUp records and reports a home the supervisor no longer restarts.
-func (e *Exec) giveUp(h *home, reason string) {
+// giveUp records and reports a home the supervisor no longer restarts
+// after its process p failed. The report names p (its Ref), so a wake that
+// started a new process meanwhile can tell the report is not about it.
+func (e *Exec) giveUp(h *home, reason string, p *proc) {
 	e.note(h, "wakegate: giving up: %s", reason)
 	e.log.Error("exec: home failed", "home", h.id, "reason", reason)
-	e.notify(h.id, Result{State: StateFailed, Reason: reason})
+	e.notify(h.id, Result{State: StateFailed, Reason: reason, Ref: p.result().Ref})
 }
 
 func (e *Exec) notify(id string, r Result) {

@@ -150,11 +150,47 @@ type flight struct {
 	// the home), whatever step the wake is in. runWake owns both.
 	ctx   context.Context
 	abort context.CancelCauseFunc
-	res   Awake
-	err   error
+	// ref is the provider's handle of the process this wake runs on (set
+	// when the provider's wake returns, and again at each restart); woke
+	// says the provider's wake has returned. pending holds a give-up that
+	// arrived before then: whether it is about this wake's process is
+	// known only once the provider says which process that is. All three
+	// are guarded by the home's mu.
+	ref     string
+	woke    bool
+	pending *provider.Result
+	res     Awake
+	err     error
 }
 
 func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
+
+// gaveUp takes a provider's give-up r on the home while f runs, with the
+// home's mu held. It ends the wake when r is about the process the wake
+// runs on, or names none, and reports whether it did. A give-up about an
+// older process (one that failed before this wake started a new one) is
+// stale: it must not fail the new wake. One that arrives before the
+// provider's wake returns is kept until the wake's process is known.
+func (f *flight) gaveUp(r provider.Result) bool {
+	switch {
+	case r.Ref == "" || (f.woke && r.Ref == f.ref):
+		f.abort(&gaveUpError{reason: r.Reason})
+		return true
+	case !f.woke:
+		f.pending = &r
+	}
+	return false
+}
+
+// startedOn records ref, the process the provider's wake returned, with the
+// home's mu held, and returns a give-up that arrived before it, if any, for
+// the caller to deliver again.
+func (f *flight) startedOn(ref string) *provider.Result {
+	f.ref, f.woke = ref, true
+	p := f.pending
+	f.pending = nil
+	return p
+}
 
 // gaveUpError is the cause of a wake ended because the home's provider
 // gave up on it; reason is the provider's (exit status, last log lines).

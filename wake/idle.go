@@ -126,6 +126,23 @@ func (e *Engine) setStatus(h *home, s registry.Status) {
 	h.mu.Unlock()
 }
 
+// follow hands a restarted process's result to the wake's probe, replacing
+// one it has not taken yet.
+func follow(f *flight, r provider.Result) {
+	select {
+	case f.moved <- r:
+	default:
+		select {
+		case <-f.moved:
+		default:
+		}
+		select {
+		case f.moved <- r:
+		default:
+		}
+	}
+}
+
 // ProviderChanged is the providers' callback for a home whose process
 // changed on its own (restarted after a crash, or given up). The verdict is
 // dropped so the next request proves the home again.
@@ -140,28 +157,21 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	// caller gets the provider's reason instead of waiting for the ready
 	// timeout.
 	h.mu.Lock()
-	if r.State == provider.StateFailed {
-		h.failed = r.Reason
-	}
 	if f := h.flight; f != nil {
 		if r.State == provider.StateFailed {
-			f.abort(&gaveUpError{reason: r.Reason})
-		} else {
-			select {
-			case f.moved <- r:
-			default:
-				// The probe has not taken the last move yet: replace it
-				// with this newer one.
-				select {
-				case <-f.moved:
-				default:
-				}
-				select {
-				case f.moved <- r:
-				default:
-				}
+			if !f.gaveUp(r) {
+				// About an older process, or not known yet: the wake
+				// goes on and writes its own outcome.
+				h.mu.Unlock()
+				return
 			}
+		} else {
+			f.ref = r.Ref
+			follow(f, r)
 		}
+	}
+	if r.State == provider.StateFailed {
+		h.failed = r.Reason
 	}
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(e.ctx, providerChangeTimeout)

@@ -217,6 +217,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		}
 		return Awake{}, errWakeFailed(e.o.RetryAfter, err)
 	}
+	w.startedOn(res.Ref)
 	endpoint, err := url.Parse(res.Endpoint)
 	if err != nil || endpoint.Host == "" {
 		w.halfWoken = prov
@@ -304,6 +305,19 @@ func (w *wakeRun) commitReady(ctx context.Context, version string) error {
 	}
 	w.e.o.Sessions.Touch(w.h.spec.ID)
 	return nil
+}
+
+// startedOn records ref, the process the provider's wake or recreate
+// returned, as the one this wake runs on. A give-up that arrived while the
+// provider was at work is delivered again now that its process is known:
+// it either ends this wake or is about an older process and goes.
+func (w *wakeRun) startedOn(ref string) {
+	w.h.mu.Lock()
+	pending := w.f.startedOn(ref)
+	w.h.mu.Unlock()
+	if pending != nil {
+		w.e.ProviderChanged(w.h.spec.ID, *pending)
+	}
 }
 
 // errGaveUp is the cause of home_failed: the home's provider gave up on it

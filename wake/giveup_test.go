@@ -1,0 +1,92 @@
+package wake_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// wakeHookProvider is the static provider with a hook that runs while the
+// provider is waking the home, before it answers with the process ref.
+type wakeHookProvider struct {
+	*provider.Static
+	ref    string
+	during func()
+}
+
+func (p *wakeHookProvider) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	p.during()
+	r, err := p.Static.Wake(ctx, s)
+	r.Ref = p.ref
+	return r, err
+}
+
+// A provider's give-up that arrives while a new wake is starting the home
+// ends that wake only when it is about the process the wake started (or
+// names no process). One about an older process (the supervisor gave up
+// on it just before an operator started the home again) is stale and must
+// not fail the new wake.
+func TestWakeIgnoresGiveUpAboutAnOlderProcess(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(up.Close)
+	tests := []struct {
+		name    string
+		gaveUp  string // Ref of the process the give-up is about
+		wantErr bool
+	}{
+		{"about an older process", `{"pid":1}`, false},
+		{"about the process the wake started", `{"pid":2}`, true},
+		{"naming no process", "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = store.Close() })
+			var eng *wake.Engine
+			prov := &wakeHookProvider{Static: &provider.Static{Endpoints: map[string]string{"h1": up.URL}}, ref: `{"pid":2}`}
+			prov.during = func() {
+				eng.ProviderChanged("h1", provider.Result{State: provider.StateFailed, Reason: "exit status 3", Ref: tt.gaveUp})
+			}
+			eng = wake.New(wake.Options{
+				Store: store, Providers: map[string]provider.Provider{"static": prov},
+				Sessions: proxy.NewSessions(), Instance: "giveup",
+				WarmTTL: time.Hour, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
+				MaxConcurrent: 1, FailureBackoff: time.Second, FailureBackoffMax: time.Second,
+				Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+				Log: slog.New(slog.DiscardHandler),
+			})
+			t.Cleanup(eng.Close)
+			ctx := context.Background()
+			if err := eng.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = eng.EnsureAwake(ctx, "h1")
+			if !tt.wantErr {
+				if err != nil {
+					t.Fatalf("a give-up about an older process failed the wake: %v", err)
+				}
+				rec, gerr := store.GetHome(ctx, "h1")
+				if gerr != nil || rec.Status != registry.StatusRunning {
+					t.Fatalf("record %+v, %v: want running", rec, gerr)
+				}
+				return
+			}
+			if fe, ok := fault.As(err); !ok || fe.Code != wake.CodeHomeFailed {
+				t.Fatalf("wake: %v, want home_failed", err)
+			}
+		})
+	}
+}
