@@ -312,3 +312,21 @@ func tlsOperations(t *testing.T, gw *tlsGateway, leaf *x509.Certificate) {
 		t.Errorf("/metrics has no expiry for demo.test: %d", code)
 	}
 }
+
+// TestTLSACMEExternalAccount obtains a certificate from a CA that requires
+// an external account binding, with the key from the environment.
+func TestTLSACMEExternalAccount(t *testing.T) {
+	const kid, mac = "wakegate-test-kid", "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W"
+	t.Setenv("WAKEGATE_TEST_EAB_MAC", mac)
+	pub, plain := tlsListeners(t)
+	pb := pebbletest.Start(t, pebbletest.Options{HTTPPort: portNum(plain), TLSPort: portNum(pub), EAB: map[string]string{kid: mac}})
+	gw := tlsStart(t, fmt.Sprintf(`tls:
+  mode: acme
+  names: [eab.test]
+  ca: %q
+  email: ops@eab.test
+  trusted_roots: [%q]
+  eab: {key_id: %q, mac_key: "env:WAKEGATE_TEST_EAB_MAC"}
+`, pb.Directory, pb.ListenerRootPEM, kid), pub, plain)
+	waitCert(t, gw.addr, "eab.test", pb.Roots)
+}

@@ -128,6 +128,20 @@ tls:
 	if n := pb.Orders(); n != 3 {
 		t.Errorf("pebble saw %d orders, want 3", n)
 	}
+	// The plain-HTTP listener redirects registered hosts only.
+	for host, want := range map[string]int{"demo.apps.test": http.StatusPermanentRedirect, "nope.apps.test": http.StatusNotFound,
+		"demo.nodes.test": http.StatusPermanentRedirect, "nope.nodes.test": http.StatusNotFound} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+gw.httpAddr+"/x", nil)
+		req.Host = host
+		res, err := (&http.Transport{}).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		if res.StatusCode != want || (want == http.StatusNotFound) != (res.Header.Get("Location") == "") {
+			t.Errorf("http://%s/x: %d Location %q, want %d", host, res.StatusCode, res.Header.Get("Location"), want)
+		}
+	}
 	// Host routes: an unknown host under a domain is 404, not the path routes.
 	req, _ := http.NewRequest(http.MethodGet, "https://demo.apps.test/apps/demo/", nil)
 	req.Host = "nope.apps.test"

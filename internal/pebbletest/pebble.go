@@ -47,6 +47,9 @@ type Options struct {
 	// HTTPPort is where Pebble connects for HTTP-01, TLSPort for
 	// TLS-ALPN-01 (on 127.0.0.1, which every name resolves to).
 	HTTPPort, TLSPort int
+	// EAB, when set, makes an external account binding required, with
+	// these key ids and base64url HMAC keys.
+	EAB map[string]string
 }
 
 // Start runs challtestsrv and Pebble until the test ends. It skips the
@@ -74,7 +77,7 @@ func Start(t testing.TB, o Options) *Pebble {
 		"listenAddress": listen, "managementListenAddress": mgmt,
 		"certificate": certFile, "privateKey": keyFile,
 		"httpPort": o.HTTPPort, "tlsPort": o.TLSPort,
-		"ocspResponderURL": "", "externalAccountBindingRequired": false,
+		"ocspResponderURL": "", "externalAccountBindingRequired": len(o.EAB) > 0, "externalAccountMACKeys": o.EAB,
 		"retryAfter": map[string]int{"authz": 0, "order": 0},
 	}}
 	confFile := filepath.Join(dir, "pebble.json")
