@@ -120,10 +120,13 @@ type ServerConfig struct {
 	// before MinBodyRate and MinResponseRate apply. Default 5s; zero means
 	// the default.
 	MinRateGrace time.Duration `yaml:"min_rate_grace"`
-	// MaxConnsPerClient caps the open connections of one client IP (the
-	// socket peer; a trusted proxy's connections are not capped). A
+	// MaxConnsPerClient caps the open connections of one client IP. A
 	// connection past the cap is closed at once and counted in
-	// wakegate_conns_refused_total. Default 1024; zero means the default.
+	// wakegate_conns_refused_total. A trusted proxy's connections are not
+	// capped; each request it forwards counts, while it runs, for the
+	// client named in X-Forwarded-For, and one past the cap gets 429
+	// too_many_connections (counted the same). Default 1024; zero means
+	// the default.
 	MaxConnsPerClient int `yaml:"max_conns_per_client"`
 	// TrustedProxies are the CIDRs whose X-Forwarded-* and X-Request-Id
 	// headers are trusted; a bare address is a network of one. Default

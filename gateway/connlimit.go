@@ -2,17 +2,21 @@ package gateway
 
 import (
 	"net"
+	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // connLimit caps the open connections of each client IP on the public
-// listener (server.max_conns_per_client). The client is the socket peer:
-// a trusted proxy's connections carry many clients and are not capped.
-// A connection past the cap is closed as soon as it is accepted, before
-// TLS or a byte of HTTP, and counted.
+// listener (server.max_conns_per_client). A connection past the cap is
+// closed as soon as it is accepted, before TLS or a byte of HTTP, and
+// counted. A trusted proxy's connections carry many clients and are not
+// capped as such: each request that comes through one counts, while it
+// runs, for the client the proxy forwards it for (X-Forwarded-For), and
+// one past that client's cap is refused with 429 and counted.
 type connLimit struct {
 	max     int
 	trusted func(net.IP) bool
@@ -85,4 +89,44 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.ip) })
 	return err
+}
+
+// takeForwarded counts a request that a trusted proxy forwards for the
+// client named in X-Forwarded-For: the nearest address that is not a
+// trusted proxy. It returns that client (invalid when none is named) and
+// false when the client is at its cap.
+func (l *connLimit) takeForwarded(r *http.Request) (netip.Addr, bool) {
+	ip := forwardedClient(r.Header.Values("X-Forwarded-For"), l.trusted)
+	if !ip.IsValid() {
+		return ip, true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[ip] >= l.max {
+		return netip.Addr{}, false
+	}
+	l.open[ip]++
+	return ip, true
+}
+
+// forwardedClient walks an X-Forwarded-For chain from the nearest hop and
+// returns the first address that is not a trusted proxy (the farthest one
+// when all are trusted); invalid when no hop parses.
+func forwardedClient(values []string, trusted func(net.IP) bool) netip.Addr {
+	var hops []string
+	for _, v := range values {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	var last netip.Addr
+	for i := len(hops) - 1; i >= 0; i-- {
+		ip, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			continue
+		}
+		last = ip.Unmap()
+		if !trusted(last.AsSlice()) {
+			return last
+		}
+	}
+	return last
 }

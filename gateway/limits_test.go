@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -195,4 +197,76 @@ homes:
 	wg.Wait()
 	t.Logf("normal client p99: idle %s, with %d slow-body clients %s (ratio %.2f)", idle, slow, loaded,
 		float64(loaded)/float64(idle))
+}
+
+// TestConnsPerClientBehindTrustedProxy sends requests through a trusted
+// proxy (loopback): its own connections are not capped, and the requests
+// it forwards count for the client in X-Forwarded-For. With three slow
+// requests of one client in flight, a fourth of that client gets 429
+// too_many_connections, while another client's request goes through.
+func TestConnsPerClientBehindTrustedProxy(t *testing.T) {
+	t.Parallel()
+	a := admStart(t, admDemo, "server:\n  max_conns_per_client: 3\n  trusted_proxies: [127.0.0.1]\n")
+	c := e2eClient(t)
+	forwarded := func(client string) http.Header { return http.Header{"X-Forwarded-For": {client}} }
+	if res, body := e2eGet(t, c, "http://"+a.addr+"/node/demo/whoami", nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("wake: %d %s", res.StatusCode, body)
+	}
+	before := admValue(a.scrape(t), "wakegate_conns_refused_total", nil)
+	done := make(chan int, 3)
+	for range 3 {
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+a.addr+"/node/demo/slow?d=3s", nil)
+			req.Header = forwarded("198.51.100.7, 127.0.0.1")
+			res, err := (&http.Client{Timeout: testbin.WaitLimit}).Do(req)
+			if err != nil {
+				done <- 0
+				return
+			}
+			res.Body.Close()
+			done <- res.StatusCode
+		}()
+	}
+	testbin.Eventually(t, "three slow requests in flight", func() bool { return a.g.Sessions().Count("demo") == 3 })
+	res, body := e2eGet(t, c, "http://"+a.addr+"/node/demo/whoami", forwarded("198.51.100.7"))
+	if res.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "too_many_connections") {
+		t.Errorf("fourth request of one client: %d %s; want 429 too_many_connections", res.StatusCode, body)
+	}
+	if res, body := e2eGet(t, c, "http://"+a.addr+"/node/demo/whoami", forwarded("198.51.100.8")); res.StatusCode != http.StatusOK {
+		t.Errorf("another client: %d %s; want 200", res.StatusCode, body)
+	}
+	if got := admValue(a.scrape(t), "wakegate_conns_refused_total", nil) - before; got != 1 {
+		t.Errorf("wakegate_conns_refused_total moved by %v, want 1", got)
+	}
+	for range 3 {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("slow request: %d, want 200", code)
+		}
+	}
+}
+
+// TestForwardedClient table-tests which hop of X-Forwarded-For is the
+// client: the nearest one that is not a trusted proxy.
+func TestForwardedClient(t *testing.T) {
+	t.Parallel()
+	trusted := func(ip net.IP) bool { return ip.IsLoopback() || ip.IsPrivate() }
+	for _, tc := range []struct {
+		name   string
+		values []string
+		want   string
+	}{
+		{"none", nil, "invalid IP"},
+		{"one", []string{"203.0.113.1"}, "203.0.113.1"},
+		{"spoofed far hop ignored", []string{"1.2.3.4, 203.0.113.1, 10.0.0.2"}, "203.0.113.1"},
+		{"several lines", []string{"1.2.3.4", "203.0.113.1", "127.0.0.1"}, "203.0.113.1"},
+		{"all trusted", []string{"10.0.0.1, 10.0.0.2"}, "10.0.0.1"},
+		{"garbage skipped", []string{"203.0.113.1, nonsense"}, "203.0.113.1"},
+		{"mapped v4", []string{"::ffff:203.0.113.9"}, "203.0.113.9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := gateway.ForwardedClient(tc.values, trusted).String(); got != tc.want {
+				t.Errorf("client of %q = %s, want %s", tc.values, got, tc.want)
+			}
+		})
+	}
 }

@@ -75,6 +75,18 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		if r.Header.Get("X-Request-Id") == "" || !g.trustedPeer(r) || len(r.Header.Get("X-Request-Id")) > 128 {
 			r.Header.Set("X-Request-Id", g.newRequestID())
 		}
+		if g.trustedPeer(r) {
+			// A trusted proxy's request counts for the client it forwards
+			// for, under the same cap as a client's own connections.
+			ip, ok := g.connLimit.takeForwarded(r)
+			if !ok {
+				g.metrics.connsRefused.Inc()
+				g.writeError(w, r, fault.New(fault.Limited, "too_many_connections",
+					"This client has too many connections open."))
+				return
+			}
+			defer g.connLimit.release(ip)
+		}
 		if framingConflict(r.Context()) {
 			w.Header().Set("Connection", "close")
 			g.writeError(w, r, fault.New(fault.Invalid, "bad_framing",

@@ -36,7 +36,9 @@ type rateBody struct {
 	read   int64
 	waited time.Duration
 	cut    *atomic.Bool // set once the body was cut
-	done   bool
+	// done: the deadline is lifted (or was never settable); Close may set
+	// it from another goroutine than Read's.
+	done atomic.Bool
 }
 
 func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace time.Duration, cut *atomic.Bool) *rateBody {
@@ -44,13 +46,13 @@ func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace ti
 }
 
 func (b *rateBody) Read(p []byte) (int, error) {
-	if b.done {
+	if b.done.Load() {
 		return b.body.Read(p)
 	}
 	allowed := b.grace + time.Duration(float64(b.read)/b.rate*float64(time.Second)) - b.waited
 	start := time.Now()
 	if err := b.rc.SetReadDeadline(start.Add(max(allowed, 0))); err != nil {
-		b.done = true // this connection cannot be timed: no floor
+		b.done.Store(true) // this connection cannot be timed: no floor
 		return b.body.Read(p)
 	}
 	n, err := b.body.Read(p)
@@ -70,8 +72,7 @@ func (b *rateBody) Read(p []byte) (int, error) {
 // server's own read of the connection, which begins at the end of the
 // body, must not inherit it.
 func (b *rateBody) finish() {
-	if !b.done {
-		b.done = true
+	if b.done.CompareAndSwap(false, true) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 }

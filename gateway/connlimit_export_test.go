@@ -1,0 +1,4 @@
+package gateway
+
+// ForwardedClient is forwardedClient, for the external tests.
+var ForwardedClient = forwardedClient
