@@ -113,6 +113,15 @@ func (g *Gateway) routedHost(host string) bool {
 	return false
 }
 
+// The HTTPS listener's fixed HTTP/2 limits, besides those of tls.http2:
+// the protocol's smallest frame size (the default, written out), and how
+// long a connection with pending output may go without writing a byte
+// before it is closed (a client that stopped reading).
+const (
+	h2MaxReadFrameSize = 1 << 14
+	h2WriteByteTimeout = 30 * time.Second
+)
+
 // publicListener returns what srv serves: ln with the framing check, and
 // with TLS on, TLS below it and srv set up for HTTPS.
 func (g *Gateway) publicListener(srv *http.Server, ln net.Listener) net.Listener {
@@ -129,9 +138,8 @@ func (g *Gateway) publicListener(srv *http.Server, ln net.Listener) net.Listener
 		MaxConcurrentStreams: t.HTTP2.MaxConcurrentStreams,
 		// The header list is bounded by srv.MaxHeaderBytes
 		// (server.max_header_bytes), for HTTP/2 as for HTTP/1.1.
-		MaxReadFrameSize: 1 << 14,
-		PingTimeout:      15 * time.Second,
-		WriteByteTimeout: 30 * time.Second,
+		MaxReadFrameSize: h2MaxReadFrameSize,
+		WriteByteTimeout: h2WriteByteTimeout,
 	}
 	srv.Handler = g.httpsHandler(srv.Handler)
 	resets := rate.Limit(t.HTTP2.MaxResetsPerSecond)
