@@ -63,6 +63,8 @@ type Bolt struct {
 	// released names the lifecycle locks found, and released, at open
 	// (bolt_open.go, clearDead).
 	released []string
+	// changes are Changed's waiters (bolt_fence.go).
+	changes changes
 }
 
 // boltLock is the stored form of a held lease.
@@ -101,12 +103,12 @@ func (b *Bolt) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return b.db.View(func(tx *bolt.Tx) error {
+	return boltUnavailable(b.db.View(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		return fn(tx)
-	})
+	}))
 }
 
 // update runs fn in a write transaction after checking ctx, both before and
@@ -115,12 +117,12 @@ func (b *Bolt) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return b.db.Update(func(tx *bolt.Tx) error {
+	return boltUnavailable(b.db.Update(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		return fn(tx)
-	})
+	}))
 }
 
 // validateHome reports the first required field of h that is empty.
@@ -255,6 +257,9 @@ func boltPut[T boltRecord](ctx context.Context, b *Bolt, bucket []byte, kind, ke
 		if err := checkCond(found, gen, owner, cond); err != nil {
 			return err
 		}
+		if err := b.checkFence(tx, cond.Fence); err != nil {
+			return err
+		}
 		setGen(&v, cond.Generation+1)
 		raw, err := json.Marshal(v)
 		if err != nil {
@@ -266,6 +271,7 @@ func boltPut[T boltRecord](ctx context.Context, b *Bolt, bucket []byte, kind, ke
 		var zero T
 		return zero, fmt.Errorf("registry: put %s %s: %w", kind, key, err)
 	}
+	b.changes.fire(kind + ":" + key)
 	return v, nil
 }
 
@@ -284,11 +290,15 @@ func boltDelete[T boltRecord](ctx context.Context, b *Bolt, bucket []byte, kind,
 			return fmt.Errorf("stored generation %d owner %q, expected generation %d owner %q: %w",
 				gen, owner, cond.Generation, cond.Owner, ErrConflict)
 		}
+		if err := b.checkFence(tx, cond.Fence); err != nil {
+			return err
+		}
 		return tx.Bucket(bucket).Delete([]byte(key))
 	})
 	if err != nil {
 		return fmt.Errorf("registry: delete %s %s: %w", kind, key, err)
 	}
+	b.changes.fire(kind + ":" + key)
 	return nil
 }
 
@@ -334,6 +344,9 @@ func (b *Bolt) PutTarget(ctx context.Context, t Target, cond Cond) (Target, erro
 		if err := checkCond(found, stored.Generation, stored.Owner, cond); err != nil {
 			return err
 		}
+		if err := b.checkFence(tx, cond.Fence); err != nil {
+			return err
+		}
 		t.Generation = cond.Generation + 1
 		raw, err := json.Marshal(t)
 		if err != nil {
@@ -344,6 +357,7 @@ func (b *Bolt) PutTarget(ctx context.Context, t Target, cond Cond) (Target, erro
 	if err != nil {
 		return Target{}, fmt.Errorf("registry: put target: %w", err)
 	}
+	b.changes.fire(TargetKey)
 	return t, nil
 }
 
@@ -491,6 +505,9 @@ func (b *Bolt) Unlock(ctx context.Context, l Lease) error {
 		// Ours, live or expired: either way nobody else holds it.
 		return tx.Bucket(bucketLocks).Delete([]byte(l.Name))
 	})
+	if err == nil {
+		b.changes.fire(l.Name)
+	}
 	if err == nil {
 		err = lost
 	}

@@ -221,3 +221,14 @@ func TestBoltDefaultClock(t *testing.T) {
 		t.Fatalf("lease expires %v, want about an hour after %v", l.ExpiresAt, before)
 	}
 }
+
+func TestBoltUnavailable(t *testing.T) {
+	registrytest.RunUnavailable(t, func(t *testing.T) (registry.Store, func(), func()) {
+		b, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(func() { _ = b.Close() })
+		return b, func() { _ = b.Close() }, nil
+	})
+}

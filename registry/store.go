@@ -94,9 +94,13 @@ type Home struct {
 
 // Cond is the condition of a compare-and-set write: the generation and owner
 // token the writer read. Generation 0 means "create; fail if it exists".
+// A write made under a lifecycle lock also carries the lease's Fence (see
+// Cond.Fenced): the store then refuses it with ErrLeaseLost unless that
+// lease is still the live one, in the same atomic step.
 type Cond struct {
 	Generation uint64
 	Owner      string
+	Fence      Fence
 }
 
 // CondOf returns the condition that matches h as it was read.
@@ -140,6 +144,14 @@ type Lease struct {
 //     owner token (Cond). On success the stored generation is cond+1 and the
 //     stored owner is the written record's Owner; the stored record is
 //     returned. On mismatch: ErrConflict and nothing is written.
+//   - A write whose Cond carries a Fence is also refused, with ErrLeaseLost
+//     and nothing written, unless the fence's lease is the live lease of its
+//     lock; the store checks it atomically with generation and owner, so a
+//     holder whose lease expired can never write after the next holder.
+//   - A backend that does not answer gives ErrUnavailable (wrapped), at the
+//     latest when ctx is done or the store's own timeouts run out.
+//   - Changed (Notifier) wakes waiters on every instance sharing the store
+//     when a lock is released or a record written.
 //   - Locks are leases with a TTL and a fencing token. A lock taken by a
 //     caller must be re-checked against state after taking it (what you read
 //     before may be stale). Release with context.WithoutCancel(ctx) so a
@@ -150,6 +162,7 @@ type Lease struct {
 //     compare-and-set as homes, apps and the target.
 type Store interface {
 	Claims
+	Notifier
 
 	// GetHome returns one home by id.
 	GetHome(ctx context.Context, id string) (Home, error)

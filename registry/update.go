@@ -15,6 +15,21 @@ const updateAttempts = 5
 // change must set only the fields its caller owns. It returns the stored
 // record.
 func UpdateHome(ctx context.Context, s Store, cur Home, owner string, change func(*Home)) (Home, error) {
+	return updateHome(ctx, s, cur, owner, Fence{}, change)
+}
+
+// UpdateHomeUnder is UpdateHome for the holder of lease, a lifecycle lock:
+// every attempt carries the lease's fence, so the store refuses it with
+// ErrLeaseLost (returned at once, never retried) once the lease is no
+// longer the live one. A conflict under a live lease comes from a writer
+// that takes no lock (a provider's change callback) and is reapplied like
+// UpdateHome's: the fence is checked again, atomically, by each attempt, so
+// a holder whose lease expired never wins a retry either.
+func UpdateHomeUnder(ctx context.Context, s Store, cur Home, owner string, lease Lease, change func(*Home)) (Home, error) {
+	return updateHome(ctx, s, cur, owner, FenceOf(lease), change)
+}
+
+func updateHome(ctx context.Context, s Store, cur Home, owner string, fence Fence, change func(*Home)) (Home, error) {
 	id := cur.ID
 	for attempt := 1; ; attempt++ {
 		if cur.Generation == 0 {
@@ -26,7 +41,9 @@ func UpdateHome(ctx context.Context, s Store, cur Home, owner string, change fun
 		rec := cur
 		change(&rec)
 		rec.Owner = owner
-		stored, err := s.PutHome(ctx, rec, CondOf(cur))
+		cond := CondOf(cur)
+		cond.Fence = fence
+		stored, err := s.PutHome(ctx, rec, cond)
 		if err == nil {
 			return stored, nil
 		}

@@ -86,7 +86,7 @@ func Run(t *testing.T, open Opener) {
 		{"AppListAndDelete", testAppListAndDelete},
 		{"AppCancelledContext", testAppCancelledContext},
 	}
-	for _, c := range append(cases, claimCases...) {
+	for _, c := range append(append(cases, claimCases...), fenceCases...) {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
 	}
 }
@@ -150,7 +150,7 @@ func WantErr(t *testing.T, what string, err, want error) {
 	if !errors.Is(err, want) {
 		t.Fatalf("%s: got error %v, want %v", what, err, want)
 	}
-	for _, other := range []error{registry.ErrNotFound, registry.ErrConflict, registry.ErrLocked, registry.ErrLeaseLost} {
+	for _, other := range []error{registry.ErrNotFound, registry.ErrConflict, registry.ErrLocked, registry.ErrLeaseLost, registry.ErrUnavailable} {
 		if other != want && errors.Is(err, other) {
 			t.Fatalf("%s: error %v also matches %v", what, err, other)
 		}
