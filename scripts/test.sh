@@ -42,6 +42,18 @@ if ! command -v h2spec >/dev/null && [[ ! -x $gobin/h2spec ]]; then
   echo "test.sh: installing h2spec"
   go install "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
 fi
+# The fleet tests (registry/redis_test.go, faultinject/fleet_test.go) run
+# real redis-server processes on loopback ports; they skip without it
+# unless CI=true.
+if ! command -v redis-server >/dev/null; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "test.sh: installing redis-server"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
+  else
+    echo "test.sh: redis-server is missing; the fleet tests skip (as root: apt-get install redis-server)" >&2
+  fi
+fi
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

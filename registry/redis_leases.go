@@ -1,0 +1,185 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Lock takes the named lock for holder for ttl, with a fencing token from
+// the lock's counter on the server (never reused). It returns ErrLocked at
+// once when a live lease holds it, the same holder's included.
+func (r *Redis) Lock(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
+	if err := checkLeaseArgs(name, holder, ttl); err != nil {
+		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+	}
+	res, err := lockScript.Run(ctx, r.c, []string{r.keys.locks, r.keys.lockseq},
+		name, holder, ttl.Milliseconds(), r.nowArg()).Slice()
+	if err != nil {
+		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, r.fail(ctx, err))
+	}
+	tok, exp, who, err := leaseReply(res)
+	if err != nil {
+		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+	}
+	if tok == 0 {
+		return Lease{}, fmt.Errorf("registry: lock %s: held by %s until %s: %w", name, who,
+			exp.Format(time.RFC3339Nano), ErrLocked)
+	}
+	return Lease{Name: name, Holder: holder, Token: tok, ExpiresAt: exp}, nil
+}
+
+// leaseReply decodes lockScript's reply.
+func leaseReply(res []any) (token uint64, expires time.Time, holder string, err error) {
+	if len(res) != 3 {
+		return 0, time.Time{}, "", fmt.Errorf("unexpected reply %v from the store's script", res)
+	}
+	tok, ok1 := res[0].(int64)
+	ms, ok2 := res[1].(int64)
+	holder, ok3 := res[2].(string)
+	if !ok1 || !ok2 || !ok3 {
+		return 0, time.Time{}, "", fmt.Errorf("unexpected reply %v from the store's script", res)
+	}
+	return uint64(tok), time.UnixMilli(ms).UTC(), holder, nil
+}
+
+// Renew extends a held lease to now+ttl, keeping its token; ErrLeaseLost
+// if it is no longer current, including when its TTL ran out.
+func (r *Redis) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+	if ttl <= 0 {
+		return Lease{}, fmt.Errorf("registry: renew lock %s: ttl %s is not positive", l.Name, ttl)
+	}
+	if err := ctx.Err(); err != nil {
+		return Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, err)
+	}
+	res, err := renewScript.Run(ctx, r.c, []string{r.keys.locks},
+		l.Name, l.Holder, l.Token, ttl.Milliseconds(), r.nowArg()).Slice()
+	if err != nil {
+		return Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, r.fail(ctx, err))
+	}
+	if len(res) != 2 {
+		return Lease{}, fmt.Errorf("registry: renew lock %s: unexpected reply %v", l.Name, res)
+	}
+	if ok, _ := res[0].(int64); ok != 1 {
+		return Lease{}, fmt.Errorf("registry: renew lock %s: %v: %w", l.Name, res[1], ErrLeaseLost)
+	}
+	ms, _ := res[1].(int64)
+	l.ExpiresAt = time.UnixMilli(ms).UTC()
+	return l, nil
+}
+
+// Unlock releases a held lease and announces it; ErrLeaseLost if it is no
+// longer current (when it had expired but nobody took it, it is released
+// all the same).
+func (r *Redis) Unlock(ctx context.Context, l Lease) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("registry: unlock %s: %w", l.Name, err)
+	}
+	res, err := unlockScript.Run(ctx, r.c, []string{r.keys.locks},
+		l.Name, l.Holder, l.Token, r.keys.channel, r.nowArg()).Text()
+	if err != nil {
+		return fmt.Errorf("registry: unlock %s: %w", l.Name, r.fail(ctx, err))
+	}
+	why, detail, _ := strings.Cut(res, ":")
+	switch why {
+	case "ok":
+		return nil
+	case "expired":
+		return fmt.Errorf("registry: unlock %s: expired: %w", l.Name, ErrLeaseLost)
+	case "lost":
+		return fmt.Errorf("registry: unlock %s: %s: %w", l.Name, detail, ErrLeaseLost)
+	}
+	return fmt.Errorf("registry: unlock %s: unexpected reply %q", l.Name, res)
+}
+
+// ReportSessions records instance's live session count per home, replacing
+// its previous report; the report expires ttl from now (the heartbeat's
+// TTL: a dead instance's counts vanish with it). Zero counts are dropped.
+func (r *Redis) ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error {
+	if err := checkReport(instance, counts, ttl); err != nil {
+		return fmt.Errorf("registry: report sessions of %s: %w", instance, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("registry: report sessions of %s: %w", instance, err)
+	}
+	kept := make(map[string]int, len(counts))
+	for home, n := range counts {
+		if n > 0 {
+			kept[home] = n
+		}
+	}
+	arg := ""
+	if len(kept) > 0 {
+		raw, err := json.Marshal(kept)
+		if err != nil {
+			return fmt.Errorf("registry: report sessions of %s: encode: %w", instance, err)
+		}
+		arg = string(raw)
+	}
+	err := reportScript.Run(ctx, r.c, []string{r.keys.sessions}, instance, arg, ttl.Milliseconds(), r.nowArg()).Err()
+	if err != nil {
+		return fmt.Errorf("registry: report sessions of %s: %w", instance, r.fail(ctx, err))
+	}
+	return nil
+}
+
+// InstanceReport is one live instance's session report.
+type InstanceReport struct {
+	// Instance names the gateway.
+	Instance string `json:"instance"`
+	// Expires is when the report lapses unless the instance reports again.
+	Expires time.Time `json:"expires"`
+	// Sessions is the instance's live session count per home.
+	Sessions map[string]int `json:"sessions"`
+}
+
+// Reports returns every unexpired session report, ordered by instance.
+func (r *Redis) Reports(ctx context.Context) ([]InstanceReport, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("registry: session reports: %w", err)
+	}
+	res, err := sessionsScript.Run(ctx, r.c, []string{r.keys.sessions}, r.nowArg()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("registry: session reports: %w", r.fail(ctx, err))
+	}
+	out := make([]InstanceReport, 0, len(res)/3)
+	for i := 0; i+2 < len(res); i += 3 {
+		ms, err := strconv.ParseInt(res[i+1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("registry: session report of %s: expiry %q: %w", res[i], res[i+1], err)
+		}
+		rep := InstanceReport{Instance: res[i], Expires: time.UnixMilli(ms).UTC(), Sessions: map[string]int{}}
+		if err := json.Unmarshal([]byte(res[i+2]), &rep.Sessions); err != nil {
+			return nil, fmt.Errorf("registry: session report of %s: %w", res[i], err)
+		}
+		out = append(out, rep)
+	}
+	sortReports(out)
+	return out, nil
+}
+
+// FleetSessions returns the sum of unexpired session counts for a home
+// over every instance; 0 when none reports it.
+func (r *Redis) FleetSessions(ctx context.Context, homeID string) (int, error) {
+	reps, err := r.Reports(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("registry: fleet sessions of %s: %w", homeID, err)
+	}
+	total := 0
+	for _, rep := range reps {
+		total += rep.Sessions[homeID]
+	}
+	return total, nil
+}
+
+// sortReports orders reports by instance.
+func sortReports(reps []InstanceReport) {
+	slices.SortFunc(reps, func(a, b InstanceReport) int { return strings.Compare(a.Instance, b.Instance) })
+}

@@ -1,0 +1,159 @@
+package registry
+
+import "github.com/redis/go-redis/v9"
+
+// The Redis store's scripts. Each runs atomically on the server: the check
+// of generation, owner and fence and the write it guards are one step for
+// every gateway of the fleet. Every key a script touches shares the
+// store's hash tag, so the scripts run on Redis Cluster too (one slot).
+//
+// Clock: a script takes "now" in milliseconds as its last argument; an
+// empty one means the server's own clock (TIME), so that every gateway of
+// a fleet judges leases and session reports by one clock. Tests pass a
+// manual clock.
+//
+// Stored forms:
+//   - records (homes, apps, claims, the target): JSON in one hash per kind,
+//     read by the scripts for their "generation" and "owner" fields;
+//   - a lease: "token|expires_ms|holder" in the locks hash, and the last
+//     token of each lock name in the lockseq hash (HINCRBY: never reused);
+//   - a session report: "expires_ms|{json counts}" in the sessions hash,
+//     one field per instance.
+
+// luaNow is the clock prelude of every script that needs one.
+const luaNow = `
+local function now(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function lease(raw)
+  if not raw then return nil end
+  local tok, exp, holder = string.match(raw, '^(%d+)|(%d+)|(.*)$')
+  return {token = tonumber(tok), expires = tonumber(exp), holder = holder}
+end
+`
+
+// casScript writes or deletes one record if generation, owner and fence
+// match, and announces the change.
+// KEYS: records hash, locks hash. ARGV: field, op ("put" or "del"),
+// cond generation, cond owner, record JSON, fence lock, fence token,
+// channel, change key, now.
+// Reply: "ok", "notfound", "conflict:<why>" or "lost:<why>".
+var casScript = redis.NewScript(luaNow + `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local gen, owner = 0, ''
+if cur then
+  local rec = cjson.decode(cur)
+  gen = tonumber(rec['generation']) or 0
+  if type(rec['owner']) == 'string' then owner = rec['owner'] end
+end
+local cg = tonumber(ARGV[3])
+local stamp = 'stored generation ' .. gen .. ' owner "' .. owner .. '", expected generation ' .. cg .. ' owner "' .. ARGV[4] .. '"'
+if ARGV[2] == 'put' and cg == 0 then
+  if cur then return 'conflict:create: exists at generation ' .. gen end
+else
+  if not cur then return 'notfound' end
+  if ARGV[2] == 'del' and cg == 0 then return 'conflict:' .. stamp end
+  if gen ~= cg or owner ~= ARGV[4] then return 'conflict:' .. stamp end
+end
+if ARGV[6] ~= '' then
+  local l = lease(redis.call('HGET', KEYS[2], ARGV[6]))
+  if not l then return 'lost:fence ' .. ARGV[6] .. '#' .. ARGV[7] .. ': the lock is not held' end
+  if l.token ~= tonumber(ARGV[7]) then
+    return 'lost:fence ' .. ARGV[6] .. '#' .. ARGV[7] .. ': the lock\'s live token is ' .. string.format('%d', l.token)
+  end
+  if now(ARGV[10]) >= l.expires then return 'lost:fence ' .. ARGV[6] .. '#' .. ARGV[7] .. ': the lease expired' end
+end
+if ARGV[2] == 'put' then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[5])
+else
+  redis.call('HDEL', KEYS[1], ARGV[1])
+end
+redis.call('PUBLISH', ARGV[8], ARGV[9])
+return 'ok'
+`)
+
+// lockScript takes a lock unless a live lease holds it.
+// KEYS: locks hash, lockseq hash. ARGV: name, holder, ttl ms, now.
+// Reply: {token, expires ms, holder}; token 0 means held (by holder until
+// expires).
+var lockScript = redis.NewScript(luaNow + `
+local n = now(ARGV[4])
+local cur = lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if cur and n < cur.expires then return {0, cur.expires, cur.holder} end
+local tok = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+local exp = n + tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%d|%s', tok, exp, ARGV[2]))
+return {tok, exp, ARGV[2]}
+`)
+
+// renewScript extends a live lease, keeping its token.
+// KEYS: locks hash. ARGV: name, holder, token, ttl ms, now.
+// Reply: {1, expires ms} or {0, why}.
+var renewScript = redis.NewScript(luaNow + `
+local n = now(ARGV[5])
+local cur = lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if not cur then return {0, 'not held'} end
+if cur.holder ~= ARGV[2] or cur.token ~= tonumber(ARGV[3]) then
+  return {0, 'held by ' .. cur.holder .. ' with token ' .. string.format('%d', cur.token)}
+end
+if n >= cur.expires then return {0, 'expired'} end
+local exp = n + tonumber(ARGV[4])
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%d|%s', cur.token, exp, cur.holder))
+return {1, exp}
+`)
+
+// unlockScript releases a lease that is ours, live or expired, and
+// announces the release.
+// KEYS: locks hash. ARGV: name, holder, token, channel, now.
+// Reply: "ok", "expired" (ours, released, but it had expired) or
+// "lost:<why>" (not ours: nothing done).
+var unlockScript = redis.NewScript(luaNow + `
+local cur = lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if not cur then return 'lost:not held' end
+if cur.holder ~= ARGV[2] or cur.token ~= tonumber(ARGV[3]) then
+  return 'lost:held by ' .. cur.holder .. ' with token ' .. string.format('%d', cur.token)
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('PUBLISH', ARGV[4], ARGV[1])
+if now(ARGV[5]) >= cur.expires then return 'expired' end
+return 'ok'
+`)
+
+// reportScript replaces an instance's session report and prunes expired
+// reports of every instance.
+// KEYS: sessions hash. ARGV: instance, counts JSON ("" for none), ttl ms,
+// now.
+var reportScript = redis.NewScript(luaNow + `
+local n = now(ARGV[4])
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local exp = tonumber(string.match(all[i + 1], '^(%d+)|'))
+  if exp == nil or n >= exp then redis.call('HDEL', KEYS[1], all[i]) end
+end
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%s', n + tonumber(ARGV[3]), ARGV[2]))
+end
+return 'ok'
+`)
+
+// sessionsScript returns every unexpired session report.
+// KEYS: sessions hash. ARGV: now.
+// Reply: a flat list of instance, expires ms, counts JSON.
+var sessionsScript = redis.NewScript(luaNow + `
+local n = now(ARGV[1])
+local all = redis.call('HGETALL', KEYS[1])
+local out = {}
+for i = 1, #all, 2 do
+  local exp, counts = string.match(all[i + 1], '^(%d+)|(.*)$')
+  if exp ~= nil and n < tonumber(exp) then
+    table.insert(out, all[i])
+    table.insert(out, exp)
+    table.insert(out, counts)
+  end
+end
+return out
+`)

@@ -1,0 +1,155 @@
+package registrytest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RedisServer is a real redis-server process on a loopback port, for
+// tests: no RDB snapshots, an append-only file fsynced on every write in
+// the test's temporary directory (so a restart keeps what was
+// acknowledged), stopped when the test ends.
+type RedisServer struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	port int
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
+	exited chan error // receives the running server's exit
+}
+
+// redisReadyBound bounds the wait for a started redis-server to answer.
+const redisReadyBound = 20 * time.Second
+
+// StartRedis starts a redis-server for t, or skips t when the binary is
+// not installed and CI is not set (scripts/test.sh installs it).
+func StartRedis(t *testing.T) *RedisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server is not installed: %v", err)
+		}
+		t.Skip("redis-server is not installed (scripts/test.sh installs it)")
+	}
+	s := &RedisServer{t: t, bin: bin, dir: t.TempDir()}
+	for attempt := 0; ; attempt++ {
+		s.port = freePort(t)
+		err := s.start()
+		if err == nil {
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("start redis-server: %v", err)
+		}
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Addr is the server's host:port.
+func (s *RedisServer) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL is the server's redis:// URL.
+func (s *RedisServer) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// start runs the server on s.port and waits until it answers PING.
+func (s *RedisServer) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &bytes.Buffer{}
+	cmd := exec.Command(s.bin,
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--dir", s.dir, "--logfile", "", "--daemonize", "no",
+		"--protected-mode", "yes")
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", s.bin, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(redisReadyBound)
+	for {
+		if pingRedis(s.Addr()) == nil {
+			s.cmd, s.out, s.exited = cmd, out, exited
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("redis-server exited: %v: %s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = <-exited
+			return fmt.Errorf("redis-server did not answer within %s: %s", redisReadyBound, out.String())
+		}
+	}
+}
+
+// pingRedis sends one inline PING and expects +PONG.
+func pingRedis(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	buf := make([]byte, 7)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	if string(buf[:n]) != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", buf[:n])
+	}
+	return nil
+}
+
+// Kill stops the server with SIGKILL (nothing is flushed beyond what the
+// append-only file holds) and waits for it to exit.
+func (s *RedisServer) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = <-s.exited
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port with the same data.
+func (s *RedisServer) Restart() {
+	s.t.Helper()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("restart redis-server: %v", err)
+	}
+}
