@@ -87,6 +87,9 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			if n := e.o.Sessions.Count(id); n > 0 {
 				return errBusy(fmt.Errorf("suspend %s: the home has %d sessions", id, n))
 			}
+			if err := e.fleetBusy(ctx, id); err != nil {
+				return err
+			}
 			if !mayRun(l.rec.Status) {
 				return nil // nothing runs: already suspended, asleep or failed
 			}

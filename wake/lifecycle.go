@@ -80,9 +80,9 @@ func (e *Engine) runLocked(ctx context.Context, h *home, op lifecycleOp) error {
 
 // lock takes h's lifecycle lock for op. While another operation holds it,
 // a waiting op waits for the broadcast of its release when the holder is
-// on this instance, and re-tries every lockRecheck when it is not (another
-// instance, or a lease left to expire), until ctx is done; any other op is
-// refused as busy.
+// on this instance, and for the store's announcement of it (Changed) when
+// it is not, re-trying every lockRecheck as well (a lease left to expire is
+// announced by nobody), until ctx is done; any other op is refused as busy.
 func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Lease, error) {
 	var t *time.Timer
 	defer func() {
@@ -91,8 +91,10 @@ func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Le
 		}
 	}()
 	for {
-		// Taken before the try: a release after it closes freed.
+		// Taken before the try: a release after it closes freed (on this
+		// instance) or changed (on any instance sharing the store).
 		freed, here := h.lockState()
+		changed := e.o.Store.Changed(lockName(h.spec.ID))
 		l, err := e.o.Store.Lock(ctx, lockName(h.spec.ID), e.o.Instance, op.lease)
 		if err == nil {
 			return l, nil
@@ -108,6 +110,8 @@ func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Le
 		}
 		var recheck <-chan time.Time // nil: the holder here broadcasts its release
 		if !here {
+			// The holder elsewhere announces its release through the
+			// store; the timer is the fallback for a lease left to expire.
 			if t == nil {
 				t = time.NewTimer(lockRecheck)
 			} else {
@@ -117,6 +121,7 @@ func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Le
 		}
 		select {
 		case <-freed:
+		case <-changed:
 		case <-recheck:
 		case <-ctx.Done():
 			return registry.Lease{}, errWakeTimeout(e.o.RetryAfter, "waiting for another operation on the home", ctx.Err())
@@ -175,7 +180,7 @@ func (h *home) broadcastFreed() {
 // is read again and change is applied to what is stored, so neither write
 // is lost. A conflict that persists is returned.
 func (l *held) save(ctx context.Context, change func(*registry.Home)) error {
-	stored, err := registry.UpdateHome(ctx, l.e.o.Store, l.rec, l.e.o.Instance, change)
+	stored, err := registry.UpdateHomeUnder(ctx, l.e.o.Store, l.rec, l.e.o.Instance, l.lease, change)
 	if err != nil {
 		return fmt.Errorf("home %s: save: %w", l.h.spec.ID, err)
 	}

@@ -98,7 +98,7 @@ func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error
 					return fmt.Errorf("remove %s: %w", id, err)
 				}
 			}
-			if err := e.o.Store.DeleteHome(ctx, id, registry.CondOf(l.rec)); err != nil {
+			if err := e.o.Store.DeleteHome(ctx, id, registry.CondOf(l.rec).Fenced(l.lease)); err != nil {
 				return fmt.Errorf("remove %s: %w", id, err)
 			}
 			e.Unregister(id)

@@ -44,7 +44,14 @@ func (e *Engine) runWake(h *home, f *flight) {
 	defer cancel()
 	w := &wakeRun{e: e, h: h, f: f, start: f.started}
 	var res Awake
-	settle := func(err error) { w.settle(res, err) }
+	settle := func(err error) {
+		if storeDown(err) && e.ctx.Err() == nil {
+			if a, ok := w.fromLocal(ctx); ok {
+				res, err = a, nil
+			}
+		}
+		w.settle(res, err)
+	}
 	// A slot under the global cap on wakes running at once, taken before
 	// the lock so that a queued wake holds no lock.
 	select {
@@ -125,6 +132,8 @@ func (w *wakeRun) settle(res Awake, err error) {
 		sd := errShuttingDown(e.o.RetryAfter)
 		sd.Cause = err
 		err = sd
+	case storeDown(err):
+		err = errStateUnavailable(e.o.RetryAfter, err)
 	case err != nil && !ok:
 		// A store or provider fault is still a failed wake to a caller,
 		// with a Retry-After, not an internal error.
@@ -140,8 +149,9 @@ func (w *wakeRun) settle(res Awake, err error) {
 		h.status = registry.StatusRunning
 		h.fails, h.failed = 0, ""
 		h.limiter.SetLimit(rate.Inf)
-	case fault.Is(err, fault.ShuttingDown):
-		// Not the home's failure.
+	case fault.Is(err, fault.ShuttingDown), fault.Is(err, fault.Unavailable):
+		// Not the home's failure: a store that does not answer sets no
+		// backoff, and the next request tries again.
 	default:
 		h.fails++
 		if gave != nil {

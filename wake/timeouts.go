@@ -22,9 +22,11 @@ const (
 	// detached from the operation's (which may have ended).
 	unlockTimeout = 5 * time.Second
 	// lockRecheck is how often a wake waiting for a lifecycle lock held on
-	// another instance (or by a lease that expires) tries again. A holder
-	// on this instance wakes its waiters at once with a broadcast.
-	lockRecheck = 100 * time.Millisecond
+	// another instance (or by a lease that expires) tries again: the
+	// fallback to the store's change notification, which announces every
+	// release, for a holder that died and left its lease to expire. A
+	// holder on this instance wakes its waiters at once with a broadcast.
+	lockRecheck = 500 * time.Millisecond
 	// stopTimeout bounds the stop of a half-woken home after a failed wake
 	// or a failed rollback; it runs even though the wake's time ran out.
 	stopTimeout = 30 * time.Second
