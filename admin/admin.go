@@ -124,6 +124,9 @@ type About struct {
 	Version   string
 	StartedAt time.Time
 	Draining  bool
+	// Degraded says why the fleet's shared store does not answer; "" while
+	// it does (and for a gateway on its own store).
+	Degraded string
 }
 
 // Options configures a Server.

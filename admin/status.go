@@ -16,14 +16,17 @@ import (
 
 // Status is the answer of GET /admin/status.
 type Status struct {
-	Instance  string      `json:"instance"`
-	Version   string      `json:"version"`
-	StartedAt time.Time   `json:"started_at"`
-	UptimeS   float64     `json:"uptime_s"`
-	Draining  bool        `json:"draining"`
-	Healthy   bool        `json:"healthy"`
-	Problems  []string    `json:"problems"`
-	Counts    StatusCount `json:"counts"`
+	Instance  string    `json:"instance"`
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+	UptimeS   float64   `json:"uptime_s"`
+	Draining  bool      `json:"draining"`
+	// Degraded says why the fleet's shared store does not answer ("" when
+	// it does): warm homes serve, wakes answer 503 until it is back.
+	Degraded string      `json:"degraded,omitempty"`
+	Healthy  bool        `json:"healthy"`
+	Problems []string    `json:"problems"`
+	Counts   StatusCount `json:"counts"`
 	// Homes and Apps are filled with ?full=true.
 	Homes []HomeView `json:"homes,omitempty"`
 	Apps  []AppView  `json:"apps,omitempty"`
@@ -39,12 +42,18 @@ type StatusCount struct {
 
 // status gathers the instance's status; full adds every home and app.
 func (s *Server) status(ctx context.Context, full bool) (Status, error) {
+	ab := s.b.About()
 	homes, err := s.b.ListHomes(ctx)
+	if err != nil && ab.Degraded != "" {
+		// The store is down: say so rather than fail the status itself.
+		return Status{Instance: ab.Instance, Version: ab.Version, StartedAt: ab.StartedAt.UTC(),
+			UptimeS: time.Since(ab.StartedAt).Round(time.Millisecond).Seconds(), Draining: ab.Draining,
+			Degraded: ab.Degraded, Problems: []string{ab.Degraded}}, nil
+	}
 	if err != nil {
 		return Status{}, err
 	}
 	apps := s.b.ListApps()
-	ab := s.b.About()
 	st := Status{Instance: ab.Instance, Version: ab.Version, StartedAt: ab.StartedAt.UTC(),
 		UptimeS: time.Since(ab.StartedAt).Round(time.Millisecond).Seconds(), Draining: ab.Draining,
 		Problems: problems(homes, apps, ab.Draining), Counts: StatusCount{Homes: len(homes), Apps: len(apps)}}
@@ -53,6 +62,10 @@ func (s *Server) status(ctx context.Context, full bool) (Status, error) {
 		if registry.Status(h.Status) == registry.StatusRunning {
 			st.Counts.HomesRunning++
 		}
+	}
+	if ab.Degraded != "" {
+		st.Degraded = ab.Degraded
+		st.Problems = append(st.Problems, ab.Degraded)
 	}
 	st.Healthy = len(st.Problems) == 0
 	if full {

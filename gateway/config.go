@@ -42,6 +42,9 @@ type Config struct {
 	// TLS is the TLS front door and Hosts host routing (config_tls.go).
 	TLS   TLSConfig   `yaml:"tls"`
 	Hosts HostsConfig `yaml:"hosts"`
+	// Redis is the shared store of a fleet (config_redis.go); without it
+	// the embedded store under data_dir serves this gateway alone.
+	Redis RedisConfig `yaml:"redis"`
 
 	// Homes are the sleepable backends reached at /node/{target}/.
 	// Default none.

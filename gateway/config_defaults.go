@@ -44,6 +44,7 @@ func (c *Config) defaults() {
 	c.Exec.defaults()
 	c.Admin.defaults()
 	c.Roll.defaults()
+	c.Redis.defaults()
 	for i := range c.Homes {
 		c.Homes[i].defaults(&c.Wake)
 	}

@@ -140,7 +140,12 @@ func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
 	if err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
-	if err := g.openStore(dataDir); err != nil {
+	if cfg.Redis.Enabled() {
+		err = g.openFleetStore()
+	} else {
+		err = g.openStore(dataDir)
+	}
+	if err != nil {
 		return err
 	}
 	g.exec, err = provider.NewExec(provider.ExecConfig{

@@ -43,6 +43,11 @@ func (g *Gateway) routes() http.Handler {
 			_, _ = w.Write([]byte("draining\n"))
 			return
 		}
+		if g.degraded() != "" {
+			// Still ready: warm homes serve; wakes answer 503 meanwhile.
+			_, _ = w.Write([]byte("degraded\n"))
+			return
+		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	r.Post("/_wakegate/ready", g.serveReadySignal)

@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+)
+
+// fleetOpenTimeout bounds connecting to the fleet's Redis at start.
+const fleetOpenTimeout = 10 * time.Second
+
+// openFleetStore opens the shared store the redis section names: the
+// gateway then shares homes, apps, the target, lifecycle locks and session
+// counts with every gateway on the same Redis.
+func (g *Gateway) openFleetStore() error {
+	o, err := g.cfg.Redis.options()
+	if err != nil {
+		return fmt.Errorf("redis.password: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fleetOpenTimeout)
+	defer cancel()
+	r, err := registry.OpenRedis(ctx, o)
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	g.store = r
+	g.log.Info("fleet store", "store", "redis", "prefix", o.Prefix, "instance", g.cfg.Instance)
+	return nil
+}
+
+// storeHealth is a store that knows whether its backend answers.
+type storeHealth interface {
+	Unavailable() error
+}
+
+// degraded says why the shared store does not answer, or "" while it does
+// (and always for the embedded store). Warm homes keep serving meanwhile;
+// wakes answer 503 with Retry-After.
+func (g *Gateway) degraded() string {
+	if sh, ok := g.store.(storeHealth); ok {
+		if err := sh.Unavailable(); err != nil {
+			return "the fleet store does not answer: " + err.Error()
+		}
+	}
+	return ""
+}
