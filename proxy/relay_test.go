@@ -8,12 +8,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
+	"go.uber.org/goleak"
 )
 
 // wsHome is a real WebSocket upstream that echoes every message and
@@ -311,5 +313,41 @@ func TestFrameCursor(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestGoingAwayLeavesNoGoroutine relays WebSockets, tells them to go away
+// and closes the servers: no goroutine of a relay or of its close frame
+// writers is left. It does not run in parallel, so that goleak sees only
+// its own goroutines.
+func TestGoingAwayLeavesNoGoroutine(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	func() {
+		home := newWSHome(t)
+		defer home.Close()
+		p := New(testOptions())
+		defer p.Close()
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.Serve(w, r, &Route{Kind: "node", Name: "n", Upstream: home.url(t, "/")})
+		}))
+		defer s.Close()
+		for range 5 {
+			c, _, err := websocket.DefaultDialer.Dial("ws://"+s.Listener.Addr().String()+"/ws", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for p.WebSockets() != 5 {
+			if time.Now().After(deadline) {
+				t.Fatal("relays not open")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		p.GoingAway()
+	}()
+	if err := goleak.Find(before); err != nil {
+		t.Error(err)
 	}
 }
