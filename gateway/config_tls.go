@@ -36,7 +36,8 @@ type TLSConfig struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 	// CA is the ACME directory URL. Default Let's Encrypt's production
-	// directory; empty means the default.
+	// directory; empty means the default. Setting tls.mode to acme or
+	// on_demand accepts the CA's subscriber agreement for the account.
 	CA string `yaml:"ca"`
 	// Email is the ACME account's contact address. Default none.
 	Email string `yaml:"email"`
