@@ -18,7 +18,7 @@ import (
 // the test's temporary directory (so a restart keeps what was
 // acknowledged), stopped when the test ends.
 type RedisServer struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	dir  string
 	port int
@@ -34,7 +34,7 @@ const redisReadyBound = 20 * time.Second
 
 // StartRedis starts a redis-server for t, or skips t when the binary is
 // not installed and CI is not set (scripts/test.sh installs it).
-func StartRedis(t *testing.T) *RedisServer {
+func StartRedis(t testing.TB) *RedisServer {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -59,7 +59,7 @@ func StartRedis(t *testing.T) *RedisServer {
 }
 
 // freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
