@@ -30,6 +30,27 @@ type Status struct {
 	// Homes and Apps are filled with ?full=true.
 	Homes []HomeView `json:"homes,omitempty"`
 	Apps  []AppView  `json:"apps,omitempty"`
+	// Fleet lists the live gateways sharing this one's store, with
+	// ?full=true on a gateway of a fleet (nil otherwise).
+	Fleet []FleetInstance `json:"fleet,omitempty"`
+}
+
+// FleetInstance is one live gateway of a fleet, as its last heartbeat
+// (session report) says.
+type FleetInstance struct {
+	Instance string `json:"instance"`
+	// HeartbeatAgeS is how long ago the instance last reported, seconds.
+	HeartbeatAgeS float64 `json:"heartbeat_age_s"`
+	// Sessions is the instance's live session count over every home, and
+	// Homes the count per home.
+	Sessions int            `json:"sessions"`
+	Homes    map[string]int `json:"homes"`
+}
+
+// Fleet is what a Backend of a gateway in a fleet adds: the fleet's live
+// instances. The status route lists them when the backend has it.
+type Fleet interface {
+	FleetInstances(ctx context.Context) ([]FleetInstance, error)
 }
 
 // StatusCount counts what the gateway serves.
@@ -70,6 +91,12 @@ func (s *Server) status(ctx context.Context, full bool) (Status, error) {
 	st.Healthy = len(st.Problems) == 0
 	if full {
 		st.Homes, st.Apps = homes, apps
+		if f, ok := s.b.(Fleet); ok {
+			if st.Fleet, err = f.FleetInstances(ctx); err != nil {
+				st.Problems = append(st.Problems, "the fleet's instances cannot be listed: "+err.Error())
+				st.Healthy = false
+			}
+		}
 	}
 	return st, nil
 }

@@ -2,6 +2,7 @@ package faultinject
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/registrytest"
@@ -265,6 +267,17 @@ func TestFleetSessionsAcrossInstances(t *testing.T) {
 	if now := fleetHomePIDs(t, gws, fiHome); !slices.Equal(now, pids) {
 		t.Fatalf("home processes %v after B's idle ticks, want %v untouched", now, pids)
 	}
+
+	// `wakegate status --json` on B lists both instances, A with its
+	// session.
+	testbin.Eventually(t, "status --json lists the fleet", func() bool {
+		code, out := fiRun(t, b.dir, "status", "--json", "--admin", b.admin, "--token", fiToken)
+		var st admin.Status
+		if code > 1 || json.Unmarshal([]byte(out), &st) != nil || len(st.Fleet) != 2 {
+			return false
+		}
+		return st.Fleet[0].Instance == "gw-0" && st.Fleet[0].Sessions >= 1 && st.Fleet[1].Instance == "gw-1"
+	})
 
 	// A dies with its session open: its count expires within the
 	// heartbeat TTL, and B then suspends the home.

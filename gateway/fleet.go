@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -46,3 +47,30 @@ func (g *Gateway) degraded() string {
 	}
 	return ""
 }
+
+// FleetInstances lists the live gateways of the fleet from their session
+// reports (the heartbeat), for the admin status; nil for a gateway on its
+// own store.
+func (a adminAPI) FleetInstances(ctx context.Context) ([]admin.FleetInstance, error) {
+	r, ok := a.g.store.(*registry.Redis)
+	if !ok {
+		return nil, nil
+	}
+	reps, err := r.Reports(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]admin.FleetInstance, 0, len(reps))
+	for _, rep := range reps {
+		fi := admin.FleetInstance{Instance: rep.Instance, Homes: rep.Sessions,
+			HeartbeatAgeS: max(now.Sub(rep.ReportedAt), 0).Round(time.Millisecond).Seconds()}
+		for _, n := range rep.Sessions {
+			fi.Sessions += n
+		}
+		out = append(out, fi)
+	}
+	return out, nil
+}
+
+var _ admin.Fleet = adminAPI{}

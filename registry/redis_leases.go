@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -115,15 +116,12 @@ func (r *Redis) ReportSessions(ctx context.Context, instance string, counts map[
 			kept[home] = n
 		}
 	}
-	arg := ""
-	if len(kept) > 0 {
-		raw, err := json.Marshal(kept)
-		if err != nil {
-			return fmt.Errorf("registry: report sessions of %s: encode: %w", instance, err)
-		}
-		arg = string(raw)
+	raw, err := json.Marshal(kept)
+	if err != nil {
+		return fmt.Errorf("registry: report sessions of %s: encode: %w", instance, err)
 	}
-	err := reportScript.Run(ctx, r.c, []string{r.keys.sessions}, instance, arg, ttl.Milliseconds(), r.nowArg()).Err()
+	arg := string(raw)
+	err = reportScript.Run(ctx, r.c, []string{r.keys.sessions}, instance, arg, ttl.Milliseconds(), r.nowArg()).Err()
 	if err != nil {
 		return fmt.Errorf("registry: report sessions of %s: %w", instance, r.fail(ctx, err))
 	}
@@ -134,6 +132,8 @@ func (r *Redis) ReportSessions(ctx context.Context, instance string, counts map[
 type InstanceReport struct {
 	// Instance names the gateway.
 	Instance string `json:"instance"`
+	// ReportedAt is when the instance last reported (its heartbeat).
+	ReportedAt time.Time `json:"reported_at"`
 	// Expires is when the report lapses unless the instance reports again.
 	Expires time.Time `json:"expires"`
 	// Sessions is the instance's live session count per home.
@@ -149,14 +149,16 @@ func (r *Redis) Reports(ctx context.Context) ([]InstanceReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: session reports: %w", r.fail(ctx, err))
 	}
-	out := make([]InstanceReport, 0, len(res)/3)
-	for i := 0; i+2 < len(res); i += 3 {
-		ms, err := strconv.ParseInt(res[i+1], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("registry: session report of %s: expiry %q: %w", res[i], res[i+1], err)
+	out := make([]InstanceReport, 0, len(res)/4)
+	for i := 0; i+3 < len(res); i += 4 {
+		exp, err1 := strconv.ParseInt(res[i+1], 10, 64)
+		at, err2 := strconv.ParseInt(res[i+2], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("registry: session report of %s: times %q %q: %w", res[i], res[i+1], res[i+2], err)
 		}
-		rep := InstanceReport{Instance: res[i], Expires: time.UnixMilli(ms).UTC(), Sessions: map[string]int{}}
-		if err := json.Unmarshal([]byte(res[i+2]), &rep.Sessions); err != nil {
+		rep := InstanceReport{Instance: res[i], ReportedAt: time.UnixMilli(at).UTC(), Expires: time.UnixMilli(exp).UTC(),
+			Sessions: map[string]int{}}
+		if err := json.Unmarshal([]byte(res[i+3]), &rep.Sessions); err != nil {
 			return nil, fmt.Errorf("registry: session report of %s: %w", res[i], err)
 		}
 		out = append(out, rep)

@@ -17,8 +17,9 @@ import "github.com/redis/go-redis/v9"
 //     read by the scripts for their "generation" and "owner" fields;
 //   - a lease: "token|expires_ms|holder" in the locks hash, and the last
 //     token of each lock name in the lockseq hash (HINCRBY: never reused);
-//   - a session report: "expires_ms|{json counts}" in the sessions hash,
-//     one field per instance.
+//   - a session report: "expires_ms|reported_ms|{json counts}" in the
+//     sessions hash, one field per instance; an instance with no session
+//     keeps a report of "{}" (its heartbeat), until it expires.
 
 // luaNow is the clock prelude of every script that needs one.
 const luaNow = `
@@ -123,8 +124,8 @@ return 'ok'
 
 // reportScript replaces an instance's session report and prunes expired
 // reports of every instance.
-// KEYS: sessions hash. ARGV: instance, counts JSON ("" for none), ttl ms,
-// now.
+// KEYS: sessions hash. ARGV: instance, counts JSON ("{}" for none), ttl
+// ms, now.
 var reportScript = redis.NewScript(luaNow + `
 local n = now(ARGV[4])
 local all = redis.call('HGETALL', KEYS[1])
@@ -132,26 +133,23 @@ for i = 1, #all, 2 do
   local exp = tonumber(string.match(all[i + 1], '^(%d+)|'))
   if exp == nil or n >= exp then redis.call('HDEL', KEYS[1], all[i]) end
 end
-if ARGV[2] == '' then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-else
-  redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%s', n + tonumber(ARGV[3]), ARGV[2]))
-end
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%d|%s', n + tonumber(ARGV[3]), n, ARGV[2]))
 return 'ok'
 `)
 
 // sessionsScript returns every unexpired session report.
 // KEYS: sessions hash. ARGV: now.
-// Reply: a flat list of instance, expires ms, counts JSON.
+// Reply: a flat list of instance, expires ms, reported ms, counts JSON.
 var sessionsScript = redis.NewScript(luaNow + `
 local n = now(ARGV[1])
 local all = redis.call('HGETALL', KEYS[1])
 local out = {}
 for i = 1, #all, 2 do
-  local exp, counts = string.match(all[i + 1], '^(%d+)|(.*)$')
+  local exp, at, counts = string.match(all[i + 1], '^(%d+)|(%d+)|(.*)$')
   if exp ~= nil and n < tonumber(exp) then
     table.insert(out, all[i])
     table.insert(out, exp)
+    table.insert(out, at)
     table.insert(out, counts)
   end
 end

@@ -45,3 +45,32 @@ func TestRedisUnavailable(t *testing.T) {
 		return r, srv.Kill, srv.Restart
 	})
 }
+
+func TestRedisReportsListInstances(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	clk := registrytest.NewClock()
+	r := openTestRedis(t, srv, "reports", clk.Now)
+	ctx := context.Background()
+	if err := r.ReportSessions(ctx, "gw-b", map[string]int{"h1": 2}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	if err := r.ReportSessions(ctx, "gw-a", nil, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := r.Reports(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reps) != 2 || reps[0].Instance != "gw-a" || len(reps[0].Sessions) != 0 ||
+		reps[1].Instance != "gw-b" || reps[1].Sessions["h1"] != 2 {
+		t.Fatalf("reports %+v, want gw-a with no session (its heartbeat) and gw-b with 2 on h1", reps)
+	}
+	if age := reps[0].ReportedAt.Sub(reps[1].ReportedAt); age != time.Second {
+		t.Fatalf("gw-a reported %s after gw-b, want 1s", age)
+	}
+	clk.Advance(9500 * time.Millisecond) // gw-b's report lapsed, gw-a's not yet
+	if reps, err = r.Reports(ctx); err != nil || len(reps) != 1 || reps[0].Instance != "gw-a" {
+		t.Fatalf("reports after gw-b's expiry: %+v %v, want gw-a alone", reps, err)
+	}
+}
