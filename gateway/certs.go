@@ -18,6 +18,36 @@ import (
 // to /metrics (at most maxExpiryNames names, the soonest to expire), and
 // the inventory to GET /admin/certificates.
 
+// tlsMetrics count where the HTTPS listener refuses: handshakes that did
+// not complete (no certificate for the name, a bad client, a timeout) and
+// on-demand names refused, by reason.
+type tlsMetrics struct {
+	handshakeFailed prometheus.Counter
+	refused         *prometheus.CounterVec
+}
+
+// registerTLSMetrics registers the certificate expiry collector and the
+// TLS counters on the gateway's registry.
+func (g *Gateway) registerTLSMetrics() error {
+	g.tlsMetrics.handshakeFailed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "wakegate_tls_handshake_failures_total",
+		Help: "TLS handshakes on the HTTPS listener that did not complete (no certificate for the name, a bad client, a timeout).",
+	})
+	g.tlsMetrics.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wakegate_tls_on_demand_refused_total",
+		Help: "Names refused an on-demand certificate, by reason (not_a_host, not_allowed, rate_limited).",
+	}, []string{"reason"})
+	for _, r := range []string{tlsfront.ReasonNotAHost, tlsfront.ReasonNotAllowed, tlsfront.ReasonRateLimited} {
+		g.tlsMetrics.refused.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{newCertCollector(g.front), g.tlsMetrics.handshakeFailed, g.tlsMetrics.refused} {
+		if err := g.metrics.reg.Register(c); err != nil {
+			return fmt.Errorf("tls metrics: %w", err)
+		}
+	}
+	return nil
+}
+
 // maxExpiryNames bounds the series of wakegate_certificate_expiry_days.
 const maxExpiryNames = 100
 

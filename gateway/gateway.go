@@ -68,9 +68,10 @@ type Gateway struct {
 	version   string // reported by the admin API; SetVersion
 
 	// The TLS front door (gateway_tls.go); nil with tls.mode off.
-	front   *tlsfront.Front
-	decider *tlsfront.Decider // on_demand only
-	httpLn  net.Listener      // UseHTTPListener
+	front      *tlsfront.Front
+	decider    *tlsfront.Decider // on_demand only
+	httpLn     net.Listener      // UseHTTPListener
+	tlsMetrics tlsMetrics        // certs.go
 }
 
 type homeRoute struct {

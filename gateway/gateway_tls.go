@@ -63,6 +63,7 @@ func (g *Gateway) newFront() error {
 		g.decider = tlsfront.NewDecider(tlsfront.DecisionOptions{
 			Known: g.routedHost, Allow: od.Allow, CacheSize: od.CacheSize, CacheTTL: od.CacheTTL,
 			Rate: rate.Limit(float64(od.IssuePerMinute) / 60), Burst: od.IssuePerMinute,
+			OnRefuse: func(reason string) { g.tlsMetrics.refused.WithLabelValues(reason).Inc() },
 		})
 		opts.Decider = g.decider
 		g.routeTab.onChange = g.hostsChanged
@@ -71,7 +72,7 @@ func (g *Gateway) newFront() error {
 	if err != nil {
 		return fmt.Errorf("tls: %w", err)
 	}
-	return g.metrics.reg.Register(newCertCollector(g.front))
+	return g.registerTLSMetrics()
 }
 
 // hostsChanged drops the on-demand decisions after apps or homes changed,
@@ -149,7 +150,7 @@ func (g *Gateway) publicListener(srv *http.Server, ln net.Listener) net.Listener
 		}
 		return connContext(ctx, c)
 	}
-	return newTLSListener(ln, g.front.TLSConfig(), t.HandshakeTimeout)
+	return newTLSListener(ln, g.front.TLSConfig(), t.HandshakeTimeout, g.tlsMetrics.handshakeFailed)
 }
 
 // httpsHandler adds what only HTTPS answers carry or check:

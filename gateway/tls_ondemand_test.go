@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -128,6 +129,12 @@ tls:
 	if n := pb.Orders(); n != 3 {
 		t.Errorf("pebble saw %d orders, want 3", n)
 	}
+	_, _, metrics := adm.do(t, "GET", "/metrics", admToken, nil, nil)
+	for _, series := range []string{`wakegate_tls_on_demand_refused_total{reason="not_allowed"}`, "wakegate_tls_handshake_failures_total"} {
+		if v := metricValue(string(metrics), series); v < 1 {
+			t.Errorf("%s = %v, want the refusals counted", series, v)
+		}
+	}
 	// The plain-HTTP listener redirects registered hosts only.
 	for host, want := range map[string]int{"demo.apps.test": http.StatusPermanentRedirect, "nope.apps.test": http.StatusNotFound,
 		"demo.nodes.test": http.StatusPermanentRedirect, "nope.nodes.test": http.StatusNotFound} {
@@ -167,4 +174,17 @@ func storedFiles(t testing.TB, data string) []string {
 	})
 	sort.Strings(out)
 	return out
+}
+
+// metricValue returns the value of one series in a /metrics text, or -1.
+func metricValue(text, series string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 )
 
@@ -30,6 +31,7 @@ type tlsListener struct {
 	inner   net.Listener
 	conf    *tls.Config
 	timeout time.Duration
+	failed  prometheus.Counter // handshakes that did not complete
 
 	ready     chan net.Conn
 	errs      chan error
@@ -40,8 +42,8 @@ type tlsListener struct {
 }
 
 // newTLSListener starts accepting on inner; Close stops it and waits.
-func newTLSListener(inner net.Listener, conf *tls.Config, timeout time.Duration) *tlsListener {
-	l := &tlsListener{inner: inner, conf: conf, timeout: timeout,
+func newTLSListener(inner net.Listener, conf *tls.Config, timeout time.Duration, failed prometheus.Counter) *tlsListener {
+	l := &tlsListener{inner: inner, conf: conf, timeout: timeout, failed: failed,
 		ready: make(chan net.Conn), errs: make(chan error)}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Go(l.acceptLoop)
@@ -73,6 +75,7 @@ func (l *tlsListener) handshake(c net.Conn) {
 	err := tc.HandshakeContext(ctx)
 	cancel()
 	if err != nil {
+		l.failed.Inc()
 		_ = tc.Close()
 		return
 	}

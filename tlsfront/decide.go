@@ -28,7 +28,17 @@ type DecisionOptions struct {
 	// second, with Burst at once.
 	Rate  rate.Limit
 	Burst int
+	// OnRefuse, when set, is told every refusal's reason (ReasonNotAHost,
+	// ReasonNotAllowed, ReasonRateLimited), cached ones included.
+	OnRefuse func(reason string)
 }
+
+// The reasons OnRefuse is given.
+const (
+	ReasonNotAHost    = "not_a_host"
+	ReasonNotAllowed  = "not_allowed"
+	ReasonRateLimited = "rate_limited"
+)
 
 // Decider decides which names get a certificate at their first handshake
 // (the on_demand mode): a name is allowed when it is in the allow list or
@@ -71,28 +81,37 @@ func NewDecider(opts DecisionOptions) *Decider {
 
 // Decide allows or refuses name (certmagic's DecisionFunc).
 func (d *Decider) Decide(_ context.Context, name string) error {
+	reason, err := d.decide(name)
+	if err != nil && d.opts.OnRefuse != nil {
+		d.opts.OnRefuse(reason)
+	}
+	return err
+}
+
+// decide is Decide, also naming the reason of a refusal.
+func (d *Decider) decide(name string) (string, error) {
 	name = strings.ToLower(strings.TrimSuffix(name, "."))
 	if err := checkHostName(name); err != nil {
-		return err
+		return ReasonNotAHost, err
 	}
 	now := time.Now()
 	d.mu.Lock()
 	c, ok := d.cache[name]
 	d.mu.Unlock()
 	if ok && now.Sub(c.at) < d.opts.CacheTTL {
-		return c.err
+		return ReasonNotAllowed, c.err
 	}
 	var err error
 	switch {
 	case d.allow[name] || (d.opts.Known != nil && d.opts.Known(name)):
 		if !d.limiter.Allow() {
-			return ErrRateLimited // not cached: the next handshake may pass
+			return ReasonRateLimited, ErrRateLimited // not cached: the next handshake may pass
 		}
 	default:
 		err = ErrNotAllowed
 	}
 	d.remember(name, decision{err: err, at: now})
-	return err
+	return ReasonNotAllowed, err
 }
 
 // remember caches a decision, making room first when the cache is full:

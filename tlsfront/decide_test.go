@@ -115,3 +115,19 @@ func TestRequestHost(t *testing.T) {
 		}
 	}
 }
+
+// TestDecideReasons tells OnRefuse why each refusal happened.
+func TestDecideReasons(t *testing.T) {
+	t.Parallel()
+	var got []string
+	d := NewDecider(DecisionOptions{Known: func(h string) bool { return h == "a.test" || h == "b.test" },
+		CacheSize: 10, CacheTTL: time.Hour, Rate: rate.Every(time.Hour), Burst: 1,
+		OnRefuse: func(r string) { got = append(got, r) }})
+	for _, n := range []string{"a.test", "b.test", "c.test", "c.test", "10.0.0.1", ""} {
+		_ = d.Decide(context.Background(), n)
+	}
+	want := []string{ReasonRateLimited, ReasonNotAllowed, ReasonNotAllowed, ReasonNotAHost, ReasonNotAHost}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("reasons %v, want %v", got, want)
+	}
+}
