@@ -304,3 +304,34 @@ func openFleetStore(t *testing.T, srv *registrytest.RedisServer) *registry.Redis
 	t.Cleanup(func() { _ = r.Close() })
 	return r
 }
+
+func TestFleetLeaseHolderDiesMidWake(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	// The home boots for 3s; the wake's lease is the ready timeout (4s)
+	// plus the engine's slack (30s): B takes over once it expires.
+	gws := fleetStart(t, srv, 2, fiOptions{boot: "3s",
+		wake: map[string]any{"ready_timeout": "4s", "wake_timeout": "5s", "retry_after": "1s"}})
+	a, b := gws[0], gws[1]
+	c := fleetClient()
+	go func() { _, _, _ = a.get(c, fiWhoami) }() // A takes the lease and starts the home
+	testbin.Eventually(t, "A starts the home", func() bool { return strings.Contains(a.Output(), "exec: started home") })
+	a.kill(t)
+	started := time.Now()
+	deadline := started.Add(2 * time.Minute)
+	for {
+		res, body, err := b.get(c, fiWhoami)
+		if err == nil && res.StatusCode == http.StatusOK {
+			break
+		}
+		if err == nil && res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("B while A's lease stands: %d %s, want 503 or 200", res.StatusCode, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B never completed the wake after A died holding the lease:\n%s", b.Output())
+		}
+	}
+	t.Logf("B completed the wake %s after A died holding the lease", time.Since(started).Round(time.Millisecond))
+	if pids := fleetHomePIDs(t, gws, fiHome); len(pids) != 1 {
+		t.Fatalf("home processes %v after the takeover, want the one A started", pids)
+	}
+}

@@ -78,3 +78,9 @@ func (e *Engine) fleetBusy(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// errLockWait marks a wake whose time ran out while another operation
+// held the home's lifecycle lock (on this instance or another, or a dead
+// holder's lease not yet expired): no failure of the home, so it sets no
+// failure backoff, and the next request waits for the lock again.
+var errLockWait = errors.New("the home's lifecycle lock stayed held")

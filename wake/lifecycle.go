@@ -124,7 +124,8 @@ func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Le
 		case <-changed:
 		case <-recheck:
 		case <-ctx.Done():
-			return registry.Lease{}, errWakeTimeout(e.o.RetryAfter, "waiting for another operation on the home", ctx.Err())
+			return registry.Lease{}, errWakeTimeout(e.o.RetryAfter, "waiting for another operation on the home",
+				fmt.Errorf("%w: %w", errLockWait, ctx.Err()))
 		}
 	}
 }

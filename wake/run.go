@@ -149,9 +149,10 @@ func (w *wakeRun) settle(res Awake, err error) {
 		h.status = registry.StatusRunning
 		h.fails, h.failed = 0, ""
 		h.limiter.SetLimit(rate.Inf)
-	case fault.Is(err, fault.ShuttingDown), fault.Is(err, fault.Unavailable):
-		// Not the home's failure: a store that does not answer sets no
-		// backoff, and the next request tries again.
+	case fault.Is(err, fault.ShuttingDown), fault.Is(err, fault.Unavailable), errors.Is(err, errLockWait):
+		// Not the home's failure: a store that does not answer, or a lock
+		// another operation (here or on another instance) held all along,
+		// sets no backoff, and the next request tries again.
 	default:
 		h.fails++
 		if gave != nil {
