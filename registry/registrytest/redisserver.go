@@ -105,8 +105,8 @@ func (s *RedisServer) start() error {
 		}
 		if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
-			_ = <-exited
-			return fmt.Errorf("redis-server did not answer within %s: %s", redisReadyBound, out.String())
+			werr := <-exited
+			return fmt.Errorf("redis-server did not answer within %s (killed: %v): %s", redisReadyBound, werr, out.String())
 		}
 	}
 }
@@ -142,7 +142,11 @@ func (s *RedisServer) Kill() {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = <-s.exited
+	if err := <-s.exited; err == nil {
+		// A SIGKILLed server exits with an error; nil means it had
+		// already stopped on its own before the kill.
+		s.out.WriteString("\n(redis-server had exited before the kill)\n")
+	}
 	s.cmd = nil
 }
 
