@@ -1,0 +1,123 @@
+package access
+
+import (
+	"fmt"
+	"net/http"
+	"sort"
+)
+
+// Set holds the named policies and picks one per route. It is built once
+// from a Config and only read afterwards.
+type Set struct {
+	policies map[string]Policy
+	byType   map[string]string // policy name to its type, for metrics
+	def      string
+	homes    map[string]HomeRule // by target
+	apps     map[string]string   // slug to policy name
+}
+
+// Chosen is the policy of one route.
+type Chosen struct {
+	// Name is the policy's name (a metric label: bounded by the config).
+	Name string
+	// Policy decides.
+	Policy Policy
+	// QueryParam is a query parameter that carries a token, removed
+	// before forwarding ("" for none).
+	QueryParam string
+}
+
+// NewSet builds the policies of cfg (defaults filled, checked).
+// clientIP resolves the caller's address for forward_auth; onError
+// receives background failures (a JWKS refresh). Close stops them.
+func NewSet(cfg Config, clientIP func(*http.Request) string, onError func(error)) (*Set, error) {
+	s := &Set{
+		policies: map[string]Policy{PolicyPublic: Public{}, PolicyDeny: Deny{}},
+		byType:   map[string]string{PolicyPublic: PolicyPublic, PolicyDeny: PolicyDeny},
+		def:      cfg.Default, homes: map[string]HomeRule{}, apps: map[string]string{},
+	}
+	for _, pc := range cfg.Policies {
+		var p Policy
+		switch pc.Type {
+		case PolicyPublic:
+			p = Public{}
+		case PolicyDeny:
+			p = Deny{}
+		case "jwt":
+			j, err := NewJWT(pc.JWT, onError)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("access policy %s: %w", pc.Name, err)
+			}
+			p = j
+		case "forward_auth":
+			p = NewForwardAuth(pc.ForwardAuth, clientIP)
+		default:
+			s.Close()
+			return nil, fmt.Errorf("access policy %s: unknown type %q", pc.Name, pc.Type)
+		}
+		s.policies[pc.Name] = p
+		s.byType[pc.Name] = pc.Type
+	}
+	for _, h := range cfg.Homes {
+		s.homes[h.Target] = h
+	}
+	for _, a := range cfg.Apps {
+		s.apps[a.Slug] = a.Policy
+	}
+	return s, nil
+}
+
+// Close stops every policy's background work.
+func (s *Set) Close() {
+	for _, p := range s.policies {
+		if c, ok := p.(Closer); ok {
+			c.Close()
+		}
+	}
+}
+
+// Owner returns the configured owner of the home at target ("" for none).
+func (s *Set) Owner(target string) string { return s.homes[target].Owner }
+
+// ForHome returns the policy of the home at target.
+func (s *Set) ForHome(target string) Chosen {
+	name := s.homes[target].Policy
+	if name == "" {
+		name = s.def
+	}
+	return s.chosen(name)
+}
+
+// ForApp returns the policy of the app slug.
+func (s *Set) ForApp(slug string) Chosen {
+	name, ok := s.apps[slug]
+	if !ok {
+		name = s.def
+	}
+	return s.chosen(name)
+}
+
+// Default returns the name of the default policy.
+func (s *Set) Default() string { return s.def }
+
+// Names returns the policy names, sorted.
+func (s *Set) Names() []string {
+	out := make([]string, 0, len(s.policies))
+	for n := range s.policies {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Set) chosen(name string) Chosen {
+	c := Chosen{Name: name, Policy: s.policies[name]}
+	if c.Policy == nil { // a checked config names no missing policy
+		c.Name, c.Policy = PolicyDeny, Deny{}
+	}
+	if j, ok := c.Policy.(*JWT); ok {
+		c.QueryParam = j.QueryParam()
+	}
+	return c
+}
