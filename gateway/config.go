@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -45,6 +46,10 @@ type Config struct {
 	// Redis is the shared store of a fleet (config_redis.go); without it
 	// the embedded store under data_dir serves this gateway alone.
 	Redis RedisConfig `yaml:"redis"`
+	// Access says who may reach each home and app, and Limits bounds
+	// abuse (package access; config_access.go).
+	Access access.Config       `yaml:"access"`
+	Limits access.LimitsConfig `yaml:"limits"`
 
 	// Homes are the sleepable backends reached at /node/{target}/.
 	// Default none.

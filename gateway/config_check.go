@@ -113,6 +113,7 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	c.TLS.validate(k.in("tls"), c.Hosts)
 	c.Hosts.validate(k.in("hosts"))
 	c.Redis.validate(k.in("redis"))
+	c.validateAccess(k)
 	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind)
 	validateApps(k, c.Apps, homes)
 	return errs

@@ -45,6 +45,7 @@ func (c *Config) defaults() {
 	c.Admin.defaults()
 	c.Roll.defaults()
 	c.Redis.defaults()
+	c.accessDefaults()
 	for i := range c.Homes {
 		c.Homes[i].defaults(&c.Wake)
 	}

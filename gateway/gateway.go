@@ -62,6 +62,7 @@ type Gateway struct {
 
 	metrics   *metrics     // metrics.go
 	connLimit *connLimit   // connlimit.go: open connections per client
+	gate      *gate        // access policies and limits (access.go)
 	admin     *adminServer // admin.go; nil when the admin listener is off
 	adminAddr chan net.Addr
 	started   time.Time
@@ -114,6 +115,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	g.connLimit = &connLimit{max: cfg.Server.MaxConnsPerClient, trusted: cfg.Server.isTrusted,
 		refused: g.metrics.connsRefused, open: map[netip.Addr]int{}}
 	g.metrics.start(g.engine.Events())
+	if err := g.newGate(); err != nil {
+		return nil, err
+	}
 	g.reg = newRegistrar(g)
 	if err := g.reg.RegisterConfigHomes(ctx); err != nil {
 		return nil, err
@@ -484,6 +488,7 @@ func idleTick(cfg *Config) time.Duration {
 func (g *Gateway) Close() {
 	g.front.Close()
 	g.metrics.close()
+	g.gate.close()
 	if g.routeTab != nil {
 		g.routeTab.close()
 	}

@@ -99,12 +99,20 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			return
 		}
 		if r.RequestURI != "*" {
-			p, raw, err := proxy.CanonicalPath(r.URL.EscapedPath())
+			sent := r.URL.EscapedPath()
+			p, raw, err := proxy.CanonicalPath(sent)
 			if err != nil {
 				g.writeError(w, r, badPath(err))
 				return
 			}
+			if raw != sent { // never a silent reroute (DESIGN rule 21)
+				redirectCanonical(w, r, raw)
+				return
+			}
 			r.URL.Path, r.URL.RawPath = p, raw
+		}
+		if !g.clientAllowed(w, r) { // access.go
+			return
 		}
 		start := time.Now()
 		rw := &recorder{ResponseWriter: w}
@@ -170,6 +178,9 @@ func (g *Gateway) serveAppAt(w http.ResponseWriter, r *http.Request, app *appRou
 		g.serveSelfProbe(w, r, app, route)
 		return
 	}
+	if !g.admit(w, r, "app", app.cfg.Slug, app.home) { // access.go
+		return
+	}
 	if !g.routeTab.published(app) && !g.awaitApp(w, r, app, route) {
 		return
 	}
@@ -200,6 +211,9 @@ func (g *Gateway) nodeRoute(h *homeRoute) *proxy.Route {
 // The session is counted before the home is resolved, so that an idle
 // suspend either sees it or the request finds the verdict gone and waits.
 func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute, route *proxy.Route, sub string) {
+	if route.Kind == "node" && !g.admit(w, r, "node", h.spec.Target, h) { // access.go
+		return
+	}
 	id := h.spec.ID
 	c := g.sessions.Begin(id)
 	defer g.sessions.End(c)
@@ -216,10 +230,23 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 			g.writeError(w, r, err)
 			return
 		}
+		if !g.wakeAllowed(w, r, id) {
+			return
+		}
+		done, ok := g.waitSlot(w, r, id)
+		if !ok {
+			return
+		}
+		defer done()
 		if isNavigation(r) {
+			release, ok := g.holdSlot(w, r, id, route)
+			if !ok {
+				return
+			}
 			ctx, cancel := context.WithTimeout(r.Context(), *g.cfg.Wake.Hold)
 			a, err := eng.EnsureAwake(ctx, id)
 			cancel()
+			release()
 			if err != nil {
 				if fe, ok := fault.As(err); ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
 					g.serveWaitingPage(w, r, route)
@@ -320,6 +347,9 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 		h, _ = g.homeAt(name)
 	case "app":
 		if a, ok := g.appBySlug(name); ok {
+			if !g.admit(w, r, "app", a.cfg.Slug, a.home) { // access.go
+				return
+			}
 			// The poll obeys the no-wake rules like any request.
 			if a.home != nil {
 				if err := g.wakeRefused(r, g.current(a.home).spec.ID, ""); err != nil {
@@ -338,6 +368,9 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no such home or app."))
 		return
 	}
+	if !g.admit(w, r, "node", h.spec.Target, h) { // access.go
+		return
+	}
 	out := map[string]any{"ready": g.engine.Warm(h.spec.ID)}
 	if !out["ready"].(bool) {
 		// The poll obeys the no-wake rules like any request; the wake it
@@ -345,6 +378,9 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 		// a home in backoff refuses it).
 		if err := g.wakeRefused(r, h.spec.ID, ""); err != nil {
 			g.writeError(w, r, err)
+			return
+		}
+		if !g.wakeAllowed(w, r, h.spec.ID) {
 			return
 		}
 		if err := g.engine.Start(h.spec.ID); err != nil {
@@ -394,6 +430,20 @@ func (g *Gateway) classify(r *http.Request, err error) proxy.Classified {
 			"request_id", r.Header.Get("X-Request-Id"), "cause", c.Cause, "hint", c.Hint)
 	}
 	return c
+}
+
+// redirectCanonical answers a request whose path is not canonical with a
+// 308 to its canonical form raw (an absolute path: the canonical form has
+// no "//" at its start, so the Location never names another host), so a
+// cache in front and the gateway agree on which route a URL names.
+func redirectCanonical(w http.ResponseWriter, r *http.Request, raw string) {
+	loc := raw
+	if r.URL.RawQuery != "" {
+		loc += "?" + r.URL.RawQuery
+	}
+	w.Header().Set("Location", loc)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusPermanentRedirect)
 }
 
 // errNoApp answers a request for an app that does not exist.

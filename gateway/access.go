@@ -1,0 +1,195 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wakegate/wakegate/access"
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/proxy"
+)
+
+// gate runs the access policies and the abuse limits (package access)
+// before anything wakes a home or reaches one (DESIGN rule 25).
+type gate struct {
+	set    *access.Set
+	limits *access.Limits
+	ip     access.ClientIP
+	denied *prometheus.CounterVec // policy, code
+}
+
+// newGate builds the policies and limiter tables of g's config and
+// registers their metrics.
+func (g *Gateway) newGate() error {
+	cfg := g.cfg
+	ip := access.ClientIP{Trusted: cfg.Server.isTrusted, Header: cfg.Access.ClientIPHeader}
+	log := g.log.With("component", "access")
+	set, err := access.NewSet(cfg.Access, ip.Of, func(err error) { log.Warn("access policy", "err", err) })
+	if err != nil {
+		return err
+	}
+	gt := &gate{set: set, limits: access.NewLimits(cfg.Limits), ip: ip,
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wakegate_access_denied_total",
+			Help: "Requests refused by an access policy, by policy name and public code.",
+		}, []string{"policy", "code"}),
+	}
+	lim := gt.limits
+	size := func(pick func(c, w, h int) int) func() float64 {
+		return func() float64 { c, w, h := lim.Sizes(); return float64(pick(c, w, h)) }
+	}
+	g.metrics.reg.MustRegister(gt.denied,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wakegate_limiter_clients",
+			Help: "Entries of the per-client rate limiter table (bounded by limits.max_clients)."},
+			size(func(c, _, _ int) int { return c })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wakegate_limiter_homes",
+			Help: "Entries of the per-home wake rate limiter table."},
+			size(func(_, w, _ int) int { return w })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wakegate_limiter_waiting_homes",
+			Help: "Homes with callers waiting for their wake."},
+			size(func(_, _, h int) int { return h })))
+	for _, s := range []string{"client", "wake", "waiting"} {
+		g.metrics.rateLimited.WithLabelValues(s)
+	}
+	if set.Default() == access.PolicyPublic {
+		g.log.Info("access.default is public: every home and app that no access rule names is open to anyone")
+	}
+	g.gate = gt
+	return nil
+}
+
+// close stops the policies' background work.
+func (gt *gate) close() {
+	if gt != nil {
+		gt.set.Close()
+	}
+}
+
+// clientAllowed takes a request from its client's rate budget
+// (limits.client_rate), for every path but the health checks; false means
+// r was answered 429.
+func (g *Gateway) clientAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+		return true
+	}
+	if d := g.gate.limits.Client(g.gate.ip.Of(r)); d > 0 {
+		g.limited(w, r, "client", fault.New(fault.Limited, "rate_limited", "Too many requests; slow down.").WithRetry(d))
+		return false
+	}
+	return true
+}
+
+// admit runs the access policy of a request for
+// the home at target (kind "node") or the app slug (kind "app"), whose home
+// is h (nil for an app outside any home). It returns false when r was
+// answered (denied); else r may go on, its token query
+// parameter removed and the policy's headers set.
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, kind, name string, h *homeRoute) bool {
+	gt := g.gate
+	var c access.Chosen
+	s := access.Subject{Kind: kind, Name: name}
+	if h != nil {
+		s.Target = h.spec.Target
+		s.Owner = gt.set.Owner(s.Target)
+	}
+	if kind == "node" {
+		c = gt.set.ForHome(name)
+	} else {
+		c = gt.set.ForApp(name)
+	}
+	if c.Name == access.PolicyPublic {
+		return true
+	}
+	d, err := c.Policy.Check(r.Context(), r, s)
+	if err != nil {
+		g.deny(w, r, c.Name, s, err)
+		return false
+	}
+	if p := c.QueryParam; p != "" && strings.Contains(r.URL.RawQuery, p+"=") {
+		q := r.URL.Query()
+		q.Del(p)
+		r.URL.RawQuery = q.Encode()
+	}
+	for _, k := range d.Strip {
+		r.Header.Del(k)
+	}
+	for k, vs := range d.Header {
+		r.Header[k] = vs
+	}
+	return true
+}
+
+// deny answers a request a policy refused, counts it and logs the reason.
+func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, policy string, s access.Subject, err error) {
+	var reply *access.Reply
+	code := "auth_reply"
+	status := 0
+	if errors.As(err, &reply) {
+		status = reply.Status
+	} else {
+		c := proxy.StatusOf(err)
+		code, status = c.Code, c.Status
+	}
+	g.gate.denied.WithLabelValues(policy, code).Inc()
+	g.log.Info("access denied", "policy", policy, "route", s.Kind+"/"+s.Name, "status", status, "code", code,
+		"reason", access.Reason(err), "client", g.gate.ip.Of(r), "request_id", r.Header.Get("X-Request-Id"))
+	if reply != nil {
+		reply.Write(w)
+		return
+	}
+	proxy.WriteClassified(w, r, proxy.StatusOf(err))
+}
+
+// limited answers a request over a limit of scope and counts it.
+func (g *Gateway) limited(w http.ResponseWriter, r *http.Request, scope string, err *fault.Error) {
+	g.metrics.rateLimited.WithLabelValues(scope).Inc()
+	g.log.Info("request limited", "scope", scope, "path", r.URL.Path, "client", g.gate.ip.Of(r),
+		"retry_after", err.RetryAfter.Round(time.Millisecond), "request_id", r.Header.Get("X-Request-Id"))
+	proxy.WriteClassified(w, r, proxy.StatusOf(err))
+}
+
+// wakeLimited answers a request that would wake home id past its wake
+// rate (only a sleeping home is woken by it) and returns false; true lets
+// it go on.
+func (g *Gateway) wakeAllowed(w http.ResponseWriter, r *http.Request, id string) bool {
+	if !g.engine.Sleeping(id) {
+		return true
+	}
+	if d := g.gate.limits.Wake(id); d > 0 {
+		g.limited(w, r, "wake", fault.New(fault.Limited, "wake_rate_limited",
+			"This home was woken too often; try again later.").WithRetry(d))
+		return false
+	}
+	return true
+}
+
+// waitSlot counts a caller waiting for home id's wake; false (with r
+// answered 503) past limits.max_waiting_per_home. done ends the wait.
+func (g *Gateway) waitSlot(w http.ResponseWriter, r *http.Request, id string) (done func(), ok bool) {
+	done, ok = g.gate.limits.Wait(id)
+	if !ok {
+		g.limited(w, r, "waiting", fault.New(fault.NotReady, "too_many_waiting",
+			"Too many requests are waiting for this home; try again shortly.").WithRetry(g.cfg.Wake.RetryAfter))
+	}
+	return done, ok
+}
+
+// holdSlot counts a browser held for wake.hold before the waiting page.
+// Past limits.max_holds the wake is started and the waiting page served at
+// once (r answered, false); else release ends the hold.
+func (g *Gateway) holdSlot(w http.ResponseWriter, r *http.Request, id string, route *proxy.Route) (release func(), ok bool) {
+	release, ok = g.gate.limits.Hold()
+	if ok {
+		return release, true
+	}
+	if err := g.engine.Start(id); err != nil {
+		g.writeError(w, r, err)
+		return nil, false
+	}
+	g.serveWaitingPage(w, r, route)
+	return nil, false
+}

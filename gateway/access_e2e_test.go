@@ -1,0 +1,284 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// acSecret is the HS256 secret of the tests' jwt policy.
+const acSecret = "access-test-secret-0123456789abcdef"
+
+// acStart serves the exec home h1 at /node/alice (wkConfig) with the YAML
+// extra appended at the top level.
+func acStart(t *testing.T, extra string) *wkGateway {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	text := strings.NewReplacer("%ADDR%", ln.Addr().String(), "%DATA%", data).Replace(wkConfig(t, wkOptions{})) + extra
+	cfg, err := gateway.Load("access.yaml", []byte(text))
+	if err != nil {
+		_ = ln.Close()
+		t.Fatalf("config: %v\n%s", err, text)
+	}
+	logs := &testbin.LogBuffer{}
+	g, err := gateway.New(context.Background(), cfg, gateway.NewLogger(cfg.Log, logs))
+	if err != nil {
+		_ = ln.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Serve(ctx, ln) }()
+	gw := &wkGateway{t: t, g: g, url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), data: data, logs: logs,
+		client: &http.Client{Timeout: 60 * time.Second}}
+	gw.stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		g.Close()
+		testbin.KillHomes(data)
+		gw.client.CloseIdleConnections()
+	})
+	t.Cleanup(func() {
+		gw.stop()
+		if t.Failed() {
+			t.Logf("gateway log:\n%s", logs)
+		}
+	})
+	return gw
+}
+
+// acToken signs claims with HS256 and acSecret.
+func acToken(t testing.TB, sub string, exp time.Duration) string {
+	t.Helper()
+	now := time.Now()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": sub, "iss": "test-issuer", "iat": now.Add(-time.Minute).Unix(), "exp": now.Add(exp).Unix(),
+	}).SignedString([]byte(acSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const acJWTPolicy = `
+access:
+  default: users
+  policies:
+    - name: users
+      type: jwt
+      jwt:
+        secret: "` + acSecret + `"
+        issuer: test-issuer
+        leeway: 1s
+        cookie: wg_token
+`
+
+// acStarted counts the exec provider's started-home log lines.
+func acStarted(gw *wkGateway) int { return len(gw.logs.Lines(`"exec: started home"`)) }
+
+// A jwt home refuses a valid token for another owner, a missing token and
+// an expired one, and never starts; a token for its target wakes it, from
+// the header, the cookie or ?token= (removed before forwarding).
+func TestAccessJWTHome(t *testing.T) {
+	gw := acStart(t, acJWTPolicy)
+	cases := []struct {
+		name   string
+		path   string
+		hdr    map[string]string
+		status int
+		code   string
+	}{
+		{"no token", wkWhoami, nil, 401, "token_missing"},
+		{"another owner", wkWhoami, map[string]string{"Authorization": "Bearer " + acToken(t, "bob", time.Hour)}, 403, "token_not_for_home"},
+		{"expired", wkWhoami, map[string]string{"Authorization": "Bearer " + acToken(t, wkTarget, -time.Hour)}, 401, "token_expired"},
+		{"bad signature", wkWhoami, map[string]string{"Authorization": "Bearer " + acToken(t, wkTarget, time.Hour) + "x"}, 401, "token_bad_signature"},
+		{"garbage", wkWhoami, map[string]string{"Authorization": "Bearer abc.def"}, 401, "token_malformed"},
+		{"waiting page poll", "/_wakegate/wake/node/" + wkTarget, nil, 401, "token_missing"},
+	}
+	for _, c := range cases {
+		hdr := map[string]string{"Accept": "application/json"}
+		for k, v := range c.hdr {
+			hdr[k] = v
+		}
+		res, body := gw.do("GET", c.path, hdr)
+		if res.StatusCode != c.status {
+			t.Errorf("%s: status %d; want %d (%s)", c.name, res.StatusCode, c.status, body)
+			continue
+		}
+		var e e2eErrorBody
+		if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Code != c.code || e.Error.RequestID == "" || e.Error.Message == "" {
+			t.Errorf("%s: body %s; want code %s, a sentence and a request id", c.name, body, c.code)
+		}
+		if strings.Contains(body, acSecret) || strings.Contains(body, "bob") {
+			t.Errorf("%s: body names an internal detail: %s", c.name, body)
+		}
+	}
+	if n := acStarted(gw); n != 0 {
+		t.Fatalf("%d homes started for refused requests; want 0", n)
+	}
+	if pids := testbin.HomePIDs(t, gw.homeDir()); len(pids) != 0 {
+		t.Fatalf("home processes %v after refused requests; want none", pids)
+	}
+	if n := len(gw.logs.Lines(`"access denied"`)); n != len(cases) {
+		t.Errorf("%d access denied log lines; want %d", n, len(cases))
+	}
+
+	tok := acToken(t, wkTarget, time.Hour)
+	for _, c := range []struct {
+		name string
+		path string
+		hdr  map[string]string
+	}{
+		{"header", wkWhoami, map[string]string{"Authorization": "Bearer " + tok}},
+		{"cookie", wkWhoami, map[string]string{"Cookie": "wg_token=" + tok}},
+		{"query", wkWhoami + "?a=1&token=" + tok, nil},
+	} {
+		res, body := gw.do("GET", c.path, c.hdr)
+		if res.StatusCode != 200 {
+			t.Fatalf("%s: status %d (%s)", c.name, res.StatusCode, body)
+		}
+		var who e2eWhoami
+		if err := json.Unmarshal([]byte(body), &who); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(who.RawQuery, "token") || strings.Contains(body, tok) && c.name == "query" {
+			t.Errorf("%s: the home saw the token in the query %q", c.name, who.RawQuery)
+		}
+		if c.name == "query" && who.RawQuery != "a=1" {
+			t.Errorf("query: the home saw %q; want a=1", who.RawQuery)
+		}
+	}
+	if n := acStarted(gw); n != 1 {
+		t.Errorf("%d homes started; want 1", n)
+	}
+}
+
+// A client over limits.client_rate gets 429 with Retry-After, and no home
+// starts for it.
+func TestAccessClientRateLimit(t *testing.T) {
+	gw := acStart(t, "limits:\n  client_rate: 0.001\n  client_burst: 2\n")
+	var codes []int
+	for range 4 {
+		res, body := gw.do("GET", "/node/nobody/x", map[string]string{"Accept": "application/json"})
+		codes = append(codes, res.StatusCode)
+		if res.StatusCode == 429 {
+			if res.Header.Get("Retry-After") == "" || !strings.Contains(body, `"rate_limited"`) {
+				t.Errorf("429 without Retry-After or code: %v %s", res.Header, body)
+			}
+		}
+	}
+	if codes[0] != 404 || codes[1] != 404 || codes[2] != 429 || codes[3] != 429 {
+		t.Fatalf("statuses %v; want 404 404 429 429", codes)
+	}
+	res, _ := gw.do("GET", wkWhoami, nil)
+	if res.StatusCode != 429 {
+		t.Fatalf("a limited client's request for a sleeping home: %d; want 429", res.StatusCode)
+	}
+	if n := acStarted(gw); n != 0 {
+		t.Fatalf("%d homes started for limited requests; want 0", n)
+	}
+	if pids := testbin.HomePIDs(t, gw.homeDir()); len(pids) != 0 {
+		t.Fatalf("home processes %v; want none", pids)
+	}
+}
+
+// jwksServer serves a JSON Web Key Set of one ES256 key, swappable.
+type jwksServer struct {
+	*httptest.Server
+	mu  sync.Mutex
+	kid string
+	key *ecdsa.PrivateKey
+}
+
+func newJWKSServer(t *testing.T) *jwksServer {
+	s := &jwksServer{}
+	s.rotate(t, "k1")
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		pub, err := s.key.PublicKey.Bytes() // 0x04, X, Y
+		if err != nil {
+			http.Error(w, err.Error(), 500)
+			return
+		}
+		b := base64.RawURLEncoding.EncodeToString
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []any{map[string]any{
+			"kty": "EC", "crv": "P-256", "alg": "ES256", "use": "sig", "kid": s.kid, "x": b(pub[1:33]), "y": b(pub[33:])}}})
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// rotate replaces the served key with a new one named kid.
+func (s *jwksServer) rotate(t *testing.T, kid string) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kid, s.key = kid, k
+}
+
+func (s *jwksServer) token(t *testing.T, sub string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = s.kid
+	out, err := tok.SignedString(s.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A JWKS rotation is picked up without a restart: a token signed by the
+// new key passes at once, one signed by the retired key no longer does.
+func TestAccessJWKSRotation(t *testing.T) {
+	js := newJWKSServer(t)
+	gw := acStart(t, `
+access:
+  default: users
+  policies:
+    - name: users
+      type: jwt
+      jwt:
+        jwks_url: "`+js.URL+`"
+        jwks_refresh: 1h
+`)
+	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	old := js.token(t, wkTarget)
+	if res, body := gw.do("GET", wkWhoami, bearer(old)); res.StatusCode != 200 {
+		t.Fatalf("first key: %d %s", res.StatusCode, body)
+	}
+	js.rotate(t, "k2")
+	if res, body := gw.do("GET", wkWhoami, bearer(js.token(t, wkTarget))); res.StatusCode != 200 {
+		t.Fatalf("rotated key: %d %s", res.StatusCode, body)
+	}
+	if res, body := gw.do("GET", wkWhoami, bearer(old)); res.StatusCode != 401 {
+		t.Fatalf("retired key: %d %s; want 401", res.StatusCode, body)
+	}
+}
