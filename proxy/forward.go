@@ -68,6 +68,9 @@ type Options struct {
 	// Trusted reports whether the socket peer is a trusted proxy whose
 	// forwarding headers are kept. nil trusts nobody.
 	Trusted func(ip net.IP) bool
+	// ClientIP resolves the real client address (through trusted
+	// proxies), sent as X-Real-Ip. nil: the socket peer.
+	ClientIP func(r *http.Request) string
 	// MaxBodyBytes caps request bodies (413 past it); zero means no cap.
 	MaxBodyBytes int64
 	// AllowOrigin reports whether a WebSocket upgrade's Origin may connect;
@@ -269,6 +272,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	for _, h := range p.stripped {
 		out.Header.Del(h)
 	}
+	p.scrub(out.Header, !p.trustedPeer(pr.In))
 	if route.RelayToken != "" {
 		out.Header.Set(p.opts.RelayHeader, route.RelayToken)
 	}
@@ -287,12 +291,64 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	} else {
 		pr.SetXForwarded()
 	}
+	out.Header.Set("X-Real-Ip", p.clientIP(pr.In))
 	if id := pr.In.Header.Get("X-Request-Id"); id != "" {
 		out.Header.Set("X-Request-Id", id)
 	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // do not add Go's default
 	}
+}
+
+// identityHeaders name the client's address or the original request
+// (besides X-Forwarded-*); they are kept only from trusted proxies (DESIGN
+// rule 22).
+var identityHeaders = map[string]bool{"X-Real-Ip": true, "True-Client-Ip": true, "Cf-Connecting-Ip": true,
+	"Fly-Client-Ip": true, "X-Client-Ip": true, "X-Original-Forwarded-For": true, "Forwarded": true,
+	"X-Original-Url": true, "X-Rewrite-Url": true, "X-Cluster-Client-Ip": true}
+
+// scrub removes from an outbound request's headers h the identity
+// headers when the peer is untrusted, and always the underscore spellings
+// (X_Forwarded_For, X_Wakegate_Relay) of identity and gateway headers,
+// which servers that map "_" to "-" (CGI, some frameworks) would read as
+// the real ones.
+func (p *Proxy) scrub(h http.Header, untrusted bool) {
+	for k := range h {
+		n := k
+		under := strings.IndexByte(k, '_') >= 0
+		if under {
+			n = http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+		}
+		identity := identityHeaders[n] || strings.HasPrefix(n, "X-Forwarded-")
+		switch {
+		case untrusted && identity:
+			delete(h, k)
+		case under && (identity || p.isStripped(n)):
+			delete(h, k)
+		}
+	}
+}
+
+// isStripped reports whether canonical header name n is one of the
+// headers removed from every request.
+func (p *Proxy) isStripped(n string) bool {
+	for _, s := range p.stripped {
+		if http.CanonicalHeaderKey(s) == n {
+			return true
+		}
+	}
+	return false
+}
+
+// clientIP is r's client address for X-Real-Ip.
+func (p *Proxy) clientIP(r *http.Request) string {
+	if p.opts.ClientIP != nil {
+		return p.opts.ClientIP(r)
+	}
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 func (p *Proxy) trustedPeer(r *http.Request) bool {
