@@ -199,6 +199,9 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		defer p.untrack(route.rel)
 		w = &relayWriter{ResponseWriter: w, p: p, rel: route.rel}
 	}
+	if route.RelayToken != "" {
+		w = &infoMaskWriter{ResponseWriter: w, secret: route.RelayToken} // leak.go
+	}
 	r = r.WithContext(context.WithValue(r.Context(), routeKey{}, route))
 	p.rp.ServeHTTP(w, r)
 }
@@ -371,7 +374,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	if tok := route.RelayToken; tok != "" {
 		maskHeaders(res.Header, tok)
 		if res.Body != nil && res.Body != http.NoBody && res.StatusCode != http.StatusSwitchingProtocols {
-			res.Body = newMaskReader(res.Body, tok)
+			res.Body = &trailerMask{ReadCloser: newMaskReader(res.Body, tok), res: res, secret: tok} // leak.go
 		}
 	}
 	if rel := route.rel; rel != nil && res.StatusCode == http.StatusSwitchingProtocols {

@@ -1,0 +1,46 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+)
+
+// The relay token is masked in a response's headers and body in
+// modifyResponse; two more places carry what an upstream wrote and do not
+// pass through it: informational responses (103 Early Hints, which
+// ReverseProxy relays from a client trace) and trailers (filled in when the
+// body ends). infoMaskWriter and trailerMask cover them.
+
+// infoMaskWriter masks secret in the headers of 1xx responses before they
+// are written.
+type infoMaskWriter struct {
+	http.ResponseWriter
+	secret string
+}
+
+// WriteHeader masks the headers of an informational response.
+func (w *infoMaskWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		maskHeaders(w.Header(), w.secret)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack.
+func (w *infoMaskWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// trailerMask masks secret in res's trailers when its body ends, before
+// ReverseProxy copies them to the caller.
+type trailerMask struct {
+	io.ReadCloser
+	res    *http.Response
+	secret string
+}
+
+func (t *trailerMask) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	if err != nil {
+		maskHeaders(t.res.Trailer, t.secret)
+	}
+	return n, err
+}
