@@ -212,7 +212,7 @@ type jwksServer struct {
 	key *ecdsa.PrivateKey
 }
 
-func newJWKSServer(t *testing.T) *jwksServer {
+func newJWKSServer(t testing.TB) *jwksServer {
 	s := &jwksServer{}
 	s.rotate(t, "k1")
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -233,7 +233,7 @@ func newJWKSServer(t *testing.T) *jwksServer {
 }
 
 // rotate replaces the served key with a new one named kid.
-func (s *jwksServer) rotate(t *testing.T, kid string) {
+func (s *jwksServer) rotate(t testing.TB, kid string) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +243,7 @@ func (s *jwksServer) rotate(t *testing.T, kid string) {
 	s.kid, s.key = kid, k
 }
 
-func (s *jwksServer) token(t *testing.T, sub string) string {
+func (s *jwksServer) token(t testing.TB, sub string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tok := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()})

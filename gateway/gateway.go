@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -197,6 +198,7 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		RelayHeader:  cfg.Proxy.RelayHeader,
 		StripHeaders: []string{ProbeHeader},
 		Trusted:      cfg.Server.isTrusted,
+		ClientIP:     access.ClientIP{Trusted: cfg.Server.isTrusted, Header: cfg.Access.ClientIPHeader}.Of,
 		MaxBodyBytes: int64(cfg.Server.MaxBodyBytes),
 		AllowOrigin:  cfg.Server.allowOrigin,
 		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
