@@ -29,12 +29,18 @@ const acSecret = "access-test-secret-0123456789abcdef"
 // extra appended at the top level.
 func acStart(t *testing.T, extra string) *wkGateway {
 	t.Helper()
+	return acStartWith(t, wkOptions{}, extra)
+}
+
+// acStartWith is acStart with the home shaped by o.
+func acStartWith(t *testing.T, o wkOptions, extra string) *wkGateway {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	data := filepath.Join(t.TempDir(), "data")
-	text := strings.NewReplacer("%ADDR%", ln.Addr().String(), "%DATA%", data).Replace(wkConfig(t, wkOptions{})) + extra
+	text := strings.NewReplacer("%ADDR%", ln.Addr().String(), "%DATA%", data).Replace(wkConfig(t, o)) + extra
 	cfg, err := gateway.Load("access.yaml", []byte(text))
 	if err != nil {
 		_ = ln.Close()
@@ -280,5 +286,47 @@ access:
 	}
 	if res, body := gw.do("GET", wkWhoami, bearer(old)); res.StatusCode != 401 {
 		t.Fatalf("retired key: %d %s; want 401", res.StatusCode, body)
+	}
+}
+
+// A home asked to wake past limits.wake_rate gets 429 with Retry-After and
+// is not started again.
+func TestAccessWakeRateLimit(t *testing.T) {
+	gw := acStart(t, "limits:\n  wake_rate: 0.001\n  wake_burst: 1\n")
+	gw.mustOK(wkWhoami, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := gw.g.Engine().Suspend(ctx, wkHome); err != nil {
+		t.Fatalf("suspend: %v", err)
+	}
+	res, body := gw.do("GET", wkWhoami, map[string]string{"Accept": "application/json"})
+	if res.StatusCode != 429 || res.Header.Get("Retry-After") == "" || !strings.Contains(body, `"wake_rate_limited"`) {
+		t.Fatalf("second wake: %d %v %s; want 429 wake_rate_limited with Retry-After", res.StatusCode, res.Header, body)
+	}
+	if n := acStarted(gw); n != 1 {
+		t.Fatalf("%d home starts; want 1", n)
+	}
+}
+
+// Past limits.max_waiting_per_home, a caller for a waking home gets 503 at
+// once while the callers already waiting are served.
+func TestAccessWaitingCap(t *testing.T) {
+	gw := acStartWith(t, wkOptions{boot: "1500ms"}, "limits:\n  max_waiting_per_home: 1\n")
+	first := make(chan int, 1)
+	go func() {
+		res, _, err := wkSend(gw.client, "GET", gw.url+wkWhoami, nil)
+		if err != nil {
+			first <- 0
+			return
+		}
+		first <- res.StatusCode
+	}()
+	testbin.Eventually(t, "the wake to start", func() bool { return acStarted(gw) == 1 })
+	res, body := gw.do("GET", wkWhoami, map[string]string{"Accept": "application/json"})
+	if res.StatusCode != 503 || !strings.Contains(body, `"too_many_waiting"`) || res.Header.Get("Retry-After") == "" {
+		t.Errorf("second caller: %d %s; want 503 too_many_waiting with Retry-After", res.StatusCode, body)
+	}
+	if st := <-first; st != 200 {
+		t.Errorf("first caller: %d; want 200", st)
 	}
 }
