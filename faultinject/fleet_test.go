@@ -313,8 +313,15 @@ func TestFleetLeaseHolderDiesMidWake(t *testing.T) {
 		wake: map[string]any{"ready_timeout": "4s", "wake_timeout": "5s", "retry_after": "1s"}})
 	a, b := gws[0], gws[1]
 	c := fleetClient()
+	store := openFleetStore(t, srv)
 	go func() { _, _, _ = a.get(c, fiWhoami) }() // A takes the lease and starts the home
-	testbin.Eventually(t, "A starts the home", func() bool { return strings.Contains(a.Output(), "exec: started home") })
+	// Killed while it probes the home it started and recorded (a gateway
+	// killed between starting a process and recording it leaves that
+	// process to no one: see the fleet notes).
+	testbin.Eventually(t, "A records the home it started", func() bool {
+		h, err := store.GetHome(context.Background(), fiHome)
+		return err == nil && h.ProviderRef != "" && h.Status == registry.StatusWaking
+	})
 	a.kill(t)
 	started := time.Now()
 	deadline := started.Add(2 * time.Minute)
@@ -333,5 +340,34 @@ func TestFleetLeaseHolderDiesMidWake(t *testing.T) {
 	t.Logf("B completed the wake %s after A died holding the lease", time.Since(started).Round(time.Millisecond))
 	if pids := fleetHomePIDs(t, gws, fiHome); len(pids) != 1 {
 		t.Fatalf("home processes %v after the takeover, want the one A started", pids)
+	}
+}
+
+func TestFleetAdminHomeAppearsEverywhere(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	gws := fleetStart(t, srv, 2, fiOptions{admin: true})
+	a, b := gws[0], gws[1]
+	req, err := http.NewRequest(http.MethodPut, a.admin+"/admin/homes/h9", strings.NewReader(`{"target":"zed"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+fiToken)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusCreated {
+		t.Fatalf("PUT /admin/homes/h9 on A: %d %s", res.StatusCode, body)
+	}
+	c := fleetClient()
+	testbin.Eventually(t, "the home registered on A answers through B", func() bool {
+		res, _, err := b.get(c, "/node/zed/whoami")
+		return err == nil && res.StatusCode == http.StatusOK
+	})
+	if pids := fleetHomePIDs(t, gws, "h9"); len(pids) != 1 {
+		t.Fatalf("processes of h9 %v, want one", pids)
 	}
 }

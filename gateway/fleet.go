@@ -74,3 +74,53 @@ func (a adminAPI) FleetInstances(ctx context.Context) ([]admin.FleetInstance, er
 }
 
 var _ admin.Fleet = adminAPI{}
+
+// fleetSyncFallback is how often a gateway of a fleet looks for homes
+// registered elsewhere when no change was announced (a missed message).
+const fleetSyncFallback = 5 * time.Second
+
+// syncFleet registers, until ctx ends, the dynamic homes that other
+// gateways of the fleet registered through their admin API: it wakes on
+// the store's announcement of any home's change, and every
+// fleetSyncFallback. Nothing for a gateway on its own store.
+func (g *Gateway) syncFleet(ctx context.Context) {
+	if _, ok := g.store.(*registry.Redis); !ok {
+		return
+	}
+	t := time.NewTimer(fleetSyncFallback)
+	defer t.Stop()
+	for {
+		changed := g.store.Changed(registry.AnyHomeKey)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-t.C:
+		}
+		t.Reset(fleetSyncFallback)
+		g.adoptFleetHomes(ctx)
+	}
+}
+
+// fleetSyncTimeout bounds one pass of syncFleet.
+const fleetSyncTimeout = 10 * time.Second
+
+// adoptFleetHomes registers the stored dynamic homes this gateway does not
+// route yet.
+func (g *Gateway) adoptFleetHomes(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
+	defer cancel()
+	recs, err := g.store.ListHomes(ctx)
+	if err != nil {
+		g.log.Warn("fleet: list homes", "err", err)
+		return
+	}
+	for _, rec := range recs {
+		// A record this gateway wrote last is one it registers itself
+		// (its own admin API, its own wakes).
+		if !rec.Dynamic || rec.Owner == g.cfg.Instance || g.reg.homeKnown(rec.ID) {
+			continue
+		}
+		g.reg.restoreHome(ctx, rec)
+	}
+}

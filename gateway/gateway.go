@@ -374,6 +374,7 @@ func (g *Gateway) startBackground() (stop func()) {
 	bg, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { g.engine.Run(bg, idleTick(g.cfg)) })
+	wg.Go(func() { g.syncFleet(bg) })
 	wg.Go(func() { g.routeTab.run(bg) })
 	return func() {
 		cancel()

@@ -3,6 +3,7 @@ package registry
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -112,13 +113,23 @@ func (c *changes) Changed(key string) <-chan struct{} {
 	return ch
 }
 
-// fire wakes the waiters of key.
+// AnyHomeKey is announced with every home's own key: a watcher of every
+// home (a gateway learning of homes registered elsewhere) waits on it.
+const AnyHomeKey = changeHome + "*"
+
+// fire wakes the waiters of key, and of AnyHomeKey for a home's key.
 func (c *changes) fire(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ch, ok := c.waiters[key]; ok {
-		close(ch)
-		delete(c.waiters, key)
+	keys := []string{key}
+	if strings.HasPrefix(key, changeHome) {
+		keys = append(keys, AnyHomeKey)
+	}
+	for _, k := range keys {
+		if ch, ok := c.waiters[k]; ok {
+			close(ch)
+			delete(c.waiters, k)
+		}
 	}
 }
 

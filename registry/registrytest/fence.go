@@ -254,6 +254,11 @@ func testChangedOnWrite(t *testing.T, open Opener) {
 		t.Fatalf("update: %v", err)
 	}
 	WaitClosed(t, "home updated", ch)
+	any := s.Changed(registry.AnyHomeKey)
+	if _, err := s.PutHome(ctx, SampleHome("h2"), registry.Cond{}); err != nil {
+		t.Fatalf("create h2: %v", err)
+	}
+	WaitClosed(t, "any home written", any)
 	ch = s.Changed(registry.TargetKey)
 	if _, err := s.PutTarget(ctx, registry.Target{Version: "v1"}, registry.Cond{}); err != nil {
 		t.Fatalf("target: %v", err)
