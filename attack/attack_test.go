@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -450,4 +451,87 @@ func TestAttackSlowClients(t *testing.T) {
 			t.Fatalf("slowloris connection %d still open", i)
 		}
 	}
+}
+
+// A wake storm: 10,000 requests over 1,000 sleeping homes, 100 at a time.
+// Every request is answered (200, or 503/429 from a limit), each home is
+// woken once at most, and once the gateway is closed the goroutines return
+// to their count before it started: nothing the storm started outlives it.
+func TestAttackWakeStorm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("storm")
+	}
+	const homes, requests, parallel = 1000, 10000, 100
+	up := newUpstream(t)
+	var b strings.Builder
+	fmt.Fprintf(&b, "listen: \"127.0.0.1:0\"\ndata_dir: %q\nlog: {access: false}\nwake: {warm_ttl: 1h, idle_timeout: 0s}\nhomes:\n",
+		filepath.Join(t.TempDir(), "data"))
+	for i := range homes {
+		fmt.Fprintf(&b, "  - {id: s%d, target: t%d, provider: static, endpoint: %q, probe: tcp}\n", i, i, up.URL)
+	}
+	cfg, err := gateway.Load("storm.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	logs := &testbin.LogBuffer{}
+	g, err := gateway.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeGW := sync.OnceFunc(g.Close)
+	defer closeGW()
+	front := httptest.NewServer(g.Handler())
+	defer front.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: parallel}
+	client := &http.Client{Transport: tr, Timeout: 60 * time.Second}
+
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				res, err := client.Get(fmt.Sprintf("%s/node/t%d/x", front.URL, i%homes))
+				st := 0
+				if err == nil {
+					_, _ = io.Copy(io.Discard, res.Body)
+					_ = res.Body.Close()
+					st = res.StatusCode
+				}
+				mu.Lock()
+				statuses[st]++
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range requests {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	tr.CloseIdleConnections()
+	t.Logf("statuses %v", statuses)
+	for st, n := range statuses {
+		if st != 200 && st != 503 && st != 429 {
+			t.Errorf("%d requests answered %d", n, st)
+		}
+	}
+	n := len(logs.Lines("wake"))
+	if n > homes {
+		t.Errorf("%d wakes for %d homes; want at most one each", n, homes)
+	}
+	t.Logf("wakes: %d for %d homes", n, homes)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("heap in use after the storm: %d KiB; goroutines before %d", ms.HeapInuse>>10, before)
+	front.Close()
+	closeGW()
+	up.CloseClientConnections()
+	testbin.Eventually(t, "goroutines back to their count before the gateway started", func() bool {
+		return runtime.NumGoroutine() <= before+2
+	})
 }
