@@ -70,10 +70,12 @@ func (gt *gate) close() {
 }
 
 // clientAllowed takes a request from its client's rate budget
-// (limits.client_rate), for every path but the health checks; false means
-// r was answered 429.
+// (limits.client_rate), for every path but the health checks and a home's
+// ready signal (which its relay token authenticates); false means r was
+// answered 429.
 func (g *Gateway) clientAllowed(w http.ResponseWriter, r *http.Request) bool {
-	if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+	switch r.URL.Path {
+	case "/healthz", "/readyz", "/_wakegate/ready":
 		return true
 	}
 	if d := g.gate.limits.Client(g.gate.ip.Of(r)); d > 0 {
