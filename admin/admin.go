@@ -164,6 +164,7 @@ type Server struct {
 	tokens  [][sha256.Size]byte // hashes: equal length for the comparison
 	fails   *failures
 	handler http.Handler
+	router  chi.Routes // the routes behind the checks (Routes)
 	reqPre  string
 	reqSeq  atomic.Uint64
 }
@@ -190,6 +191,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // routes builds the router behind the Host and cross-site checks.
 func (s *Server) routes() http.Handler {
 	r := chi.NewRouter()
+	s.router = r
 	r.NotFound(s.noRoute)
 	r.MethodNotAllowed(s.methodNotAllowed)
 	r.Get("/", s.serveDashboard)
@@ -197,9 +199,10 @@ func (s *Server) routes() http.Handler {
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken)
 		if s.o.Metrics != nil {
-			r.Handle("/metrics", s.o.Metrics)
+			r.Method(http.MethodGet, "/metrics", s.o.Metrics)
 		}
 		r.Get("/admin/status", s.serveStatus)
+		r.Get("/admin/openapi.json", s.serveOpenAPI)
 		if s.o.Certificates != nil {
 			r.Method(http.MethodGet, "/admin/certificates", s.o.Certificates)
 		}

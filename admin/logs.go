@@ -138,7 +138,7 @@ type logTail struct {
 // last returns up to n last lines of the log (older files first) and
 // leaves t at the end of the current file.
 func (t *logTail) last(n int) ([]string, error) {
-	var all []string
+	all := []string{}
 	for i, f := range t.src.Files {
 		data, size, err := readEnd(f, logTailWindow)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 // serves through the drain so that operators can watch it.
 type adminServer struct {
 	log    *slog.Logger
+	api    *admin.Server
 	srv    *http.Server
 	ctx    context.Context // ends every admin request (event streams) at stop
 	cancel context.CancelFunc
@@ -56,7 +57,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 		OnRateLimited: g.metrics.rateLimited.WithLabelValues("admin_auth").Inc,
 		WaitTimeout:   g.cfg.Wake.WakeTimeout, Log: log,
 	})
-	a := &adminServer{log: log, done: make(chan error, 1)}
+	a := &adminServer{log: log, api: api, done: make(chan error, 1)}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.srv = &http.Server{
 		Handler:           api.Handler(),
@@ -97,6 +98,15 @@ func (g *Gateway) AdminAddr(ctx context.Context) (net.Addr, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// AdminRoutes returns the routes the admin listener serves, nil while it
+// is off or not started.
+func (g *Gateway) AdminRoutes() []admin.Route {
+	if g.admin == nil {
+		return nil
+	}
+	return g.admin.api.Routes()
 }
 
 // SetVersion sets the version the admin API reports. Call it before Serve.

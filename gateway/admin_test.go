@@ -119,6 +119,8 @@ func admDecode[T any](t testing.TB, b []byte) T {
 var admRoutes = []struct{ method, path string }{
 	{"GET", "/metrics"},
 	{"GET", "/admin/status"},
+	{"GET", "/admin/openapi.json"},
+	{"GET", "/admin/homes/demo/logs"},
 	{"GET", "/admin/homes"},
 	{"GET", "/admin/homes/demo"},
 	{"PUT", "/admin/homes/demo"},
