@@ -56,6 +56,8 @@ type Route struct {
 	// bodyCut is set when the request body was cut for arriving slower
 	// than the minimum rate (rate.go).
 	bodyCut atomic.Bool
+	// bodyErr is the failure to read the caller's body (clientbody.go).
+	bodyErr atomic.Pointer[bodyError]
 }
 
 // Options configure a Proxy.
@@ -188,6 +190,9 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 	}
 	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
 		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut)
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &clientBody{ReadCloser: r.Body, err: &route.bodyErr} // clientbody.go
 	}
 	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) {
 		w = newRateWriter(w, rate, p.opts.MinRateGrace)
@@ -400,6 +405,13 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 		WriteClassified(w, r, bodyTooSlow)
 		return
 	}
+	if berr := route.clientBodyFailed(); berr != nil && r.Context().Err() == nil {
+		p.opts.Log.Info("request body unreadable", "route", route.Name, "path", r.URL.Path,
+			"request_id", r.Header.Get("X-Request-Id"), "err", berr)
+		w.Header().Set("Connection", "close")
+		WriteClassified(w, r, badBody(berr))
+		return
+	}
 	if r.Context().Err() != nil {
 		if fe, ok := fault.As(context.Cause(r.Context())); ok {
 			// The server ended the request (a shutdown past its grace):
@@ -444,8 +456,8 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		return res, nil
 	}
-	if route == nil || route.bodyCut.Load() {
-		return nil, err // a body cut for its rate is the client's failure
+	if route == nil || route.bodyCut.Load() || route.clientBodyFailed() != nil {
+		return nil, err // a body cut for its rate, or unreadable, is the client's failure
 	}
 	route.failed(req)
 	if route.Retry == nil || !unreached(err) || !replayable(req) {
