@@ -8,6 +8,7 @@
   var $ = function (id) { return document.getElementById(id); };
   var token = sessionStorage.getItem(KEY) || "";
   var homes = {}, busyApps = {}, lastSeq = 0, stream = null, refreshTimer = 0, pollTimer = 0;
+  var detailId = "", logStream = null;
   var alertTypes = {"wake.failed": 1, "home.failed": 1, "roll.rolled_back": 1, "roll.incident": 1};
 
   function api(method, path, body) {
@@ -51,14 +52,17 @@
       tr = el("tr", {"data-home": h.id});
       ["id", "target", "status", "sessions", "version", "last-wake", "actions"].forEach(function (c) { tr.appendChild(el("td", {"class": c})); });
       ["wake", "suspend", "roll"].forEach(function (a) {
-        var b = el("button", {"type": "button", "data-action": a, "data-home": h.id}, a[0].toUpperCase() + a.slice(1));
+        var b = el("button", {"type": "button", "data-action": a, "data-home": h.id,
+          "aria-label": a[0].toUpperCase() + a.slice(1) + " home " + h.id}, a[0].toUpperCase() + a.slice(1));
         b.addEventListener("click", function () { act(a, h.id, b); });
         tr.querySelector(".actions").appendChild(b);
         tr.querySelector(".actions").appendChild(document.createTextNode(" "));
       });
       tbody.appendChild(tr);
     }
-    tr.querySelector(".id").replaceChildren(el("code", {}, h.id));
+    var open = el("button", {"type": "button", "class": "link", "data-detail": h.id, "aria-label": "Open details of home " + h.id}, h.id);
+    open.addEventListener("click", function () { openDetail(h.id); });
+    tr.querySelector(".id").replaceChildren(open);
     tr.querySelector(".target").textContent = "/node/" + h.target;
     var st = h.wake ? "waking" : h.status;
     tr.querySelector(".status").replaceChildren(pill(st));
@@ -134,7 +138,100 @@
       renderApps(s.apps || []);
     }).catch(function (e) { $("action-error").textContent = e.message; });
   }
-  function refreshSoon() { clearTimeout(refreshTimer); refreshTimer = setTimeout(refresh, 150); }
+  function refreshSoon() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(function () { refresh(); if (detailId) { loadDetail(); } }, 150);
+  }
+
+  // openDetail shows one home: its facts, last wakes, restarts, and a live
+  // tail of its log.
+  function openDetail(id) {
+    closeDetail();
+    detailId = id;
+    $("detail").hidden = false;
+    $("detail-title").textContent = "Home " + id;
+    $("detail-log").textContent = "";
+    loadDetail();
+    tailLog(id);
+    $("detail").scrollIntoView();
+  }
+
+  function closeDetail() {
+    detailId = "";
+    if (logStream) { logStream.abort(); logStream = null; }
+    $("detail").hidden = true;
+  }
+
+  function fact(dl, name, value) {
+    dl.appendChild(el("dt", {}, name));
+    dl.appendChild(el("dd", {}, value));
+  }
+
+  function loadDetail() {
+    var id = detailId;
+    api("GET", "/admin/homes/" + encodeURIComponent(id)).then(function (h) {
+      if (detailId !== id) { return; }
+      var dl = $("detail-facts");
+      dl.replaceChildren();
+      fact(dl, "Status", (h.wake ? "waking (" + h.wake.phase + ")" : h.status) + (h.reason ? ": " + h.reason : ""));
+      fact(dl, "Verdict", h.verdict + (h.verdict_age_s !== undefined ? ", proven ready " + Math.round(h.verdict_age_s) + " s ago" : ""));
+      var k = h.session_kinds || {requests: 0, websockets: 0, leases: []};
+      fact(dl, "Sessions", k.requests + " requests, " + k.websockets + " WebSockets, " + k.leases.length + " leases" +
+        k.leases.map(function (l) { return " (lease " + l.lease + " until " + clock(l.expires_at) + ")"; }).join(""));
+      fact(dl, "Idle suspend", h.idle_timeout === "0s" ? "never" : (h.suspend_in_s !== undefined ? "in " + Math.round(h.suspend_in_s) + " s" : "not due"));
+      var r = h.roll || {};
+      fact(dl, "Version", h.version + " · roll " + (r.state || "–") + (r.target_version ? " (target " + r.target_version + ")" : "") +
+        (r.bad_version ? " · bad version " + r.bad_version : ""));
+      var tb = $("detail-wakes").tBodies[0];
+      tb.replaceChildren();
+      (h.wakes || []).forEach(function (w) {
+        var tr = el("tr", {"class": "wake " + w.outcome});
+        [clock(w.at), w.cause, String(w.joined), secs(w.provider_ms), secs(w.probe_ms), secs(w.total_ms),
+          w.outcome + (w.error ? ": " + w.error : ""),
+          w.stop_proven === undefined ? "" : (w.stop_proven ? "proven stopped" : "NOT proven stopped")].forEach(function (c) { tr.appendChild(el("td", {}, c)); });
+        tb.appendChild(tr);
+      });
+      if (!(h.wakes || []).length) { tb.appendChild(el("tr")).appendChild(el("td", {"colspan": 8, "class": "muted"}, "No wake finished since the gateway started.")); }
+      var ul = $("detail-restarts");
+      ul.replaceChildren();
+      (h.restarts || []).forEach(function (x) { ul.appendChild(el("li", {}, clock(x.time) + " pid " + x.old_pid + " " + x.exit_reason + ": " + x.outcome)); });
+      if (!(h.restarts || []).length) { ul.appendChild(el("li", {"class": "muted"}, "None.")); }
+    }).catch(function (e) { $("action-error").textContent = "details of " + id + ": " + e.message; });
+  }
+
+  // tailLog follows the home's log (the last 100 lines, then each new one).
+  function tailLog(id) {
+    var ctrl = new AbortController();
+    logStream = ctrl;
+    var pre = $("detail-log");
+    fetch("/admin/homes/" + encodeURIComponent(id) + "/logs?lines=100&follow=1",
+      {headers: {"Authorization": "Bearer " + token, "Accept": "text/event-stream"}, signal: ctrl.signal, cache: "no-store"}).then(function (r) {
+      if (!r.ok || !r.body) {
+        return r.text().then(function (t) {
+          var v = {}; try { v = JSON.parse(t); } catch (e) { /* not JSON */ }
+          $("detail-log-state").textContent = failure(r, v);
+        });
+      }
+      $("detail-log-state").textContent = "live";
+      var reader = r.body.getReader(), dec = new TextDecoder(), buf = "";
+      function pump() {
+        return reader.read().then(function (res) {
+          if (res.done) { $("detail-log-state").textContent = "ended"; return; }
+          buf += dec.decode(res.value, {stream: true});
+          var i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            var block = buf.slice(0, i); buf = buf.slice(i + 2);
+            if (block.indexOf("event: line") !== 0) { continue; }
+            var data = block.split("\n").filter(function (l) { return l.indexOf("data:") === 0; }).map(function (l) { return l.slice(5).trim(); })[0];
+            try { pre.appendChild(document.createTextNode(JSON.parse(data) + "\n")); } catch (e) { /* a bad frame is skipped */ }
+            while (pre.childNodes.length > 500) { pre.firstChild.remove(); }
+          }
+          return pump();
+        });
+      }
+      return pump();
+    }).catch(function () { if (logStream === ctrl) { $("detail-log-state").textContent = "disconnected"; } });
+  }
 
   function act(action, id, button) {
     button.disabled = true;
@@ -224,6 +321,7 @@
   }
 
   function logout(msg) {
+    closeDetail();
     token = ""; sessionStorage.removeItem(KEY);
     if (stream) { stream.abort(); stream = null; }
     clearInterval(pollTimer);
@@ -243,6 +341,7 @@
     }).catch(function (err) { if (token) { $("login-error").textContent = err.message; } });
   });
   $("logout").addEventListener("click", function () { logout(""); });
+  $("detail-close").addEventListener("click", closeDetail);
 
   if (token) { start(); } else { logout(""); }
 })();
