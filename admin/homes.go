@@ -141,13 +141,21 @@ func writeHome(w http.ResponseWriter, status int, v HomeView) {
 	writeJSON(w, status, v)
 }
 
+// listHomes answers the homes matching ?status=, ?version= and ?q= (a
+// part of the id or target), by id, a page of ?limit= at a time after
+// ?cursor= (homes_page.go).
 func (s *Server) listHomes(w http.ResponseWriter, r *http.Request) {
+	hq, err := parseHomeQuery(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	hs, err := s.b.ListHomes(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"homes": hs})
+	writeJSON(w, http.StatusOK, hq.page(hs))
 }
 
 func (s *Server) getHome(w http.ResponseWriter, r *http.Request) {
