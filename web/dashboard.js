@@ -9,6 +9,9 @@
   var token = sessionStorage.getItem(KEY) || "";
   var homes = {}, busyApps = {}, lastSeq = 0, stream = null, refreshTimer = 0, pollTimer = 0;
   var detailId = "", logStream = null;
+  // The homes table shows one page of the API's list: cursor is the page's
+  // cursor, back the cursors of the pages before it.
+  var PAGE = 50, pager = {cursor: "", back: [], next: ""}, filterTimer = 0, armed = {};
   var alertTypes = {"wake.failed": 1, "home.failed": 1, "roll.rolled_back": 1, "roll.incident": 1};
 
   function api(method, path, body) {
@@ -50,11 +53,11 @@
     var tr = tbody.querySelector('tr[data-home="' + CSS.escape(h.id) + '"]');
     if (!tr) {
       tr = el("tr", {"data-home": h.id});
-      ["id", "target", "status", "sessions", "version", "last-wake", "actions"].forEach(function (c) { tr.appendChild(el("td", {"class": c})); });
+      ["id", "target", "status", "sessions", "version", "last-wake", "idle", "actions"].forEach(function (c) { tr.appendChild(el("td", {"class": c})); });
       ["wake", "suspend", "roll"].forEach(function (a) {
         var b = el("button", {"type": "button", "data-action": a, "data-home": h.id,
           "aria-label": a[0].toUpperCase() + a.slice(1) + " home " + h.id}, a[0].toUpperCase() + a.slice(1));
-        b.addEventListener("click", function () { act(a, h.id, b); });
+        b.addEventListener("click", function () { confirmThen(a, h.id, b); });
         tr.querySelector(".actions").appendChild(b);
         tr.querySelector(".actions").appendChild(document.createTextNode(" "));
       });
@@ -69,6 +72,8 @@
     tr.querySelector(".sessions").textContent = h.sessions;
     tr.querySelector(".version").textContent = h.version || "–";
     tr.querySelector(".last-wake").textContent = h.last_wake_at ? clock(h.last_wake_at) + " (" + secs(h.last_wake_latency_ms) + ")" : "never";
+    tr.querySelector(".idle").textContent = h.idle_timeout === "0s" ? "never" :
+      (h.suspend_in_s !== undefined ? "in " + Math.round(h.suspend_in_s) + " s" : "–");
   }
 
   function renderHomes(list) {
@@ -127,16 +132,57 @@
   }
 
   function refresh() {
-    return api("GET", "/admin/status?full=true").then(function (s) {
+    return api("GET", "/admin/status").then(function (s) {
       $("instance").textContent = s.instance + " · " + s.version + " · up " + Math.round(s.uptime_s) + " s" + (s.draining ? " · draining" : "");
       $("n-homes").textContent = s.counts.homes;
       $("n-running").textContent = s.counts.homes_running;
       $("n-apps").textContent = s.counts.apps;
       $("n-sessions").textContent = s.counts.sessions;
       $("health").textContent = s.healthy ? "ok" : "problems";
-      renderHomes(s.homes || []);
-      renderApps(s.apps || []);
+      return api("GET", "/admin/apps");
+    }).then(function (a) {
+      renderApps(a.apps || []);
+      return loadHomes();
     }).catch(function (e) { $("action-error").textContent = e.message; });
+  }
+
+  // loadHomes shows the current page of homes matching the filters.
+  function loadHomes() {
+    var q = "?limit=" + PAGE + "&q=" + encodeURIComponent($("home-q").value.trim()) +
+      "&status=" + encodeURIComponent($("home-status").value) + "&version=" + encodeURIComponent($("home-version").value.trim()) +
+      (pager.cursor ? "&cursor=" + encodeURIComponent(pager.cursor) : "");
+    return api("GET", "/admin/homes" + q).then(function (p) {
+      renderHomes(p.homes);
+      pager.next = p.next_cursor || "";
+      var first = pager.back.length * PAGE;
+      $("home-count").textContent = p.total ? "homes " + (first + 1) + "–" + (first + p.homes.length) + " of " + p.total : "no home matches";
+      $("home-next").disabled = !pager.next;
+      $("home-prev").disabled = !pager.back.length;
+    });
+  }
+
+  function filterSoon() {
+    clearTimeout(filterTimer);
+    filterTimer = setTimeout(function () { pager = {cursor: "", back: [], next: ""}; loadHomes().catch(function (e) { $("action-error").textContent = e.message; }); }, 200);
+  }
+
+  // confirmThen asks once more before a suspend or a roll: the first press
+  // turns the button into a confirmation for a few seconds.
+  function confirmThen(action, id, button) {
+    if (action === "wake") { act(action, id, button); return; }
+    var key = action + " " + id, label = action[0].toUpperCase() + action.slice(1);
+    if (armed[key]) {
+      clearTimeout(armed[key]); delete armed[key];
+      button.textContent = label; button.setAttribute("aria-label", label + " home " + id);
+      act(action, id, button);
+      return;
+    }
+    button.textContent = "Confirm " + action;
+    button.setAttribute("aria-label", "Confirm " + action + " of home " + id);
+    armed[key] = setTimeout(function () {
+      delete armed[key];
+      button.textContent = label; button.setAttribute("aria-label", label + " home " + id);
+    }, 5000);
   }
   function refreshSoon() {
     clearTimeout(refreshTimer);
@@ -342,6 +388,17 @@
   });
   $("logout").addEventListener("click", function () { logout(""); });
   $("detail-close").addEventListener("click", closeDetail);
+  ["home-q", "home-version"].forEach(function (id) { $(id).addEventListener("input", filterSoon); });
+  $("home-status").addEventListener("change", filterSoon);
+  $("home-filter").addEventListener("submit", function (e) { e.preventDefault(); filterSoon(); });
+  $("home-next").addEventListener("click", function () {
+    if (!pager.next) { return; }
+    pager.back.push(pager.cursor); pager.cursor = pager.next; loadHomes();
+  });
+  $("home-prev").addEventListener("click", function () {
+    if (!pager.back.length) { return; }
+    pager.cursor = pager.back.pop(); loadHomes();
+  });
 
   if (token) { start(); } else { logout(""); }
 })();
