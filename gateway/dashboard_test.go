@@ -62,7 +62,7 @@ func TestDashboardWakeLive(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`button[data-action="wake"][data-home="demo"]`)),
 			admPoll(`(function(){var r=document.querySelector('tr[data-home="demo"]');
 				return r && r.querySelector('.status').textContent === "running" && r.querySelector('.last-wake').textContent !== "never"})()`),
-			admPoll(`document.getElementById("events").textContent.indexOf("wake.ready demo") >= 0`),
+			admPoll(`document.getElementById("events").textContent.indexOf("Home demo woke up in") >= 0`),
 			admPoll(`document.getElementById("n-running").textContent === "1"`),
 		)
 	}
@@ -80,7 +80,7 @@ func TestDashboardWakeLive(t *testing.T) {
 	if status != "running" || lastWake == "never" || !strings.Contains(lastWake, "(") {
 		t.Errorf("after the wake: status %q, last wake %q", status, lastWake)
 	}
-	if !strings.Contains(events, "wake.start demo") || !strings.Contains(events, "wake.ready demo") {
+	if !strings.Contains(events, "Home demo is waking") || !strings.Contains(events, "Home demo woke up in") {
 		t.Errorf("recent events: %q", events)
 	}
 	if conn != "live" || !marker {

@@ -289,15 +289,35 @@
       .finally(function () { button.disabled = false; refreshSoon(); });
   }
 
+  // describe says what an event means, in a sentence for people; the
+  // operator details (reason codes, errors) follow it.
+  function describe(ev) {
+    var h = "Home " + ev.home, a = "App " + ev.app, v = ev.version ? " " + ev.version : "";
+    switch (ev.type) {
+      case "wake.start": return h + " is waking" + (ev.cause ? " (" + ev.cause + ")" : "") + ".";
+      case "wake.ready": return h + " woke up in " + secs(ev.total_ms) + " (provider " + secs(ev.provider_ms || 0) + ", probe " + secs(ev.probe_ms || 0) + ").";
+      case "wake.failed": return h + " did not wake: " + (ev.message || "no reason given") +
+        (ev.stop_proven === false ? " The gateway could not prove it stopped." : "");
+      case "suspend": return h + " went to sleep" + (ev.message ? ": " + ev.message : ".");
+      case "home.failed": return h + " failed and will not be restarted: " + (ev.message || "") ;
+      case "roll.start": return h + " is moving to version" + v + ".";
+      case "roll.done": return h + " now runs version" + v + ".";
+      case "roll.rolled_back": return h + " went back to its prior version: version" + v + " failed" + (ev.message ? " (" + ev.message + ")" : "") + ".";
+      case "roll.incident": return h + " needs attention: the roll and its rollback failed" + (ev.message ? " (" + ev.message + ")" : "") + ".";
+      case "app.phase": return a + " is " + ev.phase + (ev.message ? ": " + ev.message : "") + (ev.reason ? " [" + ev.reason + "]" : "");
+      case "route.published": return a + " is published: everyone reaches it.";
+      case "route.unpublished": return a + " is no longer published" + (ev.reason ? " (" + ev.reason + ")" : "") + ".";
+    }
+    return ev.type + (ev.app ? " " + ev.app : (ev.home ? " " + ev.home : "")) + (ev.message ? ": " + ev.message : "");
+  }
+
   // onEvent applies an event at once, then refreshes from the API.
   function onEvent(ev) {
     lastSeq = Math.max(lastSeq, ev.seq);
     var li = el("li");
     li.appendChild(el("time", {}, clock(ev.time)));
-    var what = ev.type + (ev.app ? " " + ev.app : (ev.home ? " " + ev.home : ""));
-    if (ev.phase) { what += " " + ev.phase + (ev.reason ? "/" + ev.reason : ""); }
-    if (ev.total_ms) { what += " in " + secs(ev.total_ms); }
-    if (ev.message) { what += " — " + ev.message; }
+    var what = describe(ev);
+    li.setAttribute("data-type", ev.type);
     li.appendChild(el("span", {}, what));
     var list = $("events");
     list.insertBefore(li, list.firstChild);
