@@ -7,10 +7,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -35,44 +32,8 @@ func acStart(t *testing.T, extra string) *wkGateway {
 // acStartWith is acStart with the home shaped by o.
 func acStartWith(t *testing.T, o wkOptions, extra string) *wkGateway {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(t.TempDir(), "data")
-	text := strings.NewReplacer("%ADDR%", ln.Addr().String(), "%DATA%", data).Replace(wkConfig(t, o)) + extra
-	cfg, err := gateway.Load("access.yaml", []byte(text))
-	if err != nil {
-		_ = ln.Close()
-		t.Fatalf("config: %v\n%s", err, text)
-	}
-	logs := &testbin.LogBuffer{}
-	g, err := gateway.New(context.Background(), cfg, gateway.NewLogger(cfg.Log, logs))
-	if err != nil {
-		_ = ln.Close()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Serve(ctx, ln) }()
-	gw := &wkGateway{t: t, g: g, url: "http://" + ln.Addr().String(), addr: ln.Addr().String(), data: data, logs: logs,
-		client: &http.Client{Timeout: 60 * time.Second}}
-	gw.stop = sync.OnceFunc(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		g.Close()
-		testbin.KillHomes(data)
-		gw.client.CloseIdleConnections()
-	})
-	t.Cleanup(func() {
-		gw.stop()
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs)
-		}
-	})
-	return gw
+	o.extra = extra
+	return wkStart(t, o)
 }
 
 // acToken signs claims with HS256 and acSecret.

@@ -616,6 +616,13 @@ func e2eStartWithCommand(t testing.TB, command, extra string) *e2eGateway {
 		g.Close()
 		t.Fatal(err)
 	}
+	return e2eServe(t, g, ln, data, logs)
+}
+
+// e2eServe serves g on ln until the test ends, then stops it, closes it and
+// kills any home process left in data; the gateway's log is shown when the
+// test failed.
+func e2eServe(t testing.TB, g *gateway.Gateway, ln net.Listener, data string, logs *testbin.LogBuffer) *e2eGateway {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &e2eGateway{g: g, addr: ln.Addr().String(), data: data, cancel: cancel, served: make(chan struct{}), logs: logs}
 	go func() {

@@ -85,28 +85,7 @@ homes:
 		t.Fatalf("gateway.New: %v", err)
 	}
 	g.UseHTTPListener(plain)
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &e2eGateway{g: g, addr: pub.Addr().String(), data: data, cancel: cancel, served: make(chan struct{}), logs: logs}
-	go func() {
-		defer close(p.served)
-		p.err = g.Serve(ctx, pub)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-p.served:
-			if p.err != nil {
-				t.Errorf("Serve: %v", p.err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Errorf("Serve did not return")
-		}
-		g.Close()
-		testbin.KillHomes(data)
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
+	p := e2eServe(t, g, pub, data, logs)
 	return &tlsGateway{e2eGateway: p, httpAddr: plain.Addr().String()}
 }
 

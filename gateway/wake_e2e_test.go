@@ -44,6 +44,8 @@ type wkOptions struct {
 	// keepRunning sets exec.keep_running_on_shutdown, for tests that
 	// restart the gateway and expect it to adopt the running home.
 	keepRunning bool
+	// extra is YAML appended at the top level of the config (wkStart).
+	extra string
 }
 
 // wkConfig returns the YAML config with %ADDR% and %DATA% left for the
@@ -98,7 +100,7 @@ func wkStart(t *testing.T, o wkOptions) *wkGateway {
 		t.Fatal(err)
 	}
 	data := filepath.Join(t.TempDir(), "data")
-	text := strings.NewReplacer("%ADDR%", ln.Addr().String(), "%DATA%", data).Replace(wkConfig(t, o))
+	text := strings.NewReplacer("%ADDR%", ln.Addr().String(), "%DATA%", data).Replace(wkConfig(t, o)) + o.extra
 	cfg, err := gateway.Load("e2e.yaml", []byte(text))
 	if err != nil {
 		_ = ln.Close()
