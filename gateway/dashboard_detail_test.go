@@ -19,11 +19,11 @@ func TestDashboardHomeDetail(t *testing.T) {
 	err := admLogin(ctx, a, `button[data-detail="demo"]`)
 	if err == nil {
 		err = chromedp.Do(ctx,
-			chromedp.Click(chromedp.CSS(`button[data-detail="demo"]`)),
+			admClick(`button[data-detail="demo"]`),
 			chromedp.WaitVisible(chromedp.CSS(`#detail`)),
 			admPoll(`document.getElementById("detail-log-state").textContent === "live"`),
 			admPoll(`document.getElementById("detail-wakes").textContent.indexOf("No wake finished") >= 0`),
-			chromedp.Click(chromedp.CSS(`button[aria-label="Wake home demo"]`)),
+			admClick(`button[aria-label="Wake home demo"]`),
 			admPoll(`(function(){var r=document.querySelector('#detail-wakes tr.wake.ready');
 				return !!r && r.children[1].textContent === "admin" && / ms| s/.test(r.children[5].textContent)})()`),
 			admPoll(`document.getElementById("detail-log").textContent.indexOf("listening addr=") >= 0`),

@@ -58,11 +58,11 @@ func TestDashboardThousandsOfHomes(t *testing.T) {
 	}
 	if err == nil {
 		err = chromedp.Do(ctx,
-			chromedp.Click(chromedp.CSS(`#home-next`)),
+			admClick(`#home-next`),
 			admPoll(`!!document.querySelector('tr[data-home="u00049"]') && `+rows+` === 50`),
-			chromedp.Click(chromedp.CSS(`#home-prev`)),
+			admClick(`#home-prev`),
 			admPoll(`!!document.querySelector('tr[data-home="demo"]')`),
-			chromedp.Click(chromedp.CSS(`#home-next`)),
+			admClick(`#home-next`),
 			admPoll(`!!document.querySelector('tr[data-home="u00049"]')`))
 	}
 	if err == nil {
@@ -72,7 +72,7 @@ func TestDashboardThousandsOfHomes(t *testing.T) {
 		err = chromedp.Do(ctx,
 			chromedp.SendKeys(chromedp.CSS(`#home-q`), "u04321"),
 			admPoll(rows+` === 1 && !!document.querySelector('tr[data-home="u04321"]')`),
-			chromedp.Click(chromedp.CSS(`button[aria-label="Suspend home u04321"]`)),
+			admClick(`button[aria-label="Suspend home u04321"]`),
 			admPoll(`!!document.querySelector('button[aria-label="Confirm suspend of home u04321"]')`))
 	}
 	if err == nil {
@@ -83,7 +83,7 @@ func TestDashboardThousandsOfHomes(t *testing.T) {
 	}
 	if err == nil {
 		err = chromedp.Do(ctx,
-			chromedp.Click(chromedp.CSS(`button[aria-label="Confirm suspend of home u04321"]`)),
+			admClick(`button[aria-label="Confirm suspend of home u04321"]`),
 			admPoll(`!!document.querySelector('button[aria-label="Suspend home u04321"]')`))
 	}
 	admScreenshot(t, ctx, "dashboard-many.png")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,7 +60,7 @@ func TestDashboardWakeLive(t *testing.T) {
 		err = chromedp.Do(ctx,
 			// Survives only if the page is not reloaded.
 			chromedp.Evaluate[chromedp.Void](`window.admMarker = true`),
-			chromedp.Click(chromedp.CSS(`button[data-action="wake"][data-home="demo"]`)),
+			admClick(`button[data-action="wake"][data-home="demo"]`),
 			admPoll(`(function(){var r=document.querySelector('tr[data-home="demo"]');
 				return r && r.querySelector('.status').textContent === "running" && r.querySelector('.last-wake').textContent !== "never"})()`),
 			admPoll(`document.getElementById("events").textContent.indexOf("Home demo woke up in") >= 0`),
@@ -103,10 +104,10 @@ func TestDashboardAppOperations(t *testing.T) {
 	err := admLogin(ctx, a, `button[data-app-action="stop"][data-app="demo"]`)
 	if err == nil {
 		err = chromedp.Do(ctx,
-			chromedp.Click(chromedp.CSS(`button[data-app-action="stop"][data-app="demo"]`)),
+			admClick(`button[data-app-action="stop"][data-app="demo"]`),
 			phase("stopped"),
 			admPoll(`!document.querySelector('button[data-app="demo"]').disabled`),
-			chromedp.Click(chromedp.CSS(`button[data-app-action="start"][data-app="demo"]`)),
+			admClick(`button[data-app-action="start"][data-app="demo"]`),
 			phase("ready"),
 			admPoll(`!document.querySelector('button[data-app="demo"]').disabled`),
 		)
@@ -127,6 +128,13 @@ func TestDashboardAppOperations(t *testing.T) {
 // admPoll waits for a JavaScript expression to be true.
 func admPoll(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(testbin.WaitLimit))
+}
+
+// admClick clicks the element sel names as soon as it exists. The query
+// and the click run in one evaluation, so a row the dashboard re-renders
+// from its event stream between them cannot leave a stale node to click.
+func admClick(sel string) chromedp.Action[chromedp.Void] {
+	return admPoll(`(function(){var b=document.querySelector(` + strconv.Quote(sel) + `);if(!b)return false;b.click();return true})()`)
 }
 
 // admLogin opens a's dashboard, enters the token and waits until the
