@@ -21,7 +21,7 @@ import (
 // its record and its confirm puts its record back; moving and removing a
 // home release its claim.
 func TestRegistrarClaims(t *testing.T) {
-	g := claimGateway(t)
+	g := claimGateway(t, "")
 	r, ctx := g.reg, context.Background()
 	put := func(id, target string) error {
 		_, _, err := r.PutAPIHome(ctx, id, admin.HomeRequest{Target: target}, 0)
@@ -127,8 +127,9 @@ func TestRegistrarClaims(t *testing.T) {
 }
 
 // claimGateway is a real gateway on a temp data dir with one config home,
-// cfg at target cfgt.
-func claimGateway(t *testing.T) *Gateway {
+// cfg at target cfgt, and the YAML extra appended at the top level. No
+// home is started.
+func claimGateway(t *testing.T, extra string) *Gateway {
 	t.Helper()
 	text := fmt.Sprintf(`listen: "127.0.0.1:0"
 data_dir: %q
@@ -139,7 +140,7 @@ exec:
 homes:
   - id: cfg
     target: cfgt
-`, filepath.Join(t.TempDir(), "data"))
+%s`, filepath.Join(t.TempDir(), "data"), extra)
 	cfg, err := Load("claims.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v", err)

@@ -1,10 +1,6 @@
 package gateway
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-	"path/filepath"
 	"testing"
 
 	"github.com/wakegate/wakegate/fault"
@@ -16,28 +12,7 @@ import (
 // (TestRegistrarClaims). The gateway is real (New on a temp data dir); no home
 // is started.
 func TestRegistrarConflicts(t *testing.T) {
-	text := fmt.Sprintf(`listen: "127.0.0.1:0"
-data_dir: %q
-admin:
-  listen: ""
-exec:
-  command: ["/bin/true", "{port}"]
-homes:
-  - id: cfg
-    target: cfgt
-apps:
-  - slug: cfgapp
-    home: cfg
-`, filepath.Join(t.TempDir(), "data"))
-	cfg, err := Load("registrar.yaml", []byte(text))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	g, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(g.Close)
+	g := claimGateway(t, "apps:\n  - slug: cfgapp\n    home: cfg\n")
 	r := g.reg
 
 	homes := []struct {
