@@ -55,6 +55,19 @@ if ! command -v redis-server >/dev/null; then
   fi
 fi
 
+# The http provider's reference control plane (docs/http-provider.md) is
+# Python; provider/httpprov/reference_test.go runs it as printed and skips
+# without python3 unless CI=true.
+if ! command -v python3 >/dev/null; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "test.sh: installing python3"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null
+  else
+    echo "test.sh: python3 is missing; the http provider's reference test skips (as root: apt-get install python3)" >&2
+  fi
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [[ -n $unformatted ]]; then
