@@ -1,0 +1,466 @@
+package fly
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wakegate/wakegate/provider"
+)
+
+// Name is the provider's config name.
+const Name = "fly"
+
+// releaseTimeout bounds the release of a lease after a recreate, which
+// runs even when the recreate's own context has ended.
+const releaseTimeout = 5 * time.Second
+
+// Options are what New needs besides the config.
+type Options struct {
+	// HTTPClient talks to the API and, for version_from http, to homes.
+	// Nil: a client of its own with no timeout of its own (every call is
+	// bounded by its context).
+	HTTPClient *http.Client
+	// Log receives what only operators need (a lease that could not be
+	// released). Nil: slog.Default().
+	Log *slog.Logger
+}
+
+// Provider runs homes as Fly Machines. It is safe for concurrent use.
+type Provider struct {
+	cfg Config
+	cl  *client
+	hc  *http.Client
+	log *slog.Logger
+
+	mu    sync.RWMutex
+	homes map[string]HomeOptions // by home id
+}
+
+// New returns a provider for cfg (defaulted here, then validated) with
+// the API token resolved from its secret reference.
+func New(cfg Config, o Options) (*Provider, error) {
+	cfg.Defaults()
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("fly: %w", errors.Join(fieldErrs(errs)...))
+	}
+	token, err := resolveToken(cfg.Token)
+	if err != nil {
+		return nil, fmt.Errorf("fly: %w", err)
+	}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Provider{
+		cfg:   cfg,
+		cl:    &client{base: strings.TrimSuffix(cfg.BaseURL, "/"), app: cfg.App, token: token, http: hc, limits: &limiters{}},
+		hc:    hc,
+		log:   log,
+		homes: make(map[string]HomeOptions),
+	}, nil
+}
+
+func fieldErrs(fe []*FieldError) []error {
+	out := make([]error, len(fe))
+	for i, e := range fe {
+		out[i] = e
+	}
+	return out
+}
+
+// Name returns "fly".
+func (p *Provider) Name() string { return Name }
+
+// SetHome registers (or replaces) the options of home id.
+func (p *Provider) SetHome(id string, o HomeOptions) error {
+	if errs := o.Validate(); len(errs) > 0 {
+		return fmt.Errorf("fly: home %s: %w", id, errors.Join(fieldErrs(errs)...))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.homes[id] = o
+	return nil
+}
+
+// RemoveHome forgets home id's options.
+func (p *Provider) RemoveHome(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.homes, id)
+}
+
+func (p *Provider) home(s provider.Spec) (HomeOptions, error) {
+	p.mu.RLock()
+	h, ok := p.homes[s.ID]
+	p.mu.RUnlock()
+	if !ok {
+		return HomeOptions{}, fmt.Errorf("fly: home %s has no machine: give it the option machine", s.ID)
+	}
+	return h, nil
+}
+
+// bound gives ctx the provider's call timeout when it has no deadline.
+func (p *Provider) bound(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	if hasDeadline(ctx) {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, p.cfg.CallTimeout+extra)
+}
+
+// Wake starts the home's machine (a suspended one resumes) and waits for
+// it to be started. A machine already started is returned as it is; one
+// stopping or suspending is let finish first.
+func (p *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	ctx, cancel := p.bound(ctx, 0)
+	defer cancel()
+	h, err := p.home(s)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	m, err := p.bringUp(ctx, h.Machine, "", nil)
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("wake %s: %w", s.ID, err)
+	}
+	return p.result(s, h, m), nil
+}
+
+// bringUp brings machine id to started and returns it. from, when not nil,
+// is the machine as last read (the answer of an update); otherwise it is
+// read first. nonce is the lease held, if any. A start that the machine's
+// state refused (it changed under us) is tried again after reading it.
+func (p *Provider) bringUp(ctx context.Context, id, nonce string, from *machine) (machine, error) {
+	for {
+		var m machine
+		if from != nil {
+			m, from = *from, nil
+		} else {
+			var err error
+			if m, err = p.cl.get(ctx, id); err != nil {
+				return m, err
+			}
+		}
+		switch m.State {
+		case stateStarted:
+			return m, nil
+		case stateStopping:
+			if err := p.cl.wait(ctx, id, m.InstanceID, stateStopped); err != nil {
+				return m, err
+			}
+			continue
+		case stateSuspending:
+			if err := p.cl.wait(ctx, id, m.InstanceID, stateSuspended); err != nil {
+				return m, err
+			}
+			continue
+		case stateDestroying, stateDestroyed, stateLaunchFailed:
+			return m, &Error{Op: "wake", Machine: id, Code: CodeDestroyed, Message: "the machine is " + m.State}
+		case stateStopped, stateSuspended, stateCreated, stateFailed:
+			if err := p.cl.start(ctx, id, nonce); err != nil {
+				if e, ok := AsError(err); ok && e.Status == http.StatusPreconditionFailed {
+					continue // the state moved between the read and the start
+				}
+				return m, err
+			}
+		}
+		// starting, replacing, updating, creating, restarting, or just
+		// started by us: wait for this instance to be started.
+		if err := p.cl.wait(ctx, id, m.InstanceID, stateStarted); err != nil {
+			return m, err
+		}
+		m.State = stateStarted
+		return m, nil
+	}
+}
+
+// result is the Result of a started machine.
+func (p *Provider) result(s provider.Spec, h HomeOptions, m machine) provider.Result {
+	return provider.Result{Endpoint: p.endpoint(s, h, m), Ref: ref(m), State: normalise(m.State)}
+}
+
+// ref is a machine's handle: its id and the instance (version) that runs.
+func ref(m machine) string { return m.ID + ":" + m.InstanceID }
+
+func (p *Provider) endpoint(s provider.Spec, h HomeOptions, m machine) string {
+	port := h.Port
+	if port == 0 {
+		port = p.cfg.Port
+	}
+	ip := m.PrivateIP
+	if strings.Contains(ip, ":") {
+		ip = "[" + ip + "]"
+	}
+	return expand(p.cfg.Endpoint, map[string]string{
+		"machine_id": h.Machine, "app": p.cfg.App, "port": strconv.Itoa(port), "id": s.ID,
+		"target": s.Target, "region": m.Region, "private_ip": ip,
+	})
+}
+
+// Suspend suspends the home's machine to a snapshot and waits until it is
+// suspended. A machine that is not running is left as it is. A machine
+// the API will not suspend (a 400 or 422: too large, or not suspendable)
+// gives provider.ErrUnsupported, so the caller stops it instead.
+func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
+	ctx, cancel := p.bound(ctx, 0)
+	defer cancel()
+	h, err := p.home(s)
+	if err != nil {
+		return err
+	}
+	id := h.Machine
+	m, err := p.cl.get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("suspend %s: %w", s.ID, err)
+	}
+	switch m.State {
+	case stateSuspended, stateStopped, stateCreated, stateDestroyed:
+		return nil
+	case stateStopping:
+		err = p.cl.wait(ctx, id, m.InstanceID, stateStopped)
+	case stateSuspending:
+		err = p.cl.wait(ctx, id, m.InstanceID, stateSuspended)
+	default:
+		if m.State != stateStarted {
+			if err := p.cl.wait(ctx, id, m.InstanceID, stateStarted); err != nil {
+				return fmt.Errorf("suspend %s: %w", s.ID, err)
+			}
+		}
+		if err = p.cl.suspend(ctx, id); err == nil {
+			err = p.cl.wait(ctx, id, m.InstanceID, stateSuspended)
+		} else if e, ok := AsError(err); ok && (e.Status == http.StatusBadRequest || e.Status == http.StatusUnprocessableEntity) {
+			return fmt.Errorf("suspend %s: %w: %w", s.ID, provider.ErrUnsupported, err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("suspend %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// Stop stops the home's machine with the configured signal and timeout
+// and waits until it is stopped. proven is true when the API confirmed
+// the stopped state (a wait for stopped returned, or the machine was read
+// stopped).
+func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
+	ctx, cancel := p.bound(ctx, p.cfg.StopTimeout)
+	defer cancel()
+	h, err := p.home(s)
+	if err != nil {
+		return false, err
+	}
+	id := h.Machine
+	m, err := p.cl.get(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("stop %s: %w", s.ID, err)
+	}
+	switch m.State {
+	case stateStopped, stateCreated, stateDestroyed:
+		return true, nil
+	case stateStopping:
+	default:
+		if err := p.cl.stop(ctx, id, p.cfg.StopSignal, p.cfg.StopTimeout); err != nil {
+			return false, fmt.Errorf("stop %s: %w", s.ID, err)
+		}
+	}
+	if err := p.cl.wait(ctx, id, m.InstanceID, stateStopped); err != nil {
+		return false, fmt.Errorf("stop %s: not confirmed stopped: %w", s.ID, err)
+	}
+	return true, nil
+}
+
+// Recreate moves the home's machine onto the image of s (its Image, or
+// the config's image template filled with s.Version): it takes the
+// machine's lease (waiting within ctx while another client holds it),
+// reads the machine's config, updates the machine with that full config,
+// the new image and the version in metadata, waits for the new instance
+// to be started, and releases the lease. The volume stays attached: it is
+// part of the config.
+func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	ctx, cancel := p.bound(ctx, 0)
+	defer cancel()
+	h, err := p.home(s)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	id := h.Machine
+	image := p.image(s)
+	if image == "" {
+		return provider.Result{}, &Error{Op: "recreate", Machine: id, Code: CodeNoImage,
+			Message: "neither the target nor fly.image names an image for version " + s.Version}
+	}
+	nonce, err := p.cl.lease(ctx, id, "wakegate: recreate home "+s.ID+" on version "+s.Version, p.cfg.LeaseTTL)
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("recreate %s on %s: %w", s.ID, s.Version, err)
+	}
+	defer p.release(ctx, id, nonce)
+	m, err := p.cl.get(ctx, id)
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("recreate %s on %s: %w", s.ID, s.Version, err)
+	}
+	cfg, err := withImage(m.Config, image, p.cfg.VersionKey, s.Version)
+	if err != nil {
+		return provider.Result{}, &Error{Op: "recreate", Machine: id, Code: CodeRejected, Message: "the machine's config cannot be read", Err: err}
+	}
+	nm, err := p.cl.update(ctx, id, nonce, cfg)
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("recreate %s on %s: %w", s.ID, s.Version, err)
+	}
+	if nm.ID == "" {
+		nm.ID = id
+	}
+	if nm, err = p.bringUp(ctx, id, nonce, &nm); err != nil {
+		return provider.Result{}, fmt.Errorf("recreate %s on %s: %w", s.ID, s.Version, err)
+	}
+	return p.result(s, h, nm), nil
+}
+
+// release gives a lease back, on a context of its own: the lease must go
+// even when the recreate's deadline has passed. A failure is logged; the
+// lease then ends at its TTL.
+func (p *Provider) release(ctx context.Context, id, nonce string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := p.cl.release(rctx, id, nonce); err != nil {
+		p.log.Warn("fly: lease not released; it ends at its TTL", "machine", id, "ttl", p.cfg.LeaseTTL, "err", err)
+	}
+}
+
+// image is the image a recreate runs: the spec's own, else the template.
+func (p *Provider) image(s provider.Spec) string {
+	if img := specImage(s); img != "" {
+		return img
+	}
+	if p.cfg.Image == "" || s.Version == "" {
+		return ""
+	}
+	return strings.ReplaceAll(p.cfg.Image, "{version}", s.Version)
+}
+
+// withImage returns cfg (a machine config, kept whole) with image set and
+// metadata[key] = version.
+func withImage(cfg json.RawMessage, image, key, version string) (json.RawMessage, error) {
+	c := map[string]any{}
+	if len(cfg) > 0 && string(cfg) != "null" {
+		if err := json.Unmarshal(cfg, &c); err != nil {
+			return nil, err
+		}
+	}
+	c["image"] = image
+	md, _ := c["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+	}
+	if version != "" {
+		md[key] = version
+	}
+	c["metadata"] = md
+	return json.Marshal(c)
+}
+
+// Version reads the version the home runs, from the configured source.
+func (p *Provider) Version(ctx context.Context, s provider.Spec) (string, error) {
+	ctx, cancel := p.bound(ctx, 0)
+	defer cancel()
+	h, err := p.home(s)
+	if err != nil {
+		return "", err
+	}
+	id := h.Machine
+	var v string
+	switch p.cfg.VersionFrom {
+	case VersionExec:
+		var a execAnswer
+		if a, err = p.cl.exec(ctx, id, p.cfg.VersionCommand); err == nil && a.ExitCode != 0 {
+			err = &Error{Op: "exec", Machine: id, Code: CodeVersion,
+				Message: fmt.Sprintf("version command exited %d: %s", a.ExitCode, strings.TrimSpace(a.Stderr))}
+		}
+		v = a.Stdout
+	case VersionHTTP:
+		v, err = p.httpVersion(ctx, s, h)
+	default:
+		var md map[string]string
+		if md, err = p.cl.metadata(ctx, id); err == nil && md[p.cfg.VersionKey] == "" {
+			err = &Error{Op: "metadata", Machine: id, Code: CodeVersion, Message: "metadata key " + p.cfg.VersionKey + " is not set"}
+		}
+		v = md[p.cfg.VersionKey]
+	}
+	if err != nil {
+		return "", fmt.Errorf("version of %s: %w", s.ID, err)
+	}
+	return strings.TrimSpace(v), nil
+}
+
+// httpVersion asks GET {endpoint}/version.
+func (p *Provider) httpVersion(ctx context.Context, s provider.Spec, h HomeOptions) (string, error) {
+	m, err := p.cl.get(ctx, h.Machine)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(p.endpoint(s, h, m), "/")+"/version", nil)
+	if err != nil {
+		return "", err
+	}
+	res, err := p.hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(res.Body, 256))
+	if err != nil {
+		return "", err
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", &Error{Op: "GET /version", Machine: h.Machine, Status: res.StatusCode, Code: CodeVersion}
+	}
+	return string(b), nil
+}
+
+// Status reads the machine and reports its state, normalised.
+func (p *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	ctx, cancel := p.bound(ctx, 0)
+	defer cancel()
+	h, err := p.home(s)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	m, err := p.cl.get(ctx, h.Machine)
+	if err != nil {
+		return provider.Result{State: provider.StateUnknown}, fmt.Errorf("status of %s: %w", s.ID, err)
+	}
+	r := p.result(s, h, m)
+	if r.State == provider.StateFailed {
+		r.Reason = "the machine is " + m.State
+	}
+	return r, nil
+}
+
+// normalise maps a machine state onto a provider state. Transient states
+// count as where they lead: starting is running, stopping stopped,
+// suspending suspended.
+func normalise(state string) provider.State {
+	switch state {
+	case stateStarted, stateStarting, stateRestarting, stateReplacing, stateUpdating, stateCreating:
+		return provider.StateRunning
+	case stateSuspended, stateSuspending:
+		return provider.StateSuspended
+	case stateStopped, stateStopping, stateCreated:
+		return provider.StateStopped
+	case stateFailed, stateLaunchFailed, stateDestroying, stateDestroyed:
+		return provider.StateFailed
+	}
+	return provider.StateUnknown
+}
+
+var _ provider.Provider = (*Provider)(nil)
