@@ -3,6 +3,7 @@ module github.com/wakegate/wakegate
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/MicahParks/keyfunc/v3 v3.9.2
 	github.com/caddyserver/certmagic v0.25.6
 	github.com/chromedp/chromedp v0.23.1

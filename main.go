@@ -5,6 +5,7 @@
 //	wakegate store backup [--config FILE] [--admin URL --token T] FILE
 //	wakegate check-config [--config FILE]
 //	wakegate version
+//	wakegate healthcheck [--addr ADDR] [--path /healthz]
 //	wakegate demo-home [--addr ADDR] [--target NAME] [--version V] [--boot-delay D]
 //	wakegate status [--json]
 //	wakegate home wake|suspend|roll ID
@@ -46,6 +47,7 @@ commands:
   check-config  validate a config file and print every error
   version       print the version
   demo-home     run the built-in demo home
+  healthcheck   exit 0 if this machine's gateway answers /healthz (container health checks)
   status        show a running gateway's status (admin API)
   home          get, put, delete, wake, suspend or roll a home (admin API)
   app           get, put, delete, refresh, start, stop or restart an app (admin API)
@@ -71,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	case "demo-home":
 		return demoHome(args[1:], stderr)
+	case "healthcheck":
+		return healthcheck(args[1:], stdout, stderr)
 	case "status":
 		return statusCmd(args[1:], stdout, stderr)
 	case "home":
