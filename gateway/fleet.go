@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/caddyserver/certmagic"
+
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/certstore"
 )
 
 // fleetOpenTimeout bounds connecting to the fleet's Redis at start.
@@ -28,7 +31,39 @@ func (g *Gateway) openFleetStore() error {
 	}
 	g.store = r
 	g.log.Info("fleet store", "store", "redis", "prefix", o.Prefix, "instance", g.cfg.Instance)
+	if g.cfg.TLS.on() && g.cfg.TLS.Storage == nil {
+		cs, err := certstore.New(r, certstore.Options{Holder: g.cfg.Instance, Log: g.log.With("component", "tls")})
+		if err != nil {
+			return fmt.Errorf("redis: certificate storage: %w", err)
+		}
+		g.certStore = cs
+	}
 	return nil
+}
+
+// certStorage is where the TLS front door keeps certificates, keys and
+// ACME accounts: tls.Storage when code set it, else the fleet's shared
+// store (every gateway on the Redis obtains each certificate once), else
+// nil (files under data_dir).
+func (g *Gateway) certStorage() certmagic.Storage {
+	if g.cfg.TLS.Storage != nil {
+		return g.cfg.TLS.Storage
+	}
+	if g.certStore != nil {
+		return g.certStore
+	}
+	return nil
+}
+
+// closeCertStore releases the certificate locks this gateway holds, so the
+// fleet need not wait for their leases to run out.
+func (g *Gateway) closeCertStore() {
+	if g.certStore == nil {
+		return
+	}
+	if err := g.certStore.Close(); err != nil {
+		g.log.Warn("release certificate locks", "err", err)
+	}
 }
 
 // storeHealth is a store that knows whether its backend answers.

@@ -22,6 +22,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/certstore"
 	"github.com/wakegate/wakegate/tlsfront"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -74,6 +75,9 @@ type Gateway struct {
 	decider    *tlsfront.Decider // on_demand only
 	httpLn     net.Listener      // UseHTTPListener
 	tlsMetrics tlsMetrics        // certs.go
+
+	// The fleet's certificate storage (fleet.go); nil without Redis.
+	certStore *certstore.Storage
 }
 
 type homeRoute struct {
@@ -490,6 +494,7 @@ func idleTick(cfg *Config) time.Duration {
 // Serve: homes a gateway woke never outlive its Close.
 func (g *Gateway) Close() {
 	g.front.Close()
+	g.closeCertStore()
 	g.metrics.close()
 	g.gate.close()
 	if g.routeTab != nil {

@@ -41,7 +41,7 @@ func (g *Gateway) newFront() error {
 	probe.overTLS(roots, g.cfg.Proxy.DialTimeout)
 	opts := tlsfront.Options{
 		Mode: tlsfront.Mode(t.Mode), Names: t.Names, CertFile: t.CertFile, KeyFile: t.KeyFile,
-		CA: t.CA, Email: t.Email, TrustedRoots: t.roots, DataDir: g.cfg.DataDir, Storage: t.Storage,
+		CA: t.CA, Email: t.Email, TrustedRoots: t.roots, DataDir: g.cfg.DataDir, Storage: g.certStorage(),
 		Override: func(hello *tls.ClientHelloInfo) *tls.Certificate {
 			if hello.ServerName == probeServerName && hello.Conn != nil && probe.owns(hello.Conn.RemoteAddr().String()) {
 				return &cert
