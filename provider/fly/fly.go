@@ -19,6 +19,10 @@ import (
 // Name is the provider's config name.
 const Name = "fly"
 
+// stopMargin is how long past its stop_timeout a stop waits for the
+// machine to be stopped before reporting the stop unproven.
+const stopMargin = 5 * time.Second
+
 // releaseTimeout bounds the release of a lease after a recreate, which
 // runs even when the recreate's own context has ended.
 const releaseTimeout = 5 * time.Second
@@ -250,11 +254,14 @@ func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 }
 
 // Stop stops the home's machine with the configured signal and timeout
-// and waits until it is stopped. proven is true when the API confirmed
+// and waits until it is stopped, for at most stop_timeout and a margin of
+// 5s (or ctx, if it ends first). proven is true when the API confirmed
 // the stopped state (a wait for stopped returned, or the machine was read
 // stopped).
 func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
-	ctx, cancel := p.bound(ctx, p.cfg.StopTimeout)
+	// The API kills the guest stop_timeout after the signal; a machine not
+	// stopped a margin after that is hung, and waiting on helps nobody.
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StopTimeout+stopMargin)
 	defer cancel()
 	h, err := p.home(s)
 	if err != nil {

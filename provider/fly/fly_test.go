@@ -3,6 +3,7 @@ package fly_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,12 +16,24 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/provider/fly/flyfake"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain removes the binary the exec world built, then checks that no
+// goroutine outlived the tests.
+func TestMain(m *testing.M) {
+	code := testbin.Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 const (
 	home    = "h1"
