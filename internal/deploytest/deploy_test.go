@@ -250,8 +250,10 @@ func TestFlyTomlMatchesConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kill_timeout %q: %v", f.KillTimeout, err)
 	}
-	if need := cfg.Server.DrainDelay + cfg.Server.DrainGrace; kill <= need || kill > 300*time.Second {
-		t.Errorf("kill_timeout %s: want above drain_delay + drain_grace (%s) and at most Fly's 300s", kill, need)
+	// After the drain, local (exec) homes are stopped: up to twice
+	// exec.stop_grace (a term, then a kill).
+	if need := cfg.Server.DrainDelay + cfg.Server.DrainGrace + 2*cfg.Exec.StopGrace; kill <= need || kill > 300*time.Second {
+		t.Errorf("kill_timeout %s: want above drain_delay + drain_grace + twice exec.stop_grace (%s) and at most Fly's 300s", kill, need)
 	}
 	if cfg.Server.DrainDelay <= 0 {
 		t.Errorf("server.drain_delay %s: Fly's proxy needs time to see /readyz fail", cfg.Server.DrainDelay)
