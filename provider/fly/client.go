@@ -100,15 +100,16 @@ func (cl *client) do(ctx context.Context, c call, out any) (answer, error) {
 		}
 		last = e
 		delay := backoff(attempt)
-		if e.RetryAfter > delay {
+		// A 409's RetryAfter is when another's lease runs out; holders
+		// usually release sooner, so it is a hint for the caller, and the
+		// lease is asked again on the backoff.
+		if e.RetryAfter > delay && e.Status != http.StatusConflict {
 			delay = e.RetryAfter
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < delay {
 			// The wait the API asked for outlasts the caller: fail now,
 			// passing the wait on so the caller can say when to retry.
-			if e.RetryAfter < delay {
-				e.RetryAfter = delay
-			}
+			e.RetryAfter = max(e.RetryAfter, delay)
 			return a, e
 		}
 		t := time.NewTimer(delay)
@@ -167,8 +168,25 @@ func (cl *client) failure(c call, a answer, hdr http.Header, err error) *Error {
 	e := &Error{Op: c.op, Machine: c.machine, Status: a.status, Code: codeForStatus(a.status), Message: apiMessage(a.body)}
 	if d, ok := retryAfter(hdr); ok {
 		e.RetryAfter = d
+	} else if a.status == http.StatusConflict {
+		e.RetryAfter = leaseLeft(e.Message)
 	}
 	return e
+}
+
+// leaseLeft reads the time left on another holder's lease from the API's
+// 409 message ("... lease currently held by X, expires at 2022-10-20
+// 19:59:06 +0000 UTC"); zero when the message does not say.
+func leaseLeft(msg string) time.Duration {
+	_, at, ok := strings.Cut(msg, "expires at ")
+	if !ok {
+		return 0
+	}
+	t, err := time.Parse("2006-01-02 15:04:05 -0700 MST", strings.TrimSpace(at))
+	if err != nil {
+		return 0
+	}
+	return max(time.Until(t), 0)
 }
 
 // retryable reports whether e may be tried again: 429 and 5xx always (the

@@ -362,6 +362,9 @@ func TestRollWhileLeaseHeld(t *testing.T) {
 		if !strings.Contains(err.Error(), "deployer@example.test") {
 			t.Errorf("error does not name the holder: %v", err)
 		}
+		if e, _ := fly.AsError(err); e.RetryAfter < 30*time.Second || e.RetryAfter > time.Minute {
+			t.Errorf("retry-after %s, want the minute left on the lease", e.RetryAfter)
+		}
 		for _, c := range r.srv.Calls() {
 			if c.Action != "lease" || c.Status != http.StatusConflict {
 				t.Errorf("call %s %d: only refused lease requests were expected", c.Action, c.Status)

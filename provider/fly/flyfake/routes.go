@@ -20,7 +20,7 @@ const nonceHeader = "fly-machine-lease-nonce"
 // limitGrace forgives a request that arrives this much early against the
 // server's bucket: a client keeping to the limit exactly may see its
 // requests bunched a little by the network.
-const limitGrace = 50 * time.Millisecond
+const limitGrace = 250 * time.Millisecond
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
