@@ -305,6 +305,10 @@ func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRout
 // comes back if the engine refuses.
 func (r *registrar) RemoveHome(ctx context.Context, h *homeRoute, ifMatch uint64) error {
 	id := h.spec.ID
+	// A fleet's sync (fleet_sync.go) must not see the record before it
+	// goes and register the home again.
+	r.claimMu.Lock()
+	defer r.claimMu.Unlock()
 	for _, ar := range r.g.routeTab.all() {
 		if ar.home != nil && ar.home.spec.ID == id {
 			return fault.New(fault.Conflict, "home_in_use", "app "+ar.cfg.Slug+" runs in this home").WithField("id").

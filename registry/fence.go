@@ -117,13 +117,21 @@ func (c *changes) Changed(key string) <-chan struct{} {
 // home (a gateway learning of homes registered elsewhere) waits on it.
 const AnyHomeKey = changeHome + "*"
 
-// fire wakes the waiters of key, and of AnyHomeKey for a home's key.
+// AnyAppKey is announced with every app's own key, as AnyHomeKey is for
+// homes.
+const AnyAppKey = changeApp + "*"
+
+// fire wakes the waiters of key, and of AnyHomeKey or AnyAppKey for a
+// home's or an app's key.
 func (c *changes) fire(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	keys := []string{key}
-	if strings.HasPrefix(key, changeHome) {
+	switch {
+	case strings.HasPrefix(key, changeHome):
 		keys = append(keys, AnyHomeKey)
+	case strings.HasPrefix(key, changeApp):
+		keys = append(keys, AnyAppKey)
 	}
 	for _, k := range keys {
 		if ch, ok := c.waiters[k]; ok {

@@ -1,0 +1,179 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// A gateway of a fleet serves the homes and apps that any gateway of the
+// fleet registered through its admin API: syncFleet brings this gateway's
+// tables in line with the shared store whenever a home or an app changes
+// anywhere (and every fleetSyncFallback, for an announcement missed).
+// Homes and apps of this gateway's config are the config's: the fleet
+// neither replaces nor removes them. The roll target needs nothing here:
+// the engine reads it from the store at every wake and roll.
+//
+// Each pass reads the store under the lock this gateway's own admin writes
+// take (the registrar's claimMu for homes, the route table's change for
+// apps), so that it never sees a write of this gateway half done: a home
+// stored but not yet registered, or an app being removed.
+
+// fleetSyncFallback is how often a gateway of a fleet compares its homes
+// and apps with the store when no change was announced.
+const fleetSyncFallback = 5 * time.Second
+
+// fleetSyncTimeout bounds one pass of syncFleet.
+const fleetSyncTimeout = 10 * time.Second
+
+// syncFleet keeps this gateway's homes and apps in line with the shared
+// store until ctx ends. Nothing for a gateway on its own store.
+func (g *Gateway) syncFleet(ctx context.Context) {
+	if _, ok := g.store.(*registry.Redis); !ok {
+		return
+	}
+	t := time.NewTimer(fleetSyncFallback)
+	defer t.Stop()
+	for {
+		homes, apps := g.store.Changed(registry.AnyHomeKey), g.store.Changed(registry.AnyAppKey)
+		select {
+		case <-ctx.Done():
+			return
+		case <-homes:
+		case <-apps:
+		case <-t.C:
+		}
+		t.Reset(fleetSyncFallback)
+		g.fleetPass(ctx)
+	}
+}
+
+// fleetPass is one pass of syncFleet: apps removed elsewhere go first (an
+// app may run in a home removed with it), then homes are added, replaced
+// and removed, then apps are added and replaced.
+func (g *Gateway) fleetPass(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
+	defer cancel()
+	g.syncFleetApps(ctx, true)
+	g.syncFleetHomes(ctx)
+	g.syncFleetApps(ctx, false)
+}
+
+// syncFleetHomes registers the stored dynamic homes this gateway does not
+// route, registers again those whose routing changed (target, provider,
+// idle timeout, probe, relay token), and forgets those whose record is
+// gone. A home being woken here keeps its wake; only new wakes see the
+// change.
+func (g *Gateway) syncFleetHomes(ctx context.Context) {
+	r := g.reg
+	r.claimMu.Lock()
+	defer r.claimMu.Unlock()
+	recs, err := g.store.ListHomes(ctx)
+	if err != nil {
+		g.log.Warn("fleet: list homes", "err", err)
+		return
+	}
+	stored := make(map[string]bool, len(recs))
+	for _, rec := range recs {
+		stored[rec.ID] = true
+	}
+	for id := range g.homeTab.Load().byID {
+		if !stored[id] && !r.configHomes[id] {
+			g.setHome(id, nil)
+			g.engine.Unregister(id)
+			g.log.Info("fleet: home removed elsewhere is no longer served here", "home", id)
+		}
+	}
+	for _, rec := range recs {
+		if !rec.Dynamic || r.configHomes[rec.ID] {
+			continue
+		}
+		h, known := g.homeWithID(rec.ID)
+		if known && g.sameRouting(h, rec) {
+			continue
+		}
+		// Read it again just before registering: a home removed meanwhile
+		// must not be registered (registering creates a missing record).
+		cur, err := g.store.GetHome(ctx, rec.ID)
+		if err != nil {
+			if !errors.Is(err, registry.ErrNotFound) {
+				g.log.Warn("fleet: read home", "home", rec.ID, "err", err)
+			}
+			continue
+		}
+		if known {
+			g.log.Info("fleet: home changed elsewhere is registered again", "home", rec.ID, "target", cur.Target)
+		}
+		r.restoreHome(ctx, cur)
+	}
+}
+
+// sameRouting reports whether h is routed as rec says: target, provider,
+// idle timeout, probe and relay token.
+func (g *Gateway) sameRouting(h *homeRoute, rec registry.Home) bool {
+	probe := wake.ProbeKind(rec.Probe)
+	if probe == "" {
+		probe = wake.ProbeKind(g.cfg.Wake.Probe.Kind)
+	}
+	s := h.spec
+	if s.Target != rec.Target || s.Provider != rec.Provider || s.IdleTimeout != rec.IdleTimeout || s.Probe != probe {
+		return false
+	}
+	token := ""
+	if rec.RelayTokenRef != "" {
+		var err error
+		if token, err = ResolveSecret(rec.RelayTokenRef); err != nil {
+			return true // restoreHome would refuse it as well; keep what serves
+		}
+	}
+	return token == h.token
+}
+
+// syncFleetApps removes the apps registered through the admin API whose
+// record is gone (removals true), or installs the stored apps this gateway
+// does not serve at their stored generation (removals false). A stored app
+// whose home is not served here yet waits for the next pass.
+func (g *Gateway) syncFleetApps(ctx context.Context, removals bool) {
+	r, t := g.reg, g.routeTab
+	t.change.Lock()
+	defer t.change.Unlock()
+	recs, err := g.store.ListApps(ctx)
+	if err != nil {
+		g.log.Warn("fleet: list apps", "err", err)
+		return
+	}
+	if removals {
+		stored := make(map[string]bool, len(recs))
+		for _, rec := range recs {
+			stored[rec.Slug] = true
+		}
+		for slug, ar := range t.all() {
+			if ar.gen != 0 && !r.configApps[slug] && !stored[slug] {
+				t.uninstall(slug)
+				g.log.Info("fleet: app removed elsewhere is no longer served here", "app", slug)
+			}
+		}
+		return
+	}
+	for _, rec := range recs {
+		if r.appConflict(fromStore, rec.Slug) != nil {
+			continue
+		}
+		if cur := t.route(rec.Slug); cur != nil && cur.gen == rec.Generation {
+			continue
+		}
+		ac := rec
+		ac.Default()
+		var bad []string
+		ac.Check(r.homeKnown, func(field, format string, args ...any) { bad = append(bad, field) })
+		if len(bad) > 0 {
+			g.log.Debug("fleet: stored app not installed yet", "app", rec.Slug, "fields", bad)
+			continue
+		}
+		t.install(ac, rec.Generation)
+		g.log.Info("fleet: app registered elsewhere is served here", "app", rec.Slug, "generation", rec.Generation)
+	}
+}
