@@ -14,6 +14,7 @@ import (
 
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/web"
 )
 
 // Config is the whole gateway configuration, as read from YAML. Every field
@@ -67,6 +68,8 @@ type Config struct {
 
 	// file is the config's name for error messages.
 	file string
+	// displayNames are the homes' display names by id (config_waiting.go).
+	displayNames map[string]string
 }
 
 // LogConfig configures logging.
@@ -220,8 +223,13 @@ type WakeConfig struct {
 	NoWakePaths []string `yaml:"no_wake_paths"`
 	// Probe is how readiness is proven; it documents its own fields.
 	Probe ProbeConfig `yaml:"probe"`
+	// WaitingPage is a file holding the operator's own waiting page, an
+	// html/template (docs/waiting-page.md lists its variables; every value
+	// is escaped). Default none (and when empty): the built-in page.
+	WaitingPage string `yaml:"waiting_page"`
 
-	noWakeUA []*regexp.Regexp
+	noWakeUA    []*regexp.Regexp
+	waitingTmpl *web.WaitingTemplate // WaitingPage parsed; nil for the built-in page
 }
 
 // ProbeConfig configures readiness probes.
@@ -369,6 +377,10 @@ type HomeConfig struct {
 	// IdleTimeout overrides wake.idle_timeout for this home. Default (when
 	// unset): wake.idle_timeout; zero means never.
 	IdleTimeout *time.Duration `yaml:"idle_timeout"`
+	// DisplayName is what the waiting page calls the home, e.g. "Alice's
+	// notebook"; at most 100 characters. Default (and when empty): the
+	// target.
+	DisplayName string `yaml:"display_name"`
 }
 
 // ByteSize is a size in bytes; YAML accepts a number or a string with a

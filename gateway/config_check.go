@@ -116,6 +116,7 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	c.validateAccess(k)
 	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind)
 	validateApps(k, c.Apps, homes)
+	c.validatePages(k) // config_waiting.go
 	return errs
 }
 

@@ -33,7 +33,10 @@ const ProbeHeader = "X-Wakegate-Probe"
 
 // Gateway is one running wakegate.
 type Gateway struct {
-	cfg      *Config
+	cfg *Config
+	// live is the config as last reloaded (reload.go), nil before the
+	// first reload; conf reads it.
+	live     atomic.Pointer[Config]
 	log      *slog.Logger
 	store    registry.Store
 	exec     *provider.Exec

@@ -17,7 +17,6 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/wake"
-	"github.com/wakegate/wakegate/web"
 )
 
 // routes builds the public handler: hygiene first (framing, path
@@ -323,79 +322,6 @@ func isNavigation(r *http.Request) bool {
 		return false
 	}
 	return strings.Contains(r.Header.Get("Accept"), "text/html")
-}
-
-func (g *Gateway) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *proxy.Route) {
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Retry-After", strconv.Itoa(fault.RetryAfterSeconds(g.cfg.Wake.RetryAfter)))
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_ = web.WaitingPage(w, web.Waiting{
-		Name:      route.Name,
-		StatusURL: "/_wakegate/wake/" + route.Kind + "/" + route.Name,
-		Timeout:   g.cfg.Wake.ReadyTimeout,
-	})
-}
-
-// serveWakeStatus answers the waiting page's poll: it keeps the wake going
-// and says whether the home is ready.
-func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
-	var h *homeRoute
-	switch name := chi.URLParam(r, "name"); chi.URLParam(r, "kind") {
-	case "node":
-		h, _ = g.homeAt(name)
-	case "app":
-		if a, ok := g.appBySlug(name); ok {
-			if !g.admit(w, r, "app", a.cfg.Slug, a.home) { // access.go
-				return
-			}
-			// The poll obeys the no-wake rules like any request.
-			if a.home != nil {
-				if err := g.wakeRefused(r, g.current(a.home).spec.ID, ""); err != nil {
-					g.writeError(w, r, err)
-					return
-				}
-			}
-			// An app is ready when its route is published (apps.go).
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			_ = json.NewEncoder(w).Encode(g.appWakeStatus(r, a))
-			return
-		}
-	}
-	if h == nil {
-		g.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no such home or app."))
-		return
-	}
-	if !g.admit(w, r, "node", h.spec.Target, h) { // access.go
-		return
-	}
-	out := map[string]any{"ready": g.engine.Warm(h.spec.ID)}
-	if !out["ready"].(bool) {
-		// The poll obeys the no-wake rules like any request; the wake it
-		// starts or joins obeys the wake limits (the global cap queues it,
-		// a home in backoff refuses it).
-		if err := g.wakeRefused(r, h.spec.ID, ""); err != nil {
-			g.writeError(w, r, err)
-			return
-		}
-		if !g.wakeAllowed(w, r, h.spec.ID) {
-			return
-		}
-		if err := g.engine.Start(h.spec.ID); err != nil {
-			c := g.classify(r, err)
-			out["error"] = c.Message
-			out["code"] = c.Code
-		}
-		if phase, elapsed, ok := g.engine.Progress(h.spec.ID); ok {
-			out["phase"] = phase
-			out["elapsed_ms"] = elapsed.Milliseconds()
-		}
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(out)
 }
 
 // serveReadySignal lets a home end its readiness wait at once: POST

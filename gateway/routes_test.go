@@ -117,47 +117,23 @@ func routesWakeStatus(t *testing.T, gw *e2eGateway, target, ua string) (int, map
 
 const routesBrowser = "Mozilla/5.0 (X11; Linux x86_64) Firefox/140.0"
 
-// TestRoutesWakeStatusObeysNoWake polls a sleeping home's wake status as
-// an uptime monitor: it is refused like any no-wake request (503
-// home_sleeping) and starts no wake; a browser's poll starts it.
-func TestRoutesWakeStatusObeysNoWake(t *testing.T) {
-	t.Parallel()
-	gw := e2eStartInProcess(t, `
-wake:
-  idle_timeout: 0s
-homes:
-  - id: demo
-`)
-	code, out := routesWakeStatus(t, gw, "demo", "UptimeRobot/2.0")
-	errBody, _ := out["error"].(map[string]any)
-	if code != http.StatusServiceUnavailable || errBody["code"] != wake.CodeHomeSleeping {
-		t.Fatalf("monitor's poll: %d %v; want 503 home_sleeping", code, out)
-	}
-	if n := routesWakeStarts(gw, "demo"); n != 0 {
-		t.Fatalf("a monitor's poll started %d wakes", n)
-	}
-	code, out = routesWakeStatus(t, gw, "demo", routesBrowser)
-	if code != http.StatusOK || out["ready"] != false || out["code"] != nil {
-		t.Fatalf("browser's poll: %d %v; want 200, not ready yet, no error", code, out)
-	}
-	if n := routesWakeStarts(gw, "demo"); n != 1 {
-		t.Fatalf("a browser's poll started %d wakes; want 1", n)
-	}
-}
-
-// TestRoutesWakeStatusObeysLimits polls homes whose wakes are limited: a
-// home in failure backoff is refused (wake_backoff) and starts no wake; under
-// a global cap of one wake, a second home's poll queues behind the first.
-func TestRoutesWakeStatusObeysLimits(t *testing.T) {
+// TestRoutesWakeStatusStartsNoWake polls homes' wake status as a monitor
+// and as a browser would: a poll never starts a wake. It reports a
+// sleeping home asleep, a wake queued under the global cap of one, and a
+// failed wake failed, with its public code and request id, however often
+// it is polled.
+func TestRoutesWakeStatusStartsNoWake(t *testing.T) {
 	t.Parallel()
 	dead := fmt.Sprintf("http://127.0.0.1:%d", testbin.FreePort(t))
 	gw := e2eStartInProcess(t, fmt.Sprintf(`
 wake:
   idle_timeout: 0s
   ready_timeout: 2s
+  hold: 0s
   failure_backoff: 10m
   max_concurrent: 1
 homes:
+  - id: demo
   - id: a
     provider: static
     endpoint: %q
@@ -165,40 +141,47 @@ homes:
     provider: static
     endpoint: %q
 `, dead, dead))
-	c := e2eClient(t)
-
-	// Global cap: a's wake holds the only slot while it probes; b's poll
-	// starts a wake that waits for the slot.
-	if code, out := routesWakeStatus(t, gw, "a", routesBrowser); code != http.StatusOK || out["code"] != nil {
-		t.Fatalf("a's poll: %d %v", code, out)
-	}
-	testbin.Eventually(t, "a's wake to take the slot", func() bool {
-		phase, _, ok := gw.g.Engine().Progress("a")
-		return ok && phase != "queued"
-	})
-	if code, out := routesWakeStatus(t, gw, "b", routesBrowser); code != http.StatusOK || out["phase"] != "queued" {
-		t.Fatalf("b's poll under the cap while a wakes: %d %v; want phase queued", code, out)
-	}
-
-	// Backoff: a's first wake fails (nothing listens), and so does the one
-	// more that may start at once; then a's wakes wait.
-	for i := 0; i < 2; i++ {
-		testbin.Eventually(t, "a's wake to end", func() bool {
-			_, _, ok := gw.g.Engine().Progress("a")
-			return !ok
-		})
-		if i == 0 {
-			if res, body := e2eGet(t, c, "http://"+gw.addr+"/node/a/", nil); res.StatusCode != http.StatusServiceUnavailable {
-				t.Fatalf("a's second wake: %d %s; want 503", res.StatusCode, body)
-			}
+	for _, ua := range []string{"UptimeRobot/2.0", routesBrowser} {
+		code, out := routesWakeStatus(t, gw, "demo", ua)
+		if code != http.StatusOK || out["phase"] != wake.ViewAsleep || out["ready"] != false {
+			t.Fatalf("%s's poll of a sleeping home: %d %v; want 200 asleep", ua, code, out)
 		}
 	}
-	starts := routesWakeStarts(gw, "a")
-	code, out := routesWakeStatus(t, gw, "a", routesBrowser)
-	if code != http.StatusOK || out["code"] != wake.CodeWakeBackoff || out["ready"] != false {
-		t.Fatalf("a's poll in backoff: %d %v; want code wake_backoff", code, out)
+	if n := routesWakeStarts(gw, "demo"); n != 0 {
+		t.Fatalf("polls started %d wakes", n)
 	}
-	if got := routesWakeStarts(gw, "a"); got != starts {
-		t.Fatalf("a poll in backoff started %d wakes", got-starts)
+
+	// Navigations start a's and b's wakes (the waiting page at once); a
+	// holds the only slot while it probes, and b's poll says queued.
+	c := e2eClient(t)
+	nav := http.Header{"Accept": {"text/html"}}
+	for _, id := range []string{"a", "b"} {
+		if id == "b" {
+			testbin.Eventually(t, "a's wake to take the slot", func() bool {
+				phase, _, ok := gw.g.Engine().Progress("a")
+				return ok && phase != "queued"
+			})
+		}
+		if res, body := e2eGet(t, c, "http://"+gw.addr+"/node/"+id+"/", nav); res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("navigation to %s: %d %s; want the waiting page", id, res.StatusCode, body)
+		}
+	}
+	if code, out := routesWakeStatus(t, gw, "b", routesBrowser); code != http.StatusOK || out["phase"] != wake.ViewQueued {
+		t.Fatalf("b's poll under the cap while a wakes: %d %v; want phase queued", code, out)
+	}
+	testbin.Eventually(t, "a's wake to fail", func() bool {
+		_, out := routesWakeStatus(t, gw, "a", routesBrowser)
+		return out["phase"] == wake.ViewFailed
+	})
+	starts := routesWakeStarts(gw, "a")
+	for range 3 {
+		code, out := routesWakeStatus(t, gw, "a", routesBrowser)
+		if code != http.StatusOK || out["code"] != wake.CodeWakeTimeout || out["ready"] != false ||
+			out["error"] == "" || out["request_id"] == "" {
+			t.Fatalf("a's poll after its failed wake: %d %v; want failed, wake_timeout, a request id", code, out)
+		}
+	}
+	if got := routesWakeStarts(gw, "a"); got != starts || starts != 1 {
+		t.Fatalf("a's wakes: %d before the polls, %d after; want 1 and no more", starts, got)
 	}
 }

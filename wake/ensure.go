@@ -125,6 +125,9 @@ type home struct {
 	lastStop *WakeStop
 	// history is the home's last wakes (history.go).
 	history wakeHistory
+	// ended is the last wake that ended on this engine, nil before the
+	// first; a waiting page reads it (View in view.go).
+	ended *wakeEnd
 
 	// waiting counts callers inside EnsureAwake's slow path for this
 	// home: they wait for its wake and do not use it yet (roll.go).

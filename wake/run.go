@@ -143,6 +143,7 @@ func (w *wakeRun) settle(res Awake, err error) {
 	defer h.mu.Unlock()
 	w.settleStopLocked()
 	f.res, f.err = res, err
+	h.ended = &wakeEnd{err: err, took: time.Since(f.started)}
 	switch {
 	case err == nil:
 		h.warm.Store(&verdict{endpoint: res.Endpoint, until: e.now() + e.o.WarmTTL})

@@ -6,31 +6,91 @@ import (
 	"embed"
 	"html/template"
 	"io"
+	"strconv"
 	"time"
 )
 
 //go:embed waiting.html dashboard.html dashboard.js dashboard.css
 var files embed.FS
 
-var waitingTmpl = template.Must(template.ParseFS(files, "waiting.html"))
+var defaultWaiting = &WaitingTemplate{t: template.Must(template.ParseFS(files, "waiting.html"))}
 
-// Waiting is what the waiting page shows.
+// Waiting is what the waiting page shows. It is also what an operator's
+// own template (wake.waiting_page) is given; html/template escapes every
+// value in its context.
 type Waiting struct {
-	// Name is the home or app being woken.
+	// Name is the home's display name (or the app's slug).
 	Name string
-	// StatusURL is polled for progress; it answers {"ready": bool, ...}.
+	// Phase is where the wake stands as the page is served: "queued",
+	// "starting", "probing", or "failed" (then Code and Message say why).
+	Phase string
+	// PhaseText is Phase as a sentence for people.
+	PhaseText string
+	// StatusURL is the home's public status stream: Server-Sent Events
+	// (event "phase", data {"phase", "elapsed_ms", ...}) when asked for
+	// text/event-stream, one JSON object otherwise.
 	StatusURL string
-	// Timeout is how long a wake may take before the page gives up.
-	Timeout time.Duration
+	// RefreshURL is where a page without JavaScript reloads to (meta
+	// refresh): it shows this page again while the home wakes, and sends
+	// the browser back to RetryURL once it is ready. It never starts a wake.
+	RefreshURL string
+	// RefreshSeconds is the meta refresh's period.
+	RefreshSeconds int
+	// RetryURL is the page the browser asked for; loading it again is the
+	// retry after a failure.
+	RetryURL string
+	// RequestID is the request's id, which the gateway's log carries too.
+	RequestID string
+	// Elapsed is how long the wake has run; Expected how long this home's
+	// wakes usually take (zero: not known yet).
+	Elapsed, Expected time.Duration
+	// Code and Message are the public code and sentence of a failed wake.
+	Code, Message string
 }
 
-// WaitingPage renders the waiting page. It reloads the page by itself once
-// the status URL says the home is ready.
-func WaitingPage(w io.Writer, d Waiting) error {
-	return waitingTmpl.Execute(w, map[string]any{
-		"Name": d.Name, "StatusURL": d.StatusURL, "TimeoutMS": d.Timeout.Milliseconds(),
-	})
+// WaitingTemplate renders a waiting page.
+type WaitingTemplate struct{ t *template.Template }
+
+// DefaultWaiting is the built-in waiting page.
+func DefaultWaiting() *WaitingTemplate { return defaultWaiting }
+
+// ParseWaiting parses an operator's waiting page, an html/template named
+// name, and renders it once with sample values so that a reference to a
+// variable that does not exist fails here rather than for a visitor.
+func ParseWaiting(name, text string) (*WaitingTemplate, error) {
+	t, err := template.New(name).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	wt := &WaitingTemplate{t: t}
+	sample := Waiting{Name: "sample", Phase: "starting", PhaseText: "Starting…", StatusURL: "/_wakegate/wake/node/sample",
+		RefreshURL: "/_wakegate/wake/node/sample?to=%2F", RefreshSeconds: 3, RetryURL: "/", RequestID: "sample-1"}
+	if err := wt.Render(io.Discard, sample); err != nil {
+		return nil, err
+	}
+	return wt, nil
 }
+
+// Render writes the page for d.
+func (wt *WaitingTemplate) Render(w io.Writer, d Waiting) error {
+	return wt.t.Execute(w, waitingData{Waiting: d, ElapsedMS: d.Elapsed.Milliseconds(),
+		ExpectedMS: d.Expected.Milliseconds(), Failed: d.Phase == "failed",
+		ExpectedText: strconv.FormatFloat(d.Expected.Seconds(), 'f', 1, 64) + " s"})
+}
+
+// waitingData is Waiting with the values templates read most easily.
+type waitingData struct {
+	Waiting
+	// ElapsedMS and ExpectedMS are Elapsed and Expected in milliseconds.
+	ElapsedMS, ExpectedMS int64
+	// ExpectedText is Expected for people, e.g. "2.1 s".
+	ExpectedText string
+	// Failed is true when Phase is "failed".
+	Failed bool
+}
+
+// WaitingPage renders the built-in waiting page.
+func WaitingPage(w io.Writer, d Waiting) error { return defaultWaiting.Render(w, d) }
 
 // DashboardCSP is the dashboard's Content-Security-Policy: everything from
 // its own origin, nothing from anywhere else (it works offline).
