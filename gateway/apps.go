@@ -16,7 +16,7 @@ import (
 
 // This file is the request side of apps: forwarding a self-probe, the wait
 // of a request for an app whose route is not published, the 503 answer of
-// such an app, and the waiting page's poll. The route table is in
+// such an app. (The waiting page's status is in waiting.go.) The route table is in
 // routetable.go, the self-probe client in selfprobe.go.
 //
 // An app inside a home that sleeps is presented as starting/home-sleeping,
@@ -165,36 +165,6 @@ func appNotReady(st wake.AppStatus, retry time.Duration) error {
 		WithRetry(retry)
 	e.Header = http.Header{"X-Wakegate-App-Phase": {string(st.Phase)}, "X-Wakegate-App-Reason": {st.Reason}}
 	return e
-}
-
-// appWakeStatus answers the waiting page's poll for an app: ready once its
-// route is published; meanwhile it keeps the home's wake going and lets an
-// observation run.
-func (g *Gateway) appWakeStatus(r *http.Request, app *appRoute) map[string]any {
-	out := map[string]any{"ready": g.routeTab.published(app)}
-	if out["ready"].(bool) {
-		return out
-	}
-	if h := app.home; h != nil && !g.routeTab.apps.Stopped(app.cfg.Slug) {
-		if h = g.current(h); !g.engine.Warm(h.spec.ID) {
-			if err := g.engine.Start(h.spec.ID); err != nil {
-				c := g.classify(r, err) // the cause goes to the log
-				out["error"], out["code"] = c.Message, c.Code
-			}
-		}
-		if phase, elapsed, ok := g.engine.Progress(h.spec.ID); ok {
-			out["phase"], out["elapsed_ms"] = phase, elapsed.Milliseconds()
-		}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), *g.cfg.Wake.Hold)
-	defer cancel()
-	st, _ := g.routeTab.apps.Refresh(ctx, app.cfg.Slug, "")
-	out["ready"] = g.routeTab.published(app)
-	out["app_phase"], out["app_reason"] = st.Phase, st.Reason
-	if _, busy := out["phase"]; !busy && !out["ready"].(bool) {
-		out["phase"] = st.Reason
-	}
-	return out
 }
 
 // Apps returns the app observer: statuses, refreshes, waits and the start,

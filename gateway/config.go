@@ -204,8 +204,8 @@ type WakeConfig struct {
 	RetryAfter time.Duration `yaml:"retry_after"`
 	// FailureBackoff is the pause a home's wakes are held to after a failed
 	// wake (the first failure lets one more wake start at once); it doubles
-	// with each failure in a row, up to FailureBackoffMax. Requests and
-	// waiting-page polls obey it; an operator's wake (POST
+	// with each failure in a row, up to FailureBackoffMax. Requests obey
+	// it (a waiting page's status never wakes a home); an operator's wake (POST
 	// /admin/homes/{id}/wake) does not. Default 2s; zero means the default.
 	FailureBackoff time.Duration `yaml:"failure_backoff"`
 	// FailureBackoffMax caps the doubled failure backoff, so a home that
