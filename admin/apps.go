@@ -33,6 +33,9 @@ type AppView struct {
 	// the same prefixed with restart.).
 	Operation string `json:"operation,omitempty"`
 	Stale     bool   `json:"stale,omitempty"`
+	// Hint is the likely fix when the app is held back by a mistake an
+	// operator can correct, such as a missing strip_prefix.
+	Hint string `json:"hint,omitempty"`
 	// Source is "config" for an app of the config file and "api" for one
 	// registered through PUT /admin/apps/{slug}; Generation is the latter's
 	// stored generation (its ETag), 0 for the former.

@@ -98,7 +98,7 @@ type HomeRequest struct {
 	// IdleTimeout is a duration such as "5m"; default wake.idle_timeout;
 	// "0s" never suspends.
 	IdleTimeout *string `json:"idle_timeout"`
-	// Probe is "ws", "http" or "tcp"; default wake.probe.kind.
+	// Probe is "auto", "ws", "http" or "tcp"; default wake.probe.kind.
 	Probe string `json:"probe"`
 }
 

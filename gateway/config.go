@@ -234,10 +234,19 @@ type WakeConfig struct {
 
 // ProbeConfig configures readiness probes.
 type ProbeConfig struct {
-	// Kind is "ws" (default: a WebSocket upgrade to /node/{target}),
-	// "http" or "tcp". Empty means the default.
+	// Kind is "auto", "ws", "http" or "tcp". Default "auto"; empty means
+	// the default. Every kind first needs the home's port to accept a
+	// connection. "auto" passes on the first of a WebSocket upgrade to
+	// /node/{target} that yields a first frame or stays open through
+	// Settle, a GET of Path answered 2xx or 3xx, or a GET of the health
+	// path of an app inside the home answered as its kind's rules accept
+	// (an app with strip_prefix is served there): it fits plain HTTP
+	// servers and WebSocket services alike. "ws" is the upgrade alone,
+	// "http" the GET of Path alone (2xx or 3xx), "tcp" the connection
+	// alone.
 	Kind string `yaml:"kind"`
-	// Path is the http probe's path. Default "/node/{target}/"; empty
+	// Path is the path of the http and auto probes' GET; {target} is
+	// replaced by the home's target. Default "/node/{target}/"; empty
 	// means the default.
 	Path string `yaml:"path"`
 	// AttemptTimeout bounds one probe attempt. Default 2s; zero means the
@@ -365,7 +374,8 @@ type HomeConfig struct {
 	// Endpoint is the base URL of a static home. Required for static homes,
 	// not allowed for others. Default none.
 	Endpoint string `yaml:"endpoint"`
-	// Probe overrides wake.probe.kind for this home: "ws", "http" or "tcp".
+	// Probe overrides wake.probe.kind for this home: "auto", "ws", "http"
+	// or "tcp".
 	// Default (and when empty): wake.probe.kind.
 	Probe string `yaml:"probe"`
 	// Version is the version the home runs when first started. Default

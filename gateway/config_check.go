@@ -223,7 +223,7 @@ func (w *WakeConfig) validate(k checker) {
 }
 
 func (p *ProbeConfig) validate(k checker) {
-	k.oneOf("kind", p.Kind, "ws", "http", "tcp")
+	k.oneOf("kind", p.Kind, "auto", "ws", "http", "tcp")
 	k.nonNegative(namedDuration{"attempt_timeout", p.AttemptTimeout}, namedDuration{"max_pause", p.MaxPause},
 		namedDuration{"min_pause", p.MinPause}, namedDuration{"port_watch", *p.PortWatch},
 		namedDuration{"settle", p.Settle})
@@ -312,7 +312,7 @@ func (h *HomeConfig) validate(k checker, probeKind string) {
 		k.bad("provider", "unknown provider %q (built in: exec, static)", h.Provider)
 	}
 	if h.Probe != probeKind {
-		k.oneOf("probe", h.Probe, "ws", "http", "tcp")
+		k.oneOf("probe", h.Probe, "auto", "ws", "http", "tcp")
 	}
 	if h.RelayToken != "" {
 		if _, err := ResolveSecret(h.RelayToken); err != nil {

@@ -102,7 +102,7 @@ func (w *WakeConfig) defaults() {
 }
 
 func (p *ProbeConfig) defaults() {
-	def(&p.Kind, "ws")
+	def(&p.Kind, "auto")
 	def(&p.Path, "/node/{target}/")
 	def(&p.AttemptTimeout, 2*time.Second)
 	def(&p.Settle, 100*time.Millisecond)

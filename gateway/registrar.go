@@ -275,9 +275,9 @@ func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRout
 		bad.Add("provider", "unknown provider %q (want exec)", s.Provider)
 	}
 	switch s.Probe {
-	case wake.ProbeWS, wake.ProbeHTTP, wake.ProbeTCP:
+	case wake.ProbeAuto, wake.ProbeWS, wake.ProbeHTTP, wake.ProbeTCP:
 	default:
-		bad.Add("probe", "want ws, http or tcp, got %q", req.Probe)
+		bad.Add("probe", "want auto, ws, http or tcp, got %q", req.Probe)
 	}
 	if len(s.Version) > admin.MaxVersionLen {
 		bad.Add("version", "at most %d characters", admin.MaxVersionLen)

@@ -82,7 +82,7 @@ type Home struct {
 	// suspended when idle), kept so that a dynamic home is registered again
 	// as it was. Config homes take theirs from the config.
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
-	// Probe is the home's readiness probe kind ("ws", "http", "tcp"; ""
+	// Probe is the home's readiness probe kind ("auto", "ws", "http", "tcp"; ""
 	// for the gateway's default), kept for the same reason.
 	Probe string `json:"probe,omitempty"`
 

@@ -79,6 +79,10 @@ type AppStatus struct {
 	// Stale is set on a status returned because a refresh ran out of time
 	// (the last stored status, not a new observation).
 	Stale bool `json:"stale,omitempty"`
+	// Hint is the likely fix when the app is held back by a mistake an
+	// operator can correct ("" when none). It is for the operator's
+	// views (log, admin API, CLI), never for public answers.
+	Hint string `json:"hint,omitempty"`
 }
 
 // AppRoutes is a gateway instance's route table as app status sees it.
@@ -168,6 +172,9 @@ func NewApps(o AppsOptions) *Apps {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.tab.Store(&appSet{byslug: map[string]*observedApp{}})
+	if o.Engine != nil {
+		o.Engine.apps.Store(a)
+	}
 	return a
 }
 
@@ -344,6 +351,10 @@ func (a *Apps) observe(ap *observedApp, f *observation) {
 	ap.mu.Unlock()
 	close(f.done)
 	if changed {
-		a.o.Log.Info("app phase", "app", ap.spec.Slug, "phase", string(ob.Phase), "reason", ob.Reason, "message", ob.Message)
+		if ob.Hint != "" {
+			a.o.Log.Warn("app phase", "app", ap.spec.Slug, "phase", string(ob.Phase), "reason", ob.Reason, "message", ob.Message, "hint", ob.Hint)
+		} else {
+			a.o.Log.Info("app phase", "app", ap.spec.Slug, "phase", string(ob.Phase), "reason", ob.Reason, "message", ob.Message)
+		}
 	}
 }

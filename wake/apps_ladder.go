@@ -144,6 +144,7 @@ func (a *Apps) probeRung(ctx context.Context, s registry.App) AppStatus {
 			st.Message = fmt.Sprintf("the self-probe through the gateway got %d %s", code, http.StatusText(code))
 		}
 		st.ProbeStatus = code
+		st.Hint = selfProbeHint(s, code)
 		return st
 	}
 	st := appStatus(s, PhaseReady, ReasonReady, "the app answered through the gateway (%d)", code)
@@ -199,6 +200,24 @@ func (e *Engine) setRelayHeader(id string, hdr http.Header) {
 	if h := e.home(id); h != nil && h.spec.RelayToken != "" {
 		hdr.Set(e.o.RelayHeader, h.spec.RelayToken)
 	}
+}
+
+// selfProbeHint is the likely fix of a self-probe that got code although
+// the app's direct health check, which runs first, passed.
+func selfProbeHint(s registry.App, code int) string {
+	if code != http.StatusNotFound {
+		return ""
+	}
+	direct, through := s.Health.Path, "/apps/"+s.Slug+s.Health.Path
+	if s.Home != "" && s.Path != "" {
+		direct = s.Path + s.Health.Path
+	}
+	if !s.StripPrefix {
+		return fmt.Sprintf("the app's direct health check (GET %s) passes, but through the gateway GET %s got 404: "+
+			"the app is forwarded the full path /apps/%s/...; if it serves at its root, set strip_prefix: true", direct, through, s.Slug)
+	}
+	return fmt.Sprintf("the app's direct health check (GET %s) passes, but through the gateway GET %s got 404: "+
+		"check the app's path and health.path", direct, through)
 }
 
 // HealthCheckUserAgent is the User-Agent of direct health checks.

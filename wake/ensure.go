@@ -222,6 +222,10 @@ type Engine struct {
 	counts engineCounts // warm hits and misses, idle ticks (metrics.go)
 
 	roll roller // rolls onto the target (roll.go)
+
+	// apps is the app observer built on this engine, if any: an auto
+	// probe also tries the health paths of the apps inside a home.
+	apps atomic.Pointer[Apps]
 }
 
 // New returns an Engine. Close it to stop its goroutines.

@@ -120,11 +120,15 @@ func hintFor(err error) string {
 	if err == nil {
 		return ""
 	}
+	if ae, ok := errorsAsAuto(err); ok {
+		return autoHint(ae)
+	}
 	var ps probeStatusError
 	if errors.As(err, &ps) {
 		switch {
 		case int(ps) == http.StatusNotFound && errors.Is(err, errWSProbe):
-			return "the home answered 404 to the WebSocket readiness probe at /node/{target}: if it does not serve WebSockets there, set probe: http (or tcp) for it"
+			return "the home answered 404 to the WebSocket readiness probe at /node/{target}: if it does not serve WebSockets there, " +
+				"set probe: auto (tries a WebSocket upgrade, then HTTP GETs) or probe: http for it"
 		case int(ps) == http.StatusNotFound:
 			return "the home answered 404 to the readiness probe: check the probe path"
 		case int(ps) == http.StatusUnauthorized || int(ps) == http.StatusForbidden:

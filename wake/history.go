@@ -3,6 +3,8 @@ package wake
 import (
 	"sync"
 	"time"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
 // HistorySize is how many finished wakes the engine remembers per home.
@@ -26,8 +28,10 @@ type WakeRecord struct {
 	ProbeAttempts int `json:"probe_attempts"`
 	// Outcome is "ready" or "failed".
 	Outcome string `json:"outcome"`
-	// Error is why a failed wake failed (for operators).
+	// Error is why a failed wake failed, and Hint the likely fix when one
+	// is known (for operators).
 	Error string `json:"error,omitempty"`
+	Hint  string `json:"hint,omitempty"`
 	// StopProven says, for a failed wake that stopped the half-woken home,
 	// whether the provider proved it down; nil when there was no stop.
 	StopProven *bool `json:"stop_proven,omitempty"`
@@ -70,6 +74,9 @@ func (w *wakeRun) record(total time.Duration, err error) {
 		ProbeAttempts: w.probe.Attempts, Outcome: "ready"}
 	if err != nil {
 		r.Outcome, r.Error = "failed", err.Error()
+		if fe, ok := fault.As(err); ok {
+			r.Hint = fe.Hint
+		}
 		if w.stop != nil {
 			proven := w.stop.proven
 			r.StopProven = &proven

@@ -27,6 +27,13 @@ const (
 	ProbeHTTP ProbeKind = "http"
 	// ProbeTCP passes when a TCP connection to the endpoint opens.
 	ProbeTCP ProbeKind = "tcp"
+	// ProbeAuto serves plain HTTP servers and WebSocket services alike:
+	// each attempt tries a WebSocket upgrade at WSPath (as ProbeWS), then,
+	// when that does not pass, a GET at Path and at each of AltPaths in
+	// turn (as ProbeHTTP), and passes on the first that does. A refused
+	// connection ends the attempt at once, so the port watch applies. It
+	// is the configuration's default (wake.probe.kind).
+	ProbeAuto ProbeKind = "auto"
 )
 
 // ProbeSpec says what to probe and how. Zero values are replaced by the
@@ -41,9 +48,17 @@ type ProbeSpec struct {
 	// a bare host:port. Required: there is no default.
 	Endpoint string
 	// Path is joined to the Endpoint's path and may carry a query. For ws
-	// it is the serving path, /node/{target}; for http the health path.
-	// Unused by tcp. Zero: the Endpoint's own path.
+	// it is the serving path, /node/{target}; for http and auto the path of
+	// the GET. Unused by tcp. Zero: the Endpoint's own path.
 	Path string
+	// WSPath is the path of an auto probe's WebSocket upgrade, joined like
+	// Path. Unused by the other kinds. Zero: Path.
+	WSPath string
+	// AltPaths are further GETs an auto probe tries after Path, in order,
+	// each with its own status rules: the health paths of the apps that
+	// run in the home, which are also its real serving path. Unused by the
+	// other kinds. Zero: none.
+	AltPaths []ProbePath
 	// Header is sent on every ws and http attempt, typically the relay
 	// token in X-Wakegate-Relay; a Host entry sets the request host. The
 	// ws probe refuses Upgrade, Connection and Sec-Websocket-* headers.
@@ -75,6 +90,14 @@ type ProbeSpec struct {
 	// MaxPause later. A refused connect costs both sides microseconds.
 	// Zero: 2ms. Negative: off.
 	PortWatch time.Duration
+}
+
+// ProbePath is one GET of an auto probe: a path joined to the endpoint like
+// ProbeSpec.Path, and the status rules it is judged by (API as in
+// ProbeSpec).
+type ProbePath struct {
+	Path string
+	API  bool
 }
 
 // ProbeResult reports what a probe saw.
@@ -291,7 +314,11 @@ type probeRun struct {
 	// answer is the error of the last attempt that ended on its own, not
 	// cut short by the caller's ctx.
 	answer error
-	// transport and client are set for http probes only.
+	// wsTarget and alts are the upgrade URL and the further GETs of an
+	// auto probe, whose target is its first GET (probe_auto.go).
+	wsTarget string
+	alts     []probeAlt
+	// transport and client are set for http and auto probes only.
 	transport *http.Transport
 	client    *http.Client
 }
@@ -305,24 +332,14 @@ func probeNewRun(s ProbeSpec) (*probeRun, error) {
 		if s.Settle >= s.AttemptTimeout {
 			return nil, fmt.Errorf("settle %v must be shorter than attempt timeout %v", s.Settle, s.AttemptTimeout)
 		}
-		r.target, err = probeURL(s.Endpoint, s.Path, map[string]string{"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"})
+		r.target, err = probeURL(s.Endpoint, s.Path, probeWSSchemes)
 	case ProbeHTTP:
-		r.target, err = probeURL(s.Endpoint, s.Path, map[string]string{"http": "http", "https": "https", "ws": "http", "wss": "https"})
+		r.target, err = probeURL(s.Endpoint, s.Path, probeHTTPSchemes)
 		if err == nil {
-			r.transport = &http.Transport{
-				Proxy:               nil, // upstreams are dialled directly, never through an environment proxy
-				DialContext:         r.dialer.DialContext,
-				DisableKeepAlives:   true, // every attempt proves a fresh connection
-				DisableCompression:  true,
-				TLSHandshakeTimeout: s.AttemptTimeout,
-			}
-			r.client = &http.Client{
-				Transport: r.transport,
-				// A redirect is an answer of the serving path; where it
-				// points is not probed.
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			}
+			r.newClient()
 		}
+	case ProbeAuto:
+		err = r.newAuto()
 	case ProbeTCP:
 		r.target, err = probeHostPort(s.Endpoint)
 	default:
@@ -335,6 +352,29 @@ func probeNewRun(s ProbeSpec) (*probeRun, error) {
 		r.spec.PortWatch = -1 // no port to watch; pauses run their full length
 	}
 	return r, nil
+}
+
+// probeHTTPSchemes maps an endpoint's scheme to the scheme of an HTTP GET.
+var probeHTTPSchemes = map[string]string{"http": "http", "https": "https", "ws": "http", "wss": "https"}
+
+// probeWSSchemes maps an endpoint's scheme to the scheme of an upgrade.
+var probeWSSchemes = map[string]string{"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}
+
+// newClient builds the HTTP client of http and auto probes.
+func (r *probeRun) newClient() {
+	r.transport = &http.Transport{
+		Proxy:               nil, // upstreams are dialled directly, never through an environment proxy
+		DialContext:         r.dialer.DialContext,
+		DisableKeepAlives:   true, // every attempt proves a fresh connection
+		DisableCompression:  true,
+		TLSHandshakeTimeout: r.spec.AttemptTimeout,
+	}
+	r.client = &http.Client{
+		Transport: r.transport,
+		// A redirect is an answer of the serving path; where it
+		// points is not probed.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
 }
 
 // probeURL joins endpoint and path and maps the endpoint's scheme through
@@ -404,9 +444,11 @@ func probeHostPort(endpoint string) (string, error) {
 func (r *probeRun) attempt(ctx context.Context) (int, error) {
 	switch r.spec.Kind {
 	case ProbeWS:
-		return r.attemptWS(ctx)
+		return r.attemptWS(ctx, r.target)
 	case ProbeHTTP:
-		return r.attemptHTTP(ctx)
+		return r.attemptHTTP(ctx, r.target, r.spec.API)
+	case ProbeAuto:
+		return r.attemptAuto(ctx)
 	default:
 		return 0, r.attemptTCP(ctx)
 	}
@@ -441,9 +483,10 @@ func (r *probeRun) attemptTCP(ctx context.Context) error {
 	return nil
 }
 
-// attemptHTTP sends one GET and judges its status.
-func (r *probeRun) attemptHTTP(ctx context.Context) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.target, nil)
+// attemptHTTP sends one GET to target and judges its status by the UI or,
+// with api, the API rules.
+func (r *probeRun) attemptHTTP(ctx context.Context, target string, api bool) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return 0, fmt.Errorf("http request: %w", err)
 	}
@@ -459,7 +502,7 @@ func (r *probeRun) attemptHTTP(ctx context.Context) (int, error) {
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, probeDrainLimit))
 	_ = resp.Body.Close()
-	if probeStatusPasses(resp.StatusCode, r.spec.API) {
+	if probeStatusPasses(resp.StatusCode, api) {
 		return resp.StatusCode, nil
 	}
 	return resp.StatusCode, fmt.Errorf("http get: %w", probeStatusError(resp.StatusCode))
@@ -503,9 +546,9 @@ func (c probeConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(t)
 }
 
-// attemptWS upgrades, then waits for a first message or the settle window,
-// and closes with a normal-closure frame.
-func (r *probeRun) attemptWS(ctx context.Context) (int, error) {
+// attemptWS upgrades at target, then waits for a first message or the
+// settle window, and closes with a normal-closure frame.
+func (r *probeRun) attemptWS(ctx context.Context, target string) (int, error) {
 	// The handshake honours only ctx's deadline, and the settle read only
 	// its own deadline, so a cancellation of ctx (the ready signal or the
 	// caller) expires the connection's read deadline instead.
@@ -530,7 +573,7 @@ func (r *probeRun) attemptWS(ctx context.Context) (int, error) {
 			return probeConn{Conn: c, ctx: ctx}, nil
 		},
 	}
-	conn, resp, err := d.DialContext(ctx, r.target, r.spec.Header)
+	conn, resp, err := d.DialContext(ctx, target, r.spec.Header)
 	status := 0
 	if resp != nil {
 		status = resp.StatusCode

@@ -394,8 +394,14 @@ func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
 		spec.Kind = h.spec.Probe
 	}
 	spec.Path = probePath(spec.Path, h.spec.Target)
-	if spec.Kind == "" || spec.Kind == ProbeWS { // "" is ws inside Probe
+	switch spec.Kind {
+	case "", ProbeWS: // "" is ws inside Probe
 		spec.Path = "/node/" + h.spec.Target
+	case ProbeAuto:
+		spec.WSPath = "/node/" + h.spec.Target
+		if a := e.apps.Load(); a != nil {
+			spec.AltPaths = a.homeProbePaths(h.spec.ID)
+		}
 	}
 	if h.spec.RelayToken != "" {
 		spec.Header = http.Header{e.o.RelayHeader: {h.spec.RelayToken}}

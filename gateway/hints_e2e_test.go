@@ -1,0 +1,117 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// hintPython runs a real `python3 -m http.server` serving an empty
+// folder on a free loopback port and returns its base URL.
+func hintPython(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	port := testbin.FreePort(t)
+	cmd := exec.Command("python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", t.TempDir(), fmt.Sprint(port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// TestHintStripPrefix: an app whose direct health check passes (a Python
+// server answers / with 200) but whose self-probe gets 404 (the server is
+// forwarded /apps/py/) is starting/probe-failed with a hint that names
+// strip_prefix, in its status and in a warning log line; the public
+// answer does not carry the hint.
+func TestHintStripPrefix(t *testing.T) {
+	t.Parallel()
+	py := hintPython(t)
+	gw := e2eStartWithCommand(t, `["true"]`, fmt.Sprintf(`
+apps:
+  - slug: py
+    upstream: %s
+    health: {interval: 1h, timeout: 2s}
+`, py))
+	var st wake.AppStatus
+	testbin.Eventually(t, "the app's self-probe to get 404", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, _ = gw.g.Apps().Refresh(ctx, "py", "")
+		return st.Reason == wake.ReasonProbeFailed && st.ProbeStatus == http.StatusNotFound
+	})
+	if !strings.Contains(st.Hint, "strip_prefix: true") {
+		t.Fatalf("hint %q does not name strip_prefix", st.Hint)
+	}
+	testbin.Eventually(t, "a warning that carries the hint", func() bool {
+		for _, l := range gw.logs.Lines(`"app phase"`) {
+			if strings.Contains(l, "level=WARN") && strings.Contains(l, "strip_prefix: true") {
+				return true
+			}
+		}
+		return false
+	})
+	res, err := http.Get("http://" + gw.addr + "/apps/py/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(body), "strip_prefix") {
+		t.Fatalf("public answer %d %q: want 503 without the hint", res.StatusCode, body)
+	}
+}
+
+// TestHintAutoProbeNotFound: a home that answers 404 under /node/{target}
+// fails its wake with a hint, in the wake's log line and in its wake
+// history, that names the kept prefix and strip_prefix.
+func TestHintAutoProbeNotFound(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	gw := e2eStartWithCommand(t, `["python3", "-m", "http.server", "--bind", "127.0.0.1", "{port}"]`, `
+wake:
+  ready_timeout: 6s
+homes:
+  - id: py
+`)
+	res, err := http.Get("http://" + gw.addr + "/node/py/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(body), "strip_prefix") {
+		t.Fatalf("public answer %d %q: want 503 without the hint", res.StatusCode, body)
+	}
+	testbin.Eventually(t, "the failed wake in the history", func() bool {
+		h := gw.g.Engine().WakeHistory("py")
+		return len(h) > 0 && h[0].Outcome == "failed"
+	})
+	r := gw.g.Engine().WakeHistory("py")[0]
+	if !strings.Contains(r.Hint, "strip_prefix: true") || !strings.Contains(r.Error, "status 404") {
+		t.Fatalf("wake record error %q hint %q: want the 404s and the strip_prefix hint", r.Error, r.Hint)
+	}
+	found := false
+	for _, l := range gw.logs.Lines("wake") {
+		found = found || (strings.Contains(l, "outcome=failed") && strings.Contains(l, "strip_prefix: true"))
+	}
+	if !found {
+		t.Fatalf("no failed wake line with the hint in the log")
+	}
+}

@@ -1,0 +1,172 @@
+package wake
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+
+	"github.com/wakegate/wakegate/registry"
+)
+
+// probeAlt is one further GET of an auto probe: its URL and status rules.
+type probeAlt struct {
+	target string
+	api    bool
+}
+
+// newAuto checks an auto spec and builds its URLs and client.
+func (r *probeRun) newAuto() error {
+	s := r.spec
+	if s.Settle >= s.AttemptTimeout {
+		return fmt.Errorf("settle %v must be shorter than attempt timeout %v", s.Settle, s.AttemptTimeout)
+	}
+	var err error
+	if r.wsTarget, err = probeURL(s.Endpoint, cmp.Or(s.WSPath, s.Path), probeWSSchemes); err != nil {
+		return err
+	}
+	if r.target, err = probeURL(s.Endpoint, s.Path, probeHTTPSchemes); err != nil {
+		return err
+	}
+	for _, p := range s.AltPaths {
+		t, err := probeURL(s.Endpoint, p.Path, probeHTTPSchemes)
+		if err != nil {
+			return fmt.Errorf("alternative path %q: %w", p.Path, err)
+		}
+		if t != r.target || p.API != s.API {
+			r.alts = append(r.alts, probeAlt{target: t, api: p.API})
+		}
+	}
+	r.newClient()
+	return nil
+}
+
+// attemptAuto is one attempt of an auto probe: the upgrade, then each GET,
+// until one passes. An upgrade that got no HTTP answer at all (refused,
+// reset, timed out) ends the attempt: the GETs would meet the same.
+func (r *probeRun) attemptAuto(ctx context.Context) (int, error) {
+	status, err := r.attemptWS(ctx, r.wsTarget)
+	if err == nil {
+		return status, nil
+	}
+	if status == 0 || ctx.Err() != nil {
+		return status, err
+	}
+	ae := &autoProbeError{ws: err, wsStatus: status}
+	gets := append([]probeAlt{{target: r.target, api: r.spec.API}}, r.alts...)
+	for _, g := range gets {
+		status, err = r.attemptHTTP(ctx, g.target, g.api)
+		if err == nil {
+			return status, nil
+		}
+		ae.gets = append(ae.gets, autoGet{target: g.target, status: status, err: err})
+		if status == 0 || ctx.Err() != nil {
+			break
+		}
+	}
+	return status, ae
+}
+
+// autoGet is one failed GET of an auto attempt.
+type autoGet struct {
+	target string
+	status int
+	err    error
+}
+
+// autoProbeError is a failed auto attempt: what the upgrade and each GET
+// got. It unwraps to each of them.
+type autoProbeError struct {
+	ws       error
+	wsStatus int
+	gets     []autoGet
+}
+
+func (e *autoProbeError) Error() string {
+	var b strings.Builder
+	b.WriteString("auto: ")
+	b.WriteString(e.ws.Error())
+	for _, g := range e.gets {
+		fmt.Fprintf(&b, "; GET %s: %v", probeURLPath(g.target), g.err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the upgrade's error and each GET's.
+func (e *autoProbeError) Unwrap() []error {
+	errs := []error{e.ws}
+	for _, g := range e.gets {
+		errs = append(errs, g.err)
+	}
+	return errs
+}
+
+// allNotFound reports whether every answer the attempt got was 404.
+func (e *autoProbeError) allNotFound() bool {
+	if e.wsStatus != http.StatusNotFound || len(e.gets) == 0 {
+		return false
+	}
+	for _, g := range e.gets {
+		if g.status != http.StatusNotFound {
+			return false
+		}
+	}
+	return true
+}
+
+// probeURLPath is the path and query of a probe URL, for messages.
+func probeURLPath(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return target
+	}
+	return cmp.Or(u.RequestURI(), "/")
+}
+
+// errorsAsAuto finds an auto attempt's error in err's chain.
+func errorsAsAuto(err error) (*autoProbeError, bool) {
+	var ae *autoProbeError
+	ok := errors.As(err, &ae)
+	return ae, ok
+}
+
+// homeProbePaths are the GETs an auto probe of home id adds to its own:
+// the direct health check path of each app inside the home that is
+// checked over http (its base path joined to its health path), in slug
+// order, with the app's status rules. An app behind strip_prefix is
+// served at such a path, not under /node/{target}.
+func (a *Apps) homeProbePaths(id string) []ProbePath {
+	set := a.tab.Load()
+	var out []ProbePath
+	for _, slug := range set.order {
+		ap := set.byslug[slug]
+		if ap == nil || ap.spec.Home != id || ap.spec.Health.Type == registry.HealthTCP {
+			continue
+		}
+		p := path.Join("/", ap.spec.Path, ap.spec.Health.Path)
+		if strings.HasSuffix(ap.spec.Health.Path, "/") && !strings.HasSuffix(p, "/") {
+			p += "/"
+		}
+		out = append(out, ProbePath{Path: p, API: ap.spec.API()})
+	}
+	return out
+}
+
+// autoHint is the likely fix for a failed auto attempt.
+func autoHint(ae *autoProbeError) string {
+	if ae.allNotFound() {
+		return "the home answers HTTP but 404 at /node/{target} to both a WebSocket upgrade and a GET: " +
+			"the gateway forwards /node/{target}/... with that prefix kept, so serve under that path, " +
+			"or reach the home through an app (apps[].home) with strip_prefix: true, whose health path the probe then tries too"
+	}
+	var ps probeStatusError
+	if errors.As(ae, &ps) && (int(ps) == http.StatusUnauthorized || int(ps) == http.StatusForbidden) {
+		return "the home refused the probe's credentials: check the home's relay token"
+	}
+	return "the home answered the readiness probe, but no answer passed (2xx or 3xx, or a WebSocket upgrade): " +
+		"see the statuses above and the home's log, or set the probe's path (wake.probe.path)"
+}

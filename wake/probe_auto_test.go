@@ -1,0 +1,140 @@
+package wake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// probeTestPython serves dir with a real `python3 -m http.server` on a free
+// loopback port and returns its base URL. The process is killed when the
+// test ends; the probe itself waits until it listens.
+func probeTestPython(t *testing.T, dir string) string {
+	t.Helper()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	port := testbin.FreePort(t)
+	cmd := exec.Command("python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", dir, fmt.Sprint(port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// probeTestDemoHome runs the built-in demo home (a WebSocket service at
+// /node/{target}) and returns its base URL.
+func probeTestDemoHome(t *testing.T, target string) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
+	testbin.Start(t, t.TempDir(), nil, "demo-home", "--addr", addr, "--target", target)
+	return "http://" + addr
+}
+
+// TestProbeAutoRealServers runs the auto probe against a real Python HTTP
+// server and the real demo home: a plain HTTP server passes on the GET of
+// its path, a WebSocket service on the upgrade, and a server that serves
+// only at its root passes through the path of an app inside it.
+func TestProbeAutoRealServers(t *testing.T) {
+	withNode := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(withNode, "node", "py"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(withNode, "node", "py", "index.html"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pyNode := probeTestPython(t, withNode)
+	pyRoot := probeTestPython(t, t.TempDir())
+	demo := probeTestDemoHome(t, "demo")
+
+	cases := []struct {
+		name   string
+		spec   ProbeSpec
+		status int
+	}{
+		{"python serving its /node path", ProbeSpec{Endpoint: pyNode, WSPath: "/node/py", Path: "/node/py/"}, http.StatusOK},
+		{"python serving an app at its root", ProbeSpec{Endpoint: pyRoot, WSPath: "/node/py", Path: "/node/py/",
+			AltPaths: []ProbePath{{Path: "/"}}}, http.StatusOK},
+		{"demo home upgrades", ProbeSpec{Endpoint: demo, WSPath: "/node/demo", Path: "/node/demo/"}, http.StatusSwitchingProtocols},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.spec.Kind = ProbeAuto
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			res, err := Probe(ctx, c.spec, nil)
+			if err != nil {
+				t.Fatalf("probe: %v", err)
+			}
+			if res.Status != c.status {
+				t.Fatalf("status %d, want %d", res.Status, c.status)
+			}
+		})
+	}
+}
+
+// TestProbeAutoNotFoundHint probes a real Python HTTP server that serves
+// nothing under /node/{target}: the probe fails, its error names what the
+// upgrade and the GET got, and the hint names strip_prefix.
+func TestProbeAutoNotFoundHint(t *testing.T) {
+	py := probeTestPython(t, t.TempDir())
+	// Wait until the server answers, so the failure below is its answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := Probe(ctx, ProbeSpec{Kind: ProbeTCP, Endpoint: py}, nil); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	_, err := Probe(short, ProbeSpec{Kind: ProbeAuto, Endpoint: py, WSPath: "/node/py", Path: "/node/py/"}, nil)
+	if err == nil {
+		t.Fatal("probe passed on a server that answers 404")
+	}
+	for _, want := range []string{"ws handshake: status 404", "GET /node/py/: http get: status 404"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %q does not wrap the deadline", err)
+	}
+	if h := hintFor(err); !strings.Contains(h, "strip_prefix: true") {
+		t.Errorf("hint %q does not suggest strip_prefix", h)
+	}
+}
+
+// TestProbeWSNotFoundHint: an explicit ws probe answered 404 suggests the
+// auto and http kinds.
+func TestProbeWSNotFoundHint(t *testing.T) {
+	py := probeTestPython(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := Probe(ctx, ProbeSpec{Kind: ProbeTCP, Endpoint: py}, nil); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	_, err := Probe(short, ProbeSpec{Kind: ProbeWS, Endpoint: py, Path: "/node/py"}, nil)
+	if err == nil {
+		t.Fatal("ws probe passed on a plain HTTP server")
+	}
+	h := hintFor(err)
+	for _, want := range []string{"probe: auto", "probe: http"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("hint %q lacks %q", h, want)
+		}
+	}
+}
