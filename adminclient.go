@@ -72,7 +72,7 @@ func adminFlags(fs *flag.FlagSet) func() (*adminClient, error) {
 			t = os.Getenv("WAKEGATE_TOKEN")
 		}
 		if t == "" {
-			return nil, errors.New("no admin token: pass --token or set WAKEGATE_TOKEN")
+			return nil, errors.New("no admin token: pass --token or set WAKEGATE_TOKEN\n  hint: " + adminOnHint)
 		}
 		return &adminClient{base: strings.TrimSuffix(u.String(), "/"), token: t, http: &http.Client{}}, nil
 	}
@@ -150,7 +150,7 @@ func (c *adminClient) send(ctx context.Context, method, path string, reqBody []b
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return nil, "", fmt.Errorf("admin request: %w", err)
+		return nil, "", adminUnreachable(c.base, err)
 	}
 	defer res.Body.Close()
 	body, err = io.ReadAll(io.LimitReader(res.Body, 16<<20))
@@ -223,6 +223,7 @@ func printStatus(w io.Writer, s admin.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.ID, "/node/"+h.Target, status, h.Verdict, h.Sessions, h.Version, lastWakeCells(h))
 	}
 	_ = tw.Flush()
+	printHomeProblems(w, s.Homes)
 	if len(s.Apps) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(tw, "APP\tKIND\tRUNS ON\tPHASE\tREASON\tROUTE")
@@ -238,6 +239,11 @@ func printStatus(w io.Writer, s admin.Status) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", "/apps/"+a.Slug+"/", a.Kind, on, a.Phase, a.Reason, route)
 		}
 		_ = tw.Flush()
+		for _, a := range s.Apps {
+			if a.Hint != "" {
+				fmt.Fprintf(w, "hint for /apps/%s/: %s\n", a.Slug, a.Hint)
+			}
+		}
 	}
 	for _, p := range s.Problems {
 		fmt.Fprintln(w, "problem:", p)

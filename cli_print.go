@@ -116,6 +116,9 @@ func printAppDetail(w io.Writer, body []byte) error {
 	}
 	fmt.Fprintf(w, "app %s  /apps/%s/  %s on %s  source %s\n", a.Slug, a.Slug, a.Kind, on, a.Source)
 	fmt.Fprintf(w, "phase: %s (%s): %s\n", a.Phase, a.Reason, a.Message)
+	if a.Hint != "" {
+		fmt.Fprintf(w, "hint: %s\n", a.Hint)
+	}
 	fmt.Fprintf(w, "route: %s\n", routeWords(a.Route))
 	if a.Operation != "" {
 		fmt.Fprintln(w, "operation:", a.Operation)

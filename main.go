@@ -63,6 +63,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	if helpRequested(args[1:]) {
+		if code, ok := commandHelp(args, stdout); ok {
+			return code
+		}
+	}
+	return dispatch(args, stdout, stderr)
+}
+
+// dispatch runs the command args[0] names (args is not empty).
+func dispatch(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
