@@ -57,6 +57,10 @@ func TestClientIP(t *testing.T) {
 		{"trusted peer, rightmost untrusted", ip, "10.0.0.1:5", map[string]string{"X-Forwarded-For": "1.2.3.4, 198.51.100.2, 10.0.0.9"}, "198.51.100.2"},
 		{"trusted peer, garbled entry", ip, "10.0.0.1:5", map[string]string{"X-Forwarded-For": "1.2.3.4, junk, 10.0.0.9"}, "10.0.0.9"},
 		{"trusted peer, no header", ip, "10.0.0.1:5", nil, "10.0.0.1"},
+		{"trusted peer, all hops trusted", ip, "10.0.0.1:5", map[string]string{"X-Forwarded-For": "10.0.0.7, 10.0.0.9"}, "10.0.0.7"},
+		{"trusted peer, mapped v4 hop", ip, "10.0.0.1:5", map[string]string{"X-Forwarded-For": "::ffff:203.0.113.9"}, "203.0.113.9"},
+		{"trusted peer, header wins over the chain", withHeader, "10.0.0.1:5", map[string]string{"Fly-Client-Ip": "198.51.100.7", "X-Forwarded-For": "203.0.113.1"}, "198.51.100.7"},
+		{"not an IP peer", ip, "@unix", nil, "@unix"},
 	}
 	for _, c := range cases {
 		r, _ := http.NewRequest("GET", "/", nil)

@@ -3,13 +3,16 @@ package access
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 )
 
 // ClientIP resolves the real client address of a request: the socket
 // peer, unless the peer is a trusted proxy, in which case the configured
 // client-IP header (Fly-Client-Ip, CF-Connecting-Ip) or else the rightmost
-// X-Forwarded-For entry that is not itself a trusted proxy.
+// X-Forwarded-For entry that is not itself a trusted proxy. It is the one
+// resolver behind every per-client decision: rate limits, the per-client
+// connection cap and the client named in logs.
 type ClientIP struct {
 	// Trusted reports whether an address is a trusted proxy; nil trusts
 	// nobody.
@@ -22,30 +25,48 @@ type ClientIP struct {
 // Of returns r's client address as a string (the RemoteAddr as is when it
 // is not host:port).
 func (c ClientIP) Of(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
+	if a := c.Addr(r); a.IsValid() {
+		return a.String()
 	}
-	peer := net.ParseIP(host)
-	if peer == nil || !c.trusted(peer) {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		return host
 	}
+	return r.RemoteAddr
+}
+
+// Addr returns r's client address, invalid when the peer is not an IP
+// address (a Unix socket, a test's made-up RemoteAddr).
+func (c ClientIP) Addr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	peer := ap.Addr().Unmap()
+	if !c.TrustedAddr(peer) {
+		return peer
+	}
 	if c.Header != "" {
-		if ip := net.ParseIP(strings.TrimSpace(r.Header.Get(c.Header))); ip != nil {
-			return ip.String()
+		if ip, err := netip.ParseAddr(strings.TrimSpace(r.Header.Get(c.Header))); err == nil {
+			return ip.Unmap()
 		}
 	}
+	client := peer
 	xff := r.Header.Values("X-Forwarded-For")
-	client := host
 	for i := len(xff) - 1; i >= 0; i-- {
-		parts := strings.Split(xff[i], ",")
-		for j := len(parts) - 1; j >= 0; j-- {
-			ip := net.ParseIP(strings.TrimSpace(parts[j]))
-			if ip == nil {
+		rest := xff[i]
+		for rest != "" {
+			hop := rest
+			if j := strings.LastIndexByte(rest, ','); j >= 0 {
+				hop, rest = rest[j+1:], rest[:j]
+			} else {
+				rest = ""
+			}
+			ip, err := netip.ParseAddr(strings.TrimSpace(hop))
+			if err != nil {
 				return client // a garbled entry: trust nothing left of it
 			}
-			client = ip.String()
-			if !c.trusted(ip) {
+			client = ip.Unmap()
+			if !c.TrustedAddr(client) {
 				return client
 			}
 		}
@@ -53,4 +74,7 @@ func (c ClientIP) Of(r *http.Request) string {
 	return client
 }
 
-func (c ClientIP) trusted(ip net.IP) bool { return c.Trusted != nil && c.Trusted(ip) }
+// TrustedAddr reports whether ip is a trusted proxy.
+func (c ClientIP) TrustedAddr(ip netip.Addr) bool {
+	return c.Trusted != nil && c.Trusted(ip.AsSlice())
+}

@@ -26,7 +26,7 @@ type gate struct {
 // registers their metrics.
 func (g *Gateway) newGate() error {
 	cfg := g.cfg
-	ip := access.ClientIP{Trusted: cfg.Server.isTrusted, Header: cfg.Access.ClientIPHeader}
+	ip := g.clientIP()
 	log := g.log.With("component", "access")
 	set, err := access.NewSet(cfg.Access, ip.Of, func(err error) { log.Warn("access policy", "err", err) })
 	if err != nil {
@@ -194,4 +194,11 @@ func (g *Gateway) holdSlot(w http.ResponseWriter, r *http.Request, id string, ro
 	}
 	g.serveWaitingPage(w, r, route)
 	return nil, false
+}
+
+// clientIP is the gateway's one client-address resolver: limits, the
+// per-client connection cap, the proxy's X-Forwarded-For and the logs all
+// name the same client for a request.
+func (g *Gateway) clientIP() access.ClientIP {
+	return access.ClientIP{Trusted: g.cfg.Server.isTrusted, Header: g.cfg.Access.ClientIPHeader}
 }

@@ -4,10 +4,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wakegate/wakegate/access"
 )
 
 // connLimit caps the open connections of each client IP on the public
@@ -19,7 +20,7 @@ import (
 // one past that client's cap is refused with 429 and counted.
 type connLimit struct {
 	max     int
-	trusted func(net.IP) bool
+	client  access.ClientIP
 	refused prometheus.Counter
 
 	mu   sync.Mutex
@@ -54,7 +55,7 @@ func (l *connLimit) take(addr net.Addr) (netip.Addr, bool) {
 		return netip.Addr{}, true // not an IP peer: not capped
 	}
 	ip := ap.Addr().Unmap()
-	if l.trusted(ip.AsSlice()) {
+	if l.client.TrustedAddr(ip) {
 		return netip.Addr{}, true
 	}
 	l.mu.Lock()
@@ -92,13 +93,14 @@ func (c *limitConn) Close() error {
 }
 
 // takeForwarded counts a request that a trusted proxy forwards for the
-// client named in X-Forwarded-For: the nearest address that is not a
-// trusted proxy. It returns that client (invalid when none is named) and
-// false when the client is at its cap.
+// client it names, resolved exactly as the rate limits resolve it
+// (access.ClientIP: the client-IP header, else the nearest X-Forwarded-For
+// hop that is not a trusted proxy). It returns that client (invalid when
+// the proxy names none) and false when the client is at its cap.
 func (l *connLimit) takeForwarded(r *http.Request) (netip.Addr, bool) {
-	ip := forwardedClient(r.Header.Values("X-Forwarded-For"), l.trusted)
-	if !ip.IsValid() {
-		return ip, true
+	ip := l.client.Addr(r)
+	if !ip.IsValid() || l.client.TrustedAddr(ip) {
+		return netip.Addr{}, true
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -107,26 +109,4 @@ func (l *connLimit) takeForwarded(r *http.Request) (netip.Addr, bool) {
 	}
 	l.open[ip]++
 	return ip, true
-}
-
-// forwardedClient walks an X-Forwarded-For chain from the nearest hop and
-// returns the first address that is not a trusted proxy (the farthest one
-// when all are trusted); invalid when no hop parses.
-func forwardedClient(values []string, trusted func(net.IP) bool) netip.Addr {
-	var hops []string
-	for _, v := range values {
-		hops = append(hops, strings.Split(v, ",")...)
-	}
-	var last netip.Addr
-	for i := len(hops) - 1; i >= 0; i-- {
-		ip, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			continue
-		}
-		last = ip.Unmap()
-		if !trusted(last.AsSlice()) {
-			return last
-		}
-	}
-	return last
 }

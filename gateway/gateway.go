@@ -17,7 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -120,7 +119,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 		}
 	}
 	g.metrics = newMetrics(g, em)
-	g.connLimit = &connLimit{max: cfg.Server.MaxConnsPerClient, trusted: cfg.Server.isTrusted,
+	g.connLimit = &connLimit{max: cfg.Server.MaxConnsPerClient, client: g.clientIP(),
 		refused: g.metrics.connsRefused, open: map[netip.Addr]int{}}
 	g.metrics.start(g.engine.Events())
 	if err := g.newGate(); err != nil {
@@ -205,7 +204,7 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		RelayHeader:  cfg.Proxy.RelayHeader,
 		StripHeaders: []string{ProbeHeader},
 		Trusted:      cfg.Server.isTrusted,
-		ClientIP:     access.ClientIP{Trusted: cfg.Server.isTrusted, Header: cfg.Access.ClientIPHeader}.Of,
+		ClientIP:     g.clientIP().Of,
 		MaxBodyBytes: int64(cfg.Server.MaxBodyBytes),
 		AllowOrigin:  cfg.Server.allowOrigin,
 		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,

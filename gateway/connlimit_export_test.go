@@ -1,4 +1,0 @@
-package gateway
-
-// ForwardedClient is forwardedClient, for the external tests.
-var ForwardedClient = forwardedClient
