@@ -41,6 +41,10 @@ type Decision struct {
 	// decision (forward_auth's copied header names, so a caller cannot
 	// forge them when the auth service does not set them).
 	Strip []string
+	// DropCookies names cookies removed from the forwarded request's
+	// Cookie header (the jwt policy's cookie, once checked), keeping the
+	// caller's other cookies.
+	DropCookies []string
 	// Who names the caller for the log (a token's subject), "" if unknown.
 	Who string
 }

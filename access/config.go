@@ -83,6 +83,12 @@ type JWTConfig struct {
 	// WebSocket clients that cannot set headers); it is removed before
 	// forwarding. Default "token"; "-" turns it off.
 	QueryParam string `yaml:"query_param"`
+	// ForwardToken keeps the credential that carried the token (the
+	// Authorization header or the cookie) on the forwarded request, for
+	// homes that check the token themselves. Default false: the gateway's
+	// credential is removed before forwarding, like the query parameter
+	// (which is always removed).
+	ForwardToken bool `yaml:"forward_token"`
 }
 
 // ForwardAuthConfig configures a forward_auth policy: an auth service asked

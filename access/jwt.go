@@ -87,7 +87,7 @@ func (p *JWT) Close() {
 // Check allows r if it carries a valid token whose claim equals s.Target or
 // s.Owner (any valid token for an app outside a home).
 func (p *JWT) Check(ctx context.Context, r *http.Request, s Subject) (Decision, error) {
-	raw := p.token(r)
+	raw, from := p.token(r)
 	if raw == "" {
 		return Decision{}, unauthorized("token_missing", "A token is required.", errors.New("no token in the request"))
 	}
@@ -106,24 +106,42 @@ func (p *JWT) Check(ctx context.Context, r *http.Request, s Subject) (Decision, 
 		return Decision{Who: who}, fault.Wrap(fault.Forbidden, "token_not_for_home", "This token does not give access to this home.",
 			fmt.Errorf("claim %s %q names neither the target %q nor the owner %q", p.cfg.Claim, who, s.Target, s.Owner))
 	}
-	return Decision{Who: who}, nil
+	d := Decision{Who: who}
+	if !p.cfg.ForwardToken {
+		// The gateway's credential is for the gateway: the home gets the
+		// request without it (the query parameter goes in any case).
+		switch from {
+		case fromHeader:
+			d.Strip = []string{"Authorization"}
+		case fromCookie:
+			d.DropCookies = []string{p.cfg.Cookie}
+		}
+	}
+	return d, nil
 }
 
-// token returns the request's token: Authorization: Bearer, the cookie,
-// then the query parameter.
-func (p *JWT) token(r *http.Request) string {
+// Where a request's token came from.
+const (
+	fromHeader = iota + 1
+	fromCookie
+	fromQuery
+)
+
+// token returns the request's token and where it was found: Authorization:
+// Bearer, the cookie, then the query parameter.
+func (p *JWT) token(r *http.Request) (string, int) {
 	if a := r.Header.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-		return strings.TrimSpace(a[7:])
+		return strings.TrimSpace(a[7:]), fromHeader
 	}
 	if p.cfg.Cookie != "" {
 		if c, err := r.Cookie(p.cfg.Cookie); err == nil && c.Value != "" {
-			return c.Value
+			return c.Value, fromCookie
 		}
 	}
 	if q := p.cfg.QueryParam; q != "-" && r.URL.RawQuery != "" {
-		return r.URL.Query().Get(q)
+		return r.URL.Query().Get(q), fromQuery
 	}
-	return ""
+	return "", 0
 }
 
 // QueryParam is the query parameter that may carry a token ("" for none):

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,6 +120,9 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, kind, name strin
 	for _, k := range d.Strip {
 		r.Header.Del(k)
 	}
+	if len(d.DropCookies) > 0 {
+		dropCookies(r, d.DropCookies)
+	}
 	for k, vs := range d.Header {
 		r.Header[k] = vs
 	}
@@ -201,4 +205,16 @@ func (g *Gateway) holdSlot(w http.ResponseWriter, r *http.Request, id string, ro
 // name the same client for a request.
 func (g *Gateway) clientIP() access.ClientIP {
 	return access.ClientIP{Trusted: g.cfg.Server.isTrusted, Header: g.cfg.Access.ClientIPHeader}
+}
+
+// dropCookies removes the named cookies from r's Cookie header and keeps
+// the others as they were sent.
+func dropCookies(r *http.Request, names []string) {
+	all := r.Cookies()
+	r.Header.Del("Cookie")
+	for _, c := range all {
+		if !slices.Contains(names, c.Name) {
+			r.AddCookie(c)
+		}
+	}
 }

@@ -291,3 +291,52 @@ func TestAccessWaitingCap(t *testing.T) {
 		t.Errorf("first caller: %d; want 200", st)
 	}
 }
+
+// The credential that carried a jwt token is the gateway's: the home gets
+// the request without it (the caller's other cookies kept), unless the
+// policy sets forward_token for homes that check the token themselves.
+// Refusals are counted in wakegate_access_denied_total by policy and code.
+func TestAccessJWTCredentialsStripped(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stripped", true: "forward_token"}[keep], func(t *testing.T) {
+			policy := acJWTPolicy
+			if keep {
+				policy += "        forward_token: true\n"
+			}
+			a := admStart(t, admDemo+policy, "")
+			c := e2eClient(t)
+			tok := acToken(t, "demo", time.Hour)
+			url := "http://" + a.addr + "/node/demo/whoami"
+
+			_, who, _ := e2eGetWhoami(t, c, url, http.Header{"Authorization": {"Bearer " + tok}})
+			if got := who.Headers.Get("Authorization"); (got != "") != keep {
+				t.Errorf("Authorization at the home = %q; want it kept only with forward_token", got)
+			}
+			_, who, _ = e2eGetWhoami(t, c, url, http.Header{"Cookie": {"theme=dark; wg_token=" + tok + "; lang=fr"}})
+			want := "theme=dark; lang=fr"
+			if keep {
+				want = "theme=dark; wg_token=" + tok + "; lang=fr"
+			}
+			if got := strings.Join(who.Headers.Values("Cookie"), "; "); got != want {
+				t.Errorf("Cookie at the home = %q; want %q", got, want)
+			}
+
+			before := admValue(a.scrape(t), "wakegate_access_denied_total", map[string]string{"policy": "users", "code": "token_missing"})
+			for range 2 {
+				if res, body := e2eGet(t, c, url, nil); res.StatusCode != http.StatusUnauthorized {
+					t.Fatalf("no token: %d %s", res.StatusCode, body)
+				}
+			}
+			if res, body := e2eGet(t, c, url, http.Header{"Authorization": {"Bearer " + acToken(t, "bob", time.Hour)}}); res.StatusCode != http.StatusForbidden {
+				t.Fatalf("another owner: %d %s", res.StatusCode, body)
+			}
+			fams := a.scrape(t)
+			if got := admValue(fams, "wakegate_access_denied_total", map[string]string{"policy": "users", "code": "token_missing"}) - before; got != 2 {
+				t.Errorf("denied{users,token_missing} moved by %v; want 2", got)
+			}
+			if got := admValue(fams, "wakegate_access_denied_total", map[string]string{"policy": "users", "code": "token_not_for_home"}); got != 1 {
+				t.Errorf("denied{users,token_not_for_home} = %v; want 1", got)
+			}
+		})
+	}
+}
