@@ -202,7 +202,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		// and relayWriter.Hijack (the client's).
 		route.rel = &relay{}
 		defer p.untrack(route.rel)
-		w = &relayWriter{ResponseWriter: w, p: p, rel: route.rel}
+		w = &relayWriter{ResponseWriter: w, ctx: r.Context(), p: p, rel: route.rel}
 	}
 	if route.RelayToken != "" {
 		w = &infoMaskWriter{ResponseWriter: w, secret: route.RelayToken} // leak.go

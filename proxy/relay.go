@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -32,6 +33,9 @@ type relay struct {
 	toHome   *frameWriter
 	once     sync.Once
 	wg       sync.WaitGroup
+	// stopCut stops closing the client connection when the request's
+	// context ends (nil before the hijack).
+	stopCut func() bool
 }
 
 // goingAway sends a close frame to both sides, each at the end of the
@@ -67,6 +71,9 @@ func (p *Proxy) untrack(r *relay) {
 	p.relayMu.Lock()
 	delete(p.relays, r)
 	p.relayMu.Unlock()
+	if r.stopCut != nil {
+		r.stopCut()
+	}
 	r.wg.Wait()
 }
 
@@ -97,6 +104,7 @@ func (p *Proxy) GoingAway() int {
 // frameWriter.
 type relayWriter struct {
 	http.ResponseWriter
+	ctx context.Context // the upgrade request's
 	p   *Proxy
 	rel *relay
 }
@@ -108,6 +116,11 @@ func (w *relayWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return c, brw, err
 	}
 	w.rel.toClient = &frameWriter{w: c}
+	// The request's context ends when the gateway cuts what is left of a
+	// drain. ReverseProxy then closes the home's side only; a client that
+	// neither reads nor writes would keep both copy loops blocked on its
+	// connection, so that connection is closed too.
+	w.rel.stopCut = context.AfterFunc(w.ctx, func() { _ = c.Close() })
 	w.p.track(w.rel)
 	return &clientConn{Conn: c, fw: w.rel.toClient}, brw, nil
 }
