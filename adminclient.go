@@ -245,9 +245,30 @@ func printStatus(w io.Writer, s admin.Status) {
 			}
 		}
 	}
+	printFleet(w, s.Fleet)
 	for _, p := range s.Problems {
 		fmt.Fprintln(w, "problem:", p)
 	}
+}
+
+// printFleet prints the live gateways of a fleet (none on a gateway of
+// its own).
+func printFleet(w io.Writer, fleet []admin.FleetInstance) {
+	if len(fleet) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INSTANCE\tVERSION\tHEARTBEAT\tSESSIONS")
+	for _, f := range fleet {
+		version := f.Version
+		if version == "" {
+			version = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\n", f.Instance, version,
+			time.Duration(f.HeartbeatAgeS*float64(time.Second)).Round(time.Millisecond), f.Sessions)
+	}
+	_ = tw.Flush()
 }
 
 // lastWakeCells are the status table's last-wake columns of h: when, and

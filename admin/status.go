@@ -39,6 +39,9 @@ type Status struct {
 // (session report) says.
 type FleetInstance struct {
 	Instance string `json:"instance"`
+	// Version is the wakegate version the instance runs ("" when it has
+	// not said yet).
+	Version string `json:"version,omitempty"`
 	// HeartbeatAgeS is how long ago the instance last reported, seconds.
 	HeartbeatAgeS float64 `json:"heartbeat_age_s"`
 	// Sessions is the instance's live session count over every home, and

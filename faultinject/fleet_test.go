@@ -269,15 +269,21 @@ func TestFleetSessionsAcrossInstances(t *testing.T) {
 	}
 
 	// `wakegate status --json` on B lists both instances, A with its
-	// session.
+	// session, each with the version it runs; `wakegate status` prints
+	// them.
 	testbin.Eventually(t, "status --json lists the fleet", func() bool {
 		code, out := fiRun(t, b.dir, "status", "--json", "--admin", b.admin, "--token", fiToken)
 		var st admin.Status
 		if code > 1 || json.Unmarshal([]byte(out), &st) != nil || len(st.Fleet) != 2 {
 			return false
 		}
-		return st.Fleet[0].Instance == "gw-0" && st.Fleet[0].Sessions >= 1 && st.Fleet[1].Instance == "gw-1"
+		return st.Fleet[0].Instance == "gw-0" && st.Fleet[0].Sessions >= 1 && st.Fleet[1].Instance == "gw-1" &&
+			st.Version != "" && st.Fleet[0].Version == st.Version && st.Fleet[1].Version == st.Version
 	})
+	if code, out := fiRun(t, b.dir, "status", "--admin", b.admin, "--token", fiToken); code > 1 ||
+		!strings.Contains(out, "INSTANCE") || !strings.Contains(out, "gw-0") || !strings.Contains(out, "gw-1") {
+		t.Errorf("status: exit %d, want the fleet's instances listed:\n%s", code, out)
+	}
 
 	// A dies with its session open: its count expires within the
 	// heartbeat TTL, and B then suspends the home.

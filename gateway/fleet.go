@@ -98,7 +98,7 @@ func (a adminAPI) FleetInstances(ctx context.Context) ([]admin.FleetInstance, er
 	now := time.Now()
 	out := make([]admin.FleetInstance, 0, len(reps))
 	for _, rep := range reps {
-		fi := admin.FleetInstance{Instance: rep.Instance, Homes: rep.Sessions,
+		fi := admin.FleetInstance{Instance: rep.Instance, Version: rep.Version, Homes: rep.Sessions,
 			HeartbeatAgeS: max(now.Sub(rep.ReportedAt), 0).Round(time.Millisecond).Seconds()}
 		for _, n := range rep.Sessions {
 			fi.Sessions += n

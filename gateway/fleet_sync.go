@@ -35,6 +35,7 @@ func (g *Gateway) syncFleet(ctx context.Context) {
 	if _, ok := g.store.(*registry.Redis); !ok {
 		return
 	}
+	g.announceVersion(ctx)
 	t := time.NewTimer(fleetSyncFallback)
 	defer t.Stop()
 	for {
@@ -45,9 +46,26 @@ func (g *Gateway) syncFleet(ctx context.Context) {
 		case <-homes:
 		case <-apps:
 		case <-t.C:
+			// Again on every fallback tick: a Redis that lost its data
+			// (restarted without persistence) learns it back.
+			g.announceVersion(ctx)
 		}
 		t.Reset(fleetSyncFallback)
 		g.fleetPass(ctx)
+	}
+}
+
+// announceVersion records this gateway's version in the fleet's store, for
+// the fleet's instance list (`wakegate status`).
+func (g *Gateway) announceVersion(ctx context.Context) {
+	r, ok := g.store.(*registry.Redis)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
+	defer cancel()
+	if err := r.SetVersion(ctx, g.cfg.Instance, g.version); err != nil && ctx.Err() == nil {
+		g.log.Debug("fleet: record this gateway's version", "err", err)
 	}
 }
 

@@ -139,7 +139,7 @@ type Redis struct {
 // redisKeys are the store's keys, all under one hash tag.
 type redisKeys struct {
 	homes, apps, claims, target, locks, lockseq, sessions, channel string
-	blobs, blobTimes, blobKeys                                     string
+	blobs, blobTimes, blobKeys, versions                           string
 }
 
 func newRedisKeys(prefix string) redisKeys {
@@ -148,6 +148,7 @@ func newRedisKeys(prefix string) redisKeys {
 		homes: tag + "homes", apps: tag + "apps", claims: tag + "claims", target: tag + "target",
 		locks: tag + "locks", lockseq: tag + "lockseq", sessions: tag + "sessions", channel: tag + "changes",
 		blobs: tag + "blobs", blobTimes: tag + "blobtimes", blobKeys: tag + "blobkeys",
+		versions: tag + "versions",
 	}
 }
 

@@ -121,7 +121,7 @@ func (r *Redis) ReportSessions(ctx context.Context, instance string, counts map[
 		return fmt.Errorf("registry: report sessions of %s: encode: %w", instance, err)
 	}
 	arg := string(raw)
-	err = reportScript.Run(ctx, r.c, []string{r.keys.sessions}, instance, arg, ttl.Milliseconds(), r.nowArg()).Err()
+	err = reportScript.Run(ctx, r.c, []string{r.keys.sessions, r.keys.versions}, instance, arg, ttl.Milliseconds(), r.nowArg()).Err()
 	if err != nil {
 		return fmt.Errorf("registry: report sessions of %s: %w", instance, r.fail(ctx, err))
 	}
@@ -138,6 +138,18 @@ type InstanceReport struct {
 	Expires time.Time `json:"expires"`
 	// Sessions is the instance's live session count per home.
 	Sessions map[string]int `json:"sessions"`
+	// Version is the wakegate version the instance runs ("" when it did
+	// not say: SetVersion).
+	Version string `json:"version,omitempty"`
+}
+
+// SetVersion records the wakegate version instance runs, listed with its
+// session report (Reports) and dropped when the report expires.
+func (r *Redis) SetVersion(ctx context.Context, instance, version string) error {
+	if err := r.c.HSet(ctx, r.keys.versions, instance, version).Err(); err != nil {
+		return fmt.Errorf("registry: record the version of %s: %w", instance, r.fail(ctx, err))
+	}
+	return nil
 }
 
 // Reports returns every unexpired session report, ordered by instance.
@@ -145,19 +157,19 @@ func (r *Redis) Reports(ctx context.Context) ([]InstanceReport, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("registry: session reports: %w", err)
 	}
-	res, err := sessionsScript.Run(ctx, r.c, []string{r.keys.sessions}, r.nowArg()).StringSlice()
+	res, err := sessionsScript.Run(ctx, r.c, []string{r.keys.sessions, r.keys.versions}, r.nowArg()).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("registry: session reports: %w", r.fail(ctx, err))
 	}
-	out := make([]InstanceReport, 0, len(res)/4)
-	for i := 0; i+3 < len(res); i += 4 {
+	out := make([]InstanceReport, 0, len(res)/5)
+	for i := 0; i+4 < len(res); i += 5 {
 		exp, err1 := strconv.ParseInt(res[i+1], 10, 64)
 		at, err2 := strconv.ParseInt(res[i+2], 10, 64)
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, fmt.Errorf("registry: session report of %s: times %q %q: %w", res[i], res[i+1], res[i+2], err)
 		}
 		rep := InstanceReport{Instance: res[i], ReportedAt: time.UnixMilli(at).UTC(), Expires: time.UnixMilli(exp).UTC(),
-			Sessions: map[string]int{}}
+			Sessions: map[string]int{}, Version: res[i+4]}
 		if err := json.Unmarshal([]byte(res[i+3]), &rep.Sessions); err != nil {
 			return nil, fmt.Errorf("registry: session report of %s: %w", res[i], err)
 		}

@@ -19,7 +19,8 @@ import "github.com/redis/go-redis/v9"
 //     token of each lock name in the lockseq hash (HINCRBY: never reused);
 //   - a session report: "expires_ms|reported_ms|{json counts}" in the
 //     sessions hash, one field per instance; an instance with no session
-//     keeps a report of "{}" (its heartbeat), until it expires.
+//     keeps a report of "{}" (its heartbeat), until it expires;
+//   - an instance's version in the versions hash, dropped with its report.
 
 // luaNow is the clock prelude of every script that needs one.
 const luaNow = `
@@ -123,23 +124,28 @@ return 'ok'
 `)
 
 // reportScript replaces an instance's session report and prunes expired
-// reports of every instance.
-// KEYS: sessions hash. ARGV: instance, counts JSON ("{}" for none), ttl
-// ms, now.
+// reports of every instance, with their versions.
+// KEYS: sessions hash, versions hash. ARGV: instance, counts JSON ("{}"
+// for none), ttl ms, now.
 var reportScript = redis.NewScript(luaNow + `
 local n = now(ARGV[4])
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   local exp = tonumber(string.match(all[i + 1], '^(%d+)|'))
-  if exp == nil or n >= exp then redis.call('HDEL', KEYS[1], all[i]) end
+  if exp == nil or n >= exp then
+    redis.call('HDEL', KEYS[1], all[i])
+    redis.call('HDEL', KEYS[2], all[i])
+  end
 end
 redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%d|%s', n + tonumber(ARGV[3]), n, ARGV[2]))
 return 'ok'
 `)
 
-// sessionsScript returns every unexpired session report.
-// KEYS: sessions hash. ARGV: now.
-// Reply: a flat list of instance, expires ms, reported ms, counts JSON.
+// sessionsScript returns every unexpired session report, with the
+// instance's version.
+// KEYS: sessions hash, versions hash. ARGV: now.
+// Reply: a flat list of instance, expires ms, reported ms, counts JSON,
+// version ("" when unknown).
 var sessionsScript = redis.NewScript(luaNow + `
 local n = now(ARGV[1])
 local all = redis.call('HGETALL', KEYS[1])
@@ -151,6 +157,7 @@ for i = 1, #all, 2 do
     table.insert(out, exp)
     table.insert(out, at)
     table.insert(out, counts)
+    table.insert(out, redis.call('HGET', KEYS[2], all[i]) or '')
   end
 end
 return out

@@ -74,3 +74,37 @@ func TestRedisReportsListInstances(t *testing.T) {
 		t.Fatalf("reports after gw-b's expiry: %+v %v, want gw-a alone", reps, err)
 	}
 }
+
+func TestRedisReportsCarryVersions(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	clk := registrytest.NewClock()
+	r := openTestRedis(t, srv, "versions", clk.Now)
+	ctx := context.Background()
+	for _, v := range []struct{ instance, version string }{{"gw-a", "1.4.0"}, {"gw-b", "1.5.0"}} {
+		if err := r.SetVersion(ctx, v.instance, v.version); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ReportSessions(ctx, v.instance, nil, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.ReportSessions(ctx, "gw-c", nil, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	reps, err := r.Reports(ctx)
+	if err != nil || len(reps) != 3 || reps[0].Version != "1.4.0" || reps[1].Version != "1.5.0" || reps[2].Version != "" {
+		t.Fatalf("reports %+v %v, want gw-a on 1.4.0, gw-b on 1.5.0, gw-c with no version", reps, err)
+	}
+	// gw-a and gw-b lapse; gw-c's next report prunes them with their
+	// versions, so a later instance of the same name starts with none.
+	clk.Advance(15 * time.Second)
+	if err := r.ReportSessions(ctx, "gw-c", nil, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ReportSessions(ctx, "gw-a", nil, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if reps, err = r.Reports(ctx); err != nil || len(reps) != 2 || reps[0].Instance != "gw-a" || reps[0].Version != "" {
+		t.Fatalf("reports after the lapse %+v %v, want gw-a again with no version, and gw-c", reps, err)
+	}
+}
