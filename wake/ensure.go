@@ -208,9 +208,8 @@ func (g *gaveUpError) Unwrap() error { return errGaveUp }
 type Engine struct {
 	o     Options
 	sem   chan struct{}
-	homes atomic.Pointer[map[string]*home] // copy on write
+	homes *homeSet // by id, the awake ones, by relay token (homes.go)
 
-	writeMu sync.Mutex // serialises registration (copy-on-write of homes)
 	// epoch anchors verdict expiry on the monotonic clock: time.Since on a
 	// monotonic time reads one clock, where time.Now reads two.
 	epoch time.Time
@@ -236,10 +235,8 @@ func New(o Options) *Engine {
 	if o.Metrics == nil {
 		o.Metrics = noMetrics{}
 	}
-	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent), epoch: time.Now()}
+	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent), epoch: time.Now(), homes: newHomeSet()}
 	e.roll.e = e
-	m := map[string]*home{}
-	e.homes.Store(&m)
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	return e
 }
@@ -279,15 +276,7 @@ func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
 	}
 	h := &home{spec: s, status: rec.Status,
 		limiter: rate.NewLimiter(rate.Inf, 1)}
-	e.writeMu.Lock()
-	defer e.writeMu.Unlock()
-	old := *e.homes.Load()
-	m := make(map[string]*home, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[s.ID] = h
-	e.homes.Store(&m)
+	e.homes.put(h)
 	// The idle clock of a home starts when this gateway learns of it.
 	e.o.Sessions.Touch(s.ID)
 	switch rec.Status {
@@ -390,7 +379,7 @@ func (e *Engine) LastStop(id string) *WakeStop {
 // now is the engine's clock for verdicts.
 func (e *Engine) now() time.Duration { return time.Since(e.epoch) }
 
-func (e *Engine) home(id string) *home { return (*e.homes.Load())[id] }
+func (e *Engine) home(id string) *home { return e.homes.get(id) }
 
 // Warm reports whether home id has a fresh warm verdict.
 func (e *Engine) Warm(id string) bool {
@@ -428,7 +417,7 @@ func (e *Engine) Sleeping(id string) bool {
 // starts it; the wake runs detached from the caller, bounded by the ready
 // timeout, and every caller waits on its own ctx.
 func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
-	h := (*e.homes.Load())[id]
+	h := e.homes.get(id)
 	if h == nil {
 		return Awake{}, errHomeNotFound(id)
 	}
@@ -565,13 +554,14 @@ func (e *Engine) HomeForToken(token string) (string, bool) {
 	if token == "" {
 		return "", false
 	}
-	found := ""
-	for id, h := range *e.homes.Load() {
-		if h.spec.RelayToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(h.spec.RelayToken)) == 1 {
-			found = id
+	// The digest finds the candidates; the comparison with each one's
+	// secret is still made in constant time.
+	for _, id := range e.homes.withToken(token) {
+		if h := e.home(id); h != nil && subtle.ConstantTimeCompare([]byte(token), []byte(h.spec.RelayToken)) == 1 {
+			return id, true
 		}
 	}
-	return found, found != ""
+	return "", false
 }
 
 // Drop forgets home id's warm verdict, so the next request proves the home

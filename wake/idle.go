@@ -22,15 +22,17 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 		case <-t.C:
 		}
 		e.reportSessions(ctx, 3*tick+reportSlack)
-		for id, h := range *e.homes.Load() {
+		// Only homes that run can be idle: a tick costs the awake homes,
+		// never all registered ones.
+		for _, h := range e.homes.awakeHomes() {
 			if ctx.Err() != nil {
 				return
 			}
 			if !e.idle(h) {
 				continue
 			}
-			if err := e.Suspend(ctx, id); err != nil && !fault.Is(err, fault.Busy) {
-				e.o.Log.Warn("idle suspend", "home", id, "err", err)
+			if err := e.Suspend(ctx, h.spec.ID); err != nil && !fault.Is(err, fault.Busy) {
+				e.o.Log.Warn("idle suspend", "home", h.spec.ID, "err", err)
 			}
 		}
 		e.roll.eager(ctx) // eager rolls of idle stale homes (roll.go)
@@ -125,8 +127,18 @@ func mayRun(st registry.Status) bool {
 
 func (e *Engine) setStatus(h *home, s registry.Status) {
 	h.mu.Lock()
-	h.status = s
+	e.setStatusLocked(h, s)
 	h.mu.Unlock()
+}
+
+// setStatusLocked mirrors the stored status s in h, and keeps the set of
+// awake homes in step; h.mu is held.
+func (e *Engine) setStatusLocked(h *home, s registry.Status) {
+	if h.status == s {
+		return
+	}
+	h.status = s
+	e.homes.statusChanged(h, s)
 }
 
 // follow hands a restarted process's result to the wake's probe, replacing

@@ -109,18 +109,4 @@ func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error
 
 // Unregister forgets home id: no new wake starts for it. A wake already in
 // flight finishes on its own. The stored record is left as it is.
-func (e *Engine) Unregister(id string) {
-	e.writeMu.Lock()
-	defer e.writeMu.Unlock()
-	old := *e.homes.Load()
-	if _, ok := old[id]; !ok {
-		return
-	}
-	m := make(map[string]*home, len(old))
-	for k, v := range old {
-		if k != id {
-			m[k] = v
-		}
-	}
-	e.homes.Store(&m)
-}
+func (e *Engine) Unregister(id string) { e.homes.remove(id) }

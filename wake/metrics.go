@@ -47,6 +47,13 @@ type Stats struct {
 	WarmMisses uint64
 	// IdleTicks counts the rounds of the idle loop (Run) that finished.
 	IdleTicks uint64
+	// IdleVisits counts the homes the idle loop and eager rolls looked
+	// at, over all rounds: only awake homes are, so it grows with them and
+	// not with the homes registered.
+	IdleVisits uint64
+	// Homes is how many homes are registered now, Awake how many of them
+	// have the status running.
+	Homes, Awake int
 }
 
 // engineCounts are the counters of the warm path and the idle loop: one
@@ -59,6 +66,10 @@ type engineCounts struct {
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
+	e.homes.mu.Lock()
+	awake := len(e.homes.awake)
+	e.homes.mu.Unlock()
 	return Stats{WarmHits: e.counts.warmHits.Load(), WarmMisses: e.counts.warmMisses.Load(),
-		IdleTicks: e.counts.idleTicks.Load()}
+		IdleTicks: e.counts.idleTicks.Load(), IdleVisits: uint64(e.homes.visits.Load()),
+		Homes: int(e.homes.n.Load()), Awake: awake}
 }

@@ -234,7 +234,8 @@ func (r *roller) eager(ctx context.Context) {
 	if r.bad(t) {
 		return
 	}
-	for id, h := range *e.homes.Load() {
+	for _, h := range e.homes.awakeHomes() {
+		id := h.spec.ID
 		if ctx.Err() != nil || h.noRoll.Load() || !r.idleLongEnough(h) {
 			continue
 		}

@@ -147,7 +147,7 @@ func (w *wakeRun) settle(res Awake, err error) {
 	switch {
 	case err == nil:
 		h.warm.Store(&verdict{endpoint: res.Endpoint, until: e.now() + e.o.WarmTTL})
-		h.status = registry.StatusRunning
+		e.setStatusLocked(h, registry.StatusRunning)
 		h.fails, h.failed = 0, ""
 		h.limiter.SetLimit(rate.Inf)
 	case fault.Is(err, fault.ShuttingDown), fault.Is(err, fault.Unavailable), errors.Is(err, errLockWait):
