@@ -13,6 +13,14 @@ type Sessions struct {
 	mu    sync.RWMutex
 	homes map[string]*Counter
 	now   func() time.Time
+
+	// live lists the counters that may have sessions, so that Snapshot
+	// (every idle tick, every metrics scrape) costs the homes in use and
+	// not every home ever seen. A counter is listed by Begin and Lease
+	// (one atomic load when it is listed already) and unlisted by Snapshot
+	// once it has none.
+	liveMu sync.Mutex
+	live   []*Counter
 }
 
 // Counter is the session count of one home. Obtain it from Sessions.Begin
@@ -24,6 +32,8 @@ type Counter struct {
 	ws atomic.Int64
 	// idleSince is when the count last fell to zero (unix nanoseconds).
 	idleSince atomic.Int64
+	// listed is true while the counter is in Sessions.live.
+	listed atomic.Bool
 
 	mu     sync.Mutex
 	leases map[uint64]time.Time // lease id -> expiry
@@ -60,7 +70,19 @@ func (s *Sessions) Begin(id string) *Counter {
 	}
 	c := s.counter(id)
 	c.n.Add(1)
+	if !c.listed.Load() {
+		s.list(c)
+	}
 	return c
+}
+
+// list puts c in the live list unless it is there.
+func (s *Sessions) list(c *Counter) {
+	if c.listed.CompareAndSwap(false, true) {
+		s.liveMu.Lock()
+		s.live = append(s.live, c)
+		s.liveMu.Unlock()
+	}
 }
 
 // End ends one session begun with Begin. A nil counter is ignored. The count
@@ -94,6 +116,7 @@ func (s *Sessions) Lease(id string, ttl time.Duration) uint64 {
 	}
 	c.nextID++
 	c.leases[c.nextID] = s.now().Add(ttl)
+	s.list(c)
 	return c.nextID
 }
 
@@ -148,6 +171,10 @@ func (s *Sessions) Count(id string) int {
 	if c == nil {
 		return 0
 	}
+	return s.countOf(c)
+}
+
+func (s *Sessions) countOf(c *Counter) int {
 	n := int(c.n.Load())
 	c.mu.Lock()
 	n += len(c.liveLeasesLocked(s.now()))
@@ -178,17 +205,29 @@ func (s *Sessions) Touch(id string) {
 
 // Snapshot returns the live count of every home that has sessions.
 func (s *Sessions) Snapshot() map[string]int {
-	s.mu.RLock()
-	ids := make([]string, 0, len(s.homes))
-	for id := range s.homes {
-		ids = append(ids, id)
-	}
-	s.mu.RUnlock()
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
 	out := map[string]int{}
-	for _, id := range ids {
-		if n := s.Count(id); n > 0 {
-			out[id] = n
+	keep := s.live[:0]
+	for _, c := range s.live {
+		n := s.countOf(c)
+		if n == 0 {
+			// Unlisted, then counted again: a Begin in between either
+			// sees the flag down and lists the counter itself (after
+			// this returns), or is counted here and the counter stays.
+			c.listed.Store(false)
+			if n = s.countOf(c); n == 0 {
+				continue
+			}
+			if !c.listed.CompareAndSwap(false, true) {
+				out[c.id] = n // listed again by that Begin
+				continue
+			}
 		}
+		out[c.id] = n
+		keep = append(keep, c)
 	}
+	clear(s.live[len(keep):])
+	s.live = keep
 	return out
 }
