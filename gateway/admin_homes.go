@@ -76,15 +76,16 @@ func (a adminAPI) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 	for _, r := range recs {
 		byID[r.ID] = r
 	}
-	tab := a.g.homeTab.Load()
-	out := make([]admin.HomeView, 0, len(tab.byID))
-	for id, h := range tab.byID {
+	out := make([]admin.HomeView, 0, a.g.homeCount())
+	a.g.eachHome(func(h *homeRoute) bool {
+		id := h.spec.ID
 		rec, ok := byID[id]
 		if !ok {
 			rec = registry.Home{ID: id, Provider: h.spec.Provider, Version: h.spec.Version, Status: registry.StatusUnknown}
 		}
 		out = append(out, a.view(h, rec))
-	}
+		return true
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }

@@ -43,10 +43,10 @@ type Gateway struct {
 	sessions *proxy.Sessions
 	proxy    *proxy.Proxy
 
-	homeTab  atomic.Pointer[homeTable] // copy on write, see hometable.go
-	homeMu   sync.Mutex                // serialises changes of homeTab
-	routeTab *routeTable               // app routes, their observer and the self-probe (routetable.go)
-	reg      *registrar                // registers homes and apps (registrar.go)
+	homeTab  homeTable   // homes by target and id (hometable.go)
+	homeMu   sync.Mutex  // serialises changes of homeTab
+	routeTab *routeTable // app routes, their observer and the self-probe (routetable.go)
+	reg      *registrar  // registers homes and apps (registrar.go)
 
 	draining atomic.Bool
 	inflight rtInflight // every request being served, WebSockets included (inflight.go)
@@ -94,7 +94,6 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	g := &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
 		addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1),
 		started: time.Now(), version: "dev", closeWait: afterCloseWait}
-	g.homeTab.Store(&homeTable{byTarget: map[string]*homeRoute{}, byID: map[string]*homeRoute{}})
 	// g, not the named result: a failed New returns nil, and what it
 	// opened is closed here.
 	defer func() {
@@ -531,11 +530,12 @@ func (g *Gateway) quiesceHomes() {
 		return
 	}
 	var ids []string
-	for id, hr := range g.homeTab.Load().byID {
+	g.eachHome(func(hr *homeRoute) bool {
 		if hr.spec.Provider == "exec" {
-			ids = append(ids, id)
+			ids = append(ids, hr.spec.ID)
 		}
-	}
+		return true
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*g.cfg.Exec.StopGrace+quiesceSlack)
 	defer cancel()
 	stopped := 0

@@ -247,7 +247,7 @@ func stateMetrics(g *Gateway) []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "wakegate_homes",
 			Help: "Homes registered on this instance.",
-		}, func() float64 { return float64(len(g.homeTab.Load().byID)) }),
+		}, func() float64 { return float64(g.homeCount()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "wakegate_events_dropped_total",
 			Help: "Engine events dropped for slow subscribers (event streams, the app phase gauge).",
