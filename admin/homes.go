@@ -150,12 +150,21 @@ func (s *Server) listHomes(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if pg, ok := s.b.(HomePager); ok {
+		p, err := pg.PageHomes(r.Context(), hq)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, p)
+		return
+	}
 	hs, err := s.b.ListHomes(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, hq.page(hs))
+	writeJSON(w, http.StatusOK, hq.Page(hs))
 }
 
 func (s *Server) getHome(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -26,60 +27,81 @@ type HomePage struct {
 	Total int `json:"total"`
 }
 
-// homeQuery is the filters and page of GET /admin/homes.
-type homeQuery struct {
-	limit   int    // 0: every match
-	after   string // the last id of the previous page
-	status  string
-	version string
-	q       string // a substring of the id or target
+// HomePager is what a Backend implements to answer a page of GET
+// /admin/homes itself, so that a page costs the homes it shows rather
+// than every home (without it, the list is ListHomes cut by Page).
+type HomePager interface {
+	// PageHomes returns the page of homes that q asks for, with the
+	// total of matches, as Page would from the whole list.
+	PageHomes(ctx context.Context, q HomeQuery) (HomePage, error)
 }
 
+// HomeQuery is the filters and page of GET /admin/homes.
+type HomeQuery struct {
+	// Limit is the page size; 0 asks for every match.
+	Limit int
+	// After is the last id of the previous page ("" for the first).
+	After string
+	// Status, Version: exact matches; "" matches all. Status "waking"
+	// matches homes with a wake in flight.
+	Status, Version string
+	// Q is a lower-case part of the id or target; "" matches all.
+	Q string
+}
+
+// Filtered reports whether q filters (and so the total of matches needs
+// every home looked at).
+func (hq HomeQuery) Filtered() bool { return hq.Status != "" || hq.Version != "" || hq.Q != "" }
+
 // parseHomeQuery reads ?limit=, ?cursor=, ?status=, ?version= and ?q=.
-func parseHomeQuery(r *http.Request) (homeQuery, error) {
+func parseHomeQuery(r *http.Request) (HomeQuery, error) {
 	v := r.URL.Query()
-	hq := homeQuery{status: v.Get("status"), version: v.Get("version"), q: strings.ToLower(v.Get("q"))}
+	hq := HomeQuery{Status: v.Get("status"), Version: v.Get("version"), Q: strings.ToLower(v.Get("q"))}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxPage {
 			return hq, fault.New(fault.Invalid, "invalid", fmt.Sprintf("limit: want 1 to %d, got %q", MaxPage, s)).WithField("limit")
 		}
-		hq.limit = n
+		hq.Limit = n
 	}
 	if c := v.Get("cursor"); c != "" {
 		b, err := base64.RawURLEncoding.DecodeString(c)
 		if err != nil || len(b) == 0 {
 			return hq, fault.New(fault.Invalid, "invalid", "cursor: want the next_cursor of a previous page").WithField("cursor")
 		}
-		hq.after = string(b)
+		hq.After = string(b)
 	}
 	return hq, nil
 }
 
-// match reports whether h passes the filters.
-func (hq homeQuery) match(h HomeView) bool {
+// Match reports whether h passes the filters; only its ID, Target,
+// Version, Status and Wake are read.
+func (hq HomeQuery) Match(h HomeView) bool {
 	st := h.Status
 	if h.Wake != nil {
 		st = "waking"
 	}
-	return (hq.status == "" || st == hq.status) && (hq.version == "" || h.Version == hq.version) &&
-		(hq.q == "" || strings.Contains(strings.ToLower(h.ID), hq.q) || strings.Contains(strings.ToLower(h.Target), hq.q))
+	return (hq.Status == "" || st == hq.Status) && (hq.Version == "" || h.Version == hq.Version) &&
+		(hq.Q == "" || strings.Contains(strings.ToLower(h.ID), hq.Q) || strings.Contains(strings.ToLower(h.Target), hq.Q))
 }
 
-// page filters hs (sorted by id here) and cuts the page after the cursor.
-func (hq homeQuery) page(hs []HomeView) HomePage {
+// Cursor is the cursor of the page after the one that ends with id.
+func Cursor(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
+
+// Page filters hs (sorted by id here) and cuts the page after the cursor.
+func (hq HomeQuery) Page(hs []HomeView) HomePage {
 	sort.Slice(hs, func(i, j int) bool { return hs[i].ID < hs[j].ID })
 	p := HomePage{Homes: []HomeView{}}
 	for _, h := range hs {
-		if !hq.match(h) {
+		if !hq.Match(h) {
 			continue
 		}
 		p.Total++
-		if hq.after != "" && h.ID <= hq.after {
+		if hq.After != "" && h.ID <= hq.After {
 			continue
 		}
-		if hq.limit > 0 && len(p.Homes) == hq.limit {
-			p.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(p.Homes[len(p.Homes)-1].ID))
+		if hq.Limit > 0 && len(p.Homes) == hq.Limit {
+			p.NextCursor = Cursor(p.Homes[len(p.Homes)-1].ID)
 			continue
 		}
 		p.Homes = append(p.Homes, h)

@@ -33,7 +33,7 @@ func TestHomePaging(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p := hq.page(append([]HomeView(nil), hs...))
+				p := hq.Page(append([]HomeView(nil), hs...))
 				if p.Total != tc.want {
 					t.Fatalf("total %d, want %d", p.Total, tc.want)
 				}
