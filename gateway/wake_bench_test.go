@@ -16,6 +16,7 @@ import (
 
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/wake"
 )
 
 // benchGateway runs an in-process gateway with one exec demo home whose
@@ -134,13 +135,17 @@ func BenchmarkColdWake(b *testing.B) {
 }
 
 // BenchmarkColdStampede sends 1000 concurrent requests to one cold home
-// and reports how many processes were started (must be 1) and the p99 time
-// to first byte.
+// and reports how many processes were started (must be 1), the p99 time
+// to first byte, the wake's own time (from the start of the stampede to
+// its ready event) and the p99 of what comes after it (the time from the
+// ready event to each answer).
 func BenchmarkColdStampede(b *testing.B) {
 	g, base, logs := benchGateway(b, "200ms", "{kind: ws}")
 	const n = 1000
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0}}
-	var p99s []float64
+	sub := g.Engine().Events().Subscribe(1024)
+	defer sub.Close()
+	var p99s, wakeMS, afterP99 []float64
 	var starts []float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
@@ -149,6 +154,8 @@ func BenchmarkColdStampede(b *testing.B) {
 		}
 		before := strings.Count(logs.String(), startedLine)
 		b.StartTimer()
+		t0 := time.Now()
+		ends := make([]time.Time, n)
 		lat := make([]float64, n)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -157,7 +164,6 @@ func BenchmarkColdStampede(b *testing.B) {
 			wg.Add(1)
 			go func(j int) {
 				defer wg.Done()
-				t0 := time.Now()
 				res, err := client.Get(base + "/node/demo/whoami")
 				if err != nil {
 					mu.Lock()
@@ -165,7 +171,8 @@ func BenchmarkColdStampede(b *testing.B) {
 					mu.Unlock()
 					return
 				}
-				lat[j] = float64(time.Since(t0).Microseconds()) / 1000
+				ends[j] = time.Now()
+				lat[j] = float64(ends[j].Sub(t0).Microseconds()) / 1000
 				_, _ = io.Copy(io.Discard, res.Body)
 				res.Body.Close()
 				if res.StatusCode != http.StatusOK {
@@ -183,10 +190,36 @@ func BenchmarkColdStampede(b *testing.B) {
 		starts = append(starts, float64(strings.Count(logs.String(), startedLine)-before))
 		sort.Float64s(lat)
 		p99s = append(p99s, lat[n*99/100])
+		if ready, ok := readyAt(sub); ok {
+			wakeMS = append(wakeMS, float64(ready.Sub(t0).Microseconds())/1000)
+			after := make([]float64, n)
+			for j, e := range ends {
+				after[j] = float64(e.Sub(ready).Microseconds()) / 1000
+			}
+			sort.Float64s(after)
+			afterP99 = append(afterP99, after[n*99/100])
+		}
 		b.StartTimer()
 	}
 	b.ReportMetric(median(starts), "wakes")
 	b.ReportMetric(median(p99s), "p99-ttfb-ms")
+	b.ReportMetric(median(wakeMS), "wake-ms")
+	b.ReportMetric(median(afterP99), "p99-after-wake-ms")
+}
+
+// readyAt drains sub and returns the time of the last wake.ready event.
+func readyAt(sub *wake.Subscription) (time.Time, bool) {
+	var at time.Time
+	for {
+		select {
+		case ev := <-sub.C:
+			if ev.Type == wake.EventWakeReady {
+				at = ev.Time
+			}
+		default:
+			return at, !at.IsZero()
+		}
+	}
 }
 
 // startedLine is what the exec provider logs once per process it starts.
