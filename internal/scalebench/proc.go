@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// gw is one wakegate process under measurement.
+type gw struct {
+	name   string
+	bin    string
+	cfg    string // config file
+	addr   string // public listener, host:port
+	admin  string // admin listener, host:port
+	token  string
+	cmd    *exec.Cmd
+	logf   *os.File
+	client *http.Client
+}
+
+// freeAddr returns a loopback address with a free port.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// start runs the gateway and waits until /readyz answers 200; it returns
+// how long that took from the exec.
+func (g *gw) start(ctx context.Context, dir string) (time.Duration, error) {
+	f, err := os.OpenFile(filepath.Join(dir, g.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("gateway log: %w", err)
+	}
+	g.logf = f
+	g.cmd = exec.Command(g.bin, "serve", "--config", g.cfg)
+	g.cmd.Stdout, g.cmd.Stderr = f, f
+	g.cmd.Env = append(os.Environ(), "WAKEGATE_TOKEN="+g.token)
+	t0 := time.Now()
+	if err := g.cmd.Start(); err != nil {
+		return 0, fmt.Errorf("start %s: %w", g.name, err)
+	}
+	quick := &http.Client{Timeout: time.Second}
+	for {
+		res, err := quick.Get("http://" + g.addr + "/readyz")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return time.Since(t0), nil
+			}
+		}
+		if g.cmd.ProcessState != nil {
+			return 0, fmt.Errorf("%s exited; see %s", g.name, f.Name())
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends the gateway with SIGTERM and waits for it.
+func (g *gw) stop() {
+	if g.cmd == nil || g.cmd.Process == nil {
+		return
+	}
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = g.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-done
+	}
+	g.cmd = nil
+	if g.logf != nil {
+		_ = g.logf.Close()
+	}
+}
+
+// cpu returns the gateway's user+system CPU time so far.
+func (g *gw) cpu() (time.Duration, error) { return procCPU(g.cmd.Process.Pid) }
+
+// procCPU reads utime+stime of pid from /proc/pid/stat.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read stat: %w", err)
+	}
+	// The command name may hold spaces: fields start after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("read stat: no command name")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// utime and stime are fields 14 and 15 of the whole line (1-based);
+	// after the name, state is f[0], so they are f[11] and f[12].
+	if len(f) < 13 {
+		return 0, errors.New("read stat: short line")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("read stat: bad times")
+	}
+	const hz = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / hz, nil
+}
+
+// rss returns the gateway's resident set size in bytes.
+func (g *gw) rss() (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read status: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("read status: %w", err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, errors.New("read status: no VmRSS")
+}
+
+// metrics scrapes the gateway's /metrics and returns the samples without
+// labels, by name.
+func (g *gw) metrics(ctx context.Context) (map[string]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.admin+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	res, err := g.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer res.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if i := strings.IndexByte(name, '{'); i >= 0 {
+			// Labelled samples are summed under their name.
+			name = name[:i]
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err == nil {
+			out[name] += v
+		}
+	}
+	return out, sc.Err()
+}
+
+// heapLive returns the smallest heap in use seen over n scrapes spaced by
+// gap: the live heap after a collection, without forcing one.
+func (g *gw) heapLive(ctx context.Context, n int, gap time.Duration) (float64, error) {
+	best := -1.0
+	for i := range n {
+		if i > 0 {
+			time.Sleep(gap)
+		}
+		m, err := g.metrics(ctx)
+		if err != nil {
+			return 0, err
+		}
+		v := m["go_memstats_heap_alloc_bytes"]
+		if best < 0 || v < best {
+			best = v
+		}
+	}
+	return best, nil
+}
+
+// adminDo sends an admin request with the token and returns status and body.
+func (g *gw) adminDo(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+g.admin+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := g.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, b, err
+}
