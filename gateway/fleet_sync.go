@@ -98,12 +98,17 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) {
 	for _, rec := range recs {
 		stored[rec.ID] = true
 	}
-	for id := range g.homeTab.Load().byID {
-		if !stored[id] && !r.configHomes[id] {
-			g.setHome(id, nil)
-			g.engine.Unregister(id)
-			g.log.Info("fleet: home removed elsewhere is no longer served here", "home", id)
+	var gone []string
+	g.eachHome(func(h *homeRoute) bool {
+		if id := h.spec.ID; !stored[id] && !r.configHomes[id] {
+			gone = append(gone, id)
 		}
+		return true
+	})
+	for _, id := range gone {
+		g.setHome(id, nil)
+		g.engine.Unregister(id)
+		g.log.Info("fleet: home removed elsewhere is no longer served here", "home", id)
 	}
 	for _, rec := range recs {
 		if !rec.Dynamic || r.configHomes[rec.ID] {
