@@ -16,8 +16,22 @@ type coldResult struct {
 	wakes    float64 // wakes the gateway counted
 	p50, p99 float64 // time to the answer, ms
 	max      float64
+	cpuPer   float64 // the gateway's CPU per caller, µs
 	failed   int
 	first    string // the first failure
+}
+
+// stats are the medians of stampede rounds.
+type stats struct{ p50, p99, max, wakes, cpu []float64 }
+
+func (s *stats) add(r coldResult) {
+	s.p50, s.p99, s.max, s.wakes = append(s.p50, r.p50), append(s.p99, r.p99), append(s.max, r.max), append(s.wakes, r.wakes)
+	s.cpu = append(s.cpu, r.cpuPer)
+}
+
+func (s *stats) String() string {
+	return fmt.Sprintf("wakes %.0f, p50 %.0f ms, p99 %.0f ms, max %.0f ms, gateway CPU %.0f µs/caller (medians of %d rounds)",
+		median(s.wakes), median(s.p50), median(s.p99), median(s.max), median(s.cpu), len(s.p99))
 }
 
 // runCold measures stampedes on cold homes: -cold-callers at once on one
@@ -77,7 +91,7 @@ func coldGateway(ctx context.Context, o options, wakeCap int) (*gw, error) {
 // with the first cap) and spread.
 func coldRuns(ctx context.Context, o options, t *table, g *gw, wakeCap int, one bool) error {
 	if one {
-		var p50, p99, mx, wakes []float64
+		var cold, warm stats
 		for r := range o.coldRounds {
 			res, err := stampede(ctx, g, o.coldCallers, 1)
 			if err != nil {
@@ -86,21 +100,29 @@ func coldRuns(ctx context.Context, o options, t *table, g *gw, wakeCap int, one 
 			if res.failed > 0 {
 				return fmt.Errorf("one-home stampede: %d of %d failed, first: %s", res.failed, o.coldCallers, res.first)
 			}
-			p50, p99, mx, wakes = append(p50, res.p50), append(p99, res.p99), append(mx, res.max), append(wakes, res.wakes)
-			logf("one-home stampede %d: wakes %.0f p50 %.0f ms p99 %.0f ms max %.0f ms", r+1, res.wakes, res.p50, res.p99, res.max)
+			cold.add(res)
+			// The same stampede on the home now awake: what the burst
+			// costs without the wake.
+			wres, err := stampede(ctx, g, o.coldCallers, 1)
+			if err != nil {
+				return err
+			}
+			warm.add(wres)
+			logf("one-home stampede %d: wakes %.0f p50 %.0f ms p99 %.0f ms max %.0f ms; warm: p99 %.0f ms",
+				r+1, res.wakes, res.p50, res.p99, res.max, wres.p99)
 			if err := suspendAll(ctx, g, 1); err != nil {
 				return err
 			}
 		}
-		t.add(fmt.Sprintf("cold, %d callers on one home (boot %s)", o.coldCallers, o.boot),
-			"wakes %.0f, p50 %.0f ms, p99 %.0f ms, max %.0f ms (medians of %d rounds)", median(wakes), median(p50), median(p99), median(mx), len(p99))
+		t.add(fmt.Sprintf("cold, %d callers on one home (boot %s)", o.coldCallers, o.boot), "%s", cold.String())
+		t.add(fmt.Sprintf("warm, the same %d callers on that home awake", o.coldCallers), "%s", warm.String())
 	}
 	res, err := stampede(ctx, g, o.coldCallers, o.coldHomes)
 	if err != nil {
 		return err
 	}
 	t.add(fmt.Sprintf("cold, %d callers over %d homes, wake cap %d", o.coldCallers, o.coldHomes, wakeCap),
-		"wakes %.0f, p50 %.0f ms, p99 %.0f ms, max %.0f ms, %d failed %s", res.wakes, res.p50, res.p99, res.max, res.failed, res.first)
+		"wakes %.0f, p50 %.0f ms, p99 %.0f ms, max %.0f ms, gateway CPU %.0f µs/caller, %d failed %s", res.wakes, res.p50, res.p99, res.max, res.cpuPer, res.failed, res.first)
 	return suspendAll(ctx, g, o.coldHomes)
 }
 
@@ -108,6 +130,10 @@ func coldRuns(ctx context.Context, o options, t *table, g *gw, wakeCap int, one 
 // homes c00000.. in turn, and reports the wakes the gateway counted.
 func stampede(ctx context.Context, g *gw, callers, homes int) (coldResult, error) {
 	m0, err := g.metrics(ctx)
+	if err != nil {
+		return coldResult{}, err
+	}
+	cpu0, err := g.cpu()
 	if err != nil {
 		return coldResult{}, err
 	}
@@ -142,6 +168,11 @@ func stampede(ctx context.Context, g *gw, callers, homes int) (coldResult, error
 	}
 	close(start)
 	wg.Wait()
+	cpu1, err := g.cpu()
+	if err != nil {
+		return coldResult{}, err
+	}
+	res.cpuPer = float64((cpu1 - cpu0).Microseconds()) / float64(callers)
 	m1, err := g.metrics(ctx)
 	if err != nil {
 		return coldResult{}, err
