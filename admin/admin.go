@@ -214,6 +214,7 @@ func (s *Server) routes() http.Handler {
 		r.Put("/admin/target", s.putTarget)
 		s.appRoutes(r)
 		r.Get("/admin/events", s.serveEvents)
+		s.accessRoutes(r)
 		r.HandleFunc("/admin/*", s.noRoute)
 	})
 	return r

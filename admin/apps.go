@@ -2,7 +2,9 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,6 +21,11 @@ type AppView struct {
 	Kind     string `json:"kind"`
 	Home     string `json:"home,omitempty"`
 	Upstream string `json:"upstream,omitempty"`
+	// URL is where people open the app (public_url and the app's path, or
+	// its host). Its host is empty ("http://:8080/apps/x/") when the
+	// public listener has none: use the host the admin listener was
+	// reached at.
+	URL string `json:"url,omitempty"`
 	// Phase, Reason and Message are the app's last observed phase, its
 	// reason code and a sentence for people.
 	Phase   string `json:"phase"`
@@ -89,9 +96,23 @@ func (s *Server) writeAppResult(w http.ResponseWriter, r *http.Request, v AppVie
 	}
 }
 
-func (s *Server) listApps(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"apps": s.b.ListApps()})
+// listApps answers every app, or with ?phase= those in that phase
+// (starting, ready, stopped, failed, unknown).
+func (s *Server) listApps(w http.ResponseWriter, r *http.Request) {
+	apps := s.b.ListApps()
+	if ph := r.URL.Query().Get("phase"); ph != "" {
+		if !slices.Contains(appPhases, wake.Phase(ph)) {
+			s.fail(w, r, fault.New(fault.Invalid, "invalid",
+				fmt.Sprintf("phase: want one of starting, ready, stopped, failed, unknown; got %q", ph)).WithField("phase"))
+			return
+		}
+		apps = slices.DeleteFunc(apps, func(a AppView) bool { return a.Phase != ph })
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"apps": apps})
 }
+
+// appPhases are the values of ?phase=.
+var appPhases = []wake.Phase{wake.PhaseStarting, wake.PhaseReady, wake.PhaseStopped, wake.PhaseFailed, wake.PhaseUnknown}
 
 func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
 	v, err := s.b.GetApp(chi.URLParam(r, "slug"))

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"github.com/wakegate/wakegate/admin"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ type gate struct {
 	limits *access.Limits
 	ip     access.ClientIP
 	denied *prometheus.CounterVec // policy, code
+	recent *denialLog
 }
 
 // newGate builds the policies and limiter tables of g's config and
@@ -33,7 +35,7 @@ func (g *Gateway) newGate() error {
 	if err != nil {
 		return err
 	}
-	gt := &gate{set: set, limits: access.NewLimits(cfg.Limits), ip: ip,
+	gt := &gate{set: set, limits: access.NewLimits(cfg.Limits), ip: ip, recent: newDenialLog(denialsKept),
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wakegate_access_denied_total",
 			Help: "Requests refused by an access policy, by policy name and public code.",
@@ -141,8 +143,11 @@ func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, policy string, s 
 		code, status = c.Code, c.Status
 	}
 	g.gate.denied.WithLabelValues(policy, code).Inc()
-	g.log.Info("access denied", "policy", policy, "route", s.Kind+"/"+s.Name, "status", status, "code", code,
-		"reason", access.Reason(err), "client", g.gate.ip.Of(r), "request_id", r.Header.Get("X-Request-Id"))
+	d := admin.Denial{At: time.Now().UTC(), Policy: policy, Route: s.Kind + "/" + s.Name, Status: status, Code: code,
+		Reason: access.Reason(err), Client: g.gate.ip.Of(r), RequestID: r.Header.Get("X-Request-Id")}
+	g.gate.recent.add(d)
+	g.log.Info("access denied", "policy", policy, "route", d.Route, "status", status, "code", code,
+		"reason", d.Reason, "client", d.Client, "request_id", d.RequestID)
 	if reply != nil {
 		reply.Write(w)
 		return

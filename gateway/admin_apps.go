@@ -26,7 +26,7 @@ func (a adminAPI) app(slug string) (*appRoute, error) {
 // appView is ar as the admin API shows it, with its status st.
 func (a adminAPI) appView(ar *appRoute, st wake.AppStatus) admin.AppView {
 	v := admin.AppView{Slug: ar.cfg.Slug, Kind: ar.cfg.Kind, Home: ar.cfg.Home, Upstream: safeURL(ar.cfg.Upstream),
-		Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
+		URL: a.g.appURL(ar.cfg.Slug), Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
 		ProbeStatus: st.ProbeStatus, Operation: st.Operation, Stale: st.Stale, Hint: st.Hint, Source: "config"}
 	if ar.gen != 0 {
 		v.Source, v.Generation = "api", ar.gen

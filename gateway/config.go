@@ -24,6 +24,13 @@ type Config struct {
 	// Listen is the public listener's address, host:port. Default
 	// ":8080", or ":443" with TLS on (tls.mode); empty means the default.
 	Listen string `yaml:"listen"`
+	// PublicURL is the base URL people reach the public listener at,
+	// scheme://host[:port] with no path, for the links to apps in the
+	// dashboard and the admin API. Default (when empty): https://{the
+	// first tls.names entry} with TLS on, else http://{listen}; a listen
+	// address without a host leaves the host to the dashboard, which uses
+	// the one it was opened at.
+	PublicURL string `yaml:"public_url"`
 	// DataDir holds state (the embedded store) and home data and logs.
 	// Default "./data"; empty means the default. Relative paths are
 	// relative to the working directory.

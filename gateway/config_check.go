@@ -103,6 +103,7 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	var errs ConfigErrors
 	k := checker{file: c.file, lines: lines, errs: &errs}
 	k.hostPort("listen", c.Listen, "host:port")
+	k.publicURL("public_url", c.PublicURL)
 	c.Log.validate(k.in("log"))
 	c.Server.validate(k.in("server"))
 	c.Proxy.validate(k.in("proxy"))

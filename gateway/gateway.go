@@ -49,7 +49,8 @@ type Gateway struct {
 	reg      *registrar  // registers homes and apps (registrar.go)
 
 	draining atomic.Bool
-	inflight rtInflight // every request being served, WebSockets included (inflight.go)
+	bound    atomic.Pointer[string] // the public listener's address, once serving
+	inflight rtInflight             // every request being served, WebSockets included (inflight.go)
 	reqSeq   atomic.Uint64
 	reqPre   string
 
@@ -327,6 +328,8 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	// Self-probes know where to go before anyone learns the address.
 	g.routeTab.probe.listening(ln.Addr())
 	g.addr <- ln.Addr()
+	bound := ln.Addr().String()
+	g.bound.Store(&bound)
 	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance, "tls", g.cfg.TLS.Mode)
 	stopBG := g.startBackground()
 	defer stopBG()

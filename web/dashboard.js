@@ -21,7 +21,7 @@
       if (r.status === 401) { logout("The token was refused."); throw new Error("unauthorized"); }
       return r.text().then(function (t) {
         var v = t ? JSON.parse(t) : {};
-        if (!r.ok) { throw new Error(failure(r, v)); }
+        if (!r.ok) { var err = new Error(failure(r, v)); err.status = r.status; throw err; }
         return v;
       });
     });
@@ -90,7 +90,7 @@
     var tr = tbody.querySelector('tr[data-app="' + CSS.escape(a.slug) + '"]');
     if (!tr) {
       tr = el("tr", {"data-app": a.slug});
-      ["slug", "kind", "runs-on", "phase", "actions"].forEach(function (c) { tr.appendChild(el("td", {"class": c})); });
+      ["slug", "kind", "runs-on", "phase", "open", "actions"].forEach(function (c) { tr.appendChild(el("td", {"class": c})); });
       // Restart is stop then start of the app's home: apps in a home only.
       (a.home ? ["start", "stop", "restart"] : ["start", "stop"]).forEach(function (op) {
         var b = el("button", {"type": "button", "data-app-action": op, "data-app": a.slug}, op[0].toUpperCase() + op.slice(1));
@@ -106,6 +106,9 @@
     var phase = tr.querySelector(".phase");
     phase.replaceChildren(a.phase ? pill(a.phase) : el("span", {"class": "muted"}, "–"));
     if (a.operation) { phase.appendChild(el("span", {"class": "muted"}, " " + a.operation)); }
+    var href = appHref(a.url);
+    tr.querySelector(".open").replaceChildren(href ? el("a", {"href": href, "target": "_blank", "rel": "noopener noreferrer",
+      "data-open-app": a.slug, "aria-label": "Open app " + a.slug + " in a new tab"}, "Open") : el("span", {"class": "muted"}, "–"));
     tr.querySelectorAll("button").forEach(function (b) { b.disabled = !!busyApps[a.slug]; });
   }
 
@@ -117,7 +120,66 @@
     tbody.querySelectorAll("tr[data-app]").forEach(function (tr) {
       if (!seen[tr.getAttribute("data-app")]) { tr.remove(); }
     });
-    if (!list.length) { tbody.appendChild(el("tr", {"class": "none"})).appendChild(el("td", {"colspan": 5, "class": "muted"}, "No apps.")); }
+    if (!list.length) {
+      tbody.appendChild(el("tr", {"class": "none"})).appendChild(el("td", {"colspan": 6, "class": "muted"},
+        $("app-phase").value ? "No app is " + $("app-phase").value + "." : "No apps."));
+    }
+  }
+
+  // appHref is the app's public URL; one without a host ("http://:8080/…",
+  // a listener on every address) gets the host this page was opened at.
+  function appHref(url) {
+    if (!url) { return ""; }
+    var m = /^(https?:)\/\/(:\d+)?(\/.*)$/.exec(url);
+    if (m) { return m[1] + "//" + location.hostname + (m[2] || "") + m[3]; }
+    return /^https?:\/\//.test(url) ? url : "";
+  }
+
+  // optional reads a view the gateway may not have (certificates without
+  // TLS): null on 404.
+  function optional(path) {
+    return api("GET", path).catch(function (e) { if (e.status === 404) { return null; } throw e; });
+  }
+
+  function fillRows(table, rows) {
+    table.tBodies[0].replaceChildren.apply(table.tBodies[0], rows.map(function (cells) {
+      var tr = el("tr");
+      cells.forEach(function (c) { tr.appendChild(c instanceof Node ? el("td").appendChild(c).parentNode : el("td", {}, String(c))); });
+      return tr;
+    }));
+  }
+
+  function renderDenials(d) {
+    var counts = (d.counts || []).map(function (c) { return c.count + " × " + c.policy + "/" + c.code; });
+    $("denial-counts").textContent = counts.length ? "Since start: " + counts.join(", ") + "." : "No request refused since start.";
+    fillRows($("denials"), (d.recent || []).slice(0, 20).map(function (x) {
+      return [clock(x.at), x.route, x.policy, x.status, x.code, x.reason, x.client, x.request_id];
+    }));
+  }
+
+  function renderFleet(f) {
+    $("fleet-card").hidden = !f || !f.fleet;
+    if (!f || !f.fleet) { return; }
+    fillRows($("fleet"), f.instances.map(function (i) {
+      return [i.instance, secs(i.heartbeat_age_s * 1000) + " ago", i.sessions, i.version || "–"];
+    }));
+  }
+
+  function renderCerts(c) {
+    $("certs-card").hidden = !c || c.mode === "off";
+    if (!c || c.mode === "off") { return; }
+    $("certs-mode").textContent = "(" + c.mode + ")";
+    fillRows($("certs"), (c.certificates || []).map(function (x) {
+      return [x.name, pill(x.status), x.not_after ? new Date(x.not_after).toLocaleString() : "–", x.issuer || "–",
+        (x.last_event || "–") + (x.last_error ? ": " + x.last_error : "")];
+    }));
+  }
+
+  // loadExtras refreshes the views below the tables: denials, fleet and
+  // certificates.
+  function loadExtras() {
+    return Promise.all([optional("/admin/access/denials").then(function (d) { if (d) { renderDenials(d); } }),
+      optional("/admin/fleet").then(renderFleet), optional("/admin/certificates").then(renderCerts)]);
   }
 
   // appAct runs an app operation; the answer comes once the app is ready
@@ -139,10 +201,10 @@
       $("n-apps").textContent = s.counts.apps;
       $("n-sessions").textContent = s.counts.sessions;
       $("health").textContent = s.healthy ? "ok" : "problems";
-      return api("GET", "/admin/apps");
+      return api("GET", "/admin/apps" + ($("app-phase").value ? "?phase=" + encodeURIComponent($("app-phase").value) : ""));
     }).then(function (a) {
       renderApps(a.apps || []);
-      return loadHomes();
+      return Promise.all([loadHomes(), loadExtras()]);
     }).catch(function (e) { $("action-error").textContent = e.message; });
   }
 
@@ -410,6 +472,8 @@
   $("detail-close").addEventListener("click", closeDetail);
   ["home-q", "home-version"].forEach(function (id) { $(id).addEventListener("input", filterSoon); });
   $("home-status").addEventListener("change", filterSoon);
+  $("app-phase").addEventListener("change", function () { refresh(); });
+  $("app-filter").addEventListener("submit", function (e) { e.preventDefault(); refresh(); });
   $("home-filter").addEventListener("submit", function (e) { e.preventDefault(); filterSoon(); });
   $("home-next").addEventListener("click", function () {
     if (!pager.next) { return; }

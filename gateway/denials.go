@@ -1,0 +1,61 @@
+package gateway
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/wakegate/wakegate/admin"
+)
+
+// denialsKept is how many of the last access refusals the admin API shows.
+const denialsKept = 200
+
+// denialLog keeps the last refusals in a ring and counts every refusal by
+// policy and code, for GET /admin/access/denials.
+type denialLog struct {
+	mu     sync.Mutex
+	ring   []admin.Denial
+	next   int // where the next refusal goes
+	full   bool
+	counts map[[2]string]uint64
+}
+
+func newDenialLog(n int) *denialLog {
+	return &denialLog{ring: make([]admin.Denial, n), counts: map[[2]string]uint64{}}
+}
+
+func (l *denialLog) add(d admin.Denial) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ring[l.next] = d
+	l.next = (l.next + 1) % len(l.ring)
+	l.full = l.full || l.next == 0
+	l.counts[[2]string{d.Policy, d.Code}]++
+}
+
+// view returns the refusals newest first and the counts by policy, code.
+func (l *denialLog) view() admin.DenialLog {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v := admin.DenialLog{Recent: []admin.Denial{}, Counts: []admin.DenialCount{}}
+	n := l.next
+	if l.full {
+		n = len(l.ring)
+	}
+	for i := 1; i <= n; i++ {
+		v.Recent = append(v.Recent, l.ring[(l.next-i+len(l.ring))%len(l.ring)])
+	}
+	for k, c := range l.counts {
+		v.Counts = append(v.Counts, admin.DenialCount{Policy: k[0], Code: k[1], Count: c})
+	}
+	slices.SortFunc(v.Counts, func(a, b admin.DenialCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.Code, b.Code))
+	})
+	return v
+}
+
+// AccessDenials returns the gateway's last access refusals.
+func (a adminAPI) AccessDenials() admin.DenialLog { return a.g.gate.recent.view() }
+
+var _ admin.Denials = adminAPI{}
