@@ -7,6 +7,7 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -55,12 +56,13 @@ func (a adminAPI) HomeLog(id string) (admin.LogSource, error) {
 	if err != nil {
 		return admin.LogSource{}, err
 	}
-	if h.spec.Provider != "exec" || a.g.exec == nil {
+	lk, ok := a.g.providers[h.spec.Provider].(provider.LogKeeper)
+	if !ok {
 		return admin.LogSource{}, fault.New(fault.NotFound, "no_log", "the gateway keeps no log for this home").
-			WithHint("only exec homes write their output to a log the gateway holds; read a " +
+			WithHint("only homes of providers that keep a log the gateway holds (exec) have one here; read a " +
 				h.spec.Provider + " home's log where its provider keeps it")
 	}
-	files, err := a.g.exec.LogFiles(id)
+	files, err := lk.LogFiles(id)
 	if err != nil {
 		return admin.LogSource{}, adminFault(err)
 	}

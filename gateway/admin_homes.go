@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -98,8 +99,8 @@ func (a adminAPI) detail(ctx context.Context, h *homeRoute) (admin.HomeView, err
 	}
 	v := a.view(h, rec)
 	a.enrich(ctx, h, rec, &v)
-	if h.spec.Provider == "exec" {
-		v.Restarts = a.g.exec.History(h.spec.ID)
+	if hi, ok := a.g.providers[h.spec.Provider].(provider.Historian); ok {
+		v.Restarts = hi.History(h.spec.ID)
 	}
 	return v, nil
 }

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wakegate/wakegate/access"
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/web"
 )
@@ -59,6 +60,13 @@ type Config struct {
 	Access access.Config       `yaml:"access"`
 	Limits access.LimitsConfig `yaml:"limits"`
 
+	// Providers holds the config section of each provider beyond exec
+	// (section exec) and static (no section), by name: providers.NAME.
+	// Each provider documents its own fields; a provider that needs a
+	// section is available to homes only when it is configured. Default
+	// none.
+	Providers map[string]yaml.Node `yaml:"providers"`
+
 	// Homes are the sleepable backends reached at /node/{target}/.
 	// Default none.
 	Homes []HomeConfig `yaml:"homes"`
@@ -77,6 +85,9 @@ type Config struct {
 	file string
 	// displayNames are the homes' display names by id (config_waiting.go).
 	displayNames map[string]string
+	// moreProviders, when set, registers providers beyond the built-in
+	// ones (tests: a small real provider of their own).
+	moreProviders func(*provider.Registry)
 }
 
 // LogConfig configures logging.
@@ -375,12 +386,28 @@ type HomeConfig struct {
 	// ID.
 	Target string `yaml:"target"`
 	// Provider runs the home: "exec" (default: a local process from
-	// exec.command) or "static" (always on at Endpoint). Empty means the
+	// exec.command, or the home's own Command), "static" (always on at
+	// Endpoint), or a provider configured under providers. Empty means the
 	// default.
 	Provider string `yaml:"provider"`
-	// Endpoint is the base URL of a static home. Required for static homes,
-	// not allowed for others. Default none.
+	// Endpoint is the base URL of a static home (short for options:
+	// {endpoint: URL}). Required for static homes, not allowed for others.
+	// Default none.
 	Endpoint string `yaml:"endpoint"`
+	// Command is this home's own command template, program first, with the
+	// placeholders of exec.command. Default (when empty): exec.command, or
+	// the roll target's command for the version the home runs; a home's
+	// own command wins over a target's.
+	Command []string `yaml:"command"`
+	// Env are extra KEY=VALUE entries for this home's environment, after
+	// exec.env. Default none.
+	Env []string `yaml:"env"`
+	// WorkingDir is this home's working directory, an absolute path.
+	// Default (when empty): the home's own folder, data_dir/homes/{id}.
+	WorkingDir string `yaml:"working_dir"`
+	// Options are the home's provider-specific settings, a mapping that its
+	// provider documents (static: endpoint). Default none.
+	Options map[string]any `yaml:"options"`
 	// Probe overrides wake.probe.kind for this home: "auto", "ws", "http"
 	// or "tcp".
 	// Default (and when empty): wake.probe.kind.

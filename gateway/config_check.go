@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -115,7 +116,9 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	c.Hosts.validate(k.in("hosts"))
 	c.Redis.validate(k.in("redis"))
 	c.validateAccess(k)
-	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind)
+	reg := providerRegistry(c)
+	c.checkProviderSections(k, reg)
+	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, reg, c.availableProviders(reg))
 	validateApps(k, c.Apps, homes)
 	c.validatePages(k) // config_waiting.go
 	return errs
@@ -275,12 +278,12 @@ func (r *RollConfig) validate(k checker) {
 // validateHomes checks every home and that ids and targets are unique; it
 // returns the set of home ids. probeKind is wake.probe.kind, whose own
 // problem is reported there, not again at every home that inherits it.
-func validateHomes(k checker, homes []HomeConfig, probeKind string) map[string]bool {
+func validateHomes(k checker, homes []HomeConfig, probeKind string, reg *provider.Registry, avail []string) map[string]bool {
 	ids, targets := map[string]bool{}, map[string]bool{}
 	for i := range homes {
 		h := &homes[i]
 		hk := k.in(fmt.Sprintf("homes[%d]", i))
-		h.validate(hk, probeKind)
+		h.validate(hk, probeKind, reg, avail)
 		if idRE.MatchString(h.ID) && ids[h.ID] {
 			hk.bad("id", "duplicate home id %q", h.ID)
 		}
@@ -292,25 +295,26 @@ func validateHomes(k checker, homes []HomeConfig, probeKind string) map[string]b
 	return ids
 }
 
-func (h *HomeConfig) validate(k checker, probeKind string) {
+func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registry, avail []string) {
 	if !idRE.MatchString(h.ID) {
 		k.bad("id", "want 1-63 of [a-z0-9._-] starting with a letter or digit, got %q", h.ID)
 	}
 	if !registry.ValidSlug(h.Target) {
 		k.bad("target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", h.Target)
 	}
-	switch h.Provider {
-	case "exec":
-		if h.Endpoint != "" {
-			k.bad("endpoint", "only static homes have a fixed endpoint")
+	if h.Endpoint != "" && h.Provider != "static" {
+		k.bad("endpoint", "only static homes have a fixed endpoint")
+	}
+	st, err := h.settings()
+	if err != nil {
+		k.bad("options", "%v", err)
+	}
+	_, endpointOpt := h.Options["endpoint"]
+	for _, p := range reg.CheckHome(h.Provider, avail, st) {
+		if p.Field == "options.endpoint" && !endpointOpt {
+			p.Field = "endpoint" // the shorthand the file used
 		}
-	case "static":
-		u, err := url.Parse(h.Endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			k.bad("endpoint", "a static home needs an http or https URL, got %q", h.Endpoint)
-		}
-	default:
-		k.bad("provider", "unknown provider %q (built in: exec, static)", h.Provider)
+		k.bad(p.Field, "%s", p.Msg)
 	}
 	if h.Probe != probeKind {
 		k.oneOf("probe", h.Probe, "auto", "ws", "http", "tcp")

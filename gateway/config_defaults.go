@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"time"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Every default of the config is written here, and only here: defaults runs
@@ -132,6 +136,30 @@ func (r *RollConfig) defaults() {
 }
 
 // defaults fills h's unset fields; some default to w's settings.
+// settings are h's provider settings; a static home's endpoint (the
+// shorthand of options.endpoint) is among its options.
+func (h *HomeConfig) settings() (provider.Settings, error) {
+	st := provider.Settings{Command: h.Command, Env: h.Env, Dir: h.WorkingDir}
+	opts := h.Options
+	if h.Endpoint != "" && h.Provider == "static" {
+		opts = maps.Clone(opts)
+		if opts == nil {
+			opts = map[string]any{}
+		}
+		if _, ok := opts["endpoint"]; !ok {
+			opts["endpoint"] = h.Endpoint
+		}
+	}
+	if len(opts) > 0 {
+		b, err := json.Marshal(opts)
+		if err != nil {
+			return st, fmt.Errorf("want a mapping of settings: %w", err)
+		}
+		st.Options = b
+	}
+	return st, nil
+}
+
 func (h *HomeConfig) defaults(w *WakeConfig) {
 	def(&h.Target, h.ID)
 	def(&h.Provider, "exec")

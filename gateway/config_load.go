@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -32,13 +33,18 @@ func LoadFile(path string) (*Config, error) {
 // unknown field, unset variable, badly typed value and invalid setting in
 // the file, in line order.
 func Load(name string, data []byte) (*Config, error) {
+	return load(name, data, nil)
+}
+
+// load is Load with more providers registered (tests).
+func load(name string, data []byte, more func(*provider.Registry)) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, ConfigErrors{yamlError(name, err)}
 	}
 	var errs ConfigErrors
 	lines := map[string]int{}
-	cfg := &Config{file: name}
+	cfg := &Config{file: name, moreProviders: more}
 	if len(root.Content) > 0 {
 		doc := root.Content[0]
 		if doc.Kind != yaml.MappingNode {

@@ -35,13 +35,15 @@ type Gateway struct {
 	cfg *Config
 	// live is the config as last reloaded (reload.go), nil before the
 	// first reload; conf reads it.
-	live     atomic.Pointer[Config]
-	log      *slog.Logger
-	store    registry.Store
-	exec     *provider.Exec
-	engine   *wake.Engine
-	sessions *proxy.Sessions
-	proxy    *proxy.Proxy
+	live  atomic.Pointer[Config]
+	log   *slog.Logger
+	store registry.Store
+	// providers are the providers this gateway built (providers.go), by
+	// name; what only some can do is found by type assertion.
+	providers providers
+	engine    *wake.Engine
+	sessions  *proxy.Sessions
+	proxy     *proxy.Proxy
 
 	homeTab  homeTable   // homes by target and id (hometable.go)
 	homeMu   sync.Mutex  // serialises changes of homeTab
@@ -144,8 +146,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	return g, nil
 }
 
-// openStoreAndProviders opens the embedded store under data_dir, the exec
-// and static providers, and the wake engine over them, counting into em.
+// openStoreAndProviders opens the embedded store under data_dir (or the
+// fleet's), the providers (providers.go), and the wake engine over them,
+// counting into em.
 func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
 	cfg := g.cfg
 	dataDir, err := filepath.Abs(cfg.DataDir)
@@ -160,29 +163,17 @@ func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
 	if err != nil {
 		return err
 	}
-	g.exec, err = provider.NewExec(provider.ExecConfig{
-		Command: cfg.Exec.Command, DataDir: dataDir, Env: cfg.Exec.Env,
-		LogMaxBytes: int64(cfg.Exec.LogMaxBytes), StopGrace: cfg.Exec.StopGrace,
-		RestartBudget: cfg.Exec.RestartBudget, RestartWindow: cfg.Exec.RestartWindow,
-		VersionCommand: cfg.Exec.VersionCommand, SuspendSignal: cfg.Exec.SuspendSignal,
-		OnChange: func(id string, r provider.Result) {
-			if g.engine != nil {
-				g.engine.ProviderChanged(id, r)
-			}
-		},
-	}, g.log.With("provider", "exec"))
+	g.providers, err = buildProviders(cfg, dataDir, g.log, func(id string, r provider.Result) {
+		if g.engine != nil {
+			g.engine.ProviderChanged(id, r)
+		}
+	})
 	if err != nil {
 		return err
 	}
-	static := &provider.Static{Endpoints: map[string]string{}}
-	for _, hc := range cfg.Homes {
-		if hc.Provider == "static" {
-			static.Endpoints[hc.ID] = hc.Endpoint
-		}
-	}
 	pc := cfg.Wake.Probe
 	g.engine = wake.New(wake.Options{
-		Store: g.store, Providers: map[string]provider.Provider{"exec": g.exec, "static": static},
+		Store: g.store, Providers: g.providers,
 		Sessions: g.sessions, Instance: cfg.Instance,
 		WarmTTL: cfg.Wake.WarmTTL, ReadyTimeout: cfg.Wake.ReadyTimeout, RetryAfter: cfg.Wake.RetryAfter,
 		MaxConcurrent: cfg.Wake.MaxConcurrent, FailureBackoff: cfg.Wake.FailureBackoff,
@@ -507,9 +498,9 @@ func (g *Gateway) Close() {
 	if g.engine != nil {
 		g.engine.Close()
 	}
-	if g.exec != nil {
+	if g.providers != nil {
 		g.quiesceHomes()
-		_ = g.exec.Close()
+		g.providers.close(g.log)
 	}
 	if g.proxy != nil {
 		g.proxy.Close()
@@ -532,17 +523,20 @@ func (g *Gateway) quiesceHomes() {
 		g.log.Info("leaving homes running for the next start to adopt (exec.keep_running_on_shutdown)")
 		return
 	}
-	var ids []string
-	g.eachHome(func(hr *homeRoute) bool {
-		if hr.spec.Provider == "exec" {
-			ids = append(ids, hr.spec.ID)
-		}
-		return true
-	})
+	homesOf := func(name string) []string {
+		var ids []string
+		g.eachHome(func(hr *homeRoute) bool {
+			if hr.spec.Provider == name {
+				ids = append(ids, hr.spec.ID)
+			}
+			return true
+		})
+		return ids
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*g.cfg.Exec.StopGrace+quiesceSlack)
 	defer cancel()
 	stopped := 0
-	for _, q := range g.exec.Quiesce(ctx, ids) {
+	for _, q := range g.providers.quiesce(ctx, homesOf) {
 		if q.Err != nil || !q.Proven {
 			g.log.Warn("home not proven stopped at shutdown", "home", q.ID, "err", q.Err)
 			continue

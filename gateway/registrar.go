@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -44,6 +45,10 @@ type registrar struct {
 	// configHomes and configApps are the ids and slugs the config declares.
 	configHomes map[string]bool
 	configApps  map[string]bool
+	// provs checks a home's provider and settings with the config's rules
+	// (providerRegistry); avail are the providers this gateway built.
+	provs *provider.Registry
+	avail []string
 }
 
 // source is where a registration comes from.
@@ -56,7 +61,8 @@ const (
 )
 
 func newRegistrar(g *Gateway) *registrar {
-	r := &registrar{g: g, log: g.log.With("component", "registrar"), configHomes: map[string]bool{}, configApps: map[string]bool{}}
+	r := &registrar{g: g, log: g.log.With("component", "registrar"), configHomes: map[string]bool{}, configApps: map[string]bool{},
+		provs: providerRegistry(g.cfg), avail: g.providers.names()}
 	for _, hc := range g.cfg.Homes {
 		r.configHomes[hc.ID] = true
 	}
@@ -92,8 +98,12 @@ func (r *registrar) RegisterHome(ctx context.Context, h *homeRoute) error {
 // from whichever home held it.
 func (r *registrar) RegisterConfigHomes(ctx context.Context) error {
 	for _, hc := range r.g.cfg.Homes {
+		st, err := hc.settings()
+		if err != nil {
+			return fmt.Errorf("home %s: options: %w", hc.ID, err)
+		}
 		h := &homeRoute{spec: wake.HomeSpec{ID: hc.ID, Target: hc.Target, Provider: hc.Provider,
-			Version: hc.Version, IdleTimeout: *hc.IdleTimeout, Probe: wake.ProbeKind(hc.Probe)}}
+			Version: hc.Version, IdleTimeout: *hc.IdleTimeout, Probe: wake.ProbeKind(hc.Probe), Settings: st}}
 		if err := r.resolveToken(h, hc.RelayToken); err != nil {
 			return fmt.Errorf("home %s: relay_token: %w", hc.ID, err)
 		}
@@ -267,12 +277,8 @@ func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRout
 	if !registry.ValidSlug(s.Target) {
 		bad.Add("target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", s.Target)
 	}
-	switch s.Provider {
-	case "exec":
-	case "static":
-		bad.Add("provider", "static homes have a fixed endpoint and are declared in the config file")
-	default:
-		bad.Add("provider", "unknown provider %q (want exec)", s.Provider)
+	for _, p := range r.provs.CheckHome(s.Provider, r.avail, s.Settings) {
+		bad.Add(p.Field, "%s", p.Msg)
 	}
 	switch s.Probe {
 	case wake.ProbeAuto, wake.ProbeWS, wake.ProbeHTTP, wake.ProbeTCP:

@@ -166,6 +166,8 @@ type runSpec struct {
 	command []string
 	version string
 	target  string
+	env     []string // the home's own, after ExecConfig.Env
+	dir     string   // the working directory; "" for the home's folder
 }
 
 // exitEvent tells the supervisor that a watched process is gone.
@@ -519,7 +521,7 @@ func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (st
 	args := e.expand(e.cfg.VersionCommand, h, p.port, runSpec{version: s.Version, target: s.Target})
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = h.dir
-	cmd.Env = append(os.Environ(), e.cfg.Env...)
+	cmd.Env = append(append(os.Environ(), e.cfg.Env...), s.Env...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout = &limitedWriter{w: &stdout, n: maxVersionBytes}
 	cmd.Stderr = &limitedWriter{w: &stderr, n: maxVersionBytes}
@@ -838,7 +840,8 @@ func (e *Exec) specFor(s Spec) runSpec {
 	if len(cmd) == 0 {
 		cmd = e.cfg.Command
 	}
-	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target}
+	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target,
+		env: append([]string(nil), s.Env...), dir: s.Dir}
 }
 
 // spawn starts a process for h from sp, in its own process group, with its
@@ -865,7 +868,10 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	defer out.Close() // the child has its own copy
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = h.dir
-	cmd.Env = append(os.Environ(), e.cfg.Env...)
+	if sp.dir != "" {
+		cmd.Dir = sp.dir
+	}
+	cmd.Env = append(append(os.Environ(), e.cfg.Env...), sp.env...)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	// Its own process group: a signal to the gateway's group (Ctrl-C, a

@@ -4,6 +4,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 )
 
@@ -30,9 +31,23 @@ type Spec struct {
 	Version string // the version to run
 	// Ref is the provider's handle from the last Result (may be empty).
 	Ref string
+	// Image is what an image-based provider runs Version from (the roll
+	// target's image, stored with the home); "" for the provider's default.
+	// Exec ignores it.
+	Image string
 	// Command, when set, overrides the provider's command template for
-	// this call (exec: a per-version template for rolls).
+	// this call: the home's own command, or else the command of Version
+	// (a roll target's). Nil: the provider's template.
 	Command []string
+	// Env is the home's own extra KEY=VALUE entries, added after the
+	// provider's.
+	Env []string
+	// Dir is the home's working directory; "" for the provider's default.
+	Dir string
+	// Options are the home's provider-specific settings (a JSON object,
+	// checked by the provider's Factory.CheckHome; decode them with
+	// DecodeOptions). Empty: none.
+	Options json.RawMessage
 }
 
 // Result is the outcome of a wake or recreate, or of a status query.

@@ -11,8 +11,11 @@ import (
 // Static is a provider for homes that are always on at a fixed endpoint
 // (a shared backend, a development server): Wake returns the endpoint and
 // the readiness probe still proves it; nothing is ever started or stopped.
+// A home's endpoint is its options' endpoint (StaticOptions), or else its
+// entry in Endpoints.
 type Static struct {
-	// Endpoints maps home ids to their base URLs.
+	// Endpoints maps home ids to their base URLs, for homes whose options
+	// name none.
 	Endpoints map[string]string
 	// Client asks homes for their version; nil uses http.DefaultClient.
 	Client *http.Client
@@ -21,17 +24,24 @@ type Static struct {
 // Name returns "static".
 func (s *Static) Name() string { return "static" }
 
-func (s *Static) endpoint(id string) (string, error) {
-	ep, ok := s.Endpoints[id]
+func (s *Static) endpoint(sp Spec) (string, error) {
+	var o StaticOptions
+	if err := DecodeOptions(sp.Options, &o); err != nil {
+		return "", fmt.Errorf("static provider: home %s: %w", sp.ID, err)
+	}
+	if o.Endpoint != "" {
+		return o.Endpoint, nil
+	}
+	ep, ok := s.Endpoints[sp.ID]
 	if !ok {
-		return "", fmt.Errorf("static provider: home %s has no endpoint", id)
+		return "", fmt.Errorf("static provider: home %s has no endpoint", sp.ID)
 	}
 	return ep, nil
 }
 
 // Wake returns the home's fixed endpoint.
 func (s *Static) Wake(_ context.Context, sp Spec) (Result, error) {
-	ep, err := s.endpoint(sp.ID)
+	ep, err := s.endpoint(sp)
 	if err != nil {
 		return Result{}, err
 	}
@@ -51,7 +61,7 @@ func (s *Static) Recreate(context.Context, Spec) (Result, error) {
 
 // Version asks GET {endpoint}/version.
 func (s *Static) Version(ctx context.Context, sp Spec) (string, error) {
-	ep, err := s.endpoint(sp.ID)
+	ep, err := s.endpoint(sp)
 	if err != nil {
 		return "", err
 	}

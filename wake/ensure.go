@@ -84,6 +84,9 @@ type HomeSpec struct {
 	IdleTimeout time.Duration // zero: never suspended
 	// Probe is how this home's readiness is proven; "" means Options.Probe.
 	Probe ProbeKind
+	// Settings are the home's own provider settings (command, env, dir,
+	// options), passed on in every provider.Spec.
+	Settings provider.Settings
 }
 
 // Awake is the answer of EnsureAwake.

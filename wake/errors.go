@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/provider"
 )
 
 // The engine's errors are *fault.Error values: a kind, a public code and a
@@ -91,14 +92,23 @@ func errHomeFailed(retry time.Duration, reason string) *fault.Error {
 // provider could not start the home, or the store could not be written.
 func errWakeFailed(retry time.Duration, cause error) *fault.Error {
 	return fault.Wrap(fault.Failed, CodeWakeFailed, "The home could not be started.", cause).
-		WithRetry(retry).WithHint(hintFor(cause))
+		WithRetry(retryFor(retry, cause)).WithHint(hintFor(cause))
+}
+
+// retryFor is the Retry-After of a failure caused by cause: the one a
+// provider's *provider.Error asks for, when it does, or else def.
+func retryFor(def time.Duration, cause error) time.Duration {
+	if pe, ok := provider.AsError(cause); ok && pe.RetryAfter > 0 {
+		return pe.RetryAfter
+	}
+	return def
 }
 
 // errWakeTimeout is a wake whose ready timeout ran out during step.
 func errWakeTimeout(retry time.Duration, step string, cause error) *fault.Error {
 	return fault.Wrap(fault.Failed, CodeWakeTimeout, "The home did not become ready in time.",
 		fmt.Errorf("%s: %w", step, cause)).
-		WithRetry(retry).WithHint(hintFor(cause))
+		WithRetry(retryFor(retry, cause)).WithHint(hintFor(cause))
 }
 
 // errRollIncident is a roll whose rollback failed too.
@@ -122,6 +132,18 @@ func hintFor(err error) string {
 	}
 	if ae, ok := errorsAsAuto(err); ok {
 		return autoHint(ae)
+	}
+	if pe, ok := provider.AsError(err); ok {
+		switch {
+		case pe.Hint != "":
+			return pe.Hint
+		case pe.Reason == provider.ReasonRateLimited:
+			return "the provider's API limits calls: the wake is tried again after Retry-After"
+		case pe.Reason == provider.ReasonCapacity:
+			return "the provider has no room to start the home now: try again later or check its capacity"
+		case pe.Reason == provider.ReasonRefused:
+			return "the provider refused the gateway's credentials: check the provider's token"
+		}
 	}
 	var ps probeStatusError
 	if errors.As(err, &ps) {

@@ -270,7 +270,8 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 			final = func(r *registry.Home) { intent(r); outcome(r) }
 		}
 	}
-	spec := provider.Spec{ID: l.h.spec.ID, Target: l.rec.Target, Version: l.rec.Version, Ref: l.rec.ProviderRef}
+	spec := l.h.providerSpec(l.rec, l.rec.Version, l.e.roll.releaseFor(l.rec.Version))
+	spec.Target = l.rec.Target
 	s := stopped{how: "stop"}
 	var err error
 	if mode == modeSuspend {

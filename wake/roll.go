@@ -98,12 +98,12 @@ type roller struct {
 	stats RollStats
 
 	mu sync.Mutex
-	// commands maps each version seen in a target to its command template
-	// (nil: the provider's default), so that a home on a past target's
-	// version wakes and rolls back with the command it was started from.
+	// releases maps each version seen in a target to its command template
+	// and image (zero: the provider's defaults), so that a home on a past
+	// target's version wakes and rolls back with what it was started from.
 	// It lives in memory: after a restart, a version that is no longer the
-	// stored target runs from the provider's default template.
-	commands map[string][]string
+	// stored target runs from the provider's defaults.
+	releases map[string]release
 	// localBad is a target version whose roll failed while the store could
 	// not record it; it brakes this instance until a new target is set.
 	localBad string
@@ -176,25 +176,27 @@ func (e *Engine) SetTarget(ctx context.Context, t registry.Target) (registry.Tar
 	}
 }
 
-// remember records t's command for its version.
+// remember records t's release for its version.
 func (r *roller) remember(t registry.Target) {
 	if t.Version == "" {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.commands == nil {
-		r.commands = map[string][]string{}
+	if r.releases == nil {
+		r.releases = map[string]release{}
 	}
-	r.commands[t.Version] = slices.Clone(t.Command)
+	r.releases[t.Version] = releaseOf(t)
 }
 
-// commandFor is the command template of version: the one of the target
-// that named it, or nil (the provider's default).
-func (r *roller) commandFor(version string) []string {
+// releaseFor is the release of version: the one of the target that named
+// it, or the zero release (the provider's defaults).
+func (r *roller) releaseFor(version string) release {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.commands[version])
+	rel := r.releases[version]
+	rel.command = slices.Clone(rel.command)
+	return rel
 }
 
 // bad reports whether t must not be rolled onto.

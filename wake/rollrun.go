@@ -80,7 +80,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 	e := r.e
 	id := w.h.spec.ID
 	prior := w.rec.Version
-	priorCmd := r.commandFor(prior)
+	priorRel := r.releaseFor(prior)
 	w.f.phase.Store("rolling")
 	if err := w.save(ctx, func(h *registry.Home) {
 		h.WantRunning = true
@@ -92,7 +92,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 	e.o.Events.Publish(Event{Type: EventRollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause})
 	e.o.Log.Info("roll", "home", id, "step", "start", "version", t.Version, "prior_version", prior)
 
-	endpoint, err := r.attempt(ctx, w, prov, t.Version, t.Command, w.f.ready)
+	endpoint, err := r.attempt(ctx, w, prov, t.Version, releaseOf(t), w.f.ready)
 	if errors.Is(err, provider.ErrUnsupported) {
 		r.stats.Unsupported.Add(1)
 		e.o.Log.Warn("roll: the home's provider cannot recreate it; waking without a roll", "home", id)
@@ -115,7 +115,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 	r.markBad(ctx, t.Version)
 	e.o.Log.Warn("roll: failed; target marked bad; rolling back", "home", id, "bad_version", t.Version,
 		"prior_version", prior, "err", rollText(err))
-	return r.rollBack(ctx, w, prov, t, prior, priorCmd, err)
+	return r.rollBack(ctx, w, prov, t, prior, priorRel, err)
 }
 
 // rollBack recreates the home on its prior version after the roll onto t
@@ -123,7 +123,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 // used all of the wake's. If it fails too, the home is stopped and left
 // unknown (roll.incident).
 func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target,
-	prior string, priorCmd []string, rollErr error) (Awake, error) {
+	prior string, priorRel release, rollErr error) (Awake, error) {
 	e := r.e
 	id := w.h.spec.ID
 	w.f.phase.Store("rolling back")
@@ -134,7 +134,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 	}
 	rctx, cancel := context.WithTimeout(e.ctx, e.o.ReadyTimeout)
 	defer cancel()
-	endpoint, rbErr := r.attempt(rctx, w, prov, prior, priorCmd, w.f.ready)
+	endpoint, rbErr := r.attempt(rctx, w, prov, prior, priorRel, w.f.ready)
 	if rbErr == nil {
 		w.recordReady(rctx, prior)
 		r.stats.RolledBack.Add(1)
@@ -177,12 +177,12 @@ func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provide
 	return Awake{}, errRollIncident(e.o.RetryAfter, errors.New(msg))
 }
 
-// attempt recreates the home on version (from command; nil is the
-// provider's default), probes it like a wake and asserts the version it
+// attempt recreates the home on version (from rel; the zero release is
+// the provider's defaults), probes it like a wake and asserts the version it
 // really runs. The new endpoint and ref are stored at once, so a failure
 // after the recreate leaves a record of the process to stop.
-func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider, version string, command []string, ready <-chan struct{}) (*url.URL, error) {
-	spec := provider.Spec{ID: w.h.spec.ID, Target: w.h.spec.Target, Version: version, Ref: w.rec.ProviderRef, Command: command}
+func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider, version string, rel release, ready <-chan struct{}) (*url.URL, error) {
+	spec := w.h.providerSpec(w.rec, version, rel)
 	t0 := time.Now()
 	res, err := prov.Recreate(ctx, spec)
 	w.providerAt += time.Since(t0)

@@ -380,8 +380,7 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 }
 
 func (w *wakeRun) spec() provider.Spec {
-	return provider.Spec{ID: w.h.spec.ID, Target: w.h.spec.Target, Version: w.rec.Version, Ref: w.rec.ProviderRef,
-		Command: w.e.roll.commandFor(w.rec.Version)}
+	return w.h.providerSpec(w.rec, w.rec.Version, w.e.roll.releaseFor(w.rec.Version))
 }
 
 // probeSpec is the readiness probe of this home at endpoint, the same for a

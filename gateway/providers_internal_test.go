@@ -1,0 +1,121 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/provider"
+)
+
+// busyProvider is a small provider whose wakes fail the way a remote
+// provider's do when its API is over its rate limit: an *provider.Error
+// with a retry-after.
+type busyProvider struct {
+	provider.Static
+	retry time.Duration
+}
+
+func (b *busyProvider) Name() string { return "busy" }
+
+func (b *busyProvider) Wake(context.Context, provider.Spec) (provider.Result, error) {
+	return provider.Result{}, &provider.Error{Op: "wake", Reason: provider.ReasonRateLimited, RetryAfter: b.retry,
+		Err: errors.New("429 from the machines API at 10.0.0.7")}
+}
+
+// TestProviderRetryAfter: a provider's retry-after reaches the caller's
+// Retry-After header through the engine's error, and the provider's cause
+// stays out of the public body. The provider is registered through the
+// gateway's registry and built by it, like any other.
+func TestProviderRetryAfter(t *testing.T) {
+	text := fmt.Sprintf(`listen: "127.0.0.1:0"
+data_dir: %q
+admin:
+  listen: ""
+homes:
+  - id: h1
+    target: h
+    provider: busy
+    probe: tcp
+`, filepath.Join(t.TempDir(), "data"))
+	built := 0
+	cfg, err := load("busy.yaml", []byte(text), func(r *provider.Registry) {
+		r.MustRegister("busy", provider.Factory{New: func(provider.Env, provider.Section) (provider.Provider, error) {
+			built++
+			return &busyProvider{retry: 42 * time.Second}, nil
+		}})
+	})
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	g, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(g.Close)
+	if built != 1 {
+		t.Fatalf("the busy provider was built %d times, want 1", built)
+	}
+	srv := httptest.NewServer(g.Handler())
+	t.Cleanup(srv.Close)
+	res, err := srv.Client().Get(srv.URL + "/node/h/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "42" {
+		t.Fatalf("status %d, Retry-After %q, want 503 and 42; body %s", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	if strings.Contains(string(body), "10.0.0.7") || strings.Contains(string(body), "429") {
+		t.Errorf("the provider's cause reached the public body: %s", body)
+	}
+}
+
+// TestProviderSectionErrors: a providers.NAME section is checked by its
+// provider's rules, at its fields' lines; a home naming a provider whose
+// section is missing says to add it.
+func TestProviderSectionErrors(t *testing.T) {
+	text := `providers:
+  sect:
+    url: ""
+  exec:
+    command: [x]
+homes:
+  - id: a
+    provider: needy
+`
+	_, err := load("p.yaml", []byte(text), func(r *provider.Registry) {
+		r.MustRegister("sect", provider.Factory{NeedsSection: true,
+			New: func(provider.Env, provider.Section) (provider.Provider, error) { return &provider.Static{}, nil },
+			CheckSection: func(sec provider.Section) []provider.Problem {
+				var c struct {
+					URL string `yaml:"url"`
+				}
+				if err := sec.Decode(&c); err != nil || c.URL == "" {
+					return []provider.Problem{provider.Problemf("url", "required")}
+				}
+				return nil
+			}})
+		r.MustRegister("needy", provider.Factory{NeedsSection: true,
+			New: func(provider.Env, provider.Section) (provider.Provider, error) { return &provider.Static{}, nil }})
+	})
+	want := []string{
+		"p.yaml:3: providers.sect.url: required",
+		"p.yaml:4: providers.exec: the exec provider is configured in exec, not here",
+		"p.yaml:8: homes[0].provider: provider \"needy\" is not configured: add its section providers.needy",
+	}
+	for _, w := range want {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("config error %v\nwant it to contain %q", err, w)
+		}
+	}
+}
