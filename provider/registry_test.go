@@ -153,7 +153,7 @@ func TestRegistryBuild(t *testing.T) {
 
 func TestError(t *testing.T) {
 	cause := errors.New("429 from the API")
-	var err error = fmt.Errorf("fly wake h1: %w", &provider.Error{Op: "wake", Reason: provider.ReasonRateLimited,
+	err := fmt.Errorf("fly wake h1: %w", &provider.Error{Op: "wake", Reason: provider.ReasonRateLimited,
 		RetryAfter: 7 * time.Second, Err: cause})
 	pe, ok := provider.AsError(err)
 	if !ok || pe.RetryAfter != 7*time.Second || !errors.Is(err, cause) {
