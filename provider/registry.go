@@ -51,9 +51,10 @@ import (
 // provider that sees a home change by itself (it exited and was restarted,
 // or it gave up on it) reports that through Env.OnChange.
 //
-// Errors: return an *Error (below) to say why a call failed in a way the
-// caller can act on: its RetryAfter becomes the caller's Retry-After and
-// its Reason code and Hint reach the operator.
+// Errors: return an *Error (below), or an error type of the provider's own
+// with the methods of Reasoned, to say why a call failed in a way the
+// caller can act on: its retry-after becomes the caller's Retry-After and
+// its reason code (and an *Error's Hint) reach the operator.
 
 // Section is a provider's own config section: decode it into the
 // provider's config type. A *yaml.Node is a Section.
@@ -362,9 +363,35 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// ReasonCode returns Reason.
+func (e *Error) ReasonCode() string { return e.Reason }
+
+// RetryAfterHint returns RetryAfter.
+func (e *Error) RetryAfterHint() time.Duration { return e.RetryAfter }
+
+// Reasoned is an error that says why in a reason code and how long the
+// caller should wait: *Error, and a provider's own error types that carry
+// more (a status, a machine id) with these two methods.
+type Reasoned interface {
+	error
+	// ReasonCode is a short snake_case code, "" when none.
+	ReasonCode() string
+	// RetryAfterHint is how long to wait before trying again; zero when
+	// the provider gave no hint.
+	RetryAfterHint() time.Duration
+}
+
 // AsError returns the first *Error in err's chain.
 func AsError(err error) (*Error, bool) {
 	var pe *Error
 	ok := errors.As(err, &pe)
 	return pe, ok
 }
+
+// AsReasoned returns the first Reasoned error in err's chain.
+func AsReasoned(err error) (Reasoned, bool) {
+	var r Reasoned
+	ok := errors.As(err, &r)
+	return r, ok
+}
+var _ Reasoned = (*Error)(nil)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
@@ -98,8 +99,8 @@ func errWakeFailed(retry time.Duration, cause error) *fault.Error {
 // retryFor is the Retry-After of a failure caused by cause: the one a
 // provider's *provider.Error asks for, when it does, or else def.
 func retryFor(def time.Duration, cause error) time.Duration {
-	if pe, ok := provider.AsError(cause); ok && pe.RetryAfter > 0 {
-		return pe.RetryAfter
+	if r, ok := provider.AsReasoned(cause); ok && r.RetryAfterHint() > 0 {
+		return r.RetryAfterHint()
 	}
 	return def
 }
@@ -133,15 +134,16 @@ func hintFor(err error) string {
 	if ae, ok := errorsAsAuto(err); ok {
 		return autoHint(ae)
 	}
-	if pe, ok := provider.AsError(err); ok {
-		switch {
-		case pe.Hint != "":
-			return pe.Hint
-		case pe.Reason == provider.ReasonRateLimited:
+	if pe, ok := provider.AsError(err); ok && pe.Hint != "" {
+		return pe.Hint
+	}
+	if r, ok := provider.AsReasoned(err); ok {
+		switch reason := r.ReasonCode(); {
+		case strings.HasSuffix(reason, provider.ReasonRateLimited):
 			return "the provider's API limits calls: the wake is tried again after Retry-After"
-		case pe.Reason == provider.ReasonCapacity:
+		case strings.HasSuffix(reason, provider.ReasonCapacity):
 			return "the provider has no room to start the home now: try again later or check its capacity"
-		case pe.Reason == provider.ReasonRefused:
+		case strings.HasSuffix(reason, provider.ReasonRefused), strings.HasSuffix(reason, "unauthorized"):
 			return "the provider refused the gateway's credentials: check the provider's token"
 		}
 	}
