@@ -75,7 +75,7 @@ homes:
 	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "42" {
 		t.Fatalf("status %d, Retry-After %q, want 503 and 42; body %s", res.StatusCode, res.Header.Get("Retry-After"), body)
 	}
-	if strings.Contains(string(body), "10.0.0.7") || strings.Contains(string(body), "429") {
+	if strings.Contains(string(body), "10.0.0.7") || strings.Contains(string(body), "machines API") {
 		t.Errorf("the provider's cause reached the public body: %s", body)
 	}
 }
