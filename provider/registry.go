@@ -394,4 +394,5 @@ func AsReasoned(err error) (Reasoned, bool) {
 	ok := errors.As(err, &r)
 	return r, ok
 }
+
 var _ Reasoned = (*Error)(nil)
