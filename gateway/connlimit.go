@@ -86,6 +86,10 @@ type limitConn struct {
 	once sync.Once
 }
 
+// PlainConn lets a WebSocket relay wait on the connection underneath
+// (proxy.PlainConn).
+func (c *limitConn) PlainConn() net.Conn { return c.Conn }
+
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.ip) })

@@ -25,6 +25,10 @@ type framingConn struct {
 	conflict    atomic.Bool
 }
 
+// PlainConn lets a WebSocket relay wait on the connection underneath
+// (proxy.PlainConn): the watcher reads through, with no buffer.
+func (c *framingConn) PlainConn() net.Conn { return c.Conn }
+
 func (c *framingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {

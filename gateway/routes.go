@@ -66,7 +66,10 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 	minResponseRate := *g.cfg.Server.MinResponseRate > 0
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.inflight.Add(1)
-		defer g.inflight.Done()
+		// rw.end releases the request: when this handler returns, or
+		// when its WebSocket relay ends (Detach).
+		rw := &recorder{ResponseWriter: w, stop: g.hardStop, end: reqEnd{inflight: &g.inflight}}
+		defer rw.end.run()
 		if minResponseRate {
 			// The last response on this connection may have left a write
 			// deadline for its buffered tail (proxy/rate.go).
@@ -89,7 +92,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 					"This client has too many connections open."))
 				return
 			}
-			defer g.connLimit.release(ip)
+			rw.end.add(func() { g.connLimit.release(ip) })
 		}
 		if framingConflict(r.Context()) {
 			w.Header().Set("Connection", "close")
@@ -114,7 +117,6 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			return
 		}
 		start := time.Now()
-		rw := &recorder{ResponseWriter: w}
 		next.ServeHTTP(rw, r)
 		g.metrics.observe(r.URL.Path, rw)
 		if !access || probe {
@@ -215,10 +217,19 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 	}
 	id := h.spec.ID
 	c := g.sessions.Begin(id)
-	defer g.sessions.End(c)
 	if proxy.IsWebSocket(r) {
 		g.sessions.MarkWebSocket(c)
-		defer g.sessions.UnmarkWebSocket(c)
+		// A WebSocket's session lasts as long as its relay, which may
+		// outlive this handler (recorder.Detach).
+		end := func() {
+			g.sessions.UnmarkWebSocket(c)
+			g.sessions.End(c)
+		}
+		if !atEnd(w, end) {
+			defer end()
+		}
+	} else {
+		defer g.sessions.End(c)
 	}
 	route.HomeID = id
 	route.RelayToken = h.token
@@ -396,7 +407,55 @@ type recorder struct {
 	// fwd is when the request was forwarded (after any wake wait), and
 	// headerAt when its response headers were written.
 	fwd, headerAt time.Time
+	// end is what the request releases when it is over; stop is the
+	// context that cuts a detached WebSocket relay (the hard stop).
+	end  reqEnd
+	stop context.Context
 }
+
+// reqEnd is what a request releases when it is over: its place in the
+// in-flight count, last, and the functions added to it, last added first.
+type reqEnd struct {
+	inflight *rtInflight
+	fns      []func()
+}
+
+// add has f run when the request is over.
+func (e *reqEnd) add(f func()) { e.fns = append(e.fns, f) }
+
+// run releases the request; it does nothing when run again.
+func (e *reqEnd) run() {
+	for i := len(e.fns) - 1; i >= 0; i-- {
+		e.fns[i]()
+	}
+	e.fns = nil
+	if e.inflight != nil {
+		e.inflight.Done()
+		e.inflight = nil
+	}
+}
+
+// Detach hands the end of the request to the WebSocket relay the proxy
+// is about to start (proxy.Detacher): the handler returns at once, and
+// the request (its session, its place in the drain's count) ends when the
+// relay does, or when the hard stop cuts it.
+func (r *recorder) Detach() (context.Context, func()) {
+	e := &reqEnd{inflight: r.end.inflight, fns: r.end.fns}
+	r.end = reqEnd{}
+	return r.stop, e.run
+}
+
+// atEnd has f run when the request served through w is over, when w is
+// the recorder hygiene wrapped it in; it reports whether it is.
+func atEnd(w http.ResponseWriter, f func()) bool {
+	rw, ok := w.(*recorder)
+	if ok {
+		rw.end.add(f)
+	}
+	return ok
+}
+
+var _ proxy.Detacher = (*recorder)(nil)
 
 func (r *recorder) WriteHeader(code int) {
 	if r.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {

@@ -118,6 +118,8 @@ type Proxy struct {
 	relayMu   sync.Mutex
 	relays    map[*relay]struct{} // WebSockets being relayed (relay.go)
 	goingAway bool                // GoingAway was called
+	// bufs are the pooled buffers of bodies and relays (mask.go).
+	bufs *bufferPool
 }
 
 type routeKey struct{}
@@ -148,7 +150,7 @@ func New(o Options) *Proxy {
 	if o.HomeResponseHeaderTimeout > 0 {
 		homes.ResponseHeaderTimeout = o.HomeResponseHeaderTimeout
 	}
-	p := &Proxy{opts: o, transport: tr, homes: homes, relays: map[*relay]struct{}{}}
+	p := &Proxy{opts: o, transport: tr, homes: homes, relays: map[*relay]struct{}{}, bufs: newBufferPool()}
 	p.stripped = append([]string{http.CanonicalHeaderKey(o.RelayHeader)}, o.StripHeaders...)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
@@ -156,7 +158,7 @@ func New(o Options) *Proxy {
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
-		BufferPool:     newBufferPool(),
+		BufferPool:     p.bufs,
 	}
 	return p
 }
@@ -198,17 +200,17 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		w = newRateWriter(w, rate, p.opts.MinRateGrace)
 	}
 	if isWebSocket(r) {
-		// The relay's two sides are wired in modifyResponse (the home's)
-		// and relayWriter.Hijack (the client's).
-		route.rel = &relay{}
-		defer p.untrack(route.rel)
-		w = &relayWriter{ResponseWriter: w, ctx: r.Context(), p: p, rel: route.rel}
+		// The relay takes the upgrade over at the 101 (relay_pump.go).
+		route.rel = &relay{relayState: relayState{p: p, w: w}}
 	}
 	if route.RelayToken != "" {
 		w = &infoMaskWriter{ResponseWriter: w, secret: route.RelayToken} // leak.go
 	}
 	r = r.WithContext(context.WithValue(r.Context(), routeKey{}, route))
 	p.rp.ServeHTTP(w, r)
+	if rel := route.rel; rel != nil && rel.handedOff && rel.done != nil {
+		<-rel.done // no Detacher: the request lasts as long as its relay
+	}
 }
 
 func (p *Proxy) allowOrigin(origin string, r *http.Request) bool {
@@ -382,19 +384,19 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 			res.Body = &trailerMask{ReadCloser: newMaskReader(res.Body, tok), res: res, secret: tok} // leak.go
 		}
 	}
-	if rel := route.rel; rel != nil && res.StatusCode == http.StatusSwitchingProtocols {
-		if body, ok := res.Body.(io.ReadWriteCloser); ok {
-			rel.toHome = &frameWriter{w: body, masked: true}
-			res.Body = &homeConn{ReadWriteCloser: body, fw: rel.toHome}
-		}
-	}
 	if route.Waited > 0 {
 		res.Header.Add("Server-Timing", "wake;dur="+strconv.FormatInt(route.Waited.Milliseconds(), 10))
+	}
+	if rel := route.rel; rel != nil && res.StatusCode == http.StatusSwitchingProtocols {
+		return p.handOff(res, rel) // relay_pump.go
 	}
 	return nil
 }
 
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	if err == errRelayOver {
+		return // the relay has the connections (relay_pump.go)
+	}
 	route := routeFrom(r.Context())
 	if route != nil && route.bodyCut.Load() {
 		// The client, not the upstream, failed: no verdict is dropped. The
@@ -451,6 +453,9 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.apps
 	if route != nil && route.HomeID != "" {
 		base = t.homes
+	}
+	if route != nil && route.rel != nil {
+		req = traceUpgrade(req, route.rel) // the relay waits on the connection's descriptor
 	}
 	res, err := base.RoundTrip(req)
 	if err == nil {

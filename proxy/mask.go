@@ -81,12 +81,18 @@ func (m *maskReader) mask() {
 
 func (m *maskReader) Close() error { return m.src.Close() }
 
-// bufferPool reuses the 32 KiB copy buffers of ReverseProxy.
+// bufferPool reuses the 32 KiB copy buffers of ReverseProxy and of the
+// WebSocket relays.
 type bufferPool struct{ p sync.Pool }
 
 func newBufferPool() *bufferPool {
-	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, relayBufSize); return &b }}}
 }
 
-func (b *bufferPool) Get() []byte  { return *(b.p.Get().(*[]byte)) }
+func (b *bufferPool) Get() []byte  { return *b.get() }
 func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
+
+// get and put hand out the pointer itself, which a pump keeps, so that
+// putting it back allocates nothing.
+func (b *bufferPool) get() *[]byte  { return b.p.Get().(*[]byte) }
+func (b *bufferPool) put(p *[]byte) { b.p.Put(p) }

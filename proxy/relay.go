@@ -1,41 +1,37 @@
 package proxy
 
 import (
-	"bufio"
-	"context"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 )
 
-// A relayed WebSocket is two raw connections joined by ReverseProxy's copy
-// loops: one copies the home's bytes to the client, the other the client's
-// bytes to the home. To end such a relay cleanly (at shutdown) the proxy
+// A relayed WebSocket is two raw connections joined by two pumps
+// (relay_pump.go): one copies the home's bytes to the client, the other the
+// client's bytes to the home. To end such a relay cleanly (at shutdown) the proxy
 // writes a close frame (1001 going away) to each side, which is only
 // allowed between frames: a close frame written inside a data frame that
-// is half relayed would corrupt the stream. So every write of a copy loop
-// goes through a frameWriter, which follows the frame boundaries of what it
-// writes and serialises the copy loop's writes with the close frame.
+// is half relayed would corrupt the stream. So every write of a pump goes
+// through a frameWriter, which follows the frame boundaries of what it
+// writes and serialises the pump's writes with the close frame.
 
 // closeGoingAway is the close status sent to both sides at shutdown.
 const closeGoingAway = 1001
 
 // relay is one relayed WebSocket: the writer toward the client and the
-// writer toward the home. Its close frames are written by goroutines it
-// owns; Serve waits for them once the relay has ended.
+// writer toward the home, and what its pumps need (relay_pump.go). Its
+// close frames are written by goroutines it owns; the relay waits for them
+// once it has ended.
 type relay struct {
 	toClient *frameWriter
 	toHome   *frameWriter
 	once     sync.Once
 	wg       sync.WaitGroup
-	// stopCut stops closing the client connection when the request's
-	// context ends (nil before the hijack).
-	stopCut func() bool
+
+	relayState
 }
 
 // goingAway sends a close frame to both sides, each at the end of the
@@ -71,9 +67,6 @@ func (p *Proxy) untrack(r *relay) {
 	p.relayMu.Lock()
 	delete(p.relays, r)
 	p.relayMu.Unlock()
-	if r.stopCut != nil {
-		r.stopCut()
-	}
 	r.wg.Wait()
 }
 
@@ -97,75 +90,6 @@ func (p *Proxy) GoingAway() int {
 		r.goingAway()
 	}
 	return len(p.relays)
-}
-
-// relayWriter wraps the ResponseWriter of a WebSocket upgrade, so that the
-// hijacked client connection ReverseProxy copies to is written through a
-// frameWriter.
-type relayWriter struct {
-	http.ResponseWriter
-	ctx context.Context // the upgrade request's
-	p   *Proxy
-	rel *relay
-}
-
-// Hijack hijacks the client connection and registers the relay.
-func (w *relayWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err != nil || w.rel.toHome == nil {
-		return c, brw, err
-	}
-	w.rel.toClient = &frameWriter{w: c}
-	// The request's context ends when the gateway cuts what is left of a
-	// drain. ReverseProxy then closes the home's side only; a client that
-	// neither reads nor writes would keep both copy loops blocked on its
-	// connection, so that connection is closed too.
-	w.rel.stopCut = context.AfterFunc(w.ctx, func() { _ = c.Close() })
-	w.p.track(w.rel)
-	return &clientConn{Conn: c, fw: w.rel.toClient}, brw, nil
-}
-
-// Unwrap lets http.ResponseController reach the wrapped writer.
-func (w *relayWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// errNoCloseWrite ends a copy loop whose connection cannot half-close, as
-// ReverseProxy does for such connections.
-var errNoCloseWrite = errors.New("connection cannot half-close")
-
-type closeWriter interface{ CloseWrite() error }
-
-// clientConn is the hijacked client connection; its writes (the home's
-// frames) go through fw.
-type clientConn struct {
-	net.Conn
-	fw *frameWriter
-}
-
-func (c *clientConn) Write(p []byte) (int, error) { return c.fw.Write(p) }
-
-// CloseWrite half-closes the connection when it can.
-func (c *clientConn) CloseWrite() error {
-	if cw, ok := c.Conn.(closeWriter); ok {
-		return cw.CloseWrite()
-	}
-	return errNoCloseWrite
-}
-
-// homeConn is the home's side of the upgrade (the 101 response's body);
-// its writes (the client's frames) go through fw.
-type homeConn struct {
-	io.ReadWriteCloser
-	fw *frameWriter
-}
-
-func (c *homeConn) Write(p []byte) (int, error) { return c.fw.Write(p) }
-
-// CloseWrite half-closes the connection when it can.
-func (c *homeConn) CloseWrite() error {
-	if cw, ok := c.ReadWriteCloser.(closeWriter); ok {
-		return cw.CloseWrite()
-	}
-	return errNoCloseWrite
 }
 
 // frameWriter writes one direction of a relayed WebSocket and follows its
@@ -214,6 +138,13 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// isClosed reports whether a close frame went this way.
+func (f *frameWriter) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
 }
 
 // goingAway writes the close frame now when no frame is in progress, or

@@ -1,0 +1,385 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// An upgraded WebSocket is relayed by two pumps, one per direction, that
+// cost almost nothing while the connection is idle: a pump parks on the
+// netpoller until its source is readable (through the descriptor, with no
+// buffer), then reads into a pooled buffer, writes it on and gives the
+// buffer back. The handshake is ReverseProxy's (Rewrite, the transports,
+// ModifyResponse); at the 101 the proxy takes over from it (handOff): it
+// hijacks the client, writes the 101, starts the pumps and, when the
+// ResponseWriter offers it (Detacher), lets the handler return, so that
+// neither the handler's goroutine and deep stack nor the server's and the
+// transport's bufio readers and writers stay alive for the life of the
+// WebSocket.
+//
+// What passes through unchanged: every byte, in order, of both directions
+// (ping, pong and close frames included; the bytes that arrived with the
+// handshake first), and a half-close (a side's EOF half-closes the other
+// side's connection and the other direction goes on until its own EOF). A
+// slow reader applies backpressure: a pump holds at most one buffer and
+// blocks in its write until the reader takes it.
+
+// Detacher is implemented by a ResponseWriter (or one it wraps, found
+// through Unwrap) whose request may be over before its WebSocket is: once
+// the upgrade is done, Serve calls Detach and returns at once, and the
+// relay runs on its own goroutines. Detach returns the context whose end
+// cuts the relay (both connections are closed) and the function the relay
+// calls once, when it has ended, to finish the request (end its session,
+// say). Without a Detacher, Serve returns when the relay ends, and the
+// request's context cuts it.
+type Detacher interface {
+	Detach() (stop context.Context, end func())
+}
+
+// PlainConn is implemented by a net.Conn wrapper whose reads and writes
+// go straight to the connection it wraps, with no buffering of its own
+// (the gateway's accept-side wrappers). A relay looks through it for the
+// descriptor to wait on and for the half-close; through any other wrapper
+// (TLS, for one) it reads the way a plain copy would.
+type PlainConn interface {
+	PlainConn() net.Conn
+}
+
+// relayBufSize is the size of a pump's pooled buffer.
+const relayBufSize = 32 << 10
+
+// errRelayOver ends ReverseProxy's handling of an upgrade the relay has
+// taken over, or that failed after the client was hijacked: the
+// ErrorHandler writes nothing for it.
+var errRelayOver = errors.New("upgrade handed to the relay")
+
+// errNoCloseWrite ends a pump whose destination cannot half-close, as
+// ReverseProxy does for such connections.
+var errNoCloseWrite = errors.New("connection cannot half-close")
+
+// relayState is what a relay's handshake and pumps share.
+type relayState struct {
+	p *Proxy
+	// w is the client's ResponseWriter, hijacked at the handoff and
+	// dropped then.
+	w http.ResponseWriter
+	// dialled is the connection the transport used for the upgrade
+	// (httptrace GotConn), whose descriptor the home's pump waits on.
+	dialled net.Conn
+
+	client net.Conn           // the hijacked client connection
+	home   io.ReadWriteCloser // the 101 response's body
+	pumps  [2]pump            // client to home, home to client
+	left   atomic.Int32       // pumps still running
+	closed sync.Once
+	// unwatch stops the watch on the stop context.
+	unwatch func() bool
+	// end finishes the request when the relay ends (Detacher); done is
+	// closed then when Serve waits instead.
+	end  func()
+	done chan struct{}
+	// handedOff: the relay took the upgrade over (read by Serve, on the
+	// handler's goroutine).
+	handedOff bool
+}
+
+// pump copies one direction of a relay.
+type pump struct {
+	src io.Reader
+	// raw is src's descriptor, waited on before each read; nil when src
+	// is not a plain TCP or Unix connection: the pump then blocks in Read
+	// holding its buffer.
+	raw syscall.RawConn
+	dst *frameWriter
+	// half is what half-closes dst's connection when src ends.
+	half any
+	// pending is what arrived with the handshake, written first.
+	pending []byte
+	// drain, when set, is src's connection: what the transport buffered
+	// behind the 101 is read first, with a read deadline in the past, so
+	// that no buffered byte waits for the descriptor to turn readable.
+	drain net.Conn
+}
+
+// traceUpgrade records on rel the connection the transport hands out for
+// req (the last one, after a retry).
+func traceUpgrade(req *http.Request, rel *relay) *http.Request {
+	trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) { rel.dialled = info.Conn }}
+	return req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+}
+
+// handOff takes over the 101 response res of the WebSocket route's
+// relay: it checks the protocol, hijacks the client, writes the 101 and
+// starts the pumps. It returns errRelayOver when ReverseProxy must stop
+// there (the relay runs, or the hijacked client was closed), or another
+// error for the ErrorHandler to answer while nothing was written.
+func (p *Proxy) handOff(res *http.Response, rel *relay) error {
+	reqType, resType := upgradeType(res.Request.Header), upgradeType(res.Header)
+	if !printableASCII(resType) {
+		return fmt.Errorf("backend tried to switch to invalid protocol %q", resType)
+	}
+	if !strings.EqualFold(reqType, resType) {
+		return fmt.Errorf("backend tried to switch protocol %q when %q was requested", resType, reqType)
+	}
+	home, ok := res.Body.(io.ReadWriteCloser)
+	if !ok {
+		return errors.New("101 switching protocols response with a body that cannot be written")
+	}
+	client, brw, err := http.NewResponseController(rel.w).Hijack()
+	if err != nil {
+		return fmt.Errorf("hijack on protocol switch: %w", err)
+	}
+	h := rel.w.Header()
+	for k, vs := range res.Header {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	res.Header, res.Body = h, nil // res.Write writes the headers only
+	err = res.Write(brw)
+	if err == nil {
+		err = brw.Flush()
+	}
+	res.Body = http.NoBody // the home's connection is the relay's now, or closed below
+	if err != nil {
+		_ = client.Close()
+		_ = home.Close()
+		p.opts.Log.Debug("upgrade response not written", "err", err)
+		return errRelayOver
+	}
+	// What the client sent behind its handshake sits in the server's
+	// reader: it goes first, and the reader (and the writer) are dropped
+	// with brw.
+	var pending []byte
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		pending = append([]byte(nil), b...)
+	}
+	p.startRelay(res.Request.Context(), rel, client, home, pending)
+	return errRelayOver
+}
+
+// startRelay wires the relay's two sides and starts its pumps; with a
+// Detacher the handler returns at once, else Serve waits for done.
+// Without one, the relay ends with ctx, the request's context.
+func (p *Proxy) startRelay(ctx context.Context, rel *relay, client net.Conn, home io.ReadWriteCloser, pending []byte) {
+	rel.client, rel.home = client, home
+	rel.toClient = &frameWriter{w: client}
+	rel.toHome = &frameWriter{w: home, masked: true}
+	stop := ctx
+	if d := findDetacher(rel.w); d != nil {
+		stop, rel.end = d.Detach()
+	} else {
+		rel.done = make(chan struct{})
+	}
+	rel.w = nil
+	homeRaw := rawConnOf(rel.dialled)
+	rel.pumps[0] = pump{src: client, raw: rawConnOf(client), dst: rel.toHome, half: home, pending: pending}
+	rel.pumps[1] = pump{src: home, raw: homeRaw, dst: rel.toClient, half: client}
+	if homeRaw != nil {
+		rel.pumps[1].drain = rel.dialled
+	}
+	rel.dialled = nil
+	rel.handedOff = true
+	rel.left.Store(2)
+	p.track(rel)
+	rel.unwatch = context.AfterFunc(stop, rel.closeConns)
+	go rel.run(&rel.pumps[0])
+	go rel.run(&rel.pumps[1])
+}
+
+// findDetacher returns the Detacher w is or wraps, or nil.
+func findDetacher(w http.ResponseWriter) Detacher {
+	for w != nil {
+		if d, ok := w.(Detacher); ok {
+			return d
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
+}
+
+// run runs one pump; the last one to end finishes the relay.
+func (r *relay) run(pu *pump) {
+	err := pu.copy(r.p)
+	switch {
+	case err != nil:
+	case r.toClient.isClosed() && (pu.dst == r.toClient || r.toHome.isClosed()):
+		// The home ended its connection after a close frame went to
+		// the client, or a close frame went each way: the WebSocket is
+		// over, and toward the client the gateway is the server, which
+		// closes the TCP connection first (RFC 6455 section 7.1.1).
+		err = io.EOF
+	default:
+		err = closeWrite(pu.half) // src ended: pass the half-close on
+	}
+	if err != nil {
+		r.closeConns() // ends the other pump too
+	}
+	if r.left.Add(-1) == 0 {
+		r.finish()
+	}
+}
+
+// finish ends a relay whose pumps have both returned.
+func (r *relay) finish() {
+	r.closeConns()
+	r.unwatch()
+	r.p.untrack(r)
+	if r.end != nil {
+		r.end()
+	}
+	if r.done != nil {
+		close(r.done)
+	}
+}
+
+// closeConns closes both connections, once.
+func (r *relay) closeConns() {
+	r.closed.Do(func() {
+		_ = r.client.Close()
+		_ = r.home.Close()
+	})
+}
+
+// copy relays src to dst until src ends (nil) or a read or write fails.
+func (pu *pump) copy(p *Proxy) error {
+	if len(pu.pending) > 0 {
+		if _, err := pu.dst.Write(pu.pending); err != nil {
+			return err
+		}
+		pu.pending = nil
+	}
+	if pu.drain != nil {
+		eof, err := pu.drainBuffered(p)
+		if eof || err != nil {
+			return err
+		}
+	}
+	for {
+		if pu.raw != nil {
+			if err := waitReadable(pu.raw); err != nil {
+				return err
+			}
+		}
+		bp := p.bufs.get()
+		n, rerr := pu.src.Read(*bp)
+		var werr error
+		if n > 0 {
+			_, werr = pu.dst.Write((*bp)[:n])
+		}
+		p.bufs.put(bp)
+		switch {
+		case werr != nil:
+			return werr
+		case rerr == io.EOF:
+			return nil
+		case rerr != nil:
+			return rerr
+		}
+	}
+}
+
+// drainBuffered relays what src holds above its descriptor (the
+// transport's reader, behind the 101), reading with a deadline in the
+// past so that only buffered bytes are read. It reports whether src ended.
+func (pu *pump) drainBuffered(p *Proxy) (eof bool, err error) {
+	c := pu.drain
+	pu.drain = nil
+	if err := c.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		return false, err
+	}
+	bp := p.bufs.get()
+	defer p.bufs.put(bp)
+	for {
+		n, rerr := pu.src.Read(*bp)
+		if n > 0 {
+			if _, err := pu.dst.Write((*bp)[:n]); err != nil {
+				return false, err
+			}
+		}
+		switch {
+		case errors.Is(rerr, os.ErrDeadlineExceeded):
+			return false, c.SetReadDeadline(time.Time{})
+		case rerr == io.EOF:
+			return true, nil
+		case rerr != nil:
+			return false, rerr
+		}
+	}
+}
+
+// closeWrite half-closes c, looking through PlainConn wrappers.
+func closeWrite(c any) error {
+	for {
+		switch t := c.(type) {
+		case interface{ CloseWrite() error }:
+			return t.CloseWrite()
+		case PlainConn:
+			c = t.PlainConn()
+		default:
+			return errNoCloseWrite
+		}
+	}
+}
+
+// rawConnOf returns the descriptor of c when c is a plain TCP or Unix
+// connection, looking through PlainConn wrappers; nil otherwise.
+func rawConnOf(c net.Conn) syscall.RawConn {
+	for c != nil {
+		switch t := c.(type) {
+		case PlainConn:
+			c = t.PlainConn()
+			continue
+		case *net.TCPConn:
+			return rawOf(t)
+		case *net.UnixConn:
+			return rawOf(t)
+		}
+		return nil
+	}
+	return nil
+}
+
+func rawOf(c syscall.Conn) syscall.RawConn {
+	if !canWaitReadable {
+		return nil
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// upgradeType is the protocol h asks to switch to ("" for none).
+func upgradeType(h http.Header) string {
+	if !headerHasToken(h, "Connection", "upgrade") {
+		return ""
+	}
+	return h.Get("Upgrade")
+}
+
+func printableASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] < ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
