@@ -118,8 +118,10 @@ type Proxy struct {
 	relayMu   sync.Mutex
 	relays    map[*relay]struct{} // WebSockets being relayed (relay.go)
 	goingAway bool                // GoingAway was called
-	// bufs are the pooled buffers of bodies and relays (mask.go).
-	bufs *bufferPool
+	// bufs are the pooled buffers of bodies and relays (mask.go);
+	// relayBufs counts those the relays hold now.
+	bufs      *bufferPool
+	relayBufs atomic.Int64
 }
 
 type routeKey struct{}

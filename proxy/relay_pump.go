@@ -194,7 +194,9 @@ func (p *Proxy) startRelay(ctx context.Context, rel *relay, client net.Conn, hom
 	rel.handedOff = true
 	rel.left.Store(2)
 	p.track(rel)
-	rel.unwatch = context.AfterFunc(stop, rel.closeConns)
+	if stop.Done() != nil {
+		rel.unwatch = context.AfterFunc(stop, rel.closeConns)
+	}
 	go rel.run(&rel.pumps[0])
 	go rel.run(&rel.pumps[1])
 }
@@ -239,7 +241,9 @@ func (r *relay) run(pu *pump) {
 // finish ends a relay whose pumps have both returned.
 func (r *relay) finish() {
 	r.closeConns()
-	r.unwatch()
+	if r.unwatch != nil {
+		r.unwatch()
+	}
 	r.p.untrack(r)
 	if r.end != nil {
 		r.end()
@@ -277,13 +281,13 @@ func (pu *pump) copy(p *Proxy) error {
 				return err
 			}
 		}
-		bp := p.bufs.get()
+		bp := p.relayBuf()
 		n, rerr := pu.src.Read(*bp)
 		var werr error
 		if n > 0 {
 			_, werr = pu.dst.Write((*bp)[:n])
 		}
-		p.bufs.put(bp)
+		p.relayBufDone(bp)
 		switch {
 		case werr != nil:
 			return werr
@@ -304,8 +308,8 @@ func (pu *pump) drainBuffered(p *Proxy) (eof bool, err error) {
 	if err := c.SetReadDeadline(time.Unix(1, 0)); err != nil {
 		return false, err
 	}
-	bp := p.bufs.get()
-	defer p.bufs.put(bp)
+	bp := p.relayBuf()
+	defer p.relayBufDone(bp)
 	for {
 		n, rerr := pu.src.Read(*bp)
 		if n > 0 {
@@ -322,6 +326,18 @@ func (pu *pump) drainBuffered(p *Proxy) (eof bool, err error) {
 			return false, rerr
 		}
 	}
+}
+
+// relayBuf takes a pump's buffer from the pool; relayBufDone gives it
+// back. relayBufs counts the buffers out.
+func (p *Proxy) relayBuf() *[]byte {
+	p.relayBufs.Add(1)
+	return p.bufs.get()
+}
+
+func (p *Proxy) relayBufDone(b *[]byte) {
+	p.bufs.put(b)
+	p.relayBufs.Add(-1)
 }
 
 // closeWrite half-closes c, looking through PlainConn wrappers.

@@ -1,0 +1,178 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"testing"
+
+	"github.com/gorilla/websocket"
+)
+
+// wsHomeEnv makes the test binary a WebSocket echo home on a loopback
+// port it prints, until its stdin closes: the idle-memory benchmark runs
+// its home in another process so that the home's memory is not counted.
+const wsHomeEnv = "WAKEGATE_PROXY_TEST_WSHOME"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(wsHomeEnv) != "" {
+		serveWSHome()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func serveWSHome() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	up := websocket.Upgrader{ReadBufferSize: 256, WriteBufferSize: 256}
+	go func() {
+		_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, err := up.Upgrade(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			for {
+				mt, msg, err := c.ReadMessage()
+				if err != nil || c.WriteMessage(mt, msg) != nil {
+					return
+				}
+			}
+		}))
+	}()
+	fmt.Println(ln.Addr().String())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// startWSHome starts the echo home in a child process and returns its
+// address.
+func startWSHome(b *testing.B) string {
+	b.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), wsHomeEnv+"=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	})
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("home: %v", err)
+	}
+	return strings.TrimSpace(addr)
+}
+
+// openIdleWS opens a WebSocket through addr on a raw connection, has it
+// echo one message and leaves it idle.
+func openIdleWS(addr string) (net.Conn, error) {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: "+addr+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	if err == nil {
+		_, err = c.Write(clientFrame("prime"))
+	}
+	// The 101 and the echo: read until the echo's payload is seen.
+	var buf [512]byte
+	got := 0
+	for err == nil && !bytes.HasSuffix(buf[:got], []byte("prime")) && got < len(buf) {
+		var n int
+		n, err = c.Read(buf[got:])
+		got += n
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// BenchmarkRelayIdleMemory opens 2,000 WebSockets through a proxy whose
+// relays detach (as the gateway's do) to an echo home in another
+// process, primes each with one echo and reports the heap and stacks the
+// process holds per idle WebSocket after a collection (KiB/conn, the
+// client's end of each connection included), and the resident memory
+// growth (RSS-KiB/conn). With RELAY_MEM_DEBUG set to a file name, it
+// also writes a heap profile there each time it measures.
+func BenchmarkRelayIdleMemory(b *testing.B) {
+	const n = 2000
+	home := startWSHome(b)
+	u := &url.URL{Scheme: "http", Host: home}
+	p := New(testOptions())
+	defer p.Close()
+	ended := make(chan struct{}, n)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: u})
+	}))
+	defer s.Close()
+	addr := s.Listener.Addr().String()
+	for b.Loop() {
+		heap0, rss0 := memNow()
+		conns := make([]net.Conn, 0, n)
+		for range n {
+			c, err := openIdleWS(addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		heap1, rss1 := memNow()
+		b.ReportMetric(float64(heap1-heap0)/1024/n, "KiB/conn")
+		b.ReportMetric(float64(rss1-rss0)/1024/n, "RSS-KiB/conn")
+		for _, c := range conns {
+			c.Close()
+		}
+		for range n {
+			<-ended
+		}
+	}
+}
+
+// memNow is the heap in use plus the goroutine stacks after two
+// collections, and the resident set size.
+func memNow() (heap, rss int64) {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		var size, res int64
+		if _, err := fmt.Sscan(string(b), &size, &res); err == nil {
+			rss = res * int64(os.Getpagesize())
+		}
+	}
+	if os.Getenv("RELAY_MEM_DEBUG") != "" {
+		fmt.Fprintf(os.Stderr, "heap %d alloc %d stack %d goroutines %d\n", ms.HeapInuse>>10, ms.HeapAlloc>>10, ms.StackInuse>>10, runtime.NumGoroutine())
+		if f, err := os.Create(os.Getenv("RELAY_MEM_DEBUG")); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
+	return int64(ms.HeapInuse + ms.StackInuse), rss
+}
