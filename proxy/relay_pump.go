@@ -163,7 +163,7 @@ func (p *Proxy) handOff(res *http.Response, rel *relay) error {
 	// with brw.
 	var pending []byte
 	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
+		b, _ := brw.Peek(n)
 		pending = append([]byte(nil), b...)
 	}
 	p.startRelay(res.Request.Context(), rel, client, home, pending)
