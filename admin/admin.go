@@ -158,15 +158,17 @@ type Options struct {
 
 // Server is the admin API's handler.
 type Server struct {
-	b       Backend
-	o       Options
-	log     *slog.Logger
-	tokens  [][sha256.Size]byte // hashes: equal length for the comparison
-	fails   *failures
-	handler http.Handler
-	router  chi.Routes // the routes behind the checks (Routes)
-	reqPre  string
-	reqSeq  atomic.Uint64
+	b      Backend
+	o      Options
+	log    *slog.Logger
+	tokens [][sha256.Size]byte // hashes: equal length for the comparison
+	// tokenNames name each token in the log of admin writes (audit.go).
+	tokenNames []string
+	fails      *failures
+	handler    http.Handler
+	router     chi.Routes // the routes behind the checks (Routes)
+	reqPre     string
+	reqSeq     atomic.Uint64
 }
 
 // New returns the admin API over b.
@@ -175,8 +177,10 @@ func New(b Backend, o Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	for _, t := range o.Tokens {
-		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+	for i, t := range o.Tokens {
+		sum := sha256.Sum256([]byte(t))
+		s.tokens = append(s.tokens, sum)
+		s.tokenNames = append(s.tokenNames, tokenName(i, sum))
 	}
 	var p [4]byte
 	_, _ = rand.Read(p[:])
@@ -198,6 +202,7 @@ func (s *Server) routes() http.Handler {
 	r.Get("/assets/{file}", s.serveAsset)
 	r.Group(func(r chi.Router) {
 		r.Use(s.requireToken)
+		r.Use(s.logWrites)
 		if s.o.Metrics != nil {
 			r.Method(http.MethodGet, "/metrics", s.o.Metrics)
 		}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"net"
@@ -86,7 +87,8 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 				"too many failed token checks from this address; wait and try again").WithRetry(d))
 			return
 		}
-		if !s.tokenOK(r.Header.Get("Authorization")) {
+		idx := s.tokenIndex(r.Header.Get("Authorization"))
+		if idx < 0 {
 			s.fails.fail(ip)
 			if s.o.OnAuthFailure != nil {
 				s.o.OnAuthFailure()
@@ -97,23 +99,26 @@ func (s *Server) requireToken(next http.Handler) http.Handler {
 			s.fail(w, r, e)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, s.tokenNames[idx])))
 	})
 }
 
-// tokenOK reports whether the Authorization header h carries a configured
-// token. Every token is compared, in constant time, whatever matched.
-func (s *Server) tokenOK(h string) bool {
+// tokenIndex returns the position of the configured token the
+// Authorization header h carries, or -1. Every token is compared, in
+// constant time, whatever matched.
+func (s *Server) tokenIndex(h string) int {
 	scheme, tok, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		return -1
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	match := 0
+	idx := -1
 	for i := range s.tokens {
-		match |= subtle.ConstantTimeCompare(sum[:], s.tokens[i][:])
+		if subtle.ConstantTimeCompare(sum[:], s.tokens[i][:]) == 1 {
+			idx = i
+		}
 	}
-	return match == 1
+	return idx
 }
 
 // failures rate limits failed token checks per client IP. Entries idle for

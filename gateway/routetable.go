@@ -207,9 +207,29 @@ func (t *routeTable) Withdraw(slug, reason string) {
 	if r == nil || !r.published.Swap(false) {
 		return
 	}
-	t.log.Warn("route unpublished", "app", slug, "reason", reason)
+	msg, failed := withdrawnNote(reason)
+	if failed {
+		t.log.Warn("route withdrawn", "app", slug, "reason", reason, "note", msg)
+	} else {
+		t.log.Info("route withdrawn", "app", slug, "reason", reason, "note", msg)
+	}
 	t.events.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.cfg.Home, Reason: reason,
-		Message: "the app failed its observations; the route is unpublished until a new self-probe passes"})
+		Message: msg})
+}
+
+// withdrawnNote is the sentence for a route withdrawn for reason, and
+// whether the reason is a failure rather than the app's ordinary life (its
+// home suspended when idle, the app stopped, replaced or removed).
+func withdrawnNote(reason string) (string, bool) {
+	switch reason {
+	case wake.ReasonHomeSleeping, wake.ReasonHomeWaking:
+		return "the app's home sleeps; the route is withdrawn until the next wake proves it again", false
+	case wake.ReasonStopped:
+		return "the app is stopped; the route is withdrawn until it is started", false
+	case "replaced", "removed":
+		return "the app was " + reason + "; its route is withdrawn", false
+	}
+	return "the app failed its observations; the route is withdrawn until a new self-probe passes", true
 }
 
 // appLoops owns the observation loops of apps, one per slug. Serve's

@@ -72,6 +72,10 @@ type Options struct {
 	// Metrics receives the engine's counts where things happen; nil counts
 	// nothing.
 	Metrics Metrics
+	// ProgressEvery is how often a wake that is still running logs one
+	// progress line (phase, elapsed time, the probe's last answer). Zero:
+	// 5s; negative: never.
+	ProgressEvery time.Duration
 }
 
 // HomeSpec is what the gateway's config says about a home.

@@ -90,6 +90,9 @@ type ProbeSpec struct {
 	// MaxPause later. A refused connect costs both sides microseconds.
 	// Zero: 2ms. Negative: off.
 	PortWatch time.Duration
+	// OnAttempt, if set, is called after each attempt that did not pass,
+	// with the result so far; it must return quickly. Zero: none.
+	OnAttempt func(ProbeResult)
 }
 
 // ProbePath is one GET of an auto probe: a path joined to the endpoint like
@@ -165,6 +168,9 @@ func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult
 		}
 		if !cut {
 			run.answer = err // what the home said, not what the deadline did
+			if s.OnAttempt != nil {
+				s.OnAttempt(res)
+			}
 		}
 		if ctx.Err() != nil {
 			return res, run.fail(ctx, res)

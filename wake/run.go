@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -35,6 +36,9 @@ type wakeRun struct {
 	// the home is stopped after (stopAfterRelease).
 	halfWoken provider.Provider
 	released  bool // the callers were released before the stop
+	// lastAttempt is the probe's last failed attempt, for the progress
+	// line (wake_progress.go).
+	lastAttempt atomic.Pointer[ProbeResult]
 }
 
 // runWake is the one wake of h. It owns f and completes it exactly once.
@@ -43,6 +47,7 @@ func (e *Engine) runWake(h *home, f *flight) {
 	ctx, cancel := context.WithTimeout(f.ctx, e.o.ReadyTimeout)
 	defer cancel()
 	w := &wakeRun{e: e, h: h, f: f, start: f.started}
+	stopProgress := w.reportProgress(ctx)
 	var res Awake
 	settle := func(err error) {
 		if storeDown(err) && e.ctx.Err() == nil {
@@ -78,6 +83,7 @@ func (e *Engine) runWake(h *home, f *flight) {
 	// The verdict was in place before the lock went, and (unless they went
 	// before a stop) the lock is free before the callers go: what they do
 	// next finds both settled, and the wake is counted.
+	stopProgress()
 	w.count(f.err)
 	w.record(time.Since(w.start), f.err)
 	if !w.released {
@@ -405,6 +411,7 @@ func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
 	if h.spec.RelayToken != "" {
 		spec.Header = http.Header{e.o.RelayHeader: {h.spec.RelayToken}}
 	}
+	spec.OnAttempt = w.noteAttempt
 	return spec
 }
 
