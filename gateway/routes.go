@@ -126,7 +126,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusSwitchingProtocols // hijacked
 		}
-		g.log.Log(r.Context(), accessLevel(r.URL.Path, status), "access", "method", r.Method, "path", r.URL.Path, "status", status,
+		g.log.Log(r.Context(), accessLevel(r, status), "access", "method", r.Method, "path", r.URL.Path, "status", status,
 			"bytes", rw.bytes, "ms", float64(time.Since(start).Microseconds())/1000,
 			"remote", r.RemoteAddr, "request_id", r.Header.Get("X-Request-Id"))
 	})
