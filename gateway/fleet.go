@@ -23,6 +23,7 @@ func (g *Gateway) openFleetStore() error {
 	if err != nil {
 		return fmt.Errorf("redis.password: %w", err)
 	}
+	o.Instance = g.cfg.Instance
 	ctx, cancel := context.WithTimeout(context.Background(), fleetOpenTimeout)
 	defer cancel()
 	r, err := registry.OpenRedis(ctx, o)
@@ -30,6 +31,7 @@ func (g *Gateway) openFleetStore() error {
 		return fmt.Errorf("redis: %w", err)
 	}
 	g.store = r
+	g.fleetDrops = make(chan string, fleetDropQueue)
 	g.log.Info("fleet store", "store", "redis", "prefix", o.Prefix, "instance", g.cfg.Instance)
 	if g.cfg.TLS.on() && g.cfg.TLS.Storage == nil {
 		cs, err := certstore.New(r, certstore.Options{Holder: g.cfg.Instance, Log: g.log.With("component", "tls")})

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/wakegate/wakegate/registry"
@@ -30,11 +31,15 @@ const fleetSyncFallback = 5 * time.Second
 const fleetSyncTimeout = 10 * time.Second
 
 // syncFleet keeps this gateway's homes and apps in line with the shared
-// store until ctx ends. Nothing for a gateway on its own store.
+// store, and shares its dropped verdicts (fleet_verdicts.go), until ctx
+// ends. Nothing for a gateway on its own store.
 func (g *Gateway) syncFleet(ctx context.Context) {
 	if _, ok := g.store.(*registry.Redis); !ok {
 		return
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { g.shareVerdicts(ctx) })
 	g.announceVersion(ctx)
 	t := time.NewTimer(fleetSyncFallback)
 	defer t.Stop()

@@ -81,8 +81,11 @@ type Gateway struct {
 	httpLn     net.Listener      // UseHTTPListener
 	tlsMetrics tlsMetrics        // certs.go
 
-	// The fleet's certificate storage (fleet.go); nil without Redis.
-	certStore *certstore.Storage
+	// The fleet's certificate storage (fleet.go) and the verdicts this
+	// gateway dropped, for the fleet to drop too (fleet_verdicts.go); nil
+	// without Redis.
+	certStore  *certstore.Storage
+	fleetDrops chan string
 }
 
 type homeRoute struct {

@@ -287,7 +287,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.R
 	// A failed forward drops the warm verdict, replayable or not, so the
 	// next request wakes or probes the home again; a replayable one is
 	// retried once after a fresh wake.
-	route.OnFailure = func() { g.engine.Drop(id) }
+	route.OnFailure = func() { g.dropVerdict(id) }
 	route.Retry = func(ctx context.Context) (*url.URL, error) {
 		ctx, cancel := context.WithTimeout(ctx, g.cfg.Wake.WakeTimeout)
 		defer cancel()

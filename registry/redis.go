@@ -50,6 +50,9 @@ type RedisOptions struct {
 	// PoolSize is the most connections per node. Default 10 per CPU
 	// (go-redis's own default when zero).
 	PoolSize int
+	// Instance names the gateway in the notices it sends (DropVerdict),
+	// so that it ignores its own. Default "".
+	Instance string
 	// Now is the clock of leases and session reports. Default (nil): the
 	// Redis server's clock, one clock for the whole fleet.
 	Now func() time.Time
@@ -129,6 +132,9 @@ type Redis struct {
 	// down is why the change subscription last failed, nil while it is
 	// connected (Unavailable).
 	down atomic.Pointer[error]
+	// onDrop receives the verdicts other gateways dropped
+	// (redis_verdicts.go).
+	onDrop atomic.Pointer[func(id string)]
 
 	ps   *redis.PubSub // the change subscription, read by listen
 	stop context.CancelFunc
@@ -246,7 +252,9 @@ func (r *Redis) listen(ctx context.Context, ps *redis.PubSub) {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			r.changes.fire(m.Payload)
+			if !r.verdictDropped(m.Payload) {
+				r.changes.fire(m.Payload)
+			}
 		case *redis.Subscription:
 			if r.down.Swap(nil) != nil {
 				r.changes.fireAll()

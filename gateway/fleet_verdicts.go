@@ -1,0 +1,74 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
+)
+
+// A gateway of a fleet shares the drops of its warm verdicts: a forward
+// that failed (the home is unreachable), a suspend, a home that failed,
+// a roll that starts. Every other gateway drops its verdict of that home
+// at once (registry's DropVerdict), instead of forwarding to it until its
+// verdict runs out. The announcements are best effort: a full queue or a
+// Redis that does not answer loses one, and the verdicts it concerned run
+// out within wake.warm_ttl, or are dropped by the next failed forward.
+
+// fleetDropQueue bounds the drops waiting to be announced.
+const fleetDropQueue = 256
+
+// fleetDropTimeout bounds one announcement.
+const fleetDropTimeout = time.Second
+
+// dropVerdict drops home id's warm verdict here and, in a fleet, queues
+// its announcement to the other gateways without waiting.
+func (g *Gateway) dropVerdict(id string) {
+	g.engine.Drop(id)
+	if g.fleetDrops == nil {
+		return
+	}
+	select {
+	case g.fleetDrops <- id:
+	default:
+		g.log.Debug("fleet: the queue of dropped verdicts is full; one is not announced", "home", id)
+	}
+}
+
+// shareVerdicts announces this gateway's dropped verdicts, and drops the
+// verdicts other gateways announce, until ctx ends. Nothing without Redis.
+func (g *Gateway) shareVerdicts(ctx context.Context) {
+	r, ok := g.store.(*registry.Redis)
+	if !ok || g.fleetDrops == nil {
+		return
+	}
+	r.OnVerdictDropped(g.engine.Drop)
+	defer r.OnVerdictDropped(nil)
+	var events <-chan wake.Event
+	if bus := g.engine.Events(); bus != nil {
+		sub := bus.Subscribe(fleetDropQueue)
+		defer sub.Close()
+		events = sub.C
+	}
+	for {
+		var id string
+		select {
+		case <-ctx.Done():
+			return
+		case id = <-g.fleetDrops:
+		case ev := <-events:
+			switch ev.Type {
+			case wake.EventSuspend, wake.EventHomeFailed, wake.EventRollStart:
+				id = ev.Home
+			default:
+				continue
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, fleetDropTimeout)
+		if err := r.DropVerdict(actx, id); err != nil && ctx.Err() == nil {
+			g.log.Debug("fleet: announce a dropped verdict", "home", id, "err", err)
+		}
+		cancel()
+	}
+}
