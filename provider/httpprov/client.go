@@ -46,9 +46,6 @@ type Config struct {
 	// OpTimeout bounds an operation whose context has no deadline.
 	// Default 2m.
 	OpTimeout time.Duration
-	// Options returns the per-home options sent with each operation; nil
-	// sends none.
-	Options func(id string) map[string]any
 	// Client sends the requests; nil means a client of its own.
 	Client *http.Client
 	// Now is the clock the signatures use; nil means time.Now.
@@ -124,7 +121,7 @@ func (p *Provider) bring(ctx context.Context, op string, s provider.Spec) (provi
 	if err != nil {
 		return provider.Result{}, err
 	}
-	return p.result(op, s.ID, a)
+	return p.result(op, a)
 }
 
 // Suspend asks the control plane to pause the home. A control plane that
@@ -180,8 +177,7 @@ func (p *Provider) Version(ctx context.Context, s provider.Spec) (string, error)
 		return a.Version, nil
 	}
 	if a.Endpoint == "" {
-		return "", &Error{Op: "version", Home: s.ID, Code: CodeBadAnswer,
-			Reason: "the control plane reports neither a version nor an endpoint"}
+		return "", badAnswer("version", errors.New("the control plane reports neither a version nor an endpoint"))
 	}
 	return p.askHome(ctx, s.ID, a.Endpoint)
 }
@@ -216,12 +212,10 @@ func (p *Provider) bound(ctx context.Context) (context.Context, context.CancelFu
 }
 
 // result turns the answer of a finished wake or recreate into a Result.
-func (p *Provider) result(op, id string, a Answer) (provider.Result, error) {
+func (p *Provider) result(op string, a Answer) (provider.Result, error) {
 	u, err := url.Parse(a.Endpoint)
 	if a.Endpoint == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return provider.Result{}, &Error{Op: op, Home: id, Code: CodeBadAnswer,
-			Reason: fmt.Sprintf("state running with endpoint %q: want an http or https URL", a.Endpoint),
-			Hint:   "the control plane must answer a running home with its endpoint"}
+		return provider.Result{}, badAnswer(op, fmt.Errorf("state running with endpoint %q: want an http or https URL", a.Endpoint))
 	}
 	return provider.Result{Endpoint: a.Endpoint, Ref: a.Ref, State: provider.StateRunning}, nil
 }

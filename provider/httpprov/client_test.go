@@ -2,25 +2,39 @@ package httpprov
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain removes the binary the end-to-end test built and checks that no
+// goroutine outlives the tests.
+func TestMain(m *testing.M) {
+	code := testbin.Main(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // newClient returns a provider for cp's contract with fast polling.
 func newClient(t *testing.T, base string, mod func(*Config)) *Provider {
 	t.Helper()
-	c := Config{BaseURL: base, Secret: testSecret, PollInterval: 20 * time.Millisecond, LongPoll: 5 * time.Second,
-		Options: func(string) map[string]any { return map[string]any{"size": "small"} }}
+	c := Config{BaseURL: base, Secret: testSecret, PollInterval: 20 * time.Millisecond, LongPoll: 5 * time.Second}
 	if mod != nil {
 		mod(&c)
 	}
@@ -39,15 +53,27 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-var alice = provider.Spec{ID: "alice", Target: "alice", Version: "1"}
+var alice = provider.Spec{ID: "alice", Target: "alice", Version: "1", Image: "registry.example/app:1",
+	Options: json.RawMessage(`{"size":"small"}`)}
 
-func asError(t *testing.T, err error) *Error {
+// asError returns err's *provider.Error, failing the test without one.
+func asError(t *testing.T, err error) *provider.Error {
 	t.Helper()
-	var e *Error
-	if !errors.As(err, &e) {
-		t.Fatalf("err = %v (%T), want *Error", err, err)
+	pe, ok := provider.AsError(err)
+	if !ok {
+		t.Fatalf("err = %v (%T), want a *provider.Error", err, err)
 	}
-	return e
+	return pe
+}
+
+// answerOf returns the control plane's error answer behind err.
+func answerOf(t *testing.T, err error) *AnswerError {
+	t.Helper()
+	var ae *AnswerError
+	if !errors.As(err, &ae) {
+		t.Fatalf("err = %v, want an error answer of the control plane", err)
+	}
+	return ae
 }
 
 // A wake is signed, answered with the home's endpoint and ref, and a
@@ -71,6 +97,12 @@ func TestWakeSigned(t *testing.T) {
 	seen := cp.requests()
 	if len(seen) != 2 || seen[0].target != "/cp/homes/alice/wake" || seen[0].key == "" || seen[0].key == seen[1].key {
 		t.Fatalf("requests = %+v, want two wakes with distinct idempotency keys", seen)
+	}
+	cp.mu.Lock()
+	body := cp.bodies[0]
+	cp.mu.Unlock()
+	if body.Image != alice.Image || string(body.Options) != `{"size":"small"}` || body.Deadline.IsZero() {
+		t.Fatalf("wake body = %+v, want the image, the options and a deadline", body)
 	}
 }
 
@@ -145,7 +177,7 @@ func TestWakePastDeadline(t *testing.T) {
 	p := newClient(t, cp.base, nil)
 	_, err := p.Wake(ctxFor(t, 1500*time.Millisecond), alice)
 	e := asError(t, err)
-	if e.Code != CodeDeadline || !errors.Is(err, context.DeadlineExceeded) ||
+	if e.Reason != ReasonDeadline || !errors.Is(err, context.DeadlineExceeded) ||
 		!strings.Contains(err.Error(), "still reports starting") {
 		t.Fatalf("err = %v, want a deadline error that says the home was still starting", err)
 	}
@@ -156,12 +188,12 @@ func TestWakePastDeadline(t *testing.T) {
 func TestRetryAfter(t *testing.T) {
 	t.Run("past the deadline", func(t *testing.T) {
 		cp := newControlPlane(t)
-		cp.refuse, cp.refuseSt = &Answer{Code: "no_capacity", Reason: "the region is full", RetryAfter: 30}, http.StatusServiceUnavailable
+		cp.refuse, cp.refuseSt = &Answer{Code: provider.ReasonCapacity, Reason: "the region is full", RetryAfter: 30}, http.StatusServiceUnavailable
 		p := newClient(t, cp.base, nil)
 		_, err := p.Wake(ctxFor(t, 5*time.Second), alice)
-		e := asError(t, err)
-		if e.Status != 503 || e.Code != "no_capacity" || e.RetryAfter != 30*time.Second || e.Reason != "the region is full" {
-			t.Fatalf("err = %+v, want 503 no_capacity, retry after 30s", e)
+		e, ae := asError(t, err), answerOf(t, err)
+		if e.Reason != provider.ReasonCapacity || e.RetryAfter != 30*time.Second || ae.Status != 503 || ae.Reason != "the region is full" {
+			t.Fatalf("err = %v, want 503 capacity, the region is full, retry after 30s", err)
 		}
 		if n := len(cp.requests()); n != 1 {
 			t.Fatalf("%d requests, want 1: a retry after 30s does not fit a 5s deadline", n)
@@ -195,9 +227,8 @@ func TestRefusedSignature(t *testing.T) {
 			cp := newControlPlane(t)
 			p := newClient(t, cp.base, tc.mod)
 			_, err := p.Wake(ctxFor(t, 5*time.Second), alice)
-			e := asError(t, err)
-			if e.Status != http.StatusUnauthorized || e.Code != CodeRefused || e.Hint == "" {
-				t.Fatalf("err = %+v, want 401 %s with a hint", e, CodeRefused)
+			if e, ae := asError(t, err), answerOf(t, err); ae.Status != http.StatusUnauthorized || e.Reason != provider.ReasonRefused || e.Hint == "" {
+				t.Fatalf("err = %v, want 401 %s with a hint", err, provider.ReasonRefused)
 			}
 			if n := cp.wakes("alice"); n != 0 {
 				t.Fatalf("home started %d times, want 0", n)
@@ -263,9 +294,8 @@ func TestUnreachable(t *testing.T) {
 	l.Close()
 	p := newClient(t, "http://"+addr, nil)
 	_, err = p.Wake(ctxFor(t, 10*time.Second), alice)
-	e := asError(t, err)
-	if e.Code != CodeUnreachable || e.Hint == "" {
-		t.Fatalf("err = %+v, want %s with a hint", e, CodeUnreachable)
+	if e := asError(t, err); e.Reason != provider.ReasonUnavailable || e.Hint == "" {
+		t.Fatalf("err = %v, want %s with a hint", err, provider.ReasonUnavailable)
 	}
 }
 

@@ -50,7 +50,7 @@ type Request struct {
 	Ref string `json:"ref,omitempty"`
 	// Options are the home's per-home options from wakegate's config,
 	// passed through as they are.
-	Options map[string]any `json:"options,omitempty"`
+	Options json.RawMessage `json:"options,omitempty"`
 	// Deadline is when wakegate stops waiting for this operation.
 	Deadline time.Time `json:"deadline,omitzero"`
 }

@@ -52,6 +52,7 @@ type controlPlane struct {
 	done    map[string]cpAnswer // idempotency key -> the answer given
 	dropped map[string]bool
 	seen    []seenReq
+	bodies  []Request // every POST's body
 	refused int
 }
 
@@ -133,6 +134,7 @@ func (cp *controlPlane) operate(w http.ResponseWriter, r *http.Request) {
 	}
 	key := r.Header.Get(HeaderIdempotencyKey)
 	cp.mu.Lock()
+	cp.bodies = append(cp.bodies, req)
 	if cp.refuse != nil && (cp.refuseN == 0 || cp.refused < cp.refuseN) {
 		cp.refused++
 		a, st := *cp.refuse, cp.refuseSt

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ import (
 // docs/http-provider.md, runs it on a loopback port with homeCmd as its
 // HOME_CMD, and returns its base URL. It skips without python3 (unless
 // CI=true). The process and its homes are stopped when the test ends.
-func referenceControlPlane(t *testing.T, homeCmd string) string {
+func referenceControlPlane(t *testing.T, homeCmd string) (string, *logWriter) {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -48,7 +49,8 @@ func referenceControlPlane(t *testing.T, homeCmd string) string {
 	}
 	cmd := exec.Command(py, script)
 	cmd.Env = append(os.Environ(), "WAKEGATE_SECRET="+string(testSecret), "PORT=0", "HOME_CMD="+homeCmd)
-	cmd.Stderr = &logWriter{t: t}
+	log := &logWriter{t: t}
+	cmd.Stderr = log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -75,15 +77,28 @@ func referenceControlPlane(t *testing.T, homeCmd string) string {
 	if err != nil || !found {
 		t.Fatalf("the reference control plane said %q (%v), want its address", line, err)
 	}
-	return base
+	return base, log
 }
 
-// logWriter sends a process's stderr to the test log.
-type logWriter struct{ t *testing.T }
+// logWriter sends a process's stderr to the test log and keeps it.
+type logWriter struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
 
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.t.Logf("control plane: %s", bytes.TrimRight(p, "\n"))
-	return len(p), nil
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// count returns how many lines written so far contain s.
+func (w *logWriter) count(s string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Count(w.buf.String(), s)
 }
 
 // The Python control plane printed in the docs follows the contract:
@@ -93,7 +108,7 @@ func TestReferenceControlPlane(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil && os.Getenv("CI") != "true" {
 		t.Skip("python3 is missing")
 	}
-	base := referenceControlPlane(t, "python3 -m http.server {port} --bind 127.0.0.1")
+	base, _ := referenceControlPlane(t, "python3 -m http.server {port} --bind 127.0.0.1")
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	rec := &recorder{next: tr}
@@ -119,8 +134,8 @@ func TestReferenceControlPlane(t *testing.T) {
 		t.Fatalf("a replayed wake answered %d %q, want 401 naming the nonce", code, reason)
 	}
 	stale := newClient(t, base, func(c *Config) { c.Now = func() time.Time { return time.Now().Add(-time.Hour) } })
-	if _, err := stale.Status(ctx, alice); asError(t, err).Code != CodeRefused {
-		t.Fatalf("a stale status = %v, want %s", err, CodeRefused)
+	if _, err := stale.Status(ctx, alice); asError(t, err).Reason != provider.ReasonRefused {
+		t.Fatalf("a stale status = %v, want %s", err, provider.ReasonRefused)
 	}
 
 	if err := p.Suspend(ctx, alice); !errors.Is(err, provider.ErrUnsupported) {

@@ -66,11 +66,12 @@ type Verifier struct {
 	secret []byte
 	window time.Duration
 	now    func() time.Time
-	// MaxBody is the largest body read, in bytes. Default 1 MiB.
+	// maxBody is the largest body read, in bytes: 1 MiB.
 	maxBody int64
 
-	mu   sync.Mutex
-	seen map[string]time.Time // nonce -> when it may be forgotten
+	mu    sync.Mutex
+	seen  map[string]time.Time // nonce -> when it may be forgotten
+	order []string             // the nonces in seen, oldest first
 }
 
 // NewVerifier returns a verifier for secret with a replay window of
@@ -128,14 +129,13 @@ func (v *Verifier) Verify(r *http.Request) ([]byte, error) {
 }
 
 // remember records nonce until it can no longer pass the timestamp check
-// and forgets the nonces that have expired.
+// and forgets the oldest nonces that have expired.
 func (v *Verifier) remember(nonce string, now time.Time) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for n, until := range v.seen {
-		if now.After(until) {
-			delete(v.seen, n)
-		}
+	for len(v.order) > 0 && now.After(v.seen[v.order[0]]) {
+		delete(v.seen, v.order[0])
+		v.order = v.order[1:]
 	}
 	if _, ok := v.seen[nonce]; ok {
 		return ErrReplayed
@@ -143,6 +143,7 @@ func (v *Verifier) remember(nonce string, now time.Time) error {
 	// A request signed at the far edge of the window is still accepted
 	// up to window later: keep its nonce for twice the window.
 	v.seen[nonce] = now.Add(2 * v.window)
+	v.order = append(v.order, nonce)
 	return nil
 }
 

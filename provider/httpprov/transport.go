@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -25,12 +24,12 @@ const maxAnswer = 1 << 20
 
 // call is one request of the contract, retried as a whole.
 type call struct {
-	op, home string
-	method   string
-	target   string // path and query below the base URL
-	body     []byte
-	key      string        // idempotency key; empty for a GET
-	timeout  time.Duration // bound on one attempt
+	op      string
+	method  string
+	target  string // path and query below the base URL
+	body    []byte
+	key     string        // idempotency key; empty for a GET
+	timeout time.Duration // bound on one attempt
 }
 
 // reply is a successful answer (200 or 202).
@@ -43,23 +42,20 @@ type reply struct {
 // post sends operation op for s with a fresh idempotency key; every retry
 // of it carries the same key.
 func (p *Provider) post(ctx context.Context, op string, s provider.Spec) (Answer, error) {
-	body := Request{ID: s.ID, Target: s.Target, Version: s.Version, Command: s.Command, Ref: s.Ref}
-	if p.c.Options != nil {
-		body.Options = p.c.Options(s.ID)
-	}
+	body := Request{ID: s.ID, Target: s.Target, Version: s.Version, Image: s.Image, Command: s.Command,
+		Ref: s.Ref, Options: s.Options}
 	if dl, ok := ctx.Deadline(); ok {
 		body.Deadline = dl.UTC()
 	}
-	setImage(&body, s)
 	b, err := json.Marshal(body)
 	if err != nil {
-		return Answer{}, fmt.Errorf("http provider: %s %s: encode request: %w", op, s.ID, err)
+		return Answer{}, badAnswer(op, fmt.Errorf("encode the request: %w", err))
 	}
 	var k [16]byte
 	if _, err := rand.Read(k[:]); err != nil {
-		return Answer{}, fmt.Errorf("http provider: %s %s: idempotency key: %w", op, s.ID, err)
+		return Answer{}, fmt.Errorf("%s: idempotency key: %w", op, err)
 	}
-	r, err := p.do(ctx, call{op: op, home: s.ID, method: http.MethodPost,
+	r, err := p.do(ctx, call{op: op, method: http.MethodPost,
 		target: homePath(s.ID) + "/" + op, body: b, key: op + "-" + hex.EncodeToString(k[:]),
 		timeout: p.c.RequestTimeout})
 	return r.a, err
@@ -72,7 +68,7 @@ func (p *Provider) get(ctx context.Context, op, id, query string) (Answer, time.
 		target += "?" + query
 		timeout += p.c.LongPoll
 	}
-	r, err := p.do(ctx, call{op: op, home: id, method: http.MethodGet, target: target, timeout: timeout})
+	r, err := p.do(ctx, call{op: op, method: http.MethodGet, target: target, timeout: timeout})
 	return r.a, r.retryAfter, err
 }
 
@@ -85,32 +81,21 @@ func (p *Provider) do(ctx context.Context, c call) (reply, error) {
 	backoff := 100 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		r, err := p.once(ctx, c)
-		var e *Error
-		if err == nil || !errors.As(err, &e) || !retryable(e) || attempt >= p.c.Retries {
+		if err == nil || !retryable(err) || attempt >= p.c.Retries {
 			return r, err
 		}
-		wait := max(e.RetryAfter, backoff/2+mrand.N(backoff/2+1))
+		wait := backoff/2 + mrand.N(backoff/2+1)
+		if pe, ok := provider.AsError(err); ok {
+			wait = max(wait, pe.RetryAfter)
+		}
 		backoff = min(2*backoff, 5*time.Second)
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return r, err
 		}
-		if err := sleep(ctx, wait); err != nil {
-			return r, deadlineError(c.op, c.home, "waiting to retry after: "+e.Error(), err)
+		if serr := sleep(ctx, wait); serr != nil {
+			return r, deadlineFailure(c.op, "waiting to retry after "+err.Error(), serr)
 		}
 	}
-}
-
-// retryable reports whether the failure may pass on a second try.
-func retryable(e *Error) bool {
-	switch e.Status {
-	case 0:
-		return e.Code == CodeUnreachable
-	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
-		return true
-	case http.StatusNotImplemented:
-		return false
-	}
-	return e.Status >= 500
 }
 
 // once sends c one time, signed now.
@@ -120,7 +105,7 @@ func (p *Provider) once(ctx context.Context, c call) (reply, error) {
 	u := p.base.String() + c.target
 	req, err := http.NewRequestWithContext(actx, c.method, u, bytes.NewReader(c.body))
 	if err != nil {
-		return reply{}, fmt.Errorf("http provider: %s %s: %w", c.op, c.home, err)
+		return reply{}, fmt.Errorf("%s: %w", c.op, err)
 	}
 	if c.body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -130,20 +115,20 @@ func (p *Provider) once(ctx context.Context, c call) (reply, error) {
 		req.Header.Set(HeaderIdempotencyKey, c.key)
 	}
 	if err := Sign(req, c.body, p.c.Secret, p.c.Now()); err != nil {
-		return reply{}, fmt.Errorf("http provider: %s %s: %w", c.op, c.home, err)
+		return reply{}, fmt.Errorf("%s: %w", c.op, err)
 	}
 	res, err := p.c.Client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return reply{}, deadlineError(c.op, c.home, "no answer from the control plane", ctx.Err())
+			return reply{}, deadlineFailure(c.op, "no answer from the control plane", ctx.Err())
 		}
-		return reply{}, &Error{Op: c.op, Home: c.home, Code: CodeUnreachable, Err: err,
-			Hint: "check that the control plane runs and that http.base_url points at it"}
+		return reply{}, &provider.Error{Op: c.op, Reason: provider.ReasonUnavailable, Hint: hintUnreachable, Err: err}
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(res.Body, maxAnswer))
 	if err != nil {
-		return reply{}, &Error{Op: c.op, Home: c.home, Code: CodeUnreachable, Err: fmt.Errorf("read answer: %w", err)}
+		return reply{}, &provider.Error{Op: c.op, Reason: provider.ReasonUnavailable, Hint: hintUnreachable,
+			Err: fmt.Errorf("read the answer: %w", err)}
 	}
 	return p.answer(c, res, raw)
 }
@@ -155,26 +140,15 @@ func (p *Provider) answer(c call, res *http.Response, raw []byte) (reply, error)
 	r := reply{a: a, status: res.StatusCode, retryAfter: retryAfter(res.Header, a, p.c.Now())}
 	if res.StatusCode == http.StatusOK || res.StatusCode == http.StatusAccepted {
 		if jsonErr != nil && len(bytes.TrimSpace(raw)) > 0 {
-			return r, &Error{Op: c.op, Home: c.home, Status: res.StatusCode, Code: CodeBadAnswer,
-				Reason: "the answer is not a JSON state", Err: jsonErr}
+			return r, badAnswer(c.op, fmt.Errorf("a %d answer is not a JSON state: %w", res.StatusCode, jsonErr))
 		}
 		return r, nil
 	}
-	e := &Error{Op: c.op, Home: c.home, Status: res.StatusCode, Code: a.Code, Reason: a.Reason, RetryAfter: r.retryAfter}
-	if e.Code == "" {
-		e.Code = "http_" + strconv.Itoa(res.StatusCode)
+	ae := &AnswerError{Status: res.StatusCode, Code: a.Code, Reason: a.Reason}
+	if jsonErr != nil {
+		ae.Reason = strings.TrimSpace(string(raw[:min(len(raw), 200)]))
 	}
-	if e.Reason == "" && jsonErr != nil {
-		e.Reason = strings.TrimSpace(string(raw[:min(len(raw), 200)]))
-	}
-	switch res.StatusCode {
-	case http.StatusUnauthorized, http.StatusForbidden:
-		e.Code, e.Reason = CodeRefused, cmpOr(a.Reason, a.Code, e.Reason)
-		e.Hint = "check that the gateway and the control plane share http.secret and that their clocks agree within its replay window"
-	case http.StatusNotImplemented:
-		e.Err = provider.ErrUnsupported
-	}
-	return r, e
+	return r, answerFailure(c.op, ae, r.retryAfter)
 }
 
 func cmpOr(vs ...string) string {
@@ -213,10 +187,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// deadlineError is an operation whose deadline ran out.
-func deadlineError(op, id, what string, err error) *Error {
-	return &Error{Op: op, Home: id, Code: CodeDeadline, Reason: what + " when the deadline ran out", Err: err,
-		Hint: "the control plane takes longer than the wake allows: raise wake.ready_timeout or make the home start faster"}
 }

@@ -2,6 +2,7 @@ package httpprov
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -31,18 +32,19 @@ func (p *Provider) await(ctx context.Context, op, id string, a Answer, goal phas
 			return a, nil
 		}
 		if ph == phaseFailed {
-			return a, &Error{Op: op, Home: id, Code: CodeHomeFailed, Reason: cmpOr(a.Reason, "the control plane reports the home failed")}
+			return a, &provider.Error{Op: op, Reason: ReasonHomeFailed,
+				Err: errors.New(cmpOr(a.Reason, "the control plane reports the home failed"))}
 		}
 		if pause > 0 {
 			if err := sleep(ctx, pause); err != nil {
-				return a, deadlineError(op, id, stillIn(a), err)
+				return a, deadlineFailure(op, stillIn(a), err)
 			}
 		}
 		t0 := time.Now()
 		next, ra, err := p.get(ctx, op, id, p.longPoll(ctx, goal))
 		if err != nil {
-			if e, ok := err.(*Error); ok && e.Code == CodeDeadline {
-				return a, deadlineError(op, id, stillIn(a), e.Err)
+			if ctx.Err() != nil {
+				return a, deadlineFailure(op, stillIn(a), ctx.Err())
 			}
 			return a, err
 		}
@@ -71,6 +73,3 @@ func stillIn(a Answer) string {
 	}
 	return s
 }
-
-// setImage copies the image of the version s names, once Spec carries one.
-func setImage(*Request, provider.Spec) {}

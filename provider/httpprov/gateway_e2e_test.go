@@ -1,0 +1,91 @@
+package httpprov
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider"
+)
+
+// The real gateway runs a home of provider http through the reference
+// control plane, which runs the home as a real demo-home process: callers
+// of a cold home cause one signed wake, the gateway probes and forwards to
+// the endpoint the control plane gave, an idle home is stopped through
+// the control plane (it cannot suspend), and the next caller wakes it
+// again.
+func TestGatewayThroughControlPlane(t *testing.T) {
+	bin := testbin.Build(t)
+	base, cpLog := referenceControlPlane(t, bin+" demo-home --addr 127.0.0.1:{port} --target {target} --version {version}")
+	gw := testbin.ServeEnv(t, t.TempDir(), []string{"WAKEGATE_HTTP_SECRET=" + string(testSecret)}, fmt.Sprintf(`
+listen: %%ADDR%%
+data_dir: %%DATA%%
+log: {level: debug}
+wake:
+  ready_timeout: 20s
+  idle_timeout: 1s
+providers:
+  http:
+    base_url: %s
+    secret: env:WAKEGATE_HTTP_SECRET
+    poll_interval: 100ms
+homes:
+  - id: alice
+    provider: http
+    options: {size: small}
+`, base))
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr}
+	who := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+gw.Addr+"/node/alice/whoami", nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		req.Header.Set("Accept", "application/json")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer res.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != http.StatusOK {
+			t.Errorf("GET /node/alice/whoami = %d (%v), want 200 JSON from the home", res.StatusCode, err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() { defer wg.Done(); who() }()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if n := cpLog.count("POST /homes/alice/wake "); n != 1 {
+		t.Fatalf("the control plane got %d wakes for four callers of a cold home, want 1", n)
+	}
+
+	p := newClient(t, base, nil)
+	testbin.Eventually(t, "the idle home stopped through the control plane", func() bool {
+		st, err := p.Status(context.Background(), provider.Spec{ID: "alice", Target: "alice"})
+		return err == nil && st.State == provider.StateStopped
+	})
+	if n := cpLog.count("POST /homes/alice/suspend "); n == 0 {
+		t.Fatal("the gateway stopped the idle home without asking to suspend it first")
+	}
+	who()
+	if n := cpLog.count("POST /homes/alice/wake "); n != 2 {
+		t.Fatalf("the control plane got %d wakes, want 2 (the cold start and the wake after the stop)", n)
+	}
+}
