@@ -51,7 +51,7 @@ func TestSection(t *testing.T) {
 				t.Fatal(err)
 			}
 			hp := p.(*Provider)
-			defer hp.Close()
+			defer func() { _ = hp.Close() }()
 			if hp.c.Retries != 0 || hp.c.LongPoll.String() != "5s" || hp.base.Path != "/cp" {
 				t.Fatalf("config = %+v, want no retries, a 5s long poll, base path /cp", hp.c)
 			}

@@ -1,10 +1,13 @@
 package httpprov
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +28,6 @@ func TestGatewayThroughControlPlane(t *testing.T) {
 	gw := testbin.ServeEnv(t, t.TempDir(), []string{"WAKEGATE_HTTP_SECRET=" + string(testSecret)}, fmt.Sprintf(`
 listen: %%ADDR%%
 data_dir: %%DATA%%
-log: {level: debug}
 wake:
   ready_timeout: 20s
   idle_timeout: 1s
@@ -88,4 +90,46 @@ homes:
 	if n := cpLog.count("POST /homes/alice/wake "); n != 2 {
 		t.Fatalf("the control plane got %d wakes, want 2 (the cold start and the wake after the stop)", n)
 	}
+}
+
+// A control plane's refusal reaches the gateway's caller: its Retry-After
+// becomes the caller's, and the public answer names no internal detail.
+func TestGatewayRetryAfter(t *testing.T) {
+	cp := newControlPlane(t)
+	cp.refuse, cp.refuseSt = &Answer{Code: provider.ReasonCapacity, Reason: "no free hosts in rack 7", RetryAfter: 30}, http.StatusServiceUnavailable
+	gw := testbin.ServeEnv(t, t.TempDir(), []string{"WAKEGATE_HTTP_SECRET=" + string(testSecret)}, fmt.Sprintf(`
+listen: %%ADDR%%
+data_dir: %%DATA%%
+providers:
+  http:
+    base_url: %s
+    secret: env:WAKEGATE_HTTP_SECRET
+homes:
+  - id: alice
+    provider: http
+`, cp.base))
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+gw.Addr+"/node/alice/whoami", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "30" {
+		t.Fatalf("answer %d, Retry-After %q, want 503 with the control plane's 30", res.StatusCode, res.Header.Get("Retry-After"))
+	}
+	if bytes.Contains(body, []byte("rack 7")) || bytes.Contains(body, []byte("127.0.0.1")) {
+		t.Fatalf("public body %s carries the control plane's internals", body)
+	}
+	testbin.Eventually(t, "the refusal in the gateway's log", func() bool {
+		return strings.Contains(gw.Output(), "no free hosts in rack 7")
+	})
 }
