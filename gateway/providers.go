@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/httpprov"
 )
 
 // providerRegistry is every provider this gateway can build, by name: the
@@ -23,6 +24,7 @@ func providerRegistry(cfg *Config) *provider.Registry {
 		VersionCommand: e.VersionCommand, SuspendSignal: e.SuspendSignal,
 	}))
 	r.MustRegister("static", provider.StaticFactory())
+	r.MustRegister("http", httpprov.Factory())
 	if cfg.moreProviders != nil {
 		cfg.moreProviders(r)
 	}
