@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 )
@@ -132,4 +134,45 @@ homes:
 	testbin.Eventually(t, "the refusal in the gateway's log", func() bool {
 		return strings.Contains(gw.Output(), "no free hosts in rack 7")
 	})
+}
+
+// A home behind the control plane rolls onto the target at its next wake:
+// the control plane recreates it on the target's version and image, the
+// gateway asserts the version it reports, and the home serves it.
+func TestGatewayRoll(t *testing.T) {
+	bin := testbin.Build(t)
+	base, cpLog := referenceControlPlane(t, bin+" demo-home --addr 127.0.0.1:{port} --target {target} --version {version}")
+	gw := testbin.ServeEnv(t, t.TempDir(), []string{"WAKEGATE_HTTP_SECRET=" + string(testSecret)}, fmt.Sprintf(`
+listen: %%ADDR%%
+data_dir: %%DATA%%
+wake:
+  ready_timeout: 20s
+roll:
+  mode: lazy
+  target: {version: "2", image: "registry.example/app:2"}
+providers:
+  http:
+    base_url: %s
+    secret: env:WAKEGATE_HTTP_SECRET
+    poll_interval: 100ms
+homes:
+  - id: alice
+    provider: http
+    version: "1"
+`, base))
+	d := websocket.Dialer{HandshakeTimeout: 30 * time.Second}
+	conn, res, err := d.Dial("ws://"+gw.Addr+"/node/alice/ws", nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, res)
+	}
+	defer conn.Close()
+	res.Body.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var hello struct{ Version string }
+	if err := conn.ReadJSON(&hello); err != nil || hello.Version != "2" {
+		t.Fatalf("the home says %+v (%v), want version 2", hello, err)
+	}
+	if n := cpLog.count("POST /homes/alice/recreate "); n != 1 {
+		t.Fatalf("the control plane got %d recreates, want 1", n)
+	}
 }
