@@ -37,18 +37,23 @@ type WakeRecord struct {
 	StopProven *bool `json:"stop_proven,omitempty"`
 }
 
-// wakeHistory is a home's ring of its last HistorySize wakes.
+// wakeHistory is a home's ring of its last HistorySize wakes. The ring is
+// allocated by the home's first wake: most registered homes of a large
+// gateway never wake, and a ring held inline cost each of them 2.7 KiB.
 type wakeHistory struct {
 	mu   sync.Mutex
-	ring [HistorySize]WakeRecord
-	n    int // records held, at most HistorySize
-	next int // index of the next write
+	ring []WakeRecord // nil until the first wake, then HistorySize long
+	n    int          // records held, at most HistorySize
+	next int          // index of the next write
 }
 
 // add remembers r, forgetting the oldest record when full.
 func (h *wakeHistory) add(r WakeRecord) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.ring == nil {
+		h.ring = make([]WakeRecord, HistorySize)
+	}
 	h.ring[h.next] = r
 	h.next = (h.next + 1) % HistorySize
 	if h.n < HistorySize {
