@@ -149,11 +149,13 @@ func (r *registrar) RestoreHomes(ctx context.Context) error {
 			r.releaseTarget(ctx, rec.Target, rec.ID)
 		}
 	}
+	before := r.g.homeCount()
 	for _, rec := range recs {
 		if rec.Dynamic {
 			r.restoreHome(ctx, rec)
 		}
 	}
+	r.log.Info("stored homes restored", "homes", r.g.homeCount()-before)
 	return nil
 }
 
@@ -178,11 +180,11 @@ func (r *registrar) restoreHome(ctx context.Context, rec registry.Home) {
 		r.log.Warn("stored dynamic home not restored: relay_token", "home", rec.ID, "err", err)
 		return
 	}
-	if err := r.RegisterHome(ctx, h); err != nil {
+	if err := r.registerRead(ctx, h, rec); err != nil {
 		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "err", err)
 		return
 	}
-	r.log.Info("home restored", "home", rec.ID, "target", rec.Target)
+	r.log.Debug("home restored", "home", rec.ID, "target", rec.Target)
 }
 
 // PutAPIHome registers or replaces home id from an admin request: it
