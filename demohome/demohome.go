@@ -209,6 +209,8 @@ type Handler struct {
 	conns       map[*websocket.Conn]struct{}
 	closing     bool           // set by CloseWebSockets: later upgrades are closed at once
 	wsWG        sync.WaitGroup // one per tracked WebSocket handler
+	pages       int64          // pages served (servePage)
+	started     time.Time      // when the handler was made: the home's start
 }
 
 // NewHandler returns a Handler for o, with empty fields set to their defaults.
@@ -220,8 +222,9 @@ func NewHandler(o Options) *Handler {
 			// decides who may connect.
 			CheckOrigin: func(*http.Request) bool { return true },
 		},
-		paths: make(map[string]int64),
-		conns: make(map[*websocket.Conn]struct{}),
+		paths:   make(map[string]int64),
+		conns:   make(map[*websocket.Conn]struct{}),
+		started: time.Now(),
 	}
 }
 
@@ -371,16 +374,36 @@ var pageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <head><meta charset="utf-8"><title>wakegate demo home {{.Target}}</title></head>
 <body>
 <h1>wakegate demo home</h1>
+<p id="what">{{if .Gateway}}Served through wakegate. {{end}}{{if eq .Page 1}}This is the first page this home has served: it woke up {{.Uptime}} ago{{if .Gateway}}, most likely for this request{{end}}.{{else}}This home woke up {{.Uptime}} ago and has served {{.Page}} pages since.{{end}}</p>
+<p id="wake"></p>
 <p>target: <code>{{.Target}}</code></p>
 <p>version: <code>{{.Version}}</code></p>
 <p>path: <code>{{.Path}}</code></p>
+<script>
+// wakegate adds "Server-Timing: wake;dur=N" to an answer that waited for a wake.
+try {
+  const nav = performance.getEntriesByType("navigation")[0];
+  const wake = nav && (nav.serverTiming || []).find(e => e.name === "wake");
+  if (wake) document.getElementById("wake").textContent =
+    "This request woke the home: the wake took " + Math.round(wake.duration) + " ms.";
+} catch (e) {}
+</script>
 </body>
 </html>
 `))
 
 func (h *Handler) servePage(w http.ResponseWriter, r *http.Request) {
 	var b bytes.Buffer
-	data := struct{ Target, Version, Path string }{h.opts.Target, h.opts.Version, r.URL.Path}
+	h.mu.Lock()
+	h.pages++
+	page := h.pages
+	h.mu.Unlock()
+	data := struct {
+		Target, Version, Path, Uptime string
+		Page                          int64
+		Gateway                       bool
+	}{h.opts.Target, h.opts.Version, r.URL.Path, time.Since(h.started).Round(time.Millisecond).String(), page,
+		r.Header.Get("X-Forwarded-Proto") != ""}
 	if err := pageTemplate.Execute(&b, data); err != nil {
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "rendering page: " + err.Error()})
 		return

@@ -165,6 +165,10 @@ type ServerConfig struct {
 	// open WebSockets, besides the request's own host. Default none: same
 	// host only. "*" allows any origin.
 	WebSocketOrigins []string `yaml:"websocket_origins"`
+	// RootRedirect is where GET / on the public listener sends visitors
+	// (302), an absolute http(s) URL or a path starting with /. Default
+	// none: / answers a small page that says what this gateway serves.
+	RootRedirect string `yaml:"root_redirect"`
 
 	trusted []*net.IPNet
 }

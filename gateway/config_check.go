@@ -136,6 +136,9 @@ func (s *ServerConfig) validate(k checker) {
 		namedDuration{"idle_timeout", s.IdleTimeout}, namedDuration{"read_header_timeout", s.ReadHeaderTimeout},
 		namedDuration{"min_rate_grace", s.MinRateGrace})
 	k.oneOf("drain_websockets", s.DrainWebSockets, "start", "end")
+	if msg := checkRootRedirect(s.RootRedirect); msg != "" {
+		k.bad("root_redirect", "%s", msg)
+	}
 	if *s.MinBodyRate < 0 {
 		k.bad("min_body_rate", "must not be negative")
 	}

@@ -49,6 +49,7 @@ func (g *Gateway) routes() http.Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	g.rootRoutes(r) // GET / and /favicon.ico: rootpage.go
 	r.Post("/_wakegate/ready", g.serveReadySignal)
 	r.Get("/_wakegate/wake/{kind}/{name}", g.serveWakeStatus)
 	r.Handle("/apps/{slug}", http.HandlerFunc(g.redirectSlash))
