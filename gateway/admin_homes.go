@@ -179,6 +179,9 @@ func (a adminAPI) AddLease(id string, ttl time.Duration) (uint64, error) {
 	if _, err := a.home(id); err != nil {
 		return 0, err
 	}
+	if lease, ok, err := a.g.addFleetLease(id, ttl); ok { // fleet_leases.go
+		return lease, adminFault(err)
+	}
 	return a.g.sessions.Lease(id, ttl), nil
 }
 
@@ -187,7 +190,14 @@ func (a adminAPI) EndLease(id string, lease uint64) error {
 	if _, err := a.home(id); err != nil {
 		return err
 	}
-	if !a.g.sessions.EndLease(id, lease) {
+	live, ok, err := a.g.endFleetLease(id, lease) // fleet_leases.go
+	if err != nil {
+		return adminFault(err)
+	}
+	if !ok {
+		live = a.g.sessions.EndLease(id, lease)
+	}
+	if !live {
 		return fault.New(fault.NotFound, "lease_not_found", "no live lease with this id on the home").WithField("lease")
 	}
 	return nil

@@ -146,6 +146,7 @@ type Redis struct {
 type redisKeys struct {
 	homes, apps, claims, target, locks, lockseq, sessions, channel string
 	blobs, blobTimes, blobKeys, versions                           string
+	adminLeases, adminLeaseSeq                                     string
 }
 
 func newRedisKeys(prefix string) redisKeys {
@@ -154,7 +155,7 @@ func newRedisKeys(prefix string) redisKeys {
 		homes: tag + "homes", apps: tag + "apps", claims: tag + "claims", target: tag + "target",
 		locks: tag + "locks", lockseq: tag + "lockseq", sessions: tag + "sessions", channel: tag + "changes",
 		blobs: tag + "blobs", blobTimes: tag + "blobtimes", blobKeys: tag + "blobkeys",
-		versions: tag + "versions",
+		versions: tag + "versions", adminLeases: tag + "adminleases", adminLeaseSeq: tag + "adminleaseseq",
 	}
 }
 

@@ -179,18 +179,18 @@ func (r *Redis) Reports(ctx context.Context) ([]InstanceReport, error) {
 	return out, nil
 }
 
-// FleetSessions returns the sum of unexpired session counts for a home
-// over every instance; 0 when none reports it.
+// FleetSessions returns the sum of a home's sessions over every
+// instance's unexpired report, and its live stored leases
+// (AddAdminLease); 0 when there are none.
 func (r *Redis) FleetSessions(ctx context.Context, homeID string) (int, error) {
-	reps, err := r.Reports(ctx)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("registry: fleet sessions of %s: %w", homeID, err)
 	}
-	total := 0
-	for _, rep := range reps {
-		total += rep.Sessions[homeID]
+	n, err := fleetSessionsScript.Run(ctx, r.c, []string{r.keys.sessions, r.keys.adminLeases}, homeID, r.nowArg()).Int()
+	if err != nil {
+		return 0, fmt.Errorf("registry: fleet sessions of %s: %w", homeID, r.fail(ctx, err))
 	}
-	return total, nil
+	return n, nil
 }
 
 // sortReports orders reports by instance.

@@ -108,3 +108,43 @@ func TestRedisReportsCarryVersions(t *testing.T) {
 		t.Fatalf("reports after the lapse %+v %v, want gw-a again with no version, and gw-c", reps, err)
 	}
 }
+
+func TestRedisAdminLeases(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	clk := registrytest.NewClock()
+	a, b := openTestRedis(t, srv, "leases", clk.Now), openTestRedis(t, srv, "leases", clk.Now)
+	ctx := context.Background()
+	if err := a.ReportSessions(ctx, "gw-a", map[string]int{"h1": 2}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	l1, exp, err := a.AddAdminLease(ctx, "h1", 10*time.Second)
+	if err != nil || !exp.Equal(clk.Now().Add(10*time.Second)) {
+		t.Fatalf("add lease: %d %s %v, want expiry in 10s", l1, exp, err)
+	}
+	l2, _, err := b.AddAdminLease(ctx, "h1", time.Hour)
+	if err != nil || l2 == l1 {
+		t.Fatalf("second lease: %d %v, want an id other than %d", l2, err, l1)
+	}
+	if _, _, err := b.AddAdminLease(ctx, "h10", time.Hour); err != nil { // a home whose id starts alike
+		t.Fatal(err)
+	}
+	fleet := func(want int, when string) {
+		t.Helper()
+		if n, err := b.FleetSessions(ctx, "h1"); err != nil || n != want {
+			t.Fatalf("fleet sessions of h1 %s: %d %v, want %d", when, n, err, want)
+		}
+	}
+	fleet(4, "with two reported sessions and two leases")
+	clk.Advance(11 * time.Second)
+	fleet(3, "once the first lease expired")
+	if live, err := b.EndAdminLease(ctx, "h1", l1); err != nil || live {
+		t.Fatalf("end an expired lease: %v %v, want false", live, err)
+	}
+	if live, err := b.EndAdminLease(ctx, "h1", l2); err != nil || !live {
+		t.Fatalf("end, through another client, a live lease: %v %v, want true", live, err)
+	}
+	fleet(2, "once the leases ended")
+	if live, err := a.EndAdminLease(ctx, "h1", l2); err != nil || live {
+		t.Fatalf("end a lease again: %v %v, want false", live, err)
+	}
+}

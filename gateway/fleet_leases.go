@@ -1,0 +1,42 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+)
+
+// In a fleet, an operator's lease on a home is stored (registry's
+// AddAdminLease): every gateway counts it among the home's sessions, it
+// outlives the gateway that took it, and any gateway can end it. A
+// gateway on its own store keeps leases as its own sessions.
+
+// fleetLeaseTimeout bounds one lease operation on the store.
+const fleetLeaseTimeout = 5 * time.Second
+
+// addFleetLease stores a lease on home id for ttl; ok is false without
+// Redis (the caller keeps the lease as a session of its own).
+func (g *Gateway) addFleetLease(id string, ttl time.Duration) (lease uint64, ok bool, err error) {
+	r, isFleet := g.store.(*registry.Redis)
+	if !isFleet {
+		return 0, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fleetLeaseTimeout)
+	defer cancel()
+	lease, _, err = r.AddAdminLease(ctx, id, ttl)
+	return lease, true, err
+}
+
+// endFleetLease ends a stored lease on home id and reports whether it was
+// live; ok is false without Redis.
+func (g *Gateway) endFleetLease(id string, lease uint64) (live, ok bool, err error) {
+	r, isFleet := g.store.(*registry.Redis)
+	if !isFleet {
+		return false, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), fleetLeaseTimeout)
+	defer cancel()
+	live, err = r.EndAdminLease(ctx, id, lease)
+	return live, true, err
+}
