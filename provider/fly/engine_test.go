@@ -3,6 +3,7 @@ package fly_test
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,8 @@ import (
 // scenarios need to ask of it.
 type world struct {
 	prov *counted
+	// options are the home's provider options.
+	options json.RawMessage
 	// target returns the roll target of version; a lying target's home
 	// reports another version than the one it was asked to run.
 	target func(version string, lying bool) registry.Target
@@ -119,11 +122,9 @@ func flyWorld(t *testing.T) world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetHome(home, fly.HomeOptions{Machine: machine, Port: g.port}); err != nil {
-		t.Fatal(err)
-	}
 	return world{
-		prov: &counted{Provider: p},
+		prov:    &counted{Provider: p},
+		options: json.RawMessage(fmt.Sprintf(`{"machine": %q, "port": %d}`, machine, g.port)),
 		target: func(v string, lying bool) registry.Target {
 			if lying {
 				g.lie(v, "2")
@@ -235,7 +236,7 @@ func newEngineRig(t *testing.T, w world, tm rigTimes) *engineRig {
 	})
 	t.Cleanup(r.eng.Close)
 	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: home, Target: "alice", Provider: "p",
-		Version: "1", IdleTimeout: tm.idle}); err != nil {
+		Version: "1", IdleTimeout: tm.idle, Settings: provider.Settings{Options: w.options}}); err != nil {
 		t.Fatal(err)
 	}
 	if tick := tm.tick; tick > 0 {
@@ -400,7 +401,7 @@ func TestEngineScenarios(t *testing.T) {
 			testbin.Eventually(t, "the idle home suspended", func() bool {
 				return r.record().Status == registry.StatusSuspended
 			})
-			res, err := r.w.prov.Status(context.Background(), provider.Spec{ID: home, Target: "alice"})
+			res, err := r.w.prov.Status(context.Background(), provider.Spec{ID: home, Target: "alice", Options: r.w.options})
 			if err != nil || res.State != provider.StateSuspended {
 				t.Errorf("provider status %+v, %v; want suspended", res, err)
 			}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
@@ -44,9 +43,6 @@ type Provider struct {
 	cl  *client
 	hc  *http.Client
 	log *slog.Logger
-
-	mu    sync.RWMutex
-	homes map[string]HomeOptions // by home id
 }
 
 // New returns a provider for cfg (defaulted here, then validated) with
@@ -69,11 +65,10 @@ func New(cfg Config, o Options) (*Provider, error) {
 		log = slog.Default()
 	}
 	return &Provider{
-		cfg:   cfg,
-		cl:    &client{base: strings.TrimSuffix(cfg.BaseURL, "/"), app: cfg.App, token: token, http: hc, limits: &limiters{}},
-		hc:    hc,
-		log:   log,
-		homes: make(map[string]HomeOptions),
+		cfg: cfg,
+		cl:  &client{base: strings.TrimSuffix(cfg.BaseURL, "/"), app: cfg.App, token: token, http: hc, limits: &limiters{}},
+		hc:  hc,
+		log: log,
 	}, nil
 }
 
@@ -88,30 +83,15 @@ func fieldErrs(fe []*FieldError) []error {
 // Name returns "fly".
 func (p *Provider) Name() string { return Name }
 
-// SetHome registers (or replaces) the options of home id.
-func (p *Provider) SetHome(id string, o HomeOptions) error {
-	if errs := o.Validate(); len(errs) > 0 {
-		return fmt.Errorf("fly: home %s: %w", id, errors.Join(fieldErrs(errs)...))
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.homes[id] = o
-	return nil
-}
-
-// RemoveHome forgets home id's options.
-func (p *Provider) RemoveHome(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.homes, id)
-}
-
+// home decodes the home's options from its spec.
 func (p *Provider) home(s provider.Spec) (HomeOptions, error) {
-	p.mu.RLock()
-	h, ok := p.homes[s.ID]
-	p.mu.RUnlock()
-	if !ok {
-		return HomeOptions{}, fmt.Errorf("fly: home %s has no machine: give it the option machine", s.ID)
+	var h HomeOptions
+	if err := provider.DecodeOptions(s.Options, &h); err != nil {
+		return h, &provider.Error{Reason: provider.ReasonBadConfig, Err: fmt.Errorf("fly: home %s: %w", s.ID, err)}
+	}
+	if errs := h.Validate(); len(errs) > 0 {
+		return h, &provider.Error{Reason: provider.ReasonBadConfig, Hint: "give the home its machine: options: {machine: ID}",
+			Err: fmt.Errorf("fly: home %s: options: %w", s.ID, errors.Join(fieldErrs(errs)...))}
 	}
 	return h, nil
 }
@@ -128,6 +108,11 @@ func (p *Provider) bound(ctx context.Context, extra time.Duration) (context.Cont
 // it to be started. A machine already started is returned as it is; one
 // stopping or suspending is let finish first.
 func (p *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	r, err := p.wake(ctx, s)
+	return r, wrap("wake", err)
+}
+
+func (p *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	ctx, cancel := p.bound(ctx, 0)
 	defer cancel()
 	h, err := p.home(s)
@@ -217,6 +202,10 @@ func (p *Provider) endpoint(s provider.Spec, h HomeOptions, m machine) string {
 // the API will not suspend (a 400 or 422: too large, or not suspendable)
 // gives provider.ErrUnsupported, so the caller stops it instead.
 func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
+	return wrap("suspend", p.suspend(ctx, s))
+}
+
+func (p *Provider) suspend(ctx context.Context, s provider.Spec) error {
 	ctx, cancel := p.bound(ctx, 0)
 	defer cancel()
 	h, err := p.home(s)
@@ -259,6 +248,11 @@ func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 // the stopped state (a wait for stopped returned, or the machine was read
 // stopped).
 func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
+	proven, err := p.stop(ctx, s)
+	return proven, wrap("stop", err)
+}
+
+func (p *Provider) stop(ctx context.Context, s provider.Spec) (bool, error) {
 	// The API kills the guest stop_timeout after the signal; a machine not
 	// stopped a margin after that is hung, and waiting on helps nobody.
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StopTimeout+stopMargin)
@@ -295,6 +289,11 @@ func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
 // to be started, and releases the lease. The volume stays attached: it is
 // part of the config.
 func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	r, err := p.recreate(ctx, s)
+	return r, wrap("recreate", err)
+}
+
+func (p *Provider) recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	ctx, cancel := p.bound(ctx, 0)
 	defer cancel()
 	h, err := p.home(s)
@@ -346,7 +345,7 @@ func (p *Provider) release(ctx context.Context, id, nonce string) {
 
 // image is the image a recreate runs: the spec's own, else the template.
 func (p *Provider) image(s provider.Spec) string {
-	if img := specImage(s); img != "" {
+	if img := s.Image; img != "" {
 		return img
 	}
 	if p.cfg.Image == "" || s.Version == "" {
@@ -378,6 +377,11 @@ func withImage(cfg json.RawMessage, image, key, version string) (json.RawMessage
 
 // Version reads the version the home runs, from the configured source.
 func (p *Provider) Version(ctx context.Context, s provider.Spec) (string, error) {
+	v, err := p.version(ctx, s)
+	return v, wrap("version", err)
+}
+
+func (p *Provider) version(ctx context.Context, s provider.Spec) (string, error) {
 	ctx, cancel := p.bound(ctx, 0)
 	defer cancel()
 	h, err := p.home(s)
@@ -436,6 +440,11 @@ func (p *Provider) httpVersion(ctx context.Context, s provider.Spec, h HomeOptio
 
 // Status reads the machine and reports its state, normalised.
 func (p *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	r, err := p.status(ctx, s)
+	return r, wrap("status", err)
+}
+
+func (p *Provider) status(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	ctx, cancel := p.bound(ctx, 0)
 	defer cancel()
 	h, err := p.home(s)

@@ -2,6 +2,7 @@ package fly_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -77,14 +78,11 @@ func newRig(t *testing.T, state string, fo flyfake.Options, mut func(*fly.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.SetHome(home, fly.HomeOptions{Machine: machine, Port: 9}); err != nil {
-		t.Fatal(err)
-	}
 	return &rig{t: t, srv: srv, prov: p}
 }
 
 func (r *rig) spec(version string) provider.Spec {
-	return provider.Spec{ID: home, Target: "alice", Version: version}
+	return provider.Spec{ID: home, Target: "alice", Version: version, Options: json.RawMessage(`{"machine": "` + machine + `", "port": 9}`)}
 }
 
 func (r *rig) machine() flyfake.Machine {
@@ -569,9 +567,6 @@ func TestAPIErrorsCarryReasonCodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.SetHome(home, fly.HomeOptions{Machine: machine}); err != nil {
-			t.Fatal(err)
-		}
 		_, err = p.Wake(deadline(t, 5*time.Second), r.spec("v1"))
 		if code(err) != fly.CodeUnauthorized || strings.Contains(err.Error(), "wrong") {
 			t.Fatalf("wake: %v, want %s without the token", err, fly.CodeUnauthorized)
@@ -579,10 +574,9 @@ func TestAPIErrorsCarryReasonCodes(t *testing.T) {
 	})
 	t.Run("unknown machine", func(t *testing.T) {
 		r := newRig(t, "stopped", flyfake.Options{}, nil)
-		if err := r.prov.SetHome(home, fly.HomeOptions{Machine: "nosuch"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.prov.Wake(deadline(t, 5*time.Second), r.spec("v1")); code(err) != fly.CodeNotFound {
+		s := r.spec("v1")
+		s.Options = json.RawMessage(`{"machine": "nosuch"}`)
+		if _, err := r.prov.Wake(deadline(t, 5*time.Second), s); code(err) != fly.CodeNotFound {
 			t.Fatalf("wake: %v, want %s", err, fly.CodeNotFound)
 		}
 	})
