@@ -1,14 +1,11 @@
 package gateway_test
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -371,148 +368,6 @@ homes:
 	if *cfg.Homes[0].IdleTimeout != 30*time.Second || *cfg.Homes[1].IdleTimeout != 2*time.Minute {
 		t.Errorf("home idle timeouts = %s, %s; want 30s (own), 2m (wake.idle_timeout)",
 			*cfg.Homes[0].IdleTimeout, *cfg.Homes[1].IdleTimeout)
-	}
-}
-
-// tomlTable is one [table] or [[array table]] of a TOML file, with its
-// key = value pairs (strings unquoted).
-type tomlTable struct {
-	name string
-	kv   map[string]string
-}
-
-// parseTOML reads the subset of TOML that fly.toml uses: comments, [table],
-// [[array.table]], and key = value with string, number and boolean values.
-func parseTOML(t *testing.T, text string) []tomlTable {
-	t.Helper()
-	tables := []tomlTable{{name: "", kv: map[string]string{}}}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(stripTOMLComment(sc.Text()))
-		switch {
-		case line == "":
-		case strings.HasPrefix(line, "[[") && strings.HasSuffix(line, "]]"):
-			tables = append(tables, tomlTable{name: strings.TrimSpace(line[2 : len(line)-2]), kv: map[string]string{}})
-		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
-			tables = append(tables, tomlTable{name: strings.TrimSpace(line[1 : len(line)-1]), kv: map[string]string{}})
-		default:
-			k, v, ok := strings.Cut(line, "=")
-			if !ok {
-				t.Fatalf("fly.toml:%d: not key = value: %q", n, line)
-			}
-			v = strings.TrimSpace(v)
-			if uq, err := strconv.Unquote(v); err == nil {
-				v = uq
-			}
-			tables[len(tables)-1].kv[strings.TrimSpace(k)] = v
-		}
-	}
-	return tables
-}
-
-func stripTOMLComment(line string) string {
-	in := false
-	for i := 0; i < len(line); i++ {
-		switch line[i] {
-		case '"':
-			in = !in
-		case '\\':
-			i++
-		case '#':
-			if !in {
-				return line[:i]
-			}
-		}
-	}
-	return line
-}
-
-// tomlSeconds reads a kill_timeout: an integer number of seconds or a
-// duration string.
-func tomlSeconds(v string) (time.Duration, error) {
-	if n, err := strconv.Atoi(v); err == nil {
-		return time.Duration(n) * time.Second, nil
-	}
-	return time.ParseDuration(v)
-}
-
-func TestFlyTomlMatchesDefaultConfig(t *testing.T) {
-	data, err := os.ReadFile("../fly.toml")
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skip("no fly.toml")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := loadDefault(t)
-	_, port, err := net.SplitHostPort(cfg.Listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tables := parseTOML(t, string(data))
-
-	var ports, checkPaths []string
-	killTimeout := ""
-	for _, tb := range tables {
-		switch {
-		case tb.name == "":
-			killTimeout = tb.kv["kill_timeout"]
-		case tb.name == "http_service" || tb.name == "services":
-			if p, ok := tb.kv["internal_port"]; ok {
-				ports = append(ports, p)
-			}
-		case tb.name == "http_service.checks" || tb.name == "services.http_checks" ||
-			(strings.HasPrefix(tb.name, "checks.") && tb.kv["type"] == "http"):
-			checkPaths = append(checkPaths, tb.kv["path"])
-		}
-	}
-	if len(ports) == 0 {
-		t.Error("fly.toml has no internal_port")
-	}
-	for _, p := range ports {
-		if p != port {
-			t.Errorf("fly.toml internal_port = %s; the default config listens on %s", p, cfg.Listen)
-		}
-	}
-	if len(checkPaths) == 0 {
-		t.Error("fly.toml has no http health check")
-	}
-	for _, p := range checkPaths {
-		if p != "/healthz" {
-			t.Errorf("fly.toml http check path = %q; want /healthz", p)
-		}
-	}
-	kt, err := tomlSeconds(killTimeout)
-	if err != nil {
-		t.Fatalf("fly.toml kill_timeout = %q: %v", killTimeout, err)
-	}
-	if kt <= cfg.Server.DrainGrace {
-		t.Errorf("fly.toml kill_timeout = %s; must be longer than server.drain_grace %s", kt, cfg.Server.DrainGrace)
-	}
-}
-
-func TestParseTOMLSubset(t *testing.T) {
-	tables := parseTOML(t, `a = 1 # one
-s = "x # not a comment"
-[t]
-  k = "v"
-[[t.arr]]
-  p = "/1"
-[[t.arr]]
-  p = "/2"
-`)
-	var got []string
-	for _, tb := range tables {
-		keys := make([]string, 0, len(tb.kv))
-		for k, v := range tb.kv {
-			keys = append(keys, k+"="+v)
-		}
-		sort.Strings(keys)
-		got = append(got, tb.name+":"+strings.Join(keys, ","))
-	}
-	want := []string{":a=1,s=x # not a comment", "t:k=v", "t.arr:p=/1", "t.arr:p=/2"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("parseTOML = %q; want %q", got, want)
 	}
 }
 
