@@ -194,10 +194,14 @@ func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
 // newProxy builds the data plane from the proxy and server sections.
 func (g *Gateway) newProxy() *proxy.Proxy {
 	cfg := g.cfg
+	trusted := cfg.Server.isTrusted
+	if len(cfg.Server.trusted) == 0 {
+		trusted = nil // the proxy then parses no peer address per request
+	}
 	return proxy.New(proxy.Options{
 		RelayHeader:  cfg.Proxy.RelayHeader,
 		StripHeaders: []string{ProbeHeader},
-		Trusted:      cfg.Server.isTrusted,
+		Trusted:      trusted,
 		ClientIP:     g.clientIP().Of,
 		MaxBodyBytes: int64(cfg.Server.MaxBodyBytes),
 		AllowOrigin:  cfg.Server.allowOrigin,

@@ -284,11 +284,12 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	for _, h := range p.stripped {
 		out.Header.Del(h)
 	}
-	p.scrub(out.Header, !p.trustedPeer(pr.In))
+	trusted := p.trustedPeer(pr.In)
+	p.scrub(out.Header, !trusted)
 	if route.RelayToken != "" {
 		out.Header.Set(p.opts.RelayHeader, route.RelayToken)
 	}
-	if p.trustedPeer(pr.In) {
+	if trusted {
 		// A trusted proxy's chain is kept and extended; its proto and host win.
 		if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 {
 			out.Header["X-Forwarded-For"] = prior

@@ -85,14 +85,22 @@ func (m *maskReader) Close() error { return m.src.Close() }
 // WebSocket relays.
 type bufferPool struct{ p sync.Pool }
 
+// The pool holds array pointers, so that ReverseProxy's Put of a slice
+// allocates nothing.
 func newBufferPool() *bufferPool {
-	return &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, relayBufSize); return &b }}}
+	return &bufferPool{p: sync.Pool{New: func() any { return new([relayBufSize]byte) }}}
 }
 
-func (b *bufferPool) Get() []byte  { return *b.get() }
-func (b *bufferPool) Put(s []byte) { b.p.Put(&s) }
+func (b *bufferPool) Get() []byte { return b.p.Get().(*[relayBufSize]byte)[:] }
 
-// get and put hand out the pointer itself, which a pump keeps, so that
-// putting it back allocates nothing.
-func (b *bufferPool) get() *[]byte  { return b.p.Get().(*[]byte) }
-func (b *bufferPool) put(p *[]byte) { b.p.Put(p) }
+// Put takes back a buffer Get handed out; any other slice is left to the
+// collector.
+func (b *bufferPool) Put(s []byte) {
+	if cap(s) >= relayBufSize {
+		b.p.Put((*[relayBufSize]byte)(s[:relayBufSize]))
+	}
+}
+
+// get and put serve the relays' pumps.
+func (b *bufferPool) get() *[relayBufSize]byte  { return b.p.Get().(*[relayBufSize]byte) }
+func (b *bufferPool) put(p *[relayBufSize]byte) { b.p.Put(p) }

@@ -282,10 +282,10 @@ func (pu *pump) copy(p *Proxy) error {
 			}
 		}
 		bp := p.relayBuf()
-		n, rerr := pu.src.Read(*bp)
+		n, rerr := pu.src.Read(bp[:])
 		var werr error
 		if n > 0 {
-			_, werr = pu.dst.Write((*bp)[:n])
+			_, werr = pu.dst.Write(bp[:n])
 		}
 		p.relayBufDone(bp)
 		switch {
@@ -311,9 +311,9 @@ func (pu *pump) drainBuffered(p *Proxy) (eof bool, err error) {
 	bp := p.relayBuf()
 	defer p.relayBufDone(bp)
 	for {
-		n, rerr := pu.src.Read(*bp)
+		n, rerr := pu.src.Read(bp[:])
 		if n > 0 {
-			if _, err := pu.dst.Write((*bp)[:n]); err != nil {
+			if _, err := pu.dst.Write(bp[:n]); err != nil {
 				return false, err
 			}
 		}
@@ -330,12 +330,12 @@ func (pu *pump) drainBuffered(p *Proxy) (eof bool, err error) {
 
 // relayBuf takes a pump's buffer from the pool; relayBufDone gives it
 // back. relayBufs counts the buffers out.
-func (p *Proxy) relayBuf() *[]byte {
+func (p *Proxy) relayBuf() *[relayBufSize]byte {
 	p.relayBufs.Add(1)
 	return p.bufs.get()
 }
 
-func (p *Proxy) relayBufDone(b *[]byte) {
+func (p *Proxy) relayBufDone(b *[relayBufSize]byte) {
 	p.bufs.put(b)
 	p.relayBufs.Add(-1)
 }
