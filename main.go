@@ -173,6 +173,7 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer g.Close()
+	defer startCPUProfile(stderr)() // cpuprofile.go
 	g.SetVersion(version)
 	if err := g.Run(ctx); err != nil {
 		log.Error("serve", "err", err)
