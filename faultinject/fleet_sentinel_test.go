@@ -79,7 +79,7 @@ func startRedisProc(t *testing.T, args ...string) *redisProc {
 		}
 	})
 	c := redis.NewClient(&redis.Options{Addr: p.addr, DialTimeout: time.Second, MaxRetries: -1})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	testbin.Eventually(t, "redis-server "+p.addr+" answers", func() bool {
 		return c.Ping(context.Background()).Err() == nil
 	})
@@ -142,7 +142,7 @@ func (s *sentinelSet) masterAddr() string {
 // received when the primary dies is lost with it).
 func (s *sentinelSet) replicaCaughtUp(t *testing.T) bool {
 	c := redis.NewClient(&redis.Options{Addr: s.primary.addr})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	info, err := c.Info(context.Background(), "replication").Result()
 	if err != nil {
 		t.Fatalf("primary's replication info: %v", err)

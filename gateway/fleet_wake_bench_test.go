@@ -34,7 +34,7 @@ func BenchmarkFleetWakeOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	get := func(gw *e2eGateway) (time.Time, error) {
 		res, err := client.Get("http://" + gw.addr + "/node/demo/whoami")
