@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -35,9 +37,21 @@ type HomeView struct {
 	LastWakeLatencyMS float64       `json:"last_wake_latency_ms,omitempty"`
 	LastReadyAt       *time.Time    `json:"last_ready_at,omitempty"`
 	IdleTimeout       string        `json:"idle_timeout"`
-	Probe             string        `json:"probe,omitempty"`
-	RelayToken        bool          `json:"relay_token"`
-	Generation        uint64        `json:"generation"`
+	// Probe is the home's probe: its kind, or an object when it sets a
+	// path, statuses or a settle window.
+	Probe registry.HomeProbe `json:"probe,omitzero"`
+	// ReadyTimeout is the home's own ready timeout; omitted when it uses
+	// wake.ready_timeout.
+	ReadyTimeout string `json:"ready_timeout,omitempty"`
+	// Command and WorkingDir are the home's own (exec); EnvKeys are the
+	// names of its own environment entries (never their values); Options
+	// are its provider options.
+	Command    []string        `json:"command,omitempty"`
+	WorkingDir string          `json:"working_dir,omitempty"`
+	EnvKeys    []string        `json:"env_keys,omitempty"`
+	Options    json.RawMessage `json:"options,omitempty"`
+	RelayToken bool            `json:"relay_token"`
+	Generation uint64          `json:"generation"`
 	// Dynamic is true for a home registered through the admin API (it is
 	// stored and registered again when the gateway restarts, unless the
 	// config then declares its id or target).
@@ -84,12 +98,28 @@ type WakeProgress struct {
 	ElapsedMS int64  `json:"elapsed_ms"`
 }
 
-// HomeRequest is the body of PUT /admin/homes/{id}.
+// HomeRequest is the body of PUT /admin/homes/{id}. It takes the settings
+// of a home in the config file (homes[]), checked by the same rules.
 type HomeRequest struct {
 	// Target is the name in /node/{target}. Default: the id.
 	Target string `json:"target"`
-	// Provider is "exec" (default). Static homes are declared in the config.
+	// Provider is "exec" (default), "static" (with options.endpoint), or a
+	// provider configured under providers in the config file.
 	Provider string `json:"provider"`
+	// Options are the provider's settings for this home, an object that
+	// the provider documents (static: endpoint). Default none.
+	Options json.RawMessage `json:"options,omitempty"`
+	// Command is the home's own command template (exec), program first,
+	// with the placeholders of exec.command. Default: exec.command.
+	Command []string `json:"command,omitempty"`
+	// Env are extra KEY=VALUE entries for the home's environment.
+	Env []string `json:"env,omitempty"`
+	// WorkingDir is the home's working directory, an absolute path.
+	// Default: the home's own folder.
+	WorkingDir string `json:"working_dir,omitempty"`
+	// ReadyTimeout bounds the home's wakes, a duration such as "30s".
+	// Default: wake.ready_timeout.
+	ReadyTimeout *string `json:"ready_timeout,omitempty"`
 	// Version is the version a new home first runs. Default "1". A
 	// replaced home keeps its stored version (a roll changes versions).
 	Version string `json:"version"`
@@ -98,8 +128,9 @@ type HomeRequest struct {
 	// IdleTimeout is a duration such as "5m"; default wake.idle_timeout;
 	// "0s" never suspends.
 	IdleTimeout *string `json:"idle_timeout"`
-	// Probe is "auto", "ws", "http" or "tcp"; default wake.probe.kind.
-	Probe string `json:"probe"`
+	// Probe is a kind ("auto", "ws", "http" or "tcp") or an object of
+	// kind, path, statuses and settle; default wake.probe's.
+	Probe registry.HomeProbe `json:"probe"`
 }
 
 // LeaseRequest is the body of POST /admin/homes/{id}/leases.

@@ -64,8 +64,8 @@ func TestAdminRecordCLI(t *testing.T) {
 		!strings.Contains(errs, "wakegate home get bob") {
 		t.Fatalf("stale --if-match: exit %d\n%s%s", code, out, errs)
 	}
-	if v := admDecode[admin.HomeView](t, []byte(must("home", "get", "bob", "--json"))); v.Probe != "tcp" {
-		t.Fatalf("a stale write changed the home: probe %q", v.Probe)
+	if v := admDecode[admin.HomeView](t, []byte(must("home", "get", "bob", "--json"))); v.Probe.Kind != "tcp" {
+		t.Fatalf("a stale write changed the home: probe %q", v.Probe.Kind)
 	}
 	must("home", "put", "bob", "--force", "target=bob", "probe=http")
 	must("home", "put", "bob", "--json", "--file", writeJSONFile(t, `{"target":"bob","probe":"ws"}`))

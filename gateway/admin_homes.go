@@ -6,12 +6,14 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
 )
 
 // The home side of adminAPI: views of homes and the actions on them.
@@ -32,8 +34,9 @@ func (a adminAPI) view(h *homeRoute, rec registry.Home) admin.HomeView {
 	v := admin.HomeView{ID: h.spec.ID, Target: h.spec.Target, Provider: rec.Provider, Version: rec.Version,
 		Status: string(rec.Status), Verdict: string(rec.Verdict), Reason: rec.Reason, WantRunning: rec.WantRunning,
 		Endpoint: safeURL(rec.Endpoint), Sessions: g.sessions.Count(h.spec.ID), Warm: g.engine.Warm(h.spec.ID),
-		IdleTimeout: h.spec.IdleTimeout.String(), Probe: string(h.spec.Probe), RelayToken: h.token != "",
+		IdleTimeout: h.spec.IdleTimeout.String(), RelayToken: h.token != "",
 		Generation: rec.Generation, Dynamic: rec.Dynamic}
+	settingsView(h.spec, &v)
 	if v.Verdict == "" {
 		v.Verdict = "none"
 	}
@@ -228,4 +231,21 @@ func (a adminAPI) SetTarget(ctx context.Context, t registry.Target, ifMatch uint
 	}
 	t, err := a.g.engine.SetTarget(ctx, t)
 	return t, adminFault(err)
+}
+
+// settingsView shows s's own settings in v: its probe, ready timeout,
+// command, working dir, options, and the names (never the values) of its
+// environment entries.
+func settingsView(s wake.HomeSpec, v *admin.HomeView) {
+	v.Probe = registry.HomeProbe{Kind: string(s.Probe), Path: s.ProbePath, Statuses: s.ProbeStatuses,
+		Settle: registry.Duration(s.ProbeSettle)}
+	if s.ReadyTimeout > 0 {
+		v.ReadyTimeout = s.ReadyTimeout.String()
+	}
+	st := s.Settings
+	v.Command, v.WorkingDir, v.Options = st.Command, st.Dir, st.Options
+	for _, kv := range st.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		v.EnvKeys = append(v.EnvKeys, k)
+	}
 }

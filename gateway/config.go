@@ -412,10 +412,15 @@ type HomeConfig struct {
 	// Options are the home's provider-specific settings, a mapping that its
 	// provider documents (static: endpoint). Default none.
 	Options map[string]any `yaml:"options"`
-	// Probe overrides wake.probe.kind for this home: "auto", "ws", "http"
-	// or "tcp".
-	// Default (and when empty): wake.probe.kind.
-	Probe string `yaml:"probe"`
+	// Probe is how this home's readiness is proven: a kind ("auto", "ws",
+	// "http" or "tcp"), or a mapping of kind, path (the http probe's path,
+	// may contain {target}), statuses (the only HTTP statuses that pass;
+	// default 2xx and 3xx) and settle (a ws probe's quiet window). Default
+	// (and for every field left out): wake.probe's.
+	Probe registry.HomeProbe `yaml:"probe"`
+	// ReadyTimeout bounds this home's wakes, provider start plus probe.
+	// Default (and zero): wake.ready_timeout.
+	ReadyTimeout time.Duration `yaml:"ready_timeout"`
 	// Version is the version the home runs when first started. Default
 	// "1"; empty means the default.
 	Version string `yaml:"version"`

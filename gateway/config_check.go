@@ -308,19 +308,21 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 	if h.Endpoint != "" && h.Provider != "static" {
 		k.bad("endpoint", "only static homes have a fixed endpoint")
 	}
-	st, err := h.settings()
+	d, err := h.decl()
 	if err != nil {
 		k.bad("options", "%v", err)
 	}
 	_, endpointOpt := h.Options["endpoint"]
-	for _, p := range reg.CheckHome(h.Provider, avail, st) {
-		if p.Field == "options.endpoint" && !endpointOpt {
+	for _, p := range d.check(reg, avail) {
+		switch {
+		case p.Field == "id" || p.Field == "target" || p.Field == "idle_timeout":
+			continue // above
+		case (p.Field == "probe" || p.Field == "probe.kind") && h.Probe.Kind == probeKind:
+			continue // wake.probe.kind's own problem, reported there
+		case p.Field == "options.endpoint" && !endpointOpt:
 			p.Field = "endpoint" // the shorthand the file used
 		}
 		k.bad(p.Field, "%s", p.Msg)
-	}
-	if h.Probe != probeKind {
-		k.oneOf("probe", h.Probe, "auto", "ws", "http", "tcp")
 	}
 	if h.RelayToken != "" {
 		if _, err := ResolveSecret(h.RelayToken); err != nil {

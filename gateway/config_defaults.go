@@ -136,6 +136,13 @@ func (r *RollConfig) defaults() {
 }
 
 // defaults fills h's unset fields; some default to w's settings.
+// decl is h in the shape the admin API's homes share (homedecl.go).
+func (h *HomeConfig) decl() (homeDecl, error) {
+	st, err := h.settings()
+	return homeDecl{ID: h.ID, Target: h.Target, Provider: h.Provider, Version: h.Version, RelayToken: h.RelayToken,
+		Probe: h.Probe, IdleTimeout: *h.IdleTimeout, ReadyTimeout: h.ReadyTimeout, Settings: st}, err
+}
+
 // settings are h's provider settings; a static home's endpoint (the
 // shorthand of options.endpoint) is among its options.
 func (h *HomeConfig) settings() (provider.Settings, error) {
@@ -164,7 +171,7 @@ func (h *HomeConfig) defaults(w *WakeConfig) {
 	def(&h.Target, h.ID)
 	def(&h.Provider, "exec")
 	def(&h.Version, "1")
-	def(&h.Probe, w.Probe.Kind)
+	def(&h.Probe.Kind, w.Probe.Kind)
 	if h.IdleTimeout == nil {
 		h.IdleTimeout = w.IdleTimeout
 	}

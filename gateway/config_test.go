@@ -540,7 +540,7 @@ homes:
 		{"homes[0].target", h.Target, "h"},
 		{"homes[0].provider", h.Provider, "exec"},
 		{"homes[0].version", h.Version, "1"},
-		{"homes[0].probe", h.Probe, "auto"},
+		{"homes[0].probe", h.Probe.Kind, "auto"},
 		{"homes[0].idle_timeout", *h.IdleTimeout, 5 * time.Minute},
 		{"apps[0].kind", a.Kind, "ui"},
 		{"apps[0].desired_state", a.DesiredState, "running"},

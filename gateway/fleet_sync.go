@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // A gateway of a fleet serves the homes and apps that any gateway of the
@@ -139,15 +138,10 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) {
 	}
 }
 
-// sameRouting reports whether h is routed as rec says: target, provider,
-// idle timeout, probe and relay token.
+// sameRouting reports whether h is registered as rec says: target,
+// provider, settings (homedecl.go) and relay token.
 func (g *Gateway) sameRouting(h *homeRoute, rec registry.Home) bool {
-	probe := wake.ProbeKind(rec.Probe)
-	if probe == "" {
-		probe = wake.ProbeKind(g.cfg.Wake.Probe.Kind)
-	}
-	s := h.spec
-	if s.Target != rec.Target || s.Provider != rec.Provider || s.IdleTimeout != rec.IdleTimeout || s.Probe != probe {
+	if !sameSpec(h.spec, declFromRecord(rec, &g.cfg.Wake).spec("")) {
 		return false
 	}
 	token := ""

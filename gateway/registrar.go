@@ -13,7 +13,6 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // The registrar is the one path by which homes and apps join and leave
@@ -98,12 +97,11 @@ func (r *registrar) RegisterHome(ctx context.Context, h *homeRoute) error {
 // from whichever home held it.
 func (r *registrar) RegisterConfigHomes(ctx context.Context) error {
 	for _, hc := range r.g.cfg.Homes {
-		st, err := hc.settings()
+		d, err := hc.decl()
 		if err != nil {
 			return fmt.Errorf("home %s: options: %w", hc.ID, err)
 		}
-		h := &homeRoute{spec: wake.HomeSpec{ID: hc.ID, Target: hc.Target, Provider: hc.Provider,
-			Version: hc.Version, IdleTimeout: *hc.IdleTimeout, Probe: wake.ProbeKind(hc.Probe), Settings: st}}
+		h := &homeRoute{spec: d.spec("")}
 		if err := r.resolveToken(h, hc.RelayToken); err != nil {
 			return fmt.Errorf("home %s: relay_token: %w", hc.ID, err)
 		}
@@ -171,11 +169,7 @@ func (r *registrar) restoreHome(ctx context.Context, rec registry.Home) {
 	if !r.claimStoredTarget(ctx, rec) {
 		return
 	}
-	h := &homeRoute{spec: wake.HomeSpec{ID: rec.ID, Target: rec.Target, Provider: rec.Provider, Version: rec.Version,
-		IdleTimeout: rec.IdleTimeout, Probe: wake.ProbeKind(rec.Probe)}}
-	if h.spec.Probe == "" {
-		h.spec.Probe = wake.ProbeKind(r.g.cfg.Wake.Probe.Kind)
-	}
+	h := &homeRoute{spec: declFromRecord(rec, &r.g.cfg.Wake).spec("")}
 	if err := r.resolveToken(h, rec.RelayTokenRef); err != nil {
 		r.log.Warn("stored dynamic home not restored: relay_token", "home", rec.ID, "err", err)
 		return
@@ -194,12 +188,12 @@ func (r *registrar) restoreHome(ctx context.Context, rec registry.Home) {
 // A home the config does not declare is stored as dynamic, with what its
 // restore needs. created reports whether the home is new.
 func (r *registrar) PutAPIHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (h *homeRoute, created bool, err error) {
-	h, err = r.homeFromRequest(id, req)
+	h, d, err := r.homeFromRequest(id, req)
 	if err != nil {
 		return nil, false, err
 	}
 	r.claimMu.Lock()
-	prev, created, err := r.storeAPIHome(ctx, h, req, ifMatch)
+	prev, created, err := r.storeAPIHome(ctx, h, d, ifMatch)
 	r.claimMu.Unlock()
 	if err != nil {
 		return nil, false, err
@@ -217,7 +211,7 @@ func (r *registrar) PutAPIHome(ctx context.Context, id string, req admin.HomeReq
 // storeAPIHome writes the stored record of h, an admin request's home,
 // under its target's claim. It returns the record it replaced (zero when
 // created reports a new one).
-func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, req admin.HomeRequest, ifMatch uint64) (prev registry.Home, created bool, err error) {
+func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, d homeDecl, ifMatch uint64) (prev registry.Home, created bool, err error) {
 	id := h.spec.ID
 	base := registry.Home{Status: registry.StatusSleeping}
 	cond := registry.Cond{}
@@ -237,11 +231,11 @@ func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, req admin.Ho
 			return prev, false, fault.New(fault.Conflict, "conflict", "a stored home with this id exists but is not served here").
 				WithField("id").WithHint("remove the stored home first, or use another id")
 		}
-		h.spec.Version = cur.Version // a roll changes versions, not a PUT
+		h.spec.Version, d.Version = cur.Version, cur.Version // a roll changes versions, not a PUT
 		base, cond, prev = cur, registry.CondOf(cur), cur
 	}
 	err = r.underClaim(ctx, id, h.spec.Target, func() (registry.Home, error) {
-		return r.g.store.PutHome(ctx, r.record(base, h, req), cond)
+		return r.g.store.PutHome(ctx, r.record(base, d), cond)
 	}, func(stored registry.Home) error {
 		if created {
 			return r.g.store.DeleteHome(ctx, id, registry.CondOf(stored))
@@ -254,58 +248,49 @@ func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, req admin.Ho
 	return prev, created, err
 }
 
-// record is rec carrying what h's registration needs (the fields restore
+// record is rec carrying what d's registration needs (the fields restore
 // reads back), owned by this instance.
-func (r *registrar) record(rec registry.Home, h *homeRoute, req admin.HomeRequest) registry.Home {
-	s := h.spec
-	rec.ID, rec.Target, rec.Provider, rec.Version, rec.RelayTokenRef = s.ID, s.Target, s.Provider, s.Version, req.RelayToken
-	rec.Owner, rec.Dynamic, rec.IdleTimeout, rec.Probe = r.g.cfg.Instance, !r.configHomes[s.ID], s.IdleTimeout, string(s.Probe)
+func (r *registrar) record(rec registry.Home, d homeDecl) registry.Home {
+	d.store(&rec)
+	rec.Owner, rec.Dynamic = r.g.cfg.Instance, !r.configHomes[d.ID]
 	return rec
 }
 
 // homeFromRequest checks an admin request for home id, naming every bad
-// field, and fills the defaults.
-func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRoute, error) {
+// field with the config's rules (homeDecl.check), and fills the defaults.
+func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRoute, homeDecl, error) {
 	var bad admin.FieldErrors
-	if !idRE.MatchString(id) {
-		bad.Add("id", "want 1-63 of [a-z0-9._-] starting with a letter or digit, got %q", id)
-	}
-	s := wake.HomeSpec{ID: id, Target: req.Target, Provider: req.Provider, Version: req.Version,
-		IdleTimeout: *r.g.cfg.Wake.IdleTimeout, Probe: wake.ProbeKind(req.Probe)}
-	s.Target = cmp.Or(s.Target, id)
-	s.Provider = cmp.Or(s.Provider, "exec")
-	s.Version = cmp.Or(s.Version, "1")
-	s.Probe = cmp.Or(s.Probe, wake.ProbeKind(r.g.cfg.Wake.Probe.Kind))
-	if !registry.ValidSlug(s.Target) {
-		bad.Add("target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", s.Target)
-	}
-	for _, p := range r.provs.CheckHome(s.Provider, r.avail, s.Settings) {
-		bad.Add(p.Field, "%s", p.Msg)
-	}
-	switch s.Probe {
-	case wake.ProbeAuto, wake.ProbeWS, wake.ProbeHTTP, wake.ProbeTCP:
-	default:
-		bad.Add("probe", "want auto, ws, http or tcp, got %q", req.Probe)
-	}
-	if len(s.Version) > admin.MaxVersionLen {
+	w := &r.g.cfg.Wake
+	d := homeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
+		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: *w.IdleTimeout,
+		Settings: provider.Settings{Command: req.Command, Env: req.Env, Dir: req.WorkingDir, Options: req.Options}}
+	d.Probe.Kind = cmp.Or(d.Probe.Kind, w.Probe.Kind)
+	if len(d.Version) > admin.MaxVersionLen {
 		bad.Add("version", "at most %d characters", admin.MaxVersionLen)
 	}
-	if req.IdleTimeout != nil {
-		d, err := time.ParseDuration(*req.IdleTimeout)
-		switch {
-		case err != nil:
-			bad.Add("idle_timeout", "want a duration such as 5m, got %q", *req.IdleTimeout)
-		case d < 0:
-			bad.Add("idle_timeout", "must not be negative")
-		default:
-			s.IdleTimeout = d
+	for _, t := range []struct {
+		field string
+		in    *string
+		out   *time.Duration
+	}{{"idle_timeout", req.IdleTimeout, &d.IdleTimeout}, {"ready_timeout", req.ReadyTimeout, &d.ReadyTimeout}} {
+		if t.in == nil {
+			continue
 		}
+		v, err := time.ParseDuration(*t.in)
+		if err != nil {
+			bad.Add(t.field, "want a duration such as 5m, got %q", *t.in)
+			continue
+		}
+		*t.out = v
 	}
-	h := &homeRoute{spec: s}
+	for _, p := range d.check(r.provs, r.avail) {
+		bad.Add(p.Field, "%s", p.Msg)
+	}
+	h := &homeRoute{spec: d.spec("")}
 	if err := r.resolveToken(h, req.RelayToken); err != nil {
 		bad.Add("relay_token", "%v", err)
 	}
-	return h, bad.Invalid()
+	return h, d, bad.Invalid()
 }
 
 // RemoveHome stops and removes h: refused while an app runs in it. It

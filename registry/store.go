@@ -85,6 +85,18 @@ type Home struct {
 	// Probe is the home's readiness probe kind ("auto", "ws", "http", "tcp"; ""
 	// for the gateway's default), kept for the same reason.
 	Probe string `json:"probe,omitempty"`
+	// Settings are the home's own settings (command, env, working dir,
+	// probe details, ready timeout, provider options), kept for the same
+	// reason.
+	Settings HomeSettings `json:"settings,omitzero"`
+
+	// Command and Image are what Version runs from: the command template
+	// and image of the roll target that named it (nil and "" for the
+	// provider's defaults). A roll writes them with the version, so a home
+	// on an older version wakes and rolls back with its own release after
+	// a gateway restart.
+	Command []string `json:"command,omitempty"`
+	Image   string   `json:"image,omitempty"`
 
 	// Generation counts writes; 0 means the record has never been stored.
 	Generation uint64 `json:"generation"`

@@ -88,6 +88,14 @@ type HomeSpec struct {
 	IdleTimeout time.Duration // zero: never suspended
 	// Probe is how this home's readiness is proven; "" means Options.Probe.
 	Probe ProbeKind
+	// ProbePath, ProbeStatuses and ProbeSettle override the probe
+	// template's Path, Statuses and Settle for this home; zero keeps the
+	// template's.
+	ProbePath     string
+	ProbeStatuses []int
+	ProbeSettle   time.Duration
+	// ReadyTimeout bounds this home's wakes; zero: Options.ReadyTimeout.
+	ReadyTimeout time.Duration
 	// Settings are the home's own provider settings (command, env, dir,
 	// options), passed on in every provider.Spec.
 	Settings provider.Settings

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,6 +70,10 @@ type ProbeSpec struct {
 	// API's auth boundary answered. Every other status, 400, 404 and 5xx
 	// among them, fails. Zero: UI rules.
 	API bool
+	// Statuses, when set, are the only statuses an http probe passes on,
+	// in place of the UI and API rules (an auto probe keeps its rules).
+	// Zero: the rules.
+	Statuses []int
 	// AttemptTimeout bounds one attempt: dial, handshake and, for ws, the
 	// settle window. Zero or negative: 2s.
 	AttemptTimeout time.Duration
@@ -452,7 +457,15 @@ func (r *probeRun) attempt(ctx context.Context) (int, error) {
 	case ProbeWS:
 		return r.attemptWS(ctx, r.target)
 	case ProbeHTTP:
-		return r.attemptHTTP(ctx, r.target, r.spec.API)
+		code, err := r.attemptHTTP(ctx, r.target, r.spec.API)
+		if len(r.spec.Statuses) > 0 && code != 0 {
+			// The home's own list decides, whatever the rules said.
+			if slices.Contains(r.spec.Statuses, code) {
+				return code, nil
+			}
+			return code, fmt.Errorf("http get: %w", probeStatusError(code))
+		}
+		return code, err
 	case ProbeAuto:
 		return r.attemptAuto(ctx)
 	default:

@@ -127,12 +127,12 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 	e := r.e
 	id := w.h.spec.ID
 	w.f.phase.Store("rolling back")
-	if l, err := e.o.Store.Renew(context.WithoutCancel(ctx), w.lease, e.o.ReadyTimeout+wakeLeaseSlack); err == nil {
+	if l, err := e.o.Store.Renew(context.WithoutCancel(ctx), w.lease, w.h.readyTimeout(e)+wakeLeaseSlack); err == nil {
 		w.lease = l
 	} else {
 		e.o.Log.Warn("roll: renew lock for the rollback", "home", id, "err", err.Error())
 	}
-	rctx, cancel := context.WithTimeout(e.ctx, e.o.ReadyTimeout)
+	rctx, cancel := context.WithTimeout(e.ctx, w.h.readyTimeout(e))
 	defer cancel()
 	endpoint, rbErr := r.attempt(rctx, w, prov, prior, priorRel, w.f.ready)
 	if rbErr == nil {

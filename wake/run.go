@@ -44,7 +44,7 @@ type wakeRun struct {
 // runWake is the one wake of h. It owns f and completes it exactly once.
 func (e *Engine) runWake(h *home, f *flight) {
 	defer f.abort(nil)
-	ctx, cancel := context.WithTimeout(f.ctx, e.o.ReadyTimeout)
+	ctx, cancel := context.WithTimeout(f.ctx, h.readyTimeout(e))
 	defer cancel()
 	w := &wakeRun{e: e, h: h, f: f, start: f.started}
 	stopProgress := w.reportProgress(ctx)
@@ -61,7 +61,7 @@ func (e *Engine) runWake(h *home, f *flight) {
 	// the lock so that a queued wake holds no lock.
 	select {
 	case e.sem <- struct{}{}:
-		_ = e.runLocked(ctx, h, lifecycleOp{name: "wake", wait: true, lease: e.o.ReadyTimeout + wakeLeaseSlack,
+		_ = e.runLocked(ctx, h, lifecycleOp{name: "wake", wait: true, lease: h.readyTimeout(e) + wakeLeaseSlack,
 			run: func(ctx context.Context, l *held) error {
 				w.held = l
 				var err error
@@ -397,6 +397,15 @@ func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
 	spec.Endpoint = endpoint
 	if h.spec.Probe != "" {
 		spec.Kind = h.spec.Probe
+	}
+	if h.spec.ProbePath != "" {
+		spec.Path = h.spec.ProbePath
+	}
+	if len(h.spec.ProbeStatuses) > 0 {
+		spec.Statuses = h.spec.ProbeStatuses
+	}
+	if h.spec.ProbeSettle > 0 {
+		spec.Settle = h.spec.ProbeSettle
 	}
 	spec.Path = probePath(spec.Path, h.spec.Target)
 	switch spec.Kind {

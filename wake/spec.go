@@ -2,6 +2,7 @@ package wake
 
 import (
 	"slices"
+	"time"
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -18,6 +19,14 @@ type release struct {
 // releaseOf is t's release.
 func releaseOf(t registry.Target) release {
 	return release{command: slices.Clone(t.Command), image: t.Image}
+}
+
+// readyTimeout bounds h's wakes: its own, or else the engine's.
+func (h *home) readyTimeout(e *Engine) time.Duration {
+	if h.spec.ReadyTimeout > 0 {
+		return h.spec.ReadyTimeout
+	}
+	return e.o.ReadyTimeout
 }
 
 // providerSpec is what h's provider is told to run: version from rel, with
