@@ -14,7 +14,7 @@ import (
 // fields, in YAML and JSON alike, and writes the kind alone when that is all
 // it holds.
 type HomeProbe struct {
-	// Kind is "ws", "http", "tcp" or another kind the engine knows.
+	// Kind is "auto", "ws", "http" or "tcp".
 	// Default (empty): wake.probe.kind.
 	Kind string `json:"kind,omitempty" yaml:"kind"`
 	// Path is the http probe's path (may contain {target}). Default
