@@ -49,6 +49,7 @@ commands:
   demo-home     run the built-in demo home
   healthcheck   exit 0 if this machine's gateway answers /healthz (container health checks)
   status        show a running gateway's status (admin API)
+  reload        apply the running gateway's config file again (admin API; SIGHUP does the same)
   home          get, put, delete, wake, suspend or roll a home (admin API)
   app           get, put, delete, refresh, start, stop or restart an app (admin API)
   target        get or set the roll target (admin API)
@@ -56,7 +57,7 @@ commands:
   store         check the embedded store, or back it up (store check, store backup FILE)
   tls root      print the internal CA's root certificate (tls.mode internal)
 
-` + adminUsage + recordUsage
+` + adminUsage + reloadUsage + recordUsage
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -87,6 +88,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return healthcheck(args[1:], stdout, stderr)
 	case "status":
 		return statusCmd(args[1:], stdout, stderr)
+	case "reload":
+		return reloadCmd(args[1:], stdout, stderr)
 	case "home":
 		return homeCmd(args[1:], stdout, stderr)
 	case "app":
@@ -175,6 +178,8 @@ func serve(args []string, stderr io.Writer) int {
 	defer g.Close()
 	defer startCPUProfile(stderr)() // cpuprofile.go
 	g.SetVersion(version)
+	g.SetReloadSource(reloadSource(*path, *listen))
+	defer reloadOnHangup(ctx, g, log)()
 	if err := g.Run(ctx); err != nil {
 		log.Error("serve", "err", err)
 		return 1

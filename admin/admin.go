@@ -218,6 +218,7 @@ func (s *Server) routes() http.Handler {
 		r.Get("/admin/target", s.getTarget)
 		r.Put("/admin/target", s.putTarget)
 		s.appRoutes(r)
+		s.reloadRoutes(r) // reload.go
 		r.Get("/admin/events", s.serveEvents)
 		s.accessRoutes(r)
 		r.HandleFunc("/admin/*", s.noRoute)

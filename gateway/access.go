@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +19,8 @@ import (
 // gate runs the access policies and the abuse limits (package access)
 // before anything wakes a home or reaches one (DESIGN rule 25).
 type gate struct {
-	set    *access.Set
+	// set is replaced whole by a reload that changes access (reload.go).
+	set    atomic.Pointer[access.Set]
 	limits *access.Limits
 	ip     access.ClientIP
 	denied *prometheus.CounterVec // policy, code
@@ -35,12 +37,13 @@ func (g *Gateway) newGate() error {
 	if err != nil {
 		return err
 	}
-	gt := &gate{set: set, limits: access.NewLimits(cfg.Limits), ip: ip, recent: newDenialLog(denialsKept),
+	gt := &gate{limits: access.NewLimits(cfg.Limits), ip: ip, recent: newDenialLog(denialsKept),
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wakegate_access_denied_total",
 			Help: "Requests refused by an access policy, by policy name and public code.",
 		}, []string{"policy", "code"}),
 	}
+	gt.set.Store(set)
 	lim := gt.limits
 	size := func(pick func(c, w, h int) int) func() float64 {
 		return func() float64 { c, w, h := lim.Sizes(); return float64(pick(c, w, h)) }
@@ -68,7 +71,7 @@ func (g *Gateway) newGate() error {
 // close stops the policies' background work.
 func (gt *gate) close() {
 	if gt != nil {
-		gt.set.Close()
+		gt.set.Load().Close()
 	}
 }
 
@@ -95,16 +98,17 @@ func (g *Gateway) clientAllowed(w http.ResponseWriter, r *http.Request) bool {
 // parameter removed and the policy's headers set.
 func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, kind, name string, h *homeRoute) bool {
 	gt := g.gate
+	set := gt.set.Load()
 	var c access.Chosen
 	s := access.Subject{Kind: kind, Name: name}
 	if h != nil {
 		s.Target = h.spec.Target
-		s.Owner = gt.set.Owner(s.Target)
+		s.Owner = set.Owner(s.Target)
 	}
 	if kind == "node" {
-		c = gt.set.ForHome(name)
+		c = set.ForHome(name)
 	} else {
-		c = gt.set.ForApp(name)
+		c = set.ForApp(name)
 	}
 	if c.Name == access.PolicyPublic {
 		return true
@@ -184,7 +188,7 @@ func (g *Gateway) waitSlot(w http.ResponseWriter, r *http.Request, id string) (d
 	done, ok = g.gate.limits.Wait(id)
 	if !ok {
 		g.limited(w, r, "waiting", fault.New(fault.NotReady, "too_many_waiting",
-			"Too many requests are waiting for this home; try again shortly.").WithRetry(g.cfg.Wake.RetryAfter))
+			"Too many requests are waiting for this home; try again shortly.").WithRetry(g.conf().Wake.RetryAfter))
 	}
 	return done, ok
 }

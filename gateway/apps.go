@@ -87,9 +87,9 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 		return false
 	}
 	nav := isNavigation(r)
-	budget := g.cfg.Wake.WakeTimeout
+	budget := g.conf().Wake.WakeTimeout
 	if nav {
-		budget = *g.cfg.Wake.Hold
+		budget = *g.conf().Wake.Hold
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
@@ -102,7 +102,7 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 	if h := app.home; h != nil && !g.engine.Warm(g.current(h).spec.ID) {
 		id := g.current(h).spec.ID
 		if g.noWake(r, strings.TrimPrefix(r.URL.Path, app.prefix)) && g.engine.Sleeping(id) {
-			g.writeError(w, r, wake.Asleep(g.cfg.Wake.RetryAfter))
+			g.writeError(w, r, wake.Asleep(g.conf().Wake.RetryAfter))
 			return false
 		}
 		c := g.sessions.Begin(id)
@@ -138,7 +138,7 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 // writeAppNotReady answers 503 for an app whose route is not published:
 // JSON for API callers, a page for browsers (appNotReady).
 func (g *Gateway) writeAppNotReady(w http.ResponseWriter, r *http.Request, st wake.AppStatus) {
-	g.writeError(w, r, appNotReady(st, g.cfg.Wake.RetryAfter))
+	g.writeError(w, r, appNotReady(st, g.conf().Wake.RetryAfter))
 }
 
 // appNotReady is the error of a request for an app in status st: the code

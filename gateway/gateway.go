@@ -35,9 +35,13 @@ type Gateway struct {
 	cfg *Config
 	// live is the config as last reloaded (reload.go), nil before the
 	// first reload; conf reads it.
-	live  atomic.Pointer[Config]
-	log   *slog.Logger
-	store registry.Store
+	live atomic.Pointer[Config]
+	// reloadSrc reads the config file again (SetReloadSource); reloadMu
+	// makes reloads run one at a time.
+	reloadSrc func() (*Config, error)
+	reloadMu  sync.Mutex
+	log       *slog.Logger
+	store     registry.Store
 	// providers are the providers this gateway built (providers.go), by
 	// name; what only some can do is found by type assertion.
 	providers providers
@@ -131,12 +135,12 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 		return nil, err
 	}
 	g.reg = newRegistrar(g)
-	if err := g.reg.RegisterConfigHomes(ctx); err != nil {
+	if err := g.reg.RegisterConfigHomes(ctx, cfg.Homes); err != nil {
 		return nil, err
 	}
 	g.proxy = g.newProxy()
 	g.routeTab = newRouteTable(g)
-	g.reg.RegisterConfigApps()
+	g.reg.RegisterConfigApps(cfg.Apps)
 	// Homes and apps registered through the admin API, stored, come back
 	// after the config's (which win on a conflict; registrar.go).
 	if err := g.reg.Restore(ctx); err != nil {

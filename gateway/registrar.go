@@ -92,11 +92,12 @@ func (r *registrar) RegisterHome(ctx context.Context, h *homeRoute) error {
 	return nil
 }
 
-// RegisterConfigHomes registers the config's homes (New calls it once,
-// before the apps and before restore). Each takes its target's claim,
-// from whichever home held it.
-func (r *registrar) RegisterConfigHomes(ctx context.Context) error {
-	for _, hc := range r.g.cfg.Homes {
+// RegisterConfigHomes registers homes of the config (New calls it once
+// with every home, before the apps and before restore; a reload with those
+// it adds or changes). Each takes its target's claim, from whichever home
+// held it.
+func (r *registrar) RegisterConfigHomes(ctx context.Context, homes []HomeConfig) error {
+	for _, hc := range homes {
 		d, err := hc.decl()
 		if err != nil {
 			return fmt.Errorf("home %s: options: %w", hc.ID, err)

@@ -33,14 +33,15 @@ func (r *registrar) appConflict(src source, slug string) error {
 		WithField("slug").WithHint("change or remove it in the config file")
 }
 
-// RegisterConfigApps installs the config's apps (New calls it once, after
-// the config's homes and before restore). Each is a candidate until its
-// self-probe passes; Serve starts their observation loops.
-func (r *registrar) RegisterConfigApps() {
+// RegisterConfigApps installs apps of the config (New calls it once with
+// every app, after the config's homes and before restore; a reload with
+// those it adds or changes). Each is a candidate until its self-probe
+// passes; Serve starts their observation loops.
+func (r *registrar) RegisterConfigApps(apps []registry.App) {
 	t := r.g.routeTab
 	t.change.Lock()
 	defer t.change.Unlock()
-	for _, ac := range r.g.cfg.Apps {
+	for _, ac := range apps {
 		t.install(ac, 0)
 	}
 }
@@ -114,11 +115,11 @@ func (r *registrar) appFromRequest(slug string, ac registry.App) (registry.App, 
 // candidate. It returns the stored generation and whether the app is new.
 func (r *registrar) PutAPIApp(ctx context.Context, ac registry.App, ifMatch uint64) (gen uint64, created bool, err error) {
 	g, slug := r.g, ac.Slug
+	g.routeTab.change.Lock() // configApps is read under it (a reload changes it)
+	defer g.routeTab.change.Unlock()
 	if err := r.appConflict(fromAPI, slug); err != nil {
 		return 0, false, err
 	}
-	g.routeTab.change.Lock()
-	defer g.routeTab.change.Unlock()
 	cur := g.routeTab.route(slug)
 	if err := appIfMatch(cur, ifMatch); err != nil {
 		return 0, false, err

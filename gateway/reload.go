@@ -1,5 +1,41 @@
 package gateway
 
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/wakegate/wakegate/access"
+	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// Reload reads the config file again and applies it in place (SIGHUP,
+// `wakegate reload`, POST /admin/reload), in this order:
+//
+//  1. The file is loaded and checked like at start. A file that does not
+//     pass changes nothing: the error names each problem by file, line and
+//     field.
+//  2. Settings that only a start applies (listeners, the store, TLS, the
+//     engine's timeouts, ...) keep their running values; each that the
+//     file changes is named in the answer and the log (restartOnly).
+//  3. Apps the file no longer declares go; homes it adds or changes are
+//     registered through the registrar, as at start (a changed home is
+//     registered again and proves itself on its next request); homes it no
+//     longer declares are stopped and removed, unless they still have
+//     sessions or an app of the admin API (then they stay, and the answer
+//     says why); apps it adds or changes are installed as candidates.
+//  4. The access policies are rebuilt when they changed, and the request
+//     path's settings (wake.hold, wake.wake_timeout, the no-wake rules,
+//     the waiting page) take the file's values.
+//
+// Homes and apps the file leaves as they were are not touched: their
+// connections, sessions and warm verdicts carry on. One reload runs at a
+// time.
+
 // conf is the config the gateway runs with now: the one it started with,
 // or the one the last reload applied. Code that reads what a reload may
 // change (homes, apps, wake timeouts, access) reads it through conf.
@@ -9,3 +45,320 @@ func (g *Gateway) conf() *Config {
 	}
 	return g.cfg
 }
+
+// SetReloadSource sets how a reload reads the config file: load reads and
+// checks it (with the command line's overrides applied, so that they do
+// not read as changes). Without it a reload is refused. Call it before
+// Serve.
+func (g *Gateway) SetReloadSource(load func() (*Config, error)) { g.reloadSrc = load }
+
+// Reload reads the config file again and applies what changed (see the
+// order above). It reports what it did.
+func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	if g.reloadSrc == nil {
+		return admin.Reload{}, fault.New(fault.Unavailable, "reload_unavailable",
+			"this gateway runs a config that is not read from a file").
+			WithHint("start it with `wakegate serve --config FILE` to reload FILE")
+	}
+	next, err := g.reloadSrc()
+	if err != nil {
+		return admin.Reload{}, fault.Wrap(fault.Invalid, "invalid_config",
+			"the config file has problems; nothing was changed", err).
+			WithHint("fix each problem at the file and line given, then reload again (wakegate check-config --config FILE checks a file)")
+	}
+	cur := g.conf()
+	if err := staticChanges(cur, next); err != nil {
+		return admin.Reload{}, err
+	}
+	res := admin.Reload{File: next.file}
+	res.NeedRestart = keepRestartOnly(cur, next)
+	var set *access.Set
+	if !reflect.DeepEqual(cur.Access, next.Access) {
+		if set, err = g.newAccessSet(next); err != nil {
+			return admin.Reload{}, fault.Wrap(fault.Invalid, "invalid_config",
+				"the access policies cannot be built; nothing was changed", err)
+		}
+		res.Applied = append(res.Applied, "access")
+	}
+	res.Applied = append(res.Applied, changedFields(cur, next, reloadable)...)
+	if err := g.reloadRoutes(ctx, cur, next, &res); err != nil {
+		// The homes and apps applied so far serve; the rest of the file
+		// is not applied.
+		if set != nil {
+			set.Close()
+		}
+		g.log.Error("config reload stopped part way", "file", next.file, "err", err, "done", fmt.Sprintf("%+v", res))
+		return res, fmt.Errorf("reload %s: %w", next.file, err)
+	}
+	if set != nil {
+		g.gate.set.Swap(set).Close()
+	}
+	g.live.Store(next)
+	for _, l := range [][]string{res.HomesAdded, res.HomesChanged, res.HomesRemoved, res.HomesKept,
+		res.AppsAdded, res.AppsChanged, res.AppsRemoved, res.Applied, res.NeedRestart} {
+		sort.Strings(l)
+	}
+	g.logReload(res)
+	return res, nil
+}
+
+// logReload writes the one line of a reload.
+func (g *Gateway) logReload(res admin.Reload) {
+	attrs := []any{"file", res.File}
+	for _, f := range []struct {
+		k string
+		v []string
+	}{{"homes_added", res.HomesAdded}, {"homes_changed", res.HomesChanged}, {"homes_removed", res.HomesRemoved},
+		{"apps_added", res.AppsAdded}, {"apps_changed", res.AppsChanged}, {"apps_removed", res.AppsRemoved},
+		{"applied", res.Applied}} {
+		if len(f.v) > 0 {
+			attrs = append(attrs, f.k, strings.Join(f.v, ","))
+		}
+	}
+	g.log.Info("config reloaded", attrs...)
+	if len(res.HomesKept) > 0 {
+		g.log.Warn("config reload: homes the file no longer declares are kept for now", "homes", strings.Join(res.HomesKept, "; "),
+			"hint", "reload again once they are idle, or remove them with DELETE /admin/homes/{id}")
+	}
+	if len(res.NeedRestart) > 0 {
+		g.log.Warn("config reload: settings that apply only at the next start were not applied", "fields", strings.Join(res.NeedRestart, ","),
+			"hint", "restart the gateway to apply them; it runs with the values it started with until then")
+	}
+}
+
+// newAccessSet builds the access policies of cfg, as newGate does.
+func (g *Gateway) newAccessSet(cfg *Config) (*access.Set, error) {
+	log := g.log.With("component", "access")
+	return access.NewSet(cfg.Access, g.gate.ip.Of, func(err error) { log.Warn("access policy", "err", err) })
+}
+
+// reloadRoutes applies the homes and apps of next over those of cur (step
+// 3 of the order above), filling res.
+func (g *Gateway) reloadRoutes(ctx context.Context, cur, next *Config, res *admin.Reload) error {
+	oldHomes := map[string]HomeConfig{}
+	for _, hc := range cur.Homes {
+		oldHomes[hc.ID] = hc
+	}
+	var register []HomeConfig
+	newHomes := map[string]bool{}
+	for _, hc := range next.Homes {
+		newHomes[hc.ID] = true
+		old, ok := oldHomes[hc.ID]
+		switch {
+		case !ok:
+			res.HomesAdded = append(res.HomesAdded, hc.ID)
+			register = append(register, hc)
+		case !sameHomeRouting(old, hc):
+			res.HomesChanged = append(res.HomesChanged, hc.ID)
+			register = append(register, hc)
+		}
+	}
+	oldApps := map[string]registry.App{}
+	for _, ac := range cur.Apps {
+		oldApps[ac.Slug] = ac
+	}
+	var install []registry.App
+	newApps := map[string]bool{}
+	for _, ac := range next.Apps {
+		newApps[ac.Slug] = true
+		old, ok := oldApps[ac.Slug]
+		switch {
+		case !ok:
+			res.AppsAdded = append(res.AppsAdded, ac.Slug)
+			install = append(install, ac)
+		case !reflect.DeepEqual(old, ac):
+			res.AppsChanged = append(res.AppsChanged, ac.Slug)
+			install = append(install, ac)
+		}
+	}
+	r := g.reg
+	// Apps first leave (one may run in a home that goes), and the config's
+	// slugs are the file's from now on.
+	g.routeTab.change.Lock()
+	for slug := range oldApps {
+		if !newApps[slug] {
+			g.routeTab.uninstall(slug)
+			res.AppsRemoved = append(res.AppsRemoved, slug)
+		}
+	}
+	r.configApps = newApps
+	g.routeTab.change.Unlock()
+
+	r.claimMu.Lock()
+	ids := maps2Set(r.configHomes, newHomes)
+	r.configHomes = ids // removed homes stay the config's until they go
+	r.claimMu.Unlock()
+	if err := r.RegisterConfigHomes(ctx, register); err != nil {
+		return err
+	}
+	for id := range oldHomes {
+		if newHomes[id] {
+			continue
+		}
+		if err := g.removeConfigHome(ctx, id); err != nil {
+			res.HomesKept = append(res.HomesKept, id+": "+publicReason(err))
+			continue
+		}
+		res.HomesRemoved = append(res.HomesRemoved, id)
+	}
+	r.claimMu.Lock()
+	r.configHomes = newHomes
+	for _, k := range res.HomesKept {
+		id, _, _ := strings.Cut(k, ":")
+		r.configHomes[id] = true
+	}
+	r.claimMu.Unlock()
+	r.RegisterConfigApps(install)
+	return nil
+}
+
+// staticChanges refuses a reload that adds a static home or moves one to
+// another endpoint: the static provider learns endpoints at start.
+func staticChanges(cur, next *Config) error {
+	old := map[string]string{}
+	for _, hc := range cur.Homes {
+		if hc.Provider == "static" {
+			old[hc.ID] = hc.Endpoint
+		}
+	}
+	var bad []string
+	for _, hc := range next.Homes {
+		if ep, ok := old[hc.ID]; hc.Provider == "static" && (!ok || ep != hc.Endpoint) {
+			bad = append(bad, hc.ID)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fault.New(fault.Invalid, "restart_required",
+		"static homes "+strings.Join(bad, ", ")+" are new or have a new endpoint; nothing was changed").
+		WithHint("a static home's endpoint applies at the next start: restart the gateway")
+}
+
+// removeConfigHome stops and removes home id, which the config no longer
+// declares, through the registrar; it refuses while the home has sessions
+// or an app runs in it.
+func (g *Gateway) removeConfigHome(ctx context.Context, id string) error {
+	h, ok := g.homeWithID(id)
+	if !ok {
+		return nil
+	}
+	if n := g.sessions.Count(id); n > 0 {
+		return fault.New(fault.Busy, "home_busy", fmt.Sprintf("the home has %d sessions", n))
+	}
+	return g.reg.RemoveHome(ctx, h, 0)
+}
+
+// publicReason is err's sentence for the reload's answer.
+func publicReason(err error) string {
+	if fe, ok := fault.As(err); ok {
+		return fe.Message
+	}
+	return err.Error()
+}
+
+// maps2Set returns the union of the keys of a and b.
+func maps2Set(a, b map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// sameHomeRouting reports whether a and b register the same home: every
+// field but the display name (which only the waiting page reads, through
+// conf).
+func sameHomeRouting(a, b HomeConfig) bool {
+	a.DisplayName, b.DisplayName = "", ""
+	return reflect.DeepEqual(a, b)
+}
+
+// A config field a reload treats in one of two ways: reloadable fields
+// take the file's value, restart-only fields keep the running one.
+type configField struct {
+	name string
+	get  func(c *Config) any
+	// pin copies the running value (from) into the loaded config (to).
+	pin func(to, from *Config)
+}
+
+// reloadable are the settings outside homes, apps and access that a reload
+// applies; the request path reads them through conf.
+var reloadable = []configField{
+	{name: "wake.hold", get: func(c *Config) any { return *c.Wake.Hold }},
+	{name: "wake.wake_timeout", get: func(c *Config) any { return c.Wake.WakeTimeout }},
+	{name: "wake.idle_timeout", get: func(c *Config) any { return *c.Wake.IdleTimeout }},
+	{name: "wake.no_wake_user_agents", get: func(c *Config) any { return c.Wake.NoWakeUserAgents }},
+	{name: "wake.no_wake_paths", get: func(c *Config) any { return c.Wake.NoWakePaths }},
+	{name: "wake.probe.kind", get: func(c *Config) any { return c.Wake.Probe.Kind }},
+	{name: "wake.waiting_page", get: func(c *Config) any { return c.Wake.WaitingPage }},
+}
+
+// restartOnly are the settings a running gateway cannot change: its
+// listeners, store, providers, engine, TLS, logging and limiter tables.
+var restartOnly = []configField{
+	{"listen", func(c *Config) any { return c.Listen }, func(t, f *Config) { t.Listen = f.Listen }},
+	{"data_dir", func(c *Config) any { return c.DataDir }, func(t, f *Config) { t.DataDir = f.DataDir }},
+	{"instance", func(c *Config) any { return c.Instance }, func(t, f *Config) { t.Instance = f.Instance }},
+	{"log", func(c *Config) any { return c.Log }, func(t, f *Config) { t.Log = f.Log }},
+	{"server", func(c *Config) any { return c.Server }, func(t, f *Config) { t.Server = f.Server }},
+	{"proxy", func(c *Config) any { return c.Proxy }, func(t, f *Config) { t.Proxy = f.Proxy }},
+	{"exec", func(c *Config) any { return c.Exec }, func(t, f *Config) { t.Exec = f.Exec }},
+	{"admin", func(c *Config) any { return c.Admin }, func(t, f *Config) { t.Admin = f.Admin }},
+	{"roll", func(c *Config) any { return c.Roll }, func(t, f *Config) { t.Roll = f.Roll }},
+	{"tls", func(c *Config) any { return c.TLS }, func(t, f *Config) { t.TLS = f.TLS }},
+	{"hosts", func(c *Config) any { return c.Hosts }, func(t, f *Config) { t.Hosts = f.Hosts }},
+	{"redis", func(c *Config) any { return c.Redis }, func(t, f *Config) { t.Redis = f.Redis }},
+	{"limits", func(c *Config) any { return c.Limits }, func(t, f *Config) { t.Limits = f.Limits }},
+	{"access.client_ip_header", func(c *Config) any { return c.Access.ClientIPHeader },
+		func(t, f *Config) { t.Access.ClientIPHeader = f.Access.ClientIPHeader }},
+	{"wake.warm_ttl", func(c *Config) any { return c.Wake.WarmTTL }, func(t, f *Config) { t.Wake.WarmTTL = f.Wake.WarmTTL }},
+	{"wake.ready_timeout", func(c *Config) any { return c.Wake.ReadyTimeout },
+		func(t, f *Config) { t.Wake.ReadyTimeout = f.Wake.ReadyTimeout }},
+	{"wake.retry_after", func(c *Config) any { return c.Wake.RetryAfter },
+		func(t, f *Config) { t.Wake.RetryAfter = f.Wake.RetryAfter }},
+	{"wake.max_concurrent", func(c *Config) any { return c.Wake.MaxConcurrent },
+		func(t, f *Config) { t.Wake.MaxConcurrent = f.Wake.MaxConcurrent }},
+	{"wake.failure_backoff", func(c *Config) any { return c.Wake.FailureBackoff },
+		func(t, f *Config) { t.Wake.FailureBackoff = f.Wake.FailureBackoff }},
+	{"wake.failure_backoff_max", func(c *Config) any { return c.Wake.FailureBackoffMax },
+		func(t, f *Config) { t.Wake.FailureBackoffMax = f.Wake.FailureBackoffMax }},
+	{"wake.probe", func(c *Config) any { p := c.Wake.Probe; p.Kind = ""; return p }, func(t, f *Config) {
+		kind := t.Wake.Probe.Kind
+		t.Wake.Probe = f.Wake.Probe
+		t.Wake.Probe.Kind = kind
+	}},
+}
+
+// keepRestartOnly gives next the running value (cur's) of every
+// restart-only setting and returns those whose value in next differed.
+func keepRestartOnly(cur, next *Config) []string {
+	changed := changedFields(cur, next, restartOnly)
+	for _, f := range restartOnly {
+		f.pin(next, cur)
+	}
+	return changed
+}
+
+// changedFields returns the names of fields whose values differ between a
+// and b.
+func changedFields(a, b *Config, fields []configField) []string {
+	var out []string
+	for _, f := range fields {
+		if !reflect.DeepEqual(f.get(a), f.get(b)) {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// Reload reads the config file again and applies it (admin.Reloader).
+func (a adminAPI) Reload(ctx context.Context) (admin.Reload, error) { return a.g.Reload(ctx) }
+
+var _ admin.Reloader = adminAPI{}

@@ -257,7 +257,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 			if !ok {
 				return
 			}
-			ctx, cancel := context.WithTimeout(r.Context(), *g.cfg.Wake.Hold)
+			ctx, cancel := context.WithTimeout(r.Context(), *g.conf().Wake.Hold)
 			a, err := eng.EnsureAwake(ctx, id)
 			cancel()
 			release()
@@ -273,7 +273,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 			return
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), g.cfg.Wake.WakeTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), g.conf().Wake.WakeTimeout)
 	a, err := eng.EnsureAwake(ctx, id)
 	cancel()
 	if err != nil {
@@ -293,7 +293,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.R
 	// retried once after a fresh wake.
 	route.OnFailure = func() { g.dropVerdict(id) }
 	route.Retry = func(ctx context.Context) (*url.URL, error) {
-		ctx, cancel := context.WithTimeout(ctx, g.cfg.Wake.WakeTimeout)
+		ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
 		defer cancel()
 		return g.engine.Redo(ctx, id)
 	}
@@ -305,20 +305,20 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.R
 // the home sleeps, or nil when the request may go on and wake it.
 func (g *Gateway) wakeRefused(r *http.Request, id, sub string) error {
 	if g.noWake(r, sub) && g.engine.Sleeping(id) {
-		return wake.Asleep(g.cfg.Wake.RetryAfter)
+		return wake.Asleep(g.conf().Wake.RetryAfter)
 	}
 	return nil
 }
 
 // noWake reports whether r must not wake a sleeping home.
 func (g *Gateway) noWake(r *http.Request, sub string) bool {
-	for _, p := range g.cfg.Wake.NoWakePaths {
+	for _, p := range g.conf().Wake.NoWakePaths {
 		if sub == p {
 			return true
 		}
 	}
 	if ua := r.UserAgent(); ua != "" {
-		for _, re := range g.cfg.Wake.noWakeUA {
+		for _, re := range g.conf().Wake.noWakeUA {
 			if re.MatchString(ua) {
 				return true
 			}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/gateway"
+)
+
+// reloadUsage is the reload command's line in the usage.
+const reloadUsage = `  reload                            apply the running gateway's config file again (as SIGHUP
+                                    does): homes, apps, access and wake timeouts change in
+                                    place; a bad file changes nothing and says why
+`
+
+// reloadCmd runs `wakegate reload`: POST /admin/reload, then what changed.
+func reloadCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the JSON answer")
+	client := adminFlags(fs)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "reload: unexpected argument %q\n", pos[0])
+		return 2
+	}
+	c, err := client()
+	if err != nil {
+		fmt.Fprintln(stderr, "reload:", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	body, err := c.do(ctx, http.MethodPost, "/admin/reload")
+	if err != nil {
+		fmt.Fprintln(stderr, "reload:", err)
+		return 1
+	}
+	if *asJSON {
+		_, _ = stdout.Write(body)
+		return 0
+	}
+	var res admin.Reload
+	if err := json.Unmarshal(body, &res); err != nil {
+		fmt.Fprintln(stderr, "reload: bad answer:", err)
+		return 1
+	}
+	printReload(stdout, res)
+	return 0
+}
+
+// printReload writes what a reload did, one line per kind of change.
+func printReload(w io.Writer, res admin.Reload) {
+	fmt.Fprintf(w, "reloaded %s\n", res.File)
+	changed := false
+	for _, l := range []struct {
+		what string
+		v    []string
+	}{{"homes added", res.HomesAdded}, {"homes changed", res.HomesChanged}, {"homes removed", res.HomesRemoved},
+		{"homes kept (reload again later)", res.HomesKept}, {"apps added", res.AppsAdded},
+		{"apps changed", res.AppsChanged}, {"apps removed", res.AppsRemoved}, {"settings applied", res.Applied},
+		{"NOT applied until a restart", res.NeedRestart}} {
+		if len(l.v) > 0 {
+			fmt.Fprintf(w, "  %s: %s\n", l.what, strings.Join(l.v, ", "))
+			changed = true
+		}
+	}
+	if !changed {
+		fmt.Fprintln(w, "  nothing changed")
+	}
+}
+
+// reloadSource is how serve's gateway reads its config file again: path
+// with serve's overrides (listen). Nil for the embedded config.
+func reloadSource(path, listen string) func() (*gateway.Config, error) {
+	if path == "" {
+		return nil
+	}
+	return func() (*gateway.Config, error) {
+		cfg, err := gateway.LoadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		if listen != "" {
+			cfg.Listen = listen
+		}
+		return cfg, nil
+	}
+}
+
+// reloadOnHangup reloads g's config at every SIGHUP until ctx ends; the
+// returned stop ends the watch and waits for a reload in progress.
+func reloadOnHangup(ctx context.Context, g *gateway.Gateway, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if _, err := g.Reload(ctx); err != nil {
+					log.Error("config reload refused", "err", err)
+				}
+			}
+		}
+	})
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		wg.Wait()
+	}
+}

@@ -1,0 +1,96 @@
+package gateway_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// rdCLIConfig is the real binary's config; HOMES is replaced by the homes.
+const rdCLIConfig = `listen: "%ADDR%"
+data_dir: "%DATA%"
+admin:
+  listen: "127.0.0.1:%ADMINPORT%"
+  tokens: ["` + admToken + `"]
+wake:
+  idle_timeout: 0s
+homes:
+HOMES`
+
+// TestReloadSignalAndCLI runs the real binary: a SIGHUP applies the
+// rewritten config file (a new home is served), `wakegate reload` does the
+// same through the admin API and prints what changed, and a bad file is
+// refused by both with its file and line, changing nothing.
+func TestReloadSignalAndCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	admin := "127.0.0.1:" + strconv.Itoa(testbin.FreePort(t))
+	cfg := func(homes string) string {
+		return strings.NewReplacer("%ADMINPORT%", strings.TrimPrefix(admin, "127.0.0.1:"), "HOMES", homes).Replace(rdCLIConfig)
+	}
+	p := testbin.ServeIn(t, dir, cfg("  - id: one\n"))
+	path := filepath.Join(dir, "config.yaml")
+	rewrite := func(homes string) {
+		t.Helper()
+		text := strings.NewReplacer("%ADDR%", p.Addr, "%DATA%", filepath.Join(dir, "data")).Replace(cfg(homes))
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := func(target string) bool {
+		res, err := http.Get("http://" + p.Addr + "/node/" + target + "/whoami")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}
+	if !served("one") {
+		t.Fatal("home one is not served")
+	}
+
+	rewrite("  - id: one\n  - id: two\n")
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testbin.Eventually(t, "home two after SIGHUP", func() bool { return served("two") })
+	if !strings.Contains(p.Output(), `msg="config reloaded"`) || !strings.Contains(p.Output(), "homes_added=two") {
+		t.Errorf("no reload line in the log:\n%s", p.Output())
+	}
+
+	env := []string{"WAKEGATE_ADMIN=" + admin, "WAKEGATE_TOKEN=" + admToken}
+	rewrite("  - id: one\n  - id: three\n")
+	code, out, errs := admRunCLI(t, env, "reload")
+	if code != 0 || !strings.Contains(out, "homes added: three") || !strings.Contains(out, "homes removed: two") {
+		t.Fatalf("wakegate reload: exit %d\n%s%s", code, out, errs)
+	}
+	if !served("three") || served("two") {
+		t.Fatal("the reload through the CLI did not apply")
+	}
+
+	// A bad file: refused by both, nothing changes.
+	rewrite("  - id: one\n  - id: Four!\n")
+	line := strings.Count(cfg(""), "\n") + 2
+	code, out, errs = admRunCLI(t, env, "reload")
+	if code != 1 || !strings.Contains(errs, "invalid_config") || !strings.Contains(errs, "config.yaml:"+strconv.Itoa(line)+": homes[1].id") {
+		t.Errorf("wakegate reload of a bad file: exit %d\n%s%s", code, out, errs)
+	}
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testbin.Eventually(t, "the refused reload in the log", func() bool {
+		return strings.Contains(p.Output(), `msg="config reload refused"`)
+	})
+	if !served("one") || !served("three") {
+		t.Error("a refused reload changed the homes")
+	}
+	if code, out, _ := admRunCLI(t, nil, "reload", "--help"); code != 0 {
+		t.Errorf("reload --help: exit %d %s", code, out)
+	}
+}
