@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/fault"
@@ -69,9 +71,6 @@ func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
 			WithHint("fix each problem at the file and line given, then reload again (wakegate check-config --config FILE checks a file)")
 	}
 	cur := g.conf()
-	if err := staticChanges(cur, next); err != nil {
-		return admin.Reload{}, err
-	}
 	res := admin.Reload{File: next.file}
 	res.NeedRestart = keepRestartOnly(cur, next)
 	var set *access.Set
@@ -214,29 +213,6 @@ func (g *Gateway) reloadRoutes(ctx context.Context, cur, next *Config, res *admi
 	return nil
 }
 
-// staticChanges refuses a reload that adds a static home or moves one to
-// another endpoint: the static provider learns endpoints at start.
-func staticChanges(cur, next *Config) error {
-	old := map[string]string{}
-	for _, hc := range cur.Homes {
-		if hc.Provider == "static" {
-			old[hc.ID] = hc.Endpoint
-		}
-	}
-	var bad []string
-	for _, hc := range next.Homes {
-		if ep, ok := old[hc.ID]; hc.Provider == "static" && (!ok || ep != hc.Endpoint) {
-			bad = append(bad, hc.ID)
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	return fault.New(fault.Invalid, "restart_required",
-		"static homes "+strings.Join(bad, ", ")+" are new or have a new endpoint; nothing was changed").
-		WithHint("a static home's endpoint applies at the next start: restart the gateway")
-}
-
 // removeConfigHome stops and removes home id, which the config no longer
 // declares, through the registrar; it refuses while the home has sessions
 // or an app runs in it.
@@ -310,6 +286,7 @@ var restartOnly = []configField{
 	{"server", func(c *Config) any { return c.Server }, func(t, f *Config) { t.Server = f.Server }},
 	{"proxy", func(c *Config) any { return c.Proxy }, func(t, f *Config) { t.Proxy = f.Proxy }},
 	{"exec", func(c *Config) any { return c.Exec }, func(t, f *Config) { t.Exec = f.Exec }},
+	{"providers", func(c *Config) any { return providerSections(c) }, func(t, f *Config) { t.Providers = f.Providers }},
 	{"admin", func(c *Config) any { return c.Admin }, func(t, f *Config) { t.Admin = f.Admin }},
 	{"roll", func(c *Config) any { return c.Roll }, func(t, f *Config) { t.Roll = f.Roll }},
 	{"tls", func(c *Config) any { return c.TLS }, func(t, f *Config) { t.TLS = f.TLS }},
@@ -334,6 +311,20 @@ var restartOnly = []configField{
 		t.Wake.Probe = f.Wake.Probe
 		t.Wake.Probe.Kind = kind
 	}},
+}
+
+// providerSections are the providers' config sections as text: a section
+// that moved to other lines of the file is the same section.
+func providerSections(c *Config) map[string]string {
+	out := make(map[string]string, len(c.Providers))
+	for name, n := range c.Providers {
+		b, err := yaml.Marshal(&n)
+		if err != nil {
+			b = []byte(err.Error())
+		}
+		out[name] = string(b)
+	}
+	return out
 }
 
 // keepRestartOnly gives next the running value (cur's) of every

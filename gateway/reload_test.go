@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -161,13 +162,20 @@ homes:
 		t.Errorf("status of the unchanged home: %d %s", code, body)
 	}
 
-	// A home whose settings change is registered again; a new access
-	// policy applies to the next request.
+	// A home whose settings change is registered again, a static home
+	// joins at its endpoint, and a new access policy applies to the next
+	// request.
+	static := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "static home\n")
+	}))
+	t.Cleanup(static.Close)
 	res = rd.reload(t, `
 access:
   default: nobody
   policies:
     - {name: nobody, type: deny}
+  homes:
+    - {target: ext, policy: public}
 wake:
   idle_timeout: 0s
   warm_ttl: 10m
@@ -177,13 +185,20 @@ homes:
     display_name: Keep
   - id: fresh
     probe: http
+  - id: ext
+    provider: static
+    probe: http
+    endpoint: `+static.URL+`
 `)
-	if !slices.Equal(res.HomesChanged, []string{"fresh"}) || len(res.HomesAdded)+len(res.HomesRemoved) != 0 ||
+	if !slices.Equal(res.HomesChanged, []string{"fresh"}) || !slices.Equal(res.HomesAdded, []string{"ext"}) || len(res.HomesRemoved) != 0 ||
 		len(res.NeedRestart) != 0 || !slices.Contains(res.Applied, "access") {
 		t.Fatalf("second reload: %+v", res)
 	}
 	if code, body := rd.get(t, c, "/node/keep/whoami", nil); code != http.StatusForbidden {
 		t.Errorf("keep under the new deny policy: %d %s", code, body)
+	}
+	if code, body := rd.get(t, c, "/node/ext/x", nil); code != http.StatusOK || body != "static home\n" {
+		t.Errorf("the static home added by the reload: %d %q", code, body)
 	}
 	if !rd.g.Engine().Warm("keep") {
 		t.Error("the unchanged home lost its warm verdict")
