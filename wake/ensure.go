@@ -308,9 +308,15 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 	}
 	h := &home{spec: s, status: rec.Status,
 		limiter: rate.NewLimiter(rate.Inf, 1)}
+	// The idle clock of a home that may run starts when this gateway
+	// learns of it, before the idle loop can see it. One that does not run
+	// needs none (the idle loop looks at running homes only, and a wake
+	// starts the clock), so a gateway of many sleeping homes keeps no
+	// session counter for each.
+	if mayRun(rec.Status) {
+		e.o.Sessions.Touch(s.ID)
+	}
 	e.homes.put(h)
-	// The idle clock of a home starts when this gateway learns of it.
-	e.o.Sessions.Touch(s.ID)
 	switch rec.Status {
 	case registry.StatusRunning, registry.StatusWaking, registry.StatusRestoring:
 		// A home left running by a previous gateway, or in the middle of a

@@ -144,9 +144,3 @@ func (s *homeSet) awakeHomes() []*home {
 	s.visits.Add(int64(len(out)))
 	return out
 }
-
-// each calls fn for every home until fn returns false (shutdown, admin
-// views: never the request path or the idle loop).
-func (s *homeSet) each(fn func(h *home) bool) {
-	s.byID.Range(func(_, v any) bool { return fn(v.(*home)) })
-}

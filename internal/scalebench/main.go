@@ -95,7 +95,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return fmt.Errorf("work dir: %w", err)
 		}
-		defer os.RemoveAll(d)
+		defer func() { _ = os.RemoveAll(d) }()
 		o.dir = d
 	}
 	abs, err := filepath.Abs(o.bin)
