@@ -270,7 +270,7 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 			final = func(r *registry.Home) { intent(r); outcome(r) }
 		}
 	}
-	spec := l.h.providerSpec(l.rec, l.rec.Version, l.e.roll.releaseFor(l.rec.Version))
+	spec := l.h.providerSpec(l.rec, l.rec.Version, l.e.roll.releaseOf(l.rec))
 	spec.Target = l.rec.Target
 	s := stopped{how: "stop"}
 	var err error

@@ -101,8 +101,10 @@ type roller struct {
 	// releases maps each version seen in a target to its command template
 	// and image (zero: the provider's defaults), so that a home on a past
 	// target's version wakes and rolls back with what it was started from.
-	// It lives in memory: after a restart, a version that is no longer the
-	// stored target runs from the provider's defaults.
+	// A roll also stores the release with the home's version (its
+	// record's Command and Image), which wins over this map: after a
+	// restart, a home on a version that is no longer the target still
+	// wakes and rolls back with its own release.
 	releases map[string]release
 	// localBad is a target version whose roll failed while the store could
 	// not record it; it brakes this instance until a new target is set.
@@ -187,6 +189,16 @@ func (r *roller) remember(t registry.Target) {
 		r.releases = map[string]release{}
 	}
 	r.releases[t.Version] = releaseOf(t)
+}
+
+// releaseOf is the release the home of rec runs its version from: the
+// one stored with it (a roll wrote it), or else the one of the target that
+// named its version.
+func (r *roller) releaseOf(rec registry.Home) release {
+	if len(rec.Command) > 0 || rec.Image != "" {
+		return release{command: slices.Clone(rec.Command), image: rec.Image}
+	}
+	return r.releaseFor(rec.Version)
 }
 
 // releaseFor is the release of version: the one of the target that named

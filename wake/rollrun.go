@@ -80,7 +80,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 	e := r.e
 	id := w.h.spec.ID
 	prior := w.rec.Version
-	priorRel := r.releaseFor(prior)
+	priorRel := r.releaseOf(w.rec)
 	w.f.phase.Store("rolling")
 	if err := w.save(ctx, func(h *registry.Home) {
 		h.WantRunning = true
@@ -101,7 +101,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		return Awake{}, errRollUnsupported
 	}
 	if err == nil {
-		w.recordReady(ctx, t.Version)
+		w.recordReady(ctx, t.Version, releaseOf(t))
 		r.stats.Rolled.Add(1)
 		e.o.Metrics.Rolled("done")
 		total := time.Since(w.start)
@@ -136,7 +136,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 	defer cancel()
 	endpoint, rbErr := r.attempt(rctx, w, prov, prior, priorRel, w.f.ready)
 	if rbErr == nil {
-		w.recordReady(rctx, prior)
+		w.recordReady(rctx, prior, priorRel)
 		r.stats.RolledBack.Add(1)
 		e.o.Metrics.Rolled("rolled_back")
 		msg := rollText(rollErr)

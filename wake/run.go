@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -297,8 +298,8 @@ func (w *wakeRun) provenByOther() (Awake, bool) {
 
 // recordReady is commitReady for a roll, where a lost write is logged:
 // the home runs and is proven.
-func (w *wakeRun) recordReady(ctx context.Context, version string) {
-	if err := w.commitReady(ctx, version); err != nil {
+func (w *wakeRun) recordReady(ctx context.Context, version string, rel release) {
+	if err := w.commitReadyOn(ctx, version, &rel); err != nil {
 		w.e.o.Log.Warn("wake: record ready state", "home", w.h.spec.ID, "version", version, "err", err)
 	}
 }
@@ -307,10 +308,20 @@ func (w *wakeRun) recordReady(ctx context.Context, version string) {
 // ""): running, healthy, with the wake's timing, trying the write again
 // while ctx lasts.
 func (w *wakeRun) commitReady(ctx context.Context, version string) error {
+	return w.commitReadyOn(ctx, version, nil)
+}
+
+// commitReadyOn is commitReady that also stores rel, when not nil, as
+// what version runs from, so that a restarted gateway wakes and rolls
+// back the home with it.
+func (w *wakeRun) commitReadyOn(ctx context.Context, version string, rel *release) error {
 	now := time.Now()
 	if err := w.saveRetry(ctx, func(r *registry.Home) {
 		if version != "" {
 			r.Version = version
+		}
+		if rel != nil {
+			r.Command, r.Image = slices.Clone(rel.command), rel.image
 		}
 		r.Status = registry.StatusRunning
 		r.Verdict = registry.VerdictHealthy
@@ -386,7 +397,7 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 }
 
 func (w *wakeRun) spec() provider.Spec {
-	return w.h.providerSpec(w.rec, w.rec.Version, w.e.roll.releaseFor(w.rec.Version))
+	return w.h.providerSpec(w.rec, w.rec.Version, w.e.roll.releaseOf(w.rec))
 }
 
 // probeSpec is the readiness probe of this home at endpoint, the same for a
