@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 )
 
 // ErrUnsupported is returned by an operation a provider cannot perform
@@ -93,4 +94,24 @@ type BudgetResetter interface {
 	// ResetBudget forgets the restarts counted against home id's budget
 	// and the failure they led to. Safe for concurrent use.
 	ResetBudget(id string)
+}
+
+// NormalizeState maps a provider's own word for a home's state onto a
+// State: paused, standby, hibernated, sleeping and the like are suspended;
+// started and active are running; stopped, exited, terminated and
+// destroyed are stopped; error and crashed are failed. Case is ignored;
+// anything else (starting, replacing, an unknown word) is unknown, for the
+// engine to find out by a wake.
+func NormalizeState(s string) State {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "running", "started", "active", "up":
+		return StateRunning
+	case "suspended", "suspending", "paused", "standby", "hibernated", "hibernating", "sleeping", "asleep", "frozen":
+		return StateSuspended
+	case "stopped", "stopping", "exited", "terminated", "destroyed", "created", "down", "off":
+		return StateStopped
+	case "failed", "error", "crashed":
+		return StateFailed
+	}
+	return StateUnknown
 }

@@ -178,3 +178,15 @@ func TestStaticOptions(t *testing.T) {
 		t.Error("Wake of a home with no endpoint succeeded")
 	}
 }
+
+func TestNormalizeState(t *testing.T) {
+	for in, want := range map[string]provider.State{
+		"started": provider.StateRunning, "Paused": provider.StateSuspended, "standby": provider.StateSuspended,
+		"suspended": provider.StateSuspended, "stopped": provider.StateStopped, "destroyed": provider.StateStopped,
+		"crashed": provider.StateFailed, "replacing": provider.StateUnknown, "": provider.StateUnknown,
+	} {
+		if got := provider.NormalizeState(in); got != want {
+			t.Errorf("NormalizeState(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
