@@ -234,6 +234,14 @@ func TestAdminNotOnPublicListener(t *testing.T) {
 			}
 			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
+			if p == "/" && m == "GET" {
+				// The public root is the gateway's own small page, never the
+				// dashboard.
+				if res.StatusCode != http.StatusOK || strings.Contains(string(body), "dashboard.js") {
+					t.Errorf("public GET /: %d %s; want the public root page", res.StatusCode, body)
+				}
+				continue
+			}
 			if res.StatusCode != http.StatusNotFound && (m == "GET" || res.StatusCode != http.StatusMethodNotAllowed) {
 				t.Errorf("public %s %s: %d %s, want 404", m, p, res.StatusCode, body)
 			}
