@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -152,5 +153,31 @@ func TestDashboardAppLinkPhaseFilterDenials(t *testing.T) {
 	}
 	if href != "https://gw.example/apps/demo/" || label != "Open app demo in a new tab" {
 		t.Errorf("app link %q labelled %q; want https://gw.example/apps/demo/ with a name", href, label)
+	}
+}
+
+// A config file without admin.tokens takes the token in WAKEGATE_TOKEN,
+// as the CLI does: the admin listener is on with it.
+func TestAdminTokenFromEnvironment(t *testing.T) {
+	const tok = "env-token-0123456789abcdef"
+	t.Setenv("WAKEGATE_TOKEN", tok)
+	gw := e2eStartInProcess(t, admDemo)
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
+	defer cancel()
+	addr, err := gw.g.AdminAddr(ctx)
+	if err != nil {
+		t.Fatalf("admin listener: %v", err)
+	}
+	for token, want := range map[string]int{tok: http.StatusOK, "another-token-0123456789": http.StatusUnauthorized} {
+		req, _ := http.NewRequest("GET", "http://"+addr.String()+"/admin/status", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := e2eClient(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("token %q: %d; want %d", token, res.StatusCode, want)
+		}
 	}
 }

@@ -337,7 +337,8 @@ type AdminConfig struct {
 	// dashboard's page itself loads without one): secret references
 	// "env:NAME" or "file:PATH", or the token itself. Each must be at least
 	// 16 characters. Empty entries are skipped, so "${VAR:-}" turns the
-	// listener off while VAR is unset. Default none.
+	// listener off while VAR is unset. Default (when unset): the token in
+	// the environment variable WAKEGATE_TOKEN, if it is set; else none.
 	Tokens []string `yaml:"tokens"`
 	// AllowedHosts are extra Host header values (host or host:port) the
 	// admin listener answers, besides its own address (and, when it listens

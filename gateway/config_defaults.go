@@ -127,6 +127,12 @@ func (e *ExecConfig) defaults() {
 
 func (a *AdminConfig) defaults() {
 	defPtr(&a.Listen, "127.0.0.1:8081")
+	if a.Tokens == nil && os.Getenv(TokenEnv) != "" {
+		// A config without tokens takes the one the CLI reads, so a file
+		// written from scratch turns the admin listener on the same way
+		// the embedded default does.
+		a.Tokens = []string{"env:" + TokenEnv}
+	}
 	def(&a.AuthFailures, 10)
 }
 
@@ -191,3 +197,7 @@ func defPtr[T any](p **T, v T) {
 		*p = &v
 	}
 }
+
+// TokenEnv is the environment variable that holds an admin token for the
+// gateway (when admin.tokens is unset) and for the CLI.
+const TokenEnv = "WAKEGATE_TOKEN"
