@@ -65,7 +65,7 @@ func TestAttackSlowBody(t *testing.T) {
 		if _, err := io.WriteString(c, "POST /node/h/x HTTP/1.1\r\nHost: gw\r\nContent-Length: 1000\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
-		go func() { cut <- trickle(c, 200*time.Millisecond) }()
+		go func() { cut <- testbin.Trickle(c, 200*time.Millisecond) }()
 	}
 	testbin.Eventually(t, "the slow bodies counted as sessions", func() bool { return s.g.Sessions().Count("h1") >= n })
 	worst := s.legitimateWorst(t, 20)
@@ -78,30 +78,6 @@ func TestAttackSlowBody(t *testing.T) {
 	testbin.Eventually(t, "the slow bodies' sessions ended", func() bool { return s.g.Sessions().Count("h1") == 0 })
 }
 
-// trickle writes one byte per every until the gateway answers and returns
-// the answer (nil when the connection broke without one).
-func trickle(c net.Conn, every time.Duration) *http.Response {
-	answered := make(chan *http.Response, 1)
-	go func() {
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-		}
-		answered <- res
-	}()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case res := <-answered:
-			return res
-		case <-tick.C:
-			if _, err := c.Write([]byte{'x'}); err != nil {
-				return <-answered
-			}
-		}
-	}
-}
 
 // Ten clients that ask for a 16 MiB response and never read it: the
 // gateway's writes stall, the response-rate floor closes each connection

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -511,34 +510,7 @@ func (es ConfigErrors) Error() string {
 func resolveAdminToken(ref string) (string, error) {
 	ref = strings.TrimSpace(ref)
 	if strings.HasPrefix(ref, "env:") || strings.HasPrefix(ref, "file:") {
-		return ResolveSecret(ref)
+		return provider.ResolveSecret(ref)
 	}
 	return ref, nil
-}
-
-// ResolveSecret reads a secret reference: "env:NAME" or "file:PATH".
-func ResolveSecret(ref string) (string, error) {
-	kind, arg, ok := strings.Cut(ref, ":")
-	if !ok || arg == "" {
-		return "", fmt.Errorf("want env:NAME or file:PATH, got %q", ref)
-	}
-	switch kind {
-	case "env":
-		v, ok := os.LookupEnv(arg)
-		if !ok || v == "" {
-			return "", fmt.Errorf("environment variable %s is not set or empty", arg)
-		}
-		return v, nil
-	case "file":
-		b, err := os.ReadFile(arg)
-		if err != nil {
-			return "", fmt.Errorf("read secret file: %w", err)
-		}
-		v := strings.TrimSpace(string(b))
-		if v == "" {
-			return "", fmt.Errorf("secret file %s is empty", arg)
-		}
-		return v, nil
-	}
-	return "", fmt.Errorf("want env:NAME or file:PATH, got %q", ref)
 }

@@ -325,7 +325,7 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 		k.bad(p.Field, "%s", p.Msg)
 	}
 	if h.RelayToken != "" {
-		if _, err := ResolveSecret(h.RelayToken); err != nil {
+		if _, err := provider.ResolveSecret(h.RelayToken); err != nil {
 			k.bad("relay_token", "%v", err)
 		}
 	}

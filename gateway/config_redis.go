@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -86,7 +87,7 @@ func (r *RedisConfig) validate(k checker) {
 		k.bad("addrs", "master_name needs the sentinels' addresses")
 	}
 	if r.Password != "" {
-		if _, err := ResolveSecret(r.Password); err != nil {
+		if _, err := provider.ResolveSecret(r.Password); err != nil {
 			k.bad("password", "%v", err)
 		}
 	}
@@ -104,7 +105,7 @@ func (r *RedisConfig) options() (registry.RedisOptions, error) {
 		PoolTimeout: r.PoolTimeout, PoolSize: r.PoolSize,
 	}
 	if r.Password != "" {
-		pw, err := ResolveSecret(r.Password)
+		pw, err := provider.ResolveSecret(r.Password)
 		if err != nil {
 			return o, err
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -147,7 +148,7 @@ func (g *Gateway) sameRouting(h *homeRoute, rec registry.Home) bool {
 	token := ""
 	if rec.RelayTokenRef != "" {
 		var err error
-		if token, err = ResolveSecret(rec.RelayTokenRef); err != nil {
+		if token, err = provider.ResolveSecret(rec.RelayTokenRef); err != nil {
 			return true // restoreHome would refuse it as well; keep what serves
 		}
 	}

@@ -91,7 +91,7 @@ homes:
 		t.Fatal(err)
 	}
 	testbin.Eventually(t, "the slow request counted as a session", func() bool { return gw.g.Sessions().Count("demo") == 1 })
-	res := limitsTrickle(t, c, 200*time.Millisecond)
+	res := testbin.Trickle(c, 200*time.Millisecond)
 	if res == nil || res.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("slow body: %v, want 408", res)
 	}
@@ -100,33 +100,6 @@ homes:
 	}
 }
 
-// limitsTrickle writes one byte per every until the gateway answers, and
-// returns the answer (nil if the connection broke without one).
-func limitsTrickle(t *testing.T, c net.Conn, every time.Duration) *http.Response {
-	t.Helper()
-	answered := make(chan *http.Response, 1)
-	go func() {
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			answered <- nil
-			return
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		answered <- res
-	}()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case res := <-answered:
-			return res
-		case <-tick.C:
-			if _, err := c.Write([]byte{'x'}); err != nil {
-				return <-answered
-			}
-		}
-	}
-}
 
 // TestSlowClientsLatency measures a normal client's p99 through the
 // gateway to a real home, idle and then with 50 clients sending bodies at

@@ -125,7 +125,7 @@ func (r *registrar) resolveToken(h *homeRoute, ref string) error {
 	if ref == "" {
 		return nil
 	}
-	tok, err := ResolveSecret(ref)
+	tok, err := provider.ResolveSecret(ref)
 	if err != nil {
 		return err
 	}

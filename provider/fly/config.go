@@ -12,11 +12,12 @@ package fly
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Defaults of Config.
@@ -279,27 +280,11 @@ func redact(s string) string {
 	return "<" + strconv.Itoa(len(s)) + " characters, not a reference>"
 }
 
-// resolveToken reads a secret reference: env:NAME or file:PATH.
+// resolveToken reads the token's secret reference (checked by validate).
 func resolveToken(ref string) (string, error) {
-	kind, arg, _ := strings.Cut(ref, ":")
-	var v string
-	switch kind {
-	case "env":
-		v = os.Getenv(arg)
-		if v == "" {
-			return "", fmt.Errorf("token: environment variable %s is not set or empty", arg)
-		}
-	case "file":
-		b, err := os.ReadFile(arg)
-		if err != nil {
-			return "", fmt.Errorf("token: read secret file: %w", err)
-		}
-		v = strings.TrimSpace(string(b))
-		if v == "" {
-			return "", fmt.Errorf("token: secret file %s is empty", arg)
-		}
-	default:
-		return "", fmt.Errorf("token: want env:NAME or file:PATH, got %q", redact(ref))
+	v, err := provider.ResolveSecret(ref)
+	if err != nil {
+		return "", fmt.Errorf("token: %w", err)
 	}
 	return v, nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -68,7 +67,7 @@ func Factory() provider.Factory {
 
 // config turns the section into the client's Config, reading the secret.
 func (s Section) config() (Config, error) {
-	secret, err := resolveSecret(s.Secret)
+	secret, err := provider.ResolveSecret(s.Secret)
 	if err != nil {
 		return Config{}, fmt.Errorf("secret: %w", err)
 	}
@@ -102,7 +101,7 @@ func checkSection(sec provider.Section) []provider.Problem {
 	if u, err := url.Parse(s.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		ps = append(ps, provider.Problemf("base_url", "want the control plane's http or https URL, got %q", s.BaseURL))
 	}
-	if v, err := resolveSecret(s.Secret); err != nil {
+	if v, err := provider.ResolveSecret(s.Secret); err != nil {
 		ps = append(ps, provider.Problemf("secret", "%v", err))
 	} else if len(v) < 16 {
 		ps = append(ps, provider.Problemf("secret", "want at least 16 bytes, got %d", len(v)))
@@ -132,31 +131,4 @@ func checkHome(s provider.Settings) []provider.Problem {
 		ps = append(ps, provider.Problemf("working_dir", "an http home's working directory is its control plane's: put what it needs in options"))
 	}
 	return ps
-}
-
-// resolveSecret reads a secret reference, "env:NAME" or "file:PATH" (the
-// gateway's own rules for secrets).
-func resolveSecret(ref string) (string, error) {
-	kind, arg, ok := strings.Cut(strings.TrimSpace(ref), ":")
-	if !ok || arg == "" {
-		return "", fmt.Errorf("want env:NAME or file:PATH, got %q", ref)
-	}
-	switch kind {
-	case "env":
-		v, ok := os.LookupEnv(arg)
-		if !ok || v == "" {
-			return "", fmt.Errorf("environment variable %s is not set or empty", arg)
-		}
-		return v, nil
-	case "file":
-		b, err := os.ReadFile(arg)
-		if err != nil {
-			return "", fmt.Errorf("read secret file: %w", err)
-		}
-		if v := strings.TrimSpace(string(b)); v != "" {
-			return v, nil
-		}
-		return "", fmt.Errorf("secret file %s is empty", arg)
-	}
-	return "", fmt.Errorf("want env:NAME or file:PATH, got %q", ref)
 }

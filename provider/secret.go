@@ -1,0 +1,35 @@
+package provider
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// ResolveSecret reads a secret reference, "env:NAME" or "file:PATH" (the
+// file's content with surrounding white space trimmed). An unset or empty
+// variable and an empty file are errors: a secret is never "".
+func ResolveSecret(ref string) (string, error) {
+	kind, arg, ok := strings.Cut(strings.TrimSpace(ref), ":")
+	if !ok || arg == "" {
+		return "", fmt.Errorf("want env:NAME or file:PATH, got %q", ref)
+	}
+	switch kind {
+	case "env":
+		v, ok := os.LookupEnv(arg)
+		if !ok || v == "" {
+			return "", fmt.Errorf("environment variable %s is not set or empty", arg)
+		}
+		return v, nil
+	case "file":
+		b, err := os.ReadFile(arg)
+		if err != nil {
+			return "", fmt.Errorf("read secret file: %w", err)
+		}
+		if v := strings.TrimSpace(string(b)); v != "" {
+			return v, nil
+		}
+		return "", fmt.Errorf("secret file %s is empty", arg)
+	}
+	return "", fmt.Errorf("want env:NAME or file:PATH, got %q", ref)
+}
