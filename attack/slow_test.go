@@ -78,7 +78,6 @@ func TestAttackSlowBody(t *testing.T) {
 	testbin.Eventually(t, "the slow bodies' sessions ended", func() bool { return s.g.Sessions().Count("h1") == 0 })
 }
 
-
 // Ten clients that ask for a 16 MiB response and never read it: the
 // gateway's writes stall, the response-rate floor closes each connection
 // before the body is through, the sessions end, and a legitimate client

@@ -100,7 +100,6 @@ homes:
 	}
 }
 
-
 // TestSlowClientsLatency measures a normal client's p99 through the
 // gateway to a real home, idle and then with 50 clients sending bodies at
 // one byte per second (under the default floor and grace). It logs both
