@@ -4,14 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // settingsHome is a home of its own: it answers every GET with its
@@ -38,19 +36,7 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 // or skips the test.
 func settingsPython(t *testing.T) (string, string) {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is needed for a home with its own command")
-	}
-	out, err := exec.Command(py, "-c", "import sys; print(sys.executable)").Output()
-	if err != nil {
-		t.Skipf("python3: %v", err)
-	}
-	script := filepath.Join(t.TempDir(), "settings_home.py")
-	if err := os.WriteFile(script, []byte(settingsHome), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(out)), script
+	return testbin.PythonScript(t, "settings_home.py", settingsHome)
 }
 
 // TestHomeOwnSettings: a home of the config file and a home of the admin

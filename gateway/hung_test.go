@@ -3,8 +3,6 @@ package gateway_test
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,19 +39,7 @@ s.serve_forever()
 // it) and a script path running hungHome, or skips the test.
 func hungPython(t *testing.T) (string, string) {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("python3 is needed for a home that hangs")
-	}
-	out, err := exec.Command(py, "-c", "import sys; print(sys.executable)").Output()
-	if err != nil {
-		t.Skipf("python3: %v", err)
-	}
-	script := filepath.Join(t.TempDir(), "hung_home.py")
-	if err := os.WriteFile(script, []byte(hungHome), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(out)), script
+	return testbin.PythonScript(t, "hung_home.py", hungHome)
 }
 
 // TestHungHome wakes a real home, then makes it hang (it accepts
