@@ -475,15 +475,32 @@ func (r *probeRun) attempt(ctx context.Context) (int, error) {
 
 // fail builds the error of a probe that ran out of ctx. When the last
 // attempt was cut short by ctx, the last attempt that ended on its own (a
-// refused dial, a 404) is wrapped too: it is what the home said.
+// refused dial, a 404) is wrapped too: it is what the home said, so it
+// comes before the cut attempt when the chain is searched (errors.As finds
+// the 404s, not the deadline, and the hint follows them).
 func (r *probeRun) fail(ctx context.Context, res ProbeResult) error {
-	if r.answer != nil && r.answer != res.Last {
-		return fmt.Errorf("wake: probe %s %s: not ready after %d attempts: %w; last attempt: %w; last answer: %w",
-			r.spec.Kind, r.target, res.Attempts, ctx.Err(), res.Last, r.answer)
-	}
-	return fmt.Errorf("wake: probe %s %s: not ready after %d attempts: %w; last attempt: %w",
+	msg := fmt.Sprintf("wake: probe %s %s: not ready after %d attempts: %v; last attempt: %v",
 		r.spec.Kind, r.target, res.Attempts, ctx.Err(), res.Last)
+	if r.answer != nil && r.answer != res.Last {
+		msg += fmt.Sprintf("; last answer: %v", r.answer)
+		return &probeFailure{msg: msg, errs: []error{ctx.Err(), r.answer, res.Last}}
+	}
+	return &probeFailure{msg: msg, errs: []error{ctx.Err(), res.Last}}
 }
+
+// probeFailure is a probe that ran out of time: its message names the
+// last attempt and the last answer, and its chain holds the cause, the
+// home's last answer and then the last attempt.
+type probeFailure struct {
+	msg  string
+	errs []error
+}
+
+// Error is the probe's failure as one line.
+func (e *probeFailure) Error() string { return e.msg }
+
+// Unwrap is the failure's chain, the home's answer before the cut attempt.
+func (e *probeFailure) Unwrap() []error { return e.errs }
 
 // close releases what the run holds.
 func (r *probeRun) close() {

@@ -138,3 +138,39 @@ func TestProbeWSNotFoundHint(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeFailureHintFollowsAnswer: a probe whose last attempt was cut
+// by its deadline is hinted by what the home last answered (404s under the
+// kept prefix), not by the cut attempt.
+func TestProbeFailureHintFollowsAnswer(t *testing.T) {
+	t.Parallel()
+	notFound := &autoProbeError{
+		ws: probeStatusError(http.StatusNotFound), wsStatus: http.StatusNotFound,
+		gets: []autoGet{{target: "http://h/node/x/", status: http.StatusNotFound, err: probeStatusError(http.StatusNotFound)}},
+	}
+	cut := &autoProbeError{
+		ws: probeStatusError(http.StatusNotFound), wsStatus: http.StatusNotFound,
+		gets: []autoGet{{target: "http://h/node/x/", err: context.DeadlineExceeded}},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name   string
+		answer error
+		want   string
+	}{
+		{"answer differs from the cut attempt", notFound, "strip_prefix: true"},
+		{"no earlier answer", nil, "no answer passed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &probeRun{spec: ProbeSpec{Kind: ProbeAuto}, target: "http://h/node/x/", answer: tc.answer}
+			err := r.fail(ctx, ProbeResult{Attempts: 3, Last: cut})
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("%v: want the ctx error in the chain", err)
+			}
+			if h := hintFor(err); !strings.Contains(h, tc.want) {
+				t.Fatalf("hint %q: want %q", h, tc.want)
+			}
+		})
+	}
+}
