@@ -189,6 +189,7 @@ func (g *Gateway) serveAppAt(w http.ResponseWriter, r *http.Request, app *appRou
 	if !g.routeTab.published(app) && !g.awaitApp(w, r, app, route) {
 		return
 	}
+	defer notePassive(w, app) // apps_pulse.go
 	if app.home == nil {
 		route.Upstream = app.upstream
 		markForward(w)

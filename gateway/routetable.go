@@ -58,6 +58,9 @@ type appRoute struct {
 	// API; 0 for an app of the config.
 	gen       uint64
 	published atomic.Bool
+	// pulse records the app's answers to forwarded requests (passive
+	// observations; apps_pulse.go); set once the observer has the app.
+	pulse atomic.Pointer[wake.AppPulse]
 }
 
 // newAppRoute returns the candidate route of ac, whose defaults are filled
@@ -119,8 +122,9 @@ func (t *routeTable) install(ac registry.App, gen uint64) {
 	slug := ac.Slug
 	t.loops.stop(slug)
 	t.Withdraw(slug, "replaced")
-	t.set(slug, newAppRoute(ac, gen, t.homes))
-	t.apps.Put(ac)
+	ar := newAppRoute(ac, gen, t.homes)
+	t.set(slug, ar)
+	ar.pulse.Store(t.apps.Put(ac))
 	t.loops.start(slug, ac.Health.Interval.Duration())
 }
 
@@ -142,19 +146,16 @@ func (t *routeTable) run(ctx context.Context) {
 }
 
 // observe is one app's observation loop: it observes the app at once and
-// then every every, until ctx is done. Observations are skipped while the
-// gateway drains.
-func (t *routeTable) observe(ctx context.Context, slug string, every time.Duration) {
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+// then whenever the observer's schedule says (every health interval, less
+// often while the app passes; wake/apps_schedule.go), until ctx is done.
+// Observations are skipped while the gateway drains.
+func (t *routeTable) observe(ctx context.Context, slug string, _ time.Duration) {
 	for {
 		if !t.draining() {
 			_, _ = t.apps.Refresh(ctx, slug, "")
 		}
-		select {
-		case <-ctx.Done():
+		if !t.apps.AwaitObservation(ctx, slug) {
 			return
-		case <-tick.C:
 		}
 	}
 }

@@ -80,8 +80,17 @@ type AppHealth struct {
 	// self-probe requests the same path under /apps/{slug}. Default "/".
 	Path string `json:"path" yaml:"path"`
 	// Interval is the pause between observations of the app (health check,
-	// endpoint and self-probe). Default 2s; zero means the default.
+	// endpoint and self-probe) while it is not ready, and the first pause
+	// once it is. Default 2s; zero means the default.
 	Interval Duration `json:"interval" yaml:"interval"`
+	// MaxInterval caps the pause between observations of a ready app: it
+	// doubles from Interval after every ready observation in a row, and
+	// snaps back to Interval on a failed observation or any change of the
+	// app's home (a wake, a suspend). A request forwarded to the app that
+	// it answered (any status below 500) counts as a passed observation, so
+	// an app in use is not health-checked at all. Default 30s; zero means
+	// the default; a value at or below Interval turns the backoff off.
+	MaxInterval Duration `json:"max_interval" yaml:"max_interval"`
 	// Timeout bounds one health check and one self-probe. Default 2s; zero
 	// means the default.
 	Timeout Duration `json:"timeout" yaml:"timeout"`
@@ -112,6 +121,7 @@ func (a *App) Default() {
 	def(&a.Health.Type, HealthHTTP)
 	def(&a.Health.Path, "/")
 	def(&a.Health.Interval, Duration(2*time.Second))
+	def(&a.Health.MaxInterval, Duration(30*time.Second))
 	def(&a.Health.Timeout, Duration(2*time.Second))
 }
 
@@ -159,7 +169,7 @@ func (a App) Check(hasHome func(id string) bool, bad func(field, format string, 
 		k string
 		v Duration
 	}{{"min_refresh", a.MinRefresh}, {"refresh_timeout", a.RefreshTimeout}, {"health.interval", a.Health.Interval},
-		{"health.timeout", a.Health.Timeout}, {"health.start_period", a.Health.StartPeriod}} {
+		{"health.max_interval", a.Health.MaxInterval}, {"health.timeout", a.Health.Timeout}, {"health.start_period", a.Health.StartPeriod}} {
 		if d.v < 0 {
 			bad(d.k, "must not be negative, got %s", d.v)
 		}

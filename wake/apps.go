@@ -149,6 +149,13 @@ type observedApp struct {
 	op      string
 	changed chan struct{} // closed and replaced whenever st changes
 	phases  phaseHistory  // its last phase changes (apps_history.go)
+
+	// The schedule of its observations (apps_schedule.go).
+	streak       int       // ready observations in a row
+	observations uint64    // active observations run
+	lastObs      time.Time // when the last one ended
+	pulse        AppPulse  // passive observations: forwarded requests answered
+	kick         chan struct{}
 }
 
 // observation is one observation of an app in progress; refreshes join
@@ -174,6 +181,10 @@ func NewApps(o AppsOptions) *Apps {
 	a.tab.Store(&appSet{byslug: map[string]*observedApp{}})
 	if o.Engine != nil {
 		o.Engine.apps.Store(a)
+	}
+	if o.Events != nil {
+		a.wg.Add(1)
+		go a.followHomes(o.Events.Subscribe(64))
 	}
 	return a
 }
@@ -314,6 +325,7 @@ func (a *Apps) observe(ap *observedApp, f *observation) {
 
 	ap.mu.Lock()
 	prev := ap.st
+	ap.noteObservedLocked(time.Now(), !timedOut && ob.Phase == PhaseReady)
 	if timedOut {
 		// The observation ran out: keep the last stored status, and count
 		// the failure (the app did not prove itself).

@@ -29,7 +29,8 @@ func (a *Apps) app(slug string) *observedApp { return a.tab.Load().byslug[slug] 
 // newApp returns the state of a newly registered app: not observed yet,
 // its observations owned by a context of its own under Apps'.
 func (a *Apps) newApp(s registry.App) *observedApp {
-	ap := &observedApp{spec: s, since: time.Now(), stopped: s.Stopped(), changed: make(chan struct{})}
+	ap := &observedApp{spec: s, since: time.Now(), stopped: s.Stopped(), changed: make(chan struct{}),
+		kick: make(chan struct{}, 1)}
 	ap.ctx, ap.cancel = context.WithCancel(a.ctx)
 	ap.st = AppStatus{Slug: s.Slug, Phase: PhaseUnknown, Reason: ReasonNotObserved,
 		Message: "the app has not been observed yet", Route: RouteCandidate}
@@ -41,13 +42,16 @@ func (a *Apps) newApp(s registry.App) *observedApp {
 // starts afresh: not
 // observed, its start period counted from now. The caller owns the route:
 // it puts a candidate in its table for s.Slug (before or after Put) and
-// drives observations with Refresh. Put publishes app.registered.
-func (a *Apps) Put(s registry.App) {
+// drives observations with Refresh. Put publishes app.registered and
+// returns the app's pulse, which the caller beats whenever a forwarded
+// request got an answer from the app (apps_schedule.go).
+func (a *Apps) Put(s registry.App) *AppPulse {
 	a.setMu.Lock()
 	old := a.tab.Load()
 	set := &appSet{byslug: maps.Clone(old.byslug)}
 	prev := set.byslug[s.Slug]
-	set.byslug[s.Slug] = a.newApp(s)
+	ap := a.newApp(s)
+	set.byslug[s.Slug] = ap
 	set.order = slices.Sorted(maps.Keys(set.byslug))
 	a.tab.Store(set)
 	a.setMu.Unlock()
@@ -58,6 +62,7 @@ func (a *Apps) Put(s registry.App) {
 	}
 	a.o.Log.Info("app registered", "app", s.Slug, "replaced", prev != nil)
 	a.o.Events.Publish(Event{Type: EventAppRegistered, App: s.Slug, Home: s.Home, Message: msg})
+	return &ap.pulse
 }
 
 // Remove stops observing slug: it cancels the app's observation in flight
