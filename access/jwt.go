@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
@@ -55,11 +54,15 @@ func NewJWT(cfg JWTConfig, onRefreshError func(error)) (*JWT, error) {
 	// the refresher logs it and tokens are refused until a fetch works.
 	yes := true
 	k, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{cfg.JWKSURL}, keyfunc.Override{
-		Client:                    &http.Client{Timeout: cfg.JWKSTimeout},
-		HTTPTimeout:               cfg.JWKSTimeout,
-		RefreshInterval:           cfg.JWKSRefresh,
-		RefreshUnknownKID:         rate.NewLimiter(rate.Every(every), 1),
-		RateLimitWaitMax:          time.Millisecond,
+		Client:            &http.Client{Timeout: cfg.JWKSTimeout},
+		HTTPTimeout:       cfg.JWKSTimeout,
+		RefreshInterval:   cfg.JWKSRefresh,
+		RefreshUnknownKID: rate.NewLimiter(rate.Every(every), 1),
+		// The key set library bounds the fetch for an unknown key by this
+		// wait too, not only the wait for the limiter: it must allow a
+		// whole fetch. A wait the limiter cannot grant within it fails at
+		// once, so a flood of unknown key ids still does not queue.
+		RateLimitWaitMax:          cfg.JWKSTimeout,
 		NoErrorReturnFirstHTTPReq: &yes,
 		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
 			return func(_ context.Context, err error) {

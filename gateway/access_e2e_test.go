@@ -177,6 +177,8 @@ type jwksServer struct {
 	mu  sync.Mutex
 	kid string
 	key *ecdsa.PrivateKey
+	// delay is added before each answer: a JWKS across a real network.
+	delay time.Duration
 }
 
 func newJWKSServer(t testing.TB) *jwksServer {
@@ -185,6 +187,7 @@ func newJWKSServer(t testing.TB) *jwksServer {
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		time.Sleep(s.delay)
 		pub, err := s.key.PublicKey.Bytes() // 0x04, X, Y
 		if err != nil {
 			http.Error(w, err.Error(), 500)
@@ -224,8 +227,11 @@ func (s *jwksServer) token(t testing.TB, sub string) string {
 
 // A JWKS rotation is picked up without a restart: a token signed by the
 // new key passes at once, one signed by the retired key no longer does.
+// The key set answers after 50 ms, as one across a network does: the
+// fetch for the unknown key gets the whole jwks_timeout.
 func TestAccessJWKSRotation(t *testing.T) {
 	js := newJWKSServer(t)
+	js.delay = 50 * time.Millisecond
 	gw := acStart(t, `
 access:
   default: users
