@@ -27,11 +27,13 @@ import (
 //
 // The address and token come from --admin and --token, or WAKEGATE_ADMIN
 // and WAKEGATE_TOKEN. Exit status: 0 healthy or done, 1 unhealthy or
-// failed, 2 usage error.
+// failed, 2 usage error; status exits 3 when it got no status to judge
+// (statusNoAnswer).
 
 const adminUsage = `admin commands (address: --admin or WAKEGATE_ADMIN, default http://127.0.0.1:8081;
 token: --token or WAKEGATE_TOKEN):
-  status [--json]                   the gateway's status, homes and apps; exit 1 when unhealthy
+  status [--json]                   the gateway's status, homes and apps; exit 0 healthy,
+                                    1 something failed, 2 usage, 3 no answer from the admin API
   home wake|suspend|roll ID         act on a home
   app refresh SLUG [--wait PHASE]   refresh an app's status, optionally waiting for a phase
                                     (ready, stopped, starting or failed)
@@ -165,6 +167,11 @@ func (c *adminClient) send(ctx context.Context, method, path string, reqBody []b
 	return body, res.Header.Get("ETag"), nil
 }
 
+// statusNoAnswer is the exit status of `wakegate status` when it could not
+// get the gateway's status (no admin listener, a refused token, a bad
+// answer): it cannot say healthy or not, so it says neither 0 nor 1.
+const statusNoAnswer = 3
+
 func statusCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -188,12 +195,12 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	body, err := c.do(ctx, http.MethodGet, "/admin/status?full=true")
 	if err != nil {
 		fmt.Fprintln(stderr, "status:", err)
-		return 1
+		return statusNoAnswer
 	}
 	var s admin.Status
 	if err := json.Unmarshal(body, &s); err != nil {
 		fmt.Fprintln(stderr, "status: bad answer:", err)
-		return 1
+		return statusNoAnswer
 	}
 	if *asJSON {
 		_, _ = stdout.Write(body)
@@ -239,11 +246,7 @@ func printStatus(w io.Writer, s admin.Status) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", "/apps/"+a.Slug+"/", a.Kind, on, a.Phase, a.Reason, route)
 		}
 		_ = tw.Flush()
-		for _, a := range s.Apps {
-			if a.Hint != "" {
-				fmt.Fprintf(w, "hint for /apps/%s/: %s\n", a.Slug, a.Hint)
-			}
-		}
+		printAppProblems(w, s.Apps)
 	}
 	printFleet(w, s.Fleet)
 	for _, p := range s.Problems {

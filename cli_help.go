@@ -40,7 +40,11 @@ var commandUsage = map[string]string{
 	"demo-home": "usage: wakegate demo-home [--addr A] [--target T] [--version V] [--boot-delay D] [--relay-token T] [--notify-ready URL]\n\n" +
 		"runs the built-in demo home (HTTP and WebSocket at /node/{target}/ and /apps/demo/)",
 	"status": "usage: wakegate status [--json] [--admin ADDR] [--token T]\n\n" +
-		"prints a running gateway's homes and apps from its admin API; exit 1 when unhealthy",
+		"prints a running gateway's homes and apps from its admin API, and under them what failed\n" +
+		"(a failed home, a home whose last wake failed, a failed app or one held back by a mistake)\n" +
+		"with the cause and the likely fix\n\n" +
+		"exit status: 0 healthy; 1 something failed or the gateway is degraded or draining;\n" +
+		"2 usage error; 3 no status to judge (no admin listener answered, token refused, bad answer)",
 	"home": "usage: wakegate home wake|suspend|roll ID\n" +
 		"       wakegate home get|put|delete ID [--json] [--force | --if-match N] [--file F] [key=value | key:=JSON ...]\n\n" +
 		"acts on a home, or reads, registers or removes it, through the admin API",
@@ -121,6 +125,19 @@ func commandFlags(args []string) string {
 		listing = listing[j+len("flags:\n"):]
 	}
 	return listing
+}
+
+// printAppProblems prints, under the apps table, the cause and the likely
+// fix of each app that failed or is held back by a mistake (a hint).
+func printAppProblems(w io.Writer, apps []admin.AppView) {
+	for _, a := range apps {
+		if a.Phase == "failed" || a.Hint != "" {
+			fmt.Fprintf(w, "app /apps/%s/ is %s (%s): %s\n", a.Slug, a.Phase, a.Reason, a.Message)
+		}
+		if a.Hint != "" {
+			fmt.Fprintf(w, "  hint: %s\n", a.Hint)
+		}
+	}
 }
 
 // printHomeProblems prints, under the status table, why each failed home

@@ -111,14 +111,24 @@ func problems(homes []HomeView, apps []AppView, draining bool) []string {
 		switch registry.Status(h.Status) {
 		case registry.StatusFailed, registry.StatusUnknown:
 			out = append(out, fmt.Sprintf("home %s is %s: %s", h.ID, h.Status, h.Reason))
+		default:
+			// A home whose last wake failed sleeps, but the next request
+			// fails the same way until someone acts.
+			if w := h.LastWake; w != nil && w.Outcome == "failed" && h.Wake == nil {
+				out = append(out, fmt.Sprintf("home %s: its last wake failed: %s", h.ID, w.Error))
+			}
 		}
 		if h.Verdict == string(registry.VerdictDegraded) {
 			out = append(out, fmt.Sprintf("home %s is degraded", h.ID))
 		}
 	}
 	for _, ap := range apps {
-		if ap.Phase == string(wake.PhaseFailed) {
+		switch {
+		case ap.Phase == string(wake.PhaseFailed):
 			out = append(out, fmt.Sprintf("app %s is failed: %s", ap.Slug, ap.Message))
+		case ap.Hint != "":
+			// Held back by a mistake an operator can correct (the hint).
+			out = append(out, fmt.Sprintf("app %s is %s (%s): %s", ap.Slug, ap.Phase, ap.Reason, ap.Message))
 		}
 	}
 	if draining {

@@ -700,7 +700,7 @@ admin:
 	if code, _, errs = run([]string{"WAKEGATE_ADMIN=" + adminAddr, "WAKEGATE_TOKEN="}, "status"); code != 2 || !strings.Contains(errs, "token") {
 		t.Errorf("no token: exit %d %s", code, errs)
 	}
-	if code, _, errs = run([]string{"WAKEGATE_ADMIN=" + adminAddr, "WAKEGATE_TOKEN=wrong-token-0123456789"}, "status"); code != 1 || !strings.Contains(errs, "401") {
+	if code, _, errs = run([]string{"WAKEGATE_ADMIN=" + adminAddr, "WAKEGATE_TOKEN=wrong-token-0123456789"}, "status"); code != 3 || !strings.Contains(errs, "401") {
 		t.Errorf("wrong token: exit %d %s", code, errs)
 	}
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// notFoundHome is a home that listens and answers 404 to everything.
+const notFoundHome = `import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_error(404)
+HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+`
+
+// TestStatusShowsWhatFailed: `wakegate status` exits 1 and names the cause
+// and the likely fix of a home whose last wake failed (a home that answers
+// 404 everywhere) and of an app held back by a mistake (no strip_prefix),
+// though neither home nor app is in the failed state; it exits 3 when no
+// admin listener answers.
+func TestStatusShowsWhatFailed(t *testing.T) {
+	const token = "status-test-token-0123456789"
+	py, script := testbin.PythonScript(t, "notfound.py", notFoundHome)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(up.Close)
+	admin := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
+	gw := testbin.Serve(t, fmt.Sprintf(`
+listen: "%%ADDR%%"
+data_dir: "%%DATA%%"
+admin:
+  listen: %q
+  tokens: [%q]
+homes:
+  - id: nf
+    command: [%q, %q, "{port}"]
+    ready_timeout: 4s
+apps:
+  - slug: rooted
+    upstream: %s
+`, admin, token, py, script, up.URL))
+	status := func() (int, string) {
+		var out, errb bytes.Buffer
+		code := run([]string{"status", "--admin", admin, "--token", token}, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+
+	var out string
+	testbin.Eventually(t, "status to name the app held back by its prefix", func() bool {
+		var code int
+		code, out = status()
+		return code == 1 && strings.Contains(out, "app /apps/rooted/ is starting (probe-failed)")
+	})
+	if !strings.Contains(out, "hint: ") || !strings.Contains(out, "strip_prefix: true") {
+		t.Errorf("status lacks the app's hint:\n%s", out)
+	}
+
+	res, err := http.Get("http://" + gw.Addr + "/node/nf/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("wake of a home that answers 404: %d, want 503", res.StatusCode)
+	}
+	testbin.Eventually(t, "status to name the home whose wake failed", func() bool {
+		var code int
+		code, out = status()
+		return code == 1 && strings.Contains(out, "home nf: last wake failed")
+	})
+	for _, w := range []string{"404", "hint: ", "problem: home nf: its last wake failed"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("status lacks %q:\n%s", w, out)
+		}
+	}
+
+	var o, e bytes.Buffer
+	closed := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
+	if code := run([]string{"status", "--admin", closed, "--token", token}, &o, &e); code != statusNoAnswer {
+		t.Errorf("status with no admin listener: exit %d, want %d\n%s", code, statusNoAnswer, e.String())
+	}
+}
