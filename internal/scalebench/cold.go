@@ -92,6 +92,7 @@ func coldGateway(ctx context.Context, o options, wakeCap int) (*gw, error) {
 func coldRuns(ctx context.Context, o options, t *table, g *gw, wakeCap int, one bool) error {
 	if one {
 		var cold, warm stats
+		fl := floor{o: o}
 		for r := range o.coldRounds {
 			res, err := stampede(ctx, g, o.coldCallers, 1)
 			if err != nil {
@@ -110,12 +111,17 @@ func coldRuns(ctx context.Context, o options, t *table, g *gw, wakeCap int, one 
 			warm.add(wres)
 			logf("one-home stampede %d: wakes %.0f p50 %.0f ms p99 %.0f ms max %.0f ms; warm: p99 %.0f ms",
 				r+1, res.wakes, res.p50, res.p99, res.max, wres.p99)
+			// The same stampede without wakegate (coldfloor.go).
+			if err := fl.measure(ctx, g, r); err != nil {
+				return err
+			}
 			if err := suspendAll(ctx, g, 1); err != nil {
 				return err
 			}
 		}
 		t.add(fmt.Sprintf("cold, %d callers on one home (boot %s)", o.coldCallers, o.boot), "%s", cold.String())
 		t.add(fmt.Sprintf("warm, the same %d callers on that home awake", o.coldCallers), "%s", warm.String())
+		fl.rows(t)
 	}
 	res, err := stampede(ctx, g, o.coldCallers, o.coldHomes)
 	if err != nil {
@@ -127,7 +133,8 @@ func coldRuns(ctx context.Context, o options, t *table, g *gw, wakeCap int, one 
 }
 
 // stampede sends callers requests at once, each on a new connection, to
-// homes c00000.. in turn, and reports the wakes the gateway counted.
+// homes c00000.. in turn through g, and reports the wakes the gateway
+// counted and its CPU per caller.
 func stampede(ctx context.Context, g *gw, callers, homes int) (coldResult, error) {
 	m0, err := g.metrics(ctx)
 	if err != nil {
@@ -137,17 +144,35 @@ func stampede(ctx context.Context, g *gw, callers, homes int) (coldResult, error
 	if err != nil {
 		return coldResult{}, err
 	}
+	res := burst(callers, func(i int) string { return fmt.Sprintf("http://%s/node/c%05d/whoami", g.addr, i%homes) })
+	cpu1, err := g.cpu()
+	if err != nil {
+		return coldResult{}, err
+	}
+	res.cpuPer = float64((cpu1 - cpu0).Microseconds()) / float64(callers)
+	m1, err := g.metrics(ctx)
+	if err != nil {
+		return coldResult{}, err
+	}
+	res.wakes = m1["wakegate_wakes_total"] - m0["wakegate_wakes_total"]
+	return res, nil
+}
+
+// burst sends callers GET requests at once, each on a new connection, to
+// url(i), and returns the latency percentiles and failures.
+func burst(callers int, url func(i int) string) coldResult {
 	lat := make([]float64, callers)
 	var mu sync.Mutex
 	var res coldResult
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range callers {
+		u := url(i)
 		wg.Go(func() {
 			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Minute}
 			<-start
 			t0 := time.Now()
-			r, err := c.Get(fmt.Sprintf("http://%s/node/c%05d/whoami", g.addr, i%homes))
+			r, err := c.Get(u)
 			if err == nil {
 				_, _ = io.Copy(io.Discard, r.Body)
 				r.Body.Close()
@@ -168,18 +193,8 @@ func stampede(ctx context.Context, g *gw, callers, homes int) (coldResult, error
 	}
 	close(start)
 	wg.Wait()
-	cpu1, err := g.cpu()
-	if err != nil {
-		return coldResult{}, err
-	}
-	res.cpuPer = float64((cpu1 - cpu0).Microseconds()) / float64(callers)
-	m1, err := g.metrics(ctx)
-	if err != nil {
-		return coldResult{}, err
-	}
-	res.wakes = m1["wakegate_wakes_total"] - m0["wakegate_wakes_total"]
 	res.p50, res.p99, res.max = percentile(lat, 50), percentile(lat, 99), percentile(lat, 100)
-	return res, nil
+	return res
 }
 
 // suspendAll suspends homes c00000.. so that the next run finds them cold.

@@ -51,6 +51,7 @@ type options struct {
 	coldRounds  int
 	boot        time.Duration
 	caps        string
+	nginx       string
 	only        string
 	regWorkers  int
 }
@@ -72,6 +73,7 @@ func main() {
 	flag.IntVar(&o.coldRounds, "cold-rounds", 5, "rounds of the one-home cold run")
 	flag.DurationVar(&o.boot, "boot", 200*time.Millisecond, "boot delay of the cold demo homes")
 	flag.StringVar(&o.caps, "caps", "16,128", "wake caps (wake.max_concurrent) of the spread cold run")
+	flag.StringVar(&o.nginx, "nginx", defaultNginx(), `nginx binary of the cold path's floor ("" for none; coldfloor.go)`)
 	flag.StringVar(&o.only, "only", "", `run one part only: "scale" or "cold"`)
 	flag.IntVar(&o.regWorkers, "reg-workers", 8, "concurrent admin API registrations")
 	flag.Parse()
