@@ -188,6 +188,17 @@ type ProxyConfig struct {
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream, in
 	// connections. Default 256; zero means the default.
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host"`
+	// MaxConnsPerHome caps the plain requests forwarded to one home at
+	// once, and so the upstream connections they use: a burst on one home
+	// (the callers a wake releases together) reuses that many warm
+	// connections instead of dialling one per caller. WebSockets and other
+	// upgrades are not counted. A request past the cap waits for a slot in
+	// order of arrival, for as long as its caller stays and at most
+	// wake.wake_timeout, then gets 503 home_at_capacity. Keep
+	// max_idle_conns_per_host at least as large, or the connections past
+	// the keep-alive pool are closed after each use. Default 256 (when
+	// unset); zero means no cap.
+	MaxConnsPerHome *int `yaml:"max_conns_per_home"`
 	// IdleConnTimeout closes pooled upstream connections idle this long.
 	// Default 90s; zero means the default.
 	IdleConnTimeout time.Duration `yaml:"idle_conn_timeout"`

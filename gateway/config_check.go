@@ -198,6 +198,9 @@ func (p *ProxyConfig) validate(k checker) {
 	if p.MaxIdleConnsPerHost < 0 {
 		k.bad("max_idle_conns_per_host", "must not be negative")
 	}
+	if *p.MaxConnsPerHome < 0 {
+		k.bad("max_conns_per_home", "must not be negative (0 is no cap)")
+	}
 }
 
 func (w *WakeConfig) validate(k checker) {

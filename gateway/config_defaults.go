@@ -82,6 +82,7 @@ func (p *ProxyConfig) defaults() {
 	def(&p.ResponseHeaderTimeout, 60*time.Second)
 	def(&p.HomeResponseHeaderTimeout, 30*time.Second)
 	def(&p.MaxIdleConnsPerHost, 256)
+	defPtr(&p.MaxConnsPerHome, 256)
 	def(&p.IdleConnTimeout, 90*time.Second)
 	def(&p.RelayHeader, "X-Wakegate-Relay")
 }

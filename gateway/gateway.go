@@ -48,6 +48,7 @@ type Gateway struct {
 	engine    *wake.Engine
 	sessions  *proxy.Sessions
 	proxy     *proxy.Proxy
+	homeConns *homeConns // requests forwarded to each home at once (homeconns.go)
 
 	homeTab  homeTable   // homes by target and id (hometable.go)
 	homeMu   sync.Mutex  // serialises changes of homeTab
@@ -139,6 +140,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 		return nil, err
 	}
 	g.proxy = g.newProxy()
+	g.homeConns = newHomeConns(*cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
 	g.routeTab = newRouteTable(g)
 	g.reg.RegisterConfigApps(cfg.Apps)
 	// Homes and apps registered through the admin API, stored, come back

@@ -315,6 +315,7 @@ func (r *registrar) RemoveHome(ctx context.Context, h *homeRoute, ifMatch uint64
 		return err
 	}
 	r.releaseTarget(ctx, h.spec.Target, id)
+	r.g.homeConns.forget(id)
 	r.log.Info("home removed", "home", id)
 	return nil
 }

@@ -298,6 +298,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.R
 		defer cancel()
 		return g.engine.Redo(ctx, id)
 	}
+	slot, err := g.homeConns.acquire(r, id) // homeconns.go
+	if err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	defer g.homeConns.release(slot)
 	g.proxy.Serve(w, r, route)
 }
 
