@@ -112,7 +112,10 @@ type Proxy struct {
 	transport *http.Transport
 	// homes is transport with the homes' response header timeout, for
 	// routes with a HomeID.
-	homes    *http.Transport
+	homes *http.Transport
+	// conns is the pool of the upstream forwarder (upstream.go), which
+	// carries plain HTTP/1.1 requests; the transports carry the rest.
+	conns    *connPool
 	stripped []string
 
 	relayMu   sync.Mutex
@@ -152,11 +155,15 @@ func New(o Options) *Proxy {
 	if o.HomeResponseHeaderTimeout > 0 {
 		homes.ResponseHeaderTimeout = o.HomeResponseHeaderTimeout
 	}
-	p := &Proxy{opts: o, transport: tr, homes: homes, relays: map[*relay]struct{}{}, bufs: newBufferPool()}
+	conns := newConnPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
+	p := &Proxy{opts: o, transport: tr, homes: homes, conns: conns, relays: map[*relay]struct{}{}, bufs: newBufferPool()}
 	p.stripped = append([]string{http.CanonicalHeaderKey(o.RelayHeader)}, o.StripHeaders...)
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      retryTransport{apps: tr, homes: homes},
+		Rewrite: p.rewrite,
+		Transport: retryTransport{
+			apps:  &forwarder{pool: conns, headerTimeout: tr.ResponseHeaderTimeout, fallback: tr},
+			homes: &forwarder{pool: conns, headerTimeout: homes.ResponseHeaderTimeout, fallback: homes},
+		},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
@@ -169,6 +176,7 @@ func New(o Options) *Proxy {
 func (p *Proxy) Close() {
 	p.transport.CloseIdleConnections()
 	p.homes.CloseIdleConnections()
+	p.conns.closeIdle()
 }
 
 // Serve forwards r to route. It returns when the exchange is over: for a
@@ -449,7 +457,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 // be replayed.
 // Homes go through their own transport, whose response header timeout
 // is the homes' one.
-type retryTransport struct{ apps, homes *http.Transport }
+type retryTransport struct{ apps, homes http.RoundTripper }
 
 func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	route := routeFrom(req.Context())

@@ -1,0 +1,290 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"sync/atomic"
+	"time"
+)
+
+// forwarder forwards a plain HTTP/1.1 request on the calling goroutine: it
+// takes an idle pooled connection to the upstream (or dials one), writes
+// the request through a pooled bufio.Writer, reads the response with the
+// connection's own reader, and hands the connection back to the pool when
+// the response body has been read to its end. net/http's Transport spends
+// two goroutines per connection and a channel hand-off each way on every
+// request; here a request without a body costs none.
+//
+// A request body is written by a goroutine of the round trip while the
+// response is read, as the Transport does, so an upstream that answers
+// before it has read the whole body (or echoes it as it reads) does not
+// deadlock against us. What it does not handle goes to fallback (the
+// Transport): upgrades, Expect: 100-continue, and any scheme but http.
+//
+// An idle connection is checked before reuse (nothing buffered, and a
+// non-blocking peek finds it open); one the upstream closed anyway is
+// found by the response read, and the request is sent again once on a
+// fresh connection when nothing of it was written, or when it is
+// idempotent and has no body (net/http's rule).
+type forwarder struct {
+	pool *connPool
+	// headerTimeout bounds waiting for the response headers; zero: none.
+	headerTimeout time.Duration
+	fallback      http.RoundTripper
+}
+
+// max1xx is how many informational responses one request may get before
+// its final one, as in net/http.
+const max1xx = 5
+
+// aLongTimeAgo is a deadline in the past, which interrupts a blocked read
+// or write at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+var (
+	errTooMany1xx    = errors.New("too many 1xx informational responses from the upstream")
+	errUnexpected101 = errors.New("upstream switched protocols on a request that asked for no upgrade")
+)
+
+// RoundTrip forwards req and returns the upstream's response.
+func (u *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !plainHTTP1(req) {
+		return u.fallback.RoundTrip(req)
+	}
+	ctx := req.Context()
+	addr := hostPort(req.URL)
+	c, err := u.pool.get(ctx, addr)
+	for retried := false; ; retried = true {
+		if err != nil {
+			closeRequestBody(req)
+			return nil, err
+		}
+		var res *http.Response
+		res, err = u.exchange(ctx, c, req)
+		if err == nil {
+			return res, nil
+		}
+		if retried || !staleRetry(req, c, err) || ctx.Err() != nil {
+			return nil, err
+		}
+		c, err = u.pool.dialNew(ctx, addr)
+	}
+}
+
+// plainHTTP1 reports whether req is one the upstream forwarder handles.
+func plainHTTP1(req *http.Request) bool {
+	return req.URL.Scheme == "http" && req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == ""
+}
+
+// hostPort is the address to dial for u.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
+func hasBody(req *http.Request) bool {
+	return req.Body != nil && req.Body != http.NoBody
+}
+
+func closeRequestBody(req *http.Request) {
+	if hasBody(req) {
+		_ = req.Body.Close()
+	}
+}
+
+// staleRetry reports whether req, which failed with err on c, may be sent
+// again on a fresh connection: c was reused, the upstream sent nothing
+// back and did not merely time out, and either nothing of req was
+// written or req is idempotent with no body.
+func staleRetry(req *http.Request, c *upConn, err error) bool {
+	if !c.reused || c.headerLeft != maxResponseHeaderBytes || isTimeout(err) || hasBody(req) {
+		return false
+	}
+	return c.written == 0 || idempotent(req)
+}
+
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
+}
+
+// exchange sends req on c and reads the response headers. On success the
+// response's body owns c; on failure c is closed.
+func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request) (*http.Response, error) {
+	c.written = 0
+	c.headerLeft = maxResponseHeaderBytes
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+	var wrote chan error
+	bw := u.pool.writer(c)
+	if hasBody(req) {
+		wrote = make(chan error, 1)
+		go func() {
+			err := writeRequest(req, bw)
+			u.pool.putWriter(bw)
+			wrote <- err
+		}()
+	} else {
+		err := writeRequest(req, bw)
+		u.pool.putWriter(bw)
+		if err != nil {
+			return nil, u.fail(ctx, c, stop, nil, err)
+		}
+	}
+	if u.headerTimeout > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(u.headerTimeout))
+	}
+	res, err := readResponse(c, req)
+	if err != nil {
+		return nil, u.fail(ctx, c, stop, wrote, err)
+	}
+	if u.headerTimeout > 0 {
+		_ = c.SetReadDeadline(time.Time{})
+		if ctx.Err() != nil {
+			// The watch may have run before the reset; it must hold.
+			_ = c.SetDeadline(aLongTimeAgo)
+		}
+	}
+	b := &upBody{pool: u.pool, c: c, stop: stop, wrote: wrote, reusable: !res.Close && !req.Close}
+	if res.Body == http.NoBody {
+		b.finish(true)
+		return res, nil
+	}
+	b.rc = res.Body
+	res.Body = b
+	return res, nil
+}
+
+// fail closes c after a failed exchange and returns the error to report:
+// the context's when the caller went away, else the request write's when
+// the write failed, else err.
+func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wrote chan error, err error) error {
+	stop()
+	_ = c.Close()
+	if wrote != nil {
+		if werr := <-wrote; werr != nil && !errors.Is(werr, net.ErrClosed) {
+			err = werr
+		}
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// writeRequest writes req and flushes it.
+func writeRequest(req *http.Request, bw *bufio.Writer) error {
+	if err := req.Write(bw); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// readResponse reads the final response to req from c, passing any 1xx
+// informational responses to the request's trace (ReverseProxy relays
+// them to the client).
+func readResponse(c *upConn, req *http.Request) (*http.Response, error) {
+	for n := 0; ; n++ {
+		res, err := http.ReadResponse(c.br, req)
+		if err != nil {
+			return nil, err
+		}
+		code := res.StatusCode
+		if code == http.StatusSwitchingProtocols {
+			return nil, errUnexpected101
+		}
+		if code < 100 || code > 199 {
+			c.headerLeft = -1
+			return res, nil
+		}
+		if n == max1xx {
+			return nil, errTooMany1xx
+		}
+		c.headerLeft = maxResponseHeaderBytes
+		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.Got1xxResponse != nil {
+			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(res.Header)); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// upBody is a response body that gives its connection back to the pool
+// once read to its end, and closes the connection when closed before.
+type upBody struct {
+	pool     *connPool
+	c        *upConn
+	rc       io.ReadCloser // the body as http.ReadResponse framed it
+	stop     func() bool   // ends the context watch
+	wrote    chan error    // the request body's writer; nil: none
+	reusable bool          // the response leaves the connection open
+	over     atomic.Bool   // finish ran
+	eof      bool
+}
+
+var errBodyClosed = errors.New("read on a closed response body")
+
+// Read reads the body; at its end the connection goes back to the pool.
+func (b *upBody) Read(p []byte) (int, error) {
+	if b.over.Load() {
+		if b.eof {
+			return 0, io.EOF
+		}
+		return 0, errBodyClosed
+	}
+	n, err := b.rc.Read(p)
+	switch {
+	case err == io.EOF:
+		b.eof = true
+		b.finish(true)
+	case err != nil:
+		b.finish(false)
+	}
+	return n, err
+}
+
+// Close ends the exchange. Before the end of the body the connection is
+// closed: the rest of the body is never read (net/http's own Close of a
+// response body would read it all).
+func (b *upBody) Close() error {
+	b.finish(false)
+	return nil
+}
+
+// finish ends the exchange once: the connection goes back to the pool
+// when complete is true, the response allows it, the request was written
+// whole and the context never fired; else it is closed.
+func (b *upBody) finish(complete bool) {
+	if !b.over.CompareAndSwap(false, true) {
+		return
+	}
+	ok := b.stop() && complete && b.reusable
+	if b.wrote != nil {
+		select {
+		case err := <-b.wrote:
+			ok = ok && err == nil
+		default:
+			ok = false // still writing: the upstream answered before reading it all
+		}
+	}
+	if ok {
+		b.pool.put(b.c)
+		return
+	}
+	_ = b.c.Close()
+}
+
+var _ http.RoundTripper = (*forwarder)(nil)

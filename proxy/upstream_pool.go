@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// maxResponseHeaderBytes bounds the status line and headers of an upstream
+// response, as net/http's Transport does by default.
+const maxResponseHeaderBytes = 10 << 20
+
+// errHeaderTooLarge is an upstream whose response headers pass
+// maxResponseHeaderBytes.
+var errHeaderTooLarge = errors.New("upstream response headers exceed the limit")
+
+// upConn is one plain HTTP/1.1 connection to an upstream, owned by one
+// round trip at a time, or idle in its pool. Its reader stays with it (it
+// may hold bytes of the next response); a writer is borrowed from the
+// pool's for each request.
+type upConn struct {
+	net.Conn
+	key string
+	br  *bufio.Reader
+	raw syscall.RawConn // for the liveness check of an idle connection; nil: none
+
+	// written counts the bytes written since the round trip began, so a
+	// failed write can tell whether anything reached the upstream.
+	written int64
+	// headerLeft is how many more bytes the response headers may take;
+	// negative while the body is read (no limit).
+	headerLeft int64
+	reused     bool      // served an earlier request
+	idleSince  time.Time // when it went into the pool
+}
+
+// Write writes to the connection, counting the bytes.
+func (c *upConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.written += int64(n)
+	return n, err
+}
+
+// Read reads from the connection, within the header limit while headers
+// are read.
+func (c *upConn) Read(p []byte) (int, error) {
+	if c.headerLeft < 0 {
+		return c.Conn.Read(p)
+	}
+	if c.headerLeft == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > c.headerLeft {
+		p = p[:c.headerLeft]
+	}
+	n, err := c.Conn.Read(p)
+	c.headerLeft -= int64(n)
+	return n, err
+}
+
+// connPool keeps idle upstream connections per host (LIFO, at most
+// maxIdle each) and closes those idle past idleTimeout with one timer,
+// armed only while some connection is idle.
+type connPool struct {
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	maxIdle     int
+	idleTimeout time.Duration
+	writers     sync.Pool // *bufio.Writer
+
+	mu     sync.Mutex
+	idle   map[string][]*upConn
+	nidle  int
+	sweep  *time.Timer // armed while nidle > 0 and idleTimeout > 0
+	closed bool
+}
+
+func newConnPool(dial func(ctx context.Context, network, addr string) (net.Conn, error),
+	maxIdle int, idleTimeout time.Duration) *connPool {
+	if maxIdle <= 0 {
+		maxIdle = 2 // net/http's default per host
+	}
+	return &connPool{dial: dial, maxIdle: maxIdle, idleTimeout: idleTimeout, idle: map[string][]*upConn{}}
+}
+
+// get returns an idle connection to addr that is still open, or dials a
+// new one.
+func (p *connPool) get(ctx context.Context, addr string) (*upConn, error) {
+	for {
+		c := p.takeIdle(addr)
+		if c == nil {
+			break
+		}
+		if c.alive() {
+			c.reused = true
+			return c, nil
+		}
+		_ = c.Close()
+	}
+	return p.dialNew(ctx, addr)
+}
+
+// dialNew dials a fresh connection to addr.
+func (p *connPool) dialNew(ctx context.Context, addr string) (*upConn, error) {
+	nc, err := p.dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &upConn{Conn: nc, key: addr}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
+	}
+	c.br = bufio.NewReaderSize(c, 4<<10)
+	return c, nil
+}
+
+func (p *connPool) takeIdle(addr string) *upConn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	list := p.idle[addr]
+	if len(list) == 0 {
+		return nil
+	}
+	c := list[len(list)-1]
+	list[len(list)-1] = nil
+	p.idle[addr] = list[:len(list)-1]
+	p.nidle--
+	return c
+}
+
+// put gives c back to the pool after a complete exchange, or closes it
+// when the pool is full or closed.
+func (p *connPool) put(c *upConn) {
+	c.idleSince = time.Now()
+	p.mu.Lock()
+	list := p.idle[c.key]
+	if p.closed || len(list) >= p.maxIdle {
+		p.mu.Unlock()
+		_ = c.Close()
+		return
+	}
+	p.idle[c.key] = append(list, c)
+	p.nidle++
+	if p.idleTimeout > 0 && p.sweep == nil {
+		p.sweep = time.AfterFunc(p.idleTimeout, p.sweepIdle)
+	}
+	p.mu.Unlock()
+}
+
+// sweepIdle closes the connections idle past the timeout and re-arms the
+// timer while some remain.
+func (p *connPool) sweepIdle() {
+	cutoff := time.Now().Add(-p.idleTimeout)
+	var stale []*upConn
+	p.mu.Lock()
+	p.sweep = nil
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	oldest := time.Time{}
+	for key, list := range p.idle {
+		keep := list[:0]
+		for _, c := range list {
+			if c.idleSince.Before(cutoff) {
+				stale = append(stale, c)
+				continue
+			}
+			if oldest.IsZero() || c.idleSince.Before(oldest) {
+				oldest = c.idleSince
+			}
+			keep = append(keep, c)
+		}
+		clear(list[len(keep):])
+		if len(keep) == 0 {
+			delete(p.idle, key)
+		} else {
+			p.idle[key] = keep
+		}
+	}
+	p.nidle -= len(stale)
+	if p.nidle > 0 {
+		p.sweep = time.AfterFunc(time.Until(oldest.Add(p.idleTimeout)), p.sweepIdle)
+	}
+	p.mu.Unlock()
+	for _, c := range stale {
+		_ = c.Close()
+	}
+}
+
+// close closes every idle connection and stops the timer; connections in
+// use are closed when their exchange ends.
+func (p *connPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.closeIdle()
+}
+
+// closeIdle closes the idle connections and lets the pool keep working.
+func (p *connPool) closeIdle() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = map[string][]*upConn{}
+	p.nidle = 0
+	if p.sweep != nil {
+		p.sweep.Stop()
+		p.sweep = nil
+	}
+	p.mu.Unlock()
+	for _, list := range idle {
+		for _, c := range list {
+			_ = c.Close()
+		}
+	}
+}
+
+// writer returns a pooled bufio.Writer writing to c.
+func (p *connPool) writer(c *upConn) *bufio.Writer {
+	if bw, ok := p.writers.Get().(*bufio.Writer); ok {
+		bw.Reset(c)
+		return bw
+	}
+	return bufio.NewWriterSize(c, 4<<10)
+}
+
+// putWriter gives bw back.
+func (p *connPool) putWriter(bw *bufio.Writer) {
+	bw.Reset(nil)
+	p.writers.Put(bw)
+}
+
+// alive reports whether an idle connection can carry a request: nothing
+// unread is buffered and the upstream has neither closed it nor sent
+// anything unasked.
+func (c *upConn) alive() bool {
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	if c.raw == nil {
+		return true
+	}
+	return peekAlive(c.raw)
+}
