@@ -21,7 +21,7 @@ import (
 // The admin commands talk to a running gateway's admin listener:
 //
 //	wakegate status [--json]
-//	wakegate home wake|suspend|roll ID
+//	wakegate home wake|suspend|roll|refresh ID
 //	wakegate app refresh SLUG [--wait PHASE]
 //	wakegate app start|stop|restart SLUG [--wait DURATION]
 //
@@ -34,7 +34,9 @@ const adminUsage = `admin commands (address: --admin or WAKEGATE_ADMIN, default 
 token: --token or WAKEGATE_TOKEN):
   status [--json]                   the gateway's status, homes and apps; exit 0 healthy,
                                     1 something failed, 2 usage, 3 no answer from the admin API
-  home wake|suspend|roll ID         act on a home
+  home wake|suspend|roll|refresh ID act on a home (refresh: ask its provider what state it is
+                                    in and make the record agree; exit 1 when the provider
+                                    did not say)
   app refresh SLUG [--wait PHASE]   refresh an app's status, optionally waiting for a phase
                                     (ready, stopped, starting or failed)
   app start|stop|restart SLUG [--wait DURATION]
@@ -297,8 +299,8 @@ func homeCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return 2
 	}
-	if len(pos) != 2 || (pos[0] != "wake" && pos[0] != "suspend" && pos[0] != "roll") {
-		fmt.Fprint(stderr, "usage: wakegate home wake|suspend|roll ID\n")
+	if len(pos) != 2 || (pos[0] != "wake" && pos[0] != "suspend" && pos[0] != "roll" && pos[0] != "refresh") {
+		fmt.Fprint(stderr, "usage: wakegate home wake|suspend|roll|refresh ID\n")
 		return 2
 	}
 	c, err := client()
@@ -312,6 +314,9 @@ func homeCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "home %s %s: %v\n", pos[0], pos[1], err)
 		return 1
+	}
+	if pos[0] == "refresh" {
+		return printRefresh(stdout, body) // cli_refresh.go
 	}
 	var h admin.HomeView
 	if err := json.Unmarshal(body, &h); err != nil || h.ID == "" {

@@ -45,7 +45,7 @@ var commandUsage = map[string]string{
 		"with the cause and the likely fix\n\n" +
 		"exit status: 0 healthy; 1 something failed or the gateway is degraded or draining;\n" +
 		"2 usage error; 3 no status to judge (no admin listener answered, token refused, bad answer)",
-	"home": "usage: wakegate home wake|suspend|roll ID\n" +
+	"home": "usage: wakegate home wake|suspend|roll|refresh ID\n" +
 		"       wakegate home get|put|delete ID [--json] [--force | --if-match N] [--file F] [key=value | key:=JSON ...]\n\n" +
 		"acts on a home, or reads, registers or removes it, through the admin API",
 	"app": "usage: wakegate app refresh SLUG [--wait ready|stopped|starting|failed]\n" +

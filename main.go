@@ -8,7 +8,7 @@
 //	wakegate healthcheck [--addr ADDR] [--path /healthz]
 //	wakegate demo-home [--addr ADDR] [--target NAME] [--version V] [--boot-delay D]
 //	wakegate status [--json]
-//	wakegate home wake|suspend|roll ID
+//	wakegate home wake|suspend|roll|refresh ID
 //	wakegate home get|put|delete ID, app get|put|delete SLUG, target get|set
 //	wakegate logs HOME [--follow] [--lines N]
 //	wakegate app refresh SLUG [--wait PHASE]
@@ -50,7 +50,7 @@ commands:
   healthcheck   exit 0 if this machine's gateway answers /healthz (container health checks)
   status        show a running gateway's status (admin API)
   reload        apply the running gateway's config file again (admin API; SIGHUP does the same)
-  home          get, put, delete, wake, suspend or roll a home (admin API)
+  home          get, put, delete, wake, suspend, roll or refresh a home (admin API)
   app           get, put, delete, refresh, start, stop or restart an app (admin API)
   target        get or set the roll target (admin API)
   logs          print (and follow) an exec home's log (admin API)

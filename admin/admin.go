@@ -70,6 +70,9 @@ type Homes interface {
 	SuspendHome(ctx context.Context, id string) (HomeView, error)
 	// RollHome moves home id onto the registered target version now.
 	RollHome(ctx context.Context, id string) (HomeView, error)
+	// RefreshHome asks home id's provider for its state and makes the
+	// stored record agree; a provider that does not answer is no error.
+	RefreshHome(ctx context.Context, id string) (RefreshView, error)
 	// AddLease holds a session on home id for ttl and returns its id.
 	AddLease(id string, ttl time.Duration) (uint64, error)
 	// EndLease ends a lease (fault.NotFound when it is not live).

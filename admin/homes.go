@@ -161,6 +161,7 @@ func (s *Server) homeRoutes(r chi.Router) {
 	r.Post("/admin/homes/{id}/wake", s.wakeHome)
 	r.Post("/admin/homes/{id}/suspend", s.homeAction(s.b.SuspendHome))
 	r.Post("/admin/homes/{id}/roll", s.homeAction(s.rollHome))
+	r.Post("/admin/homes/{id}/refresh", s.refreshHome)
 	r.Post("/admin/homes/{id}/leases", s.postLease)
 	r.Delete("/admin/homes/{id}/leases/{lease}", s.deleteLease)
 	r.Get("/admin/homes/{id}/logs", s.homeLogs)

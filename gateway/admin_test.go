@@ -128,6 +128,7 @@ var admRoutes = []struct{ method, path string }{
 	{"POST", "/admin/homes/demo/wake"},
 	{"POST", "/admin/homes/demo/suspend"},
 	{"POST", "/admin/homes/demo/roll"},
+	{"POST", "/admin/homes/demo/refresh"},
 	{"POST", "/admin/homes/demo/leases"},
 	{"DELETE", "/admin/homes/demo/leases/1"},
 	{"GET", "/admin/target"},

@@ -10,8 +10,9 @@ import (
 
 // A gateway of a fleet shares the drops of its warm verdicts: a forward
 // that failed (the home is unreachable), a suspend, a home that failed,
-// a roll that starts. Every other gateway drops its verdict of that home
-// at once (registry's DropVerdict), instead of forwarding to it until its
+// a roll that starts, a refresh that found the home in another state than
+// its record said. Every other gateway drops its verdict of that home at
+// once (registry's DropVerdict), instead of forwarding to it until its
 // verdict runs out. The announcements are best effort: a full queue or a
 // Redis that does not answer loses one, and the verdicts it concerned run
 // out within wake.warm_ttl, or are dropped by the next failed forward.
@@ -59,7 +60,7 @@ func (g *Gateway) shareVerdicts(ctx context.Context) {
 		case id = <-g.fleetDrops:
 		case ev := <-events:
 			switch ev.Type {
-			case wake.EventSuspend, wake.EventHomeFailed, wake.EventRollStart:
+			case wake.EventSuspend, wake.EventHomeFailed, wake.EventRollStart, wake.EventRefresh:
 				id = ev.Home
 			default:
 				continue

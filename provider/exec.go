@@ -564,9 +564,14 @@ func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
 	}
 	var p *proc
 	var failed string
-	if err := e.settled(ctx, h, func() { p, failed = h.proc, h.failed }); err != nil {
+	var wanted bool
+	if err := e.settled(ctx, h, func() { p, failed, wanted = h.proc, h.failed, h.wanted }); err != nil {
 		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
+	// A process this provider watches and wants running that is gone has
+	// exited a moment ago: the supervisor has yet to restart it or give up
+	// on it, and either is about to be reported. It is not stopped.
+	pending := p != nil && wanted
 	if p == nil {
 		ref, _, found, err := e.recorded(h, s)
 		if err != nil {
@@ -587,6 +592,8 @@ func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
 			return r, nil
 		case !errors.Is(err, errProcGone):
 			return Result{State: StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		case pending:
+			return Result{State: StateUnknown, Reason: "the home's process exited a moment ago; the provider restarts it or gives up on it"}, nil
 		}
 	}
 	if failed != "" {

@@ -237,6 +237,8 @@ type Engine struct {
 
 	roll roller // rolls onto the target (roll.go)
 
+	adopting adopter // refreshes of adopted homes (refresh_start.go)
+
 	// apps is the app observer built on this engine, if any: an auto
 	// probe also tries the health paths of the apps inside a home.
 	apps atomic.Pointer[Apps]
@@ -321,11 +323,9 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 	case registry.StatusRunning, registry.StatusWaking, registry.StatusRestoring:
 		// A home left running by a previous gateway, or in the middle of a
 		// wake or a roll (it crashed, or could not record the outcome), is
-		// adopted now: the wake verifies its process identity, watches it
-		// again and proves it ready, instead of starting a second one.
-		if _, _, err := e.join(h, "adopt", false); err != nil {
-			e.o.Log.Warn("adopt home", "home", s.ID, "err", err)
-		}
+		// adopted now: by a wake, or by a refresh from its provider's
+		// state (refresh_start.go).
+		e.adopt(h, rec.Status)
 	case registry.StatusSuspending:
 		// A suspend that did not finish (the gateway died, or could not
 		// record the outcome) is finished now: its process may still run.

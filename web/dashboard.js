@@ -54,7 +54,7 @@
     if (!tr) {
       tr = el("tr", {"data-home": h.id});
       ["id", "target", "status", "sessions", "version", "last-wake", "idle", "actions"].forEach(function (c) { tr.appendChild(el("td", {"class": c})); });
-      ["wake", "suspend", "roll"].forEach(function (a) {
+      ["wake", "suspend", "roll", "refresh"].forEach(function (a) {
         var b = el("button", {"type": "button", "data-action": a, "data-home": h.id,
           "aria-label": a[0].toUpperCase() + a.slice(1) + " home " + h.id}, a[0].toUpperCase() + a.slice(1));
         b.addEventListener("click", function () { confirmThen(a, h.id, b); });
@@ -231,7 +231,7 @@
   // confirmThen asks once more before a suspend or a roll: the first press
   // turns the button into a confirmation for a few seconds.
   function confirmThen(action, id, button) {
-    if (action === "wake") { act(action, id, button); return; }
+    if (action === "wake" || action === "refresh") { act(action, id, button); return; }
     var key = action + " " + id, label = action[0].toUpperCase() + action.slice(1);
     if (armed[key]) {
       clearTimeout(armed[key]); delete armed[key];
@@ -346,7 +346,7 @@
     $("action-error").textContent = "";
     var q = action === "wake" ? "?wait=false" : "";
     api("POST", "/admin/homes/" + encodeURIComponent(id) + "/" + action + q)
-      .then(function (h) { if (h && h.id) { homes[h.id] = h; renderHome(h); } })
+      .then(function (h) { h = h && h.refresh ? h.home : h; if (h && h.id) { homes[h.id] = h; renderHome(h); } })
       .catch(function (e) { $("action-error").textContent = action + " " + id + ": " + e.message; })
       .finally(function () { button.disabled = false; refreshSoon(); });
   }
@@ -362,6 +362,7 @@
         (ev.stop_proven === false ? " The gateway could not prove it stopped." : "");
       case "suspend": return h + " went to sleep" + (ev.message ? ": " + ev.message : ".");
       case "home.failed": return h + " failed and will not be restarted: " + (ev.message || "") ;
+      case "home.refreshed": return h + ": its provider says " + ev.reason + "; " + (ev.message || "") + ".";
       case "roll.start": return h + " is moving to version" + v + ".";
       case "roll.done": return h + " now runs version" + v + ".";
       case "roll.rolled_back": return h + " went back to its prior version: version" + v + " failed" + (ev.message ? " (" + ev.message + ")" : "") + ".";
@@ -397,6 +398,7 @@
       if (ev.type === "wake.failed") { h.wake = null; h.status = "suspended"; }
       if (ev.type === "suspend") { h.status = "suspended"; }
       if (ev.type === "home.failed") { h.status = "failed"; }
+      if (ev.type === "home.refreshed" && ev.phase) { h.status = ev.phase; }
       renderHome(h);
     }
     refreshSoon();
