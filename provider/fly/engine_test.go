@@ -44,6 +44,10 @@ type world struct {
 	stick func(wedge bool)
 	// state is the machine's state as the API has it (fly only).
 	state func() string
+	// srv is the fake Machines API (fly only).
+	srv *flyfake.Server
+	// guest is the program inside the machine (fly only).
+	guest *guest
 }
 
 // worlds are the providers every engine scenario runs on.
@@ -123,6 +127,8 @@ func flyWorld(t *testing.T) world {
 		t.Fatal(err)
 	}
 	return world{
+		srv:     srv,
+		guest:   g,
 		prov:    &counted{Provider: p},
 		options: json.RawMessage(fmt.Sprintf(`{"machine": %q, "port": %d}`, machine, g.port)),
 		target: func(v string, lying bool) registry.Target {
@@ -227,18 +233,7 @@ func newEngineRig(t *testing.T, w world, tm rigTimes) *engineRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.store.Close() })
-	r.eng = wake.New(wake.Options{
-		Store: r.store, Providers: map[string]provider.Provider{"p": w.prov}, Sessions: r.sess,
-		Instance: "test", WarmTTL: time.Minute, ReadyTimeout: cmp.Or(tm.ready, 10*time.Second), RetryAfter: time.Second,
-		MaxConcurrent: 4, FailureBackoff: 50 * time.Millisecond, RelayHeader: demohome.RelayHeader,
-		Log: slog.New(slog.DiscardHandler), Events: r.bus,
-		Roll: wake.RollOptions{Mode: wake.RollLazy, IdleAfter: time.Minute},
-	})
-	t.Cleanup(r.eng.Close)
-	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: home, Target: "alice", Provider: "p",
-		Version: "1", IdleTimeout: tm.idle, Settings: provider.Settings{Options: w.options}}); err != nil {
-		t.Fatal(err)
-	}
+	r.start(tm)
 	if tick := tm.tick; tick > 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -252,6 +247,26 @@ func newEngineRig(t *testing.T, w world, tm rigTimes) *engineRig {
 		})
 	}
 	return r
+}
+
+// start starts an engine on the rig's store and provider and registers
+// the home on it, as a gateway start does (a home whose record says it
+// runs is adopted).
+func (r *engineRig) start(tm rigTimes) {
+	r.t.Helper()
+	eng := wake.New(wake.Options{
+		Store: r.store, Providers: map[string]provider.Provider{"p": r.w.prov}, Sessions: r.sess,
+		Instance: "test", WarmTTL: time.Minute, ReadyTimeout: cmp.Or(tm.ready, 10*time.Second), RetryAfter: time.Second,
+		MaxConcurrent: 4, FailureBackoff: 50 * time.Millisecond, RelayHeader: demohome.RelayHeader,
+		Log: slog.New(slog.DiscardHandler), Events: r.bus,
+		Roll: wake.RollOptions{Mode: wake.RollLazy, IdleAfter: time.Minute},
+	})
+	r.t.Cleanup(eng.Close)
+	r.eng = eng
+	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: home, Target: "alice", Provider: "p",
+		Version: "1", IdleTimeout: tm.idle, Settings: provider.Settings{Options: r.w.options}}); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // request is what the gateway does for one request: count the session,
