@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,22 +36,22 @@ func (s *stats) String() string {
 }
 
 // runCold measures stampedes on cold homes: -cold-callers at once on one
-// home (rounds), then spread over -cold-homes homes with each wake cap.
+// home (rounds, on each variant of the gateway, with the floor), then
+// spread over -cold-homes homes with each wake cap.
 func runCold(ctx context.Context, o options, t *table) error {
-	caps := []int{}
-	for _, s := range strings.Split(o.caps, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			return fmt.Errorf("-caps: want wake caps such as 16,128, got %q", o.caps)
-		}
-		caps = append(caps, n)
+	caps, err := intList("-caps", o.caps, 1)
+	if err != nil {
+		return err
 	}
-	for i, c := range caps {
-		g, err := coldGateway(ctx, o, c)
+	if err := oneHome(ctx, o, t); err != nil {
+		return err
+	}
+	for _, c := range caps {
+		g, err := coldGateway(ctx, o, fmt.Sprintf("cold%d", c), o.bin, coldWake(c), o.coldHomes)
 		if err != nil {
 			return err
 		}
-		err = coldRuns(ctx, o, t, g, c, i == 0)
+		err = spread(ctx, o, t, g, c)
 		g.stop()
 		if err != nil {
 			return err
@@ -59,21 +60,39 @@ func runCold(ctx context.Context, o options, t *table) error {
 	return nil
 }
 
-// coldGateway starts a gateway with the wake cap and -cold-homes exec
-// demo homes registered through the admin API, none woken.
-func coldGateway(ctx context.Context, o options, wakeCap int) (*gw, error) {
-	g, err := newGateway(o, fmt.Sprintf("cold%d", wakeCap), 0, nil,
-		fmt.Sprintf("wake: {idle_timeout: 0s, ready_timeout: 60s, wake_timeout: 120s, max_concurrent: %d}", wakeCap))
+// intList parses a flag's comma-separated list of numbers of at least least.
+func intList(flag, s string, least int) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < least {
+			return nil, fmt.Errorf("%s: want numbers of at least %d such as 16,128, got %q", flag, least, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// coldWake is the wake section of the cold gateways, with wake cap c.
+func coldWake(c int) string {
+	return fmt.Sprintf("wake: {idle_timeout: 0s, ready_timeout: 60s, wake_timeout: 120s, max_concurrent: %d}", c)
+}
+
+// coldGateway starts a gateway of binary bin with the extra config and
+// homes exec demo homes registered through the admin API, none woken.
+func coldGateway(ctx context.Context, o options, name, bin, extra string, homes int) (*gw, error) {
+	g, err := newGateway(o, name, 0, nil, extra)
 	if err != nil {
 		return nil, err
 	}
+	g.bin = bin
 	// Each stampede comes from -cold-callers new connections at once.
 	g.client.Transport.(*http.Transport).MaxIdleConnsPerHost = o.coldCallers
 	if _, err := g.start(ctx, o.dir); err != nil {
 		return nil, err
 	}
 	body := []byte(`{"provider":"exec","idle_timeout":"0s"}`)
-	err = parallel(ctx, o.coldHomes, 4, func(i int) error {
+	err = parallel(ctx, homes, 4, func(i int) error {
 		code, b, err := g.adminDo(ctx, http.MethodPut, fmt.Sprintf("/admin/homes/c%05d", i), body)
 		if err != nil || (code != http.StatusCreated && code != http.StatusOK) {
 			return fmt.Errorf("register c%05d: %d %v %s", i, code, err, b)
@@ -87,47 +106,121 @@ func coldGateway(ctx context.Context, o options, wakeCap int) (*gw, error) {
 	return g, nil
 }
 
-// coldRuns runs the stampedes on g: on one home (only when one is true,
-// with the first cap) and spread.
-func coldRuns(ctx context.Context, o options, t *table, g *gw, wakeCap int, one bool) error {
-	if one {
-		var cold, warm stats
-		fl := floor{o: o}
-		for r := range o.coldRounds {
-			res, err := stampede(ctx, g, o.coldCallers, 1)
-			if err != nil {
+// variant is one gateway of the one-home rounds and its results.
+type variant struct {
+	name       string
+	g          *gw
+	cold, warm stats
+}
+
+// variants starts the gateways the one-home rounds compare: the binary
+// under test with each -home-conns value of proxy.max_conns_per_home (its
+// default when the flag is empty), and -before-bin when set.
+func variants(ctx context.Context, o options) ([]*variant, error) {
+	var vs []*variant
+	add := func(name, bin, extra string) error {
+		g, err := coldGateway(ctx, o, fmt.Sprintf("one%d", len(vs)), bin, coldWake(16)+"\n"+extra, 1)
+		if err != nil {
+			return err
+		}
+		vs = append(vs, &variant{name: name, g: g})
+		return nil
+	}
+	var err error
+	if o.homeConns == "" {
+		err = add("wakegate", o.bin, "")
+	} else {
+		var ks []int
+		if ks, err = intList("-home-conns", o.homeConns, 0); err == nil {
+			for _, k := range ks {
+				if err = add(fmt.Sprintf("wakegate, max_conns_per_home %d", k), o.bin,
+					fmt.Sprintf("proxy: {max_conns_per_home: %d}", k)); err != nil {
+					break
+				}
+			}
+		}
+	}
+	if err == nil && o.beforeBin != "" {
+		err = add("wakegate before ("+filepath.Base(o.beforeBin)+")", o.beforeBin, "")
+	}
+	if err != nil {
+		for _, v := range vs {
+			v.g.stop()
+		}
+		return nil, err
+	}
+	return vs, nil
+}
+
+// oneHome runs the rounds on one home: in each, on every variant in turn
+// (the order rotates), the cold stampede, then the same on the home awake;
+// then the floor on the first variant's home while it is awake.
+func oneHome(ctx context.Context, o options, t *table) error {
+	vs, err := variants(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, v := range vs {
+			v.g.stop()
+		}
+	}()
+	fl := floor{o: o}
+	for r := range o.coldRounds {
+		for i := range vs {
+			v := vs[(i+r)%len(vs)]
+			if err := v.round(ctx, o, r); err != nil {
 				return err
 			}
-			if res.failed > 0 {
-				return fmt.Errorf("one-home stampede: %d of %d failed, first: %s", res.failed, o.coldCallers, res.first)
+			// The same stampede without wakegate (coldfloor.go), on the
+			// home of the first variant, awake now.
+			if v == vs[0] {
+				if err := fl.measure(ctx, v.g, r); err != nil {
+					return err
+				}
 			}
-			cold.add(res)
-			// The same stampede on the home now awake: what the burst
-			// costs without the wake.
-			wres, err := stampede(ctx, g, o.coldCallers, 1)
-			if err != nil {
-				return err
-			}
-			warm.add(wres)
-			logf("one-home stampede %d: wakes %.0f p50 %.0f ms p99 %.0f ms max %.0f ms; warm: p99 %.0f ms",
-				r+1, res.wakes, res.p50, res.p99, res.max, wres.p99)
-			// The same stampede without wakegate (coldfloor.go).
-			if err := fl.measure(ctx, g, r); err != nil {
-				return err
-			}
-			if err := suspendAll(ctx, g, 1); err != nil {
+			if err := suspendAll(ctx, v.g, 1); err != nil {
 				return err
 			}
 		}
-		t.add(fmt.Sprintf("cold, %d callers on one home (boot %s)", o.coldCallers, o.boot), "%s", cold.String())
-		t.add(fmt.Sprintf("warm, the same %d callers on that home awake", o.coldCallers), "%s", warm.String())
-		fl.rows(t)
 	}
+	for _, v := range vs {
+		t.add(fmt.Sprintf("%s: cold, %d callers on one home (boot %s)", v.name, o.coldCallers, o.boot), "%s", v.cold.String())
+		t.add(fmt.Sprintf("%s: warm, the same %d callers on that home awake", v.name, o.coldCallers), "%s", v.warm.String())
+	}
+	fl.rows(t)
+	return nil
+}
+
+// round is one cold stampede on v's home and the same on it awake.
+func (v *variant) round(ctx context.Context, o options, r int) error {
+	res, err := stampede(ctx, v.g, o.coldCallers, 1)
+	if err != nil {
+		return err
+	}
+	if res.failed > 0 {
+		return fmt.Errorf("%s: one-home stampede: %d of %d failed, first: %s", v.name, res.failed, o.coldCallers, res.first)
+	}
+	v.cold.add(res)
+	// The same stampede on the home now awake: what the burst costs
+	// without the wake.
+	wres, err := stampede(ctx, v.g, o.coldCallers, 1)
+	if err != nil {
+		return err
+	}
+	v.warm.add(wres)
+	logf("%s: one-home stampede %d: wakes %.0f p50 %.0f ms p99 %.0f ms max %.0f ms, CPU %.0f µs/caller; warm: p99 %.0f ms, CPU %.0f µs/caller",
+		v.name, r+1, res.wakes, res.p50, res.p99, res.max, res.cpuPer, wres.p99, wres.cpuPer)
+	return nil
+}
+
+// spread runs -cold-callers over -cold-homes cold homes of g (wake cap c).
+func spread(ctx context.Context, o options, t *table, g *gw, c int) error {
 	res, err := stampede(ctx, g, o.coldCallers, o.coldHomes)
 	if err != nil {
 		return err
 	}
-	t.add(fmt.Sprintf("cold, %d callers over %d homes, wake cap %d", o.coldCallers, o.coldHomes, wakeCap),
+	t.add(fmt.Sprintf("cold, %d callers over %d homes, wake cap %d", o.coldCallers, o.coldHomes, c),
 		"wakes %.0f, p50 %.0f ms, p99 %.0f ms, max %.0f ms, gateway CPU %.0f µs/caller, %d failed %s", res.wakes, res.p50, res.p99, res.max, res.cpuPer, res.failed, res.first)
 	return suspendAll(ctx, g, o.coldHomes)
 }

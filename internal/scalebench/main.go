@@ -52,6 +52,8 @@ type options struct {
 	boot        time.Duration
 	caps        string
 	nginx       string
+	homeConns   string
+	beforeBin   string
 	only        string
 	regWorkers  int
 }
@@ -74,6 +76,8 @@ func main() {
 	flag.DurationVar(&o.boot, "boot", 200*time.Millisecond, "boot delay of the cold demo homes")
 	flag.StringVar(&o.caps, "caps", "16,128", "wake caps (wake.max_concurrent) of the spread cold run")
 	flag.StringVar(&o.nginx, "nginx", defaultNginx(), `nginx binary of the cold path's floor ("" for none; coldfloor.go)`)
+	flag.StringVar(&o.homeConns, "home-conns", "", "values of proxy.max_conns_per_home the one-home cold rounds compare (default: the binary's default)")
+	flag.StringVar(&o.beforeBin, "before-bin", "", "another wakegate binary the one-home cold rounds compare (its default config)")
 	flag.StringVar(&o.only, "only", "", `run one part only: "scale" or "cold"`)
 	flag.IntVar(&o.regWorkers, "reg-workers", 8, "concurrent admin API registrations")
 	flag.Parse()
