@@ -135,7 +135,7 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) {
 		if known {
 			g.log.Info("fleet: home changed elsewhere is registered again", "home", rec.ID, "target", cur.Target)
 		}
-		r.restoreHome(ctx, cur)
+		r.restoreHome(ctx, cur, false)
 	}
 }
 

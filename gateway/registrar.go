@@ -148,18 +148,24 @@ func (r *registrar) RestoreHomes(ctx context.Context) error {
 			r.releaseTarget(ctx, rec.Target, rec.ID)
 		}
 	}
+	held, err := r.heldTargets(ctx)
+	if err != nil {
+		return fmt.Errorf("restore homes: %w", err)
+	}
 	before := r.g.homeCount()
 	for _, rec := range recs {
 		if rec.Dynamic {
-			r.restoreHome(ctx, rec)
+			r.restoreHome(ctx, rec, held[rec.Target] == rec.ID)
 		}
 	}
 	r.log.Info("stored homes restored", "homes", r.g.homeCount()-before)
 	return nil
 }
 
-// restoreHome registers one stored dynamic home again.
-func (r *registrar) restoreHome(ctx context.Context, rec registry.Home) {
+// restoreHome registers one stored dynamic home again; holds says that
+// the target index, as listed at the start of the restore, gives the
+// home its target already (the usual case: then no claim is written).
+func (r *registrar) restoreHome(ctx context.Context, rec registry.Home, holds bool) {
 	if err := r.conflict(fromStore, rec.ID); err != nil {
 		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "target", rec.Target, "reason", err.Error())
 		if _, err := registry.UpdateHome(ctx, r.g.store, rec, r.g.cfg.Instance, func(h *registry.Home) { h.Dynamic = false }); err != nil {
@@ -167,7 +173,7 @@ func (r *registrar) restoreHome(ctx context.Context, rec registry.Home) {
 		}
 		return
 	}
-	if !r.claimStoredTarget(ctx, rec) {
+	if !holds && !r.claimStoredTarget(ctx, rec) {
 		return
 	}
 	h := &homeRoute{spec: declFromRecord(rec, &r.g.cfg.Wake).spec("")}
@@ -179,7 +185,6 @@ func (r *registrar) restoreHome(ctx context.Context, rec registry.Home) {
 		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "err", err)
 		return
 	}
-	r.log.Debug("home restored", "home", rec.ID, "target", rec.Target)
 }
 
 // PutAPIHome registers or replaces home id from an admin request: it

@@ -172,7 +172,7 @@ func boltDecode[T any](tx *bolt.Tx, bucket []byte, kind, key string) (v T, found
 	if raw == nil {
 		return v, false, nil
 	}
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := decodeRecord(raw, &v); err != nil {
 		return v, true, fmt.Errorf("decode stored %s: %w", kind, err)
 	}
 	return v, true, nil
@@ -204,7 +204,7 @@ func boltList[T any](ctx context.Context, b *Bolt, bucket []byte, kind string) (
 	err := b.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, raw []byte) error {
 			var v T
-			if err := json.Unmarshal(raw, &v); err != nil {
+			if err := decodeRecord(raw, &v); err != nil {
 				return fmt.Errorf("decode stored %s %s: %w", kind, k, err)
 			}
 			out = append(out, v)

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -237,7 +236,7 @@ func (b *Bolt) ListClaims(ctx context.Context) ([]Claim, error) {
 		}
 		return bucket.ForEach(func(k, raw []byte) error {
 			var c Claim
-			if err := json.Unmarshal(raw, &c); err != nil {
+			if err := decodeRecord(raw, &c); err != nil {
 				return fmt.Errorf("decode stored claim %s: %w", k, err)
 			}
 			out = append(out, c)

@@ -314,7 +314,7 @@ func redisGet[T any](ctx context.Context, r *Redis, hash, kind, key string) (T, 
 	case err != nil:
 		return v, fmt.Errorf("registry: get %s %s: %w", kind, key, r.fail(ctx, err))
 	}
-	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+	if err := decodeRecord([]byte(raw), &v); err != nil {
 		return v, fmt.Errorf("registry: get %s %s: decode stored %s: %w", kind, key, kind, err)
 	}
 	return v, nil
@@ -334,7 +334,7 @@ func redisList[T any](ctx context.Context, r *Redis, hash, kind string) ([]T, er
 	out := make([]T, 0, len(keys))
 	for _, k := range keys {
 		var v T
-		if err := json.Unmarshal([]byte(all[k]), &v); err != nil {
+		if err := decodeRecord([]byte(all[k]), &v); err != nil {
 			return nil, fmt.Errorf("registry: list %s: decode stored %s %s: %w", kind, kind, k, err)
 		}
 		out = append(out, v)

@@ -3,7 +3,6 @@ package registry
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -56,7 +55,7 @@ func (b *Bolt) ScanHomes(ctx context.Context, after string, fn func(Home) bool) 
 				return err
 			}
 			var h Home
-			if err := json.Unmarshal(raw, &h); err != nil {
+			if err := decodeRecord(raw, &h); err != nil {
 				return fmt.Errorf("decode stored home %s: %w", k, err)
 			}
 			if !fn(h) {

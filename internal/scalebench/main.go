@@ -56,6 +56,7 @@ type options struct {
 	beforeBin   string
 	only        string
 	regWorkers  int
+	seed        bool
 }
 
 func main() {
@@ -77,9 +78,10 @@ func main() {
 	flag.StringVar(&o.caps, "caps", "16,128", "wake caps (wake.max_concurrent) of the spread cold run")
 	flag.StringVar(&o.nginx, "nginx", defaultNginx(), `nginx binary of the cold path's floor ("" for none; coldfloor.go)`)
 	flag.StringVar(&o.homeConns, "home-conns", "", "values of proxy.max_conns_per_home the one-home cold rounds compare (default: the binary's default)")
-	flag.StringVar(&o.beforeBin, "before-bin", "", "another wakegate binary the one-home cold rounds compare (its default config)")
-	flag.StringVar(&o.only, "only", "", `run one part only: "scale" or "cold"`)
+	flag.StringVar(&o.beforeBin, "before-bin", "", "another wakegate binary (the code before a change) the one-home cold rounds compare, and whose start time and heap on the same store are measured in turns with -bin's")
+	flag.StringVar(&o.only, "only", "", `run one part only: "scale", "cold", or "start" (the start times of the large gateway alone)`)
 	flag.IntVar(&o.regWorkers, "reg-workers", 8, "concurrent admin API registrations")
+	flag.BoolVar(&o.seed, "seed", false, "store the registered homes directly (copies of one registered through the API) instead of registering each through the API")
 	flag.Parse()
 	if o.bin == "" {
 		log.Fatal("scalebench: -bin is required")
@@ -113,6 +115,11 @@ func run(ctx context.Context, o options) error {
 	var t table
 	if o.only == "" || o.only == "scale" {
 		if err := runScale(ctx, o, &t); err != nil {
+			return err
+		}
+	}
+	if o.only == "start" {
+		if err := runStart(ctx, o, &t); err != nil {
 			return err
 		}
 	}

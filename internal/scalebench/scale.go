@@ -104,11 +104,18 @@ func runScale(ctx context.Context, o options, t *table) error {
 
 	n := o.homes - o.awake
 	t0 := time.Now()
-	if err := register(ctx, large, n, o.regWorkers); err != nil {
-		return err
+	if o.seed {
+		if err := seed(ctx, o, large, n); err != nil {
+			return err
+		}
+		t.add("homes stored (-seed)", "%d copies of one registered through the admin API, in %.1f s", n, time.Since(t0).Seconds())
+	} else {
+		if err := register(ctx, large, n, o.regWorkers); err != nil {
+			return err
+		}
+		regTook := time.Since(t0)
+		t.add("admin API registration", "%d homes in %.1f s (%.0f/s, %d at once)", n, regTook.Seconds(), float64(n)/regTook.Seconds(), o.regWorkers)
 	}
-	regTook := time.Since(t0)
-	t.add("admin API registration", "%d homes in %.1f s (%.0f/s, %d at once)", n, regTook.Seconds(), float64(n)/regTook.Seconds(), o.regWorkers)
 	heap2, err := large.heapLive(ctx, 8, 500*time.Millisecond)
 	if err != nil {
 		return err
@@ -125,6 +132,35 @@ func runScale(ctx context.Context, o options, t *table) error {
 		return err
 	}
 	if err := adminLatency(ctx, o, t, large); err != nil {
+		return err
+	}
+	return startTimes(ctx, o, t, large)
+}
+
+// runStart measures the start of the large gateway alone: -homes homes
+// stored (see -seed), -awake of them always-on.
+func runStart(ctx context.Context, o options, t *table) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	bks, err := backends(ctx, 4)
+	if err != nil {
+		return err
+	}
+	large, err := newGateway(o, "large", o.awake, bks, scaleWake)
+	if err != nil {
+		return err
+	}
+	defer large.stop()
+	if _, err := large.start(ctx, o.dir); err != nil {
+		return err
+	}
+	n := o.homes - o.awake
+	if o.seed {
+		err = seed(ctx, o, large, n)
+	} else {
+		err = register(ctx, large, n, o.regWorkers)
+	}
+	if err != nil {
 		return err
 	}
 	return startTimes(ctx, o, t, large)
@@ -291,21 +327,50 @@ func cursorAfter(id string) string {
 }
 
 // startTimes restarts g o.starts times and reports the median time from
-// exec to /readyz.
+// exec to /readyz, and the Go heap once started. With -before-bin, that
+// binary starts on the same store in turn (base, bin, base, bin...), and
+// the ratios bin/base are reported.
 func startTimes(ctx context.Context, o options, t *table, g *gw) error {
-	var secs []float64
+	type side struct {
+		name, bin  string
+		secs, heap []float64
+		homes      float64
+	}
+	sides := []*side{{name: "", bin: o.bin}}
+	if o.beforeBin != "" {
+		sides = []*side{{name: "base", bin: o.beforeBin}, {name: "this", bin: o.bin}}
+	}
+	defer func() { g.bin = o.bin }()
 	for range o.starts {
-		g.stop()
-		d, err := g.start(ctx, o.dir)
-		if err != nil {
-			return err
+		for _, s := range sides {
+			g.stop()
+			g.bin = s.bin
+			d, err := g.start(ctx, o.dir)
+			if err != nil {
+				return err
+			}
+			h, err := g.heapLive(ctx, 5, 300*time.Millisecond)
+			if err != nil {
+				return err
+			}
+			m, err := g.metrics(ctx)
+			if err != nil {
+				return err
+			}
+			s.secs, s.heap, s.homes = append(s.secs, d.Seconds()), append(s.heap, h), m["wakegate_homes"]
 		}
-		secs = append(secs, d.Seconds())
 	}
-	m, err := g.metrics(ctx)
-	if err != nil {
-		return err
+	for _, s := range sides {
+		what := "start with every home stored (exec to /readyz)"
+		if s.name != "" {
+			what += ", " + s.name
+		}
+		t.add(what, "%.2f s median of %d (%.0f homes registered after start); Go heap once started %.0f MiB",
+			median(s.secs), len(s.secs), s.homes, median(s.heap)/(1<<20))
 	}
-	t.add("start with every home stored (exec to /readyz)", "%.2f s median of %d (%.0f homes registered after start)", median(secs), len(secs), m["wakegate_homes"])
+	if len(sides) == 2 {
+		b, n := sides[0], sides[1]
+		t.add("start, this/base", "time %.2f×, heap %.2f× (medians)", median(n.secs)/median(b.secs), median(n.heap)/median(b.heap))
+	}
 	return nil
 }

@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// restoreConfig is the config of a gateway whose data lives in dir, with
+// one home of its own (cfg) and an exec provider that never runs.
+func restoreConfig(tb testing.TB, dir string) *Config {
+	tb.Helper()
+	text := fmt.Sprintf(`listen: "127.0.0.1:0"
+data_dir: %q
+admin:
+  listen: ""
+exec:
+  command: ["/bin/true", "{port}"]
+homes:
+  - id: cfg
+    target: cfgt
+`, dir)
+	cfg, err := Load("restore.yaml", []byte(text))
+	if err != nil {
+		tb.Fatalf("config: %v", err)
+	}
+	return cfg
+}
+
+// seedStoredHomes fills the store under dir with n homes registered
+// through the admin API (h000000..): one is registered through the
+// registrar, the others are copies of its stored record and claim, seeded
+// in one transaction.
+func seedStoredHomes(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	g, err := New(ctx, restoreConfig(tb, dir), slog.New(slog.DiscardHandler))
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	first := "h000000"
+	if _, _, err := g.reg.PutAPIHome(ctx, first, admin.HomeRequest{Provider: "exec", Probe: registry.HomeProbe{Kind: "http"}}, 0); err != nil {
+		tb.Fatal(err)
+	}
+	rec, err := g.store.GetHome(ctx, first)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	claim, err := g.store.GetClaim(ctx, rec.Target)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g.Close()
+	b, err := registry.OpenBolt(filepath.Join(dir, StoreFile), registry.BoltOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer b.Close()
+	homes := make([]registry.Home, 0, n-1)
+	claims := make([]registry.Claim, 0, n-1)
+	for i := 1; i < n; i++ {
+		h, c := rec, claim
+		h.ID = fmt.Sprintf("h%06d", i)
+		h.Target, c.Target, c.Home = h.ID, h.ID, h.ID
+		homes, claims = append(homes, h), append(claims, c)
+	}
+	if err := b.SeedHomes(ctx, homes, claims); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkRestore times New on a store holding 100,000 homes registered
+// through the admin API (WAKEGATE_RESTORE_HOMES overrides the count): the
+// start of a large gateway, up to serving. For a profile:
+//
+//	go test -run '^$' -bench Restore -benchtime 3x -cpuprofile cpu.out ./gateway/
+func BenchmarkRestore(b *testing.B) {
+	n := 100000
+	if s := os.Getenv("WAKEGATE_RESTORE_HOMES"); s != "" {
+		if _, err := fmt.Sscan(s, &n); err != nil {
+			b.Fatalf("WAKEGATE_RESTORE_HOMES: %v", err)
+		}
+	}
+	dir := filepath.Join(b.TempDir(), "data")
+	seedStoredHomes(b, dir, n)
+	cfg := restoreConfig(b, dir)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		g, err := New(ctx, cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			b.Fatalf("New: %v", err)
+		}
+		if got := g.homeCount(); got != n+1 {
+			b.Fatalf("%d homes restored, want %d", got, n+1)
+		}
+		b.StopTimer()
+		g.Close()
+		b.StartTimer()
+	}
+}
