@@ -112,12 +112,17 @@ func errWakeTimeout(retry time.Duration, step string, cause error) *fault.Error 
 		WithRetry(retryFor(retry, cause)).WithHint(hintFor(cause))
 }
 
-// errRollIncident is a roll whose rollback failed too.
-func errRollIncident(retry time.Duration, cause error) *fault.Error {
+// errRollIncident is a roll whose rollback failed too; rbErr is why the
+// rollback failed, whose provider hint (another client's lease, a refused
+// token) joins the incident's.
+func errRollIncident(retry time.Duration, cause, rbErr error) *fault.Error {
+	hint := "the roll and its rollback failed: read the roll.incident event and the home's log; register a fixed target"
+	if h := hintFor(rbErr); h != "" {
+		hint += "; the rollback: " + h
+	}
 	return fault.Wrap(fault.Failed, CodeRollIncident,
 		"The home could not be restored after a failed upgrade.", cause).
-		WithRetry(retry).
-		WithHint("the roll and its rollback failed: read the roll.incident event and the home's log; register a fixed target")
+		WithRetry(retry).WithHint(hint)
 }
 
 // errRefused is an operator's request refused by the home's state (a roll

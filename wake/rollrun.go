@@ -174,7 +174,7 @@ func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provide
 	proven := s.proven
 	e.o.Events.Publish(Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
 		StopProven: &proven, Message: "roll to " + t.Version + " and rollback to " + prior + " failed: " + msg})
-	return Awake{}, errRollIncident(e.o.RetryAfter, errors.New(msg))
+	return Awake{}, errRollIncident(e.o.RetryAfter, errors.New(msg), rbErr)
 }
 
 // attempt recreates the home on version (from rel; the zero release is

@@ -3,10 +3,13 @@ package fly_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -117,22 +120,45 @@ func TestEngineRollWhileLeaseHeld(t *testing.T) {
 		w.srv.HoldLease(machine, "deployer@example.test", time.Hour)
 		_, err := r.request()
 		fe, ok := fault.As(err)
-		if !ok {
-			t.Fatalf("request: %v, want a fault", err)
+		if !ok || fe.Code != wake.CodeRollIncident {
+			t.Fatalf("request: %v, want %s", err, wake.CodeRollIncident)
 		}
-		t.Logf("caller: code %s, message %q, cause %v, hint %q", fe.Code, fe.Message, fe.Cause, fe.Hint)
+		const holder = "deployer@example.test"
+		if cause := fe.Cause.Error(); !strings.Contains(cause, holder) || !strings.Contains(cause, fly.CodeLeaseHeld) {
+			t.Errorf("incident cause %q does not name the lease and its holder", cause)
+		}
+		if !strings.Contains(fe.Hint, "lease") {
+			t.Errorf("incident hint %q does not say another client holds the lease", fe.Hint)
+		}
+		var incident []wake.Event
 		for _, ev := range r.bus.Recent() {
-			if ev.Home == home {
-				t.Logf("event %s %s: %s", ev.Type, ev.Version, ev.Message)
+			if ev.Home == home && ev.Type == wake.EventRollIncident {
+				incident = append(incident, ev)
 			}
 		}
-		m, _ := w.srv.Machine(machine)
-		t.Logf("machine %+v", m)
+		if len(incident) != 1 || !strings.Contains(incident[0].Message, holder) {
+			t.Errorf("roll.incident events %+v, want one naming %s", incident, holder)
+		}
 		for _, c := range w.srv.Calls() {
 			if c.Action == "update" {
 				t.Errorf("the machine was updated under another's lease: %+v", c)
 			}
 		}
-		_ = wake.EventRollIncident
+		if m, _ := w.srv.Machine(machine); m.Image != "registry.fly.io/homes:1" || m.Metadata["wakegate_version"] != "1" {
+			t.Errorf("machine %+v, want it left on version 1", m)
+		}
+		if rec := r.record(); rec.Version != "1" {
+			t.Errorf("record version %q, want 1", rec.Version)
+		}
+		// Once the lease goes, the home wakes on version 1: version 2 is
+		// marked bad and not tried again.
+		w.srv.ReleaseLease(machine)
+		testbin.Eventually(t, "a wake after the lease was released", func() bool {
+			_, err := r.request()
+			return err == nil
+		})
+		if v := r.version(); v != "1" {
+			t.Errorf("version %q after the incident, want 1", v)
+		}
 	})
 }
