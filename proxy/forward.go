@@ -116,7 +116,7 @@ type Proxy struct {
 	// conns is the pool of the upstream forwarder (upstream.go), which
 	// carries plain HTTP/1.1 requests; the transports carry the rest.
 	conns    *connPool
-	stripped []string
+	stripped []string // canonical names
 
 	relayMu   sync.Mutex
 	relays    map[*relay]struct{} // WebSockets being relayed (relay.go)
@@ -157,7 +157,10 @@ func New(o Options) *Proxy {
 	}
 	conns := newConnPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
 	p := &Proxy{opts: o, transport: tr, homes: homes, conns: conns, relays: map[*relay]struct{}{}, bufs: newBufferPool()}
-	p.stripped = append([]string{http.CanonicalHeaderKey(o.RelayHeader)}, o.StripHeaders...)
+	p.stripped = []string{http.CanonicalHeaderKey(o.RelayHeader)}
+	for _, h := range o.StripHeaders {
+		p.stripped = append(p.stripped, http.CanonicalHeaderKey(h))
+	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: p.rewrite,
 		Transport: retryTransport{
@@ -290,7 +293,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Path, out.URL.RawPath = path, raw
 	out.Host = target.Host
 	for _, h := range p.stripped {
-		out.Header.Del(h)
+		delete(out.Header, h) // canonical already
 	}
 	trusted := p.trustedPeer(pr.In)
 	p.scrub(out.Header, !trusted)
@@ -354,7 +357,7 @@ func (p *Proxy) scrub(h http.Header, untrusted bool) {
 // headers removed from every request.
 func (p *Proxy) isStripped(n string) bool {
 	for _, s := range p.stripped {
-		if http.CanonicalHeaderKey(s) == n {
+		if s == n {
 			return true
 		}
 	}
@@ -387,7 +390,7 @@ func (p *Proxy) trustedPeer(r *http.Request) bool {
 func (p *Proxy) modifyResponse(res *http.Response) error {
 	route := routeFrom(res.Request.Context())
 	for _, h := range p.stripped {
-		res.Header.Del(h)
+		delete(res.Header, h) // canonical already
 	}
 	if tok := route.RelayToken; tok != "" {
 		maskHeaders(res.Header, tok)

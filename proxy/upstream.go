@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -183,14 +182,6 @@ func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wrote
 		return cerr
 	}
 	return err
-}
-
-// writeRequest writes req and flushes it.
-func writeRequest(req *http.Request, bw *bufio.Writer) error {
-	if err := req.Write(bw); err != nil {
-		return err
-	}
-	return bw.Flush()
 }
 
 // readResponse reads the final response to req from c, passing any 1xx
