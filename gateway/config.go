@@ -273,7 +273,11 @@ type ProbeConfig struct {
 	// Settle, a GET of Path answered 2xx or 3xx, or a GET of the health
 	// path of an app inside the home answered as its kind's rules accept
 	// (an app with strip_prefix is served there): it fits plain HTTP
-	// servers and WebSocket services alike. "ws" is the upgrade alone,
+	// servers and WebSocket services alike. An auto probe that gets
+	// nothing but 404s (the upgrade and every GET) for 5s ends the wake
+	// there (wake_failed, with a hint), rather than at the ready timeout;
+	// a home that 404s for a moment while it boots is still waited
+	// for. "ws" is the upgrade alone,
 	// "http" the GET of Path alone (2xx or 3xx), "tcp" the connection
 	// alone.
 	Kind string `yaml:"kind"`
@@ -425,8 +429,9 @@ type HomeConfig struct {
 	Options map[string]any `yaml:"options"`
 	// Probe is how this home's readiness is proven: a kind ("auto", "ws",
 	// "http" or "tcp"), or a mapping of kind, path (the http probe's path,
-	// may contain {target}), statuses (the only HTTP statuses that pass;
-	// default 2xx and 3xx) and settle (a ws probe's quiet window). Default
+	// may contain {target}), statuses (the only HTTP statuses the GET of
+	// an http or auto probe passes on; default 2xx and 3xx) and settle (a
+	// ws probe's quiet window). Default
 	// (and for every field left out): wake.probe's.
 	Probe registry.HomeProbe `yaml:"probe"`
 	// ReadyTimeout bounds this home's wakes, provider start plus probe.

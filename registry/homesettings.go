@@ -20,8 +20,10 @@ type HomeProbe struct {
 	// Path is the http probe's path (may contain {target}). Default
 	// (empty): wake.probe.path.
 	Path string `json:"path,omitempty" yaml:"path"`
-	// Statuses, when set, are the only statuses an http probe accepts.
-	// Default (empty): 2xx and 3xx.
+	// Statuses, when set, are the only statuses the GET of an http or
+	// auto probe accepts (for auto: the GET of the probe's path; the
+	// health paths of the home's apps keep their kind's rules, and a
+	// WebSocket upgrade still passes). Default (empty): 2xx and 3xx.
 	Statuses []int `json:"statuses,omitempty" yaml:"statuses"`
 	// Settle is how long a ws probe's socket must stay open when no first
 	// frame arrives. Default (zero): wake.probe.settle.

@@ -70,8 +70,9 @@ type ProbeSpec struct {
 	// API's auth boundary answered. Every other status, 400, 404 and 5xx
 	// among them, fails. Zero: UI rules.
 	API bool
-	// Statuses, when set, are the only statuses an http probe passes on,
-	// in place of the UI and API rules (an auto probe keeps its rules).
+	// Statuses, when set, are the only statuses an http probe's GET, and
+	// an auto probe's GET of Path, pass on, in place of the UI and API
+	// rules (the GETs of an auto probe's AltPaths keep their own rules).
 	// Zero: the rules.
 	Statuses []int
 	// AttemptTimeout bounds one attempt: dial, handshake and, for ws, the
@@ -95,6 +96,16 @@ type ProbeSpec struct {
 	// MaxPause later. A refused connect costs both sides microseconds.
 	// Zero: 2ms. Negative: off.
 	PortWatch time.Duration
+	// NotFoundSettle is how long an auto probe goes on while every answer
+	// of every attempt is 404 (the upgrade and each GET) before it gives
+	// up with ErrProbeNotFound, instead of waiting out its ctx: a home
+	// that answers 404 everywhere for that long serves none of the probed
+	// paths, and more time will not change that. At least
+	// NotFoundMinAttempts such attempts are made. Any other answer starts
+	// the window again, so a home that 404s for a moment during its boot
+	// is still waited for. Unused by the other kinds. Zero:
+	// DefaultNotFoundSettle; negative: never give up early.
+	NotFoundSettle time.Duration
 	// OnAttempt, if set, is called after each attempt that did not pass,
 	// with the result so far; it must return quickly. Zero: none.
 	OnAttempt func(ProbeResult)
@@ -175,6 +186,9 @@ func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult
 			run.answer = err // what the home said, not what the deadline did
 			if s.OnAttempt != nil {
 				s.OnAttempt(res)
+			}
+			if gone := run.notFound.note(err, s.NotFoundSettle); gone != nil {
+				return res, gone
 			}
 		}
 		if ctx.Err() != nil {
@@ -300,6 +314,9 @@ func probeDefaults(s ProbeSpec) ProbeSpec {
 	if s.PortWatch == 0 {
 		s.PortWatch = probeDefaultPortWatch
 	}
+	if s.NotFoundSettle == 0 {
+		s.NotFoundSettle = DefaultNotFoundSettle
+	}
 	if s.MaxPause < s.MinPause {
 		s.MaxPause = s.MinPause
 	}
@@ -329,6 +346,9 @@ type probeRun struct {
 	// auto probe, whose target is its first GET (probe_auto.go).
 	wsTarget string
 	alts     []probeAlt
+	// notFound follows a run of auto attempts that got only 404s
+	// (probe_auto.go).
+	notFound notFoundRun
 	// transport and client are set for http and auto probes only.
 	transport *http.Transport
 	client    *http.Client

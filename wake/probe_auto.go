@@ -8,15 +8,20 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/wakegate/wakegate/registry"
 )
 
-// probeAlt is one further GET of an auto probe: its URL and status rules.
+// probeAlt is one GET of an auto probe: its URL and status rules, or the
+// only statuses that pass (the home's probe.statuses, for the home's own
+// GET of Path; the apps' health paths keep their kind's rules).
 type probeAlt struct {
-	target string
-	api    bool
+	target   string
+	api      bool
+	statuses []int
 }
 
 // newAuto checks an auto spec and builds its URLs and client.
@@ -57,9 +62,16 @@ func (r *probeRun) attemptAuto(ctx context.Context) (int, error) {
 		return status, err
 	}
 	ae := &autoProbeError{ws: err, wsStatus: status}
-	gets := append([]probeAlt{{target: r.target, api: r.spec.API}}, r.alts...)
+	gets := append([]probeAlt{{target: r.target, api: r.spec.API, statuses: r.spec.Statuses}}, r.alts...)
 	for _, g := range gets {
 		status, err = r.attemptHTTP(ctx, g.target, g.api)
+		if len(g.statuses) > 0 && status != 0 {
+			// The home's own list decides, as for an http probe.
+			err = nil
+			if !slices.Contains(g.statuses, status) {
+				err = fmt.Errorf("http get: %w", probeStatusError(status))
+			}
+		}
 		if err == nil {
 			return status, nil
 		}
@@ -169,4 +181,45 @@ func autoHint(ae *autoProbeError) string {
 	}
 	return "the home answered the readiness probe, but no answer passed (2xx or 3xx, or a WebSocket upgrade): " +
 		"see the statuses above and the home's log, or set the probe's path (wake.probe.path)"
+}
+
+// DefaultNotFoundSettle is how long an auto probe goes on while the home
+// answers 404 to everything it tries (ProbeSpec.NotFoundSettle): long
+// enough for a server that 404s while its routes load, far shorter than
+// the ready timeout.
+const DefaultNotFoundSettle = 5 * time.Second
+
+// NotFoundMinAttempts is the least number of all-404 attempts in a row
+// before an auto probe gives up early (ProbeSpec.NotFoundSettle).
+const NotFoundMinAttempts = 3
+
+// ErrProbeNotFound is the cause of an auto probe that gave up because the
+// home answered 404 to every upgrade and GET for NotFoundSettle.
+var ErrProbeNotFound = errors.New("the home answers 404 to every probed path")
+
+// notFoundRun follows the all-404 attempts in a row of one auto probe.
+type notFoundRun struct {
+	since    time.Time // when the first of them ended; zero: none
+	attempts int
+}
+
+// note counts the failed attempt err (one that ended on its own) and
+// returns the probe's error once the home has answered nothing but 404
+// for settle and at least NotFoundMinAttempts attempts; nil otherwise.
+func (n *notFoundRun) note(err error, settle time.Duration) error {
+	ae, ok := errorsAsAuto(err)
+	if settle < 0 || !ok || !ae.allNotFound() {
+		*n = notFoundRun{}
+		return nil
+	}
+	now := time.Now()
+	if n.since.IsZero() {
+		n.since = now
+	}
+	n.attempts++
+	if n.attempts < NotFoundMinAttempts || now.Sub(n.since) < settle {
+		return nil
+	}
+	return fmt.Errorf("wake: probe auto: %w (%d attempts over %s): %w",
+		ErrProbeNotFound, n.attempts, now.Sub(n.since).Round(time.Millisecond), ae)
 }

@@ -97,7 +97,7 @@ func TestProbeAutoNotFoundHint(t *testing.T) {
 	if _, err := Probe(ctx, ProbeSpec{Kind: ProbeTCP, Endpoint: py}, nil); err != nil {
 		t.Fatal(err)
 	}
-	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	short, cancelShort := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancelShort()
 	_, err := Probe(short, ProbeSpec{Kind: ProbeAuto, Endpoint: py, WSPath: "/node/py", Path: "/node/py/"}, nil)
 	if err == nil {
@@ -125,7 +125,7 @@ func TestProbeWSNotFoundHint(t *testing.T) {
 	if _, err := Probe(ctx, ProbeSpec{Kind: ProbeTCP, Endpoint: py}, nil); err != nil {
 		t.Fatal(err)
 	}
-	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	short, cancelShort := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancelShort()
 	_, err := Probe(short, ProbeSpec{Kind: ProbeWS, Endpoint: py, Path: "/node/py"}, nil)
 	if err == nil {

@@ -458,6 +458,11 @@ func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
 }
 
 func (w *wakeRun) timeout(what string, err error) error {
+	if errors.Is(err, ErrProbeNotFound) {
+		// The probe gave up before the time ran out: the home serves
+		// none of the probed paths (probe_auto.go).
+		return errWakeFailed(w.e.o.RetryAfter, fmt.Errorf("%s: %w", what, err))
+	}
 	return errWakeTimeout(w.e.o.RetryAfter, what, err)
 }
 

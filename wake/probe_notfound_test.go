@@ -1,0 +1,125 @@
+package wake
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// TestProbeAutoGivesUpOnNotFound: a real Python HTTP server that serves
+// nothing under /node/{target} answers 404 to every upgrade and GET; the
+// auto probe gives up after the not-found window, long before its ctx
+// ends, with ErrProbeNotFound and the hint that names the 404s.
+func TestProbeAutoGivesUpOnNotFound(t *testing.T) {
+	t.Parallel()
+	py := probeTestPython(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testbin.WaitLimit)
+	defer cancel()
+	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: py, WSPath: "/node/py", Path: "/node/py/",
+		AltPaths: []ProbePath{{Path: "/healthz"}}}, nil)
+	if !errors.Is(err, ErrProbeNotFound) {
+		t.Fatalf("probe of a server that answers 404 everywhere: %v; want ErrProbeNotFound", err)
+	}
+	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the probe waited out its ctx: %v", err)
+	}
+	if res.Attempts < NotFoundMinAttempts || res.Status != http.StatusNotFound {
+		t.Errorf("result %+v: want at least %d attempts, the last answered 404", res, NotFoundMinAttempts)
+	}
+	for _, want := range []string{"ws handshake: status 404", "GET /node/py/: http get: status 404", "GET /healthz: http get: status 404"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if h := hintFor(err); !strings.Contains(h, "404") || !strings.Contains(h, "strip_prefix: true") {
+		t.Errorf("hint %q does not name the 404s and strip_prefix", h)
+	}
+	if h := hintFor(errWakeFailed(time.Second, err)); h == "" {
+		t.Error("the wake's error carries no hint")
+	}
+}
+
+// TestProbeAutoWaitsOutBriefNotFound: a server that answers 404 to
+// everything for its first second (its routes load), then 200, is waited
+// for: the probe passes after some 404s.
+func TestProbeAutoWaitsOutBriefNotFound(t *testing.T) {
+	t.Parallel()
+	var (
+		mu    sync.Mutex
+		first time.Time
+		seen  int
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		booting := time.Since(first) < time.Second
+		seen++
+		mu.Unlock()
+		if booting {
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testbin.WaitLimit)
+	defer cancel()
+	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/"}, nil)
+	if err != nil {
+		t.Fatalf("probe of a server that 404s for a second: %v", err)
+	}
+	if res.Attempts < 2 || res.Status != http.StatusOK {
+		t.Errorf("result %+v: want a pass on 200 after failed attempts", res)
+	}
+}
+
+// TestProbeAutoStatuses: the home's probe.statuses decide its auto probe's
+// GET of Path, as they do an http probe's: a listed status passes, any
+// other (a 200 among them) does not; the apps' health paths keep their
+// rules.
+func TestProbeAutoStatuses(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/node/x/":
+			w.WriteHeader(http.StatusTeapot)
+		case "/ok":
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name     string
+		path     string
+		statuses []int
+		alts     []ProbePath
+		pass     int // the status it passes on; 0: it fails
+	}{
+		{"listed status passes", "/node/x/", []int{http.StatusTeapot}, nil, http.StatusTeapot},
+		{"no list: the rules refuse 418", "/node/x/", nil, nil, 0},
+		{"a 200 not in the list fails", "/ok", []int{http.StatusTeapot}, nil, 0},
+		{"an app's path keeps its rules", "/node/x/", []int{http.StatusAccepted}, []ProbePath{{Path: "/ok"}}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: tc.path,
+				Statuses: tc.statuses, AltPaths: tc.alts}, nil)
+			switch {
+			case tc.pass != 0 && (err != nil || res.Status != tc.pass):
+				t.Fatalf("%+v, %v; want a pass on %d", res, err, tc.pass)
+			case tc.pass == 0 && err == nil:
+				t.Fatalf("passed on %d; want a failure", res.Status)
+			}
+		})
+	}
+}
