@@ -103,3 +103,60 @@ func TestGatewayConfigChecksFlyHomes(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 }
+
+// TestGatewayRestartRefreshesFlyHome runs the real binary twice on the
+// same data: the first wakes the home; its machine is stopped while no
+// gateway runs; the second start reads the machine (a refresh in the
+// background, logged with cause adopt) and records the home suspended
+// instead of starting the machine again. A request then wakes it.
+func TestGatewayRestartRefreshesFlyHome(t *testing.T) {
+	g := &guest{port: testbin.FreePort(t), lies: map[string]string{}}
+	t.Cleanup(g.stop)
+	srv := flyfake.New(flyfake.Options{OnState: g.onState})
+	t.Cleanup(srv.Close)
+	srv.AddMachine(machine, flyfake.MachineSpec{State: "stopped", Image: "registry.fly.io/homes:1"})
+	dir := t.TempDir()
+	cfg := gatewayConfig(t, srv, g.port, "")
+	get := func(p *testbin.Proc) {
+		t.Helper()
+		res, err := http.Get("http://" + p.Addr + "/node/alice/whoami")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET /node/alice/whoami: %d\n%s", res.StatusCode, p.Output())
+		}
+	}
+	first := testbin.ServeEnv(t, dir, nil, cfg)
+	get(first)
+	first.Stop()
+	if m, _ := srv.Machine(machine); m.State != "started" {
+		t.Fatalf("machine %s after the first gateway stopped, want it left started", m.State)
+	}
+	srv.SetState(machine, "stopped")
+	srv.Reset()
+
+	second := testbin.ServeEnv(t, dir, nil, cfg)
+	testbin.Eventually(t, "the refresh at start", func() bool {
+		return strings.Contains(second.Output(), "msg=refresh")
+	})
+	out := second.Output()
+	for _, w := range []string{"cause=adopt", "before=running", "provider=stopped", "after=suspended"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the refresh line lacks %s:\n%s", w, out)
+		}
+	}
+	for _, c := range srv.Calls() {
+		if c.Action != "get" {
+			t.Errorf("call %s at start: only reads were expected", c)
+		}
+	}
+	if m, _ := srv.Machine(machine); m.State != "stopped" {
+		t.Errorf("machine %s after the start, want it left stopped", m.State)
+	}
+	get(second)
+	if m, _ := srv.Machine(machine); m.State != "started" {
+		t.Errorf("machine %s after the request, want started", m.State)
+	}
+}
