@@ -49,7 +49,7 @@ func TestDashboardHomeDetail(t *testing.T) {
 			t.Errorf("detail facts %q lack %q", facts, want)
 		}
 	}
-	if labels != "Open details of home demo|Wake home demo|Suspend home demo|Roll home demo" {
+	if labels != "Open details of home demo|Wake home demo|Suspend home demo|Roll home demo|Refresh home demo" {
 		t.Errorf("row buttons' accessible names: %q", labels)
 	}
 }
