@@ -2,17 +2,21 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
 )
 
-// PageHomes answers one page of GET /admin/homes from the store's records
-// in id order (admin.HomePager). Without filters it reads the page and no
-// more (the total is the number of routed homes); with filters it looks
-// at every record to count the matches, but builds the full view of the
-// page's homes only. A page of everything (no limit) is the whole list.
+// PageHomes answers one page of GET /admin/homes in id order
+// (admin.HomePager). Without filters it reads the page's records from the
+// store with a cursor, and no more (the total is the number of routed
+// homes); filters run in memory (pageFiltered). A page of everything (no
+// limit) is the whole list.
 func (a adminAPI) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
 	if q.Limit == 0 {
 		hs, err := a.ListHomes(ctx)
@@ -21,31 +25,18 @@ func (a adminAPI) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomeP
 		}
 		return q.Page(hs), nil
 	}
-	p := admin.HomePage{Homes: []admin.HomeView{}}
-	filtered := q.Filtered()
-	from := q.After
-	if filtered {
-		from = "" // every match counts towards the total
-	} else {
-		p.Total = a.g.homeCount()
+	if q.Filtered() {
+		return a.pageFiltered(ctx, q)
 	}
-	err := registry.ScanHomes(ctx, a.g.store, from, func(rec registry.Home) bool {
+	p := admin.HomePage{Homes: []admin.HomeView{}, Total: a.g.homeCount()}
+	err := registry.ScanHomes(ctx, a.g.store, q.After, func(rec registry.Home) bool {
 		h, ok := a.g.homeWithID(rec.ID)
 		if !ok {
 			return true // stored, not routed here
 		}
-		if filtered {
-			if !q.Match(a.brief(h, rec)) {
-				return true
-			}
-			p.Total++
-			if q.After != "" && rec.ID <= q.After {
-				return true
-			}
-		}
 		if len(p.Homes) == q.Limit {
 			p.NextCursor = admin.Cursor(p.Homes[len(p.Homes)-1].ID)
-			return filtered // the rest only counts, and only with filters
+			return false
 		}
 		p.Homes = append(p.Homes, a.view(h, rec))
 		return true
@@ -54,6 +45,56 @@ func (a adminAPI) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomeP
 		return admin.HomePage{}, adminFault(fmt.Errorf("list homes: %w", err))
 	}
 	return p, nil
+}
+
+// pageFiltered answers a page with filters. The filters run on what the
+// route table and the engine hold in memory (id, target, and wake.Brief:
+// status, version, a wake in flight), so that counting the matches among
+// 100,000 homes reads no record; then the records of the page's homes
+// are read, one each. A home whose record no longer matches (another
+// gateway of a fleet changed it, and this one has not read it since) is
+// left out of the page.
+func (a adminAPI) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
+	p := admin.HomePage{Homes: []admin.HomeView{}}
+	var next []*homeRoute
+	a.g.eachHome(func(h *homeRoute) bool {
+		b, ok := a.g.engine.Brief(h.spec.ID)
+		if !ok || !q.Match(briefView(h, b)) {
+			return true
+		}
+		p.Total++
+		if h.spec.ID > q.After {
+			next = append(next, h)
+		}
+		return true
+	})
+	slices.SortFunc(next, func(x, y *homeRoute) int { return strings.Compare(x.spec.ID, y.spec.ID) })
+	for _, h := range next {
+		if len(p.Homes) == q.Limit {
+			p.NextCursor = admin.Cursor(p.Homes[len(p.Homes)-1].ID)
+			break
+		}
+		rec, err := a.g.store.GetHome(ctx, h.spec.ID)
+		switch {
+		case errors.Is(err, registry.ErrNotFound):
+			continue // removed meanwhile
+		case err != nil:
+			return admin.HomePage{}, adminFault(fmt.Errorf("list homes: %w", err))
+		case !q.Match(a.brief(h, rec)):
+			continue
+		}
+		p.Homes = append(p.Homes, a.view(h, rec))
+	}
+	return p, nil
+}
+
+// briefView is what the list's filters read of h, from memory.
+func briefView(h *homeRoute, b wake.Brief) admin.HomeView {
+	v := admin.HomeView{ID: h.spec.ID, Target: h.spec.Target, Version: b.Version, Status: string(b.Status)}
+	if b.Waking {
+		v.Wake = &admin.WakeProgress{}
+	}
+	return v
 }
 
 // brief is what the list's filters read of h (admin.HomeQuery.Match).

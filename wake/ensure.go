@@ -124,6 +124,8 @@ type home struct {
 	flight *flight
 	// status mirrors the stored status for cheap checks (no-wake rules).
 	status  registry.Status
+	// version mirrors the stored version (brief.go).
+	version string
 	limiter *rate.Limiter
 	fails   int
 	// failed is the reason its provider gave up on the home, "" when it
@@ -308,7 +310,7 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 			return fmt.Errorf("register home %s: %w", s.ID, err)
 		}
 	}
-	h := &home{spec: s, status: rec.Status,
+	h := &home{spec: s, status: rec.Status, version: rec.Version,
 		limiter: rate.NewLimiter(rate.Inf, 1)}
 	// The idle clock of a home that may run starts when this gateway
 	// learns of it, before the idle loop can see it. One that does not run

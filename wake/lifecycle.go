@@ -187,6 +187,7 @@ func (l *held) save(ctx context.Context, change func(*registry.Home)) error {
 	}
 	l.rec = stored
 	l.e.setStatus(l.h, stored.Status)
+	l.h.setVersion(stored.Version)
 	return nil
 }
 
