@@ -123,7 +123,7 @@ type home struct {
 	mu     sync.Mutex
 	flight *flight
 	// status mirrors the stored status for cheap checks (no-wake rules).
-	status  registry.Status
+	status registry.Status
 	// version mirrors the stored version (brief.go).
 	version string
 	limiter *rate.Limiter
