@@ -46,15 +46,25 @@ func runCold(ctx context.Context, o options, t *table) error {
 	if err := oneHome(ctx, o, t); err != nil {
 		return err
 	}
+	bins := []string{o.bin}
+	if o.beforeBin != "" {
+		bins = append(bins, o.beforeBin)
+	}
 	for _, c := range caps {
-		g, err := coldGateway(ctx, o, fmt.Sprintf("cold%d", c), o.bin, coldWake(c), o.coldHomes)
-		if err != nil {
-			return err
-		}
-		err = spread(ctx, o, t, g, c)
-		g.stop()
-		if err != nil {
-			return err
+		for i, bin := range bins {
+			g, err := coldGateway(ctx, o, fmt.Sprintf("cold%d-%d", c, i), bin, coldWake(c), o.coldHomes)
+			if err != nil {
+				return err
+			}
+			name := "wakegate"
+			if i > 0 {
+				name = "wakegate before (" + filepath.Base(bin) + ")"
+			}
+			err = spread(ctx, o, t, g, name, c)
+			g.stop()
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -214,13 +224,14 @@ func (v *variant) round(ctx context.Context, o options, r int) error {
 	return nil
 }
 
-// spread runs -cold-callers over -cold-homes cold homes of g (wake cap c).
-func spread(ctx context.Context, o options, t *table, g *gw, c int) error {
+// spread runs -cold-callers over -cold-homes cold homes of g (wake cap
+// c), the gateway name says which.
+func spread(ctx context.Context, o options, t *table, g *gw, name string, c int) error {
 	res, err := stampede(ctx, g, o.coldCallers, o.coldHomes)
 	if err != nil {
 		return err
 	}
-	t.add(fmt.Sprintf("cold, %d callers over %d homes, wake cap %d", o.coldCallers, o.coldHomes, c),
+	t.add(fmt.Sprintf("%s: cold, %d callers over %d homes, wake cap %d", name, o.coldCallers, o.coldHomes, c),
 		"wakes %.0f, p50 %.0f ms, p99 %.0f ms, max %.0f ms, gateway CPU %.0f µs/caller, %d failed %s", res.wakes, res.p50, res.p99, res.max, res.cpuPer, res.failed, res.first)
 	return suspendAll(ctx, g, o.coldHomes)
 }
