@@ -37,7 +37,7 @@ func (s *stats) String() string {
 
 // runCold measures stampedes on cold homes: -cold-callers at once on one
 // home (rounds, on each variant of the gateway, with the floor), then
-// spread over -cold-homes homes with each wake cap.
+// spread over -cold-homes homes with each wake cap (rounds).
 func runCold(ctx context.Context, o options, t *table) error {
 	caps, err := intList("-caps", o.caps, 1)
 	if err != nil {
@@ -46,28 +46,7 @@ func runCold(ctx context.Context, o options, t *table) error {
 	if err := oneHome(ctx, o, t); err != nil {
 		return err
 	}
-	bins := []string{o.bin}
-	if o.beforeBin != "" {
-		bins = append(bins, o.beforeBin)
-	}
-	for _, c := range caps {
-		for i, bin := range bins {
-			g, err := coldGateway(ctx, o, fmt.Sprintf("cold%d-%d", c, i), bin, coldWake(c), o.coldHomes)
-			if err != nil {
-				return err
-			}
-			name := "wakegate"
-			if i > 0 {
-				name = "wakegate before (" + filepath.Base(bin) + ")"
-			}
-			err = spread(ctx, o, t, g, name, c)
-			g.stop()
-			if err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return spreadRuns(ctx, o, t, caps)
 }
 
 // intList parses a flag's comma-separated list of numbers of at least least.
@@ -224,16 +203,62 @@ func (v *variant) round(ctx context.Context, o options, r int) error {
 	return nil
 }
 
-// spread runs -cold-callers over -cold-homes cold homes of g (wake cap
-// c), the gateway name says which.
-func spread(ctx context.Context, o options, t *table, g *gw, name string, c int) error {
-	res, err := stampede(ctx, g, o.coldCallers, o.coldHomes)
-	if err != nil {
-		return err
+// spreadRuns runs -cold-callers over -cold-homes cold homes, on a gateway
+// of each wake cap (and of -before-bin with each, when set), all started
+// at once, in -cold-rounds rounds of rotating order.
+func spreadRuns(ctx context.Context, o options, t *table, caps []int) error {
+	type spreadGW struct {
+		name   string
+		c      int
+		g      *gw
+		st     stats
+		failed int
+		first  string
 	}
-	t.add(fmt.Sprintf("%s: cold, %d callers over %d homes, wake cap %d", name, o.coldCallers, o.coldHomes, c),
-		"wakes %.0f, p50 %.0f ms, p99 %.0f ms, max %.0f ms, gateway CPU %.0f µs/caller, %d failed %s", res.wakes, res.p50, res.p99, res.max, res.cpuPer, res.failed, res.first)
-	return suspendAll(ctx, g, o.coldHomes)
+	var gs []*spreadGW
+	defer func() {
+		for _, s := range gs {
+			s.g.stop()
+		}
+	}()
+	for _, c := range caps {
+		bins := map[string]string{"wakegate": o.bin}
+		names := []string{"wakegate"}
+		if o.beforeBin != "" {
+			n := "wakegate before (" + filepath.Base(o.beforeBin) + ")"
+			bins[n], names = o.beforeBin, append(names, n)
+		}
+		for _, n := range names {
+			g, err := coldGateway(ctx, o, fmt.Sprintf("spread%d", len(gs)), bins[n], coldWake(c), o.coldHomes)
+			if err != nil {
+				return err
+			}
+			gs = append(gs, &spreadGW{name: n, c: c, g: g})
+		}
+	}
+	for r := range o.coldRounds {
+		for i := range gs {
+			s := gs[(i+r)%len(gs)]
+			res, err := stampede(ctx, s.g, o.coldCallers, o.coldHomes)
+			if err != nil {
+				return err
+			}
+			s.st.add(res)
+			if s.failed += res.failed; s.first == "" {
+				s.first = res.first
+			}
+			logf("%s: spread stampede %d, wake cap %d: wakes %.0f p50 %.0f ms p99 %.0f ms, %d failed",
+				s.name, r+1, s.c, res.wakes, res.p50, res.p99, res.failed)
+			if err := suspendAll(ctx, s.g, o.coldHomes); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range gs {
+		t.add(fmt.Sprintf("%s: cold, %d callers over %d homes, wake cap %d", s.name, o.coldCallers, o.coldHomes, s.c),
+			"%s; %d failed %s", s.st.String(), s.failed, s.first)
+	}
+	return nil
 }
 
 // stampede sends callers requests at once, each on a new connection, to
