@@ -95,6 +95,8 @@ func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
 		g.gate.set.Swap(set).Close()
 	}
 	g.live.Store(next)
+	// The idle checks follow the homes' idle timeouts (gateway.go).
+	g.engine.SetIdleTick(idleTick(next))
 	for _, l := range [][]string{res.HomesAdded, res.HomesChanged, res.HomesRemoved, res.HomesKept,
 		res.AppsAdded, res.AppsChanged, res.AppsRemoved, res.Applied, res.NeedRestart} {
 		sort.Strings(l)

@@ -237,6 +237,8 @@ type Engine struct {
 
 	counts engineCounts // warm hits and misses, idle ticks (metrics.go)
 
+	idleClock idleClock // the period of Run's idle checks (idle.go)
+
 	roll roller // rolls onto the target (roll.go)
 
 	adopting adopter // refreshes of adopted homes (refresh_start.go)

@@ -3,6 +3,7 @@ package wake
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
@@ -11,14 +12,23 @@ import (
 )
 
 // Run suspends idle homes and reports this instance's session counts to the
-// store until ctx is done. tick is how often homes are checked.
+// store until ctx is done. tick is how often homes are checked, until
+// SetIdleTick changes it.
 func (e *Engine) Run(ctx context.Context, tick time.Duration) {
+	e.idleClock.set(tick)
+	tick, changed := e.idleClock.get()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-changed:
+			// A reload changed the period: the next check is one new
+			// period from now, not at the end of the old one.
+			tick, changed = e.idleClock.get()
+			t.Reset(tick)
+			continue
 		case <-t.C:
 		}
 		e.reportSessions(ctx, 3*tick+reportSlack)
@@ -38,6 +48,53 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 		e.roll.eager(ctx) // eager rolls of idle stale homes (roll.go)
 		e.counts.idleTicks.Add(1)
 	}
+}
+
+// SetIdleTick changes how often Run checks for idle homes (a reload that
+// shortened an idle timeout calls it); Run's next check comes one new
+// period later. A period of zero or less is ignored.
+func (e *Engine) SetIdleTick(tick time.Duration) {
+	if tick > 0 {
+		e.idleClock.set(tick)
+	}
+}
+
+// IdleTick returns how often Run checks for idle homes (0 before Run).
+func (e *Engine) IdleTick() time.Duration {
+	tick, _ := e.idleClock.get()
+	return tick
+}
+
+// idleClock is the period of Run's checks. Its zero value is ready: the
+// period is 0 until set.
+type idleClock struct {
+	mu      sync.Mutex
+	tick    time.Duration
+	changed chan struct{} // closed and replaced when tick changes
+}
+
+// get returns the period and a channel closed when it next changes.
+func (c *idleClock) get() (time.Duration, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.tick, c.changed
+}
+
+// set changes the period, waking Run when it differs.
+func (c *idleClock) set(tick time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if tick == c.tick {
+		return
+	}
+	c.tick = tick
+	if c.changed != nil {
+		close(c.changed)
+	}
+	c.changed = make(chan struct{})
 }
 
 func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
