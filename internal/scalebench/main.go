@@ -14,7 +14,9 @@
 //
 // The cold part sends -cold-callers concurrent requests to one cold home
 // (a demo home booting for -boot), then the same number spread over
-// -cold-homes cold homes, with each wake cap of -caps.
+// -cold-homes cold homes, with each wake cap of -caps. Its floor is the
+// same stampede on the awake home itself and through nginx (coldfloor.go);
+// -home-conns and -before-bin compare gateways side by side (cold.go).
 package main
 
 import (
