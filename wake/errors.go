@@ -167,7 +167,9 @@ func hintFor(err error) string {
 	}
 	switch {
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):
-		return "the home's command could not be run: check the provider's command template"
+		return "the home's command could not be run: check its path (homes[].command, or exec.command); " +
+			"a relative path such as ./run.sh is looked up in the home's own folder (data_dir/homes/{id}), " +
+			"where the command runs, so give an absolute path or a command on the PATH"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "nothing listened on the home's endpoint: check that the home listens on the port it is given, and its log"
 	}

@@ -29,9 +29,9 @@ const (
 	// ProbeTCP passes when a TCP connection to the endpoint opens.
 	ProbeTCP ProbeKind = "tcp"
 	// ProbeAuto serves plain HTTP servers and WebSocket services alike:
-	// each attempt tries a WebSocket upgrade at WSPath (as ProbeWS), then,
-	// when that does not pass, a GET at Path and at each of AltPaths in
-	// turn (as ProbeHTTP), and passes on the first that does. A refused
+	// each attempt tries a GET at each of AltPaths (the apps inside the
+	// home), then a WebSocket upgrade at WSPath (as ProbeWS), then a GET
+	// at Path (as ProbeHTTP), and passes on the first that does. A refused
 	// connection ends the attempt at once, so the port watch applies. It
 	// is the configuration's default (wake.probe.kind).
 	ProbeAuto ProbeKind = "auto"

@@ -50,10 +50,23 @@ func (r *probeRun) newAuto() error {
 	return nil
 }
 
-// attemptAuto is one attempt of an auto probe: the upgrade, then each GET,
-// until one passes. An upgrade that got no HTTP answer at all (refused,
-// reset, timed out) ends the attempt: the GETs would meet the same.
+// attemptAuto is one attempt of an auto probe, until one step passes:
+// the GETs of the health paths of the apps inside the home, then the
+// upgrade, then the GET of Path. The apps' paths go first because they
+// are the home's real serving path when it has apps, and a home that
+// serves only them (behind strip_prefix) is then proven by one request
+// instead of logging two 404s at every wake. A step that got no HTTP answer
+// at all (refused, reset, timed out) ends the attempt: the others would
+// meet the same.
 func (r *probeRun) attemptAuto(ctx context.Context) (int, error) {
+	var apps []autoGet
+	for _, g := range r.alts {
+		status, err := r.judgedGet(ctx, g)
+		if err == nil || status == 0 || ctx.Err() != nil {
+			return status, err
+		}
+		apps = append(apps, autoGet{target: g.target, status: status, err: err})
+	}
 	status, err := r.attemptWS(ctx, r.wsTarget)
 	if err == nil {
 		return status, nil
@@ -62,25 +75,26 @@ func (r *probeRun) attemptAuto(ctx context.Context) (int, error) {
 		return status, err
 	}
 	ae := &autoProbeError{ws: err, wsStatus: status}
-	gets := append([]probeAlt{{target: r.target, api: r.spec.API, statuses: r.spec.Statuses}}, r.alts...)
-	for _, g := range gets {
-		status, err = r.attemptHTTP(ctx, g.target, g.api)
-		if len(g.statuses) > 0 && status != 0 {
-			// The home's own list decides, as for an http probe.
-			err = nil
-			if !slices.Contains(g.statuses, status) {
-				err = fmt.Errorf("http get: %w", probeStatusError(status))
-			}
-		}
-		if err == nil {
-			return status, nil
-		}
-		ae.gets = append(ae.gets, autoGet{target: g.target, status: status, err: err})
-		if status == 0 || ctx.Err() != nil {
-			break
+	status, err = r.judgedGet(ctx, probeAlt{target: r.target, api: r.spec.API, statuses: r.spec.Statuses})
+	if err == nil {
+		return status, nil
+	}
+	ae.gets = append(append(ae.gets, autoGet{target: r.target, status: status, err: err}), apps...)
+	return status, ae
+}
+
+// judgedGet is one GET of an auto attempt, judged by g's statuses when it
+// has them (the home's own list decides, as for an http probe), else by
+// its rules.
+func (r *probeRun) judgedGet(ctx context.Context, g probeAlt) (int, error) {
+	status, err := r.attemptHTTP(ctx, g.target, g.api)
+	if len(g.statuses) > 0 && status != 0 {
+		err = nil
+		if !slices.Contains(g.statuses, status) {
+			err = fmt.Errorf("http get: %w", probeStatusError(status))
 		}
 	}
-	return status, ae
+	return status, err
 }
 
 // autoGet is one failed GET of an auto attempt.

@@ -123,3 +123,35 @@ func TestProbeAutoStatuses(t *testing.T) {
 		})
 	}
 }
+
+// TestProbeAutoAppPathFirst: the auto probe of a home with an app tries
+// the app's health path first, so a home that serves only its app is
+// proven by that one GET: it sees no upgrade and no 404 at /node/{target}.
+func TestProbeAutoAppPathFirst(t *testing.T) {
+	t.Parallel()
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.Path)
+		mu.Unlock()
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
+	defer cancel()
+	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/",
+		AltPaths: []ProbePath{{Path: "/"}}}, nil)
+	if err != nil || res.Attempts != 1 || res.Status != http.StatusOK {
+		t.Fatalf("probe: %+v, %v; want a pass at the first attempt", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, " ") != "/" {
+		t.Fatalf("the home was sent %q; want the app's path alone", seen)
+	}
+}
