@@ -324,6 +324,8 @@ server:
   max_body_bytes: 1MB
 exec:
   log_max_bytes: 512KiB
+proxy:
+  max_conns_per_home: 0
 wake:
   hold: 0s
   idle_timeout: 0s
@@ -338,8 +340,9 @@ wake:
 		t.Errorf("sizes = %d, %d, %d", cfg.Server.MaxHeaderBytes, cfg.Server.MaxBodyBytes, cfg.Exec.LogMaxBytes)
 	}
 	// An explicit zero stays zero where zero has a meaning.
-	if *cfg.Wake.Hold != 0 || *cfg.Wake.IdleTimeout != 0 {
-		t.Errorf("wake.hold, wake.idle_timeout = %s, %s; want 0, 0", *cfg.Wake.Hold, *cfg.Wake.IdleTimeout)
+	if *cfg.Wake.Hold != 0 || *cfg.Wake.IdleTimeout != 0 || *cfg.Proxy.MaxConnsPerHome != 0 {
+		t.Errorf("wake.hold, wake.idle_timeout, proxy.max_conns_per_home = %s, %s, %d; want 0, 0, 0",
+			*cfg.Wake.Hold, *cfg.Wake.IdleTimeout, *cfg.Proxy.MaxConnsPerHome)
 	}
 	// A bare number has no unit: refused rather than guessed.
 	errs := configErrors(t, "bare.yaml", "listen: \"127.0.0.1:0\"\nserver:\n  drain_grace: 20\n")
@@ -394,6 +397,7 @@ func TestConfigSections(t *testing.T) {
   dial_timeout: -1ms                # want proxy.dial_timeout
   response_header_timeout: 5        # want proxy.response_header_timeout
   max_idle_conns_per_host: -3       # want proxy.max_idle_conns_per_host
+  max_conns_per_home: -1            # want proxy.max_conns_per_home
 `},
 		{"wake", `wake:
   warm_ttl: -1s                     # want wake.warm_ttl
@@ -508,6 +512,7 @@ homes:
 		{"proxy.response_header_timeout", cfg.Proxy.ResponseHeaderTimeout, 60 * time.Second},
 		{"proxy.home_response_header_timeout", cfg.Proxy.HomeResponseHeaderTimeout, 30 * time.Second},
 		{"proxy.max_idle_conns_per_host", cfg.Proxy.MaxIdleConnsPerHost, 256},
+		{"proxy.max_conns_per_home", *cfg.Proxy.MaxConnsPerHome, 256},
 		{"proxy.idle_conn_timeout", cfg.Proxy.IdleConnTimeout, 90 * time.Second},
 		{"proxy.relay_header", cfg.Proxy.RelayHeader, "X-Wakegate-Relay"},
 		{"wake.warm_ttl", cfg.Wake.WarmTTL, 10 * time.Second},

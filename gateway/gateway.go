@@ -141,6 +141,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	}
 	g.proxy = g.newProxy()
 	g.homeConns = newHomeConns(*cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
+	g.metrics.reg.MustRegister(g.homeConns.collectors()...)
 	g.routeTab = newRouteTable(g)
 	g.reg.RegisterConfigApps(cfg.Apps)
 	// Homes and apps registered through the admin API, stored, come back

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/wakegate/wakegate/fault"
 )
 
@@ -33,11 +35,30 @@ type homeConns struct {
 	retry   time.Duration // Retry-After of a request that got none
 
 	slots sync.Map // home id -> chan struct{} with max places
+
+	// waits counts the requests that found every slot of their home
+	// taken and waited; refused those that got none (503, or their
+	// caller went away first).
+	waits, refused prometheus.Counter
 }
 
 // newHomeConns returns the cap of max requests per home (0: none).
 func newHomeConns(max int, maxWait, retry time.Duration) *homeConns {
-	return &homeConns{max: max, maxWait: maxWait, retry: retry}
+	return &homeConns{max: max, maxWait: maxWait, retry: retry,
+		waits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wakegate_home_conn_waits_total",
+			Help: "Requests that found every forwarding slot of their home taken (proxy.max_conns_per_home) and waited for one.",
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wakegate_home_conn_refused_total",
+			Help: "Requests that waited for a forwarding slot of their home and got none: 503 home_at_capacity, or their caller went away first.",
+		}),
+	}
+}
+
+// collectors are the cap's metrics, for the gateway's registry.
+func (c *homeConns) collectors() []prometheus.Collector {
+	return []prometheus.Collector{c.waits, c.refused}
 }
 
 // acquire takes one of home id's slots for request r, waiting in order of
@@ -66,6 +87,7 @@ func (c *homeConns) acquire(r *http.Request, id string) (chan struct{}, error) {
 
 // wait is acquire's slow path: every slot is taken.
 func (c *homeConns) wait(ctx context.Context, slot chan struct{}) error {
+	c.waits.Inc()
 	t := time.NewTimer(c.maxWait)
 	defer t.Stop()
 	select {
@@ -80,6 +102,7 @@ func (c *homeConns) wait(ctx context.Context, slot chan struct{}) error {
 
 // refuse is the answer for a request that got no slot; cause says why.
 func (c *homeConns) refuse(cause error) error {
+	c.refused.Inc()
 	return fault.Wrap(fault.NotReady, CodeHomeAtCapacity,
 		"The home is answering as many requests as it takes at once; try again shortly.",
 		fmt.Errorf("waiting for one of the home's %d forwarding slots: %w", c.max, cause)).

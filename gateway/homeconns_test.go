@@ -101,9 +101,9 @@ func (u *heldUpstream) open() { u.once.Do(func() { close(u.release) }) }
 // homeConnsGateway serves a static home in front of u with a cap of
 // maxConns requests per home and the wake timeout wakeTimeout, and warms
 // it with one request.
-func homeConnsGateway(t *testing.T, u *heldUpstream, maxConns int, wakeTimeout string) *e2eGateway {
+func homeConnsGateway(t *testing.T, u *heldUpstream, maxConns int, wakeTimeout string) *admGateway {
 	t.Helper()
-	gw := e2eStartInProcess(t, fmt.Sprintf(`
+	gw := admStart(t, fmt.Sprintf(`
 server: {max_conns_per_client: 10000}
 wake:
   warm_ttl: 10m
@@ -116,7 +116,7 @@ homes:
   - id: h
     provider: static
     endpoint: "http://%s"
-`, wakeTimeout, maxConns, u.addr))
+`, wakeTimeout, maxConns, u.addr), "")
 	if _, err := gw.g.Engine().EnsureAwake(context.Background(), "h"); err != nil {
 		t.Fatalf("wake: %v", err)
 	}
@@ -150,8 +150,10 @@ func TestHomeConnsBurstReusesConnections(t *testing.T) {
 	}
 	// Every request is inside the gateway (counted as a session of the
 	// home) and the home holds as many as the cap lets through.
-	testbin.Eventually(t, "all requests in the gateway with exactly the cap held at the home (more: the cap let them through)", func() bool {
-		return gw.g.Sessions().Count("h") == n && u.inflight.Load() == max
+	// Every request past the cap waits for a slot, and the home holds as
+	// many as the cap lets through.
+	testbin.Eventually(t, "the requests past the cap waiting and exactly the cap held at the home", func() bool {
+		return admValue(gw.scrape(t), "wakegate_home_conn_waits_total", nil) == n-max && u.inflight.Load() == max
 	})
 	u.open()
 	for range n {
@@ -167,6 +169,9 @@ func TestHomeConnsBurstReusesConnections(t *testing.T) {
 	}
 	if s := u.served.Load(); s != n {
 		t.Fatalf("the home served %d requests; want %d", s, n)
+	}
+	if r := admValue(gw.scrape(t), "wakegate_home_conn_refused_total", nil); r != 0 {
+		t.Fatalf("wakegate_home_conn_refused_total = %v; want 0", r)
 	}
 }
 
@@ -233,6 +238,10 @@ func TestHomeConnsQueuedCallerGetsAnAnswer(t *testing.T) {
 	}
 	if u.served.Load() != 0 || u.inflight.Load() != 1 {
 		t.Fatalf("the home saw %d served and %d in flight; want only the first, held", u.served.Load(), u.inflight.Load())
+	}
+	fams := gw.scrape(t)
+	if w, r := admValue(fams, "wakegate_home_conn_waits_total", nil), admValue(fams, "wakegate_home_conn_refused_total", nil); w != 2 || r != 2 {
+		t.Fatalf("waits %v, refused %v; want 2 and 2 (the caller gone, the one at the wake timeout)", w, r)
 	}
 
 	// An upgrade takes no slot: it reaches the home beside the first.
