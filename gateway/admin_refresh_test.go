@@ -16,8 +16,8 @@ import (
 // TestAdminRefresh: POST /admin/homes/{id}/refresh on a real gateway. The
 // demo home's process is stopped (SIGSTOP) behind the gateway's back; a
 // refresh answers what the provider said and what changed, with the home
-// as it is afterwards (suspended, no verdict) and its ETag, and the write
-// is logged with the token's name. An unknown home is 404, no token 401.
+// as it is afterwards (suspended, no verdict) and its ETag, the write is
+// logged with the token's name, and the refresh is counted. An unknown home is 404, no token 401.
 // The CLI's `home refresh` prints the same and exits 0, and 1 for an
 // unknown home.
 func TestAdminRefresh(t *testing.T) {
@@ -63,6 +63,10 @@ func TestAdminRefresh(t *testing.T) {
 	}
 	if v.Home.ID != "demo" || v.Home.Status != "suspended" || v.Home.Warm || hdr.Get("ETag") == "" {
 		t.Errorf("home after the refresh %+v (ETag %q), want suspended, not warm, with an ETag", v.Home, hdr.Get("ETag"))
+	}
+	if code, _, body := a.do(t, http.MethodGet, "/metrics", admToken, nil, nil); code != http.StatusOK ||
+		!strings.Contains(string(body), `wakegate_refreshes_total{outcome="changed"} 1`) {
+		t.Errorf("metrics: %d, want one changed refresh counted:\n%s", code, body)
 	}
 	lines := a.logs.Lines(`"admin write"`)
 	if i := slices.IndexFunc(lines, func(l string) bool {

@@ -70,6 +70,7 @@ type engineMetrics struct {
 	suspends     *prometheus.CounterVec // how
 	rolls        *prometheus.CounterVec // outcome
 	homeFailures prometheus.Counter
+	refreshes    *prometheus.CounterVec // outcome
 }
 
 func newEngineMetrics() *engineMetrics {
@@ -103,6 +104,13 @@ func newEngineMetrics() *engineMetrics {
 			Name: "wakegate_home_failures_total",
 			Help: "Homes the provider gave up on (restart budget spent).",
 		}),
+		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wakegate_refreshes_total",
+			Help: "Refreshes of a home from its provider's state (an operator's, or at start), by outcome (changed, unchanged, unknown: the provider did not say).",
+		}, []string{"outcome"}),
+	}
+	for _, o := range []string{"changed", "unchanged", "unknown"} {
+		m.refreshes.WithLabelValues(o)
 	}
 	for _, o := range []string{"ready", "failed"} {
 		for c := range wakeCauses {
@@ -119,7 +127,7 @@ func newEngineMetrics() *engineMetrics {
 }
 
 func (m *engineMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.wakes, m.wakeSeconds, m.joined, m.stops, m.suspends, m.rolls, m.homeFailures}
+	return []prometheus.Collector{m.wakes, m.wakeSeconds, m.joined, m.stops, m.suspends, m.rolls, m.homeFailures, m.refreshes}
 }
 
 // WakeDone counts a finished wake and, for a ready one, its phases.
@@ -372,4 +380,14 @@ func markForward(w http.ResponseWriter) {
 // handler serves the metrics in the Prometheus text format.
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: false})
+}
+
+// Refreshed counts a finished refresh of a home.
+func (m *engineMetrics) Refreshed(outcome string) {
+	switch outcome {
+	case "changed", "unchanged", "unknown":
+	default:
+		outcome = "other"
+	}
+	m.refreshes.WithLabelValues(outcome).Inc()
 }

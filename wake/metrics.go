@@ -26,6 +26,10 @@ type Metrics interface {
 	Rolled(outcome string)
 	// HomeFailed counts a home its provider gave up on.
 	HomeFailed()
+	// Refreshed counts a finished refresh (refresh.go): "changed" (the
+	// record or the verdict followed the provider), "unchanged", or
+	// "unknown" (the provider did not say).
+	Refreshed(outcome string)
 }
 
 // noMetrics counts nothing.
@@ -37,6 +41,7 @@ func (noMetrics) WakeStopped(bool)                                              
 func (noMetrics) Suspended(string)                                                     {}
 func (noMetrics) Rolled(string)                                                        {}
 func (noMetrics) HomeFailed()                                                          {}
+func (noMetrics) Refreshed(string)                                                     {}
 
 // Stats are the engine's own counters since it started.
 type Stats struct {

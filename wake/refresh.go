@@ -236,6 +236,14 @@ func (l *held) refreshUp(ctx context.Context, res *RefreshResult, st provider.Re
 func (e *Engine) reportRefresh(res RefreshResult, cause string) {
 	attrs := []any{"home", res.Home, "cause", cause, "before", string(res.Before), "provider", string(res.Provider),
 		"after", string(res.After), "changed", strings.Join(res.Changed, ","), "message", res.Message}
+	outcome := "unchanged"
+	switch {
+	case res.Provider == provider.StateUnknown:
+		outcome = "unknown"
+	case len(res.Changed) > 0:
+		outcome = "changed"
+	}
+	e.o.Metrics.Refreshed(outcome)
 	switch {
 	case res.Provider == provider.StateUnknown:
 		attrs = append(attrs, "reason", res.Reason)
