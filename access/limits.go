@@ -20,8 +20,9 @@ type LimitsConfig struct {
 	// ClientRate. Default 2×ClientRate (at least 1); zero means the
 	// default.
 	ClientBurst int `yaml:"client_burst"`
-	// WakeRate is the wakes per minute one home may be asked for on
-	// average (a request that finds its home asleep asks for one).
+	// WakeRate is the wakes per minute requests may start for one home on
+	// average (a request that finds its home asleep starts one; callers
+	// that join a wake already running take none).
 	// Default 0: no limit (the embedded config.yaml sets 30).
 	WakeRate float64 `yaml:"wake_rate"`
 	// WakeBurst is how many wakes a home may be asked for at once above

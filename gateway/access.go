@@ -167,19 +167,19 @@ func (g *Gateway) limited(w http.ResponseWriter, r *http.Request, scope string, 
 	proxy.WriteClassified(w, r, proxy.StatusOf(err))
 }
 
-// wakeLimited answers a request that would wake home id past its wake
-// rate (only a sleeping home is woken by it) and returns false; true lets
-// it go on.
-func (g *Gateway) wakeAllowed(w http.ResponseWriter, r *http.Request, id string) bool {
-	if !g.engine.Sleeping(id) {
-		return true
+// admitWake takes one wake of home id from its wake rate (limits.wake_rate):
+// 0 lets the wake start, else how long until one would be allowed. The
+// engine asks it only for a wake a request starts, so callers that join
+// a wake in flight are never refused by it.
+func (g *Gateway) admitWake(id string) time.Duration {
+	if g.gate == nil {
+		return 0
 	}
-	if d := g.gate.limits.Wake(id); d > 0 {
-		g.limited(w, r, "wake", fault.New(fault.Limited, "wake_rate_limited",
-			"This home was woken too often; try again later.").WithRetry(d))
-		return false
+	d := g.gate.limits.Wake(id)
+	if d > 0 {
+		g.metrics.rateLimited.WithLabelValues("wake").Inc()
 	}
-	return true
+	return d
 }
 
 // waitSlot counts a caller waiting for home id's wake; false (with r

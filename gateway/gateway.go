@@ -191,9 +191,10 @@ func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
 		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
 			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: g.log.With("component", "wake"),
-		Events:  wake.NewBus(256),
-		Roll:    wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
-		Metrics: em,
+		Events:    wake.NewBus(256),
+		Roll:      wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
+		Metrics:   em,
+		AdmitWake: g.admitWake,
 	})
 	return nil
 }

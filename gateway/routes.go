@@ -245,9 +245,6 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 			g.writeError(w, r, err)
 			return
 		}
-		if !g.wakeAllowed(w, r, id) {
-			return
-		}
 		done, ok := g.waitSlot(w, r, id)
 		if !ok {
 			return

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -88,9 +89,10 @@ type rigOptions struct {
 	idle         time.Duration // home idle timeout; default 0 (never)
 	tick         time.Duration // idle loop tick; 0: the loop does not run
 	probe        wake.ProbeSpec
-	maxWakes     int           // wake.Options.MaxConcurrent; default 4
-	backoffMax   time.Duration // wake.Options.FailureBackoffMax; default 0 (no cap)
-	extraArgs    []string      // appended to the demo home's command
+	maxWakes     int                           // wake.Options.MaxConcurrent; default 4
+	backoffMax   time.Duration                 // wake.Options.FailureBackoffMax; default 0 (no cap)
+	extraArgs    []string                      // appended to the demo home's command
+	admit        func(id string) time.Duration // wake.Options.AdmitWake
 }
 
 // rig is a real wake engine: a bbolt store in a temp dir, the exec provider
@@ -172,6 +174,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		RelayHeader:       demohome.RelayHeader,
 		Log:               log.With("component", "wake"),
 		Events:            r.bus,
+		AdmitWake:         o.admit,
 	})
 	t.Cleanup(r.eng.Close)
 	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: rigHome, Target: rigTarget,
@@ -322,6 +325,63 @@ func TestEngineConcurrentColdWakeStartsOneProcess(t *testing.T) {
 	if rec := r.record(); rec.Status != registry.StatusRunning || rec.Verdict != registry.VerdictHealthy ||
 		rec.Endpoint != ep || rec.ProviderRef == "" || rec.Target != rigTarget || rec.LastReadyAt.IsZero() {
 		t.Fatalf("stored record after wake: %+v", rec)
+	}
+}
+
+// TestEngineAdmitsOneWakeForItsCallers: the wake rate is asked once per
+// wake a request starts, never for the callers that join it, so a stampede
+// on a sleeping home spends one wake of its budget; a wake it refuses
+// answers wake_rate_limited with its Retry-After.
+func TestEngineAdmitsOneWakeForItsCallers(t *testing.T) {
+	var asked atomic.Int64
+	var refuse atomic.Bool
+	r := newRig(t, rigOptions{boot: 300 * time.Millisecond, admit: func(id string) time.Duration {
+		if id != rigHome {
+			t.Errorf("admit asked for %q", id)
+		}
+		asked.Add(1)
+		if refuse.Load() {
+			return 42 * time.Second
+		}
+		return 0
+	}})
+	const callers = 200
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	start := make(chan struct{})
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, errs[i] = r.eng.EnsureAwake(ctx, rigHome)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("admit asked %d times for one wake of %d callers; want 1", n, callers)
+	}
+	// A warm home asks nothing; a sleeping one refused answers 429.
+	r.ensure()
+	if err := r.eng.Suspend(ctx, rigHome); err != nil {
+		t.Fatal(err)
+	}
+	refuse.Store(true)
+	_, err := r.eng.EnsureAwake(ctx, rigHome)
+	fe, ok := fault.As(err)
+	if !ok || fe.Code != wake.CodeWakeRateLimited || fe.RetryAfter != 42*time.Second || fault.Classify(err).Status != http.StatusTooManyRequests {
+		t.Fatalf("refused wake: %v; want wake_rate_limited, 429, Retry-After 42s", err)
+	}
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("admit asked %d times after a warm call and a refused wake; want 2", n)
 	}
 }
 

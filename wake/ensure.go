@@ -72,6 +72,12 @@ type Options struct {
 	// Metrics receives the engine's counts where things happen; nil counts
 	// nothing.
 	Metrics Metrics
+	// AdmitWake is asked once for each wake a request would start, under
+	// the home's lock: never for a caller that joins the wake in flight,
+	// nor for an operator's, a roll's or an adoption's wake. A positive
+	// duration refuses the wake (wake_rate_limited, with that Retry-After).
+	// Nil admits every wake.
+	AdmitWake func(id string) time.Duration
 	// ProgressEvery is how often a wake that is still running logs one
 	// progress line (phase, elapsed time, the probe's last answer). Zero:
 	// 5s; negative: never.
@@ -500,6 +506,11 @@ func (e *Engine) join(h *home, cause string, operator bool) (*flight, *verdict, 
 	}
 	if err := e.backoff(h, operator); err != nil {
 		return nil, nil, err
+	}
+	if cause == "cold" && !operator && e.o.AdmitWake != nil {
+		if d := e.o.AdmitWake(h.spec.ID); d > 0 {
+			return nil, nil, errWakeRateLimited(d)
+		}
 	}
 	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}
 	f.ctx, f.abort = context.WithCancelCause(e.ctx)

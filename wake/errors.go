@@ -23,16 +23,17 @@ import (
 
 // Public codes of the engine's errors.
 const (
-	CodeHomeNotFound = "home_not_found"
-	CodeHomeWaking   = "home_waking"
-	CodeHomeSleeping = "home_sleeping"
-	CodeHomeBusy     = "home_busy"
-	CodeShuttingDown = "shutting_down"
-	CodeWakeFailed   = "wake_failed"
-	CodeWakeTimeout  = "wake_timeout"
-	CodeWakeBackoff  = "wake_backoff"
-	CodeHomeFailed   = "home_failed"
-	CodeRollIncident = "roll_incident"
+	CodeHomeNotFound    = "home_not_found"
+	CodeHomeWaking      = "home_waking"
+	CodeHomeSleeping    = "home_sleeping"
+	CodeHomeBusy        = "home_busy"
+	CodeShuttingDown    = "shutting_down"
+	CodeWakeFailed      = "wake_failed"
+	CodeWakeTimeout     = "wake_timeout"
+	CodeWakeBackoff     = "wake_backoff"
+	CodeWakeRateLimited = "wake_rate_limited"
+	CodeHomeFailed      = "home_failed"
+	CodeRollIncident    = "roll_incident"
 )
 
 // errHomeNotFound is the answer for a home the engine does not know.
@@ -67,6 +68,14 @@ func errBusy(cause error) *fault.Error {
 // errShuttingDown refuses a new wake while the engine closes.
 func errShuttingDown(retry time.Duration) *fault.Error {
 	return fault.New(fault.ShuttingDown, CodeShuttingDown, "The gateway is shutting down.").WithRetry(retry)
+}
+
+// errWakeRateLimited is a wake refused by the home's wake rate.
+func errWakeRateLimited(retry time.Duration) *fault.Error {
+	return fault.New(fault.Limited, CodeWakeRateLimited, "This home was woken too often; try again later.").
+		WithRetry(retry).
+		WithHint("requests asked for more wakes of this home than limits.wake_rate and limits.wake_burst allow: " +
+			"see why it keeps going back to sleep (idle_timeout) or raise the limit")
 }
 
 // errBackoff refuses a wake of a home whose wakes keep failing.
