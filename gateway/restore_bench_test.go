@@ -62,17 +62,24 @@ func seedStoredHomes(tb testing.TB, dir string, n int) {
 		tb.Fatal(err)
 	}
 	defer b.Close()
-	homes := make([]registry.Home, 0, n-1)
-	claims := make([]registry.Claim, 0, n-1)
-	for i := 1; i < n; i++ {
+	homes, claims := copiesOf(rec, claim, n-1)
+	if err := b.SeedHomes(ctx, homes, claims); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// copiesOf returns n copies of a home's record and claim, as homes
+// h000001.. at their own ids.
+func copiesOf(rec registry.Home, claim registry.Claim, n int) ([]registry.Home, []registry.Claim) {
+	homes := make([]registry.Home, 0, n)
+	claims := make([]registry.Claim, 0, n)
+	for i := 1; i <= n; i++ {
 		h, c := rec, claim
 		h.ID = fmt.Sprintf("h%06d", i)
 		h.Target, c.Target, c.Home = h.ID, h.ID, h.ID
 		homes, claims = append(homes, h), append(claims, c)
 	}
-	if err := b.SeedHomes(ctx, homes, claims); err != nil {
-		tb.Fatal(err)
-	}
+	return homes, claims
 }
 
 // BenchmarkRestore times New on a store holding 100,000 homes registered

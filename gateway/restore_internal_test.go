@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
 
@@ -103,5 +104,39 @@ func TestRestoreReadsTheIndexOnce(t *testing.T) {
 	}
 	if got := g.homeCount(); got != n+2 {
 		t.Fatalf("%d homes after the second restore, want %d", got, n+2)
+	}
+}
+
+// TestRestoredHomeIsSmall guards the memory a home restored from the
+// store costs the gateway before it ever wakes (the route table, the
+// engine, and what they hold), in bytes and in heap objects (which the
+// garbage collector visits one by one): a large gateway holds 100,000 of
+// them. It compares the live heap of a started gateway with 5,001 stored
+// homes and with 1; no timing.
+func TestRestoredHomeIsSmall(t *testing.T) {
+	const n = 5000
+	live := func(homes int) runtime.MemStats {
+		dir := filepath.Join(t.TempDir(), "data")
+		seedStoredHomes(t, dir, homes)
+		g, err := New(context.Background(), restoreConfig(t, dir), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		defer g.Close()
+		if got := g.homeCount(); got != homes+1 {
+			t.Fatalf("%d homes after start, want %d", got, homes+1)
+		}
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m
+	}
+	live(1) // what the first gateway of the process allocates once
+	one, many := live(1), live(n+1)
+	bytes := float64(int64(many.HeapAlloc)-int64(one.HeapAlloc)) / n
+	objects := float64(int64(many.HeapObjects)-int64(one.HeapObjects)) / n
+	t.Logf("a restored home: %.0f bytes, %.1f heap objects", bytes, objects)
+	if bytes > 1100 || objects > 6 {
+		t.Errorf("a restored home costs %.0f bytes in %.1f heap objects, want at most 1,100 bytes in 6", bytes, objects)
 	}
 }

@@ -40,7 +40,7 @@ func decodeRecord[T any](raw []byte, v *T) error {
 func decodeHome(raw []byte, h *Home) bool {
 	s := recScan{b: raw}
 	var seen uint32
-	return s.object(func(key []byte) bool {
+	ok := s.object(func(key []byte) bool {
 		f := homeField(key)
 		if f < 0 || seen&(1<<f) != 0 {
 			return false
@@ -48,6 +48,12 @@ func decodeHome(raw []byte, h *Home) bool {
 		seen |= 1 << f
 		return s.homeValue(f, h)
 	})
+	if ok && h.Target == h.ID {
+		// Most homes route at their id: one string serves both, which a
+		// gateway holds in memory for each of its homes.
+		h.Target = h.ID
+	}
+	return ok
 }
 
 // homeField is the index of a home record's key, -1 for one the fast
