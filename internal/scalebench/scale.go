@@ -338,7 +338,7 @@ func startTimes(ctx context.Context, o options, t *table, g *gw) error {
 	}
 	sides := []*side{{name: "", bin: o.bin}}
 	if o.beforeBin != "" {
-		sides = []*side{{name: "base", bin: o.beforeBin}, {name: "this", bin: o.bin}}
+		sides = []*side{{name: "before", bin: o.beforeBin}, {name: "after", bin: o.bin}}
 	}
 	defer func() { g.bin = o.bin }()
 	for range o.starts {
@@ -370,7 +370,7 @@ func startTimes(ctx context.Context, o options, t *table, g *gw) error {
 	}
 	if len(sides) == 2 {
 		b, n := sides[0], sides[1]
-		t.add("start, this/base", "time %.2f×, heap %.2f× (medians)", median(n.secs)/median(b.secs), median(n.heap)/median(b.heap))
+		t.add("start, after/before", "time %.2f×, heap %.2f× (medians)", median(n.secs)/median(b.secs), median(n.heap)/median(b.heap))
 	}
 	return nil
 }
