@@ -208,12 +208,17 @@
     }).catch(function (e) { $("action-error").textContent = e.message; });
   }
 
-  // loadHomes shows the current page of homes matching the filters.
+  // loadHomes shows the current page of homes matching the filters. Only
+  // the answer to the latest request is shown: an earlier one (a refresh
+  // sent before the filters changed) may arrive after it.
+  var homesSeq = 0;
   function loadHomes() {
+    var seq = ++homesSeq;
     var q = "?limit=" + PAGE + "&q=" + encodeURIComponent($("home-q").value.trim()) +
       "&status=" + encodeURIComponent($("home-status").value) + "&version=" + encodeURIComponent($("home-version").value.trim()) +
       (pager.cursor ? "&cursor=" + encodeURIComponent(pager.cursor) : "");
     return api("GET", "/admin/homes" + q).then(function (p) {
+      if (seq !== homesSeq) { return; }
       renderHomes(p.homes);
       pager.next = p.next_cursor || "";
       var first = pager.back.length * PAGE;
