@@ -2,10 +2,12 @@ package gateway_test
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/wakegate/wakegate/internal/pebbletest"
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -52,10 +54,21 @@ tls:
 	if obtained != 1 {
 		t.Errorf("%d gateways logged that they obtained the certificate, want 1", obtained)
 	}
+	// Both gateways serve the shared demo home over HTTPS. One of them may
+	// answer 503 with Retry-After while the home moves between them (a
+	// wake or a restart in progress): that is the answer a waking home
+	// gets, so the request is made again until it is served.
 	for _, gw := range []*tlsGateway{gwA, gwB} {
-		res, body := e2eGet(t, tlsClient(t, gw.addr, pb.Roots, false), "https://demo.test/apps/demo/whoami", nil)
-		if res.StatusCode != 200 {
-			t.Errorf("GET over HTTPS: %d %s", res.StatusCode, body)
-		}
+		c := tlsClient(t, gw.addr, pb.Roots, false)
+		testbin.Eventually(t, "the app served over HTTPS by "+gw.addr, func() bool {
+			res, body := e2eGet(t, c, "https://demo.test/apps/demo/whoami", nil)
+			if res.StatusCode == http.StatusServiceUnavailable && res.Header.Get("Retry-After") != "" {
+				return false
+			}
+			if res.StatusCode != 200 {
+				t.Fatalf("GET over HTTPS: %d %s", res.StatusCode, body)
+			}
+			return true
+		})
 	}
 }
