@@ -86,7 +86,7 @@ func TestHintAutoProbeNotFound(t *testing.T) {
 	}
 	gw := e2eStartWithCommand(t, `["python3", "-m", "http.server", "--bind", "127.0.0.1", "{port}"]`, `
 wake:
-  ready_timeout: 6s
+  ready_timeout: 20s
 homes:
   - id: py
 `)
