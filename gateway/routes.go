@@ -240,36 +240,38 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 	route.RelayToken = h.token
 
 	eng := g.engine
-	if !eng.Warm(id) {
-		if err := g.wakeRefused(r, id, sub); err != nil {
-			g.writeError(w, r, err)
-			return
-		}
-		done, ok := g.waitSlot(w, r, id)
+	if a, ok := eng.WarmAwake(id); ok {
+		g.forward(w, r, route, a)
+		return
+	}
+	if err := g.wakeRefused(r, id, sub); err != nil {
+		g.writeError(w, r, err)
+		return
+	}
+	done, ok := g.waitSlot(w, r, id)
+	if !ok {
+		return
+	}
+	defer done()
+	if isNavigation(r) {
+		release, ok := g.holdSlot(w, r, id, route)
 		if !ok {
 			return
 		}
-		defer done()
-		if isNavigation(r) {
-			release, ok := g.holdSlot(w, r, id, route)
-			if !ok {
+		ctx, cancel := context.WithTimeout(r.Context(), *g.conf().Wake.Hold)
+		a, err := eng.EnsureAwake(ctx, id)
+		cancel()
+		release()
+		if err != nil {
+			if fe, ok := fault.As(err); ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
+				g.serveWaitingPage(w, r, route)
 				return
 			}
-			ctx, cancel := context.WithTimeout(r.Context(), *g.conf().Wake.Hold)
-			a, err := eng.EnsureAwake(ctx, id)
-			cancel()
-			release()
-			if err != nil {
-				if fe, ok := fault.As(err); ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
-					g.serveWaitingPage(w, r, route)
-					return
-				}
-				g.writeError(w, r, err)
-				return
-			}
-			g.forward(w, r, route, a)
+			g.writeError(w, r, err)
 			return
 		}
+		g.forward(w, r, route, a)
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.conf().Wake.WakeTimeout)
 	a, err := eng.EnsureAwake(ctx, id)

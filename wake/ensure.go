@@ -439,6 +439,21 @@ func (e *Engine) Warm(id string) bool {
 	return v != nil && e.now() < v.until
 }
 
+// WarmAwake returns home id's endpoint when its warm verdict is fresh, as
+// EnsureAwake would at once, without a context: the request path asks
+// this first and builds the wake's deadline only on a miss.
+func (e *Engine) WarmAwake(id string) (Awake, bool) {
+	h := e.home(id)
+	if h == nil {
+		return Awake{}, false
+	}
+	if v := h.warm.Load(); v != nil && e.now() < v.until {
+		e.counts.warmHits.Add(1)
+		return Awake{Endpoint: v.endpoint}, true
+	}
+	return Awake{}, false
+}
+
 // Sleeping reports whether home id is known not to run: no fresh verdict
 // and a stored status of sleeping, suspended or failed. Requests that must
 // not wake a home (no-wake rules) are refused when this is true.
