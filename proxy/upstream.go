@@ -131,9 +131,19 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request) 
 	bw := u.pool.writer(c)
 	if hasBody(req) {
 		wrote = make(chan error, 1)
+		// The body is read through a recorder: when reading the caller's
+		// body fails (a malformed chunk, a cut connection), the upstream
+		// waits for a body that never comes, so the exchange is cut at
+		// once and the read error is what the round trip returns.
+		body := &readRecorder{rc: req.Body}
+		out := *req
+		out.Body = body
 		go func() {
-			err := writeRequest(req, bw)
+			err := writeRequest(&out, bw)
 			u.pool.putWriter(bw)
+			if err != nil && body.err != nil {
+				_ = c.SetDeadline(aLongTimeAgo)
+			}
 			wrote <- err
 		}()
 	} else {
@@ -277,5 +287,22 @@ func (b *upBody) finish(complete bool) {
 	}
 	_ = b.c.Close()
 }
+
+// readRecorder keeps the first read error of a request body other than
+// io.EOF. It is read by one goroutine, which also reads err.
+type readRecorder struct {
+	rc  io.ReadCloser
+	err error
+}
+
+func (r *readRecorder) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+func (r *readRecorder) Close() error { return r.rc.Close() }
 
 var _ http.RoundTripper = (*forwarder)(nil)

@@ -557,3 +557,52 @@ func newUpstreamRaw413(t *testing.T) *rawUpstream {
 		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<20)) // let the client's write end, then close
 	})
 }
+
+// failingBody yields some bytes, then a read error: a caller's body cut
+// or malformed half way.
+type failingBody struct{ sent bool }
+
+var errBrokenBody = errors.New("malformed chunk")
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	if b.sent {
+		return 0, errBrokenBody
+	}
+	b.sent = true
+	return copy(p, "hello"), nil
+}
+
+func (b *failingBody) Close() error { return nil }
+
+// TestForwarderBrokenRequestBody: when the caller's body cannot be read
+// half way, the upstream (which waits for the rest of a chunked body and
+// never answers) is not waited for: the round trip ends with the body's
+// read error and the connection is not kept.
+func TestForwarderBrokenRequestBody(t *testing.T) {
+	got := make(chan struct{}, 1)
+	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, _ int64) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		got <- struct{}{}
+		_, _ = io.Copy(io.Discard, req.Body) // waits for the rest until the gateway hangs up
+	})
+	f := newTestForwarder(t)
+	req := newReq(t, "POST", up.base()+"/", &failingBody{})
+	req.ContentLength = -1 // chunked
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := f.RoundTrip(req.WithContext(ctx))
+	if err == nil {
+		res.Body.Close()
+		t.Fatalf("status %d for a request whose body failed; want an error", res.StatusCode)
+	}
+	if !strings.Contains(fmt.Sprint(err), errBrokenBody.Error()) || ctx.Err() != nil {
+		t.Fatalf("round trip: %v; want the body's read error before the deadline", err)
+	}
+	<-got
+	if n := f.pool.idleCount(); n != 0 {
+		t.Errorf("%d idle connections after a broken request body", n)
+	}
+}
