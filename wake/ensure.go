@@ -320,6 +320,9 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 	}
 	h := &home{spec: s, status: rec.Status, version: rec.Version,
 		limiter: rate.NewLimiter(rate.Inf, 1)}
+	// A home added at run time (the admin API) with a short idle timeout
+	// is checked often enough for it.
+	e.idleClock.shorten(idleCheckPeriod(s.IdleTimeout))
 	// The idle clock of a home that may run starts when this gateway
 	// learns of it, before the idle loop can see it. One that does not run
 	// needs none (the idle loop looks at running homes only, and a wake

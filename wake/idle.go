@@ -69,7 +69,8 @@ func (e *Engine) IdleTick() time.Duration {
 // period is 0 until set.
 type idleClock struct {
 	mu      sync.Mutex
-	tick    time.Duration
+	tick    time.Duration // the configured period (Run's and SetIdleTick's)
+	need    time.Duration // the shortest period a registered home needs; 0: none
 	changed chan struct{} // closed and replaced when tick changes
 }
 
@@ -80,21 +81,57 @@ func (c *idleClock) get() (time.Duration, <-chan struct{}) {
 	if c.changed == nil {
 		c.changed = make(chan struct{})
 	}
-	return c.tick, c.changed
+	return c.effective(), c.changed
 }
 
-// set changes the period, waking Run when it differs.
+// effective is the period Run uses: the configured one, shortened for a
+// registered home whose idle timeout needs it. c.mu is held.
+func (c *idleClock) effective() time.Duration {
+	if c.need > 0 && (c.tick <= 0 || c.need < c.tick) {
+		return c.need
+	}
+	return c.tick
+}
+
+// set changes the configured period, waking Run when its period changes.
 func (c *idleClock) set(tick time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if tick == c.tick {
+	c.update(func() { c.tick = tick })
+}
+
+// shorten records that a registered home needs a period of at most
+// need, waking Run when its period changes. A period once shortened stays
+// so until the gateway restarts: a check costs the awake homes only.
+func (c *idleClock) shorten(need time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if need > 0 && (c.need <= 0 || need < c.need) {
+		c.update(func() { c.need = need })
+	}
+}
+
+// update applies change and, when the period moved, wakes Run. c.mu is
+// held.
+func (c *idleClock) update(change func()) {
+	before := c.effective()
+	change()
+	if c.effective() == before {
 		return
 	}
-	c.tick = tick
 	if c.changed != nil {
 		close(c.changed)
 	}
 	c.changed = make(chan struct{})
+}
+
+// idleCheckPeriod is the idle loop period a home with idle timeout d
+// needs: a quarter of it, at least 10ms; 0 for a home never suspended.
+func idleCheckPeriod(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return max(d/4, 10*time.Millisecond)
 }
 
 func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
