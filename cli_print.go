@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/wake"
@@ -122,6 +123,13 @@ func printAppDetail(w io.Writer, body []byte) error {
 	fmt.Fprintf(w, "route: %s\n", routeWords(a.Route))
 	if a.Operation != "" {
 		fmt.Fprintln(w, "operation:", a.Operation)
+	}
+	if c := a.Checks; c != nil {
+		fmt.Fprintf(w, "checks: every %s now (%d passed in a row, %d sent)", time.Duration(c.IntervalMS)*time.Millisecond, c.Streak, c.Sent)
+		if c.NextCheck != nil {
+			fmt.Fprintf(w, ", next %s", when(*c.NextCheck))
+		}
+		fmt.Fprintln(w)
 	}
 	if len(a.Phases) > 0 {
 		fmt.Fprintln(w, "\nPhase changes (newest first):")

@@ -51,6 +51,41 @@ type AppView struct {
 	// Phases are the app's last phase changes here, newest first (only in
 	// the answer of GET /admin/apps/{slug}).
 	Phases []wake.PhaseChange `json:"phases,omitempty"`
+	// Checks is the app's health-check schedule here (only in the answer
+	// of GET /admin/apps/{slug}).
+	Checks *AppChecks `json:"checks,omitempty"`
+}
+
+// AppChecks is when an app is checked next, and why: the pause doubles
+// with each passing check up to health.max_interval, goes back to
+// health.interval on a failure or a change of its home, and a request the
+// app answered counts as a check.
+type AppChecks struct {
+	// IntervalMS is the pause after the last check, in milliseconds.
+	IntervalMS int64 `json:"interval_ms"`
+	// Streak counts the passing checks in a row.
+	Streak int `json:"streak"`
+	// Sent counts the checks sent since the app was registered here.
+	Sent uint64 `json:"sent"`
+	// LastCheck is when the last check ended; LastRequest when a request
+	// last got an answer from the app; NextCheck when the next check is
+	// due. Each is absent when it never happened or is not known yet.
+	LastCheck   *time.Time `json:"last_check,omitempty"`
+	LastRequest *time.Time `json:"last_request,omitempty"`
+	NextCheck   *time.Time `json:"next_check,omitempty"`
+}
+
+// ChecksOf is the view of an app's observation schedule s.
+func ChecksOf(s wake.ObserveSchedule) *AppChecks {
+	at := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	return &AppChecks{IntervalMS: s.Interval.Milliseconds(), Streak: s.Streak, Sent: s.Observations,
+		LastCheck: at(s.LastObserved), LastRequest: at(s.LastPassive), NextCheck: at(s.Due)}
 }
 
 // RouteView is one entry of the route table.

@@ -68,6 +68,9 @@ func (a adminAPI) GetApp(slug string) (admin.AppView, error) {
 	v, err := a.current(slug)
 	if err == nil {
 		v.Phases = a.g.Apps().PhaseHistory(slug)
+		if s, ok := a.g.Apps().Schedule(slug); ok {
+			v.Checks = admin.ChecksOf(s)
+		}
 	}
 	return v, err
 }

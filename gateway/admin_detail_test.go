@@ -126,6 +126,12 @@ func TestAdminHomeDetail(t *testing.T) {
 	if code != http.StatusOK || len(app.Phases) == 0 || app.Phases[0].Phase != "ready" || app.Phases[0].Reason == "" || app.Route != "published" {
 		t.Fatalf("app detail: %d %s", code, body)
 	}
+	// Its check schedule: at least the refresh's check was sent, and the
+	// next one is due one pause after the last.
+	if c := app.Checks; c == nil || c.Sent == 0 || c.IntervalMS <= 0 || c.LastCheck == nil || c.NextCheck == nil ||
+		c.NextCheck.Before(*c.LastCheck) {
+		t.Fatalf("app checks: %s", body)
+	}
 }
 
 // TestAdminHomeLogs reads the last lines of a real home's log, with the
