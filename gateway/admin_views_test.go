@@ -161,7 +161,9 @@ func TestDashboardAppLinkPhaseFilterDenials(t *testing.T) {
 func TestAdminTokenFromEnvironment(t *testing.T) {
 	const tok = "env-token-0123456789abcdef"
 	t.Setenv("WAKEGATE_TOKEN", tok)
-	gw := e2eStartInProcess(t, admDemo)
+	// Any free port: a gateway run by hand beside the tests may hold the
+	// default one.
+	gw := e2eStartInProcess(t, admDemo+"admin:\n  listen: 127.0.0.1:0\n")
 	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
 	defer cancel()
 	addr, err := gw.g.AdminAddr(ctx)
