@@ -484,13 +484,11 @@ func (g *Gateway) graceOver(toldAtStart bool) (requests, websockets int) {
 	return requests, websockets
 }
 
+// idleTick is the idle loop's configured period: a second, or shorter for
+// eager rolls. Each home's own idle timeout shortens it at registration,
+// in the engine (wake.Engine.Register), for config and API homes alike.
 func idleTick(cfg *Config) time.Duration {
 	tick := time.Second
-	for _, h := range cfg.Homes {
-		if d := *h.IdleTimeout; d > 0 && d/4 < tick {
-			tick = max(d/4, 10*time.Millisecond)
-		}
-	}
 	if d := cfg.Roll.IdleAfter; cfg.Roll.Mode == "eager" && d/4 < tick {
 		tick = max(d/4, 10*time.Millisecond) // eager rolls run on the same loop
 	}

@@ -450,6 +450,12 @@ func (e *Engine) WarmAwake(id string) (Awake, bool) {
 	if h == nil {
 		return Awake{}, false
 	}
+	return e.warmHit(h)
+}
+
+// warmHit answers from h's warm verdict when it is fresh, and counts the
+// hit.
+func (e *Engine) warmHit(h *home) (Awake, bool) {
 	if v := h.warm.Load(); v != nil && e.now() < v.until {
 		e.counts.warmHits.Add(1)
 		return Awake{Endpoint: v.endpoint}, true
@@ -487,9 +493,8 @@ func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 	if h == nil {
 		return Awake{}, errHomeNotFound(id)
 	}
-	if v := h.warm.Load(); v != nil && e.now() < v.until {
-		e.counts.warmHits.Add(1)
-		return Awake{Endpoint: v.endpoint}, nil
+	if a, ok := e.warmHit(h); ok {
+		return a, nil
 	}
 	e.counts.warmMisses.Add(1)
 	return e.slowPath(ctx, h)
