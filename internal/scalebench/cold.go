@@ -18,21 +18,29 @@ type coldResult struct {
 	p50, p99 float64 // time to the answer, ms
 	max      float64
 	cpuPer   float64 // the gateway's CPU per caller, µs
+	wakeMs   float64 // the gateway's mean wake time (start to ready), ms
 	failed   int
 	first    string // the first failure
 }
 
 // stats are the medians of stampede rounds.
-type stats struct{ p50, p99, max, wakes, cpu []float64 }
+type stats struct{ p50, p99, max, wakes, cpu, wakeMs []float64 }
 
 func (s *stats) add(r coldResult) {
 	s.p50, s.p99, s.max, s.wakes = append(s.p50, r.p50), append(s.p99, r.p99), append(s.max, r.max), append(s.wakes, r.wakes)
 	s.cpu = append(s.cpu, r.cpuPer)
+	if r.wakes > 0 {
+		s.wakeMs = append(s.wakeMs, r.wakeMs)
+	}
 }
 
 func (s *stats) String() string {
-	return fmt.Sprintf("wakes %.0f, p50 %.0f ms, p99 %.0f ms, max %.0f ms, gateway CPU %.0f µs/caller (medians of %d rounds)",
-		median(s.wakes), median(s.p50), median(s.p99), median(s.max), median(s.cpu), len(s.p99))
+	wake := ""
+	if len(s.wakeMs) > 0 {
+		wake = fmt.Sprintf(", each wake %.0f ms", median(s.wakeMs))
+	}
+	return fmt.Sprintf("wakes %.0f%s, p50 %.0f ms, p99 %.0f ms, max %.0f ms, gateway CPU %.0f µs/caller (medians of %d rounds)",
+		median(s.wakes), wake, median(s.p50), median(s.p99), median(s.max), median(s.cpu), len(s.p99))
 }
 
 // runCold measures stampedes on cold homes: -cold-callers at once on one
@@ -183,7 +191,7 @@ func oneHome(ctx context.Context, o options, t *table) error {
 
 // round is one cold stampede on v's home and the same on it awake.
 func (v *variant) round(ctx context.Context, o options, r int) error {
-	res, err := stampede(ctx, v.g, o.coldCallers, 1)
+	res, err := stampede(ctx, o, v.g, 1)
 	if err != nil {
 		return err
 	}
@@ -193,13 +201,13 @@ func (v *variant) round(ctx context.Context, o options, r int) error {
 	v.cold.add(res)
 	// The same stampede on the home now awake: what the burst costs
 	// without the wake.
-	wres, err := stampede(ctx, v.g, o.coldCallers, 1)
+	wres, err := stampede(ctx, o, v.g, 1)
 	if err != nil {
 		return err
 	}
 	v.warm.add(wres)
-	logf("%s: one-home stampede %d: wakes %.0f p50 %.0f ms p99 %.0f ms max %.0f ms, CPU %.0f µs/caller; warm: p99 %.0f ms, CPU %.0f µs/caller",
-		v.name, r+1, res.wakes, res.p50, res.p99, res.max, res.cpuPer, wres.p99, wres.cpuPer)
+	logf("%s: one-home stampede %d: wakes %.0f (%.0f ms) p50 %.0f ms p99 %.0f ms max %.0f ms, CPU %.0f µs/caller; warm: p99 %.0f ms, CPU %.0f µs/caller",
+		v.name, r+1, res.wakes, res.wakeMs, res.p50, res.p99, res.max, res.cpuPer, wres.p99, wres.cpuPer)
 	return nil
 }
 
@@ -239,7 +247,7 @@ func spreadRuns(ctx context.Context, o options, t *table, caps []int) error {
 	for r := range o.coldRounds {
 		for i := range gs {
 			s := gs[(i+r)%len(gs)]
-			res, err := stampede(ctx, s.g, o.coldCallers, o.coldHomes)
+			res, err := stampede(ctx, o, s.g, o.coldHomes)
 			if err != nil {
 				return err
 			}
@@ -261,10 +269,11 @@ func spreadRuns(ctx context.Context, o options, t *table, caps []int) error {
 	return nil
 }
 
-// stampede sends callers requests at once, each on a new connection, to
-// homes c00000.. in turn through g, and reports the wakes the gateway
-// counted and its CPU per caller.
-func stampede(ctx context.Context, g *gw, callers, homes int) (coldResult, error) {
+// stampede sends -cold-callers requests at once, each on a new
+// connection, to homes c00000.. in turn through g, and reports the wakes
+// the gateway counted and its CPU per caller.
+func stampede(ctx context.Context, o options, g *gw, homes int) (coldResult, error) {
+	callers := o.coldCallers
 	m0, err := g.metrics(ctx)
 	if err != nil {
 		return coldResult{}, err
@@ -273,7 +282,7 @@ func stampede(ctx context.Context, g *gw, callers, homes int) (coldResult, error
 	if err != nil {
 		return coldResult{}, err
 	}
-	res := burst(callers, func(i int) string { return fmt.Sprintf("http://%s/node/c%05d/whoami", g.addr, i%homes) })
+	res := burst(o.client, callers, func(i int) string { return fmt.Sprintf("http://%s/node/c%05d/whoami", g.addr, i%homes) })
 	cpu1, err := g.cpu()
 	if err != nil {
 		return coldResult{}, err
@@ -284,12 +293,21 @@ func stampede(ctx context.Context, g *gw, callers, homes int) (coldResult, error
 		return coldResult{}, err
 	}
 	res.wakes = m1["wakegate_wakes_total"] - m0["wakegate_wakes_total"]
+	if res.wakes > 0 {
+		const total = `wakegate_wake_seconds_sum{phase="total"}`
+		res.wakeMs = (m1[total] - m0[total]) / res.wakes * 1000
+	}
 	return res, nil
 }
 
 // burst sends callers GET requests at once, each on a new connection, to
-// url(i), and returns the latency percentiles and failures.
-func burst(callers int, url func(i int) string) coldResult {
+// url(i), with the client named by -client, and returns the latency
+// percentiles and failures.
+func burst(client string, callers int, url func(i int) string) coldResult {
+	get := transportGet
+	if client == "raw" {
+		get = rawGet
+	}
 	lat := make([]float64, callers)
 	var mu sync.Mutex
 	var res coldResult
@@ -298,17 +316,9 @@ func burst(callers int, url func(i int) string) coldResult {
 	for i := range callers {
 		u := url(i)
 		wg.Go(func() {
-			c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Minute}
 			<-start
 			t0 := time.Now()
-			r, err := c.Get(u)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, r.Body)
-				r.Body.Close()
-				if r.StatusCode != http.StatusOK {
-					err = fmt.Errorf("status %d", r.StatusCode)
-				}
-			}
+			err := get(u)
 			lat[i] = float64(time.Since(t0).Microseconds()) / 1000
 			if err != nil {
 				mu.Lock()
@@ -324,6 +334,22 @@ func burst(callers int, url func(i int) string) coldResult {
 	wg.Wait()
 	res.p50, res.p99, res.max = percentile(lat, 50), percentile(lat, 99), percentile(lat, 100)
 	return res
+}
+
+// transportGet fetches u with an http.Client of its own, on a new
+// connection, and reads the whole answer.
+func transportGet(u string) error {
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Minute}
+	r, err := c.Get(u)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	if r.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", r.StatusCode)
+	}
+	return nil
 }
 
 // suspendAll suspends homes c00000.. so that the next run finds them cold.

@@ -55,7 +55,7 @@ func (f *floor) measure(ctx context.Context, g *gw, r int) error {
 }
 
 func (f *floor) measureDirect(ep string) error {
-	res := burst(f.o.coldCallers, func(int) string { return ep + floorPath })
+	res := burst(f.o.client, f.o.coldCallers, func(int) string { return ep + floorPath })
 	if res.failed > 0 {
 		return fmt.Errorf("stampede on the home itself: %d of %d failed, first: %s", res.failed, f.o.coldCallers, res.first)
 	}
@@ -74,7 +74,7 @@ func (f *floor) measureNginx(ctx context.Context, ep string) error {
 	}
 	defer n.stop()
 	cpu0 := n.cpu()
-	res := burst(f.o.coldCallers, func(int) string { return "http://" + n.addr + floorPath })
+	res := burst(f.o.client, f.o.coldCallers, func(int) string { return "http://" + n.addr + floorPath })
 	res.cpuPer = float64((n.cpu() - cpu0).Microseconds()) / float64(f.o.coldCallers)
 	if res.failed > 0 {
 		return fmt.Errorf("stampede through nginx: %d of %d failed, first: %s (see %s)", res.failed, f.o.coldCallers, res.first, n.dir)

@@ -146,8 +146,9 @@ func (g *gw) rss() (int64, error) {
 	return 0, errors.New("read status: no VmRSS")
 }
 
-// metrics scrapes the gateway's /metrics and returns the samples without
-// labels, by name.
+// metrics scrapes the gateway's /metrics and returns each sample by its
+// name with its labels (`name{label="v"}`) and, summed over the labels,
+// by its bare name.
 func (g *gw) metrics(ctx context.Context) (map[string]float64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.admin+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+g.token)
@@ -168,14 +169,17 @@ func (g *gw) metrics(ctx context.Context) (map[string]float64, error) {
 		if !ok {
 			continue
 		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			continue
+		}
 		if i := strings.IndexByte(name, '{'); i >= 0 {
-			// Labelled samples are summed under their name.
+			// Labelled samples are kept as they are and summed under
+			// their name.
+			out[name] = v
 			name = name[:i]
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if err == nil {
-			out[name] += v
-		}
+		out[name] += v
 	}
 	return out, sc.Err()
 }
