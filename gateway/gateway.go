@@ -554,7 +554,9 @@ func (g *Gateway) quiesceHomes() {
 			g.log.Warn("home not proven stopped at shutdown", "home", q.ID, "err", q.Err)
 			continue
 		}
-		stopped++
+		if q.Ran {
+			stopped++
+		}
 	}
 	g.log.Info("homes stopped; their desired state is kept for the next start", "homes", stopped)
 }

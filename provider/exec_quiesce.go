@@ -2,6 +2,10 @@ package provider
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 )
@@ -18,6 +22,10 @@ type Quiesced struct {
 	Proven bool
 	// Err says why the stop failed (then Proven may be false).
 	Err error
+	// Ran is true when the provider knew a process of the home or had a
+	// directory for it (where it records the process it starts); false:
+	// the home never ran here, and there was nothing to stop.
+	Ran bool
 }
 
 // Quiesce stops the process of every home this provider has started or
@@ -34,29 +42,60 @@ type Quiesced struct {
 func (e *Exec) Quiesce(ctx context.Context, ids []string) []Quiesced {
 	all := map[string]bool{}
 	for _, id := range ids {
-		all[id] = true
+		all[id] = false
 	}
 	e.mu.Lock()
 	for id := range e.homes {
 		all[id] = true
 	}
 	e.mu.Unlock()
+	// A home this provider never started has no directory, so no record
+	// of a process to stop: one listing of the homes' directories spares
+	// a stop (and two record reads) for each of them, which at 100,000
+	// registered homes was seconds of shutdown.
+	ran, listed := e.homeDirs()
 	out := make([]Quiesced, 0, len(all))
-	for id := range all {
-		out = append(out, Quiesced{ID: id})
+	for id, known := range all {
+		out = append(out, Quiesced{ID: id, Ran: known || !listed || ran[id]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 
 	sem := make(chan struct{}, quiesceParallel)
 	var wg sync.WaitGroup
 	for i := range out {
+		q := &out[i]
+		if !q.Ran {
+			q.Proven = true
+			continue
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			q := &out[i]
 			q.Proven, q.Err = e.Stop(ctx, Spec{ID: q.ID})
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// homeDirs lists the homes that have a directory under the provider's
+// data directory. listed is false when the listing failed for another
+// reason than the directory missing: then every home is to be treated as
+// one that may have run.
+func (e *Exec) homeDirs() (names map[string]bool, listed bool) {
+	ents, err := os.ReadDir(filepath.Join(e.cfg.DataDir, "homes"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, true
+	}
+	if err != nil {
+		e.log.Warn("exec: listing the homes' directories for the shutdown; checking every home", "err", err)
+		return nil, false
+	}
+	names = make(map[string]bool, len(ents))
+	for _, ent := range ents {
+		if ent.IsDir() {
+			names[ent.Name()] = true
+		}
+	}
+	return names, true
 }

@@ -8,7 +8,8 @@ import (
 // TestQuiesce stops every home's process: one this provider started, one
 // it adopted, and one a previous provider left running that this one only
 // knows by the id it is given; a home with no process is proven at once.
-// A later Wake starts the home again.
+// A later Wake starts the home again. A home with no directory is not
+// looked up at all.
 func TestQuiesce(t *testing.T) {
 	dir := testDataDir(t)
 	cfg := testConfig(dir)
@@ -34,9 +35,15 @@ func TestQuiesce(t *testing.T) {
 		t.Fatalf("Quiesce = %+v, want one entry for each of %v", got, want)
 	}
 	for i, q := range got {
-		if q.ID != want[i] || !q.Proven || q.Err != nil {
-			t.Errorf("entry %d = %+v, want %s proven", i, q, want[i])
+		if q.ID != want[i] || !q.Proven || q.Err != nil || q.Ran != (q.ID != "never-ran") {
+			t.Errorf("entry %d = %+v, want %s proven, ran %v", i, q, want[i], q.ID != "never-ran")
 		}
+	}
+	e.mu.Lock()
+	_, looked := e.homes["never-ran"]
+	e.mu.Unlock()
+	if looked {
+		t.Error("Quiesce looked up the never-ran home, which has no directory and so no process to stop")
 	}
 	for name, r := range map[string]Result{"started": started, "adopted": adopted, "left": left} {
 		if alive(mustRef(t, r).procIdentity) {
