@@ -23,8 +23,11 @@ type gate struct {
 	set    atomic.Pointer[access.Set]
 	limits *access.Limits
 	ip     access.ClientIP
-	denied *prometheus.CounterVec // policy, code
-	recent *denialLog
+	// clientRate is whether limits.client_rate is on (a restart-only
+	// setting): off, a request's client address is not resolved for it.
+	clientRate bool
+	denied     *prometheus.CounterVec // policy, code
+	recent     *denialLog
 }
 
 // newGate builds the policies and limiter tables of g's config and
@@ -38,6 +41,7 @@ func (g *Gateway) newGate() error {
 		return err
 	}
 	gt := &gate{limits: access.NewLimits(cfg.Limits), ip: ip, recent: newDenialLog(denialsKept),
+		clientRate: cfg.Limits.ClientRate > 0,
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wakegate_access_denied_total",
 			Help: "Requests refused by an access policy, by policy name and public code.",
@@ -80,6 +84,9 @@ func (gt *gate) close() {
 // ready signal (which its relay token authenticates); false means r was
 // answered 429.
 func (g *Gateway) clientAllowed(w http.ResponseWriter, r *http.Request) bool {
+	if !g.gate.clientRate {
+		return true
+	}
 	switch r.URL.Path {
 	case "/healthz", "/readyz", "/_wakegate/ready":
 		return true
@@ -213,7 +220,11 @@ func (g *Gateway) holdSlot(w http.ResponseWriter, r *http.Request, id string, ro
 // per-client connection cap, the proxy's X-Forwarded-For and the logs all
 // name the same client for a request.
 func (g *Gateway) clientIP() access.ClientIP {
-	return access.ClientIP{Trusted: g.cfg.Server.isTrusted, Header: g.cfg.Access.ClientIPHeader}
+	c := access.ClientIP{Header: g.cfg.Access.ClientIPHeader}
+	if len(g.cfg.Server.trusted) > 0 { // server.trusted_proxies is restart-only
+		c.Trusted = g.cfg.Server.isTrusted // nil: no address copied to ask
+	}
+	return c
 }
 
 // dropCookies removes the named cookies from r's Cookie header and keeps

@@ -96,6 +96,7 @@ type Gateway struct {
 type homeRoute struct {
 	spec  wake.HomeSpec
 	token string
+	hooks homeRouteHooks // warmpath.go
 }
 
 // New builds a gateway from a validated config: it opens the store and the

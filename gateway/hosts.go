@@ -58,7 +58,7 @@ func (g *Gateway) byHost(next http.Handler) http.Handler {
 			if r.URL.RawPath != "" {
 				r.URL.RawPath = prefix + r.URL.RawPath
 			}
-			g.serveHome(w, r, h, g.nodeRoute(h), sub)
+			g.serveHome(w, r, h, g.nodeRoute(w, h), sub)
 		default:
 			next.ServeHTTP(w, r)
 		}

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,8 +18,15 @@ import (
 )
 
 // routes builds the public handler: hygiene first (framing, path
-// canonicalisation, request id), then the router.
+// canonicalisation, request id), then host routes, the app and home path
+// routes (fastroute.go), and the router for everything else.
 func (g *Gateway) routes() http.Handler {
+	return g.hygiene(g.byHost(g.pathRoutes(g.router()))) // host routes: hosts.go
+}
+
+// router is the public listener's router: every route, the app and home
+// routes included (pathRoutes serves those before it, the same way).
+func (g *Gateway) router() http.Handler {
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		g.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no route for this path."))
@@ -52,11 +57,14 @@ func (g *Gateway) routes() http.Handler {
 	g.rootRoutes(r) // GET / and /favicon.ico: rootpage.go
 	r.Post("/_wakegate/ready", g.serveReadySignal)
 	r.Get("/_wakegate/wake/{kind}/{name}", g.serveWakeStatus)
-	r.Handle("/apps/{slug}", http.HandlerFunc(g.redirectSlash))
-	r.Handle("/apps/{slug}/*", http.HandlerFunc(g.serveApp))
-	r.Handle("/node/{target}", http.HandlerFunc(g.serveNode))
-	r.Handle("/node/{target}/*", http.HandlerFunc(g.serveNode))
-	return g.hygiene(g.byHost(r)) // host routes: hosts.go
+	slug := func(serve func(http.ResponseWriter, *http.Request, string), param string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serve(w, r, chi.URLParam(r, param)) })
+	}
+	r.Handle("/apps/{slug}", slug(g.redirectSlash, "slug"))
+	r.Handle("/apps/{slug}/*", slug(g.serveApp, "slug"))
+	r.Handle("/node/{target}", slug(g.serveNode, "target"))
+	r.Handle("/node/{target}/*", slug(g.serveNode, "target"))
+	return r
 }
 
 // hygiene runs before routing: it refuses ambiguous framing and paths that
@@ -80,10 +88,11 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		// gateway's own self-probe keeps its mark (apps.go).
 		r, probe := g.routeTab.probe.hygiene(r)
 		// The request id comes before any answer, refusals included.
-		if r.Header.Get("X-Request-Id") == "" || !g.trustedPeer(r) || len(r.Header.Get("X-Request-Id")) > 128 {
-			r.Header.Set("X-Request-Id", g.newRequestID())
+		trusted := g.trustedPeer(r)
+		if id := r.Header.Get("X-Request-Id"); id == "" || !trusted || len(id) > 128 {
+			g.setRequestID(r, rw)
 		}
-		if g.trustedPeer(r) {
+		if trusted {
 			// A trusted proxy's request counts for the client it forwards
 			// for, under the same cap as a client's own connections.
 			ip, ok := g.connLimit.takeForwarded(r)
@@ -117,7 +126,10 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		if !g.clientAllowed(w, r) { // access.go
 			return
 		}
-		start := time.Now()
+		var start time.Time
+		if access {
+			start = time.Now()
+		}
 		next.ServeHTTP(rw, r)
 		g.metrics.observe(r.URL.Path, rw)
 		if !access || probe {
@@ -127,7 +139,11 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusSwitchingProtocols // hijacked
 		}
-		g.log.Log(r.Context(), accessLevel(r, status), "access", "method", r.Method, "path", r.URL.Path, "status", status,
+		level := accessLevel(r, status)
+		if !g.log.Enabled(r.Context(), level) {
+			return // no record to build
+		}
+		g.log.Log(r.Context(), level, "access", "method", r.Method, "path", r.URL.Path, "status", status,
 			"bytes", rw.bytes, "ms", float64(time.Since(start).Microseconds())/1000,
 			"remote", r.RemoteAddr, "request_id", r.Header.Get("X-Request-Id"))
 	})
@@ -145,12 +161,9 @@ func (g *Gateway) trustedPeer(r *http.Request) bool {
 	return ip != nil && g.cfg.Server.isTrusted(ip)
 }
 
-func (g *Gateway) newRequestID() string {
-	return g.reqPre + strconv.FormatUint(g.reqSeq.Add(1), 36)
-}
-
-func (g *Gateway) redirectSlash(w http.ResponseWriter, r *http.Request) {
-	if _, ok := g.appBySlug(chi.URLParam(r, "slug")); !ok {
+// redirectSlash answers /apps/{slug} with a redirect to /apps/{slug}/.
+func (g *Gateway) redirectSlash(w http.ResponseWriter, r *http.Request, slug string) {
+	if _, ok := g.appBySlug(slug); !ok {
 		g.writeError(w, r, errNoApp())
 		return
 	}
@@ -162,8 +175,9 @@ func (g *Gateway) redirectSlash(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
 }
 
-func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
-	app, ok := g.appBySlug(chi.URLParam(r, "slug"))
+// serveApp serves /apps/{slug}/...
+func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request, slug string) {
+	app, ok := g.appBySlug(slug)
 	if !ok {
 		g.writeError(w, r, errNoApp())
 		return
@@ -174,7 +188,7 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request) {
 // serveAppAt serves a request for app whose path carries prefix before
 // the app's own path ("" on the app's own host; hosts.go).
 func (g *Gateway) serveAppAt(w http.ResponseWriter, r *http.Request, app *appRoute, prefix string) {
-	route := &proxy.Route{Kind: "app", Name: app.cfg.Slug}
+	route := newRoute(w, "app", app.cfg.Slug)
 	if app.cfg.StripPrefix && prefix != "" {
 		route.StripPrefix = prefix
 	}
@@ -199,18 +213,19 @@ func (g *Gateway) serveAppAt(w http.ResponseWriter, r *http.Request, app *appRou
 	g.serveHome(w, r, g.current(app.home), route, strings.TrimPrefix(r.URL.Path, prefix))
 }
 
-func (g *Gateway) serveNode(w http.ResponseWriter, r *http.Request) {
-	h, ok := g.homeAt(chi.URLParam(r, "target"))
+// serveNode serves /node/{target} and /node/{target}/...
+func (g *Gateway) serveNode(w http.ResponseWriter, r *http.Request, target string) {
+	h, ok := g.homeAt(target)
 	if !ok {
 		g.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
 		return
 	}
-	g.serveHome(w, r, h, g.nodeRoute(h), strings.TrimPrefix(r.URL.Path, "/node/"+h.spec.Target))
+	g.serveHome(w, r, h, g.nodeRoute(w, h), strings.TrimPrefix(r.URL.Path, "/node/"+h.spec.Target))
 }
 
 // nodeRoute is the route of a request for home h.
-func (g *Gateway) nodeRoute(h *homeRoute) *proxy.Route {
-	return &proxy.Route{Kind: "node", Name: h.spec.Target}
+func (g *Gateway) nodeRoute(w http.ResponseWriter, h *homeRoute) *proxy.Route {
+	return newRoute(w, "node", h.spec.Target)
 }
 
 // serveHome counts the session, makes sure the home is awake and forwards.
@@ -241,7 +256,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 
 	eng := g.engine
 	if a, ok := eng.WarmAwake(id); ok {
-		g.forward(w, r, route, a)
+		g.forward(w, r, h, route, a)
 		return
 	}
 	if err := g.wakeRefused(r, id, sub); err != nil {
@@ -270,7 +285,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 			g.writeError(w, r, err)
 			return
 		}
-		g.forward(w, r, route, a)
+		g.forward(w, r, h, route, a)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), g.conf().Wake.WakeTimeout)
@@ -280,10 +295,11 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 		g.writeError(w, r, err)
 		return
 	}
-	g.forward(w, r, route, a)
+	g.forward(w, r, h, route, a)
 }
 
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.Route, a wake.Awake) {
+// forward sends r to home h, awake as a says.
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, route *proxy.Route, a wake.Awake) {
 	route.Upstream = g.appUpstream(route, a.Endpoint)
 	route.Waited = a.Waited
 	id := route.HomeID
@@ -291,12 +307,8 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, route *proxy.R
 	// A failed forward drops the warm verdict, replayable or not, so the
 	// next request wakes or probes the home again; a replayable one is
 	// retried once after a fresh wake.
-	route.OnFailure = func() { g.dropVerdict(id) }
-	route.Retry = func(ctx context.Context) (*url.URL, error) {
-		ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
-		defer cancel()
-		return g.engine.Redo(ctx, id)
-	}
+	hk := g.hooks(h)
+	route.OnFailure, route.Retry = hk.onFailure, hk.retry
 	slot, err := g.homeConns.acquire(r, id) // homeconns.go
 	if err != nil {
 		g.writeError(w, r, err)
@@ -421,6 +433,11 @@ type recorder struct {
 	// context that cuts a detached WebSocket relay (the hard stop).
 	end  reqEnd
 	stop context.Context
+	// route is the request's route (newRoute), and reqID the value of its
+	// X-Request-Id header when the gateway set it (setRequestID): one
+	// allocation for the three.
+	route proxy.Route
+	reqID [1]string
 }
 
 // reqEnd is what a request releases when it is over: its place in the
