@@ -1,0 +1,298 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/wakegate/wakegate/access"
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/proxy"
+)
+
+// benchGateway builds (without serving) a gateway with one app and one
+// static home, for the step benchmarks.
+func benchGateway(b *testing.B, extra string) *Gateway {
+	b.Helper()
+	text := fmt.Sprintf(`listen: "127.0.0.1:0"
+data_dir: %q
+log:
+  level: warn
+homes:
+  - id: demo
+    provider: static
+    endpoint: http://127.0.0.1:9/
+    probe: tcp
+apps:
+  - slug: bench
+    upstream: http://127.0.0.1:9/
+    kind: api
+%s`, filepath.Join(b.TempDir(), "data"), extra)
+	cfg, err := Load("steps.yaml", []byte(text))
+	if err != nil {
+		b.Fatalf("config: %v", err)
+	}
+	g, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(&testbin.LogBuffer{}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		b.Fatalf("New: %v", err)
+	}
+	b.Cleanup(g.Close)
+	return g
+}
+
+// benchRequest is a warm GET for an app as the server hands it over: its
+// context carries what net/http's and the gateway's connection contexts
+// carry.
+func benchRequest(path string) *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "http://gw.example"+path, nil)
+	r.RemoteAddr = "127.0.0.1:40000"
+	r.Header.Set("User-Agent", "wrk")
+	ctx := context.WithValue(context.Background(), http.ServerContextKey, &http.Server{})
+	ctx = context.WithValue(ctx, http.LocalAddrContextKey, &net.TCPAddr{})
+	ctx = context.WithValue(ctx, framingKey{}, &framingConn{})
+	ctx, cancel := context.WithCancel(ctx)
+	_ = cancel
+	return r.WithContext(ctx)
+}
+
+// BenchmarkWarmSteps measures, one at a time, the steps the gateway's own
+// handler takes for a warm request (hygiene, routing, access, metrics,
+// the forward's bookkeeping), in their current form and, where it
+// changed, the form they replaced ("old").
+func BenchmarkWarmSteps(b *testing.B) {
+	g := benchGateway(b, "")
+	gRate := benchGateway(b, "limits:\n  client_rate: 1000000\n")
+	gTrust := benchGateway(b, "server:\n  trusted_proxies: [10.0.0.0/8]\n")
+	r := benchRequest("/apps/bench/small")
+	w := httptest.NewRecorder()
+	app, _ := g.appBySlug("bench")
+	home, _ := g.homeAt("demo")
+
+	b.Run("recorder", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rw := &recorder{ResponseWriter: w, stop: g.hardStop, end: reqEnd{inflight: &g.inflight}}
+			g.inflight.Add(1)
+			rw.end.run()
+		}
+	})
+	b.Run("request_id/old", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r.Header.Set("X-Request-Id", g.reqPre+strconv.FormatUint(g.reqSeq.Add(1), 36))
+		}
+	})
+	b.Run("request_id", func(b *testing.B) {
+		b.ReportAllocs()
+		rw := &recorder{}
+		for b.Loop() {
+			g.setRequestID(r, rw)
+		}
+	})
+	b.Run("probe_mark", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = g.routeTab.probe.hygiene(r)
+		}
+	})
+	b.Run("trusted_peer/none", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = g.trustedPeer(r)
+		}
+	})
+	b.Run("trusted_peer/one_cidr", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = gTrust.trustedPeer(r)
+		}
+	})
+	b.Run("framing_check", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = framingConflict(r.Context())
+		}
+	})
+	b.Run("canonical_path", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _, _ = proxy.CanonicalPath(r.URL.EscapedPath())
+		}
+	})
+	b.Run("client_allowed/rate_off/old", func(b *testing.B) {
+		b.ReportAllocs()
+		ip := access.ClientIP{Trusted: g.cfg.Server.isTrusted}
+		for b.Loop() {
+			_ = g.gate.limits.Client(ip.Of(r))
+		}
+	})
+	b.Run("client_allowed/rate_off", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = g.clientAllowed(w, r)
+		}
+	})
+	b.Run("client_allowed/rate_on", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = gRate.clientAllowed(w, r)
+		}
+	})
+	b.Run("client_ip", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = g.gate.ip.Of(r)
+		}
+	})
+	b.Run("self_probe_check", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = isSelfProbe(r)
+		}
+	})
+	noop := func(http.ResponseWriter, *http.Request, string) {}
+	b.Run("route/chi", func(b *testing.B) {
+		mux := chi.NewRouter()
+		mux.Handle("/apps/{slug}/*", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			noop(w, r, chi.URLParam(r, "slug"))
+		}))
+		b.ReportAllocs()
+		for b.Loop() {
+			mux.ServeHTTP(w, r)
+		}
+	})
+	b.Run("route/split", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = g.servePathRoute(w, benchMethodOnly)
+		}
+	})
+	b.Run("route/lookup", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = g.appBySlug("bench")
+		}
+	})
+	b.Run("route/alloc", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = newRoute(w, "app", "bench")
+		}
+	})
+	b.Run("admit/public", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = g.admit(w, r, "app", "bench", nil)
+		}
+	})
+	b.Run("published", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = g.routeTab.published(app)
+		}
+	})
+	b.Run("mark_forward", func(b *testing.B) {
+		b.ReportAllocs()
+		rw := &recorder{ResponseWriter: w}
+		for b.Loop() {
+			markForward(rw)
+		}
+	})
+	b.Run("time_now", func(b *testing.B) {
+		for b.Loop() {
+			_ = time.Now()
+		}
+	})
+	b.Run("metrics_observe", func(b *testing.B) {
+		b.ReportAllocs()
+		now := time.Now()
+		rw := &recorder{status: 200, fwd: now, headerAt: now.Add(time.Millisecond)}
+		for b.Loop() {
+			g.metrics.observe("/apps/bench/small", rw)
+		}
+	})
+	b.Run("note_passive", func(b *testing.B) {
+		b.ReportAllocs()
+		now := time.Now()
+		rw := &recorder{status: 200, fwd: now, headerAt: now}
+		for b.Loop() {
+			notePassive(rw, app)
+		}
+	})
+	b.Run("access_log_off_by_level/old", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			g.log.Log(r.Context(), slog.LevelInfo, "access", "method", r.Method, "path", r.URL.Path, "status", 200,
+				"bytes", int64(1024), "ms", 0.25, "remote", r.RemoteAddr, "request_id", r.Header.Get("X-Request-Id"))
+		}
+	})
+	b.Run("access_log_off_by_level", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if g.log.Enabled(r.Context(), slog.LevelInfo) {
+				b.Fatal("info is on")
+			}
+		}
+	})
+	b.Run("home_conn_cap", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			slot, err := g.homeConns.acquire(r, "demo")
+			if err != nil {
+				b.Fatal(err)
+			}
+			g.homeConns.release(slot)
+		}
+	})
+	b.Run("forward_hooks/old", func(b *testing.B) {
+		b.ReportAllocs()
+		route := &proxy.Route{}
+		for b.Loop() {
+			id := home.spec.ID
+			route.OnFailure = func() { g.dropVerdict(id) }
+			route.Retry = func(ctx context.Context) (*url.URL, error) {
+				ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
+				defer cancel()
+				return g.engine.Redo(ctx, id)
+			}
+		}
+	})
+	b.Run("forward_hooks", func(b *testing.B) {
+		b.ReportAllocs()
+		route := &proxy.Route{}
+		for b.Loop() {
+			hk := g.hooks(home)
+			route.OnFailure, route.Retry = hk.onFailure, hk.retry
+		}
+	})
+	b.Run("session", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			g.sessions.End(g.sessions.Begin("demo"))
+		}
+	})
+	b.Run("warm_verdict", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = g.engine.WarmAwake("demo")
+		}
+	})
+}
+
+// benchMethodOnly is a request the path routes leave to the router after
+// the whole split (a name, no segment after it, an unknown method is
+// checked first): it measures the split alone.
+var benchMethodOnly = func() *http.Request {
+	r := httptest.NewRequest(http.MethodGet, "http://gw.example/apps//small", nil)
+	return r
+}()
