@@ -26,6 +26,9 @@ type ClientIP struct {
 // is not host:port).
 func (c ClientIP) Of(r *http.Request) string {
 	if a := c.Addr(r); a.IsValid() {
+		if host, ok := peerText(r.RemoteAddr, a); ok {
+			return host // no new string for a client that is its own peer
+		}
 		return a.String()
 	}
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
@@ -77,4 +80,18 @@ func (c ClientIP) Addr(r *http.Request) netip.Addr {
 // TrustedAddr reports whether ip is a trusted proxy.
 func (c ClientIP) TrustedAddr(ip netip.Addr) bool {
 	return c.Trusted != nil && c.Trusted(ip.AsSlice())
+}
+
+// peerText returns the host part of remote, a host:port peer address,
+// when it is the IPv4 address a: then it is already a's text (an IPv4
+// address parses only in its one dotted-decimal form), and a request's
+// client costs no new string.
+func peerText(remote string, a netip.Addr) (string, bool) {
+	i := strings.LastIndexByte(remote, ':')
+	if !a.Is4() || i < 0 {
+		return "", false
+	}
+	host := remote[:i]
+	h, err := netip.ParseAddr(host)
+	return host, err == nil && h == a
 }
