@@ -17,6 +17,9 @@ type ClientIP struct {
 	// Trusted reports whether an address is a trusted proxy; nil trusts
 	// nobody.
 	Trusted func(net.IP) bool
+	// TrustedIP, when set, is asked instead of Trusted, with the address
+	// as it is (no copy of it made to ask).
+	TrustedIP func(netip.Addr) bool
 	// Header is the client-IP header honoured from trusted proxies ("" for
 	// none).
 	Header string
@@ -79,6 +82,9 @@ func (c ClientIP) Addr(r *http.Request) netip.Addr {
 
 // TrustedAddr reports whether ip is a trusted proxy.
 func (c ClientIP) TrustedAddr(ip netip.Addr) bool {
+	if c.TrustedIP != nil {
+		return c.TrustedIP(ip)
+	}
 	return c.Trusted != nil && c.Trusted(ip.AsSlice())
 }
 

@@ -176,7 +176,8 @@ homes:
 // requests of one client in flight, a fourth of that client gets 429
 // too_many_connections, whether the proxy names it in X-Forwarded-For or
 // in the client-IP header (the cap resolves clients as the rate limits
-// do), while another client's request goes through.
+// do), while another client's request goes through; once the three are
+// over, the client's requests go through again.
 func TestConnsPerClientBehindTrustedProxy(t *testing.T) {
 	t.Parallel()
 	a := admStart(t, admDemo, "server:\n  max_conns_per_client: 3\n  trusted_proxies: [127.0.0.1]\n"+
@@ -221,4 +222,9 @@ func TestConnsPerClientBehindTrustedProxy(t *testing.T) {
 			t.Errorf("slow request: %d, want 200", code)
 		}
 	}
+	// Once they are over, the client's places are given back.
+	testbin.Eventually(t, "the client's places given back", func() bool {
+		res, _ := e2eGet(t, c, "http://"+a.addr+"/node/demo/whoami", forwarded("198.51.100.7"))
+		return res.StatusCode == http.StatusOK
+	})
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -77,7 +77,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		g.inflight.Add(1)
 		// rw.end releases the request: when this handler returns, or
 		// when its WebSocket relay ends (Detach).
-		rw := &recorder{ResponseWriter: w, stop: g.hardStop, end: reqEnd{inflight: &g.inflight}}
+		rw := &recorder{ResponseWriter: w, end: reqEnd{g: g}}
 		defer rw.end.run()
 		if minResponseRate {
 			// The last response on this connection may have left a write
@@ -102,7 +102,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 					"This client has too many connections open."))
 				return
 			}
-			rw.end.add(func() { g.connLimit.release(ip) })
+			rw.end.client = ip
 		}
 		if framingConflict(r.Context()) {
 			w.Header().Set("Connection", "close")
@@ -149,16 +149,16 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 	})
 }
 
+// trustedPeer reports whether r's peer is a trusted proxy.
 func (g *Gateway) trustedPeer(r *http.Request) bool {
 	if len(g.cfg.Server.trusted) == 0 {
 		return false // no address to parse on every request
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil || ap.Addr().Zone() != "" {
+		return false // not an IP peer; a zoned one is not trusted either
 	}
-	ip := net.ParseIP(host)
-	return ip != nil && g.cfg.Server.isTrusted(ip)
+	return g.cfg.Server.trustsAddr(ap.Addr())
 }
 
 // redirectSlash answers /apps/{slug} with a redirect to /apps/{slug}/.
@@ -429,10 +429,8 @@ type recorder struct {
 	// fwd is when the request was forwarded (after any wake wait), and
 	// headerAt when its response headers were written.
 	fwd, headerAt time.Time
-	// end is what the request releases when it is over; stop is the
-	// context that cuts a detached WebSocket relay (the hard stop).
-	end  reqEnd
-	stop context.Context
+	// end is what the request releases when it is over.
+	end reqEnd
 	// route is the request's route (newRoute), and reqID the value of its
 	// X-Request-Id header when the gateway set it (setRequestID): one
 	// allocation for the three.
@@ -440,11 +438,16 @@ type recorder struct {
 	reqID [1]string
 }
 
-// reqEnd is what a request releases when it is over: its place in the
-// in-flight count, last, and the functions added to it, last added first.
+// reqEnd is what a request releases when it is over: the functions added
+// to it, last added first, then its forwarded client's place under the
+// connection cap, and its place in the in-flight count last.
 type reqEnd struct {
-	inflight *rtInflight
-	fns      []func()
+	g   *Gateway // nil once released
+	fns []func()
+	// client is whom a trusted proxy forwarded the request for, counted
+	// by connLimit.takeForwarded until the request is over (invalid when
+	// not counted).
+	client netip.Addr
 }
 
 // add has f run when the request is over.
@@ -456,9 +459,10 @@ func (e *reqEnd) run() {
 		e.fns[i]()
 	}
 	e.fns = nil
-	if e.inflight != nil {
-		e.inflight.Done()
-		e.inflight = nil
+	if e.g != nil {
+		e.g.connLimit.release(e.client)
+		e.g.inflight.Done()
+		e.g = nil
 	}
 }
 
@@ -467,9 +471,12 @@ func (e *reqEnd) run() {
 // the request (its session, its place in the drain's count) ends when the
 // relay does, or when the hard stop cuts it.
 func (r *recorder) Detach() (context.Context, func()) {
-	e := &reqEnd{inflight: r.end.inflight, fns: r.end.fns}
-	r.end = reqEnd{}
-	return r.stop, e.run
+	e := new(reqEnd)
+	*e, r.end = r.end, reqEnd{}
+	if e.g == nil {
+		return context.Background(), e.run // released already
+	}
+	return e.g.hardStop, e.run
 }
 
 // atEnd has f run when the request served through w is over, when w is

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"sync/atomic"
@@ -69,3 +70,14 @@ func (g *Gateway) hooks(h *homeRoute) *homeHooks {
 
 // homeRouteHooks is the field homeRoute keeps its hooks in.
 type homeRouteHooks = atomic.Pointer[homeHooks]
+
+// trustsAddr is isTrusted for an address as netip holds it; it copies the
+// address on the stack, where isTrusted's net.IP would be a new slice.
+func (s *ServerConfig) trustsAddr(ip netip.Addr) bool {
+	if ip.Is4() {
+		b := ip.As4()
+		return s.isTrusted(b[:])
+	}
+	b := ip.As16()
+	return s.isTrusted(b[:])
+}

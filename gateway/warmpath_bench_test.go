@@ -81,7 +81,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("recorder", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			rw := &recorder{ResponseWriter: w, stop: g.hardStop, end: reqEnd{inflight: &g.inflight}}
+			rw := &recorder{ResponseWriter: w, end: reqEnd{g: g}}
 			g.inflight.Add(1)
 			rw.end.run()
 		}
@@ -296,3 +296,28 @@ var benchMethodOnly = func() *http.Request {
 	r := httptest.NewRequest(http.MethodGet, "http://gw.example/apps//small", nil)
 	return r
 }()
+
+// BenchmarkHygieneTrusted serves requests through the public handler
+// from a trusted proxy (server.trusted_proxies) for a home that does not
+// exist, so that what is measured is hygiene: the trusted-peer check, the
+// forwarded client's connection count, the client's rate and a 404.
+func BenchmarkHygieneTrusted(b *testing.B) {
+	for _, c := range []struct{ name, extra string }{
+		{"untrusted", ""},
+		{"trusted", "server:\n  trusted_proxies: [127.0.0.0/8]\n"},
+		{"trusted_rate", "server:\n  trusted_proxies: [127.0.0.0/8]\nlimits:\n  client_rate: 1000000\n"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			g := benchGateway(b, c.extra)
+			h := g.routes()
+			r := benchRequest("/node/nope/x")
+			r.Header.Set("X-Forwarded-For", "198.51.100.7")
+			w := httptest.NewRecorder()
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeHTTP(w, r)
+				w.Body.Reset()
+			}
+		})
+	}
+}
