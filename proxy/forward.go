@@ -125,6 +125,13 @@ type Proxy struct {
 	// relayBufs counts those the relays hold now.
 	bufs      *bufferPool
 	relayBufs atomic.Int64
+
+	// apps and homes carry plain HTTP/1.1 requests, for routes without
+	// and with a HomeID (their response header timeouts differ).
+	fwdApps, fwdHomes *forwarder
+	// noDirect sends every request through ReverseProxy (direct.go); set
+	// only by tests, which compare the two paths.
+	noDirect bool
 }
 
 type routeKey struct{}
@@ -161,12 +168,11 @@ func New(o Options) *Proxy {
 	for _, h := range o.StripHeaders {
 		p.stripped = append(p.stripped, http.CanonicalHeaderKey(h))
 	}
+	p.fwdApps = &forwarder{pool: conns, headerTimeout: tr.ResponseHeaderTimeout, fallback: tr}
+	p.fwdHomes = &forwarder{pool: conns, headerTimeout: homes.ResponseHeaderTimeout, fallback: homes}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite: p.rewrite,
-		Transport: retryTransport{
-			apps:  &forwarder{pool: conns, headerTimeout: tr.ResponseHeaderTimeout, fallback: tr},
-			homes: &forwarder{pool: conns, headerTimeout: homes.ResponseHeaderTimeout, fallback: homes},
-		},
+		Rewrite:        p.rewrite,
+		Transport:      retryTransport{apps: p.fwdApps, homes: p.fwdHomes},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
@@ -218,6 +224,10 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 	}
 	if route.RelayToken != "" {
 		w = &infoMaskWriter{ResponseWriter: w, secret: route.RelayToken} // leak.go
+	}
+	if p.direct(r, route) {
+		p.serveDirect(w, r, route) // direct.go
+		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), routeKey{}, route))
 	p.rp.ServeHTTP(w, r)
@@ -272,25 +282,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	target := route.Upstream
 	out.URL.Scheme = target.Scheme
 	out.URL.Host = target.Host
-	path, raw := pr.In.URL.Path, pr.In.URL.RawPath
-	if route.StripPrefix != "" {
-		path = strings.TrimPrefix(path, route.StripPrefix)
-		raw = strings.TrimPrefix(raw, route.StripPrefix)
-		if path == "" || path[0] != '/' {
-			path = "/" + path
-			if raw != "" {
-				raw = "/" + raw
-			}
-		}
-	}
-	if target.Path != "" && target.Path != "/" {
-		base := strings.TrimSuffix(target.Path, "/")
-		path = base + path
-		if raw != "" {
-			raw = strings.TrimSuffix(target.EscapedPath(), "/") + raw
-		}
-	}
-	out.URL.Path, out.URL.RawPath = path, raw
+	out.URL.Path, out.URL.RawPath = route.upstreamPath(pr.In.URL)
 	out.Host = target.Host
 	for _, h := range p.stripped {
 		delete(out.Header, h) // canonical already
@@ -324,6 +316,31 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
+// upstreamPath is the path and raw path of in toward route's upstream:
+// StripPrefix removed, the upstream's base path put in front.
+func (route *Route) upstreamPath(in *url.URL) (path, raw string) {
+	target := route.Upstream
+	path, raw = in.Path, in.RawPath
+	if route.StripPrefix != "" {
+		path = strings.TrimPrefix(path, route.StripPrefix)
+		raw = strings.TrimPrefix(raw, route.StripPrefix)
+		if path == "" || path[0] != '/' {
+			path = "/" + path
+			if raw != "" {
+				raw = "/" + raw
+			}
+		}
+	}
+	if target.Path != "" && target.Path != "/" {
+		base := strings.TrimSuffix(target.Path, "/")
+		path = base + path
+		if raw != "" {
+			raw = strings.TrimSuffix(target.EscapedPath(), "/") + raw
+		}
+	}
+	return path, raw
+}
+
 // identityHeaders name the client's address or the original request
 // (besides X-Forwarded-*); they are kept only from trusted proxies (DESIGN
 // rule 22).
@@ -338,19 +355,21 @@ var identityHeaders = map[string]bool{"X-Real-Ip": true, "True-Client-Ip": true,
 // the real ones.
 func (p *Proxy) scrub(h http.Header, untrusted bool) {
 	for k := range h {
-		n := k
-		under := strings.IndexByte(k, '_') >= 0
-		if under {
-			n = http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
-		}
-		identity := identityHeaders[n] || strings.HasPrefix(n, "X-Forwarded-")
-		switch {
-		case untrusted && identity:
-			delete(h, k)
-		case under && (identity || p.isStripped(n)):
+		if p.scrubbed(k, untrusted) {
 			delete(h, k)
 		}
 	}
+}
+
+// scrubbed reports whether scrub removes the field named k.
+func (p *Proxy) scrubbed(k string, untrusted bool) bool {
+	n := k
+	under := strings.IndexByte(k, '_') >= 0
+	if under {
+		n = http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
+	}
+	identity := identityHeaders[n] || strings.HasPrefix(n, "X-Forwarded-")
+	return (untrusted && identity) || (under && (identity || p.isStripped(n)))
 }
 
 // isStripped reports whether canonical header name n is one of the
@@ -389,6 +408,16 @@ func (p *Proxy) trustedPeer(r *http.Request) bool {
 
 func (p *Proxy) modifyResponse(res *http.Response) error {
 	route := routeFrom(res.Request.Context())
+	p.adjustResponse(res, route)
+	if rel := route.rel; rel != nil && res.StatusCode == http.StatusSwitchingProtocols {
+		return p.handOff(res, rel) // relay_pump.go
+	}
+	return nil
+}
+
+// adjustResponse removes the stripped headers from res, masks the relay
+// token in its headers, body and trailers, and reports the wake's wait.
+func (p *Proxy) adjustResponse(res *http.Response, route *Route) {
 	for _, h := range p.stripped {
 		delete(res.Header, h) // canonical already
 	}
@@ -401,28 +430,29 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	if route.Waited > 0 {
 		res.Header.Add("Server-Timing", "wake;dur="+strconv.FormatInt(route.Waited.Milliseconds(), 10))
 	}
-	if rel := route.rel; rel != nil && res.StatusCode == http.StatusSwitchingProtocols {
-		return p.handOff(res, rel) // relay_pump.go
-	}
-	return nil
 }
 
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	if err == errRelayOver {
 		return // the relay has the connections (relay_pump.go)
 	}
-	route := routeFrom(r.Context())
+	p.answerError(w, r, routeFrom(r.Context()), r.URL.Path, err)
+}
+
+// answerError answers the request r of route (nil for none), whose
+// forward to path failed with err, and logs why.
+func (p *Proxy) answerError(w http.ResponseWriter, r *http.Request, route *Route, path string, err error) {
 	if route != nil && route.bodyCut.Load() {
 		// The client, not the upstream, failed: no verdict is dropped. The
 		// server ended the request's context with the read that timed out.
 		p.opts.Log.Info("request body cut: slower than the minimum rate", "route", route.Name,
-			"path", r.URL.Path, "request_id", r.Header.Get("X-Request-Id"))
+			"path", path, "request_id", r.Header.Get("X-Request-Id"))
 		w.Header().Set("Connection", "close")
 		WriteClassified(w, r, bodyTooSlow)
 		return
 	}
 	if berr := route.clientBodyFailed(); berr != nil && r.Context().Err() == nil {
-		p.opts.Log.Info("request body unreadable", "route", route.Name, "path", r.URL.Path,
+		p.opts.Log.Info("request body unreadable", "route", route.Name, "path", path,
 			"request_id", r.Header.Get("X-Request-Id"), "err", berr)
 		w.Header().Set("Connection", "close")
 		WriteClassified(w, r, badBody(berr))
@@ -449,7 +479,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	// The cause is for the log only; the caller gets the code, the
 	// sentence and this request id.
-	p.opts.Log.Warn("proxy error", "route", name, "path", r.URL.Path, "status", c.Status, "code", c.Code,
+	p.opts.Log.Warn("proxy error", "route", name, "path", path, "status", c.Status, "code", c.Code,
 		"request_id", r.Header.Get("X-Request-Id"), "err", err)
 	WriteClassified(w, r, c)
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -57,16 +58,50 @@ func (u *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !plainHTTP1(req) {
 		return u.fallback.RoundTrip(req)
 	}
-	ctx := req.Context()
-	addr := hostPort(req.URL)
+	res, err := u.send(req.Context(), hostPort(req.URL), req, reqSender{req})
+	if ns, ok := err.(errNotSent); ok {
+		closeRequestBody(req)
+		err = ns.error
+	}
+	return res, err
+}
+
+// sender writes one outbound request: the forwarder's RoundTrip sends an
+// *http.Request (reqSender), the direct path writes the head straight from
+// the inbound request (direct.go).
+type sender interface {
+	// start writes, on the round trip's goroutine, what may be written
+	// before the body: the direct path's head, nothing for reqSender.
+	start(bw *bufio.Writer) error
+	// write writes the rest of the request to bw and flushes it. body is
+	// the request body to send (through the exchange's recorder), nil for
+	// none; with a body, write runs on a goroutine of its own.
+	write(bw *bufio.Writer, body io.ReadCloser) error
+	// got1xx passes an informational response on.
+	got1xx(code int, h http.Header) error
+	// closes reports whether the request asks the upstream to close the
+	// connection after the response.
+	closes() bool
+}
+
+// errNotSent marks a failure to get a connection (nothing of the request
+// was sent); the callers of send unwrap it.
+type errNotSent struct{ error }
+
+func (e errNotSent) Unwrap() error { return e.error }
+
+// send carries req, written by s, to addr: on an idle pooled connection
+// or a new one, and once more on a fresh connection when a reused one
+// turns out stale (staleRetry). req gives the method, body and header
+// that the response framing and the retry rule read.
+func (u *forwarder) send(ctx context.Context, addr string, req *http.Request, s sender) (*http.Response, error) {
 	c, err := u.pool.get(ctx, addr)
 	for retried := false; ; retried = true {
 		if err != nil {
-			closeRequestBody(req)
-			return nil, err
+			return nil, errNotSent{err}
 		}
 		var res *http.Response
-		res, err = u.exchange(ctx, c, req)
+		res, err = u.exchange(ctx, c, req, s)
 		if err == nil {
 			return res, nil
 		}
@@ -123,12 +158,16 @@ func idempotent(req *http.Request) bool {
 
 // exchange sends req on c and reads the response headers. On success the
 // response's body owns c; on failure c is closed.
-func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request) (*http.Response, error) {
+func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, s sender) (*http.Response, error) {
 	c.written = 0
 	c.headerLeft = maxResponseHeaderBytes
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
 	var wrote chan error
 	bw := u.pool.writer(c)
+	if err := s.start(bw); err != nil {
+		u.pool.putWriter(bw)
+		return nil, u.fail(ctx, c, stop, nil, err)
+	}
 	if hasBody(req) {
 		wrote = make(chan error, 1)
 		// The body is read through a recorder: when reading the caller's
@@ -136,10 +175,8 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request) 
 		// waits for a body that never comes, so the exchange is cut at
 		// once and the read error is what the round trip returns.
 		body := &readRecorder{rc: req.Body}
-		out := *req
-		out.Body = body
 		go func() {
-			err := writeRequest(&out, bw)
+			err := s.write(bw, body)
 			u.pool.putWriter(bw)
 			if err != nil && body.err != nil {
 				_ = c.SetDeadline(aLongTimeAgo)
@@ -147,7 +184,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request) 
 			wrote <- err
 		}()
 	} else {
-		err := writeRequest(req, bw)
+		err := s.write(bw, nil)
 		u.pool.putWriter(bw)
 		if err != nil {
 			return nil, u.fail(ctx, c, stop, nil, err)
@@ -156,7 +193,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request) 
 	if u.headerTimeout > 0 {
 		_ = c.SetReadDeadline(time.Now().Add(u.headerTimeout))
 	}
-	res, err := readResponse(c, req)
+	res, err := readResponse(c, req, s)
 	if err != nil {
 		return nil, u.fail(ctx, c, stop, wrote, err)
 	}
@@ -167,7 +204,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request) 
 			_ = c.SetDeadline(aLongTimeAgo)
 		}
 	}
-	b := &upBody{pool: u.pool, c: c, stop: stop, wrote: wrote, reusable: !res.Close && !req.Close}
+	b := &upBody{pool: u.pool, c: c, stop: stop, wrote: wrote, reusable: !res.Close && !s.closes()}
 	if res.Body == http.NoBody {
 		b.finish(true)
 		return res, nil
@@ -195,9 +232,8 @@ func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wrote
 }
 
 // readResponse reads the final response to req from c, passing any 1xx
-// informational responses to the request's trace (ReverseProxy relays
-// them to the client).
-func readResponse(c *upConn, req *http.Request) (*http.Response, error) {
+// informational responses to s.
+func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error) {
 	for n := 0; ; n++ {
 		res, err := http.ReadResponse(c.br, req)
 		if err != nil {
@@ -215,12 +251,35 @@ func readResponse(c *upConn, req *http.Request) (*http.Response, error) {
 			return nil, errTooMany1xx
 		}
 		c.headerLeft = maxResponseHeaderBytes
-		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.Got1xxResponse != nil {
-			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(res.Header)); err != nil {
-				return nil, err
-			}
+		if err := s.got1xx(code, res.Header); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// reqSender sends an *http.Request (ReverseProxy's outbound request),
+// and passes 1xx responses to its trace, from which ReverseProxy relays
+// them to the client.
+type reqSender struct{ req *http.Request }
+
+func (s reqSender) start(*bufio.Writer) error { return nil }
+
+func (s reqSender) closes() bool { return s.req.Close }
+
+func (s reqSender) write(bw *bufio.Writer, body io.ReadCloser) error {
+	if body == nil {
+		return writeRequest(s.req, bw)
+	}
+	out := *s.req
+	out.Body = body
+	return writeRequest(&out, bw)
+}
+
+func (s reqSender) got1xx(code int, h http.Header) error {
+	if trace := httptrace.ContextClientTrace(s.req.Context()); trace != nil && trace.Got1xxResponse != nil {
+		return trace.Got1xxResponse(code, textproto.MIMEHeader(h))
+	}
+	return nil
 }
 
 // upBody is a response body that gives its connection back to the pool

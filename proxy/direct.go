@@ -1,0 +1,463 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// The direct path carries a plain request (no upgrade, no Expect, an http
+// upstream) without ReverseProxy: on the handler's goroutine it writes the
+// outbound head straight from the inbound request into the forwarder's
+// pooled writer (no cloned request, no copied header map), and copies the
+// response's header slices into the client's header map. What it sends
+// and answers is what ReverseProxy with rewrite, the forwarder,
+// modifyResponse, errorHandler and retryTransport send and answer; a
+// request with anything unusual (a field that would need cleaning, a query
+// ReverseProxy would re-encode, request trailers) takes ReverseProxy.
+
+// direct reports whether r goes by the direct path.
+func (p *Proxy) direct(r *http.Request, route *Route) bool {
+	if p.noDirect || route.rel != nil || route.Upstream == nil || route.Upstream.Scheme != "http" ||
+		r.URL.Opaque != "" || len(r.Trailer) > 0 || r.Method == http.MethodConnect || !plainText(r.Method) {
+		return false
+	}
+	if _, up := r.Header["Upgrade"]; up || r.Header.Get("Expect") != "" {
+		return false
+	}
+	if hasBody(r) && (r.ContentLength == 0 || r.ContentLength < 0 && bodyless(r.Method)) {
+		return false // the Transport would probe the body first
+	}
+	host := route.Upstream.Host
+	if strings.IndexByte(host, '%') >= 0 || !httpguts.ValidHostHeader(host) ||
+		!plainQuery(r.URL.RawQuery) || !plainText(r.URL.RawQuery) || !plainText(r.Host) {
+		return false
+	}
+	for k, vs := range r.Header {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !plainText(v) {
+				return false
+			}
+		}
+	}
+	for _, v := range r.Header["Connection"] {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = textproto.TrimString(t); t != "" && !httpguts.ValidHeaderFieldName(t) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// bodyless reports whether requests of method usually have no body (the
+// Transport's rule for a body of unknown length).
+func bodyless(method string) bool {
+	switch method {
+	case "GET", "HEAD", "DELETE", "OPTIONS", "PROPFIND", "SEARCH":
+		return true
+	}
+	return false
+}
+
+// plainQuery reports whether ReverseProxy keeps the raw query q as it is
+// (cleanQueryParams re-encodes one with a ';' or a bad escape).
+func plainQuery(q string) bool {
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			return false
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+var newlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
+
+// directReq is one request on the direct path: the sender of its
+// outbound request (upstream.go).
+type directReq struct {
+	p     *Proxy
+	w     http.ResponseWriter
+	r     *http.Request
+	route *Route
+	// host is the upstream's host, the outbound Host.
+	host string
+	// path and raw are the outbound path (Route.upstreamPath).
+	path, raw string
+	trusted   bool
+	realIP    string
+	// length is the body's length, -1 for chunked; 0 without a body.
+	length int64
+}
+
+// serveDirect forwards r to route's upstream and answers w.
+func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route) {
+	d := &directReq{p: p, w: w, r: r, route: route, host: route.Upstream.Host}
+	d.path, d.raw = route.upstreamPath(r.URL)
+	d.trusted = p.trustedPeer(r)
+	d.realIP = p.clientIP(r)
+	if hasBody(r) {
+		d.length = r.ContentLength
+	}
+	if !plainText(d.realIP) {
+		d.realIP = newlineToSpace.Replace(d.realIP) // as Header.Write cleans a value
+	}
+	res, err := d.roundTrip()
+	if err != nil {
+		p.answerError(w, r, route, d.path, err)
+		return
+	}
+	d.answer(res)
+}
+
+// roundTrip sends the request and reads the response's head, with
+// retryTransport's rules: every failed forward is reported to the route,
+// and one whose upstream could not be reached, with no body, is sent once
+// more to the upstream the route's Retry returns.
+func (d *directReq) roundTrip() (*http.Response, error) {
+	route, r := d.route, d.r
+	fwd := d.p.fwdApps
+	if route.HomeID != "" {
+		fwd = d.p.fwdHomes
+	}
+	res, err := d.send(fwd, route.Upstream)
+	if err == nil {
+		return res, nil
+	}
+	if route.bodyCut.Load() || route.clientBodyFailed() != nil {
+		return nil, err // a body cut for its rate, or unreadable, is the client's failure
+	}
+	route.failed(r)
+	if route.Retry == nil || !unreached(err) || hasBody(r) {
+		return nil, err
+	}
+	u, rerr := route.Retry(r.Context())
+	if rerr != nil {
+		return nil, rerr
+	}
+	route.Upstream = u
+	if u.Scheme != "http" {
+		return nil, fmt.Errorf("retry toward %s: not a plain http upstream", u.Redacted())
+	}
+	d.host = u.Host
+	res, err = d.send(fwd, u)
+	if err != nil {
+		route.failed(r)
+	}
+	return res, err
+}
+
+func (d *directReq) send(fwd *forwarder, u *url.URL) (*http.Response, error) {
+	res, err := fwd.send(d.r.Context(), hostPort(u), d.r, d)
+	if ns, ok := err.(errNotSent); ok {
+		err = ns.error
+	}
+	return res, err
+}
+
+// start writes the head of the outbound request, and flushes it when a
+// body follows (the Transport does, so the upstream sees the head before
+// a slow body).
+func (d *directReq) start(bw *bufio.Writer) error {
+	r := d.r
+	_, _ = bw.WriteString(r.Method)
+	_ = bw.WriteByte(' ')
+	u := url.URL{Path: d.path, RawPath: d.raw}
+	if ep := u.EscapedPath(); ep != "" {
+		_, _ = bw.WriteString(ep)
+	} else {
+		_ = bw.WriteByte('/')
+	}
+	if r.URL.ForceQuery || r.URL.RawQuery != "" {
+		_ = bw.WriteByte('?')
+		_, _ = bw.WriteString(r.URL.RawQuery)
+	}
+	_, _ = bw.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = bw.WriteString(d.host)
+	_, _ = bw.WriteString("\r\n")
+	conn := r.Header["Connection"]
+	if ua := r.Header["User-Agent"]; len(ua) > 0 && ua[0] != "" && !listed(conn, "User-Agent") {
+		writeField(bw, "User-Agent", textproto.TrimString(ua[0]))
+	}
+	switch {
+	case d.length > 0:
+		_, _ = bw.WriteString("Content-Length: ")
+		_, _ = bw.WriteString(strconv.FormatInt(d.length, 10))
+		_, _ = bw.WriteString("\r\n")
+	case d.length < 0:
+		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
+	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
+		_, _ = bw.WriteString("Content-Length: 0\r\n") // many servers expect a length for these
+	}
+	untrusted := !d.trusted
+	for k, vs := range r.Header {
+		if d.skip(k, conn, untrusted) {
+			continue
+		}
+		for _, v := range vs {
+			writeField(bw, k, textproto.TrimString(v))
+		}
+	}
+	d.writeGatewayFields(bw)
+	_, _ = bw.WriteString("\r\n")
+	if d.length != 0 {
+		return bw.Flush()
+	}
+	return nil
+}
+
+// writeGatewayFields writes the fields rewrite sets: Te, the relay token,
+// X-Forwarded-*, X-Real-Ip and X-Request-Id.
+func (d *directReq) writeGatewayFields(bw *bufio.Writer) {
+	r := d.r
+	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
+		_, _ = bw.WriteString("Te: trailers\r\n")
+	}
+	if tok := d.route.RelayToken; tok != "" {
+		writeField(bw, d.p.stripped[0], tok)
+	}
+	if peer, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := r.Header["X-Forwarded-For"]; d.trusted && len(prior) > 0 {
+			// A trusted proxy's chain is kept and extended (SetXForwarded).
+			peer = strings.Join(prior, ", ") + ", " + peer
+		}
+		writeField(bw, "X-Forwarded-For", textproto.TrimString(peer))
+	}
+	fwdHost, proto := r.Host, "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	if d.trusted {
+		if v := r.Header.Get("X-Forwarded-Host"); v != "" {
+			fwdHost = v
+		}
+		if v := r.Header.Get("X-Forwarded-Proto"); v != "" {
+			proto = v
+		}
+	}
+	writeField(bw, "X-Forwarded-Host", textproto.TrimString(fwdHost))
+	writeField(bw, "X-Forwarded-Proto", textproto.TrimString(proto))
+	writeField(bw, "X-Real-Ip", textproto.TrimString(d.realIP))
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		writeField(bw, "X-Request-Id", textproto.TrimString(id))
+	}
+}
+
+// skip reports whether the inbound field k is not copied to the outbound
+// request: written by start itself, hop-by-hop (named so or listed in
+// conn, the Connection values), stripped, scrubbed, or replaced by the
+// gateway's own fields.
+func (d *directReq) skip(k string, conn []string, untrusted bool) bool {
+	switch k {
+	case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer",
+		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade",
+		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip":
+		return true
+	case "X-Request-Id":
+		if d.r.Header.Get("X-Request-Id") != "" {
+			return true // written by writeGatewayFields
+		}
+	}
+	return d.p.isStripped(k) || d.p.scrubbed(k, untrusted) || listed(conn, k)
+}
+
+// listed reports whether the field named k (canonical) is among the
+// tokens of the Connection values conn.
+func listed(conn []string, k string) bool {
+	for _, v := range conn {
+		for t := range strings.SplitSeq(v, ",") {
+			if t = textproto.TrimString(t); t != "" && strings.EqualFold(t, k) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (d *directReq) closes() bool { return false }
+
+// write writes the body, when there is one, with its framing, and
+// flushes.
+func (d *directReq) write(bw *bufio.Writer, body io.ReadCloser) error {
+	switch {
+	case body == nil:
+	case d.length > 0:
+		n, err := io.CopyN(bw, body, d.length)
+		if err != nil {
+			if err == io.EOF {
+				err = fmt.Errorf("http: ContentLength=%d with Body length %d", d.length, n)
+			}
+			return err
+		}
+	default:
+		cw := httputil.NewChunkedWriter(bw)
+		buf := d.p.bufs.Get()
+		_, err := io.CopyBuffer(cw, struct{ io.Reader }{body}, buf)
+		d.p.bufs.Put(buf)
+		if err != nil {
+			return err
+		}
+		if err := cw.Close(); err != nil {
+			return err
+		}
+		_, _ = bw.WriteString("\r\n")
+	}
+	return bw.Flush()
+}
+
+// got1xx passes an informational response to the client, as ReverseProxy
+// does: its fields go out with it and are cleared after.
+func (d *directReq) got1xx(code int, h http.Header) error {
+	out := d.w.Header()
+	copyHeader(out, h)
+	d.w.WriteHeader(code)
+	clear(out)
+	return nil
+}
+
+// copyHeader adds src's fields to dst; a field dst does not have takes
+// src's slice itself.
+func copyHeader(dst, src http.Header) {
+	for k, vv := range src {
+		if len(vv) == 0 {
+			continue
+		}
+		if old, ok := dst[k]; ok {
+			dst[k] = append(old, vv...)
+		} else {
+			dst[k] = vv
+		}
+	}
+}
+
+// hopHeaders are the hop-by-hop fields ReverseProxy removes.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// removeHopByHop removes from h the fields its Connection lists and the
+// hop-by-hop ones.
+func removeHopByHop(h http.Header) {
+	for _, f := range h["Connection"] {
+		for sf := range strings.SplitSeq(f, ",") {
+			if sf = textproto.TrimString(sf); sf != "" {
+				h.Del(sf)
+			}
+		}
+	}
+	for _, f := range hopHeaders {
+		h.Del(f)
+	}
+}
+
+// answer writes res to the client: its head (hop-by-hop fields removed,
+// adjustResponse's changes), its body, then its trailers.
+func (d *directReq) answer(res *http.Response) {
+	w := d.w
+	removeHopByHop(res.Header)
+	d.p.adjustResponse(res, d.route)
+	h := w.Header()
+	copyHeader(h, res.Header)
+	announced := len(res.Trailer)
+	if announced > 0 {
+		keys := make([]string, 0, announced)
+		for k := range res.Trailer {
+			keys = append(keys, k)
+		}
+		h.Add("Trailer", strings.Join(keys, ", "))
+	}
+	w.WriteHeader(res.StatusCode)
+	if err := d.copyBody(w, res); err != nil {
+		_ = res.Body.Close()
+		// The client must not take a cut body for a whole one.
+		panic(http.ErrAbortHandler)
+	}
+	_ = res.Body.Close()
+	if len(res.Trailer) > 0 {
+		_ = http.NewResponseController(w).Flush() // force chunking
+	}
+	if len(res.Trailer) == announced {
+		for k, vv := range res.Trailer {
+			h[k] = append(h[k], vv...)
+		}
+		return
+	}
+	for k, vv := range res.Trailer {
+		k = http.TrailerPrefix + k
+		for _, v := range vv {
+			h.Add(k, v)
+		}
+	}
+}
+
+// copyBody copies res's body to w with a pooled buffer, flushing after
+// each write for an event stream or a body of unknown length.
+func (d *directReq) copyBody(w http.ResponseWriter, res *http.Response) error {
+	flush := res.ContentLength == -1 || eventStream(res.Header.Get("Content-Type"))
+	var rc *http.ResponseController
+	if flush {
+		rc = http.NewResponseController(w)
+		_ = rc.Flush()
+	}
+	buf := d.p.bufs.Get()
+	defer d.p.bufs.Put(buf)
+	for {
+		nr, rerr := res.Body.Read(buf)
+		if rerr != nil && rerr != io.EOF && !errors.Is(rerr, context.Canceled) {
+			d.p.opts.Log.Debug("read error during body copy", "route", d.route.Name, "err", rerr)
+		}
+		if nr > 0 {
+			nw, werr := w.Write(buf[:nr])
+			if werr != nil {
+				return werr
+			}
+			if nw != nr {
+				return io.ErrShortWrite
+			}
+			if flush {
+				_ = rc.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// eventStream reports whether the media type of ct is text/event-stream.
+func eventStream(ct string) bool {
+	if !strings.Contains(strings.ToLower(ct), "event-stream") {
+		return false
+	}
+	base, _, _ := mime.ParseMediaType(ct)
+	return base == "text/event-stream"
+}
+
+var _ sender = (*directReq)(nil)
