@@ -161,7 +161,7 @@ func idempotent(req *http.Request) bool {
 func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, s sender) (*http.Response, error) {
 	c.written = 0
 	c.headerLeft = maxResponseHeaderBytes
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, c.interrupt)
 	var wrote chan error
 	bw := u.pool.writer(c)
 	if err := s.start(bw); err != nil {

@@ -36,6 +36,10 @@ type upConn struct {
 	headerLeft int64
 	reused     bool      // served an earlier request
 	idleSince  time.Time // when it went into the pool
+	// interrupt sets a deadline in the past, which cuts a blocked read or
+	// write at once (the exchange's context watch); made once per
+	// connection.
+	interrupt func()
 }
 
 // Write writes to the connection, counting the bytes.
@@ -110,6 +114,7 @@ func (p *connPool) dialNew(ctx context.Context, addr string) (*upConn, error) {
 		return nil, err
 	}
 	c := &upConn{Conn: nc, key: addr}
+	c.interrupt = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.raw = raw
