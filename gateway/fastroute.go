@@ -12,7 +12,9 @@ import (
 // when the URL has one), the same methods, a non-empty {slug} or
 // {target} segment. Anything else, odd or not, goes to the router, which
 // still holds every route; gateway/fastroute_test.go sends a table of
-// requests through both and compares the answers.
+// requests through both and compares the answers. A new route under
+// /apps/ or /node/ must be matched here as well (and added to that
+// table): these routes are served before the router would see it.
 
 // pathRoutes serves the app and home path routes and hands every other
 // request to router.
