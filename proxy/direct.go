@@ -422,6 +422,8 @@ func (d *directReq) copyBody(w http.ResponseWriter, res *http.Response) error {
 	if flush {
 		rc = http.NewResponseController(w)
 		_ = rc.Flush()
+	} else if ok, err := d.spliceBody(w, res); ok { // direct_splice.go
+		return err
 	}
 	buf := d.p.bufs.Get()
 	defer d.p.bufs.Put(buf)

@@ -132,6 +132,9 @@ type Proxy struct {
 	// noDirect sends every request through ReverseProxy (direct.go); set
 	// only by tests, which compare the two paths.
 	noDirect bool
+	// spliced counts the bodies sent by the direct path through the
+	// writers' ReadFrom (direct_splice.go), for tests.
+	spliced atomic.Int64
 }
 
 type routeKey struct{}

@@ -126,6 +126,40 @@ func (w *rateWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// ReadFrom passes a body of known length (an *io.LimitedReader, as the
+// direct path sends it) to the wrapped writer's ReadFrom in segments of
+// rateSegment bytes, each under its own deadline: grace plus the
+// segment's size at the rate, so the floor holds through a long body as
+// it does for a copy's writes. Any other source is copied through Write,
+// a deadline per write.
+func (w *rateWriter) ReadFrom(src io.Reader) (int64, error) {
+	rf, ok := w.ResponseWriter.(io.ReaderFrom)
+	lr, known := src.(*io.LimitedReader)
+	if !ok || !known {
+		return io.Copy(writeOnly{w}, src)
+	}
+	var total int64
+	for lr.N > 0 {
+		seg := &io.LimitedReader{R: lr.R, N: min(lr.N, rateSegment)}
+		want := seg.N
+		w.arm(int(want))
+		n, err := rf.ReadFrom(seg)
+		total += n
+		lr.N -= n
+		if err != nil || n < want {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// rateSegment is how much of a body ReadFrom passes on under one
+// deadline.
+const rateSegment = 1 << 20
+
+// writeOnly hides a writer's ReadFrom from io.Copy.
+type writeOnly struct{ io.Writer }
+
 // FlushError flushes under the deadline of the buffered bytes.
 func (w *rateWriter) FlushError() error {
 	w.arm(0)

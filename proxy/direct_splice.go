@@ -1,0 +1,58 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+)
+
+// spliceMin is the least known length of a response body that the direct
+// path hands to the writers' ReadFrom: net/http's response writer passes a
+// plain TCP source to the kernel (splice on Linux), so the body goes from
+// the upstream's connection to the client's without a copy through user
+// memory. Below it the copy is cheaper than the extra system calls.
+const spliceMin = 64 << 10
+
+// spliceBody sends res's body from the upstream's TCP connection through
+// w's ReadFrom when it can: a length of at least spliceMin, no relay
+// token to mask, no trailers, a forwarder's body on a TCP connection and
+// a writer chain with ReadFrom. ok false: nothing was done, copy the body.
+// Otherwise err is the failure of the copy; on success the connection is
+// back in the pool, having given exactly the body's length.
+func (d *directReq) spliceBody(w http.ResponseWriter, res *http.Response) (ok bool, err error) {
+	if res.ContentLength < spliceMin || d.route.RelayToken != "" || len(res.Trailer) > 0 {
+		return false, nil
+	}
+	b, isUp := res.Body.(*upBody)
+	if !isUp {
+		return false, nil
+	}
+	tcp, isTCP := b.c.Conn.(*net.TCPConn)
+	rf, isRF := w.(io.ReaderFrom)
+	if !isTCP || !isRF {
+		return false, nil
+	}
+	left := res.ContentLength
+	// What the connection's reader already holds goes first; the body's
+	// framing reader is bypassed for good.
+	if k := min(int64(b.c.br.Buffered()), left); k > 0 {
+		p, _ := b.c.br.Peek(int(k))
+		n, werr := w.Write(p)
+		_, _ = b.c.br.Discard(n)
+		left -= int64(n)
+		if werr != nil {
+			return true, werr
+		}
+	}
+	n, err := rf.ReadFrom(&io.LimitedReader{R: tcp, N: left})
+	if err == nil && n != left {
+		err = io.ErrUnexpectedEOF // the upstream closed before the end
+	}
+	if err != nil {
+		return true, err
+	}
+	d.p.spliced.Add(1)
+	b.eof = true
+	b.finish(true)
+	return true, nil
+}
