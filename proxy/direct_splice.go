@@ -15,12 +15,15 @@ const spliceMin = 64 << 10
 
 // spliceBody sends res's body from the upstream's TCP connection through
 // w's ReadFrom when it can: a length of at least spliceMin, no relay
-// token to mask, no trailers, a forwarder's body on a TCP connection and
-// a writer chain with ReadFrom. ok false: nothing was done, copy the body.
+// token to mask, no trailers, a plain HTTP/1 client, a forwarder's body
+// on a TCP connection and a writer chain with ReadFrom. ok false: nothing was done, copy the body.
 // Otherwise err is the failure of the copy; on success the connection is
 // back in the pool, having given exactly the body's length.
 func (d *directReq) spliceBody(w http.ResponseWriter, res *http.Response) (ok bool, err error) {
-	if res.ContentLength < spliceMin || d.route.RelayToken != "" || len(res.Trailer) > 0 {
+	if res.ContentLength < spliceMin || d.route.RelayToken != "" || len(res.Trailer) > 0 ||
+		d.r.TLS != nil || d.r.ProtoMajor != 1 {
+		// Only a plain HTTP/1 client connection can take a splice; the
+		// others copy with the pooled buffers.
 		return false, nil
 	}
 	b, isUp := res.Body.(*upBody)

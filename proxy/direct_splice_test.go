@@ -85,8 +85,12 @@ func TestDirectSpliceBodies(t *testing.T) {
 					t.Fatalf("GET %d bytes: status %d, %d bytes, equal %v, %v", n, res.StatusCode, len(got), bytes.Equal(got, pattern(n)), err)
 				}
 			}
-			if got := p.spliced.Load(); got != int64(len(sizes)) {
-				t.Errorf("%d bodies went through ReadFrom, want %d", got, len(sizes))
+			want := int64(len(sizes))
+			if c.tls {
+				want = 0 // copied with the pooled buffers
+			}
+			if got := p.spliced.Load(); got != want {
+				t.Errorf("%d bodies went through ReadFrom, want %d", got, want)
 			}
 			if n := up.conns.Load(); n != 1 {
 				t.Errorf("%d upstream connections for %d bodies in a row, want 1 (reuse after ReadFrom)", n, len(sizes))
