@@ -4,6 +4,10 @@ package proxy
 
 import "syscall"
 
-// peekAlive cannot look at an idle connection here; a stale one is found
-// by its first read and the request retried when it can be replayed.
-func peekAlive(syscall.RawConn) bool { return true }
+// peeker cannot look at an idle connection here; a stale one is found by
+// its first read and the request retried when it can be replayed.
+type peeker struct{}
+
+func newPeeker(syscall.RawConn) *peeker { return &peeker{} }
+
+func (*peeker) check() bool { return true }

@@ -24,9 +24,9 @@ var errHeaderTooLarge = errors.New("upstream response headers exceed the limit")
 // pool's for each request.
 type upConn struct {
 	net.Conn
-	key string
-	br  *bufio.Reader
-	raw syscall.RawConn // for the liveness check of an idle connection; nil: none
+	key  string
+	br   *bufio.Reader
+	peek *peeker // the liveness check of an idle connection; nil: none
 
 	// written counts the bytes written since the round trip began, so a
 	// failed write can tell whether anything reached the upstream.
@@ -117,7 +117,7 @@ func (p *connPool) dialNew(ctx context.Context, addr string) (*upConn, error) {
 	c.interrupt = func() { _ = c.SetDeadline(aLongTimeAgo) }
 	if sc, ok := nc.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
-			c.raw = raw
+			c.peek = newPeeker(raw)
 		}
 	}
 	c.br = bufio.NewReaderSize(c, 4<<10)
@@ -247,8 +247,8 @@ func (c *upConn) alive() bool {
 	if c.br.Buffered() > 0 {
 		return false
 	}
-	if c.raw == nil {
+	if c.peek == nil {
 		return true
 	}
-	return peekAlive(c.raw)
+	return c.peek.check()
 }
