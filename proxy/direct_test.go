@@ -81,6 +81,9 @@ func diffUpstream(t *testing.T) *upstream {
 			}
 		case "big":
 			_, _ = w.Write(bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16))
+		case "sized": // a known length large enough for ReadFrom (direct_splice.go)
+			h.Set("Content-Length", fmt.Sprint(300<<10))
+			_, _ = w.Write(pattern(300 << 10))
 		case "close":
 			h.Set("Connection", "close")
 			_, _ = io.WriteString(w, "bye")
@@ -155,6 +158,7 @@ type diffCase struct {
 	body    func() io.Reader // nil: none
 	length  int64            // -1: chunked
 	failing bool             // the upstream receives nothing
+	noToken bool             // the route has no relay token
 }
 
 func (c diffCase) request(t *testing.T, base string) *http.Request {
@@ -240,6 +244,7 @@ func diffCases() []diffCase {
 		{name: "event stream", method: "GET", target: "/apps/x/sse"},
 		{name: "upstream cut mid-body", method: "GET", target: "/apps/x/cut"},
 		{name: "big", method: "GET", target: "/apps/x/big"},
+		{name: "big known length", method: "GET", target: "/apps/x/sized", noToken: true},
 		{name: "upstream closes", method: "GET", target: "/apps/x/close"},
 		{name: "html error page", method: "GET", target: "/down/x", failing: true,
 			header: map[string][]string{"Accept": {"text/html"}, "X-Request-Id": {"r-9"}}},
@@ -255,10 +260,14 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 			Waited: 3 * time.Millisecond}
 	}
 	var routeTo atomic.Pointer[url.URL]
+	var noToken atomic.Bool
 	routeFor := func() *Route {
 		r := route()
 		if u := routeTo.Load(); u != nil {
 			r.Upstream = u
+		}
+		if noToken.Load() {
+			r.RelayToken = ""
 		}
 		return r
 	}
@@ -274,6 +283,7 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 		for _, c := range diffCases() {
 			t.Run(opts.name+"/"+c.name, func(t *testing.T) {
 				routeTo.Store(nil)
+				noToken.Store(c.noToken)
 				if c.failing {
 					routeTo.Store(dead)
 				}
@@ -294,6 +304,10 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 					t.Errorf("client got\n through ReverseProxy %+v\n direct               %+v", got[0], got[1])
 				}
 			})
+		}
+		if pair.pd.spliced.Load() != 1 || pair.prp.spliced.Load() != 0 {
+			t.Errorf("%s: bodies through ReadFrom: direct %d, ReverseProxy %d; want 1 and 0", opts.name,
+				pair.pd.spliced.Load(), pair.prp.spliced.Load())
 		}
 	}
 }
