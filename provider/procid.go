@@ -72,7 +72,7 @@ func readProcStat(pid int) (procStat, error) {
 	}
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if procVanished(err) {
 			return procStat{}, fmt.Errorf("pid %d: %w", pid, errProcGone)
 		}
 		return procStat{}, fmt.Errorf("read stat of pid %d: %w", pid, err)
@@ -86,7 +86,7 @@ func readProcStat(pid int) (procStat, error) {
 	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if procVanished(err) {
 			// The process exited between the two reads.
 			return procStat{}, fmt.Errorf("pid %d: %w", pid, errProcGone)
 		}
@@ -96,6 +96,14 @@ func readProcStat(pid int) (procStat, error) {
 	st.Exe = cleanExe(exe)
 	st.Boot = bootID()
 	return st, nil
+}
+
+// procVanished reports whether err, from reading a file of /proc/<pid>,
+// says the process is gone: the entry is missing (ENOENT), or the process
+// is being torn down while it is read (ESRCH, which a read of
+// /proc/<pid>/stat returns for a process killed a moment before).
+func procVanished(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH)
 }
 
 // parseProcStat parses the content of /proc/<pid>/stat. The command name
