@@ -11,8 +11,9 @@
 #   scripts/pgo.sh                 # about 40 s; writes default.pgo
 #   DURATION=20 scripts/pgo.sh     # seconds per phase (default 10)
 #
-# Needs wrk (apt-get install wrk). Commit the new default.pgo with the
-# change that made it stale; a profile a few releases old still helps.
+# Needs wrk (apt-get install wrk). wakegate is built without a profile:
+# measured on the direct path, one gave no gain (docs/performance.md).
+# Keep a default.pgo only with a measured gain.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "pgo.sh: wrk is needed (apt-get install wrk)" >&2; exit 1; }
