@@ -5,11 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -49,35 +47,8 @@ apps:
     home: demo
     kind: api
 `, up.URL, up.URL)
-	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nlog:\n  access: false\n%s", filepath.Join(t.TempDir(), "data"), body)
-	cfg, err := Load("fastroute.yaml", []byte(text))
-	if err != nil {
-		t.Fatalf("config: %v\n%s", err, text)
-	}
-	logs := &testbin.LogBuffer{}
-	g, err := New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		g.Close()
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		g.Close()
-		if t.Failed() {
-			t.Logf("gateway log:\n%s", logs.String())
-		}
-	})
-	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	g, _ := serveTestGateway(t, "fastroute.yaml", body)
+	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	if _, err := g.engine.EnsureAwake(wctx, "demo"); err != nil {
 		t.Fatalf("wake demo: %v", err)

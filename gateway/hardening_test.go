@@ -130,8 +130,18 @@ func (u *hardUpstream) last(t *testing.T) hardSeen {
 // test ends. It returns the gateway's address.
 func hardGateway(t *testing.T, body string) string {
 	t.Helper()
+	_, addr := serveTestGateway(t, "hardening.yaml", body)
+	return addr
+}
+
+// serveTestGateway loads the YAML body (everything but listen and
+// data_dir) as the config file name, builds the gateway with New and
+// serves it on a loopback port until the test ends. It returns the
+// gateway and its address.
+func serveTestGateway(t *testing.T, name, body string) (*Gateway, string) {
+	t.Helper()
 	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nlog:\n  access: false\n%s", filepath.Join(t.TempDir(), "data"), body)
-	cfg, err := Load("hardening.yaml", []byte(text))
+	cfg, err := Load(name, []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}
@@ -158,7 +168,7 @@ func hardGateway(t *testing.T, body string) string {
 			t.Logf("gateway log:\n%s", logs.String())
 		}
 	})
-	return ln.Addr().String()
+	return g, ln.Addr().String()
 }
 
 // hardConn is a raw client connection.

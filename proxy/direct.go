@@ -45,15 +45,8 @@ func (p *Proxy) direct(r *http.Request, route *Route) bool {
 		!plainQuery(r.URL.RawQuery) || !plainText(r.URL.RawQuery) || !plainText(r.Host) {
 		return false
 	}
-	for k, vs := range r.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return false
-		}
-		for _, v := range vs {
-			if !plainText(v) {
-				return false
-			}
-		}
+	if !plainFields(r.Header) {
+		return false
 	}
 	for _, v := range r.Header["Connection"] {
 		for t := range strings.SplitSeq(v, ",") {

@@ -44,15 +44,8 @@ func writeHead(req *http.Request, bw *bufio.Writer) bool {
 	if !plainText(uri) || !plainText(req.Method) {
 		return false
 	}
-	for k, vs := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
-			return false
-		}
-		for _, v := range vs {
-			if !plainText(v) {
-				return false
-			}
-		}
+	if !plainFields(req.Header) {
+		return false
 	}
 	_, _ = bw.WriteString(req.Method)
 	_ = bw.WriteByte(' ')
@@ -89,6 +82,22 @@ func writeField(bw *bufio.Writer, k, v string) {
 	_, _ = bw.WriteString(": ")
 	_, _ = bw.WriteString(v)
 	_, _ = bw.WriteString("\r\n")
+}
+
+// plainFields reports whether every field of h has a valid name and a
+// value that can go out as it is (plainText).
+func plainFields(h http.Header) bool {
+	for k, vs := range h {
+		if !httpguts.ValidHeaderFieldName(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !plainText(v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // plainText reports whether s has no control byte but tab (so no CR, LF
