@@ -131,20 +131,7 @@ func TestRegistrarClaims(t *testing.T) {
 // home is started.
 func claimGateway(t *testing.T, extra string) *Gateway {
 	t.Helper()
-	text := fmt.Sprintf(`listen: "127.0.0.1:0"
-data_dir: %q
-admin:
-  listen: ""
-exec:
-  command: ["/bin/true", "{port}"]
-homes:
-  - id: cfg
-    target: cfgt
-%s`, filepath.Join(t.TempDir(), "data"), extra)
-	cfg, err := Load("claims.yaml", []byte(text))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
+	cfg := oneHomeConfig(t, "claims.yaml", filepath.Join(t.TempDir(), "data"), extra)
 	g, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -16,6 +16,14 @@ import (
 // one home of its own (cfg) and an exec provider that never runs.
 func restoreConfig(tb testing.TB, dir string) *Config {
 	tb.Helper()
+	return oneHomeConfig(tb, "restore.yaml", dir, "")
+}
+
+// oneHomeConfig is the config file name of a gateway whose data lives in
+// dir, with one home of its own (cfg at target cfgt), an exec provider
+// that never runs and the YAML extra appended at the top level.
+func oneHomeConfig(tb testing.TB, name, dir, extra string) *Config {
+	tb.Helper()
 	text := fmt.Sprintf(`listen: "127.0.0.1:0"
 data_dir: %q
 admin:
@@ -25,8 +33,8 @@ exec:
 homes:
   - id: cfg
     target: cfgt
-`, dir)
-	cfg, err := Load("restore.yaml", []byte(text))
+%s`, dir, extra)
+	cfg, err := Load(name, []byte(text))
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}

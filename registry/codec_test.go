@@ -112,15 +112,22 @@ func TestDecodeRecordMutations(t *testing.T) {
 				in = append(in[:p], append([]byte{alpha[r.Intn(len(alpha))]}, in[p:]...)...)
 			}
 		}
-		var want, got Home
-		werr := json.Unmarshal(in, &want)
-		gerr := decodeRecord(in, &got)
-		if (werr == nil) != (gerr == nil) {
-			t.Fatalf("%q: error %v, encoding/json %v", in, gerr, werr)
-		}
-		if werr == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q:\n got %+v\nwant %+v", in, got, want)
-		}
+		decodesAsJSON(t, in)
+	}
+}
+
+// decodesAsJSON fails t unless in decodes as json.Unmarshal decodes it:
+// the same error or none, and the same record.
+func decodesAsJSON(t *testing.T, in []byte) {
+	t.Helper()
+	var want, got Home
+	werr := json.Unmarshal(in, &want)
+	gerr := decodeRecord(in, &got)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("%q: error %v, encoding/json %v", in, gerr, werr)
+	}
+	if werr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q:\n got %+v\nwant %+v", in, got, want)
 	}
 }
 
@@ -133,15 +140,7 @@ func FuzzDecodeHome(f *testing.F) {
 	}
 	f.Add([]byte(`{"id":"a","settings":{"env":["x"]},"generation":0}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		var want, got Home
-		werr := json.Unmarshal(in, &want)
-		gerr := decodeRecord(in, &got)
-		if (werr == nil) != (gerr == nil) {
-			t.Fatalf("%q: error %v, encoding/json %v", in, gerr, werr)
-		}
-		if werr == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%q:\n got %+v\nwant %+v", in, got, want)
-		}
+		decodesAsJSON(t, in)
 	})
 }
 
