@@ -1,8 +1,8 @@
 package access
 
 import (
-	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +41,7 @@ func TestConfigProblems(t *testing.T) {
 }
 
 func TestClientIP(t *testing.T) {
-	_, lan, _ := net.ParseCIDR("10.0.0.0/8")
+	lan := netip.MustParsePrefix("10.0.0.0/8")
 	ip := ClientIP{Trusted: lan.Contains}
 	withHeader := ClientIP{Trusted: lan.Contains, Header: "Fly-Client-Ip"}
 	cases := []struct {

@@ -14,12 +14,9 @@ import (
 // resolver behind every per-client decision: rate limits, the per-client
 // connection cap and the client named in logs.
 type ClientIP struct {
-	// Trusted reports whether an address is a trusted proxy; nil trusts
-	// nobody.
-	Trusted func(net.IP) bool
-	// TrustedIP, when set, is asked instead of Trusted, with the address
-	// as it is (no copy of it made to ask).
-	TrustedIP func(netip.Addr) bool
+	// Trusted reports whether an address (never an IPv4-mapped IPv6
+	// one) is a trusted proxy; nil trusts nobody.
+	Trusted func(netip.Addr) bool
 	// Header is the client-IP header honoured from trusted proxies ("" for
 	// none).
 	Header string
@@ -82,10 +79,7 @@ func (c ClientIP) Addr(r *http.Request) netip.Addr {
 
 // TrustedAddr reports whether ip is a trusted proxy.
 func (c ClientIP) TrustedAddr(ip netip.Addr) bool {
-	if c.TrustedIP != nil {
-		return c.TrustedIP(ip)
-	}
-	return c.Trusted != nil && c.Trusted(ip.AsSlice())
+	return c.Trusted != nil && c.Trusted(ip)
 }
 
 // peerText returns the host part of remote, a host:port peer address,

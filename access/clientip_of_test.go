@@ -1,9 +1,9 @@
 package access
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 )
 
@@ -12,7 +12,7 @@ import (
 // behind a trusted proxy: the text of Addr, or the peer's host when the
 // peer is no IP address.
 func TestClientIPOfText(t *testing.T) {
-	_, lan, _ := net.ParseCIDR("10.0.0.0/8")
+	lan := netip.MustParsePrefix("10.0.0.0/8")
 	trusted := ClientIP{Trusted: lan.Contains, Header: "Fly-Client-Ip"}
 	for _, c := range []struct {
 		name   string

@@ -222,7 +222,7 @@ func (g *Gateway) holdSlot(w http.ResponseWriter, r *http.Request, id string, ro
 func (g *Gateway) clientIP() access.ClientIP {
 	c := access.ClientIP{Header: g.cfg.Access.ClientIPHeader}
 	if len(g.cfg.Server.trusted) > 0 { // server.trusted_proxies is restart-only
-		c.Trusted, c.TrustedIP = g.cfg.Server.isTrusted, g.cfg.Server.trustsAddr
+		c.Trusted = g.cfg.Server.trustsAddr
 	}
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -131,7 +132,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 	})
 	b.Run("client_allowed/rate_off/old", func(b *testing.B) {
 		b.ReportAllocs()
-		ip := access.ClientIP{Trusted: g.cfg.Server.isTrusted}
+		ip := access.ClientIP{Trusted: func(a netip.Addr) bool { return g.cfg.Server.isTrusted(a.AsSlice()) }}
 		for b.Loop() {
 			_ = g.gate.limits.Client(ip.Of(r))
 		}
