@@ -337,7 +337,15 @@ func (b *upBody) finish(complete bool) {
 		case err := <-b.wrote:
 			ok = ok && err == nil
 		default:
-			ok = false // still writing: the upstream answered before reading it all
+			if ok {
+				// The answer is whole and the request's writer has not
+				// reported: it is about to, or the upstream answered
+				// before reading the whole body. The writer decides,
+				// within writeSettle.
+				_ = b.c.SetWriteDeadline(time.Now().Add(writeSettle))
+				go b.settle()
+				return
+			}
 		}
 	}
 	if ok {
@@ -345,6 +353,21 @@ func (b *upBody) finish(complete bool) {
 		return
 	}
 	_ = b.c.Close()
+}
+
+// writeSettle is how long a connection whose answer is whole waits for
+// its request body's writer to end before it is closed.
+const writeSettle = time.Second
+
+// settle puts the connection back once its request body's writer has
+// ended well, and closes it otherwise.
+func (b *upBody) settle() {
+	if err := <-b.wrote; err != nil {
+		_ = b.c.Close()
+		return
+	}
+	_ = b.c.SetWriteDeadline(time.Time{})
+	b.pool.put(b.c)
 }
 
 // readRecorder keeps the first read error of a request body other than

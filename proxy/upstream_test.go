@@ -36,6 +36,18 @@ func newTestForwarder(t *testing.T) *forwarder {
 }
 
 // idle is how many connections p's forwarder holds idle.
+// waitIdle waits, up to 5 seconds, for the pool to hold n idle
+// connections.
+func waitIdle(t *testing.T, p *connPool, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); p.idleCount() != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool holds %d idle connections, want %d", p.idleCount(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (p *connPool) idleCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -174,6 +186,10 @@ func TestForwarderBodies(t *testing.T) {
 			if te := framing.Load(); tc.chunked != (te == "chunked") {
 				t.Errorf("upstream Transfer-Encoding %q, want chunked %v", te, tc.chunked)
 			}
+			// The client can have the whole answer a moment before the
+			// proxy's handler reads the end of the upstream's body and
+			// puts the connection back: wait for that, not for a new one.
+			waitIdle(t, p.conns, 1)
 		})
 	}
 	if n := up.conns.Load(); n != 1 {
