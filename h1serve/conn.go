@@ -1,0 +1,378 @@
+package h1serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A connection's state word: the phase in the low bits, then whether the
+// request may be watched and is, then a sequence number that changes with
+// every request. The loop moves idle to active and back; Shutdown moves
+// idle to closed; the watch loop sets watching on an active, watchable
+// request it saw at the previous tick too.
+const (
+	phaseIdle   uint64 = 0
+	phaseActive uint64 = 1
+	phaseClosed uint64 = 2
+	phaseMask   uint64 = 3
+	watchable   uint64 = 4
+	watching    uint64 = 8
+	seqShift           = 4
+)
+
+// conn is one connection served by the loop.
+type conn struct {
+	s      *Server
+	rwc    net.Conn
+	remote string
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	cr   connReader
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	head bytes.Buffer // a response head as WriteHeader fixed it
+
+	connBuf []string
+	pendBuf []byte
+
+	st   atomic.Uint64
+	seen uint64 // the watch loop's last look at st
+
+	// set before a request turns active, read by its watch
+	reqCancel context.CancelCauseFunc
+	watchDone chan struct{}
+	abortRead atomic.Bool
+	gone      bool // the watch saw the client leave
+}
+
+var (
+	readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readerSize) }}
+	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+)
+
+func (s *Server) newConn(rwc net.Conn) *conn {
+	base := s.BaseContext
+	if base == nil {
+		base = context.Background()
+	}
+	ctx := context.WithValue(base, http.LocalAddrContextKey, rwc.LocalAddr())
+	if s.ConnContext != nil {
+		ctx = s.ConnContext(ctx, rwc)
+	}
+	c := &conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
+	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.cr.c = c
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		c.cancel()
+		return nil
+	}
+	s.conns[c] = struct{}{}
+	return c
+}
+
+func (c *conn) forget() {
+	c.s.mu.Lock()
+	delete(c.s.conns, c)
+	c.s.mu.Unlock()
+	c.cancel()
+}
+
+// serve runs the connection's requests until it closes or is handed off.
+func (c *conn) serve() {
+	c.br = readerPool.Get().(*bufio.Reader)
+	c.br.Reset(&c.cr)
+	c.bw = writerPool.Get().(*bufio.Writer)
+	c.bw.Reset(c.rwc)
+	c.pendBuf = make([]byte, 0, bufferBeforeHead)
+	handed := false
+	defer func() {
+		c.forget()
+		if !handed {
+			_ = c.rwc.Close()
+		}
+		c.br.Reset(nil)
+		readerPool.Put(c.br)
+		c.bw.Reset(nil)
+		writerPool.Put(c.bw)
+	}()
+	maxHead := readerSize
+	if m := c.s.MaxHeaderBytes; m > 0 && m < maxHead {
+		maxHead = m
+	}
+	for first := true; ; first = false {
+		ph, n, ok, err := c.readHead(first, maxHead)
+		if err != nil {
+			return
+		}
+		if !ok {
+			handed = c.handOff()
+			return
+		}
+		_, _ = c.br.Discard(n)
+		if !c.serveOne(ph) {
+			return
+		}
+	}
+}
+
+// readHead waits for the next request head. ok false: the head is not
+// plain (or ended early) and the connection goes to net/http; err: the
+// connection closes.
+func (c *conn) readHead(first bool, maxHead int) (ph parsedHead, n int, ok bool, err error) {
+	s := c.s
+	if c.br.Buffered() == 0 && !c.cr.hasByte {
+		d := s.IdleTimeout
+		if first {
+			d = s.ReadHeaderTimeout
+		}
+		if d > 0 {
+			_ = c.rwc.SetReadDeadline(time.Now().Add(d))
+		} else if !first {
+			_ = c.rwc.SetReadDeadline(time.Time{})
+		}
+		if _, err := c.br.Peek(1); err != nil {
+			return ph, 0, false, err
+		}
+	}
+	timed := first
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		n = headEnd(buf)
+		if n > maxHead || n < 0 {
+			return ph, 0, false, nil
+		}
+		if n > 0 {
+			break
+		}
+		if len(buf) >= maxHead {
+			return ph, 0, false, nil
+		}
+		if !timed && s.ReadHeaderTimeout > 0 {
+			_ = c.rwc.SetReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
+			timed = true
+		}
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			if errors.Is(err, io.EOF) {
+				return ph, 0, false, nil // what came is net/http's to answer
+			}
+			return ph, 0, false, err
+		}
+	}
+	buf, _ := c.br.Peek(n)
+	ph, ok = parseHead(buf)
+	return ph, n, ok, nil
+}
+
+// handOff gives the connection, with what was read of it, to net/http.
+func (c *conn) handOff() bool {
+	buf, _ := c.br.Peek(c.br.Buffered())
+	replay := make([]byte, 0, len(buf)+1)
+	if c.cr.hasByte {
+		replay = append(replay, c.cr.b[0])
+	}
+	replay = append(replay, buf...)
+	_ = c.rwc.SetReadDeadline(time.Time{})
+	c.forget()
+	c.s.handed.Add(1)
+	return c.s.handoff.give(&replayConn{Conn: c.rwc, buf: replay})
+}
+
+// serveOne runs the handler for one request and ends its response; false
+// means the connection closes.
+func (c *conn) serveOne(ph parsedHead) (reuse bool) {
+	s := c.s
+	var bd io.ReadCloser = http.NoBody
+	var rb *body
+	if ph.contentLength > 0 {
+		rb = &body{br: c.br, left: ph.contentLength}
+		bd = rb
+		_ = c.rwc.SetReadDeadline(time.Time{})
+	}
+	ctx, cancel := context.WithCancelCause(c.ctx)
+	defer cancel(nil)
+	r0 := http.Request{
+		Method:        ph.method,
+		URL:           ph.url,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        ph.header,
+		Body:          bd,
+		ContentLength: ph.contentLength,
+		Host:          ph.host,
+		RemoteAddr:    c.remote,
+		RequestURI:    ph.target,
+		Close:         ph.close,
+	}
+	req := r0.WithContext(ctx)
+	w := &response{c: c, req: req, reqBody: rb, header: make(http.Header), contentLength: -1, pend: c.pendBuf[:0]}
+
+	old := c.st.Load()
+	seq := (old>>seqShift + 1) << seqShift
+	active := seq | phaseActive
+	if ph.contentLength == 0 && c.br.Buffered() == 0 {
+		active |= watchable
+	}
+	c.reqCancel = cancel
+	if !c.st.CompareAndSwap(old, active) {
+		return false // closed by Shutdown while the request came in
+	}
+	s.served.Add(1)
+	ok := c.runHandler(w, req)
+	// Stop the watch, if one started, before anything reads again.
+	if !c.st.CompareAndSwap(active, seq|phaseActive) {
+		c.stopWatch()
+		c.st.Store(seq | phaseActive)
+	}
+	if !ok {
+		return false
+	}
+	reuse = w.finish()
+	cancel(nil)
+	c.st.Store(seq | phaseIdle)
+	return reuse && !c.gone
+}
+
+// runHandler calls the handler; false if it panicked (the connection
+// closes, and the panic is logged unless it is http.ErrAbortHandler).
+func (c *conn) runHandler(w *response, req *http.Request) (ok bool) {
+	defer func() {
+		if e := recover(); e != nil {
+			ok = false
+			if e != http.ErrAbortHandler { //nolint:errorlint // the sentinel itself is what panics
+				buf := make([]byte, 64<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				c.s.logf("h1serve: panic serving %v: %v\n%s", c.remote, e, buf)
+			}
+		}
+	}()
+	c.s.Handler.ServeHTTP(w, req)
+	return true
+}
+
+// maybeWatch starts a watch on the connection if its request was already
+// active at the previous tick. Only the watch loop calls it.
+func (c *conn) maybeWatch() {
+	w := c.st.Load()
+	prev := c.seen
+	c.seen = w
+	if w != prev || w&phaseMask != phaseActive || w&watchable == 0 || w&watching != 0 {
+		return
+	}
+	done := make(chan struct{})
+	c.watchDone = done
+	if c.st.CompareAndSwap(w, w|watching) {
+		go c.watch(done)
+	}
+}
+
+// watch reads from the idle client while its request runs: a byte is the
+// next request, kept for the reader; an error is the client leaving, which
+// cancels the request.
+func (c *conn) watch(done chan struct{}) {
+	defer close(done)
+	_ = c.rwc.SetReadDeadline(time.Time{})
+	// stopWatch sets abortRead before it sets a past deadline: seen
+	// false here, the clear above came first and the deadline will end
+	// the read.
+	if c.abortRead.Load() {
+		return
+	}
+	n, err := c.rwc.Read(c.cr.b[:])
+	if n == 1 {
+		c.cr.hasByte = true
+		return
+	}
+	if c.abortRead.Load() {
+		return
+	}
+	c.gone = true
+	c.reqCancel(fmtGone(err))
+}
+
+// stopWatch ends a watch that started and waits for it.
+func (c *conn) stopWatch() {
+	c.abortRead.Store(true)
+	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+	<-c.watchDone
+	c.abortRead.Store(false)
+	_ = c.rwc.SetReadDeadline(time.Time{})
+}
+
+var aLongTimeAgo = time.Unix(1, 0)
+
+// errClientGone is the cause of a request whose client closed its
+// connection while the handler ran.
+var errClientGone = errors.New("client closed the connection")
+
+func fmtGone(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return errClientGone
+	}
+	return errors.Join(errClientGone, err)
+}
+
+// connReader reads the connection, the byte a watch read first.
+type connReader struct {
+	c       *conn
+	hasByte bool
+	b       [1]byte
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.hasByte && len(p) > 0 {
+		p[0] = r.b[0]
+		r.hasByte = false
+		return 1, nil
+	}
+	return r.c.rwc.Read(p)
+}
+
+// body is a request body of known length, read from the connection's
+// reader.
+type body struct {
+	br     *bufio.Reader
+	left   int64
+	eof    bool
+	closed bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.left == 0 {
+		b.eof = true
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.br.Read(p)
+	b.left -= int64(n)
+	if b.left == 0 {
+		b.eof = true
+		return n, io.EOF
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	b.closed = true
+	return nil
+}

@@ -1,0 +1,279 @@
+package h1serve
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientGoneCancelsRequest: a request that runs while its client
+// closes the connection sees its context end, with errClientGone as the
+// cause.
+func TestClientGoneCancelsRequest(t *testing.T) {
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		select {
+		case <-r.Context().Done():
+			cause <- context.Cause(r.Context())
+		case <-time.After(20 * time.Second):
+			cause <- errors.New("the request was never cancelled")
+		}
+	})
+	_, addr := startFast(t, h)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, "GET /wait HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	_ = c.Close()
+	if err := <-cause; !errors.Is(err, errClientGone) {
+		t.Fatalf("cause = %v, want %v", err, errClientGone)
+	}
+}
+
+// TestPipelinedDuringWatch: a second request sent while the first one is
+// watched (it has run for more than a watch tick) is kept and answered.
+func TestPipelinedDuringWatch(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(3 * watchTick)
+		}
+		_, _ = io.WriteString(w, r.URL.Path)
+	})
+	s, addr := startFast(t, h)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * watchTick) // the watch has started: the next bytes go to it
+	if _, err := io.WriteString(c, "GET /next HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for _, want := range []string{"/slow", "/next"} {
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		if string(b) != want {
+			t.Fatalf("body %q, want %q", b, want)
+		}
+	}
+	if st := s.Stats(); st.Requests != 2 || st.HandedOff != 0 {
+		t.Fatalf("stats %+v, want 2 requests here, none handed off", st)
+	}
+}
+
+// TestUpgradeGoesToNetHTTP: an upgrade is handed off, and net/http's
+// hijack works on the handed-off connection, with the bytes sent behind
+// the request.
+func TestUpgradeGoesToNetHTTP(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		_ = brw.Flush()
+		line, _ := brw.ReadString('\n')
+		_, _ = brw.WriteString("echo " + line)
+		_ = brw.Flush()
+	})
+	s, addr := startFast(t, h)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	// A plain request first, then the upgrade with a line right behind it.
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nping\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if string(b) != "plain" {
+		t.Fatalf("first body %q", b)
+	}
+	res, err = http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	line, err := br.ReadString('\n')
+	if err != nil || line != "echo ping\n" {
+		t.Fatalf("after the upgrade: %q %v", line, err)
+	}
+	if st := s.Stats(); st.Requests != 1 || st.HandedOff != 1 {
+		t.Fatalf("stats %+v, want 1 request here and 1 connection handed off", st)
+	}
+}
+
+// TestShutdownClosesIdleAndFinishesActive: Shutdown closes a connection
+// that waits for a request, lets a running request finish with
+// Connection: close, and returns once both are gone.
+func TestShutdownClosesIdleAndFinishesActive(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			started <- struct{}{}
+			<-release
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	s, addr := startFast(t, h)
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	_ = idle.SetDeadline(time.Now().Add(10 * time.Second))
+	ibr := bufio.NewReader(idle)
+	if _, err := io.WriteString(idle, "GET / HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := http.ReadResponse(ibr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(first.Body)
+	busy, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_ = busy.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(busy, "GET /hold HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(context.Background()) }()
+	// The idle connection is closed without an answer.
+	if _, err := ibr.ReadByte(); err == nil {
+		t.Fatal("the idle connection got a byte after Shutdown")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned (%v) with a request running", err)
+	case <-time.After(2 * watchTick):
+	}
+	close(release)
+	res, err := http.ReadResponse(bufio.NewReader(busy), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Close {
+		t.Error("the response during shutdown does not say Connection: close")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		t.Error("the listener still accepts after Shutdown")
+	}
+}
+
+// TestLongHeadGoesToNetHTTP: a head longer than the reader is net/http's,
+// which serves it within its own limit.
+func TestLongHeadGoesToNetHTTP(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Header.Get("X-Long")[:3])
+	})
+	s, addr := startFast(t, h)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	long := strings.Repeat("abc", 3000)
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\nX-Long: "+long+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if string(b) != "abc" {
+		t.Fatalf("body %q", b)
+	}
+	if st := s.Stats(); st.HandedOff != 1 {
+		t.Fatalf("stats %+v, want the connection handed off", st)
+	}
+}
+
+// TestWatchComesAndGoes: requests that end around the moment their watch
+// starts all get their answer (a watch that starts late must not hold the
+// connection's reader).
+func TestWatchComesAndGoes(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
+		time.Sleep(d)
+		_, _ = io.WriteString(w, "ok")
+	})
+	_, addr := startFast(t, h)
+	const conns, each = 20, 6
+	errs := make(chan error, conns)
+	for i := range conns {
+		go func() {
+			errs <- func() error {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+				br := bufio.NewReader(c)
+				for j := range each {
+					// around one and two ticks, where watches start
+					d := watchTick + time.Duration((i*each+j)%9)*watchTick/8
+					if _, err := io.WriteString(c, "GET /?d="+d.String()+" HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
+						return err
+					}
+					res, err := http.ReadResponse(br, nil)
+					if err != nil {
+						return err
+					}
+					if b, _ := io.ReadAll(res.Body); string(b) != "ok" {
+						return errors.New("body " + string(b))
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range conns {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
