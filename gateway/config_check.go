@@ -136,6 +136,7 @@ func (s *ServerConfig) validate(k checker) {
 		namedDuration{"idle_timeout", s.IdleTimeout}, namedDuration{"read_header_timeout", s.ReadHeaderTimeout},
 		namedDuration{"min_rate_grace", s.MinRateGrace})
 	k.oneOf("drain_websockets", s.DrainWebSockets, "start", "end")
+	k.oneOf("http1_server", s.HTTP1Server, "wakegate", "net/http")
 	if msg := checkRootRedirect(s.RootRedirect); msg != "" {
 		k.bad("root_redirect", "%s", msg)
 	}

@@ -71,6 +71,7 @@ func (s *ServerConfig) defaults() {
 	def(&s.MaxBodyBytes, 32<<20)
 	def(&s.DrainGrace, 20*time.Second)
 	def(&s.DrainWebSockets, "start")
+	def(&s.HTTP1Server, "wakegate")
 	defPtr(&s.MinBodyRate, 240)
 	defPtr(&s.MinResponseRate, 240)
 	def(&s.MinRateGrace, 5*time.Second)

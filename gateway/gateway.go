@@ -348,16 +348,16 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer stopFront()
-	pub := g.publicListener(srv, limitListener{Listener: ln, l: g.connLimit})
+	pubs := g.newPublicServers(srv)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(pub) }()
+	go pubs.serve(g, limitListener{Listener: ln, l: g.connLimit}, serveErr)
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	g.drain(srv, serveErr) // steps 1 to 4
-	stopAdmin()            // step 5
+	g.drain(pubs, serveErr) // steps 1 to 4
+	stopAdmin()             // step 5
 	stopFront()
 	stopBG()
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -399,7 +399,7 @@ func (g *Gateway) startBackground() (stop func()) {
 
 // drain runs steps 1 to 4 of the shutdown order. serveErr is srv.Serve's
 // result, which drain leaves in place for the caller.
-func (g *Gateway) drain(srv *http.Server, serveErr chan error) {
+func (g *Gateway) drain(srv publicServers, serveErr chan error) {
 	// 1. Draining: /readyz fails; keep serving for drain_delay.
 	g.draining.Store(true)
 	if d := g.cfg.Server.DrainDelay; d > 0 {
@@ -429,7 +429,7 @@ func (g *Gateway) drain(srv *http.Server, serveErr chan error) {
 	shutCtx, cancel := context.WithTimeout(context.Background(), grace+g.closeWait)
 	defer cancel()
 	shutdownDone := make(chan error, 1)
-	go func() { shutdownDone <- srv.Shutdown(shutCtx) }()
+	go func() { shutdownDone <- srv.shutdown(shutCtx) }()
 	// 3. Wait for every request, hijacked WebSockets included, up to grace.
 	cutReqs, cutWS := 0, 0
 	select {
@@ -452,7 +452,7 @@ func (g *Gateway) drain(srv *http.Server, serveErr chan error) {
 	if err := <-shutdownDone; err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		g.log.Warn("shutdown", "err", err)
 	}
-	_ = srv.Close()
+	srv.close()
 	g.log.Info("drained", "requests_cut", cutReqs, "websockets_cut", cutWS)
 }
 

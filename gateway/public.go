@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/wakegate/wakegate/h1serve"
+)
+
+// publicServers serves the public listener. Without TLS a loop of its own
+// (h1serve) takes plain HTTP/1.1 requests and hands any connection it does
+// not take (an upgrade, Expect, a chunked or HTTP/1.0 request, anything
+// malformed) to net/http's server, which serves that connection from then
+// on with the same handler. With TLS, net/http serves everything.
+type publicServers struct {
+	std  *http.Server
+	fast *h1serve.Server // nil: net/http alone
+}
+
+// newPublicServers builds the servers for the public listener; net/http's
+// server is srv.
+func (g *Gateway) newPublicServers(srv *http.Server) publicServers {
+	ps := publicServers{std: srv}
+	if g.front == nil && g.cfg.Server.HTTP1Server != "net/http" {
+		ps.fast = &h1serve.Server{
+			Handler:           srv.Handler,
+			ReadHeaderTimeout: srv.ReadHeaderTimeout,
+			IdleTimeout:       srv.IdleTimeout,
+			MaxHeaderBytes:    srv.MaxHeaderBytes,
+			BaseContext:       g.hardStop,
+			ErrorLog:          srv.ErrorLog,
+		}
+	}
+	return ps
+}
+
+// serve serves ln (already wrapped by the connection cap) until the
+// servers shut down, and sends the result on done.
+func (ps publicServers) serve(g *Gateway, ln net.Listener, done chan<- error) {
+	if ps.fast == nil {
+		done <- ps.std.Serve(g.publicListener(ps.std, ln))
+		return
+	}
+	hand := ps.fast.Handoff(ln.Addr())
+	fastErr := make(chan error, 1)
+	go func() {
+		err := ps.fast.Serve(ln)
+		if !errors.Is(err, http.ErrServerClosed) {
+			_ = hand.Close() // the accept loop failed: end net/http's too
+		}
+		fastErr <- err
+	}()
+	err := ps.std.Serve(framingListener{hand})
+	if ferr := <-fastErr; !errors.Is(ferr, http.ErrServerClosed) {
+		err = ferr
+	} else if errors.Is(err, net.ErrClosed) {
+		err = http.ErrServerClosed
+	}
+	done <- err
+}
+
+// shutdown stops accepting and waits for the requests of both servers,
+// up to ctx.
+func (ps publicServers) shutdown(ctx context.Context) error {
+	if ps.fast == nil {
+		return ps.std.Shutdown(ctx)
+	}
+	var wg sync.WaitGroup
+	var fastErr error
+	wg.Go(func() { fastErr = ps.fast.Shutdown(ctx) })
+	err := ps.std.Shutdown(ctx)
+	wg.Wait()
+	return errors.Join(err, fastErr)
+}
+
+// close closes every connection of both servers.
+func (ps publicServers) close() {
+	_ = ps.std.Close()
+	if ps.fast != nil {
+		_ = ps.fast.Close()
+	}
+}
