@@ -235,7 +235,10 @@ func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wrote
 // informational responses to s.
 func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error) {
 	for n := 0; ; n++ {
-		res, err := http.ReadResponse(c.br, req)
+		res, handled, err := readPlainResponse(c.br, req)
+		if !handled {
+			res, err = http.ReadResponse(c.br, req)
+		}
 		if err != nil {
 			return nil, err
 		}
