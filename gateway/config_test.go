@@ -136,6 +136,7 @@ server:
   idle_timeout: soon                # want server.idle_timeout
   max_header_bytes: 10              # want server.max_header_bytes
   max_body_bytes: 12XB              # want server.max_body_bytes
+  http1_server: nginx               # want server.http1_server
   trusted_proxies: ["10.0.0.0/8", "192.0.2.1", "bogus"] # want server.trusted_proxies[2]
   websocket_origins:
     - "https://ok.example"

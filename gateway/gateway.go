@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/h1serve"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -32,7 +33,10 @@ const ProbeHeader = "X-Wakegate-Probe"
 
 // Gateway is one running wakegate.
 type Gateway struct {
-	cfg *Config
+	// http1 is the public listener's HTTP/1.1 loop while Serve runs
+	// without TLS (public.go).
+	http1 atomic.Pointer[h1serve.Server]
+	cfg   *Config
 	// live is the config as last reloaded (reload.go), nil before the
 	// first reload; conf reads it.
 	live atomic.Pointer[Config]

@@ -252,6 +252,14 @@ func stateMetrics(g *Gateway) []prometheus.Collector {
 			}
 			return float64(n)
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "wakegate_http1_loop_requests_total",
+			Help: "Plain HTTP/1.1 requests served on the gateway's own loop (server.http1_server: wakegate).",
+		}, func() float64 { return float64(g.http1Stats().Requests) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "wakegate_http1_handoffs_total",
+			Help: "Connections the gateway's HTTP/1.1 loop handed to Go's server: an upgrade, Expect, a chunked or HTTP/1.0 request, or anything unusual.",
+		}, func() float64 { return float64(g.http1Stats().HandedOff) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "wakegate_homes",
 			Help: "Homes registered on this instance.",

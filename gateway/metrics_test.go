@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -166,5 +167,46 @@ func TestMetricsRuntimeCollectors(t *testing.T) {
 	}
 	if v := admValue(fams, "process_open_fds", nil); v < 1 {
 		t.Errorf("process_open_fds = %v, want at least 1", v)
+	}
+}
+
+// TestHTTP1ServerChoice: with server.http1_server: wakegate plain requests
+// are served on the gateway's loop and a chunked one is handed to Go's
+// server; with net/http the loop serves nothing. Both answer the same.
+func TestHTTP1ServerChoice(t *testing.T) {
+	t.Parallel()
+	for _, choice := range []string{"wakegate", "net/http"} {
+		t.Run(strings.ReplaceAll(choice, "/", "-"), func(t *testing.T) {
+			t.Parallel()
+			a := admStart(t, admDemo+"server:\n  http1_server: "+choice+"\n", "")
+			base := a.scrape(t)
+			c := e2eClient(t)
+			e2eGetWhoami(t, c, "http://"+a.addr+"/node/demo/whoami", nil)
+			e2eGetWhoami(t, c, "http://"+a.addr+"/node/demo/whoami", nil)
+			// A body of unknown length goes out chunked.
+			res, err := c.Post("http://"+a.addr+"/node/demo/whoami", "text/plain",
+				io.MultiReader(strings.NewReader("chunked "), strings.NewReader("body")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"body_bytes":12`) {
+				t.Fatalf("chunked POST: %d %s", res.StatusCode, b)
+			}
+			now := a.scrape(t)
+			loop := admValue(now, "wakegate_http1_loop_requests_total", nil) - admValue(base, "wakegate_http1_loop_requests_total", nil)
+			handed := admValue(now, "wakegate_http1_handoffs_total", nil) - admValue(base, "wakegate_http1_handoffs_total", nil)
+			switch choice {
+			case "wakegate":
+				if loop < 2 || handed < 1 {
+					t.Errorf("loop requests +%v, handoffs +%v; want at least 2 and 1", loop, handed)
+				}
+			default:
+				if admValue(now, "wakegate_http1_loop_requests_total", nil) != 0 || handed != 0 {
+					t.Errorf("net/http: loop requests %v, handoffs +%v; want none", admValue(now, "wakegate_http1_loop_requests_total", nil), handed)
+				}
+			}
+		})
 	}
 }

@@ -37,6 +37,14 @@ func (g *Gateway) newPublicServers(srv *http.Server) publicServers {
 	return ps
 }
 
+// http1Stats is what the HTTP/1.1 loop has done; zero without one.
+func (g *Gateway) http1Stats() h1serve.Stats {
+	if s := g.http1.Load(); s != nil {
+		return s.Stats()
+	}
+	return h1serve.Stats{}
+}
+
 // serve serves ln (already wrapped by the connection cap) until the
 // servers shut down, and sends the result on done.
 func (ps publicServers) serve(g *Gateway, ln net.Listener, done chan<- error) {
@@ -44,6 +52,7 @@ func (ps publicServers) serve(g *Gateway, ln net.Listener, done chan<- error) {
 		done <- ps.std.Serve(g.publicListener(ps.std, ln))
 		return
 	}
+	g.http1.Store(ps.fast)
 	hand := ps.fast.Handoff(ln.Addr())
 	fastErr := make(chan error, 1)
 	go func() {
