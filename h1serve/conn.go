@@ -95,7 +95,6 @@ func (c *conn) serve() {
 	c.br.Reset(&c.cr)
 	c.bw = writerPool.Get().(*bufio.Writer)
 	c.bw.Reset(c.rwc)
-	c.pendBuf = make([]byte, 0, bufferBeforeHead)
 	handed := false
 	defer func() {
 		c.forget()
@@ -217,6 +216,9 @@ func (c *conn) serveOne(ph parsedHead) (reuse bool) {
 		Close:         ph.close,
 	}
 	req := r0.WithContext(ctx)
+	if c.pendBuf == nil {
+		c.pendBuf = make([]byte, 0, bufferBeforeHead)
+	}
 	w := &response{c: c, req: req, reqBody: rb, header: make(http.Header), contentLength: -1, pend: c.pendBuf[:0]}
 
 	old := c.st.Load()
