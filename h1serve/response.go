@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +73,7 @@ func (w *response) WriteHeader(code int) {
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		bw := w.c.bw
 		writeStatusLine(bw, code)
-		_ = w.header.WriteSubset(bw, excludedNoBody)
+		writeFields(bw, w.header, exContentLength|exTE)
 		_, _ = bw.WriteString("\r\n")
 		w.noteErr(bw.Flush())
 		return
@@ -137,20 +138,13 @@ func (w *response) fixHead() {
 	if w.req.Method == http.MethodHead || !bodyOK || w.contentLength != -1 || w.te == "identity" || w.te == "chunked" {
 		ex |= exTE
 	}
+	if w.prefixTrailers {
+		ex |= exTrailerPrefix
+	}
 	bw := &w.c.head
 	bw.Reset()
 	writeStatusLine(bw, w.status)
-	if w.prefixTrailers {
-		m := ex.set()
-		for k := range h {
-			if strings.HasPrefix(k, http.TrailerPrefix) {
-				m[k] = true
-			}
-		}
-		_ = h.WriteSubset(bw, m)
-		return
-	}
-	_ = h.WriteSubset(bw, excludes[ex])
+	writeFields(bw, h, ex)
 }
 
 // Write writes body bytes, holding the first 2 KiB back until the head
@@ -197,8 +191,18 @@ func (w *response) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// WriteString is Write for a string, as io.StringWriter.
+// WriteString is Write for a string, as io.StringWriter; a string that
+// is held back whole is not copied twice.
 func (w *response) WriteString(s string) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.headSent && len(w.pend)+len(s) <= bufferBeforeHead && bodyAllowed(w.status) &&
+		(w.contentLength == -1 || w.written+int64(len(s)) <= w.contentLength) && w.werr == nil {
+		w.written += int64(len(s))
+		w.pend = append(w.pend, s...)
+		return len(s), nil
+	}
 	return w.Write([]byte(s))
 }
 
@@ -451,19 +455,24 @@ func hasToken(values []string, token string) bool {
 	return len(values) > 0 && httpguts.HeaderValuesContainsToken(values, token)
 }
 
-// headerValue is a value as net/http writes it: newlines made spaces,
-// trimmed.
+// headerValue is a value as net/http writes it: CR and LF made spaces,
+// white space trimmed.
 func headerValue(v string) string {
 	if strings.ContainsAny(v, "\r\n") {
-		v = strings.NewReplacer("\r\n", " ", "\r", " ", "\n", " ").Replace(v)
+		v = strings.Map(func(r rune) rune {
+			if r == '\r' || r == '\n' {
+				return ' '
+			}
+			return r
+		}, v)
 	}
-	return strings.TrimSpace(v)
+	return textproto.TrimString(v)
 }
 
 // writerOnly hides ReadFrom so io.Copy uses Write.
 type writerOnly struct{ io.Writer }
 
-// exclusion is a set of the fields fixHead leaves out of the head.
+// exclusion is a set of the fields a head leaves out.
 type exclusion uint8
 
 const (
@@ -471,27 +480,39 @@ const (
 	exContentLength
 	exContentType
 	exTE
-	exCount = 1 << iota
+	exTrailerPrefix // keys with http.TrailerPrefix
 )
 
-// set returns the exclusion as a fresh map.
-func (e exclusion) set() map[string]bool {
-	m := make(map[string]bool, 4)
-	for bit, k := range [...]string{"Connection", "Content-Length", "Content-Type", "Transfer-Encoding"} {
-		if e&(1<<bit) != 0 {
-			m[k] = true
-		}
+// excludes reports whether the exclusion leaves key out.
+func (e exclusion) excludes(key string) bool {
+	switch key {
+	case "Connection":
+		return e&exConnection != 0
+	case "Content-Length":
+		return e&exContentLength != 0
+	case "Content-Type":
+		return e&exContentType != 0
+	case "Transfer-Encoding":
+		return e&exTE != 0
 	}
-	return m
+	return e&exTrailerPrefix != 0 && strings.HasPrefix(key, http.TrailerPrefix)
 }
 
-// excludes holds the maps for every exclusion, made once.
-var excludes = func() (m [exCount]map[string]bool) {
-	for e := range exclusion(exCount) {
-		m[e] = e.set()
+// writeFields writes the fields of h but the excluded ones, as
+// http.Header.WriteSubset does (a name that is not a valid field name is
+// skipped, values are cleaned by headerValue) but in the map's order: a
+// head's field order carries no meaning, and sorting is the larger part
+// of WriteSubset's cost.
+func writeFields(bw stringByteWriter, h http.Header, ex exclusion) {
+	for k, vv := range h {
+		if ex.excludes(k) || !httpguts.ValidHeaderFieldName(k) {
+			continue
+		}
+		for _, v := range vv {
+			_, _ = bw.WriteString(k)
+			_, _ = bw.WriteString(": ")
+			_, _ = bw.WriteString(headerValue(v))
+			_, _ = bw.WriteString("\r\n")
+		}
 	}
-	return m
-}()
-
-// excludedNoBody is what a 1xx response leaves out.
-var excludedNoBody = map[string]bool{"Content-Length": true, "Transfer-Encoding": true}
+}
