@@ -104,7 +104,9 @@ func (s *Server) Stats() Stats {
 }
 
 // Serve accepts connections on ln until Shutdown or Close, and returns
-// http.ErrServerClosed then; any other accept error ends it too.
+// http.ErrServerClosed then, or the error of a listener closed by someone
+// else. Other accept errors (out of descriptors, for one) are logged and
+// retried after a pause that grows to a second.
 func (s *Server) Serve(ln net.Listener) error {
 	s.init()
 	s.mu.Lock()
@@ -128,14 +130,17 @@ func (s *Server) Serve(ln net.Listener) error {
 			if s.closing.Load() {
 				return http.ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.logf("h1serve: accept: %v; retrying in %v", err, backoff)
-				time.Sleep(backoff)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				return err
 			}
-			return err
+			// Out of descriptors, a connection reset before it was
+			// taken: the listener is fine and the next accept may work.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.logf("h1serve: accept: %v; retrying in %v", err, backoff)
+			if !s.sleep(backoff) {
+				return http.ErrServerClosed
+			}
+			continue
 		}
 		backoff = 0
 		c := s.newConn(rwc)
@@ -212,6 +217,18 @@ func (s *Server) closeIdle() bool {
 }
 
 func (s *Server) shuttingDown() bool { return s.closing.Load() }
+
+// sleep waits d, or less if Close is called; false then.
+func (s *Server) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.done:
+		return false
+	}
+}
 
 func (s *Server) logf(format string, args ...any) {
 	if s.ErrorLog != nil {

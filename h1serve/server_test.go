@@ -5,9 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -277,3 +282,63 @@ func TestWatchComesAndGoes(t *testing.T) {
 		}
 	}
 }
+
+// failingListener fails its first n accepts the way a process out of
+// descriptors does.
+type failingListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.n.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptErrorsAreRetried: accept failures that are not a closed
+// listener (EMFILE) are waited out, and serving goes on.
+func TestAcceptErrorsAreRetried(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failingListener{Listener: ln}
+	fl.n.Store(3)
+	var logged strings.Builder
+	var mu sync.Mutex
+	s := &Server{
+		Handler:  http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }),
+		ErrorLog: log.New(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logged.Write(p) }), "", 0),
+	}
+	_ = s.Handoff(ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(fl) }()
+	c := &http.Client{Timeout: 10 * time.Second}
+	res, err := c.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(b) != "ok" {
+		t.Fatalf("body %q", b)
+	}
+	c.CloseIdleConnections()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logged.String(), "too many open files"); n != 3 {
+		t.Fatalf("%d accept failures logged, want 3:\n%s", n, logged.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
