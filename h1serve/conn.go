@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/h1head"
 )
 
 // A connection's state word: the phase in the low bits, then whether the
@@ -355,21 +357,9 @@ func (b *body) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
 	}
-	if b.left == 0 {
-		b.eof = true
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.br.Read(p)
-	b.left -= int64(n)
-	if b.left == 0 {
-		b.eof = true
-		return n, io.EOF
-	}
+	n, err := h1head.ReadBody(b.br, p, &b.left)
 	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
+		b.eof = true
 	}
 	return n, err
 }

@@ -57,12 +57,7 @@ func TestPipelinedDuringWatch(t *testing.T) {
 		_, _ = io.WriteString(w, r.URL.Path)
 	})
 	s, addr := startFast(t, h)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialRaw(t, addr)
 	if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -108,12 +103,7 @@ func TestUpgradeGoesToNetHTTP(t *testing.T) {
 		_ = brw.Flush()
 	})
 	s, addr := startFast(t, h)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialRaw(t, addr)
 	// A plain request first, then the upgrade with a line right behind it.
 	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\n\r\nGET / HTTP/1.1\r\nHost: t\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\nping\n"); err != nil {
 		t.Fatal(err)
@@ -154,12 +144,7 @@ func TestShutdownClosesIdleAndFinishesActive(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	})
 	s, addr := startFast(t, h)
-	idle, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idle.Close()
-	_ = idle.SetDeadline(time.Now().Add(10 * time.Second))
+	idle := dialRaw(t, addr)
 	ibr := bufio.NewReader(idle)
 	if _, err := io.WriteString(idle, "GET / HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
 		t.Fatal(err)
@@ -169,12 +154,7 @@ func TestShutdownClosesIdleAndFinishesActive(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = io.ReadAll(first.Body)
-	busy, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer busy.Close()
-	_ = busy.SetDeadline(time.Now().Add(10 * time.Second))
+	busy := dialRaw(t, addr)
 	if _, err := io.WriteString(busy, "GET /hold HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,12 +193,7 @@ func TestLongHeadGoesToNetHTTP(t *testing.T) {
 		_, _ = io.WriteString(w, r.Header.Get("X-Long")[:3])
 	})
 	s, addr := startFast(t, h)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dialRaw(t, addr)
 	long := strings.Repeat("abc", 3000)
 	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\nX-Long: "+long+"\r\n\r\n"); err != nil {
 		t.Fatal(err)
@@ -342,3 +317,16 @@ func TestAcceptErrorsAreRetried(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// dialRaw opens a connection to addr for raw HTTP, closed when the test
+// ends, every read and write bounded by 10 seconds.
+func dialRaw(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
+}

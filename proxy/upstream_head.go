@@ -100,23 +100,7 @@ type lengthBody struct {
 	left int64
 }
 
-func (b *lengthBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.br.Read(p)
-	b.left -= int64(n)
-	if b.left == 0 {
-		return n, io.EOF
-	}
-	if errors.Is(err, io.EOF) {
-		err = io.ErrUnexpectedEOF
-	}
-	return n, err
-}
+func (b *lengthBody) Read(p []byte) (int, error) { return h1head.ReadBody(b.br, p, &b.left) }
 
 // Close leaves the rest unread: the forwarder's body closes the
 // connection when the body did not end.

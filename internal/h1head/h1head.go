@@ -6,7 +6,10 @@
 package h1head
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 
@@ -138,4 +141,25 @@ func ValidValue(s string) bool {
 		}
 	}
 	return true
+}
+
+// ReadBody reads into p from br at most *left more bytes of a body of known
+// length, and counts them off *left. The last bytes come with io.EOF; a
+// body that ends early gives io.ErrUnexpectedEOF.
+func ReadBody(br *bufio.Reader, p []byte, left *int64) (int, error) {
+	if *left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > *left {
+		p = p[:*left]
+	}
+	n, err := br.Read(p)
+	*left -= int64(n)
+	if *left == 0 {
+		return n, io.EOF
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
 }
