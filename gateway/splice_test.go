@@ -8,6 +8,9 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/wake"
 )
 
 // TestLargeBodiesThroughGateway checks bodies of 256 KiB and 1 MiB, which
@@ -32,6 +35,12 @@ func TestLargeBodiesThroughGateway(t *testing.T) {
 	}))
 	defer backend.Close()
 	gw := e2eStartInProcess(t, fmt.Sprintf("apps:\n  - slug: big\n    upstream: %q\n    kind: api\n", backend.URL))
+	// The route is published once the self-probe through the gateway's
+	// own listener has passed; the requests below go around it.
+	testbin.Eventually(t, "the app ready", func() bool {
+		st, ok := gw.g.Apps().Status("big")
+		return ok && st.Phase == wake.PhaseReady
+	})
 	front := httptest.NewServer(gw.g.Handler())
 	defer front.Close()
 	tr := &http.Transport{DisableCompression: true}
