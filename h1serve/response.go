@@ -106,6 +106,7 @@ func (w *response) fixHead() {
 	w.sniffable = bodyOK && !hasCE && !w.haveType && w.te == ""
 	if c := h["Connection"]; len(c) > 0 {
 		w.connection = append(w.c.connBuf[:0], c...)
+		w.c.connBuf = w.connection
 	}
 	var ex exclusion
 	ex |= exConnection
