@@ -94,6 +94,12 @@ type Options struct {
 	// BootDelay is how long Run waits before listening, to simulate a slow
 	// boot (flag --boot-delay). Zero or negative means no delay.
 	BootDelay time.Duration
+	// ListenFD, when at least 3, is an inherited listening socket Run serves
+	// on instead of listening on Addr (flag --listen-fd): socket activation,
+	// where whoever starts the home made its socket before it, so that
+	// connections made during the boot wait in the socket's accept queue.
+	// The boot delay still runs before the first accept. Zero: none.
+	ListenFD int
 	// FailOnce, when set, names a marker file: if it does not exist, Run
 	// creates it and fails at once without listening (flag --fail-once),
 	// so the home's first start fails and its restart succeeds.
@@ -136,6 +142,7 @@ func ParseFlags(args []string) (Options, error) {
 	fs.DurationVar(&o.BootDelay, "boot-delay", 0, "wait this long before listening, e.g. 2s (0: none)")
 	fs.StringVar(&o.RelayToken, "relay-token", "", "require this token in header "+RelayHeader+" under /node/ (default: env "+RelayTokenEnv+")")
 	fs.StringVar(&o.NotifyReady, "notify-ready", "", "POST to this URL once after listening")
+	fs.IntVar(&o.ListenFD, "listen-fd", 0, "serve on this inherited listening socket (a file descriptor, 3 or more) instead of listening on --addr")
 	fs.StringVar(&o.FailOnce, "fail-once", "", "if this marker file is missing, create it and exit with an error before listening")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -166,6 +173,9 @@ func ParseFlags(args []string) (Options, error) {
 	}
 	if o.BootDelay < 0 {
 		return Options{}, fmt.Errorf("demo-home: flag --boot-delay: %s is negative", o.BootDelay)
+	}
+	if o.ListenFD != 0 && o.ListenFD < 3 {
+		return Options{}, fmt.Errorf("demo-home: flag --listen-fd: %d is standard input, output or error; an inherited socket is 3 or more", o.ListenFD)
 	}
 	if o.NotifyReady != "" {
 		u, err := url.Parse(o.NotifyReady)
@@ -676,6 +686,29 @@ func (l *lineLog) printf(format string, args ...any) {
 	_, _ = fmt.Fprintf(l.w, format+"\n", args...)
 }
 
+// listen returns the listener of o: the inherited socket ListenFD, or a
+// new one on Addr.
+func listen(ctx context.Context, o Options) (net.Listener, error) {
+	if o.ListenFD >= 3 {
+		f := os.NewFile(uintptr(o.ListenFD), "inherited listener")
+		if f == nil {
+			return nil, fmt.Errorf("demo home: --listen-fd %d: not an open file descriptor", o.ListenFD)
+		}
+		defer f.Close() // FileListener holds its own copy
+		ln, err := net.FileListener(f)
+		if err != nil {
+			return nil, fmt.Errorf("demo home: --listen-fd %d: %w", o.ListenFD, err)
+		}
+		return ln, nil
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("demo home: listen on %s: %w", o.Addr, err)
+	}
+	return ln, nil
+}
+
 // Run runs a demo home until ctx ends: it waits o.BootDelay (returning nil
 // at once if ctx ends first, without ever listening), listens on o.Addr,
 // writes the line "listening addr=<host:port> version=<version>" to logw,
@@ -710,10 +743,9 @@ func Run(ctx context.Context, o Options, logw io.Writer) error {
 		return nil
 	}
 
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", o.Addr)
+	ln, err := listen(ctx, o)
 	if err != nil {
-		return fmt.Errorf("demo home: listen on %s: %w", o.Addr, err)
+		return err
 	}
 	h := NewHandler(o)
 	h.markListening(time.Now())

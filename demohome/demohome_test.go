@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--version", ""}, "--version"},
 		{[]string{"--notify-ready", "ftp://x/y"}, "--notify-ready"},
 		{[]string{"--notify-ready", "::bad"}, "--notify-ready"},
+		{[]string{"--listen-fd", "2"}, "--listen-fd"},
+		{[]string{"--listen-fd", "three"}, "listen-fd"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"extra"}, `"extra"`},
 	}
@@ -775,5 +778,65 @@ func TestRunListenError(t *testing.T) {
 	err = Run(t.Context(), Options{Addr: ln.Addr().String()}, nil)
 	if err == nil || !strings.Contains(err.Error(), "listen") {
 		t.Fatalf("Run on a taken port = %v, want a listen error", err)
+	}
+}
+
+// A home given its socket (--listen-fd) answers the connections made while
+// it booted, from the socket's accept queue, and closes the socket when it
+// stops.
+func TestRunInheritedListener(t *testing.T) {
+	const delay = 200 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run takes the descriptor it is given and closes it: hand it a
+	// copy of its own, and keep none here.
+	fd, err := syscall.Dup(int(f.Fd()))
+	_ = f.Close()
+	_ = ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The caller connects and sends its request before the home runs.
+	c, err := net.DialTimeout("tcp", addr, waitLimit)
+	if err != nil {
+		t.Fatalf("dial the socket before the home runs: %v", err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /node/alice/whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sink, stop := startRun(t, Options{ListenFD: fd, BootDelay: delay, Target: "alice"})
+	if err := c.SetDeadline(time.Now().Add(waitLimit)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the request sent during the boot: %v", err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("the request sent during the boot: status %d", res.StatusCode)
+	}
+	if waited := time.Since(start); waited < delay {
+		t.Fatalf("answered after %s, before the boot delay %s", waited, delay)
+	}
+	if got := waitAddr(t, sink); got != addr {
+		t.Fatalf("listening line names %s, want the inherited socket's %s", got, addr)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c2, err := net.DialTimeout("tcp", addr, waitLimit); err == nil {
+		_ = c2.Close()
+		t.Fatal("the inherited socket still accepts after Run returned")
 	}
 }
