@@ -18,17 +18,22 @@ type coldResult struct {
 	p50, p99 float64 // time to the answer, ms
 	max      float64
 	cpuPer   float64 // the gateway's CPU per caller, µs
+	homeCPU  float64 // the home's CPU per caller, µs
+	client   float64 // the load generator's CPU per caller, µs
+	sent     float64 // time to the first request written whole, ms
+	first    float64 // time to the first byte of the first answer, ms
 	wakeMs   float64 // the gateway's mean wake time (start to ready), ms
 	failed   int
-	first    string // the first failure
+	failure  string // the first failure
 }
 
 // stats are the medians of stampede rounds.
-type stats struct{ p50, p99, max, wakes, cpu, wakeMs []float64 }
+type stats struct{ p50, p99, max, sent, first, wakes, cpu, wakeMs, homeCPU, client []float64 }
 
 func (s *stats) add(r coldResult) {
 	s.p50, s.p99, s.max, s.wakes = append(s.p50, r.p50), append(s.p99, r.p99), append(s.max, r.max), append(s.wakes, r.wakes)
-	s.cpu = append(s.cpu, r.cpuPer)
+	s.cpu, s.homeCPU, s.client = append(s.cpu, r.cpuPer), append(s.homeCPU, r.homeCPU), append(s.client, r.client)
+	s.sent, s.first = append(s.sent, r.sent), append(s.first, r.first)
 	if r.wakes > 0 {
 		s.wakeMs = append(s.wakeMs, r.wakeMs)
 	}
@@ -39,8 +44,18 @@ func (s *stats) String() string {
 	if len(s.wakeMs) > 0 {
 		wake = fmt.Sprintf(", each wake %.0f ms", median(s.wakeMs))
 	}
-	return fmt.Sprintf("wakes %.0f%s, p50 %.0f ms, p99 %.0f ms, max %.0f ms, gateway CPU %.0f µs/caller (medians of %d rounds)",
-		median(s.wakes), wake, median(s.p50), median(s.p99), median(s.max), median(s.cpu), len(s.p99))
+	return fmt.Sprintf("wakes %.0f%s, %s, p50 %.0f ms, p99 %.0f ms, max %.0f ms, gateway CPU %.0f µs/caller, home %.0f, load generator %.0f (medians of %d rounds)",
+		median(s.wakes), wake, s.firsts(), median(s.p50), median(s.p99), median(s.max), median(s.cpu), median(s.homeCPU), median(s.client), len(s.p99))
+}
+
+// firsts is when the first request went and the first answer came,
+// medians, from the start of the stampede.
+func (s *stats) firsts() string {
+	out := fmt.Sprintf("first answer %.0f ms", median(s.first))
+	if m := median(s.sent); m > 0 {
+		out = fmt.Sprintf("first request sent %.1f ms, %s", m, out)
+	}
+	return out
 }
 
 // runCold measures stampedes on cold homes: -cold-callers at once on one
@@ -196,7 +211,7 @@ func (v *variant) round(ctx context.Context, o options, r int) error {
 		return err
 	}
 	if res.failed > 0 {
-		return fmt.Errorf("%s: one-home stampede: %d of %d failed, first: %s", v.name, res.failed, o.coldCallers, res.first)
+		return fmt.Errorf("%s: one-home stampede: %d of %d failed, first: %s", v.name, res.failed, o.coldCallers, res.failure)
 	}
 	v.cold.add(res)
 	// The same stampede on the home now awake: what the burst costs
@@ -253,7 +268,7 @@ func spreadRuns(ctx context.Context, o options, t *table, caps []int) error {
 			}
 			s.st.add(res)
 			if s.failed += res.failed; s.first == "" {
-				s.first = res.first
+				s.first = res.failure
 			}
 			logf("%s: spread stampede %d, wake cap %d: wakes %.0f p50 %.0f ms p99 %.0f ms, %d failed",
 				s.name, r+1, s.c, res.wakes, res.p50, res.p99, res.failed)
@@ -282,12 +297,14 @@ func stampede(ctx context.Context, o options, g *gw, homes int) (coldResult, err
 	if err != nil {
 		return coldResult{}, err
 	}
-	res := burst(o.client, callers, func(i int) string { return fmt.Sprintf("http://%s/node/c%05d/whoami", g.addr, i%homes) })
+	home0 := childrenCPU(g.cmd.Process.Pid)
+	res := burst(o.client, callers, func(i int) string { return fmt.Sprintf("http://%s/node/c%05d/whoami", g.addr, i%homes) }, nil)
 	cpu1, err := g.cpu()
 	if err != nil {
 		return coldResult{}, err
 	}
 	res.cpuPer = float64((cpu1 - cpu0).Microseconds()) / float64(callers)
+	res.homeCPU = perCaller(childrenCPU(g.cmd.Process.Pid).since(home0), callers)
 	m1, err := g.metrics(ctx)
 	if err != nil {
 		return coldResult{}, err
@@ -300,56 +317,130 @@ func stampede(ctx context.Context, o options, g *gw, homes int) (coldResult, err
 	return res, nil
 }
 
-// burst sends callers GET requests at once, each on a new connection, to
-// url(i), with the client named by -client, and returns the latency
-// percentiles and failures.
-func burst(client string, callers int, url func(i int) string) coldResult {
-	get := transportGet
+// burst sends callers GET requests at once to url(i), with the client
+// named by -client, and returns the latency percentiles and failures.
+// With "raw" and "transport" each caller dials its own connection at the
+// start, and its time counts from before the dial. With "open" every
+// caller's connection is made first, with the load generator's dials all
+// done before the start; at the start each writes its request, and its
+// time counts from there. onStart, when not nil, runs right before the
+// start.
+func burst(client string, callers int, url func(i int) string, onStart func() error) coldResult {
+	var res coldResult
+	var mu sync.Mutex
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.failed++
+		if res.failure == "" {
+			res.failure = err.Error()
+		}
+	}
+	get := func(i int) (timing, error) { return transportGet(url(i)) }
+	var conns []*rawConn // the "open" client's
 	if client == "raw" {
-		get = rawGet
+		get = func(i int) (timing, error) { return rawGet(url(i)) }
+	}
+	if client == "open" {
+		conns = make([]*rawConn, callers)
+		var dials sync.WaitGroup
+		sem := make(chan struct{}, 64)
+		for i := range callers {
+			dials.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				rc, err := dialRaw(url(i))
+				if err != nil {
+					fail(err)
+					return
+				}
+				conns[i] = rc
+			})
+		}
+		dials.Wait()
+		if res.failed > 0 {
+			for _, rc := range conns {
+				if rc != nil {
+					_ = rc.c.Close()
+				}
+			}
+			return res
+		}
+		get = func(i int) (timing, error) { return conns[i].exchange() }
 	}
 	lat := make([]float64, callers)
-	var mu sync.Mutex
-	var res coldResult
+	times := make([]timing, callers)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
+	var aborted bool // onStart failed; read after start is closed
 	for i := range callers {
-		u := url(i)
 		wg.Go(func() {
 			<-start
+			if aborted {
+				if client == "open" {
+					_ = conns[i].c.Close()
+				}
+				return
+			}
 			t0 := time.Now()
-			err := get(u)
+			t, err := get(i)
+			times[i] = t
+			if client == "open" && !t.sent.IsZero() {
+				t0 = t.sent
+			}
 			lat[i] = float64(time.Since(t0).Microseconds()) / 1000
 			if err != nil {
-				mu.Lock()
-				res.failed++
-				if res.first == "" {
-					res.first = err.Error()
-				}
-				mu.Unlock()
+				fail(err)
 			}
 		})
 	}
+	if onStart != nil {
+		if err := onStart(); err != nil {
+			aborted = true
+			res.failed, res.failure = callers, err.Error()
+		}
+	}
+	self0, t0 := selfCPU(), time.Now()
 	close(start)
 	wg.Wait()
+	res.client = perCaller(selfCPU()-self0, callers)
+	res.sent = earliest(t0, times, func(t timing) time.Time { return t.sent })
+	res.first = earliest(t0, times, func(t timing) time.Time { return t.first })
 	res.p50, res.p99, res.max = percentile(lat, 50), percentile(lat, 99), percentile(lat, 100)
 	return res
 }
 
+// earliest is the earliest of the times at(t) that are set, in ms after
+// t0; 0 when none is.
+func earliest(t0 time.Time, ts []timing, at func(timing) time.Time) float64 {
+	var best time.Time
+	for _, t := range ts {
+		if a := at(t); !a.IsZero() && (best.IsZero() || a.Before(best)) {
+			best = a
+		}
+	}
+	if best.IsZero() {
+		return 0
+	}
+	return float64(best.Sub(t0).Microseconds()) / 1000
+}
+
 // transportGet fetches u with an http.Client of its own, on a new
-// connection, and reads the whole answer.
-func transportGet(u string) error {
+// connection, and reads the whole answer. Its timing has the time the
+// answer's head came, as the first byte's.
+func transportGet(u string) (t timing, err error) {
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Minute}
 	r, err := c.Get(u)
 	if err != nil {
-		return err
+		return t, err
 	}
+	t.first = time.Now()
 	_, _ = io.Copy(io.Discard, r.Body)
 	r.Body.Close()
 	if r.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", r.StatusCode)
+		return t, fmt.Errorf("status %d", r.StatusCode)
 	}
-	return nil
+	return t, nil
 }
 
 // suspendAll suspends homes c00000.. so that the next run finds them cold.

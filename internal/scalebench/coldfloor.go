@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,14 +19,15 @@ import (
 
 // floor is the one-home stampede without wakegate, to tell what part of
 // the time is wakegate's: the same callers, each on a new connection, sent
-// to the awake demo home itself, and through nginx in front of it (when
-// -nginx names a binary). It runs in every round, after the cold and warm
+// to the awake demo home itself, through nginx in front of it (when
+// -nginx names a binary), and to a cold demo home with no proxy at all
+// (measureCold). It runs in every round, after the cold and warm
 // stampedes through the gateway and before the home is suspended, on the
 // same machine and the same load generator.
 type floor struct {
-	o             options
-	direct, nginx stats
-	ran           bool
+	o                              options
+	direct, nginx, cold, nginxCold stats
+	ran                            bool
 }
 
 // floorPath is what every stampede asks the demo home for.
@@ -38,15 +40,17 @@ func (f *floor) measure(ctx context.Context, g *gw, r int) error {
 	if err != nil {
 		return err
 	}
+	pid := g.cmd.Process.Pid
 	steps := []func() error{
-		func() error { return f.measureDirect(ep) },
-		func() error { return f.measureNginx(ctx, ep) },
+		func() error { return f.measureDirect(ep, pid) },
+		func() error { return f.measureNginx(ctx, ep, pid) },
+		func() error { return f.measureCold(ctx, "no proxy") },
 	}
-	if r%2 == 1 {
-		steps[0], steps[1] = steps[1], steps[0]
+	if f.o.nginx != "" {
+		steps = append(steps, func() error { return f.measureCold(ctx, "nginx") })
 	}
-	for _, s := range steps {
-		if err := s(); err != nil {
+	for i := range steps {
+		if err := steps[(i+r)%len(steps)](); err != nil {
 			return err
 		}
 	}
@@ -54,33 +58,96 @@ func (f *floor) measure(ctx context.Context, g *gw, r int) error {
 	return nil
 }
 
-func (f *floor) measureDirect(ep string) error {
-	res := burst(f.o.client, f.o.coldCallers, func(int) string { return ep + floorPath })
+// measureDirect sends the stampede to the awake home of the gateway
+// gwPID at ep.
+func (f *floor) measureDirect(ep string, gwPID int) error {
+	home0 := childrenCPU(gwPID)
+	res := burst(f.o.client, f.o.coldCallers, func(int) string { return ep + floorPath }, nil)
+	res.homeCPU = perCaller(childrenCPU(gwPID).since(home0), f.o.coldCallers)
 	if res.failed > 0 {
-		return fmt.Errorf("stampede on the home itself: %d of %d failed, first: %s", res.failed, f.o.coldCallers, res.first)
+		return fmt.Errorf("stampede on the home itself: %d of %d failed, first: %s", res.failed, f.o.coldCallers, res.failure)
 	}
 	f.direct.add(res)
 	logf("floor: the home itself p50 %.0f ms p99 %.0f ms", res.p50, res.p99)
 	return nil
 }
 
-func (f *floor) measureNginx(ctx context.Context, ep string) error {
+// measureNginx sends the stampede through nginx to the awake home of the
+// gateway gwPID at ep.
+func (f *floor) measureNginx(ctx context.Context, ep string, gwPID int) error {
 	if f.o.nginx == "" {
 		return nil
 	}
-	n, err := startNginx(ctx, f.o, ep)
+	n, err := startNginx(ctx, f.o, ep, true)
 	if err != nil {
 		return err
 	}
 	defer n.stop()
-	cpu0 := n.cpu()
-	res := burst(f.o.client, f.o.coldCallers, func(int) string { return "http://" + n.addr + floorPath })
+	cpu0, home0 := n.cpu(), childrenCPU(gwPID)
+	res := burst(f.o.client, f.o.coldCallers, func(int) string { return "http://" + n.addr + floorPath }, nil)
 	res.cpuPer = float64((n.cpu() - cpu0).Microseconds()) / float64(f.o.coldCallers)
+	res.homeCPU = perCaller(childrenCPU(gwPID).since(home0), f.o.coldCallers)
 	if res.failed > 0 {
-		return fmt.Errorf("stampede through nginx: %d of %d failed, first: %s (see %s)", res.failed, f.o.coldCallers, res.first, n.dir)
+		return fmt.Errorf("stampede through nginx: %d of %d failed, first: %s (see %s)", res.failed, f.o.coldCallers, res.failure, n.dir)
 	}
 	f.nginx.add(res)
 	logf("floor: through nginx p50 %.0f ms p99 %.0f ms, nginx CPU %.0f µs/caller", res.p50, res.p99, res.cpuPer)
+	return nil
+}
+
+// measureCold is the cold stampede on a home with a wake that costs
+// nothing: a demo home booting for -boot, started as the callers start,
+// on a listening socket made before it (--listen-fd). The kernel
+// completes the connections made to it and keeps them and their requests
+// in the socket's accept queue while the home boots, as the gateway keeps
+// its callers during a wake, at no cost to anyone. With via "nginx" the
+// callers go through nginx, started beforehand, whose upstream is that
+// socket; else straight to the home. What the callers wait for is then
+// the boot and the work of the home, the load generator and nginx.
+func (f *floor) measureCold(ctx context.Context, via string) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("cold home's socket: %w", err)
+	}
+	addr := ln.Addr().String()
+	file, err := ln.(*net.TCPListener).File()
+	_ = ln.Close() // the file keeps the socket listening
+	if err != nil {
+		return fmt.Errorf("cold home's socket: %w", err)
+	}
+	defer file.Close()
+	front, into := addr, &f.cold
+	var n *nginxProc
+	if via == "nginx" {
+		if n, err = startNginx(ctx, f.o, "http://"+addr, false); err != nil {
+			return err
+		}
+		defer n.stop()
+		front, into = n.addr, &f.nginxCold
+	}
+	cmd := exec.CommandContext(ctx, f.o.bin, "demo-home", "--listen-fd", "3", "--target", "c00000",
+		"--boot-delay", f.o.boot.String())
+	cmd.ExtraFiles = []*os.File{file} // descriptor 3 in the child
+	var cpu0 time.Duration
+	if n != nil {
+		cpu0 = n.cpu()
+	}
+	// The home starts with the callers, as a wake would with the first.
+	res := burst(f.o.client, f.o.coldCallers, func(int) string { return "http://" + front + floorPath }, cmd.Start)
+	if cmd.Process == nil {
+		return fmt.Errorf("start the cold home: %s", res.failure)
+	}
+	res.homeCPU = perCaller(taskCPU(cmd.Process.Pid), f.o.coldCallers)
+	if n != nil {
+		res.cpuPer = perCaller(n.cpu()-cpu0, f.o.coldCallers)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+	if res.failed > 0 {
+		return fmt.Errorf("stampede on a cold home (%s): %d of %d failed, first: %s", via, res.failed, f.o.coldCallers, res.failure)
+	}
+	into.add(res)
+	logf("floor: cold home (%s) p50 %.0f ms p99 %.0f ms, home CPU %.0f µs/caller", via, res.p50, res.p99, res.homeCPU)
 	return nil
 }
 
@@ -89,8 +156,10 @@ func (f *floor) rows(t *table) {
 	if !f.ran {
 		return
 	}
+	t.add(fmt.Sprintf("floor: the same %d callers on a cold home (boot %s), no proxy: its socket made before it starts, the callers waiting in the accept queue while it boots", f.o.coldCallers, f.o.boot), "%s", f.cold.latString(false))
 	t.add(fmt.Sprintf("floor: the same %d callers on the awake home itself, no proxy", f.o.coldCallers), "%s", f.direct.latString(false))
 	if f.o.nginx != "" {
+		t.add(fmt.Sprintf("floor: the same %d callers through nginx to a cold home (boot %s) made as above", f.o.coldCallers, f.o.boot), "%s", f.nginxCold.latString(true))
 		t.add(fmt.Sprintf("floor: the same %d callers through nginx to the awake home", f.o.coldCallers), "%s", f.nginx.latString(true))
 	}
 }
@@ -98,10 +167,11 @@ func (f *floor) rows(t *table) {
 // latString is the medians without the wakes; cpu says whether the CPU
 // per caller (the proxy's) was measured.
 func (s *stats) latString(cpu bool) string {
-	out := fmt.Sprintf("p50 %.0f ms, p99 %.0f ms, max %.0f ms", median(s.p50), median(s.p99), median(s.max))
+	out := fmt.Sprintf("%s, p50 %.0f ms, p99 %.0f ms, max %.0f ms", s.firsts(), median(s.p50), median(s.p99), median(s.max))
 	if cpu {
 		out += fmt.Sprintf(", proxy CPU %.0f µs/caller", median(s.cpu))
 	}
+	out += fmt.Sprintf(", home CPU %.0f µs/caller, load generator %.0f", median(s.homeCPU), median(s.client))
 	return out + fmt.Sprintf(" (medians of %d rounds)", len(s.p99))
 }
 
@@ -168,8 +238,10 @@ http {
 `
 
 // startNginx starts nginx in front of upstream (a base URL) and waits
-// until it answers.
-func startNginx(ctx context.Context, o options, upstream string) (*nginxProc, error) {
+// until it answers: with answers, until the stampede's path through it
+// answers 200; else until it accepts connections (the upstream may not
+// be serving yet).
+func startNginx(ctx context.Context, o options, upstream string, answers bool) (*nginxProc, error) {
 	dir, err := os.MkdirTemp(o.dir, "nginx-")
 	if err != nil {
 		return nil, fmt.Errorf("nginx dir: %w", err)
@@ -201,19 +273,24 @@ func startNginx(ctx context.Context, o options, upstream string) (*nginxProc, er
 	if err := n.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start nginx: %w", err)
 	}
-	if err := n.ready(ctx); err != nil {
+	if err := n.ready(ctx, answers); err != nil {
 		n.stop()
 		return nil, err
 	}
 	return n, nil
 }
 
-// ready waits until nginx answers the stampede's path with 200.
-func (n *nginxProc) ready(ctx context.Context) error {
+// ready waits until nginx answers the stampede's path with 200, or with
+// answers false until it accepts a connection.
+func (n *nginxProc) ready(ctx context.Context, answers bool) error {
 	quick := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for range 500 {
-		res, err := quick.Get("http://" + n.addr + floorPath)
-		if err == nil {
+		if !answers {
+			if c, err := net.DialTimeout("tcp", n.addr, time.Second); err == nil {
+				_ = c.Close()
+				return nil
+			}
+		} else if res, err := quick.Get("http://" + n.addr + floorPath); err == nil {
 			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {

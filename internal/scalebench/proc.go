@@ -126,6 +126,79 @@ func procCPU(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / hz, nil
 }
 
+// taskCPU is the CPU time pid's threads have run, to the nanosecond
+// (/proc/pid/task/*/schedstat), or its utime+stime when the scheduler's
+// statistics are not there. A thread that has ended is not counted; the
+// processes measured here keep theirs.
+func taskCPU(pid int) time.Duration {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var total time.Duration
+	read := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if fs := strings.Fields(string(b)); len(fs) > 0 {
+			if ns, err := strconv.ParseInt(fs[0], 10, 64); err == nil {
+				total += time.Duration(ns)
+				read++
+			}
+		}
+	}
+	if read == 0 {
+		d, _ := procCPU(pid)
+		return d
+	}
+	return total
+}
+
+// cpuByPID is the CPU time of some processes.
+type cpuByPID map[int]time.Duration
+
+// childrenCPU is the CPU time of each child of pid (the homes a gateway
+// started).
+func childrenCPU(pid int) cpuByPID {
+	out := cpuByPID{}
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, s := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(s); err == nil {
+				out[c] = taskCPU(c)
+			}
+		}
+	}
+	return out
+}
+
+// since is the CPU the processes of c ran after before was read; a
+// process started since counts whole.
+func (c cpuByPID) since(before cpuByPID) time.Duration {
+	var d time.Duration
+	for pid, t := range c {
+		d += t - before[pid]
+	}
+	return d
+}
+
+// selfCPU is the user+system CPU time of this process so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// perCaller is d over n callers, in µs.
+func perCaller(d time.Duration, n int) float64 {
+	return float64(d.Microseconds()) / float64(n)
+}
+
 // rss returns the gateway's resident set size in bytes.
 func (g *gw) rss() (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))

@@ -10,37 +10,70 @@ import (
 	"time"
 )
 
+// timing is when one caller's request went and its answer came.
+type timing struct {
+	sent  time.Time // the request was written whole
+	first time.Time // the answer's first byte came
+}
+
+// rawConn is a caller's connection of the raw client and the request it
+// sends on it.
+type rawConn struct {
+	c   net.Conn
+	req string
+}
+
+// dialRaw makes the connection for a GET of u and the request's bytes.
+func dialRaw(u string) (*rawConn, error) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return nil, err
+	}
+	c, err := net.DialTimeout("tcp", pu.Host, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
+	return &rawConn{c: c, req: "GET " + pu.RequestURI() + " HTTP/1.1\r\nHost: " + pu.Host + "\r\nConnection: close\r\n\r\n"}, nil
+}
+
+// exchange writes the request, reads the answer and discards it, and
+// closes the connection.
+func (rc *rawConn) exchange() (t timing, err error) {
+	defer rc.c.Close()
+	if _, err := io.WriteString(rc.c, rc.req); err != nil {
+		return t, err
+	}
+	t.sent = time.Now()
+	br := bufio.NewReaderSize(rc.c, 4096)
+	if _, err := br.Peek(1); err != nil {
+		return t, err
+	}
+	t.first = time.Now()
+	r, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return t, err
+	}
+	_, err = io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	if err != nil {
+		return t, fmt.Errorf("read body: %w", err)
+	}
+	if r.StatusCode != http.StatusOK {
+		return t, fmt.Errorf("status %d", r.StatusCode)
+	}
+	return t, nil
+}
+
 // rawGet fetches u on a new connection with as little client work as a
 // browser's network stack: one dial, the request written as bytes, the
 // answer read and discarded. The Transport of transportGet starts a
 // reader and a writer goroutine and a pool for every caller; on a
 // 2-core machine a thousand of them compete with the gateway they measure.
-func rawGet(u string) error {
-	pu, err := url.Parse(u)
+func rawGet(u string) (timing, error) {
+	rc, err := dialRaw(u)
 	if err != nil {
-		return err
+		return timing{}, err
 	}
-	c, err := net.DialTimeout("tcp", pu.Host, time.Minute)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Minute))
-	req := "GET " + pu.RequestURI() + " HTTP/1.1\r\nHost: " + pu.Host + "\r\nConnection: close\r\n\r\n"
-	if _, err := io.WriteString(c, req); err != nil {
-		return err
-	}
-	r, err := http.ReadResponse(bufio.NewReaderSize(c, 4096), nil)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(io.Discard, r.Body)
-	r.Body.Close()
-	if err != nil {
-		return fmt.Errorf("read body: %w", err)
-	}
-	if r.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", r.StatusCode)
-	}
-	return nil
+	return rc.exchange()
 }
