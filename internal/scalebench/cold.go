@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -323,11 +324,17 @@ func stampede(ctx context.Context, o options, g *gw, homes int) (coldResult, err
 // start, and its time counts from before the dial. With "open" every
 // caller's connection is made first, with the load generator's dials all
 // done before the start; at the start each writes its request, and its
-// time counts from there. onStart, when not nil, runs right before the
-// start.
-func burst(client string, callers int, url func(i int) string, onStart func() error) coldResult {
+// time counts from there.
+//
+// onFirst, when not nil, runs once the first request has been written
+// (with "transport", at the start): what a gateway's wake could start
+// on at the earliest. When it fails, every caller's connection is closed
+// and the burst fails with its error.
+func burst(client string, callers int, url func(i int) string, onFirst func() error) coldResult {
 	var res coldResult
 	var mu sync.Mutex
+	var live []*rawConn // the raw clients' connections, closed when onFirst fails
+	hookFailed := false
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -336,13 +343,32 @@ func burst(client string, callers int, url func(i int) string, onStart func() er
 			res.failure = err.Error()
 		}
 	}
-	get := func(i int) (timing, error) { return transportGet(url(i)) }
-	var conns []*rawConn // the "open" client's
-	if client == "raw" {
-		get = func(i int) (timing, error) { return rawGet(url(i)) }
+	enlist := func(rc *rawConn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		live = append(live, rc)
+		return !hookFailed
 	}
-	if client == "open" {
-		conns = make([]*rawConn, callers)
+	sent := make(chan struct{})
+	var sentOnce sync.Once
+	markSent := func() { sentOnce.Do(func() { close(sent) }) }
+
+	get := func(i int) (timing, error) { return transportGet(url(i)) }
+	switch client {
+	case "raw":
+		get = func(i int) (timing, error) {
+			rc, err := dialRaw(url(i))
+			if err != nil {
+				return timing{}, err
+			}
+			if !enlist(rc) {
+				_ = rc.c.Close()
+				return timing{}, errors.New("the stampede was called off")
+			}
+			return rc.exchange(markSent)
+		}
+	case "open":
+		conns := make([]*rawConn, callers)
 		var dials sync.WaitGroup
 		sem := make(chan struct{}, 64)
 		for i := range callers {
@@ -355,33 +381,26 @@ func burst(client string, callers int, url func(i int) string, onStart func() er
 					return
 				}
 				conns[i] = rc
+				enlist(rc)
 			})
 		}
 		dials.Wait()
 		if res.failed > 0 {
-			for _, rc := range conns {
-				if rc != nil {
-					_ = rc.c.Close()
-				}
+			for _, rc := range live {
+				_ = rc.c.Close()
 			}
 			return res
 		}
-		get = func(i int) (timing, error) { return conns[i].exchange() }
+		get = func(i int) (timing, error) { return conns[i].exchange(markSent) }
 	}
+
 	lat := make([]float64, callers)
 	times := make([]timing, callers)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
-	var aborted bool // onStart failed; read after start is closed
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			if aborted {
-				if client == "open" {
-					_ = conns[i].c.Close()
-				}
-				return
-			}
 			t0 := time.Now()
 			t, err := get(i)
 			times[i] = t
@@ -394,15 +413,33 @@ func burst(client string, callers int, url func(i int) string, onStart func() er
 			}
 		})
 	}
-	if onStart != nil {
-		if err := onStart(); err != nil {
-			aborted = true
-			res.failed, res.failure = callers, err.Error()
+	var hook sync.WaitGroup
+	var hookErr error // read after hook.Wait
+	if onFirst != nil {
+		if client == "transport" {
+			markSent()
 		}
+		hook.Go(func() {
+			<-sent
+			if err := onFirst(); err != nil {
+				mu.Lock()
+				hookFailed = true
+				for _, rc := range live {
+					_ = rc.c.Close()
+				}
+				mu.Unlock()
+				hookErr = err
+			}
+		})
 	}
 	self0, t0 := selfCPU(), time.Now()
 	close(start)
 	wg.Wait()
+	markSent() // no request went: the hook still ends
+	hook.Wait()
+	if hookErr != nil {
+		res.failed, res.failure = callers, hookErr.Error()
+	}
 	res.client = perCaller(selfCPU()-self0, callers)
 	res.sent = earliest(t0, times, func(t timing) time.Time { return t.sent })
 	res.first = earliest(t0, times, func(t timing) time.Time { return t.first })

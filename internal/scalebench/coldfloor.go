@@ -96,8 +96,9 @@ func (f *floor) measureNginx(ctx context.Context, ep string, gwPID int) error {
 }
 
 // measureCold is the cold stampede on a home with a wake that costs
-// nothing: a demo home booting for -boot, started as the callers start,
-// on a listening socket made before it (--listen-fd). The kernel
+// nothing: a demo home booting for -boot, started the moment the first
+// caller's request is out, on a listening socket made before it
+// (--listen-fd). The kernel
 // completes the connections made to it and keeps them and their requests
 // in the socket's accept queue while the home boots, as the gateway keeps
 // its callers during a wake, at no cost to anyone. With via "nginx" the
@@ -132,7 +133,7 @@ func (f *floor) measureCold(ctx context.Context, via string) error {
 	if n != nil {
 		cpu0 = n.cpu()
 	}
-	// The home starts with the callers, as a wake would with the first.
+	// The home starts once the first request is out, as a wake could.
 	res := burst(f.o.client, f.o.coldCallers, func(int) string { return "http://" + front + floorPath }, cmd.Start)
 	if cmd.Process == nil {
 		return fmt.Errorf("start the cold home: %s", res.failure)

@@ -97,8 +97,14 @@ func (g *gw) stop() {
 	}
 }
 
-// cpu returns the gateway's user+system CPU time so far.
-func (g *gw) cpu() (time.Duration, error) { return procCPU(g.cmd.Process.Pid) }
+// cpu returns the CPU time the gateway has run so far, to the
+// nanosecond where the scheduler's statistics are there (taskCPU).
+func (g *gw) cpu() (time.Duration, error) {
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", g.cmd.Process.Pid)); err != nil {
+		return 0, fmt.Errorf("gateway CPU: %w", err)
+	}
+	return taskCPU(g.cmd.Process.Pid), nil
+}
 
 // procCPU reads utime+stime of pid from /proc/pid/stat.
 func procCPU(pid int) (time.Duration, error) {

@@ -24,6 +24,11 @@ type rawConn struct {
 }
 
 // dialRaw makes the connection for a GET of u and the request's bytes.
+// The raw client does as little as a browser's network stack: one dial,
+// the request written as bytes, the answer read and discarded. (The
+// Transport of transportGet starts a reader and a writer goroutine and a
+// pool for every caller; on a 2-core machine a thousand of them compete
+// with the gateway they measure.)
 func dialRaw(u string) (*rawConn, error) {
 	pu, err := url.Parse(u)
 	if err != nil {
@@ -37,14 +42,15 @@ func dialRaw(u string) (*rawConn, error) {
 	return &rawConn{c: c, req: "GET " + pu.RequestURI() + " HTTP/1.1\r\nHost: " + pu.Host + "\r\nConnection: close\r\n\r\n"}, nil
 }
 
-// exchange writes the request, reads the answer and discards it, and
-// closes the connection.
-func (rc *rawConn) exchange() (t timing, err error) {
+// exchange writes the request, calls sent, reads the answer and
+// discards it, and closes the connection.
+func (rc *rawConn) exchange(sent func()) (t timing, err error) {
 	defer rc.c.Close()
 	if _, err := io.WriteString(rc.c, rc.req); err != nil {
 		return t, err
 	}
 	t.sent = time.Now()
+	sent()
 	br := bufio.NewReaderSize(rc.c, 4096)
 	if _, err := br.Peek(1); err != nil {
 		return t, err
@@ -63,17 +69,4 @@ func (rc *rawConn) exchange() (t timing, err error) {
 		return t, fmt.Errorf("status %d", r.StatusCode)
 	}
 	return t, nil
-}
-
-// rawGet fetches u on a new connection with as little client work as a
-// browser's network stack: one dial, the request written as bytes, the
-// answer read and discarded. The Transport of transportGet starts a
-// reader and a writer goroutine and a pool for every caller; on a
-// 2-core machine a thousand of them compete with the gateway they measure.
-func rawGet(u string) (timing, error) {
-	rc, err := dialRaw(u)
-	if err != nil {
-		return timing{}, err
-	}
-	return rc.exchange()
 }
