@@ -14,7 +14,9 @@
 #   - admin list latency (pages by cursor, filters);
 #   - start time with every home stored (exec to /readyz);
 #   - 1,000 concurrent requests on one cold home (200 ms boot): wakes,
-#     p50/p99; then spread over 100 cold homes with each wake cap.
+#     p50/p99, against the same on a home whose wake costs nothing (no
+#     proxy, and nginx); then spread over 100 cold homes with each wake
+#     cap.
 #
 #   scripts/scale-bench.sh                       # the full run (about 15 min)
 #   scripts/scale-bench.sh -homes 10000 -awake 200 -only scale   # quicker
