@@ -250,6 +250,17 @@ func (e *ExecConfig) validate(k checker) {
 	}
 }
 
+// shortTokenMessage says that the admin token of reference ref, n
+// characters long, is too short, naming where it came from (never the
+// token) when it came from the environment or a file.
+func shortTokenMessage(ref string, n int) string {
+	const fix = "a token must be at least 16 characters; make one with `openssl rand -hex 16`"
+	if r := strings.TrimSpace(ref); strings.HasPrefix(r, "env:") || strings.HasPrefix(r, "file:") {
+		return fmt.Sprintf("the token from %s has %d characters: %s", r, n, fix)
+	}
+	return fix
+}
+
 func (a *AdminConfig) validate(k checker) {
 	if *a.Listen != "" {
 		k.hostPort("listen", *a.Listen, "host:port or an empty string (off)")
@@ -261,7 +272,7 @@ func (a *AdminConfig) validate(k checker) {
 		case err != nil:
 			k.bad(fmt.Sprintf("tokens[%d]", i), "%v", err)
 		case tok != "" && len(tok) < 16:
-			k.bad(fmt.Sprintf("tokens[%d]", i), "a token must be at least 16 characters")
+			k.bad(fmt.Sprintf("tokens[%d]", i), "%s", shortTokenMessage(ref, len(tok)))
 		case tok != "":
 			a.tokens = append(a.tokens, tok)
 		}

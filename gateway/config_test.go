@@ -574,3 +574,23 @@ homes:
 		}
 	}
 }
+
+// A short admin token taken from the environment is named by where it came
+// from, never shown.
+func TestShortEnvTokenNamesItsSource(t *testing.T) {
+	const tok = "tok1764547"
+	t.Setenv(gateway.TokenEnv, tok)
+	_, err := gateway.Load("wakegate.yaml", []byte("listen: 127.0.0.1:18080\n"))
+	if err == nil {
+		t.Fatal("a 10-character token from the environment was accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{"admin.tokens[0]", "env:" + gateway.TokenEnv, "10 characters", "openssl rand -hex 16"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, tok) {
+		t.Errorf("error %q shows the token", msg)
+	}
+}
