@@ -193,14 +193,15 @@ func demoHome(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 0
 	}
+	// The demo home's errors start with "demo-home:" already.
 	if err != nil {
-		fmt.Fprintln(stderr, "demo-home:", err)
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := demohome.Run(ctx, o, stderr); err != nil {
-		fmt.Fprintln(stderr, "demo-home:", err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return 0

@@ -692,19 +692,27 @@ func listen(ctx context.Context, o Options) (net.Listener, error) {
 	if o.ListenFD >= 3 {
 		f := os.NewFile(uintptr(o.ListenFD), "inherited listener")
 		if f == nil {
-			return nil, fmt.Errorf("demo home: --listen-fd %d: not an open file descriptor", o.ListenFD)
+			return nil, fmt.Errorf("demo-home: --listen-fd %d: not an open file descriptor", o.ListenFD)
 		}
 		defer f.Close() // FileListener holds its own copy
 		ln, err := net.FileListener(f)
 		if err != nil {
-			return nil, fmt.Errorf("demo home: --listen-fd %d: %w", o.ListenFD, err)
+			// The system call's own words say what the descriptor is
+			// not: "bad file descriptor", "socket operation on
+			// non-socket".
+			cause := err
+			var se *os.SyscallError
+			if errors.As(err, &se) {
+				cause = se.Err
+			}
+			return nil, fmt.Errorf("demo-home: --listen-fd %d: not an inherited listening socket (%w)", o.ListenFD, cause)
 		}
 		return ln, nil
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", o.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("demo home: listen on %s: %w", o.Addr, err)
+		return nil, fmt.Errorf("demo-home: listen on %s: %w", o.Addr, err)
 	}
 	return ln, nil
 }
@@ -786,7 +794,7 @@ func Run(ctx context.Context, o Options, logw io.Writer) error {
 	}
 	notifyWG.Wait()
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("demo home: serve on %s: %w", addr, serveErr)
+		return fmt.Errorf("demo-home: serve on %s: %w", addr, serveErr)
 	}
 	log.printf("stopped")
 	return nil

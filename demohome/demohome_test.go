@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -838,5 +839,29 @@ func TestRunInheritedListener(t *testing.T) {
 	if c2, err := net.DialTimeout("tcp", addr, waitLimit); err == nil {
 		_ = c2.Close()
 		t.Fatal("the inherited socket still accepts after Run returned")
+	}
+}
+
+// A descriptor that is not a listening socket is refused with an error that
+// names the flag and says what the descriptor is not.
+func TestRunListenFDNotASocket(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	fd, err := syscall.Dup(int(r.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Run(t.Context(), Options{ListenFD: fd}, io.Discard)
+	if err == nil {
+		t.Fatal("Run served on a pipe")
+	}
+	for _, want := range []string{"--listen-fd", "not an inherited listening socket", "socket operation on non-socket"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
 	}
 }
