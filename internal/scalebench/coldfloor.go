@@ -129,6 +129,7 @@ func (f *floor) measureCold(ctx context.Context, via string) error {
 	cmd := exec.CommandContext(ctx, f.o.bin, "demo-home", "--listen-fd", "3", "--target", "c00000",
 		"--boot-delay", f.o.boot.String())
 	cmd.ExtraFiles = []*os.File{file} // descriptor 3 in the child
+	cmd.SysProcAttr = diesWithBench()
 	var cpu0 time.Duration
 	if n != nil {
 		cpu0 = n.cpu()
@@ -265,6 +266,7 @@ func startNginx(ctx context.Context, o options, upstream string, answers bool) (
 	}
 	n := &nginxProc{dir: dir, addr: addr}
 	n.cmd = exec.Command(o.nginx, "-p", dir+"/", "-e", filepath.Join(dir, "error.log"), "-c", conf, "-g", "daemon off; worker_processes 2;")
+	n.cmd.SysProcAttr = diesWithBench()
 	logFile, err := os.Create(filepath.Join(dir, "out.log"))
 	if err != nil {
 		return nil, fmt.Errorf("nginx log: %w", err)

@@ -50,6 +50,7 @@ func (g *gw) start(ctx context.Context, dir string) (time.Duration, error) {
 	}
 	g.logf = f
 	g.cmd = exec.Command(g.bin, "serve", "--config", g.cfg)
+	g.cmd.SysProcAttr = diesWithBench()
 	g.cmd.Stdout, g.cmd.Stderr = f, f
 	g.cmd.Env = append(os.Environ(), "WAKEGATE_TOKEN="+g.token)
 	t0 := time.Now()
@@ -95,6 +96,14 @@ func (g *gw) stop() {
 	if g.logf != nil {
 		_ = g.logf.Close()
 	}
+}
+
+// diesWithBench makes a process the bench starts get SIGTERM when the
+// bench ends, however it ends (a closed pipe, a signal), so that no
+// gateway, home or nginx outlives it. (It is sent when the thread that
+// started the process exits; the bench's threads last as long as it.)
+func diesWithBench() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 }
 
 // cpu returns the CPU time the gateway has run so far, to the
