@@ -159,6 +159,12 @@ type proc struct {
 	// stopping is set when a stop begins: the members of the process's
 	// group then get their own grace, and the watcher leaves them alone.
 	stopping atomic.Bool
+
+	// installed is set once the process has been made its home's
+	// (h.proc); exitedEarly when its exit reached the supervisor before
+	// that, and was set aside for the installer to hand back. Both are
+	// guarded by Exec.mu.
+	installed, exitedEarly bool
 }
 
 // runSpec is what a process was started from; a restart reuses it.
@@ -331,11 +337,16 @@ func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if testHookAfterSpawn != nil {
+		testHookAfterSpawn(np)
+	}
 	e.mu.Lock()
 	cur := h.proc
 	installed := cur == p || cur == nil
+	early := false
 	if installed {
-		h.proc, h.wanted, h.failed = np, true, ""
+		h.wanted, h.failed = true, ""
+		early = e.installLocked(h, np)
 	}
 	e.mu.Unlock()
 	if !installed {
@@ -344,6 +355,9 @@ func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
 		return cur.result(), nil
 	}
 	e.record(h, np)
+	if early {
+		e.redeliver(h, np)
+	}
 	return np.result(), nil
 }
 
@@ -462,8 +476,10 @@ func (e *Exec) recreate(ctx context.Context, s Spec) (Result, error) {
 	}
 	e.mu.Lock()
 	installed := h.proc == nil
+	early := false
 	if installed {
-		h.proc, h.wanted, h.failed = np, true, ""
+		h.wanted, h.failed = true, ""
+		early = e.installLocked(h, np)
 	}
 	e.mu.Unlock()
 	if !installed {
@@ -471,6 +487,9 @@ func (e *Exec) recreate(ctx context.Context, s Spec) (Result, error) {
 		return Result{}, errors.New("home changed while recreating")
 	}
 	e.record(h, np)
+	if early {
+		e.redeliver(h, np)
+	}
 	return np.result(), nil
 }
 
@@ -678,15 +697,19 @@ func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc
 	}
 	e.mu.Lock()
 	installed := h.proc == nil
+	early := false
 	if installed {
-		h.proc = ap
 		h.wanted = wanted
 		if wanted {
 			h.failed = ""
 		}
+		early = e.installLocked(h, ap)
 	}
 	cur := h.proc
 	e.mu.Unlock()
+	if early {
+		e.redeliver(h, ap)
+	}
 	if !installed {
 		// Only this call adopts for h (calls per home are serialised) and
 		// the supervisor only replaces a process it saw exit, so this does
@@ -1317,12 +1340,52 @@ func (e *Exec) supervise() {
 	}
 }
 
+// installLocked makes p the process of h, and reports whether p's exit
+// reached the supervisor before (redeliver it then). e.mu is held.
+func (e *Exec) installLocked(h *home, p *proc) (exitedEarly bool) {
+	h.proc = p
+	p.installed = true
+	return p.exitedEarly
+}
+
+// redeliver hands the supervisor again the exit of p, which came before p
+// was installed as h's process and was set aside.
+func (e *Exec) redeliver(h *home, p *proc) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		select {
+		case e.exits <- exitEvent{home: h, proc: p}:
+		case <-e.done:
+		}
+	}()
+}
+
+// testHookAfterSpawn, when set (by tests), runs between a wake's start of
+// a process and its installation as the home's.
+var testHookAfterSpawn func(*proc)
+
 // handleExit restarts or gives up on a home whose process ev.proc is gone,
 // if that process was the home's current one and the home is wanted.
 func (e *Exec) handleExit(ev exitEvent) {
 	h, p := ev.home, ev.proc
 	tail := h.log.tail(reasonLogLines)
 	e.mu.Lock()
+	if !p.installed {
+		// A process that exits at once can be gone before the wake that
+		// started it has made it the home's: set its exit aside, and the
+		// installer hands it back (redeliver). A process never installed
+		// (discarded) leaves it here.
+		p.exitedEarly = true
+		e.mu.Unlock()
+		return
+	}
 	if h.proc != p || !h.wanted {
 		e.mu.Unlock()
 		e.log.Debug("exec: process gone", "home", h.id, "pid", p.PID, "status", p.status)
@@ -1358,7 +1421,9 @@ func (e *Exec) handleExit(ev exitEvent) {
 	failed := err != nil && h.wanted && h.proc == p
 	var reason string
 	if installed {
-		h.proc = np
+		// np's own exit, if it came already, waits for this loop: the
+		// supervisor is the only reader of exits.
+		e.installLocked(h, np)
 		h.rtRemember(Restart{Time: now, OldPID: p.PID, NewPID: np.PID, ExitReason: p.status, Outcome: RestartDone})
 	} else if failed {
 		reason = fmt.Sprintf("pid %d %s; restart failed: %v; last log lines: %s", p.PID, p.status, err, tail)

@@ -1284,3 +1284,44 @@ func TestStopReportsLeftBehindGroup(t *testing.T) {
 		t.Fatalf("the process left behind was signalled: %+v, %v", st, err)
 	}
 }
+
+// A process that exits before the wake that started it has made it the
+// home's still counts: its exit is set aside and handed back once it is
+// installed, and the home fails with its status instead of being probed
+// until the ready timeout with nobody watching it.
+func TestExitBeforeInstallIsHandled(t *testing.T) {
+	dir := testDataDir(t)
+	ch := newChanges()
+	cfg := testConfig(dir)
+	cfg.Command = []string{"sh", "-c", "echo 'gone at once' >&2; exit 4"}
+	cfg.OnChange = ch.onChange
+	cfg.RestartBudget = -1
+	e := newExec(t, cfg)
+	// Hold the wake between the start and the install until the
+	// supervisor has seen the exit.
+	testHookAfterSpawn = func(p *proc) {
+		<-p.exited
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			e.mu.Lock()
+			seen := p.exitedEarly
+			e.mu.Unlock()
+			if seen {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Error("the supervisor never saw the exit")
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	t.Cleanup(func() { testHookAfterSpawn = nil })
+	if _, err := e.Wake(context.Background(), Spec{ID: "h1", Version: "v1"}); err != nil {
+		t.Fatalf("Wake: %v", err)
+	}
+	c := ch.next(t)
+	if c.State != StateFailed || !strings.Contains(c.Reason, "exit status 4") || !strings.Contains(c.Reason, "gone at once") {
+		t.Fatalf("change %+v, want failed with exit status 4 and the log line", c)
+	}
+}
