@@ -53,3 +53,29 @@ func updateHome(ctx context.Context, s Store, cur Home, owner string, fence Fenc
 		cur = Home{ID: id} // read again
 	}
 }
+
+// DeleteHomeUnder deletes home cur (as last read) for the holder of lease,
+// a lifecycle lock. As with UpdateHomeUnder, a conflict under a live lease
+// comes from a writer that takes no lock (a provider's change callback,
+// here or on another instance): the record is read again and the delete
+// tried again, fenced each time, so a holder whose lease is lost gets
+// ErrLeaseLost at once. A record that another writer deleted meanwhile is
+// not an error; one that was gone before the first attempt is (ErrNotFound).
+func DeleteHomeUnder(ctx context.Context, s Store, cur Home, lease Lease) error {
+	id := cur.ID
+	for attempt := 1; ; attempt++ {
+		err := s.DeleteHome(ctx, id, CondOf(cur).Fenced(lease))
+		if err == nil || (attempt > 1 && errors.Is(err, ErrNotFound)) {
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) || attempt == updateAttempts {
+			return fmt.Errorf("delete home %s: %w", id, err)
+		}
+		if cur, err = s.GetHome(ctx, id); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			return fmt.Errorf("delete home %s: %w", id, err)
+		}
+	}
+}

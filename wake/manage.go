@@ -98,7 +98,10 @@ func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error
 					return fmt.Errorf("remove %s: %w", id, err)
 				}
 			}
-			if err := e.o.Store.DeleteHome(ctx, id, registry.CondOf(l.rec).Fenced(l.lease)); err != nil {
+			// The stop may have made a provider's change callback (here or
+			// on another instance, neither under the lock) write the
+			// record since it was read: the delete reads it again.
+			if err := registry.DeleteHomeUnder(ctx, e.o.Store, l.rec, l.lease); err != nil {
 				return fmt.Errorf("remove %s: %w", id, err)
 			}
 			e.Unregister(id)

@@ -19,6 +19,7 @@ var fenceCases = []struct {
 	{"FenceRefusesLostLease", testFenceRefusesLostLease},
 	{"FenceGuardsEveryRecord", testFenceGuardsEveryRecord},
 	{"FencedUpdateNeverRetriesLostLease", testFencedUpdateNeverRetries},
+	{"FencedDeleteRetriesOnlyLiveLease", testFencedDeleteRetries},
 	{"ChangedOnUnlock", testChangedOnUnlock},
 	{"ChangedOnWrite", testChangedOnWrite},
 }
@@ -218,6 +219,36 @@ func testFencedUpdateNeverRetries(t *testing.T, open Opener) {
 	if got.Version != "v2" || got.Endpoint != "http://127.0.0.1:1" {
 		t.Fatalf("stored %+v: want the live holder's version over the other writer's endpoint", got)
 	}
+}
+
+func testFencedDeleteRetries(t *testing.T, open Opener) {
+	s, advance := open(t)
+	ctx := context.Background()
+	h := mustCreateHome(t, s, SampleHome("h1"))
+	a := mustLock(t, s, "home/h1", "gw-a", 10*time.Second)
+	advance(11 * time.Second)
+	b := mustLock(t, s, "home/h1", "gw-b", 10*time.Second)
+	err := registry.DeleteHomeUnder(ctx, s, h, a)
+	WantErr(t, "delete under a lease taken over", err, registry.ErrLeaseLost)
+	if _, err := s.GetHome(ctx, "h1"); err != nil {
+		t.Fatalf("home after a refused delete: %v", err)
+	}
+	// A writer that takes no lock changes the record between the live
+	// holder's read and its delete: the delete reads again and wins.
+	other := h
+	other.Endpoint = "http://127.0.0.1:1"
+	if _, err := s.PutHome(ctx, other, registry.CondOf(h)); err != nil {
+		t.Fatalf("unguarded write: %v", err)
+	}
+	if err := registry.DeleteHomeUnder(ctx, s, h, b); err != nil {
+		t.Fatalf("delete under the live lease after a conflict: %v", err)
+	}
+	if _, err := s.GetHome(ctx, "h1"); !isNotFound(err) {
+		t.Fatalf("home after the delete: %v, want not found", err)
+	}
+	// A home gone before the delete is not found.
+	err = registry.DeleteHomeUnder(ctx, s, h, b)
+	WantErr(t, "delete of a home gone already", err, registry.ErrNotFound)
 }
 
 func testChangedOnUnlock(t *testing.T, open Opener) {
