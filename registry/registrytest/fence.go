@@ -189,13 +189,20 @@ func testFenceGuardsEveryRecord(t *testing.T, open Opener) {
 
 func isNotFound(err error) bool { return errors.Is(err, registry.ErrNotFound) }
 
-func testFencedUpdateNeverRetries(t *testing.T, open Opener) {
+// takenOver opens a store with home h1, whose lock gw-a held (lease a)
+// until it expired and gw-b took it (lease b, live).
+func takenOver(t *testing.T, open Opener) (s registry.Store, h registry.Home, a, b registry.Lease) {
 	s, advance := open(t)
-	ctx := context.Background()
-	h := mustCreateHome(t, s, SampleHome("h1"))
-	a := mustLock(t, s, "home/h1", "gw-a", 10*time.Second)
+	h = mustCreateHome(t, s, SampleHome("h1"))
+	a = mustLock(t, s, "home/h1", "gw-a", 10*time.Second)
 	advance(11 * time.Second)
-	b := mustLock(t, s, "home/h1", "gw-b", 10*time.Second)
+	b = mustLock(t, s, "home/h1", "gw-b", 10*time.Second)
+	return s, h, a, b
+}
+
+func testFencedUpdateNeverRetries(t *testing.T, open Opener) {
+	s, h, a, b := takenOver(t, open)
+	ctx := context.Background()
 	calls := 0
 	_, err := registry.UpdateHomeUnder(ctx, s, h, "gw-a", a, func(r *registry.Home) {
 		calls++
@@ -222,12 +229,8 @@ func testFencedUpdateNeverRetries(t *testing.T, open Opener) {
 }
 
 func testFencedDeleteRetries(t *testing.T, open Opener) {
-	s, advance := open(t)
+	s, h, a, b := takenOver(t, open)
 	ctx := context.Background()
-	h := mustCreateHome(t, s, SampleHome("h1"))
-	a := mustLock(t, s, "home/h1", "gw-a", 10*time.Second)
-	advance(11 * time.Second)
-	b := mustLock(t, s, "home/h1", "gw-b", 10*time.Second)
 	err := registry.DeleteHomeUnder(ctx, s, h, a)
 	WantErr(t, "delete under a lease taken over", err, registry.ErrLeaseLost)
 	if _, err := s.GetHome(ctx, "h1"); err != nil {
