@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -309,20 +308,12 @@ func (n *nginxProc) ready(ctx context.Context, answers bool) error {
 	return errors.New("nginx did not answer within 5s; see " + n.dir)
 }
 
-// cpu is the user+system CPU of nginx's master and workers so far.
+// cpu is the CPU time of nginx's master and workers so far.
 func (n *nginxProc) cpu() time.Duration {
 	pid := n.cmd.Process.Pid
-	total, _ := procCPU(pid)
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return total
-	}
-	for _, f := range strings.Fields(string(b)) {
-		if c, err := strconv.Atoi(f); err == nil {
-			if d, err := procCPU(c); err == nil {
-				total += d
-			}
-		}
+	total := taskCPU(pid)
+	for _, d := range childrenCPU(pid) {
+		total += d
 	}
 	return total
 }
