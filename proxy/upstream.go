@@ -137,10 +137,11 @@ func closeRequestBody(req *http.Request) {
 
 // staleRetry reports whether req, which failed with err on c, may be sent
 // again on a fresh connection: c was reused, the upstream sent nothing
-// back and did not merely time out, and either nothing of req was
-// written or req is idempotent with no body.
+// back (not one byte: a 1xx is an answer, passed on already) and did not
+// merely time out, and either nothing of req was written or req is
+// idempotent with no body.
 func staleRetry(req *http.Request, c *upConn, err error) bool {
-	if !c.reused || c.headerLeft != maxResponseHeaderBytes || isTimeout(err) || hasBody(req) {
+	if !c.reused || c.answered || isTimeout(err) || hasBody(req) {
 		return false
 	}
 	return c.written == 0 || idempotent(req)
@@ -161,6 +162,7 @@ func idempotent(req *http.Request) bool {
 func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, s sender) (*http.Response, error) {
 	c.written = 0
 	c.headerLeft = maxResponseHeaderBytes
+	c.answered = false
 	stop := context.AfterFunc(ctx, c.interrupt)
 	var wrote chan error
 	bw := u.pool.writer(c)
@@ -232,7 +234,9 @@ func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wrote
 }
 
 // readResponse reads the final response to req from c, passing any 1xx
-// informational responses to s.
+// informational responses to s. The 1xx heads count against the same
+// header budget as the final head: an upstream cannot stretch one answer
+// past it with informational responses.
 func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error) {
 	for n := 0; ; n++ {
 		res, handled, err := readPlainResponse(c.br, req)
@@ -253,7 +257,6 @@ func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error
 		if n == max1xx {
 			return nil, errTooMany1xx
 		}
-		c.headerLeft = maxResponseHeaderBytes
 		if err := s.got1xx(code, res.Header); err != nil {
 			return nil, err
 		}
