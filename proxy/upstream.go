@@ -197,7 +197,11 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	}
 	res, err := readResponse(c, req, s)
 	if err != nil {
-		return nil, u.fail(ctx, c, stop, wrote, err)
+		err = u.fail(ctx, c, stop, wrote, err)
+		if c.answered {
+			err = &partialAnswer{err}
+		}
+		return nil, err
 	}
 	if u.headerTimeout > 0 {
 		_ = c.SetReadDeadline(time.Time{})
@@ -215,6 +219,13 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	res.Body = b
 	return res, nil
 }
+
+// partialAnswer is the failure of an exchange whose upstream had already
+// sent something back (a 1xx, part of a head): the request reached it and
+// was acted on, so it is never sent again (unreached is false for it).
+type partialAnswer struct{ error }
+
+func (e *partialAnswer) Unwrap() error { return e.error }
 
 // fail closes c after a failed exchange and returns the error to report:
 // the context's when the caller went away, else the request write's when

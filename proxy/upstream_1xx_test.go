@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +12,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // hintsFlood is how many 103 Early Hints the flooding upstream sends in
@@ -159,6 +162,56 @@ func TestProxy1xxFloodIsNotSentAgain(t *testing.T) {
 				t.Errorf("the client got %d informational responses, want at most %d", hints, max1xx)
 			}
 			once(t, ids())
+		})
+	}
+}
+
+// TestProxyNoRetryAfterPartialAnswer: an upstream that sends a 103 and
+// then resets the connection has answered in part: the route's retry
+// (a fresh wake) does not send the request again, on either path.
+func TestProxyNoRetryAfterPartialAnswer(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+			var mu sync.Mutex
+			var ids []string
+			up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, _ int64) {
+				req := readReq(br)
+				if req == nil {
+					return
+				}
+				mu.Lock()
+				ids = append(ids, req.Header.Get("X-Request-Id"))
+				mu.Unlock()
+				_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+				// Let the 103 arrive before the reset, which would drop it.
+				time.Sleep(200 * time.Millisecond)
+				_ = c.(*net.TCPConn).SetLinger(0)
+			})
+			upURL, err := url.Parse(up.base())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var retries atomic.Int64
+			s, p := front(t, testOptions(), func() *Route {
+				return &Route{Kind: "home", Name: "h", HomeID: "h", Upstream: upURL,
+					Retry: func(context.Context) (*url.URL, error) {
+						retries.Add(1)
+						return upURL, nil
+					}}
+			})
+			p.noDirect = !direct
+			req := newReq(t, http.MethodGet, s.URL+"/", nil)
+			req.Header.Set("X-Request-Id", "partial")
+			res, _ := do(t, req)
+			if res.StatusCode != http.StatusBadGateway {
+				t.Errorf("status %d, want 502", res.StatusCode)
+			}
+			if n := retries.Load(); n != 0 {
+				t.Errorf("the route retried %d times after a partial answer", n)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			once(t, ids)
 		})
 	}
 }
