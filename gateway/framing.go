@@ -1,28 +1,37 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"net"
 	"sync/atomic"
+
+	"github.com/wakegate/wakegate/internal/h1head"
 )
 
 // Go's HTTP server accepts a request that carries both Content-Length and
 // Transfer-Encoding (it lets chunked win and drops Content-Length before a
 // handler can see it). Such a request is refused here instead, since a
 // server in front of or behind us may frame it differently. framingConn
-// watches the header lines that cross the connection and flags one that has
+// follows the requests that cross the connection (h1head.Framing: heads
+// are read, bodies skipped by their framing) and flags a head that has
 // both; the handler then answers 400 and closes the connection.
+//
+// When the framing of a body cannot be followed (a malformed chunk, a
+// coding other than chunked, differing lengths; net/http refuses each of
+// these too), the scanner no longer knows where the next head starts. It
+// fails safe: the connection is flagged as well, so nothing more is served
+// on it, rather than letting later heads go unchecked.
 
 type framingConn struct {
 	net.Conn
-	// state of the line scanner
-	atLineStart bool
-	line        [24]byte // the start of the current line, lower-cased
-	lineLen     int
-	sawCL       bool
-	sawTE       bool
-	conflict    atomic.Bool
+	scan framingScan
+}
+
+// framingScan is the scanner and its verdict, which the handler reads.
+type framingScan struct {
+	f   h1head.Framing // the connection's reader alone touches it
+	bad atomic.Pointer[error]
 }
 
 // PlainConn lets a WebSocket relay wait on the connection underneath
@@ -31,60 +40,12 @@ func (c *framingConn) PlainConn() net.Conn { return c.Conn }
 
 func (c *framingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 {
-		c.scan(p[:n])
+	if n > 0 && c.scan.bad.Load() == nil {
+		if ferr := c.scan.f.Scan(p[:n]); ferr != nil {
+			c.scan.bad.Store(&ferr)
+		}
 	}
 	return n, err
-}
-
-// scan looks at the first bytes of each line. A blank line ends a header
-// block and resets what was seen. Body bytes are scanned too; a body whose
-// lines look like both framing headers in one block is refused as well,
-// which only a request smuggling attempt produces.
-func (c *framingConn) scan(b []byte) {
-	for len(b) > 0 {
-		if !c.atLineStart && c.lineLen == len(c.line) {
-			// Past the part of the line that matters: skip to its end.
-			i := bytes.IndexByte(b, '\n')
-			if i < 0 {
-				return
-			}
-			b = b[i+1:]
-			c.endLine()
-			continue
-		}
-		ch := b[0]
-		b = b[1:]
-		if ch == '\n' {
-			c.endLine()
-			continue
-		}
-		c.atLineStart = false
-		if c.lineLen < len(c.line) {
-			if 'A' <= ch && ch <= 'Z' {
-				ch += 'a' - 'A'
-			}
-			c.line[c.lineLen] = ch
-			c.lineLen++
-		}
-	}
-}
-
-func (c *framingConn) endLine() {
-	l := c.line[:c.lineLen]
-	switch {
-	case len(l) == 0 || (len(l) == 1 && l[0] == '\r'):
-		c.sawCL, c.sawTE = false, false
-	case bytes.HasPrefix(l, []byte("content-length:")):
-		c.sawCL = true
-	case bytes.HasPrefix(l, []byte("transfer-encoding:")):
-		c.sawTE = true
-	}
-	if c.sawCL && c.sawTE {
-		c.conflict.Store(true)
-	}
-	c.lineLen = 0
-	c.atLineStart = true
 }
 
 type framingKey struct{}
@@ -97,7 +58,7 @@ func (l framingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &framingConn{Conn: c, atLineStart: true}, nil
+	return &framingConn{Conn: c}, nil
 }
 
 // connContext stores the framing watcher in the connection's context (an HTTPS
@@ -112,7 +73,20 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-func framingConflict(ctx context.Context) bool {
+// framingProblem is what the framing watcher found wrong on the request's
+// connection: nil when nothing, h1head.ErrConflict for a head with both
+// framings, another error for framing it could not follow.
+func framingProblem(ctx context.Context) error {
 	fc, _ := ctx.Value(framingKey{}).(*framingConn)
-	return fc != nil && fc.conflict.Load()
+	if fc == nil {
+		return nil
+	}
+	if p := fc.scan.bad.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
+
+// isConflict tells a head with both framings from framing that could not
+// be followed.
+func isConflict(err error) bool { return errors.Is(err, h1head.ErrConflict) }

@@ -104,10 +104,13 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			}
 			rw.end.client = ip
 		}
-		if framingConflict(r.Context()) {
+		if err := framingProblem(r.Context()); err != nil {
 			w.Header().Set("Connection", "close")
-			g.writeError(w, r, fault.New(fault.Invalid, "bad_framing",
-				"A request may not carry both Content-Length and Transfer-Encoding."))
+			msg := "A request may not carry both Content-Length and Transfer-Encoding."
+			if !isConflict(err) {
+				msg = "The framing of a request on this connection could not be followed."
+			}
+			g.writeError(w, r, fault.New(fault.Invalid, "bad_framing", msg))
 			return
 		}
 		if r.RequestURI != "*" {

@@ -86,7 +86,7 @@ func (l *tlsListener) handshake(c net.Conn) {
 		_ = tc.Close()
 		return
 	default:
-		out = &tlsConn{framingConn: framingConn{Conn: tc, atLineStart: true}, state: st}
+		out = &tlsConn{framingConn: framingConn{Conn: tc}, state: st}
 	}
 	select {
 	case l.ready <- out:

@@ -121,7 +121,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("framing_check", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = framingConflict(r.Context())
+			_ = framingProblem(r.Context())
 		}
 	})
 	b.Run("canonical_path", func(b *testing.B) {
