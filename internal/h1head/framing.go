@@ -133,12 +133,85 @@ func (f *Framing) Scan(b []byte) error {
 			} else {
 				f.st = stTrailerStart
 			}
+		case stStart, stFieldStart:
+			// A whole line at hand is read at once; a line split across
+			// reads goes a byte at a time (step), to the same end.
+			if f.st == stStart {
+				k := 0
+				for k < len(b) && (b[k] == '\r' || b[k] == '\n') {
+					k++
+				}
+				if b = b[k:]; len(b) == 0 {
+					return nil
+				}
+			}
+			i := bytes.IndexByte(b, '\n')
+			if i < 0 {
+				f.step(b[0])
+				b = b[1:]
+				continue
+			}
+			if f.st == stStart {
+				f.beginHead()
+				f.requestLine(b[:i])
+			} else {
+				f.fieldLine(b[:i])
+			}
+			b = b[i+1:]
 		default:
 			f.step(b[0])
 			b = b[1:]
 		}
 	}
 	return f.err
+}
+
+// beginHead starts a head at the first byte of its request-line.
+func (f *Framing) beginHead() {
+	f.heads++
+	f.http10, f.lengths, f.codings, f.lengthN, f.chunked, f.longVal = false, 0, 0, 0, false, false
+	f.field = fieldOther
+	f.n, f.over = 0, false
+}
+
+// requestLine reads a whole request-line, its LF left out.
+func (f *Framing) requestLine(line []byte) {
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	f.http10 = bytes.HasSuffix(line, []byte(" HTTP/1.0"))
+	f.st = stFieldStart
+}
+
+// fieldLine reads a whole field line, or the blank line, its LF left out,
+// as step would a byte at a time.
+func (f *Framing) fieldLine(line []byte) {
+	switch {
+	case len(line) == 0 || (len(line) == 1 && line[0] == '\r'):
+		f.endHead()
+		return
+	case line[0] == ' ' || line[0] == '\t':
+		if f.field != fieldOther {
+			f.stop(errFolded)
+		}
+		return
+	}
+	f.field = fieldOther
+	colon := bytes.IndexByte(line, ':')
+	if colon < 0 {
+		return
+	}
+	name := line[:colon]
+	switch {
+	case len(name) == len("content-length") && bytes.EqualFold(name, []byte("content-length")):
+		f.field = fieldLength
+	case len(name) == len("transfer-encoding") && bytes.EqualFold(name, []byte("transfer-encoding")):
+		f.field = fieldCoding
+	default:
+		return
+	}
+	v := bytes.TrimLeft(line[colon+1:], " \t")
+	f.n = copy(f.buf[:], v)
+	f.over = len(v) > len(f.buf)
+	f.endValue()
 }
 
 func (f *Framing) stop(err error) {
@@ -182,10 +255,7 @@ func (f *Framing) step(c byte) {
 		if c == '\r' || c == '\n' {
 			return
 		}
-		f.heads++
-		f.http10, f.lengths, f.codings, f.lengthN, f.chunked, f.longVal = false, 0, 0, 0, false, false
-		f.field = fieldOther
-		f.n, f.over = 0, false
+		f.beginHead()
 		f.st = stRequest
 		f.request(c)
 	case stRequest:
@@ -223,10 +293,10 @@ func (f *Framing) step(c byte) {
 		case c == ':':
 			name := string(f.buf[:f.n])
 			f.n, f.over = 0, false
-			switch {
-			case name == "content-length":
+			switch name {
+			case "content-length":
 				f.field, f.st = fieldLength, stValue
-			case name == "transfer-encoding":
+			case "transfer-encoding":
 				f.field, f.st = fieldCoding, stValue
 			default:
 				f.field, f.st = fieldOther, stSkipLine
@@ -332,7 +402,7 @@ func (f *Framing) endValue() {
 	f.lengths++
 	if f.lengths == 1 {
 		f.lengthN = copy(f.length[:], v)
-	} else if !bytes.Equal(f.length[:f.lengthN], v) {
+	} else if f.lengthN >= 0 && !bytes.Equal(f.length[:f.lengthN], v) {
 		// net/http refuses differing values; identical ones are one.
 		f.lengthN = -1
 	}

@@ -52,6 +52,7 @@ var framingCases = []struct {
 	{"long field", "GET / HTTP/1.1\r\nX-" + strings.Repeat("a", 100) + ": " + strings.Repeat("b", 200) + "\r\n\r\n" + get, 2, nil},
 	// Framing that cannot be followed ends the scan (net/http refuses each).
 	{"differing lengths", "POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhi", 1, errLost},
+	{"three lengths, two differing", "POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\nContent-Length: 2\r\n\r\nhi", 1, errLost},
 	{"bad length", "POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\nhi", 1, errLost},
 	{"gzip coding", "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 1, errLost},
 	{"two codings", "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 1, errLost},
@@ -84,17 +85,17 @@ func TestFraming(t *testing.T) {
 				}
 			}
 			var whole Framing
-			whole.Scan([]byte(tc.in))
+			_ = whole.Scan([]byte(tc.in))
 			check("whole", &whole)
 			var bytewise Framing
 			for i := range len(tc.in) {
-				bytewise.Scan([]byte{tc.in[i]})
+				_ = bytewise.Scan([]byte{tc.in[i]})
 			}
 			check("a byte at a time", &bytewise)
 			for i := range len(tc.in) + 1 {
 				var f Framing
-				f.Scan([]byte(tc.in[:i]))
-				f.Scan([]byte(tc.in[i:]))
+				_ = f.Scan([]byte(tc.in[:i]))
+				_ = f.Scan([]byte(tc.in[i:]))
 				check(fmt.Sprintf("split at %d", i), &f)
 			}
 		})
@@ -120,8 +121,8 @@ func FuzzFraming(f *testing.F) {
 		whole := checkFraming(t, b)
 		i := int(cut) % (len(b) + 1)
 		var split Framing
-		split.Scan(b[:i])
-		split.Scan(b[i:])
+		_ = split.Scan(b[:i])
+		_ = split.Scan(b[i:])
 		if split.Heads() != whole.Heads() || split.Err() != whole.Err() {
 			t.Fatalf("%q split at %d: %d heads, %v; whole: %d, %v", b, i, split.Heads(), split.Err(), whole.Heads(), whole.Err())
 		}
@@ -181,8 +182,10 @@ func netHTTPHeads(b []byte) []refHead {
 // and where the scan stopped, and holds it to net/http: every head that
 // net/http reads before the scan stopped starts where the scan saw one
 // start, and a head with conflicting framing stops the scan at its end
-// with ErrConflict. The scan may stop earlier than net/http fails (it
-// follows less than net/http takes), never later. It returns the scan.
+// with ErrConflict. The scan may stop before net/http fails (a folded or
+// overlong Content-Length or Transfer-Encoding), never after; when it stops
+// for framing that net/http refuses too, net/http reads no head after it.
+// It returns the scan.
 func checkFraming(t *testing.T, b []byte) *Framing {
 	t.Helper()
 	var f Framing
@@ -190,7 +193,7 @@ func checkFraming(t *testing.T, b []byte) *Framing {
 	stop := len(b) + 1
 	for i := range b {
 		n := f.Heads()
-		f.Scan(b[i : i+1])
+		_ = f.Scan(b[i : i+1])
 		if f.Heads() > n {
 			starts = append(starts, i)
 		}
@@ -199,7 +202,17 @@ func checkFraming(t *testing.T, b []byte) *Framing {
 			break
 		}
 	}
-	for i, h := range netHTTPHeads(b) {
+	refs := netHTTPHeads(b)
+	// Framing that net/http refuses too ends its reading there: no head
+	// of net/http's may start after the scan stopped for one of these.
+	refused := false
+	for _, e := range []error{errLengths, errBadLength, errCoding, errChunk} {
+		refused = refused || errors.Is(f.Err(), e)
+	}
+	if last := len(refs) - 1; refused && last >= 0 && refs[last].start >= stop {
+		t.Fatalf("%q: the scan stopped at %d (%v), net/http read on to a head at %d", b, stop, f.Err(), refs[last].start)
+	}
+	for i, h := range refs {
 		if h.start >= stop {
 			break
 		}
@@ -253,4 +266,24 @@ func FuzzReadBody(f *testing.F) {
 			t.Fatalf("read %q, want %q", got, data[:n])
 		}
 	})
+}
+
+// BenchmarkFraming measures a scan of a browser-like GET head and of a
+// POST with a 64 KiB body (whose bytes are skipped, not looked at).
+func BenchmarkFraming(b *testing.B) {
+	head := "GET /node/alice/app.js HTTP/1.1\r\nHost: gw.example\r\nUser-Agent: Mozilla/5.0 (X11; Linux x86_64)\r\n" +
+		"Accept: */*\r\nAccept-Language: en\r\nAccept-Encoding: gzip, deflate, br\r\nConnection: keep-alive\r\n\r\n"
+	post := "POST /node/alice/up HTTP/1.1\r\nHost: gw.example\r\nContent-Length: 65536\r\n\r\n" + strings.Repeat("x", 65536)
+	for _, c := range []struct{ name, in string }{{"get", head}, {"post64k", post}} {
+		b.Run(c.name, func(b *testing.B) {
+			in := []byte(c.in)
+			var f Framing
+			b.SetBytes(int64(len(in)))
+			for b.Loop() {
+				if err := f.Scan(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
