@@ -66,3 +66,24 @@ func TestFramingLooksAtHeadsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestExtraCRLFAfterBody: a client that ends a POST body with an extra
+// CRLF gets its next request on the connection served, on either HTTP/1.1
+// server (RFC 9112 §2.2).
+func TestExtraCRLFAfterBody(t *testing.T) {
+	for _, server := range []string{"wakegate", "net/http"} {
+		t.Run(server, func(t *testing.T) {
+			a := newHardUpstream(t, nil)
+			addr := hardGateway(t, appsConfig("server:\n  http1_server: "+server+"\n", map[string]*hardUpstream{"a": a}))
+			c := hardDial(t, addr)
+			c.send(t, "POST /apps/a/up HTTP/1.1\r\nHost: gw\r\nContent-Length: 5\r\n\r\nhello\r\n"+
+				"GET /apps/a/next HTTP/1.1\r\nHost: gw\r\n\r\n")
+			for i, want := range []string{"ok 5", "ok 0"} {
+				res, body := c.response(t, http.MethodPost)
+				if res.StatusCode != 200 || body != want {
+					t.Fatalf("request %d: %d %q, want 200 %q", i, res.StatusCode, body, want)
+				}
+			}
+		})
+	}
+}
