@@ -56,12 +56,25 @@ var (
 // RoundTrip forwards req and returns the upstream's response.
 func (u *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !plainHTTP1(req) {
-		return u.fallback.RoundTrip(req)
+		return fallback(u.fallback, req)
 	}
 	res, err := u.send(req.Context(), hostPort(req.URL), req, reqSender{req})
 	if ns, ok := err.(errNotSent); ok {
 		closeRequestBody(req)
 		err = ns.error
+	}
+	return res, err
+}
+
+// fallback sends req through rt (net/http's Transport), and marks a
+// failure after the first byte of an answer (a 1xx included) as a partial
+// answer, which is never sent again, as the forwarder's own exchanges do.
+func fallback(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+	var answered atomic.Bool
+	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { answered.Store(true) }}
+	res, err := rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if err != nil && answered.Load() {
+		err = &partialAnswer{err}
 	}
 	return res, err
 }

@@ -168,10 +168,12 @@ func TestProxy1xxFloodIsNotSentAgain(t *testing.T) {
 
 // TestProxyNoRetryAfterPartialAnswer: an upstream that sends a 103 and
 // then resets the connection has answered in part: the route's retry
-// (a fresh wake) does not send the request again, on either path.
+// (a fresh wake) does not send the request again, on either path, nor
+// for an upgrade, which net/http's Transport carries.
 func TestProxyNoRetryAfterPartialAnswer(t *testing.T) {
-	for _, direct := range []bool{true, false} {
-		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
+	for _, how := range []string{"direct", "reverseproxy", "upgrade"} {
+		direct := how == "direct"
+		t.Run(how, func(t *testing.T) {
 			var mu sync.Mutex
 			var ids []string
 			up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, _ int64) {
@@ -202,6 +204,10 @@ func TestProxyNoRetryAfterPartialAnswer(t *testing.T) {
 			p.noDirect = !direct
 			req := newReq(t, http.MethodGet, s.URL+"/", nil)
 			req.Header.Set("X-Request-Id", "partial")
+			if how == "upgrade" {
+				req.Header.Set("Connection", "Upgrade")
+				req.Header.Set("Upgrade", "example")
+			}
 			res, _ := do(t, req)
 			if res.StatusCode != http.StatusBadGateway {
 				t.Errorf("status %d, want 502", res.StatusCode)
