@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -115,6 +116,29 @@ func TestForwarder1xxFloodIsNotSentAgain(t *testing.T) {
 				t.Errorf("the upstream accepted %d connections, want 1 (no second try)", n)
 			}
 		})
+	}
+}
+
+// TestForwarder1xxShareTheHeaderBudget: the 1xx heads count against the
+// same budget as the final head, so a few large ones cannot take more
+// than one head may.
+func TestForwarder1xxShareTheHeaderBudget(t *testing.T) {
+	pad := strings.Repeat("a", maxResponseHeaderBytes/3+1)
+	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, _ int64) {
+		if readReq(br) == nil {
+			return
+		}
+		for range 3 {
+			if _, err := io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nX-Pad: "+pad+"\r\n\r\n"); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(c, okResponse)
+	})
+	f := newTestForwarder(t)
+	code, _, err := get(t, f, up.base()+"/")
+	if !errors.Is(err, errHeaderTooLarge) {
+		t.Fatalf("three 1xx heads of a third of the budget each: %d, %v; want %v", code, err, errHeaderTooLarge)
 	}
 }
 
