@@ -24,7 +24,7 @@ type bodyError struct{ err error }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && err != io.EOF && !errors.Is(err, errBodyStopped) {
 		b.err.CompareAndSwap(nil, &bodyError{err: err})
 	}
 	return n, err

@@ -58,6 +58,8 @@ type Route struct {
 	bodyCut atomic.Bool
 	// bodyErr is the failure to read the caller's body (clientbody.go).
 	bodyErr atomic.Pointer[bodyError]
+	// body is the request body as Serve owns it (body.go); nil without one.
+	body *ownedBody
 }
 
 // Options configure a Proxy.
@@ -208,12 +210,19 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 			WriteError(w, r, &http.MaxBytesError{Limit: max})
 			return
 		}
-		if r.Body != nil && r.Body != http.NoBody {
+	}
+	if hasBody(r) {
+		// Every read of the body goes through route.body, which ends, at
+		// the latest, when Serve returns (body.go).
+		route.body = newOwnedBody(r.Body, w)
+		r.Body = route.body
+		defer route.body.end()
+		if max := p.opts.MaxBodyBytes; max > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, max)
 		}
 	}
 	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut)
+		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut, route.body)
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &clientBody{ReadCloser: r.Body, err: &route.bodyErr} // clientbody.go
