@@ -2,6 +2,13 @@
 // requests to a resolved upstream with header hygiene, counts sessions, and
 // maps every error to one status. It knows nothing of how a route was
 // resolved; the gateway hands it a Route.
+//
+// A request body has one reader at a time, and none after its request
+// (DESIGN rule 26): Serve owns it for the request, an exchange's body
+// writer reads it only while the exchange lasts and is stopped and waited
+// for before the exchange ends, and a read after the end gets an error.
+// body.go writes the rule down for every path (direct, forwarder,
+// ReverseProxy, net/http's Transport).
 package proxy
 
 import (
