@@ -60,9 +60,6 @@ func (b *rateBody) Read(p []byte) (int, error) {
 	b.waited += time.Since(start)
 	b.read += int64(n)
 	switch {
-	case errors.Is(err, errBodyStopped):
-		// The exchange ended the body (body.go); a cut read left the
-		// connection's deadline in the past, and there it stays.
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.cut.Store(true)
 		return n, errBodyTooSlow
