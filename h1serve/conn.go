@@ -148,8 +148,22 @@ func (c *conn) readHead(first bool, maxHead int) (ph parsedHead, n int, ok bool,
 		}
 	}
 	timed := first
+	skipped := 0
 	for {
 		buf, _ := c.br.Peek(c.br.Buffered())
+		// Empty lines before a request-line are ignored (RFC 9112 §2.2):
+		// a client may end a body with an extra CRLF. They count against
+		// the head's size, so a stream of them ends the connection.
+		if k := leadingEmptyLines(buf); k > 0 {
+			if skipped += k; skipped > maxHead {
+				return ph, 0, false, errManyEmptyLines
+			}
+			_, _ = c.br.Discard(k)
+			buf = buf[:0]
+			if c.br.Buffered() > 0 {
+				continue
+			}
+		}
 		n = headEnd(buf)
 		if n > maxHead || n < 0 {
 			return ph, 0, false, nil
@@ -174,6 +188,20 @@ func (c *conn) readHead(first bool, maxHead int) (ph parsedHead, n int, ok bool,
 	buf, _ := c.br.Peek(n)
 	ph, ok = parseHead(buf)
 	return ph, n, ok, nil
+}
+
+// errManyEmptyLines closes a connection that sends more empty lines before
+// a request-line than a whole head may hold.
+var errManyEmptyLines = errors.New("too many empty lines before a request")
+
+// leadingEmptyLines is the length of the CR and LF bytes at the start of b.
+// A lone LF or CR is taken as an empty line too, as net/http and nginx do.
+func leadingEmptyLines(b []byte) int {
+	k := 0
+	for k < len(b) && (b[k] == '\r' || b[k] == '\n') {
+		k++
+	}
+	return k
 }
 
 // handOff gives the connection, with what was read of it, to net/http.

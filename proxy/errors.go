@@ -71,6 +71,10 @@ func isTimeout(err error) bool {
 // by the upstream: a failed dial, or a connection refused or reset before
 // any byte of the response arrived.
 func unreached(err error) bool {
+	var pa *partialAnswer
+	if errors.As(err, &pa) {
+		return false // a reset after the upstream began to answer
+	}
 	var de *DialError
 	return errors.As(err, &de) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }

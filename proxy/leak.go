@@ -10,6 +10,12 @@ import (
 // pass through it: informational responses (103 Early Hints, which
 // ReverseProxy relays from a client trace) and trailers (filled in when the
 // body ends). infoMaskWriter and trailerMask cover them.
+//
+// The bytes of an upgraded connection after its 101 are relayed unmasked:
+// the relay copies them without parsing frames (relay_pump.go), and a
+// compressed message could not be masked without inflating it. Masking is
+// a net for an accidental echo of the home's own token, not the guard that
+// keeps it secret; the README says so.
 
 // infoMaskWriter masks secret in the headers of 1xx responses before they
 // are written.

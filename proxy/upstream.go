@@ -141,10 +141,11 @@ func closeRequestBody(req *http.Request) {
 
 // staleRetry reports whether req, which failed with err on c, may be sent
 // again on a fresh connection: c was reused, the upstream sent nothing
-// back and did not merely time out, and either nothing of req was
-// written or req is idempotent with no body.
+// back (not one byte: a 1xx is an answer, passed on already) and did not
+// merely time out, and either nothing of req was written or req is
+// idempotent with no body.
 func staleRetry(req *http.Request, c *upConn, err error) bool {
-	if !c.reused || c.headerLeft != maxResponseHeaderBytes || isTimeout(err) || hasBody(req) {
+	if !c.reused || c.answered || isTimeout(err) || hasBody(req) {
 		return false
 	}
 	return c.written == 0 || idempotent(req)
@@ -165,6 +166,7 @@ func idempotent(req *http.Request) bool {
 func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, s sender) (*http.Response, error) {
 	c.written = 0
 	c.headerLeft = maxResponseHeaderBytes
+	c.answered = false
 	stop := context.AfterFunc(ctx, c.interrupt)
 	var wr *bodyWriter
 	bw := u.pool.writer(c)
@@ -186,7 +188,11 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	}
 	res, err := readResponse(c, req, s)
 	if err != nil {
-		return nil, u.fail(ctx, c, stop, wr, err)
+		err = u.fail(ctx, c, stop, wr, err)
+		if c.answered {
+			err = &partialAnswer{err}
+		}
+		return nil, err
 	}
 	if u.headerTimeout > 0 {
 		_ = c.SetReadDeadline(time.Time{})
@@ -204,6 +210,13 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	res.Body = b
 	return res, nil
 }
+
+// partialAnswer is the failure of an exchange whose upstream had already
+// sent something back (a 1xx, part of a head): the request reached it and
+// was acted on, so it is never sent again (unreached is false for it).
+type partialAnswer struct{ error }
+
+func (e *partialAnswer) Unwrap() error { return e.error }
 
 // fail closes c after a failed exchange, ends its body writer (wr, nil for
 // none), and returns the error to report: the context's when the caller
@@ -291,7 +304,9 @@ func (w *bodyWriter) stoppedErr(err error) bool {
 }
 
 // readResponse reads the final response to req from c, passing any 1xx
-// informational responses to s.
+// informational responses to s. The 1xx heads count against the same
+// header budget as the final head: an upstream cannot stretch one answer
+// past it with informational responses.
 func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error) {
 	for n := 0; ; n++ {
 		res, handled, err := readPlainResponse(c.br, req)
@@ -312,7 +327,6 @@ func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error
 		if n == max1xx {
 			return nil, errTooMany1xx
 		}
-		c.headerLeft = maxResponseHeaderBytes
 		if err := s.got1xx(code, res.Header); err != nil {
 			return nil, err
 		}

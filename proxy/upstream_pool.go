@@ -31,11 +31,15 @@ type upConn struct {
 	// written counts the bytes written since the round trip began, so a
 	// failed write can tell whether anything reached the upstream.
 	written int64
-	// headerLeft is how many more bytes the response headers may take;
-	// negative while the body is read (no limit).
+	// headerLeft is how many more bytes the response heads may take, 1xx
+	// heads and the final one together; negative while the body is read
+	// (no limit).
 	headerLeft int64
-	reused     bool      // served an earlier request
-	idleSince  time.Time // when it went into the pool
+	// answered is set by the first byte read since the round trip began:
+	// the upstream has begun an answer, so the request is never sent again.
+	answered  bool
+	reused    bool      // served an earlier request
+	idleSince time.Time // when it went into the pool
 	// interrupt sets a deadline in the past, which cuts a blocked read or
 	// write at once (the exchange's context watch); made once per
 	// connection.
@@ -63,6 +67,9 @@ func (c *upConn) Read(p []byte) (int, error) {
 	}
 	n, err := c.Conn.Read(p)
 	c.headerLeft -= int64(n)
+	if n > 0 {
+		c.answered = true
+	}
 	return n, err
 }
 

@@ -93,3 +93,14 @@ go mod download
 
 echo "== go test -race"
 go test -race -count=1 -timeout 20m "$@" ./...
+
+# Every fuzz target runs for a few seconds, one at a time, on top of its
+# seed corpus (which go test above already ran): a change that breaks what
+# a target checks (net/http agreement, framing, decoders) fails the build
+# here even when no example test covers it. About 5 s plus a build each.
+echo "== go test -fuzz (${FUZZTIME:=5s} each)"
+while IFS=: read -r file name; do
+  pkg="$(dirname "$file")"
+  echo "-- $name ($pkg)"
+  go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$pkg"
+done < <(grep -rEo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]+' . | sed -E 's/:func /:/' | sort)
