@@ -49,6 +49,9 @@ type ownedBody struct {
 	mu   sync.Mutex          // held by a read in progress
 	over atomic.Bool         // end has begun
 	cut  atomic.Bool         // end cut a read in progress
+	// failed is the first read error of the body, as the client's
+	// failure (clientbody.go).
+	failed atomic.Pointer[bodyError]
 }
 
 func newOwnedBody(rc io.ReadCloser, w http.ResponseWriter) *ownedBody {

@@ -33,10 +33,10 @@ func (b *clientBody) Read(p []byte) (int, error) {
 // clientBodyFailed returns the error of route's request body, if reading it
 // failed (nil for a nil route).
 func (route *Route) clientBodyFailed() error {
-	if route == nil {
+	if route == nil || route.body == nil {
 		return nil
 	}
-	if be := route.bodyErr.Load(); be != nil {
+	if be := route.body.failed.Load(); be != nil {
 		return be.err
 	}
 	return nil

@@ -63,9 +63,8 @@ type Route struct {
 	// bodyCut is set when the request body was cut for arriving slower
 	// than the minimum rate (rate.go).
 	bodyCut atomic.Bool
-	// bodyErr is the failure to read the caller's body (clientbody.go).
-	bodyErr atomic.Pointer[bodyError]
-	// body is the request body as Serve owns it (body.go); nil without one.
+	// body is the request body as Serve owns it (body.go), with the
+	// failure to read it (clientbody.go); nil without one.
 	body *ownedBody
 }
 
@@ -231,8 +230,8 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
 		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut, route.body)
 	}
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &clientBody{ReadCloser: r.Body, err: &route.bodyErr} // clientbody.go
+	if route.body != nil {
+		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.failed} // clientbody.go
 	}
 	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) {
 		w = newRateWriter(w, rate, p.opts.MinRateGrace)
