@@ -263,6 +263,9 @@ func (c *conn) serveOne(ph parsedHead) (reuse bool) {
 	}
 	s.served.Add(1)
 	ok := c.runHandler(w, req)
+	if rb != nil {
+		rb.end(c) // nothing the handler left behind reads on
+	}
 	// Stop the watch, if one started, before anything reads again.
 	if !c.st.CompareAndSwap(active, seq|phaseActive) {
 		c.stopWatch()
@@ -373,26 +376,99 @@ func (r *connReader) Read(p []byte) (int, error) {
 }
 
 // body is a request body of known length, read from the connection's
-// reader.
+// reader, which is pooled and serves the next request once this one is
+// over. Who may read it, and until when (DESIGN rule 26):
+//
+//   - the handler, and any goroutine it hands the body to, until the
+//     handler returns; reads are serialized by mu, so two readers (a proxy's
+//     body writer and the drain below) never read the connection at once;
+//   - the loop, when the response head goes out (drain: what is left, up to
+//     maxPostHandlerRead, so the connection can take the next request);
+//   - nobody after the handler returned: end takes the body back, cutting a
+//     read still in progress with a read deadline in the past and waiting
+//     for it, and every later Read gets http.ErrBodyReadAfterClose, never
+//     bytes of the connection's next request. Only then does the loop read
+//     again, or give the reader back to the pool.
+//
+// A read that failed (or was cut) leaves what is on the wire unknown: the
+// connection closes after the response.
 type body struct {
+	mu     sync.Mutex // held by every read of br, and by drain and end
 	br     *bufio.Reader
 	left   int64
-	eof    bool
-	closed bool
+	eof    bool  // read to its end
+	err    error // a read failed: later reads get it, the connection closes
+	over   atomic.Bool
+	closed atomic.Bool // Close was called
 }
 
 func (b *body) Read(p []byte) (int, error) {
-	if b.closed {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.over.Load() || b.closed.Load() {
 		return 0, http.ErrBodyReadAfterClose
 	}
+	return b.readLocked(p)
+}
+
+func (b *body) readLocked(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
 	n, err := h1head.ReadBody(b.br, p, &b.left)
-	if errors.Is(err, io.EOF) {
+	switch {
+	case errors.Is(err, io.EOF):
 		b.eof = true
+	case err != nil:
+		b.err = err
 	}
 	return n, err
 }
 
+// Close ends the handler's reads; it does not wait for one in progress
+// (end does).
 func (b *body) Close() error {
-	b.closed = true
+	b.closed.Store(true)
 	return nil
 }
+
+// end takes the body back once the handler has returned (see body). A
+// read in progress is cut through c's read deadline; the connection then
+// closes after the response.
+func (b *body) end(c *conn) {
+	b.over.Store(true) // a read waiting for mu gives up
+	if !b.mu.TryLock() {
+		_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+		b.mu.Lock()
+		if b.err == nil && !b.eof {
+			b.err = errBodyCut
+		}
+	}
+	b.mu.Unlock()
+}
+
+// errBodyCut is the state of a body whose read was still running when its
+// handler returned.
+var errBodyCut = errors.New("h1serve: request body read cut: the handler had returned")
+
+// drain reads what is left of the body, up to maxPostHandlerRead, so that
+// the connection can take the next request. It reports whether it can:
+// false when more is left, a read failed, or the handler closed the body
+// before its end.
+func (b *body) drain() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.eof:
+		return true
+	case b.err != nil, b.closed.Load(), b.left >= maxPostHandlerRead:
+		return false
+	}
+	_, err := io.CopyN(io.Discard, lockedBody{b}, maxPostHandlerRead+1)
+	return err == io.EOF
+}
+
+// lockedBody reads a body whose mu is held.
+type lockedBody struct{ b *body }
+
+func (l lockedBody) Read(p []byte) (int, error) { return l.b.readLocked(p) }

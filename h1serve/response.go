@@ -303,20 +303,11 @@ func (w *response) sendHead(p []byte) {
 // drainBody reads what the handler left of the request body, up to
 // maxPostHandlerRead, so that the connection can take the next request;
 // past that, or on a read error, the connection closes after the reply.
+// A goroutine of the handler still reading the body waits for it, or it
+// for that goroutine (body.mu): each byte goes to one of them.
 func (w *response) drainBody() {
-	b := w.reqBody
-	if b == nil {
-		return
-	}
-	switch {
-	case b.closed && !b.eof:
+	if b := w.reqBody; b != nil && !b.drain() {
 		w.closeAfter = true
-	case b.left >= maxPostHandlerRead:
-		w.closeAfter = true
-	case !b.eof:
-		if _, err := io.CopyN(io.Discard, b, maxPostHandlerRead+1); err != io.EOF {
-			w.closeAfter = true
-		}
 	}
 }
 

@@ -13,6 +13,14 @@
 // head.go): upgrades, Expect, chunked or HTTP/1.0 requests, odd targets
 // and anything malformed go to net/http, byte for byte, and net/http
 // serves that connection from then on.
+//
+// A request body (DESIGN rule 26; body in conn.go) belongs to the handler
+// and the goroutines it hands it to until the handler returns, one read at
+// a time; the loop drains what is left when the response head goes out,
+// under the same lock. Once the handler returned, the loop cuts a read
+// still in progress and waits for it, and every later read gets
+// http.ErrBodyReadAfterClose: the connection's pooled reader is read again,
+// or pooled, only when nothing else can reach it.
 package h1serve
 
 import (

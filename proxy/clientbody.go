@@ -24,7 +24,7 @@ type bodyError struct{ err error }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && err != io.EOF && !errors.Is(err, errBodyStopped) {
 		b.err.CompareAndSwap(nil, &bodyError{err: err})
 	}
 	return n, err
@@ -33,10 +33,10 @@ func (b *clientBody) Read(p []byte) (int, error) {
 // clientBodyFailed returns the error of route's request body, if reading it
 // failed (nil for a nil route).
 func (route *Route) clientBodyFailed() error {
-	if route == nil {
+	if route == nil || route.body == nil {
 		return nil
 	}
-	if be := route.bodyErr.Load(); be != nil {
+	if be := route.body.failed.Load(); be != nil {
 		return be.err
 	}
 	return nil

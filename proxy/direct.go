@@ -294,6 +294,8 @@ func listed(conn []string, k string) bool {
 
 func (d *directReq) closes() bool { return false }
 
+func (d *directReq) owner() *ownedBody { return d.route.body }
+
 // write writes the body, when there is one, with its framing, and
 // flushes.
 func (d *directReq) write(bw *bufio.Writer, body io.ReadCloser) error {

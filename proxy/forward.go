@@ -2,6 +2,13 @@
 // requests to a resolved upstream with header hygiene, counts sessions, and
 // maps every error to one status. It knows nothing of how a route was
 // resolved; the gateway hands it a Route.
+//
+// A request body has one reader at a time, and none after its request
+// (DESIGN rule 26): Serve owns it for the request, an exchange's body
+// writer reads it only while the exchange lasts and is stopped and waited
+// for before the exchange ends, and a read after the end gets an error.
+// body.go writes the rule down for every path (direct, forwarder,
+// ReverseProxy, net/http's Transport).
 package proxy
 
 import (
@@ -56,8 +63,9 @@ type Route struct {
 	// bodyCut is set when the request body was cut for arriving slower
 	// than the minimum rate (rate.go).
 	bodyCut atomic.Bool
-	// bodyErr is the failure to read the caller's body (clientbody.go).
-	bodyErr atomic.Pointer[bodyError]
+	// body is the request body as Serve owns it (body.go), with the
+	// failure to read it (clientbody.go); nil without one.
+	body *ownedBody
 }
 
 // Options configure a Proxy.
@@ -208,15 +216,22 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 			WriteError(w, r, &http.MaxBytesError{Limit: max})
 			return
 		}
-		if r.Body != nil && r.Body != http.NoBody {
+	}
+	if hasBody(r) {
+		// Every read of the body goes through route.body, which ends, at
+		// the latest, when Serve returns (body.go).
+		route.body = newOwnedBody(r.Body, w)
+		r.Body = route.body
+		defer route.body.end()
+		if max := p.opts.MaxBodyBytes; max > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, max)
 		}
 	}
 	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut)
+		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut, route.body)
 	}
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &clientBody{ReadCloser: r.Body, err: &route.bodyErr} // clientbody.go
+	if route.body != nil {
+		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.failed} // clientbody.go
 	}
 	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) {
 		w = newRateWriter(w, rate, p.opts.MinRateGrace)

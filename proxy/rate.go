@@ -36,13 +36,14 @@ type rateBody struct {
 	read   int64
 	waited time.Duration
 	cut    *atomic.Bool // set once the body was cut
+	owner  *ownedBody   // the body as Serve owns it (body.go)
 	// done: the deadline is lifted (or was never settable); Close may set
 	// it from another goroutine than Read's.
 	done atomic.Bool
 }
 
-func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace time.Duration, cut *atomic.Bool) *rateBody {
-	return &rateBody{body: body, rc: http.NewResponseController(w), rate: float64(rate), grace: grace, cut: cut}
+func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace time.Duration, cut *atomic.Bool, owner *ownedBody) *rateBody {
+	return &rateBody{body: body, rc: http.NewResponseController(w), rate: float64(rate), grace: grace, cut: cut, owner: owner}
 }
 
 func (b *rateBody) Read(p []byte) (int, error) {
@@ -72,6 +73,9 @@ func (b *rateBody) Read(p []byte) (int, error) {
 // server's own read of the connection, which begins at the end of the
 // body, must not inherit it.
 func (b *rateBody) finish() {
+	if b.owner.wasCut() {
+		return // the connection closes after this response (body.go)
+	}
 	if b.done.CompareAndSwap(false, true) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -95,6 +96,9 @@ type sender interface {
 	// closes reports whether the request asks the upstream to close the
 	// connection after the response.
 	closes() bool
+	// owner is the request body as Serve owns it (body.go), nil for a
+	// request that did not come through Serve.
+	owner() *ownedBody
 }
 
 // errNotSent marks a failure to get a connection (nothing of the request
@@ -177,27 +181,14 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	c.headerLeft = maxResponseHeaderBytes
 	c.answered = false
 	stop := context.AfterFunc(ctx, c.interrupt)
-	var wrote chan error
+	var wr *bodyWriter
 	bw := u.pool.writer(c)
 	if err := s.start(bw); err != nil {
 		u.pool.putWriter(bw)
 		return nil, u.fail(ctx, c, stop, nil, err)
 	}
 	if hasBody(req) {
-		wrote = make(chan error, 1)
-		// The body is read through a recorder: when reading the caller's
-		// body fails (a malformed chunk, a cut connection), the upstream
-		// waits for a body that never comes, so the exchange is cut at
-		// once and the read error is what the round trip returns.
-		body := &readRecorder{rc: req.Body}
-		go func() {
-			err := s.write(bw, body)
-			u.pool.putWriter(bw)
-			if err != nil && body.err != nil {
-				_ = c.SetDeadline(aLongTimeAgo)
-			}
-			wrote <- err
-		}()
+		wr = u.startWriter(c, bw, req, s)
 	} else {
 		err := s.write(bw, nil)
 		u.pool.putWriter(bw)
@@ -210,7 +201,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	}
 	res, err := readResponse(c, req, s)
 	if err != nil {
-		err = u.fail(ctx, c, stop, wrote, err)
+		err = u.fail(ctx, c, stop, wr, err)
 		if c.answered {
 			err = &partialAnswer{err}
 		}
@@ -223,7 +214,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 			_ = c.SetDeadline(aLongTimeAgo)
 		}
 	}
-	b := &upBody{pool: u.pool, c: c, stop: stop, wrote: wrote, reusable: !res.Close && !s.closes()}
+	b := &upBody{pool: u.pool, c: c, stop: stop, wr: wr, reusable: !res.Close && !s.closes()}
 	if res.Body == http.NoBody {
 		b.finish(true)
 		return res, nil
@@ -240,14 +231,15 @@ type partialAnswer struct{ error }
 
 func (e *partialAnswer) Unwrap() error { return e.error }
 
-// fail closes c after a failed exchange and returns the error to report:
-// the context's when the caller went away, else the request write's when
-// the write failed, else err.
-func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wrote chan error, err error) error {
+// fail closes c after a failed exchange, ends its body writer (wr, nil for
+// none), and returns the error to report: the context's when the caller
+// went away, else the request write's when the write failed on its own,
+// else err.
+func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wr *bodyWriter, err error) error {
 	stop()
 	_ = c.Close()
-	if wrote != nil {
-		if werr := <-wrote; werr != nil && !errors.Is(werr, net.ErrClosed) {
+	if wr != nil {
+		if werr := wr.end(); werr != nil && !wr.stoppedErr(werr) {
 			err = werr
 		}
 	}
@@ -255,6 +247,73 @@ func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wrote
 		return cerr
 	}
 	return err
+}
+
+// bodyWriter is the goroutine of an exchange that writes the request body
+// while the response is read, as the Transport does, so that an upstream
+// that answers before it has read the whole body (or echoes it as it
+// reads) does not deadlock against us. The exchange owns it: it ends with
+// the exchange (end), never later (body.go).
+type bodyWriter struct {
+	c       *upConn
+	rec     *readRecorder
+	owner   *ownedBody // nil for a request that did not come through Serve
+	done    chan error
+	err     error
+	ended   bool
+	stopped bool // end had to stop it: c's write deadline is in the past
+}
+
+// startWriter starts writing req's body, with s, through bw on c.
+func (u *forwarder) startWriter(c *upConn, bw *bufio.Writer, req *http.Request, s sender) *bodyWriter {
+	// The body is read through a recorder: when reading the caller's body
+	// fails (a malformed chunk, a cut connection), the upstream waits for
+	// a body that never comes, so the exchange is cut at once and the read
+	// error is what the round trip returns.
+	wr := &bodyWriter{c: c, rec: &readRecorder{rc: req.Body}, owner: s.owner(), done: make(chan error, 1)}
+	go func() {
+		err := s.write(bw, wr.rec)
+		u.pool.putWriter(bw)
+		if err != nil && wr.rec.err != nil && !errors.Is(wr.rec.err, errBodyStopped) {
+			_ = c.SetDeadline(aLongTimeAgo)
+		}
+		wr.done <- err
+	}()
+	return wr
+}
+
+// end returns the writer's error once it has ended. A writer still running
+// is stopped first: no more of the body is read, its write to the
+// upstream is cut, and a read of the client's body in progress is cut
+// (ownedBody.end); without an owner the body is closed, as a RoundTripper
+// may. The upstream then has part of the body: c must not be reused.
+func (w *bodyWriter) end() error {
+	if w.ended {
+		return w.err
+	}
+	w.ended = true
+	select {
+	case w.err = <-w.done:
+		return w.err
+	default:
+	}
+	w.stopped = true
+	w.rec.stopped.Store(true)
+	_ = w.c.SetWriteDeadline(aLongTimeAgo)
+	if w.owner != nil {
+		w.owner.end()
+	} else {
+		_ = w.rec.rc.Close()
+	}
+	w.err = <-w.done
+	return w.err
+}
+
+// stoppedErr reports whether err is what stopping the writer, or closing
+// its connection, gave it rather than a failure of its own.
+func (w *bodyWriter) stoppedErr(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, errBodyStopped) ||
+		(w.stopped && errors.Is(err, os.ErrDeadlineExceeded))
 }
 
 // readResponse reads the final response to req from c, passing any 1xx
@@ -296,6 +355,13 @@ func (s reqSender) start(*bufio.Writer) error { return nil }
 
 func (s reqSender) closes() bool { return s.req.Close }
 
+func (s reqSender) owner() *ownedBody {
+	if route := routeFrom(s.req.Context()); route != nil {
+		return route.body
+	}
+	return nil
+}
+
 func (s reqSender) write(bw *bufio.Writer, body io.ReadCloser) error {
 	if body == nil {
 		return writeRequest(s.req, bw)
@@ -319,7 +385,7 @@ type upBody struct {
 	c        *upConn
 	rc       io.ReadCloser // the body as http.ReadResponse framed it
 	stop     func() bool   // ends the context watch
-	wrote    chan error    // the request body's writer; nil: none
+	wr       *bodyWriter   // the request body's writer; nil: none
 	reusable bool          // the response leaves the connection open
 	over     atomic.Bool   // finish ran
 	eof      bool
@@ -354,28 +420,21 @@ func (b *upBody) Close() error {
 	return nil
 }
 
-// finish ends the exchange once: the connection goes back to the pool
-// when complete is true, the response allows it, the request was written
-// whole and the context never fired; else it is closed.
+// finish ends the exchange once, and with it the request body's writer
+// (bodyWriter.end: one that still runs, the upstream having answered
+// before it read the whole body, is stopped). The connection goes back to
+// the pool when complete is true, the response allows it, the request was
+// written whole and the context never fired; else it is closed.
 func (b *upBody) finish(complete bool) {
 	if !b.over.CompareAndSwap(false, true) {
 		return
 	}
 	ok := b.stop() && complete && b.reusable
-	if b.wrote != nil {
-		select {
-		case err := <-b.wrote:
-			ok = ok && err == nil
-		default:
-			if ok {
-				// The answer is whole and the request's writer has not
-				// reported: it is about to, or the upstream answered
-				// before reading the whole body. The writer decides,
-				// within writeSettle.
-				_ = b.c.SetWriteDeadline(time.Now().Add(writeSettle))
-				go b.settle()
-				return
-			}
+	if b.wr != nil {
+		err := b.wr.end()
+		ok = ok && err == nil
+		if ok && b.wr.stopped {
+			_ = b.c.SetWriteDeadline(time.Time{}) // it ended well before the stop took
 		}
 	}
 	if ok {
@@ -385,29 +444,19 @@ func (b *upBody) finish(complete bool) {
 	_ = b.c.Close()
 }
 
-// writeSettle is how long a connection whose answer is whole waits for
-// its request body's writer to end before it is closed.
-const writeSettle = time.Second
-
-// settle puts the connection back once its request body's writer has
-// ended well, and closes it otherwise.
-func (b *upBody) settle() {
-	if err := <-b.wrote; err != nil {
-		_ = b.c.Close()
-		return
-	}
-	_ = b.c.SetWriteDeadline(time.Time{})
-	b.pool.put(b.c)
-}
-
 // readRecorder keeps the first read error of a request body other than
-// io.EOF. It is read by one goroutine, which also reads err.
+// io.EOF, and refuses reads once its writer is stopped. It is read by one
+// goroutine, which also writes err; err is read after that goroutine ended.
 type readRecorder struct {
-	rc  io.ReadCloser
-	err error
+	rc      io.ReadCloser
+	err     error
+	stopped atomic.Bool
 }
 
 func (r *readRecorder) Read(p []byte) (int, error) {
+	if r.stopped.Load() {
+		return 0, errBodyStopped
+	}
 	n, err := r.rc.Read(p)
 	if err != nil && err != io.EOF && r.err == nil {
 		r.err = err
