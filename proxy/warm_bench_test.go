@@ -1,0 +1,54 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// BenchmarkWarmGet measures a keep-alive GET through the proxy to a warm
+// upstream, with the minimum rates at the gateway's defaults, for a small
+// body (copied) and a large one (spliced on the direct path).
+func BenchmarkWarmGet(b *testing.B) {
+	for _, size := range []int{1 << 10, 256 << 10} {
+		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+			body := pattern(size)
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				_, _ = w.Write(body)
+			}))
+			b.Cleanup(up.Close)
+			o := testOptions()
+			o.MinBodyRate, o.MinResponseRate, o.MinRateGrace = 240, 240, 5*time.Second
+			p := New(o)
+			b.Cleanup(p.Close)
+			u, err := url.Parse(up.URL + "/")
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				p.Serve(w, r, &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u})
+			}))
+			b.Cleanup(s.Close)
+			client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}
+			b.Cleanup(client.CloseIdleConnections)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := client.Get(s.URL + "/x")
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if err != nil || n != int64(size) {
+					b.Fatalf("%d bytes, %v", n, err)
+				}
+			}
+		})
+	}
+}
