@@ -12,10 +12,19 @@ import (
 
 // BenchmarkWarmGet measures a keep-alive GET through the proxy to a warm
 // upstream, with the minimum rates at the gateway's defaults, for a small
-// body (copied) and a large one (spliced on the direct path).
+// body (copied), a large one (spliced on the direct path) and a large one
+// to a home with a relay token (copied through the masking writer).
 func BenchmarkWarmGet(b *testing.B) {
-	for _, size := range []int{1 << 10, 256 << 10} {
-		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+	for _, c := range []struct {
+		size  int
+		token string
+	}{{1 << 10, ""}, {256 << 10, ""}, {256 << 10, testToken}} {
+		size := c.size
+		name := strconv.Itoa(size>>10) + "KiB"
+		if c.token != "" {
+			name += "-masked" // a home's relay token: copied, not spliced
+		}
+		b.Run(name, func(b *testing.B) {
 			body := pattern(size)
 			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -31,7 +40,7 @@ func BenchmarkWarmGet(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				p.Serve(w, r, &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u})
+				p.Serve(w, r, &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u, RelayToken: c.token})
 			}))
 			b.Cleanup(s.Close)
 			client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}
