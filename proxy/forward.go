@@ -243,7 +243,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 				return
 			}
 			if sp != nil {
-				defer sp.Close()
+				defer func() { _ = sp.Close() }() // the temporary file, and the caller's body
 				if sp.disk != nil {
 					p.opts.Log.Warn("request body forwarded as it arrives: no temporary file", "route", route.Name,
 						"request_id", r.Header.Get("X-Request-Id"), "err", sp.disk,
