@@ -55,23 +55,27 @@ func (p *Proxy) spool(r *http.Request) (*spooled, error) {
 		return nil, nil
 	}
 	body := r.Body
-	var mem bytes.Buffer
+	n := limit
 	if r.ContentLength >= 0 {
-		mem.Grow(int(min(r.ContentLength, limit)))
+		n = min(n, r.ContentLength)
 	}
-	if _, err := mem.ReadFrom(io.LimitReader(body, limit)); err != nil {
+	// Not pooled: the forward may hand the buffer to a reader that
+	// outlives it.
+	mem := make([]byte, n)
+	k, eof, err := readUpTo(body, mem)
+	if err != nil {
 		return nil, err
 	}
-	s := &spooled{size: int64(mem.Len())}
-	parts := []io.Reader{bytes.NewReader(mem.Bytes())}
-	whole := s.size < limit || s.size == r.ContentLength
+	s := &spooled{size: int64(k)}
+	parts := []io.Reader{bytes.NewReader(mem[:k])}
+	whole := eof || s.size == r.ContentLength
 	if !whole && p.opts.BodySpool > 0 {
-		f, err := p.spoolFile(body, &whole)
+		f, size, err := p.spoolFile(body)
 		switch {
 		case f != nil:
 			s.file = f
-			st, _ := f.Stat()
-			s.size += st.Size()
+			s.size += size
+			whole = size < p.opts.BodySpool || s.size == r.ContentLength
 			parts = append(parts, f)
 		case errors.Is(err, errSpoolCreate):
 			s.disk = err
@@ -101,16 +105,18 @@ func (p *Proxy) spool(r *http.Request) (*spooled, error) {
 var errSpoolCreate = errors.New("creating the request body's temporary file")
 
 // spoolFile copies up to BodySpool more bytes of body into an unlinked
-// temporary file, rewound, and sets *whole when the body ended within it.
-func (p *Proxy) spoolFile(body io.Reader, whole *bool) (*os.File, error) {
+// temporary file, rewound, and returns it with the bytes it holds.
+func (p *Proxy) spoolFile(body io.Reader) (*os.File, int64, error) {
 	f, err := os.CreateTemp(p.opts.SpoolDir, "wakegate-body-*")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errSpoolCreate, err)
+		return nil, 0, fmt.Errorf("%w: %w", errSpoolCreate, err)
 	}
 	// Unlinked at once: the file goes with its descriptor, even when the
 	// process dies.
 	_ = os.Remove(f.Name())
-	n, err := io.Copy(onlyWriter{f}, io.LimitReader(readerOnly{body}, p.opts.BodySpool))
+	buf := p.bufs.Get()
+	n, err := io.CopyBuffer(onlyWriter{f}, io.LimitReader(readerOnly{body}, p.opts.BodySpool), buf)
+	p.bufs.Put(buf)
 	if err == nil {
 		if _, serr := f.Seek(0, io.SeekStart); serr != nil {
 			err = spoolFailed(serr)
@@ -118,10 +124,24 @@ func (p *Proxy) spoolFile(body io.Reader, whole *bool) (*os.File, error) {
 	}
 	if err != nil {
 		_ = f.Close()
-		return nil, err
+		return nil, 0, err
 	}
-	*whole = n < p.opts.BodySpool
-	return f, nil
+	return f, n, nil
+}
+
+// readUpTo reads r into buf until buf is full or r ends (eof).
+func readUpTo(r io.Reader, buf []byte) (n int, eof bool, err error) {
+	for n < len(buf) {
+		k, err := r.Read(buf[n:])
+		n += k
+		if err == io.EOF {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+	}
+	return n, false, nil
 }
 
 // spoolFailed is the answer when the temporary file failed half way

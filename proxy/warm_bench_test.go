@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -56,6 +57,59 @@ func BenchmarkWarmGet(b *testing.B) {
 				res.Body.Close()
 				if err != nil || n != int64(size) {
 					b.Fatalf("%d bytes, %v", n, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWarmPost measures a keep-alive POST of a 256KiB body through
+// the proxy, streamed to the upstream as it arrives (no slot to take) and
+// read ahead first (a route with Acquire, at the gateway's default
+// bounds: 64KiB in memory, the rest in a temporary file).
+func BenchmarkWarmPost(b *testing.B) {
+	for _, spool := range []bool{false, true} {
+		name := "streamed"
+		if spool {
+			name = "read-ahead"
+		}
+		b.Run(name, func(b *testing.B) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n, _ := io.Copy(io.Discard, r.Body)
+				_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
+			}))
+			b.Cleanup(up.Close)
+			o := testOptions()
+			o.MinBodyRate, o.MinResponseRate, o.MinRateGrace = 240, 240, 5*time.Second
+			o.BodyBuffer, o.BodySpool, o.SpoolDir = 64<<10, 32<<20, b.TempDir()
+			p := New(o)
+			b.Cleanup(p.Close)
+			u, err := url.Parse(up.URL + "/")
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				route := &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u}
+				if spool {
+					route.Acquire = func(http.ResponseWriter, *http.Request) (func(), bool) { return func() {}, true }
+				}
+				p.Serve(w, r, route)
+			}))
+			b.Cleanup(s.Close)
+			client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}
+			b.Cleanup(client.CloseIdleConnections)
+			body := pattern(256 << 10)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := client.Post(s.URL+"/x", "application/octet-stream", bytes.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				got, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if err != nil || string(got) != strconv.Itoa(len(body)) {
+					b.Fatalf("%q, %v", got, err)
 				}
 			}
 		})
