@@ -146,7 +146,7 @@ type ServerConfig struct {
 	MinBodyRate *ByteSize `yaml:"min_body_rate"`
 	// MinResponseRate is the least rate, in bytes per second (units as
 	// ByteSize), at which a client must read a response. A response goes
-	// out in pieces of about a second's worth at this rate (at least 16KiB,
+	// out in pieces of about a second's worth at this rate (at least 32KiB,
 	// 64KiB when spliced, at most 1MiB); the client must take each within
 	// MinRateGrace plus the piece's size (and 4KiB the server may hold) at
 	// this rate, or the connection is closed: a slower reader is cut
