@@ -145,10 +145,14 @@ type ServerConfig struct {
 	// off.
 	MinBodyRate *ByteSize `yaml:"min_body_rate"`
 	// MinResponseRate is the least rate, in bytes per second (units as
-	// ByteSize), at which a client must read a response: each write must be
-	// taken by the client within MinRateGrace plus its size at this rate,
-	// or the connection is closed. WebSockets are not checked. Default 240
-	// (when unset); zero turns the check off.
+	// ByteSize), at which a client must read a response. A response goes
+	// out in pieces of about a second's worth at this rate (at least 32KiB,
+	// 64KiB when spliced, at most 1MiB); the client must take each within
+	// MinRateGrace plus the piece's size (and 4KiB the server may hold) at
+	// this rate, or the connection is closed: a slower reader is cut
+	// within the grace plus about a piece's time, whatever the body size.
+	// WebSockets are not checked. Default 240 (when unset); zero turns
+	// the check off.
 	MinResponseRate *ByteSize `yaml:"min_response_rate"`
 	// MinRateGrace is the time a body or a response write is allowed
 	// before MinBodyRate and MinResponseRate apply. Default 5s; zero means
@@ -197,7 +201,9 @@ type ProxyConfig struct {
 	// MaxConnsPerHome caps the plain requests forwarded to one home at
 	// once, and so the upstream connections they use: a burst on one home
 	// (the callers a wake releases together) reuses that many warm
-	// connections instead of dialling one per caller. WebSockets and other
+	// connections instead of dialling one per caller. A request takes its
+	// slot once its body has been read ahead (body_buffer, body_spool) and
+	// holds it until its answer has been relayed. WebSockets and other
 	// upgrades are not counted. A request past the cap waits for a slot in
 	// order of arrival, for as long as its caller stays and at most
 	// wake.wake_timeout, then gets 503 home_at_capacity. Keep
@@ -205,6 +211,26 @@ type ProxyConfig struct {
 	// the keep-alive pool are closed after each use. Default 256 (when
 	// unset); zero means no cap.
 	MaxConnsPerHome *int `yaml:"max_conns_per_home"`
+	// BodyBuffer is how much of a request body to a home, in bytes (units
+	// as ByteSize), is read into memory before the request takes one of
+	// the home's forwarding slots (max_conns_per_home): a client that
+	// uploads slowly then holds only its own connection, and the home
+	// gets the body at once when it is whole. The rest of a longer body
+	// goes to a temporary file (body_spool). Default 64KiB (when unset);
+	// zero turns request buffering off: a body arrives while its request
+	// holds a slot.
+	BodyBuffer *ByteSize `yaml:"body_buffer"`
+	// BodySpool is how much more of a request body to a home, in bytes
+	// (units as ByteSize), is read ahead into a temporary file past
+	// body_buffer before the request takes a slot. A longer body is
+	// forwarded as it arrives once that much is buffered, holding its
+	// slot meanwhile. The files are unlinked as soon as they are made.
+	// Default 32MiB (when unset); zero keeps bodies off the disk: past
+	// body_buffer, a body arrives while its request holds a slot.
+	BodySpool *ByteSize `yaml:"body_spool"`
+	// BodySpoolDir is the folder of those temporary files. Default empty:
+	// the system's temporary directory ($TMPDIR, else /tmp).
+	BodySpoolDir string `yaml:"body_spool_dir"`
 	// IdleConnTimeout closes pooled upstream connections idle this long.
 	// Default 90s; zero means the default.
 	IdleConnTimeout time.Duration `yaml:"idle_conn_timeout"`

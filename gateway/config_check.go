@@ -202,6 +202,12 @@ func (p *ProxyConfig) validate(k checker) {
 	if *p.MaxConnsPerHome < 0 {
 		k.bad("max_conns_per_home", "must not be negative (0 is no cap)")
 	}
+	if *p.BodyBuffer < 0 {
+		k.bad("body_buffer", "must not be negative (0 turns request buffering off)")
+	}
+	if *p.BodySpool < 0 {
+		k.bad("body_spool", "must not be negative (0 keeps request bodies off the disk)")
+	}
 }
 
 func (w *WakeConfig) validate(k checker) {

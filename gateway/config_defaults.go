@@ -84,6 +84,8 @@ func (p *ProxyConfig) defaults() {
 	def(&p.HomeResponseHeaderTimeout, 30*time.Second)
 	def(&p.MaxIdleConnsPerHost, 256)
 	defPtr(&p.MaxConnsPerHome, 256)
+	defPtr(&p.BodyBuffer, 64<<10)
+	defPtr(&p.BodySpool, 32<<20)
 	def(&p.IdleConnTimeout, 90*time.Second)
 	def(&p.RelayHeader, "X-Wakegate-Relay")
 }

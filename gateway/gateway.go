@@ -223,6 +223,7 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		MinBodyRate:               int64(*cfg.Server.MinBodyRate), MinResponseRate: int64(*cfg.Server.MinResponseRate),
 		MinRateGrace:        cfg.Server.MinRateGrace,
 		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
+		BodyBuffer: int64(*cfg.Proxy.BodyBuffer), BodySpool: int64(*cfg.Proxy.BodySpool), SpoolDir: cfg.Proxy.BodySpoolDir,
 		Log: g.log.With("component", "proxy"),
 	})
 }

@@ -312,12 +312,17 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, 
 	// retried once after a fresh wake.
 	hk := g.hooks(h)
 	route.OnFailure, route.Retry = hk.onFailure, hk.retry
-	slot, err := g.homeConns.acquire(r, id) // homeconns.go
-	if err != nil {
-		g.writeError(w, r, err)
-		return
+	// The proxy takes the home's slot once the request's body has been
+	// read ahead (proxy/spool.go), so that a slow upload holds only its
+	// own connection.
+	route.Acquire = func(w http.ResponseWriter, r *http.Request) (func(), bool) {
+		slot, err := g.homeConns.acquire(r, id) // homeconns.go
+		if err != nil {
+			g.writeError(w, r, err)
+			return nil, false
+		}
+		return func() { g.homeConns.release(slot) }, true
 	}
-	defer g.homeConns.release(slot)
 	g.proxy.Serve(w, r, route)
 }
 

@@ -57,6 +57,11 @@ type Route struct {
 	// Waited is how long the request waited for a wake; when positive it is
 	// reported as Server-Timing: wake;dur=<ms>.
 	Waited time.Duration
+	// Acquire, if set, takes one of the upstream's forwarding slots for
+	// r, once r's body has been read ahead (spool.go), and returns the
+	// function that gives it back. When it gets none it has answered w
+	// itself and returns ok false.
+	Acquire func(w http.ResponseWriter, r *http.Request) (release func(), ok bool)
 
 	// rel is the relay of a WebSocket upgrade (relay.go); nil otherwise.
 	rel *relay
@@ -105,6 +110,18 @@ type Options struct {
 	MinResponseRate int64
 	// MinRateGrace is the time allowed before the rates apply.
 	MinRateGrace time.Duration
+	// BodyBuffer is how much of a request body, in bytes, is read into
+	// memory before a route's Acquire takes a forwarding slot (spool.go).
+	// Zero: bodies are not read ahead; they arrive while the slot is held.
+	BodyBuffer int64
+	// BodySpool is how much more of a request body, in bytes, is read
+	// ahead into a temporary file past BodyBuffer. Zero: nothing goes to
+	// disk, and a body longer than BodyBuffer arrives while the slot is
+	// held.
+	BodySpool int64
+	// SpoolDir is where those temporary files are made; "" is the
+	// system's temporary directory.
+	SpoolDir string
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream.
 	MaxIdleConnsPerHost int
 	// IdleConnTimeout closes idle pooled connections.
@@ -232,6 +249,28 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 	}
 	if route.body != nil {
 		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.failed} // clientbody.go
+	}
+	if route.Acquire != nil {
+		if !isUpgrade(r) {
+			sp, err := p.spool(r) // spool.go
+			if err != nil {
+				p.answerError(w, r, route, r.URL.Path, err)
+				return
+			}
+			if sp != nil {
+				defer func() { _ = sp.Close() }() // the temporary file, and the caller's body
+				if sp.disk != nil {
+					p.opts.Log.Warn("request body forwarded as it arrives: no temporary file", "route", route.Name,
+						"request_id", r.Header.Get("X-Request-Id"), "err", sp.disk,
+						"hint", "make proxy.body_spool_dir (else the system's temporary directory) writable")
+				}
+			}
+		}
+		release, ok := route.Acquire(w, r)
+		if !ok {
+			return
+		}
+		defer release()
 	}
 	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) {
 		w = newRateWriter(w, rate, p.opts.MinRateGrace)

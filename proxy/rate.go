@@ -88,32 +88,68 @@ func (b *rateBody) Close() error {
 	return b.body.Close()
 }
 
-// rateWriter enforces the minimum response rate: each write must be taken
-// by the client within grace plus its size at rate, or the connection is
-// closed. The server's buffered tail is flushed after the handler returns,
-// under the deadline the last write set; the next request on the
-// connection lifts it (LiftWriteDeadline).
+// rateWriter enforces the minimum response rate. A response goes to the
+// connection in pieces of at most piece bytes (about a second of data at
+// the rate, see ratePiece), each of which the client must take within
+// grace plus the piece's size (and what the server holds buffered) at the
+// rate, or the connection is closed. A reader that falls below the rate is
+// so cut within about grace plus one piece's time, whatever the body's
+// size and whichever way it is written (Write, or ReadFrom's splice).
+// The server's buffered tail is flushed after the handler returns, under
+// the deadline the last piece set; the next request on the connection
+// lifts it (LiftWriteDeadline).
 type rateWriter struct {
 	http.ResponseWriter
 	rc    *http.ResponseController
 	rate  float64
 	grace time.Duration
-	off   bool // the connection cannot be timed
+	piece int64
+	// deadline is the write deadline set last: one that is still a
+	// little short of what a piece allows is kept, so that a fast client
+	// costs one deadline every grace/2, not one per piece.
+	deadline time.Time
+	off      bool // the connection cannot be timed
 }
 
 func newRateWriter(w http.ResponseWriter, rate int64, grace time.Duration) *rateWriter {
-	return &rateWriter{ResponseWriter: w, rc: http.NewResponseController(w), rate: float64(rate), grace: grace}
+	return &rateWriter{ResponseWriter: w, rc: http.NewResponseController(w), rate: float64(rate), grace: grace,
+		piece: ratePiece(rate, minWritePiece)}
 }
 
-// arm sets the write deadline for n more bytes.
-func (w *rateWriter) arm(n int) {
+// ratePiece is the most bytes written under one deadline at rate: about a
+// second's worth, so that a stall is seen within a second or so of the
+// grace, but at least least (smaller pieces cost more system calls than
+// they gain) and at most maxRatePiece.
+func ratePiece(rate, least int64) int64 { return min(max(rate, least), maxRatePiece) }
+
+const (
+	// minWritePiece is the least piece of a copy's writes, the size of
+	// its buffer: each piece is a write system call of its own (the
+	// server's buffer is 4KiB), and splitting a 256KiB copy in 16KiB
+	// pieces cost 8% more CPU.
+	minWritePiece = 32 << 10
+	// minSplicePiece is the least piece of a splice (ReadFrom): each
+	// costs a few system calls.
+	minSplicePiece = 64 << 10
+	maxRatePiece   = 1 << 20
+)
+
+// arm makes the write deadline allow n more bytes, written from now:
+// grace plus n and the server's buffer at the rate. A deadline set before
+// is kept while it falls within the last half of the grace of that.
+func (w *rateWriter) arm(n int64) {
 	if w.off {
 		return
 	}
-	d := w.grace + time.Duration(float64(n+responseBuffer)/w.rate*float64(time.Second))
-	if err := w.rc.SetWriteDeadline(time.Now().Add(d)); err != nil {
-		w.off = true
+	want := time.Now().Add(w.grace + time.Duration(float64(n+responseBuffer)/w.rate*float64(time.Second)))
+	if !w.deadline.After(want) && w.deadline.After(want.Add(-w.grace/2)) {
+		return
 	}
+	if err := w.rc.SetWriteDeadline(want); err != nil {
+		w.off = true
+		return
+	}
+	w.deadline = want
 }
 
 // responseBuffer is about what the server holds back before it writes to
@@ -121,8 +157,18 @@ func (w *rateWriter) arm(n int) {
 const responseBuffer = 4 << 10
 
 func (w *rateWriter) Write(p []byte) (int, error) {
-	w.arm(len(p))
-	return w.ResponseWriter.Write(p)
+	written := 0
+	for len(p) > 0 {
+		k := int(min(int64(len(p)), w.piece))
+		w.arm(int64(k))
+		n, err := w.ResponseWriter.Write(p[:k])
+		written += n
+		if err != nil {
+			return written, err
+		}
+		p = p[k:]
+	}
+	return written, nil
 }
 
 func (w *rateWriter) WriteHeader(code int) {
@@ -131,11 +177,10 @@ func (w *rateWriter) WriteHeader(code int) {
 }
 
 // ReadFrom passes a body of known length (an *io.LimitedReader, as the
-// direct path sends it) to the wrapped writer's ReadFrom in segments of
-// rateSegment bytes, each under its own deadline: grace plus the
-// segment's size at the rate, so the floor holds through a long body as
-// it does for a copy's writes. Any other source is copied through Write,
-// a deadline per write.
+// direct path sends it) to the wrapped writer's ReadFrom (a splice from
+// the upstream's connection) one piece at a time, each under its own
+// deadline, so the floor holds through a long body as it does for a
+// copy's writes. Any other source is copied through Write.
 func (w *rateWriter) ReadFrom(src io.Reader) (int64, error) {
 	rf, ok := w.ResponseWriter.(io.ReaderFrom)
 	lr, known := src.(*io.LimitedReader)
@@ -143,10 +188,11 @@ func (w *rateWriter) ReadFrom(src io.Reader) (int64, error) {
 		return io.Copy(writeOnly{w}, src)
 	}
 	var total int64
+	piece := ratePiece(int64(w.rate), minSplicePiece)
 	for lr.N > 0 {
-		seg := &io.LimitedReader{R: lr.R, N: min(lr.N, rateSegment)}
+		seg := &io.LimitedReader{R: lr.R, N: min(lr.N, piece)}
 		want := seg.N
-		w.arm(int(want))
+		w.arm(want)
 		n, err := rf.ReadFrom(seg)
 		total += n
 		lr.N -= n
@@ -156,10 +202,6 @@ func (w *rateWriter) ReadFrom(src io.Reader) (int64, error) {
 	}
 	return total, nil
 }
-
-// rateSegment is how much of a body ReadFrom passes on under one
-// deadline.
-const rateSegment = 1 << 20
 
 // writeOnly hides a writer's ReadFrom from io.Copy.
 type writeOnly struct{ io.Writer }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -148,4 +149,85 @@ func newLoopbackServer(t *testing.T, h http.Handler) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
+}
+
+// TestSlowReaderCutWithinSeconds has a client ask for a 64MiB response
+// and take it at 500 bytes per second, below the floor: the proxy gives
+// up within the grace plus one piece's time and a margin, on the splice
+// path (a known length, 64KiB per second floor: 64KiB pieces, where a
+// whole MiB used to go under one deadline, 17s) and on the copy path (no
+// length, 16KiB per second floor: 32KiB pieces, the copy's writes).
+func TestSlowReaderCutWithinSeconds(t *testing.T) {
+	t.Parallel()
+	const size = 64 << 20
+	for _, c := range []struct {
+		name   string
+		rate   int64
+		length bool
+	}{{"splice", 64 << 10, true}, {"copy", 16 << 10, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+				if c.length {
+					w.Header().Set("Content-Length", fmt.Sprint(size))
+				}
+				buf := make([]byte, 64<<10)
+				for n := 0; n < size; n += len(buf) {
+					if _, err := w.Write(buf); err != nil {
+						return
+					}
+				}
+			})
+			o := testOptions()
+			o.MinResponseRate, o.MinRateGrace = c.rate, time.Second
+			p := New(o)
+			t.Cleanup(p.Close)
+			served := make(chan struct{})
+			s := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer close(served)
+				p.Serve(w, r, &Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
+			}))
+			d := net.Dialer{Control: smallReadBuffer}
+			conn, err := d.Dial("tcp", s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			start := time.Now()
+			if _, err := io.WriteString(conn, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			// Read 50 bytes every 100ms until the proxy gives up, for at
+			// most a minute.
+			buf := make([]byte, 50)
+			bound := o.MinRateGrace + 9*time.Second
+			for time.Since(start) < time.Minute {
+				select {
+				case <-served:
+					if took := time.Since(start); took > bound {
+						t.Fatalf("cut after %s; want within %s", took.Round(time.Millisecond), bound)
+					}
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+				_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+				_, _ = io.ReadFull(conn, buf)
+			}
+			t.Fatalf("a reader at 500B/s below a floor of %dB/s not cut in a minute", c.rate)
+		})
+	}
+}
+
+// smallReadBuffer gives a client socket a small receive buffer (before it
+// connects, so the window stays small), so that what the kernels hold
+// for a client that reads slowly is little.
+func smallReadBuffer(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }

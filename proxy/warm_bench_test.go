@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// BenchmarkWarmGet measures a keep-alive GET through the proxy to a warm
+// upstream, with the minimum rates at the gateway's defaults, for a small
+// body (copied), a large one (spliced on the direct path) and a large one
+// to a home with a relay token (copied through the masking writer).
+func BenchmarkWarmGet(b *testing.B) {
+	for _, c := range []struct {
+		size  int
+		token string
+	}{{1 << 10, ""}, {256 << 10, ""}, {256 << 10, testToken}} {
+		size := c.size
+		name := strconv.Itoa(size>>10) + "KiB"
+		if c.token != "" {
+			name += "-masked" // a home's relay token: copied, not spliced
+		}
+		b.Run(name, func(b *testing.B) {
+			body := pattern(size)
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				_, _ = w.Write(body)
+			}))
+			b.Cleanup(up.Close)
+			o := testOptions()
+			o.MinBodyRate, o.MinResponseRate, o.MinRateGrace = 240, 240, 5*time.Second
+			p := New(o)
+			b.Cleanup(p.Close)
+			u, err := url.Parse(up.URL + "/")
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				p.Serve(w, r, &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u, RelayToken: c.token})
+			}))
+			b.Cleanup(s.Close)
+			client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}
+			b.Cleanup(client.CloseIdleConnections)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := client.Get(s.URL + "/x")
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if err != nil || n != int64(size) {
+					b.Fatalf("%d bytes, %v", n, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkWarmPost measures a keep-alive POST of a 256KiB body through
+// the proxy, streamed to the upstream as it arrives (no slot to take) and
+// read ahead first (a route with Acquire, at the gateway's default
+// bounds: 64KiB in memory, the rest in a temporary file).
+func BenchmarkWarmPost(b *testing.B) {
+	for _, spool := range []bool{false, true} {
+		name := "streamed"
+		if spool {
+			name = "read-ahead"
+		}
+		b.Run(name, func(b *testing.B) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n, _ := io.Copy(io.Discard, r.Body)
+				_, _ = io.WriteString(w, strconv.FormatInt(n, 10))
+			}))
+			b.Cleanup(up.Close)
+			o := testOptions()
+			o.MinBodyRate, o.MinResponseRate, o.MinRateGrace = 240, 240, 5*time.Second
+			o.BodyBuffer, o.BodySpool, o.SpoolDir = 64<<10, 32<<20, b.TempDir()
+			p := New(o)
+			b.Cleanup(p.Close)
+			u, err := url.Parse(up.URL + "/")
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				route := &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u}
+				if spool {
+					route.Acquire = func(http.ResponseWriter, *http.Request) (func(), bool) { return func() {}, true }
+				}
+				p.Serve(w, r, route)
+			}))
+			b.Cleanup(s.Close)
+			client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}
+			b.Cleanup(client.CloseIdleConnections)
+			body := pattern(256 << 10)
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := client.Post(s.URL+"/x", "application/octet-stream", bytes.NewReader(body))
+				if err != nil {
+					b.Fatal(err)
+				}
+				got, err := io.ReadAll(res.Body)
+				res.Body.Close()
+				if err != nil || string(got) != strconv.Itoa(len(body)) {
+					b.Fatalf("%q, %v", got, err)
+				}
+			}
+		})
+	}
+}
