@@ -220,7 +220,7 @@ func printStatus(w io.Writer, s admin.Status) {
 	if !s.Healthy {
 		health = "UNHEALTHY"
 	}
-	fmt.Fprintf(w, "wakegate %s · instance %s · up %s · %s\n\n", s.Version, s.Instance,
+	fmt.Fprintf(w, "wakegate %s · instance %s · up %s · %s\n\n", cell(s.Version), cell(s.Instance),
 		(time.Duration(s.UptimeS) * time.Second).String(), health)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOME\tTARGET\tSTATUS\tVERDICT\tSESSIONS\tVERSION\tLAST WAKE\tCAUSE\tPROVIDER\tPROBE\tTOTAL\tOUTCOME")
@@ -229,7 +229,7 @@ func printStatus(w io.Writer, s admin.Status) {
 		if h.Wake != nil {
 			status = "waking/" + h.Wake.Phase
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.ID, "/node/"+h.Target, status, h.Verdict, h.Sessions, h.Version, lastWakeCells(h))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(h.ID), cell("/node/"+h.Target), cell(status), cell(h.Verdict), h.Sessions, cell(h.Version), lastWakeCells(h))
 	}
 	_ = tw.Flush()
 	printHomeProblems(w, s.Homes)
@@ -245,14 +245,14 @@ func printStatus(w io.Writer, s admin.Status) {
 			if route == "" {
 				route = "none"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", "/apps/"+a.Slug+"/", a.Kind, on, a.Phase, a.Reason, route)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell("/apps/"+a.Slug+"/"), cell(a.Kind), cell(on), cell(a.Phase), cell(a.Reason), cell(route))
 		}
 		_ = tw.Flush()
 		printAppProblems(w, s.Apps)
 	}
 	printFleet(w, s.Fleet)
 	for _, p := range s.Problems {
-		fmt.Fprintln(w, "problem:", p)
+		fmt.Fprintln(w, "problem:", cell(p))
 	}
 }
 
@@ -270,7 +270,7 @@ func printFleet(w io.Writer, fleet []admin.FleetInstance) {
 		if version == "" {
 			version = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\n", f.Instance, version,
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\n", cell(f.Instance), cell(version),
 			time.Duration(f.HeartbeatAgeS*float64(time.Second)).Round(time.Millisecond), f.Sessions)
 	}
 	_ = tw.Flush()
@@ -280,7 +280,7 @@ func printFleet(w io.Writer, fleet []admin.FleetInstance) {
 // for a wake that finished on this instance its cause and phase timings.
 func lastWakeCells(h admin.HomeView) string {
 	if r := h.LastWake; r != nil {
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", when(r.At), r.Cause, dur(r.ProviderMS), dur(r.ProbeMS), dur(r.TotalMS), r.Outcome)
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", when(r.At), cell(r.Cause), dur(r.ProviderMS), dur(r.ProbeMS), dur(r.TotalMS), cell(r.Outcome))
 	}
 	if h.LastWakeAt != nil {
 		return fmt.Sprintf("%s\t-\t-\t-\t%s\t-", when(*h.LastWakeAt), dur(h.LastWakeLatencyMS))
@@ -323,7 +323,7 @@ func homeCmd(args []string, stdout, stderr io.Writer) int {
 		_, _ = stdout.Write(body)
 		return 0
 	}
-	fmt.Fprintf(stdout, "home %s: %s (version %s, %d sessions)\n", h.ID, h.Status, h.Version, h.Sessions)
+	fmt.Fprintf(stdout, "home %s: %s (version %s, %d sessions)\n", cell(h.ID), cell(h.Status), cell(h.Version), h.Sessions)
 	return 0
 }
 

@@ -132,10 +132,10 @@ func commandFlags(args []string) string {
 func printAppProblems(w io.Writer, apps []admin.AppView) {
 	for _, a := range apps {
 		if a.Phase == "failed" || a.Hint != "" {
-			fmt.Fprintf(w, "app /apps/%s/ is %s (%s): %s\n", a.Slug, a.Phase, a.Reason, a.Message)
+			fmt.Fprintf(w, "app /apps/%s/ is %s (%s): %s\n", cell(a.Slug), cell(a.Phase), cell(a.Reason), safeText(a.Message, true))
 		}
 		if a.Hint != "" {
-			fmt.Fprintf(w, "  hint: %s\n", a.Hint)
+			fmt.Fprintf(w, "  hint: %s\n", safeText(a.Hint, true))
 		}
 	}
 }
@@ -146,13 +146,13 @@ func printAppProblems(w io.Writer, apps []admin.AppView) {
 func printHomeProblems(w io.Writer, homes []admin.HomeView) {
 	for _, h := range homes {
 		if h.Status == "failed" && h.Reason != "" {
-			fmt.Fprintf(w, "home %s failed: %s\n", h.ID, h.Reason)
+			fmt.Fprintf(w, "home %s failed: %s\n", cell(h.ID), safeText(h.Reason, true))
 		}
 		if r := h.LastWake; r != nil && r.Outcome == "failed" && h.Status != "failed" {
-			fmt.Fprintf(w, "home %s: last wake failed: %s\n", h.ID, r.Error)
+			fmt.Fprintf(w, "home %s: last wake failed: %s\n", cell(h.ID), safeText(r.Error, true))
 		}
 		if r := h.LastWake; r != nil && r.Outcome == "failed" && r.Hint != "" {
-			fmt.Fprintf(w, "  hint: %s\n", r.Hint)
+			fmt.Fprintf(w, "  hint: %s\n", safeText(r.Hint, true))
 		}
 	}
 }

@@ -60,7 +60,7 @@ func logsCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		for _, l := range v.Lines {
-			fmt.Fprintln(stdout, l)
+			fmt.Fprintln(stdout, safeText(l, true))
 		}
 		return 0
 	}
@@ -104,7 +104,7 @@ func (c *adminClient) followLog(ctx context.Context, path string, w io.Writer) e
 		case strings.HasPrefix(line, "data: ") && event == "line":
 			var l string
 			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &l) == nil {
-				fmt.Fprintln(w, l)
+				fmt.Fprintln(w, safeText(l, true))
 			}
 		case line == "":
 			event = ""
