@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,12 +27,16 @@ import (
 //	wakegate app start|stop|restart SLUG [--wait DURATION]
 //
 // The address and token come from --admin and --token, or WAKEGATE_ADMIN
-// and WAKEGATE_TOKEN. Exit status: 0 healthy or done, 1 unhealthy or
+// and WAKEGATE_TOKEN. Without an address, the admin socket in ./data (the
+// default data_dir) is used when it is there, else http://127.0.0.1:8081.
+// On the socket the gateway knows the caller by its user, so no token is
+// needed. Exit status: 0 healthy or done, 1 unhealthy or
 // failed, 2 usage error; status exits 3 when it got no status to judge
 // (statusNoAnswer).
 
-const adminUsage = `admin commands (address: --admin or WAKEGATE_ADMIN, default http://127.0.0.1:8081;
-token: --token or WAKEGATE_TOKEN):
+const adminUsage = `admin commands (address: --admin or WAKEGATE_ADMIN, a URL, host:port or unix:PATH of the
+admin socket; default the socket data/admin.sock when it is there, else http://127.0.0.1:8081;
+token: --token or WAKEGATE_TOKEN, not needed on the socket):
   status [--json]                   the gateway's status, homes and apps; exit 0 healthy,
                                     1 something failed, 2 usage, 3 no answer from the admin API
   home wake|suspend|roll|refresh ID act on a home (refresh: ask its provider what state it is
@@ -47,8 +52,50 @@ token: --token or WAKEGATE_TOKEN):
 // adminClient calls the admin API.
 type adminClient struct {
 	base  string
-	token string
+	token string // "" on the socket
 	http  *http.Client
+	// sockPath is the admin socket's path when the client uses it.
+	sockPath string
+}
+
+// where names the admin API the client calls, for messages.
+func (c *adminClient) where() string {
+	if c.sockPath != "" {
+		return "unix:" + c.sockPath
+	}
+	return c.base
+}
+
+// defaultAdminSocket is where the CLI looks for the admin socket when no
+// address is given: the default data_dir's, from the working directory.
+const defaultAdminSocket = "data/admin.sock"
+
+// authorize sets req's token, when the client has one.
+func (c *adminClient) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+// socketPath returns the admin socket path addr names (unix:PATH, or a
+// path starting with / or .), or "".
+func socketPath(addr string) string {
+	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
+		return p
+	}
+	if strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, ".") {
+		return addr
+	}
+	return ""
+}
+
+// socketClient calls the admin API on the Unix socket at path.
+func socketClient(path string) *adminClient {
+	var d net.Dialer
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &adminClient{base: "http://admin.sock", http: &http.Client{Transport: tr}, sockPath: path}
 }
 
 // adminFlags adds --admin and --token to fs and returns the function that
@@ -60,6 +107,14 @@ func adminFlags(fs *flag.FlagSet) func() (*adminClient, error) {
 		a := *addr
 		if a == "" {
 			a = os.Getenv("WAKEGATE_ADMIN")
+		}
+		if a == "" {
+			if fi, err := os.Stat(defaultAdminSocket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+				a = "unix:" + defaultAdminSocket
+			}
+		}
+		if p := socketPath(a); p != "" {
+			return socketClient(p), nil
 		}
 		if a == "" {
 			a = "http://127.0.0.1:8081"
@@ -76,7 +131,8 @@ func adminFlags(fs *flag.FlagSet) func() (*adminClient, error) {
 			t = os.Getenv("WAKEGATE_TOKEN")
 		}
 		if t == "" {
-			return nil, errors.New("no admin token: pass --token or set WAKEGATE_TOKEN\n  hint: " + adminOnHint)
+			return nil, errors.New("no admin token: pass --token or set WAKEGATE_TOKEN, or use the admin socket " +
+				"(--admin unix:PATH; no token needed there)\n  hint: " + adminOnHint)
 		}
 		return &adminClient{base: strings.TrimSuffix(u.String(), "/"), token: t, http: &http.Client{}}, nil
 	}
@@ -144,7 +200,7 @@ func (c *adminClient) send(ctx context.Context, method, path string, reqBody []b
 	if err != nil {
 		return nil, "", fmt.Errorf("admin request: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	req.Header.Set("Accept", "application/json")
 	if reqBody != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -154,7 +210,7 @@ func (c *adminClient) send(ctx context.Context, method, path string, reqBody []b
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return nil, "", adminUnreachable(c.base, err)
+		return nil, "", adminUnreachable(c.where(), err)
 	}
 	defer res.Body.Close()
 	body, err = io.ReadAll(io.LimitReader(res.Body, 16<<20))

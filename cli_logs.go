@@ -80,7 +80,7 @@ func (c *adminClient) followLog(ctx context.Context, path string, w io.Writer) e
 	if err != nil {
 		return fmt.Errorf("admin request: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	req.Header.Set("Accept", "text/event-stream")
 	res, err := c.http.Do(req)
 	if err != nil {
