@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,15 +28,17 @@ import (
 //	wakegate app start|stop|restart SLUG [--wait DURATION]
 //
 // The address and token come from --admin and --token, or WAKEGATE_ADMIN
-// and WAKEGATE_TOKEN. Without an address, the admin socket in ./data (the
-// default data_dir) is used when it is there, else http://127.0.0.1:8081.
+// and WAKEGATE_TOKEN. Without an address, the admin socket in
+// $WAKEGATE_DATA_DIR or else ./data (the default data_dir) is used when it
+// is there, else http://127.0.0.1:8081.
 // On the socket the gateway knows the caller by its user, so no token is
 // needed. Exit status: 0 healthy or done, 1 unhealthy or
 // failed, 2 usage error; status exits 3 when it got no status to judge
 // (statusNoAnswer).
 
 const adminUsage = `admin commands (address: --admin or WAKEGATE_ADMIN, a URL, host:port or unix:PATH of the
-admin socket; default the socket data/admin.sock when it is there, else http://127.0.0.1:8081;
+admin socket; default the socket admin.sock in $WAKEGATE_DATA_DIR or ./data when it is there, else
+http://127.0.0.1:8081;
 token: --token or WAKEGATE_TOKEN, not needed on the socket):
   status [--json]                   the gateway's status, homes and apps; exit 0 healthy,
                                     1 something failed, 2 usage, 3 no answer from the admin API
@@ -67,8 +70,14 @@ func (c *adminClient) where() string {
 }
 
 // defaultAdminSocket is where the CLI looks for the admin socket when no
-// address is given: the default data_dir's, from the working directory.
-const defaultAdminSocket = "data/admin.sock"
+// address is given: in $WAKEGATE_DATA_DIR (the data_dir the shipped
+// configs read) when it is set, else in the default data_dir, ./data.
+func defaultAdminSocket() string {
+	if d := os.Getenv("WAKEGATE_DATA_DIR"); d != "" {
+		return filepath.Join(d, "admin.sock")
+	}
+	return filepath.Join("data", "admin.sock")
+}
 
 // authorize sets req's token, when the client has one.
 func (c *adminClient) authorize(req *http.Request) {
@@ -87,6 +96,12 @@ func socketPath(addr string) string {
 		return addr
 	}
 	return ""
+}
+
+// isSocket reports whether a Unix socket is at path.
+func isSocket(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
 // socketClient calls the admin API on the Unix socket at path.
@@ -109,8 +124,8 @@ func adminFlags(fs *flag.FlagSet) func() (*adminClient, error) {
 			a = os.Getenv("WAKEGATE_ADMIN")
 		}
 		if a == "" {
-			if fi, err := os.Stat(defaultAdminSocket); err == nil && fi.Mode()&os.ModeSocket != 0 {
-				a = "unix:" + defaultAdminSocket
+			if p := defaultAdminSocket(); isSocket(p) {
+				a = "unix:" + p
 			}
 		}
 		if p := socketPath(a); p != "" {

@@ -99,7 +99,7 @@ func asUser(t *testing.T, bin string, uid, gid uint32, dir string, env []string,
 // TestAdminSocket serves the admin API on a Unix socket without any
 // token configured and checks: the socket has mode 0600; the gateway's
 // own user gets answers without a token, whatever the Host; the CLI finds
-// the socket in ./data by itself; and, as root, another user is refused
+// the socket in ./data or $WAKEGATE_DATA_DIR by itself; and, as root, another user is refused
 // both by the socket's mode and, with the mode opened up, by the peer
 // check.
 func TestAdminSocket(t *testing.T) {
@@ -128,6 +128,13 @@ func TestAdminSocket(t *testing.T) {
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "demo") {
 		t.Errorf("wakegate status from %s without address or token: %v\n%s", dir, err, out)
+	}
+	// And from anywhere, in $WAKEGATE_DATA_DIR.
+	cmd = exec.Command(bin, "status")
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "WAKEGATE_DATA_DIR=" + filepath.Dir(sock)}
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "demo") {
+		t.Errorf("wakegate status with WAKEGATE_DATA_DIR, without address or token: %v\n%s", err, out)
 	}
 
 	if os.Getuid() != 0 {
