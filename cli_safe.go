@@ -56,7 +56,7 @@ func isSafe(s string, keepLayout bool) bool {
 		switch {
 		case r == utf8.RuneError && size == 1, unsafeRune(r):
 			return false
-		case r < 0x20 && !(keepLayout && (r == '\n' || r == '\t')):
+		case r < 0x20 && (!keepLayout || (r != '\n' && r != '\t')):
 			return false
 		}
 		i += size

@@ -97,7 +97,7 @@ type peerConn struct {
 // Accept returns the next connection whose peer is allowed.
 func (l *peerListener) Accept() (net.Conn, error) {
 	for {
-		c, err := l.UnixListener.AcceptUnix()
+		c, err := l.AcceptUnix()
 		if err != nil {
 			return nil, err
 		}
