@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,12 +28,18 @@ import (
 //	wakegate app start|stop|restart SLUG [--wait DURATION]
 //
 // The address and token come from --admin and --token, or WAKEGATE_ADMIN
-// and WAKEGATE_TOKEN. Exit status: 0 healthy or done, 1 unhealthy or
+// and WAKEGATE_TOKEN. Without an address, the admin socket in
+// $WAKEGATE_DATA_DIR or else ./data (the default data_dir) is used when it
+// is there, else http://127.0.0.1:8081.
+// On the socket the gateway knows the caller by its user, so no token is
+// needed. Exit status: 0 healthy or done, 1 unhealthy or
 // failed, 2 usage error; status exits 3 when it got no status to judge
 // (statusNoAnswer).
 
-const adminUsage = `admin commands (address: --admin or WAKEGATE_ADMIN, default http://127.0.0.1:8081;
-token: --token or WAKEGATE_TOKEN):
+const adminUsage = `admin commands (address: --admin or WAKEGATE_ADMIN, a URL, host:port or unix:PATH of the
+admin socket; default the socket admin.sock in $WAKEGATE_DATA_DIR or ./data when it is there, else
+http://127.0.0.1:8081;
+token: --token or WAKEGATE_TOKEN, not needed on the socket):
   status [--json]                   the gateway's status, homes and apps; exit 0 healthy,
                                     1 something failed, 2 usage, 3 no answer from the admin API
   home wake|suspend|roll|refresh ID act on a home (refresh: ask its provider what state it is
@@ -47,8 +55,62 @@ token: --token or WAKEGATE_TOKEN):
 // adminClient calls the admin API.
 type adminClient struct {
 	base  string
-	token string
+	token string // "" on the socket
 	http  *http.Client
+	// sockPath is the admin socket's path when the client uses it.
+	sockPath string
+}
+
+// where names the admin API the client calls, for messages.
+func (c *adminClient) where() string {
+	if c.sockPath != "" {
+		return "unix:" + c.sockPath
+	}
+	return c.base
+}
+
+// defaultAdminSocket is where the CLI looks for the admin socket when no
+// address is given: in $WAKEGATE_DATA_DIR (the data_dir the shipped
+// configs read) when it is set, else in the default data_dir, ./data.
+func defaultAdminSocket() string {
+	if d := os.Getenv("WAKEGATE_DATA_DIR"); d != "" {
+		return filepath.Join(d, "admin.sock")
+	}
+	return filepath.Join("data", "admin.sock")
+}
+
+// authorize sets req's token, when the client has one.
+func (c *adminClient) authorize(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+}
+
+// socketPath returns the admin socket path addr names (unix:PATH, or a
+// path starting with / or .), or "".
+func socketPath(addr string) string {
+	if p, ok := strings.CutPrefix(addr, "unix:"); ok {
+		return p
+	}
+	if strings.HasPrefix(addr, "/") || strings.HasPrefix(addr, ".") {
+		return addr
+	}
+	return ""
+}
+
+// isSocket reports whether a Unix socket is at path.
+func isSocket(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&os.ModeSocket != 0
+}
+
+// socketClient calls the admin API on the Unix socket at path.
+func socketClient(path string) *adminClient {
+	var d net.Dialer
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &adminClient{base: "http://admin.sock", http: &http.Client{Transport: tr}, sockPath: path}
 }
 
 // adminFlags adds --admin and --token to fs and returns the function that
@@ -60,6 +122,14 @@ func adminFlags(fs *flag.FlagSet) func() (*adminClient, error) {
 		a := *addr
 		if a == "" {
 			a = os.Getenv("WAKEGATE_ADMIN")
+		}
+		if a == "" {
+			if p := defaultAdminSocket(); isSocket(p) {
+				a = "unix:" + p
+			}
+		}
+		if p := socketPath(a); p != "" {
+			return socketClient(p), nil
 		}
 		if a == "" {
 			a = "http://127.0.0.1:8081"
@@ -76,7 +146,8 @@ func adminFlags(fs *flag.FlagSet) func() (*adminClient, error) {
 			t = os.Getenv("WAKEGATE_TOKEN")
 		}
 		if t == "" {
-			return nil, errors.New("no admin token: pass --token or set WAKEGATE_TOKEN\n  hint: " + adminOnHint)
+			return nil, errors.New("no admin token: pass --token or set WAKEGATE_TOKEN, or use the admin socket " +
+				"(--admin unix:PATH; no token needed there)\n  hint: " + adminOnHint)
 		}
 		return &adminClient{base: strings.TrimSuffix(u.String(), "/"), token: t, http: &http.Client{}}, nil
 	}
@@ -144,7 +215,7 @@ func (c *adminClient) send(ctx context.Context, method, path string, reqBody []b
 	if err != nil {
 		return nil, "", fmt.Errorf("admin request: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	req.Header.Set("Accept", "application/json")
 	if reqBody != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -154,7 +225,7 @@ func (c *adminClient) send(ctx context.Context, method, path string, reqBody []b
 	}
 	res, err := c.http.Do(req)
 	if err != nil {
-		return nil, "", adminUnreachable(c.base, err)
+		return nil, "", adminUnreachable(c.where(), err)
 	}
 	defer res.Body.Close()
 	body, err = io.ReadAll(io.LimitReader(res.Body, 16<<20))
@@ -220,7 +291,7 @@ func printStatus(w io.Writer, s admin.Status) {
 	if !s.Healthy {
 		health = "UNHEALTHY"
 	}
-	fmt.Fprintf(w, "wakegate %s · instance %s · up %s · %s\n\n", s.Version, s.Instance,
+	fmt.Fprintf(w, "wakegate %s · instance %s · up %s · %s\n\n", cell(s.Version), cell(s.Instance),
 		(time.Duration(s.UptimeS) * time.Second).String(), health)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOME\tTARGET\tSTATUS\tVERDICT\tSESSIONS\tVERSION\tLAST WAKE\tCAUSE\tPROVIDER\tPROBE\tTOTAL\tOUTCOME")
@@ -229,7 +300,7 @@ func printStatus(w io.Writer, s admin.Status) {
 		if h.Wake != nil {
 			status = "waking/" + h.Wake.Phase
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", h.ID, "/node/"+h.Target, status, h.Verdict, h.Sessions, h.Version, lastWakeCells(h))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(h.ID), cell("/node/"+h.Target), cell(status), cell(h.Verdict), h.Sessions, cell(h.Version), lastWakeCells(h))
 	}
 	_ = tw.Flush()
 	printHomeProblems(w, s.Homes)
@@ -245,14 +316,14 @@ func printStatus(w io.Writer, s admin.Status) {
 			if route == "" {
 				route = "none"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", "/apps/"+a.Slug+"/", a.Kind, on, a.Phase, a.Reason, route)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell("/apps/"+a.Slug+"/"), cell(a.Kind), cell(on), cell(a.Phase), cell(a.Reason), cell(route))
 		}
 		_ = tw.Flush()
 		printAppProblems(w, s.Apps)
 	}
 	printFleet(w, s.Fleet)
 	for _, p := range s.Problems {
-		fmt.Fprintln(w, "problem:", p)
+		fmt.Fprintln(w, "problem:", cell(p))
 	}
 }
 
@@ -270,7 +341,7 @@ func printFleet(w io.Writer, fleet []admin.FleetInstance) {
 		if version == "" {
 			version = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\n", f.Instance, version,
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\n", cell(f.Instance), cell(version),
 			time.Duration(f.HeartbeatAgeS*float64(time.Second)).Round(time.Millisecond), f.Sessions)
 	}
 	_ = tw.Flush()
@@ -280,7 +351,7 @@ func printFleet(w io.Writer, fleet []admin.FleetInstance) {
 // for a wake that finished on this instance its cause and phase timings.
 func lastWakeCells(h admin.HomeView) string {
 	if r := h.LastWake; r != nil {
-		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", when(r.At), r.Cause, dur(r.ProviderMS), dur(r.ProbeMS), dur(r.TotalMS), r.Outcome)
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", when(r.At), cell(r.Cause), dur(r.ProviderMS), dur(r.ProbeMS), dur(r.TotalMS), cell(r.Outcome))
 	}
 	if h.LastWakeAt != nil {
 		return fmt.Sprintf("%s\t-\t-\t-\t%s\t-", when(*h.LastWakeAt), dur(h.LastWakeLatencyMS))
@@ -323,7 +394,7 @@ func homeCmd(args []string, stdout, stderr io.Writer) int {
 		_, _ = stdout.Write(body)
 		return 0
 	}
-	fmt.Fprintf(stdout, "home %s: %s (version %s, %d sessions)\n", h.ID, h.Status, h.Version, h.Sessions)
+	fmt.Fprintf(stdout, "home %s: %s (version %s, %d sessions)\n", cell(h.ID), cell(h.Status), cell(h.Version), h.Sessions)
 	return 0
 }
 

@@ -17,7 +17,9 @@ import (
 const adminOnHint = "the admin listener is on once admin.tokens holds a token of 16+ characters " +
 	"(the default config reads it from WAKEGATE_TOKEN: start the gateway with WAKEGATE_TOKEN=$(openssl rand -hex 16) " +
 	"and give the same token here with --token or WAKEGATE_TOKEN); it listens on admin.listen " +
-	"(default 127.0.0.1:8081; --admin or WAKEGATE_ADMIN point here at another address)"
+	"(default 127.0.0.1:8081; --admin or WAKEGATE_ADMIN point here at another address); on the gateway's " +
+	"machine the admin socket admin.socket (default data_dir/admin.sock) needs no token: run this command as root, " +
+	"as the gateway's user or as a member of admin.socket_group, from the gateway's directory or with --admin unix:PATH"
 
 // adminUnreachable is the error of an admin request that got no answer:
 // when nothing listened there, it says how to turn the listener on.
@@ -132,10 +134,10 @@ func commandFlags(args []string) string {
 func printAppProblems(w io.Writer, apps []admin.AppView) {
 	for _, a := range apps {
 		if a.Phase == "failed" || a.Hint != "" {
-			fmt.Fprintf(w, "app /apps/%s/ is %s (%s): %s\n", a.Slug, a.Phase, a.Reason, a.Message)
+			fmt.Fprintf(w, "app /apps/%s/ is %s (%s): %s\n", cell(a.Slug), cell(a.Phase), cell(a.Reason), safeText(a.Message, true))
 		}
 		if a.Hint != "" {
-			fmt.Fprintf(w, "  hint: %s\n", a.Hint)
+			fmt.Fprintf(w, "  hint: %s\n", safeText(a.Hint, true))
 		}
 	}
 }
@@ -146,13 +148,13 @@ func printAppProblems(w io.Writer, apps []admin.AppView) {
 func printHomeProblems(w io.Writer, homes []admin.HomeView) {
 	for _, h := range homes {
 		if h.Status == "failed" && h.Reason != "" {
-			fmt.Fprintf(w, "home %s failed: %s\n", h.ID, h.Reason)
+			fmt.Fprintf(w, "home %s failed: %s\n", cell(h.ID), safeText(h.Reason, true))
 		}
 		if r := h.LastWake; r != nil && r.Outcome == "failed" && h.Status != "failed" {
-			fmt.Fprintf(w, "home %s: last wake failed: %s\n", h.ID, r.Error)
+			fmt.Fprintf(w, "home %s: last wake failed: %s\n", cell(h.ID), safeText(r.Error, true))
 		}
 		if r := h.LastWake; r != nil && r.Outcome == "failed" && r.Hint != "" {
-			fmt.Fprintf(w, "  hint: %s\n", r.Hint)
+			fmt.Fprintf(w, "  hint: %s\n", safeText(r.Hint, true))
 		}
 	}
 }

@@ -60,7 +60,7 @@ func logsCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		for _, l := range v.Lines {
-			fmt.Fprintln(stdout, l)
+			fmt.Fprintln(stdout, safeText(l, true))
 		}
 		return 0
 	}
@@ -80,7 +80,7 @@ func (c *adminClient) followLog(ctx context.Context, path string, w io.Writer) e
 	if err != nil {
 		return fmt.Errorf("admin request: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	req.Header.Set("Accept", "text/event-stream")
 	res, err := c.http.Do(req)
 	if err != nil {
@@ -104,7 +104,7 @@ func (c *adminClient) followLog(ctx context.Context, path string, w io.Writer) e
 		case strings.HasPrefix(line, "data: ") && event == "line":
 			var l string
 			if json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &l) == nil {
-				fmt.Fprintln(w, l)
+				fmt.Fprintln(w, safeText(l, true))
 			}
 		case line == "":
 			event = ""

@@ -24,9 +24,9 @@ func printHomeDetail(w io.Writer, body []byte) error {
 		status = "waking/" + h.Wake.Phase
 	}
 	fmt.Fprintf(w, "home %s  /node/%s  %s  provider %s  version %s  generation %d\n",
-		h.ID, h.Target, status, h.Provider, h.Version, h.Generation)
+		cell(h.ID), cell(h.Target), cell(status), cell(h.Provider), cell(h.Version), h.Generation)
 	if h.Reason != "" {
-		fmt.Fprintln(w, "reason:", h.Reason)
+		fmt.Fprintln(w, "reason:", safeText(h.Reason, true))
 	}
 	verdict := h.Verdict
 	if h.VerdictAgeS != nil {
@@ -35,11 +35,11 @@ func printHomeDetail(w io.Writer, body []byte) error {
 	if h.Warm {
 		verdict += " (warm)"
 	}
-	fmt.Fprintln(w, "verdict:", verdict)
+	fmt.Fprintln(w, "verdict:", cell(verdict))
 	if k := h.SessionKinds; k != nil {
 		fmt.Fprintf(w, "sessions: %d requests, %d WebSockets, %d leases\n", k.Requests, k.WebSockets, len(k.Leases))
 		for _, l := range k.Leases {
-			fmt.Fprintf(w, "  lease %s expires %s\n", l.Lease, when(l.ExpiresAt))
+			fmt.Fprintf(w, "  lease %s expires %s\n", cell(l.Lease), when(l.ExpiresAt))
 		}
 	}
 	switch {
@@ -58,10 +58,10 @@ func printHomeDetail(w io.Writer, body []byte) error {
 		if r.BadVersion != "" {
 			line += ", bad version " + r.BadVersion
 		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, cell(line))
 	}
 	if s := h.LastStop; s != nil {
-		fmt.Fprintf(w, "stop after the last failed wake: %s, proven %t %s\n", when(s.At), s.Proven, s.Error)
+		fmt.Fprintf(w, "stop after the last failed wake: %s, proven %t %s\n", when(s.At), s.Proven, safeText(s.Error, true))
 	}
 	printWakes(w, h.Wakes)
 	if len(h.Restarts) > 0 {
@@ -69,7 +69,7 @@ func printHomeDetail(w io.Writer, body []byte) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TIME\tOLD PID\tNEW PID\tEXIT\tOUTCOME")
 		for _, r := range h.Restarts {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", when(r.Time), r.OldPID, r.NewPID, r.ExitReason, r.Outcome)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", when(r.Time), r.OldPID, r.NewPID, cell(r.ExitReason), cell(r.Outcome))
 		}
 		_ = tw.Flush()
 	}
@@ -93,13 +93,13 @@ func printWakes(w io.Writer, wakes []wake.WakeRecord) {
 				stop = "proven"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", when(r.At), r.Cause, r.Joined,
-			dur(r.ProviderMS), dur(r.ProbeMS), dur(r.TotalMS), r.Outcome, stop)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", when(r.At), cell(r.Cause), r.Joined,
+			dur(r.ProviderMS), dur(r.ProbeMS), dur(r.TotalMS), cell(r.Outcome), stop)
 	}
 	_ = tw.Flush()
 	for _, r := range wakes {
 		if r.Error != "" {
-			fmt.Fprintf(w, "  %s failed: %s\n", when(r.At), r.Error)
+			fmt.Fprintf(w, "  %s failed: %s\n", when(r.At), safeText(r.Error, true))
 		}
 	}
 }
@@ -115,14 +115,14 @@ func printAppDetail(w io.Writer, body []byte) error {
 	if a.Home != "" {
 		on = "home " + a.Home
 	}
-	fmt.Fprintf(w, "app %s  /apps/%s/  %s on %s  source %s\n", a.Slug, a.Slug, a.Kind, on, a.Source)
-	fmt.Fprintf(w, "phase: %s (%s): %s\n", a.Phase, a.Reason, a.Message)
+	fmt.Fprintf(w, "app %s  /apps/%s/  %s on %s  source %s\n", cell(a.Slug), cell(a.Slug), cell(a.Kind), cell(on), cell(a.Source))
+	fmt.Fprintf(w, "phase: %s (%s): %s\n", cell(a.Phase), cell(a.Reason), safeText(a.Message, true))
 	if a.Hint != "" {
-		fmt.Fprintf(w, "hint: %s\n", a.Hint)
+		fmt.Fprintf(w, "hint: %s\n", safeText(a.Hint, true))
 	}
 	fmt.Fprintf(w, "route: %s\n", routeWords(a.Route))
 	if a.Operation != "" {
-		fmt.Fprintln(w, "operation:", a.Operation)
+		fmt.Fprintln(w, "operation:", cell(a.Operation))
 	}
 	if c := a.Checks; c != nil {
 		fmt.Fprintf(w, "checks: every %s now (%d passed in a row, %d sent)", time.Duration(c.IntervalMS)*time.Millisecond, c.Streak, c.Sent)
@@ -136,7 +136,7 @@ func printAppDetail(w io.Writer, body []byte) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "AT\tPHASE\tREASON\tMESSAGE")
 		for _, p := range a.Phases {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", when(p.At), p.Phase, p.Reason, p.Message)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", when(p.At), cell(string(p.Phase)), cell(p.Reason), cell(p.Message))
 		}
 		_ = tw.Flush()
 	}
@@ -153,5 +153,5 @@ func routeWords(state string) string {
 	case "":
 		return "none (not routed yet)"
 	}
-	return strings.TrimSpace(state)
+	return cell(strings.TrimSpace(state))
 }

@@ -302,7 +302,7 @@ func printTarget(w io.Writer, body []byte) error {
 	if err := json.Unmarshal(body, &t); err != nil {
 		return fmt.Errorf("decode target: %w", err)
 	}
-	fmt.Fprintf(w, "target version %s (generation %d, updated %s)\n", t.Version, t.Generation, when(t.UpdatedAt))
+	fmt.Fprintf(w, "target version %s (generation %d, updated %s)\n", cell(t.Version), t.Generation, when(t.UpdatedAt))
 	if t.Image != "" {
 		fmt.Fprintln(w, "image:", t.Image)
 	}
@@ -314,7 +314,7 @@ func printTarget(w io.Writer, body []byte) error {
 		if t.BadVersion == t.Version {
 			note = ": no home rolls onto it until a newer target is registered"
 		}
-		fmt.Fprintf(w, "bad version: %s%s\n", t.BadVersion, note)
+		fmt.Fprintf(w, "bad version: %s%s\n", cell(t.BadVersion), note)
 	}
 	return nil
 }

@@ -24,13 +24,13 @@ func printRefresh(w io.Writer, body []byte) int {
 	if len(r.Changed) > 0 {
 		changed = strings.Join(r.Changed, ", ")
 	}
-	fmt.Fprintf(w, "home %s: provider says %s; record %s -> %s; changed: %s\n", r.Home, r.Provider, r.Before, r.After, changed)
-	fmt.Fprintf(w, "  %s\n", r.Message)
+	fmt.Fprintf(w, "home %s: provider says %s; record %s -> %s; changed: %s\n", cell(r.Home), cell(string(r.Provider)), cell(string(r.Before)), cell(string(r.After)), cell(changed))
+	fmt.Fprintf(w, "  %s\n", safeText(r.Message, true))
 	if r.Reason != "" {
-		fmt.Fprintf(w, "  reason: %s\n", r.Reason)
+		fmt.Fprintf(w, "  reason: %s\n", safeText(r.Reason, true))
 	}
 	if r.Hint != "" {
-		fmt.Fprintf(w, "  hint: %s\n", r.Hint)
+		fmt.Fprintf(w, "  hint: %s\n", safeText(r.Hint, true))
 	}
 	if r.Provider == provider.StateUnknown {
 		return 1

@@ -86,18 +86,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return demoHome(args[1:], stderr)
 	case "healthcheck":
 		return healthcheck(args[1:], stdout, stderr)
-	case "status":
-		return statusCmd(args[1:], stdout, stderr)
-	case "reload":
-		return reloadCmd(args[1:], stdout, stderr)
-	case "home":
-		return homeCmd(args[1:], stdout, stderr)
-	case "app":
-		return appCmd(args[1:], stdout, stderr)
-	case "target":
-		return targetCmd(args[1:], stdout, stderr)
-	case "logs":
-		return logsCmd(args[1:], stdout, stderr)
+	case "status", "reload", "home", "app", "target", "logs":
+		return adminCmd(args, stdout, stderr)
 	case "store":
 		return storeCmd(args[1:], stdout, stderr)
 	case "tls":
@@ -108,6 +98,19 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "wakegate: unknown command %q\n%s", args[0], usage)
 	return 2
+}
+
+// adminCmds are the commands that print what the admin API answers.
+var adminCmds = map[string]func(args []string, stdout, stderr io.Writer) int{
+	"status": statusCmd, "reload": reloadCmd, "home": homeCmd, "app": appCmd, "target": targetCmd, "logs": logsCmd,
+}
+
+// adminCmd runs the admin command args[0] with its output passed through
+// termWriter (cli_safe.go): what it prints can come from homes.
+func adminCmd(args []string, stdout, stderr io.Writer) int {
+	out, errs := &termWriter{w: stdout}, &termWriter{w: stderr}
+	defer func() { _, _ = out.Flush(), errs.Flush() }()
+	return adminCmds[args[0]](args[1:], out, errs)
 }
 
 func loadConfig(path string) (*gateway.Config, error) {
@@ -135,9 +138,13 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if _, err := loadConfig(*path); err != nil {
+	cfg, err := loadConfig(*path)
+	if err != nil {
 		printConfigError(stderr, err)
 		return 1
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
 	}
 	fmt.Fprintln(stdout, "config ok")
 	return 0

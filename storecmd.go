@@ -180,7 +180,7 @@ func (c *adminClient) backup(dst string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("admin request: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	c.authorize(req)
 	res, err := c.http.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("admin request: %w", err)

@@ -12,8 +12,12 @@
 //  2. the cross-site check: an Origin other than the listener's own, or
 //     Sec-Fetch-Site: cross-site, is refused with 403;
 //  3. the token check (all but the dashboard's static files): a bearer
-//     token, compared in constant time; 401 without or with a wrong one,
-//     and 429 with Retry-After once a client IP has failed too often.
+//     token, compared in constant time and checked first, so a valid one
+//     always passes; 401 without or with a wrong one, and 429 with
+//     Retry-After for the failures of a client IP that failed too often
+//     (or of all clients, past a global cap). A request on the admin
+//     socket is authenticated by its peer's credentials, which the
+//     gateway checked at accept, and skips the Host check and this one.
 //
 // Every error is a *fault.Error written by one function (errors.go): the
 // status comes from fault.Classify, and the body, for operators, carries

@@ -45,7 +45,9 @@ func AllowedHosts(listen string, bound net.Addr, extra []string) map[string]bool
 }
 
 // guard numbers the request, sets the headers every admin answer carries,
-// and applies the Host and cross-site checks.
+// and applies the Host and cross-site checks. The Host check guards
+// against DNS rebinding, which needs a browser and TCP: a request on the
+// admin socket (PeerFrom) skips it.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -53,7 +55,8 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		if !s.o.Hosts[strings.ToLower(r.Host)] {
+		_, onSocket := PeerFrom(r.Context())
+		if !onSocket && !s.o.Hosts[strings.ToLower(r.Host)] {
 			s.fail(w, r, fault.New(fault.Forbidden, "bad_host",
 				"the admin listener does not answer to host "+strconv.Quote(r.Host)).WithField("Host").
 				WithHint("call the admin listener by its own address, or add the name to admin.allowed_hosts"))
@@ -71,35 +74,41 @@ func (s *Server) guard(next http.Handler) http.Handler {
 	})
 }
 
-// requireToken checks the bearer token in constant time, rate limiting
-// failures per client IP.
+// requireToken lets a request through with a valid bearer token, checked
+// first and in constant time, whatever its client failed before: failed
+// attempts are limited (failures), never valid ones, so a local process
+// that floods the listener with wrong tokens cannot lock the operator out.
+// A request on the admin socket whose peer the listener accepted
+// (PeerFrom) is authenticated by that peer and needs no token.
 func (s *Server) requireToken(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := PeerFrom(r.Context()); ok {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, "peer uid "+strconv.Itoa(p.UID))))
+			return
+		}
+		if idx := s.tokenIndex(r.Header.Get("Authorization")); idx >= 0 {
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, s.tokenNames[idx])))
+			return
+		}
 		ip, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
 			ip = r.RemoteAddr
 		}
-		if d := s.fails.blocked(ip); d > 0 {
+		if d := s.fails.fail(ip); d > 0 {
 			if s.o.OnRateLimited != nil {
 				s.o.OnRateLimited()
 			}
 			s.fail(w, r, fault.New(fault.Limited, "rate_limited",
-				"too many failed token checks from this address; wait and try again").WithRetry(d))
+				"too many failed token checks; wait and try again (a valid token is never refused)").WithRetry(d))
 			return
 		}
-		idx := s.tokenIndex(r.Header.Get("Authorization"))
-		if idx < 0 {
-			s.fails.fail(ip)
-			if s.o.OnAuthFailure != nil {
-				s.o.OnAuthFailure()
-			}
-			e := fault.New(fault.Unauthorized, "unauthorized",
-				"a valid admin token is required (Authorization: Bearer TOKEN)").WithField("Authorization")
-			e.Header = http.Header{"Www-Authenticate": {`Bearer realm="wakegate-admin"`}}
-			s.fail(w, r, e)
-			return
+		if s.o.OnAuthFailure != nil {
+			s.o.OnAuthFailure()
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, s.tokenNames[idx])))
+		e := fault.New(fault.Unauthorized, "unauthorized",
+			"a valid admin token is required (Authorization: Bearer TOKEN)").WithField("Authorization")
+		e.Header = http.Header{"Www-Authenticate": {`Bearer realm="wakegate-admin"`}}
+		s.fail(w, r, e)
 	})
 }
 
@@ -121,13 +130,17 @@ func (s *Server) tokenIndex(h string) int {
 	return idx
 }
 
-// failures rate limits failed token checks per client IP. Entries idle for
-// failIdle are swept once the table grows past failSweep.
+// failures rate limits failed token checks: per client IP, and in all
+// (failGlobalFactor times the per-client rate), so that many addresses
+// together cannot try tokens faster either. Only failures are counted and
+// only failures are refused. Entries idle for failIdle are swept once the
+// table grows past failSweep.
 type failures struct {
-	limit rate.Limit
-	burst int
-	mu    sync.Mutex
-	m     map[string]*failEntry
+	limit  rate.Limit
+	burst  int
+	global *rate.Limiter
+	mu     sync.Mutex
+	m      map[string]*failEntry
 }
 
 type failEntry struct {
@@ -136,20 +149,22 @@ type failEntry struct {
 }
 
 const (
-	failSweep = 4096
-	failIdle  = 10 * time.Minute
+	failSweep        = 4096
+	failIdle         = 10 * time.Minute
+	failGlobalFactor = 10
 )
 
-// newFailures allows perMinute failures a minute (at least 1) per IP.
+// newFailures allows perMinute failures a minute (at least 1) per IP, and
+// failGlobalFactor times as many from all clients together.
 func newFailures(perMinute int) *failures {
 	perMinute = max(perMinute, 1)
-	return &failures{limit: rate.Every(time.Minute / time.Duration(perMinute)), burst: perMinute, m: map[string]*failEntry{}}
+	every := time.Minute / time.Duration(perMinute)
+	return &failures{limit: rate.Every(every), burst: perMinute, m: map[string]*failEntry{},
+		global: rate.NewLimiter(rate.Every(every/failGlobalFactor), perMinute*failGlobalFactor)}
 }
 
-func (f *failures) entry(ip string) *failEntry {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := time.Now()
+// entry returns ip's limiter, creating it.
+func (f *failures) entry(ip string, now time.Time) *failEntry {
 	e := f.m[ip]
 	if e == nil {
 		if len(f.m) >= failSweep {
@@ -166,21 +181,25 @@ func (f *failures) entry(ip string) *failEntry {
 	return e
 }
 
-// blocked reports how long ip must wait before its next attempt (0: it may
-// try now).
-func (f *failures) blocked(ip string) time.Duration {
+// fail records a failed attempt of ip and returns how long ip must wait
+// before its next failure is answered 401 again (0: this one may be).
+func (f *failures) fail(ip string) time.Duration {
 	f.mu.Lock()
-	e := f.m[ip]
-	f.mu.Unlock()
-	if e == nil {
-		return 0
+	defer f.mu.Unlock()
+	now := time.Now()
+	e := f.entry(ip, now)
+	if !e.lim.AllowN(now, 1) {
+		return wait(e.lim, now)
 	}
-	tok := e.lim.Tokens()
-	if tok >= 1 {
-		return 0
+	if !f.global.AllowN(now, 1) {
+		return wait(f.global, now)
 	}
-	return time.Duration((1 - tok) / float64(f.limit) * float64(time.Second))
+	return 0
 }
 
-// fail records a failed attempt of ip.
-func (f *failures) fail(ip string) { f.entry(ip).lim.Allow() }
+// wait is how long until lim has a token again (at least a second, as
+// Retry-After counts whole seconds).
+func wait(lim *rate.Limiter, now time.Time) time.Duration {
+	d := time.Duration((1 - lim.TokensAt(now)) / float64(lim.Limit()) * float64(time.Second))
+	return max(d, time.Second)
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -175,20 +176,28 @@ func TestAllowedHosts(t *testing.T) {
 	}
 }
 
-// TestFailuresBlockAfterBurst checks a client IP is blocked once it failed
-// its burst, and another IP is not.
+// TestFailuresBlockAfterBurst checks a client IP is refused once it failed
+// its burst, another IP is not, and many IPs together meet the global cap.
 func TestFailuresBlockAfterBurst(t *testing.T) {
 	f := newFailures(3)
-	for range 3 {
-		if d := f.blocked("192.0.2.1"); d != 0 {
-			t.Fatalf("blocked before the burst: %s", d)
+	for i := range 3 {
+		if d := f.fail("192.0.2.1"); d != 0 {
+			t.Fatalf("failure %d refused before the burst: %s", i+1, d)
 		}
-		f.fail("192.0.2.1")
 	}
-	if d := f.blocked("192.0.2.1"); d <= 0 || d > 20*time.Second {
-		t.Errorf("after the burst: blocked for %s, want up to 20s", d)
+	if d := f.fail("192.0.2.1"); d <= 0 || d > 20*time.Second {
+		t.Errorf("after the burst: wait %s, want up to 20s", d)
 	}
-	if d := f.blocked("192.0.2.2"); d != 0 {
-		t.Errorf("another address blocked: %s", d)
+	if d := f.fail("192.0.2.2"); d != 0 {
+		t.Errorf("another address refused: %s", d)
+	}
+	refused := 0
+	for i := range 100 {
+		if f.fail("198.51.100."+strconv.Itoa(i)) > 0 {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Errorf("100 addresses failing once each: none refused, want the global cap of %d to refuse some", 3*failGlobalFactor)
 	}
 }

@@ -24,7 +24,10 @@ type adminServer struct {
 	srv    *http.Server
 	ctx    context.Context // ends every admin request (event streams) at stop
 	cancel context.CancelFunc
-	done   chan error
+	done   chan error // one answer per listener served
+	// serving is how many listeners Serve runs on (the TCP listener, the
+	// socket).
+	serving int
 }
 
 // adminStopGrace is how long admin requests other than event streams may
@@ -34,30 +37,50 @@ const adminStopGrace = 2 * time.Second
 // adminAPI is the gateway as package admin sees it (admin.Backend).
 type adminAPI struct{ g *Gateway }
 
-// startAdmin opens and serves the admin listener when it is configured. It
-// returns the function that stops it (safe to call more than once).
+// startAdmin opens and serves the admin listener and the admin socket,
+// each when it is configured. It returns the function that stops them
+// (safe to call more than once).
 func (g *Gateway) startAdmin() (stop func(), err error) {
 	c := g.cfg.Admin
-	if *c.Listen == "" || len(c.tokens) == 0 {
-		if *c.Listen != "" {
-			g.log.Info("admin listener off: admin.tokens holds no token")
+	log := g.log.With("listener", "admin")
+	var tcp, sock net.Listener
+	if *c.Listen != "" && len(c.tokens) == 0 {
+		g.log.Info("admin listener off: admin.tokens holds no token")
+	}
+	if *c.Listen != "" && len(c.tokens) > 0 {
+		if tcp, err = net.Listen("tcp", *c.Listen); err != nil {
+			return nil, fmt.Errorf("admin listen %s: %w", *c.Listen, err)
 		}
+	}
+	if *c.Socket != "" {
+		sock, err = listenAdminSocket(*c.Socket, c.socketGID, log)
+		switch {
+		case err != nil && c.socketDefault:
+			g.log.Warn("admin socket off", "err", err, "hint", "set admin.socket to a path that works, or to \"\" to turn it off")
+			sock = nil
+		case err != nil:
+			if tcp != nil {
+				_ = tcp.Close()
+			}
+			return nil, err
+		}
+	}
+	if tcp == nil && sock == nil {
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", *c.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("admin listen %s: %w", *c.Listen, err)
+	var hosts map[string]bool
+	if tcp != nil {
+		hosts = admin.AllowedHosts(*c.Listen, tcp.Addr(), c.AllowedHosts)
 	}
-	log := g.log.With("listener", "admin")
 	api := admin.New(adminAPI{g}, admin.Options{
-		Tokens: c.tokens, Hosts: admin.AllowedHosts(*c.Listen, ln.Addr(), c.AllowedHosts),
+		Tokens: c.tokens, Hosts: hosts,
 		AuthFailuresPerMinute: c.AuthFailures, Metrics: g.metrics.handler(), Backup: g.backupHandler(),
 		Certificates:  g.certificatesHandler(),
 		OnAuthFailure: g.metrics.authFailures.Inc,
 		OnRateLimited: g.metrics.rateLimited.WithLabelValues("admin_auth").Inc,
 		WaitTimeout:   g.cfg.Wake.WakeTimeout, Log: log,
 	})
-	a := &adminServer{log: log, api: api, done: make(chan error, 1)}
+	a := &adminServer{log: log, api: api, done: make(chan error, 2)}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.srv = &http.Server{
 		Handler:           api.Handler(),
@@ -65,12 +88,28 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 		IdleTimeout:       g.cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    int(g.cfg.Server.MaxHeaderBytes),
 		BaseContext:       func(net.Listener) context.Context { return a.ctx },
+		ConnContext:       adminConnContext, // admin_socket.go
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	g.admin = a
-	g.adminAddr <- ln.Addr()
-	g.log.Info("admin listening", "addr", ln.Addr().String())
-	go func() { a.done <- a.srv.Serve(ln) }()
+	for _, ln := range []net.Listener{tcp, sock} {
+		if ln == nil {
+			continue
+		}
+		a.serving++
+		go func() { a.done <- a.srv.Serve(ln) }()
+	}
+	if tcp != nil {
+		g.adminAddr <- tcp.Addr()
+		g.log.Info("admin listening", "addr", tcp.Addr().String())
+		if w := adminListenWarning(*c.Listen); w != "" {
+			g.log.Warn(w)
+		}
+	}
+	if sock != nil {
+		g.adminSocket <- sock.Addr().String()
+		g.log.Info("admin socket listening", "path", sock.Addr().String(), "group", c.SocketGroup)
+	}
 	return sync.OnceFunc(a.stop), nil
 }
 
@@ -83,8 +122,10 @@ func (a *adminServer) stop() {
 	if err := a.srv.Shutdown(ctx); err != nil {
 		_ = a.srv.Close()
 	}
-	if err := <-a.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		a.log.Warn("admin serve", "err", err)
+	for range a.serving {
+		if err := <-a.done; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Warn("admin serve", "err", err)
+		}
 	}
 }
 
@@ -97,6 +138,18 @@ func (g *Gateway) AdminAddr(ctx context.Context) (net.Addr, error) {
 		return a, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// AdminSocket returns the admin socket's path once it listens. It waits
+// on ctx; an admin socket that is off never answers.
+func (g *Gateway) AdminSocket(ctx context.Context) (string, error) {
+	select {
+	case p := <-g.adminSocket:
+		g.adminSocket <- p
+		return p, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
 	}
 }
 

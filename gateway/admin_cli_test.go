@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -196,4 +197,61 @@ func writeJSONFile(t *testing.T, s string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestAdminCLIEscapesHomeText has a home write terminal controls into its
+// log (a title change, a colour, a bidi override) and checks `wakegate
+// logs`, plain and followed, shows them as visible escapes, never raw.
+func TestAdminCLIEscapesHomeText(t *testing.T) {
+	t.Parallel()
+	a := admStart(t, admDemo, "")
+	env := []string{"WAKEGATE_ADMIN=" + a.host, "WAKEGATE_TOKEN=" + admToken}
+	if code, out, errs := admRunCLI(t, env, "home", "wake", "demo"); code != 0 {
+		t.Fatalf("wake: %d\n%s%s", code, out, errs)
+	}
+	logFile := filepath.Join(a.data, "homes", "demo", "home.log")
+	appendLog(t, logFile, "\x1b]0;OWNED\a hostile \x1b[2J\u202eevil\u009b\n")
+	const want = `\x1b]0;OWNED\x07 hostile \x1b[2J\u202eevil\u009b`
+	check := func(what, out string) {
+		t.Helper()
+		if strings.ContainsAny(out, "\x1b\a\u202e\u009b") {
+			t.Errorf("%s printed raw controls: %q", what, out)
+		}
+		if !strings.Contains(out, want) {
+			t.Errorf("%s: want the line shown as %s, got %q", what, want, out)
+		}
+	}
+	testbin.Eventually(t, "the hostile line from wakegate logs", func() bool {
+		code, out, _ := admRunCLI(t, env, "logs", "demo", "--lines", "5")
+		return code == 0 && strings.Contains(out, "hostile")
+	})
+	_, out, _ := admRunCLI(t, env, "logs", "demo", "--lines", "5")
+	check("logs", out)
+
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testbin.Build(t), "logs", "demo", "--follow", "--lines", "3")
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	br := bufio.NewReader(stdout)
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("logs --follow ended before the hostile line: %v", err)
+		}
+		if strings.Contains(l, "hostile") {
+			check("logs --follow", l)
+			break
+		}
+	}
 }

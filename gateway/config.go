@@ -377,8 +377,24 @@ type ExecConfig struct {
 type AdminConfig struct {
 	// Listen is the admin listener's address, host:port. Default
 	// "127.0.0.1:8081" (when unset); an empty string turns the admin
-	// listener off. It is also off while Tokens holds no token.
+	// listener off. It is also off while Tokens holds no token. Any
+	// address other than loopback (":8081", "0.0.0.0:8081", a LAN
+	// address) is served, with a warning at start and in check-config:
+	// every machine that reaches it may try tokens.
 	Listen *string `yaml:"listen"`
+	// Socket is the path of the admin API's Unix socket, the CLI's
+	// default way in. Only root, the gateway's own user and the members
+	// of SocketGroup can connect (the kernel names each peer; others are
+	// refused), and they need no token: such a peer can read the token
+	// anyway. Default "admin.sock" in data_dir (when unset), served when
+	// it can be (a path too long for a socket is skipped with a warning);
+	// a path set here must work or the gateway does not start; an empty
+	// string turns the socket off.
+	Socket *string `yaml:"socket"`
+	// SocketGroup is a group (name or gid) whose members may use the
+	// admin socket too: the socket then has mode 0660 and that group.
+	// Default none: mode 0600, the gateway's own user and root only.
+	SocketGroup string `yaml:"socket_group"`
 	// Tokens are the bearer tokens accepted on every admin route (the
 	// dashboard's page itself loads without one): secret references
 	// "env:NAME" or "file:PATH", or the token itself. Each must be at least
@@ -392,11 +408,15 @@ type AdminConfig struct {
 	// port). Any other Host is refused (DNS rebinding). Default none.
 	AllowedHosts []string `yaml:"allowed_hosts"`
 	// AuthFailures is how many failed token checks one client IP may make
-	// per minute before it gets 429 with Retry-After. Default 10; zero
-	// means the default; the burst is the same number.
+	// per minute before its further failures get 429 with Retry-After; all
+	// clients together may make ten times as many. A valid token always
+	// passes, whatever its client failed before. Default 10; zero means
+	// the default; the burst is the same number.
 	AuthFailures int `yaml:"auth_failures_per_minute"`
 
-	tokens []string // resolved, non-empty
+	tokens        []string // resolved, non-empty
+	socketDefault bool     // Socket was unset: serve it only if it can be
+	socketGID     int      // SocketGroup resolved; -1 for none
 }
 
 // RollConfig configures rolls: idle homes moving to the target version.

@@ -286,6 +286,17 @@ func (a *AdminConfig) validate(k checker) {
 	if a.AuthFailures < 1 {
 		k.bad("auth_failures_per_minute", "must be at least 1")
 	}
+	a.socketGID = -1
+	if a.SocketGroup != "" {
+		gid, err := lookupGroup(a.SocketGroup)
+		if err != nil {
+			k.bad("socket_group", "want a group name or gid of this machine: %v", err)
+		}
+		a.socketGID = gid
+	}
+	if a.SocketGroup != "" && *a.Socket == "" {
+		k.bad("socket_group", "set with the admin socket off (admin.socket is empty)")
+	}
 }
 
 func (r *RollConfig) validate(k checker) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
@@ -47,6 +48,10 @@ func (c *Config) defaults() {
 	c.Wake.defaults()
 	c.Exec.defaults()
 	c.Admin.defaults()
+	if c.Admin.Socket == nil {
+		c.Admin.socketDefault = true
+		defPtr(&c.Admin.Socket, filepath.Join(c.DataDir, "admin.sock"))
+	}
 	c.Roll.defaults()
 	c.Redis.defaults()
 	c.accessDefaults()

@@ -76,13 +76,14 @@ type Gateway struct {
 	// closeWait is afterCloseWait (a field so that a test can shorten it).
 	closeWait time.Duration
 
-	metrics   *metrics     // metrics.go
-	connLimit *connLimit   // connlimit.go: open connections per client
-	gate      *gate        // access policies and limits (access.go)
-	admin     *adminServer // admin.go; nil when the admin listener is off
-	adminAddr chan net.Addr
-	started   time.Time
-	version   string // reported by the admin API; SetVersion
+	metrics     *metrics     // metrics.go
+	connLimit   *connLimit   // connlimit.go: open connections per client
+	gate        *gate        // access policies and limits (access.go)
+	admin       *adminServer // admin.go; nil when the admin listener is off
+	adminAddr   chan net.Addr
+	adminSocket chan string // holds the admin socket's path once it listens
+	started     time.Time
+	version     string // reported by the admin API; SetVersion
 
 	// The TLS front door (gateway_tls.go); nil with tls.mode off.
 	front      *tlsfront.Front
@@ -108,7 +109,7 @@ type homeRoute struct {
 // what New opened.
 func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err error) {
 	g := &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
-		addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1),
+		addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1), adminSocket: make(chan string, 1),
 		started: time.Now(), version: "dev", closeWait: afterCloseWait}
 	// g, not the named result: a failed New returns nil, and what it
 	// opened is closed here.

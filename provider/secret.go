@@ -12,7 +12,7 @@ import (
 func ResolveSecret(ref string) (string, error) {
 	kind, arg, ok := strings.Cut(strings.TrimSpace(ref), ":")
 	if !ok || arg == "" {
-		return "", fmt.Errorf("want env:NAME or file:PATH, got %q", ref)
+		return "", notReference(ref)
 	}
 	switch kind {
 	case "env":
@@ -31,5 +31,13 @@ func ResolveSecret(ref string) (string, error) {
 		}
 		return "", fmt.Errorf("secret file %s is empty", arg)
 	}
-	return "", fmt.Errorf("want env:NAME or file:PATH, got %q", ref)
+	return "", notReference(ref)
+}
+
+// notReference is the error for ref, which is no secret reference. It
+// never quotes ref: what was written there is most likely the secret
+// itself.
+func notReference(ref string) error {
+	return fmt.Errorf("want a secret reference env:NAME or file:PATH, got a value of %d characters that is none "+
+		"(the secret itself belongs in the environment or a file, not in the config)", len(strings.TrimSpace(ref)))
 }
