@@ -135,9 +135,13 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if _, err := loadConfig(*path); err != nil {
+	cfg, err := loadConfig(*path)
+	if err != nil {
 		printConfigError(stderr, err)
 		return 1
+	}
+	for _, w := range cfg.IsolationWarnings() {
+		fmt.Fprintln(stdout, "warning:", w)
 	}
 	fmt.Fprintln(stdout, "config ok")
 	return 0
