@@ -10,10 +10,10 @@ import (
 // wtCSPNonce finds the nonce of a page's script-src.
 var wtCSPNonce = regexp.MustCompile(`script-src 'nonce-([A-Za-z0-9+/=_-]{16,})'`)
 
-// The waiting page and the public error pages (and their JSON answers)
-// forbid framing and carry a Content-Security-Policy that allows nothing
-// by default: the waiting page's own script and style run under a nonce
-// fresh for each answer.
+// The waiting page, the public error pages (and their JSON answers) and
+// the root page forbid framing and carry a Content-Security-Policy that
+// allows nothing by default: the waiting page's own script and style run
+// under a nonce fresh for each answer.
 func TestWaitingAndErrorPagesCarryCSP(t *testing.T) {
 	gw := wtStart(t, "")
 	c := e2eClient(t)
@@ -59,4 +59,6 @@ func TestWaitingAndErrorPagesCarryCSP(t *testing.T) {
 	}
 	res, _ = e2eGet(t, c, "http://"+gw.addr+"/node/nobody/", http.Header{"Accept": {"application/json"}})
 	check("JSON error", res)
+	res, _ = e2eGet(t, c, "http://"+gw.addr+"/", wtNav)
+	check("root page", res)
 }
