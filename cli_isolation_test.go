@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wakegate/wakegate/admin"
 )
 
 // check-config warns, without failing, when path routing serves homes of
@@ -82,5 +84,17 @@ func checkWarnings(t *testing.T, out string, want []string) {
 		if !strings.Contains(warnings[i], w) {
 			t.Errorf("warning %q; want it to say %q", warnings[i], w)
 		}
+	}
+}
+
+// wakegate status prints the isolation warnings under the tables, after
+// the problems, and keeps calling a healthy instance healthy.
+func TestStatusPrintsIsolationWarnings(t *testing.T) {
+	var out bytes.Buffer
+	printStatus(&out, admin.Status{Healthy: true, Warnings: []string{"path routing serves homes of 2 owners (a, b) on one origin"}})
+	got := out.String()
+	if !strings.Contains(got, "\nwarning: path routing serves homes of 2 owners (a, b) on one origin\n") ||
+		strings.Contains(got, "UNHEALTHY") {
+		t.Errorf("status printed %q; want the warning line and a healthy instance", got)
 	}
 }
