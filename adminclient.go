@@ -325,6 +325,9 @@ func printStatus(w io.Writer, s admin.Status) {
 	for _, p := range s.Problems {
 		fmt.Fprintln(w, "problem:", cell(p))
 	}
+	for _, p := range s.Warnings {
+		fmt.Fprintln(w, "warning:", p)
+	}
 }
 
 // printFleet prints the live gateways of a fleet (none on a gateway of

@@ -77,7 +77,10 @@ type JWTConfig struct {
 	// (for apps in a home: that home's). Default "sub"; empty means the
 	// default.
 	Claim string `yaml:"claim"`
-	// Cookie names a cookie that may carry the token. Default none.
+	// Cookie names a cookie that may carry the token. The gateway removes
+	// it from every request it forwards, on every route whatever its
+	// policy, unless ForwardToken keeps it on this policy's own routes.
+	// Default none.
 	Cookie string `yaml:"cookie"`
 	// QueryParam names a query parameter that may carry the token (for
 	// WebSocket clients that cannot set headers); it is removed before

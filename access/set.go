@@ -3,6 +3,7 @@ package access
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 )
 
@@ -14,6 +15,7 @@ type Set struct {
 	def      string
 	homes    map[string]HomeRule // by target
 	apps     map[string]string   // slug to policy name
+	cookies  []string            // every jwt policy's cookie, sorted, no repeats
 }
 
 // Chosen is the policy of one route.
@@ -25,6 +27,9 @@ type Chosen struct {
 	// QueryParam is a query parameter that carries a token, removed
 	// before forwarding ("" for none).
 	QueryParam string
+	// KeepCookie is the gateway cookie this route forwards (a jwt policy
+	// with forward_token: its home checks the token itself); "" for none.
+	KeepCookie string
 }
 
 // NewSet builds the policies of cfg (defaults filled, checked).
@@ -58,7 +63,11 @@ func NewSet(cfg Config, clientIP func(*http.Request) string, onError func(error)
 		}
 		s.policies[pc.Name] = p
 		s.byType[pc.Name] = pc.Type
+		if c := pc.JWT.Cookie; pc.Type == "jwt" && c != "" && !slices.Contains(s.cookies, c) {
+			s.cookies = append(s.cookies, c)
+		}
 	}
+	sort.Strings(s.cookies)
 	for _, h := range cfg.Homes {
 		s.homes[h.Target] = h
 	}
@@ -98,6 +107,13 @@ func (s *Set) ForApp(slug string) Chosen {
 	return s.chosen(name)
 }
 
+// GatewayCookies returns the names of the cookies that carry the gateway's
+// own credentials (every jwt policy's cookie), sorted. They are removed
+// from every forwarded request whatever the route's policy, so that a home
+// never receives a visitor's credential meant for another home on the same
+// origin (path routing); a route's KeepCookie is the one exception.
+func (s *Set) GatewayCookies() []string { return s.cookies }
+
 // Default returns the name of the default policy.
 func (s *Set) Default() string { return s.def }
 
@@ -118,6 +134,9 @@ func (s *Set) chosen(name string) Chosen {
 	}
 	if j, ok := c.Policy.(*JWT); ok {
 		c.QueryParam = j.QueryParam()
+		if j.cfg.ForwardToken {
+			c.KeepCookie = j.cfg.Cookie
+		}
 	}
 	return c
 }

@@ -134,6 +134,10 @@ type About struct {
 	// Degraded says why the fleet's shared store does not answer; "" while
 	// it does (and for a gateway on its own store).
 	Degraded string
+	// Warnings are what the configuration leaves shared between tenants
+	// (homes of several owners on one origin, a shared relay token), one
+	// sentence each. They do not make the instance unhealthy.
+	Warnings []string
 }
 
 // Options configures a Server.

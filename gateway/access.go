@@ -4,7 +4,6 @@ import (
 	"errors"
 	"github.com/wakegate/wakegate/admin"
 	"net/http"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -117,7 +116,12 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, kind, name strin
 	} else {
 		c = set.ForApp(name)
 	}
+	// The gateway's cookies go to no home, whatever policy decides the
+	// route (once it has read them): under path routing every home shares
+	// the visitor's cookies for this origin, so a public home would
+	// otherwise read a token meant for another one.
 	if c.Name == access.PolicyPublic {
+		access.StripCookies(r.Header, set.GatewayCookies(), "")
 		return true
 	}
 	d, err := c.Policy.Check(r.Context(), r, s)
@@ -125,6 +129,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, kind, name strin
 		g.deny(w, r, c.Name, s, err)
 		return false
 	}
+	access.StripCookies(r.Header, set.GatewayCookies(), c.KeepCookie)
 	if p := c.QueryParam; p != "" && strings.Contains(r.URL.RawQuery, p+"=") {
 		q := r.URL.Query()
 		q.Del(p)
@@ -133,9 +138,7 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, kind, name strin
 	for _, k := range d.Strip {
 		r.Header.Del(k)
 	}
-	if len(d.DropCookies) > 0 {
-		dropCookies(r, d.DropCookies)
-	}
+	access.StripCookies(r.Header, d.DropCookies, "")
 	for k, vs := range d.Header {
 		r.Header[k] = vs
 	}
@@ -225,16 +228,4 @@ func (g *Gateway) clientIP() access.ClientIP {
 		c.Trusted = g.cfg.Server.trustsAddr
 	}
 	return c
-}
-
-// dropCookies removes the named cookies from r's Cookie header and keeps
-// the others as they were sent.
-func dropCookies(r *http.Request, names []string) {
-	all := r.Cookies()
-	r.Header.Del("Cookie")
-	for _, c := range all {
-		if !slices.Contains(names, c.Name) {
-			r.AddCookie(c)
-		}
-	}
 }

@@ -168,7 +168,8 @@ func (g *Gateway) SetVersion(v string) { g.version = v }
 // About reports the instance for GET /admin/status.
 func (a adminAPI) About() admin.About {
 	g := a.g
-	return admin.About{Instance: g.cfg.Instance, Version: g.version, StartedAt: g.started, Draining: g.draining.Load(), Degraded: g.degraded()}
+	return admin.About{Instance: g.cfg.Instance, Version: g.version, StartedAt: g.started, Draining: g.draining.Load(), Degraded: g.degraded(),
+		Warnings: g.isolationWarnings()}
 }
 
 // Events returns the engine's event bus.

@@ -119,11 +119,16 @@ type HTTP2Limits struct {
 }
 
 // HostsConfig configures host routing: {slug}.{apps_domain} reaches an
-// app and {target}.{nodes_domain} a home, with no prefix to strip.
+// app and {target}.{nodes_domain} a home, with no prefix to strip. Each
+// host is an origin of its own, which is how homes of different owners
+// are kept apart in browsers (README: Security model).
 type HostsConfig struct {
 	// AppsDomain is the parent domain of app hosts. Default none (off).
 	AppsDomain string `yaml:"apps_domain"`
-	// NodesDomain is the parent domain of home hosts. Default none (off).
+	// NodesDomain is the parent domain of home hosts: each home gets the
+	// origin {target}.{nodes_domain}. Without it every home shares the
+	// gateway's one origin (path routing), and check-config and status
+	// warn when homes of several owners do. Default none (off).
 	NodesDomain string `yaml:"nodes_domain"`
 }
 

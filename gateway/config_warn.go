@@ -15,7 +15,7 @@ func (c *Config) Warnings() []string {
 			out = append(out, w)
 		}
 	}
-	return out
+	return append(out, c.IsolationWarnings()...)
 }
 
 // adminListenWarning says what is wrong with an admin listener on listen

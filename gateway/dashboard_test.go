@@ -171,8 +171,9 @@ func admScreenshot(t *testing.T, ctx context.Context, name string) {
 }
 
 // admBrowser starts headless Chromium for the test and returns its
-// context, bounded against a hang and ended with the test.
-func admBrowser(t *testing.T) context.Context {
+// context, bounded against a hang and ended with the test; extra adds
+// Chromium flags.
+func admBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	chromium := admChromium(t)
 	opts := []chromedp.ExecAllocatorOption{
@@ -188,6 +189,7 @@ func admBrowser(t *testing.T) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
 	ctx, cancelCtx := chromedp.NewContext(actx)

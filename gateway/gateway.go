@@ -155,6 +155,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	if err := g.reg.Restore(ctx); err != nil {
 		return nil, err
 	}
+	for _, w := range g.isolationWarnings() { // isolation.go
+		g.log.Warn("isolation: " + w)
+	}
 	g.handler = g.routes()
 	if err := g.newFront(); err != nil {
 		return nil, err

@@ -32,7 +32,9 @@ func (g *Gateway) rootRoutes(r chi.Router) {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "+
+			"base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
 		_, _ = fmt.Fprintf(w, rootHTML, html.EscapeString(r.Header.Get("X-Request-Id")))
 	})
 	icon := favicon()

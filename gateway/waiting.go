@@ -132,7 +132,8 @@ func (g *Gateway) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSu
 	retryAfter := g.conf().Wake.RetryAfter
 	d := web.Waiting{Name: g.displayName(s), Phase: v.Phase, PhaseText: phaseText(v.Phase),
 		StatusURL: s.statusURL(), RetryURL: retry, RequestID: r.Header.Get("X-Request-Id"),
-		RefreshSeconds: waitRefreshSeconds, Elapsed: v.Elapsed, Expected: g.expectedWake(r.Context(), s)}
+		RefreshSeconds: waitRefreshSeconds, Elapsed: v.Elapsed, Expected: g.expectedWake(r.Context(), s),
+		Nonce: web.NewNonce()}
 	d.RefreshURL = d.StatusURL + "?to=" + url.QueryEscape(retry)
 	status := http.StatusServiceUnavailable
 	if v.Phase == wake.ViewFailed {
@@ -145,6 +146,9 @@ func (g *Gateway) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSu
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", web.WaitingCSP(d.Nonce))
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Retry-After", strconv.Itoa(fault.RetryAfterSeconds(retryAfter)))
 	w.WriteHeader(status)
 	if err := g.waitingTemplate().Render(w, d); err != nil {

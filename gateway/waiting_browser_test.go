@@ -16,9 +16,14 @@ import (
 
 // wtRecorder runs in every document the browser loads: it records in
 // sessionStorage (which outlives the page's reload into the app) the
-// phase each waiting page starts in and every phase it moves to, and the
-// page's accessibility marks.
-const wtRecorder = `document.addEventListener("DOMContentLoaded", function () {
+// phase each waiting page starts in and every phase it moves to, the
+// page's accessibility marks and every Content-Security-Policy violation.
+const wtRecorder = `document.addEventListener("securitypolicyviolation", function (e) {
+  var v = JSON.parse(sessionStorage.getItem("csp") || "[]");
+  v.push(e.violatedDirective + " " + e.blockedURI);
+  sessionStorage.setItem("csp", JSON.stringify(v));
+});
+document.addEventListener("DOMContentLoaded", function () {
   var b = document.body;
   if (!b || !b.dataset.phase) return;
   function rec(p) {
@@ -95,6 +100,11 @@ func TestWaitingPageBrowserBoot(t *testing.T) {
 	}
 	if !marks["progressbar"] || !marks["live"] || !marks["reducedMotion"] {
 		t.Errorf("page marks %v; want a progressbar, a live region and a reduced-motion rule", marks)
+	}
+	// The page ran under its Content-Security-Policy without a violation
+	// (a blocked script or style would also have stopped it above).
+	if v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("csp") || "[]"`)); err != nil || v != "[]" {
+		t.Errorf("Content-Security-Policy violations on the waiting page: %s (%v)", v, err)
 	}
 	if n := routesWakeStarts(gw, "slow"); n != 1 {
 		t.Errorf("%d wakes; want 1", n)

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
 // ExecConfig configures the exec provider, which runs each home as a local
@@ -247,10 +249,10 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 		cfg:  cfg,
 		log:  log,
 		self: self,
-		client: &http.Client{Transport: &http.Transport{
+		client: HomeClient(&http.Client{Transport: &http.Transport{
 			Proxy:             nil, // homes are on loopback
 			DisableKeepAlives: true,
-		}},
+		}}),
 		exits:    make(chan exitEvent),
 		done:     make(chan struct{}),
 		homes:    make(map[string]*home),
@@ -530,10 +532,7 @@ func (e *Exec) version(ctx context.Context, s Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if v == "" {
-		return "", errors.New("empty version")
-	}
-	return v, nil
+	return VersionText(v)
 }
 
 func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (string, error) {
@@ -545,7 +544,7 @@ func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (st
 	cmd.Stdout = &limitedWriter{w: &stdout, n: maxVersionBytes}
 	cmd.Stderr = &limitedWriter{w: &stderr, n: maxVersionBytes}
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("version command: %w (stderr: %s)", err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("version command: %w (stderr: %s)", err, fault.Excerpt(strings.TrimSpace(stderr.String())))
 	}
 	return strings.TrimSpace(stdout.String()), nil
 }
@@ -567,7 +566,7 @@ func (e *Exec) versionHTTP(ctx context.Context, p *proc) (string, error) {
 	if resp.StatusCode/100 != 2 {
 		return "", fmt.Errorf("version request: status %d", resp.StatusCode)
 	}
-	return strings.TrimSpace(string(body)), nil
+	return string(body), nil
 }
 
 // Status reports running, suspended (the process is SIGSTOPped), stopped,

@@ -110,6 +110,10 @@ func runTestHome(args []string) int {
 	fmt.Printf("test home listening on %d\n", *port)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
+		if to := os.Getenv("EXEC_TEST_VERSION_REDIRECT"); to != "" {
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
 		fmt.Fprintf(w, "%s\n", *version)
 	})
 	mux.HandleFunc("/info", func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
 // logFile is a home's size-capped log, <homedir>/home.log, with one older
@@ -130,7 +132,9 @@ func (l *logFile) rotateLocked() error {
 
 // tail returns up to n of the last non-empty lines the home wrote to the
 // log (looking into home.log.1 when home.log has fewer), joined by " | ",
-// each cut to 200 bytes: a short excerpt for a failure reason. The
+// each an escaped excerpt of at most 200 bytes (fault.Excerpt): a short
+// quote for a failure reason, which no terminal escape of the home's
+// survives. The
 // provider's own lines (isNote) are left out: they say what the provider
 // did, which the reason says already. Errors give "".
 func (l *logFile) tail(n int) string {
@@ -146,10 +150,7 @@ func (l *logFile) tail(n int) string {
 		if line == "" || isNote(line) {
 			continue
 		}
-		if len(line) > 200 {
-			line = line[:200] + "..."
-		}
-		lines = append(lines, line)
+		lines = append(lines, fault.Excerpt(line)) // a home's text: escaped
 	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

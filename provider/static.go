@@ -17,7 +17,8 @@ type Static struct {
 	// Endpoints maps home ids to their base URLs, for homes whose options
 	// name none.
 	Endpoints map[string]string
-	// Client asks homes for their version; nil uses http.DefaultClient.
+	// Client asks homes for their version (following no redirect); nil
+	// uses http.DefaultTransport.
 	Client *http.Client
 }
 
@@ -69,11 +70,7 @@ func (s *Static) Version(ctx context.Context, sp Spec) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("static provider: version of %s: %w", sp.ID, err)
 	}
-	c := s.Client
-	if c == nil {
-		c = http.DefaultClient
-	}
-	res, err := c.Do(req)
+	res, err := HomeClient(s.Client).Do(req)
 	if err != nil {
 		return "", fmt.Errorf("static provider: version of %s: %w", sp.ID, err)
 	}
@@ -82,7 +79,11 @@ func (s *Static) Version(ctx context.Context, sp Spec) (string, error) {
 	if err != nil || res.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("static provider: version of %s: status %d: %v", sp.ID, res.StatusCode, err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	v, err := VersionText(string(b))
+	if err != nil {
+		return "", fmt.Errorf("static provider: version of %s: %w", sp.ID, err)
+	}
+	return v, nil
 }
 
 // Status reports the home as running at its endpoint.

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"html/template"
@@ -96,11 +98,27 @@ type errorDetail struct {
 	RequestID string `json:"request_id,omitempty"`
 }
 
+// errorStyle is the error page's one style sheet, allowed by its hash.
+const errorStyle = `body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:12vh auto;padding:0 1rem;color:#222}
+h1{font-size:1.4rem}code{color:#666;font-size:.85rem}`
+
+// errorPageCSP allows the error page nothing but its own style sheet, and
+// no framing; errorCSP is the same for a JSON error.
+var (
+	errorPageCSP = "default-src 'none'; style-src 'sha256-" + styleHash(errorStyle) + "'; " +
+		"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	errorCSP = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+func styleHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
 var errorPage = template.Must(template.New("error").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{{.Status}} {{.StatusText}}</title>
-<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:12vh auto;padding:0 1rem;color:#222}
-h1{font-size:1.4rem}code{color:#666;font-size:.85rem}</style></head>
+<style>` + errorStyle + `</style></head>
 <body><h1>{{.StatusText}}</h1><p>{{.Message}}</p>{{if .Retry}}<p>Try again in {{.Retry}} seconds.</p>{{end}}
 <p><code>{{.Code}}{{if .RequestID}} · request {{.RequestID}}{{end}}</code></p></body></html>
 `))
@@ -120,6 +138,7 @@ func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
 	}
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
 	retry := fault.RetryAfterSeconds(c.RetryAfter)
 	if retry > 0 {
 		h.Set("Retry-After", strconv.Itoa(retry))
@@ -127,6 +146,7 @@ func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
 	reqID := r.Header.Get("X-Request-Id")
 	if WantsHTML(r) {
 		h.Set("Content-Type", "text/html; charset=utf-8")
+		h.Set("Content-Security-Policy", errorPageCSP)
 		w.WriteHeader(c.Status)
 		_ = errorPage.Execute(w, map[string]any{
 			"Status": c.Status, "StatusText": http.StatusText(c.Status), "Message": c.Message,
@@ -135,6 +155,7 @@ func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
 		return
 	}
 	h.Set("Content-Type", "application/json")
+	h.Set("Content-Security-Policy", errorCSP)
 	w.WriteHeader(c.Status)
 	_ = json.NewEncoder(w).Encode(errorBody{Error: errorDetail{Code: c.Code, Message: c.Message, Field: c.Field, RequestID: reqID}})
 }

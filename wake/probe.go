@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
 // ProbeKind selects how readiness is proven.
@@ -667,6 +669,9 @@ func (r *probeRun) attemptWS(ctx context.Context, target string) (int, error) {
 	}
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return status, nil // the socket stayed open through the window
+	}
+	if ce, ok := errors.AsType[*websocket.CloseError](err); ok {
+		ce.Text = fault.Excerpt(ce.Text) // the home's words, bound for logs and records
 	}
 	return status, fmt.Errorf("ws settle: %w", err)
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -214,7 +215,7 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 		return nil, fmt.Errorf("asking version %s which version it runs: %w", version, err)
 	}
 	if got != version {
-		return nil, fmt.Errorf("version assert: the home reports version %q, want %q", got, version)
+		return nil, fmt.Errorf("version assert: the home reports version \"%s\", want %q", fault.Excerpt(got), version)
 	}
 	return endpoint, nil
 }

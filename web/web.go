@@ -3,7 +3,9 @@
 package web
 
 import (
+	"crypto/rand"
 	"embed"
+	"encoding/base64"
 	"html/template"
 	"io"
 	"strconv"
@@ -46,6 +48,25 @@ type Waiting struct {
 	Elapsed, Expected time.Duration
 	// Code and Message are the public code and sentence of a failed wake.
 	Code, Message string
+	// Nonce is this answer's Content-Security-Policy nonce: a <script> or
+	// <style> element of the page runs only with nonce="{{.Nonce}}"
+	// (WaitingCSP).
+	Nonce string
+}
+
+// WaitingCSP is the waiting page's Content-Security-Policy: its own
+// scripts and styles under nonce, its status stream on its own origin,
+// images from its own origin, nothing else, and no framing.
+func WaitingCSP(nonce string) string {
+	return "default-src 'none'; script-src 'nonce-" + nonce + "'; style-src 'nonce-" + nonce + "'; " +
+		"connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+// NewNonce returns a fresh Content-Security-Policy nonce (128 random bits).
+func NewNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // WaitingTemplate renders a waiting page.
@@ -64,7 +85,7 @@ func ParseWaiting(name, text string) (*WaitingTemplate, error) {
 	}
 	wt := &WaitingTemplate{t: t}
 	sample := Waiting{Name: "sample", Phase: "starting", PhaseText: "Starting…", StatusURL: "/_wakegate/wake/node/sample",
-		RefreshURL: "/_wakegate/wake/node/sample?to=%2F", RefreshSeconds: 3, RetryURL: "/", RequestID: "sample-1"}
+		RefreshURL: "/_wakegate/wake/node/sample?to=%2F", RefreshSeconds: 3, RetryURL: "/", RequestID: "sample-1", Nonce: "c2FtcGxlLW5vbmNl"}
 	if err := wt.Render(io.Discard, sample); err != nil {
 		return nil, err
 	}

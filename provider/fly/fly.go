@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 )
 
@@ -395,7 +396,7 @@ func (p *Provider) version(ctx context.Context, s provider.Spec) (string, error)
 		var a execAnswer
 		if a, err = p.cl.exec(ctx, id, p.cfg.VersionCommand); err == nil && a.ExitCode != 0 {
 			err = &Error{Op: "exec", Machine: id, Code: CodeVersion,
-				Message: fmt.Sprintf("version command exited %d: %s", a.ExitCode, strings.TrimSpace(a.Stderr))}
+				Message: fmt.Sprintf("version command exited %d: %s", a.ExitCode, fault.Excerpt(strings.TrimSpace(a.Stderr)))}
 		}
 		v = a.Stdout
 	case VersionHTTP:
@@ -407,10 +408,13 @@ func (p *Provider) version(ctx context.Context, s provider.Spec) (string, error)
 		}
 		v = md[p.cfg.VersionKey]
 	}
+	if err == nil {
+		v, err = provider.VersionText(v)
+	}
 	if err != nil {
 		return "", fmt.Errorf("version of %s: %w", s.ID, err)
 	}
-	return strings.TrimSpace(v), nil
+	return v, nil
 }
 
 // httpVersion asks GET {endpoint}/version.
@@ -423,7 +427,7 @@ func (p *Provider) httpVersion(ctx context.Context, s provider.Spec, h HomeOptio
 	if err != nil {
 		return "", err
 	}
-	res, err := p.hc.Do(req)
+	res, err := provider.HomeClient(p.hc).Do(req)
 	if err != nil {
 		return "", err
 	}

@@ -188,7 +188,7 @@ func (p *Provider) askHome(ctx context.Context, id, endpoint string) (string, er
 	if err != nil {
 		return "", fmt.Errorf("http provider: version %s: %w", id, err)
 	}
-	res, err := p.c.Client.Do(req)
+	res, err := provider.HomeClient(p.c.Client).Do(req)
 	if err != nil {
 		return "", fmt.Errorf("http provider: version %s: ask the home: %w", id, err)
 	}
@@ -200,7 +200,11 @@ func (p *Provider) askHome(ctx context.Context, id, endpoint string) (string, er
 	if res.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("http provider: version %s: the home answered %d", id, res.StatusCode)
 	}
-	return strings.TrimSpace(string(b)), nil
+	v, err := provider.VersionText(string(b))
+	if err != nil {
+		return "", fmt.Errorf("http provider: version %s: %w", id, err)
+	}
+	return v, nil
 }
 
 // bound gives ctx the default operation deadline when it has none.

@@ -1,0 +1,108 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/fault"
+)
+
+// internalListener counts the requests that reach it: a stand-in for an
+// address on the gateway's machine that homes must not make it call.
+func internalListener(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "internal-secret\x1b]0;owned\a")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// A static home answering /version with a redirect to an internal
+// listener: the version check fails on the redirect and the listener sees
+// no request; a version holding terminal escapes is refused and quoted
+// escaped only.
+func TestStaticVersionFollowsNoRedirect(t *testing.T) {
+	internal, hits := internalListener(t)
+	answer := atomic.Value{}
+	answer.Store("redirect")
+	home := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch answer.Load() {
+		case "redirect":
+			http.Redirect(w, r, internal.URL+"/anything", http.StatusFound)
+		case "escape":
+			fmt.Fprint(w, "v1\x1b]0;TITLE\a")
+		default:
+			fmt.Fprint(w, "v2\n")
+		}
+	}))
+	t.Cleanup(home.Close)
+	s := &Static{Endpoints: map[string]string{"h": home.URL}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	v, err := s.Version(ctx, Spec{ID: "h"})
+	if err == nil {
+		t.Errorf("a redirected version check answered %q; want an error", v)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the internal listener got %d requests through the home's redirect; want 0", n)
+	}
+	answer.Store("escape")
+	v, err = s.Version(ctx, Spec{ID: "h"})
+	if err == nil || strings.ContainsAny(err.Error(), "\x1b\a") || !strings.Contains(err.Error(), `\x1b`) {
+		t.Errorf("a version with escapes: %q, %v; want an error quoting it escaped", v, err)
+	}
+	answer.Store("ok")
+	if v, err = s.Version(ctx, Spec{ID: "h"}); err != nil || v != "v2" {
+		t.Errorf("a plain version: %q, %v; want v2", v, err)
+	}
+}
+
+// An exec home answering /version with a redirect to an internal listener
+// on loopback: the version check fails and the listener sees no request.
+func TestExecVersionFollowsNoRedirect(t *testing.T) {
+	internal, hits := internalListener(t)
+	e := newExec(t, testConfig(testDataDir(t)))
+	s := Spec{ID: "h1", Target: "alice", Version: "v1",
+		Env: []string{"EXEC_TEST_VERSION_REDIRECT=" + internal.URL + "/anything"}}
+	r := wake(t, e, s)
+	waitReady(t, r.Endpoint) // the test's own client follows the redirect
+	hits.Store(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.Ref = r.Ref
+	v, err := e.Version(ctx, s)
+	if err == nil {
+		t.Errorf("a redirected version check answered %q; want an error", v)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the internal listener got %d requests through the home's redirect; want 0", n)
+	}
+}
+
+// The last log lines a failure reason quotes are escaped and bounded: a
+// home's terminal escapes never reach the record or the operator's
+// terminal as written.
+func TestLogTailEscapesHomeText(t *testing.T) {
+	l := newLogFile(filepath.Join(t.TempDir(), "home.log"), 1<<20)
+	if _, err := l.Write([]byte("boom \x1b]0;owned\a\x1b[2J\n" + strings.Repeat("z", 500) + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := l.tail(2)
+	if strings.ContainsAny(got, "\x1b\a") || !strings.Contains(got, `boom \x1b]0;owned\a\x1b[2J`) {
+		t.Errorf("tail = %q; want the escapes written as text", got)
+	}
+	if len(got) > 2*fault.ExcerptBytes+10 {
+		t.Errorf("tail is %d bytes; want each line cut to %d", len(got), fault.ExcerptBytes)
+	}
+}
