@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -565,7 +566,21 @@ func keepAliveClient(gw string, ids *soakIDs, tally *soakTally, stop <-chan stru
 	}
 }
 
-// TestAdversarialSoak runs, for about 30 s on each server of the public
+// soakFor is how long TestAdversarialSoak runs on each server: 60 s, or
+// the duration in WAKEGATE_SOAK (for longer runs by hand).
+func soakFor(t *testing.T) time.Duration {
+	v := os.Getenv("WAKEGATE_SOAK")
+	if v == "" {
+		return 60 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("WAKEGATE_SOAK=%q: want a positive duration such as 5m", v)
+	}
+	return d
+}
+
+// TestAdversarialSoak runs, for a minute (soakFor) on each server of the public
 // listener (server.http1_server wakegate and net/http), all the hostile
 // upstreams and clients above at once, through the real gateway. It fails
 // on any panic or race report (the gateway runs in the test process), and
@@ -575,6 +590,7 @@ func TestAdversarialSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of traffic")
 	}
+	soak := soakFor(t)
 	for _, http1 := range []string{"wakegate", "net/http"} {
 		t.Run(strings.ReplaceAll(http1, "/", "-"), func(t *testing.T) {
 			up := newHostileUpstream(t)
@@ -592,7 +608,7 @@ func TestAdversarialSoak(t *testing.T) {
 			wg.Go(func() { abandoner(gw, ids, tally, stop) })
 			wg.Go(func() { keepAliveClient(gw, ids, tally, stop) })
 			wg.Go(func() { keepAliveClient(gw, ids, tally, stop) })
-			time.Sleep(30 * time.Second)
+			time.Sleep(soak)
 			close(stop)
 			wg.Wait()
 			if d := up.duplicates(); len(d) > 0 {
