@@ -254,6 +254,9 @@ func printStatus(w io.Writer, s admin.Status) {
 	for _, p := range s.Problems {
 		fmt.Fprintln(w, "problem:", p)
 	}
+	for _, m := range s.Warnings {
+		fmt.Fprintln(w, "warning:", m)
+	}
 }
 
 // printFleet prints the live gateways of a fleet (none on a gateway of

@@ -130,6 +130,10 @@ type About struct {
 	// Degraded says why the fleet's shared store does not answer; "" while
 	// it does (and for a gateway on its own store).
 	Degraded string
+	// Warnings are what an operator should know that does not make the
+	// instance unhealthy (homes that share the gateway's user), one
+	// sentence each with the way out.
+	Warnings []string
 }
 
 // Options configures a Server.

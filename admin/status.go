@@ -23,9 +23,12 @@ type Status struct {
 	Draining  bool      `json:"draining"`
 	// Degraded says why the fleet's shared store does not answer ("" when
 	// it does): warm homes serve, wakes answer 503 until it is back.
-	Degraded string      `json:"degraded,omitempty"`
-	Healthy  bool        `json:"healthy"`
-	Problems []string    `json:"problems"`
+	Degraded string   `json:"degraded,omitempty"`
+	Healthy  bool     `json:"healthy"`
+	Problems []string `json:"problems"`
+	// Warnings are what the operator should know that does not make the
+	// instance unhealthy, one sentence each with the way out.
+	Warnings []string    `json:"warnings,omitempty"`
 	Counts   StatusCount `json:"counts"`
 	// Homes and Apps are filled with ?full=true.
 	Homes []HomeView `json:"homes,omitempty"`
@@ -80,7 +83,7 @@ func (s *Server) status(ctx context.Context, full bool) (Status, error) {
 	apps := s.b.ListApps()
 	st := Status{Instance: ab.Instance, Version: ab.Version, StartedAt: ab.StartedAt.UTC(),
 		UptimeS: time.Since(ab.StartedAt).Round(time.Millisecond).Seconds(), Draining: ab.Draining,
-		Problems: problems(homes, apps, ab.Draining), Counts: StatusCount{Homes: len(homes), Apps: len(apps)}}
+		Problems: problems(homes, apps, ab.Draining), Warnings: ab.Warnings, Counts: StatusCount{Homes: len(homes), Apps: len(apps)}}
 	for _, h := range homes {
 		st.Counts.Sessions += h.Sessions
 		if registry.Status(h.Status) == registry.StatusRunning {
