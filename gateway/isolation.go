@@ -54,10 +54,11 @@ func (g *Gateway) sharedUserWarning() string {
 }
 
 // logSharedUser says at start, once, that exec homes run as the gateway's
-// user, with the cause and the ways out.
+// user, with the cause and the ways out, when two or more do: a single
+// home reaching the gateway's files is the operator's own.
 func (g *Gateway) logSharedUser() {
 	why, n := g.sharedUser()
-	if why == "" || n == 0 {
+	if why == "" || n < 2 {
 		return
 	}
 	g.log.Warn("exec homes run as the gateway's own user: each can read the gateway's store and secret files, "+
