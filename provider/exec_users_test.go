@@ -93,6 +93,14 @@ func TestHomesRunAsUsersOfTheirOwn(t *testing.T) {
 	if why := e.SharedUser(); why != "" {
 		t.Fatalf("SharedUser = %q with users dynamic as root", why)
 	}
+	// A folder from before homes had users of their own is handed over.
+	old := filepath.Join(dir, "homes", "h1", "old")
+	if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, []byte("written as root"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r1 := wake(t, e, Spec{ID: "h1"})
 	r2 := wake(t, e, Spec{ID: "h2"})
 	waitReady(t, r1.Endpoint)
@@ -125,8 +133,10 @@ func TestHomesRunAsUsersOfTheirOwn(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "homes", "h2", "private"), []byte("h2's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok := readAs(t, r1.Endpoint, filepath.Join(dir, "homes", "h1", "pids")); !ok {
-		t.Fatalf("home h1 cannot read its own folder: %s", got)
+	for _, own := range []string{filepath.Join(dir, "homes", "h1", "pids"), old} {
+		if got, ok := readAs(t, r1.Endpoint, own); !ok {
+			t.Fatalf("home h1 cannot read %s in its own folder: %s", own, got)
+		}
 	}
 	for _, p := range []string{
 		filepath.Join(dir, "homes", "h2", "private"), filepath.Join(dir, "exec", "h1", "home.ref"),
