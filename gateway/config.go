@@ -469,7 +469,10 @@ type HomeConfig struct {
 	// Default (when empty): the home's own folder, data_dir/homes/{id}.
 	WorkingDir string `yaml:"working_dir"`
 	// Options are the home's provider-specific settings, a mapping that its
-	// provider documents (static: endpoint). Default none.
+	// provider documents (static: endpoint; exec: user, an account of the
+	// system the home runs as instead of the uid exec.users hands it, which
+	// needs exec.users auto or dynamic under a root gateway and is never
+	// root). Default none.
 	Options map[string]any `yaml:"options"`
 	// Probe is how this home's readiness is proven: a kind ("auto", "ws",
 	// "http" or "tcp"), or a mapping of kind, path (the http probe's path,

@@ -194,6 +194,9 @@ type runSpec struct {
 	// relayToken is the home's own relay token, given to it in
 	// WAKEGATE_RELAY_TOKEN; "" for none.
 	relayToken string
+	// user is the account the home runs as (option user); "" for the uid
+	// exec.users hands it, or the gateway's user.
+	user string
 }
 
 // exitEvent tells the supervisor that a watched process is gone.
@@ -571,12 +574,12 @@ func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (st
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = h.dir
 	cmd.Env = e.homeEnv(h, p.port, runSpec{version: s.Version, target: s.Target, env: s.Env, relayToken: s.RelayToken})
-	if e.users != nil {
-		uid, err := e.users.uidFor(h.id)
-		if err != nil {
-			return "", err
-		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: credential(uid)}
+	cred, err := e.userOf(h, homeUser(s.Options))
+	if err != nil {
+		return "", err
+	}
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}
 	var stdout, stderr strings.Builder
 	cmd.Stdout = &limitedWriter{w: &stdout, n: maxVersionBytes}
@@ -898,6 +901,7 @@ func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
 	}
 	// A restart of an adopted process starts it as the home is declared.
 	p.spec.env, p.spec.dir, p.spec.relayToken = append([]string(nil), s.Env...), s.Dir, s.RelayToken
+	p.spec.user = homeUser(s.Options)
 	if err := e.watch(h, p); err != nil {
 		if errors.Is(err, errProcGone) {
 			return nil, nil
@@ -914,7 +918,7 @@ func (e *Exec) specFor(s Spec) runSpec {
 		cmd = e.cfg.Command
 	}
 	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target,
-		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken}
+		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options)}
 }
 
 // spawn starts a process for h from sp, in its own process group, with its
@@ -923,16 +927,14 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	if len(sp.command) == 0 || sp.command[0] == "" {
 		return nil, errors.New("empty command")
 	}
-	var cred *syscall.Credential
-	if e.users != nil {
-		uid, err := e.users.uidFor(h.id)
-		if err != nil {
+	cred, err := e.userOf(h, sp.user)
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := prepareFolder(h, cred.Uid, cred.Gid); err != nil {
 			return nil, err
 		}
-		if err := prepareFolder(h, uid); err != nil {
-			return nil, err
-		}
-		cred = credential(uid)
 	}
 	if err := os.MkdirAll(h.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("home dir: %w", err)

@@ -161,10 +161,70 @@ func systemAccount(uid uint32) bool {
 	return err == nil
 }
 
-// credential is how a process of a home with uid runs: that uid, the gid
-// of the same number, and no supplementary group.
-func credential(uid uint32) *syscall.Credential {
-	return &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
+// credential is how a process of a home runs: uid and gid, and no
+// supplementary group.
+func credential(uid, gid uint32) *syscall.Credential {
+	return &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
+}
+
+// ExecOptions are an exec home's options.
+type ExecOptions struct {
+	// User is an account of the system the home runs as, instead of the
+	// uid exec.users hands it: for a home that needs a known user (its
+	// files elsewhere, a sudoers rule). Needs exec.users auto or dynamic
+	// under a root gateway; never root. Default: the handed uid.
+	User string `json:"user,omitempty"`
+}
+
+// homeUser is the user option of a home's options; "" when none (or
+// unreadable: CheckHome refused those).
+func homeUser(opts []byte) string {
+	var o ExecOptions
+	if DecodeOptions(opts, &o) != nil {
+		return ""
+	}
+	return o.User
+}
+
+// lookupHomeUser finds the uid and gid of account name, which must not
+// be root.
+func lookupHomeUser(name string) (uid, gid uint32, err error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("user %q: %w", name, err)
+	}
+	id, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	g, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("user %q has uid %q gid %q: not numbers", name, u.Uid, u.Gid)
+	}
+	if id == 0 || g == 0 {
+		return 0, 0, fmt.Errorf("user %q is root (uid %d gid %d): a home never runs as root", name, id, g)
+	}
+	return uint32(id), uint32(g), nil
+}
+
+// userOf is how h's processes run: as account name when set, else as the
+// uid exec.users handed h; nil for the gateway's own user.
+func (e *Exec) userOf(h *home, name string) (*syscall.Credential, error) {
+	if name != "" {
+		if e.users == nil {
+			return nil, fmt.Errorf("home runs as user %q, which needs exec.users auto or dynamic under a root gateway: %s", name, e.sharedWhy)
+		}
+		uid, gid, err := lookupHomeUser(name)
+		if err != nil {
+			return nil, err
+		}
+		return credential(uid, gid), nil
+	}
+	if e.users == nil {
+		return nil, nil
+	}
+	uid, err := e.users.uidFor(h.id)
+	if err != nil {
+		return nil, err
+	}
+	return credential(uid, uid), nil
 }
 
 // unreachable returns what on the way to path (its parent directories,
@@ -257,10 +317,10 @@ func setUpUsers(cfg ExecConfig, self string) (*userTable, string, error) {
 }
 
 // prepareFolder makes h's folder (and its TMPDIR, .tmp inside it) belong
-// to uid with mode 0700. A folder that another user owns (a home started
-// before homes had users of their own) is handed over whole, once: no
-// process of uid can run yet, so nothing in it moves under the walk.
-func prepareFolder(h *home, uid uint32) error {
+// to uid and gid with mode 0700. A folder that another user owns (a home
+// started before homes had users of their own) is handed over whole, once:
+// no process of uid runs in it yet, so nothing in it moves under the walk.
+func prepareFolder(h *home, uid, gid uint32) error {
 	if err := os.MkdirAll(h.dir, 0o700); err != nil {
 		return fmt.Errorf("home dir: %w", err)
 	}
@@ -272,12 +332,12 @@ func prepareFolder(h *home, uid uint32) error {
 	if !st.IsDir() || !ok {
 		return fmt.Errorf("home dir %s is not a directory", h.dir)
 	}
-	if sys.Uid != uid || sys.Gid != uid {
+	if sys.Uid != uid || sys.Gid != gid {
 		err := filepath.WalkDir(h.dir, func(p string, _ fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			return os.Lchown(p, int(uid), int(uid))
+			return os.Lchown(p, int(uid), int(gid))
 		})
 		if err != nil {
 			return fmt.Errorf("home dir: giving it to uid %d: %w", uid, err)
@@ -290,7 +350,7 @@ func prepareFolder(h *home, uid uint32) error {
 	switch err := os.Mkdir(tmp, 0o700); {
 	case err == nil:
 		// Lchown: the name is in a folder uid writes to.
-		if err := os.Lchown(tmp, int(uid), int(uid)); err != nil {
+		if err := os.Lchown(tmp, int(uid), int(gid)); err != nil {
 			return fmt.Errorf("home tmp: %w", err)
 		}
 	case !errors.Is(err, fs.ErrExist):

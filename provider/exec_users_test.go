@@ -206,3 +206,36 @@ func TestUsersAutoSaysWhyHomesShareTheUser(t *testing.T) {
 		t.Fatalf("NewExec with a uid given to two homes: %v", err)
 	}
 }
+
+// A home may name an account of the system to run as (option user),
+// instead of the uid it would be handed; root is refused, and so is a
+// named user without exec.users.
+func TestHomeRunsAsNamedUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root starts processes as other users")
+	}
+	dir := testDataDir(t)
+	openToOthers(t, dir)
+	cfg := testConfig(dir)
+	cfg.Command = selfForOthers(t)
+	cfg.Users = ExecUsers{Mode: UsersDynamic}
+	e := newExec(t, cfg)
+	r := wake(t, e, Spec{ID: "h1", Options: []byte(`{"user": "nobody"}`)})
+	waitReady(t, r.Endpoint)
+	if in := info(t, r.Endpoint); in.UID != 65534 || len(in.Groups) != 0 {
+		t.Fatalf("home with user nobody runs as uid %d groups %v", in.UID, in.Groups)
+	}
+	if _, err := e.Wake(context.Background(), Spec{ID: "h2", Options: []byte(`{"user": "root"}`)}); err == nil ||
+		!strings.Contains(err.Error(), "never runs as root") {
+		t.Fatalf("wake as root: %v", err)
+	}
+	if ps := ExecFactory(cfg).CheckHome(Settings{Options: []byte(`{"user": "root"}`)}); len(ps) != 1 || ps[0].Field != "options.user" {
+		t.Fatalf("CheckHome of user root: %v", ps)
+	}
+	cfg.Users = ExecUsers{Mode: UsersOff}
+	off := newExec(t, cfg)
+	if _, err := off.Wake(context.Background(), Spec{ID: "h3", Options: []byte(`{"user": "nobody"}`)}); err == nil ||
+		!strings.Contains(err.Error(), "needs exec.users") {
+		t.Fatalf("wake as a named user with exec.users off: %v", err)
+	}
+}
