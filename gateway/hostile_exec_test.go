@@ -27,6 +27,7 @@ type hostileReport struct {
 	Admin      map[string]any    `json:"admin"`
 	Victim     map[string]any    `json:"victim"`
 	VictimAddr string            `json:"victim_addr"`
+	Signals    map[string]string `json:"signals"`
 	Candidates int               `json:"candidates"`
 }
 
@@ -196,7 +197,8 @@ func (g *hostileGateway) attack(t *testing.T) hostileReport {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("report %s: %v", b, err)
 	}
-	t.Logf("hostile home: uid %d, %d candidate secrets; reads %v; admin %v; victim %v", rep.UID, rep.Candidates, rep.Reads, rep.Admin, rep.Victim)
+	t.Logf("hostile home: uid %d, %d candidate secrets; reads %v; admin %v; victim %v; signals %v",
+		rep.UID, rep.Candidates, rep.Reads, rep.Admin, rep.Victim, rep.Signals)
 	if rep.VictimAddr == "" {
 		t.Fatal("the hostile home did not find the victim's port: the direct attempt did not run")
 	}
@@ -232,8 +234,8 @@ func answered(m map[string]any) []string {
 // A hostile home under a root gateway (a user per home) tries everything:
 // the gateway's secrets in its environment, the store, the admin token
 // file, the other home's folder and log, the gateway's and the other
-// home's /proc environ, the admin API and the other home's port with
-// whatever it found. Every attempt fails.
+// home's /proc environ, signals to both, the admin API and the other
+// home's port with whatever it found. Every attempt fails.
 func TestHostileHomeUnderRootGateway(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: a user per home is arranged by a root gateway")
@@ -259,6 +261,11 @@ func TestHostileHomeUnderRootGateway(t *testing.T) {
 	if a := answered(rep.Admin); len(a) > 0 {
 		t.Errorf("the admin API answered the hostile home: %v of %v", a, rep.Admin)
 	}
+	for _, who := range []string{"gateway", "victim"} {
+		if got := rep.Signals[who]; !strings.HasPrefix(got, "denied: PermissionError") {
+			t.Errorf("the hostile home may signal the %s: %q", who, got)
+		}
+	}
 	if a := answered(rep.Victim); len(a) > 0 {
 		t.Errorf("the victim home answered the hostile home directly: %v of %v", a, rep.Victim)
 	}
@@ -282,8 +289,8 @@ func TestHostileHomeUnderRootGateway(t *testing.T) {
 // not in the home's environment, and the gateway's /proc environ is
 // closed. What is not, as documented: the store, the admin token file, the
 // other home's folder and environ (so its relay token), and with them the
-// admin API and the other home. The gateway says so at start and status
-// warns.
+// admin API and the other home; signals to the gateway and the other home.
+// The gateway says so at start and status warns.
 func TestHostileHomeUnderUnprivilegedGateway(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to start the gateway as another user")
@@ -307,6 +314,9 @@ func TestHostileHomeUnderUnprivilegedGateway(t *testing.T) {
 		if got := reads(path); strings.HasPrefix(got, "denied") || got == "" {
 			t.Errorf("%s: %q; documented as reachable to homes of an unprivileged gateway (the test is stale?)", path, got)
 		}
+	}
+	if rep.Signals["gateway"] != "allowed" || rep.Signals["victim"] != "allowed" {
+		t.Errorf("signals %v: documented as allowed to homes of an unprivileged gateway", rep.Signals)
 	}
 	if len(answered(rep.Admin)) == 0 || len(answered(rep.Victim)) == 0 {
 		t.Errorf("with the token file and the victim's environ readable, the admin API (%v) and the victim (%v) "+

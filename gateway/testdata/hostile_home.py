@@ -10,7 +10,7 @@ import urllib.request
 
 port, folder, admin, data, token_file = sys.argv[1:6]
 report = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
-          "env": dict(os.environ), "reads": {}, "admin": {}, "victim": {}}
+          "env": dict(os.environ), "reads": {}, "admin": {}, "victim": {}, "signals": {}}
 # Candidate secrets: long values of the environment and whole small files.
 found = {v for v in os.environ.values() if len(v) >= 16 and "/" not in v}
 
@@ -74,6 +74,13 @@ for path in [os.path.join(data, "state.db"), token_file, os.path.dirname(token_f
              os.path.join(data, "exec", "victim", "home.log"), os.path.join(data, "exec", "victim", "home.ref"),
              "/proc/%d/environ" % os.getppid(), "/proc/%s/environ" % victim_pid]:
     try_read(path)
+# Signal 0 asks the kernel whether a signal would be allowed, and sends none.
+for name, pid in [("gateway", os.getppid()), ("victim", int(victim_pid or 0))]:
+    try:
+        os.kill(pid, 0)
+        report["signals"][name] = "allowed"
+    except Exception as e:  # noqa: BLE001
+        report["signals"][name] = "denied: " + type(e).__name__
 own = os.environ.get("WAKEGATE_RELAY_TOKEN")
 candidates = sorted(found - {own})
 for i, tok in enumerate([None] + candidates):
