@@ -338,6 +338,13 @@ func TestHostileHomeUnderUnprivilegedGateway(t *testing.T) {
 	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "2 exec homes run as the gateway's user") {
 		t.Errorf("status warnings %q, want one saying the 2 exec homes share the gateway's user", st.Warnings)
 	}
+	// Not dumpable, the gateway still reads its own /proc for its metrics.
+	req, _ = http.NewRequest(http.MethodGet, "http://"+g.admin+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+g.adminToken)
+	res, body = e2eDo(t, req)
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "\nprocess_open_fds ") {
+		t.Errorf("metrics of a gateway that is not dumpable: %d, process_open_fds missing", res.StatusCode)
+	}
 }
 
 // gatewayPID is the pid of the hostile gateway: the parent of its homes.
