@@ -55,6 +55,14 @@ type hostileGateway struct {
 // test builds it in, so a home's own user may run it ({self}).
 func startHostileGateway(t *testing.T, uid int) *hostileGateway {
 	t.Helper()
+	for d := filepath.Clean(os.TempDir()); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm()&0o001 == 0 {
+			t.Skipf("%s is closed to other users: homes of their own users could not reach a data_dir under it", d)
+		}
+		if d == "/" {
+			break
+		}
+	}
 	base := t.TempDir()
 	for d := base; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
 		if err := os.Chmod(d, 0o711); err != nil {
