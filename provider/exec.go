@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -40,9 +41,11 @@ type ExecConfig struct {
 	// children in the home's process group, which a stop ends too.
 	Command []string
 	// DataDir is the root data directory. Each home gets DataDir/homes/<id>/
-	// (created 0700), which is {data_dir}, the home's working directory and
-	// where its log (home.log) and the provider's record of its last process
-	// (home.ref) live. Required; made absolute.
+	// (created 0700), which is {data_dir}, HOME and the home's working
+	// directory, and where its log (home.log) and the provider's record of
+	// its last process (home.ref) live, unless homes have users of their
+	// own: those two are then in DataDir/exec/<id>/, which the home cannot
+	// write to. Required; made absolute.
 	DataDir string
 	// Env is extra KEY=VALUE entries for each home and for VersionCommand.
 	// A home's environment is built from nothing (see homeEnv): it never
@@ -969,6 +972,10 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	// when it has one (cred), without supplementary groups.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
+		if cred != nil && errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
+				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", args[0], cred.Uid, err)
+		}
 		return nil, fmt.Errorf("start %s: %w", args[0], err)
 	}
 	id, err := childIdentity(cmd)

@@ -248,3 +248,25 @@ func TestHomeRunsAsNamedUser(t *testing.T) {
 		t.Fatalf("wake as a named user with exec.users off: %v", err)
 	}
 }
+
+// A program closed to the home's user fails the start with the cause and
+// the way out.
+func TestClosedProgramNamesTheFix(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root starts processes as other users")
+	}
+	dir := testDataDir(t)
+	openToOthers(t, dir)
+	cfg := testConfig(dir)
+	cfg.Command = selfForOthers(t)
+	cfg.Users = ExecUsers{Mode: UsersDynamic}
+	e := newExec(t, cfg)
+	closed := filepath.Join(t.TempDir(), "closed")
+	if err := os.WriteFile(closed, []byte("#!/bin/sh\nexit 0\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Wake(context.Background(), Spec{ID: "h1", Command: []string{closed}})
+	if err == nil || !strings.Contains(err.Error(), "chmod o+rx") {
+		t.Fatalf("wake of a program closed to the home's user: %v", err)
+	}
+}
