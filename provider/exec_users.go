@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,23 +124,12 @@ func (t *userTable) uidFor(id string) (uint32, error) {
 
 // save writes the table atomically; t.mu is held.
 func (t *userTable) save() error {
-	ids := make([]string, 0, len(t.homes))
-	for id := range t.homes {
-		ids = append(ids, id)
+	b, err := json.MarshalIndent(usersRecord{Homes: t.homes}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("home users: %w", err)
 	}
-	sort.Strings(ids)
-	var b strings.Builder
-	b.WriteString("{\"homes\": {")
-	for i, id := range ids {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		k, _ := json.Marshal(id)
-		fmt.Fprintf(&b, "\n  %s: %d", k, t.homes[id])
-	}
-	b.WriteString("\n}}\n")
 	tmp := t.path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("home users: %w", err)
 	}
 	if err := os.Rename(tmp, t.path); err != nil {
