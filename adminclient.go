@@ -328,6 +328,9 @@ func printStatus(w io.Writer, s admin.Status) {
 	for _, p := range s.Warnings {
 		fmt.Fprintln(w, "warning:", p)
 	}
+	for _, m := range s.Warnings {
+		fmt.Fprintln(w, "warning:", m)
+	}
 }
 
 // printFleet prints the live gateways of a fleet (none on a gateway of

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -91,5 +92,17 @@ apps:
 	closed := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
 	if code := run([]string{"status", "--admin", closed, "--token", token}, &o, &e); code != statusNoAnswer {
 		t.Errorf("status with no admin listener: exit %d, want %d\n%s", code, statusNoAnswer, e.String())
+	}
+}
+
+// A warning of the status (exec homes that share the gateway's user) is
+// printed after the tables, and does not make the instance unhealthy.
+func TestStatusPrintsWarnings(t *testing.T) {
+	var out bytes.Buffer
+	printStatus(&out, admin.Status{Healthy: true, Version: "v", Instance: "i",
+		Warnings: []string{"2 exec homes run as the gateway's user (uid 1000) because it is not root"}})
+	got := out.String()
+	if !strings.Contains(got, "healthy") || !strings.Contains(got, "\nwarning: 2 exec homes run as the gateway's user") {
+		t.Fatalf("status printed:\n%s", got)
 	}
 }

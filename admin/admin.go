@@ -134,9 +134,11 @@ type About struct {
 	// Degraded says why the fleet's shared store does not answer; "" while
 	// it does (and for a gateway on its own store).
 	Degraded string
-	// Warnings are what the configuration leaves shared between tenants
-	// (homes of several owners on one origin, a shared relay token), one
-	// sentence each. They do not make the instance unhealthy.
+	// Warnings are what an operator should know that does not make the
+	// instance unhealthy, one sentence each with the way out: what the
+	// configuration leaves shared between tenants (homes of several owners
+	// on one origin, a shared relay token, exec homes that share the
+	// gateway's user).
 	Warnings []string
 }
 

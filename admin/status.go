@@ -26,8 +26,9 @@ type Status struct {
 	Degraded string   `json:"degraded,omitempty"`
 	Healthy  bool     `json:"healthy"`
 	Problems []string `json:"problems"`
-	// Warnings are what the configuration leaves shared between tenants,
-	// one sentence each with the way out; they leave Healthy as it is.
+	// Warnings are what the operator should know that does not make the
+	// instance unhealthy (what tenants share), one sentence each with the
+	// way out; they leave Healthy as it is.
 	Warnings []string    `json:"warnings,omitempty"`
 	Counts   StatusCount `json:"counts"`
 	// Homes and Apps are filled with ?full=true.

@@ -368,8 +368,46 @@ type ExecConfig struct {
 	// VersionCommand, if set, is run to learn the version a home really
 	// runs. Default none: GET /version on the home.
 	VersionCommand []string `yaml:"version_command"`
-	// Env are extra KEY=VALUE entries for homes' environment. Default none.
+	// Env are extra KEY=VALUE entries for homes' environment (and the
+	// version command's). A home's environment is built from nothing, never
+	// from the gateway's own (which holds its secrets): PATH (the gateway's,
+	// or a standard one), HOME (the home's folder), TMPDIR, LANG, LANGUAGE,
+	// LC_* and TZ, WAKEGATE_PORT, WAKEGATE_TARGET, WAKEGATE_VERSION,
+	// WAKEGATE_HOME (its id) and WAKEGATE_RELAY_TOKEN (its own relay token,
+	// when it has one), then inherit_env, then these, then the home's own
+	// env. Default none.
 	Env []string `yaml:"env"`
+	// InheritEnv names variables of the gateway's environment that every
+	// home (and the version command) gets as they are, on purpose; an unset
+	// one is left out. For one home only, give it env: ["NAME=${NAME}"].
+	// Default none.
+	InheritEnv []string `yaml:"inherit_env"`
+	// Users says which user homes run as.
+	Users ExecUsersConfig `yaml:"users"`
+}
+
+// ExecUsersConfig says which user each exec home runs as.
+type ExecUsersConfig struct {
+	// Mode is "auto" (default, and when empty): when the gateway runs as
+	// root, each home runs as a user of its own, a uid from Range with the
+	// gid of the same number and no supplementary group, and owns its
+	// folder (mode 0700); data_dir and data_dir/homes become 0711 and the
+	// gateway keeps each home's log and process record in data_dir/exec
+	// (0700), so a home reads neither the store, nor secret files, nor
+	// another home's folder. When it cannot (not root; data_dir, or the
+	// wakegate binary when a command runs {self}, closed to other users),
+	// homes run as the gateway's user and the gateway says why at start
+	// and in status. "dynamic": the same, but the gateway refuses to start
+	// when it cannot. "off": homes run as the gateway's user.
+	Mode string `yaml:"mode"`
+	// Range is the uids handed to homes, "FIRST-LAST". A home keeps the uid
+	// it was given (data_dir/exec/users.json) and no uid is ever given to a
+	// second home; uids naming accounts of the system are skipped. Give
+	// each gateway on one machine a range of its own. Default
+	// "61184-65519".
+	Range string `yaml:"range"`
+
+	first, last uint32 // Range, parsed
 }
 
 // AdminConfig configures the admin listener: the admin API, the dashboard
@@ -477,7 +515,10 @@ type HomeConfig struct {
 	// Default (when empty): the home's own folder, data_dir/homes/{id}.
 	WorkingDir string `yaml:"working_dir"`
 	// Options are the home's provider-specific settings, a mapping that its
-	// provider documents (static: endpoint). Default none.
+	// provider documents (static: endpoint; exec: user, an account of the
+	// system the home runs as instead of the uid exec.users hands it, which
+	// needs exec.users auto or dynamic under a root gateway and is never
+	// root). Default none.
 	Options map[string]any `yaml:"options"`
 	// Probe is how this home's readiness is proven: a kind ("auto", "ws",
 	// "http" or "tcp"), or a mapping of kind, path (the http probe's path,

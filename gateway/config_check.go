@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -254,6 +255,35 @@ func (e *ExecConfig) validate(k checker) {
 	if e.RestartBudget < 0 {
 		k.bad("restart_budget", "must not be negative")
 	}
+	for i, n := range e.InheritEnv {
+		if !envNameRE.MatchString(n) {
+			k.bad(fmt.Sprintf("inherit_env[%d]", i), "want a variable name, got %q", n)
+		}
+	}
+	uk := k.in("users")
+	uk.oneOf("mode", e.Users.Mode, provider.UsersAuto, provider.UsersDynamic, provider.UsersOff)
+	first, last, ok := parseUIDRange(e.Users.Range)
+	if !ok {
+		uk.bad("range", "want FIRST-LAST, uids with 0 < FIRST <= LAST < 2147483648, got %q", e.Users.Range)
+	}
+	e.Users.first, e.Users.last = first, last
+}
+
+// envNameRE is a portable environment variable name.
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// parseUIDRange parses "FIRST-LAST".
+func parseUIDRange(s string) (first, last uint32, ok bool) {
+	a, b, found := strings.Cut(strings.TrimSpace(s), "-")
+	if !found {
+		return 0, 0, false
+	}
+	f, err1 := strconv.ParseUint(strings.TrimSpace(a), 10, 31)
+	l, err2 := strconv.ParseUint(strings.TrimSpace(b), 10, 31)
+	if err1 != nil || err2 != nil || f == 0 || f > l {
+		return 0, 0, false
+	}
+	return uint32(f), uint32(l), true
 }
 
 // shortTokenMessage says that the admin token of reference ref, n

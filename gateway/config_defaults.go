@@ -132,6 +132,8 @@ func (e *ExecConfig) defaults() {
 	def(&e.LogMaxBytes, 1<<20)
 	def(&e.RestartBudget, 3)
 	def(&e.RestartWindow, 60*time.Second)
+	def(&e.Users.Mode, provider.UsersAuto)
+	def(&e.Users.Range, fmt.Sprintf("%d-%d", provider.DefaultUsersFirst, provider.DefaultUsersLast))
 }
 
 func (a *AdminConfig) defaults() {

@@ -176,6 +176,20 @@ apps:
 `)
 }
 
+func TestConfigExecIsolationChecked(t *testing.T) {
+	checkMarks(t, "isolation.yaml", `listen: "127.0.0.1:0"
+exec:
+  inherit_env: [LANG_OK, "NOT=A NAME"] # want exec.inherit_env[1]
+  users:
+    mode: sometimes                   # want exec.users.mode
+    range: "65519-61184"              # want exec.users.range
+`)
+	checkMarks(t, "range.yaml", `listen: "127.0.0.1:0"
+exec:
+  users: {range: "0-100"}             # want exec.users.range
+`)
+}
+
 func TestConfigUnknownFields(t *testing.T) {
 	checkMarks(t, "unknown.yaml", `listen: "127.0.0.1:0"
 wake:

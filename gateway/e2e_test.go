@@ -349,19 +349,20 @@ wake:
   idle_timeout: 0s
 homes:
   - id: secret
-    relay_token: env:WAKEGATE_RELAY_TOKEN
+    relay_token: env:E2E_RELAY_SECRET
 `
 
 // TestRelayToken runs a home that requires its relay token: the demo home
-// reads the same WAKEGATE_RELAY_TOKEN from the environment it inherits from
-// the gateway, and answers 401 to any /node/ request without that exact
+// reads it from WAKEGATE_RELAY_TOKEN, which the exec provider sets to the
+// home's own token (the gateway's E2E_RELAY_SECRET is not passed on), and
+// answers 401 to any /node/ request without that exact
 // token as the first X-Wakegate-Relay value. So every 200 below proves the
 // token arrived and a client's forged value did not.
 func TestRelayToken(t *testing.T) {
 	t.Parallel()
 	token := "relay-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-secret-value"
 	stars := strings.Repeat("*", len(token))
-	gw := testbin.ServeEnv(t, t.TempDir(), []string{"WAKEGATE_RELAY_TOKEN=" + token}, e2eRelayConfig)
+	gw := testbin.ServeEnv(t, t.TempDir(), []string{"E2E_RELAY_SECRET=" + token}, e2eRelayConfig)
 	base := "http://" + gw.Addr
 	c := e2eClient(t)
 

@@ -182,6 +182,9 @@ func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
 	if err != nil {
 		return err
 	}
+	if err := hideFromOwnUser(); err != nil {
+		g.log.Warn("homes of the gateway's user may read its environment in /proc", "err", err)
+	}
 	g.providers, err = buildProviders(cfg, dataDir, g.log, func(id string, r provider.Result) {
 		if g.engine != nil {
 			g.engine.ProviderChanged(id, r)
@@ -347,6 +350,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	bound := ln.Addr().String()
 	g.bound.Store(&bound)
 	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance, "tls", g.cfg.TLS.Mode)
+	g.logSharedUser()
 	stopBG := g.startBackground()
 	defer stopBG()
 

@@ -185,7 +185,7 @@ func TestHomeSettingsConfigErrors(t *testing.T) {
 		"h.yaml:10: homes[0].probe.statuses[0]: want an HTTP status",
 		"h.yaml:11: homes[0].probe.settle: must not be negative",
 		"h.yaml:14: homes[1].options.endpoint: a static home needs an http or https URL",
-		"h.yaml:16: homes[2].options: provider exec takes no options",
+		"h.yaml:16: homes[2].options: provider exec takes only options.user",
 		"h.yaml:18: homes[3].probe: want auto, ws, http or tcp",
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -42,13 +43,24 @@ type ExecConfig struct {
 	// children in the home's process group, which a stop ends too.
 	Command []string
 	// DataDir is the root data directory. Each home gets DataDir/homes/<id>/
-	// (created 0700), which is {data_dir}, the home's working directory and
-	// where its log (home.log) and the provider's record of its last process
-	// (home.ref) live. Required; made absolute.
+	// (created 0700), which is {data_dir}, HOME and the home's working
+	// directory, and where its log (home.log) and the provider's record of
+	// its last process (home.ref) live, unless homes have users of their
+	// own: those two are then in DataDir/exec/<id>/, which the home cannot
+	// write to. Required; made absolute.
 	DataDir string
-	// Env is extra KEY=VALUE entries added to the gateway's environment for
-	// each home and for VersionCommand. Empty: the gateway's environment.
+	// Env is extra KEY=VALUE entries for each home and for VersionCommand.
+	// A home's environment is built from nothing (see homeEnv): it never
+	// inherits the gateway's, which holds the gateway's secrets. Empty:
+	// none beyond what homeEnv defines.
 	Env []string
+	// InheritEnv names variables of the gateway's environment passed to
+	// each home and VersionCommand as they are (an unset one is left
+	// out), on purpose. Empty: none.
+	InheritEnv []string
+	// Users says which user a home's processes run as: one of their own
+	// per home (see ExecUsers), or the gateway's. Zero: the gateway's.
+	Users ExecUsers
 	// LogMaxBytes caps the per-home log <homedir>/home.log (the home's
 	// stdout and stderr), in bytes. When full it is rotated to home.log.1
 	// (one old file kept). Default (zero) 1 MiB. The cap is enforced every
@@ -118,6 +130,10 @@ type Exec struct {
 	log    *slog.Logger
 	self   string
 	client *http.Client
+	// users hands each home a uid of its own; nil when homes run as the
+	// gateway's user, for the reason sharedWhy.
+	users     *userTable
+	sharedWhy string
 
 	exits     chan exitEvent
 	done      chan struct{}
@@ -134,7 +150,11 @@ type Exec struct {
 // Exec.homes, so a *home stays valid.
 type home struct {
 	id  string
-	dir string
+	dir string // the home's folder: {data_dir}, HOME, its working directory
+	// sys holds the provider's own files of the home (home.log, home.ref):
+	// dir when homes run as the gateway's user, else a folder of the
+	// gateway's (DataDir/exec/<id>) that the home cannot write to.
+	sys string
 	log *logFile
 
 	// Guarded by Exec.mu.
@@ -176,6 +196,12 @@ type runSpec struct {
 	target  string
 	env     []string // the home's own, after ExecConfig.Env
 	dir     string   // the working directory; "" for the home's folder
+	// relayToken is the home's own relay token, given to it in
+	// WAKEGATE_RELAY_TOKEN; "" for none.
+	relayToken string
+	// user is the account the home runs as (option user); "" for the uid
+	// exec.users hands it, or the gateway's user.
+	user string
 }
 
 // exitEvent tells the supervisor that a watched process is gone.
@@ -207,6 +233,9 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return nil, fmt.Errorf("exec provider: env entry %q is not KEY=VALUE", kv)
 		}
+	}
+	if err := checkInheritEnv(cfg.InheritEnv); err != nil {
+		return nil, fmt.Errorf("exec provider: %w", err)
 	}
 	switch {
 	case cfg.LogMaxBytes < 0:
@@ -242,13 +271,20 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 	if err != nil && usesSelf(cfg.Command, cfg.VersionCommand) {
 		return nil, fmt.Errorf("exec provider: {self}: %w", err)
 	}
+	users, why, err := setUpUsers(cfg, self)
+	if err != nil {
+		return nil, fmt.Errorf("exec provider: %w", err)
+	}
 	cfg.Command = append([]string(nil), cfg.Command...)
 	cfg.VersionCommand = append([]string(nil), cfg.VersionCommand...)
 	cfg.Env = append([]string(nil), cfg.Env...)
+	cfg.InheritEnv = append([]string(nil), cfg.InheritEnv...)
 	e := &Exec{
-		cfg:  cfg,
-		log:  log,
-		self: self,
+		cfg:       cfg,
+		log:       log,
+		self:      self,
+		users:     users,
+		sharedWhy: why,
 		client: HomeClient(&http.Client{Transport: &http.Transport{
 			Proxy:             nil, // homes are on loopback
 			DisableKeepAlives: true,
@@ -539,7 +575,14 @@ func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (st
 	args := e.expand(e.cfg.VersionCommand, h, p.port, runSpec{version: s.Version, target: s.Target})
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = h.dir
-	cmd.Env = append(append(os.Environ(), e.cfg.Env...), s.Env...)
+	cmd.Env = e.homeEnv(h, p.port, runSpec{version: s.Version, target: s.Target, env: s.Env, relayToken: s.RelayToken})
+	cred, err := e.userOf(h, homeUser(s.Options))
+	if err != nil {
+		return "", err
+	}
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	var stdout, stderr strings.Builder
 	cmd.Stdout = &limitedWriter{w: &stdout, n: maxVersionBytes}
 	cmd.Stderr = &limitedWriter{w: &stderr, n: maxVersionBytes}
@@ -633,7 +676,11 @@ func (e *Exec) homeFor(id string) (*home, error) {
 	h := e.homes[id]
 	if h == nil {
 		dir := filepath.Join(e.cfg.DataDir, "homes", id)
-		h = &home{id: id, dir: dir, log: newLogFile(filepath.Join(dir, "home.log"), e.cfg.LogMaxBytes)}
+		sys := dir
+		if e.users != nil {
+			sys = filepath.Join(e.cfg.DataDir, "exec", id)
+		}
+		h = &home{id: id, dir: dir, sys: sys, log: newLogFile(filepath.Join(sys, "home.log"), e.cfg.LogMaxBytes)}
 		e.homes[id] = h
 	}
 	return h, nil
@@ -815,7 +862,7 @@ const refFile = "home.ref"
 
 // readRefFile reads the provider's own record of h's last process.
 func readRefFile(h *home) (execRef, bool) {
-	b, err := os.ReadFile(filepath.Join(h.dir, refFile))
+	b, err := os.ReadFile(filepath.Join(h.sys, refFile))
 	if err != nil {
 		return execRef{}, false
 	}
@@ -831,7 +878,7 @@ func (e *Exec) record(h *home, p *proc) {
 
 // writeRefFile records p as h's last process, atomically.
 func writeRefFile(h *home, p *proc) error {
-	path := filepath.Join(h.dir, refFile)
+	path := filepath.Join(h.sys, refFile)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(p.result().Ref), 0o600); err != nil {
 		return fmt.Errorf("record process: %w", err)
@@ -854,6 +901,9 @@ func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
 	if len(p.spec.command) == 0 {
 		p.spec.command = e.cfg.Command
 	}
+	// A restart of an adopted process starts it as the home is declared.
+	p.spec.env, p.spec.dir, p.spec.relayToken = append([]string(nil), s.Env...), s.Dir, s.RelayToken
+	p.spec.user = homeUser(s.Options)
 	if err := e.watch(h, p); err != nil {
 		if errors.Is(err, errProcGone) {
 			return nil, nil
@@ -870,7 +920,7 @@ func (e *Exec) specFor(s Spec) runSpec {
 		cmd = e.cfg.Command
 	}
 	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target,
-		env: append([]string(nil), s.Env...), dir: s.Dir}
+		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options)}
 }
 
 // spawn starts a process for h from sp, in its own process group, with its
@@ -879,7 +929,19 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	if len(sp.command) == 0 || sp.command[0] == "" {
 		return nil, errors.New("empty command")
 	}
+	cred, err := e.userOf(h, sp.user)
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := prepareFolder(h, cred.Uid, cred.Gid); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("home dir: %w", err)
+	}
+	if err := os.MkdirAll(h.sys, 0o700); err != nil {
 		return nil, fmt.Errorf("home dir: %w", err)
 	}
 	port, err := freePort()
@@ -900,14 +962,19 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	if sp.dir != "" {
 		cmd.Dir = sp.dir
 	}
-	cmd.Env = append(append(os.Environ(), e.cfg.Env...), sp.env...)
+	cmd.Env = e.homeEnv(h, port, sp)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	// Its own process group: a signal to the gateway's group (Ctrl-C, a
 	// service manager stopping the gateway) does not reach the home, and
-	// Stop can signal the home together with its children.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Stop can signal the home together with its children. Its own user
+	// when it has one (cred), without supplementary groups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 	if err := cmd.Start(); err != nil {
+		if cred != nil && errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
+				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", args[0], cred.Uid, err)
+		}
 		return nil, fmt.Errorf("start %s: %w", args[0], err)
 	}
 	id, err := childIdentity(cmd)

@@ -53,6 +53,16 @@ func runHelper(mode string, args []string) int {
 		// A process left in the home's group that outlives its leader.
 		signal.Ignore(syscall.SIGTERM)
 		select {}
+	case "version-env":
+		// What of the gateway's environment a version command sees.
+		out := "clean"
+		for _, k := range []string{"WAKEGATE_TOKEN", "EXEC_TEST_JWT_SECRET"} {
+			if _, ok := os.LookupEnv(k); ok {
+				out = "leak:" + k
+			}
+		}
+		fmt.Printf("%s relay=%s uid=%d\n", out, os.Getenv("WAKEGATE_RELAY_TOKEN"), os.Getuid())
+		return 0
 	case "version":
 		resp, err := http.Get(args[0] + "/version")
 		if err != nil {
@@ -70,11 +80,15 @@ func runHelper(mode string, args []string) int {
 
 // homeInfo is what a test home reports at /info.
 type homeInfo struct {
-	Args  []string `json:"args"`
-	PID   int      `json:"pid"`
-	Dir   string   `json:"dir"`
-	Extra string   `json:"extra"`
-	Pgrp  int      `json:"pgrp"`
+	Args   []string `json:"args"`
+	PID    int      `json:"pid"`
+	Dir    string   `json:"dir"`
+	Extra  string   `json:"extra"`
+	Pgrp   int      `json:"pgrp"`
+	Env    []string `json:"env"`
+	UID    int      `json:"uid"`
+	GID    int      `json:"gid"`
+	Groups []int    `json:"groups"`
 }
 
 // runTestHome serves /version, /info, /exit?code=N and /spew?n=BYTES on
@@ -118,10 +132,21 @@ func runTestHome(args []string) int {
 	})
 	mux.HandleFunc("/info", func(w http.ResponseWriter, r *http.Request) {
 		dir, _ := os.Getwd()
+		groups, _ := os.Getgroups()
 		_ = json.NewEncoder(w).Encode(homeInfo{
 			Args: os.Args, PID: os.Getpid(), Dir: dir,
 			Extra: os.Getenv("EXEC_TEST_EXTRA"), Pgrp: syscall.Getpgrp(),
+			Env: os.Environ(), UID: os.Getuid(), GID: os.Getgid(), Groups: groups,
 		})
+	})
+	// /read?path=P answers P's content, or 403 with why it cannot.
+	mux.HandleFunc("/read", func(w http.ResponseWriter, r *http.Request) {
+		b, err := os.ReadFile(r.URL.Query().Get("path"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		_, _ = w.Write(b)
 	})
 	mux.HandleFunc("/exit", func(w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(r.URL.Query().Get("code"))

@@ -7,8 +7,8 @@ import (
 
 // ExecFactory is the exec provider's Factory: cfg is the exec section,
 // with DataDir and OnChange taken from the gateway's Env. A home may set
-// its own command (the placeholders of cfg.Command), env and an absolute
-// working directory; it takes no options.
+// its own command (the placeholders of cfg.Command), env, an absolute
+// working directory and ExecOptions ({"user": NAME}).
 func ExecFactory(cfg ExecConfig) Factory {
 	return Factory{
 		New: func(env Env, _ Section) (Provider, error) {
@@ -21,8 +21,13 @@ func ExecFactory(cfg ExecConfig) Factory {
 			if s.Dir != "" && !filepath.IsAbs(s.Dir) {
 				ps = append(ps, Problemf("working_dir", "want an absolute path, got %q", s.Dir))
 			}
-			if DecodeOptions(s.Options, &struct{}{}) != nil {
-				ps = append(ps, Problemf("options", "provider exec takes no options"))
+			var o ExecOptions
+			if err := DecodeOptions(s.Options, &o); err != nil {
+				ps = append(ps, Problemf("options", "provider exec takes only options.user: %v", err))
+			} else if o.User != "" {
+				if _, _, err := lookupHomeUser(o.User); err != nil {
+					ps = append(ps, Problemf("options.user", "%v", err))
+				}
 			}
 			return ps
 		},

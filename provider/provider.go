@@ -45,6 +45,10 @@ type Spec struct {
 	Env []string
 	// Dir is the home's working directory; "" for the provider's default.
 	Dir string
+	// RelayToken is the home's own relay token (the resolved secret the
+	// gateway sends it in the relay header), for a provider that hands it
+	// to the home (exec: WAKEGATE_RELAY_TOKEN); "" for none.
+	RelayToken string
 	// Options are the home's provider-specific settings (a JSON object,
 	// checked by the provider's Factory.CheckHome; decode them with
 	// DecodeOptions). Empty: none.

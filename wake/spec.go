@@ -36,7 +36,8 @@ func (h *home) readyTimeout(e *Engine) time.Duration {
 func (h *home) providerSpec(rec registry.Home, version string, rel release) provider.Spec {
 	st := h.spec.Settings
 	s := provider.Spec{ID: h.spec.ID, Target: h.spec.Target, Version: version, Ref: rec.ProviderRef,
-		Image: rel.image, Command: rel.command, Env: st.Env, Dir: st.Dir, Options: st.Options}
+		Image: rel.image, Command: rel.command, Env: st.Env, Dir: st.Dir, Options: st.Options,
+		RelayToken: h.spec.RelayToken}
 	if len(st.Command) > 0 {
 		s.Command = st.Command
 	}

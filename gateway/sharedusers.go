@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider"
+)
+
+// hideFromOwnUser makes the gateway's process not dumpable: its
+// /proc/<pid>/environ, mem, maps and fds then belong to root, and no
+// process of its own user can ptrace it. A home that runs as the gateway's
+// user (not root, or exec.users off) could otherwise read the gateway's
+// environment (its admin token, JWT secrets, relay tokens) there. It also
+// means no core dump.
+func hideFromOwnUser() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_DUMPABLE: %w", err)
+	}
+	return nil
+}
+
+// sharedUser says why this gateway's exec homes run as its own user ("" when
+// each has a user of its own, or no exec provider was built) and how many
+// exec homes it serves.
+func (g *Gateway) sharedUser() (why string, homes int) {
+	iso, ok := g.providers["exec"].(provider.UserIsolation)
+	if !ok {
+		return "", 0
+	}
+	g.eachHome(func(hr *homeRoute) bool {
+		if hr.spec.Provider == "exec" {
+			homes++
+		}
+		return true
+	})
+	return iso.SharedUser(), homes
+}
+
+// sharedUserWarning is the one warning of status about exec homes that
+// share the gateway's user, when two or more do: each can then reach the
+// others and the gateway's files. "" otherwise.
+func (g *Gateway) sharedUserWarning() string {
+	why, n := g.sharedUser()
+	if why == "" || n < 2 {
+		return ""
+	}
+	return fmt.Sprintf("%d exec homes run as the gateway's user (uid %d) because %s: each can read what that user can "+
+		"(data_dir/state.db, secret files, the other homes' folders and logs) and signal the gateway; "+
+		"run the gateway as root with exec.users.mode auto to give each home a user of its own, or run homes in containers",
+		n, os.Geteuid(), why)
+}
+
+// logSharedUser says at start, once, that exec homes run as the gateway's
+// user, with the cause and the ways out, when two or more do: a single
+// home reaching the gateway's files is the operator's own.
+func (g *Gateway) logSharedUser() {
+	why, n := g.sharedUser()
+	if why == "" || n < 2 {
+		return
+	}
+	g.log.Warn("exec homes run as the gateway's own user: each can read the gateway's store and secret files, "+
+		"the other homes' folders, and signal the gateway",
+		"uid", os.Geteuid(), "exec_homes", n, "cause", why,
+		"hint", "run the gateway as root with exec.users.mode auto (a user per home), or run homes in containers")
+}
