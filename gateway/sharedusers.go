@@ -39,26 +39,35 @@ func (g *Gateway) sharedUser() (why string, homes int) {
 	return iso.SharedUser(), homes
 }
 
+// sharedUserMatters says whether n exec homes that share the gateway's
+// user for the reason why deserve a warning: two or more can reach each
+// other; a single one matters only under a root gateway, where it runs as
+// root.
+func sharedUserMatters(why string, n int) bool {
+	return why != "" && (n >= 2 || (n == 1 && os.Geteuid() == 0))
+}
+
 // sharedUserWarning is the one warning of status about exec homes that
-// share the gateway's user, when two or more do: each can then reach the
+// share the gateway's user (sharedUserMatters): each can then reach the
 // others and the gateway's files. "" otherwise.
 func (g *Gateway) sharedUserWarning() string {
 	why, n := g.sharedUser()
-	if why == "" || n < 2 {
+	if !sharedUserMatters(why, n) {
 		return ""
 	}
-	return fmt.Sprintf("%d exec homes run as the gateway's user (uid %d) because %s: each can read what that user can "+
+	return fmt.Sprintf("%d exec %s as the gateway's user (uid %d) because %s: each can read what that user can "+
 		"(data_dir/state.db, secret files, the other homes' folders and logs) and signal the gateway; "+
 		"run the gateway as root with exec.users.mode auto to give each home a user of its own, or run homes in containers",
-		n, os.Geteuid(), why)
+		n, map[bool]string{true: "home runs", false: "homes run"}[n == 1], os.Geteuid(), why)
 }
 
 // logSharedUser says at start, once, that exec homes run as the gateway's
-// user, with the cause and the ways out, when two or more do: a single
-// home reaching the gateway's files is the operator's own.
+// user, with the cause and the ways out (sharedUserMatters): a single home
+// of a gateway that is not root reaching the gateway's files is the
+// operator's own, but one running as root is not.
 func (g *Gateway) logSharedUser() {
 	why, n := g.sharedUser()
-	if why == "" || n < 2 {
+	if !sharedUserMatters(why, n) {
 		return
 	}
 	g.log.Warn("exec homes run as the gateway's own user: each can read the gateway's store and secret files, "+
