@@ -343,7 +343,7 @@ func TestHostileHomeUnderUnprivilegedGateway(t *testing.T) {
 	if err := json.Unmarshal(body, &st); err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("status: %d %s", res.StatusCode, body)
 	}
-	if len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "2 exec homes run as the gateway's user") {
+	if len(warningsWith(st.Warnings, "2 exec homes run as the gateway's user")) != 1 {
 		t.Errorf("status warnings %q, want one saying the 2 exec homes share the gateway's user", st.Warnings)
 	}
 	// Not dumpable, the gateway still reads its own /proc for its metrics.
