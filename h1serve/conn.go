@@ -47,6 +47,11 @@ type conn struct {
 	connBuf []string
 	pendBuf []byte
 
+	// the write floor of the current response (floor.go) and the TCP
+	// connection it writes to
+	fl  floor
+	tcp *net.TCPConn
+
 	st   atomic.Uint64
 	seen uint64 // the watch loop's last look at st
 
@@ -96,7 +101,7 @@ func (c *conn) serve() {
 	c.br = readerPool.Get().(*bufio.Reader)
 	c.br.Reset(&c.cr)
 	c.bw = writerPool.Get().(*bufio.Writer)
-	c.bw.Reset(c.rwc)
+	c.bw.Reset(floorWriter{c})
 	handed := false
 	defer func() {
 		c.forget()
@@ -275,6 +280,7 @@ func (c *conn) serveOne(ph parsedHead) (reuse bool) {
 		return false
 	}
 	reuse = w.finish()
+	c.endFloor()
 	cancel(nil)
 	c.st.Store(seq | phaseIdle)
 	return reuse && !c.gone
