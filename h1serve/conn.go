@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wakegate/wakegate/internal/h1head"
@@ -49,8 +50,9 @@ type conn struct {
 
 	// the write floor of the current response (floor.go) and the TCP
 	// connection it writes to
-	fl  floor
-	tcp *net.TCPConn
+	fl     floor
+	tcp    *net.TCPConn
+	tcpRaw syscall.RawConn
 
 	st   atomic.Uint64
 	seen uint64 // the watch loop's last look at st

@@ -131,11 +131,15 @@ func (c *conn) floorEnter() {
 	}
 }
 
-// floorDone counts the n bytes of a write that ended well.
+// floorDone counts the n bytes of a write that ended well. One that ended
+// past due, in a probe, leaves the next write a probe of its own but no
+// more: a client behind the floor goes on only while the kernel takes
+// each write at once.
 func (c *conn) floorDone(n int64) {
 	now := time.Now()
 	c.fl.took(n, now)
 	c.fl.late = !c.fl.due.After(now)
+	c.fl.probed = false
 }
 
 // took counts n bytes the kernel took for the client at now.

@@ -23,11 +23,16 @@ func (c *conn) floorSplice(src io.Reader) (written int64, handled bool, err erro
 	if !ok {
 		return 0, false, nil
 	}
-	srcRC, err1 := from.SyscallConn()
-	dstRC, err2 := c.tcp.SyscallConn()
-	if err1 != nil || err2 != nil {
+	srcRC, err := from.SyscallConn()
+	if err != nil {
 		return 0, false, nil
 	}
+	if c.tcpRaw == nil {
+		if c.tcpRaw, err = c.tcp.SyscallConn(); err != nil {
+			return 0, false, nil
+		}
+	}
+	dstRC := c.tcpRaw
 	p, err := getPipe()
 	if err != nil {
 		return 0, false, nil
@@ -66,12 +71,25 @@ const (
 	spliceNonblock = 0x2
 	fSetPipeSize   = 1031 // F_SETPIPE_SZ
 	pipeSize       = 1 << 20
+	// spliceChunk is the most a drain takes at once: the client starts
+	// on a chunk while the next comes in (a whole 256KiB body at once was
+	// 20% slower on loopback).
+	spliceChunk = 64 << 10
 )
 
+// splicePipe is a pipe with its state and the callbacks the raw
+// connections run, made once per pipe so that a body costs no
+// allocation.
 type splicePipe struct {
 	r, w    int
 	data    int // bytes in the pipe
 	cleanup runtime.Cleanup
+
+	// the arguments and results of the callbacks
+	limit int64
+	moved int
+	serr  error
+	drainFn, pumpFn func(fd uintptr) bool
 }
 
 var pipePool sync.Pool
@@ -87,6 +105,7 @@ func getPipe() (*splicePipe, error) {
 	// A larger pipe moves more per call; without it the default serves.
 	_, _, _ = syscall.Syscall(syscall.SYS_FCNTL, uintptr(fds[1]), fSetPipeSize, pipeSize)
 	p := &splicePipe{r: fds[0], w: fds[1]}
+	p.drainFn, p.pumpFn = p.drainOnce, p.pumpOnce
 	p.cleanup = runtime.AddCleanup(p, closePipe, fds)
 	return p, nil
 }
@@ -104,53 +123,65 @@ func (p *splicePipe) put() {
 		closePipe([2]int{p.r, p.w})
 		return
 	}
+	p.serr = nil
 	pipePool.Put(p)
 }
 
-// drain moves up to limit bytes the source has into the pipe, waiting (under
-// the source's read deadline) until it has some. 0 and no error: the
-// source ended.
+// again reports whether a splice's error means: wait and try again.
+func again(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR)
+}
+
+// drain moves up to limit bytes the source has into the pipe, waiting
+// (under the source's read deadline) until it has some. 0 and no error:
+// the source ended.
 func (p *splicePipe) drain(rc syscall.RawConn, limit int64) (int, error) {
-	var n int64
-	var serr error
-	err := rc.Read(func(fd uintptr) bool {
-		n, serr = syscall.Splice(int(fd), nil, p.w, nil, int(min(limit, pipeSize)), spliceMove|spliceNonblock)
-		return !errors.Is(serr, syscall.EAGAIN) && !errors.Is(serr, syscall.EINTR)
-	})
+	p.limit, p.moved, p.serr = min(limit, spliceChunk), 0, nil
+	err := rc.Read(p.drainFn)
 	if err == nil {
-		err = serr
+		err = p.serr
 	}
-	if err != nil || n < 0 {
+	if err != nil {
 		return 0, err
 	}
-	p.data += int(n)
-	return int(n), nil
+	p.data += p.moved
+	return p.moved, nil
+}
+
+func (p *splicePipe) drainOnce(fd uintptr) bool {
+	n, err := syscall.Splice(int(fd), nil, p.w, nil, int(p.limit), spliceMove|spliceNonblock)
+	p.serr = err
+	if err == nil && n > 0 {
+		p.moved = int(n)
+	}
+	return !again(err)
 }
 
 // pump moves what the pipe holds to the client, waiting (under the
 // client's write deadline) for room.
 func (p *splicePipe) pump(rc syscall.RawConn) (int, error) {
-	total := 0
-	var serr error
-	err := rc.Write(func(fd uintptr) bool {
-		for p.data > 0 {
-			n, e := syscall.Splice(p.r, nil, int(fd), nil, p.data, spliceMove|spliceNonblock)
-			if e != nil {
-				serr = e
-				return !errors.Is(e, syscall.EAGAIN) && !errors.Is(e, syscall.EINTR)
-			}
-			if n <= 0 {
-				serr = io.ErrUnexpectedEOF
-				return true
-			}
-			p.data -= int(n)
-			total += int(n)
-		}
-		serr = nil
-		return true
-	})
+	p.moved, p.serr = 0, nil
+	err := rc.Write(p.pumpFn)
 	if err == nil {
-		err = serr
+		err = p.serr
 	}
-	return total, err
+	return p.moved, err
+}
+
+func (p *splicePipe) pumpOnce(fd uintptr) bool {
+	for p.data > 0 {
+		n, err := syscall.Splice(p.r, nil, int(fd), nil, p.data, spliceMove|spliceNonblock)
+		if err != nil {
+			p.serr = err
+			return !again(err)
+		}
+		if n <= 0 {
+			p.serr = io.ErrUnexpectedEOF
+			return true
+		}
+		p.data -= int(n)
+		p.moved += int(n)
+	}
+	p.serr = nil
+	return true
 }
