@@ -250,7 +250,7 @@ func TestSlowReaderCutWithinSeconds(t *testing.T) {
 
 // newH1Server serves h with the wakegate loop (h1serve) on a loopback
 // port until the test ends and returns its address.
-func newH1Server(t *testing.T, h http.Handler) string {
+func newH1Server(t testing.TB, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
