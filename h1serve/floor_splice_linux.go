@@ -86,9 +86,9 @@ type splicePipe struct {
 	cleanup runtime.Cleanup
 
 	// the arguments and results of the callbacks
-	limit int64
-	moved int
-	serr  error
+	limit           int64
+	moved           int
+	serr            error
 	drainFn, pumpFn func(fd uintptr) bool
 }
 
