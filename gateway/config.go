@@ -145,18 +145,26 @@ type ServerConfig struct {
 	// off.
 	MinBodyRate *ByteSize `yaml:"min_body_rate"`
 	// MinResponseRate is the least rate, in bytes per second (units as
-	// ByteSize), at which a client must read a response. A response goes
-	// out in pieces of about a second's worth at this rate (at least 32KiB,
-	// 64KiB when spliced, at most 1MiB); the client must take each within
-	// MinRateGrace plus the piece's size (and 4KiB the server may hold) at
-	// this rate, or the connection is closed: a slower reader is cut
-	// within the grace plus about a piece's time, whatever the body size.
-	// WebSockets are not checked. Default 240 (when unset); zero turns
-	// the check off.
+	// ByteSize), at which a client must read a response. With the
+	// wakegate loop (http1_server: wakegate) on plain HTTP it is kept in
+	// time across the response: each byte the kernel takes for the client
+	// earns it time at this rate, at most MinRateGrace (and up to 2s of
+	// slack) ahead, so a client that stops reading is cut within about
+	// the grace and 3s of the kernel last taking a byte for it, one at
+	// half the rate within about twice that, whatever the body size,
+	// spliced or copied. Elsewhere (net/http, TLS, HTTP/2), where a timed
+	// out write cannot go on, a response goes out in pieces of about a
+	// second's worth at this rate (at least 32KiB, 64KiB when spliced, at
+	// most 1MiB), each to be taken within MinRateGrace plus its size (and
+	// 4KiB the server may hold) at this rate: a slower reader is cut
+	// within the grace plus about a piece's time (2.5 min for a 32KiB
+	// piece at 240B/s). WebSockets are not checked. Default 240 (when
+	// unset); zero turns the check off.
 	MinResponseRate *ByteSize `yaml:"min_response_rate"`
 	// MinRateGrace is the time a body or a response write is allowed
-	// before MinBodyRate and MinResponseRate apply. Default 5s; zero means
-	// the default.
+	// before MinBodyRate and MinResponseRate apply, and how far a reader
+	// may fall behind MinResponseRate. Default 5s; zero means the
+	// default.
 	MinRateGrace time.Duration `yaml:"min_rate_grace"`
 	// MaxConnsPerClient caps the open connections of one client IP. A
 	// connection past the cap is closed at once and counted in

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/wakegate/wakegate/internal/h1head"
@@ -46,6 +47,12 @@ type conn struct {
 
 	connBuf []string
 	pendBuf []byte
+
+	// the write floor of the current response (floor.go) and the TCP
+	// connection it writes to
+	fl     floor
+	tcp    *net.TCPConn
+	tcpRaw syscall.RawConn
 
 	st   atomic.Uint64
 	seen uint64 // the watch loop's last look at st
@@ -96,7 +103,7 @@ func (c *conn) serve() {
 	c.br = readerPool.Get().(*bufio.Reader)
 	c.br.Reset(&c.cr)
 	c.bw = writerPool.Get().(*bufio.Writer)
-	c.bw.Reset(c.rwc)
+	c.bw.Reset(floorWriter{c})
 	handed := false
 	defer func() {
 		c.forget()
@@ -275,6 +282,7 @@ func (c *conn) serveOne(ph parsedHead) (reuse bool) {
 		return false
 	}
 	reuse = w.finish()
+	c.endFloor()
 	cancel(nil)
 	c.st.Store(seq | phaseIdle)
 	return reuse && !c.gone

@@ -345,6 +345,17 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 	if err := w.FlushError(); err != nil {
 		return 0, err
 	}
+	if w.c.fl.on {
+		// A timed-out splice of net's loses bytes: the floor's own one
+		// keeps them, or the body is copied under the floor.
+		n, handled, err := w.c.floorSplice(src)
+		if !handled {
+			return io.Copy(writerOnly{w}, src)
+		}
+		w.written += n
+		w.noteErr(err)
+		return n, err
+	}
 	n, err := rf.ReadFrom(src)
 	w.written += n
 	w.noteErr(err)
@@ -358,6 +369,17 @@ func (w *response) SetReadDeadline(t time.Time) error { return w.c.rwc.SetReadDe
 // SetWriteDeadline sets the connection's write deadline
 // (http.ResponseController).
 func (w *response) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
+
+// SetWriteFloor makes the client take the rest of this response at rate
+// bytes per second at least, with grace as the time it may fall behind
+// (floor.go): a client that falls further behind is cut, its write fails
+// with os.ErrDeadlineExceeded. The floor ends with the response. It
+// returns false, and does nothing, where a timed-out write cannot go on
+// (a connection that is not plain TCP); the caller then keeps its own
+// deadlines.
+func (w *response) SetWriteFloor(rate int64, grace time.Duration) bool {
+	return w.c.startFloor(rate, grace)
+}
 
 // finish ends the response once the handler has returned: the head if
 // it is not sent, the held-back body, the last chunk and trailers, and a

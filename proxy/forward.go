@@ -272,8 +272,8 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		}
 		defer release()
 	}
-	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) {
-		w = newRateWriter(w, rate, p.opts.MinRateGrace)
+	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) && !setWriteFloor(w, rate, p.opts.MinRateGrace) {
+		w = newRateWriter(w, rate, p.opts.MinRateGrace) // rate.go
 	}
 	if isWebSocket(r) {
 		// The relay takes the upgrade over at the 101 (relay_pump.go).

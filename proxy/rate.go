@@ -88,7 +88,35 @@ func (b *rateBody) Close() error {
 	return b.body.Close()
 }
 
-// rateWriter enforces the minimum response rate. A response goes to the
+// WriteFloorer is a response writer that keeps a minimum rate itself, in
+// time across the whole response (h1serve's, on a plain TCP connection:
+// a timed-out write there can go on, so the client is measured by what it
+// took, not by how long one write blocked). See setWriteFloor.
+type WriteFloorer interface {
+	SetWriteFloor(rate int64, grace time.Duration) bool
+}
+
+// setWriteFloor asks w, or a writer it wraps, to keep the minimum response
+// rate; false when none can (net/http's writer, a TLS connection), and
+// the rateWriter's pieces apply instead.
+func setWriteFloor(w http.ResponseWriter, rate int64, grace time.Duration) bool {
+	for range 16 {
+		switch x := w.(type) {
+		case WriteFloorer:
+			return x.SetWriteFloor(rate, grace)
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// rateWriter enforces the minimum response rate where the server's writer
+// cannot (setWriteFloor): behind net/http's writer, or on TLS, a write
+// that times out spoils the connection for good, so each deadline must be
+// final and allow a whole piece at the rate. A response goes to the
 // connection in pieces of at most piece bytes (about a second of data at
 // the rate, see ratePiece), each of which the client must take within
 // grace plus the piece's size (and what the server holds buffered) at the

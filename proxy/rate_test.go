@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/h1serve"
 )
 
 // rateOptions are test options with the minimum rates on: 100 bytes per
@@ -151,71 +153,113 @@ func newLoopbackServer(t *testing.T, h http.Handler) string {
 	return ln.Addr().String()
 }
 
-// TestSlowReaderCutWithinSeconds has a client ask for a 64MiB response
-// and take it at 500 bytes per second, below the floor: the proxy gives
-// up within the grace plus one piece's time and a margin, on the splice
-// path (a known length, 64KiB per second floor: 64KiB pieces, where a
-// whole MiB used to go under one deadline, 17s) and on the copy path (no
-// length, 16KiB per second floor: 32KiB pieces, the copy's writes).
+// TestSlowReaderCutWithinSeconds serves an 8MiB response through the
+// wakegate loop (h1serve) at the default floor, 240 bytes per second,
+// with a 2s grace, on the splice path (a known length) and the copy path
+// (none), to a client that reads nothing, one that reads at half the
+// floor, and one at four times the floor. The first two are cut within
+// the grace and 8s, whatever the size of the body (a floor kept per 32KiB
+// write, or per 64KiB splice, let them hold on for minutes); the last
+// reads on for 10s and is not cut.
 func TestSlowReaderCutWithinSeconds(t *testing.T) {
 	t.Parallel()
-	const size = 64 << 20
-	for _, c := range []struct {
+	const (
+		size  = 8 << 20
+		floor = 240
+		grace = 2 * time.Second
+	)
+	for _, path := range []struct {
 		name   string
-		rate   int64
 		length bool
-	}{{"splice", 64 << 10, true}, {"copy", 16 << 10, false}} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-				if c.length {
-					w.Header().Set("Content-Length", fmt.Sprint(size))
+	}{{"splice", true}, {"copy", false}} {
+		for _, rd := range []struct {
+			name string
+			rate int // bytes per second the client reads
+			cut  bool
+		}{{"stalled", 0, true}, {"half", floor / 2, true}, {"above", 4 * floor, false}} {
+			t.Run(path.name+"/"+rd.name, func(t *testing.T) {
+				t.Parallel()
+				up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+					if path.length {
+						w.Header().Set("Content-Length", fmt.Sprint(size))
+					}
+					buf := make([]byte, 64<<10)
+					for n := 0; n < size; n += len(buf) {
+						if _, err := w.Write(buf); err != nil {
+							return
+						}
+					}
+				})
+				o := testOptions()
+				o.MinResponseRate, o.MinRateGrace = floor, grace
+				p := New(o)
+				t.Cleanup(p.Close)
+				served := make(chan struct{})
+				s := newH1Server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					defer close(served)
+					p.Serve(w, r, &Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
+				}))
+				d := net.Dialer{Control: smallReadBuffer}
+				conn, err := d.Dial("tcp", s)
+				if err != nil {
+					t.Fatal(err)
 				}
-				buf := make([]byte, 64<<10)
-				for n := 0; n < size; n += len(buf) {
-					if _, err := w.Write(buf); err != nil {
+				defer conn.Close()
+				start := time.Now()
+				if _, err := io.WriteString(conn, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+					t.Fatal(err)
+				}
+				bound := grace + 8*time.Second
+				watch := bound + 2*time.Second // how long a client that must not be cut reads
+				if !rd.cut {
+					watch = 10 * time.Second
+				}
+				// Every 100ms, read a tenth of a second's worth at the
+				// client's rate.
+				buf := make([]byte, rd.rate/10)
+				got := 0
+				for time.Since(start) < watch {
+					select {
+					case <-served:
+						took := time.Since(start)
+						if !rd.cut {
+							t.Fatalf("a client reading at %dB/s, above the floor of %dB/s, cut after %s (%d bytes read)",
+								rd.rate, floor, took.Round(time.Millisecond), got)
+						}
+						if took > bound {
+							t.Fatalf("cut after %s; want within %s", took.Round(time.Millisecond), bound)
+						}
+						t.Logf("cut after %s, %d bytes read", took.Round(time.Millisecond), got)
 						return
+					case <-time.After(100 * time.Millisecond):
+					}
+					if len(buf) > 0 {
+						_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+						n, _ := io.ReadFull(conn, buf)
+						got += n
 					}
 				}
+				if rd.cut {
+					t.Fatalf("a client reading at %dB/s, below the floor of %dB/s, not cut in %s", rd.rate, floor, watch)
+				}
+				t.Logf("not cut after %s, %d bytes read", time.Since(start).Round(time.Millisecond), got)
 			})
-			o := testOptions()
-			o.MinResponseRate, o.MinRateGrace = c.rate, time.Second
-			p := New(o)
-			t.Cleanup(p.Close)
-			served := make(chan struct{})
-			s := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				defer close(served)
-				p.Serve(w, r, &Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
-			}))
-			d := net.Dialer{Control: smallReadBuffer}
-			conn, err := d.Dial("tcp", s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			start := time.Now()
-			if _, err := io.WriteString(conn, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-				t.Fatal(err)
-			}
-			// Read 50 bytes every 100ms until the proxy gives up, for at
-			// most a minute.
-			buf := make([]byte, 50)
-			bound := o.MinRateGrace + 9*time.Second
-			for time.Since(start) < time.Minute {
-				select {
-				case <-served:
-					if took := time.Since(start); took > bound {
-						t.Fatalf("cut after %s; want within %s", took.Round(time.Millisecond), bound)
-					}
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-				_ = conn.SetReadDeadline(time.Now().Add(time.Second))
-				_, _ = io.ReadFull(conn, buf)
-			}
-			t.Fatalf("a reader at 500B/s below a floor of %dB/s not cut in a minute", c.rate)
-		})
+		}
 	}
+}
+
+// newH1Server serves h with the wakegate loop (h1serve) on a loopback
+// port until the test ends and returns its address.
+func newH1Server(t testing.TB, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &h1serve.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
 }
 
 // smallReadBuffer gives a client socket a small receive buffer (before it
@@ -224,7 +268,7 @@ func TestSlowReaderCutWithinSeconds(t *testing.T) {
 func smallReadBuffer(_, _ string, rc syscall.RawConn) error {
 	var serr error
 	err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1<<10)
 	})
 	if err != nil {
 		return err

@@ -14,16 +14,23 @@ import (
 // BenchmarkWarmGet measures a keep-alive GET through the proxy to a warm
 // upstream, with the minimum rates at the gateway's defaults, for a small
 // body (copied), a large one (spliced on the direct path) and a large one
-// to a home with a relay token (copied through the masking writer).
+// to a home with a relay token (copied through the masking writer), served
+// by net/http and (the names ending in -loop) by the wakegate loop, which
+// keeps the response floor itself (h1serve.SetWriteFloor).
 func BenchmarkWarmGet(b *testing.B) {
 	for _, c := range []struct {
 		size  int
 		token string
-	}{{1 << 10, ""}, {256 << 10, ""}, {256 << 10, testToken}} {
+		loop  bool
+	}{{1 << 10, "", false}, {256 << 10, "", false}, {256 << 10, testToken, false},
+		{1 << 10, "", true}, {256 << 10, "", true}, {256 << 10, testToken, true}} {
 		size := c.size
 		name := strconv.Itoa(size>>10) + "KiB"
 		if c.token != "" {
 			name += "-masked" // a home's relay token: copied, not spliced
+		}
+		if c.loop {
+			name += "-loop"
 		}
 		b.Run(name, func(b *testing.B) {
 			body := pattern(size)
@@ -40,16 +47,21 @@ func BenchmarkWarmGet(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				p.Serve(w, r, &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u, RelayToken: c.token})
-			}))
-			b.Cleanup(s.Close)
+			})
+			front := "http://" + newH1Server(b, h)
+			if !c.loop {
+				s := httptest.NewServer(h)
+				b.Cleanup(s.Close)
+				front = s.URL
+			}
 			client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}
 			b.Cleanup(client.CloseIdleConnections)
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			for b.Loop() {
-				res, err := client.Get(s.URL + "/x")
+				res, err := client.Get(front + "/x")
 				if err != nil {
 					b.Fatal(err)
 				}
