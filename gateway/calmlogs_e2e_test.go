@@ -16,7 +16,10 @@ import (
 // the user's request does.
 func TestCalmLogsOfAnOrdinaryLife(t *testing.T) {
 	t.Parallel()
-	gw := e2eStartInProcess(t, `
+	// The test's folders are closed to other users, so its home runs as
+	// the gateway's user: this operator says so (exec.users, continuing
+	// the exec section the helper opens).
+	gw := e2eStartInProcess(t, `  users: {mode: "off"}
 wake:
   idle_timeout: 1s
 homes:

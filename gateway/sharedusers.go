@@ -42,17 +42,20 @@ func (g *Gateway) sharedUser() (why string, homes int) {
 // sharedUserMatters says whether n exec homes that share the gateway's
 // user for the reason why deserve a warning: two or more can reach each
 // other; a single one matters only under a root gateway, where it runs as
-// root.
-func sharedUserMatters(why string, n int) bool {
-	return why != "" && (n >= 2 || (n == 1 && os.Geteuid() == 0))
+// root, unless the operator chose that (exec.users.mode off).
+func sharedUserMatters(why string, n int, chosen bool) bool {
+	return why != "" && (n >= 2 || (n == 1 && os.Geteuid() == 0 && !chosen))
 }
+
+// sharedUserChosen reports whether the operator turned per-home users off.
+func (g *Gateway) sharedUserChosen() bool { return g.cfg.Exec.Users.Mode == provider.UsersOff }
 
 // sharedUserWarning is the one warning of status about exec homes that
 // share the gateway's user (sharedUserMatters): each can then reach the
 // others and the gateway's files. "" otherwise.
 func (g *Gateway) sharedUserWarning() string {
 	why, n := g.sharedUser()
-	if !sharedUserMatters(why, n) {
+	if !sharedUserMatters(why, n, g.sharedUserChosen()) {
 		return ""
 	}
 	return fmt.Sprintf("%d exec %s as the gateway's user (uid %d) because %s: each can read what that user can "+
@@ -67,7 +70,7 @@ func (g *Gateway) sharedUserWarning() string {
 // operator's own, but one running as root is not.
 func (g *Gateway) logSharedUser() {
 	why, n := g.sharedUser()
-	if !sharedUserMatters(why, n) {
+	if !sharedUserMatters(why, n, g.sharedUserChosen()) {
 		return
 	}
 	g.log.Warn("exec homes run as the gateway's own user: each can read the gateway's store and secret files, "+
