@@ -1217,7 +1217,7 @@ func TestStopOfChangedIdentityNotProven(t *testing.T) {
 	}
 	recorded := other
 	recorded.Start--
-	p := &proc{procIdentity: recorded, port: 1, exited: make(chan struct{})}
+	p := &proc{procIdentity: recorded, listenAt: listenAt{port: 1}, exited: make(chan struct{})}
 	e.mu.Lock()
 	h.proc, h.wanted = p, true
 	e.mu.Unlock()
