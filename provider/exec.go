@@ -206,8 +206,8 @@ type listenAt struct {
 // socketFile is the name of a home's socket in its folder.
 const socketFile = ".wakegate.sock"
 
-// usesSocket reports whether a command template names {socket}.
-func usesSocket(cmd []string) bool {
+// UsesSocket reports whether an exec command template names {socket}.
+func UsesSocket(cmd []string) bool {
 	for _, a := range cmd {
 		if strings.Contains(a, "{socket}") {
 			return true
@@ -216,9 +216,10 @@ func usesSocket(cmd []string) bool {
 	return false
 }
 
-// socketOf is where home id's socket is under dataDir, and an error for
-// operators when that path is too long for a Unix socket.
-func socketOf(dataDir, id string) (string, error) {
+// SocketPathOf is where the socket of exec home id is under dataDir
+// ({socket}), and an error for operators when that path is too long for a
+// Unix socket.
+func SocketPathOf(dataDir, id string) (string, error) {
 	path := filepath.Join(dataDir, "homes", id, socketFile)
 	if err := endpoint.CheckSocketPath(path); err != nil {
 		return path, fmt.Errorf("home %s listens on {socket}: %w; use a shorter data_dir (or home id), or {port} instead of {socket}", id, err)
@@ -985,8 +986,8 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 		return nil, fmt.Errorf("home dir: %w", err)
 	}
 	var at listenAt
-	if usesSocket(sp.command) {
-		if at.socket, err = socketOf(e.cfg.DataDir, h.id); err != nil {
+	if UsesSocket(sp.command) {
+		if at.socket, err = SocketPathOf(e.cfg.DataDir, h.id); err != nil {
 			return nil, err
 		}
 		// A socket left by an earlier process would refuse the new
