@@ -197,7 +197,10 @@ func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult
 		if ctx.Err() != nil {
 			return res, run.fail(ctx, res)
 		}
-		if !p.wait(ctx, errors.Is(err, syscall.ECONNREFUSED), &res) {
+		// A socket endpoint's file missing (ENOENT) is a port not yet
+		// open: the home has not bound it yet.
+		closed := errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
+		if !p.wait(ctx, closed, &res) {
 			return res, run.fail(ctx, res)
 		}
 	}
@@ -215,7 +218,8 @@ type probePauser struct {
 
 // wait pauses after a failed attempt and reports whether the next attempt
 // should run (false: ctx ended). refused says whether the attempt's
-// connection was refused, which turns on the port watch.
+// connection was refused (or its socket file is missing), which turns on
+// the port watch.
 func (p *probePauser) wait(ctx context.Context, refused bool, res *ProbeResult) bool {
 	if probeClosed(p.ready) {
 		// The signal came during the attempt: the next one runs at once.
