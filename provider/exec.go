@@ -804,7 +804,7 @@ func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc
 		return cur, nil
 	}
 	e.record(h, ap)
-	e.log.Info("exec: adopted running home", "home", h.id, "pid", ap.PID, "listen", ap.listenAt.String(), "version", ap.spec.version)
+	e.log.Info("exec: adopted running home", "home", h.id, "pid", ap.PID, "listen", ap.listenAt, "version", ap.spec.version)
 	return ap, nil
 }
 

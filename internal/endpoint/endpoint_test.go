@@ -1,0 +1,69 @@
+package endpoint
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSocketEndpointRoundTrip(t *testing.T) {
+	sock := "/srv/wakegate/homes/alice/.wakegate.sock"
+	ep := Unix(sock)
+	if ep != "unix:///srv/wakegate/homes/alice/.wakegate.sock" {
+		t.Fatalf("Unix = %q", ep)
+	}
+	if p, ok := SocketPath(ep); !ok || p != sock {
+		t.Fatalf("SocketPath = %q, %v", p, ok)
+	}
+	u, err := url.Parse(HTTP(ep) + "/node/alice/x?y=1")
+	if err != nil || u.Scheme != "http" || !IsStandIn(u.Host) || HostHeader(u.Host) != StandInHost {
+		t.Fatalf("HTTP(%q) = %v (%v)", ep, u, err)
+	}
+	if n, a := Target("tcp", u.Host+":80"); n != "unix" || a != sock {
+		t.Fatalf("Target = %s %s", n, a)
+	}
+	// Nothing else changes.
+	for _, s := range []string{"http://127.0.0.1:8080", "https://h.example", "unix://relative", ""} {
+		if HTTP(s) != s {
+			t.Errorf("HTTP(%q) = %q", s, HTTP(s))
+		}
+	}
+	if n, a := Target("tcp", "127.0.0.1:8080"); n != "tcp" || a != "127.0.0.1:8080" || HostHeader("127.0.0.1:8080") != "127.0.0.1:8080" {
+		t.Errorf("a tcp address was changed: %s %s", n, a)
+	}
+}
+
+func TestCheckSocketPath(t *testing.T) {
+	if err := CheckSocketPath("/" + strings.Repeat("a", MaxSocketPath-1)); err != nil {
+		t.Errorf("%d bytes refused: %v", MaxSocketPath, err)
+	}
+	err := CheckSocketPath("/" + strings.Repeat("a", MaxSocketPath))
+	if err == nil || !strings.Contains(err.Error(), "108 bytes") {
+		t.Errorf("108 bytes: %v", err)
+	}
+	if CheckSocketPath("rel.sock") == nil {
+		t.Error("a relative path passes")
+	}
+}
+
+// TestDialerReachesSocket dials a real socket through its stand-in.
+func TestDialerReachesSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	u, _ := url.Parse(HTTP(Unix(sock)))
+	c, err := Dialer(&net.Dialer{})(context.Background(), "tcp", u.Host+":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.RemoteAddr().Network() != "unix" {
+		t.Errorf("dialled %s", c.RemoteAddr().Network())
+	}
+}
