@@ -105,6 +105,9 @@ func TestUnixSocketHomeThroughGateway(t *testing.T) {
 	if log := homeLogOf(t, gw.data, "sock"); !strings.Contains(log, " on socket "+sock+",") {
 		t.Errorf("the home's log does not say it was started on its socket:\n%s", log)
 	}
+	if hs, err := gw.g.Engine().HomeState(context.Background(), "sock"); err != nil || !hs.Warm || hs.Endpoint != "unix://"+sock {
+		t.Errorf("warm home state %+v (%v), want the endpoint unix://%s", hs, err, sock)
+	}
 	if got := homeEnvOf(t, gw.data, "sock"); strings.Contains(got, "WAKEGATE_PORT=") || !strings.Contains(got, "WAKEGATE_SOCKET="+sock) {
 		t.Errorf("the home's environment names a port or not its socket:\n%s", got)
 	}

@@ -70,6 +70,19 @@ func HTTP(ep string) string {
 	return "http://" + hex.EncodeToString([]byte(p)) + hostSuffix
 }
 
+// Record is HTTP undone: the endpoint as records show it (unix:///path)
+// for a socket's stand-in URL (with no path), u itself otherwise.
+func Record(u string) string {
+	host, ok := strings.CutPrefix(u, "http://")
+	if !ok || !strings.HasSuffix(host, hostSuffix) {
+		return u
+	}
+	if network, path := Target("tcp", host); network == "unix" {
+		return Unix(path)
+	}
+	return u
+}
+
 // IsStandIn reports whether host (with or without a port) is the
 // stand-in of a socket.
 func IsStandIn(host string) bool {

@@ -25,6 +25,12 @@ func TestSocketEndpointRoundTrip(t *testing.T) {
 	if n, a := Target("tcp", u.Host+":80"); n != "unix" || a != sock {
 		t.Fatalf("Target = %s %s", n, a)
 	}
+	if r := Record(HTTP(ep)); r != ep {
+		t.Fatalf("Record(HTTP(%q)) = %q", ep, r)
+	}
+	if r := Record("http://127.0.0.1:1"); r != "http://127.0.0.1:1" {
+		t.Fatalf("Record of a tcp endpoint = %q", r)
+	}
 	// Nothing else changes.
 	for _, s := range []string{"http://127.0.0.1:8080", "https://h.example", "unix://relative", ""} {
 		if HTTP(s) != s {
