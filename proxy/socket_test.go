@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/wakegate/wakegate/internal/endpoint"
 )
+
+// bigBody is what a Unix upstream answers at /big: long enough to splice.
+var bigBody = bytes.Repeat([]byte("0123456789abcdef"), 256<<10/16)
 
 // newUnixUpstream is newUpstream on a Unix socket, with a WebSocket echo
 // at /ws; its URL is the socket's stand-in (internal/endpoint).
@@ -41,6 +45,11 @@ func newUnixUpstream(t *testing.T) (*upstream, *url.URL) {
 					return
 				}
 			}
+		}
+		if r.URL.Path == "/big" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(bigBody)))
+			_, _ = w.Write(bigBody)
+			return
 		}
 		body, _ := io.ReadAll(r.Body)
 		u.mu.Lock()
@@ -76,7 +85,11 @@ func TestForwardToUnixSocket(t *testing.T) {
 			p.noDirect = !direct
 			t.Cleanup(p.Close)
 			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				p.Serve(w, r, &Route{Kind: "home", Name: "h1", HomeID: "h1", Upstream: target, StripPrefix: "/node/h1", RelayToken: testToken})
+				route := &Route{Kind: "home", Name: "h1", HomeID: "h1", Upstream: target, StripPrefix: "/node/h1", RelayToken: testToken}
+				if r.URL.Path == "/node/h1/big" {
+					route.RelayToken = "" // a token to mask would make the body copied
+				}
+				p.Serve(w, r, route)
 			}))
 			t.Cleanup(s.Close)
 
@@ -112,6 +125,14 @@ func TestForwardToUnixSocket(t *testing.T) {
 				t.Errorf("%d connections to the socket for 3 plain requests and one with Expect; the pool was not used", up.conns.Load())
 			}
 
+			// A long answer: spliced from the socket on the direct path.
+			if res, body := do(t, newReq(t, http.MethodGet, s.URL+"/node/h1/big", nil)); res.StatusCode != 200 || body != string(bigBody) {
+				t.Fatalf("GET big: %d, %d bytes", res.StatusCode, len(body))
+			}
+			if direct && p.spliced.Load() != 1 {
+				t.Errorf("%d bodies spliced, want the long answer's", p.spliced.Load())
+			}
+
 			c, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(s.URL, "http")+"/node/h1/ws", nil)
 			if err != nil {
 				t.Fatalf("WebSocket through the proxy: %v", err)
@@ -124,6 +145,54 @@ func TestForwardToUnixSocket(t *testing.T) {
 			mt, got, err := c.ReadMessage()
 			if err != nil || mt != websocket.BinaryMessage || len(got) != 70000 {
 				t.Fatalf("echo: type %d, %d bytes, %v", mt, len(got), err)
+			}
+		})
+	}
+}
+
+// BenchmarkWarmGetSocket is BenchmarkWarmGet (no relay token) to a home
+// on a Unix socket.
+func BenchmarkWarmGetSocket(b *testing.B) {
+	for _, size := range []int{1 << 10, 256 << 10} {
+		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+			body := pattern(size)
+			sock := filepath.Join(b.TempDir(), "home.sock")
+			ln, err := net.Listen("unix", sock)
+			if err != nil {
+				b.Fatal(err)
+			}
+			up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+				_, _ = w.Write(body)
+			})}
+			go func() { _ = up.Serve(ln) }()
+			b.Cleanup(func() { _ = up.Close() })
+			o := testOptions()
+			o.MinBodyRate, o.MinResponseRate, o.MinRateGrace = 240, 240, 5*time.Second
+			p := New(o)
+			b.Cleanup(p.Close)
+			u, err := url.Parse(endpoint.HTTP("unix://" + sock))
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				p.Serve(w, r, &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u})
+			}))
+			b.Cleanup(s.Close)
+			client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}
+			b.Cleanup(client.CloseIdleConnections)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := client.Get(s.URL + "/x")
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if err != nil || n != int64(size) {
+					b.Fatalf("%d bytes, %v", n, err)
+				}
 			}
 		})
 	}
