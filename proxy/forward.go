@@ -175,8 +175,7 @@ func New(o Options) *Proxy {
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			// A home on a Unix socket is reached through its stand-in
 			// host (internal/endpoint); any other address as it is.
-			network, addr = endpoint.Target(network, addr)
-			c, err := dialer.DialContext(ctx, network, addr)
+			c, err := endpoint.Dial(ctx, dialer, network, addr)
 			if err != nil {
 				return nil, &DialError{Err: err}
 			}

@@ -16,8 +16,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Scheme is the scheme of a socket endpoint.
@@ -120,10 +125,39 @@ func Target(network, addr string) (string, string) {
 	return "unix", string(p)
 }
 
-// Dialer dials like d, through Target.
+// Dialer dials like d, through Dial.
 func Dialer(d *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		network, addr = Target(network, addr)
+		return Dial(ctx, d, network, addr)
+	}
+}
+
+// Dial dials (network, addr) with d through Target. A socket is reached
+// only if its path names a socket itself, not a symbolic link: the folder
+// of a home's socket belongs to the home, which could otherwise point the
+// gateway (root) at another home's socket or at the admin socket, whose
+// root peers need no token. The socket's inode is opened without
+// following a link and connected to through /proc/self/fd, so nothing can
+// be swapped in between.
+func Dial(ctx context.Context, d *net.Dialer, network, addr string) (net.Conn, error) {
+	network, addr = Target(network, addr)
+	if network != "unix" {
 		return d.DialContext(ctx, network, addr)
 	}
+	fail := func(err error) error {
+		return &net.OpError{Op: "dial", Net: "unix", Addr: &net.UnixAddr{Name: addr, Net: "unix"}, Err: err}
+	}
+	fd, err := unix.Open(addr, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fail(os.NewSyscallError("open", err))
+	}
+	defer func() { _ = unix.Close(fd) }()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, fail(os.NewSyscallError("fstat", err))
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, fail(fmt.Errorf("%s is not a socket (a link or another file in its place): %w", addr, syscall.ECONNREFUSED))
+	}
+	return d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
 }

@@ -2,10 +2,13 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -71,5 +74,46 @@ func TestDialerReachesSocket(t *testing.T) {
 	defer c.Close()
 	if c.RemoteAddr().Network() != "unix" {
 		t.Errorf("dialled %s", c.RemoteAddr().Network())
+	}
+}
+
+// TestDialRefusesALink: a home that replaces its socket by a link to
+// another socket (another home's, the admin socket) is not followed.
+func TestDialRefusesALink(t *testing.T) {
+	dir := t.TempDir()
+	admin := filepath.Join(dir, "admin.sock")
+	ln, err := net.Listen("unix", admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	home := filepath.Join(dir, "home.sock")
+	if err := os.Symlink(admin, home); err != nil {
+		t.Fatal(err)
+	}
+	d := &net.Dialer{}
+	u, _ := url.Parse(HTTP(Unix(home)))
+	if c, err := Dial(context.Background(), d, "tcp", u.Host+":80"); err == nil {
+		c.Close()
+		t.Fatal("the link was followed to another socket")
+	} else if !strings.Contains(err.Error(), "not a socket") && !errors.Is(err, syscall.ELOOP) {
+		t.Errorf("error %v does not say why", err)
+	}
+	// A plain file in its place is refused too, as refused.
+	if err := os.Remove(home); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(home, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dial(context.Background(), d, "tcp", u.Host+":80"); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("a file in the socket's place: %v", err)
+	}
+	// A missing socket is ENOENT, for the probes' watch.
+	if err := os.Remove(home); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Dial(context.Background(), d, "tcp", u.Host+":80"); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("a missing socket: %v", err)
 	}
 }
