@@ -5,10 +5,10 @@
 // API. HTTP clients (net/http, the upstream forwarder, the WebSocket
 // relay and probes) only know host:port URLs, so a socket endpoint is
 // given to them as an http URL whose host stands in for the socket
-// (HTTP); the dialers map that host back to ("unix", path) with Target
-// or DialContext, and the Host header sent to the home is StandInHost.
-// Nothing changes for an http endpoint: Target returns ("tcp", addr)
-// after one suffix comparison, done once per new connection.
+// (HTTP); every dialer of a home goes through Dial (or Dialer), which maps
+// that host back to the socket, and the Host header sent to the home is
+// StandInHost (HostHeader). Nothing changes for an http endpoint: Dial
+// dials addr itself after one suffix comparison, once per new connection.
 package endpoint
 
 import (
