@@ -804,7 +804,7 @@ func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc
 		return cur, nil
 	}
 	e.record(h, ap)
-	e.log.Info("exec: adopted running home", "home", h.id, "pid", ap.PID, "listen", ap.listenAt, "version", ap.spec.version)
+	e.log.Info("exec: adopted running home", "home", h.id, "pid", ap.PID, ap.attr(), "version", ap.spec.version)
 	return ap, nil
 }
 
@@ -1035,7 +1035,7 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	}
 	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, exited: make(chan struct{})}
 	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
-	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, "listen", at.String(), "version", sp.version)
+	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
 	if err := e.watch(h, p); err != nil {
 		// Only after Close: nobody would record this process.
 		_ = e.signal(p, unix.SIGKILL)
@@ -1621,6 +1621,14 @@ func (p *proc) endpoint() string {
 		return endpoint.Unix(p.socket)
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(p.port)
+}
+
+// attr is where l listens as a log attribute: port=N or socket=PATH.
+func (l listenAt) attr() slog.Attr {
+	if l.socket != "" {
+		return slog.String("socket", l.socket)
+	}
+	return slog.Int("port", l.port)
 }
 
 // String names where l listens, for logs.
