@@ -39,7 +39,7 @@ var commandUsage = map[string]string{
 	"check-config": "usage: wakegate check-config [--config FILE]\n\n" +
 		"validates a config file; exit 1 with every error (file:line: field: what is wrong)",
 	"version": "usage: wakegate version\n\nprints the version",
-	"demo-home": "usage: wakegate demo-home [--addr A] [--target T] [--version V] [--boot-delay D] [--listen-fd N] [--relay-token T] [--notify-ready URL]\n\n" +
+	"demo-home": "usage: wakegate demo-home [--addr A] [--target T] [--version V] [--boot-delay D] [--listen-fd N | --unix PATH] [--relay-token T] [--notify-ready URL]\n\n" +
 		"runs the built-in demo home (HTTP and WebSocket at /node/{target}/ and /apps/demo/)",
 	"status": "usage: wakegate status [--json] [--admin ADDR] [--token T]\n\n" +
 		"prints a running gateway's homes and apps from its admin API, and under them what failed\n" +

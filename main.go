@@ -6,7 +6,7 @@
 //	wakegate check-config [--config FILE]
 //	wakegate version
 //	wakegate healthcheck [--addr ADDR] [--path /healthz]
-//	wakegate demo-home [--addr ADDR] [--target NAME] [--version V] [--boot-delay D]
+//	wakegate demo-home [--addr ADDR | --unix PATH] [--target NAME] [--version V] [--boot-delay D]
 //	wakegate status [--json]
 //	wakegate home wake|suspend|roll|refresh ID
 //	wakegate home get|put|delete ID, app get|put|delete SLUG, target get|set

@@ -30,7 +30,7 @@ func readmeRecipes(t *testing.T) map[string]string {
 	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
 		out[m[1]] = m[2]
 	}
-	for _, name := range []string{"app", "home", "websocket"} {
+	for _, name := range []string{"app", "home", "websocket", "socket"} {
 		if out[name] == "" {
 			t.Fatalf("README.md has no recipe %q", name)
 		}
@@ -138,5 +138,26 @@ func TestRecipeWebSocket(t *testing.T) {
 	}
 	if _, echo, err := conn.ReadMessage(); err != nil || string(echo) != "ping" {
 		t.Fatalf("echo %q: %v", echo, err)
+	}
+}
+
+// TestRecipeSocket runs the socket variant of recipe 3: the demo home on
+// a Unix socket in its folder, reached through the gateway over HTTP and
+// WebSocket with Host: localhost.
+func TestRecipeSocket(t *testing.T) {
+	recipe := readmeRecipes(t)["socket"]
+	_, base := recipeServe(t, recipe)
+	status, body := recipeGet(t, base+"/node/chat/whoami")
+	if status != http.StatusOK || !strings.Contains(body, `"host":"localhost"`) {
+		t.Fatalf("GET whoami: %d %s", status, body)
+	}
+	conn, res, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/node/chat/ws", nil)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, res)
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, hello, err := conn.ReadMessage(); err != nil || !strings.Contains(string(hello), `"hello":"chat"`) {
+		t.Fatalf("hello %q: %v", hello, err)
 	}
 }

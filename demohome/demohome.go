@@ -47,6 +47,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wakegate/wakegate/internal/endpoint"
 )
 
 // Defaults and names shared with the gateway and its tests.
@@ -100,6 +102,11 @@ type Options struct {
 	// connections made during the boot wait in the socket's accept queue.
 	// The boot delay still runs before the first accept. Zero: none.
 	ListenFD int
+	// Unix, when set, is the path of a Unix socket Run listens on instead
+	// of Addr (flag --unix), e.g. {socket} in an exec home's command. A
+	// socket file left there by an earlier run is removed first; Run
+	// removes its own when it returns. Empty: none.
+	Unix string
 	// FailOnce, when set, names a marker file: if it does not exist, Run
 	// creates it and fails at once without listening (flag --fail-once),
 	// so the home's first start fails and its restart succeeds.
@@ -143,6 +150,7 @@ func ParseFlags(args []string) (Options, error) {
 	fs.StringVar(&o.RelayToken, "relay-token", "", "require this token in header "+RelayHeader+" under /node/ (default: env "+RelayTokenEnv+")")
 	fs.StringVar(&o.NotifyReady, "notify-ready", "", "POST to this URL once after listening")
 	fs.IntVar(&o.ListenFD, "listen-fd", 0, "serve on this inherited listening socket (a file descriptor, 3 or more) instead of listening on --addr")
+	fs.StringVar(&o.Unix, "unix", "", "listen on a Unix socket at this path instead of --addr")
 	fs.StringVar(&o.FailOnce, "fail-once", "", "if this marker file is missing, create it and exit with an error before listening")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -176,6 +184,14 @@ func ParseFlags(args []string) (Options, error) {
 	}
 	if o.ListenFD != 0 && o.ListenFD < 3 {
 		return Options{}, fmt.Errorf("demo-home: flag --listen-fd: %d is standard input, output or error; an inherited socket is 3 or more", o.ListenFD)
+	}
+	if o.Unix != "" {
+		if o.ListenFD != 0 {
+			return Options{}, errors.New("demo-home: flags --unix and --listen-fd: give one listener, not both")
+		}
+		if len(o.Unix) > endpoint.MaxSocketPath {
+			return Options{}, fmt.Errorf("demo-home: flag --unix: %s is %d bytes, more than the %d a Unix socket path allows", o.Unix, len(o.Unix), endpoint.MaxSocketPath)
+		}
 	}
 	if o.NotifyReady != "" {
 		u, err := url.Parse(o.NotifyReady)
@@ -686,8 +702,8 @@ func (l *lineLog) printf(format string, args ...any) {
 	_, _ = fmt.Fprintf(l.w, format+"\n", args...)
 }
 
-// listen returns the listener of o: the inherited socket ListenFD, or a
-// new one on Addr.
+// listen returns the listener of o: the inherited socket ListenFD, a Unix
+// socket at Unix, or a new one on Addr.
 func listen(ctx context.Context, o Options) (net.Listener, error) {
 	if o.ListenFD >= 3 {
 		f := os.NewFile(uintptr(o.ListenFD), "inherited listener")
@@ -710,6 +726,19 @@ func listen(ctx context.Context, o Options) (net.Listener, error) {
 		return ln, nil
 	}
 	var lc net.ListenConfig
+	if o.Unix != "" {
+		// Only a socket is removed: a mistyped path never costs a file.
+		if fi, err := os.Lstat(o.Unix); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			if err := os.Remove(o.Unix); err != nil {
+				return nil, fmt.Errorf("demo-home: --unix %s: remove the stale socket: %w", o.Unix, err)
+			}
+		}
+		ln, err := lc.Listen(ctx, "unix", o.Unix)
+		if err != nil {
+			return nil, fmt.Errorf("demo-home: listen on %s: %w", o.Unix, err)
+		}
+		return ln, nil
+	}
 	ln, err := lc.Listen(ctx, "tcp", o.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("demo-home: listen on %s: %w", o.Addr, err)

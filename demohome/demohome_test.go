@@ -82,6 +82,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--notify-ready", "::bad"}, "--notify-ready"},
 		{[]string{"--listen-fd", "2"}, "--listen-fd"},
 		{[]string{"--listen-fd", "three"}, "listen-fd"},
+		{[]string{"--unix", "/tmp/h.sock", "--listen-fd", "3"}, "--unix and --listen-fd"},
+		{[]string{"--unix", "/" + strings.Repeat("s", 107)}, "--unix"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"extra"}, `"extra"`},
 	}
@@ -863,5 +865,55 @@ func TestRunListenFDNotASocket(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// TestRunUnixSocket serves on a Unix socket (--unix) over a stale socket
+// file, checks the relay token there too, and removes its socket when it
+// returns.
+func TestRunUnixSocket(t *testing.T) {
+	sock := t.TempDir() + "/home.sock"
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	_ = stale.Close()
+
+	o, err := ParseFlags([]string{"--unix", sock, "--target", "alice", "--relay-token", "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, stop := startRun(t, o)
+	if addr := waitAddr(t, sink); addr != sock {
+		t.Fatalf("listening on %q, want %s", addr, sock)
+	}
+	c := &http.Client{Timeout: waitLimit, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}}}
+	defer c.CloseIdleConnections()
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"", http.StatusUnauthorized}, {"tok-", http.StatusUnauthorized}, {"tok", http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://localhost/node/alice/whoami", nil)
+		if tc.token != "" {
+			req.Header.Set(RelayHeader, tc.token)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("token %q: status %d, want %d", tc.token, res.StatusCode, tc.want)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left after Run returned: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -41,7 +42,7 @@ func (g *Gateway) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *ap
 		g.writeError(w, r, fault.New(fault.NotReady, "home_sleeping", "The home is not running; a self-probe does not wake it."))
 		return
 	}
-	u, err := url.Parse(hs.Endpoint)
+	u, err := url.Parse(endpoint.HTTP(hs.Endpoint))
 	if err != nil {
 		g.writeError(w, r, fmt.Errorf("home endpoint %q: %w", hs.Endpoint, err))
 		return

@@ -348,9 +348,15 @@ type ProbeConfig struct {
 // processes.
 type ExecConfig struct {
 	// Command is the command template. Placeholders: {port} (a free loopback
-	// port), {target}, {version}, {id}, {data_dir} (the home's own folder)
-	// and {self} (this gateway's executable). Default (and when empty): the
-	// built-in demo home.
+	// port), {target}, {version}, {id}, {data_dir} (the home's own folder),
+	// {self} (this gateway's executable) and {endpoint}
+	// (http://127.0.0.1:{port}). A command that names {socket} listens on
+	// a Unix socket instead of a port: {socket} is the absolute path
+	// {data_dir}/.wakegate.sock (at most 107 bytes, checked), {endpoint} is
+	// then unix://{socket}, no port is chosen and the gateway reaches the
+	// home only through the socket, inside the home's 0700 folder: with
+	// homes of their own users, no other home can connect to it. Default
+	// (and when empty): the built-in demo home.
 	Command []string `yaml:"command"`
 	// StopGrace is the pause between SIGTERM and SIGKILL. Default 5s; zero
 	// means the default.

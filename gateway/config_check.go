@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -121,6 +122,7 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	c.checkProviderSections(k, reg)
 	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, reg, c.availableProviders(reg))
 	validateApps(k, c.Apps, homes)
+	c.checkHomeSockets(k)
 	c.validatePages(k) // config_waiting.go
 	return errs
 }
@@ -392,6 +394,32 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 		}
 	}
 	k.nonNegative(namedDuration{"idle_timeout", *h.IdleTimeout})
+}
+
+// checkHomeSockets reports the exec homes listening on {socket} whose
+// socket path would be too long for a Unix socket.
+func (c *Config) checkHomeSockets(k checker) {
+	dataDir, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return
+	}
+	for i := range c.Homes {
+		h := &c.Homes[i]
+		if h.Provider != "exec" || !idRE.MatchString(h.ID) {
+			continue
+		}
+		field, cmd := "command", h.Command
+		if len(cmd) == 0 {
+			cmd = c.Exec.Command
+			field = "id" // the home inherits exec.command; its id makes the path
+		}
+		if !provider.UsesSocket(cmd) {
+			continue
+		}
+		if _, err := provider.SocketPathOf(dataDir, h.ID); err != nil {
+			k.in(fmt.Sprintf("homes[%d]", i)).bad(field, "%v", err)
+		}
+	}
 }
 
 // validateApps checks every app with the rules of registry.App (the admin

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/internal/endpoint"
 )
 
 // ExecConfig configures the exec provider, which runs each home as a local
@@ -33,7 +34,13 @@ type ExecConfig struct {
 	// the placeholders {port} (the loopback port the home must listen on),
 	// {target}, {version}, {data_dir} (the home's own directory), {id} and
 	// {self} (the gateway's own executable, os.Executable()) are replaced
-	// ({endpoint}, http://127.0.0.1:{port}, too). Required. The program is
+	// ({endpoint}, http://127.0.0.1:{port}, too). A command that names
+	// {socket} listens on a Unix socket instead of a port: {socket} is
+	// the absolute path {data_dir}/.wakegate.sock (at most 107 bytes),
+	// {endpoint} is then unix://{socket}, no port is chosen, and the
+	// gateway reaches the home only through that socket, which only the
+	// home's user and root can connect to when homes have users of their
+	// own. Required. The program is
 	// {self}, an absolute path or a name on PATH. Spec.Command overrides the
 	// template for one Wake or Recreate, and the supervisor restarts a
 	// process with the template it was started from. The program may be a
@@ -172,7 +179,7 @@ type home struct {
 // proc is one started or adopted process.
 type proc struct {
 	procIdentity
-	port int
+	listenAt
 	spec runSpec
 	cmd  *exec.Cmd // nil when adopted: not a child of this gateway
 
@@ -187,6 +194,37 @@ type proc struct {
 	// that, and was set aside for the installer to hand back. Both are
 	// guarded by Exec.mu.
 	installed, exitedEarly bool
+}
+
+// listenAt is where a process listens: a loopback port, or a Unix socket
+// (socket set, port 0) for a command that names {socket}.
+type listenAt struct {
+	port   int
+	socket string // absolute path
+}
+
+// socketFile is the name of a home's socket in its folder.
+const socketFile = ".wakegate.sock"
+
+// UsesSocket reports whether an exec command template names {socket}.
+func UsesSocket(cmd []string) bool {
+	for _, a := range cmd {
+		if strings.Contains(a, "{socket}") {
+			return true
+		}
+	}
+	return false
+}
+
+// SocketPathOf is where the socket of exec home id is under dataDir
+// ({socket}), and an error for operators when that path is too long for a
+// Unix socket.
+func SocketPathOf(dataDir, id string) (string, error) {
+	path := filepath.Join(dataDir, "homes", id, socketFile)
+	if err := endpoint.CheckSocketPath(path); err != nil {
+		return path, fmt.Errorf("home %s listens on {socket}: %w; use a shorter data_dir (or home id), or {port} instead of {socket}", id, err)
+	}
+	return path, nil
 }
 
 // runSpec is what a process was started from; a restart reuses it.
@@ -213,7 +251,8 @@ type exitEvent struct {
 // execRef is the persisted provider ref of an exec home.
 type execRef struct {
 	procIdentity
-	Port    int    `json:"port"`
+	Port    int    `json:"port,omitempty"`
+	Socket  string `json:"socket,omitempty"` // the Unix socket, instead of Port
 	Version string `json:"version"`
 }
 
@@ -287,6 +326,7 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 		sharedWhy: why,
 		client: HomeClient(&http.Client{Transport: &http.Transport{
 			Proxy:             nil, // homes are on loopback
+			DialContext:       endpoint.Dialer(&net.Dialer{}),
 			DisableKeepAlives: true,
 		}}),
 		exits:    make(chan exitEvent),
@@ -572,10 +612,10 @@ func (e *Exec) version(ctx context.Context, s Spec) (string, error) {
 }
 
 func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (string, error) {
-	args := e.expand(e.cfg.VersionCommand, h, p.port, runSpec{version: s.Version, target: s.Target})
+	args := e.expand(e.cfg.VersionCommand, h, p.listenAt, runSpec{version: s.Version, target: s.Target})
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = h.dir
-	cmd.Env = e.homeEnv(h, p.port, runSpec{version: s.Version, target: s.Target, env: s.Env, relayToken: s.RelayToken})
+	cmd.Env = e.homeEnv(h, p.listenAt, runSpec{version: s.Version, target: s.Target, env: s.Env, relayToken: s.RelayToken})
 	cred, err := e.userOf(h, homeUser(s.Options))
 	if err != nil {
 		return "", err
@@ -593,10 +633,11 @@ func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (st
 }
 
 func (e *Exec) versionHTTP(ctx context.Context, p *proc) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.endpoint()+"/version", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint.HTTP(p.endpoint())+"/version", nil)
 	if err != nil {
 		return "", fmt.Errorf("version request: %w", err)
 	}
+	req.Host = endpoint.HostHeader(req.URL.Host)
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return "", fmt.Errorf("version request: %w", err)
@@ -763,7 +804,7 @@ func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc
 		return cur, nil
 	}
 	e.record(h, ap)
-	e.log.Info("exec: adopted running home", "home", h.id, "pid", ap.PID, "port", ap.port, "version", ap.spec.version)
+	e.log.Info("exec: adopted running home", "home", h.id, "pid", ap.PID, ap.attr(), "version", ap.spec.version)
 	return ap, nil
 }
 
@@ -944,11 +985,20 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	if err := os.MkdirAll(h.sys, 0o700); err != nil {
 		return nil, fmt.Errorf("home dir: %w", err)
 	}
-	port, err := freePort()
-	if err != nil {
+	var at listenAt
+	if UsesSocket(sp.command) {
+		if at.socket, err = SocketPathOf(e.cfg.DataDir, h.id); err != nil {
+			return nil, err
+		}
+		// A socket left by an earlier process would refuse the new
+		// listener's bind. The home creates the new one, as its user.
+		if err := os.Remove(at.socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+	} else if at.port, err = freePort(); err != nil {
 		return nil, err
 	}
-	args := e.expand(sp.command, h, port, sp)
+	args := e.expand(sp.command, h, at, sp)
 	if _, err := h.log.rotateIfFull(); err != nil {
 		e.log.Warn("exec: log rotation failed", "home", h.id, "err", err)
 	}
@@ -962,7 +1012,7 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	if sp.dir != "" {
 		cmd.Dir = sp.dir
 	}
-	cmd.Env = e.homeEnv(h, port, sp)
+	cmd.Env = e.homeEnv(h, at, sp)
 	cmd.Stdout = out
 	cmd.Stderr = out
 	// Its own process group: a signal to the gateway's group (Ctrl-C, a
@@ -983,9 +1033,9 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 		_ = cmd.Wait()
 		return nil, err
 	}
-	p := &proc{procIdentity: id, port: port, spec: sp, cmd: cmd, exited: make(chan struct{})}
-	e.note(h, "wakegate: started pid %d on port %d, version %q: %s", p.PID, port, sp.version, strings.Join(args, " "))
-	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, "port", port, "version", sp.version)
+	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, exited: make(chan struct{})}
+	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
+	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
 	if err := e.watch(h, p); err != nil {
 		// Only after Close: nobody would record this process.
 		_ = e.signal(p, unix.SIGKILL)
@@ -1023,16 +1073,21 @@ func childIdentity(cmd *exec.Cmd) (procIdentity, error) {
 }
 
 // expand substitutes the placeholders in a command template.
-func (e *Exec) expand(tmpl []string, h *home, port int, sp runSpec) []string {
-	ps := strconv.Itoa(port)
+func (e *Exec) expand(tmpl []string, h *home, at listenAt, sp runSpec) []string {
+	ps := strconv.Itoa(at.port)
+	ep := "http://127.0.0.1:" + ps
+	if at.socket != "" {
+		ps, ep = "", endpoint.Unix(at.socket)
+	}
 	r := strings.NewReplacer(
 		"{port}", ps,
+		"{socket}", at.socket,
 		"{target}", sp.target,
 		"{version}", sp.version,
 		"{data_dir}", h.dir,
 		"{id}", h.id,
 		"{self}", e.self,
-		"{endpoint}", "http://127.0.0.1:"+ps,
+		"{endpoint}", ep,
 	)
 	out := make([]string, len(tmpl))
 	for i, a := range tmpl {
@@ -1561,11 +1616,32 @@ func (e *Exec) rotateLogs() {
 }
 
 // endpoint is the upstream base URL of p.
-func (p *proc) endpoint() string { return "http://127.0.0.1:" + strconv.Itoa(p.port) }
+func (p *proc) endpoint() string {
+	if p.socket != "" {
+		return endpoint.Unix(p.socket)
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(p.port)
+}
+
+// attr is where l listens as a log attribute: port=N or socket=PATH.
+func (l listenAt) attr() slog.Attr {
+	if l.socket != "" {
+		return slog.String("socket", l.socket)
+	}
+	return slog.Int("port", l.port)
+}
+
+// String names where l listens, for logs.
+func (l listenAt) String() string {
+	if l.socket != "" {
+		return "socket " + l.socket
+	}
+	return "port " + strconv.Itoa(l.port)
+}
 
 // result is the running Result of p, with its ref.
 func (p *proc) result() Result {
-	ref, _ := json.Marshal(execRef{procIdentity: p.procIdentity, Port: p.port, Version: p.spec.version})
+	ref, _ := json.Marshal(execRef{procIdentity: p.procIdentity, Port: p.port, Socket: p.socket, Version: p.spec.version})
 	return Result{Endpoint: p.endpoint(), Ref: string(ref), State: StateRunning}
 }
 
@@ -1579,7 +1655,14 @@ func parseRef(s string) (execRef, bool) {
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return execRef{}, false
 	}
-	if r.PID <= 0 || r.Exe == "" || r.Port <= 0 || r.Port > 65535 {
+	if r.PID <= 0 || r.Exe == "" {
+		return execRef{}, false
+	}
+	if r.Socket != "" {
+		if r.Port != 0 || endpoint.CheckSocketPath(r.Socket) != nil {
+			return execRef{}, false
+		}
+	} else if r.Port <= 0 || r.Port > 65535 {
 		return execRef{}, false
 	}
 	return r, true
@@ -1589,7 +1672,7 @@ func parseRef(s string) (execRef, bool) {
 func (r execRef) proc() *proc {
 	return &proc{
 		procIdentity: r.procIdentity,
-		port:         r.Port,
+		listenAt:     listenAt{port: r.Port, socket: r.Socket},
 		spec:         runSpec{version: r.Version},
 		exited:       make(chan struct{}),
 	}

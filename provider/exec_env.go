@@ -11,8 +11,12 @@ import (
 // Variables the exec provider defines for every home (and its version
 // command), besides PATH, HOME, TMPDIR and the locale.
 const (
-	// EnvPort is the loopback port the home must listen on ({port}).
+	// EnvPort is the loopback port the home must listen on ({port}); not
+	// set for a home on a Unix socket.
 	EnvPort = "WAKEGATE_PORT"
+	// EnvSocket is the Unix socket the home must listen on ({socket}); set
+	// only for a home whose command names {socket}.
+	EnvSocket = "WAKEGATE_SOCKET"
 	// EnvTarget is the name in /node/{target} that routes to the home.
 	EnvTarget = "WAKEGATE_TARGET"
 	// EnvVersion is the version the home was started to run.
@@ -49,7 +53,7 @@ func checkInheritEnv(names []string) error {
 // LANGUAGE, LC_*) and TZ, the WAKEGATE_* variables of the home, the
 // variables named in InheritEnv as the gateway has them, ExecConfig.Env
 // and the home's own env.
-func (e *Exec) homeEnv(h *home, port int, sp runSpec) []string {
+func (e *Exec) homeEnv(h *home, l listenAt, sp runSpec) []string {
 	env := make([]string, 0, 16+len(e.cfg.InheritEnv)+len(e.cfg.Env)+len(sp.env))
 	path := os.Getenv("PATH")
 	if path == "" {
@@ -62,8 +66,12 @@ func (e *Exec) homeEnv(h *home, port int, sp runSpec) []string {
 			env = append(env, kv)
 		}
 	}
+	if l.socket != "" {
+		env = append(env, EnvSocket+"="+l.socket)
+	} else {
+		env = append(env, EnvPort+"="+strconv.Itoa(l.port))
+	}
 	env = append(env,
-		EnvPort+"="+strconv.Itoa(port),
 		EnvTarget+"="+sp.target,
 		EnvVersion+"="+sp.version,
 		EnvHome+"="+h.id,

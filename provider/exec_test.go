@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/internal/endpoint"
 )
 
 // The test binary doubles as the homes it runs: with EXEC_TEST_HOME=1 in
@@ -283,11 +285,18 @@ func (c *changes) next(t *testing.T) Result {
 	}
 }
 
-var testClient = &http.Client{Timeout: 5 * time.Second}
+// testClient reaches homes on ports and on sockets (internal/endpoint).
+var testClient = &http.Client{Timeout: 5 * time.Second,
+	Transport: &http.Transport{DialContext: endpoint.Dialer(&net.Dialer{})}}
 
 // get fetches endpoint+path and returns the trimmed body.
-func get(endpoint, path string) (string, error) {
-	resp, err := testClient.Get(endpoint + path)
+func get(ep, path string) (string, error) {
+	req, err := http.NewRequest(http.MethodGet, endpoint.HTTP(ep)+path, nil)
+	if err != nil {
+		return "", err
+	}
+	req.Host = endpoint.HostHeader(req.URL.Host)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		return "", err
 	}
@@ -1217,7 +1226,7 @@ func TestStopOfChangedIdentityNotProven(t *testing.T) {
 	}
 	recorded := other
 	recorded.Start--
-	p := &proc{procIdentity: recorded, port: 1, exited: make(chan struct{})}
+	p := &proc{procIdentity: recorded, listenAt: listenAt{port: 1}, exited: make(chan struct{})}
 	e.mu.Lock()
 	h.proc, h.wanted = p, true
 	e.mu.Unlock()

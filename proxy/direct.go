@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/wakegate/wakegate/internal/endpoint"
 )
 
 // The direct path carries a plain request (no upgrade, no Expect, an http
@@ -110,7 +112,7 @@ type directReq struct {
 
 // serveDirect forwards r to route's upstream and answers w.
 func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route) {
-	d := &directReq{p: p, w: w, r: r, route: route, host: route.Upstream.Host}
+	d := &directReq{p: p, w: w, r: r, route: route, host: endpoint.HostHeader(route.Upstream.Host)}
 	d.path, d.raw = route.upstreamPath(r.URL)
 	d.trusted = p.trustedPeer(r)
 	d.realIP = p.clientIP(r)
@@ -157,7 +159,7 @@ func (d *directReq) roundTrip() (*http.Response, error) {
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("retry toward %s: not a plain http upstream", u.Redacted())
 	}
-	d.host = u.Host
+	d.host = endpoint.HostHeader(u.Host)
 	res, err = d.send(fwd, u)
 	if err != nil {
 		route.failed(r)

@@ -13,10 +13,10 @@ import (
 // memory. Below it the copy is cheaper than the extra system calls.
 const spliceMin = 64 << 10
 
-// spliceBody sends res's body from the upstream's TCP connection through
+// spliceBody sends res's body from the upstream's connection through
 // w's ReadFrom when it can: a length of at least spliceMin, no relay
 // token to mask, no trailers, a plain HTTP/1 client, a forwarder's body
-// on a TCP connection and a writer chain with ReadFrom. ok false: nothing was done, copy the body.
+// on a TCP or Unix connection and a writer chain with ReadFrom. ok false: nothing was done, copy the body.
 // Otherwise err is the failure of the copy; on success the connection is
 // back in the pool, having given exactly the body's length.
 func (d *directReq) spliceBody(w http.ResponseWriter, res *http.Response) (ok bool, err error) {
@@ -30,9 +30,17 @@ func (d *directReq) spliceBody(w http.ResponseWriter, res *http.Response) (ok bo
 	if !isUp {
 		return false, nil
 	}
-	tcp, isTCP := b.c.Conn.(*net.TCPConn)
+	// A TCP or Unix stream connection: the kernel splices from either
+	// (a home on {socket} is reached over the latter).
+	var src io.Reader
+	switch c := b.c.Conn.(type) {
+	case *net.TCPConn:
+		src = c
+	case *net.UnixConn:
+		src = c
+	}
 	rf, isRF := w.(io.ReaderFrom)
-	if !isTCP || !isRF {
+	if src == nil || !isRF {
 		return false, nil
 	}
 	left := res.ContentLength
@@ -47,7 +55,7 @@ func (d *directReq) spliceBody(w http.ResponseWriter, res *http.Response) (ok bo
 			return true, werr
 		}
 	}
-	n, err := rf.ReadFrom(&io.LimitedReader{R: tcp, N: left})
+	n, err := rf.ReadFrom(&io.LimitedReader{R: src, N: left})
 	if err == nil && n != left {
 		err = io.ErrUnexpectedEOF // the upstream closed before the end
 	}

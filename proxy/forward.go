@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/internal/endpoint"
 )
 
 // Route is where one request goes.
@@ -172,7 +173,9 @@ func New(o Options) *Proxy {
 	dialer := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
+			// A home on a Unix socket is reached through its stand-in
+			// host (internal/endpoint); any other address as it is.
+			c, err := endpoint.Dial(ctx, dialer, network, addr)
 			if err != nil {
 				return nil, &DialError{Err: err}
 			}
@@ -340,7 +343,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Scheme = target.Scheme
 	out.URL.Host = target.Host
 	out.URL.Path, out.URL.RawPath = route.upstreamPath(pr.In.URL)
-	out.Host = target.Host
+	out.Host = endpoint.HostHeader(target.Host)
 	for _, h := range p.stripped {
 		delete(out.Header, h) // canonical already
 	}
@@ -575,7 +578,7 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	route.Upstream = u
 	again := req.Clone(req.Context())
-	again.URL.Scheme, again.URL.Host, again.Host = u.Scheme, u.Host, u.Host
+	again.URL.Scheme, again.URL.Host, again.Host = u.Scheme, u.Host, endpoint.HostHeader(u.Host)
 	if req.GetBody != nil {
 		if again.Body, err = req.GetBody(); err != nil {
 			return nil, err

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -122,7 +123,8 @@ type Apps struct {
 	setMu  sync.Mutex             // serialises changes of tab
 	client *http.Client
 	tr     *http.Transport
-	dialer *net.Dialer
+	// dial dials through endpoint.Target (socket endpoints).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	ctx    context.Context // owner of every observation goroutine
 	cancel context.CancelFunc
@@ -173,8 +175,8 @@ func NewApps(o AppsOptions) *Apps {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	a := &Apps{o: o, dialer: &net.Dialer{}}
-	a.tr = &http.Transport{Proxy: nil, DialContext: a.dialer.DialContext, DisableKeepAlives: true, DisableCompression: true}
+	a := &Apps{o: o, dial: endpoint.Dialer(&net.Dialer{})}
+	a.tr = &http.Transport{Proxy: nil, DialContext: a.dial, DisableKeepAlives: true, DisableCompression: true}
 	a.client = &http.Client{Transport: a.tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	a.ctx, a.cancel = context.WithCancel(context.Background())

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -102,7 +103,7 @@ func (a *Apps) runtimeRung(ctx context.Context, ap *observedApp, stopped bool) (
 	if !hs.StartedAt.IsZero() {
 		since = hs.StartedAt
 	}
-	return hs.Endpoint + s.Path, since, rung{pass: true}
+	return endpoint.HTTP(hs.Endpoint) + s.Path, since, rung{pass: true}
 }
 
 func orNone(reason string) string {
@@ -163,7 +164,7 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 		if err != nil {
 			return err
 		}
-		c, err := a.dialer.DialContext(ctx, "tcp", hp)
+		c, err := a.dial(ctx, "tcp", hp)
 		if err != nil {
 			return fmt.Errorf("tcp check: %w", err)
 		}
@@ -178,6 +179,7 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 	if err != nil {
 		return fmt.Errorf("health check: %w", err)
 	}
+	req.Host = endpoint.HostHeader(req.URL.Host)
 	if s.Home != "" {
 		a.o.Engine.setRelayHeader(s.Home, req.Header)
 	}

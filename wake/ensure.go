@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -364,8 +365,8 @@ type HomeState struct {
 	Status registry.Status
 	// Reason says why the status is failed or unknown.
 	Reason string
-	// Endpoint is where the home listens: the warm verdict's, else the
-	// stored one ("" when never woken).
+	// Endpoint is where the home listens (unix:///path for a socket): the
+	// warm verdict's, else the stored one ("" when never woken).
 	Endpoint string
 	// Waking is true while a wake of the home is in flight.
 	Waking bool
@@ -402,7 +403,7 @@ func (e *Engine) HomeState(ctx context.Context, id string) (HomeState, error) {
 	}
 	s := HomeState{Status: rec.Status, Reason: rec.Reason, Endpoint: rec.Endpoint, StartedAt: rec.LastWakeAt}
 	if v := h.warm.Load(); v != nil && e.now() < v.until {
-		s.Warm, s.Endpoint = true, v.endpoint.String()
+		s.Warm, s.Endpoint = true, endpoint.Record(v.endpoint.String())
 	}
 	h.mu.Lock()
 	s.Waking = h.flight != nil

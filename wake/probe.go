@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/internal/endpoint"
 )
 
 // ProbeKind selects how readiness is proven.
@@ -196,7 +197,10 @@ func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult
 		if ctx.Err() != nil {
 			return res, run.fail(ctx, res)
 		}
-		if !p.wait(ctx, errors.Is(err, syscall.ECONNREFUSED), &res) {
+		// A socket endpoint's file missing (ENOENT) is a port not yet
+		// open: the home has not bound it yet.
+		closed := errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
+		if !p.wait(ctx, closed, &res) {
 			return res, run.fail(ctx, res)
 		}
 	}
@@ -214,7 +218,8 @@ type probePauser struct {
 
 // wait pauses after a failed attempt and reports whether the next attempt
 // should run (false: ctx ended). refused says whether the attempt's
-// connection was refused, which turns on the port watch.
+// connection was refused (or its socket file is missing), which turns on
+// the port watch.
 func (p *probePauser) wait(ctx context.Context, refused bool, res *ProbeResult) bool {
 	if probeClosed(p.ready) {
 		// The signal came during the attempt: the next one runs at once.
@@ -288,7 +293,7 @@ func pollC(t *time.Timer, watching bool) <-chan time.Time {
 func (r *probeRun) portOpen(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, r.spec.AttemptTimeout)
 	defer cancel()
-	c, err := r.dialer.DialContext(ctx, "tcp", r.hostport)
+	c, err := r.dial(ctx, "tcp", r.hostport)
 	if err != nil {
 		return false
 	}
@@ -340,7 +345,9 @@ type probeRun struct {
 	spec     ProbeSpec
 	target   string // URL for ws and http, host:port for tcp
 	hostport string // the endpoint's host:port, for the port watch
-	dialer   *net.Dialer
+	// dial dials through endpoint.Target: a socket endpoint's stand-in
+	// host is dialled as its socket.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// answer is the error of the last attempt that ended on its own, not
 	// cut short by the caller's ctx.
 	answer error
@@ -358,7 +365,7 @@ type probeRun struct {
 
 // probeNewRun checks s and builds the dialer and, for http, the client.
 func probeNewRun(s ProbeSpec) (*probeRun, error) {
-	r := &probeRun{spec: s, dialer: &net.Dialer{}}
+	r := &probeRun{spec: s, dial: endpoint.Dialer(&net.Dialer{})}
 	var err error
 	switch s.Kind {
 	case ProbeWS:
@@ -397,7 +404,7 @@ var probeWSSchemes = map[string]string{"http": "ws", "https": "wss", "ws": "ws",
 func (r *probeRun) newClient() {
 	r.transport = &http.Transport{
 		Proxy:               nil, // upstreams are dialled directly, never through an environment proxy
-		DialContext:         r.dialer.DialContext,
+		DialContext:         r.dial,
 		DisableKeepAlives:   true, // every attempt proves a fresh connection
 		DisableCompression:  true,
 		TLSHandshakeTimeout: r.spec.AttemptTimeout,
@@ -412,17 +419,17 @@ func (r *probeRun) newClient() {
 
 // probeURL joins endpoint and path and maps the endpoint's scheme through
 // schemes; a scheme that is not a key of schemes is refused.
-func probeURL(endpoint, path string, schemes map[string]string) (string, error) {
-	u, err := url.Parse(endpoint)
+func probeURL(ep, path string, schemes map[string]string) (string, error) {
+	u, err := url.Parse(endpoint.HTTP(ep))
 	if err != nil {
 		return "", fmt.Errorf("parse endpoint: %w", err)
 	}
 	scheme, ok := schemes[strings.ToLower(u.Scheme)]
 	if !ok {
-		return "", fmt.Errorf("endpoint %q: unsupported scheme %q", endpoint, u.Scheme)
+		return "", fmt.Errorf("endpoint %q: unsupported scheme %q", ep, u.Scheme)
 	}
 	if u.Host == "" {
-		return "", fmt.Errorf("endpoint %q has no host", endpoint)
+		return "", fmt.Errorf("endpoint %q has no host", ep)
 	}
 	u.Scheme = scheme
 	u.Fragment, u.RawFragment = "", ""
@@ -444,19 +451,19 @@ func probeURL(endpoint, path string, schemes map[string]string) (string, error) 
 
 // probeHostPort returns the host:port a tcp probe dials: endpoint itself when
 // it has no scheme, otherwise the URL's host with its port or the scheme's.
-func probeHostPort(endpoint string) (string, error) {
-	if !strings.Contains(endpoint, "://") {
-		if _, _, err := net.SplitHostPort(endpoint); err != nil {
-			return "", fmt.Errorf("endpoint %q: %w", endpoint, err)
+func probeHostPort(ep string) (string, error) {
+	if !strings.Contains(ep, "://") {
+		if _, _, err := net.SplitHostPort(ep); err != nil {
+			return "", fmt.Errorf("endpoint %q: %w", ep, err)
 		}
-		return endpoint, nil
+		return ep, nil
 	}
-	u, err := url.Parse(endpoint)
+	u, err := url.Parse(endpoint.HTTP(ep))
 	if err != nil {
 		return "", fmt.Errorf("parse endpoint: %w", err)
 	}
 	if u.Hostname() == "" {
-		return "", fmt.Errorf("endpoint %q has no host", endpoint)
+		return "", fmt.Errorf("endpoint %q has no host", ep)
 	}
 	port := u.Port()
 	if port == "" {
@@ -466,7 +473,7 @@ func probeHostPort(endpoint string) (string, error) {
 		case "https", "wss":
 			port = "443"
 		default:
-			return "", fmt.Errorf("endpoint %q has no port", endpoint)
+			return "", fmt.Errorf("endpoint %q has no port", ep)
 		}
 	}
 	return net.JoinHostPort(u.Hostname(), port), nil
@@ -533,7 +540,7 @@ func (r *probeRun) close() {
 
 // attemptTCP opens and closes one connection.
 func (r *probeRun) attemptTCP(ctx context.Context) error {
-	c, err := r.dialer.DialContext(ctx, "tcp", r.target)
+	c, err := r.dial(ctx, "tcp", r.target)
 	if err != nil {
 		return fmt.Errorf("tcp dial: %w", err)
 	}
@@ -548,6 +555,7 @@ func (r *probeRun) attemptHTTP(ctx context.Context, target string, api bool) (in
 	if err != nil {
 		return 0, fmt.Errorf("http request: %w", err)
 	}
+	req.Host = endpoint.HostHeader(req.URL.Host)
 	if r.spec.Header != nil {
 		req.Header = r.spec.Header.Clone()
 		if host := req.Header.Get("Host"); host != "" {
@@ -620,7 +628,7 @@ func (r *probeRun) attemptWS(ctx context.Context, target string) (int, error) {
 	d := websocket.Dialer{
 		HandshakeTimeout: r.spec.AttemptTimeout,
 		NetDialContext: func(dialCtx context.Context, network, addr string) (net.Conn, error) {
-			c, err := r.dialer.DialContext(dialCtx, network, addr)
+			c, err := r.dial(dialCtx, network, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -631,7 +639,15 @@ func (r *probeRun) attemptWS(ctx context.Context, target string) (int, error) {
 			return probeConn{Conn: c, ctx: ctx}, nil
 		},
 	}
-	conn, resp, err := d.DialContext(ctx, target, r.spec.Header)
+	header := r.spec.Header
+	if u, perr := url.Parse(target); perr == nil && endpoint.IsStandIn(u.Host) && header.Get("Host") == "" {
+		header = header.Clone()
+		if header == nil {
+			header = http.Header{}
+		}
+		header.Set("Host", endpoint.StandInHost)
+	}
+	conn, resp, err := d.DialContext(ctx, target, header)
 	status := 0
 	if resp != nil {
 		status = resp.StatusCode
@@ -675,3 +691,8 @@ func (r *probeRun) attemptWS(ctx context.Context, target string) (int, error) {
 	}
 	return status, fmt.Errorf("ws settle: %w", err)
 }
+
+// parseEndpoint parses a provider's endpoint into the URL the proxy and
+// the probes use: a socket endpoint (unix:///path) becomes its stand-in
+// http URL (internal/endpoint).
+func parseEndpoint(ep string) (*url.URL, error) { return url.Parse(endpoint.HTTP(ep)) }

@@ -191,7 +191,7 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 		return nil, fmt.Errorf("recreate on version %s: %w", version, err)
 	}
 	w.startedOn(res.Ref)
-	endpoint, err := url.Parse(res.Endpoint)
+	endpoint, err := parseEndpoint(res.Endpoint)
 	if err == nil && endpoint.Host == "" {
 		err = errors.New("no host")
 	}

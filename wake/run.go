@@ -237,7 +237,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		return Awake{}, errWakeFailed(e.o.RetryAfter, err)
 	}
 	w.startedOn(res.Ref)
-	endpoint, err := url.Parse(res.Endpoint)
+	endpoint, err := parseEndpoint(res.Endpoint)
 	if err != nil || endpoint.Host == "" {
 		w.halfWoken = prov
 		return Awake{}, fmt.Errorf("wake %s: provider returned endpoint %q: %w", h.spec.ID, res.Endpoint, err)
@@ -288,7 +288,7 @@ func (w *wakeRun) provenByOther() (Awake, bool) {
 		!r.LastReadyAt.After(w.start) || time.Since(r.LastReadyAt) >= w.e.o.WarmTTL {
 		return Awake{}, false
 	}
-	u, err := url.Parse(r.Endpoint)
+	u, err := parseEndpoint(r.Endpoint)
 	if err != nil || u.Host == "" {
 		return Awake{}, false
 	}
@@ -382,7 +382,7 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 		if err == nil || next == nil || ctx.Err() != nil {
 			return res, endpoint, err
 		}
-		u, perr := url.Parse(next.Endpoint)
+		u, perr := parseEndpoint(next.Endpoint)
 		if perr != nil || u.Host == "" {
 			return res, endpoint, err
 		}
