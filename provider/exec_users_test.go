@@ -86,15 +86,8 @@ func readAs(t *testing.T, endpoint, path string) (string, bool) {
 // neither another home's folder nor the provider's files; stop still
 // proves it gone.
 func TestHomesRunAsUsersOfTheirOwn(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: only root starts processes as other users")
-	}
-	dir := testDataDir(t)
-	openToOthers(t, dir)
-	cfg := testConfig(dir)
-	cfg.Command = selfForOthers(t)
-	cfg.Users = ExecUsers{Mode: UsersDynamic}
-	e := newExec(t, cfg)
+	cfg, e := usersExec(t)
+	dir := cfg.DataDir
 	if why := e.SharedUser(); why != "" {
 		t.Fatalf("SharedUser = %q with users dynamic as root", why)
 	}
@@ -216,15 +209,7 @@ func TestUsersAutoSaysWhyHomesShareTheUser(t *testing.T) {
 // instead of the uid it would be handed; root is refused, and so is a
 // named user without exec.users.
 func TestHomeRunsAsNamedUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: only root starts processes as other users")
-	}
-	dir := testDataDir(t)
-	openToOthers(t, dir)
-	cfg := testConfig(dir)
-	cfg.Command = selfForOthers(t)
-	cfg.Users = ExecUsers{Mode: UsersDynamic}
-	e := newExec(t, cfg)
+	cfg, e := usersExec(t)
 	nobody, err := user.Lookup("nobody")
 	if err != nil {
 		t.Skipf("no user nobody: %v", err)
@@ -252,15 +237,7 @@ func TestHomeRunsAsNamedUser(t *testing.T) {
 // A program closed to the home's user fails the start with the cause and
 // the way out.
 func TestClosedProgramNamesTheFix(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: only root starts processes as other users")
-	}
-	dir := testDataDir(t)
-	openToOthers(t, dir)
-	cfg := testConfig(dir)
-	cfg.Command = selfForOthers(t)
-	cfg.Users = ExecUsers{Mode: UsersDynamic}
-	e := newExec(t, cfg)
+	_, e := usersExec(t)
 	closed := filepath.Join(t.TempDir(), "closed")
 	if err := os.WriteFile(closed, []byte("#!/bin/sh\nexit 0\n"), 0o700); err != nil {
 		t.Fatal(err)
@@ -269,4 +246,20 @@ func TestClosedProgramNamesTheFix(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "chmod o+rx") {
 		t.Fatalf("wake of a program closed to the home's user: %v", err)
 	}
+}
+
+// usersExec is, for a test run as root (others skip), an exec provider that
+// gives each home a user of its own (users dynamic) on a data dir open to
+// other users, with the config it was made from.
+func usersExec(t *testing.T) (ExecConfig, *Exec) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root starts processes as other users")
+	}
+	dir := testDataDir(t)
+	openToOthers(t, dir)
+	cfg := testConfig(dir)
+	cfg.Command = selfForOthers(t)
+	cfg.Users = ExecUsers{Mode: UsersDynamic}
+	return cfg, newExec(t, cfg)
 }
