@@ -58,10 +58,14 @@ func (g *Gateway) sharedUserWarning() string {
 	if !sharedUserMatters(why, n, g.sharedUserChosen()) {
 		return ""
 	}
+	homes := "homes run"
+	if n == 1 {
+		homes = "home runs"
+	}
 	return fmt.Sprintf("%d exec %s as the gateway's user (uid %d) because %s: each can read what that user can "+
 		"(data_dir/state.db, secret files, the other homes' folders and logs) and signal the gateway; "+
 		"run the gateway as root with exec.users.mode auto to give each home a user of its own, or run homes in containers",
-		n, map[bool]string{true: "home runs", false: "homes run"}[n == 1], os.Geteuid(), why)
+		n, homes, os.Geteuid(), why)
 }
 
 // logSharedUser says at start, once, that exec homes run as the gateway's
