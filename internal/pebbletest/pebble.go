@@ -22,10 +22,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // Pebble is a running Pebble and its DNS server.
@@ -149,16 +152,11 @@ func run(t testing.TB, bin string, env []string, out io.Writer, args ...string) 
 	})
 }
 
-// freeAddr returns a loopback address with a port free a moment ago.
+// freeAddr returns a loopback address with a port free a moment ago,
+// from outside the kernel's ephemeral range (see testbin.FreePort).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	_ = ln.Close()
-	return a
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testbin.FreePort(t)))
 }
 
 // writeListenerCert writes a self-signed certificate for Pebble's HTTPS

@@ -6,12 +6,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -61,15 +64,46 @@ func Build(t testing.TB) string {
 	return buildPath
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+// FreePort returns a loopback port that was free a moment ago. It is
+// picked below the kernel's ephemeral range, from which every outgoing
+// connection and every :0 listener of the tests running beside this one
+// take their ports: a port from that range can be taken between this call
+// and the listen that uses it.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	lo, hi := 10000, ephemeralLow()
+	for range 500 {
+		p := lo + rand.IntN(hi-lo)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err == nil {
+			_ = ln.Close()
+			return p
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 11000 {
+		return 32768
+	}
+	return n
 }
 
 // Proc is a running wakegate process.

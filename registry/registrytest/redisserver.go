@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // RedisServer is a real redis-server process on a loopback port, for
@@ -58,15 +60,11 @@ func StartRedis(t testing.TB) *RedisServer {
 	return s
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago, from
+// outside the kernel's ephemeral range (see testbin.FreePort).
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testbin.FreePort(t)
 }
 
 // Addr is the server's host:port.
