@@ -1,35 +1,18 @@
 // Command wakegate is an edge gateway for sleeping, per-user backends.
-//
-//	wakegate serve [--config FILE] [--listen ADDR] [--reset-store]
-//	wakegate store check [--config FILE | --file PATH]
-//	wakegate store backup [--config FILE] [--admin URL --token T] FILE
-//	wakegate check-config [--config FILE]
-//	wakegate version
-//	wakegate healthcheck [--addr ADDR] [--path /healthz]
-//	wakegate demo-home [--addr ADDR | --unix PATH] [--target NAME] [--version V] [--boot-delay D]
-//	wakegate status [--json]
-//	wakegate home wake|suspend|roll|refresh ID
-//	wakegate home get|put|delete ID, app get|put|delete SLUG, target get|set
-//	wakegate logs HOME [--follow] [--lines N]
-//	wakegate app refresh SLUG [--wait PHASE]
-//	wakegate app start|stop|restart SLUG [--wait DURATION]
+// Its command line lives in package cli; `wakegate help` lists the
+// commands.
 package main
 
 import (
-	"context"
 	_ "embed"
-	"errors"
-	"flag"
-	"fmt"
-	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/wakegate/wakegate/demohome"
-	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/cli"
 )
 
+// defaultConfig is the config `wakegate serve` runs with when no --config
+// is given.
+//
 //go:embed config.yaml
 var defaultConfig []byte
 
@@ -37,179 +20,5 @@ var defaultConfig []byte
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
-
-const usage = `usage: wakegate <command> [flags]
-
-commands:
-  serve         run the gateway (default config: the embedded config.yaml)
-  check-config  validate a config file and print every error
-  version       print the version
-  demo-home     run the built-in demo home
-  healthcheck   exit 0 if this machine's gateway answers /healthz (container health checks)
-  status        show a running gateway's status (admin API)
-  reload        apply the running gateway's config file again (admin API; SIGHUP does the same)
-  home          get, put, delete, wake, suspend, roll or refresh a home (admin API)
-  app           get, put, delete, refresh, start, stop or restart an app (admin API)
-  target        get or set the roll target (admin API)
-  logs          print (and follow) an exec home's log (admin API)
-  store         check the embedded store, or back it up (store check, store backup FILE)
-  tls root      print the internal CA's root certificate (tls.mode internal)
-
-` + adminUsage + reloadUsage + recordUsage
-
-func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return 2
-	}
-	if helpRequested(args[1:]) {
-		if code, ok := commandHelp(args, stdout); ok {
-			return code
-		}
-	}
-	return dispatch(args, stdout, stderr)
-}
-
-// dispatch runs the command args[0] names (args is not empty).
-func dispatch(args []string, stdout, stderr io.Writer) int {
-	switch args[0] {
-	case "serve":
-		return serve(args[1:], stderr)
-	case "check-config":
-		return checkConfig(args[1:], stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "wakegate", version)
-		return 0
-	case "demo-home":
-		return demoHome(args[1:], stderr)
-	case "healthcheck":
-		return healthcheck(args[1:], stdout, stderr)
-	case "status", "reload", "home", "app", "target", "logs":
-		return adminCmd(args, stdout, stderr)
-	case "store":
-		return storeCmd(args[1:], stdout, stderr)
-	case "tls":
-		return tlsCmd(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "wakegate: unknown command %q\n%s", args[0], usage)
-	return 2
-}
-
-// adminCmds are the commands that print what the admin API answers.
-var adminCmds = map[string]func(args []string, stdout, stderr io.Writer) int{
-	"status": statusCmd, "reload": reloadCmd, "home": homeCmd, "app": appCmd, "target": targetCmd, "logs": logsCmd,
-}
-
-// adminCmd runs the admin command args[0] with its output passed through
-// termWriter (cli_safe.go): what it prints can come from homes.
-func adminCmd(args []string, stdout, stderr io.Writer) int {
-	out, errs := &termWriter{w: stdout}, &termWriter{w: stderr}
-	defer func() { _, _ = out.Flush(), errs.Flush() }()
-	return adminCmds[args[0]](args[1:], out, errs)
-}
-
-func loadConfig(path string) (*gateway.Config, error) {
-	if path == "" {
-		return gateway.Load("config.yaml (embedded)", defaultConfig)
-	}
-	return gateway.LoadFile(path)
-}
-
-func printConfigError(w io.Writer, err error) {
-	var ce gateway.ConfigErrors
-	if errors.As(err, &ce) {
-		for _, e := range ce {
-			fmt.Fprintln(w, e)
-		}
-		return
-	}
-	fmt.Fprintln(w, err)
-}
-
-func checkConfig(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file (default: the embedded config.yaml)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		printConfigError(stderr, err)
-		return 1
-	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintln(stderr, "warning:", w)
-	}
-	fmt.Fprintln(stdout, "config ok")
-	return 0
-}
-
-func serve(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file (default: the embedded config.yaml)")
-	listen := fs.String("listen", "", "public listen address, overriding the config's listen")
-	reset := fs.Bool("reset-store", false, "start with a new, empty store where data_dir's store is missing or empty\n"+
-		"although homes ran there (every stored home and the roll target are forgotten)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		printConfigError(stderr, err)
-		return 1
-	}
-	if *listen != "" {
-		cfg.Listen = *listen
-	}
-	cfg.ResetStore = *reset
-	log := gateway.NewLogger(cfg.Log, stderr)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	g, err := gateway.New(ctx, cfg, log)
-	if err != nil {
-		attrs := []any{"err", err}
-		var h interface{ Hint() string }
-		if errors.As(err, &h) {
-			attrs = append(attrs, "hint", h.Hint())
-		}
-		log.Error("start", attrs...)
-		return 1
-	}
-	defer g.Close()
-	defer startCPUProfile(stderr)() // cpuprofile.go
-	g.SetVersion(version)
-	g.SetReloadSource(reloadSource(*path, *listen))
-	defer reloadOnHangup(ctx, g, log)()
-	if err := g.Run(ctx); err != nil {
-		log.Error("serve", "err", err)
-		return 1
-	}
-	return 0
-}
-
-func demoHome(args []string, stderr io.Writer) int {
-	o, err := demohome.ParseFlags(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, err)
-		return 0
-	}
-	// The demo home's errors start with "demo-home:" already.
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := demohome.Run(ctx, o, stderr); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	return 0
+	os.Exit(cli.Run(cli.Build{Version: version, DefaultConfig: defaultConfig}, os.Args[1:], os.Stdout, os.Stderr))
 }

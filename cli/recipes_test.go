@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ import (
 // `<!-- recipe: NAME -->` line, by name.
 func readmeRecipes(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
