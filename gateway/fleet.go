@@ -30,7 +30,7 @@ func (g *Gateway) openFleetStore() error {
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	g.store = r
+	g.store, g.fleet = r, r
 	g.fleetDrops = make(chan string, fleetDropQueue)
 	g.log.Info("fleet store", "store", "redis", "prefix", o.Prefix, "instance", g.cfg.Instance)
 	if g.cfg.TLS.on() && g.cfg.TLS.Storage == nil {
@@ -68,16 +68,11 @@ func (g *Gateway) closeCertStore() {
 	}
 }
 
-// storeHealth is a store that knows whether its backend answers.
-type storeHealth interface {
-	Unavailable() error
-}
-
 // degraded says why the shared store does not answer, or "" while it does
 // (and always for the embedded store). Warm homes keep serving meanwhile;
 // wakes answer 503 with Retry-After.
 func (g *Gateway) degraded() string {
-	if sh, ok := g.store.(storeHealth); ok {
+	if sh, ok := g.store.(registry.Health); ok {
 		if err := sh.Unavailable(); err != nil {
 			return "the fleet store does not answer: " + err.Error()
 		}
@@ -89,11 +84,10 @@ func (g *Gateway) degraded() string {
 // reports (the heartbeat), for the admin status; nil for a gateway on its
 // own store.
 func (a adminAPI) FleetInstances(ctx context.Context) ([]admin.FleetInstance, error) {
-	r, ok := a.g.store.(*registry.Redis)
-	if !ok {
+	if a.g.fleet == nil {
 		return nil, nil
 	}
-	reps, err := r.Reports(ctx)
+	reps, err := a.g.fleet.Reports(ctx)
 	if err != nil {
 		return nil, err
 	}

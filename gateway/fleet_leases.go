@@ -3,8 +3,6 @@ package gateway
 import (
 	"context"
 	"time"
-
-	"github.com/wakegate/wakegate/registry"
 )
 
 // In a fleet, an operator's lease on a home is stored (registry's
@@ -18,8 +16,8 @@ const fleetLeaseTimeout = 5 * time.Second
 // addFleetLease stores a lease on home id for ttl; ok is false without
 // Redis (the caller keeps the lease as a session of its own).
 func (g *Gateway) addFleetLease(id string, ttl time.Duration) (lease uint64, ok bool, err error) {
-	r, isFleet := g.store.(*registry.Redis)
-	if !isFleet {
+	r := g.fleet
+	if r == nil {
 		return 0, false, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fleetLeaseTimeout)
@@ -31,8 +29,8 @@ func (g *Gateway) addFleetLease(id string, ttl time.Duration) (lease uint64, ok 
 // endFleetLease ends a stored lease on home id and reports whether it was
 // live; ok is false without Redis.
 func (g *Gateway) endFleetLease(id string, lease uint64) (live, ok bool, err error) {
-	r, isFleet := g.store.(*registry.Redis)
-	if !isFleet {
+	r := g.fleet
+	if r == nil {
 		return false, false, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fleetLeaseTimeout)

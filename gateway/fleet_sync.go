@@ -34,7 +34,7 @@ const fleetSyncTimeout = 10 * time.Second
 // store, and shares its dropped verdicts (fleet_verdicts.go), until ctx
 // ends. Nothing for a gateway on its own store.
 func (g *Gateway) syncFleet(ctx context.Context) {
-	if _, ok := g.store.(*registry.Redis); !ok {
+	if g.fleet == nil {
 		return
 	}
 	var wg sync.WaitGroup
@@ -63,13 +63,12 @@ func (g *Gateway) syncFleet(ctx context.Context) {
 // announceVersion records this gateway's version in the fleet's store, for
 // the fleet's instance list (`wakegate status`).
 func (g *Gateway) announceVersion(ctx context.Context) {
-	r, ok := g.store.(*registry.Redis)
-	if !ok {
+	if g.fleet == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
 	defer cancel()
-	if err := r.SetVersion(ctx, g.cfg.Instance, g.version); err != nil && ctx.Err() == nil {
+	if err := g.fleet.SetVersion(ctx, g.cfg.Instance, g.version); err != nil && ctx.Err() == nil {
 		g.log.Debug("fleet: record this gateway's version", "err", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -40,8 +39,8 @@ func (g *Gateway) dropVerdict(id string) {
 // shareVerdicts announces this gateway's dropped verdicts, and drops the
 // verdicts other gateways announce, until ctx ends. Nothing without Redis.
 func (g *Gateway) shareVerdicts(ctx context.Context) {
-	r, ok := g.store.(*registry.Redis)
-	if !ok || g.fleetDrops == nil {
+	r := g.fleet
+	if r == nil || g.fleetDrops == nil {
 		return
 	}
 	r.OnVerdictDropped(g.engine.Drop)

@@ -46,6 +46,9 @@ type Gateway struct {
 	reloadMu  sync.Mutex
 	log       *slog.Logger
 	store     registry.Store
+	// fleet is the store's fleet capability, nil for a gateway on its
+	// own store.
+	fleet registry.Fleet
 	// providers are the providers this gateway built (providers.go), by
 	// name; what only some can do is found by type assertion.
 	providers providers

@@ -217,3 +217,37 @@ type Store interface {
 	// Close releases the store's resources.
 	Close() error
 }
+
+// Fleet is what a store shared by several gateways offers beside Store.
+// A gateway asks its store for it (store.(registry.Fleet)) and runs alone
+// when the store does not offer it; the Redis store does, the embedded
+// store does not.
+type Fleet interface {
+	// SetVersion records instance's software version for the fleet's
+	// instance list.
+	SetVersion(ctx context.Context, instance, version string) error
+	// Reports lists the live instances' session reports.
+	Reports(ctx context.Context) ([]InstanceReport, error)
+	// DropVerdict announces to every instance that home id's warm verdict
+	// is gone.
+	DropVerdict(ctx context.Context, id string) error
+	// OnVerdictDropped sets the function called with the id of every
+	// verdict another instance drops (nil stops the calls).
+	OnVerdictDropped(fn func(id string))
+	// AddAdminLease stores an operator's lease on home for ttl, counted
+	// among the home's sessions by every instance.
+	AddAdminLease(ctx context.Context, home string, ttl time.Duration) (uint64, time.Time, error)
+	// EndAdminLease ends a stored lease and reports whether it was live.
+	EndAdminLease(ctx context.Context, home string, lease uint64) (bool, error)
+}
+
+// Health is a store that knows whether its backend answers: Unavailable
+// says why it does not, or nil while it does.
+type Health interface {
+	Unavailable() error
+}
+
+var (
+	_ Fleet  = (*Redis)(nil)
+	_ Health = (*Redis)(nil)
+)
