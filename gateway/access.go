@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"github.com/wakegate/wakegate/admin"
 	"net/http"
 	"strings"
@@ -51,7 +52,7 @@ func (g *Gateway) newGate() error {
 	size := func(pick func(c, w, h int) int) func() float64 {
 		return func() float64 { c, w, h := lim.Sizes(); return float64(pick(c, w, h)) }
 	}
-	g.metrics.reg.MustRegister(gt.denied,
+	if err := g.metrics.Register(gt.denied,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wakegate_limiter_clients",
 			Help: "Entries of the per-client rate limiter table (bounded by limits.max_clients)."},
 			size(func(c, _, _ int) int { return c })),
@@ -60,9 +61,11 @@ func (g *Gateway) newGate() error {
 			size(func(_, w, _ int) int { return w })),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wakegate_limiter_waiting_homes",
 			Help: "Homes with callers waiting for their wake."},
-			size(func(_, _, h int) int { return h })))
+			size(func(_, _, h int) int { return h }))); err != nil {
+		return fmt.Errorf("access metrics: %w", err)
+	}
 	for _, s := range []string{"client", "wake", "waiting"} {
-		g.metrics.rateLimited.WithLabelValues(s)
+		g.metrics.RateLimited(s)
 	}
 	if set.Default() == access.PolicyPublic {
 		g.log.Info("access.default is public: every home and app that no access rule names is open to anyone")
@@ -171,7 +174,7 @@ func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, policy string, s 
 
 // limited answers a request over a limit of scope and counts it.
 func (g *Gateway) limited(w http.ResponseWriter, r *http.Request, scope string, err *fault.Error) {
-	g.metrics.rateLimited.WithLabelValues(scope).Inc()
+	g.metrics.RateLimited(scope).Inc()
 	g.log.Info("request limited", "scope", scope, "path", r.URL.Path, "client", g.gate.ip.Of(r),
 		"retry_after", err.RetryAfter.Round(time.Millisecond), "request_id", r.Header.Get("X-Request-Id"))
 	proxy.WriteClassified(w, r, proxy.StatusOf(err))
@@ -187,7 +190,7 @@ func (g *Gateway) admitWake(id string) time.Duration {
 	}
 	d := g.gate.limits.Wake(id)
 	if d > 0 {
-		g.metrics.rateLimited.WithLabelValues("wake").Inc()
+		g.metrics.RateLimited("wake").Inc()
 	}
 	return d
 }

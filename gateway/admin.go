@@ -74,10 +74,10 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 	}
 	api := admin.New(adminAPI{g}, admin.Options{
 		Tokens: c.tokens, Hosts: hosts,
-		AuthFailuresPerMinute: c.AuthFailures, Metrics: g.metrics.handler(), Backup: g.backupHandler(),
+		AuthFailuresPerMinute: c.AuthFailures, Metrics: g.metrics.Handler(), Backup: g.backupHandler(),
 		Certificates:  g.certificatesHandler(),
-		OnAuthFailure: g.metrics.authFailures.Inc,
-		OnRateLimited: g.metrics.rateLimited.WithLabelValues("admin_auth").Inc,
+		OnAuthFailure: g.metrics.AuthFailures().Inc,
+		OnRateLimited: g.metrics.RateLimited("admin_auth").Inc,
 		WaitTimeout:   g.cfg.Wake.WakeTimeout, Log: log,
 	})
 	a := &adminServer{log: log, api: api, done: make(chan error, 2)}

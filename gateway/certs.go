@@ -40,10 +40,8 @@ func (g *Gateway) registerTLSMetrics() error {
 	for _, r := range []string{tlsfront.ReasonNotAHost, tlsfront.ReasonNotAllowed, tlsfront.ReasonRateLimited} {
 		g.tlsMetrics.refused.WithLabelValues(r)
 	}
-	for _, c := range []prometheus.Collector{newCertCollector(g.front), g.tlsMetrics.handshakeFailed, g.tlsMetrics.refused} {
-		if err := g.metrics.reg.Register(c); err != nil {
-			return fmt.Errorf("tls metrics: %w", err)
-		}
+	if err := g.metrics.Register(newCertCollector(g.front), g.tlsMetrics.handshakeFailed, g.tlsMetrics.refused); err != nil {
+		return fmt.Errorf("tls metrics: %w", err)
 	}
 	return nil
 }

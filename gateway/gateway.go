@@ -23,6 +23,7 @@ import (
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
+	"github.com/wakegate/wakegate/telemetry"
 	"github.com/wakegate/wakegate/tlsfront"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -79,7 +80,7 @@ type Gateway struct {
 	// closeWait is afterCloseWait (a field so that a test can shorten it).
 	closeWait time.Duration
 
-	metrics     *metrics     // metrics.go
+	metrics     *telemetry.Metrics
 	connLimit   *connLimit   // connlimit.go: open connections per client
 	gate        *gate        // access policies and limits (access.go)
 	admin       *adminServer // admin.go; nil when the admin listener is off
@@ -126,7 +127,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	g.reqPre = hex.EncodeToString(b[:]) + "-"
 	g.hardStop, g.hardCancel = context.WithCancelCause(context.Background())
 
-	em := newEngineMetrics()
+	em := telemetry.NewEngine()
 	if err := g.openStoreAndProviders(em); err != nil {
 		return nil, err
 	}
@@ -137,10 +138,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 			return nil, fmt.Errorf("roll.target: %w", err)
 		}
 	}
-	g.metrics = newMetrics(g, em)
+	g.metrics = telemetry.New(em, g.engine, metricState{g})
 	g.connLimit = &connLimit{max: cfg.Server.MaxConnsPerClient, client: g.clientIP(),
-		refused: g.metrics.connsRefused, open: map[netip.Addr]int{}}
-	g.metrics.start(g.engine.Events())
+		refused: g.metrics.ConnsRefused(), open: map[netip.Addr]int{}}
 	if err := g.newGate(); err != nil {
 		return nil, err
 	}
@@ -150,7 +150,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	}
 	g.proxy = g.newProxy()
 	g.homeConns = newHomeConns(*cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
-	g.metrics.reg.MustRegister(g.homeConns.collectors()...)
+	if err := g.metrics.Register(g.homeConns.collectors()...); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	g.routeTab = newRouteTable(g)
 	g.reg.RegisterConfigApps(cfg.Apps)
 	// Homes and apps registered through the admin API, stored, come back
@@ -171,7 +173,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 // openStoreAndProviders opens the embedded store under data_dir (or the
 // fleet's), the providers (providers.go), and the wake engine over them,
 // counting into em.
-func (g *Gateway) openStoreAndProviders(em *engineMetrics) error {
+func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 	cfg := g.cfg
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -520,7 +522,6 @@ func idleTick(cfg *Config) time.Duration {
 func (g *Gateway) Close() {
 	g.front.Close()
 	g.closeCertStore()
-	g.metrics.close()
 	g.gate.close()
 	if g.routeTab != nil {
 		g.routeTab.close()

@@ -97,7 +97,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			// for, under the same cap as a client's own connections.
 			ip, ok := g.connLimit.takeForwarded(r)
 			if !ok {
-				g.metrics.connsRefused.Inc()
+				g.metrics.ConnsRefused().Inc()
 				g.writeError(w, r, fault.New(fault.Limited, "too_many_connections",
 					"This client has too many connections open."))
 				return
@@ -134,7 +134,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			start = time.Now()
 		}
 		next.ServeHTTP(rw, r)
-		g.metrics.observe(r.URL.Path, rw)
+		g.metrics.Observe(r.URL.Path, rw.status, rw.fwd, rw.headerAt)
 		if !access || probe {
 			return
 		}

@@ -219,7 +219,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 		now := time.Now()
 		rw := &recorder{status: 200, fwd: now, headerAt: now.Add(time.Millisecond)}
 		for b.Loop() {
-			g.metrics.observe("/apps/bench/small", rw)
+			g.metrics.Observe("/apps/bench/small", rw.status, rw.fwd, rw.headerAt)
 		}
 	})
 	b.Run("note_passive", func(b *testing.B) {

@@ -1,4 +1,4 @@
-package gateway
+package telemetry
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 	bus := wake.NewBus(16)
 	stuck := bus.Subscribe(1) // a subscriber that never reads
 	t.Cleanup(stuck.Close)
-	em := newEngineMetrics()
+	em := NewEngine()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(em.collectors()...)
 	eng := wake.New(wake.Options{
@@ -145,7 +145,7 @@ func TestMetricsCountUnprovenStopOfFailedWake(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	em := newEngineMetrics()
+	em := NewEngine()
 	eng := wake.New(wake.Options{
 		Store: store, Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": "http://" + closed}}},
 		Sessions: proxy.NewSessions(), Instance: "stop",
