@@ -122,16 +122,59 @@ func As(err error) (*Error, bool) {
 	return fe, ok
 }
 
-// KindOf returns the kind of err: the kind of its first *Error, Timeout for
-// a deadline, Internal otherwise.
+// KindOf returns the kind of err: the kind of its first *Error, else of
+// its Sentinel, Timeout for a deadline, Internal otherwise.
 func KindOf(err error) Kind {
 	if fe, ok := As(err); ok {
 		return fe.Kind
+	}
+	var s *Sentinel
+	if errors.As(err, &s) {
+		return s.kind
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return Timeout
 	}
 	return Internal
+}
+
+// Sentinel is an error value a package exports for errors.Is (a store's
+// ErrNotFound, the engine's ErrNoApp) that also knows its kind, public code
+// and sentence, and the operator's hint. Classify and KindOf read it when
+// the chain holds no *Error. As does not: a caller that keeps errors of a
+// known kind as they are (the wake engine, the data plane's Sort) still
+// gives a store's failure the meaning it has there (a failed wake, not a
+// missing page).
+type Sentinel struct {
+	text  string
+	kind  Kind
+	code  string
+	msg   string
+	field string
+	hint  string
+}
+
+// NewSentinel returns a sentinel error whose Error is text, of kind k with
+// a public code and message.
+func NewSentinel(text string, k Kind, code, msg string) *Sentinel {
+	return &Sentinel{text: text, kind: k, code: code, msg: msg}
+}
+
+// Error returns the sentinel's text.
+func (s *Sentinel) Error() string { return s.text }
+
+// Hinted returns s with the operator's hint h; for package-level values,
+// at initialisation.
+func (s *Sentinel) Hinted(h string) *Sentinel { s.hint = h; return s }
+
+// Fielded returns s naming the request field f; for package-level
+// values, at initialisation.
+func (s *Sentinel) Fielded(f string) *Sentinel { s.field = f; return s }
+
+// classified returns err, whose chain holds s, as an *Error of s's kind:
+// a new value each time, so that no caller can change the sentinel.
+func (s *Sentinel) classified(err error) *Error {
+	return &Error{Kind: s.kind, Code: s.code, Message: s.msg, Field: s.field, Hint: s.hint, Cause: err}
 }
 
 // Is reports whether err is of kind k.
@@ -179,11 +222,22 @@ func Status(k Kind) int {
 	return http.StatusInternalServerError
 }
 
-// Classify maps an error of a known kind to its response. It is the one
-// place where kinds become statuses; errors of no kind are Internal with a
-// generic public message (the cause is kept for operators).
+// Classify maps an error of a known kind to its response: its first
+// *Error, else its Sentinel, else a deadline (Timeout). It is the one place
+// where kinds become statuses, for both audiences; errors of no kind are
+// Internal with a generic public message (the cause is kept for
+// operators).
 func Classify(err error) Response {
 	fe, ok := As(err)
+	if !ok {
+		var s *Sentinel
+		switch {
+		case errors.As(err, &s):
+			fe, ok = s.classified(err), true
+		case errors.Is(err, context.DeadlineExceeded):
+			fe, ok = Wrap(Timeout, "timeout", "the operation did not finish in time", err), true
+		}
+	}
 	if !ok {
 		r := Response{Status: http.StatusInternalServerError, Code: "internal", Message: "the gateway failed to handle the request"}
 		if err != nil {

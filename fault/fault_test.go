@@ -77,3 +77,42 @@ func TestRetryAfterSeconds(t *testing.T) {
 		}
 	}
 }
+
+// A sentinel gives its kind, code, field and hint to Classify and KindOf
+// wherever it sits in the chain; As does not see it, so callers that keep
+// errors of a known kind as they are still give it their own meaning. Each
+// Classify makes a new *Error: what one caller sets cannot reach the next.
+func TestSentinel(t *testing.T) {
+	missing := NewSentinel("store: not found", NotFound, "not_found", "no such record").Fielded("id").Hinted("list the records")
+	err := fmt.Errorf("read home h1: %w", missing)
+	if !errors.Is(err, missing) {
+		t.Fatal("errors.Is lost the sentinel")
+	}
+	if _, ok := As(err); ok {
+		t.Error("As found an *Error in a chain that holds only a sentinel")
+	}
+	if k := KindOf(err); k != NotFound {
+		t.Errorf("KindOf = %v, want not_found", k)
+	}
+	r := Classify(err)
+	if r.Status != http.StatusNotFound || r.Code != "not_found" || r.Message != "no such record" ||
+		r.Field != "id" || r.Hint != "list the records" || !strings.Contains(r.Cause, "read home h1") {
+		t.Errorf("Classify = %+v", r)
+	}
+	if err.Error() != "read home h1: store: not found" {
+		t.Errorf("Error() = %q: the sentinel's text must stay what it was", err.Error())
+	}
+	// An *Error outside the sentinel wins: it is the caller's meaning.
+	outer := Wrap(Failed, "wake_failed", "the home failed to wake", err)
+	if r := Classify(outer); r.Code != "wake_failed" {
+		t.Errorf("outer *Error lost to the sentinel: %+v", r)
+	}
+	first := missing.classified(err)
+	first.Hint = "changed"
+	if r := Classify(err); r.Hint != "list the records" {
+		t.Errorf("a caller's change reached the sentinel: hint %q", r.Hint)
+	}
+	if r := Classify(fmt.Errorf("op: %w", context.DeadlineExceeded)); r.Status != http.StatusGatewayTimeout || r.Code != "timeout" {
+		t.Errorf("deadline: %+v", r)
+	}
+}

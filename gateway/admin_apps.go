@@ -87,7 +87,7 @@ func (a adminAPI) PutApp(ctx context.Context, slug string, body admin.Body, ifMa
 	}
 	_, created, err := a.g.reg.PutAPIApp(ctx, ac, ifMatch)
 	if err != nil {
-		return admin.AppView{}, false, adminFault(err)
+		return admin.AppView{}, false, err
 	}
 	v, err := a.current(slug)
 	return v, created, err
@@ -95,7 +95,7 @@ func (a adminAPI) PutApp(ctx context.Context, slug string, body admin.Body, ifMa
 
 // DeleteApp removes an app registered through the admin API.
 func (a adminAPI) DeleteApp(ctx context.Context, slug string, ifMatch uint64) error {
-	return adminFault(a.g.reg.RemoveAPIApp(ctx, slug, ifMatch))
+	return a.g.reg.RemoveAPIApp(ctx, slug, ifMatch)
 }
 
 // RefreshApp observes the app now and, with wait, until it is in that
@@ -151,16 +151,16 @@ func (a adminAPI) appResult(ar *appRoute, st wake.AppStatus, err error) (admin.A
 		return a.appView(ar, st), nil
 	}
 	if st.Slug == "" {
-		return admin.AppView{}, adminFault(err)
+		return admin.AppView{}, err
 	}
 	v := a.appView(ar, st)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return v, adminFault(err)
+		return v, err
 	case st.Phase == wake.PhaseFailed:
 		return v, nil
 	}
-	return v, adminFault(err)
+	return v, err
 }
 
 // ListRoutes returns the route table.

@@ -64,7 +64,7 @@ func (a adminAPI) HomeLog(id string) (admin.LogSource, error) {
 	}
 	files, err := lk.LogFiles(id)
 	if err != nil {
-		return admin.LogSource{}, adminFault(err)
+		return admin.LogSource{}, err
 	}
 	return admin.LogSource{Files: files, Secrets: []string{h.token}}, nil
 }

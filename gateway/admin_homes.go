@@ -74,7 +74,7 @@ func safeURL(s string) string {
 func (a adminAPI) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 	recs, err := a.g.store.ListHomes(ctx)
 	if err != nil {
-		return nil, adminFault(fmt.Errorf("list homes: %w", err))
+		return nil, fmt.Errorf("list homes: %w", err)
 	}
 	byID := map[string]registry.Home{}
 	for _, r := range recs {
@@ -98,7 +98,7 @@ func (a adminAPI) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 func (a adminAPI) detail(ctx context.Context, h *homeRoute) (admin.HomeView, error) {
 	rec, err := a.g.store.GetHome(ctx, h.spec.ID)
 	if err != nil {
-		return admin.HomeView{}, adminFault(fmt.Errorf("read home %s: %w", h.spec.ID, err))
+		return admin.HomeView{}, fmt.Errorf("read home %s: %w", h.spec.ID, err)
 	}
 	v := a.view(h, rec)
 	a.enrich(ctx, h, rec, &v)
@@ -121,7 +121,7 @@ func (a adminAPI) GetHome(ctx context.Context, id string) (admin.HomeView, error
 func (a adminAPI) PutHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (admin.HomeView, bool, error) {
 	h, created, err := a.g.reg.PutAPIHome(ctx, id, req, ifMatch)
 	if err != nil {
-		return admin.HomeView{}, false, adminFault(err)
+		return admin.HomeView{}, false, err
 	}
 	v, err := a.detail(ctx, h)
 	return v, created, err
@@ -133,7 +133,7 @@ func (a adminAPI) DeleteHome(ctx context.Context, id string, ifMatch uint64) err
 	if err != nil {
 		return err
 	}
-	return adminFault(a.g.reg.RemoveHome(ctx, h, ifMatch))
+	return a.g.reg.RemoveHome(ctx, h, ifMatch)
 }
 
 // WakeHome wakes a home: with wait, until it is ready (bounded by ctx).
@@ -148,7 +148,7 @@ func (a adminAPI) WakeHome(ctx context.Context, id string, wait bool) (admin.Hom
 		err = a.g.engine.StartNow(id, "admin")
 	}
 	if err != nil {
-		return admin.HomeView{}, adminFault(err)
+		return admin.HomeView{}, err
 	}
 	return a.detail(ctx, h)
 }
@@ -160,7 +160,7 @@ func (a adminAPI) SuspendHome(ctx context.Context, id string) (admin.HomeView, e
 		return admin.HomeView{}, err
 	}
 	if err := a.g.engine.Suspend(ctx, id); err != nil {
-		return admin.HomeView{}, adminFault(err)
+		return admin.HomeView{}, err
 	}
 	return a.detail(ctx, h)
 }
@@ -172,7 +172,7 @@ func (a adminAPI) RollHome(ctx context.Context, id string) (admin.HomeView, erro
 		return admin.HomeView{}, err
 	}
 	if _, err := a.g.engine.Roll(ctx, id); err != nil {
-		return admin.HomeView{}, adminFault(err)
+		return admin.HomeView{}, err
 	}
 	return a.detail(ctx, h)
 }
@@ -183,7 +183,7 @@ func (a adminAPI) AddLease(id string, ttl time.Duration) (uint64, error) {
 		return 0, err
 	}
 	if lease, ok, err := a.g.addFleetLease(id, ttl); ok { // fleet_leases.go
-		return lease, adminFault(err)
+		return lease, err
 	}
 	return a.g.sessions.Lease(id, ttl), nil
 }
@@ -195,7 +195,7 @@ func (a adminAPI) EndLease(id string, lease uint64) error {
 	}
 	live, ok, err := a.g.endFleetLease(id, lease) // fleet_leases.go
 	if err != nil {
-		return adminFault(err)
+		return err
 	}
 	if !ok {
 		live = a.g.sessions.EndLease(id, lease)
@@ -209,11 +209,11 @@ func (a adminAPI) EndLease(id string, lease uint64) error {
 // GetTarget returns the stored roll target.
 func (a adminAPI) GetTarget(ctx context.Context) (registry.Target, error) {
 	t, err := a.g.engine.Target(ctx)
-	if fault.Is(adminFault(err), fault.NotFound) {
+	if fault.Is(err, fault.NotFound) {
 		return t, fault.New(fault.NotFound, "no_target", "no roll target is registered").
 			WithHint("register one with PUT /admin/target or roll.target in the config")
 	}
-	return t, adminFault(err)
+	return t, err
 }
 
 // SetTarget registers the roll target. ifMatch, when not 0, must be the
@@ -222,15 +222,15 @@ func (a adminAPI) GetTarget(ctx context.Context) (registry.Target, error) {
 func (a adminAPI) SetTarget(ctx context.Context, t registry.Target, ifMatch uint64) (registry.Target, error) {
 	if ifMatch != 0 {
 		cur, err := a.g.engine.Target(ctx)
-		if err != nil && !fault.Is(adminFault(err), fault.NotFound) {
-			return registry.Target{}, adminFault(err)
+		if err != nil && !fault.Is(err, fault.NotFound) {
+			return registry.Target{}, err
 		}
 		if cur.Generation != ifMatch {
 			return registry.Target{}, admin.StaleIfMatch("target", ifMatch, cur.Generation)
 		}
 	}
 	t, err := a.g.engine.SetTarget(ctx, t)
-	return t, adminFault(err)
+	return t, err
 }
 
 // settingsView shows s's own settings in v: its probe, ready timeout,

@@ -42,7 +42,7 @@ func (a adminAPI) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomeP
 		return true
 	})
 	if err != nil {
-		return admin.HomePage{}, adminFault(fmt.Errorf("list homes: %w", err))
+		return admin.HomePage{}, fmt.Errorf("list homes: %w", err)
 	}
 	return p, nil
 }
@@ -79,7 +79,7 @@ func (a adminAPI) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin.Ho
 		case errors.Is(err, registry.ErrNotFound):
 			continue // removed meanwhile
 		case err != nil:
-			return admin.HomePage{}, adminFault(fmt.Errorf("list homes: %w", err))
+			return admin.HomePage{}, fmt.Errorf("list homes: %w", err)
 		case !q.Match(a.brief(h, rec)):
 			continue
 		}

@@ -16,7 +16,7 @@ func (a adminAPI) RefreshHome(ctx context.Context, id string) (admin.RefreshView
 	}
 	res, err := a.g.engine.Refresh(ctx, id)
 	if err != nil {
-		return admin.RefreshView{}, adminFault(err)
+		return admin.RefreshView{}, err
 	}
 	v, err := a.detail(ctx, h)
 	if err != nil {

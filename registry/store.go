@@ -9,19 +9,26 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
-// Errors returned by every Store. Callers test them with errors.Is.
+// Errors returned by every Store. Callers test them with errors.Is; each
+// but ErrLeaseLost knows its fault kind (fault.Classify answers it).
 var (
 	// ErrNotFound means the record does not exist.
-	ErrNotFound = errors.New("registry: not found")
+	ErrNotFound = fault.NewSentinel("registry: not found", fault.NotFound, "not_found", "no such record")
 	// ErrConflict means a compare-and-set failed: the stored generation or
 	// owner token differs from the one the writer read. The writer must read
 	// again and decide afresh; it never overwrites silently.
-	ErrConflict = errors.New("registry: conflict")
+	ErrConflict = fault.NewSentinel("registry: conflict", fault.Conflict, "conflict",
+		"the record changed since it was read (stale If-Match or a concurrent write)").
+		Fielded("If-Match").Hinted("read the record again and retry with its ETag")
 	// ErrLocked means a lifecycle lock is held by another holder whose lease
 	// has not expired.
-	ErrLocked = errors.New("registry: locked")
+	ErrLocked = fault.NewSentinel("registry: locked", fault.Busy, "home_busy",
+		"the home has sessions or another operation on it is in progress").
+		Hinted("end its sessions (or wait for the operation) and retry")
 	// ErrLeaseLost means a lease being renewed or released is no longer the
 	// current one (it expired and was taken, or its fencing token is stale).
 	ErrLeaseLost = errors.New("registry: lease lost")

@@ -2,7 +2,6 @@ package wake
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -245,7 +245,7 @@ func (a *Apps) Stopped(slug string) bool {
 }
 
 // ErrNoApp is returned for a slug that names no app.
-var ErrNoApp = errors.New("no such app")
+var ErrNoApp = fault.NewSentinel("no such app", fault.NotFound, "app_not_found", "no such app").Fielded("slug")
 
 // Refresh observes slug unless an observation younger than min_refresh is
 // stored, joining the one in flight if any, and returns the status. When

@@ -2,9 +2,10 @@ package wake
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
 // waitPhase observes slug until its phase is phase, and returns that
@@ -56,7 +57,8 @@ func (a *Apps) waitPhase(ctx context.Context, slug string, phase Phase, budget t
 }
 
 // ErrNotHome is returned by operations that need a home-backed app.
-var ErrNotHome = errors.New("the app does not run in a home")
+var ErrNotHome = fault.NewSentinel("the app does not run in a home", fault.Invalid, "not_home_app",
+	"the app does not run in a home: there is nothing to restart").Fielded("slug")
 
 // An operation on an app is one or two halves (a restart is a stop, then
 // a start). A half sets the desired state, acts on the app's home (for a
