@@ -64,6 +64,8 @@ type Gateway struct {
 	reg      *registrar  // registers homes and apps (registrar.go)
 
 	draining atomic.Bool
+	// drainStarted is closed when draining starts (waiting streams end).
+	drainStarted chan struct{}
 	bound    atomic.Pointer[string] // the public listener's address, once serving
 	inflight rtInflight             // every request being served, WebSockets included (inflight.go)
 	reqSeq   atomic.Uint64
@@ -126,6 +128,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	_, _ = rand.Read(b[:])
 	g.reqPre = hex.EncodeToString(b[:]) + "-"
 	g.hardStop, g.hardCancel = context.WithCancelCause(context.Background())
+	g.drainStarted = make(chan struct{})
 
 	em := telemetry.NewEngine()
 	if err := g.openStoreAndProviders(em); err != nil {
@@ -419,7 +422,9 @@ func (g *Gateway) startBackground() (stop func()) {
 // result, which drain leaves in place for the caller.
 func (g *Gateway) drain(srv publicServers, serveErr chan error) {
 	// 1. Draining: /readyz fails; keep serving for drain_delay.
-	g.draining.Store(true)
+	if !g.draining.Swap(true) {
+		close(g.drainStarted)
+	}
 	if d := g.cfg.Server.DrainDelay; d > 0 {
 		g.log.Info("draining", "drain_delay", d.String())
 		t := time.NewTimer(d)

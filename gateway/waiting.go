@@ -37,8 +37,6 @@ import (
 // (the page's own URL) does, as any request would.
 
 const (
-	// waitTick is how often a status stream looks at its home.
-	waitTick = 100 * time.Millisecond
 	// waitRefreshEvery is how often a status stream asks for a fresh
 	// observation of an app whose home is ready.
 	waitRefreshEvery = 500 * time.Millisecond
@@ -328,7 +326,10 @@ func terminalPhase(phase string) bool {
 // streamWake serves s's status as Server-Sent Events: an event "phase" at
 // once and at every change of phase, until one that ends the wait (ready,
 // failed, asleep), the caller leaves, the gateway drains, or
-// waitStreamMax passes.
+// waitStreamMax passes. It looks again only when the engine says that
+// something changed for s's home or app (wake.Bus.Changed, which never
+// drops), and, for an app whose home is ready, every waitRefreshEvery to
+// ask for a fresh observation of the app.
 func (g *Gateway) streamWake(w http.ResponseWriter, r *http.Request, s waitSubject) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -339,35 +340,43 @@ func (g *Gateway) streamWake(w http.ResponseWriter, r *http.Request, s waitSubje
 	if _, err := w.Write([]byte("retry: " + strconv.Itoa(waitRetryMS) + "\n\n")); err != nil {
 		return
 	}
-	tick := time.NewTicker(waitTick)
-	defer tick.Stop()
 	end := time.NewTimer(waitStreamMax)
 	defer end.Stop()
+	keepAlive := time.NewTimer(waitKeepAlive)
+	defer keepAlive.Stop()
+	var refreshC <-chan time.Time
+	if s.app != nil {
+		t := time.NewTicker(waitRefreshEvery)
+		defer t.Stop()
+		refreshC = t.C
+	}
+	bus := g.engine.Events()
 	ctx := r.Context()
 	var last string
-	var lastWrite, lastRefresh time.Time
+	refresh := true
 	for {
-		refresh := time.Since(lastRefresh) >= waitRefreshEvery
-		if refresh {
-			lastRefresh = time.Now()
+		// Watched before the view is read: a change after this point
+		// closes one of them.
+		var homeChanged, appChanged <-chan struct{}
+		if id := s.homeID(g); id != "" {
+			homeChanged = bus.Changed(id)
+		}
+		if s.app != nil {
+			appChanged = bus.Changed(s.app.cfg.Slug)
 		}
 		v := g.waitView(ctx, s, refresh)
+		refresh = false
 		var out []byte
 		if key := v.Phase; key != last {
 			last = key
 			b, _ := json.Marshal(g.report(r, v))
 			out = append(append(append(out, "event: phase\ndata: "...), b...), "\n\n"...)
-		} else if time.Since(lastWrite) >= waitKeepAlive {
-			out = []byte(": keep-alive\n\n")
 		}
 		if out != nil {
-			if _, err := w.Write(out); err != nil {
+			if !g.writeStream(w, rc, out) {
 				return
 			}
-			if err := rc.Flush(); err != nil {
-				return
-			}
-			lastWrite = time.Now()
+			keepAlive.Reset(waitKeepAlive)
 		}
 		if terminalPhase(v.Phase) || g.draining.Load() {
 			return
@@ -377,7 +386,26 @@ func (g *Gateway) streamWake(w http.ResponseWriter, r *http.Request, s waitSubje
 			return
 		case <-end.C:
 			return
-		case <-tick.C:
+		case <-g.drainStarted:
+			return
+		case <-keepAlive.C:
+			if !g.writeStream(w, rc, []byte(": keep-alive\n\n")) {
+				return
+			}
+			keepAlive.Reset(waitKeepAlive)
+		case <-homeChanged:
+		case <-appChanged:
+		case <-refreshC:
+			refresh = true
 		}
 	}
+}
+
+// writeStream writes b to a status stream and flushes it; false when the
+// caller is gone.
+func (g *Gateway) writeStream(w http.ResponseWriter, rc *http.ResponseController, b []byte) bool {
+	if _, err := w.Write(b); err != nil {
+		return false
+	}
+	return rc.Flush() == nil
 }

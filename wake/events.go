@@ -67,6 +67,9 @@ type Bus struct {
 	next    int
 	subs    map[*Subscription]struct{}
 	dropped atomic.Uint64
+	// changed holds, per home id or app slug being watched, the channel
+	// the next event or Touch about it closes (Changed).
+	changed map[string]chan struct{}
 }
 
 // Subscription receives events on C until it is closed.
@@ -78,7 +81,7 @@ type Subscription struct {
 
 // NewBus returns a bus that remembers the last keep events.
 func NewBus(keep int) *Bus {
-	return &Bus{recent: make([]Event, 0, keep), subs: map[*Subscription]struct{}{}}
+	return &Bus{recent: make([]Event, 0, keep), subs: map[*Subscription]struct{}{}, changed: map[string]chan struct{}{}}
 }
 
 // Publish stamps e with a sequence number (and the time, if unset) and
@@ -106,6 +109,47 @@ func (b *Bus) Publish(e Event) {
 		default:
 			b.dropped.Add(1)
 		}
+	}
+	b.touchLocked(e.Home)
+	b.touchLocked(e.App)
+}
+
+// Changed returns a channel closed at the next event about key (a home id
+// or an app slug: an event whose Home or App is key) or the next Touch of
+// key. Unlike a subscription it never drops: a watcher that calls Changed
+// before it reads the state it watches cannot miss a change of it. Every
+// watcher of a key shares one channel, forgotten once closed. A nil Bus
+// returns nil (a channel that never fires).
+func (b *Bus) Changed(key string) <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ch := b.changed[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		b.changed[key] = ch
+	}
+	return ch
+}
+
+// Touch wakes the watchers of key (Changed) without an event: a change of
+// state the event stream does not report (a wake moving to its next
+// phase, a wake settled before its event is published).
+func (b *Bus) Touch(key string) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.touchLocked(key)
+}
+
+func (b *Bus) touchLocked(key string) {
+	if ch := b.changed[key]; key != "" && ch != nil {
+		close(ch)
+		delete(b.changed, key)
 	}
 }
 

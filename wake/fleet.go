@@ -59,7 +59,7 @@ func (w *wakeRun) fromLocal(ctx context.Context) (Awake, bool) {
 			"home", w.h.spec.ID, "err", err.Error())
 		return Awake{}, false
 	}
-	w.f.phase.Store("proven locally")
+	w.setPhase("proven locally")
 	w.e.o.Log.Info("wake: the store does not answer; the home's last endpoint passed its probe and keeps serving",
 		"home", w.h.spec.ID)
 	return Awake{Endpoint: v.endpoint}, true

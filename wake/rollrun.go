@@ -82,7 +82,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 	id := w.h.spec.ID
 	prior := w.rec.Version
 	priorRel := r.releaseOf(w.rec)
-	w.f.phase.Store("rolling")
+	w.setPhase("rolling")
 	if err := w.save(ctx, func(h *registry.Home) {
 		h.WantRunning = true
 		h.Status = registry.StatusRestoring
@@ -127,7 +127,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 	prior string, priorRel release, rollErr error) (Awake, error) {
 	e := r.e
 	id := w.h.spec.ID
-	w.f.phase.Store("rolling back")
+	w.setPhase("rolling back")
 	if l, err := e.o.Store.Renew(context.WithoutCancel(ctx), w.lease, w.h.readyTimeout(e)+wakeLeaseSlack); err == nil {
 		w.lease = l
 	} else {

@@ -126,6 +126,9 @@ func (w *wakeRun) count(err error) {
 // the flight's result, the verdict, the failure backoff.
 func (w *wakeRun) settle(res Awake, err error) {
 	e, h, f := w.e, w.h, w.f
+	// Watchers (a waiting page's stream) look again once h.mu is free:
+	// the wake's event comes only after a failed wake's stop.
+	defer e.o.Events.Touch(h.spec.ID)
 	var gave *gaveUpError
 	switch fe, ok := fault.As(err); {
 	case err != nil && errors.As(context.Cause(f.ctx), &gave) && (!ok || fe.Code != CodeRollIncident):
@@ -225,7 +228,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	}); err != nil {
 		return Awake{}, err
 	}
-	w.f.phase.Store("starting")
+	w.setPhase("starting")
 	t0 := time.Now()
 	res, err := prov.Wake(ctx, w.spec())
 	w.providerAt = time.Since(t0)
@@ -253,7 +256,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 			return Awake{}, w.storeFailed("record where the home runs", err)
 		}
 	}
-	w.f.phase.Store("probing")
+	w.setPhase("probing")
 	t1 := time.Now()
 	w.probe, endpoint, err = w.probeFollowing(ctx, res.Endpoint, endpoint)
 	w.probeAt = time.Since(t1)
@@ -292,7 +295,7 @@ func (w *wakeRun) provenByOther() (Awake, bool) {
 	if err != nil || u.Host == "" {
 		return Awake{}, false
 	}
-	w.f.phase.Store("proven")
+	w.setPhase("proven")
 	return Awake{Endpoint: u}, true
 }
 
@@ -503,3 +506,10 @@ func (w *wakeRun) finish(err error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// setPhase moves the wake to its next phase and wakes the watchers of its
+// home (Bus.Changed): phases are not events.
+func (w *wakeRun) setPhase(p string) {
+	w.f.phase.Store(p)
+	w.e.o.Events.Touch(w.h.spec.ID)
+}
