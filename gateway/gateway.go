@@ -66,10 +66,10 @@ type Gateway struct {
 	draining atomic.Bool
 	// drainStarted is closed when draining starts (waiting streams end).
 	drainStarted chan struct{}
-	bound    atomic.Pointer[string] // the public listener's address, once serving
-	inflight rtInflight             // every request being served, WebSockets included (inflight.go)
-	reqSeq   atomic.Uint64
-	reqPre   string
+	bound        atomic.Pointer[string] // the public listener's address, once serving
+	inflight     rtInflight             // every request being served, WebSockets included (inflight.go)
+	reqSeq       atomic.Uint64
+	reqPre       string
 
 	// hardStop ends every request's context, with errCut as the cause,
 	// when the drain grace is over; it is what closes hijacked WebSocket
