@@ -37,13 +37,16 @@
 //     [api], or 200 {"status": "error", "message"} when Habits.StartError
 //     is set ([flyctl] command/machine/start.go treats that answer as a
 //     failed start). A suspending machine may be started straight away,
-//     cancelling the suspend (the reading of Fly's changelog this work
-//     was asked to follow; no page of [api] says it); Habits.
-//     NoStartFromSuspending refuses it as older hosts do.
+//     cancelling the suspend (reported from Fly's changelog; no page of
+//     [api] and no client code says it); Habits.NoStartFromSuspending
+//     refuses it as older hosts do.
 //   - A start of an active or changing machine, a suspend of a machine
 //     not started, and an exec on a machine not started answer 412 with a
-//     "failed_precondition: " message (the prefix as the real service
-//     sends it; the state rules guessed).
+//     "failed_precondition: " message (the prefix as reported from real
+//     answers). A start during replacing is refused so, with Fly's
+//     wording "unable to start machine from current state" (quoted from
+//     real logs in hexclave/hexclave#2060, which also quotes flyd leaving
+//     an updated machine stopped when it was not started before).
 //   - A wait answers 200 when the state (and instance) is reached, 408
 //     "deadline_exceeded: ..." when its timeout passes first [api]. A wait
 //     naming an instance that an update replaced answers 412 "...
