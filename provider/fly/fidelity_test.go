@@ -261,3 +261,36 @@ func TestEngineStartFromSuspending(t *testing.T) {
 		t.Fatalf("version %q", v)
 	}
 }
+
+// TestEngineAtFlyTimings runs a home's life at a quarter of Fly's own
+// timings (a cold start 500ms, a resume 75ms, a suspend over a second): a
+// cold wake, an idle suspend, a resume, and a lazy roll that updates the
+// suspended machine, starts it cold and proves version 2. The order of
+// events is Fly's; the times are logged, never asserted.
+func TestEngineAtFlyTimings(t *testing.T) {
+	w := flyWorldWith(t, flyfake.Options{Scale: 0.25}, nil)
+	r := newEngineRig(t, w, rigTimes{ready: 10 * time.Second})
+	at := time.Now()
+	if _, err := r.request(); err != nil {
+		t.Fatal(err)
+	}
+	cold := time.Since(at)
+	r.suspend()
+	if got := w.state(); got != "suspended" {
+		t.Fatalf("machine %s after the suspend", got)
+	}
+	at = time.Now()
+	if _, err := r.request(); err != nil {
+		t.Fatal(err)
+	}
+	resume := time.Since(at)
+	if _, err := r.eng.SetTarget(context.Background(), w.target("2", false)); err != nil {
+		t.Fatal(err)
+	}
+	r.suspend()
+	at = time.Now()
+	if v := r.version(); v != "2" {
+		t.Fatalf("version %q after the lazy roll", v)
+	}
+	t.Logf("cold wake %s, resume %s, lazy roll of a suspended machine %s", cold, resume, time.Since(at))
+}
