@@ -23,6 +23,7 @@ const (
 	actWait     = "wait"
 	actUpdate   = "update"
 	actLease    = "lease"
+	actGetLease = "get lease"
 	actRelease  = "release"
 	actMetadata = "metadata"
 	actExec     = "exec"
@@ -39,6 +40,11 @@ const (
 	// maxAttempts bounds the tries of one call whose context has no
 	// deadline; with a deadline, the deadline bounds them.
 	maxAttempts = 8
+	// maxChecked bounds the tries of a call that changes something and
+	// failed without an answer (a 5xx, a lost connection): each try is
+	// made only after its effect was looked for and not found, and a
+	// request the API keeps failing this way is not one to insist on.
+	maxChecked = 3
 )
 
 // client speaks the Machines REST API for one app.
@@ -63,6 +69,16 @@ type call struct {
 	// retry409 retries a 409 (a lease held by someone else) like a 429,
 	// for calls that should wait for the lease within their deadline.
 	retry409 bool
+	// idempotent marks a call that changes something but may be sent
+	// twice with the effect of once (a lease renewal, a release): it is
+	// retried after a 5xx or a lost connection like a GET.
+	idempotent bool
+	// verify, set on a call that changes something and is not
+	// idempotent, looks for the call's effect after a 5xx or a lost
+	// connection: done means the API acted and its answer was lost, and
+	// the call succeeded; otherwise it is sent again. Without verify
+	// such a call is never sent twice.
+	verify func(ctx context.Context) (done bool, err error)
 }
 
 // answer is a final API response.
@@ -71,12 +87,15 @@ type answer struct {
 	body   []byte
 }
 
-// do runs c: it waits for the rate limiter, sends, and retries 429 and
-// 5xx (and a network error on a GET) with backoff, honouring Retry-After,
-// for as long as ctx allows. A 2xx answer is decoded into out (when
+// do runs c: it waits for the rate limiter, sends, and retries with
+// backoff, honouring Retry-After, for as long as ctx allows: a 429 always
+// (the API did not act), a 5xx or a lost connection only on a call that
+// is safe to send again (a GET, an idempotent call, or a call whose
+// verify found no effect). A 2xx answer is decoded into out (when
 // non-nil); any other final status is an *Error.
 func (cl *client) do(ctx context.Context, c call, out any) (answer, error) {
 	var last *Error
+	checked := 0
 	for attempt := 0; ; attempt++ {
 		if err := cl.limits.wait(ctx, c.machine, c.action); err != nil {
 			return answer{}, cl.giveUp(ctx, c, last, err)
@@ -97,6 +116,16 @@ func (cl *client) do(ctx context.Context, c call, out any) (answer, error) {
 		e := cl.failure(c, a, hdr, err)
 		if !cl.retryable(c, e) || (attempt+1 >= maxAttempts && !hasDeadline(ctx)) {
 			return a, e
+		}
+		if unanswered(e) && c.verify != nil {
+			checked++
+			done, verr := c.verify(ctx)
+			switch {
+			case verr == nil && done:
+				return answer{status: http.StatusOK}, nil
+			case verr != nil || checked >= maxChecked:
+				return a, e
+			}
 		}
 		last = e
 		delay := backoff(attempt)
@@ -189,20 +218,26 @@ func leaseLeft(msg string) time.Duration {
 	return max(time.Until(t), 0)
 }
 
-// retryable reports whether e may be tried again: 429 and 5xx always (the
-// API did not act, or will settle), 409 when the call waits for a lease,
-// and a network error on a GET.
+// retryable reports whether e may be tried again: a 429 always (the API
+// did not act), a 409 when the call waits for a lease, and a 5xx or a lost
+// connection when the call is safe to send again: a GET, an idempotent
+// call, or one whose effect is looked for first (verify). Fly's own client
+// retries only GETs on its own (fly-go flaps.go, safeToRetry).
 func (cl *client) retryable(c call, e *Error) bool {
 	switch {
-	case e.Status == http.StatusTooManyRequests || e.Status >= 500:
+	case e.Status == http.StatusTooManyRequests:
 		return true
 	case e.Status == http.StatusConflict:
 		return c.retry409
-	case e.Status == 0:
-		return c.method == http.MethodGet
+	case unanswered(e):
+		return c.method == http.MethodGet || c.idempotent || c.verify != nil
 	}
 	return false
 }
+
+// unanswered reports whether e says nothing of what the API did: a 5xx
+// (from the API or a proxy in front of it) or no answer at all.
+func unanswered(e *Error) bool { return e.Status == 0 || e.Status >= 500 }
 
 // giveUp is the error of a call whose context ended (or whose limiter
 // could not admit it before the deadline): the last API failure seen, if

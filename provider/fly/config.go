@@ -81,8 +81,10 @@ type Config struct {
 	// StopTimeout is how long a stop lets the guest exit before it is
 	// killed. Default 10s.
 	StopTimeout time.Duration `yaml:"stop_timeout" json:"stop_timeout"`
-	// LeaseTTL is how long a recreate's lease lasts if it is never
-	// released (the gateway died mid-roll). Default 60s; whole seconds.
+	// LeaseTTL is how long a recreate's lease lasts if it is neither
+	// renewed nor released (the gateway died mid-roll). A recreate renews
+	// it every third of it (at most once a second) while it holds it.
+	// Default 60s; at least 2s; whole seconds.
 	LeaseTTL time.Duration `yaml:"lease_ttl" json:"lease_ttl"`
 	// CallTimeout bounds one API call made with no deadline of its own
 	// (an operator's status read). Default 30s. Calls made for a wake are
@@ -171,7 +173,7 @@ func (c *Config) Validate() []*FieldError {
 		name string
 		v    time.Duration
 		min  time.Duration
-	}{{"stop_timeout", c.StopTimeout, 0}, {"lease_ttl", c.LeaseTTL, time.Second}, {"call_timeout", c.CallTimeout, time.Second}} {
+	}{{"stop_timeout", c.StopTimeout, 0}, {"lease_ttl", c.LeaseTTL, 2 * time.Second}, {"call_timeout", c.CallTimeout, time.Second}} {
 		if d.v < d.min {
 			bad(d.name, "want a duration of at least %s, got %s", d.min, d.v)
 		}

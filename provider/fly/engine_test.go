@@ -108,10 +108,15 @@ func execWorld(t *testing.T) world {
 // flyWorld: homes as Fly Machines on the fake API, each machine fronting a
 // real demo home on loopback that runs while the machine is started and
 // reports the version of its image's tag (or a lie, for lying targets).
-func flyWorld(t *testing.T) world {
+func flyWorld(t *testing.T) world { return flyWorldWith(t, flyfake.Options{}, nil) }
+
+// flyWorldWith is flyWorld on a fake with options fo (OnState is the
+// guest's) and a provider config changed by mut.
+func flyWorldWith(t *testing.T, fo flyfake.Options, mut func(*fly.Config)) world {
 	g := &guest{port: testbin.FreePort(t), lies: map[string]string{}}
 	t.Cleanup(g.stop) // after the fake has closed: nothing starts it again
-	srv := flyfake.New(flyfake.Options{OnState: g.onState})
+	fo.OnState = g.onState
+	srv := flyfake.New(fo)
 	t.Cleanup(srv.Close)
 	srv.AddMachine(machine, flyfake.MachineSpec{State: "stopped", Image: "registry.fly.io/homes:1",
 		Metadata: map[string]string{"wakegate_version": "1"}})
@@ -119,10 +124,13 @@ func flyWorld(t *testing.T) world {
 	writeFile(t, tok, srv.Token())
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(tr.CloseIdleConnections)
-	p, err := fly.New(fly.Config{App: srv.App(), Token: "file:" + tok, BaseURL: srv.URL,
+	cfg := fly.Config{App: srv.App(), Token: "file:" + tok, BaseURL: srv.URL,
 		Endpoint: "http://127.0.0.1:{port}", Image: "registry.fly.io/homes:{version}", VersionFrom: fly.VersionHTTP,
-		StopTimeout: time.Second},
-		fly.Options{HTTPClient: &http.Client{Transport: tr}, Log: slog.New(slog.DiscardHandler)})
+		StopTimeout: time.Second}
+	if mut != nil {
+		mut(&cfg)
+	}
+	p, err := fly.New(cfg, fly.Options{HTTPClient: &http.Client{Transport: tr}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,9 @@ const (
 	CodeWaitTimeout = "fly_wait_timeout"
 	// CodeDestroyed: the machine is destroyed or failed to launch for good.
 	CodeDestroyed = "fly_machine_destroyed"
+	// CodeStartFailed: the API answered a start with an error, or the
+	// machine failed to boot and nothing will boot it again.
+	CodeStartFailed = "fly_start_failed"
 	// CodeRejected: the API refused the request (400, 412, 422, another 4xx).
 	CodeRejected = "fly_rejected"
 	// CodeNoImage: a recreate had neither an image nor an image template.

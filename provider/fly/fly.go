@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
@@ -44,6 +45,9 @@ type Provider struct {
 	cl  *client
 	hc  *http.Client
 	log *slog.Logger
+	// unsuspendable maps a machine id to the instance that refused a
+	// suspend.
+	unsuspendable sync.Map
 }
 
 // New returns a provider for cfg (defaulted here, then validated) with
@@ -129,9 +133,13 @@ func (p *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, 
 
 // bringUp brings machine id to started and returns it. from, when not nil,
 // is the machine as last read (the answer of an update); otherwise it is
-// read first. nonce is the lease held, if any. A start that the machine's
-// state refused (it changed under us) is tried again after reading it.
+// read first. nonce is the lease held, if any. The machine is read again
+// whenever what it does changed under us: a start its state refused, a
+// wait on an instance that an update replaced, a machine still being
+// replaced (an update leaves it started or stopped, and no wait can ask
+// for "whichever comes"), a boot that failed and that Fly will retry.
 func (p *Provider) bringUp(ctx context.Context, id, nonce string, from *machine) (machine, error) {
+	var pause pacer
 	for {
 		var m machine
 		if from != nil {
@@ -146,32 +154,91 @@ func (p *Provider) bringUp(ctx context.Context, id, nonce string, from *machine)
 		case stateStarted:
 			return m, nil
 		case stateStopping:
-			if err := p.cl.wait(ctx, id, m.InstanceID, stateStopped); err != nil {
-				return m, err
-			}
-			continue
-		case stateSuspending:
-			if err := p.cl.wait(ctx, id, m.InstanceID, stateSuspended); err != nil {
+			if err := p.cl.wait(ctx, id, m.InstanceID, stateStopped); err != nil && !replacedErr(err) {
 				return m, err
 			}
 			continue
 		case stateDestroying, stateDestroyed, stateLaunchFailed:
 			return m, &Error{Op: "wake", Machine: id, Code: CodeDestroyed, Message: "the machine is " + m.State}
-		case stateStopped, stateSuspended, stateCreated, stateFailed:
-			if err := p.cl.start(ctx, id, nonce); err != nil {
-				if e, ok := AsError(err); ok && e.Status == http.StatusPreconditionFailed {
-					continue // the state moved between the read and the start
-				}
+		case stateReplacing, stateUpdating, stateCreating, stateReplaced, stateMigrated:
+			// An update (ours or another's) or a move is under way; where it
+			// leaves the machine is read when it is done.
+			if err := pause.wait(ctx, id); err != nil {
 				return m, err
 			}
+			continue
+		case stateStopped, stateSuspended, stateCreated, stateFailed, stateSuspending:
+			// A suspending machine is started straight away (the suspend
+			// is cancelled); a host that refuses is let finish first.
+			if err := p.cl.start(ctx, id, nonce); err != nil {
+				e, ok := AsError(err)
+				if !ok || e.Status != http.StatusPreconditionFailed {
+					return m, err
+				}
+				if m.State == stateSuspending {
+					if err := p.cl.wait(ctx, id, m.InstanceID, stateSuspended); err != nil && !replacedErr(err) {
+						return m, err
+					}
+				}
+				continue // the state moved between the read and the start
+			}
 		}
-		// starting, replacing, updating, creating, restarting, or just
-		// started by us: wait for this instance to be started.
-		if err := p.cl.wait(ctx, id, m.InstanceID, stateStarted); err != nil {
+		// starting, restarting, or just started by us: wait for this
+		// instance to be started.
+		err := p.cl.wait(ctx, id, m.InstanceID, stateStarted)
+		switch {
+		case err == nil:
+			m.State = stateStarted
+			return m, nil
+		case replacedErr(err):
+			continue
+		case unreachedErr(err):
+			if err := p.failedBoot(ctx, id, err); err != nil {
+				return m, err
+			}
+			if err := pause.wait(ctx, id); err != nil {
+				return m, err
+			}
+			continue
+		default:
 			return m, err
 		}
-		m.State = stateStarted
-		return m, nil
+	}
+}
+
+// failedBoot decides after a wait that failed to reach started: nil when
+// the machine may still get there (it runs, or Fly restarts it: its
+// restart policy is not "no"), else a CodeStartFailed error.
+func (p *Provider) failedBoot(ctx context.Context, id string, waitErr error) error {
+	m, err := p.cl.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if m.restartPolicy() != "no" || m.State == stateStarted || m.State == stateStarting {
+		return nil
+	}
+	msg := "the machine failed to boot and is " + m.State + "; its restart policy is no, so Fly will not boot it again"
+	if e, ok := AsError(waitErr); ok && e.Message != "" {
+		msg += " (" + e.Message + ")"
+	}
+	return &Error{Op: "wait started", Machine: id, Code: CodeStartFailed, Message: msg}
+}
+
+// pacer spaces the reads of a machine that is changing by itself: from
+// 100ms, doubling, to at most a second (the API has no wait for "any
+// settled state", so this is a poll; the Get limiter allows 5 a second).
+type pacer struct{ n int }
+
+func (pc *pacer) wait(ctx context.Context, id string) error {
+	d := min(100*time.Millisecond<<min(pc.n, 4), time.Second)
+	pc.n++
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return &Error{Op: "settle", Machine: id, Code: CodeWaitTimeout, Err: ctx.Err()}
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -200,8 +267,14 @@ func (p *Provider) endpoint(s provider.Spec, h HomeOptions, m machine) string {
 
 // Suspend suspends the home's machine to a snapshot and waits until it is
 // suspended. A machine that is not running is left as it is. A machine
-// the API will not suspend (a 400 or 422: too large, or not suspendable)
-// gives provider.ErrUnsupported, so the caller stops it instead.
+// the API will not suspend gives provider.ErrUnsupported, so the caller
+// stops it instead: Fly names what suspend needs (at most 2 GB of memory,
+// no swap, no schedule) but not how it refuses, so any refusal counts,
+// whatever its status, but for those that say nothing of the machine
+// (401, 403, 404, a lease held by another, 429). The machine's instance is
+// then remembered as one that cannot suspend, and later suspends of it
+// give ErrUnsupported without asking; an update (a roll) makes a new
+// instance, which is asked again.
 func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 	return wrap("suspend", p.suspend(ctx, s))
 }
@@ -214,33 +287,68 @@ func (p *Provider) suspend(ctx context.Context, s provider.Spec) error {
 		return err
 	}
 	id := h.Machine
-	m, err := p.cl.get(ctx, id)
-	if err != nil {
-		return fmt.Errorf("suspend %s: %w", s.ID, err)
-	}
-	switch m.State {
-	case stateSuspended, stateStopped, stateCreated, stateDestroyed:
-		return nil
-	case stateStopping:
-		err = p.cl.wait(ctx, id, m.InstanceID, stateStopped)
-	case stateSuspending:
-		err = p.cl.wait(ctx, id, m.InstanceID, stateSuspended)
-	default:
-		if m.State != stateStarted {
-			if err := p.cl.wait(ctx, id, m.InstanceID, stateStarted); err != nil {
-				return fmt.Errorf("suspend %s: %w", s.ID, err)
-			}
+	// A 412 may be the state moving under us, or a refusal: the machine
+	// is read again, and a refusal when it still runs the same instance.
+	var refused412 error
+	refusedOn := ""
+	for {
+		m, err := p.cl.get(ctx, id)
+		if err != nil {
+			return fmt.Errorf("suspend %s: %w", s.ID, err)
 		}
-		if err = p.cl.suspend(ctx, id); err == nil {
+		switch m.State {
+		case stateSuspended, stateStopped, stateCreated, stateDestroyed:
+			return nil
+		case stateStopping:
+			err = p.cl.wait(ctx, id, m.InstanceID, stateStopped)
+		case stateSuspending:
 			err = p.cl.wait(ctx, id, m.InstanceID, stateSuspended)
-		} else if e, ok := AsError(err); ok && (e.Status == http.StatusBadRequest || e.Status == http.StatusUnprocessableEntity) {
+		default:
+			if inst, ok := p.unsuspendable.Load(id); ok && inst == m.InstanceID {
+				return fmt.Errorf("suspend %s: %w: machine %s refused a suspend before", s.ID, provider.ErrUnsupported, id)
+			}
+			if m.State == stateStarted && refused412 != nil && refusedOn == m.InstanceID {
+				err = refused412
+			} else {
+				if m.State != stateStarted {
+					if err := p.cl.wait(ctx, id, m.InstanceID, stateStarted); err != nil {
+						return fmt.Errorf("suspend %s: %w", s.ID, err)
+					}
+				}
+				if err = p.cl.suspend(ctx, id); err == nil {
+					err = p.cl.wait(ctx, id, m.InstanceID, stateSuspended)
+					break
+				}
+			}
+			e, ok := AsError(err)
+			if !ok || !refusal(e) {
+				break
+			}
+			if e.Status == http.StatusPreconditionFailed && refused412 == nil {
+				refused412, refusedOn = err, m.InstanceID
+				continue
+			}
+			p.unsuspendable.Store(id, m.InstanceID)
+			p.log.Warn("fly: the machine refused to suspend; it is stopped instead from now on, until its next update",
+				"home", s.ID, "machine", id, "status", e.Status, "message", e.Message,
+				"hint", "suspend needs at most 2 GB of memory, no swap and no schedule (fly machine status "+id+")")
 			return fmt.Errorf("suspend %s: %w: %w", s.ID, provider.ErrUnsupported, err)
 		}
+		if err != nil {
+			return fmt.Errorf("suspend %s: %w", s.ID, err)
+		}
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("suspend %s: %w", s.ID, err)
+}
+
+// refusal reports whether a failed suspend was the API declining this
+// machine, as opposed to a failure that says nothing of it.
+func refusal(e *Error) bool {
+	switch e.Status {
+	case 0, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusConflict, http.StatusTooManyRequests:
+		return false
 	}
-	return nil
+	return e.Status >= 400
 }
 
 // Stop stops the home's machine with the configured signal and timeout
@@ -286,8 +394,10 @@ func (p *Provider) stop(ctx context.Context, s provider.Spec) (bool, error) {
 // the config's image template filled with s.Version): it takes the
 // machine's lease (waiting within ctx while another client holds it),
 // reads the machine's config, updates the machine with that full config,
-// the new image and the version in metadata, waits for the new instance
-// to be started, and releases the lease. The volume stays attached: it is
+// the new image and the version in metadata, brings the new instance up
+// (Fly leaves an updated machine started or stopped: one that was not
+// running usually stays stopped, and is started here), and releases the
+// lease, which is renewed meanwhile. The volume stays attached: it is
 // part of the config.
 func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	r, err := p.recreate(ctx, s)
@@ -312,6 +422,9 @@ func (p *Provider) recreate(ctx context.Context, s provider.Spec) (provider.Resu
 		return provider.Result{}, fmt.Errorf("recreate %s on %s: %w", s.ID, s.Version, err)
 	}
 	defer p.release(ctx, id, nonce)
+	stopRenew := p.renew(ctx, id, nonce)
+	defer stopRenew() // runs before the release
+
 	m, err := p.cl.get(ctx, id)
 	if err != nil {
 		return provider.Result{}, fmt.Errorf("recreate %s on %s: %w", s.ID, s.Version, err)
@@ -320,17 +433,54 @@ func (p *Provider) recreate(ctx context.Context, s provider.Spec) (provider.Resu
 	if err != nil {
 		return provider.Result{}, &Error{Op: "recreate", Machine: id, Code: CodeRejected, Message: "the machine's config cannot be read", Err: err}
 	}
-	nm, err := p.cl.update(ctx, id, nonce, cfg)
+	nm, err := p.cl.update(ctx, id, nonce, m.InstanceID, cfg)
 	if err != nil {
 		return provider.Result{}, fmt.Errorf("recreate %s on %s: %w", s.ID, s.Version, err)
 	}
 	if nm.ID == "" {
 		nm.ID = id
 	}
-	if nm, err = p.bringUp(ctx, id, nonce, &nm); err != nil {
+	from := &nm
+	if nm.InstanceID == "" || nm.InstanceID == m.InstanceID {
+		from = nil // the answer does not show the new instance: read it
+	}
+	if nm, err = p.bringUp(ctx, id, nonce, from); err != nil {
 		return provider.Result{}, fmt.Errorf("recreate %s on %s: %w", s.ID, s.Version, err)
 	}
 	return p.result(s, h, nm), nil
+}
+
+// renew keeps the lease held with nonce alive until the returned stop is
+// called (stop then waits for the renewing to end): the lease is renewed
+// every third of its TTL, and at most once a second (the API's rate for
+// one action of one machine), so that a roll whose update, image pull and
+// boot outlast the TTL still holds the machine's lease when it starts
+// the machine and releases the lease. flyctl does the same in the
+// background (leasable_machine.go, refreshLeaseUntilCanceled). A renewal
+// that fails is logged and tried again at the next tick.
+func (p *Provider) renew(ctx context.Context, id, nonce string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	every := max(p.cfg.LeaseTTL/3, time.Second)
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := p.cl.renew(ctx, id, nonce, p.cfg.LeaseTTL); err != nil && ctx.Err() == nil {
+				p.log.Warn("fly: lease not renewed; trying again", "machine", id, "every", every, "err", err)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // release gives a lease back, on a context of its own: the lease must go
@@ -456,10 +606,21 @@ func (p *Provider) status(ctx context.Context, s provider.Spec) (provider.Result
 		return provider.Result{}, err
 	}
 	m, err := p.cl.get(ctx, h.Machine)
+	if err == nil && (m.State == stateReplaced || m.State == stateMigrated) {
+		// The version read was just replaced or moved: the active one
+		// is read again, once.
+		var pause pacer
+		if err = pause.wait(ctx, h.Machine); err == nil {
+			m, err = p.cl.get(ctx, h.Machine)
+		}
+	}
 	if err != nil {
 		return provider.Result{State: provider.StateUnknown}, fmt.Errorf("status of %s: %w", s.ID, err)
 	}
 	r := p.result(s, h, m)
+	if r.State == provider.StateUnknown {
+		r.Reason = "the machine is " + m.State
+	}
 	if r.State == provider.StateFailed {
 		r.Reason = "the machine is " + m.State
 	}
@@ -468,7 +629,8 @@ func (p *Provider) status(ctx context.Context, s provider.Spec) (provider.Result
 
 // normalise maps a machine state onto a provider state. Transient states
 // count as where they lead: starting is running, stopping stopped,
-// suspending suspended.
+// suspending suspended. replaced and migrated name a version that is no
+// longer the active one, which says nothing of the machine: unknown.
 func normalise(state string) provider.State {
 	switch state {
 	case stateStarted, stateStarting, stateRestarting, stateReplacing, stateUpdating, stateCreating:

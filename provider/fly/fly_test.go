@@ -230,14 +230,17 @@ func TestSuspendAndStopFollowDocumentedOrder(t *testing.T) {
 
 // TestRollAndRollbackFollowDocumentedOrder: a recreate takes the lease,
 // reads the config, updates with the whole config and the new image under
-// the nonce, waits for the new instance, and releases the lease; a
-// rollback is the same onto the prior image. Each update changes the
-// instance id; the volume and guest settings survive.
+// the nonce, reads the machine once the update is done and, as Fly leaves
+// an updated machine that was suspended stopped, starts it under the
+// nonce, waits for the new instance, and releases the lease; a rollback
+// is the same onto the prior image. Each update changes the instance id;
+// the volume and guest settings survive.
 func TestRollAndRollbackFollowDocumentedOrder(t *testing.T) {
 	r := newRig(t, "suspended", flyfake.Options{}, nil)
-	want := []string{"lease", "get", "update", "wait started", "release"}
+	want := []string{"lease", "get", "update", "get", "start", "wait started", "release"}
 	instances := []string{r.machine().InstanceID}
 	for _, v := range []string{"v2", "v1"} { // roll, then rollback
+		r.srv.SetState(machine, "suspended")
 		r.srv.Reset()
 		res, err := r.prov.Recreate(deadline(t, 5*time.Second), r.spec(v))
 		if err != nil {
@@ -251,8 +254,9 @@ func TestRollAndRollbackFollowDocumentedOrder(t *testing.T) {
 		if calls[0].Status != http.StatusCreated || nonce != "" {
 			t.Fatalf("lease call %+v", calls[0])
 		}
-		if calls[2].Nonce == "" || calls[2].Nonce != calls[4].Nonce {
-			t.Errorf("update nonce %q, release nonce %q: want the lease's nonce on both", calls[2].Nonce, calls[4].Nonce)
+		if calls[2].Nonce == "" || calls[2].Nonce != calls[4].Nonce || calls[2].Nonce != calls[6].Nonce {
+			t.Errorf("update nonce %q, start nonce %q, release nonce %q: want the lease's nonce on each",
+				calls[2].Nonce, calls[4].Nonce, calls[6].Nonce)
 		}
 		for _, part := range []string{`"image":"registry.fly.io/homes:` + v + `"`, `"wakegate_version":"` + v + `"`,
 			`"owner":"alice"`, `"volume":"vol_home1"`, `"memory_mb":256`} {
@@ -268,7 +272,7 @@ func TestRollAndRollbackFollowDocumentedOrder(t *testing.T) {
 			t.Fatalf("%s: instance %s not new (seen %v)", v, m.InstanceID, instances)
 		}
 		instances = append(instances, m.InstanceID)
-		if q := query(t, calls[3]); q.Get("instance_id") != m.InstanceID {
+		if q := query(t, calls[5]); q.Get("instance_id") != m.InstanceID {
 			t.Errorf("%s: waited on instance %s, the update made %s", v, q.Get("instance_id"), m.InstanceID)
 		}
 		if res.Ref != machine+":"+m.InstanceID {
@@ -281,49 +285,67 @@ func TestRollAndRollbackFollowDocumentedOrder(t *testing.T) {
 	}
 }
 
-// TestWakeRacingSuspend: a wake that finds the machine suspending lets
-// the suspend finish, then starts it; both operations succeed and the
-// machine ends started.
+// TestWakeRacingSuspend: a wake that finds the machine suspending starts
+// it straight away, as Fly allows; on a host that refuses (412), it lets
+// the suspend finish, then starts it. Either way the machine ends started.
 func TestWakeRacingSuspend(t *testing.T) {
-	r := newRig(t, "started", flyfake.Options{}, nil)
-	r.srv.Wedge(machine, true) // hold the machine in suspending until released below
-	ctx := deadline(t, 10*time.Second)
-	suspended := make(chan error, 1)
-	go func() { suspended <- r.prov.Suspend(ctx, r.spec("v1")) }()
-	if !r.srv.AwaitState(machine, "suspending", awaitFor) {
-		t.Fatal("machine never suspending")
-	}
-	woke := make(chan error, 1)
-	go func() {
-		_, err := r.prov.Wake(ctx, r.spec("v1"))
-		woke <- err
-	}()
-	// Both the suspend and the wake now wait for suspended.
-	if !r.srv.AwaitCall("wait suspended", 2, awaitFor) {
-		t.Fatalf("the wake did not wait for the suspend: %v", r.calls())
-	}
-	r.srv.Wedge(machine, false)
-	r.srv.SetState(machine, "suspended")
-	if err := <-suspended; err != nil {
-		t.Fatalf("suspend: %v", err)
-	}
-	if err := <-woke; err != nil {
-		t.Fatalf("wake: %v", err)
-	}
-	if m := r.machine(); m.State != "started" {
-		t.Fatalf("machine %s, want started", m.State)
-	}
-	// The two clients' calls interleave up to the wake's second read; from
-	// there on the wake alone calls.
-	got := r.calls()
-	before, after := slices.Clone(got[:len(got)-3]), got[len(got)-3:]
-	slices.Sort(before)
-	if want := []string{"get", "get", "suspend", "wait suspended", "wait suspended"}; !slices.Equal(before, want) {
-		t.Errorf("calls %v: before the start, want %v in any order", got, want)
-	}
-	if want := []string{"get", "start", "wait started"}; !slices.Equal(after, want) {
-		t.Errorf("calls %v: the wake ends with %v", got, want)
-	}
+	t.Run("start from suspending", func(t *testing.T) {
+		r := newRig(t, "started", flyfake.Options{}, nil)
+		r.srv.Wedge(machine, true) // a suspend that would never end
+		r.srv.SetState(machine, "suspending")
+		r.srv.Reset()
+		if _, err := r.prov.Wake(deadline(t, 5*time.Second), r.spec("v1")); err != nil {
+			t.Fatalf("wake: %v", err)
+		}
+		if got, want := r.calls(), []string{"get", "start", "wait started"}; !slices.Equal(got, want) {
+			t.Errorf("calls %v, want %v", got, want)
+		}
+		if m := r.machine(); m.State != "started" {
+			t.Fatalf("machine %s, want started", m.State)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		r := newRig(t, "started", flyfake.Options{}, nil)
+		r.srv.Habits(machine, func(h *flyfake.Habits) { h.NoStartFromSuspending = true })
+		r.srv.Wedge(machine, true) // hold the machine in suspending until released below
+		ctx := deadline(t, 10*time.Second)
+		suspended := make(chan error, 1)
+		go func() { suspended <- r.prov.Suspend(ctx, r.spec("v1")) }()
+		if !r.srv.AwaitState(machine, "suspending", awaitFor) {
+			t.Fatal("machine never suspending")
+		}
+		woke := make(chan error, 1)
+		go func() {
+			_, err := r.prov.Wake(ctx, r.spec("v1"))
+			woke <- err
+		}()
+		// Both the suspend and the wake now wait for suspended.
+		if !r.srv.AwaitCall("wait suspended", 2, awaitFor) {
+			t.Fatalf("the wake did not wait for the suspend: %v", r.calls())
+		}
+		r.srv.Wedge(machine, false)
+		r.srv.SetState(machine, "suspended")
+		if err := <-suspended; err != nil {
+			t.Fatalf("suspend: %v", err)
+		}
+		if err := <-woke; err != nil {
+			t.Fatalf("wake: %v", err)
+		}
+		if m := r.machine(); m.State != "started" {
+			t.Fatalf("machine %s, want started", m.State)
+		}
+		// The two clients' calls interleave up to the wake's second read;
+		// from there on the wake alone calls.
+		got := r.calls()
+		before, after := slices.Clone(got[:len(got)-3]), got[len(got)-3:]
+		slices.Sort(before)
+		if want := []string{"get", "get", "start", "suspend", "wait suspended", "wait suspended"}; !slices.Equal(before, want) {
+			t.Errorf("calls %v: before the start, want %v in any order", got, want)
+		}
+		if want := []string{"get", "start", "wait started"}; !slices.Equal(after, want) {
+			t.Errorf("calls %v: the wake ends with %v", got, want)
+		}
+	})
 }
 
 // TestRollWhileLeaseHeld: another client holds the machine's lease. A
@@ -494,6 +516,9 @@ func TestStatusNormalisesStates(t *testing.T) {
 		"suspended": provider.StateSuspended, "suspending": provider.StateSuspended,
 		"stopped": provider.StateStopped, "stopping": provider.StateStopped, "created": provider.StateStopped,
 		"failed": provider.StateFailed, "destroyed": provider.StateFailed, "something-new": provider.StateUnknown,
+		"restarting": provider.StateRunning, "updating": provider.StateRunning, "launch_failed": provider.StateFailed,
+		// A version no longer active, read twice: nothing is known.
+		"replaced": provider.StateUnknown, "migrated": provider.StateUnknown,
 	} {
 		r.srv.SetState(machine, state)
 		res, err := r.prov.Status(deadline(t, 5*time.Second), r.spec("v1"))
@@ -587,6 +612,66 @@ func TestAPIErrorsCarryReasonCodes(t *testing.T) {
 		}
 		if n := len(r.srv.Calls()); n != 0 {
 			t.Errorf("%d calls made for a recreate that cannot name its image", n)
+		}
+	})
+}
+
+// TestOnlySafeCallsRetried: a 5xx or a lost answer is retried only where
+// sending again is safe. A GET is asked again. A start or an update is
+// sent again only after the machine was read and the call's effect not
+// found; when the effect is there (the API acted, its answer was lost)
+// the call counts as done and is not repeated. A call with no way to
+// check its effect (exec) is not sent twice.
+func TestOnlySafeCallsRetried(t *testing.T) {
+	t.Run("get", func(t *testing.T) {
+		r := newRig(t, "started", flyfake.Options{}, nil)
+		r.srv.Fail("get", 1, http.StatusServiceUnavailable, false)
+		if _, err := r.prov.Status(deadline(t, 5*time.Second), r.spec("v1")); err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		if got, want := r.calls(), []string{"get", "get"}; !slices.Equal(got, want) {
+			t.Errorf("calls %v, want %v", got, want)
+		}
+	})
+	t.Run("start not carried out", func(t *testing.T) {
+		r := newRig(t, "stopped", flyfake.Options{}, nil)
+		r.srv.Fail("start", 1, http.StatusInternalServerError, false)
+		if _, err := r.prov.Wake(deadline(t, 5*time.Second), r.spec("v1")); err != nil {
+			t.Fatalf("wake: %v", err)
+		}
+		if got, want := r.calls(), []string{"get", "start", "get", "start", "wait started"}; !slices.Equal(got, want) {
+			t.Errorf("calls %v, want %v", got, want)
+		}
+	})
+	t.Run("update answer lost", func(t *testing.T) {
+		r := newRig(t, "started", flyfake.Options{}, nil)
+		r.srv.Fail("update", 1, http.StatusBadGateway, true)
+		if _, err := r.prov.Recreate(deadline(t, 5*time.Second), r.spec("v2")); err != nil {
+			t.Fatalf("recreate: %v", err)
+		}
+		n := 0
+		for _, c := range r.calls() {
+			if c == "update" {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d updates, want 1: %v", n, r.calls())
+		}
+		if m := r.machine(); m.Image != "registry.fly.io/homes:v2" || m.State != "started" || m.LeaseOwner != "" {
+			t.Errorf("machine %+v", m)
+		}
+	})
+	t.Run("exec", func(t *testing.T) {
+		r := newRig(t, "started", flyfake.Options{}, func(c *fly.Config) {
+			c.VersionFrom, c.VersionCommand = fly.VersionExec, "cat /etc/home-version"
+		})
+		r.srv.Fail("exec", 1, http.StatusBadGateway, false)
+		if _, err := r.prov.Version(deadline(t, 5*time.Second), r.spec("v1")); code(err) != fly.CodeUnavailable {
+			t.Fatalf("version: %v, want %s", err, fly.CodeUnavailable)
+		}
+		if got, want := r.calls(), []string{"exec"}; !slices.Equal(got, want) {
+			t.Errorf("calls %v, want %v", got, want)
 		}
 	})
 }

@@ -15,6 +15,7 @@ var hints = map[string]string{
 	CodeLeaseHeld:    "another client holds the machine's lease (fly machine lease view ID --app APP); it ends at its TTL",
 	CodeWaitTimeout:  "the machine did not reach the state in time: see fly machine status ID --app APP",
 	CodeDestroyed:    "the home's machine is gone: create a machine and give the home its id in options.machine",
+	CodeStartFailed:  "the machine could not be started or did not boot: see fly machine status ID --app APP and fly logs --app APP",
 	CodeRejected:     "the Machines API refused the request; its message says why",
 	CodeNoImage:      "set the roll target's image, or providers.fly.image with {version}",
 	CodeVersion:      "the home's version could not be read: check providers.fly.version_from",

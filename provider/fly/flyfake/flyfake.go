@@ -1,39 +1,91 @@
 // Package flyfake is a fake Fly Machines API for tests: a real HTTP server
-// on 127.0.0.1 that follows the API's public contract as documented (the
-// Machines resource and machine states pages, and the rate limits of
-// "Working with the Machines API").
+// on 127.0.0.1 that follows the API's public contract and the habits of
+// the real service that Fly's own clients are written against. Each
+// behaviour names where it was taken from, so that it can be checked
+// again: [states] is docs/machines/machine-states (superfly/docs), [api]
+// the Machines resource reference (machines/api/machines-resource and
+// reference/machines/*.erb), [limits] "Working with the Machines API",
+// [suspend] reference/suspend-resume, [fly-go] superfly/fly-go flaps/,
+// [flyctl] superfly/flyctl internal/machine and internal/command/machine.
+// "guessed" marks an answer no source states; the provider must not
+// depend on more of it than the text named.
 //
 // What it follows:
-//   - Endpoints under /v1/apps/{app}/machines/{id}: GET (the machine), POST
-//     (update with the full config), /start, /stop (signal, timeout),
-//     /suspend, /wait (?state=started|stopped|suspended|destroyed,
+//   - Endpoints under /v1/apps/{app}/machines/{id} [api]: GET (the
+//     machine), POST (update with the full config), /start, /stop (signal,
+//     timeout), /suspend, /wait (?state=started|stopped|suspended|destroyed,
 //     &timeout= seconds, default 60, at most 60; &instance_id=, required
 //     for stopped), /lease (POST, GET, DELETE), /metadata, /exec.
 //   - Bearer token authentication (401), unknown app or machine (404).
-//   - States and transitions with delays: stopped|created -> starting ->
-//     started; suspended -> starting -> started (a resume, faster);
-//     started -> stopping -> stopped; started -> suspending -> suspended;
-//     update -> replacing -> starting -> started (or stopped with
-//     skip_launch). Every update gives the machine a new instance_id.
+//   - States [states]: the persistent created, started, stopped,
+//     suspended, failed; the transient creating, starting, stopping,
+//     restarting, suspending, destroying, launch_failed, updating,
+//     replacing; the terminal destroyed, replaced, migrated (SetState
+//     puts a machine in any of them).
+//   - Transitions take realistic times [suspend]: a resume a few hundred
+//     ms, a cold start about 2s, a stop about 1s, a suspend several
+//     seconds, an update's replacing phase about 1s; Options.Scale shrinks
+//     them all by one factor so tests stay fast and the order stays real.
+//   - An update gives the machine a new instance_id and goes through
+//     replacing [states]; what follows is Habits.AfterUpdate. By default a
+//     machine that was started is started again and any other is left
+//     stopped: [states] says an updated machine "may transition to
+//     stopped", and [flyctl] update.go waits for the machine to settle
+//     rather than for started (it used to wait for stopped when the
+//     machine was not started before the update).
+//   - A start answers 200 {"previous_state", "migrated", "new_host"}
+//     [api], or 200 {"status": "error", "message"} when Habits.StartError
+//     is set ([flyctl] command/machine/start.go treats that answer as a
+//     failed start). A suspending machine may be started straight away,
+//     cancelling the suspend (reported from Fly's changelog; no page of
+//     [api] and no client code says it); Habits.NoStartFromSuspending
+//     refuses it as older hosts do.
+//   - A start of an active or changing machine, a suspend of a machine
+//     not started, and an exec on a machine not started answer 412 with a
+//     "failed_precondition: " message (the prefix as reported from real
+//     answers). A start during replacing is refused so, with Fly's
+//     wording "unable to start machine from current state" (quoted from
+//     real logs in hexclave/hexclave#2060, which also quotes flyd leaving
+//     an updated machine stopped when it was not started before).
 //   - A wait answers 200 when the state (and instance) is reached, 408
-//     when its timeout passes first.
-//   - Leases: POST /lease answers 201 with a nonce, or 409 while another
-//     holder's lease runs; while a lease runs, start, stop, suspend and
-//     update need its nonce in fly-machine-lease-nonce (409 otherwise);
-//     DELETE /lease needs the nonce (400 otherwise).
-//   - Rate limits per machine and action: 1 request per second with bursts
-//     of 3; Get Machine 5 per second with bursts of 10. A request over the
-//     limit gets 429 with Retry-After and is counted by OverLimit.
+//     "deadline_exceeded: ..." when its timeout passes first [api]. A wait
+//     naming an instance that an update replaced answers 412 "...
+//     currently replaced" ([flyctl] command/machine/wait.go retries on that
+//     text; the status guessed). A boot that Habits.CrashBoots makes fail
+//     ends stopped, and a wait for started answers 412 "failed_precondition:
+//     machine failed to reach desired state" ([flyctl] machine/wait.go
+//     reads the text; the status guessed, Habits.CrashStatus changes it);
+//     unless the machine's config.restart.policy is "no", flyd boots it
+//     again after the start delay.
+//   - Leases [api]: POST /lease {"description", "ttl"} answers 201 with a
+//     nonce, or 409 {"status": "error", "code": "invalid", "message":
+//     "machine ID ... lease currently held by OWNER, expires at
+//     2006-01-02 15:04:05 +0000 UTC"} while another holder's lease runs
+//     (reference/machines/_lease_resp.erb); POST /lease with the running
+//     lease's nonce in fly-machine-lease-nonce renews it ([fly-go]
+//     RefreshLease, which [flyctl] leasable_machine.go calls in the
+//     background while it holds a lease); GET /lease answers the lease
+//     with its nonce, as the reference's example does, or 404. While a
+//     lease runs, start, stop, suspend and update need its nonce (409 with
+//     the same message otherwise). A call that sends a nonce when no
+//     lease runs, or the nonce of another lease, is refused 409 "lease not
+//     found" (guessed wording); DELETE /lease without the running lease's
+//     nonce answers 404 "lease not found" (guessed).
+//   - Rate limits per machine and action [limits]: 1 request per second
+//     with bursts of 3; Get Machine 5 per second with bursts of 10. A
+//     request over the limit gets 429 with Retry-After and is counted by
+//     OverLimit.
 //
-// Where the public contract is silent the fake picks one documented-looking
-// answer and says so: a start of an active or changing machine, and a
-// suspend of a machine not started, answer 412; a start answers
-// {"previous_state": ...}.
-//
-// Test controls: Stick keeps a machine in starting, Wedge makes it ignore
-// stop and suspend, HoldLease takes the lease as another client, Storm
-// answers the next n requests 429, and Calls records every request in
-// order.
+// Test controls: Habits sets a machine's habits (above; SuspendRefusal
+// answers every suspend with a status of the test's choosing, as [suspend]
+// names the requirements of suspend but not how a refusal is answered;
+// ReplaceAfterGet has another client update the machine right after a
+// GET answered, as during someone else's deploy), Stick keeps a machine in
+// starting, Wedge makes it ignore stop and suspend, HoldLease and
+// TryLease take the lease as another client, Fail answers the next calls
+// of an action with a status (after carrying the call out, when the
+// answer is to be lost on the way), Storm answers the next n requests
+// 429, and Calls records every request in order.
 package flyfake
 
 import (
@@ -50,27 +102,78 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Delays are how long each transition takes. Zero fields take the
-// defaults of New.
+// Delays are how long each transition takes.
 type Delays struct {
-	Start   time.Duration // stopped -> started; default 40ms
-	Resume  time.Duration // suspended -> started; default 15ms
-	Stop    time.Duration // started -> stopped; default 25ms
-	Suspend time.Duration // started -> suspended; default 25ms
-	Replace time.Duration // an update's replacing phase; default 30ms
+	Start   time.Duration // stopped -> started (a cold boot)
+	Resume  time.Duration // suspended -> started
+	Stop    time.Duration // started -> stopped
+	Suspend time.Duration // started -> suspended
+	Replace time.Duration // an update's replacing phase
 }
+
+// Realistic are the transition times of the real service: a resume takes
+// a few hundred milliseconds and a cold start about 2s (reference/
+// suspend-resume, "Typical performance"); a suspend of a small machine
+// several seconds, of a large one over 15s; stop and replace about a
+// second (observed, not documented).
+var Realistic = Delays{Start: 2 * time.Second, Resume: 300 * time.Millisecond, Stop: time.Second,
+	Suspend: 5 * time.Second, Replace: time.Second}
+
+// DefaultScale is the Scale of Options that leave it zero: Realistic at a
+// hundredth, so a cold start takes 20ms.
+const DefaultScale = 0.01
 
 // Options configure a Server.
 type Options struct {
-	App    string // the app; default "homes"
-	Token  string // the bearer token; default "test-token"
+	App   string // the app; default "homes"
+	Token string // the bearer token; default "test-token"
+	// Delays are the transition times; a zero field is the Realistic one
+	// times Scale. A field set here is used as it is.
 	Delays Delays
+	// Scale multiplies the Realistic delays. Zero: DefaultScale.
+	Scale float64
 	// OnState, when set, is told every state change, in order, on a
 	// goroutine of the server's own (never under its lock).
 	OnState func(Machine)
 	// Exec answers POST .../exec for a started machine. Nil: stdout is
 	// the tag of the machine's image and a newline, exit code 0.
 	Exec func(m Machine, cmd string) (stdout string, exit int)
+}
+
+// What an update leaves the machine in once replacing ends
+// (Habits.AfterUpdate).
+const (
+	// UpdateAsBefore: started if the machine was started (or starting)
+	// before the update, stopped otherwise. The default.
+	UpdateAsBefore = ""
+	// UpdateStarted: always started (the update launches the machine).
+	UpdateStarted = "started"
+	// UpdateStopped: always stopped.
+	UpdateStopped = "stopped"
+)
+
+// Habits are how one machine behaves where Fly may answer more than one
+// way. The zero value is the default of each field.
+type Habits struct {
+	// AfterUpdate is what an update leaves: UpdateAsBefore (default),
+	// UpdateStarted or UpdateStopped. skip_launch always leaves stopped.
+	AfterUpdate string
+	// StartError, when set, answers every start 200 {"status": "error",
+	// "message": StartError}; the machine does not move.
+	StartError string
+	// SuspendRefusal, when set, answers every suspend with this status
+	// and a message saying the machine cannot be suspended.
+	SuspendRefusal int
+	// NoStartFromSuspending refuses (412) a start of a suspending machine.
+	NoStartFromSuspending bool
+	// CrashBoots makes the next n boots fail: the machine goes from
+	// starting to stopped, and a wait for started fails (CrashStatus).
+	CrashBoots int
+	// CrashStatus is the status of that failed wait. Zero: 412.
+	CrashStatus int
+	// ReplaceAfterGet has another client update the machine (same
+	// config, new instance) right after each of the next n GETs answered.
+	ReplaceAfterGet int
 }
 
 // Machine is a machine as the fake holds it (a copy).
@@ -120,8 +223,33 @@ type machine struct {
 	config              map[string]any
 	gen                 uint64 // bumped by every state change; a stale timer does nothing
 	stuck, wedged       bool
-	noSuspend           bool
+	habits              Habits
+	crashed             bool   // the last boot failed (a wait for started fails)
+	replaced            string // instance ids an update replaced, space-separated
 	lease               *lease
+	// visits are the last states entered, so that a wait sees a state the
+	// machine passed through while the waiter was not looking.
+	visits []visit
+}
+
+// visit is one state entered, at generation gen.
+type visit struct {
+	state, instance string
+	gen             uint64
+}
+
+// maxVisits bounds a machine's visits.
+const maxVisits = 64
+
+// visitedSince reports whether m entered state (on instance, when given)
+// after generation gen.
+func (m *machine) visitedSince(gen uint64, state, instance string) bool {
+	for _, v := range m.visits {
+		if v.gen > gen && v.state == state && (instance == "" || v.instance == instance) {
+			return true
+		}
+	}
+	return false
 }
 
 type lease struct {
@@ -145,6 +273,7 @@ type Server struct {
 	limits    map[limitKey]*rate.Limiter
 	storm     int
 	stormWait time.Duration
+	fails     map[string]*failure // by action
 	overLimit int
 	injected  int
 	timers    map[*time.Timer]struct{}
@@ -163,14 +292,17 @@ func New(o Options) *Server {
 	if o.Token == "" {
 		o.Token = "test-token"
 	}
+	if o.Scale <= 0 {
+		o.Scale = DefaultScale
+	}
 	d := &o.Delays
 	for _, f := range []struct {
 		v   *time.Duration
 		def time.Duration
-	}{{&d.Start, 40 * time.Millisecond}, {&d.Resume, 15 * time.Millisecond}, {&d.Stop, 25 * time.Millisecond},
-		{&d.Suspend, 25 * time.Millisecond}, {&d.Replace, 30 * time.Millisecond}} {
+	}{{&d.Start, Realistic.Start}, {&d.Resume, Realistic.Resume}, {&d.Stop, Realistic.Stop},
+		{&d.Suspend, Realistic.Suspend}, {&d.Replace, Realistic.Replace}} {
 		if *f.v == 0 {
-			*f.v = f.def
+			*f.v = time.Duration(float64(f.def) * o.Scale)
 		}
 	}
 	s := &Server{
@@ -178,6 +310,7 @@ func New(o Options) *Server {
 		machines: make(map[string]*machine),
 		changed:  make(chan struct{}),
 		limits:   make(map[limitKey]*rate.Limiter),
+		fails:    make(map[string]*failure),
 		timers:   make(map[*time.Timer]struct{}),
 		kick:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
@@ -290,9 +423,48 @@ func (s *Server) Stick(id string, on bool) { s.with(id, func(m *machine) { m.stu
 // stopping or suspending.
 func (s *Server) Wedge(id string, on bool) { s.with(id, func(m *machine) { m.wedged = on }) }
 
-// NoSuspend makes the API refuse to suspend machine id (422), as it does
-// for a machine too large to snapshot.
-func (s *Server) NoSuspend(id string, on bool) { s.with(id, func(m *machine) { m.noSuspend = on }) }
+// NoSuspend makes the API refuse to suspend machine id with a 422, one of
+// the answers a machine that cannot be snapshotted may get.
+func (s *Server) NoSuspend(id string, on bool) {
+	s.Habits(id, func(h *Habits) {
+		h.SuspendRefusal = 0
+		if on {
+			h.SuspendRefusal = http.StatusUnprocessableEntity
+		}
+	})
+}
+
+// Habits changes machine id's habits.
+func (s *Server) Habits(id string, f func(*Habits)) { s.with(id, func(m *machine) { f(&m.habits) }) }
+
+// failure is what Fail set for one action.
+type failure struct {
+	n, status int
+	applied   bool
+}
+
+// Fail answers the next n calls of action (as named in Call.Action) with
+// status and an error body. With applied, each call is carried out first
+// and only its answer is replaced, as when the answer is lost on the way
+// back (a 502 from a proxy after the API acted).
+func (s *Server) Fail(action string, n, status int, applied bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fails[action] = &failure{n: n, status: status, applied: applied}
+}
+
+// TryLease takes machine id's lease for ttl as another client named owner
+// when no lease runs, and reports whether it did.
+func (s *Server) TryLease(id, owner string, ttl time.Duration) bool {
+	took := false
+	s.with(id, func(m *machine) {
+		if m.activeLease(time.Now()) == nil {
+			m.lease = &lease{nonce: newNonce(), owner: owner, expires: time.Now().Add(ttl)}
+			took = true
+		}
+	})
+	return took
+}
 
 // SetState puts machine id in state at once, as if something outside the
 // gateway changed it.
@@ -421,6 +593,10 @@ func (s *Server) broadcastLocked() {
 func (s *Server) setLocked(m *machine, state string) {
 	m.state = state
 	m.gen++
+	if len(m.visits) == maxVisits {
+		m.visits = append(m.visits[:0], m.visits[1:]...)
+	}
+	m.visits = append(m.visits, visit{state: state, instance: m.instance, gen: m.gen})
 	s.broadcastLocked()
 	if s.o.OnState != nil {
 		s.pending = append(s.pending, m.view(time.Now()))
@@ -490,6 +666,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// writeError answers {"error": message}; a 412's message starts with
+// "failed_precondition: " as the real service's do.
 func writeError(w http.ResponseWriter, status int, format string, args ...any) {
-	writeJSON(w, status, map[string]string{"error": fmt.Sprintf(format, args...)})
+	msg := fmt.Sprintf(format, args...)
+	if status == http.StatusPreconditionFailed && !strings.HasPrefix(msg, "failed_precondition: ") {
+		msg = "failed_precondition: " + msg
+	}
+	writeJSON(w, status, map[string]string{"error": msg})
 }

@@ -72,12 +72,25 @@ func (s *Server) endpoint(action string, h func(http.ResponseWriter, *http.Reque
 			s.mu.Unlock()
 			return
 		}
+		if f := s.fails[action]; f != nil && f.n > 0 {
+			f.n--
+			if f.applied && h != nil {
+				h(discard{header: http.Header{}}, r, m)
+			}
+			writeError(rec, f.status, "injected failure of %s", action)
+			s.mu.Unlock()
+			return
+		}
 		if h == nil {
 			s.mu.Unlock()
 			s.wait(rec, r, m)
 			return
 		}
 		h(rec, r, m)
+		if action == "get" && m.habits.ReplaceAfterGet > 0 {
+			m.habits.ReplaceAfterGet--
+			s.replaceLocked(m, m.config, false)
+		}
 		s.mu.Unlock()
 	})
 }
@@ -128,15 +141,29 @@ func (s *Server) admitLocked(w http.ResponseWriter, r *http.Request, action, id 
 }
 
 // leasedLocked answers 409 when a lease runs on m and r does not carry
-// its nonce.
+// its nonce, or when r carries a nonce that is not the running lease's.
 func (s *Server) leasedLocked(w http.ResponseWriter, r *http.Request, m *machine) bool {
 	l := m.activeLease(time.Now())
-	if l == nil || r.Header.Get(nonceHeader) == l.nonce {
+	nonce := r.Header.Get(nonceHeader)
+	switch {
+	case l == nil && nonce == "":
 		return false
+	case l != nil && nonce == l.nonce:
+		return false
+	case l != nil && nonce == "":
+		leaseConflict(w, m, l)
+	default:
+		writeError(w, http.StatusConflict, "lease not found")
 	}
-	writeError(w, http.StatusConflict, "machine %s is leased by %s until %s; send its %s", m.id, l.owner,
-		l.expires.UTC().Format(time.RFC3339), nonceHeader)
 	return true
+}
+
+// leaseConflict is Fly's answer to a client that does not hold the
+// running lease (reference/machines/_lease_resp.erb).
+func leaseConflict(w http.ResponseWriter, m *machine, l *lease) {
+	writeJSON(w, http.StatusConflict, map[string]string{"status": "error", "code": "invalid",
+		"message": fmt.Sprintf("machine ID %s lease currently held by %s, expires at %s", m.id, l.owner,
+			l.expires.UTC().Format("2006-01-02 15:04:05 -0700 MST"))})
 }
 
 func (s *Server) getMachine(w http.ResponseWriter, _ *http.Request, m *machine) {
@@ -158,17 +185,29 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, m *machine) {
 	prev := m.state
 	switch prev {
 	case "stopped", "created", "failed", "suspended":
+	case "suspending":
+		if m.habits.NoStartFromSuspending {
+			writeError(w, http.StatusPreconditionFailed, "unable to start machine from current state: '%s'", prev)
+			return
+		}
 	default:
 		writeError(w, http.StatusPreconditionFailed, "unable to start machine from current state: '%s'", prev)
 		return
 	}
-	s.launchLocked(m, prev == "suspended")
-	writeJSON(w, http.StatusOK, map[string]string{"previous_state": prev})
+	if msg := m.habits.StartError; msg != "" {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "error", "message": msg})
+		return
+	}
+	s.launchLocked(m, prev == "suspended" || prev == "suspending")
+	writeJSON(w, http.StatusOK, map[string]any{"previous_state": prev, "migrated": false, "new_host": ""})
 }
 
 // launchLocked moves m to starting and, unless it is stuck, to started
-// after the start (or resume) delay.
+// after the start (or resume) delay; a boot that CrashBoots fails ends
+// stopped instead, and flyd boots it again unless the restart policy is
+// "no".
 func (s *Server) launchLocked(m *machine, resume bool) {
+	m.crashed = false
 	s.setLocked(m, "starting")
 	if m.stuck {
 		return
@@ -177,7 +216,25 @@ func (s *Server) launchLocked(m *machine, resume bool) {
 	if resume {
 		d = s.o.Delays.Resume
 	}
-	s.laterLocked(m, d, func() { s.setLocked(m, "started") })
+	s.laterLocked(m, d, func() {
+		if m.habits.CrashBoots > 0 {
+			m.habits.CrashBoots--
+			m.crashed = true
+			s.setLocked(m, "stopped")
+			if restartPolicy(m.config) != "no" {
+				s.laterLocked(m, s.o.Delays.Start, func() { s.launchLocked(m, false) })
+			}
+			return
+		}
+		s.setLocked(m, "started")
+	})
+}
+
+// restartPolicy is config.restart.policy ("" when unset).
+func restartPolicy(cfg map[string]any) string {
+	r, _ := cfg["restart"].(map[string]any)
+	p, _ := r["policy"].(string)
+	return p
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request, m *machine) {
@@ -211,8 +268,8 @@ func (s *Server) suspend(w http.ResponseWriter, r *http.Request, m *machine) {
 	if s.leasedLocked(w, r, m) {
 		return
 	}
-	if m.noSuspend {
-		writeError(w, http.StatusUnprocessableEntity, "machine cannot be suspended: memory too large for a snapshot")
+	if st := m.habits.SuspendRefusal; st != 0 {
+		writeError(w, st, "machine cannot be suspended: it has swap, a schedule, too much memory, or was not updated since suspend became available")
 		return
 	}
 	switch m.state {
@@ -251,17 +308,32 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, m *machine) {
 		writeError(w, http.StatusPreconditionFailed, "machine is %s", m.state)
 		return
 	}
-	m.config = in.Config
+	s.replaceLocked(m, in.Config, in.SkipLaunch)
+	writeJSON(w, http.StatusOK, s.machineJSON(m))
+}
+
+// replaceLocked gives m cfg and a new instance, through replacing, then
+// leaves it as its AfterUpdate habit says.
+func (s *Server) replaceLocked(m *machine, cfg map[string]any, skipLaunch bool) {
+	wasUp := m.state == "started" || m.state == "starting"
+	m.config = cfg
+	m.replaced += " " + m.instance
 	m.instance = newID()
 	s.setLocked(m, "replacing")
 	s.laterLocked(m, s.o.Delays.Replace, func() {
-		if in.SkipLaunch {
+		launch := wasUp
+		switch m.habits.AfterUpdate {
+		case UpdateStarted:
+			launch = true
+		case UpdateStopped:
+			launch = false
+		}
+		if skipLaunch || !launch {
 			s.setLocked(m, "stopped")
 			return
 		}
 		s.launchLocked(m, false)
 	})
-	writeJSON(w, http.StatusOK, s.machineJSON(m))
 }
 
 // wait serves GET .../wait: it runs without the lock held and re-checks
@@ -294,13 +366,30 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, m *machine) {
 	}
 	t := time.NewTimer(time.Duration(secs) * time.Second)
 	defer t.Stop()
+	s.mu.Lock()
+	crash := m.habits.CrashStatus
+	if crash == 0 {
+		crash = http.StatusPreconditionFailed
+	}
+	since := m.gen
+	s.mu.Unlock()
 	for {
 		s.mu.Lock()
-		reached := m.state == state && (inst == "" || inst == m.instance)
+		reached := m.state == state && (inst == "" || inst == m.instance) || m.visitedSince(since, state, inst)
+		replaced := inst != "" && strings.Contains(m.replaced+" ", " "+inst+" ")
+		crashed := state == "started" && m.crashed && (inst == "" || inst == m.instance)
+		cur := m.state
 		ch := s.changed
 		s.mu.Unlock()
-		if reached {
+		switch {
+		case reached:
 			writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+			return
+		case replaced:
+			writeError(w, http.StatusPreconditionFailed, "machine %s instance %s is currently replaced", m.id, inst)
+			return
+		case crashed:
+			writeError(w, crash, "machine failed to reach desired state, current state: %s", cur)
 			return
 		}
 		select {
@@ -327,16 +416,19 @@ func (s *Server) takeLease(w http.ResponseWriter, r *http.Request, m *machine) {
 		return
 	}
 	now := time.Now()
-	if l := m.activeLease(now); l != nil && r.Header.Get(nonceHeader) != l.nonce {
-		writeJSON(w, http.StatusConflict, map[string]string{"status": "error", "code": "invalid",
-			"message": fmt.Sprintf("machine ID %s lease currently held by %s, expires at %s", m.id, l.owner,
-				l.expires.UTC().Format("2006-01-02 15:04:05 -0700 MST"))})
+	l := m.activeLease(now)
+	nonce := r.Header.Get(nonceHeader)
+	switch {
+	case l != nil && nonce != l.nonce:
+		leaseConflict(w, m, l)
+		return
+	case l == nil && nonce != "":
+		writeError(w, http.StatusConflict, "lease not found")
 		return
 	}
 	if in.TTL <= 0 {
 		in.TTL = 30
 	}
-	nonce := r.Header.Get(nonceHeader)
 	if nonce == "" {
 		nonce = newNonce()
 	}
@@ -356,17 +448,15 @@ func (s *Server) getLease(w http.ResponseWriter, _ *http.Request, m *machine) {
 		writeError(w, http.StatusNotFound, "lease not found")
 		return
 	}
-	// The nonce is the holder's secret: another client sees who holds
-	// the lease and until when.
-	cp := *l
-	cp.nonce = ""
-	writeJSON(w, http.StatusOK, leaseJSON(&cp, m.instance))
+	// The reference's example answer carries the nonce: any client with
+	// the app's token may read it.
+	writeJSON(w, http.StatusOK, leaseJSON(l, m.instance))
 }
 
 func (s *Server) releaseLease(w http.ResponseWriter, r *http.Request, m *machine) {
 	l := m.activeLease(time.Now())
 	if l == nil || r.Header.Get(nonceHeader) != l.nonce {
-		writeError(w, http.StatusBadRequest, "the lease nonce is missing or does not match")
+		writeError(w, http.StatusNotFound, "lease not found")
 		return
 	}
 	m.lease = nil
@@ -424,6 +514,13 @@ func decodeOptional(r *http.Request, v any) error {
 	}
 	return json.Unmarshal(b, v)
 }
+
+// discard is a ResponseWriter whose answer is lost.
+type discard struct{ header http.Header }
+
+func (d discard) Header() http.Header         { return d.header }
+func (d discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d discard) WriteHeader(int)             {}
 
 // recorder keeps the status a handler wrote.
 type recorder struct {
