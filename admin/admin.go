@@ -22,6 +22,11 @@
 // Every error is a *fault.Error written by one function (errors.go): the
 // status comes from fault.Classify, and the body, for operators, carries
 // the cause and the hint as well as the code and the message.
+//
+// DESIGN rules that live here: 31 (the operator's powers: the token is
+// checked first and only failures are limited, so no tenant can lock the
+// operator out; the socket's peer check), 23 for the operator's side (the
+// cause and hint reach operators only).
 package admin
 
 import (

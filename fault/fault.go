@@ -6,6 +6,10 @@
 // a sentence for people, with no path, port, pid or command in them. Cause
 // and Hint are for operators: they reach the log, the admin API, the CLI and
 // the dashboard, never a public body.
+//
+// DESIGN rule that lives here: 23 (two audiences: Classify is the one
+// place where a kind becomes a status, for the public and the operator
+// alike; Sentinel lets a package's error values carry their kind).
 package fault
 
 import (

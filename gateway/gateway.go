@@ -1,5 +1,12 @@
 // Package gateway assembles wakegate: config, listeners, router, the wake
 // engine and the proxy, and the shutdown order.
+//
+// DESIGN rules that live here, until their rooms (edge, route, control)
+// exist: 7's waiting page, 14 (only the self-probe through the gateway's
+// own path publishes a route), 20 (the shutdown order), 21 (canonical
+// paths), 24 (ambiguous framing refused at the connection), 28 (fleet
+// sync) and the edge's part of 31 (cookies of the gateway stripped before
+// any home sees a request).
 package gateway
 
 import (

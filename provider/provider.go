@@ -1,5 +1,10 @@
 // Package provider starts, suspends, stops, recreates and inspects homes.
 // Every provider implements Provider; exec runs homes as local processes.
+//
+// DESIGN rules that live here: 17 (never a signal by pid alone), 18 (the
+// restart budget), 19 (stop persists its intent first), the exec half of
+// 20 (quiesce and adoption), 29 (everything a home starts is the home)
+// and 31 for local homes (a clean environment and a user per home).
 package provider
 
 import (

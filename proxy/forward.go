@@ -9,6 +9,12 @@
 // for before the exchange ends, and a read after the end gets an error.
 // body.go writes the rule down for every path (direct, forwarder,
 // ReverseProxy, net/http's Transport).
+//
+// Other DESIGN rules that live here: 21 (canonical paths), 22 (identity
+// headers kept only from trusted proxies), 23 on the public side (a code,
+// a sentence and a request id), 27 (a slow client holds a home's capacity
+// only while the exchange needs it: the read-ahead in spool.go) and the
+// data plane's part of 31 (the relay token masked in answers).
 package proxy
 
 import (

@@ -3,6 +3,11 @@
 // interface has an embedded bbolt implementation (Bolt) and is designed so
 // that a Redis implementation can serve a fleet of gateways without
 // changing callers.
+//
+// DESIGN rules that live here: 15 (compare-and-set on generation and
+// owner), 16 (lifecycle locks as leases with fencing tokens), the fleet
+// half of 1 (one wake per fleet) and 30 (a store that cannot be trusted is
+// refused).
 package registry
 
 import (

@@ -8,6 +8,9 @@
 // (State), so that no metric follows an event bus that may drop events.
 // No label ever names a home, an app or a client: the label sets are
 // bounded whatever the number of tenants.
+//
+// DESIGN: counts are made at the source, never from the event bus
+// (whose subscribers may drop), and no label names a tenant.
 package telemetry
 
 import (

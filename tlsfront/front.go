@@ -7,6 +7,9 @@
 // its cache renews them in the background, and its Storage seam holds them
 // (file storage under the data directory by default; any
 // certmagic.Storage can be passed in).
+//
+// DESIGN: the TLS part of the edge (certificates, on-demand issuance
+// limits); the framing check of rule 24 runs above it.
 package tlsfront
 
 import (

@@ -1,6 +1,12 @@
 // Package wake is the lifecycle engine: it makes sure a home is awake before
 // a request is forwarded to it (warm verdicts, one coalesced wake per home,
 // readiness probes), and suspends homes nobody uses.
+//
+// DESIGN rules that live here: 1-7 (one wake per home, warm verdicts,
+// readiness through the real path, what a wake records, the hold), 8-10
+// (rolls, rollback and the brake), 11-13 (the app phase ladder, status
+// rules and refreshes), 16 (one lifecycle operation per home) and the
+// engine's side of 18 (a home the provider gave up on).
 package wake
 
 import (
