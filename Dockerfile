@@ -1,5 +1,7 @@
 # syntax=docker/dockerfile:1
-# wakegate: a static binary on distroless, run as a non-root user. The
+# wakegate: a static binary on distroless. It starts as root only to give
+# the data directory to its own user (a volume is mounted owned by root),
+# then becomes that user (WAKEGATE_USER) before it opens anything else. The
 # default config (config.yaml) runs with nothing else; on Fly, fly.toml runs
 # deploy/fly.yaml. No shell in the image: the health check is the binary's
 # own `wakegate healthcheck`.
@@ -12,16 +14,17 @@ ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/wakegate . \
  && mkdir -p /out/data
 
-FROM gcr.io/distroless/static-debian12:nonroot
+FROM gcr.io/distroless/static-debian12
 COPY --from=build /out/wakegate /usr/local/bin/wakegate
 COPY config.yaml /etc/wakegate/config.yaml
 COPY deploy/fly.yaml /etc/wakegate/fly.yaml
-# The data directory, owned by the user that runs the gateway; on Fly the
-# volume is mounted here (fly.toml [mounts]).
+# The data directory, owned by the user the gateway becomes; on Fly the
+# volume is mounted here (fly.toml [mounts]), and given to that user at
+# the first start.
 COPY --from=build --chown=65532:65532 /out/data /data
 ENV WAKEGATE_DATA_DIR=/data \
-    WAKEGATE_LISTEN=:8080
-USER 65532:65532
+    WAKEGATE_LISTEN=:8080 \
+    WAKEGATE_USER=65532:65532
 EXPOSE 8080
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=15s --timeout=3s --start-period=5s --retries=3 \

@@ -3,7 +3,7 @@
 // help and how they print. The binary's main package only hands it the
 // arguments, the version and the embedded default config.
 //
-//	wakegate serve [--config FILE] [--listen ADDR] [--reset-store]
+//	wakegate serve [--config FILE] [--listen ADDR] [--user USER[:GROUP]] [--reset-store]
 //	wakegate store check [--config FILE | --file PATH]
 //	wakegate store backup [--config FILE] [--admin URL --token T] FILE
 //	wakegate check-config [--config FILE]
@@ -24,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -166,6 +167,8 @@ func serve(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file (default: the embedded config.yaml)")
 	listen := fs.String("listen", "", "public listen address, overriding the config's listen")
+	runAsSpec := fs.String("user", os.Getenv(runAsEnv), "when started as root, the user (USER[:GROUP]) to become once data_dir is theirs\n"+
+		"(default $"+runAsEnv+")")
 	reset := fs.Bool("reset-store", false, "start with a new, empty store where data_dir's store is missing or empty\n"+
 		"although homes ran there (every stored home and the roll target are forgotten)")
 	if err := fs.Parse(args); err != nil {
@@ -181,6 +184,16 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	cfg.ResetStore = *reset
 	log := gateway.NewLogger(cfg.Log, stderr)
+	if *runAsSpec != "" {
+		ra, err := parseRunAs(*runAsSpec)
+		if err == nil {
+			err = ra.become(cfg.DataDir, log)
+		}
+		if err != nil {
+			log.Error("start", "err", err)
+			return 1
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	g, err := gateway.New(ctx, cfg, log)

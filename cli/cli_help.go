@@ -34,8 +34,9 @@ func adminUnreachable(base string, err error) error {
 // commandUsage is each command's synopsis and what it does, printed by
 // `wakegate COMMAND --help` above the command's flags.
 var commandUsage = map[string]string{
-	"serve": "usage: wakegate serve [--config FILE] [--listen ADDR] [--reset-store]\n\n" +
-		"runs the gateway on FILE (default: the embedded config.yaml, the demo home on :8080)",
+	"serve": "usage: wakegate serve [--config FILE] [--listen ADDR] [--user USER[:GROUP]] [--reset-store]\n\n" +
+		"runs the gateway on FILE (default: the embedded config.yaml, the demo home on :8080);\n" +
+		"started as root with --user (or $WAKEGATE_USER), it gives data_dir to that user and becomes it",
 	"check-config": "usage: wakegate check-config [--config FILE]\n\n" +
 		"validates a config file; exit 1 with every error (file:line: field: what is wrong)",
 	"version": "usage: wakegate version\n\nprints the version",

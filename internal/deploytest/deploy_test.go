@@ -288,7 +288,8 @@ func hasCheck(cs []check, path string, port int) bool {
 }
 
 // TestDockerfileIsStaticAndUnprivileged: two stages, a static build, a
-// distroless final image run by a non-root user.
+// distroless final image whose gateway runs as a non-root user (USER, or
+// WAKEGATE_USER, which it becomes once data_dir is that user's).
 func TestDockerfileIsStaticAndUnprivileged(t *testing.T) {
 	d := readDockerfile(t)
 	froms := d.all("FROM")
@@ -305,9 +306,24 @@ func TestDockerfileIsStaticAndUnprivileged(t *testing.T) {
 	if !built {
 		t.Error("no RUN builds with CGO_ENABLED=0: the binary must be static for distroless/static")
 	}
-	user := d.final().one(t, "USER")
+	// Either the image runs as a non-root user, or it starts as root only
+	// to give data_dir to the user WAKEGATE_USER names, and becomes it.
+	user := ""
+	if users := d.final().all("USER"); len(users) > 0 {
+		user = users[len(users)-1]
+	}
 	if u, _, _ := strings.Cut(user, ":"); u == "0" || u == "root" || u == "" {
-		t.Errorf("USER %q: want a non-root user", user)
+		runAs := ""
+		for _, env := range d.final().all("ENV") {
+			for _, f := range strings.Fields(strings.ReplaceAll(env, "\\", " ")) {
+				if v, ok := strings.CutPrefix(f, "WAKEGATE_USER="); ok {
+					runAs = v
+				}
+			}
+		}
+		if u, _, _ := strings.Cut(runAs, ":"); u == "0" || u == "root" || u == "" {
+			t.Errorf("USER %q and WAKEGATE_USER %q: want the gateway to run as a non-root user", user, runAs)
+		}
 	}
 	entry := execForm(t, "ENTRYPOINT", d.final().one(t, "ENTRYPOINT"))
 	var copied bool
