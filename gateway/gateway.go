@@ -4,7 +4,7 @@
 // DESIGN rules that live here, until their rooms (edge, route, control)
 // exist: 7's waiting page, 14 (only the self-probe through the gateway's
 // own path publishes a route), 20 (the shutdown order), 21 (canonical
-// paths), 24 (ambiguous framing refused at the connection), 28 (fleet
+// paths), 28 (fleet
 // sync) and the edge's part of 31 (cookies of the gateway stripped before
 // any home sees a request).
 package gateway
@@ -18,12 +18,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/h1serve"
 	"github.com/wakegate/wakegate/provider"
@@ -90,9 +90,9 @@ type Gateway struct {
 	closeWait time.Duration
 
 	metrics     *telemetry.Metrics
-	connLimit   *connLimit   // connlimit.go: open connections per client
-	gate        *gate        // access policies and limits (access.go)
-	admin       *adminServer // admin.go; nil when the admin listener is off
+	connLimit   *edge.ConnLimit // open connections per client
+	gate        *gate           // access policies and limits (access.go)
+	admin       *adminServer    // admin.go; nil when the admin listener is off
 	adminAddr   chan net.Addr
 	adminSocket chan string // holds the admin socket's path once it listens
 	started     time.Time
@@ -149,8 +149,7 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 		}
 	}
 	g.metrics = telemetry.New(em, g.engine, metricState{g})
-	g.connLimit = &connLimit{max: cfg.Server.MaxConnsPerClient, client: g.clientIP(),
-		refused: g.metrics.ConnsRefused(), open: map[netip.Addr]int{}}
+	g.connLimit = edge.NewConnLimit(cfg.Server.MaxConnsPerClient, g.clientIP(), g.metrics.ConnsRefused())
 	if err := g.newGate(); err != nil {
 		return nil, err
 	}
@@ -378,7 +377,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopFront()
 	pubs := g.newPublicServers(srv)
 	serveErr := make(chan error, 1)
-	go pubs.serve(g, limitListener{Listener: ln, l: g.connLimit}, serveErr)
+	go pubs.serve(g, g.connLimit.Listener(ln), serveErr)
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
@@ -404,7 +403,7 @@ func (g *Gateway) newServer() *http.Server {
 		IdleTimeout:       g.cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    int(g.cfg.Server.MaxHeaderBytes),
 		BaseContext:       func(net.Listener) context.Context { return g.hardStop },
-		ConnContext:       connContext,
+		ConnContext:       edge.ConnContext,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 }

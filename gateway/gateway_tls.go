@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/tlsfront"
 )
@@ -127,7 +127,7 @@ const (
 // with TLS on, TLS below it and srv set up for HTTPS.
 func (g *Gateway) publicListener(srv *http.Server, ln net.Listener) net.Listener {
 	if g.front == nil {
-		return framingListener{ln}
+		return edge.FramingListener{Listener: ln}
 	}
 	t := &g.cfg.TLS
 	srv.Protocols = new(http.Protocols)
@@ -143,14 +143,8 @@ func (g *Gateway) publicListener(srv *http.Server, ln net.Listener) net.Listener
 		WriteByteTimeout: h2WriteByteTimeout,
 	}
 	srv.Handler = g.httpsHandler(srv.Handler)
-	resets := rate.Limit(t.HTTP2.MaxResetsPerSecond)
-	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		if tc, ok := c.(*tls.Conn); ok { // HTTP/2 (tlsconn.go)
-			return context.WithValue(ctx, resetGuardKey{}, &resetGuard{conn: tc, limiter: rate.NewLimiter(resets, 10*int(resets))})
-		}
-		return connContext(ctx, c)
-	}
-	return newTLSListener(ln, g.front.TLSConfig(), t.HandshakeTimeout, g.tlsMetrics.handshakeFailed)
+	srv.ConnContext = edge.TLSConnContext(rate.Limit(t.HTTP2.MaxResetsPerSecond))
+	return edge.NewTLSListener(ln, g.front.TLSConfig(), t.HandshakeTimeout, g.tlsMetrics.handshakeFailed)
 }
 
 // httpsHandler adds what only HTTPS answers carry or check:
@@ -171,7 +165,7 @@ func (g *Gateway) httpsHandler(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 		if r.ProtoMajor == 2 && r.Context().Err() != nil {
-			if rg := resetGuardOf(r.Context()); rg != nil && rg.reset() {
+			if edge.StreamCancelled(r.Context()) {
 				g.log.Warn("closed an HTTP/2 connection that cancelled too many streams", "remote", r.RemoteAddr,
 					"limit_per_second", g.cfg.TLS.HTTP2.MaxResetsPerSecond)
 			}

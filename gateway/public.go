@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/h1serve"
 )
 
@@ -62,7 +63,7 @@ func (ps publicServers) serve(g *Gateway, ln net.Listener, done chan<- error) {
 		}
 		fastErr <- err
 	}()
-	err := ps.std.Serve(framingListener{hand})
+	err := ps.std.Serve(edge.FramingListener{Listener: hand})
 	if ferr := <-fastErr; !errors.Is(ferr, http.ErrServerClosed) {
 		err = ferr
 	} else if errors.Is(err, net.ErrClosed) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/wake"
@@ -95,7 +96,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		if trusted {
 			// A trusted proxy's request counts for the client it forwards
 			// for, under the same cap as a client's own connections.
-			ip, ok := g.connLimit.takeForwarded(r)
+			ip, ok := g.connLimit.TakeForwarded(r)
 			if !ok {
 				g.metrics.ConnsRefused().Inc()
 				g.writeError(w, r, fault.New(fault.Limited, "too_many_connections",
@@ -104,10 +105,10 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			}
 			rw.end.client = ip
 		}
-		if err := framingProblem(r.Context()); err != nil {
+		if err := edge.FramingProblem(r.Context()); err != nil {
 			w.Header().Set("Connection", "close")
 			msg := "A request may not carry both Content-Length and Transfer-Encoding."
-			if !isConflict(err) {
+			if !edge.IsConflict(err) {
 				msg = "The framing of a request on this connection could not be followed."
 			}
 			g.writeError(w, r, fault.New(fault.Invalid, "bad_framing", msg))
@@ -453,7 +454,7 @@ type reqEnd struct {
 	g   *Gateway // nil once released
 	fns []func()
 	// client is whom a trusted proxy forwarded the request for, counted
-	// by connLimit.takeForwarded until the request is over (invalid when
+	// by ConnLimit.TakeForwarded until the request is over (invalid when
 	// not counted).
 	client netip.Addr
 }
@@ -468,7 +469,7 @@ func (e *reqEnd) run() {
 	}
 	e.fns = nil
 	if e.g != nil {
-		e.g.connLimit.release(e.client)
+		e.g.connLimit.Release(e.client)
 		e.g.inflight.Done()
 		e.g = nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wakegate/wakegate/access"
+	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/proxy"
 )
@@ -60,7 +61,7 @@ func benchRequest(path string) *http.Request {
 	r.Header.Set("User-Agent", "wrk")
 	ctx := context.WithValue(context.Background(), http.ServerContextKey, &http.Server{})
 	ctx = context.WithValue(ctx, http.LocalAddrContextKey, &net.TCPAddr{})
-	ctx = context.WithValue(ctx, framingKey{}, &framingConn{})
+	ctx = edge.ConnContext(ctx, edge.Watch(nil))
 	ctx, cancel := context.WithCancel(ctx)
 	_ = cancel
 	return r.WithContext(ctx)
@@ -121,7 +122,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("framing_check", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = framingProblem(r.Context())
+			_ = edge.FramingProblem(r.Context())
 		}
 	})
 	b.Run("canonical_path", func(b *testing.B) {

@@ -1,4 +1,10 @@
-package gateway
+// Package edge holds what guards a connection of the public listener
+// before a request reaches routing: the framing watcher that refuses
+// ambiguous framing above TLS (DESIGN rule 24), the per-client connection
+// cap, and the HTTPS listener that does handshakes off the accept loop and
+// bounds HTTP/2 rapid resets. Its connection wrappers keep ReadFrom, so
+// that large bodies still move in the kernel.
+package edge
 
 import (
 	"context"
@@ -50,20 +56,25 @@ func (c *framingConn) Read(p []byte) (int, error) {
 
 type framingKey struct{}
 
-// framingListener wraps accepted connections in framingConn.
-type framingListener struct{ net.Listener }
+// FramingListener wraps accepted connections in the framing watcher.
+type FramingListener struct{ net.Listener }
 
-func (l framingListener) Accept() (net.Conn, error) {
+// Accept accepts the next connection, watched.
+func (l FramingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &framingConn{Conn: c}, nil
+	return Watch(c), nil
 }
 
-// connContext stores the framing watcher in the connection's context (an HTTPS
-// connection's too; tlsconn.go).
-func connContext(ctx context.Context, c net.Conn) context.Context {
+// Watch wraps c in the framing watcher (FramingListener does it for every
+// connection it accepts).
+func Watch(c net.Conn) net.Conn { return &framingConn{Conn: c} }
+
+// ConnContext stores the framing watcher in the connection's context (an
+// HTTPS connection's too; tlsconn.go): an http.Server's ConnContext.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	switch fc := c.(type) {
 	case *framingConn:
 		return context.WithValue(ctx, framingKey{}, fc)
@@ -73,10 +84,10 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// framingProblem is what the framing watcher found wrong on the request's
+// FramingProblem is what the framing watcher found wrong on the request's
 // connection: nil when nothing, h1head.ErrConflict for a head with both
 // framings, another error for framing it could not follow.
-func framingProblem(ctx context.Context) error {
+func FramingProblem(ctx context.Context) error {
 	fc, _ := ctx.Value(framingKey{}).(*framingConn)
 	if fc == nil {
 		return nil
@@ -87,6 +98,6 @@ func framingProblem(ctx context.Context) error {
 	return nil
 }
 
-// isConflict tells a head with both framings from framing that could not
+// IsConflict tells a head with both framings from framing that could not
 // be followed.
-func isConflict(err error) bool { return errors.Is(err, h1head.ErrConflict) }
+func IsConflict(err error) bool { return errors.Is(err, h1head.ErrConflict) }

@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 // The HTTPS listener keeps the framing check (framing.go) above TLS. Go's
 // HTTP server handles a *tls.Conn itself and would read the decrypted
-// bytes where no wrapper sees them, so tlsListener does the handshake
+// bytes where no wrapper sees them, so TLSListener does the handshake
 // first, in a goroutine per connection (bounded by tls.handshake_timeout,
 // so a slow client holds no one else up), and then hands the server:
 //   - for HTTP/2 (ALPN h2), the *tls.Conn itself: the server's own HTTP/2
@@ -26,8 +26,8 @@ import (
 // A connection that only answered an ACME TLS-ALPN-01 challenge is closed
 // after its handshake.
 
-// tlsListener hands out connections whose TLS handshake is done.
-type tlsListener struct {
+// TLSListener hands out connections whose TLS handshake is done.
+type TLSListener struct {
 	inner   net.Listener
 	conf    *tls.Config
 	timeout time.Duration
@@ -41,16 +41,18 @@ type tlsListener struct {
 	wg        sync.WaitGroup // the accept loop and pending handshakes
 }
 
-// newTLSListener starts accepting on inner; Close stops it and waits.
-func newTLSListener(inner net.Listener, conf *tls.Config, timeout time.Duration, failed prometheus.Counter) *tlsListener {
-	l := &tlsListener{inner: inner, conf: conf, timeout: timeout, failed: failed,
+// NewTLSListener starts accepting on inner, with handshakes bounded by
+// timeout and counted in failed when they do not complete; Close stops it
+// and waits.
+func NewTLSListener(inner net.Listener, conf *tls.Config, timeout time.Duration, failed prometheus.Counter) *TLSListener {
+	l := &TLSListener{inner: inner, conf: conf, timeout: timeout, failed: failed,
 		ready: make(chan net.Conn), errs: make(chan error)}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Go(l.acceptLoop)
 	return l
 }
 
-func (l *tlsListener) acceptLoop() {
+func (l *TLSListener) acceptLoop() {
 	for {
 		c, err := l.inner.Accept()
 		if err != nil {
@@ -69,7 +71,7 @@ func (l *tlsListener) acceptLoop() {
 }
 
 // handshake runs c's TLS handshake and queues the connection for Accept.
-func (l *tlsListener) handshake(c net.Conn) {
+func (l *TLSListener) handshake(c net.Conn) {
 	tc := tls.Server(c, l.conf)
 	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
 	err := tc.HandshakeContext(ctx)
@@ -96,7 +98,7 @@ func (l *tlsListener) handshake(c net.Conn) {
 }
 
 // Accept returns the next connection whose handshake is done.
-func (l *tlsListener) Accept() (net.Conn, error) {
+func (l *TLSListener) Accept() (net.Conn, error) {
 	select {
 	case c := <-l.ready:
 		return c, nil
@@ -108,7 +110,7 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 }
 
 // Close stops accepting, ends pending handshakes and waits for them.
-func (l *tlsListener) Close() error {
+func (l *TLSListener) Close() error {
 	var err error
 	l.closeOnce.Do(func() {
 		l.cancel()
@@ -119,7 +121,7 @@ func (l *tlsListener) Close() error {
 }
 
 // Addr is the inner listener's address.
-func (l *tlsListener) Addr() net.Addr { return l.inner.Addr() }
+func (l *TLSListener) Addr() net.Addr { return l.inner.Addr() }
 
 // tlsConn is an HTTP/1.1 connection over TLS: the framing watcher over the
 // *tls.Conn, reporting the handshake's state (http.Server reads it for
@@ -152,8 +154,23 @@ func (g *resetGuard) reset() bool {
 
 type resetGuardKey struct{}
 
-// resetGuardOf returns the guard of r's HTTP/2 connection, or nil.
-func resetGuardOf(ctx context.Context) *resetGuard {
+// TLSConnContext is the ConnContext of an HTTPS server fed by a
+// TLSListener: an HTTP/2 connection (a *tls.Conn) gets a guard that closes
+// it past resets cancelled streams a second (StreamCancelled), an
+// HTTP/1.1 one the framing watcher (ConnContext).
+func TLSConnContext(resets rate.Limit) func(context.Context, net.Conn) context.Context {
+	return func(ctx context.Context, c net.Conn) context.Context {
+		if tc, ok := c.(*tls.Conn); ok {
+			return context.WithValue(ctx, resetGuardKey{}, &resetGuard{conn: tc, limiter: rate.NewLimiter(resets, 10*int(resets))})
+		}
+		return ConnContext(ctx, c)
+	}
+}
+
+// StreamCancelled counts a stream of ctx's HTTP/2 connection that its
+// client cancelled; past the allowance it closes the connection and
+// reports true. Nothing for a connection without a guard.
+func StreamCancelled(ctx context.Context) bool {
 	g, _ := ctx.Value(resetGuardKey{}).(*resetGuard)
-	return g
+	return g != nil && g.reset()
 }

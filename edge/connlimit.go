@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"net"
@@ -11,14 +11,14 @@ import (
 	"github.com/wakegate/wakegate/access"
 )
 
-// connLimit caps the open connections of each client IP on the public
+// ConnLimit caps the open connections of each client IP on the public
 // listener (server.max_conns_per_client). A connection past the cap is
 // closed as soon as it is accepted, before TLS or a byte of HTTP, and
 // counted. A trusted proxy's connections carry many clients and are not
 // capped as such: each request that comes through one counts, while it
 // runs, for the client the proxy forwards it for (X-Forwarded-For), and
 // one past that client's cap is refused with 429 and counted.
-type connLimit struct {
+type ConnLimit struct {
 	max     int
 	client  access.ClientIP
 	refused prometheus.Counter
@@ -27,12 +27,24 @@ type connLimit struct {
 	open map[netip.Addr]int
 }
 
-// limitListener is a listener whose connections connLimit counts.
-type limitListener struct {
-	net.Listener
-	l *connLimit
+// NewConnLimit caps each client's connections at max; client resolves the
+// client of a request a trusted proxy forwards, and refused counts the
+// connections closed on accept.
+func NewConnLimit(max int, client access.ClientIP, refused prometheus.Counter) *ConnLimit {
+	return &ConnLimit{max: max, client: client, refused: refused, open: map[netip.Addr]int{}}
 }
 
+// Listener returns ln with its accepted connections counted against the
+// cap: one past its client's cap is closed at once.
+func (l *ConnLimit) Listener(ln net.Listener) net.Listener { return limitListener{Listener: ln, l: l} }
+
+// limitListener is a listener whose connections ConnLimit counts.
+type limitListener struct {
+	net.Listener
+	l *ConnLimit
+}
+
+// Accept accepts the next connection under its client's cap.
 func (l limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -49,7 +61,7 @@ func (l limitListener) Accept() (net.Conn, error) {
 }
 
 // take counts a connection from addr; false means the client is at its cap.
-func (l *connLimit) take(addr net.Addr) (netip.Addr, bool) {
+func (l *ConnLimit) take(addr net.Addr) (netip.Addr, bool) {
 	ap, err := netip.ParseAddrPort(addr.String())
 	if err != nil {
 		return netip.Addr{}, true // not an IP peer: not capped
@@ -67,7 +79,9 @@ func (l *connLimit) take(addr net.Addr) (netip.Addr, bool) {
 	return ip, true
 }
 
-func (l *connLimit) release(ip netip.Addr) {
+// Release gives back the place TakeForwarded took for ip (nothing for an
+// invalid ip).
+func (l *ConnLimit) Release(ip netip.Addr) {
 	if !ip.IsValid() {
 		return
 	}
@@ -81,7 +95,7 @@ func (l *connLimit) release(ip netip.Addr) {
 // limitConn gives its place back once, when it is closed.
 type limitConn struct {
 	net.Conn
-	l    *connLimit
+	l    *ConnLimit
 	ip   netip.Addr
 	once sync.Once
 }
@@ -92,16 +106,16 @@ func (c *limitConn) PlainConn() net.Conn { return c.Conn }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.ip) })
+	c.once.Do(func() { c.l.Release(c.ip) })
 	return err
 }
 
-// takeForwarded counts a request that a trusted proxy forwards for the
+// TakeForwarded counts a request that a trusted proxy forwards for the
 // client it names, resolved exactly as the rate limits resolve it
 // (access.ClientIP: the client-IP header, else the nearest X-Forwarded-For
 // hop that is not a trusted proxy). It returns that client (invalid when
 // the proxy names none) and false when the client is at its cap.
-func (l *connLimit) takeForwarded(r *http.Request) (netip.Addr, bool) {
+func (l *ConnLimit) TakeForwarded(r *http.Request) (netip.Addr, bool) {
 	ip := l.client.Addr(r)
 	if !ip.IsValid() || l.client.TrustedAddr(ip) {
 		return netip.Addr{}, true
