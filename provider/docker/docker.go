@@ -93,7 +93,7 @@ func New(cfg Config, o Options) (*Provider, error) {
 	if ps := problems("", cfg.Check()); len(ps) > 0 {
 		return nil, fmt.Errorf("providers.docker.%s: %s", ps[0].Field, ps[0].Msg)
 	}
-	cli, err := client.New(client.WithHost(cfg.Host), client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.WithHost(cfg.Host)) // negotiates the API version (Podman serves 1.41)
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %s: %w", cfg.Host, err)
 	}

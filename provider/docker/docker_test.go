@@ -151,7 +151,7 @@ func TestEngineMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	defer func() { _ = p.Close() }()
 	_, err = p.Wake(ctx(t), provider.Spec{ID: "h", Version: "1"})
 	pe, ok := provider.AsError(err)
 	if !ok || pe.Reason != provider.ReasonUnavailable || !strings.Contains(pe.Hint, sock) || !strings.Contains(pe.Hint, "start the engine") {
@@ -229,14 +229,14 @@ func TestEngineErrorHints(t *testing.T) {
 func TestChecks(t *testing.T) {
 	f := docker.Factory()
 	var node yaml.Node
-	if err := yaml.Unmarshal([]byte("{host: http://x, port: 70000, pull: sometimes, suspend: freeze, network: none, env: [NOEQ], name: 'Bad Name'}"), &node); err != nil {
+	if err := yaml.Unmarshal([]byte("{host: http://x, port: 70000, pull: sometimes, suspend: freeze, network: none, env: [NOEQ], name: 'Bad Name', imag: x}"), &node); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
 	for _, p := range f.CheckSection(node.Content[0]) {
 		got[p.Field] = true
 	}
-	for _, want := range []string{"host", "port", "pull", "suspend", "network", "env[0]", "name"} {
+	for _, want := range []string{"host", "port", "pull", "suspend", "network", "env[0]", "name", "imag"} {
 		if !got[want] {
 			t.Errorf("section: no problem for %s (got %v)", want, got)
 		}

@@ -3,7 +3,11 @@ package docker
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/wakegate/wakegate/provider"
 )
@@ -16,11 +20,22 @@ func Factory() provider.Factory {
 	return provider.Factory{
 		NeedsSection: true,
 		CheckSection: func(sec provider.Section) []provider.Problem {
+			var raw map[string]any
+			if err := sec.Decode(&raw); err != nil {
+				return []provider.Problem{provider.Problemf("", "want a mapping: %v", err)}
+			}
+			known := sectionFields()
+			var ps []provider.Problem
+			for _, k := range slices.Sorted(maps.Keys(raw)) {
+				if !slices.Contains(known, k) {
+					ps = append(ps, provider.Problemf(k, "unknown field (known: %s)", strings.Join(known, ", ")))
+				}
+			}
 			c, err := decodeSection(sec)
 			if err != nil {
-				return []provider.Problem{provider.Problemf("", "%v", err)}
+				return append(ps, provider.Problemf("", "%v", err))
 			}
-			return problems("", c.Check())
+			return append(ps, problems("", c.Check())...)
 		},
 		CheckHome: checkHome,
 		New: func(env provider.Env, sec provider.Section) (provider.Provider, error) {
@@ -31,6 +46,18 @@ func Factory() provider.Factory {
 			return New(c, Options{Log: env.Log, DataDir: env.DataDir, OnChange: env.OnChange})
 		},
 	}
+}
+
+// sectionFields are the keys of providers.docker, from Config's tags.
+func sectionFields() []string {
+	t := reflect.TypeFor[Config]()
+	out := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" {
+			out = append(out, tag)
+		}
+	}
+	return out
 }
 
 // decodeSection decodes and defaults providers.docker.
