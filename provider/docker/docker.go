@@ -74,6 +74,7 @@ type Provider struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
+	closed  bool
 	watches map[string]*watch // home id -> the watcher of its running container
 	stopped map[string]string // home id -> container id this provider stopped
 }
@@ -104,7 +105,9 @@ func New(cfg Config, o Options) (*Provider, error) {
 		o.OnChange = func(string, provider.Result) {}
 	}
 	p := &Provider{cfg: cfg, cli: cli, log: o.Log, onChange: o.OnChange,
-		http:    provider.HomeClient(&http.Client{Timeout: 5 * time.Second}),
+		// A transport of its own: no proxy from the environment between
+		// the gateway and a home's address on a container network.
+		http:    provider.HomeClient(&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}),
 		watches: map[string]*watch{}, stopped: map[string]string{}}
 	if o.DataDir != "" {
 		p.dir = filepath.Join(o.DataDir, "docker")
@@ -119,6 +122,9 @@ func (p *Provider) Name() string { return Name }
 // Close ends the watchers and the engine connection. Containers are left
 // as they are: a restarted gateway adopts them by their labels.
 func (p *Provider) Close() error {
+	p.mu.Lock()
+	p.closed = true // no watcher starts after this
+	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
 	return p.cli.Close()
@@ -648,6 +654,9 @@ func (p *Provider) logTail(ctx context.Context, ref string) string {
 func (p *Provider) watch(id, ref string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
 	if w := p.watches[id]; w != nil {
 		if w.ref == ref {
 			return
