@@ -312,3 +312,41 @@ func TestGatewayRollsContainer(t *testing.T) {
 		t.Errorf("no rolled_back in the gateway's log:\n%s", r.gw.Output())
 	}
 }
+
+// TestGatewayRestartReportsCrashedContainer: a container that died while
+// no gateway ran (here killed with SIGKILL) is found at the next start
+// and its home recorded failed with the exit code and the last log lines.
+func TestGatewayRestartReportsCrashedContainer(t *testing.T) {
+	r := newRig(t)
+	cfg := r.config("", "", "  - {id: d1, provider: docker, version: \"1\", idle_timeout: 0s}\n")
+	r.serve(t, cfg)
+	if code, v := r.version(t, "d1"); code != http.StatusOK || v != "1" {
+		t.Fatalf("first request: %d %q", code, v)
+	}
+	if err := r.gw.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.gw.Wait(10 * time.Second); !ok {
+		t.Fatal("the gateway outlived SIGKILL")
+	}
+	c := r.e.one(t, r.name)
+	if _, err := r.e.podman("kill", "--signal", "KILL", c.ID); err != nil {
+		t.Fatal(err)
+	}
+	testbin.Eventually(t, "the container is dead", func() bool { return r.e.one(t, r.name).State == "exited" })
+	r.serve(t, cfg)
+	testbin.Eventually(t, "the restarted gateway records the home failed", func() bool {
+		return r.home(t, "d1").Status == "failed"
+	})
+	h := r.home(t, "d1")
+	if !strings.Contains(h.Reason, "exited with code 137") || !strings.Contains(h.Reason, "listening") {
+		t.Fatalf("home get says %q, want the exit code 137 and the home's last log lines", h.Reason)
+	}
+	// An operator's wake starts the same container again.
+	if code, body := r.adm(t, "POST", "/admin/homes/d1/wake?wait=1", nil, nil); code != http.StatusOK {
+		t.Fatalf("wake: %d %s", code, body)
+	}
+	if now := r.e.one(t, r.name); now.ID != c.ID || now.State != "running" {
+		t.Fatalf("container after the wake %+v, want %s running", now, c.ID)
+	}
+}
