@@ -33,7 +33,9 @@ func (p *Provider) engineError(op, id string, err error) error {
 		e.Reason = provider.ReasonUnavailable
 		e.Hint = fmt.Sprintf("no engine socket at %s: start the engine (systemctl start docker, or podman system service), "+
 			"mount its socket into the gateway's container, or point providers.docker.host (or DOCKER_HOST) at it", p.cfg.Host)
-	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM):
+	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) ||
+		// The client says so in words only, without the cause.
+		strings.Contains(msg, "permission denied while trying to connect"):
 		e.Reason = provider.ReasonRefused
 		e.Hint = fmt.Sprintf("the gateway's user may not open %s: add it to the socket's group (docker) "+
 			"or run the gateway as a user that may", p.cfg.Host)
