@@ -259,3 +259,32 @@ func TestChecks(t *testing.T) {
 		t.Errorf("unknown option: %v", ps)
 	}
 }
+
+// TestWakeRemakesStaleContainer: a stopped container labelled with
+// another version than the wake's is made again from the wake's image; a
+// running one is left as it is, for the version assert to judge.
+func TestWakeRemakesStaleContainer(t *testing.T) {
+	e := podman(t)
+	p, name := newProvider(t, e, docker.Config{})
+	s := provider.Spec{ID: "s1", Target: "s1", Version: "1"}
+	r1, err := p.Wake(ctx(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := s
+	s2.Version = "2"
+	if r, err := p.Wake(ctx(t), s2); err != nil || r.Ref != r1.Ref {
+		t.Fatalf("wake of version 2 while 1 runs: %+v %v, want the running container %s", r, err, r1.Ref)
+	}
+	if proven, err := p.Stop(ctx(t), s); err != nil || !proven {
+		t.Fatalf("stop: %v %v", proven, err)
+	}
+	r2, err := p.Wake(ctx(t), s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := e.one(t, name); r2.Ref == r1.Ref || c.ID != r2.Ref || c.Version != "2" || c.State != "running" {
+		t.Fatalf("after a wake of version 2 on a stopped 1: %+v (wake %+v), want a new container of 2", c, r2)
+	}
+	waitVersion(t, p, s2, "2")
+}
