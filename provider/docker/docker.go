@@ -331,14 +331,17 @@ func (p *Provider) start(ctx context.Context, op string, s provider.Spec, c *con
 		return provider.Result{}, &provider.Error{Op: op, Reason: provider.ReasonNotFound,
 			Err: fmt.Errorf("container %s of home %s was removed while it started", short(c.ID), s.ID)}
 	}
-	p.watch(s.ID, now.ID)
 	if !now.State.Running {
-		// It exited already: the watcher reports why. The wake's probe
-		// would wait for nothing.
+		// It exited already: the provider gives up on it here, before the
+		// wake ends, so that the wake's outcome is this reason (as when it
+		// exits during the probe, which the watcher reports).
+		reason := "the container " + p.exitReason(ctx, now)
+		p.onChange(s.ID, provider.Result{State: provider.StateFailed, Ref: now.ID, Reason: reason})
 		return provider.Result{}, &provider.Error{Op: op, Reason: ReasonExited,
-			Err:  fmt.Errorf("container %s of home %s %s", short(now.ID), s.ID, p.exitReason(ctx, now)),
+			Err:  fmt.Errorf("container %s of home %s: %s", short(now.ID), s.ID, reason),
 			Hint: "the home's program exits at once: read its log (docker logs " + p.containerName(s.ID) + ") and fix its image or command"}
 	}
+	p.watch(s.ID, now.ID)
 	ep, err := p.endpoint(now)
 	if err != nil {
 		return provider.Result{}, &provider.Error{Op: op, Reason: provider.ReasonBadConfig, Err: err,
@@ -708,7 +711,10 @@ func (p *Provider) await(ctx context.Context, id string, w *watch) {
 	reason := "the container was removed outside the gateway"
 	if c != nil {
 		if c.State.Running {
-			return // restarted by someone else: not an end
+			// Started again (by a wake that found this watcher still
+			// there, or by someone else): not an end; watch the new run.
+			p.watch(id, w.ref)
+			return
 		}
 		reason = "the container " + p.exitReason(rctx, c)
 	}
