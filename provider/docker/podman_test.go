@@ -107,6 +107,8 @@ func startEngine() (*engine, string, error) {
 	}
 	e.cmd = exec.Command("podman", append(e.args, "system", "service", "--time=0", e.host)...)
 	e.cmd.Env = append(os.Environ(), e.env...)
+	// A test binary killed by its timeout takes the service with it.
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	var out strings.Builder
 	e.cmd.Stdout, e.cmd.Stderr = &out, &out
 	if err := e.cmd.Start(); err != nil {
@@ -131,7 +133,7 @@ func startEngine() (*engine, string, error) {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if i > 300 {
-			e.close()
+			e.close() // stops the service: its output is complete
 			return nil, "", fmt.Errorf("podman system service did not answer in 15s: %s", out.String())
 		}
 	}
