@@ -457,7 +457,8 @@ func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return now == nil || !now.State.Running, nil
+	// Podman reports a paused container as not running: paused counts too.
+	return now == nil || (!now.State.Running && !now.State.Paused), nil
 }
 
 // stopContainer stops c (resuming it first when it is paused, which an
