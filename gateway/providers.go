@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/docker"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/provider/httpprov"
 )
@@ -28,6 +29,7 @@ func providerRegistry(cfg *Config) *provider.Registry {
 	r.MustRegister("static", provider.StaticFactory())
 	r.MustRegister("http", httpprov.Factory())
 	r.MustRegister(fly.Name, fly.Factory())
+	r.MustRegister(docker.Name, docker.Factory())
 	if cfg.moreProviders != nil {
 		cfg.moreProviders(r)
 	}

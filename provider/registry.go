@@ -47,7 +47,8 @@ import (
 // type assertion by the gateway and the engine: Closer (release what New
 // opened at shutdown), BudgetResetter (an operator's start forgets the
 // restart budget), Historian (restart history in the admin API), LogKeeper
-// (the admin API's log tail), Quiescer (stop local homes at shutdown). A
+// (the admin API's log tail), Quiescer (stop local homes at shutdown),
+// Remover (delete what a removed home leaves behind). A
 // provider that sees a home change by itself (it exited and was restarted,
 // or it gave up on it) reports that through Env.OnChange.
 //
@@ -308,6 +309,14 @@ type LogKeeper interface {
 type Quiescer interface {
 	// Quiesce stops the processes of homes ids, in parallel, bounded by ctx.
 	Quiesce(ctx context.Context, ids []string) []Quiesced
+}
+
+// Remover is a provider that keeps something of a stopped home (a
+// container, a machine) which a removal of the home deletes. The engine
+// calls Remove after the home's stop, under its lifecycle lock.
+type Remover interface {
+	// Remove deletes what the provider keeps of home s.
+	Remove(ctx context.Context, s Spec) error
 }
 
 // Error is a provider's failure that the caller can act on: a reason code

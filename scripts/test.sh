@@ -56,6 +56,20 @@ if ! command -v redis-server >/dev/null; then
   fi
 fi
 
+# The docker provider's tests (provider/docker) run a real Podman service on
+# a socket in a temp folder, as root, with the project's containers.conf
+# (runc: crun fails on these machines); they skip without podman unless
+# CI=true.
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "test.sh: installing podman and runc"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc netavark iptables >/dev/null
+  else
+    echo "test.sh: podman is missing; the docker provider's tests skip (as root: apt-get install podman runc)" >&2
+  fi
+fi
+
 # The http provider's reference control plane (docs/http-provider.md) is
 # Python; provider/httpprov/reference_test.go runs it as printed and skips
 # without python3 unless CI=true.

@@ -2,6 +2,7 @@ package wake_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -88,5 +89,52 @@ func TestWakeIgnoresGiveUpAboutAnOlderProcess(t *testing.T) {
 				t.Fatalf("wake: %v, want home_failed", err)
 			}
 		})
+	}
+}
+
+// failingWakeProvider gives up on the process it started and then fails
+// its wake: a container that exited as soon as it was started.
+type failingWakeProvider struct {
+	*provider.Static
+	eng **wake.Engine
+}
+
+func (p *failingWakeProvider) Wake(context.Context, provider.Spec) (provider.Result, error) {
+	(*p.eng).ProviderChanged("h1", provider.Result{State: provider.StateFailed, Reason: "exited with code 2", Ref: "c1"})
+	return provider.Result{}, &provider.Error{Op: "wake", Reason: "exited", Err: errors.New("container c1 exited with code 2")}
+}
+
+// A give-up that arrives while the provider's wake runs, about the process
+// that wake started and then failed on (it exited at once), is the wake's
+// outcome: callers get home_failed and the record says failed with the
+// provider's reason, as when the give-up comes during the probe.
+func TestWakeFailureAfterGiveUpIsTheGiveUp(t *testing.T) {
+	store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	var eng *wake.Engine
+	prov := &failingWakeProvider{Static: &provider.Static{}, eng: &eng}
+	eng = wake.New(wake.Options{
+		Store: store, Providers: map[string]provider.Provider{"static": prov},
+		Sessions: proxy.NewSessions(), Instance: "giveup",
+		WarmTTL: time.Hour, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
+		MaxConcurrent: 1, FailureBackoff: time.Second, FailureBackoffMax: time.Second,
+		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Log: slog.New(slog.DiscardHandler),
+	})
+	t.Cleanup(eng.Close)
+	ctx := context.Background()
+	if err := eng.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = eng.EnsureAwake(ctx, "h1")
+	if fe, ok := fault.As(err); !ok || fe.Code != wake.CodeHomeFailed {
+		t.Fatalf("wake: %v, want home_failed", err)
+	}
+	rec, err := store.GetHome(ctx, "h1")
+	if err != nil || rec.Status != registry.StatusFailed || rec.Reason != "exited with code 2" {
+		t.Fatalf("record %+v, %v: want failed with the provider's reason", rec, err)
 	}
 }

@@ -97,6 +97,12 @@ func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error
 				if _, err := l.stopHome(ctx, prov, modeStop, nil); err != nil {
 					return fmt.Errorf("remove %s: %w", id, err)
 				}
+				if rm, ok := prov.(provider.Remover); ok {
+					spec := h.providerSpec(l.rec, l.rec.Version, e.roll.releaseOf(l.rec))
+					if err := rm.Remove(ctx, spec); err != nil {
+						return fmt.Errorf("remove %s: %w", id, err)
+					}
+				}
 			}
 			// The stop may have made a provider's change callback (here or
 			// on another instance, neither under the lock) write the

@@ -20,7 +20,7 @@ import (
 //     starts it again, and proves it ready. Homes in the middle of a wake
 //     or a roll (waking, restoring) are settled the same way for every
 //     provider.
-//   - Any other provider's homes (fly, http, static) were left as they
+//   - Any other provider's homes (docker, fly, http, static) were left as they
 //     were: they may have been stopped or suspended out of band while no
 //     gateway watched. Each running one is refreshed instead (Refresh with
 //     cause "adopt"): the provider's Status is read and the record made to

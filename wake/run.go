@@ -234,6 +234,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	w.providerAt = time.Since(t0)
 	if err != nil {
 		w.halfWoken = prov
+		w.gaveUpWhileStarting()
 		if ctx.Err() != nil {
 			return Awake{}, w.timeout("starting the home", err)
 		}
@@ -346,6 +347,22 @@ func (w *wakeRun) commitReadyOn(ctx context.Context, version string, rel *releas
 func (w *wakeRun) startedOn(ref string) {
 	w.h.mu.Lock()
 	pending := w.f.startedOn(ref)
+	w.h.mu.Unlock()
+	if pending != nil {
+		w.e.ProviderChanged(w.h.spec.ID, *pending)
+	}
+}
+
+// gaveUpWhileStarting ends the wake with a give-up that arrived while the
+// provider's wake ran and then failed: it is about the process that wake
+// started (a container that exited at once), so the wake's outcome is the
+// provider's reason, as when the give-up comes during the probe.
+func (w *wakeRun) gaveUpWhileStarting() {
+	w.h.mu.Lock()
+	var pending *provider.Result
+	if p := w.f.pending; p != nil {
+		pending = w.f.startedOn(p.Ref)
+	}
 	w.h.mu.Unlock()
 	if pending != nil {
 		w.e.ProviderChanged(w.h.spec.ID, *pending)

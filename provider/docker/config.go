@@ -1,0 +1,213 @@
+package docker
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the providers.docker section.
+type Config struct {
+	// Host is the engine's address: unix:///path/to.sock or tcp://host:port.
+	// Default: $DOCKER_HOST, else unix:///var/run/docker.sock.
+	Host string `yaml:"host"`
+	// Name is this gateway's name on the engine: every container it makes
+	// is labelled with it and named NAME-ID, so that gateways sharing an
+	// engine never touch each other's homes. Default "wakegate".
+	Name string `yaml:"name"`
+	// Image is the image template of a home's container, with the
+	// placeholders {version}, {target} and {id}. A home's options.image or
+	// a roll target's image wins over it. Required unless every home names
+	// its own image.
+	Image string `yaml:"image"`
+	// Command replaces the image's CMD (its ENTRYPOINT stays), with the
+	// placeholders {version}, {target}, {id} and {port}. Default: the
+	// image's own.
+	Command []string `yaml:"command"`
+	// Port is the TCP port the home listens on inside its container.
+	// Default 8080.
+	Port int `yaml:"port"`
+	// Network is "bridge" (default: the port is published on 127.0.0.1 at
+	// a port the engine picks), "host" (the home listens on the host's
+	// 127.0.0.1:{port} itself) or the name of a network the gateway can
+	// reach containers on (the endpoint is the container's address there).
+	Network string `yaml:"network"`
+	// Env are KEY=VALUE entries of every home's environment, before the
+	// home's own.
+	Env []string `yaml:"env"`
+	// StopTimeout is how long a stop waits after SIGTERM before the engine
+	// kills the container. Default 10s.
+	StopTimeout time.Duration `yaml:"stop_timeout"`
+	// Pull is when an image is pulled: "missing" (default: only when the
+	// engine does not have it), "always" (before every create) or "never"
+	// (a missing image is an error).
+	Pull string `yaml:"pull"`
+	// Suspend is what an idle suspend does: "stop" (default: the container
+	// stops and frees its memory; its files survive) or "pause" (the
+	// engine freezes its processes, which keep their memory and resume at
+	// once).
+	Suspend string `yaml:"suspend"`
+}
+
+// Pull policies and suspend modes.
+const (
+	PullMissing  = "missing"
+	PullAlways   = "always"
+	PullNever    = "never"
+	SuspendStop  = "stop"
+	SuspendPause = "pause"
+)
+
+// DefaultHost is the engine's address when neither host nor $DOCKER_HOST
+// names one.
+const DefaultHost = "unix:///var/run/docker.sock"
+
+// Defaults fills the fields left empty.
+func (c *Config) Defaults() {
+	if c.Host == "" {
+		c.Host = os.Getenv("DOCKER_HOST")
+	}
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	if c.Name == "" {
+		c.Name = "wakegate"
+	}
+	if c.Port == 0 {
+		c.Port = 8080
+	}
+	if c.Network == "" {
+		c.Network = "bridge"
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = 10 * time.Second
+	}
+	if c.Pull == "" {
+		c.Pull = PullMissing
+	}
+	if c.Suspend == "" {
+		c.Suspend = SuspendStop
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// Check returns the problems of a defaulted section, by field.
+func (c *Config) Check() map[string]string {
+	ps := map[string]string{}
+	if !strings.HasPrefix(c.Host, "unix://") && !strings.HasPrefix(c.Host, "tcp://") {
+		ps["host"] = fmt.Sprintf("want unix:///path or tcp://host:port, got %q", c.Host)
+	}
+	if !nameRE.MatchString(c.Name) {
+		ps["name"] = fmt.Sprintf("want 1-63 of [a-z0-9_.-] starting with a letter or digit, got %q", c.Name)
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		ps["port"] = fmt.Sprintf("want a port 1-65535, got %d", c.Port)
+	}
+	if c.StopTimeout < 0 {
+		ps["stop_timeout"] = "must not be negative"
+	}
+	if c.Pull != PullMissing && c.Pull != PullAlways && c.Pull != PullNever {
+		ps["pull"] = fmt.Sprintf("want missing, always or never, got %q", c.Pull)
+	}
+	if c.Suspend != SuspendStop && c.Suspend != SuspendPause {
+		ps["suspend"] = fmt.Sprintf("want stop or pause, got %q", c.Suspend)
+	}
+	if c.Network == "none" {
+		ps["network"] = "a home without a network cannot be reached: use bridge, host or a named network"
+	}
+	for i, kv := range c.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			ps[fmt.Sprintf("env[%d]", i)] = fmt.Sprintf("want KEY=VALUE, got %q", kv)
+		}
+	}
+	if len(c.Command) > 0 && strings.TrimSpace(c.Command[0]) == "" {
+		ps["command"] = "must not start with an empty word"
+	}
+	return ps
+}
+
+// HomeOptions are a docker home's options.
+type HomeOptions struct {
+	// Image is the home's own image template (placeholders as in image).
+	Image string `json:"image,omitempty"`
+	// Command replaces the section's command for this home.
+	Command []string `json:"command,omitempty"`
+	// Env are KEY=VALUE entries added after the section's and the home's.
+	Env []string `json:"env,omitempty"`
+	// Volumes are mounts, "NAME:/path[:ro]" (a named volume) or
+	// "/host/path:/path[:ro]". Named volumes outlive the container, so a
+	// roll keeps them.
+	Volumes []string `json:"volumes,omitempty"`
+	// Memory is the container's memory limit: a byte count with an
+	// optional k, m or g suffix ("512m").
+	Memory string `json:"memory,omitempty"`
+	// CPUs is the container's CPU limit, in CPUs (0.5, 1, 2).
+	CPUs float64 `json:"cpus,omitempty"`
+}
+
+// Check returns the problems of a home's options, by field.
+func (o *HomeOptions) Check() map[string]string {
+	ps := map[string]string{}
+	for i, kv := range o.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			ps[fmt.Sprintf("env[%d]", i)] = fmt.Sprintf("want KEY=VALUE, got %q", kv)
+		}
+	}
+	for i, v := range o.Volumes {
+		if err := checkVolume(v); err != nil {
+			ps[fmt.Sprintf("volumes[%d]", i)] = err.Error()
+		}
+	}
+	if o.Memory != "" {
+		if _, err := parseBytes(o.Memory); err != nil {
+			ps["memory"] = err.Error()
+		}
+	}
+	if o.CPUs < 0 {
+		ps["cpus"] = "must not be negative"
+	}
+	if len(o.Command) > 0 && strings.TrimSpace(o.Command[0]) == "" {
+		ps["command"] = "must not start with an empty word"
+	}
+	return ps
+}
+
+// checkVolume checks "SOURCE:/path[:ro|rw]".
+func checkVolume(v string) error {
+	parts := strings.Split(v, ":")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
+		return fmt.Errorf("want NAME:/path or /host/path:/path, optionally :ro, got %q", v)
+	}
+	if !path.IsAbs(parts[1]) {
+		return fmt.Errorf("the path inside the container must be absolute, got %q", parts[1])
+	}
+	if len(parts) == 3 && parts[2] != "ro" && parts[2] != "rw" {
+		return fmt.Errorf("the mode must be ro or rw, got %q", parts[2])
+	}
+	return nil
+}
+
+// parseBytes reads "512m", "1g", "65536" as a byte count.
+func parseBytes(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	t = strings.TrimSuffix(t, "b")
+	mult := int64(1)
+	switch {
+	case strings.HasSuffix(t, "k"):
+		mult, t = 1<<10, strings.TrimSuffix(t, "k")
+	case strings.HasSuffix(t, "m"):
+		mult, t = 1<<20, strings.TrimSuffix(t, "m")
+	case strings.HasSuffix(t, "g"):
+		mult, t = 1<<30, strings.TrimSuffix(t, "g")
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("want a size such as 512m or 1g, got %q", s)
+	}
+	return n * mult, nil
+}

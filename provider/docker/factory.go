@@ -1,0 +1,103 @@
+package docker
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/wakegate/wakegate/provider"
+)
+
+// Factory is the docker provider's registry entry. Its section is
+// providers.docker (a Config); a home names provider: docker and may set
+// HomeOptions, its own command (the container's CMD) and env; a working
+// directory is the image's.
+func Factory() provider.Factory {
+	return provider.Factory{
+		NeedsSection: true,
+		CheckSection: func(sec provider.Section) []provider.Problem {
+			var raw map[string]any
+			if err := sec.Decode(&raw); err != nil {
+				return []provider.Problem{provider.Problemf("", "want a mapping: %v", err)}
+			}
+			known := sectionFields()
+			var ps []provider.Problem
+			for _, k := range slices.Sorted(maps.Keys(raw)) {
+				if !slices.Contains(known, k) {
+					ps = append(ps, provider.Problemf(k, "unknown field (known: %s)", strings.Join(known, ", ")))
+				}
+			}
+			c, err := decodeSection(sec)
+			if err != nil {
+				return append(ps, provider.Problemf("", "%v", err))
+			}
+			return append(ps, problems("", c.Check())...)
+		},
+		CheckHome: checkHome,
+		New: func(env provider.Env, sec provider.Section) (provider.Provider, error) {
+			c, err := decodeSection(sec)
+			if err != nil {
+				return nil, err
+			}
+			return New(c, Options{Log: env.Log, DataDir: env.DataDir, OnChange: env.OnChange})
+		},
+	}
+}
+
+// sectionFields are the keys of providers.docker, from Config's tags.
+func sectionFields() []string {
+	t := reflect.TypeFor[Config]()
+	out := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" {
+			out = append(out, tag)
+		}
+	}
+	return out
+}
+
+// decodeSection decodes and defaults providers.docker.
+func decodeSection(sec provider.Section) (Config, error) {
+	var c Config
+	if sec == nil {
+		return c, fmt.Errorf("the docker provider needs its section providers.docker (image, port)")
+	}
+	if err := sec.Decode(&c); err != nil {
+		return c, err
+	}
+	c.Defaults()
+	return c, nil
+}
+
+func checkHome(s provider.Settings) []provider.Problem {
+	var ps []provider.Problem
+	if s.Dir != "" {
+		ps = append(ps, provider.Problemf("working_dir", "a docker home runs in its image's working directory: set it in the image"))
+	}
+	var o HomeOptions
+	if err := provider.DecodeOptions(s.Options, &o); err != nil {
+		if inner := errors.Unwrap(err); inner != nil {
+			err = inner // DecodeOptions names the field already
+		}
+		return append(ps, provider.Problemf("options", "%v", err))
+	}
+	return append(ps, problems("options.", o.Check())...)
+}
+
+// problems turns a field->message map into Problems, sorted by field.
+func problems(prefix string, m map[string]string) []provider.Problem {
+	fields := make([]string, 0, len(m))
+	for f := range m {
+		fields = append(fields, f)
+	}
+	sort.Strings(fields)
+	ps := make([]provider.Problem, 0, len(fields))
+	for _, f := range fields {
+		ps = append(ps, provider.Problem{Field: prefix + f, Msg: m[f]})
+	}
+	return ps
+}
