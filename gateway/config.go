@@ -398,6 +398,15 @@ type ExecConfig struct {
 	InheritEnv []string `yaml:"inherit_env"`
 	// Users says which user homes run as.
 	Users ExecUsersConfig `yaml:"users"`
+	// Containment says how every process a home starts (however it
+	// detaches: setsid, a double fork, a daemon) is found and stopped with
+	// the home: "cgroup" (a cgroup v2 per home, stopped with cgroup.kill;
+	// the gateway refuses to start where it cannot create one), "subreaper"
+	// (the gateway adopts the home's orphans and knows them by their
+	// WAKEGATE_HOME) or "auto": a cgroup where the gateway may create one
+	// (root, with cgroup v2 mounted, pure or hybrid), else a subreaper.
+	// status says which is used and why. Default auto.
+	Containment string `yaml:"containment"`
 }
 
 // ExecUsersConfig says which user each exec home runs as.

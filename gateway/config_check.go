@@ -262,6 +262,7 @@ func (e *ExecConfig) validate(k checker) {
 			k.bad(fmt.Sprintf("inherit_env[%d]", i), "want a variable name, got %q", n)
 		}
 	}
+	k.oneOf("containment", e.Containment, string(provider.ContainAuto), string(provider.ContainCgroup), string(provider.ContainSubreaper))
 	uk := k.in("users")
 	uk.oneOf("mode", e.Users.Mode, provider.UsersAuto, provider.UsersDynamic, provider.UsersOff)
 	first, last, ok := parseUIDRange(e.Users.Range)

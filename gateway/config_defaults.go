@@ -133,6 +133,7 @@ func (e *ExecConfig) defaults() {
 	def(&e.RestartBudget, 3)
 	def(&e.RestartWindow, 60*time.Second)
 	def(&e.Users.Mode, provider.UsersAuto)
+	def(&e.Containment, string(provider.ContainAuto))
 	def(&e.Users.Range, fmt.Sprintf("%d-%d", provider.DefaultUsersFirst, provider.DefaultUsersLast))
 }
 
