@@ -231,3 +231,35 @@ func TestContainmentChosen(t *testing.T) {
 		t.Error("an unknown containment is accepted")
 	}
 }
+
+// TestAdoptedHomeStoppedWithDetachedChild leaves a home with a detached
+// child running across a gateway restart (keep_running_on_shutdown): the
+// next gateway adopts it, and its stop ends the child too.
+func TestAdoptedHomeStoppedWithDetachedChild(t *testing.T) {
+	if !cgroupsHere(t) {
+		t.Skip("a subreaper does not outlive the gateway: only a cgroup ties the child to the home across a restart")
+	}
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.Command = detachCommand("setsid")
+	cfg.StopGrace = 300 * time.Millisecond
+	first := newExec(t, cfg)
+	s := Spec{ID: "h1", Version: "v1"}
+	r := wake(t, first, s)
+	waitReady(t, r.Endpoint)
+	child := detached(t, dir, "h1")
+	first.Close()
+
+	second := newExec(t, cfg)
+	noCgroupLeft(t, second)
+	s.Ref = r.Ref
+	if ar := wake(t, second, s); ar.Ref != r.Ref {
+		t.Fatalf("the restarted gateway started a new process (%s) instead of adopting %s", ar.Ref, r.Ref)
+	}
+	if proven, err := second.Stop(context.Background(), s); err != nil || !proven {
+		t.Fatalf("Stop of the adopted home = %v, %v; want proven", proven, err)
+	}
+	if running(child.procIdentity) {
+		t.Fatalf("the adopted home's detached child %d runs on after a proven stop", child.PID)
+	}
+}
