@@ -58,7 +58,7 @@ type metrics struct {
 
 // wakeCauses bounds the cause label to the engine's known causes; any
 // other is counted as "other".
-var wakeCauses = map[string]bool{"cold": true, "adopt": true, "roll": true, "admin": true}
+var wakeCauses = map[string]bool{"cold": true, wake.CauseVerify: true, "adopt": true, "roll": true, "admin": true}
 
 // engineMetrics are the engine's counts, made where things happen (the
 // engine calls them; see wake.Metrics). No label names a home.
@@ -77,11 +77,11 @@ func newEngineMetrics() *engineMetrics {
 	m := &engineMetrics{
 		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wakegate_wakes_total",
-			Help: "Wakes finished, by outcome (ready, failed) and cause (cold, adopt, roll, admin, other).",
+			Help: "Wakes finished, by outcome (ready, failed) and cause (cold, verify: a running home only proven ready again, adopt, roll, admin, other).",
 		}, []string{"outcome", "cause"}),
 		wakeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "wakegate_wake_seconds",
-			Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total.",
+			Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total; re-verifications of running homes (cause verify) are not timed here.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"phase"}),
 		joined: prometheus.NewCounter(prometheus.CounterOpts{
@@ -139,7 +139,8 @@ func (m *engineMetrics) WakeDone(outcome, cause string, provider, probe, total t
 		outcome = "failed"
 	}
 	m.wakes.WithLabelValues(outcome, cause).Inc()
-	if outcome == "ready" {
+	// A re-verification started nothing: its timing is no wake's.
+	if outcome == "ready" && cause != wake.CauseVerify {
 		m.wakeSeconds.WithLabelValues("provider").Observe(provider.Seconds())
 		m.wakeSeconds.WithLabelValues("probe").Observe(probe.Seconds())
 		m.wakeSeconds.WithLabelValues("total").Observe(total.Seconds())

@@ -437,14 +437,16 @@ func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
 		return Result{}, err
 	}
 	if p != nil {
-		if err := e.resume(ctx, h, p); err == nil {
+		if resumed, err := e.resume(ctx, h, p); err == nil {
 			e.mu.Lock()
 			if h.proc == p {
 				h.wanted = true
 				h.failed = ""
 			}
 			e.mu.Unlock()
-			return p.result(), nil
+			r := p.result()
+			r.WasRunning = !resumed
+			return r, nil
 		} else if !errors.Is(err, errProcGone) {
 			return Result{}, err
 		}
@@ -1383,18 +1385,18 @@ func (e *Exec) signal(p *proc, sig unix.Signal) error {
 }
 
 // resume makes sure p, the process of h, runs: SIGCONT to it and the rest
-// of the home if it is stopped, which the log says. errProcGone when p no
-// longer lives.
-func (e *Exec) resume(ctx context.Context, h *home, p *proc) error {
+// of the home if it is stopped (resumed), which the log says. errProcGone
+// when p no longer lives.
+func (e *Exec) resume(ctx context.Context, h *home, p *proc) (resumed bool, err error) {
 	st, err := lookupProc(p.procIdentity)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if st.State != 'T' {
-		return nil
+		return false, nil
 	}
 	if err := e.signal(p, unix.SIGCONT); err != nil {
-		return err
+		return false, err
 	}
 	e.signalLeft(h, p, h.cgroup, unix.SIGCONT)
 	if e.cfg.SuspendSignal {
@@ -1405,7 +1407,7 @@ func (e *Exec) resume(ctx context.Context, h *home, p *proc) error {
 			"home", h.id, "pid", p.PID)
 	}
 	e.note(h, "wakegate: pid %d was stopped; resumed it (SIGCONT)", p.PID)
-	return e.waitState(ctx, p, func(state byte) bool { return state != 'T' })
+	return true, e.waitState(ctx, p, func(state byte) bool { return state != 'T' })
 }
 
 // waitState waits until p's state satisfies ok, bounded by ctx and
