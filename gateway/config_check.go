@@ -373,6 +373,9 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 	if h.Endpoint != "" && h.Provider != "static" {
 		k.bad("endpoint", "only static homes have a fixed endpoint")
 	}
+	if h.SocketActivation != nil && h.Provider != "exec" {
+		k.bad("socket_activation", "only exec homes are started by the gateway with a socket")
+	}
 	d, err := h.decl()
 	if err != nil {
 		k.bad("options", "%v", err)

@@ -92,6 +92,15 @@ type ExecConfig struct {
 	// process group and Wake resume it with SIGCONT. False (default):
 	// Suspend returns ErrUnsupported and the caller stops the home instead.
 	SuspendSignal bool
+	// SocketActivation starts every home, unless its option
+	// socket_activation says otherwise, with systemd's socket activation:
+	// the provider binds the home's loopback port itself and passes the
+	// listening socket as descriptor 3 (LISTEN_FDS=1, LISTEN_PID,
+	// LISTEN_FDNAMES=http), keeps it across stops so the port never
+	// changes, and the home is reachable the moment it is started. Needs
+	// /bin/sh (it sets LISTEN_PID). Not for {socket} commands. False
+	// (default): the home binds {port} itself.
+	SocketActivation bool
 	// Containment says how every process a home starts is found and
 	// stopped with it, however it detached: a cgroup per home, or the
 	// gateway as a child subreaper (see Containment). Zero: ContainAuto,
@@ -172,6 +181,10 @@ type home struct {
 	log *logFile
 	// cgroup is the home's own cgroup directory; "" without cgroups.
 	cgroup string
+	// socket is the home's listening socket under socket activation, on
+	// socketPort; nil until its first such start. Guarded by Exec.mu.
+	socket     *os.File
+	socketPort int
 	// orphans are the detached processes of the home a stop signalled
 	// as the gateway's adopted children (ContainSubreaper), to be reaped.
 	// Guarded by Exec.mu.
@@ -256,6 +269,8 @@ type runSpec struct {
 	// user is the account the home runs as (option user); "" for the uid
 	// exec.users hands it, or the gateway's user.
 	user string
+	// activate starts the process with socket activation.
+	activate bool
 }
 
 // exitEvent tells the supervisor that a watched process is gone.
@@ -406,6 +421,7 @@ func (e *Exec) Close() error {
 		for _, h := range e.homes {
 			cgRemove(h.cgroup)
 		}
+		e.closeSocketsLocked()
 		e.mu.Unlock()
 		cgRemove(e.contain.root)
 	})
@@ -998,6 +1014,7 @@ func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
 	// A restart of an adopted process starts it as the home is declared.
 	p.spec.env, p.spec.dir, p.spec.relayToken = append([]string(nil), s.Env...), s.Dir, s.RelayToken
 	p.spec.user = homeUser(s.Options)
+	p.spec.activate = e.homeActivated(s.Options)
 	if h.cgroup != "" {
 		p.cgroup = e.contain.cgroupOfStart(h, p.PID)
 	}
@@ -1017,7 +1034,8 @@ func (e *Exec) specFor(s Spec) runSpec {
 		cmd = e.cfg.Command
 	}
 	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target,
-		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options)}
+		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options),
+		activate: e.homeActivated(s.Options)}
 }
 
 // spawn starts a process for h from sp, in its own process group, with its
@@ -1042,7 +1060,24 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 		return nil, fmt.Errorf("home dir: %w", err)
 	}
 	var at listenAt
-	if UsesSocket(sp.command) {
+	var sock *os.File
+	if sp.activate {
+		if UsesSocket(sp.command) {
+			return nil, errors.New("socket activation passes a TCP socket, and the command names {socket}: use {port}, or turn socket_activation off")
+		}
+		e.mu.Lock()
+		prefer := 0
+		if h.proc != nil {
+			prefer = h.proc.port
+		}
+		e.mu.Unlock()
+		if r, ok := readRefFile(h); ok && prefer == 0 {
+			prefer = r.Port
+		}
+		if sock, at.port, err = e.activationSocket(h, prefer); err != nil {
+			return nil, err
+		}
+	} else if UsesSocket(sp.command) {
 		if at.socket, err = SocketPathOf(e.cfg.DataDir, h.id); err != nil {
 			return nil, err
 		}
@@ -1071,6 +1106,11 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	cmd.Env = e.homeEnv(h, at, sp)
 	cmd.Stdout = out
 	cmd.Stderr = out
+	if sock != nil {
+		if err := activate(cmd, sock); err != nil {
+			return nil, err
+		}
+	}
 	// Its own process group: a signal to the gateway's group (Ctrl-C, a
 	// service manager stopping the gateway) does not reach the home, and
 	// Stop can signal the home together with its children. Its own user
