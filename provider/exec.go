@@ -245,6 +245,22 @@ func UsesSocket(cmd []string) bool {
 	return false
 }
 
+// ListensWhereLooked reports whether a home started from command template
+// cmd can learn where the gateway will look for it: the template names
+// {port}, {socket} or {endpoint}, or the variables that carry them
+// (WAKEGATE_PORT, WAKEGATE_SOCKET, for a shell to expand). A home with
+// socket activation needs none of them.
+func ListensWhereLooked(cmd []string) bool {
+	for _, a := range cmd {
+		for _, p := range []string{"{port}", "{socket}", "{endpoint}", EnvPort, EnvSocket} {
+			if strings.Contains(a, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // SocketPathOf is where the socket of exec home id is under dataDir
 // ({socket}), and an error for operators when that path is too long for a
 // Unix socket.
