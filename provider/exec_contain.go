@@ -348,9 +348,12 @@ func cgOpen(dir string) (int, error) {
 // (setsid children of a live process are not in its group), leaving out
 // the gateway's own home processes (skip) and p itself. unknown lists the
 // gateway's adopted children that name no home at all: a process that
-// rewrote its environment, which may be any home's.
+// rewrote its environment, which may be any home's. A child outside the
+// gateway's process group is one: every home starts in a group of its
+// own, while what else the gateway runs (os/exec's children) stays in
+// the gateway's.
 func orphans(id string, p int, skip map[int]bool) (pids, unknown []int) {
-	self := os.Getpid()
+	self, group := os.Getpid(), unix.Getpgrp()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, nil
@@ -383,7 +386,7 @@ func orphans(id string, p int, skip map[int]bool) (pids, unknown []int) {
 		case err != nil:
 		case hasEnvEntry(env, want):
 			mine[pid] = true
-		case !hasEnvPrefix(env, []byte(EnvHome+"=")):
+		case st.Pgrp != group && !hasEnvPrefix(env, []byte(EnvHome+"=")):
 			unknown = append(unknown, pid)
 		}
 	}

@@ -53,7 +53,35 @@ func detached(t *testing.T, dir, id string) procStat {
 		t.Fatalf("the detached child %d: %v", pid, err)
 	}
 	t.Cleanup(func() { killIfSame(t, st.PID, st.Start) })
+	// Until the child ignores SIGTERM it is still on its way (setsid,
+	// nohup, env): a stop that ended it then would prove nothing.
+	eventually(t, "the detached child to ignore SIGTERM", func() bool { return ignoresTERM(pid) })
 	return st
+}
+
+// ignoresTERM reports whether pid ignores SIGTERM (SigIgn in its status).
+func ignoresTERM(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(15-1)) != 0
+		}
+	}
+	return false
+}
+
+// eventually polls cond every 10 ms for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
 }
 
 // containModes are the containments this machine offers to a test.
