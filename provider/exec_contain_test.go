@@ -291,3 +291,31 @@ func TestAdoptedHomeStoppedWithDetachedChild(t *testing.T) {
 		t.Fatalf("the adopted home's detached child %d runs on after a proven stop", child.PID)
 	}
 }
+
+// TestUsageFromCgroup reads what a running home uses from its cgroup: its
+// processes (the home and its detached child) and CPU time.
+func TestUsageFromCgroup(t *testing.T) {
+	if !cgroupsHere(t) {
+		t.Skip("no cgroup per home here")
+	}
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.Command = detachCommand("setsid")
+	e := newExec(t, cfg)
+	noCgroupLeft(t, e)
+	s := Spec{ID: "h1", Version: "v1"}
+	if _, ok := e.Usage("h1"); ok {
+		t.Error("usage of a home never started")
+	}
+	r := wake(t, e, s)
+	waitReady(t, r.Endpoint)
+	detached(t, dir, "h1")
+	u, ok := e.Usage("h1")
+	if !ok || u.Processes != 2 || u.CPUSeconds <= 0 {
+		t.Errorf("Usage = %+v, %v; want the home and its child, and some CPU time", u, ok)
+	}
+	s.Ref = r.Ref
+	if proven, err := e.Stop(context.Background(), s); err != nil || !proven {
+		t.Fatalf("Stop = %v, %v", proven, err)
+	}
+}
