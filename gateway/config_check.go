@@ -420,6 +420,11 @@ func (c *Config) checkHomeSockets(k checker) {
 		if !provider.UsesSocket(cmd) {
 			continue
 		}
+		if c.socketActivated(h) {
+			k.in(fmt.Sprintf("homes[%d]", i)).bad("socket_activation", "a home on {socket} listens on a Unix socket of its own: "+
+				"turn socket activation off for it, or use {port}")
+			continue
+		}
 		if _, err := provider.SocketPathOf(dataDir, h.ID); err != nil {
 			k.in(fmt.Sprintf("homes[%d]", i)).bad(field, "%v", err)
 		}
