@@ -62,3 +62,18 @@ func TestCheckConfigWarnsHomeWithoutPort(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigRefusesActivatedSocketHome: socket activation hands a
+// home a TCP socket, which a home on {socket} has no use for.
+func TestCheckConfigRefusesActivatedSocketHome(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	cfg := "data_dir: " + filepath.Dir(p) + "\nhomes:\n  - id: chat\n    socket_activation: true\n" +
+		"    command: [\"srv\", \"--unix\", \"{socket}\"]\n"
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if code := run([]string{"check-config", "--config", p}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "homes[0].socket_activation") {
+		t.Fatalf("exit %d, want 1 naming homes[0].socket_activation\n%s%s", code, out.String(), errs.String())
+	}
+}
