@@ -319,3 +319,40 @@ func TestUsageFromCgroup(t *testing.T) {
 		t.Fatalf("Stop = %v, %v", proven, err)
 	}
 }
+
+// TestDetachedChildOfOwnUserStopped runs, under a root gateway, a home as
+// a user of its own that detaches a child: the child stays in the home's
+// cgroup (a home's user cannot move it out) and the stop ends it.
+func TestDetachedChildOfOwnUserStopped(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only root starts processes as other users")
+	}
+	for _, mode := range containModes(t) {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := testDataDir(t)
+			openToOthers(t, dir)
+			cfg := testConfig(dir)
+			cfg.Command = detachCommand("setsid")
+			cfg.Command[len(cfg.Command)-1] = selfForOthers(t)[0]
+			cfg.Users = ExecUsers{Mode: UsersDynamic}
+			cfg.Containment = mode
+			cfg.StopGrace = 300 * time.Millisecond
+			e := newExec(t, cfg)
+			noCgroupLeft(t, e)
+			s := Spec{ID: "h1", Version: "v1"}
+			r := wake(t, e, s)
+			waitReady(t, r.Endpoint)
+			child := detached(t, dir, "h1")
+			if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", child.PID)); err != nil || strings.Contains(string(raw), "\nUid:\t0\t") {
+				t.Fatalf("the detached child runs as root or is gone (%v)", err)
+			}
+			s.Ref = r.Ref
+			if proven, err := e.Stop(context.Background(), s); err != nil || !proven {
+				t.Fatalf("Stop = %v, %v; want proven", proven, err)
+			}
+			if running(child.procIdentity) {
+				t.Fatalf("the detached child %d of a home with its own user runs on after a proven stop", child.PID)
+			}
+		})
+	}
+}
