@@ -145,6 +145,9 @@ type About struct {
 	// on one origin, a shared relay token, exec homes that share the
 	// gateway's user).
 	Warnings []string
+	// Containment says how the processes of local (exec) homes are kept
+	// track of and why: what the machine offers. "" without exec homes.
+	Containment string
 }
 
 // Options configures a Server.

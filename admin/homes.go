@@ -60,6 +60,10 @@ type HomeView struct {
 	// process, oldest first (only in the answers about one home; omitted
 	// when there were none since the gateway started).
 	Restarts []provider.Restart `json:"restarts,omitempty"`
+	// Usage is what the home's processes use now, read from its cgroup
+	// (only in the answers about one home; omitted where the provider
+	// cannot tell: no cgroup per home).
+	Usage *provider.Usage `json:"usage,omitempty"`
 	// LastStop is the stop of the home after its last failed wake: whether
 	// the provider proved it down (false: a process may be left running)
 	// and why the stop failed. Omitted when no failed wake stopped it since

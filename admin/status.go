@@ -29,8 +29,12 @@ type Status struct {
 	// Warnings are what the operator should know that does not make the
 	// instance unhealthy (what tenants share), one sentence each with the
 	// way out; they leave Healthy as it is.
-	Warnings []string    `json:"warnings,omitempty"`
-	Counts   StatusCount `json:"counts"`
+	Warnings []string `json:"warnings,omitempty"`
+	// Containment says how every process of an exec home is found and
+	// stopped with it (a cgroup per home, or the gateway as a child
+	// subreaper), and why: what this machine offers.
+	Containment string      `json:"containment,omitempty"`
+	Counts      StatusCount `json:"counts"`
 	// Homes and Apps are filled with ?full=true.
 	Homes []HomeView `json:"homes,omitempty"`
 	Apps  []AppView  `json:"apps,omitempty"`
@@ -84,7 +88,7 @@ func (s *Server) status(ctx context.Context, full bool) (Status, error) {
 	apps := s.b.ListApps()
 	st := Status{Instance: ab.Instance, Version: ab.Version, StartedAt: ab.StartedAt.UTC(),
 		UptimeS: time.Since(ab.StartedAt).Round(time.Millisecond).Seconds(), Draining: ab.Draining,
-		Problems: problems(homes, apps, ab.Draining), Warnings: ab.Warnings, Counts: StatusCount{Homes: len(homes), Apps: len(apps)}}
+		Problems: problems(homes, apps, ab.Draining), Warnings: ab.Warnings, Containment: ab.Containment, Counts: StatusCount{Homes: len(homes), Apps: len(apps)}}
 	for _, h := range homes {
 		st.Counts.Sessions += h.Sessions
 		if registry.Status(h.Status) == registry.StatusRunning {

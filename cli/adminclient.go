@@ -331,6 +331,9 @@ func printStatus(w io.Writer, s admin.Status) {
 	for _, m := range s.Warnings {
 		fmt.Fprintln(w, "warning:", m)
 	}
+	if s.Containment != "" {
+		fmt.Fprintln(w, "exec containment:", cell(s.Containment))
+	}
 }
 
 // printFleet prints the live gateways of a fleet (none on a gateway of

@@ -27,3 +27,53 @@ func TestCheckConfigWarnsOpenAdmin(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigWarnsHomeWithoutPort checks check-config warns of an exec
+// home whose command can never listen where the gateway looks (no {port},
+// no {socket}, no socket activation), naming the home and both fixes, and
+// says nothing of homes that can.
+func TestCheckConfigWarnsHomeWithoutPort(t *testing.T) {
+	for name, c := range map[string]struct {
+		home string
+		warn bool
+	}{
+		"no port":           {`command: ["python3", "-m", "http.server"]`, true},
+		"port":              {`command: ["python3", "-m", "http.server", "{port}"]`, false},
+		"socket":            {`command: ["srv", "--unix", "{socket}"]`, false},
+		"env in a shell":    {`command: ["/bin/sh", "-c", "exec srv --port $WAKEGATE_PORT"]`, false},
+		"socket activation": {"command: [\"python3\", \"-m\", \"http.server\"]\n    socket_activation: true", false},
+		"option":            {"command: [\"python3\", \"-m\", \"http.server\"]\n    options: {socket_activation: true}", false},
+	} {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		cfg := "data_dir: " + filepath.Dir(p) + "\nhomes:\n  - id: files\n    " + c.home + "\n"
+		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errs bytes.Buffer
+		if code := run([]string{"check-config", "--config", p}, &out, &errs); code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", name, code, out.String(), errs.String())
+		}
+		got := strings.Contains(errs.String(), "warning: home files: its command names neither {port} nor {socket}")
+		if got != c.warn {
+			t.Errorf("%s: warned %t, want %t\n%s", name, got, c.warn, errs.String())
+		}
+		if got && (!strings.Contains(errs.String(), "put {port} in the command") || !strings.Contains(errs.String(), "socket_activation: true")) {
+			t.Errorf("%s: the warning does not name both fixes:\n%s", name, errs.String())
+		}
+	}
+}
+
+// TestCheckConfigRefusesActivatedSocketHome: socket activation hands a
+// home a TCP socket, which a home on {socket} has no use for.
+func TestCheckConfigRefusesActivatedSocketHome(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	cfg := "data_dir: " + filepath.Dir(p) + "\nhomes:\n  - id: chat\n    socket_activation: true\n" +
+		"    command: [\"srv\", \"--unix\", \"{socket}\"]\n"
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if code := run([]string{"check-config", "--config", p}, &out, &errs); code != 1 || !strings.Contains(errs.String(), "homes[0].socket_activation") {
+		t.Fatalf("exit %d, want 1 naming homes[0].socket_activation\n%s%s", code, out.String(), errs.String())
+	}
+}

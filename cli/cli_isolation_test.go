@@ -19,9 +19,9 @@ listen: 127.0.0.1:0
 data_dir: DATA
 homes:
   - id: alice
-    command: ["sleep", "60"]
+    command: ["sleep", "60", "{port}"]
   - id: bob
-    command: ["sleep", "60"]
+    command: ["sleep", "60", "{port}"]
 `
 	for _, c := range []struct {
 		name, extra string
@@ -46,7 +46,7 @@ access:
 	t.Run("shared relay token", func(t *testing.T) {
 		cfg := strings.ReplaceAll(twoHomes, "DATA", t.TempDir()) +
 			"hosts:\n  nodes_domain: nodes.example.test\n"
-		cfg = strings.Replace(cfg, `command: ["sleep", "60"]`, "command: [\"sleep\", \"60\"]\n    relay_token: env:SHARED_RELAY", 2)
+		cfg = strings.Replace(cfg, `command: ["sleep", "60", "{port}"]`, "command: [\"sleep\", \"60\", \"{port}\"]\n    relay_token: env:SHARED_RELAY", 2)
 		t.Setenv("SHARED_RELAY", "relay-token-0123456789abcdef")
 		checkWarnings(t, checkConfigOut(t, cfg), []string{"homes alice, bob share one relay token"})
 	})

@@ -106,3 +106,13 @@ func TestStatusPrintsWarnings(t *testing.T) {
 		t.Fatalf("status printed:\n%s", got)
 	}
 }
+
+// status prints how exec homes are contained, and why.
+func TestStatusPrintsContainment(t *testing.T) {
+	var out bytes.Buffer
+	printStatus(&out, admin.Status{Healthy: true, Version: "v", Instance: "i",
+		Containment: "cgroup: hybrid cgroups (v2 at /sys/fs/cgroup/unified); each home runs in a cgroup of its own"})
+	if got := out.String(); !strings.Contains(got, "\nexec containment: cgroup: hybrid cgroups") {
+		t.Fatalf("status printed:\n%s", got)
+	}
+}

@@ -30,7 +30,7 @@ func readmeRecipes(t *testing.T) map[string]string {
 	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
 		out[m[1]] = m[2]
 	}
-	for _, name := range []string{"app", "home", "websocket", "socket"} {
+	for _, name := range []string{"app", "home", "websocket", "socket", "activated", "activated-demo"} {
 		if out[name] == "" {
 			t.Fatalf("README.md has no recipe %q", name)
 		}
@@ -159,5 +159,38 @@ func TestRecipeSocket(t *testing.T) {
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, hello, err := conn.ReadMessage(); err != nil || !strings.Contains(string(hello), `"hello":"chat"`) {
 		t.Fatalf("hello %q: %v", hello, err)
+	}
+}
+
+// TestRecipeActivated runs recipe 4, a Python home that serves the socket
+// it is handed, and its demo home variant, each booting 300 ms before it
+// serves: the first request is answered, and the wake's probe passed at
+// its first attempt, its request having waited in the socket's accept
+// queue rather than been refused.
+func TestRecipeActivated(t *testing.T) {
+	recipePython(t)
+	for name, c := range map[string]struct{ boot, path, want string }{
+		"activated":      {`import http.server, socket`, "/apps/files/", "Directory listing"},
+		"activated-demo": {`"--target", "{target}"`, "/node/chat/", "chat"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			recipe := readmeRecipes(t)[name]
+			// A boot the home takes before it serves.
+			boot := `import time; time.sleep(0.3); ` + c.boot
+			if name == "activated-demo" {
+				boot = c.boot + `, "--boot-delay", "300ms"`
+			}
+			if !strings.Contains(recipe, c.boot) {
+				t.Fatalf("recipe %s has no %q", name, c.boot)
+			}
+			gw, base := recipeServe(t, recipe, c.boot, boot)
+			code, body := recipeGet(t, base+c.path)
+			if code != http.StatusOK || !strings.Contains(body, c.want) {
+				t.Fatalf("first request: %d %q\n%s", code, body, gw.Output())
+			}
+			if !strings.Contains(gw.Output(), "outcome=ready") || !strings.Contains(gw.Output(), "probe_attempts=1 ") {
+				t.Fatalf("the wake's probe did not pass at its first attempt:\n%s", gw.Output())
+			}
+		})
 	}
 }

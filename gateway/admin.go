@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -172,6 +173,13 @@ func (a adminAPI) About() admin.About {
 		Warnings: g.isolationWarnings()}
 	if w := g.sharedUserWarning(); w != "" {
 		ab.Warnings = append(ab.Warnings, w)
+	}
+	if c, ok := g.providers["exec"].(provider.ContainmentReporter); ok {
+		mode, why := c.Containment()
+		if mode == "" {
+			mode = "process group only"
+		}
+		ab.Containment = string(mode) + ": " + why
 	}
 	return ab
 }

@@ -105,6 +105,11 @@ func (a adminAPI) detail(ctx context.Context, h *homeRoute) (admin.HomeView, err
 	if hi, ok := a.g.providers[h.spec.Provider].(provider.Historian); ok {
 		v.Restarts = hi.History(h.spec.ID)
 	}
+	if ur, ok := a.g.providers[h.spec.Provider].(provider.UsageReporter); ok {
+		if u, ok := ur.Usage(h.spec.ID); ok {
+			v.Usage = &u
+		}
+	}
 	return v, nil
 }
 

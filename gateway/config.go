@@ -398,6 +398,24 @@ type ExecConfig struct {
 	InheritEnv []string `yaml:"inherit_env"`
 	// Users says which user homes run as.
 	Users ExecUsersConfig `yaml:"users"`
+	// SocketActivation starts every exec home with systemd's socket
+	// activation unless the home says otherwise (its socket_activation):
+	// the gateway binds the home's loopback port itself, passes the
+	// listening socket as descriptor 3 (LISTEN_FDS=1, LISTEN_PID,
+	// LISTEN_FDNAMES=http) and keeps it across suspends, so the port never
+	// changes and requests sent while the home boots wait in the socket's
+	// accept queue. {port} still names the port. Needs /bin/sh; not for
+	// {socket} homes. Default false: the home binds {port} itself.
+	SocketActivation bool `yaml:"socket_activation"`
+	// Containment says how every process a home starts (however it
+	// detaches: setsid, a double fork, a daemon) is found and stopped with
+	// the home: "cgroup" (a cgroup v2 per home, stopped with cgroup.kill;
+	// the gateway refuses to start where it cannot create one), "subreaper"
+	// (the gateway adopts the home's orphans and knows them by their
+	// WAKEGATE_HOME) or "auto": a cgroup where the gateway may create one
+	// (root, with cgroup v2 mounted, pure or hybrid), else a subreaper.
+	// status says which is used and why. Default auto.
+	Containment string `yaml:"containment"`
 }
 
 // ExecUsersConfig says which user each exec home runs as.
@@ -528,6 +546,10 @@ type HomeConfig struct {
 	// WorkingDir is this home's working directory, an absolute path.
 	// Default (when empty): the home's own folder, data_dir/homes/{id}.
 	WorkingDir string `yaml:"working_dir"`
+	// SocketActivation starts this exec home with socket activation (true)
+	// or without it (false): see exec.socket_activation, its default.
+	// Short for options.socket_activation. Default: exec.socket_activation.
+	SocketActivation *bool `yaml:"socket_activation"`
 	// Options are the home's provider-specific settings, a mapping that its
 	// provider documents (static: endpoint; exec: user, an account of the
 	// system the home runs as instead of the uid exec.users hands it, which

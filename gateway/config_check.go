@@ -262,6 +262,7 @@ func (e *ExecConfig) validate(k checker) {
 			k.bad(fmt.Sprintf("inherit_env[%d]", i), "want a variable name, got %q", n)
 		}
 	}
+	k.oneOf("containment", e.Containment, string(provider.ContainAuto), string(provider.ContainCgroup), string(provider.ContainSubreaper))
 	uk := k.in("users")
 	uk.oneOf("mode", e.Users.Mode, provider.UsersAuto, provider.UsersDynamic, provider.UsersOff)
 	first, last, ok := parseUIDRange(e.Users.Range)
@@ -372,6 +373,9 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 	if h.Endpoint != "" && h.Provider != "static" {
 		k.bad("endpoint", "only static homes have a fixed endpoint")
 	}
+	if h.SocketActivation != nil && h.Provider != "exec" {
+		k.bad("socket_activation", "only exec homes are started by the gateway with a socket")
+	}
 	d, err := h.decl()
 	if err != nil {
 		k.bad("options", "%v", err)
@@ -414,6 +418,11 @@ func (c *Config) checkHomeSockets(k checker) {
 			field = "id" // the home inherits exec.command; its id makes the path
 		}
 		if !provider.UsesSocket(cmd) {
+			continue
+		}
+		if c.socketActivated(h) {
+			k.in(fmt.Sprintf("homes[%d]", i)).bad("socket_activation", "a home on {socket} listens on a Unix socket of its own: "+
+				"turn socket activation off for it, or use {port}")
 			continue
 		}
 		if _, err := provider.SocketPathOf(dataDir, h.ID); err != nil {

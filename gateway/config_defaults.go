@@ -133,6 +133,7 @@ func (e *ExecConfig) defaults() {
 	def(&e.RestartBudget, 3)
 	def(&e.RestartWindow, 60*time.Second)
 	def(&e.Users.Mode, provider.UsersAuto)
+	def(&e.Containment, string(provider.ContainAuto))
 	def(&e.Users.Range, fmt.Sprintf("%d-%d", provider.DefaultUsersFirst, provider.DefaultUsersLast))
 }
 
@@ -165,6 +166,15 @@ func (h *HomeConfig) decl() (homeDecl, error) {
 func (h *HomeConfig) settings() (provider.Settings, error) {
 	st := provider.Settings{Command: h.Command, Env: h.Env, Dir: h.WorkingDir}
 	opts := h.Options
+	if h.SocketActivation != nil {
+		opts = maps.Clone(opts)
+		if opts == nil {
+			opts = map[string]any{}
+		}
+		if _, ok := opts["socket_activation"]; !ok {
+			opts["socket_activation"] = *h.SocketActivation
+		}
+	}
 	if h.Endpoint != "" && h.Provider == "static" {
 		opts = maps.Clone(opts)
 		if opts == nil {

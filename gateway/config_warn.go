@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Warnings returns what a valid config serves that an operator may not
@@ -15,7 +17,53 @@ func (c *Config) Warnings() []string {
 			out = append(out, w)
 		}
 	}
+	out = append(out, c.unreachableHomes()...)
 	return append(out, c.IsolationWarnings()...)
+}
+
+// unreachableHomes warns of each exec home whose command names neither
+// {port} nor {socket} (nor their {endpoint} or WAKEGATE_* variables) and
+// that has no socket activation: it cannot listen where the gateway
+// looks, so each wake would wait for its ready timeout and fail.
+func (c *Config) unreachableHomes() []string {
+	var out []string
+	for i := range c.Homes {
+		h := &c.Homes[i]
+		if h.Provider != "exec" || c.socketActivated(h) {
+			continue
+		}
+		cmd, whose := h.Command, "its command"
+		if len(cmd) == 0 {
+			cmd, whose = c.Exec.Command, "exec.command, which it runs,"
+		}
+		if provider.ListensWhereLooked(cmd) {
+			continue
+		}
+		timeout := c.Wake.ReadyTimeout
+		if h.ReadyTimeout > 0 {
+			timeout = h.ReadyTimeout
+		}
+		out = append(out, fmt.Sprintf("home %s: %s names neither {port} nor {socket}, and socket activation is off: "+
+			"it cannot listen where the gateway looks, so every wake waits its ready timeout (%s) and fails; "+
+			"put {port} in the command where the home takes its port (127.0.0.1:{port}), "+
+			"or set socket_activation: true on the home to hand it its listening socket as descriptor 3 "+
+			"(a program that reads WAKEGATE_PORT from its environment listens there already: then ignore this)",
+			h.ID, whose, timeout))
+	}
+	return out
+}
+
+// socketActivated reports whether exec home h starts with socket
+// activation: its own setting (socket_activation, or the option of that
+// name), or exec.socket_activation.
+func (c *Config) socketActivated(h *HomeConfig) bool {
+	if h.SocketActivation != nil {
+		return *h.SocketActivation
+	}
+	if v, ok := h.Options["socket_activation"].(bool); ok {
+		return v
+	}
+	return c.Exec.SocketActivation
 }
 
 // adminListenWarning says what is wrong with an admin listener on listen

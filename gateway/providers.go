@@ -24,7 +24,7 @@ func providerRegistry(cfg *Config) *provider.Registry {
 		Command: e.Command, Env: e.Env, LogMaxBytes: int64(e.LogMaxBytes), StopGrace: e.StopGrace,
 		RestartBudget: e.RestartBudget, RestartWindow: e.RestartWindow,
 		VersionCommand: e.VersionCommand, SuspendSignal: e.SuspendSignal,
-		InheritEnv: e.InheritEnv, Users: provider.ExecUsers{Mode: e.Users.Mode, First: e.Users.first, Last: e.Users.last},
+		InheritEnv: e.InheritEnv, Containment: provider.Containment(e.Containment), SocketActivation: e.SocketActivation, Users: provider.ExecUsers{Mode: e.Users.Mode, First: e.Users.first, Last: e.Users.last},
 	}))
 	r.MustRegister("static", provider.StaticFactory())
 	r.MustRegister("http", httpprov.Factory())

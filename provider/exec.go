@@ -92,6 +92,20 @@ type ExecConfig struct {
 	// process group and Wake resume it with SIGCONT. False (default):
 	// Suspend returns ErrUnsupported and the caller stops the home instead.
 	SuspendSignal bool
+	// SocketActivation starts every home, unless its option
+	// socket_activation says otherwise, with systemd's socket activation:
+	// the provider binds the home's loopback port itself and passes the
+	// listening socket as descriptor 3 (LISTEN_FDS=1, LISTEN_PID,
+	// LISTEN_FDNAMES=http), keeps it across stops so the port never
+	// changes, and the home is reachable the moment it is started. Needs
+	// /bin/sh (it sets LISTEN_PID). Not for {socket} commands. False
+	// (default): the home binds {port} itself.
+	SocketActivation bool
+	// Containment says how every process a home starts is found and
+	// stopped with it, however it detached: a cgroup per home, or the
+	// gateway as a child subreaper (see Containment). Zero: ContainAuto,
+	// a cgroup per home where the gateway may create one.
+	Containment Containment
 	// OnChange, when set, is called from the provider's supervisor
 	// goroutine, never while a lock of the provider is held, when a home's
 	// process exited unexpectedly and was restarted (the new Result: new
@@ -141,6 +155,8 @@ type Exec struct {
 	// gateway's user, for the reason sharedWhy.
 	users     *userTable
 	sharedWhy string
+	// contain is how the processes of each home are kept track of.
+	contain containment
 
 	exits     chan exitEvent
 	done      chan struct{}
@@ -163,6 +179,16 @@ type home struct {
 	// gateway's (DataDir/exec/<id>) that the home cannot write to.
 	sys string
 	log *logFile
+	// cgroup is the home's own cgroup directory; "" without cgroups.
+	cgroup string
+	// socket is the home's listening socket under socket activation, on
+	// socketPort; nil until its first such start. Guarded by Exec.mu.
+	socket     *os.File
+	socketPort int
+	// orphans are the detached processes of the home a stop signalled
+	// as the gateway's adopted children (ContainSubreaper), to be reaped.
+	// Guarded by Exec.mu.
+	orphans []int
 
 	// Guarded by Exec.mu.
 	wanted   bool        // the supervisor restarts the process when it exits
@@ -182,6 +208,9 @@ type proc struct {
 	listenAt
 	spec runSpec
 	cmd  *exec.Cmd // nil when adopted: not a child of this gateway
+	// cgroup is the cgroup of this start, inside its home's; "" without
+	// cgroups.
+	cgroup string
 
 	exited chan struct{} // closed by the watcher once the process is gone
 	status string        // how it ended, e.g. "exit status 3"; set before exited closes
@@ -216,6 +245,22 @@ func UsesSocket(cmd []string) bool {
 	return false
 }
 
+// ListensWhereLooked reports whether a home started from command template
+// cmd can learn where the gateway will look for it: the template names
+// {port}, {socket} or {endpoint}, or the variables that carry them
+// (WAKEGATE_PORT, WAKEGATE_SOCKET, for a shell to expand). A home with
+// socket activation needs none of them.
+func ListensWhereLooked(cmd []string) bool {
+	for _, a := range cmd {
+		for _, p := range []string{"{port}", "{socket}", "{endpoint}", EnvPort, EnvSocket} {
+			if strings.Contains(a, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // SocketPathOf is where the socket of exec home id is under dataDir
 // ({socket}), and an error for operators when that path is too long for a
 // Unix socket.
@@ -240,6 +285,8 @@ type runSpec struct {
 	// user is the account the home runs as (option user); "" for the uid
 	// exec.users hands it, or the gateway's user.
 	user string
+	// activate starts the process with socket activation.
+	activate bool
 }
 
 // exitEvent tells the supervisor that a watched process is gone.
@@ -314,6 +361,19 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec provider: %w", err)
 	}
+	if cfg.Containment, err = ParseContainment(string(cfg.Containment)); err != nil {
+		return nil, fmt.Errorf("exec provider: %w", err)
+	}
+	contain, err := chooseContainment(cfg.Containment, dir)
+	if err != nil {
+		return nil, fmt.Errorf("exec provider: %w", err)
+	}
+	if contain.mode == "" {
+		log.Warn("exec: a home's processes that leave its process group are not stopped with it", "cause", contain.why,
+			"hint", "run the gateway as root on a machine with cgroup v2")
+	} else {
+		log.Info("exec: containment of homes", "mode", string(contain.mode), "why", contain.why)
+	}
 	cfg.Command = append([]string(nil), cfg.Command...)
 	cfg.VersionCommand = append([]string(nil), cfg.VersionCommand...)
 	cfg.Env = append([]string(nil), cfg.Env...)
@@ -324,6 +384,7 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 		self:      self,
 		users:     users,
 		sharedWhy: why,
+		contain:   contain,
 		client: HomeClient(&http.Client{Transport: &http.Transport{
 			Proxy:             nil, // homes are on loopback
 			DialContext:       endpoint.Dialer(&net.Dialer{}),
@@ -370,6 +431,15 @@ func (e *Exec) Close() error {
 		close(e.done)
 		e.wg.Wait()
 		e.client.CloseIdleConnections()
+		// Empty cgroups go; those of homes that run on stay for the next
+		// start, which adopts the homes.
+		e.mu.Lock()
+		for _, h := range e.homes {
+			cgRemove(h.cgroup)
+		}
+		e.closeSocketsLocked()
+		e.mu.Unlock()
+		cgRemove(e.contain.root)
 	})
 	return nil
 }
@@ -399,17 +469,21 @@ func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
 		return Result{}, err
 	}
 	if p != nil {
-		if err := e.resume(ctx, p); err == nil {
+		if resumed, err := e.resume(ctx, h, p); err == nil {
 			e.mu.Lock()
 			if h.proc == p {
 				h.wanted = true
 				h.failed = ""
 			}
 			e.mu.Unlock()
-			return p.result(), nil
+			r := p.result()
+			r.WasRunning = !resumed
+			return r, nil
 		} else if !errors.Is(err, errProcGone) {
 			return Result{}, err
 		}
+	} else if err := e.clearLeft(h); err != nil {
+		return Result{}, err
 	}
 	np, err := e.spawn(h, e.specFor(s))
 	if err != nil {
@@ -469,6 +543,7 @@ func (e *Exec) suspend(ctx context.Context, s Spec) error {
 	if err := e.signal(p, unix.SIGSTOP); err != nil {
 		return err
 	}
+	e.signalLeft(h, p, h.cgroup, unix.SIGSTOP)
 	return e.waitState(ctx, p, func(state byte) bool { return state == 'T' })
 }
 
@@ -505,13 +580,22 @@ func (e *Exec) stop(ctx context.Context, s Spec) (bool, error) {
 		return false, err
 	}
 	if p == nil {
+		if err := e.clearLeft(h); err != nil {
+			return false, err
+		}
+		if unknown := e.unknownLeft(h, nil); len(unknown) > 0 {
+			return false, fmt.Errorf("processes %v adopted by the gateway name no home (their WAKEGATE_HOME was removed), "+
+				"so they may be this home's: end them by hand, or run the gateway as root with cgroup v2", unknown)
+		}
 		if err := e.leftBehind(h, s); err != nil {
 			return false, err
 		}
+		cgRemove(h.cgroup)
 		return true, nil
 	}
-	proven, err := e.terminate(ctx, p)
+	proven, err := e.terminate(ctx, h, p)
 	if proven {
+		cgRemove(h.cgroup)
 		e.mu.Lock()
 		if h.proc == p {
 			h.proc = nil
@@ -721,7 +805,8 @@ func (e *Exec) homeFor(id string) (*home, error) {
 		if e.users != nil {
 			sys = filepath.Join(e.cfg.DataDir, "exec", id)
 		}
-		h = &home{id: id, dir: dir, sys: sys, log: newLogFile(filepath.Join(sys, "home.log"), e.cfg.LogMaxBytes)}
+		h = &home{id: id, dir: dir, sys: sys, log: newLogFile(filepath.Join(sys, "home.log"), e.cfg.LogMaxBytes),
+			cgroup: e.contain.cgroupDir(id)}
 		e.homes[id] = h
 	}
 	return h, nil
@@ -945,6 +1030,10 @@ func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
 	// A restart of an adopted process starts it as the home is declared.
 	p.spec.env, p.spec.dir, p.spec.relayToken = append([]string(nil), s.Env...), s.Dir, s.RelayToken
 	p.spec.user = homeUser(s.Options)
+	p.spec.activate = e.homeActivated(s.Options)
+	if h.cgroup != "" {
+		p.cgroup = e.contain.cgroupOfStart(h, p.PID)
+	}
 	if err := e.watch(h, p); err != nil {
 		if errors.Is(err, errProcGone) {
 			return nil, nil
@@ -961,7 +1050,8 @@ func (e *Exec) specFor(s Spec) runSpec {
 		cmd = e.cfg.Command
 	}
 	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target,
-		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options)}
+		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options),
+		activate: e.homeActivated(s.Options)}
 }
 
 // spawn starts a process for h from sp, in its own process group, with its
@@ -986,7 +1076,24 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 		return nil, fmt.Errorf("home dir: %w", err)
 	}
 	var at listenAt
-	if UsesSocket(sp.command) {
+	var sock *os.File
+	if sp.activate {
+		if UsesSocket(sp.command) {
+			return nil, errors.New("socket activation passes a TCP socket, and the command names {socket}: use {port}, or turn socket_activation off")
+		}
+		e.mu.Lock()
+		prefer := 0
+		if h.proc != nil {
+			prefer = h.proc.port
+		}
+		e.mu.Unlock()
+		if r, ok := readRefFile(h); ok && prefer == 0 {
+			prefer = r.Port
+		}
+		if sock, at.port, err = e.activationSocket(h, prefer); err != nil {
+			return nil, err
+		}
+	} else if UsesSocket(sp.command) {
 		if at.socket, err = SocketPathOf(e.cfg.DataDir, h.id); err != nil {
 			return nil, err
 		}
@@ -1015,11 +1122,28 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 	cmd.Env = e.homeEnv(h, at, sp)
 	cmd.Stdout = out
 	cmd.Stderr = out
+	if sock != nil {
+		if err := activate(cmd, sock); err != nil {
+			return nil, err
+		}
+	}
 	// Its own process group: a signal to the gateway's group (Ctrl-C, a
 	// service manager stopping the gateway) does not reach the home, and
 	// Stop can signal the home together with its children. Its own user
 	// when it has one (cred), without supplementary groups.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	var cg string
+	if h.cgroup != "" {
+		cg = runCgroup(h)
+		fd, err := cgOpen(cg)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = unix.Close(fd) }()
+		// The child is cloned into the home's cgroup: nothing it starts,
+		// however detached, leaves it.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	}
 	if err := cmd.Start(); err != nil {
 		if cred != nil && errors.Is(err, fs.ErrPermission) {
 			return nil, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
@@ -1033,7 +1157,7 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 		_ = cmd.Wait()
 		return nil, err
 	}
-	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, exited: make(chan struct{})}
+	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, exited: make(chan struct{}), cgroup: cg}
 	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
 	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
 	if err := e.watch(h, p); err != nil {
@@ -1043,6 +1167,22 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// clearLeft ends what an earlier process of h left behind (see left),
+// for a home with no live process: everything in a home's cgroup, or
+// every orphan naming it, is the home's, and a home that does not run
+// has nothing there.
+func (e *Exec) clearLeft(h *home) error {
+	found, remain := e.endLeft(h, nil, h.cgroup)
+	if remain {
+		return fmt.Errorf("processes %v the home left behind are still there after SIGKILL", found)
+	}
+	if len(found) > 0 {
+		e.note(h, "wakegate: processes %v the home's earlier process left behind were still running; killed them", found)
+		e.log.Warn("exec: processes an earlier process of the home left behind were still running; killed them", "home", h.id, "pids", found)
+	}
+	return nil
 }
 
 // childIdentity records the identity of a just-started child. The child
@@ -1164,14 +1304,17 @@ func (e *Exec) watch(h *home, p *proc) error {
 			return // closed; the process runs on
 		}
 		status := "exited (not a child of this gateway: exit status unknown)"
+		if !p.stopping.Load() {
+			e.endLeftovers(h, p)
+		}
 		if p.cmd != nil {
-			if !p.stopping.Load() {
-				e.endLeftovers(h, p)
-			}
 			_ = p.cmd.Wait() // reaps; the status is in ProcessState
 			if ps := p.cmd.ProcessState; ps != nil {
 				status = ps.String()
 			}
+		}
+		if p.cgroup != h.cgroup {
+			cgRemove(p.cgroup)
 		}
 		p.status = status
 		close(p.exited)
@@ -1191,6 +1334,14 @@ func (e *Exec) watch(h *home, p *proc) error {
 // to another process, so the group is p's. It returns once they are gone,
 // or after StopGrace.
 func (e *Exec) endLeftovers(h *home, p *proc) {
+	// Only what this start left: the home's whole cgroup may hold the
+	// next start's processes already.
+	if p.cgroup != h.cgroup || e.contain.mode == ContainSubreaper {
+		e.endLeftoversOf(h, p)
+	}
+	if p.cmd == nil {
+		return // adopted: its group id is all that ties its group to it
+	}
 	if groupGone(p.PID) {
 		return
 	}
@@ -1216,6 +1367,14 @@ func (e *Exec) endLeftovers(h *home, p *proc) {
 		case <-e.done:
 			return
 		}
+	}
+}
+
+// endLeftoversOf ends what p left in its containment when it exited.
+func (e *Exec) endLeftoversOf(h *home, p *proc) {
+	if found, remain := e.endLeft(h, p, p.cgroup); len(found) > 0 {
+		e.note(h, "wakegate: pid %d exited leaving processes %v; killed them", p.PID, found)
+		e.log.Warn("exec: the home's process exited and left processes behind; killed them", "home", h.id, "pid", p.PID, "left", found, "all_gone", !remain)
 	}
 }
 
@@ -1281,20 +1440,30 @@ func (e *Exec) signal(p *proc, sig unix.Signal) error {
 	return nil
 }
 
-// resume makes sure p runs: SIGCONT if it is stopped. errProcGone when p
-// no longer lives.
-func (e *Exec) resume(ctx context.Context, p *proc) error {
+// resume makes sure p, the process of h, runs: SIGCONT to it and the rest
+// of the home if it is stopped (resumed), which the log says. errProcGone
+// when p no longer lives.
+func (e *Exec) resume(ctx context.Context, h *home, p *proc) (resumed bool, err error) {
 	st, err := lookupProc(p.procIdentity)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if st.State != 'T' {
-		return nil
+		return false, nil
 	}
 	if err := e.signal(p, unix.SIGCONT); err != nil {
-		return err
+		return false, err
 	}
-	return e.waitState(ctx, p, func(state byte) bool { return state != 'T' })
+	e.signalLeft(h, p, h.cgroup, unix.SIGCONT)
+	if e.cfg.SuspendSignal {
+		e.log.Info("exec: resumed a suspended home (SIGCONT)", "home", h.id, "pid", p.PID)
+	} else {
+		// Not the gateway's doing: someone stopped it while it was awake.
+		e.log.Warn("exec: the home's process was stopped (SIGSTOP) by something else than the gateway; resumed it (SIGCONT)",
+			"home", h.id, "pid", p.PID)
+	}
+	e.note(h, "wakegate: pid %d was stopped; resumed it (SIGCONT)", p.PID)
+	return true, e.waitState(ctx, p, func(state byte) bool { return state != 'T' })
 }
 
 // waitState waits until p's state satisfies ok, bounded by ctx and
@@ -1331,26 +1500,34 @@ func (e *Exec) waitState(ctx context.Context, p *proc, ok func(byte) bool) error
 // verified gone and its group is empty. A pid that now names another
 // process is not signalled, and then nothing is proven: "not signalling"
 // is never followed by "proven".
-func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
+func (e *Exec) terminate(ctx context.Context, h *home, p *proc) (bool, error) {
 	p.stopping.Store(true)
 	if err := e.signalGroup(p, unix.SIGTERM); err != nil {
+		if e.contain.mode == ContainCgroup {
+			// What is in the home's cgroup is the home's, whatever p's
+			// pid names now.
+			e.endLeft(h, p, h.cgroup)
+		}
 		return false, err
 	}
+	e.signalLeft(h, p, h.cgroup, unix.SIGTERM)
+	e.signalLeft(h, p, h.cgroup, unix.SIGCONT)
 	_ = e.signal(p, unix.SIGCONT)
-	gone, werr := e.waitGone(ctx, p)
+	gone, werr := e.waitGone(ctx, h, p)
 	if gone {
 		return true, nil
 	}
 	if errors.Is(werr, errClosed) {
 		return false, werr
 	}
+	e.signalLeft(h, p, h.cgroup, unix.SIGKILL)
 	if err := e.signalGroup(p, unix.SIGKILL); err != nil {
 		return false, err
 	}
 	if werr != nil {
 		return false, werr // ctx ended; SIGKILL is sent
 	}
-	gone, werr = e.waitGone(ctx, p)
+	gone, werr = e.waitGone(ctx, h, p)
 	if gone {
 		return true, nil
 	}
@@ -1358,7 +1535,12 @@ func (e *Exec) terminate(ctx context.Context, p *proc) (bool, error) {
 		return false, werr
 	}
 	left, _ := groupMembers(p.PID)
-	return false, fmt.Errorf("pid %d or its process group (%v left) still present %s after SIGKILL", p.PID, left, e.cfg.StopGrace)
+	if unknown := e.unknownLeft(h, p); len(unknown) > 0 {
+		return false, fmt.Errorf("processes %v adopted by the gateway name no home (their WAKEGATE_HOME was removed), "+
+			"so they may be this home's: end them by hand, or run the gateway as root with cgroup v2", unknown)
+	}
+	return false, fmt.Errorf("pid %d, its process group (%v left) or other processes of the home (%v) still present %s after SIGKILL",
+		p.PID, left, e.left(h, p, h.cgroup), e.cfg.StopGrace)
 }
 
 // signalGroup sends sig to p's process group, or, once p itself is gone,
@@ -1384,37 +1566,43 @@ func (e *Exec) signalGroup(p *proc, sig unix.Signal) error {
 	return nil
 }
 
-// waitGone waits up to StopGrace for p's watcher to see it gone and for
-// the process group p led to have no live member, and checks /proc. It
-// returns an error only when ctx ends or the provider closes.
-func (e *Exec) waitGone(ctx context.Context, p *proc) (bool, error) {
+// waitGone waits up to StopGrace for p's watcher to see it gone, for
+// the process group p led to have no live member and for h's containment
+// to hold no process (see left), and checks /proc. It returns an error
+// only when ctx ends or the provider closes.
+func (e *Exec) waitGone(ctx context.Context, h *home, p *proc) (bool, error) {
 	t := time.NewTimer(e.cfg.StopGrace)
 	defer t.Stop()
 	select {
 	case <-p.exited:
 	case <-t.C:
 		_, err := lookupProc(p.procIdentity)
-		return errors.Is(err, errProcGone) && !errors.Is(err, errProcReused) && groupGone(p.PID), nil
+		return errors.Is(err, errProcGone) && !errors.Is(err, errProcReused) && groupGone(p.PID) &&
+			len(e.left(h, p, h.cgroup)) == 0 && len(e.unknownLeft(h, p)) == 0, nil
 	case <-ctx.Done():
 		return false, ctx.Err()
 	case <-e.done:
 		return false, errClosed
 	}
+	reused := false
 	switch _, err := lookupProc(p.procIdentity); {
 	case errors.Is(err, errProcReused):
 		// Seen exiting, and its pid handed out again since: the kernel
 		// does that only once no process group has that id.
-		return true, nil
+		reused = true
 	case !errors.Is(err, errProcGone):
 		return false, nil
 	}
+	done := func() bool {
+		return (reused || groupGone(p.PID)) && len(e.left(h, p, h.cgroup)) == 0 && len(e.unknownLeft(h, p)) == 0
+	}
 	tick := time.NewTicker(procPollInterval)
 	defer tick.Stop()
-	for !groupGone(p.PID) {
+	for !done() {
 		select {
 		case <-tick.C:
 		case <-t.C:
-			return groupGone(p.PID), nil
+			return done(), nil
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case <-e.done:

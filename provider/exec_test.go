@@ -179,8 +179,38 @@ func runTestHome(args []string) int {
 func testDataDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	t.Cleanup(func() { killHomes(t, dir) })
+	t.Cleanup(func() {
+		killHomes(t, dir)
+		removeCgroups(t, dir)
+	})
 	return dir
+}
+
+// removeCgroups ends every process in the homes' cgroups of the provider
+// with data dir dir, and removes those cgroups.
+func removeCgroups(t *testing.T, dir string) {
+	root, _, err := cgroupRootPath(dir)
+	if err != nil {
+		return
+	}
+	homes, _ := filepath.Glob(filepath.Join(root, cgroupPrefix+"*"))
+	for _, h := range homes {
+		if pop, _ := cgPopulated(h); pop {
+			t.Logf("cleanup kills what is left in cgroup %s", h)
+			_ = cgKill(h)
+			for i := 0; i < 250; i++ {
+				if pop, _ := cgPopulated(h); !pop {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		cgRemove(h)
+	}
+	cgRemove(root)
+	if _, err := os.Stat(root); err == nil {
+		t.Errorf("cgroup %s is left behind", root)
+	}
 }
 
 // killHomes kills every test home recorded under dir that still runs.

@@ -162,6 +162,10 @@ type ExecOptions struct {
 	// files elsewhere, a sudoers rule). Needs exec.users auto or dynamic
 	// under a root gateway; never root. Default: the handed uid.
 	User string `json:"user,omitempty"`
+	// SocketActivation starts this home with socket activation (see
+	// ExecConfig.SocketActivation), or without it. Default: the
+	// provider's.
+	SocketActivation *bool `json:"socket_activation,omitempty"`
 }
 
 // homeUser is the user option of a home's options; "" when none (or

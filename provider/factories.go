@@ -23,7 +23,7 @@ func ExecFactory(cfg ExecConfig) Factory {
 			}
 			var o ExecOptions
 			if err := DecodeOptions(s.Options, &o); err != nil {
-				ps = append(ps, Problemf("options", "provider exec takes only options.user: %v", err))
+				ps = append(ps, Problemf("options", "provider exec takes only options.user and options.socket_activation: %v", err))
 			} else if o.User != "" {
 				if _, _, err := lookupHomeUser(o.User); err != nil {
 					ps = append(ps, Problemf("options.user", "%v", err))

@@ -62,6 +62,8 @@ type procStat struct {
 	State byte
 	// Pgrp is the process group id, field 5.
 	Pgrp int
+	// PPid is the parent's pid, field 4.
+	PPid int
 }
 
 // readProcStat reads /proc/<pid>/stat and /proc/<pid>/exe. A zombie or dead
@@ -122,6 +124,10 @@ func parseProcStat(raw []byte) (procStat, error) {
 	if len(rest[0]) != 1 {
 		return procStat{}, fmt.Errorf("state %q is not one character", rest[0])
 	}
+	ppid, err := strconv.Atoi(rest[4-3])
+	if err != nil {
+		return procStat{}, fmt.Errorf("parent %q: %w", rest[4-3], err)
+	}
 	pgrp, err := strconv.Atoi(rest[5-3])
 	if err != nil {
 		return procStat{}, fmt.Errorf("process group %q: %w", rest[5-3], err)
@@ -134,6 +140,7 @@ func parseProcStat(raw []byte) (procStat, error) {
 		procIdentity: procIdentity{Start: start},
 		State:        rest[0][0],
 		Pgrp:         pgrp,
+		PPid:         ppid,
 	}, nil
 }
 

@@ -66,6 +66,10 @@ type Result struct {
 	Ref      string // the provider's new handle; persisted by the caller
 	State    State
 	Reason   string // why State is failed, for people
+	// WasRunning, on a Wake's Result, says that the home was found running
+	// and nothing was started or resumed: the wake only re-verifies it,
+	// and is not counted or shown as a cold wake. False when unknown.
+	WasRunning bool
 }
 
 // Provider is one way of running homes.

@@ -11,7 +11,7 @@ import (
 
 // wakeCauses bounds the cause label to the engine's known causes; any
 // other is counted as "other".
-var wakeCauses = map[string]bool{"cold": true, "adopt": true, "roll": true, "admin": true}
+var wakeCauses = map[string]bool{"cold": true, wake.CauseVerify: true, "adopt": true, "roll": true, "admin": true}
 
 // Engine holds the wake engine's counts, made where things happen: the
 // engine calls its methods (it implements wake.Metrics), so a count never
@@ -33,11 +33,11 @@ func NewEngine() *Engine {
 	m := &Engine{
 		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wakegate_wakes_total",
-			Help: "Wakes finished, by outcome (ready, failed) and cause (cold, adopt, roll, admin, other).",
+			Help: "Wakes finished, by outcome (ready, failed) and cause (cold, verify: a running home only proven ready again, adopt, roll, admin, other).",
 		}, []string{"outcome", "cause"}),
 		wakeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "wakegate_wake_seconds",
-			Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total.",
+			Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total; re-verifications of running homes (cause verify) are not timed here.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"phase"}),
 		joined: prometheus.NewCounter(prometheus.CounterOpts{
@@ -96,7 +96,8 @@ func (m *Engine) WakeDone(outcome, cause string, provider, probe, total time.Dur
 		outcome = "failed"
 	}
 	m.wakes.WithLabelValues(outcome, cause).Inc()
-	if outcome == "ready" {
+	// A re-verification started nothing: its timing is no wake's.
+	if outcome == "ready" && cause != wake.CauseVerify {
 		m.wakeSeconds.WithLabelValues("provider").Observe(provider.Seconds())
 		m.wakeSeconds.WithLabelValues("probe").Observe(probe.Seconds())
 		m.wakeSeconds.WithLabelValues("total").Observe(total.Seconds())

@@ -490,6 +490,12 @@ func (e *Engine) Sleeping(id string) bool {
 	return false
 }
 
+// CauseVerify is the cause of a wake that found its home running (its
+// provider started or resumed nothing) and only proved it ready again,
+// after its warm verdict expired. It is counted and shown as such, never
+// as a cold wake.
+const CauseVerify = "verify"
+
 // EnsureAwake returns the endpoint of home id once it is proven ready. A
 // fresh warm verdict answers at once with no store read, provider call or
 // probe. Otherwise the caller joins the one wake of the home in flight, or

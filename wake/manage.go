@@ -68,6 +68,10 @@ func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator bo
 		if f.err != nil {
 			return Awake{}, f.err
 		}
+		if f.cause == CauseVerify {
+			// Not a wake: the home ran all along (Server-Timing says none).
+			return Awake{Endpoint: f.res.Endpoint}, nil
+		}
 		return Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
 	case <-ctx.Done():
 		return Awake{}, errWaking(e.o.RetryAfter, ctx.Err())

@@ -240,6 +240,11 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		}
 		return Awake{}, errWakeFailed(e.o.RetryAfter, err)
 	}
+	if res.WasRunning && w.f.cause == "cold" {
+		// Nothing was started or resumed: the home ran all along, and
+		// this wake only proves it again (its warm verdict had expired).
+		w.f.cause = CauseVerify
+	}
 	w.startedOn(res.Ref)
 	endpoint, err := parseEndpoint(res.Endpoint)
 	if err != nil || endpoint.Host == "" {
@@ -330,8 +335,10 @@ func (w *wakeRun) commitReadyOn(ctx context.Context, version string, rel *releas
 		r.Status = registry.StatusRunning
 		r.Verdict = registry.VerdictHealthy
 		r.Reason = ""
-		r.LastWakeAt = w.start
-		r.LastWakeLatency = now.Sub(w.start)
+		if w.f.cause != CauseVerify {
+			r.LastWakeAt = w.start
+			r.LastWakeLatency = now.Sub(w.start)
+		}
 		r.LastReadyAt = now
 	}); err != nil {
 		return err

@@ -60,6 +60,7 @@ type options struct {
 	regWorkers  int
 	seed        bool
 	client      string
+	activate    bool
 }
 
 func main() {
@@ -84,6 +85,7 @@ func main() {
 	flag.StringVar(&o.beforeBin, "before-bin", "", "another wakegate binary (the code before a change) the one-home cold rounds compare, and whose start time and heap on the same store are measured in turns with -bin's")
 	flag.StringVar(&o.only, "only", "", `run one part only: "scale", "cold", or "start" (the start times of the large gateway alone)`)
 	flag.IntVar(&o.regWorkers, "reg-workers", 8, "concurrent admin API registrations")
+	flag.BoolVar(&o.activate, "socket-activation", false, "start the exec homes with socket activation (exec.socket_activation, the demo home on --listen-fd 3)")
 	flag.StringVar(&o.client, "client", "raw", `load generator of the cold stampedes: "raw" (each caller dials its connection at the start, writes its request as bytes and reads the answer; no Transport), "open" (the same, with every connection made before the start: the time counts from the request) or "transport" (an http.Client with its own Transport per caller)`)
 	flag.BoolVar(&o.seed, "seed", false, "store the registered homes directly (copies of one registered through the API) instead of registering each through the API")
 	flag.Parse()

@@ -19,6 +19,15 @@ import (
 // directory under dir: always-on (static) homes a00000.. spread over
 // backends, an admin listener, and wake settings that keep verdicts for
 // the whole run (the warm path is measured, not the re-probe).
+// listenArgs are the demo home's flags that say where it listens: its
+// own port, or the socket it is handed (-socket-activation).
+func listenArgs(o options) string {
+	if o.activate {
+		return "--listen-fd, 3"
+	}
+	return `--addr, "127.0.0.1:{port}"`
+}
+
 func newGateway(o options, name string, static int, backends []string, extra string) (*gw, error) {
 	d := filepath.Join(o.dir, name)
 	if err := os.MkdirAll(d, 0o700); err != nil {
@@ -40,11 +49,12 @@ server: {max_conns_per_client: 100000}
 admin: {listen: %q, tokens: ["${WAKEGATE_TOKEN}"]}
 roll: {mode: "off"}
 exec:
-  command: [%q, demo-home, --addr, "127.0.0.1:{port}", --target, "{target}", --version, "{version}", --boot-delay, %q]
+  command: [%q, demo-home, %s, --target, "{target}", --version, "{version}", --boot-delay, %q]
   stop_grace: 2s
+  socket_activation: %t
 %s
 homes:
-`, addr, filepath.Join(d, "data"), admin, o.bin, o.boot.String(), extra)
+`, addr, filepath.Join(d, "data"), admin, o.bin, listenArgs(o), o.boot.String(), o.activate, extra)
 	for i := range static {
 		fmt.Fprintf(&b, "  - {id: a%05d, provider: static, endpoint: %q}\n", i, backends[i%len(backends)])
 	}

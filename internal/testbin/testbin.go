@@ -226,8 +226,10 @@ func ServeEnv(t testing.TB, dir string, env []string, config string) *Proc {
 
 // KillHomes kills every process whose command line names dataDir, the home
 // processes an exec provider started there (a gateway that was killed, or
-// that ran with exec.keep_running_on_shutdown, leaves them running).
+// that ran with exec.keep_running_on_shutdown, leaves them running), and
+// everything in the cgroups of those homes, which it removes.
 func KillHomes(dataDir string) {
+	defer removeHomeCgroups(dataDir)
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid := 0

@@ -1,0 +1,124 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+)
+
+// Socket activation (systemd's protocol, sd_listen_fds(3)): the gateway
+// binds a home's listening socket before it starts the home, and passes it
+// as descriptor 3. Connections made while the home boots wait in the
+// socket's accept queue instead of being refused, so a wake dials at once;
+// and the port, bound by the gateway and kept across stops, can never be
+// taken by another process between its choice and the home's bind.
+
+// Environment of a socket-activated home, as systemd sets it.
+const (
+	// EnvListenFDs is how many sockets are passed, from descriptor 3.
+	EnvListenFDs = "LISTEN_FDS"
+	// EnvListenPID is the pid the sockets are meant for: a process that
+	// reads another pid here (a child that inherited the environment)
+	// must leave them alone.
+	EnvListenPID = "LISTEN_PID"
+	// EnvListenFDNames names the passed sockets, colon separated.
+	EnvListenFDNames = "LISTEN_FDNAMES"
+	// activatedName is the name of the passed socket in LISTEN_FDNAMES.
+	activatedName = "http"
+)
+
+// listenPIDShell sets LISTEN_PID to the pid of the home's process itself,
+// which os/exec cannot know before the process exists: the shell exports
+// its own pid ($$) and execs the home's program, which keeps that pid.
+// "$0" is the program, "$@" its arguments.
+const listenPIDShell = `LISTEN_PID=$$; export LISTEN_PID; exec "$0" "$@"`
+
+// shellPath is the shell that sets LISTEN_PID.
+const shellPath = "/bin/sh"
+
+// homeActivated reports whether a home with options opts is started with
+// socket activation: its option socket_activation, or the provider's
+// default.
+func (e *Exec) homeActivated(opts []byte) bool {
+	var o ExecOptions
+	if DecodeOptions(opts, &o) == nil && o.SocketActivation != nil {
+		return *o.SocketActivation
+	}
+	return e.cfg.SocketActivation
+}
+
+// activationSocket returns h's listening socket, bound on loopback the
+// first time (on the port of h's last process when it is free, so that a
+// home keeps its port across a gateway restart where it can) and kept
+// until the provider closes.
+func (e *Exec) activationSocket(h *home, prefer int) (*os.File, int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if h.socket != nil {
+		return h.socket, h.socketPort, nil
+	}
+	if e.closed {
+		return nil, 0, errClosed
+	}
+	var l net.Listener
+	if prefer > 0 {
+		l, _ = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(prefer)) // taken meanwhile: any port will do
+	}
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, 0, fmt.Errorf("bind the home's socket: %w", err)
+		}
+	}
+	// The copy the home inherits (and the provider keeps) is blocking,
+	// as a server that was handed a socket expects; the listener itself
+	// goes, the socket stays open through the copy.
+	f, err := l.(*net.TCPListener).File()
+	port := l.Addr().(*net.TCPAddr).Port
+	if cerr := l.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, 0, fmt.Errorf("bind the home's socket: %w", err)
+	}
+	h.socket, h.socketPort = f, port
+	return f, port, nil
+}
+
+// activate makes cmd a socket-activated start of a home: its socket as
+// descriptor 3, the LISTEN_* variables, and the program run through the
+// shell that sets LISTEN_PID.
+func activate(cmd *exec.Cmd, sock *os.File) error {
+	if _, err := os.Stat(shellPath); err != nil {
+		return fmt.Errorf("socket activation needs %s to set LISTEN_PID: %w", shellPath, err)
+	}
+	prog := cmd.Path
+	if cmd.Err != nil {
+		return fmt.Errorf("start %s: %w", cmd.Args[0], cmd.Err)
+	}
+	if prog == "" {
+		return errors.New("empty command")
+	}
+	cmd.Path = shellPath
+	cmd.Args = append([]string{"sh", "-c", listenPIDShell, prog}, cmd.Args[1:]...)
+	cmd.ExtraFiles = []*os.File{sock} // the first extra file is descriptor 3
+	cmd.Env = append(cmd.Env, EnvListenFDs+"=1", EnvListenFDNames+"="+activatedName)
+	return nil
+}
+
+// closeSockets closes the listening sockets the provider holds for its
+// socket-activated homes; e.mu is held. Homes that run on keep theirs.
+func (e *Exec) closeSocketsLocked() {
+	for _, h := range e.homes {
+		if h.socket != nil {
+			h.socket.Close()
+			h.socket = nil
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// activatedPyHome serves HTTP on the socket it was handed as descriptor 3,
+// after a boot of argv[1] seconds, and answers what systemd's protocol
+// told it.
+const activatedPyHome = `import http.server, os, socket, sys, time
+
+time.sleep(float(sys.argv[1]))
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("pid=%d listen_pid=%s fds=%s names=%s" % (os.getpid(), os.environ.get("LISTEN_PID"),
+            os.environ.get("LISTEN_FDS"), os.environ.get("LISTEN_FDNAMES"))).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+server = http.server.HTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=False)
+server.socket.close()
+server.socket = socket.socket(fileno=3)
+server.serve_forever()
+`
+
+// TestSocketActivationPython starts a Python home with socket activation
+// and a boot of 300 ms: a request sent the moment Wake returns, before the
+// home listens, is answered; the home sees LISTEN_PID equal to its own
+// pid; and the port stays the same across a stop and the next start.
+func TestSocketActivationPython(t *testing.T) {
+	python, script := testbin.PythonScript(t, "activated_home.py", activatedPyHome)
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.Command = []string{python, script, "0.3"}
+	cfg.SocketActivation = true
+	e := newExec(t, cfg)
+	s := Spec{ID: "h1", Version: "v1"}
+	var first string
+	for round := range 2 {
+		r := wake(t, e, s)
+		body, err := get(r.Endpoint, "/")
+		if err != nil {
+			t.Fatalf("round %d: a request sent before the home listened: %v", round, err)
+		}
+		pid := mustRef(t, r).PID
+		if want := fmt.Sprintf("pid=%d listen_pid=%d fds=1 names=http", pid, pid); body != want {
+			t.Fatalf("round %d: the home says %q, want %q", round, body, want)
+		}
+		if round == 0 {
+			first = r.Endpoint
+		} else if r.Endpoint != first {
+			t.Errorf("the endpoint moved from %s to %s across a stop", first, r.Endpoint)
+		}
+		if proven, err := e.Stop(context.Background(), Spec{ID: "h1", Ref: r.Ref}); err != nil || !proven {
+			t.Fatalf("Stop = %v, %v", proven, err)
+		}
+	}
+}
+
+// TestSocketActivationDemoHome starts the demo home with --listen-fd 3 and
+// a boot delay, through the per-home option: a request sent before it
+// listens is answered.
+func TestSocketActivationDemoHome(t *testing.T) {
+	bin := testbin.Build(t)
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.Command = []string{bin, "demo-home", "--listen-fd", "3", "--target", "{target}", "--boot-delay", "300ms"}
+	e := newExec(t, cfg)
+	r := wake(t, e, Spec{ID: "h1", Target: "alice", Version: "v1", Options: []byte(`{"socket_activation":true}`)})
+	if _, err := get(r.Endpoint, "/node/alice/"); err != nil {
+		t.Fatalf("a request sent before the demo home listened: %v", err)
+	}
+}
+
+// TestSocketActivationStorm wakes 500 socket-activated homes at once:
+// none fails to start (the gateway binds each port itself, so no home can
+// lose its port to another between its choice and its bind), every port
+// is distinct and accepts connections while the homes, which never
+// listen themselves, run.
+func TestSocketActivationStorm(t *testing.T) {
+	const homes = 500
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.Command = []string{"/bin/sleep", "60"}
+	cfg.SocketActivation = true
+	cfg.StopGrace = time.Second
+	e := newExec(t, cfg)
+	var wg sync.WaitGroup
+	results := make([]Result, homes)
+	errs := make([]error, homes)
+	sem := make(chan struct{}, 32)
+	for i := range homes {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i], errs[i] = e.Wake(context.Background(), Spec{ID: "s" + strconv.Itoa(i), Version: "v1"})
+		})
+	}
+	wg.Wait()
+	ports := map[string]bool{}
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("home %d: %v", i, errs[i])
+		}
+		host := strings.TrimPrefix(r.Endpoint, "http://")
+		if ports[host] {
+			t.Fatalf("two homes on %s", host)
+		}
+		ports[host] = true
+		c, err := net.DialTimeout("tcp", host, 5*time.Second)
+		if err != nil {
+			t.Fatalf("home %d at %s: %v", i, host, err)
+		}
+		c.Close()
+	}
+	for _, q := range e.Quiesce(context.Background(), nil) {
+		if !q.Proven || q.Err != nil {
+			t.Fatalf("quiesce %s: %v, %v", q.ID, q.Proven, q.Err)
+		}
+	}
+}
