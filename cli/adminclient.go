@@ -325,11 +325,8 @@ func printStatus(w io.Writer, s admin.Status) {
 	for _, p := range s.Problems {
 		fmt.Fprintln(w, "problem:", cell(p))
 	}
-	for _, p := range s.Warnings {
-		fmt.Fprintln(w, "warning:", p)
-	}
 	for _, m := range s.Warnings {
-		fmt.Fprintln(w, "warning:", m)
+		fmt.Fprintln(w, "warning:", cell(m))
 	}
 	if s.Containment != "" {
 		fmt.Fprintln(w, "exec containment:", cell(s.Containment))
