@@ -144,11 +144,15 @@ type diffPair struct {
 
 func newDiffPair(t *testing.T, o Options, route func() *Route) diffPair {
 	t.Helper()
-	sd, pd := front(t, o, route)
-	srp, prp := front(t, o, route)
+	sd, pd := frontFor(t, o, route, diffHost)
+	srp, prp := frontFor(t, o, route, diffHost)
 	prp.noDirect = true
 	return diffPair{direct: sd.URL, rp: srp.URL, pd: pd, prp: prp}
 }
+
+// diffHost is the Host of every request of the differential test; its
+// fronts answer no other.
+const diffHost = "gateway.test"
 
 type diffCase struct {
 	name    string
@@ -170,7 +174,7 @@ func (c diffCase) request(t *testing.T, base string) *http.Request {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Host = "gateway.test" // the same X-Forwarded-Host through both fronts
+	req.Host = diffHost // the same X-Forwarded-Host through both fronts
 	if body != nil {
 		req.ContentLength = c.length
 	}

@@ -128,9 +128,23 @@ func testOptions() Options {
 // front serves p on a loopback server; route builds each request's route.
 func front(t *testing.T, o Options, route func() *Route) (*httptest.Server, *Proxy) {
 	t.Helper()
+	return frontFor(t, o, route, "")
+}
+
+// frontFor is front answering only requests for host (any when ""): a
+// test package running beside this one may still dial a loopback port
+// this server now holds (a home's port it chose before its process bound
+// it), and such a stranger's request must not reach an upstream whose
+// requests a test counts.
+func frontFor(t *testing.T, o Options, route func() *Route, host string) (*httptest.Server, *Proxy) {
+	t.Helper()
 	p := New(o)
 	t.Cleanup(p.Close)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if host != "" && r.Host != host {
+			http.Error(w, "not this test's request", http.StatusMisdirectedRequest)
+			return
+		}
 		p.Serve(w, r, route())
 	}))
 	t.Cleanup(s.Close)
