@@ -544,7 +544,7 @@ homes:
 		{"wake.probe.kind", cfg.Wake.Probe.Kind, "auto"},
 		{"wake.probe.path", cfg.Wake.Probe.Path, "/node/{target}/"},
 		{"wake.probe.attempt_timeout", cfg.Wake.Probe.AttemptTimeout, 2 * time.Second},
-		{"wake.probe.settle", cfg.Wake.Probe.Settle, 100 * time.Millisecond},
+		{"wake.probe.settle", cfg.Wake.Probe.Settle, 300 * time.Millisecond},
 		{"wake.probe.min_pause", cfg.Wake.Probe.MinPause, 2 * time.Millisecond},
 		{"wake.probe.max_pause", cfg.Wake.Probe.MaxPause, 100 * time.Millisecond},
 		{"wake.probe.port_watch", *cfg.Wake.Probe.PortWatch, 2 * time.Millisecond},
