@@ -154,6 +154,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	g.routeTab = newRouteTable(g)
+	if err := g.loadAppStates(ctx); err != nil {
+		return nil, err
+	}
 	g.reg.RegisterConfigApps(cfg.Apps)
 	// Homes and apps registered through the admin API, stored, come back
 	// after the config's (which win on a conflict; registrar.go).

@@ -130,6 +130,12 @@ func (a *Apps) operate(ctx context.Context, slug, name string, budget time.Durat
 // runHalf runs one half of the operation name on ap.
 func (a *Apps) runHalf(ctx context.Context, ap *observedApp, name string, h opHalf, budget time.Duration) (AppStatus, error) {
 	slug, home := ap.spec.Slug, ap.spec.Home
+	if a.o.Desired != nil {
+		if err := a.o.Desired(ctx, slug, h.stopped); err != nil {
+			st, _ := a.Status(slug)
+			return st, fmt.Errorf("%s %s: store the desired state: %w", name, slug, err)
+		}
+	}
 	a.setOp(ap, name+"."+h.act, h.stopped)
 	defer a.setOp(ap, "", h.stopped)
 	if h.stopped {
