@@ -154,6 +154,7 @@ type observedApp struct {
 	fails   int  // failed observations in a row
 	stopped bool // desired state
 	op      string
+	opLock  chan struct{} // held by the operation in progress (apps_ops.go)
 	changed chan struct{} // closed and replaced whenever st changes
 	phases  phaseHistory  // its last phase changes (apps_history.go)
 
