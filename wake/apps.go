@@ -33,7 +33,7 @@ const (
 	ReasonNotObserved      = "not-observed"       // unknown: no observation yet
 	ReasonStopped          = "stopped"            // stopped: desired state is stopped
 	ReasonRuntimeFailed    = "runtime-failed"     // failed: the home failed
-	ReasonRuntimeUnknown   = "runtime-unknown"    // starting (unknown if unreadable): the home's state is not known
+	ReasonRuntimeUnknown   = "runtime-unknown"    // unknown: the home's state is not known or unreadable
 	ReasonHomeSleeping     = "home-sleeping"      // starting: the home sleeps; a request wakes it
 	ReasonHomeWaking       = "home-waking"        // starting: the home is waking
 	ReasonHealthStarting   = "health-starting"    // starting: unhealthy inside the start period

@@ -9,7 +9,8 @@ import (
 
 // waitPhase observes slug until its phase is phase, and returns that
 // status. It returns early with an error when the app is failed (unless
-// failed is what it waits for), and when budget or ctx runs out. A budget of
+// failed is what it waits for) or its runtime is unknown, and when budget
+// or ctx runs out. A budget of
 // zero is DefaultWaitReady for ready and DefaultWaitStopped otherwise.
 // Observations are shared with every other caller (Refresh).
 func (a *Apps) waitPhase(ctx context.Context, slug string, phase Phase, budget time.Duration) (AppStatus, error) {
@@ -38,6 +39,9 @@ func (a *Apps) waitPhase(ctx context.Context, slug string, phase Phase, budget t
 			return st, nil
 		case st.Phase == PhaseFailed && phase != PhaseFailed && !st.Stale:
 			return st, fmt.Errorf("wait for %s to be %s: the app failed (%s): %s", slug, phase, st.Reason, st.Message)
+		case st.Reason == ReasonRuntimeUnknown && !st.Stale:
+			// Only a wake or a roll settles it: waiting would not.
+			return st, fmt.Errorf("wait for %s to be %s: its runtime is unknown: %s", slug, phase, st.Message)
 		case ctx.Err() != nil:
 			return st, fmt.Errorf("wait for %s to be %s: still %s (%s): %w", slug, phase, st.Phase, st.Reason, ctx.Err())
 		}
