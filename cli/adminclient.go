@@ -266,13 +266,17 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	body, err := c.do(ctx, http.MethodGet, "/admin/status?full=true")
+	var s admin.Status
+	if err == nil {
+		if uerr := json.Unmarshal(body, &s); uerr != nil {
+			err = fmt.Errorf("bad answer: %w", uerr)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "status:", err)
-		return statusNoAnswer
-	}
-	var s admin.Status
-	if err := json.Unmarshal(body, &s); err != nil {
-		fmt.Fprintln(stderr, "status: bad answer:", err)
+		if *asJSON {
+			printNoAnswerJSON(stdout, c.where(), err)
+		}
 		return statusNoAnswer
 	}
 	if *asJSON {
@@ -284,6 +288,35 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// noAnswer is what `status --json` prints when it got no status: a
+// document a script can read like the status itself (healthy is false),
+// which says that no answer came and why.
+type noAnswer struct {
+	Healthy  bool   `json:"healthy"`
+	Answered bool   `json:"answered"`
+	Admin    string `json:"admin"`
+	Error    string `json:"error"`
+	Hint     string `json:"hint,omitempty"`
+}
+
+// printNoAnswerJSON prints the noAnswer document of err, from the admin
+// API at where: the error's lines but its hint in error, the hint apart.
+func printNoAnswerJSON(w io.Writer, where string, err error) {
+	doc := noAnswer{Admin: where}
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		l = strings.TrimSpace(l)
+		if h, ok := strings.CutPrefix(l, "hint: "); ok {
+			doc.Hint = h
+		} else if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	doc.Error = strings.Join(lines, "; ")
+	b, _ := json.MarshalIndent(doc, "", "  ")
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func printStatus(w io.Writer, s admin.Status) {

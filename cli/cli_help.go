@@ -46,7 +46,8 @@ var commandUsage = map[string]string{
 		"(a failed home, a home whose last wake failed, a failed app or one held back by a mistake)\n" +
 		"with the cause and the likely fix\n\n" +
 		"exit status: 0 healthy; 1 something failed or the gateway is degraded or draining;\n" +
-		"2 usage error; 3 no status to judge (no admin listener answered, token refused, bad answer)",
+		"2 usage error; 3 no status to judge (no admin listener answered, token refused, bad answer);\n" +
+		"with --json, exit 3 still prints a JSON document: healthy and answered false, the error and a hint",
 	"home": "usage: wakegate home wake|suspend|roll|refresh ID\n" +
 		"       wakegate home get|put|delete ID [--json] [--force | --if-match N] [--file F] [key=value | key:=JSON ...]\n\n" +
 		"acts on a home, or reads, registers or removes it, through the admin API",
