@@ -95,6 +95,9 @@ type rigOptions struct {
 	admit        func(id string) time.Duration // wake.Options.AdmitWake
 	backoff      time.Duration                 // wake.Options.FailureBackoff; default 2s
 	command      []string                      // the home's whole command, in place of the demo home's
+	// wrapStore, if set, is what the engine gets in place of the store
+	// (an observer that passes every call on to it).
+	wrapStore func(registry.Store) registry.Store
 }
 
 // rig is a real wake engine: a bbolt store in a temp dir, the exec provider
@@ -168,8 +171,12 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		_ = r.exec.Close()
 		testbin.KillHomes(r.data)
 	})
+	var store registry.Store = r.store
+	if o.wrapStore != nil {
+		store = o.wrapStore(r.store)
+	}
 	r.eng = wake.New(wake.Options{
-		Store:             r.store,
+		Store:             store,
 		Providers:         map[string]provider.Provider{"exec": r.exec},
 		Sessions:          r.sess,
 		Instance:          "test",
