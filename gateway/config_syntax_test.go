@@ -29,3 +29,18 @@ func TestConfigSyntaxErrorsSayWhatAndWhere(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigIDUsedAsTarget: an id the id rule allows but the target rule
+// does not, with no target written, is reported at the id (the field the
+// user wrote), saying that it is used as the target and how to fix it.
+func TestConfigIDUsedAsTarget(t *testing.T) {
+	errs := configErrors(t, "ids.yaml", "listen: \"127.0.0.1:0\"\nhomes:\n  - id: my_home\n")
+	if len(errs) != 1 || errs[0].Line != 3 || errs[0].Field != "homes[0].id" ||
+		!strings.Contains(errs[0].Msg, "target") || !strings.Contains(errs[0].Msg, "target: my-home") {
+		t.Errorf("errors %#v; want one at homes[0].id saying the id is the target, suggesting my-home", errs)
+	}
+	errs = configErrors(t, "ids.yaml", "listen: \"127.0.0.1:0\"\nhomes:\n  - id: ok\n    target: Bad_Target\n")
+	if len(errs) != 1 || errs[0].Field != "homes[0].target" {
+		t.Errorf("errors %#v; want one at homes[0].target", errs)
+	}
+}

@@ -157,7 +157,7 @@ wake:
 exec:
   command: [""]                     # want exec.command
 homes:
-  - id: Bad_ID                      # want homes[0].id homes[0].target
+  - id: Bad_ID                      # want homes[0].id
   - id: h2
     relay_token: env:WG_TEST_UNSET_TOKEN # want homes[1].relay_token
   - id: h2                          # want homes[2].id
