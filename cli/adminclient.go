@@ -336,7 +336,7 @@ func printStatus(w io.Writer, s admin.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(h.ID), cell("/node/"+h.Target), cell(status), cell(h.Verdict), h.Sessions, cell(h.Version), lastWakeCells(h))
 	}
 	_ = tw.Flush()
-	printHomeProblems(w, s.Homes)
+	failedHomes := printHomeProblems(w, s.Homes)
 	if len(s.Apps) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(tw, "APP\tKIND\tRUNS ON\tPHASE\tREASON\tROUTE")
@@ -352,18 +352,39 @@ func printStatus(w io.Writer, s admin.Status) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell("/apps/"+a.Slug+"/"), cell(a.Kind), cell(on), cell(a.Phase), cell(a.Reason), cell(route))
 		}
 		_ = tw.Flush()
-		printAppProblems(w, s.Apps)
+		printAppProblems(w, s.Apps, failedHomes)
 	}
 	printFleet(w, s.Fleet)
 	for _, p := range s.Problems {
-		fmt.Fprintln(w, "problem:", cell(p))
-	}
-	for _, p := range s.Warnings {
-		fmt.Fprintln(w, "warning:", p)
+		if !aboutListed(p, s) {
+			fmt.Fprintln(w, "problem:", cell(p))
+		}
 	}
 	for _, m := range s.Warnings {
 		fmt.Fprintln(w, "warning:", m)
 	}
+}
+
+// aboutListed reports whether problem p (admin.Status.Problems) says what
+// printHomeProblems or printAppProblems printed already, with its hint,
+// under the tables: a failed home, a home whose last wake failed, a failed
+// app or one held back by a mistake.
+func aboutListed(p string, s admin.Status) bool {
+	for _, h := range s.Homes {
+		if h.Status == "failed" && h.Reason != "" && strings.HasPrefix(p, "home "+h.ID+" is failed: ") {
+			return true
+		}
+		if w := h.LastWake; w != nil && w.Outcome == "failed" && h.Status != "failed" &&
+			strings.HasPrefix(p, "home "+h.ID+": its last wake failed") {
+			return true
+		}
+	}
+	for _, a := range s.Apps {
+		if (a.Phase == "failed" || a.Hint != "") && strings.HasPrefix(p, "app "+a.Slug+" is ") {
+			return true
+		}
+	}
+	return false
 }
 
 // printFleet prints the live gateways of a fleet (none on a gateway of

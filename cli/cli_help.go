@@ -132,10 +132,14 @@ func commandFlags(args []string) string {
 
 // printAppProblems prints, under the apps table, the cause and the likely
 // fix of each app that failed or is held back by a mistake (a hint).
-func printAppProblems(w io.Writer, apps []admin.AppView) {
+func printAppProblems(w io.Writer, apps []admin.AppView, failedHomes map[string]bool) {
 	for _, a := range apps {
+		msg := safeText(a.Message, true)
+		if a.Reason == "runtime-failed" && failedHomes[a.Home] {
+			msg = "its home " + cell(a.Home) + " failed (above)" // the home's reason, said once
+		}
 		if a.Phase == "failed" || a.Hint != "" {
-			fmt.Fprintf(w, "app /apps/%s/ is %s (%s): %s\n", cell(a.Slug), cell(a.Phase), cell(a.Reason), safeText(a.Message, true))
+			fmt.Fprintf(w, "app /apps/%s/ is %s (%s): %s\n", cell(a.Slug), cell(a.Phase), cell(a.Reason), msg)
 		}
 		if a.Hint != "" {
 			fmt.Fprintf(w, "  hint: %s\n", safeText(a.Hint, true))
@@ -145,11 +149,14 @@ func printAppProblems(w io.Writer, apps []admin.AppView) {
 
 // printHomeProblems prints, under the status table, why each failed home
 // failed (its exit status and last log lines) and the error and likely fix
-// of each home whose last wake failed.
-func printHomeProblems(w io.Writer, homes []admin.HomeView) {
+// of each home whose last wake failed. It returns the ids of the failed
+// homes whose reason it printed.
+func printHomeProblems(w io.Writer, homes []admin.HomeView) map[string]bool {
+	failed := map[string]bool{}
 	for _, h := range homes {
 		if h.Status == "failed" && h.Reason != "" {
 			fmt.Fprintf(w, "home %s failed: %s\n", cell(h.ID), safeText(h.Reason, true))
+			failed[h.ID] = true
 		}
 		if r := h.LastWake; r != nil && r.Outcome == "failed" && h.Status != "failed" {
 			fmt.Fprintf(w, "home %s: last wake failed: %s\n", cell(h.ID), safeText(r.Error, true))
@@ -158,4 +165,5 @@ func printHomeProblems(w io.Writer, homes []admin.HomeView) {
 			fmt.Fprintf(w, "  hint: %s\n", safeText(r.Hint, true))
 		}
 	}
+	return failed
 }
