@@ -35,7 +35,7 @@ func adminUnreachable(base string, err error) error {
 // `wakegate COMMAND --help` above the command's flags.
 var commandUsage = map[string]string{
 	"serve": "usage: wakegate serve [--config FILE] [--listen ADDR] [--reset-store]\n\n" +
-		"runs the gateway on FILE (default: the embedded config.yaml, the demo home on :8080)",
+		"runs the gateway on FILE (default: the embedded config.yaml, the demo home on 127.0.0.1:8080)",
 	"check-config": "usage: wakegate check-config [--config FILE]\n\n" +
 		"validates a config file; exit 1 with every error (file:line: field: what is wrong)",
 	"version": "usage: wakegate version\n\nprints the version",

@@ -22,7 +22,9 @@ import (
 // once by Load, and the rest of the code never tests for zero again.
 type Config struct {
 	// Listen is the public listener's address, host:port. Default
-	// ":8080", or ":443" with TLS on (tls.mode); empty means the default.
+	// "127.0.0.1:8080" (this machine only; ":8080" listens on every
+	// interface), or ":443" with TLS on (tls.mode); empty means the
+	// default.
 	Listen string `yaml:"listen"`
 	// PublicURL is the base URL people reach the public listener at,
 	// scheme://host[:port] with no path, for the links to apps in the

@@ -36,7 +36,7 @@ func (c *Config) defaults() {
 	if c.TLS.on() {
 		def(&c.Listen, ":443")
 	}
-	def(&c.Listen, ":8080")
+	def(&c.Listen, "127.0.0.1:8080") // this machine only, until the operator says otherwise
 	def(&c.DataDir, "./data")
 	if c.Instance == "" {
 		host, _ := os.Hostname()

@@ -40,8 +40,8 @@ func loadDefault(t *testing.T) *gateway.Config {
 
 func TestDefaultConfigLoads(t *testing.T) {
 	cfg := loadDefault(t)
-	if cfg.Listen != ":8080" || cfg.DataDir != "./data" {
-		t.Errorf("listen, data_dir = %q, %q; want :8080, ./data", cfg.Listen, cfg.DataDir)
+	if cfg.Listen != "127.0.0.1:8080" || cfg.DataDir != "./data" {
+		t.Errorf("listen, data_dir = %q, %q; want 127.0.0.1:8080, ./data", cfg.Listen, cfg.DataDir)
 	}
 	if len(cfg.Homes) != 1 || cfg.Homes[0].ID != "demo" || cfg.Homes[0].Target != "demo" || cfg.Homes[0].Provider != "exec" {
 		t.Errorf("homes = %+v; want the demo home on exec", cfg.Homes)
@@ -503,7 +503,7 @@ homes:
 		field     string
 		got, want any
 	}{
-		{"listen", cfg.Listen, ":8080"},
+		{"listen", cfg.Listen, "127.0.0.1:8080"},
 		{"instance", cfg.Instance, fmt.Sprintf("%s-%d", host, os.Getpid())},
 		{"server.trusted_proxies", len(cfg.Server.TrustedProxies), 0},
 		{"exec.suspend_signal", cfg.Exec.SuspendSignal, false},

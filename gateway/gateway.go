@@ -333,9 +333,9 @@ const (
 // Run listens on the config's address and serves until ctx is done, then
 // shuts down in the order written above Serve.
 func (g *Gateway) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", g.cfg.Listen)
+	ln, err := listen(g.cfg.Listen, "listen")
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
+		return err
 	}
 	return g.Serve(ctx, ln)
 }
