@@ -416,3 +416,46 @@ func drains(t *testing.T, p *testbin.Proc) {
 		t.Fatalf("after SIGTERM the gateway did not exit cleanly within kill_timeout %s: exited %t, %v", kill, ok, err)
 	}
 }
+
+// TestDockerignoreKeepsStateOut: the build context leaves out .git and
+// the gateway's local state (./data, with state.db), and keeps what the
+// Dockerfile copies and builds from.
+func TestDockerignoreKeepsStateOut(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root(t), ".dockerignore"))
+	if err != nil {
+		t.Fatalf("no .dockerignore: `COPY . .` would send .git and ./data into the build: %v", err)
+	}
+	var patterns []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, line)
+		}
+	}
+	// ignored reports whether path, or a folder above it, matches a
+	// pattern (the rule Docker applies to a context path).
+	ignored := func(path string) bool {
+		for p := path; p != "." && p != "/"; p = filepath.Dir(p) {
+			for _, pat := range patterns {
+				if ok, _ := filepath.Match(strings.TrimPrefix(pat, "**/"), p); ok {
+					return true
+				}
+				if strings.HasPrefix(pat, "**/") {
+					if ok, _ := filepath.Match(strings.TrimPrefix(pat, "**/"), filepath.Base(p)); ok {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	for _, p := range []string{".git/HEAD", "data/state.db", "data/homes/h1/home.log"} {
+		if !ignored(p) {
+			t.Errorf("%s is sent into the build context", p)
+		}
+	}
+	for _, p := range []string{"go.mod", "go.sum", "main.go", "config.yaml", "deploy/fly.yaml", "cli/cli.go", "web/dashboard.js"} {
+		if ignored(p) {
+			t.Errorf("%s is left out of the build context, which needs it", p)
+		}
+	}
+}
