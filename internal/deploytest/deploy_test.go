@@ -459,3 +459,41 @@ func TestDockerignoreKeepsStateOut(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallAndReleaseAgree: `go install github.com/wakegate/wakegate@latest`
+// (the README's) works only while the module has that path, its main
+// package at the root and no replace directive (go install refuses one);
+// the release build sets the same version variable the Dockerfile does.
+func TestInstallAndReleaseAgree(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root(t), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	gomod, readme, main := read("go.mod"), read("README.md"), read("main.go")
+	if !strings.HasPrefix(gomod, "module github.com/wakegate/wakegate\n") {
+		t.Errorf("go.mod's module path is not github.com/wakegate/wakegate")
+	}
+	for _, line := range strings.Split(gomod, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "replace") {
+			t.Errorf("go.mod has a replace directive, which go install ...@latest refuses: %s", line)
+		}
+	}
+	if !strings.Contains(readme, "go install github.com/wakegate/wakegate@latest") {
+		t.Error("the README does not say how to install the binary")
+	}
+	if !strings.HasPrefix(main, "// Command wakegate") || !strings.Contains(main, "\npackage main\n") || !strings.Contains(main, "var version = ") {
+		t.Error("main.go is not the main package with a version variable")
+	}
+	rel := read(".goreleaser.yaml")
+	for _, want := range []string{"main: .", "CGO_ENABLED=0", "-X main.version={{ .Version }}"} {
+		if !strings.Contains(rel, want) {
+			t.Errorf(".goreleaser.yaml lacks %q", want)
+		}
+	}
+	if !strings.Contains(read("Dockerfile"), "-X main.version=") {
+		t.Error("the Dockerfile does not set main.version")
+	}
+}
