@@ -17,15 +17,11 @@ COPY --from=build /out/wakegate /usr/local/bin/wakegate
 COPY config.yaml /etc/wakegate/config.yaml
 COPY deploy/fly.yaml /etc/wakegate/fly.yaml
 # The data directory, owned by the user that runs the gateway; on Fly the
-# volume is mounted here (fly.toml [mounts]), and a new volume belongs to
-# root. So the process starts as root only to give /data to 65532
-# (WAKEGATE_RUN_AS), and runs as 65532 from then on, before it opens
-# anything (cli/runas.go).
+# volume is mounted here (fly.toml [mounts]).
 COPY --from=build --chown=65532:65532 /out/data /data
 ENV WAKEGATE_DATA_DIR=/data \
-    WAKEGATE_LISTEN=:8080 \
-    WAKEGATE_RUN_AS=65532:65532
-USER 0:0
+    WAKEGATE_LISTEN=:8080
+USER 65532:65532
 EXPOSE 8080
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=15s --timeout=3s --start-period=5s --retries=3 \

@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"syscall"
 
@@ -182,13 +181,6 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	cfg.ResetStore = *reset
 	log := gateway.NewLogger(cfg.Log, stderr)
-	if dropped, err := runAs(cfg.DataDir); err != nil { // runas.go
-		log.Error("start", "err", err, "hint", "set "+runAsEnv+" to the uid:gid the gateway runs as, or unset it")
-		return 1
-	} else if dropped {
-		log.Info("started as root: data_dir given to the gateway's user, which it now runs as",
-			"data_dir", cfg.DataDir, "uid", os.Getuid(), "gid", os.Getgid())
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	g, err := gateway.New(ctx, cfg, log)
