@@ -6,6 +6,7 @@ package main
 import (
 	_ "embed"
 	"os"
+	"runtime/debug"
 
 	"github.com/wakegate/wakegate/cli"
 )
@@ -16,9 +17,23 @@ import (
 //go:embed config.yaml
 var defaultConfig []byte
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..." (the
+// release build and the Dockerfile do).
 var version = "dev"
 
 func main() {
-	os.Exit(cli.Run(cli.Build{Version: version, DefaultConfig: defaultConfig}, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(cli.Run(cli.Build{Version: buildVersion(), DefaultConfig: defaultConfig}, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// buildVersion is version, or, for a binary built without it by `go
+// install github.com/wakegate/wakegate@v1.2.3`, the module version the go
+// command recorded.
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
 }

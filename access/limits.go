@@ -17,8 +17,11 @@ type LimitsConfig struct {
 	// on average. Default 0: no limit (the embedded config.yaml sets 100).
 	ClientRate float64 `yaml:"client_rate"`
 	// ClientBurst is how many requests a client may make at once above
-	// ClientRate. Default 2×ClientRate (at least 1); zero means the
-	// default.
+	// ClientRate. Default 20×ClientRate (at least 1): a page served by a
+	// development server loads every ES module as its own request, a
+	// thousand or more on a first view, and a browser does not retry a
+	// script answered 429; a flood still meets ClientRate once the burst
+	// is spent. Zero means the default.
 	ClientBurst int `yaml:"client_burst"`
 	// WakeRate is the wakes per minute requests may start for one home on
 	// average (a request that finds its home asleep starts one; callers
@@ -43,7 +46,7 @@ type LimitsConfig struct {
 
 // Defaults fills every unset field of c.
 func (c *LimitsConfig) Defaults() {
-	def(&c.ClientBurst, max(1, int(2*c.ClientRate)))
+	def(&c.ClientBurst, max(1, int(20*c.ClientRate)))
 	def(&c.WakeBurst, 5)
 	def(&c.MaxWaitingPerHome, 4096)
 	def(&c.MaxHolds, 4096)

@@ -266,13 +266,17 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	body, err := c.do(ctx, http.MethodGet, "/admin/status?full=true")
+	var s admin.Status
+	if err == nil {
+		if uerr := json.Unmarshal(body, &s); uerr != nil {
+			err = fmt.Errorf("bad answer: %w", uerr)
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "status:", err)
-		return statusNoAnswer
-	}
-	var s admin.Status
-	if err := json.Unmarshal(body, &s); err != nil {
-		fmt.Fprintln(stderr, "status: bad answer:", err)
+		if *asJSON {
+			printNoAnswerJSON(stdout, c.where(), err)
+		}
 		return statusNoAnswer
 	}
 	if *asJSON {
@@ -284,6 +288,35 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// noAnswer is what `status --json` prints when it got no status: a
+// document a script can read like the status itself (healthy is false),
+// which says that no answer came and why.
+type noAnswer struct {
+	Healthy  bool   `json:"healthy"`
+	Answered bool   `json:"answered"`
+	Admin    string `json:"admin"`
+	Error    string `json:"error"`
+	Hint     string `json:"hint,omitempty"`
+}
+
+// printNoAnswerJSON prints the noAnswer document of err, from the admin
+// API at where: the error's lines but its hint in error, the hint apart.
+func printNoAnswerJSON(w io.Writer, where string, err error) {
+	doc := noAnswer{Admin: where}
+	var lines []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		l = strings.TrimSpace(l)
+		if h, ok := strings.CutPrefix(l, "hint: "); ok {
+			doc.Hint = h
+		} else if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	doc.Error = strings.Join(lines, "; ")
+	b, _ := json.MarshalIndent(doc, "", "  ")
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func printStatus(w io.Writer, s admin.Status) {
@@ -303,7 +336,7 @@ func printStatus(w io.Writer, s admin.Status) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", cell(h.ID), cell("/node/"+h.Target), cell(status), cell(h.Verdict), h.Sessions, cell(h.Version), lastWakeCells(h))
 	}
 	_ = tw.Flush()
-	printHomeProblems(w, s.Homes)
+	failedHomes := printHomeProblems(w, s.Homes)
 	if len(s.Apps) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(tw, "APP\tKIND\tRUNS ON\tPHASE\tREASON\tROUTE")
@@ -319,11 +352,13 @@ func printStatus(w io.Writer, s admin.Status) {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", cell("/apps/"+a.Slug+"/"), cell(a.Kind), cell(on), cell(a.Phase), cell(a.Reason), cell(route))
 		}
 		_ = tw.Flush()
-		printAppProblems(w, s.Apps)
+		printAppProblems(w, s.Apps, failedHomes)
 	}
 	printFleet(w, s.Fleet)
 	for _, p := range s.Problems {
-		fmt.Fprintln(w, "problem:", cell(p))
+		if !aboutListed(p, s) {
+			fmt.Fprintln(w, "problem:", cell(p))
+		}
 	}
 	for _, m := range s.Warnings {
 		fmt.Fprintln(w, "warning:", cell(m))
@@ -331,6 +366,28 @@ func printStatus(w io.Writer, s admin.Status) {
 	if s.Containment != "" {
 		fmt.Fprintln(w, "exec containment:", cell(s.Containment))
 	}
+}
+
+// aboutListed reports whether problem p (admin.Status.Problems) says what
+// printHomeProblems or printAppProblems printed already, with its hint,
+// under the tables: a failed home, a home whose last wake failed, a failed
+// app or one held back by a mistake.
+func aboutListed(p string, s admin.Status) bool {
+	for _, h := range s.Homes {
+		if h.Status == "failed" && h.Reason != "" && strings.HasPrefix(p, "home "+h.ID+" is failed: ") {
+			return true
+		}
+		if w := h.LastWake; w != nil && w.Outcome == "failed" && h.Status != "failed" &&
+			strings.HasPrefix(p, "home "+h.ID+": its last wake failed") {
+			return true
+		}
+	}
+	for _, a := range s.Apps {
+		if (a.Phase == "failed" || a.Hint != "") && strings.HasPrefix(p, "app "+a.Slug+" is ") {
+			return true
+		}
+	}
+	return false
 }
 
 // printFleet prints the live gateways of a fleet (none on a gateway of

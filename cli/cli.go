@@ -212,7 +212,12 @@ func serve(args []string, stderr io.Writer) int {
 	g.SetReloadSource(reloadSource(*path, *listen))
 	defer reloadOnHangup(ctx, g, log)()
 	if err := g.Run(ctx); err != nil {
-		log.Error("serve", "err", err)
+		attrs := []any{"err", err}
+		var h interface{ Hint() string }
+		if errors.As(err, &h) && h.Hint() != "" {
+			attrs = append(attrs, "hint", h.Hint())
+		}
+		log.Error("serve", attrs...)
 		return 1
 	}
 	return 0

@@ -35,7 +35,7 @@ func adminUnreachable(base string, err error) error {
 // `wakegate COMMAND --help` above the command's flags.
 var commandUsage = map[string]string{
 	"serve": "usage: wakegate serve [--config FILE] [--listen ADDR] [--user USER[:GROUP]] [--reset-store]\n\n" +
-		"runs the gateway on FILE (default: the embedded config.yaml, the demo home on :8080);\n" +
+		"runs the gateway on FILE (default: the embedded config.yaml, the demo home on 127.0.0.1:8080);\n" +
 		"started as root with --user (or $WAKEGATE_USER), it gives data_dir to that user and becomes it",
 	"check-config": "usage: wakegate check-config [--config FILE]\n\n" +
 		"validates a config file; exit 1 with every error (file:line: field: what is wrong)",
@@ -47,7 +47,8 @@ var commandUsage = map[string]string{
 		"(a failed home, a home whose last wake failed, a failed app or one held back by a mistake)\n" +
 		"with the cause and the likely fix\n\n" +
 		"exit status: 0 healthy; 1 something failed or the gateway is degraded or draining;\n" +
-		"2 usage error; 3 no status to judge (no admin listener answered, token refused, bad answer)",
+		"2 usage error; 3 no status to judge (no admin listener answered, token refused, bad answer);\n" +
+		"with --json, exit 3 still prints a JSON document: healthy and answered false, the error and a hint",
 	"home": "usage: wakegate home wake|suspend|roll|refresh ID\n" +
 		"       wakegate home get|put|delete ID [--json] [--force | --if-match N] [--file F] [key=value | key:=JSON ...]\n\n" +
 		"acts on a home, or reads, registers or removes it, through the admin API",
@@ -62,6 +63,13 @@ var commandUsage = map[string]string{
 	"store": "usage: wakegate store check [--config FILE | --file PATH]\n" +
 		"       wakegate store backup [--config FILE] FILE\n\n" +
 		"checks the embedded store, or writes a consistent copy of it",
+	"reload": "usage: wakegate reload [--json] [--admin ADDR] [--token T]\n\n" +
+		"applies the running gateway's config file again through the admin API (SIGHUP does the same):\n" +
+		"homes and apps added, changed or removed, settings that change without a restart;\n" +
+		"exit 1 when the gateway refuses the file, with its errors",
+	"healthcheck": "usage: wakegate healthcheck [--addr ADDR] [--path /healthz|/readyz] [--timeout D]\n\n" +
+		"asks this machine's gateway for GET /healthz (or --path) and exits 0 on 200, 1 otherwise:\n" +
+		"the container health check of an image with no shell and no curl",
 	"tls": "usage: wakegate tls root [--config FILE]\n\n" +
 		"prints the internal CA's root certificate (tls.mode internal)",
 	"help": strings.TrimSuffix(usage, "\n"),
@@ -132,10 +140,14 @@ func commandFlags(args []string) string {
 
 // printAppProblems prints, under the apps table, the cause and the likely
 // fix of each app that failed or is held back by a mistake (a hint).
-func printAppProblems(w io.Writer, apps []admin.AppView) {
+func printAppProblems(w io.Writer, apps []admin.AppView, failedHomes map[string]bool) {
 	for _, a := range apps {
+		msg := safeText(a.Message, true)
+		if a.Reason == "runtime-failed" && failedHomes[a.Home] {
+			msg = "its home " + cell(a.Home) + " failed (above)" // the home's reason, said once
+		}
 		if a.Phase == "failed" || a.Hint != "" {
-			fmt.Fprintf(w, "app /apps/%s/ is %s (%s): %s\n", cell(a.Slug), cell(a.Phase), cell(a.Reason), safeText(a.Message, true))
+			fmt.Fprintf(w, "app /apps/%s/ is %s (%s): %s\n", cell(a.Slug), cell(a.Phase), cell(a.Reason), msg)
 		}
 		if a.Hint != "" {
 			fmt.Fprintf(w, "  hint: %s\n", safeText(a.Hint, true))
@@ -145,11 +157,14 @@ func printAppProblems(w io.Writer, apps []admin.AppView) {
 
 // printHomeProblems prints, under the status table, why each failed home
 // failed (its exit status and last log lines) and the error and likely fix
-// of each home whose last wake failed.
-func printHomeProblems(w io.Writer, homes []admin.HomeView) {
+// of each home whose last wake failed. It returns the ids of the failed
+// homes whose reason it printed.
+func printHomeProblems(w io.Writer, homes []admin.HomeView) map[string]bool {
+	failed := map[string]bool{}
 	for _, h := range homes {
 		if h.Status == "failed" && h.Reason != "" {
 			fmt.Fprintf(w, "home %s failed: %s\n", cell(h.ID), safeText(h.Reason, true))
+			failed[h.ID] = true
 		}
 		if r := h.LastWake; r != nil && r.Outcome == "failed" && h.Status != "failed" {
 			fmt.Fprintf(w, "home %s: last wake failed: %s\n", cell(h.ID), safeText(r.Error, true))
@@ -158,4 +173,5 @@ func printHomeProblems(w io.Writer, homes []admin.HomeView) {
 			fmt.Fprintf(w, "  hint: %s\n", safeText(r.Hint, true))
 		}
 	}
+	return failed
 }

@@ -32,6 +32,8 @@ func TestHelpExitsZero(t *testing.T) {
 		{[]string{"store", "backup", "--help"}, []string{"usage: wakegate store", "-admin"}},
 		{[]string{"tls", "--help"}, []string{"usage: wakegate tls root", "-config"}},
 		{[]string{"tls", "root", "-help"}, []string{"usage: wakegate tls root"}},
+		{[]string{"reload", "--help"}, []string{"usage: wakegate reload", "applies", "-admin"}},
+		{[]string{"healthcheck", "--help"}, []string{"usage: wakegate healthcheck", "exits 0", "-path"}},
 		{[]string{"help"}, []string{"usage: wakegate <command>"}},
 		{[]string{"--help"}, []string{"usage: wakegate <command>"}},
 	}
@@ -47,6 +49,33 @@ func TestHelpExitsZero(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEveryCommandHasHelp: every command the top-level usage lists has a
+// usage of its own that says what it does.
+func TestEveryCommandHasHelp(t *testing.T) {
+	listed := strings.SplitN(usage, "commands:", 2)
+	if len(listed) != 2 {
+		t.Fatalf("the usage lists no commands:\n%s", usage)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimLeft(listed[1], "\n"), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			break // the end of the list
+		}
+		if len(f) < 2 || !strings.HasPrefix(line, "  ") || strings.HasPrefix(line, "   ") {
+			continue
+		}
+		seen++
+		text, ok := commandUsage[f[0]]
+		if !ok || !strings.Contains(text, "\n\n") {
+			t.Errorf("command %s has no usage with a description", f[0])
+		}
+	}
+	if seen < 10 {
+		t.Errorf("read %d commands from the usage, want them all:\n%s", seen, usage)
 	}
 }
 

@@ -15,11 +15,11 @@ import (
 // healthcheck asks this machine's gateway for GET /healthz (or --path) and
 // exits 0 on 200, 1 otherwise: the container HEALTHCHECK of an image with
 // no shell and no curl. The port comes from --addr, else $WAKEGATE_LISTEN
-// (as the config reads it), else :8080.
+// (as the config reads it), else 127.0.0.1:8080.
 func healthcheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("addr", "", "the gateway's listen address (default $WAKEGATE_LISTEN or :8080)")
+	addr := fs.String("addr", "", "the gateway's listen address (default $WAKEGATE_LISTEN or 127.0.0.1:8080)")
 	path := fs.String("path", "/healthz", "the path to ask: /healthz (alive) or /readyz (taking traffic)")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
 	if err := fs.Parse(args); err != nil {
@@ -30,7 +30,7 @@ func healthcheck(args []string, stdout, stderr io.Writer) int {
 		a = os.Getenv("WAKEGATE_LISTEN")
 	}
 	if a == "" {
-		a = ":8080"
+		a = "127.0.0.1:8080"
 	}
 	host, port, err := net.SplitHostPort(a)
 	if err != nil {

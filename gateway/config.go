@@ -22,7 +22,9 @@ import (
 // once by Load, and the rest of the code never tests for zero again.
 type Config struct {
 	// Listen is the public listener's address, host:port. Default
-	// ":8080", or ":443" with TLS on (tls.mode); empty means the default.
+	// "127.0.0.1:8080" (this machine only; ":8080" listens on every
+	// interface), or ":443" with TLS on (tls.mode); empty means the
+	// default.
 	Listen string `yaml:"listen"`
 	// PublicURL is the base URL people reach the public listener at,
 	// scheme://host[:port] with no path, for the links to apps in the
@@ -313,7 +315,11 @@ type ProbeConfig struct {
 	// Settle, a GET of Path answered 2xx or 3xx, or a GET of the health
 	// path of an app inside the home answered as its kind's rules accept
 	// (an app with strip_prefix is served there): it fits plain HTTP
-	// servers and WebSocket services alike. An auto probe that gets
+	// servers and WebSocket services alike. A home that completes the
+	// upgrade is judged by the WebSocket alone: a socket closed within
+	// Settle fails the attempt, whatever a GET would answer; the GET of
+	// Path is tried only when the upgrade is refused with an ordinary
+	// HTTP answer. An auto probe that gets
 	// nothing but 404s (the upgrade and every GET) for 5s ends the wake
 	// there (wake_failed, with a hint), rather than at the ready timeout;
 	// a home that 404s for a moment while it boots is still waited
@@ -328,8 +334,10 @@ type ProbeConfig struct {
 	// AttemptTimeout bounds one probe attempt. Default 2s; zero means the
 	// default.
 	AttemptTimeout time.Duration `yaml:"attempt_timeout"`
-	// Settle is how long a ws probe's socket must stay open when no first
-	// frame arrives. Default 100ms; zero means the default.
+	// Settle is how long a ws or auto probe's socket must stay open when no
+	// first frame arrives: long enough that a broker which accepts the
+	// upgrade and then closes it (1011) is caught. Default 300ms; zero
+	// means the default.
 	Settle time.Duration `yaml:"settle"`
 	// MinPause is the first pause between attempts; it doubles up to
 	// MaxPause. Default 2ms; zero means the default.

@@ -363,11 +363,32 @@ func validateHomes(k checker, homes []HomeConfig, probeKind string, reg *provide
 	return ids
 }
 
+// targetFromID is a target made from id by the target's rule: lower case,
+// every other character a dash.
+func targetFromID(id string) string {
+	b := []byte(strings.ToLower(id))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
 func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registry, avail []string) {
 	if !idRE.MatchString(h.ID) {
 		k.bad("id", "want 1-63 of [a-z0-9._-] starting with a letter or digit, got %q", h.ID)
 	}
-	if !registry.ValidSlug(h.Target) {
+	_, targetWritten := k.lines[k.path("target")]
+	switch {
+	case registry.ValidSlug(h.Target):
+	case !targetWritten && idRE.MatchString(h.ID):
+		// The target was not written: it is the id, whose rule allows
+		// more than a target's. Name the field the user wrote.
+		k.bad("id", "%q is also the home's target (/node/%s) since no target is set, and a target is 1-63 of "+
+			"[a-z0-9-] starting with a letter or digit: set target (for example target: %s) or change the id",
+			h.ID, h.ID, targetFromID(h.ID))
+	case targetWritten:
 		k.bad("target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", h.Target)
 	}
 	if h.Endpoint != "" && h.Provider != "static" {

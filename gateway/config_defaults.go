@@ -36,7 +36,7 @@ func (c *Config) defaults() {
 	if c.TLS.on() {
 		def(&c.Listen, ":443")
 	}
-	def(&c.Listen, ":8080")
+	def(&c.Listen, "127.0.0.1:8080") // this machine only, until the operator says otherwise
 	def(&c.DataDir, "./data")
 	if c.Instance == "" {
 		host, _ := os.Hostname()
@@ -118,7 +118,7 @@ func (p *ProbeConfig) defaults() {
 	def(&p.Kind, "auto")
 	def(&p.Path, "/node/{target}/")
 	def(&p.AttemptTimeout, 2*time.Second)
-	def(&p.Settle, 100*time.Millisecond)
+	def(&p.Settle, 300*time.Millisecond)
 	def(&p.MinPause, 2*time.Millisecond)
 	def(&p.MaxPause, 100*time.Millisecond)
 	defPtr(&p.PortWatch, 2*time.Millisecond)

@@ -40,7 +40,7 @@ func Load(name string, data []byte) (*Config, error) {
 func load(name string, data []byte, more func(*provider.Registry)) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, ConfigErrors{yamlError(name, err)}
+		return nil, ConfigErrors{yamlSyntaxError(name, data, err)}
 	}
 	var errs ConfigErrors
 	lines := map[string]int{}
@@ -167,6 +167,45 @@ func yamlError(name string, err error) *FieldError {
 		return &FieldError{File: name, Line: line, Msg: m[2]}
 	}
 	return &FieldError{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+}
+
+// yamlParserProblems are the YAML library's parser errors (as opposed to
+// its scanner's): it reports them at the zero-based line of the construct
+// they are about, one line early, and in its own terms. Each has the
+// sentence a person would say instead.
+var yamlParserProblems = map[string]string{
+	"did not find expected ',' or ']'": "a list opened with [ on this line is not closed with ]",
+	"did not find expected ',' or '}'": "a mapping opened with { on this line is not closed with }",
+	"did not find expected key": "a line below the mapping that starts here is indented wrongly " +
+		"(each key of one mapping must start in the same column)",
+	"did not find expected node content": "a value is missing or starts with a character YAML reserves; quote it",
+	"did not find expected '-' indicator": "a list item below the list that starts here is indented wrongly " +
+		"(each item's - must start in the same column)",
+}
+
+// yamlSyntaxError is the error of a file the YAML library cannot parse at
+// all, at the line a person would look at and in words they would use:
+// the library's parser errors come one line early, and a tab is named.
+func yamlSyntaxError(name string, data []byte, err error) *FieldError {
+	fe := yamlError(name, err)
+	if fe.Line == 0 {
+		return fe
+	}
+	if say, ok := yamlParserProblems[fe.Msg]; ok {
+		fe.Line++
+		fe.Msg = say + " (" + fe.Msg + ")"
+		return fe
+	}
+	lines := strings.Split(string(data), "\n")
+	if fe.Msg == "found character that cannot start any token" && fe.Line <= len(lines) {
+		switch l := lines[fe.Line-1]; {
+		case strings.Contains(l, "\t"):
+			fe.Msg = "a tab character: YAML indents with spaces only; replace the tab with spaces"
+		case strings.ContainsAny(l, "@`"):
+			fe.Msg = "a value starts with @ or `, which YAML reserves; put the value in quotes"
+		}
+	}
+	return fe
 }
 
 func yamlErrors(name string, err error) ConfigErrors {

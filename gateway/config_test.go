@@ -40,8 +40,8 @@ func loadDefault(t *testing.T) *gateway.Config {
 
 func TestDefaultConfigLoads(t *testing.T) {
 	cfg := loadDefault(t)
-	if cfg.Listen != ":8080" || cfg.DataDir != "./data" {
-		t.Errorf("listen, data_dir = %q, %q; want :8080, ./data", cfg.Listen, cfg.DataDir)
+	if cfg.Listen != "127.0.0.1:8080" || cfg.DataDir != "./data" {
+		t.Errorf("listen, data_dir = %q, %q; want 127.0.0.1:8080, ./data", cfg.Listen, cfg.DataDir)
 	}
 	if len(cfg.Homes) != 1 || cfg.Homes[0].ID != "demo" || cfg.Homes[0].Target != "demo" || cfg.Homes[0].Provider != "exec" {
 		t.Errorf("homes = %+v; want the demo home on exec", cfg.Homes)
@@ -157,7 +157,7 @@ wake:
 exec:
   command: [""]                     # want exec.command
 homes:
-  - id: Bad_ID                      # want homes[0].id homes[0].target
+  - id: Bad_ID                      # want homes[0].id
   - id: h2
     relay_token: env:WG_TEST_UNSET_TOKEN # want homes[1].relay_token
   - id: h2                          # want homes[2].id
@@ -503,7 +503,7 @@ homes:
 		field     string
 		got, want any
 	}{
-		{"listen", cfg.Listen, ":8080"},
+		{"listen", cfg.Listen, "127.0.0.1:8080"},
 		{"instance", cfg.Instance, fmt.Sprintf("%s-%d", host, os.Getpid())},
 		{"server.trusted_proxies", len(cfg.Server.TrustedProxies), 0},
 		{"exec.suspend_signal", cfg.Exec.SuspendSignal, false},
@@ -544,7 +544,7 @@ homes:
 		{"wake.probe.kind", cfg.Wake.Probe.Kind, "auto"},
 		{"wake.probe.path", cfg.Wake.Probe.Path, "/node/{target}/"},
 		{"wake.probe.attempt_timeout", cfg.Wake.Probe.AttemptTimeout, 2 * time.Second},
-		{"wake.probe.settle", cfg.Wake.Probe.Settle, 100 * time.Millisecond},
+		{"wake.probe.settle", cfg.Wake.Probe.Settle, 300 * time.Millisecond},
 		{"wake.probe.min_pause", cfg.Wake.Probe.MinPause, 2 * time.Millisecond},
 		{"wake.probe.max_pause", cfg.Wake.Probe.MaxPause, 100 * time.Millisecond},
 		{"wake.probe.port_watch", *cfg.Wake.Probe.PortWatch, 2 * time.Millisecond},

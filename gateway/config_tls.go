@@ -28,7 +28,9 @@ type TLSConfig struct {
 	Mode string `yaml:"mode"`
 	// HTTPListen is the plain-HTTP listener's address: ACME HTTP-01
 	// challenges, and a redirect to HTTPS for everything else. Default
-	// ":80" (when unset, with TLS on); an empty string turns it off.
+	// ":80" (when unset, with TLS on), which needs root or the capability
+	// CAP_NET_BIND_SERVICE, like the default listen ":443"; an empty
+	// string turns it off.
 	HTTPListen *string `yaml:"http_listen"`
 	// Names are the host names to obtain certificates for (acme;
 	// internal, where the default is ["localhost"]). Default none.

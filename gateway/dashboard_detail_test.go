@@ -30,8 +30,29 @@ func TestDashboardHomeDetail(t *testing.T) {
 		)
 	}
 	if err == nil {
-		appendLog(t, filepath.Join(a.data, "homes", "demo", "home.log"), "a line written while the detail is open\n")
+		appendLog(t, filepath.Join(a.data, "homes", "demo", "home.log"),
+			"127.0.0.1 - - [01/Dec/2026 18:00:00] \"GET /healthz HTTP/1.1\" 200 -\na line written while the detail is open\n")
 		err = chromedp.Do(ctx, admPoll(`document.getElementById("detail-log").textContent.indexOf("a line written while the detail is open") >= 0`))
+	}
+	// The request line (a health check's, as a home's access log writes
+	// it) is told apart from the home's own line and hidden until asked
+	// for; the home's own line shows.
+	const shown = `(function(){var out={};document.querySelectorAll("#detail-log span").forEach(function(s){
+		if (s.textContent.indexOf("GET /healthz") >= 0) out.request = s.offsetParent !== null && s.classList.contains("request");
+		if (s.textContent.indexOf("while the detail is open") >= 0) out.own = s.offsetParent !== null;});
+		return JSON.stringify(out)})()`
+	var before, after string
+	if err == nil {
+		before, err = chromedp.Run(ctx, chromedp.Evaluate[string](shown))
+	}
+	if err == nil {
+		err = chromedp.Do(ctx, admClick(`#detail-log-requests`))
+	}
+	if err == nil {
+		after, err = chromedp.Run(ctx, chromedp.Evaluate[string](shown))
+	}
+	if err == nil && (before != `{"request":false,"own":true}` || after != `{"request":true,"own":true}`) {
+		t.Errorf("request line and own line shown %s, then %s after asking for request lines", before, after)
 	}
 	var facts, labels string
 	if err == nil {

@@ -82,6 +82,7 @@ func (g *Gateway) fleetPass(ctx context.Context) {
 	g.syncFleetApps(ctx, true)
 	g.syncFleetHomes(ctx)
 	g.syncFleetApps(ctx, false)
+	g.syncAppStates(ctx)
 }
 
 // syncFleetHomes registers the stored dynamic homes this gateway does not

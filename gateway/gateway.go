@@ -162,6 +162,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	g.routeTab = newRouteTable(g)
+	if err := g.loadAppStates(ctx); err != nil {
+		return nil, err
+	}
 	g.reg.RegisterConfigApps(cfg.Apps)
 	// Homes and apps registered through the admin API, stored, come back
 	// after the config's (which win on a conflict; registrar.go).
@@ -338,9 +341,9 @@ const (
 // Run listens on the config's address and serves until ctx is done, then
 // shuts down in the order written above Serve.
 func (g *Gateway) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", g.cfg.Listen)
+	ln, err := listen(g.cfg.Listen, "listen")
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", g.cfg.Listen, err)
+		return err
 	}
 	return g.Serve(ctx, ln)
 }

@@ -212,8 +212,8 @@ func (g *Gateway) startFront(pub net.Listener) (stop func(), err error) {
 	}
 	ln := g.httpLn
 	if ln == nil && *g.cfg.TLS.HTTPListen != "" {
-		if ln, err = net.Listen("tcp", *g.cfg.TLS.HTTPListen); err != nil {
-			return nil, fmt.Errorf("listen %s (tls.http_listen): %w", *g.cfg.TLS.HTTPListen, err)
+		if ln, err = listen(*g.cfg.TLS.HTTPListen, "tls.http_listen"); err != nil {
+			return nil, err
 		}
 	}
 	httpPort := 0

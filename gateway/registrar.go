@@ -290,6 +290,14 @@ func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRout
 		*t.out = v
 	}
 	for _, p := range d.check(r.provs, r.avail) {
+		if p.Field == "target" && req.Target == "" {
+			if !idRE.MatchString(id) {
+				continue // the id's own problem says it
+			}
+			p = provider.Problemf("id", "%q is also the home's target (/node/%s) since no target is set, and a target "+
+				"is 1-63 of [a-z0-9-] starting with a letter or digit: set target (for example %q) or change the id",
+				id, id, targetFromID(id))
+		}
 		bad.Add(p.Field, "%s", p.Msg)
 	}
 	h := &homeRoute{spec: d.spec("")}

@@ -37,6 +37,7 @@ type routeTable struct {
 	// across the store write that goes with one.
 	change sync.Mutex
 	apps   *wake.Apps // the observer: statuses, refreshes, operations
+	states appStates  // the stored desired states (appstates.go)
 	loops  appLoops   // one observation loop per app
 	probe  *selfProber
 	// onChange, when set, runs after every change of the table.
@@ -83,7 +84,7 @@ func newRouteTable(g *Gateway) *routeTable {
 		homes: g.homeWithID, draining: g.draining.Load}
 	t.routes.Store(&map[string]*appRoute{})
 	t.apps = wake.NewApps(wake.AppsOptions{Engine: g.engine, Routes: t, Events: t.events,
-		Log: g.log.With("component", "apps")})
+		Log: g.log.With("component", "apps"), Desired: g.storeAppState})
 	return t
 }
 
@@ -125,6 +126,9 @@ func (t *routeTable) install(ac registry.App, gen uint64) {
 	ar := newAppRoute(ac, gen, t.homes)
 	t.set(slug, ar)
 	ar.pulse.Store(t.apps.Put(ac))
+	if stopped, ok := t.states.get(slug); ok {
+		t.apps.SetDesired(slug, stopped) // the operator's word over the declared state
+	}
 	t.loops.start(slug, ac.Health.Interval.Duration())
 }
 

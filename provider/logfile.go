@@ -131,7 +131,8 @@ func (l *logFile) rotateLocked() error {
 }
 
 // tail returns up to n of the last non-empty lines the home wrote to the
-// log (looking into home.log.1 when home.log has fewer), joined by " | ",
+// log (looking into home.log.1 when home.log has fewer; a line repeated in
+// a row is one, with its count), joined by " | ",
 // each an escaped excerpt of at most 200 bytes (fault.Excerpt): a short
 // quote for a failure reason, which no terminal escape of the home's
 // survives. The
@@ -152,10 +153,25 @@ func (l *logFile) tail(n int) string {
 		}
 		lines = append(lines, fault.Excerpt(line)) // a home's text: escaped
 	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+	// A line repeated in a row (a home that fails the same way at each
+	// restart) is quoted once, with its count, and counts as one of n.
+	var runs []string
+	for i := 0; i < len(lines); {
+		j := i + 1
+		for j < len(lines) && lines[j] == lines[i] {
+			j++
+		}
+		if j-i > 1 {
+			runs = append(runs, fmt.Sprintf("%s (%d times)", lines[i], j-i))
+		} else {
+			runs = append(runs, lines[i])
+		}
+		i = j
 	}
-	return strings.Join(lines, " | ")
+	if len(runs) > n {
+		runs = runs[len(runs)-n:]
+	}
+	return strings.Join(runs, " | ")
 }
 
 // readTail reads at most max bytes from the end of the file at path and

@@ -116,3 +116,17 @@ func TestTailLeavesOutProviderNotes(t *testing.T) {
 		t.Fatalf("tail = %q, want %q", got, want)
 	}
 }
+
+// TestTailSaysARepeatedLineOnce: a home that crashes the same way at each
+// restart writes the same line each time; the reason quotes it once, with
+// how many times it came in a row, and still reaches the lines before it.
+func TestTailSaysARepeatedLineOnce(t *testing.T) {
+	l := newLogFile(filepath.Join(t.TempDir(), "home.log"), 1<<20)
+	text := "loading config\n" + strings.Repeat("error: port in use\n", 5)
+	if _, err := l.Write([]byte(text)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.tail(5), "loading config | error: port in use (5 times)"; got != want {
+		t.Fatalf("tail = %q, want %q", got, want)
+	}
+}

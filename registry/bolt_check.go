@@ -50,6 +50,13 @@ func checkRecord(bucket string, k, raw []byte) (known bool, err error) {
 		if a, err = decodeAs[App](raw); err == nil && a.Slug != string(k) {
 			err = fmt.Errorf("record slug %q differs from its key", a.Slug)
 		}
+	case string(bucketAppStates):
+		var s AppState
+		if s, err = decodeAs[AppState](raw); err == nil && s.Slug != string(k) {
+			err = fmt.Errorf("record slug %q differs from its key", s.Slug)
+		} else if err == nil {
+			err = validateAppState(s)
+		}
 	case string(bucketClaims):
 		var c Claim
 		if c, err = decodeAs[Claim](raw); err == nil && c.Target != string(k) {

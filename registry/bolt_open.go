@@ -217,7 +217,7 @@ func guardBolt(fn func() error) (err error) {
 func (b *Bolt) prepare() error {
 	return guardBolt(func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketHomes, bucketApps, bucketTarget, bucketLocks, bucketLockSeq, bucketSessions} {
+			for _, name := range [][]byte{bucketHomes, bucketApps, bucketAppStates, bucketTarget, bucketLocks, bucketLockSeq, bucketSessions} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return fmt.Errorf("create bucket %s: %w", name, err)
 				}

@@ -57,10 +57,13 @@ func fenceLost(f Fence, found bool, token uint64, expires, now time.Time) error 
 // Change keys name what Changed watches. A lock's key is its name (as
 // given to Lock: "home/h1"); records have these.
 const (
-	changeHome   = "home:"
-	changeApp    = "app:"
-	changeClaim  = "claim:"
-	changeTarget = "target"
+	changeHome = "home:"
+	changeApp  = "app:"
+	// changeAppState does not begin with changeApp: an app state is not
+	// an app record, though its change is announced on AnyAppKey too.
+	changeAppState = "appstate:"
+	changeClaim    = "claim:"
+	changeTarget   = "target"
 )
 
 // HomeKey is the change key of home id's record.
@@ -130,7 +133,7 @@ func (c *changes) fire(key string) {
 	switch {
 	case strings.HasPrefix(key, changeHome):
 		keys = append(keys, AnyHomeKey)
-	case strings.HasPrefix(key, changeApp):
+	case strings.HasPrefix(key, changeApp), strings.HasPrefix(key, changeAppState):
 		keys = append(keys, AnyAppKey)
 	}
 	for _, k := range keys {

@@ -147,6 +147,7 @@ type redisKeys struct {
 	homes, apps, claims, target, locks, lockseq, sessions, channel string
 	blobs, blobTimes, blobKeys, versions                           string
 	adminLeases, adminLeaseSeq                                     string
+	appStates                                                      string
 }
 
 func newRedisKeys(prefix string) redisKeys {
@@ -156,6 +157,7 @@ func newRedisKeys(prefix string) redisKeys {
 		locks: tag + "locks", lockseq: tag + "lockseq", sessions: tag + "sessions", channel: tag + "changes",
 		blobs: tag + "blobs", blobTimes: tag + "blobtimes", blobKeys: tag + "blobkeys",
 		versions: tag + "versions", adminLeases: tag + "adminleases", adminLeaseSeq: tag + "adminleaseseq",
+		appStates: tag + "appstates",
 	}
 }
 

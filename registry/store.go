@@ -206,6 +206,14 @@ type Store interface {
 	// DeleteApp removes an app if the stored record matches cond.
 	DeleteApp(ctx context.Context, slug string, cond Cond) error
 
+	// GetAppState returns the operator's desired state of an app (config
+	// or runtime), by slug; ErrNotFound when none was stored.
+	GetAppState(ctx context.Context, slug string) (AppState, error)
+	// ListAppStates returns every stored desired state, ordered by slug.
+	ListAppStates(ctx context.Context) ([]AppState, error)
+	// PutAppState writes s if the stored record matches cond (see Cond).
+	PutAppState(ctx context.Context, s AppState, cond Cond) (AppState, error)
+
 	// GetTarget returns the roll target, or ErrNotFound when none is set.
 	GetTarget(ctx context.Context) (Target, error)
 	// PutTarget writes the target if the stored one matches cond.

@@ -33,7 +33,7 @@ const (
 	ReasonNotObserved      = "not-observed"       // unknown: no observation yet
 	ReasonStopped          = "stopped"            // stopped: desired state is stopped
 	ReasonRuntimeFailed    = "runtime-failed"     // failed: the home failed
-	ReasonRuntimeUnknown   = "runtime-unknown"    // starting (unknown if unreadable): the home's state is not known
+	ReasonRuntimeUnknown   = "runtime-unknown"    // unknown: the home's state is not known or unreadable
 	ReasonHomeSleeping     = "home-sleeping"      // starting: the home sleeps; a request wakes it
 	ReasonHomeWaking       = "home-waking"        // starting: the home is waking
 	ReasonHealthStarting   = "health-starting"    // starting: unhealthy inside the start period
@@ -113,6 +113,11 @@ type AppsOptions struct {
 	Events *Bus
 	// Log receives phase changes; nil is slog.Default().
 	Log *slog.Logger
+	// Desired stores an operator's desired state of an app (stopped or
+	// running) where it outlives this process and reaches every gateway
+	// of a fleet. Start, Stop and Restart call it before they act, and
+	// fail when it fails. Nil: the desired state lives in memory only.
+	Desired func(ctx context.Context, slug string, stopped bool) error
 }
 
 // Apps observes apps: it walks the ladder of checks, keeps each app's last
@@ -149,6 +154,7 @@ type observedApp struct {
 	fails   int  // failed observations in a row
 	stopped bool // desired state
 	op      string
+	opLock  chan struct{} // held by the operation in progress (apps_ops.go)
 	changed chan struct{} // closed and replaced whenever st changes
 	phases  phaseHistory  // its last phase changes (apps_history.go)
 
@@ -242,6 +248,31 @@ func (a *Apps) Stopped(slug string) bool {
 	ap.mu.Lock()
 	defer ap.mu.Unlock()
 	return ap.stopped
+}
+
+// SetDesired applies a desired state stored elsewhere (at start, or
+// written by another gateway of the fleet) to slug, without running an
+// operation: a stop unpublishes the route at once, and either way the next
+// observation sees the new intent. It reports whether slug's desired state
+// changed.
+func (a *Apps) SetDesired(slug string, stopped bool) bool {
+	ap := a.app(slug)
+	if ap == nil {
+		return false
+	}
+	ap.mu.Lock()
+	if ap.stopped == stopped {
+		ap.mu.Unlock()
+		return false
+	}
+	ap.stopped = stopped
+	ap.stStart = time.Time{}
+	ap.mu.Unlock()
+	if stopped {
+		a.o.Routes.Withdraw(slug, ReasonStopped)
+	}
+	ap.kickNow()
+	return true
 }
 
 // ErrNoApp is returned for a slug that names no app.

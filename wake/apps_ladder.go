@@ -17,8 +17,8 @@ import (
 // not pass, checked in this order.
 //
 //  1. runtime failed                   -> failed/runtime-failed
-//     runtime state not known          -> starting/runtime-unknown
-//     (home state unreadable           -> unknown/runtime-unknown)
+//     runtime state not known          -> unknown/runtime-unknown
+//     (or home state unreadable)
 //  2. desired state stopped            -> stopped/stopped
 //     runtime waking                   -> starting/home-waking
 //     runtime not running              -> starting/home-sleeping
@@ -89,7 +89,7 @@ func (a *Apps) runtimeRung(ctx context.Context, ap *observedApp, stopped bool) (
 	case hs.Status == registry.StatusFailed:
 		return fail(PhaseFailed, ReasonRuntimeFailed, "home %s failed: %s", s.Home, orNone(hs.Reason))
 	case hs.Status == registry.StatusUnknown:
-		return fail(PhaseStarting, ReasonRuntimeUnknown, "the state of home %s is not known (%s); the next wake or roll settles it", s.Home, orNone(hs.Reason))
+		return fail(PhaseUnknown, ReasonRuntimeUnknown, "the state of home %s is not known (%s); the next wake or roll settles it", s.Home, orNone(hs.Reason))
 	case stopped:
 		// The home may still run for other users, or its suspend is in
 		// progress: the app is stopped either way and never published.

@@ -10,7 +10,8 @@ import (
 
 // waitPhase observes slug until its phase is phase, and returns that
 // status. It returns early with an error when the app is failed (unless
-// failed is what it waits for), and when budget or ctx runs out. A budget of
+// failed is what it waits for) or its runtime is unknown, and when budget
+// or ctx runs out. A budget of
 // zero is DefaultWaitReady for ready and DefaultWaitStopped otherwise.
 // Observations are shared with every other caller (Refresh).
 func (a *Apps) waitPhase(ctx context.Context, slug string, phase Phase, budget time.Duration) (AppStatus, error) {
@@ -39,6 +40,9 @@ func (a *Apps) waitPhase(ctx context.Context, slug string, phase Phase, budget t
 			return st, nil
 		case st.Phase == PhaseFailed && phase != PhaseFailed && !st.Stale:
 			return st, fmt.Errorf("wait for %s to be %s: the app failed (%s): %s", slug, phase, st.Reason, st.Message)
+		case st.Reason == ReasonRuntimeUnknown && !st.Stale:
+			// Only a wake or a roll settles it: waiting would not.
+			return st, fmt.Errorf("wait for %s to be %s: its runtime is unknown: %s", slug, phase, st.Message)
 		case ctx.Err() != nil:
 			return st, fmt.Errorf("wait for %s to be %s: still %s (%s): %w", slug, phase, st.Phase, st.Reason, ctx.Err())
 		}
@@ -72,10 +76,16 @@ type opHalf struct {
 	home      func(ctx context.Context, e *Engine, id string) error
 }
 
-// startHalf wakes the home and waits for ready.
+// startHalf wakes the home and waits for ready. The wake is an
+// operator's: a fresh attempt with a fresh restart budget, not held by the
+// failure backoff or the wake rate limit, and the half waits for its
+// outcome, so a wake that fails ends the operation at once with its cause.
 func startHalf() opHalf {
 	return opHalf{act: "wake", wait: "waitReady", phase: PhaseReady,
-		home: func(_ context.Context, e *Engine, id string) error { return e.Start(id) }}
+		home: func(ctx context.Context, e *Engine, id string) error {
+			_, err := e.WakeNow(ctx, id, "app-start")
+			return err
+		}}
 }
 
 // stopHalf suspends the home (refused while it has sessions) and waits for
@@ -103,14 +113,16 @@ func (a *Apps) Stop(ctx context.Context, slug string, budget time.Duration) (App
 
 // Restart stops slug and starts it again; its phases are those of stop and
 // start prefixed with "restart." (restart.waitStopped, restart.waitReady).
-// budget bounds each half as in waitPhase. Only an app inside a home
-// restarts.
+// budget bounds the whole operation. Only an app inside a home restarts.
 func (a *Apps) Restart(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
 	return a.operate(ctx, slug, "restart", budget, stopHalf(), startHalf())
 }
 
 // operate runs the halves of the operation named name on slug, in order,
-// and returns the status the last one reached.
+// and returns the status the last one reached. One operation runs on an
+// app at a time: a second one waits for the first to end. budget (zero:
+// the default wait of the last half's phase) runs from the call, and
+// bounds that wait and every half together.
 func (a *Apps) operate(ctx context.Context, slug, name string, budget time.Duration, halves ...opHalf) (AppStatus, error) {
 	ap := a.app(slug)
 	if ap == nil {
@@ -119,10 +131,25 @@ func (a *Apps) operate(ctx context.Context, slug, name string, budget time.Durat
 	if len(halves) > 1 && ap.spec.Home == "" {
 		return AppStatus{}, fmt.Errorf("%s %s: %w", name, slug, ErrNotHome)
 	}
+	if budget <= 0 {
+		budget = DefaultWaitStopped
+		if halves[len(halves)-1].phase == PhaseReady {
+			budget = DefaultWaitReady
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	select {
+	case ap.opLock <- struct{}{}:
+		defer func() { <-ap.opLock }()
+	case <-ctx.Done():
+		st, _ := a.Status(slug)
+		return st, fmt.Errorf("%s %s: another operation on the app did not end in time: %w", name, slug, ctx.Err())
+	}
 	var st AppStatus
 	for _, h := range halves {
 		var err error
-		if st, err = a.runHalf(ctx, ap, name, h, budget); err != nil {
+		if st, err = a.runHalf(ctx, ap, name, h); err != nil {
 			return st, err
 		}
 	}
@@ -130,8 +157,15 @@ func (a *Apps) operate(ctx context.Context, slug, name string, budget time.Durat
 }
 
 // runHalf runs one half of the operation name on ap.
-func (a *Apps) runHalf(ctx context.Context, ap *observedApp, name string, h opHalf, budget time.Duration) (AppStatus, error) {
+// ctx carries the operation's deadline, which also ends the wait.
+func (a *Apps) runHalf(ctx context.Context, ap *observedApp, name string, h opHalf) (AppStatus, error) {
 	slug, home := ap.spec.Slug, ap.spec.Home
+	if a.o.Desired != nil {
+		if err := a.o.Desired(ctx, slug, h.stopped); err != nil {
+			st, _ := a.Status(slug)
+			return st, fmt.Errorf("%s %s: store the desired state: %w", name, slug, err)
+		}
+	}
 	a.setOp(ap, name+"."+h.act, h.stopped)
 	defer a.setOp(ap, "", h.stopped)
 	if h.stopped {
@@ -144,7 +178,11 @@ func (a *Apps) runHalf(ctx context.Context, ap *observedApp, name string, h opHa
 		}
 	}
 	a.setOp(ap, name+"."+h.wait, h.stopped)
-	return a.waitPhase(ctx, slug, h.phase, budget)
+	left := time.Second // never zero, which would mean the default
+	if d, ok := ctx.Deadline(); ok {
+		left = max(time.Until(d), time.Millisecond)
+	}
+	return a.waitPhase(ctx, slug, h.phase, left)
 }
 
 // setOp records the operation phase and the desired state, and drops the

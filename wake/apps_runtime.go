@@ -30,7 +30,7 @@ func (a *Apps) app(slug string) *observedApp { return a.tab.Load().byslug[slug] 
 // its observations owned by a context of its own under Apps'.
 func (a *Apps) newApp(s registry.App) *observedApp {
 	ap := &observedApp{spec: s, since: time.Now(), stopped: s.Stopped(), changed: make(chan struct{}),
-		kick: make(chan struct{}, 1)}
+		kick: make(chan struct{}, 1), opLock: make(chan struct{}, 1)}
 	ap.ctx, ap.cancel = context.WithCancel(a.ctx)
 	ap.st = AppStatus{Slug: s.Slug, Phase: PhaseUnknown, Reason: ReasonNotObserved,
 		Message: "the app has not been observed yet", Route: RouteCandidate}

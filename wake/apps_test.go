@@ -297,8 +297,8 @@ func TestAppLadderReasons(t *testing.T) {
 		{"never observed", nil, app(ok.URL, "", nil), nil, false, wake.PhaseUnknown, wake.ReasonNotObserved},
 		{"home failed", homes.eng, app("", "h2", nil), nil, true, wake.PhaseFailed, wake.ReasonRuntimeFailed},
 		{"home failed, app stopped", homes.eng, app("", "h2", stopped), nil, true, wake.PhaseFailed, wake.ReasonRuntimeFailed},
-		{"home unknown", homes.eng, app("", "h1", nil), nil, true, wake.PhaseStarting, wake.ReasonRuntimeUnknown},
-		{"home unknown, app stopped", homes.eng, app("", "h1", stopped), nil, true, wake.PhaseStarting, wake.ReasonRuntimeUnknown},
+		{"home unknown", homes.eng, app("", "h1", nil), nil, true, wake.PhaseUnknown, wake.ReasonRuntimeUnknown},
+		{"home unknown, app stopped", homes.eng, app("", "h1", stopped), nil, true, wake.PhaseUnknown, wake.ReasonRuntimeUnknown},
 		{"home not registered", homes.eng, app("", "nobody", nil), nil, true, wake.PhaseUnknown, wake.ReasonRuntimeUnknown},
 		{"app stopped", nil, app(ok.URL, "", stopped), nil, true, wake.PhaseStopped, wake.ReasonStopped},
 		{"sleeping home, app stopped", homes.eng, app("", "h3", stopped), nil, true, wake.PhaseStopped, wake.ReasonStopped},
@@ -332,6 +332,16 @@ func TestAppLadderReasons(t *testing.T) {
 			}
 			if tc.reason == wake.ReasonProbeFailed && st.ProbeStatus != http.StatusNotFound {
 				t.Fatalf("probe status %d; want the 404 the self-probe saw", st.ProbeStatus)
+			}
+			if tc.name == "home unknown" {
+				// Nothing but a wake or a roll settles an unknown
+				// runtime: a wait for ready says so at once.
+				guard, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
+				defer cancel()
+				st, err := apps.Refresh(guard, "x", wake.PhaseReady)
+				if err == nil || guard.Err() != nil || st.Phase != wake.PhaseUnknown || !strings.Contains(err.Error(), "not known") {
+					t.Fatalf("wait for ready of an app whose home is unknown: %+v, %v; want an early error", st, err)
+				}
 			}
 		})
 	}

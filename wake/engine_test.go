@@ -93,6 +93,11 @@ type rigOptions struct {
 	backoffMax   time.Duration                 // wake.Options.FailureBackoffMax; default 0 (no cap)
 	extraArgs    []string                      // appended to the demo home's command
 	admit        func(id string) time.Duration // wake.Options.AdmitWake
+	backoff      time.Duration                 // wake.Options.FailureBackoff; default 2s
+	command      []string                      // the home's whole command, in place of the demo home's
+	// wrapStore, if set, is what the engine gets in place of the store
+	// (an observer that passes every call on to it).
+	wrapStore func(registry.Store) registry.Store
 }
 
 // rig is a real wake engine: a bbolt store in a temp dir, the exec provider
@@ -124,7 +129,15 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.maxWakes == 0 {
 		o.maxWakes = 4
 	}
+	if o.backoff == 0 {
+		o.backoff = 2 * time.Second
+	}
 	bin := testbin.Build(t)
+	command := append([]string{bin, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
+		"--version", "{version}", "--boot-delay", o.boot.String()}, o.extraArgs...)
+	if o.command != nil {
+		command = o.command
+	}
 	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}, bus: wake.NewBus(64)}
 	r.sub = r.bus.Subscribe(4096)
 	t.Cleanup(r.sub.Close)
@@ -140,8 +153,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	t.Cleanup(func() { _ = r.store.Close() })
 	r.exec, err = provider.NewExec(provider.ExecConfig{
-		Command: append([]string{bin, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
-			"--version", "{version}", "--boot-delay", o.boot.String()}, o.extraArgs...),
+		Command:   command,
 		DataDir:   r.data,
 		StopGrace: 2 * time.Second,
 		OnChange: func(id string, res provider.Result) {
@@ -159,8 +171,12 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		_ = r.exec.Close()
 		testbin.KillHomes(r.data)
 	})
+	var store registry.Store = r.store
+	if o.wrapStore != nil {
+		store = o.wrapStore(r.store)
+	}
 	r.eng = wake.New(wake.Options{
-		Store:             r.store,
+		Store:             store,
 		Providers:         map[string]provider.Provider{"exec": r.exec},
 		Sessions:          r.sess,
 		Instance:          "test",
@@ -168,7 +184,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		ReadyTimeout:      o.readyTimeout,
 		RetryAfter:        2 * time.Second,
 		MaxConcurrent:     max(o.maxWakes, 1),
-		FailureBackoff:    2 * time.Second,
+		FailureBackoff:    o.backoff,
 		FailureBackoffMax: o.backoffMax,
 		Probe:             o.probe,
 		RelayHeader:       demohome.RelayHeader,

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -281,6 +283,14 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	}
 	if r.State == provider.StateFailed {
 		h.failed = r.Reason
+		if h.flight == nil {
+			// Given up on after it ran: its restart budget is spent, so
+			// requests get the failure until the backoff's next attempt
+			// or an operator's start (a wake in flight settles its own).
+			h.fails++
+			h.limiter.SetLimit(rate.Every(e.failurePause(h.fails)))
+			h.limiter.Allow()
+		}
 	}
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(e.ctx, providerChangeTimeout)

@@ -52,7 +52,11 @@ func (r *probeRun) newAuto() error {
 
 // attemptAuto is one attempt of an auto probe, until one step passes:
 // the GETs of the health paths of the apps inside the home, then the
-// upgrade, then the GET of Path. The apps' paths go first because they
+// upgrade, then the GET of Path. A home that completes the upgrade speaks
+// WebSocket and is judged by it alone (a first frame, or a settle window
+// without a close): a page that answers 200 does not vouch for a broker
+// that closes every socket. Only a home that refuses the upgrade with an
+// ordinary HTTP answer is judged by the GET. The apps' paths go first because they
 // are the home's real serving path when it has apps, and a home that
 // serves only them (behind strip_prefix) is then proven by one request
 // instead of logging two 404s at every wake. A step that got no HTTP answer
@@ -71,7 +75,7 @@ func (r *probeRun) attemptAuto(ctx context.Context) (int, error) {
 	if err == nil {
 		return status, nil
 	}
-	if status == 0 || ctx.Err() != nil {
+	if status == 0 || status == http.StatusSwitchingProtocols || ctx.Err() != nil {
 		return status, err
 	}
 	ae := &autoProbeError{ws: err, wsStatus: status}

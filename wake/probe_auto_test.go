@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/wakegate/wakegate/internal/testbin"
 )
@@ -173,5 +177,66 @@ func TestProbeFailureHintFollowsAnswer(t *testing.T) {
 				t.Fatalf("hint %q: want %q", h, tc.want)
 			}
 		})
+	}
+}
+
+// TestProbeAutoDeadBrokerIsNotReady runs the default probe against a real
+// server whose broker accepts every WebSocket upgrade and then closes it
+// with 1011 (internal error), while a GET of the home's page answers 200.
+// The upgrade proves the home speaks WebSocket, so the GET must not vouch
+// for it: the probe fails at its deadline, citing the close.
+func TestProbeAutoDeadBrokerIsNotReady(t *testing.T) {
+	var upgrades, gets atomic.Int64
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !websocket.IsWebSocketUpgrade(r) {
+			gets.Add(1)
+			_, _ = w.Write([]byte("page"))
+			return
+		}
+		conn, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		upgrades.Add(1)
+		msg := websocket.FormatCloseMessage(websocket.CloseInternalServerErr, "broker unavailable")
+		_ = conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+	}))
+	t.Cleanup(srv.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/"}, nil)
+	if err == nil {
+		t.Fatalf("a broker that closes every socket with 1011 was declared ready (status %d)", res.Status)
+	}
+	if upgrades.Load() == 0 {
+		t.Fatal("the probe never upgraded")
+	}
+	if n := gets.Load(); n != 0 {
+		t.Errorf("the probe fell back to %d GETs after a successful upgrade", n)
+	}
+	if !strings.Contains(err.Error(), "1011") {
+		t.Errorf("error %q does not cite the close code", err)
+	}
+}
+
+// TestProbeAutoRefusedUpgradeFallsBack: a home that refuses the upgrade
+// with an ordinary HTTP answer is judged by the GET of its page.
+func TestProbeAutoRefusedUpgradeFallsBack(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if websocket.IsWebSocketUpgrade(r) {
+			http.Error(w, "no websocket here", http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte("page"))
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/"}, nil)
+	if err != nil || res.Status != http.StatusOK {
+		t.Fatalf("probe = %d, %v; want a pass on the GET", res.Status, err)
 	}
 }

@@ -202,7 +202,7 @@ func TestProbeDefaults(t *testing.T) {
 	want := ProbeSpec{
 		Kind:           ProbeWS,
 		AttemptTimeout: 2 * time.Second,
-		Settle:         100 * time.Millisecond,
+		Settle:         300 * time.Millisecond,
 		MinPause:       2 * time.Millisecond,
 		MaxPause:       100 * time.Millisecond,
 	}

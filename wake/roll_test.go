@@ -337,6 +337,16 @@ func TestRollFailedStartRollsBackAndBrakes(t *testing.T) {
 		t.Fatalf("stats: started %d rolled back %d skipped bad %d", st.Started.Load(), st.RolledBack.Load(), st.SkippedBad.Load())
 	}
 
+	// The same target registered again (a gateway restarted on the same
+	// config) keeps the brake: h2 still does not roll onto it.
+	if tg := r.setTarget("2", rollCommand(missing, "{version}")); tg.BadVersion != "2" {
+		t.Fatalf("registering the same target again lifted the brake: %+v", tg)
+	}
+	r.eng.Drop("h2")
+	if got := r.version("h2"); got != "1" {
+		t.Fatalf("h2 runs %q after the same target was registered again, want 1", got)
+	}
+
 	// A newer target lifts the brake: rolls resume, running homes included.
 	if tg := r.setTarget("3", nil); tg.BadVersion != "" {
 		t.Fatalf("a new target kept the brake: %+v", tg)

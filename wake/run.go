@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -37,6 +39,10 @@ type wakeRun struct {
 	// the home is stopped after (stopAfterRelease).
 	halfWoken provider.Provider
 	released  bool // the callers were released before the stop
+	// cannotStart is why the home's program cannot start at all (it does
+	// not exist or may not be run), "" otherwise: the home is then failed,
+	// not asleep, as when its provider gave up on it.
+	cannotStart string
 	// lastAttempt is the probe's last failed attempt, for the progress
 	// line (wake_progress.go).
 	lastAttempt atomic.Pointer[ProbeResult]
@@ -166,15 +172,31 @@ func (w *wakeRun) settle(res Awake, err error) {
 		// sets no backoff, and the next request tries again.
 	default:
 		h.fails++
-		if gave != nil {
+		switch {
+		case gave != nil:
 			h.failed = gave.reason
+		case w.cannotStart != "":
+			h.failed = w.cannotStart
 		}
 		// After a failure one more wake may start at once; after that each
 		// failure in a row doubles the pause between wakes of this home,
 		// up to the cap.
 		h.limiter.SetLimit(rate.Every(e.failurePause(h.fails)))
+		if h.failed != "" {
+			// Failed for good (its provider gave up, or its program
+			// cannot start): no wake at once; the next is the backoff's,
+			// or an operator's.
+			h.limiter.Allow()
+		}
 	}
 	h.flight = nil
+}
+
+// cannotStart reports whether err, a provider's failure to start a home,
+// says that its program cannot start at all: trying again without a change
+// would fail the same way.
+func cannotStart(err error) bool {
+	return errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission)
 }
 
 // failurePause is the pause between wakes of a home after fails failures
@@ -235,6 +257,9 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	if err != nil {
 		w.halfWoken = prov
 		w.gaveUpWhileStarting()
+		if cannotStart(err) {
+			w.cannotStart = "the home's program cannot start: " + err.Error()
+		}
 		if ctx.Err() != nil {
 			return Awake{}, w.timeout("starting the home", err)
 		}
@@ -471,8 +496,11 @@ func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
 	defer cancel()
 	status, reason := registry.StatusSuspended, "the last wake failed"
 	var gave *gaveUpError
-	if errors.As(context.Cause(w.f.ctx), &gave) {
+	switch {
+	case errors.As(context.Cause(w.f.ctx), &gave):
 		status, reason = registry.StatusFailed, gave.reason
+	case w.cannotStart != "":
+		status, reason = registry.StatusFailed, w.cannotStart
 	}
 	s, err := w.stopHome(sctx, prov, modeAbort, func(r *registry.Home) {
 		r.Status = status

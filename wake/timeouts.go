@@ -50,7 +50,7 @@ const (
 // bounds.
 const (
 	probeDefaultAttemptTimeout = 2 * time.Second
-	probeDefaultSettle         = 100 * time.Millisecond
+	probeDefaultSettle         = 300 * time.Millisecond
 	probeDefaultMinPause       = 2 * time.Millisecond
 	probeDefaultMaxPause       = 100 * time.Millisecond
 	probeDefaultPortWatch      = 2 * time.Millisecond

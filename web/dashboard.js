@@ -312,6 +312,20 @@
     }).catch(function (e) { $("action-error").textContent = "details of " + id + ": " + e.message; });
   }
 
+  // requestLine matches a line of an HTTP access log ("GET / HTTP/1.1"
+  // 200): most of them are the gateway's own checks of the home, which
+  // would bury what the home itself wrote.
+  var requestLine = /\b(GET|HEAD|POST|PUT|PATCH|DELETE|OPTIONS) \S+ HTTP\/\d(\.\d)?\b/;
+
+  // logLine is one line of the log tail, marked when it is a request line.
+  function logLine(text) {
+    return el("span", requestLine.test(text) ? {"class": "request"} : {}, text + "\n");
+  }
+
+  $("detail-log-requests").addEventListener("change", function (e) {
+    $("detail-log").classList.toggle("hide-requests", !e.target.checked);
+  });
+
   // tailLog follows the home's log (the last 100 lines, then each new one).
   function tailLog(id) {
     var ctrl = new AbortController();
@@ -336,7 +350,7 @@
             var block = buf.slice(0, i); buf = buf.slice(i + 2);
             if (block.indexOf("event: line") !== 0) { continue; }
             var data = block.split("\n").filter(function (l) { return l.indexOf("data:") === 0; }).map(function (l) { return l.slice(5).trim(); })[0];
-            try { pre.appendChild(document.createTextNode(JSON.parse(data) + "\n")); } catch (e) { /* a bad frame is skipped */ }
+            try { pre.appendChild(logLine(JSON.parse(data))); } catch (e) { /* a bad frame is skipped */ }
             while (pre.childNodes.length > 500) { pre.firstChild.remove(); }
           }
           return pump();

@@ -432,3 +432,84 @@ func drains(t *testing.T, p *testbin.Proc) {
 		t.Fatalf("after SIGTERM the gateway did not exit cleanly within kill_timeout %s: exited %t, %v", kill, ok, err)
 	}
 }
+
+// TestDockerignoreKeepsStateOut: the build context leaves out .git and
+// the gateway's local state (./data, with state.db), and keeps what the
+// Dockerfile copies and builds from.
+func TestDockerignoreKeepsStateOut(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root(t), ".dockerignore"))
+	if err != nil {
+		t.Fatalf("no .dockerignore: `COPY . .` would send .git and ./data into the build: %v", err)
+	}
+	var patterns []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, line)
+		}
+	}
+	// ignored reports whether path, or a folder above it, matches a
+	// pattern (the rule Docker applies to a context path).
+	ignored := func(path string) bool {
+		for p := path; p != "." && p != "/"; p = filepath.Dir(p) {
+			for _, pat := range patterns {
+				if ok, _ := filepath.Match(strings.TrimPrefix(pat, "**/"), p); ok {
+					return true
+				}
+				if strings.HasPrefix(pat, "**/") {
+					if ok, _ := filepath.Match(strings.TrimPrefix(pat, "**/"), filepath.Base(p)); ok {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	for _, p := range []string{".git/HEAD", "data/state.db", "data/homes/h1/home.log"} {
+		if !ignored(p) {
+			t.Errorf("%s is sent into the build context", p)
+		}
+	}
+	for _, p := range []string{"go.mod", "go.sum", "main.go", "config.yaml", "deploy/fly.yaml", "cli/cli.go", "web/dashboard.js"} {
+		if ignored(p) {
+			t.Errorf("%s is left out of the build context, which needs it", p)
+		}
+	}
+}
+
+// TestInstallAndReleaseAgree: `go install github.com/wakegate/wakegate@latest`
+// (the README's) works only while the module has that path, its main
+// package at the root and no replace directive (go install refuses one);
+// the release build sets the same version variable the Dockerfile does.
+func TestInstallAndReleaseAgree(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root(t), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	gomod, readme, main := read("go.mod"), read("README.md"), read("main.go")
+	if !strings.HasPrefix(gomod, "module github.com/wakegate/wakegate\n") {
+		t.Errorf("go.mod's module path is not github.com/wakegate/wakegate")
+	}
+	for _, line := range strings.Split(gomod, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "replace") {
+			t.Errorf("go.mod has a replace directive, which go install ...@latest refuses: %s", line)
+		}
+	}
+	if !strings.Contains(readme, "go install github.com/wakegate/wakegate@latest") {
+		t.Error("the README does not say how to install the binary")
+	}
+	if !strings.HasPrefix(main, "// Command wakegate") || !strings.Contains(main, "\npackage main\n") || !strings.Contains(main, "var version = ") {
+		t.Error("main.go is not the main package with a version variable")
+	}
+	rel := read(".goreleaser.yaml")
+	for _, want := range []string{"main: .", "CGO_ENABLED=0", "-X main.version={{ .Version }}"} {
+		if !strings.Contains(rel, want) {
+			t.Errorf(".goreleaser.yaml lacks %q", want)
+		}
+	}
+	if !strings.Contains(read("Dockerfile"), "-X main.version=") {
+		t.Error("the Dockerfile does not set main.version")
+	}
+}

@@ -156,3 +156,47 @@ func testAppCancelledContext(t *testing.T, open Opener) {
 		t.Fatalf("app deleted with a cancelled context: %v", err)
 	}
 }
+
+// testAppStateCAS: an app's desired state is stored and read back, written
+// with compare-and-set, listed by slug, announced on its key and on
+// AnyAppKey, and refused when it is neither running nor stopped.
+func testAppStateCAS(t *testing.T, open Opener) {
+	s, _ := open(t)
+	ctx := context.Background()
+	_, err := s.GetAppState(ctx, "b1")
+	WantErr(t, "get missing app state", err, registry.ErrNotFound)
+	own, any := s.Changed(registry.AppStateKey("b1")), s.Changed(registry.AnyAppKey)
+	st, err := s.PutAppState(ctx, registry.AppState{Slug: "b1", DesiredState: registry.AppStopped, Owner: "gw-a"}, registry.Cond{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if st.Generation != 1 {
+		t.Fatalf("created generation %d, want 1", st.Generation)
+	}
+	for name, ch := range map[string]<-chan struct{}{"its key": own, "AnyAppKey": any} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the write was not announced on %s", name)
+		}
+	}
+	got, err := s.GetAppState(ctx, "b1")
+	if err != nil || !got.Stopped() || got.Generation != 1 || got.Owner != "gw-a" {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	_, err = s.PutAppState(ctx, registry.AppState{Slug: "b1", DesiredState: registry.AppRunning}, registry.Cond{})
+	WantErr(t, "create over an existing state", err, registry.ErrConflict)
+	if _, err := s.PutAppState(ctx, registry.AppState{Slug: "b1", DesiredState: registry.AppRunning, Owner: "gw-b"}, registry.AppStateCond(got)); err != nil {
+		t.Fatalf("replace: %v", err)
+	}
+	if _, err := s.PutAppState(ctx, registry.AppState{Slug: "a0", DesiredState: registry.AppStopped}, registry.Cond{}); err != nil {
+		t.Fatalf("create a0: %v", err)
+	}
+	all, err := s.ListAppStates(ctx)
+	if err != nil || len(all) != 2 || all[0].Slug != "a0" || all[1].Slug != "b1" || all[1].Stopped() {
+		t.Fatalf("list = %+v, %v; want a0 (stopped) then b1 (running)", all, err)
+	}
+	if _, err := s.PutAppState(ctx, registry.AppState{Slug: "c1", DesiredState: "paused"}, registry.Cond{}); err == nil {
+		t.Fatal("a desired state of \"paused\" was stored")
+	}
+}

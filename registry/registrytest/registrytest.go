@@ -87,6 +87,7 @@ func Run(t *testing.T, open Opener) {
 		{"AppCAS", testAppCAS},
 		{"AppListAndDelete", testAppListAndDelete},
 		{"AppCancelledContext", testAppCancelledContext},
+		{"AppStateCAS", testAppStateCAS},
 	}
 	for _, c := range append(append(cases, claimCases...), fenceCases...) {
 		t.Run(c.name, func(t *testing.T) { c.run(t, open) })

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+)
+
+// An operator's stop or start of an app (`wakegate app stop`) is stored
+// as the app's desired state (registry.AppState), for apps of the config
+// and of the admin API alike: a restarted gateway keeps a stopped app
+// stopped, and every gateway of a fleet applies it (fleetPass). The
+// route table keeps the stored states, so that an app installed again (a
+// reload, a replacement) keeps the operator's word over its declared
+// desired_state.
+
+// appStates is the route table's copy of the stored desired states.
+type appStates struct {
+	mu      sync.Mutex
+	stopped map[string]bool // slug -> stopped; absent: the declared state
+}
+
+// get returns slug's stored desired state, if any.
+func (s *appStates) get(slug string) (stopped, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stopped, ok = s.stopped[slug]
+	return stopped, ok
+}
+
+// set records slug's stored desired state and reports whether it changed.
+func (s *appStates) set(slug string, stopped bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped == nil {
+		s.stopped = map[string]bool{}
+	}
+	prev, ok := s.stopped[slug]
+	s.stopped[slug] = stopped
+	return !ok || prev != stopped
+}
+
+// loadAppStates reads the stored desired states into the route table,
+// before any app is installed (New).
+func (g *Gateway) loadAppStates(ctx context.Context) error {
+	recs, err := g.store.ListAppStates(ctx)
+	if err != nil {
+		return fmt.Errorf("read the apps' desired states: %w", err)
+	}
+	for _, rec := range recs {
+		g.routeTab.states.set(rec.Slug, rec.Stopped())
+	}
+	return nil
+}
+
+// storeAppState writes slug's desired state (wake.AppsOptions.Desired).
+// A concurrent writer's record is read again and overwritten: the last
+// operator's word wins.
+func (g *Gateway) storeAppState(ctx context.Context, slug string, stopped bool) error {
+	want := registry.AppRunning
+	if stopped {
+		want = registry.AppStopped
+	}
+	for range 3 {
+		cur, err := g.store.GetAppState(ctx, slug)
+		switch {
+		case errors.Is(err, registry.ErrNotFound):
+			cur = registry.AppState{}
+		case err != nil:
+			return fmt.Errorf("read: %w", err)
+		}
+		if cur.Generation != 0 && cur.DesiredState == want {
+			g.routeTab.states.set(slug, stopped)
+			return nil
+		}
+		rec := registry.AppState{Slug: slug, DesiredState: want, UpdatedAt: time.Now().UTC(), Owner: g.cfg.Instance}
+		_, err = g.store.PutAppState(ctx, rec, registry.AppStateCond(cur))
+		if errors.Is(err, registry.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("write: %w", err)
+		}
+		g.routeTab.states.set(slug, stopped)
+		return nil
+	}
+	return fmt.Errorf("write: other writers kept changing it: %w", registry.ErrConflict)
+}
+
+// syncAppStates applies the desired states another gateway of the fleet
+// stored (fleetPass).
+func (g *Gateway) syncAppStates(ctx context.Context) {
+	recs, err := g.store.ListAppStates(ctx)
+	if err != nil {
+		g.log.Warn("fleet: list the apps' desired states", "err", err)
+		return
+	}
+	for _, rec := range recs {
+		if g.routeTab.states.set(rec.Slug, rec.Stopped()) && g.routeTab.apps.SetDesired(rec.Slug, rec.Stopped()) {
+			g.log.Info("fleet: app desired state changed elsewhere", "app", rec.Slug, "desired_state", rec.DesiredState)
+		}
+	}
+}
