@@ -188,7 +188,10 @@ func TestRecipeActivated(t *testing.T) {
 			if code != http.StatusOK || !strings.Contains(body, c.want) {
 				t.Fatalf("first request: %d %q\n%s", code, body, gw.Output())
 			}
-			if !strings.Contains(gw.Output(), "outcome=ready") || !strings.Contains(gw.Output(), "probe_attempts=1 ") {
+			// The wake's line is logged once its callers have their
+			// answer, so it may come just after the response.
+			testbin.Eventually(t, "the wake's log line", func() bool { return strings.Contains(gw.Output(), "outcome=ready") })
+			if !strings.Contains(gw.Output(), "probe_attempts=1 ") {
 				t.Fatalf("the wake's probe did not pass at its first attempt:\n%s", gw.Output())
 			}
 		})

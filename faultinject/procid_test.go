@@ -182,7 +182,7 @@ func TestCrashLoopFailsEveryCallerAtOnce(t *testing.T) {
 		t.Fatalf("the log does not give the exit status:\n%s", g.Output())
 	}
 	if code, out := fiRun(t, g.dir, "status", "--admin", g.admin, "--token", fiToken); code != 1 ||
-		!strings.Contains(out, "home "+fiHome+" is failed") || !strings.Contains(out, "exit status 3") {
+		!strings.Contains(out, "home "+fiHome+" failed: ") || !strings.Contains(out, "exit status 3") {
 		t.Fatalf("wakegate status of a failed home: exit %d\n%s", code, out)
 	}
 
