@@ -98,15 +98,17 @@ func TestPublicErrorsCarryNoInternalDetail(t *testing.T) {
 	cases := []struct {
 		name    string
 		command []string
-		code    string
+		// code answers the first request, then the code answers the
+		// second (a program that cannot start fails its home at once).
+		code, then string
 		// cause is a piece of the cause the log must carry.
 		cause string
 	}{
-		{"command does not exist", []string{missing, "--port", "{port}"}, "wake_failed", "no-such-home-binary"},
+		{"command does not exist", []string{missing, "--port", "{port}"}, "wake_failed", "home_failed", "no-such-home-binary"},
 		// The home runs but never listens within the ready timeout: every
 		// probe attempt is refused on its loopback port.
 		{"home never listens", []string{bin, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
-			"--version", "{version}", "--boot-delay", "1h"}, "wake_timeout", "connection refused"},
+			"--version", "{version}", "--boot-delay", "1h"}, "wake_timeout", "wake_timeout", "connection refused"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -131,6 +133,10 @@ func TestPublicErrorsCarryNoInternalDetail(t *testing.T) {
 					t.Fatalf("%s: public body shows %q:\n%s", accept, leaks, body)
 				}
 				id := erRequestID(t, accept, body)
+				code := tc.code
+				if i > 0 {
+					code = tc.then
+				}
 				if accept == "application/json" {
 					var b struct {
 						Error struct{ Code, Message string } `json:"error"`
@@ -138,11 +144,11 @@ func TestPublicErrorsCarryNoInternalDetail(t *testing.T) {
 					if err := json.Unmarshal([]byte(body), &b); err != nil {
 						t.Fatalf("json body %q: %v", body, err)
 					}
-					if b.Error.Code != tc.code || !strings.HasSuffix(b.Error.Message, ".") {
-						t.Fatalf("json body %q: want code %s and a sentence", body, tc.code)
+					if b.Error.Code != code || !strings.HasSuffix(b.Error.Message, ".") {
+						t.Fatalf("json body %q: want code %s and a sentence", body, code)
 					}
-				} else if !strings.Contains(body, tc.code) || !strings.Contains(body, "<p>") {
-					t.Fatalf("html body lacks code %s or a sentence:\n%s", tc.code, body)
+				} else if !strings.Contains(body, code) || !strings.Contains(body, "<p>") {
+					t.Fatalf("html body lacks code %s or a sentence:\n%s", code, body)
 				}
 				testbin.Eventually(t, "a log line with the cause and the request id", func() bool {
 					for _, line := range strings.Split(logs.String(), "\n") {

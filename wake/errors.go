@@ -90,11 +90,15 @@ func errBackoff(retry time.Duration) *fault.Error {
 // exiting, so many restarts in so long. reason (the exit status and the
 // last lines of the home's log) is for operators only.
 func errHomeFailed(retry time.Duration, reason string) *fault.Error {
+	what := "the home's process keeps exiting (exit status and last log lines above, and in the home's log): fix the home"
+	if strings.HasPrefix(reason, cannotStartReason) {
+		what = "the home's program cannot be run (the reason above names it: a wrong path, a file that is not executable, " +
+			"or a folder its user cannot enter): fix the command"
+	}
 	return fault.Wrap(fault.Failed, CodeHomeFailed, "The home keeps failing to start.",
 		fmt.Errorf("%w: %s", errGaveUp, reason)).
 		WithRetry(retry).
-		WithHint("the home's process keeps exiting (exit status and last log lines above, and in the home's log): " +
-			"fix the home, then wake it from the admin API (POST /admin/homes/{id}/wake, or wakegate home wake ID), " +
+		WithHint(what + ", then wake it from the admin API (POST /admin/homes/{id}/wake, or wakegate home wake ID), " +
 			"which skips the failure backoff and gives the home its full restart budget again")
 }
 

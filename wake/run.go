@@ -258,7 +258,7 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		w.halfWoken = prov
 		w.gaveUpWhileStarting()
 		if cannotStart(err) {
-			w.cannotStart = "the home's program cannot start: " + err.Error()
+			w.cannotStart = cannotStartReason + err.Error()
 		}
 		if ctx.Err() != nil {
 			return Awake{}, w.timeout("starting the home", err)
@@ -565,3 +565,7 @@ func (w *wakeRun) setPhase(p string) {
 	w.f.phase.Store(p)
 	w.e.o.Events.Touch(w.h.spec.ID)
 }
+
+// cannotStartReason begins the failure reason of a home whose program
+// cannot start at all (errHomeFailed gives it its own hint).
+const cannotStartReason = "the home's program cannot start: "
