@@ -63,6 +63,24 @@ type Section interface {
 	Decode(v any) error
 }
 
+// DecodeSection decodes the section providers.NAME of a provider whose
+// settings are a C with defaults (its Defaults method), and fills them. A
+// missing section is an error that names the section and what it needs.
+func DecodeSection[C any, PC interface {
+	*C
+	Defaults()
+}](sec Section, name, needs string) (C, error) {
+	var c C
+	if sec == nil {
+		return c, fmt.Errorf("the %s provider needs its section providers.%s (%s)", name, name, needs)
+	}
+	if err := sec.Decode(&c); err != nil {
+		return c, err
+	}
+	PC(&c).Defaults()
+	return c, nil
+}
+
 // Env is what the gateway gives every provider it builds.
 type Env struct {
 	// DataDir is the gateway's data directory, absolute. A provider keeps

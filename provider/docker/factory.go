@@ -2,7 +2,6 @@ package docker
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -62,15 +61,7 @@ func sectionFields() []string {
 
 // decodeSection decodes and defaults providers.docker.
 func decodeSection(sec provider.Section) (Config, error) {
-	var c Config
-	if sec == nil {
-		return c, fmt.Errorf("the docker provider needs its section providers.docker (image, port)")
-	}
-	if err := sec.Decode(&c); err != nil {
-		return c, err
-	}
-	c.Defaults()
-	return c, nil
+	return provider.DecodeSection[Config](sec, "docker", "image, port")
 }
 
 func checkHome(s provider.Settings) []provider.Problem {

@@ -2,7 +2,6 @@ package fly
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/wakegate/wakegate/provider"
 )
@@ -34,15 +33,7 @@ func Factory() provider.Factory {
 
 // decodeSection decodes and defaults providers.fly.
 func decodeSection(sec provider.Section) (Config, error) {
-	var c Config
-	if sec == nil {
-		return c, fmt.Errorf("the fly provider needs its section providers.fly (app, token)")
-	}
-	if err := sec.Decode(&c); err != nil {
-		return c, err
-	}
-	c.Defaults()
-	return c, nil
+	return provider.DecodeSection[Config](sec, "fly", "app, token")
 }
 
 func checkHome(s provider.Settings) []provider.Problem {
