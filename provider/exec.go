@@ -423,6 +423,15 @@ func (e *Exec) Close() error {
 	e.closeOnce.Do(func() {
 		e.mu.Lock()
 		e.closed = true
+		// Homes that run on are adopted by the next start from their
+		// records: those name the program each runs now.
+		for _, h := range e.homes {
+			if p := h.proc; p != nil {
+				if st, err := lookupProc(p.procIdentity); err == nil {
+					e.refreshExe(h, p, st)
+				}
+			}
+		}
 		for f := range e.watchers {
 			// Wakes the watcher's wait with a timeout error.
 			_ = f.SetReadDeadline(time.Unix(1, 0))
@@ -754,6 +763,7 @@ func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
 	if err := e.settled(ctx, h, func() { p, failed, wanted = h.proc, h.failed, h.wanted }); err != nil {
 		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
+	watched := p != nil // this provider holds a pidfd on it
 	// A process this provider watches and wants running that is gone has
 	// exited a moment ago: the supervisor has yet to restart it or give up
 	// on it, and either is about to be reported. It is not stopped.
@@ -771,6 +781,9 @@ func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
 		st, err := lookupProc(p.procIdentity)
 		switch {
 		case err == nil:
+			if watched {
+				e.refreshExe(h, p, st)
+			}
 			r := p.result()
 			if st.State == 'T' {
 				r.State = StateSuspended
@@ -934,13 +947,24 @@ func (e *Exec) recorded(h *home, s Spec) (ref execRef, st procStat, found bool, 
 	}
 	for i, r := range refs {
 		st, err := lookupProc(r.procIdentity)
+		if err == nil && cleanExe(st.Exe) != r.Exe {
+			// Pid, start time and boot match, the executable does not
+			// (design rule 17): not adopted. A home that execs another
+			// program has it recorded once the provider sees it
+			// (refreshExe), so its own record matches.
+			err = fmt.Errorf("pid %d runs %s, recorded %s: %w", r.PID, cleanExe(st.Exe), r.Exe, errProcChanged)
+		}
 		switch {
 		case err == nil:
 			if i > 0 {
 				e.log.Warn("exec: ref names no live process; using the provider's own record", "home", h.id, "pid", r.PID)
 			}
 			return r, st, true, nil
-		case errors.Is(err, errProcReused):
+		case errors.Is(err, errProcChanged) && i+1 < len(refs):
+			// The provider's own record, next, may name the program the
+			// home execs into.
+			e.log.Debug("exec: recorded process runs another program; trying the provider's own record", "home", h.id, "err", err)
+		case errors.Is(err, errProcReused), errors.Is(err, errProcChanged):
 			e.log.Warn("exec: recorded process identity does not match; not adopting", "home", h.id, "err", err)
 		case !errors.Is(err, errProcGone):
 			return execRef{}, procStat{}, false, err
@@ -1002,11 +1026,52 @@ func (e *Exec) record(h *home, p *proc) {
 	}
 }
 
+// refreshExe records again the program that p, h's watched process, runs
+// now, when it differs from the recorded one: a home started through a
+// wrapper that execs its program (`sh -c 'exec …'`, env, a version
+// manager's shim) keeps its pid and start time, and its record must name
+// what it runs for a later gateway to adopt it (recorded compares the
+// executable, design rule 17). The pidfd this provider holds on p proves
+// that it is the same process. Only the record in h's directory changes;
+// p's identity in memory keeps the executable it was started with.
+func (e *Exec) refreshExe(h *home, p *proc, st procStat) {
+	now := cleanExe(st.Exe)
+	if now == "" || now == p.Exe {
+		return
+	}
+	if r, ok := readRefFile(h); ok && r.PID == p.PID && r.Start == p.Start && r.Exe == now {
+		return
+	}
+	if err := writeRef(h, p, now); err != nil {
+		e.log.Warn("exec: recording the home's program", "home", h.id, "err", err)
+		return
+	}
+	e.log.Info("exec: the home runs another program than it started with; recorded", "home", h.id, "pid", p.PID,
+		"started", p.Exe, "runs", now)
+}
+
 // writeRefFile records p as h's last process, atomically.
-func writeRefFile(h *home, p *proc) error {
+func writeRefFile(h *home, p *proc) error { return writeRef(h, p, p.Exe) }
+
+// writeRef records p as h's last process, running exe, atomically.
+func writeRef(h *home, p *proc, exe string) error {
 	path := filepath.Join(h.sys, refFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(p.result().Ref), 0o600); err != nil {
+	id := p.procIdentity
+	id.Exe = exe
+	ref, _ := json.Marshal(execRef{procIdentity: id, Port: p.port, Socket: p.socket, Version: p.spec.version})
+	// A temp file of its own: two writers (a start and a status) never
+	// write into one file.
+	f, err := os.CreateTemp(h.sys, refFile+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("record process: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(ref)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
 		return fmt.Errorf("record process: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -20,15 +20,24 @@ var errProcGone = errors.New("process gone")
 // process (a different start time). It wraps errProcGone.
 var errProcReused = fmt.Errorf("pid reused by another process: %w", errProcGone)
 
+// errProcChanged reports that a recorded pid, start time and boot name a
+// live process that runs another program than the one recorded: it is not
+// adopted or signalled on that record. It wraps errProcGone.
+var errProcChanged = fmt.Errorf("process runs another program: %w", errProcGone)
+
 // procIdentity names one process. A pid alone is reused by the kernel; a
 // pid and the tick the process started at are not, within one boot (the
 // pid would have to be freed and handed out again inside the same clock
 // tick), and the boot id tells boots apart. So pid, start time and boot
 // are the identity; a process is never signalled by its pid alone (design
-// rule 17). The executable is recorded too, for people, but it is not
-// part of the identity: a wrapper that execs its program (env, a version
-// manager's shim, `sh -c 'exec ...'`) keeps its pid and start time and
-// changes its executable, and it is still the process that was started.
+// rule 17). The executable is recorded too. A process this provider
+// watches (it holds a pidfd on it) is known by pid and start time alone:
+// a wrapper that execs its program (env, a version manager's shim,
+// `sh -c 'exec ...'`) keeps both and changes its executable, and it is
+// still the process that was started; the provider records the program it
+// runs then (Exec.refreshExe). A process named only by a record (adopted
+// after a gateway restart) must also run the recorded executable
+// (Exec.recorded).
 type procIdentity struct {
 	PID int `json:"pid"`
 	// Exe is the resolved path of the executable, from /proc/<pid>/exe,
