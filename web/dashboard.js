@@ -228,9 +228,15 @@
     });
   }
 
+  // filterSoon shows the first page of homes matching the changed filters,
+  // once typing pauses. The page is reset at once, so that a refresh in
+  // between asks for the first page too, and answers to requests sent
+  // before the change are not shown.
   function filterSoon() {
+    pager = {cursor: "", back: [], next: ""};
+    homesSeq++;
     clearTimeout(filterTimer);
-    filterTimer = setTimeout(function () { pager = {cursor: "", back: [], next: ""}; loadHomes().catch(function (e) { $("action-error").textContent = e.message; }); }, 200);
+    filterTimer = setTimeout(function () { loadHomes().catch(function (e) { $("action-error").textContent = e.message; }); }, 200);
   }
 
   // confirmThen asks once more before a suspend or a roll: the first press
