@@ -771,28 +771,9 @@ func TestEngineWakeFollowsRestartedHome(t *testing.T) {
 func TestEngineOperatorStartResetsRestartBudget(t *testing.T) {
 	r := newRig(t, rigOptions{boot: 20 * time.Millisecond})
 	r.ensure()
-	crash := func(n int) {
-		t.Helper()
-		pids := testbin.HomePIDs(t, r.homeDir())
-		if len(pids) != 1 {
-			t.Fatalf("home processes %v, want one", pids)
-		}
-		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		testbin.Eventually(t, fmt.Sprintf("the supervisor to handle crash %d", n), func() bool {
-			return len(r.exec.History(rigHome)) == n
-		})
-		if h := r.exec.History(rigHome)[n-1]; h.Outcome == provider.RestartDone {
-			testbin.Eventually(t, "the restarted process", func() bool {
-				got := testbin.HomePIDs(t, r.homeDir())
-				return len(got) == 1 && got[0] != pids[0]
-			})
-		}
-	}
 	// The budget (3 restarts) is spent: the fourth crash gives up.
 	for n := 1; n <= 4; n++ {
-		crash(n)
+		r.crash(n)
 	}
 	if got := r.exec.History(rigHome)[3].Outcome; got != provider.RestartGaveUp {
 		t.Fatalf("fourth crash: %s, want %s", got, provider.RestartGaveUp)
@@ -802,7 +783,7 @@ func TestEngineOperatorStartResetsRestartBudget(t *testing.T) {
 	if _, err := r.eng.WakeNow(ctx, rigHome, "admin"); err != nil {
 		t.Fatalf("operator start: %v", err)
 	}
-	crash(5)
+	r.crash(5)
 	if got := r.exec.History(rigHome)[4].Outcome; got != provider.RestartDone {
 		t.Fatalf("crash after an operator's start: %s, want %s (the budget was not reset)", got, provider.RestartDone)
 	}
@@ -886,4 +867,28 @@ func codeOf(err error) string {
 		return fe.Code
 	}
 	return fmt.Sprint(err)
+}
+
+// crash kills the rig's home process, its nth crash, and waits until the
+// supervisor handled it: restarted it (then until the new process runs) or
+// gave up on it.
+func (r *rig) crash(n int) {
+	t := r.t
+	t.Helper()
+	pids := testbin.HomePIDs(t, r.homeDir())
+	if len(pids) != 1 {
+		t.Fatalf("home processes %v, want one", pids)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testbin.Eventually(t, fmt.Sprintf("the supervisor to handle crash %d", n), func() bool {
+		return len(r.exec.History(rigHome)) == n
+	})
+	if h := r.exec.History(rigHome)[n-1]; h.Outcome == provider.RestartDone {
+		testbin.Eventually(t, "the restarted process", func() bool {
+			got := testbin.HomePIDs(t, r.homeDir())
+			return len(got) == 1 && got[0] != pids[0]
+		})
+	}
 }

@@ -2,15 +2,12 @@ package wake_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -48,22 +45,7 @@ func TestEngineHoldsGiveUpUntilBackoff(t *testing.T) {
 	r := newRig(t, rigOptions{boot: 20 * time.Millisecond, backoff: 10 * time.Minute})
 	r.ensure()
 	for n := 1; n <= 4; n++ {
-		pids := testbin.HomePIDs(t, r.homeDir())
-		if len(pids) != 1 {
-			t.Fatalf("home processes %v, want one", pids)
-		}
-		if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		testbin.Eventually(t, fmt.Sprintf("the supervisor to handle crash %d", n), func() bool {
-			return len(r.exec.History(rigHome)) == n
-		})
-		if h := r.exec.History(rigHome)[n-1]; h.Outcome == provider.RestartDone {
-			testbin.Eventually(t, "the restarted process", func() bool {
-				got := testbin.HomePIDs(t, r.homeDir())
-				return len(got) == 1 && got[0] != pids[0]
-			})
-		}
+		r.crash(n)
 	}
 	testbin.Eventually(t, "the home stored failed", func() bool { return r.record().Status == registry.StatusFailed })
 	heldCallers(t, r, 5)

@@ -51,30 +51,15 @@ func TestWakeIgnoresGiveUpAboutAnOlderProcess(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = store.Close() })
 			var eng *wake.Engine
 			prov := &wakeHookProvider{Static: &provider.Static{Endpoints: map[string]string{"h1": up.URL}}, ref: `{"pid":2}`}
 			prov.during = func() {
 				eng.ProviderChanged("h1", provider.Result{State: provider.StateFailed, Reason: "exit status 3", Ref: tt.gaveUp})
 			}
-			eng = wake.New(wake.Options{
-				Store: store, Providers: map[string]provider.Provider{"static": prov},
-				Sessions: proxy.NewSessions(), Instance: "giveup",
-				WarmTTL: time.Hour, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
-				MaxConcurrent: 1, FailureBackoff: time.Second, FailureBackoffMax: time.Second,
-				Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
-				Log: slog.New(slog.DiscardHandler),
-			})
-			t.Cleanup(eng.Close)
+			var store registry.Store
+			eng, store = giveUpEngine(t, prov)
 			ctx := context.Background()
-			if err := eng.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
-				t.Fatal(err)
-			}
-			_, err = eng.EnsureAwake(ctx, "h1")
+			_, err := eng.EnsureAwake(ctx, "h1")
 			if !tt.wantErr {
 				if err != nil {
 					t.Fatalf("a give-up about an older process failed the wake: %v", err)
@@ -109,14 +94,31 @@ func (p *failingWakeProvider) Wake(context.Context, provider.Spec) (provider.Res
 // outcome: callers get home_failed and the record says failed with the
 // provider's reason, as when the give-up comes during the probe.
 func TestWakeFailureAfterGiveUpIsTheGiveUp(t *testing.T) {
+	var eng *wake.Engine
+	prov := &failingWakeProvider{Static: &provider.Static{}, eng: &eng}
+	eng, store := giveUpEngine(t, prov)
+	ctx := context.Background()
+	_, err := eng.EnsureAwake(ctx, "h1")
+	if fe, ok := fault.As(err); !ok || fe.Code != wake.CodeHomeFailed {
+		t.Fatalf("wake: %v, want home_failed", err)
+	}
+	rec, err := store.GetHome(ctx, "h1")
+	if err != nil || rec.Status != registry.StatusFailed || rec.Reason != "exited with code 2" {
+		t.Fatalf("record %+v, %v: want failed with the provider's reason", rec, err)
+	}
+}
+
+// giveUpEngine is an engine on a fresh store (returned too) whose one
+// home, h1 (target alice), is run by prov, with a TCP probe and a
+// one-second backoff.
+func giveUpEngine(t *testing.T, prov provider.Provider) (*wake.Engine, registry.Store) {
+	t.Helper()
 	store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	var eng *wake.Engine
-	prov := &failingWakeProvider{Static: &provider.Static{}, eng: &eng}
-	eng = wake.New(wake.Options{
+	eng := wake.New(wake.Options{
 		Store: store, Providers: map[string]provider.Provider{"static": prov},
 		Sessions: proxy.NewSessions(), Instance: "giveup",
 		WarmTTL: time.Hour, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
@@ -125,16 +127,8 @@ func TestWakeFailureAfterGiveUpIsTheGiveUp(t *testing.T) {
 		Log: slog.New(slog.DiscardHandler),
 	})
 	t.Cleanup(eng.Close)
-	ctx := context.Background()
-	if err := eng.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+	if err := eng.Register(context.Background(), wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = eng.EnsureAwake(ctx, "h1")
-	if fe, ok := fault.As(err); !ok || fe.Code != wake.CodeHomeFailed {
-		t.Fatalf("wake: %v, want home_failed", err)
-	}
-	rec, err := store.GetHome(ctx, "h1")
-	if err != nil || rec.Status != registry.StatusFailed || rec.Reason != "exited with code 2" {
-		t.Fatalf("record %+v, %v: want failed with the provider's reason", rec, err)
-	}
+	return eng, store
 }
