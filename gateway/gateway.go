@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -136,6 +137,9 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	g.hardStop, g.hardCancel = context.WithCancelCause(context.Background())
 	g.drainStarted = make(chan struct{})
 
+	// The data plane exists before the engine, which tells it when a
+	// home stops.
+	g.proxy = g.newProxy()
 	em := telemetry.NewEngine()
 	if err := g.openStoreAndProviders(em); err != nil {
 		return nil, err
@@ -156,7 +160,6 @@ func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err er
 	if err := g.reg.RegisterConfigHomes(ctx, cfg.Homes); err != nil {
 		return nil, err
 	}
-	g.proxy = g.newProxy()
 	g.homeConns = newHomeConns(*cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
 	if err := g.metrics.Register(g.homeConns.collectors()...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -223,8 +226,22 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		Roll:      wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
 		Metrics:   em,
 		AdmitWake: g.admitWake,
+		Stopped:   g.homeStopped,
 	})
 	return nil
+}
+
+// homeStopped closes the idle upstream connections to a home that has
+// just stopped or suspended: the home closed its end, and they would wait
+// half-closed for proxy.idle_conn_timeout.
+func (g *Gateway) homeStopped(id, endpoint string) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return
+	}
+	if n := g.proxy.DropIdle(u); n > 0 {
+		g.log.Debug("closed idle upstream connections of a stopped home", "home", id, "conns", n)
+	}
 }
 
 // newProxy builds the data plane from the proxy and server sections.

@@ -225,6 +225,16 @@ func (p *Proxy) Close() {
 	p.conns.closeIdle()
 }
 
+// DropIdle closes the idle pooled connections to the upstream at base (a
+// home's endpoint), as when the home has stopped, and returns how many it
+// closed. Connections in use end with their exchange.
+func (p *Proxy) DropIdle(base *url.URL) int {
+	if base == nil || base.Scheme != "http" {
+		return 0
+	}
+	return p.conns.dropIdle(hostPort(base))
+}
+
 // Serve forwards r to route. It returns when the exchange is over: for a
 // WebSocket, when its hijacked connection has closed on either side. The
 // caller counts the session around it (see Sessions), from before the route

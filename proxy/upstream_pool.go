@@ -259,3 +259,18 @@ func (c *upConn) alive() bool {
 	}
 	return c.peek.check()
 }
+
+// dropIdle closes the idle connections to addr, leaving the others. A
+// home that stopped closed its end of them: they would sit half-closed
+// until the idle timeout.
+func (p *connPool) dropIdle(addr string) int {
+	p.mu.Lock()
+	list := p.idle[addr]
+	delete(p.idle, addr)
+	p.nidle -= len(list)
+	p.mu.Unlock()
+	for _, c := range list {
+		_ = c.Close()
+	}
+	return len(list)
+}

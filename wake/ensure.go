@@ -85,6 +85,10 @@ type Options struct {
 	// duration refuses the wake (wake_rate_limited, with that Retry-After).
 	// Nil admits every wake.
 	AdmitWake func(id string) time.Duration
+	// Stopped is told, after a suspend or stop of a home went through, the
+	// endpoint the home had, so the data plane can close its idle
+	// connections there at once. Nil: nothing is told.
+	Stopped func(id, endpoint string)
 	// ProgressEvery is how often a wake that is still running logs one
 	// progress line (phase, elapsed time, the probe's last answer). Zero:
 	// 5s; negative: never.

@@ -289,6 +289,8 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 	s.proven = s.proven && err == nil
 	if err != nil {
 		err = fmt.Errorf("%s %s: %w", s.how, l.h.spec.ID, err)
+	} else if tell := l.e.o.Stopped; tell != nil && l.rec.Endpoint != "" {
+		tell(l.h.spec.ID, l.rec.Endpoint)
 	}
 	if final != nil {
 		if serr := l.saveRetry(ctx, final); serr != nil && err == nil {
