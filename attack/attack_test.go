@@ -1,6 +1,8 @@
 package attack
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"bufio"
 	"context"
 	"errors"
@@ -126,7 +128,7 @@ homes:
 apps:
   - {slug: a, upstream: %q, kind: api}
 `, filepath.Join(t.TempDir(), "data"), s.home.URL, s.app.URL)
-	cfg, err := gateway.Load("attack.yaml", []byte(text))
+	cfg, err := config.Load("attack.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -532,7 +534,7 @@ func TestAttackWakeStorm(t *testing.T) {
 	for i := range homes {
 		fmt.Fprintf(&b, "  - {id: s%d, target: t%d, provider: static, endpoint: %q, probe: tcp}\n", i, i, up.URL)
 	}
-	cfg, err := gateway.Load("storm.yaml", []byte(b.String()))
+	cfg, err := config.Load("storm.yaml", []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"encoding/json"
 	"flag"
@@ -90,12 +92,12 @@ func printReload(w io.Writer, res admin.Reload) {
 
 // reloadSource is how serve's gateway reads its config file again: path
 // with serve's overrides (listen). Nil for the embedded config.
-func reloadSource(path, listen string) func() (*gateway.Config, error) {
+func reloadSource(path, listen string) func() (*config.Config, error) {
 	if path == "" {
 		return nil
 	}
-	return func() (*gateway.Config, error) {
-		cfg, err := gateway.LoadFile(path)
+	return func() (*config.Config, error) {
+		cfg, err := config.LoadFile(path)
 		if err != nil {
 			return nil, err
 		}

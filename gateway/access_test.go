@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"fmt"
 	"net"
 	"net/http"
@@ -199,7 +201,7 @@ func TestAccessConfigChecked(t *testing.T) {
 		{"access:\n  policies:\n    - {name: p, type: deny, bogus: 1}\n  default: p\n", "access.policies[0].bogus"},
 		{"limits:\n  client_rate: -1\n", "limits.client_rate"},
 	} {
-		_, err := Load("c.yaml", []byte(c.yaml))
+		_, err := config.Load("c.yaml", []byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%q: error %v; want one naming %s", c.yaml, err, c.field)
 		}

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -541,7 +543,7 @@ apps:
 }
 
 func TestAppConfigDefaultsAndErrors(t *testing.T) {
-	cfg, err := gateway.Load("ok.yaml", []byte("apps:\n  - slug: a\n    upstream: http://127.0.0.1:9/\n"))
+	cfg, err := config.Load("ok.yaml", []byte("apps:\n  - slug: a\n    upstream: http://127.0.0.1:9/\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +553,7 @@ func TestAppConfigDefaultsAndErrors(t *testing.T) {
 		a.RefreshTimeout.Duration() != 30*time.Second {
 		t.Fatalf("defaults: %+v", a)
 	}
-	_, err = gateway.Load("bad.yaml", []byte(`homes:
+	_, err = config.Load("bad.yaml", []byte(`homes:
   - id: h
 apps:
   - slug: a
@@ -564,7 +566,7 @@ apps:
     home: h
     path: nope
 `))
-	var errs gateway.ConfigErrors
+	var errs config.ConfigErrors
 	if !errors.As(err, &errs) {
 		t.Fatalf("want ConfigErrors, got %v", err)
 	}
@@ -590,7 +592,7 @@ apps:
 func TestAppRoutePendingUntilServe(t *testing.T) {
 	up := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
 	before := goleak.IgnoreCurrent()
-	cfg, err := gateway.Load("pending.yaml", []byte(fmt.Sprintf(`listen: "127.0.0.1:0"
+	cfg, err := config.Load("pending.yaml", []byte(fmt.Sprintf(`listen: "127.0.0.1:0"
 data_dir: %q
 log: {access: false}
 apps:

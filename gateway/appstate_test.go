@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"fmt"
 	"io"
@@ -28,7 +30,7 @@ type asGateway struct {
 // at the end of the test if not called before).
 func asStart(t *testing.T, text string) *asGateway {
 	t.Helper()
-	cfg, err := gateway.Load("appstate.yaml", []byte(admConfig(text, "")))
+	cfg, err := config.Load("appstate.yaml", []byte(admConfig(text, "")))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"encoding/json"
 	"net"
@@ -41,7 +43,7 @@ func erGateway(t *testing.T, command []string) (url string, logs *testbin.LogBuf
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := gateway.Load("errors.yaml", text)
+	c, err := config.Load("errors.yaml", text)
 	if err != nil {
 		_ = ln.Close()
 		t.Fatalf("config: %v\n%s", err, text)

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/admin"
-	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -172,7 +173,7 @@ func TestHomeSettingsConfigErrors(t *testing.T) {
   - id: d
     probe: {kind: smoke}
 `
-	_, err := gateway.Load("h.yaml", []byte(text))
+	_, err := config.Load("h.yaml", []byte(text))
 	if err == nil {
 		t.Fatal("a config with bad home settings loaded")
 	}

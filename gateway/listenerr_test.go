@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +28,7 @@ func TestListenFailureSaysTheFix(t *testing.T) {
 	}
 	defer held.Close()
 	text := fmt.Sprintf("listen: %q\ndata_dir: %q\n", held.Addr().String(), filepath.Join(t.TempDir(), "data"))
-	cfg, err := gateway.Load("listen.yaml", []byte(text))
+	cfg, err := config.Load("listen.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"errors"
 	"fmt"
@@ -47,12 +49,12 @@ homes:
     probe: tcp
 `, filepath.Join(t.TempDir(), "data"))
 	built := 0
-	cfg, err := load("busy.yaml", []byte(text), func(r *provider.Registry) {
+	cfg, err := config.Load("busy.yaml", []byte(text), config.WithProviders(func(r *provider.Registry) {
 		r.MustRegister("busy", provider.Factory{New: func(provider.Env, provider.Section) (provider.Provider, error) {
 			built++
 			return &busyProvider{retry: 42 * time.Second}, nil
 		}})
-	})
+	}))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -93,7 +95,7 @@ homes:
   - id: a
     provider: needy
 `
-	_, err := load("p.yaml", []byte(text), func(r *provider.Registry) {
+	_, err := config.Load("p.yaml", []byte(text), config.WithProviders(func(r *provider.Registry) {
 		r.MustRegister("sect", provider.Factory{NeedsSection: true,
 			New: func(provider.Env, provider.Section) (provider.Provider, error) { return &provider.Static{}, nil },
 			CheckSection: func(sec provider.Section) []provider.Problem {
@@ -107,7 +109,7 @@ homes:
 			}})
 		r.MustRegister("needy", provider.Factory{NeedsSection: true,
 			New: func(provider.Env, provider.Section) (provider.Provider, error) { return &provider.Static{}, nil }})
-	})
+	}))
 	want := []string{
 		"p.yaml:3: providers.sect.url: required",
 		"p.yaml:4: providers.exec: the exec provider is configured in exec, not here",

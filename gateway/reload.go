@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"fmt"
 	"reflect"
@@ -41,7 +43,7 @@ import (
 // conf is the config the gateway runs with now: the one it started with,
 // or the one the last reload applied. Code that reads what a reload may
 // change (homes, apps, wake timeouts, access) reads it through conf.
-func (g *Gateway) conf() *Config {
+func (g *Gateway) conf() *config.Config {
 	if c := g.live.Load(); c != nil {
 		return c
 	}
@@ -52,7 +54,7 @@ func (g *Gateway) conf() *Config {
 // checks it (with the command line's overrides applied, so that they do
 // not read as changes). Without it a reload is refused. Call it before
 // Serve.
-func (g *Gateway) SetReloadSource(load func() (*Config, error)) { g.reloadSrc = load }
+func (g *Gateway) SetReloadSource(load func() (*config.Config, error)) { g.reloadSrc = load }
 
 // Reload reads the config file again and applies what changed (see the
 // order above). It reports what it did.
@@ -71,7 +73,7 @@ func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
 			WithHint("fix each problem at the file and line given, then reload again (wakegate check-config --config FILE checks a file)")
 	}
 	cur := g.conf()
-	res := admin.Reload{File: next.file}
+	res := admin.Reload{File: next.File()}
 	res.NeedRestart = keepRestartOnly(cur, next)
 	var set *access.Set
 	if !reflect.DeepEqual(cur.Access, next.Access) {
@@ -88,8 +90,8 @@ func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
 		if set != nil {
 			set.Close()
 		}
-		g.log.Error("config reload stopped part way", "file", next.file, "err", err, "done", fmt.Sprintf("%+v", res))
-		return res, fmt.Errorf("reload %s: %w", next.file, err)
+		g.log.Error("config reload stopped part way", "file", next.File(), "err", err, "done", fmt.Sprintf("%+v", res))
+		return res, fmt.Errorf("reload %s: %w", next.File(), err)
 	}
 	if set != nil {
 		g.gate.set.Swap(set).Close()
@@ -130,19 +132,19 @@ func (g *Gateway) logReload(res admin.Reload) {
 }
 
 // newAccessSet builds the access policies of cfg, as newGate does.
-func (g *Gateway) newAccessSet(cfg *Config) (*access.Set, error) {
+func (g *Gateway) newAccessSet(cfg *config.Config) (*access.Set, error) {
 	log := g.log.With("component", "access")
 	return access.NewSet(cfg.Access, g.gate.ip.Of, func(err error) { log.Warn("access policy", "err", err) })
 }
 
 // reloadRoutes applies the homes and apps of next over those of cur (step
 // 3 of the order above), filling res.
-func (g *Gateway) reloadRoutes(ctx context.Context, cur, next *Config, res *admin.Reload) error {
-	oldHomes := map[string]HomeConfig{}
+func (g *Gateway) reloadRoutes(ctx context.Context, cur, next *config.Config, res *admin.Reload) error {
+	oldHomes := map[string]config.HomeConfig{}
 	for _, hc := range cur.Homes {
 		oldHomes[hc.ID] = hc
 	}
-	var register []HomeConfig
+	var register []config.HomeConfig
 	newHomes := map[string]bool{}
 	for _, hc := range next.Homes {
 		newHomes[hc.ID] = true
@@ -252,7 +254,7 @@ func maps2Set(a, b map[string]bool) map[string]bool {
 // sameHomeRouting reports whether a and b register the same home: every
 // field but the display name (which only the waiting page reads, through
 // conf).
-func sameHomeRouting(a, b HomeConfig) bool {
+func sameHomeRouting(a, b config.HomeConfig) bool {
 	a.DisplayName, b.DisplayName = "", ""
 	return reflect.DeepEqual(a, b)
 }
@@ -261,54 +263,54 @@ func sameHomeRouting(a, b HomeConfig) bool {
 // take the file's value, restart-only fields keep the running one.
 type configField struct {
 	name string
-	get  func(c *Config) any
+	get  func(c *config.Config) any
 	// pin copies the running value (from) into the loaded config (to).
-	pin func(to, from *Config)
+	pin func(to, from *config.Config)
 }
 
 // reloadable are the settings outside homes, apps and access that a reload
 // applies; the request path reads them through conf.
 var reloadable = []configField{
-	{name: "wake.hold", get: func(c *Config) any { return *c.Wake.Hold }},
-	{name: "wake.wake_timeout", get: func(c *Config) any { return c.Wake.WakeTimeout }},
-	{name: "wake.idle_timeout", get: func(c *Config) any { return *c.Wake.IdleTimeout }},
-	{name: "wake.no_wake_user_agents", get: func(c *Config) any { return c.Wake.NoWakeUserAgents }},
-	{name: "wake.no_wake_paths", get: func(c *Config) any { return c.Wake.NoWakePaths }},
-	{name: "wake.probe.kind", get: func(c *Config) any { return c.Wake.Probe.Kind }},
-	{name: "wake.waiting_page", get: func(c *Config) any { return c.Wake.WaitingPage }},
+	{name: "wake.hold", get: func(c *config.Config) any { return *c.Wake.Hold }},
+	{name: "wake.wake_timeout", get: func(c *config.Config) any { return c.Wake.WakeTimeout }},
+	{name: "wake.idle_timeout", get: func(c *config.Config) any { return *c.Wake.IdleTimeout }},
+	{name: "wake.no_wake_user_agents", get: func(c *config.Config) any { return c.Wake.NoWakeUserAgents }},
+	{name: "wake.no_wake_paths", get: func(c *config.Config) any { return c.Wake.NoWakePaths }},
+	{name: "wake.probe.kind", get: func(c *config.Config) any { return c.Wake.Probe.Kind }},
+	{name: "wake.waiting_page", get: func(c *config.Config) any { return c.Wake.WaitingPage }},
 }
 
 // restartOnly are the settings a running gateway cannot change: its
 // listeners, store, providers, engine, TLS, logging and limiter tables.
 var restartOnly = []configField{
-	{"listen", func(c *Config) any { return c.Listen }, func(t, f *Config) { t.Listen = f.Listen }},
-	{"data_dir", func(c *Config) any { return c.DataDir }, func(t, f *Config) { t.DataDir = f.DataDir }},
-	{"instance", func(c *Config) any { return c.Instance }, func(t, f *Config) { t.Instance = f.Instance }},
-	{"log", func(c *Config) any { return c.Log }, func(t, f *Config) { t.Log = f.Log }},
-	{"server", func(c *Config) any { return c.Server }, func(t, f *Config) { t.Server = f.Server }},
-	{"proxy", func(c *Config) any { return c.Proxy }, func(t, f *Config) { t.Proxy = f.Proxy }},
-	{"exec", func(c *Config) any { return c.Exec }, func(t, f *Config) { t.Exec = f.Exec }},
-	{"providers", func(c *Config) any { return providerSections(c) }, func(t, f *Config) { t.Providers = f.Providers }},
-	{"admin", func(c *Config) any { return c.Admin }, func(t, f *Config) { t.Admin = f.Admin }},
-	{"roll", func(c *Config) any { return c.Roll }, func(t, f *Config) { t.Roll = f.Roll }},
-	{"tls", func(c *Config) any { return c.TLS }, func(t, f *Config) { t.TLS = f.TLS }},
-	{"hosts", func(c *Config) any { return c.Hosts }, func(t, f *Config) { t.Hosts = f.Hosts }},
-	{"redis", func(c *Config) any { return c.Redis }, func(t, f *Config) { t.Redis = f.Redis }},
-	{"limits", func(c *Config) any { return c.Limits }, func(t, f *Config) { t.Limits = f.Limits }},
-	{"access.client_ip_header", func(c *Config) any { return c.Access.ClientIPHeader },
-		func(t, f *Config) { t.Access.ClientIPHeader = f.Access.ClientIPHeader }},
-	{"wake.warm_ttl", func(c *Config) any { return c.Wake.WarmTTL }, func(t, f *Config) { t.Wake.WarmTTL = f.Wake.WarmTTL }},
-	{"wake.ready_timeout", func(c *Config) any { return c.Wake.ReadyTimeout },
-		func(t, f *Config) { t.Wake.ReadyTimeout = f.Wake.ReadyTimeout }},
-	{"wake.retry_after", func(c *Config) any { return c.Wake.RetryAfter },
-		func(t, f *Config) { t.Wake.RetryAfter = f.Wake.RetryAfter }},
-	{"wake.max_concurrent", func(c *Config) any { return c.Wake.MaxConcurrent },
-		func(t, f *Config) { t.Wake.MaxConcurrent = f.Wake.MaxConcurrent }},
-	{"wake.failure_backoff", func(c *Config) any { return c.Wake.FailureBackoff },
-		func(t, f *Config) { t.Wake.FailureBackoff = f.Wake.FailureBackoff }},
-	{"wake.failure_backoff_max", func(c *Config) any { return c.Wake.FailureBackoffMax },
-		func(t, f *Config) { t.Wake.FailureBackoffMax = f.Wake.FailureBackoffMax }},
-	{"wake.probe", func(c *Config) any { p := c.Wake.Probe; p.Kind = ""; return p }, func(t, f *Config) {
+	{"listen", func(c *config.Config) any { return c.Listen }, func(t, f *config.Config) { t.Listen = f.Listen }},
+	{"data_dir", func(c *config.Config) any { return c.DataDir }, func(t, f *config.Config) { t.DataDir = f.DataDir }},
+	{"instance", func(c *config.Config) any { return c.Instance }, func(t, f *config.Config) { t.Instance = f.Instance }},
+	{"log", func(c *config.Config) any { return c.Log }, func(t, f *config.Config) { t.Log = f.Log }},
+	{"server", func(c *config.Config) any { return c.Server }, func(t, f *config.Config) { t.Server = f.Server }},
+	{"proxy", func(c *config.Config) any { return c.Proxy }, func(t, f *config.Config) { t.Proxy = f.Proxy }},
+	{"exec", func(c *config.Config) any { return c.Exec }, func(t, f *config.Config) { t.Exec = f.Exec }},
+	{"providers", func(c *config.Config) any { return providerSections(c) }, func(t, f *config.Config) { t.Providers = f.Providers }},
+	{"admin", func(c *config.Config) any { return c.Admin }, func(t, f *config.Config) { t.Admin = f.Admin }},
+	{"roll", func(c *config.Config) any { return c.Roll }, func(t, f *config.Config) { t.Roll = f.Roll }},
+	{"tls", func(c *config.Config) any { return c.TLS }, func(t, f *config.Config) { t.TLS = f.TLS }},
+	{"hosts", func(c *config.Config) any { return c.Hosts }, func(t, f *config.Config) { t.Hosts = f.Hosts }},
+	{"redis", func(c *config.Config) any { return c.Redis }, func(t, f *config.Config) { t.Redis = f.Redis }},
+	{"limits", func(c *config.Config) any { return c.Limits }, func(t, f *config.Config) { t.Limits = f.Limits }},
+	{"access.client_ip_header", func(c *config.Config) any { return c.Access.ClientIPHeader },
+		func(t, f *config.Config) { t.Access.ClientIPHeader = f.Access.ClientIPHeader }},
+	{"wake.warm_ttl", func(c *config.Config) any { return c.Wake.WarmTTL }, func(t, f *config.Config) { t.Wake.WarmTTL = f.Wake.WarmTTL }},
+	{"wake.ready_timeout", func(c *config.Config) any { return c.Wake.ReadyTimeout },
+		func(t, f *config.Config) { t.Wake.ReadyTimeout = f.Wake.ReadyTimeout }},
+	{"wake.retry_after", func(c *config.Config) any { return c.Wake.RetryAfter },
+		func(t, f *config.Config) { t.Wake.RetryAfter = f.Wake.RetryAfter }},
+	{"wake.max_concurrent", func(c *config.Config) any { return c.Wake.MaxConcurrent },
+		func(t, f *config.Config) { t.Wake.MaxConcurrent = f.Wake.MaxConcurrent }},
+	{"wake.failure_backoff", func(c *config.Config) any { return c.Wake.FailureBackoff },
+		func(t, f *config.Config) { t.Wake.FailureBackoff = f.Wake.FailureBackoff }},
+	{"wake.failure_backoff_max", func(c *config.Config) any { return c.Wake.FailureBackoffMax },
+		func(t, f *config.Config) { t.Wake.FailureBackoffMax = f.Wake.FailureBackoffMax }},
+	{"wake.probe", func(c *config.Config) any { p := c.Wake.Probe; p.Kind = ""; return p }, func(t, f *config.Config) {
 		kind := t.Wake.Probe.Kind
 		t.Wake.Probe = f.Wake.Probe
 		t.Wake.Probe.Kind = kind
@@ -317,7 +319,7 @@ var restartOnly = []configField{
 
 // providerSections are the providers' config sections as text: a section
 // that moved to other lines of the file is the same section.
-func providerSections(c *Config) map[string]string {
+func providerSections(c *config.Config) map[string]string {
 	out := make(map[string]string, len(c.Providers))
 	for name, n := range c.Providers {
 		b, err := yaml.Marshal(&n)
@@ -331,7 +333,7 @@ func providerSections(c *Config) map[string]string {
 
 // keepRestartOnly gives next the running value (cur's) of every
 // restart-only setting and returns those whose value in next differed.
-func keepRestartOnly(cur, next *Config) []string {
+func keepRestartOnly(cur, next *config.Config) []string {
 	changed := changedFields(cur, next, restartOnly)
 	for _, f := range restartOnly {
 		f.pin(next, cur)
@@ -341,7 +343,7 @@ func keepRestartOnly(cur, next *Config) []string {
 
 // changedFields returns the names of fields whose values differ between a
 // and b.
-func changedFields(a, b *Config, fields []configField) []string {
+func changedFields(a, b *config.Config, fields []configField) []string {
 	var out []string
 	for _, f := range fields {
 		if !reflect.DeepEqual(f.get(a), f.get(b)) {

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"fmt"
 	"io"
@@ -44,7 +46,7 @@ func rdStart(t *testing.T, body string) *rdGateway {
 		data, testbin.Build(t))
 	rd := &rdGateway{path: filepath.Join(dir, "gw.yaml"), head: head}
 	rd.write(t, body)
-	cfg, err := gateway.LoadFile(rd.path)
+	cfg, err := config.LoadFile(rd.path)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -53,7 +55,7 @@ func rdStart(t *testing.T, body string) *rdGateway {
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
-	g.SetReloadSource(func() (*gateway.Config, error) { return gateway.LoadFile(rd.path) })
+	g.SetReloadSource(func() (*config.Config, error) { return config.LoadFile(rd.path) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		g.Close()

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,7 +16,7 @@ import (
 
 // restoreConfig is the config of a gateway whose data lives in dir, with
 // one home of its own (cfg) and an exec provider that never runs.
-func restoreConfig(tb testing.TB, dir string) *Config {
+func restoreConfig(tb testing.TB, dir string) *config.Config {
 	tb.Helper()
 	return oneHomeConfig(tb, "restore.yaml", dir, "")
 }
@@ -22,7 +24,7 @@ func restoreConfig(tb testing.TB, dir string) *Config {
 // oneHomeConfig is the config file name of a gateway whose data lives in
 // dir, with one home of its own (cfg at target cfgt), an exec provider
 // that never runs and the YAML extra appended at the top level.
-func oneHomeConfig(tb testing.TB, name, dir, extra string) *Config {
+func oneHomeConfig(tb testing.TB, name, dir, extra string) *config.Config {
 	tb.Helper()
 	text := fmt.Sprintf(`listen: "127.0.0.1:0"
 data_dir: %q
@@ -34,7 +36,7 @@ homes:
   - id: cfg
     target: cfgt
 %s`, dir, extra)
-	cfg, err := Load(name, []byte(text))
+	cfg, err := config.Load(name, []byte(text))
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}

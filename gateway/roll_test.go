@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"encoding/json"
 	"net"
@@ -54,7 +56,7 @@ func rlStart(t *testing.T, roll map[string]any) *rlGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := gateway.Load("roll.yaml", text)
+	c, err := config.Load("roll.yaml", text)
 	if err != nil {
 		_ = ln.Close()
 		t.Fatalf("config: %v\n%s", err, text)
@@ -280,7 +282,7 @@ roll:
   target:
     command: [""]
 `
-	_, err := gateway.Load("roll.yaml", []byte(text))
+	_, err := config.Load("roll.yaml", []byte(text))
 	if err == nil {
 		t.Fatal("a bad roll section loaded")
 	}
@@ -294,7 +296,7 @@ roll:
 			t.Errorf("errors lack %q:\n%v", want, err)
 		}
 	}
-	c, err := gateway.Load("roll.yaml", []byte("homes: [{id: h1}]\n"))
+	c, err := config.Load("roll.yaml", []byte("homes: [{id: h1}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"bytes"
 	"encoding/binary"
 	"image/png"
@@ -8,8 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/wakegate/wakegate/gateway"
 )
 
 // TestRootPageAndFavicon: / answers a small page (HTML for browsers, a
@@ -65,7 +65,7 @@ func TestRootPageAndFavicon(t *testing.T) {
 // nor a path is a config error naming the field.
 func TestRootRedirectChecked(t *testing.T) {
 	for _, v := range []string{"ftp://x/", "//evil.example/", "welcome"} {
-		_, err := gateway.Load("c.yaml", []byte("server:\n  root_redirect: \""+v+"\"\n"))
+		_, err := config.Load("c.yaml", []byte("server:\n  root_redirect: \""+v+"\"\n"))
 		if err == nil || !strings.Contains(err.Error(), "c.yaml:2: server.root_redirect") {
 			t.Errorf("root_redirect %q: err %v", v, err)
 		}

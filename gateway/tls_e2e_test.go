@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"bufio"
 	"context"
 	"crypto/tls"
@@ -75,7 +77,7 @@ homes:
     path: /apps/demo
     strip_prefix: true
 %s`, data, command, homes, extra)
-	cfg, err := gateway.Load("tls.yaml", []byte(text))
+	cfg, err := config.Load("tls.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}

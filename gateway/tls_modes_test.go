@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -16,7 +18,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/tlsfront"
 )
@@ -116,19 +117,19 @@ func TestTLSConfigChecks(t *testing.T) {
 		{"hosts:\n  apps_domain: 127.0.0.1\n", "hosts.apps_domain"},
 		{"hosts:\n  apps_domain: x.test\n  nodes_domain: X.test\n", "hosts.nodes_domain"},
 	} {
-		_, err := gateway.Load("t.yaml", []byte(tc.yaml))
+		_, err := config.Load("t.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.field+":") {
 			t.Errorf("%q: %v; want an error naming %s", tc.yaml, err, tc.field)
 		}
 	}
-	cfg, err := gateway.Load("t.yaml", []byte("hosts:\n  apps_domain: apps.test\ntls:\n  mode: on_demand\n"))
+	cfg, err := config.Load("t.yaml", []byte("hosts:\n  apps_domain: apps.test\ntls:\n  mode: on_demand\n"))
 	if err != nil {
 		t.Fatalf("on_demand with a domain: %v", err)
 	}
 	if cfg.Listen != ":443" || *cfg.TLS.HTTPListen != ":80" {
 		t.Errorf("TLS on: listen %q, http_listen %q; want :443 and :80", cfg.Listen, *cfg.TLS.HTTPListen)
 	}
-	cfg, err = gateway.Load("t.yaml", nil)
+	cfg, err = config.Load("t.yaml", nil)
 	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.TLS.Mode != "off" || *cfg.TLS.HTTPListen != "" {
 		t.Errorf("default: %v, listen %q, tls %q", err, cfg.Listen, cfg.TLS.Mode)
 	}

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -63,7 +65,7 @@ homes:
   - id: sock
     relay_token: "file:%s"
 `, data, bin, users, relay)
-	cfg, err := gateway.Load("unix.yaml", []byte(text))
+	cfg, err := config.Load("unix.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}

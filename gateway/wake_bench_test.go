@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,7 +43,7 @@ exec:
 homes:
   - id: demo
 `, filepath.Join(dir, "data"), probe, bin, bootDelay)
-	c, err := gateway.Load("bench.yaml", []byte(cfg))
+	c, err := config.Load("bench.yaml", []byte(cfg))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"github.com/wakegate/wakegate/config"
+
 	"context"
 	"encoding/json"
 	"io"
@@ -101,7 +103,7 @@ func wkStart(t *testing.T, o wkOptions) *wkGateway {
 	}
 	data := filepath.Join(t.TempDir(), "data")
 	text := strings.NewReplacer("%ADDR%", ln.Addr().String(), "%DATA%", data).Replace(wkConfig(t, o)) + o.extra
-	cfg, err := gateway.Load("e2e.yaml", []byte(text))
+	cfg, err := config.Load("e2e.yaml", []byte(text))
 	if err != nil {
 		_ = ln.Close()
 		t.Fatalf("config: %v\n%s", err, text)

@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"net/url"
@@ -96,9 +96,9 @@ func (r *RedisConfig) validate(k checker) {
 	}
 }
 
-// options returns the store's options; the password reference is resolved
+// Options returns the store's options; the password reference is resolved
 // (validate checked that it resolves).
-func (r *RedisConfig) options() (registry.RedisOptions, error) {
+func (r *RedisConfig) Options() (registry.RedisOptions, error) {
 	o := registry.RedisOptions{
 		URL: r.URL, Addrs: r.Addrs, MasterName: r.MasterName, Cluster: r.Cluster, Prefix: r.Prefix,
 		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,

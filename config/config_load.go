@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"errors"
@@ -18,12 +18,12 @@ import (
 )
 
 // LoadFile reads and validates a config file.
-func LoadFile(path string) (*Config, error) {
+func LoadFile(path string, opts ...Option) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Load(path, data)
+	return Load(path, data, opts...)
 }
 
 // Load parses, expands, defaults and validates a config, in that order:
@@ -32,8 +32,12 @@ func LoadFile(path string) (*Config, error) {
 // section (config_check.go). name is used in error messages. Errors are ConfigErrors naming file, line and field: every
 // unknown field, unset variable, badly typed value and invalid setting in
 // the file, in line order.
-func Load(name string, data []byte) (*Config, error) {
-	return load(name, data, nil)
+func Load(name string, data []byte, opts ...Option) (*Config, error) {
+	var o loadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return load(name, data, o.moreProviders)
 }
 
 // load is Load with more providers registered (tests).

@@ -1,4 +1,4 @@
-package gateway
+package config
 
 // The access and limits sections (package access documents each field):
 // who may reach each home and app, and the abuse limits, both checked

@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"crypto/x509"
@@ -11,7 +11,6 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/tlsfront"
 )
 
@@ -137,12 +136,12 @@ type HostsConfig struct {
 // letsEncrypt is the default ACME directory.
 const letsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
 
-// on reports whether TLS is on.
-func (t *TLSConfig) on() bool { return t.Mode != string(tlsfront.Off) }
+// On reports whether TLS is on.
+func (t *TLSConfig) On() bool { return t.Mode != string(tlsfront.Off) }
 
 func (t *TLSConfig) defaults() {
 	def(&t.Mode, string(tlsfront.Off))
-	if t.on() {
+	if t.On() {
 		defPtr(&t.HTTPListen, ":80")
 	} else {
 		defPtr(&t.HTTPListen, "")
@@ -246,17 +245,4 @@ func (h *HostsConfig) validate(k checker) {
 	if h.AppsDomain != "" && strings.EqualFold(h.AppsDomain, h.NodesDomain) {
 		k.bad("nodes_domain", "must differ from apps_domain")
 	}
-}
-
-// hostLabel returns the label that host has directly under domain (the
-// app's slug or the home's target), when it is a valid slug.
-func hostLabel(host, domain string) (string, bool) {
-	if domain == "" || len(host) <= len(domain)+1 {
-		return "", false
-	}
-	label, ok := strings.CutSuffix(host, "."+strings.ToLower(domain))
-	if !ok || !registry.ValidSlug(label) {
-		return "", false
-	}
-	return label, true
 }

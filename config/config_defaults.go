@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"encoding/json"
@@ -33,7 +33,7 @@ var defaultExecCommand = []string{"{self}", "demo-home", "--addr", "127.0.0.1:{p
 // defaults fills every unset field of c.
 func (c *Config) defaults() {
 	c.TLS.defaults()
-	if c.TLS.on() {
+	if c.TLS.On() {
 		def(&c.Listen, ":443")
 	}
 	def(&c.Listen, "127.0.0.1:8080") // this machine only, until the operator says otherwise
@@ -153,11 +153,10 @@ func (r *RollConfig) defaults() {
 	def(&r.IdleAfter, time.Minute)
 }
 
-// defaults fills h's unset fields; some default to w's settings.
-// decl is h in the shape the admin API's homes share (homedecl.go).
-func (h *HomeConfig) decl() (homeDecl, error) {
+// Decl is h in the shape the admin API's homes share (homedecl.go).
+func (h *HomeConfig) Decl() (HomeDecl, error) {
 	st, err := h.settings()
-	return homeDecl{ID: h.ID, Target: h.Target, Provider: h.Provider, Version: h.Version, RelayToken: h.RelayToken,
+	return HomeDecl{ID: h.ID, Target: h.Target, Provider: h.Provider, Version: h.Version, RelayToken: h.RelayToken,
 		Probe: h.Probe, IdleTimeout: *h.IdleTimeout, ReadyTimeout: h.ReadyTimeout, Settings: st}, err
 }
 
@@ -194,6 +193,7 @@ func (h *HomeConfig) settings() (provider.Settings, error) {
 	return st, nil
 }
 
+// defaults fills h's unset fields; some default to w's settings.
 func (h *HomeConfig) defaults(w *WakeConfig) {
 	def(&h.Target, h.ID)
 	def(&h.Provider, "exec")

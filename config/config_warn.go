@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 func (c *Config) Warnings() []string {
 	var out []string
 	if len(c.Admin.tokens) > 0 && *c.Admin.Listen != "" {
-		if w := adminListenWarning(*c.Admin.Listen); w != "" {
+		if w := AdminListenWarning(*c.Admin.Listen); w != "" {
 			out = append(out, w)
 		}
 	}
@@ -66,9 +66,9 @@ func (c *Config) socketActivated(h *HomeConfig) bool {
 	return c.Exec.SocketActivation
 }
 
-// adminListenWarning says what is wrong with an admin listener on listen
+// AdminListenWarning says what is wrong with an admin listener on listen
 // that other machines can reach; "" for a loopback one.
-func adminListenWarning(listen string) string {
+func AdminListenWarning(listen string) string {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		return ""
