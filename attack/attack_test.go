@@ -1,8 +1,6 @@
 package attack
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"bufio"
 	"context"
 	"errors"
@@ -22,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 )

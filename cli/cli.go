@@ -19,8 +19,6 @@
 package cli
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"context"
 	"errors"
 	"flag"
@@ -30,6 +28,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/gateway"
 )

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"context"
 	"encoding/json"
 	"flag"
@@ -18,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 )
 

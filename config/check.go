@@ -125,7 +125,7 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, reg, c.AvailableProviders(reg))
 	validateApps(k, c.Apps, homes)
 	c.checkHomeSockets(k)
-	c.validatePages(k) // config_waiting.go
+	c.validatePages(k) // waiting.go
 	return errs
 }
 

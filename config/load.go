@@ -28,8 +28,8 @@ func LoadFile(path string, opts ...Option) (*Config, error) {
 
 // Load parses, expands, defaults and validates a config, in that order:
 // decoding reports unknown fields and badly typed values, defaults fills
-// every unset field once (config_defaults.go), and validate checks each
-// section (config_check.go). name is used in error messages. Errors are ConfigErrors naming file, line and field: every
+// every unset field once (defaults.go), and validate checks each
+// section (check.go). name is used in error messages. Errors are ConfigErrors naming file, line and field: every
 // unknown field, unset variable, badly typed value and invalid setting in
 // the file, in line order.
 func Load(name string, data []byte, opts ...Option) (*Config, error) {

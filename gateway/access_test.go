@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/wakegate/wakegate/config"
 )
 
 // faConfig is homeConfig with a forward_auth policy at url as the default.

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/wake"
 )

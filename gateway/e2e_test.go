@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 )

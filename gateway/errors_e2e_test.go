@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"context"
 	"encoding/json"
 	"net"
@@ -16,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 )

@@ -1,5 +1,6 @@
-// Package gateway assembles wakegate: config, listeners, router, the wake
-// engine and the proxy, and the shutdown order.
+// Package gateway assembles wakegate from a loaded config (package
+// config): listeners, router, the wake engine and the proxy, reloads, and
+// the shutdown order.
 //
 // DESIGN rules that live here, until their rooms (route, control) exist:
 // 7's waiting page, 14 (only the self-probe through the gateway's own path
@@ -9,8 +10,6 @@
 package gateway
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -24,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/h1serve"

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/tlsfront"

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"bufio"
 	"context"
 	"errors"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 

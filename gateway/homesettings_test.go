@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 

@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 )
 

@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/provider"
 )
 

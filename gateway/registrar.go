@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"cmp"
 	"context"
 	"errors"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"

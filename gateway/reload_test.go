@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"context"
 	"fmt"
 	"io"
@@ -22,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"

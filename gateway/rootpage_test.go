@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"bytes"
 	"encoding/binary"
 	"image/png"
@@ -10,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/wakegate/wakegate/config"
 )
 
 // TestRootPageAndFavicon: / answers a small page (HTML for browsers, a

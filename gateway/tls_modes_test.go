@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/tlsfront"
 )

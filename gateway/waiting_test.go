@@ -1,8 +1,6 @@
 package gateway_test
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"bufio"
 	"encoding/json"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
 )

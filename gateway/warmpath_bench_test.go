@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -19,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wakegate/wakegate/access"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/proxy"

@@ -4,8 +4,6 @@
 package deploytest
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"encoding/json"
 	"net"
 	"net/http"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 

@@ -1,8 +1,6 @@
 package fly_test
 
 import (
-	"github.com/wakegate/wakegate/config"
-
 	"fmt"
 	"net/http"
 	"os"
@@ -10,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/fly/flyfake"
 )
