@@ -84,6 +84,8 @@ type Config struct {
 
 	// file is the config's name for error messages.
 	file string
+	// empty: the file sets nothing (no text, only comments, or {}).
+	empty bool
 	// displayNames are the homes' display names by id (waiting.go).
 	displayNames map[string]string
 	// moreProviders, when set, registers providers beyond the built-in

@@ -48,12 +48,13 @@ func load(name string, data []byte, more func(*provider.Registry)) (*Config, err
 	}
 	var errs ConfigErrors
 	lines := map[string]int{}
-	cfg := &Config{file: name, moreProviders: more}
+	cfg := &Config{file: name, moreProviders: more, empty: true}
 	if len(root.Content) > 0 {
 		doc := root.Content[0]
 		if doc.Kind != yaml.MappingNode {
 			return nil, ConfigErrors{{File: name, Line: doc.Line, Msg: "want a mapping of settings at the top level"}}
 		}
+		cfg.empty = len(doc.Content) == 0
 		expandEnv(name, doc, "", &errs)
 		indexLines(doc, "", lines)
 		checkKnown(name, doc, reflect.TypeOf(cfg).Elem(), "", &errs)

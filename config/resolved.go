@@ -30,6 +30,12 @@ func WithProviders(more func(*provider.Registry)) Option {
 // File is the name the config was loaded under, for messages.
 func (c *Config) File() string { return c.file }
 
+// Empty reports whether the file set nothing at all: no text, only
+// comments or blank lines, or an empty mapping. Such a file is more often
+// a file emptied by accident than a wish to run on defaults alone, so a
+// reload of it is refused unless confirmed (DESIGN rule 30).
+func (c *Config) Empty() bool { return c.empty }
+
 // DisplayName is home id's display_name; "" when it has none.
 func (c *Config) DisplayName(id string) string { return c.displayNames[id] }
 

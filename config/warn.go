@@ -12,6 +12,11 @@ import (
 // mean: check-config prints each, and the gateway logs each at start.
 func (c *Config) Warnings() []string {
 	var out []string
+	if c.empty {
+		out = append(out, fmt.Sprintf("%s sets nothing: the gateway runs on defaults alone, with no home and no app; "+
+			"if the file was emptied by accident, restore it. A reload of it would remove every home and app the "+
+			"running config declares, so it is refused unless confirmed (wakegate reload --allow-remove-all)", c.file))
+	}
 	if len(c.Admin.tokens) > 0 && *c.Admin.Listen != "" {
 		if w := AdminListenWarning(*c.Admin.Listen); w != "" {
 			out = append(out, w)
