@@ -21,7 +21,9 @@ import (
 //
 //  1. The file is loaded and checked like at start. A file that does not
 //     pass changes nothing: the error names each problem by file, line and
-//     field.
+//     field. Nor does a file that is empty, or that declares no home and no
+//     app while the running config declares some, unless the caller
+//     confirms it (removesEverything, DESIGN rule 30).
 //  2. Settings that only a start applies (listeners, the store, TLS, the
 //     engine's timeouts, ...) keep their running values; each that the
 //     file changes is named in the answer and the log (restartOnly).
@@ -57,7 +59,7 @@ func (g *Gateway) SetReloadSource(load func() (*config.Config, error)) { g.reloa
 
 // Reload reads the config file again and applies what changed (see the
 // order above). It reports what it did.
-func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
+func (g *Gateway) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.Reload, error) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	if g.reloadSrc == nil {
@@ -72,6 +74,11 @@ func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
 			WithHint("fix each problem at the file and line given, then reload again (wakegate check-config --config FILE checks a file)")
 	}
 	cur := g.conf()
+	if !opts.AllowRemoveAll {
+		if err := removesEverything(cur, next); err != nil {
+			return admin.Reload{}, err
+		}
+	}
 	res := admin.Reload{File: next.File()}
 	res.NeedRestart = keepRestartOnly(cur, next)
 	var set *access.Set
@@ -104,6 +111,49 @@ func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
 	}
 	g.logReload(res)
 	return res, nil
+}
+
+// removesEverything refuses next, the file a reload read, when it is
+// empty or declares no home and no app while cur, the running config,
+// declares some: such a file is far more often one truncated or
+// overwritten by accident than a wish to stop everything, and applying it
+// stops every home at once. The error counts what would go, names it for
+// operators, and says how to confirm.
+func removesEverything(cur, next *config.Config) error {
+	none := len(next.Homes) == 0 && len(next.Apps) == 0
+	if !next.Empty() && (!none || len(cur.Homes)+len(cur.Apps) == 0) {
+		return nil
+	}
+	homes := make([]string, 0, len(cur.Homes))
+	for _, h := range cur.Homes {
+		homes = append(homes, h.ID)
+	}
+	apps := make([]string, 0, len(cur.Apps))
+	for _, a := range cur.Apps {
+		apps = append(apps, a.Slug)
+	}
+	sort.Strings(homes)
+	sort.Strings(apps)
+	what, also := "declares no home and no app", ""
+	if next.Empty() {
+		what, also = "is empty", " and put the settings a reload applies (access, wake) back to their defaults"
+	}
+	msg := fmt.Sprintf("the config file %s: applying it would remove %s and %s%s; nothing was changed",
+		what, counted(len(homes), "home"), counted(len(apps), "app"), also)
+	cause := fmt.Errorf("%s %s; the running config declares homes [%s] and apps [%s]",
+		next.File(), what, strings.Join(homes, ", "), strings.Join(apps, ", "))
+	return fault.Wrap(fault.Conflict, "reload_removes_all", msg, cause).
+		WithHint("if the file was emptied or overwritten by accident, restore it; if removing everything is meant, " +
+			"apply it with `wakegate reload --allow-remove-all` (POST /admin/reload?allow_remove_all=true): " +
+			"SIGHUP never applies such a file")
+}
+
+// counted is n things: "1 home", "2 homes".
+func counted(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // logReload writes the one line of a reload.
@@ -353,6 +403,8 @@ func changedFields(a, b *config.Config, fields []configField) []string {
 }
 
 // Reload reads the config file again and applies it (admin.Reloader).
-func (a adminAPI) Reload(ctx context.Context) (admin.Reload, error) { return a.g.Reload(ctx) }
+func (a adminAPI) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.Reload, error) {
+	return a.g.Reload(ctx, opts)
+}
 
 var _ admin.Reloader = adminAPI{}
