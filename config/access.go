@@ -4,12 +4,6 @@ package config
 // who may reach each home and app, and the abuse limits, both checked
 // before anything wakes a home.
 
-// accessDefaults fills the access and limits sections.
-func (c *Config) accessDefaults() {
-	c.Access.Defaults()
-	c.Limits.Defaults()
-}
-
 // validateAccess reports the problems of the access and limits sections.
 func (c *Config) validateAccess(k checker) {
 	for _, p := range c.Access.Problems() {

@@ -51,15 +51,6 @@ type RedisConfig struct {
 // Enabled reports whether a Redis store is configured.
 func (r *RedisConfig) Enabled() bool { return r.URL != "" || len(r.Addrs) > 0 }
 
-func (r *RedisConfig) defaults() {
-	def(&r.Prefix, "wakegate")
-	def(&r.DialTimeout, time.Second)
-	def(&r.ReadTimeout, time.Second)
-	def(&r.WriteTimeout, time.Second)
-	def(&r.PoolTimeout, time.Second)
-	def(&r.PoolSize, 32)
-}
-
 func (r *RedisConfig) validate(k checker) {
 	if !r.Enabled() {
 		return

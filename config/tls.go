@@ -139,28 +139,6 @@ const letsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
 // On reports whether TLS is on.
 func (t *TLSConfig) On() bool { return t.Mode != string(tlsfront.Off) }
 
-func (t *TLSConfig) defaults() {
-	def(&t.Mode, string(tlsfront.Off))
-	if t.On() {
-		defPtr(&t.HTTPListen, ":80")
-	} else {
-		defPtr(&t.HTTPListen, "")
-	}
-	if t.Mode == string(tlsfront.Internal) && len(t.Names) == 0 {
-		t.Names = []string{"localhost"}
-	}
-	def(&t.CA, letsEncrypt)
-	if t.Challenges == nil {
-		t.Challenges = []string{"http-01", "tls-alpn-01"}
-	}
-	def(&t.HandshakeTimeout, 30*time.Second)
-	def(&t.OnDemand.IssuePerMinute, 30)
-	def(&t.OnDemand.CacheSize, 10000)
-	def(&t.OnDemand.CacheTTL, time.Minute)
-	def(&t.HTTP2.MaxConcurrentStreams, 250)
-	def(&t.HTTP2.MaxResetsPerSecond, 100)
-}
-
 func (t *TLSConfig) validate(k checker, hosts HostsConfig) {
 	k.oneOf("mode", t.Mode, "off", "files", "internal", "acme", "on_demand")
 	if *t.HTTPListen != "" {
