@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -538,50 +537,6 @@ apps:
 	}
 	if st := gw.status(t, "demo"); st.Route != wake.RoutePublished {
 		t.Fatalf("answered while the route is %s", st.Route)
-	}
-}
-
-func TestAppConfigDefaultsAndErrors(t *testing.T) {
-	cfg, err := config.Load("ok.yaml", []byte("apps:\n  - slug: a\n    upstream: http://127.0.0.1:9/\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := cfg.Apps[0]
-	if a.Health.Type != "http" || a.Health.Path != "/" || a.Health.Interval.Duration() != 2*time.Second || a.Health.Timeout.Duration() != 2*time.Second ||
-		a.Health.StartPeriod != 0 || a.DesiredState != "running" || a.FailureThreshold != 3 || a.MinRefresh.Duration() != time.Second ||
-		a.RefreshTimeout.Duration() != 30*time.Second {
-		t.Fatalf("defaults: %+v", a)
-	}
-	_, err = config.Load("bad.yaml", []byte(`homes:
-  - id: h
-apps:
-  - slug: a
-    upstream: http://127.0.0.1:9/
-    path: /x
-    health: {type: udp, path: healthz, interval: -1s}
-    desired_state: paused
-    failure_threshold: -2
-  - slug: b
-    home: h
-    path: nope
-`))
-	var errs config.ConfigErrors
-	if !errors.As(err, &errs) {
-		t.Fatalf("want ConfigErrors, got %v", err)
-	}
-	want := []string{"apps[0].path", "apps[0].health.type", "apps[0].health.path", "apps[0].health.interval",
-		"apps[0].desired_state", "apps[0].failure_threshold", "apps[1].path"}
-	got := map[string]bool{}
-	for _, e := range errs {
-		got[e.Field] = true
-		if e.Line == 0 {
-			t.Errorf("%s: no line", e.Field)
-		}
-	}
-	for _, f := range want {
-		if !got[f] {
-			t.Errorf("no error for %s in:\n%v", f, err)
-		}
 	}
 }
 

@@ -272,34 +272,3 @@ func TestRollEagerRollsIdleHomeAfterSocketCloses(t *testing.T) {
 		t.Fatalf("roll.done events %q", rolled)
 	}
 }
-
-func TestRollConfigErrorsNameTheField(t *testing.T) {
-	text := `
-roll:
-  mode: sometimes
-  idle_after: -1s
-  target:
-    command: [""]
-`
-	_, err := config.Load("roll.yaml", []byte(text))
-	if err == nil {
-		t.Fatal("a bad roll section loaded")
-	}
-	for _, want := range []string{
-		`roll.yaml:3: roll.mode: want lazy, eager or off, got "sometimes"`,
-		"roll.yaml:4: roll.idle_after: must not be negative",
-		"roll.yaml:5: roll.target.version: required when roll.target.command or roll.target.image is set",
-		"roll.yaml:6: roll.target.command: must name a program",
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("errors lack %q:\n%v", want, err)
-		}
-	}
-	c, err := config.Load("roll.yaml", []byte("homes: [{id: h1}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Roll.Mode != "lazy" || c.Roll.IdleAfter != time.Minute || c.Roll.Target.Version != "" {
-		t.Fatalf("roll defaults: %+v", c.Roll)
-	}
-}
