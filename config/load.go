@@ -28,10 +28,10 @@ func LoadFile(path string, opts ...Option) (*Config, error) {
 
 // Load parses, expands, defaults and validates a config, in that order:
 // decoding reports unknown fields and badly typed values, defaults fills
-// every unset field once (defaults.go), and validate checks each
-// section (check.go). name is used in error messages. Errors are ConfigErrors naming file, line and field: every
-// unknown field, unset variable, badly typed value and invalid setting in
-// the file, in line order.
+// every unset field once (defaults.go), and validate checks each section
+// (check.go). name is used in error messages. Errors are ConfigErrors
+// naming file, line and field: every unknown field, unset variable, badly
+// typed value and invalid setting in the file, in line order.
 func Load(name string, data []byte, opts ...Option) (*Config, error) {
 	var o loadOptions
 	for _, opt := range opts {
@@ -40,7 +40,7 @@ func Load(name string, data []byte, opts ...Option) (*Config, error) {
 	return load(name, data, o.moreProviders)
 }
 
-// load is Load with more providers registered (tests).
+// load is Load with the providers more registers beside the built-in ones.
 func load(name string, data []byte, more func(*provider.Registry)) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
