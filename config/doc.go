@@ -15,9 +15,9 @@
 // accessors (resolved.go); the checks made per request live where requests
 // are handled.
 //
-// DESIGN rules that live here: 30's config part (a config that cannot be
-// trusted is refused with the way out; Emptiness and the warning of an
-// empty file, warn.go), 31's warnings (isolation.go: homes of several
+// DESIGN rules that live here: 30's config part (a file that sets nothing
+// is told apart, Config.Empty, so that a reload of it is refused, and
+// check-config warns of it, warn.go), 31's warnings (isolation.go: homes of several
 // owners on one origin, homes sharing a relay token) and the operator's
 // side of 23 (errors name the file, line and field, never echo a secret).
 package config
