@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -14,8 +15,19 @@ import (
 type Reloader interface {
 	// Reload reads the config file again, checks it, and applies what
 	// changed. A file that does not pass the checks changes nothing: the
-	// error (fault.Invalid) names each problem by file, line and field.
-	Reload(ctx context.Context) (Reload, error)
+	// error (fault.Invalid) names each problem by file, line and field. A
+	// file that is empty, or that would remove every home and app of the
+	// config, changes nothing either (fault.Conflict, reload_removes_all)
+	// unless opts.AllowRemoveAll confirms it.
+	Reload(ctx context.Context, opts ReloadOptions) (Reload, error)
+}
+
+// ReloadOptions are a reload's confirmations.
+type ReloadOptions struct {
+	// AllowRemoveAll applies a file that is empty or declares no home and
+	// no app although the running config declares some (query
+	// allow_remove_all=true). Default false: such a file is refused.
+	AllowRemoveAll bool
 }
 
 // Reload is what a reload did. Every list is sorted; empty lists are
@@ -57,7 +69,17 @@ func (s *Server) postReload(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fault.New(fault.Unavailable, "reload_unavailable", "this gateway cannot reload its config"))
 		return
 	}
-	res, err := rl.Reload(r.Context())
+	var opts ReloadOptions
+	switch q := r.URL.Query().Get("allow_remove_all"); q {
+	case "", "false", "0":
+	case "true", "1":
+		opts.AllowRemoveAll = true
+	default:
+		s.fail(w, r, fault.New(fault.Invalid, "invalid",
+			fmt.Sprintf("allow_remove_all: want true or false, got %q", q)).WithField("allow_remove_all"))
+		return
+	}
+	res, err := rl.Reload(r.Context(), opts)
 	if err != nil {
 		s.fail(w, r, err)
 		return

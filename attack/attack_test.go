@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
@@ -126,7 +127,7 @@ homes:
 apps:
   - {slug: a, upstream: %q, kind: api}
 `, filepath.Join(t.TempDir(), "data"), s.home.URL, s.app.URL)
-	cfg, err := gateway.Load("attack.yaml", []byte(text))
+	cfg, err := config.Load("attack.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -532,7 +533,7 @@ func TestAttackWakeStorm(t *testing.T) {
 	for i := range homes {
 		fmt.Fprintf(&b, "  - {id: s%d, target: t%d, provider: static, endpoint: %q, probe: tcp}\n", i, i, up.URL)
 	}
-	cfg, err := gateway.Load("storm.yaml", []byte(b.String()))
+	cfg, err := config.Load("storm.yaml", []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}

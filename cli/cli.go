@@ -28,6 +28,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/gateway"
 )
@@ -125,15 +126,15 @@ func adminCmd(args []string, stdout, stderr io.Writer) int {
 	return adminCmds[args[0]](args[1:], out, errs)
 }
 
-func loadConfig(path string) (*gateway.Config, error) {
+func loadConfig(path string) (*config.Config, error) {
 	if path == "" {
-		return gateway.Load("config.yaml (embedded)", build.DefaultConfig)
+		return config.Load("config.yaml (embedded)", build.DefaultConfig)
 	}
-	return gateway.LoadFile(path)
+	return config.LoadFile(path)
 }
 
 func printConfigError(w io.Writer, err error) {
-	var ce gateway.ConfigErrors
+	var ce config.ConfigErrors
 	if errors.As(err, &ce) {
 		for _, e := range ce {
 			fmt.Fprintln(w, e)

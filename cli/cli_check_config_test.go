@@ -77,3 +77,36 @@ func TestCheckConfigRefusesActivatedSocketHome(t *testing.T) {
 		t.Fatalf("exit %d, want 1 naming homes[0].socket_activation\n%s%s", code, out.String(), errs.String())
 	}
 }
+
+// TestCheckConfigWarnsEmptyConfig checks check-config warns of a file that
+// sets nothing (empty, blank or only comments), which would run on
+// defaults alone and remove every home and app at a reload, and says
+// nothing of a file that sets something.
+func TestCheckConfigWarnsEmptyConfig(t *testing.T) {
+	for name, c := range map[string]struct {
+		text string
+		warn bool
+	}{
+		"empty":    {"", true},
+		"blank":    {"\n  \n", true},
+		"comments": {"# homes go here\n", true},
+		"mapping":  {"{}\n", true},
+		"listen":   {"listen: 127.0.0.1:18080\n", false},
+	} {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(p, []byte(c.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errs bytes.Buffer
+		if code := run([]string{"check-config", "--config", p}, &out, &errs); code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", name, code, out.String(), errs.String())
+		}
+		got := strings.Contains(errs.String(), "warning: "+p+" sets nothing")
+		if got != c.warn {
+			t.Errorf("%s: warned %t, want %t\n%s", name, got, c.warn, errs.String())
+		}
+		if got && !strings.Contains(errs.String(), "--allow-remove-all") {
+			t.Errorf("%s: the warning does not say what a reload of it does\n%s", name, errs.String())
+		}
+	}
+}

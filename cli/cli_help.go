@@ -63,10 +63,11 @@ var commandUsage = map[string]string{
 	"store": "usage: wakegate store check [--config FILE | --file PATH]\n" +
 		"       wakegate store backup [--config FILE] FILE\n\n" +
 		"checks the embedded store, or writes a consistent copy of it",
-	"reload": "usage: wakegate reload [--json] [--admin ADDR] [--token T]\n\n" +
+	"reload": "usage: wakegate reload [--allow-remove-all] [--json] [--admin ADDR] [--token T]\n\n" +
 		"applies the running gateway's config file again through the admin API (SIGHUP does the same):\n" +
 		"homes and apps added, changed or removed, settings that change without a restart;\n" +
-		"exit 1 when the gateway refuses the file, with its errors",
+		"exit 1 when the gateway refuses the file, with its errors; a file that is empty, or that\n" +
+		"declares no home and no app, is applied only with --allow-remove-all (never by SIGHUP)",
 	"healthcheck": "usage: wakegate healthcheck [--addr ADDR] [--path /healthz|/readyz] [--timeout D]\n\n" +
 		"asks this machine's gateway for GET /healthz (or --path) and exits 0 on 200, 1 otherwise:\n" +
 		"the container health check of an image with no shell and no curl",

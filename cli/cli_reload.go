@@ -16,13 +16,17 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/gateway"
 )
 
 // reloadUsage is the reload command's line in the usage.
-const reloadUsage = `  reload                            apply the running gateway's config file again (as SIGHUP
+const reloadUsage = `  reload [--allow-remove-all]       apply the running gateway's config file again (as SIGHUP
                                     does): homes, apps, access and wake timeouts change in
-                                    place; a bad file changes nothing and says why
+                                    place; a bad file changes nothing and says why, and an
+                                    empty one, or one without homes and apps, is applied only
+                                    with --allow-remove-all
 `
 
 // reloadCmd runs `wakegate reload`: POST /admin/reload, then what changed.
@@ -30,6 +34,8 @@ func reloadCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the JSON answer")
+	removeAll := fs.Bool("allow-remove-all", false, "apply a file that is empty, or that declares no home and no app,\n"+
+		"although the running config declares some (every one of them is removed)")
 	client := adminFlags(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -49,7 +55,11 @@ func reloadCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	body, err := c.do(ctx, http.MethodPost, "/admin/reload")
+	path := "/admin/reload"
+	if *removeAll {
+		path += "?allow_remove_all=true"
+	}
+	body, err := c.do(ctx, http.MethodPost, path)
 	if err != nil {
 		fmt.Fprintln(stderr, "reload:", err)
 		return 1
@@ -90,12 +100,12 @@ func printReload(w io.Writer, res admin.Reload) {
 
 // reloadSource is how serve's gateway reads its config file again: path
 // with serve's overrides (listen). Nil for the embedded config.
-func reloadSource(path, listen string) func() (*gateway.Config, error) {
+func reloadSource(path, listen string) func() (*config.Config, error) {
 	if path == "" {
 		return nil
 	}
-	return func() (*gateway.Config, error) {
-		cfg, err := gateway.LoadFile(path)
+	return func() (*config.Config, error) {
+		cfg, err := config.LoadFile(path)
 		if err != nil {
 			return nil, err
 		}
@@ -119,8 +129,8 @@ func reloadOnHangup(ctx context.Context, g *gateway.Gateway, log *slog.Logger) (
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if _, err := g.Reload(ctx); err != nil {
-					log.Error("config reload refused", "err", err)
+				if _, err := g.Reload(ctx, admin.ReloadOptions{}); err != nil {
+					logRefusedReload(log, err)
 				}
 			}
 		}
@@ -130,4 +140,18 @@ func reloadOnHangup(ctx context.Context, g *gateway.Gateway, log *slog.Logger) (
 		cancel()
 		wg.Wait()
 	}
+}
+
+// logRefusedReload logs why a SIGHUP's reload was refused, with the code
+// and the way out when the error has them: a signal carries no
+// confirmation, so the hint says which command applies the file.
+func logRefusedReload(log *slog.Logger, err error) {
+	attrs := []any{"err", err}
+	if fe, ok := fault.As(err); ok {
+		attrs = append(attrs, "code", fe.Code)
+		if fe.Hint != "" {
+			attrs = append(attrs, "hint", fe.Hint)
+		}
+	}
+	log.Error("config reload refused", attrs...)
 }

@@ -227,8 +227,8 @@ func (g *Gateway) holdSlot(w http.ResponseWriter, r *http.Request, id string, ro
 // name the same client for a request.
 func (g *Gateway) clientIP() access.ClientIP {
 	c := access.ClientIP{Header: g.cfg.Access.ClientIPHeader}
-	if len(g.cfg.Server.trusted) > 0 { // server.trusted_proxies is restart-only
-		c.Trusted = g.cfg.Server.trustsAddr
+	if len(g.cfg.Server.TrustedNets()) > 0 { // server.trusted_proxies is restart-only
+		c.Trusted = trustedProxies(g.cfg.Server.TrustedNets()).hasAddr
 	}
 	return c
 }

@@ -189,19 +189,3 @@ func TestAccessTraversalRedirects(t *testing.T) {
 		t.Errorf("non-canonical requests reached the home %d times and the app %d times", n, m)
 	}
 }
-
-// The access and limits sections are checked at load, with the field.
-func TestAccessConfigChecked(t *testing.T) {
-	for _, c := range []struct{ yaml, field string }{
-		{"access:\n  policies:\n    - {name: p, type: deny}\n", "access.default"},
-		{"access:\n  default: nope\n", "access.default"},
-		{"access:\n  default: p\n  policies:\n    - {name: p, type: jwt, jwt: {secret: short}}\n", "access.policies[0].jwt.secret"},
-		{"access:\n  policies:\n    - {name: p, type: deny, bogus: 1}\n  default: p\n", "access.policies[0].bogus"},
-		{"limits:\n  client_rate: -1\n", "limits.client_rate"},
-	} {
-		_, err := Load("c.yaml", []byte(c.yaml))
-		if err == nil || !strings.Contains(err.Error(), c.field) {
-			t.Errorf("%q: error %v; want one naming %s", c.yaml, err, c.field)
-		}
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -45,18 +46,18 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 	c := g.cfg.Admin
 	log := g.log.With("listener", "admin")
 	var tcp, sock net.Listener
-	if *c.Listen != "" && len(c.tokens) == 0 {
+	if *c.Listen != "" && len(c.ResolvedTokens()) == 0 {
 		g.log.Info("admin listener off: admin.tokens holds no token")
 	}
-	if *c.Listen != "" && len(c.tokens) > 0 {
+	if *c.Listen != "" && len(c.ResolvedTokens()) > 0 {
 		if tcp, err = net.Listen("tcp", *c.Listen); err != nil {
 			return nil, fmt.Errorf("admin listen %s: %w", *c.Listen, err)
 		}
 	}
 	if *c.Socket != "" {
-		sock, err = listenAdminSocket(*c.Socket, c.socketGID, log)
+		sock, err = listenAdminSocket(*c.Socket, c.SocketGID(), log)
 		switch {
-		case err != nil && c.socketDefault:
+		case err != nil && c.SocketDefaulted():
 			g.log.Warn("admin socket off", "err", err, "hint", "set admin.socket to a path that works, or to \"\" to turn it off")
 			sock = nil
 		case err != nil:
@@ -74,7 +75,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 		hosts = admin.AllowedHosts(*c.Listen, tcp.Addr(), c.AllowedHosts)
 	}
 	api := admin.New(adminAPI{g}, admin.Options{
-		Tokens: c.tokens, Hosts: hosts,
+		Tokens: c.ResolvedTokens(), Hosts: hosts,
 		AuthFailuresPerMinute: c.AuthFailures, Metrics: g.metrics.Handler(), Backup: g.backupHandler(),
 		Certificates:  g.certificatesHandler(),
 		OnAuthFailure: g.metrics.AuthFailures().Inc,
@@ -103,7 +104,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 	if tcp != nil {
 		g.adminAddr <- tcp.Addr()
 		g.log.Info("admin listening", "addr", tcp.Addr().String())
-		if w := adminListenWarning(*c.Listen); w != "" {
+		if w := config.AdminListenWarning(*c.Listen); w != "" {
 			g.log.Warn(w)
 		}
 	}

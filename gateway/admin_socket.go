@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -164,22 +163,6 @@ func inGroup(pid, gid int) bool {
 		}
 	}
 	return false
-}
-
-// lookupGroup resolves admin.socket_group, a group name or a numeric gid.
-func lookupGroup(name string) (int, error) {
-	if n, err := strconv.Atoi(name); err == nil && n >= 0 {
-		return n, nil
-	}
-	g, err := user.LookupGroup(name)
-	if err != nil {
-		return -1, fmt.Errorf("group %q: %w", name, err)
-	}
-	n, err := strconv.Atoi(g.Gid)
-	if err != nil {
-		return -1, fmt.Errorf("group %q: gid %q: %w", name, g.Gid, err)
-	}
-	return n, nil
 }
 
 // adminConnContext gives a request on the admin socket its peer, which

@@ -72,15 +72,6 @@ func TestAdminAppPhaseFilter(t *testing.T) {
 	}
 }
 
-// A public_url that is not a base URL is refused at load with its line.
-func TestConfigPublicURL(t *testing.T) {
-	checkMarks(t, "bad.yaml", `listen: ":0"
-public_url: "ftp://gw.example"   # want public_url
-`)
-	checkMarks(t, "bad.yaml", `public_url: "https://gw.example/base?x=1"   # want public_url
-`)
-}
-
 // GET /admin/access/denials lists the last refusals newest first, with the
 // policy's reason for operators, and counts them by policy and code.
 func TestAdminAccessDenials(t *testing.T) {

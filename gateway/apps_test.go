@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
@@ -540,57 +540,13 @@ apps:
 	}
 }
 
-func TestAppConfigDefaultsAndErrors(t *testing.T) {
-	cfg, err := gateway.Load("ok.yaml", []byte("apps:\n  - slug: a\n    upstream: http://127.0.0.1:9/\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := cfg.Apps[0]
-	if a.Health.Type != "http" || a.Health.Path != "/" || a.Health.Interval.Duration() != 2*time.Second || a.Health.Timeout.Duration() != 2*time.Second ||
-		a.Health.StartPeriod != 0 || a.DesiredState != "running" || a.FailureThreshold != 3 || a.MinRefresh.Duration() != time.Second ||
-		a.RefreshTimeout.Duration() != 30*time.Second {
-		t.Fatalf("defaults: %+v", a)
-	}
-	_, err = gateway.Load("bad.yaml", []byte(`homes:
-  - id: h
-apps:
-  - slug: a
-    upstream: http://127.0.0.1:9/
-    path: /x
-    health: {type: udp, path: healthz, interval: -1s}
-    desired_state: paused
-    failure_threshold: -2
-  - slug: b
-    home: h
-    path: nope
-`))
-	var errs gateway.ConfigErrors
-	if !errors.As(err, &errs) {
-		t.Fatalf("want ConfigErrors, got %v", err)
-	}
-	want := []string{"apps[0].path", "apps[0].health.type", "apps[0].health.path", "apps[0].health.interval",
-		"apps[0].desired_state", "apps[0].failure_threshold", "apps[1].path"}
-	got := map[string]bool{}
-	for _, e := range errs {
-		got[e.Field] = true
-		if e.Line == 0 {
-			t.Errorf("%s: no line", e.Field)
-		}
-	}
-	for _, f := range want {
-		if !got[f] {
-			t.Errorf("no error for %s in:\n%v", f, err)
-		}
-	}
-}
-
 // TestAppRoutePendingUntilServe: a gateway that does not listen yet has no
 // route an app's self-probe could take, whatever the app's own health; the
 // same app is ready once the gateway serves.
 func TestAppRoutePendingUntilServe(t *testing.T) {
 	up := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
 	before := goleak.IgnoreCurrent()
-	cfg, err := gateway.Load("pending.yaml", []byte(fmt.Sprintf(`listen: "127.0.0.1:0"
+	cfg, err := config.Load("pending.yaml", []byte(fmt.Sprintf(`listen: "127.0.0.1:0"
 data_dir: %q
 log: {access: false}
 apps:

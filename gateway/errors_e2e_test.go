@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
@@ -41,7 +42,7 @@ func erGateway(t *testing.T, command []string) (url string, logs *testbin.LogBuf
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := gateway.Load("errors.yaml", text)
+	c, err := config.Load("errors.yaml", text)
 	if err != nil {
 		_ = ln.Close()
 		t.Fatalf("config: %v\n%s", err, text)

@@ -19,7 +19,7 @@ const fleetOpenTimeout = 10 * time.Second
 // gateway then shares homes, apps, the target, lifecycle locks and session
 // counts with every gateway on the same Redis.
 func (g *Gateway) openFleetStore() error {
-	o, err := g.cfg.Redis.options()
+	o, err := g.cfg.Redis.Options()
 	if err != nil {
 		return fmt.Errorf("redis.password: %w", err)
 	}
@@ -33,7 +33,7 @@ func (g *Gateway) openFleetStore() error {
 	g.store, g.fleet = r, r
 	g.fleetDrops = make(chan string, fleetDropQueue)
 	g.log.Info("fleet store", "store", "redis", "prefix", o.Prefix, "instance", g.cfg.Instance)
-	if g.cfg.TLS.on() && g.cfg.TLS.Storage == nil {
+	if g.cfg.TLS.On() && g.cfg.TLS.Storage == nil {
 		cs, err := certstore.New(r, certstore.Options{Holder: g.cfg.Instance, Log: g.log.With("component", "tls")})
 		if err != nil {
 			return fmt.Errorf("redis: certificate storage: %w", err)

@@ -142,7 +142,7 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) {
 // sameRouting reports whether h is registered as rec says: target,
 // provider, settings (homedecl.go) and relay token.
 func (g *Gateway) sameRouting(h *homeRoute, rec registry.Home) bool {
-	if !sameSpec(h.spec, declFromRecord(rec, &g.cfg.Wake).spec("")) {
+	if !sameSpec(h.spec, declSpec(declFromRecord(rec, &g.cfg.Wake), "")) {
 		return false
 	}
 	token := ""

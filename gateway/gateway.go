@@ -1,11 +1,14 @@
-// Package gateway assembles wakegate: config, listeners, router, the wake
-// engine and the proxy, and the shutdown order.
+// Package gateway assembles wakegate from a loaded config (package
+// config): listeners, router, the wake engine and the proxy, reloads, and
+// the shutdown order.
 //
 // DESIGN rules that live here, until their rooms (route, control) exist:
 // 7's waiting page, 14 (only the self-probe through the gateway's own path
 // publishes a route), 20 (the shutdown order), 21 (canonical paths), 28
-// (fleet sync) and the edge's part of 31 (cookies of the gateway stripped
-// before any home sees a request). Rule 24 lives in edge.
+// (fleet sync), 30's reload part (a file that would remove every home and
+// app is applied only when confirmed, reload.go) and the edge's part of 31
+// (cookies of the gateway stripped before any home sees a request). Rule
+// 24 lives in edge; the config's checks and warnings live in config.
 package gateway
 
 import (
@@ -23,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/h1serve"
@@ -44,13 +48,13 @@ type Gateway struct {
 	// http1 is the public listener's HTTP/1.1 loop while Serve runs
 	// without TLS (public.go).
 	http1 atomic.Pointer[h1serve.Server]
-	cfg   *Config
+	cfg   *config.Config
 	// live is the config as last reloaded (reload.go), nil before the
 	// first reload; conf reads it.
-	live atomic.Pointer[Config]
+	live atomic.Pointer[config.Config]
 	// reloadSrc reads the config file again (SetReloadSource); reloadMu
 	// makes reloads run one at a time.
-	reloadSrc func() (*Config, error)
+	reloadSrc func() (*config.Config, error)
 	reloadMu  sync.Mutex
 	log       *slog.Logger
 	store     registry.Store
@@ -120,7 +124,7 @@ type homeRoute struct {
 // New builds a gateway from a validated config: it opens the store and the
 // providers, starts the engine and registers homes and apps. Close releases
 // what New opened.
-func New(ctx context.Context, cfg *Config, log *slog.Logger) (_ *Gateway, err error) {
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway, err error) {
 	g := &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
 		addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1), adminSocket: make(chan string, 1),
 		started: time.Now(), version: "dev", closeWait: afterCloseWait}
@@ -247,8 +251,8 @@ func (g *Gateway) homeStopped(id, endpoint string) {
 // newProxy builds the data plane from the proxy and server sections.
 func (g *Gateway) newProxy() *proxy.Proxy {
 	cfg := g.cfg
-	trusted := cfg.Server.isTrusted
-	if len(cfg.Server.trusted) == 0 {
+	trusted := trustedProxies(cfg.Server.TrustedNets()).has
+	if len(cfg.Server.TrustedNets()) == 0 {
 		trusted = nil // the proxy then parses no peer address per request
 	}
 	return proxy.New(proxy.Options{
@@ -257,7 +261,7 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		Trusted:      trusted,
 		ClientIP:     g.clientIP().Of,
 		MaxBodyBytes: int64(cfg.Server.MaxBodyBytes),
-		AllowOrigin:  cfg.Server.allowOrigin,
+		AllowOrigin:  allowOrigin(cfg.Server.WebSocketOrigins),
 		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
 		HomeResponseHeaderTimeout: cfg.Proxy.HomeResponseHeaderTimeout,
 		MinBodyRate:               int64(*cfg.Server.MinBodyRate), MinResponseRate: int64(*cfg.Server.MinResponseRate),
@@ -276,8 +280,13 @@ func portWatch(d time.Duration) time.Duration {
 	return d
 }
 
-func (s *ServerConfig) isTrusted(ip net.IP) bool {
-	for _, n := range s.trusted {
+// trustedProxies are the networks of server.trusted_proxies: a peer in one
+// may send X-Forwarded-* and X-Request-Id headers that are kept.
+type trustedProxies []*net.IPNet
+
+// has reports whether ip is in one of t's networks.
+func (t trustedProxies) has(ip net.IP) bool {
+	for _, n := range t {
 		if n.Contains(ip) {
 			return true
 		}
@@ -285,16 +294,20 @@ func (s *ServerConfig) isTrusted(ip net.IP) bool {
 	return false
 }
 
-func (s *ServerConfig) allowOrigin(origin string, r *http.Request) bool {
-	if proxy.SameHostOrigin(origin, r) {
-		return true
-	}
-	for _, o := range s.WebSocketOrigins {
-		if o == "*" || o == origin {
+// allowOrigin returns the check of a WebSocket's Origin: the request's own
+// host, or one of allowed (server.websocket_origins; "*" allows any).
+func allowOrigin(allowed []string) func(origin string, r *http.Request) bool {
+	return func(origin string, r *http.Request) bool {
+		if proxy.SameHostOrigin(origin, r) {
 			return true
 		}
+		for _, o := range allowed {
+			if o == "*" || o == origin {
+				return true
+			}
+		}
+		return false
 	}
-	return false
 }
 
 // Handler returns the public handler (for tests and benchmarks).
@@ -536,7 +549,7 @@ func (g *Gateway) graceOver(toldAtStart bool) (requests, websockets int) {
 // idleTick is the idle loop's configured period: a second, or shorter for
 // eager rolls. Each home's own idle timeout shortens it at registration,
 // in the engine (wake.Engine.Register), for config and API homes alike.
-func idleTick(cfg *Config) time.Duration {
+func idleTick(cfg *config.Config) time.Duration {
 	tick := time.Second
 	if d := cfg.Roll.IdleAfter; cfg.Roll.Mode == "eager" && d/4 < tick {
 		tick = max(d/4, 10*time.Millisecond) // eager rolls run on the same loop

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/tlsfront"
@@ -30,7 +31,7 @@ import (
 // nothing until Serve's listeners are up.
 func (g *Gateway) newFront() error {
 	t := &g.cfg.TLS
-	if !t.on() {
+	if !t.On() {
 		return nil
 	}
 	cert, roots, err := tlsfront.SelfSigned(probeServerName)
@@ -41,7 +42,7 @@ func (g *Gateway) newFront() error {
 	probe.overTLS(roots, g.cfg.Proxy.DialTimeout)
 	opts := tlsfront.Options{
 		Mode: tlsfront.Mode(t.Mode), Names: t.Names, CertFile: t.CertFile, KeyFile: t.KeyFile,
-		CA: t.CA, Email: t.Email, TrustedRoots: t.roots, DataDir: g.cfg.DataDir, Storage: g.certStorage(),
+		CA: t.CA, Email: t.Email, TrustedRoots: t.Roots(), DataDir: g.cfg.DataDir, Storage: g.certStorage(),
 		Override: func(hello *tls.ClientHelloInfo) *tls.Certificate {
 			if hello.ServerName == probeServerName && hello.Conn != nil && probe.owns(hello.Conn.RemoteAddr().String()) {
 				return &cert
@@ -56,7 +57,7 @@ func (g *Gateway) newFront() error {
 		opts.TLSALPN01 = opts.TLSALPN01 || c == "tls-alpn-01"
 	}
 	if t.EAB.KeyID != "" {
-		opts.EAB = &tlsfront.EAB{KeyID: t.EAB.KeyID, MACKey: t.EAB.mac}
+		opts.EAB = &tlsfront.EAB{KeyID: t.EAB.KeyID, MACKey: t.EAB.MAC()}
 	}
 	if opts.Mode == tlsfront.OnDemand {
 		od := t.OnDemand
@@ -184,7 +185,7 @@ func misdirected(r *http.Request) bool {
 }
 
 // hstsValue is the Strict-Transport-Security value, or "" when off.
-func hstsValue(h HSTSConfig) string {
+func hstsValue(h config.HSTSConfig) string {
 	if h.MaxAge <= 0 {
 		return ""
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -141,7 +142,7 @@ func hardGateway(t *testing.T, body string) string {
 func serveTestGateway(t *testing.T, name, body string) (*Gateway, string) {
 	t.Helper()
 	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nlog:\n  access: false\n%s", filepath.Join(t.TempDir(), "data"), body)
-	cfg, err := Load(name, []byte(text))
+	cfg, err := config.Load(name, []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}

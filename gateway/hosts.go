@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/tlsfront"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -73,4 +74,17 @@ func underDomain(host, domain string) bool {
 // errUnknownHost answers a host-routed name that maps to nothing.
 func errUnknownHost() error {
 	return fault.New(fault.NotFound, "unknown_host", "There is no app or home at this host name.")
+}
+
+// hostLabel returns the label that host has directly under domain (the
+// app's slug or the home's target), when it is a valid slug.
+func hostLabel(host, domain string) (string, bool) {
+	if domain == "" || len(host) <= len(domain)+1 {
+		return "", false
+	}
+	label, ok := strings.CutSuffix(host, "."+strings.ToLower(domain))
+	if !ok || !registry.ValidSlug(label) {
+		return "", false
+	}
+	return label, true
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -60,7 +61,7 @@ func TestRuntimeInflightAddDuringWait(t *testing.T) {
 // goroutine of its own is left behind waiting for that request.
 func TestServeLeavesNothingWhenRequestsOutliveTheWait(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	cfg, err := Load("leak.yaml", []byte(fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nserver:\n  drain_grace: 10ms\n",
+	cfg, err := config.Load("leak.yaml", []byte(fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nserver:\n  drain_grace: 10ms\n",
 		filepath.Join(t.TempDir(), "data"))))
 	if err != nil {
 		t.Fatal(err)

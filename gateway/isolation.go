@@ -1,123 +1,17 @@
 package gateway
 
-import (
-	"fmt"
-	"sort"
-	"strings"
-)
-
-// Isolation warnings: what a config leaves shared between tenants. Every
-// home runs someone's code (DESIGN rule 31), and a browser isolates by
-// origin only. Under path routing (/node/{target}, /apps/{slug}) every
-// home is on the gateway's one origin: a page of one home may read the
-// others' pages with the visitor's credentials, their cookies and their
-// storage. That is fine for homes of one owner and wrong for homes of
-// several, where host routing (hosts.nodes_domain, hosts.apps_domain)
-// gives each home an origin of its own.
-//
-// A home's owner is the owner its access rule names (access.homes[].owner),
-// else its target: a jwt policy admits a token for a home when its claim
-// names the target or that owner, so homes with no owner in common are
-// reachable by different people.
-
-// homeOwnership is what the warnings read of one home.
-type homeOwnership struct {
-	id, target string
-	// relay identifies the home's relay token (its reference in a config,
-	// the resolved secret at run time); "" for none. Never printed.
-	relay string
-}
-
-// isolationWarnings returns one sentence per thing the homes share that
-// tenants should not, for check-config, the start log and status.
-// nodesDomain is hosts.nodes_domain; owner gives a target's configured
-// owner ("" for none).
-func isolationWarnings(nodesDomain string, homes []homeOwnership, owner func(target string) string) []string {
-	var out []string
-	if nodesDomain == "" && len(homes) > 1 {
-		owners := map[string]bool{}
-		for _, h := range homes {
-			o := owner(h.target)
-			if o == "" {
-				o = h.target
-			}
-			owners[o] = true
-		}
-		if len(owners) > 1 {
-			out = append(out, fmt.Sprintf("path routing serves homes of %d owners (%s) on one origin: "+
-				"a page in one home can read the others' pages with the visitor's credentials, and their cookies and storage; "+
-				"give each home its own origin with hosts.nodes_domain (and hosts.apps_domain for apps in homes), "+
-				"or give homes of one owner the same access.homes[].owner (README: Security model)",
-				len(owners), someNames(owners)))
-		}
-	}
-	byRelay := map[string][]string{}
-	for _, h := range homes {
-		if h.relay != "" {
-			byRelay[h.relay] = append(byRelay[h.relay], h.id)
-		}
-	}
-	var shared []string
-	for _, ids := range byRelay {
-		if len(ids) > 1 {
-			sort.Strings(ids)
-			shared = append(shared, fmt.Sprintf("homes %s share one relay token: each of them can use it to "+
-				"pass for the others; give every home a relay_token of its own", strings.Join(ids, ", ")))
-		}
-	}
-	sort.Strings(shared)
-	return append(out, shared...)
-}
-
-// someNames lists up to three of names, sorted, and how many more.
-func someNames(names map[string]bool) string {
-	all := make([]string, 0, len(names))
-	for n := range names {
-		all = append(all, n)
-	}
-	sort.Strings(all)
-	if len(all) > 3 {
-		return strings.Join(all[:3], ", ") + fmt.Sprintf(" and %d more", len(all)-3)
-	}
-	return strings.Join(all, ", ")
-}
-
-// IsolationWarnings returns what c's homes share that tenants should not
-// (wakegate check-config prints them; the gateway logs them at start and
-// status lists them): homes of several owners on one origin, and homes
-// that share a relay token reference.
-func (c *Config) IsolationWarnings() []string {
-	homes := make([]homeOwnership, 0, len(c.Homes))
-	for _, h := range c.Homes {
-		target := h.Target
-		if target == "" {
-			target = h.ID
-		}
-		homes = append(homes, homeOwnership{id: h.ID, target: target, relay: h.RelayToken})
-	}
-	return isolationWarnings(c.Hosts.NodesDomain, homes, c.accessOwner)
-}
-
-// accessOwner is the owner access.homes names for target ("" for none).
-func (c *Config) accessOwner(target string) string {
-	for _, r := range c.Access.Homes {
-		if r.Target == target {
-			return r.Owner
-		}
-	}
-	return ""
-}
+import "github.com/wakegate/wakegate/config"
 
 // isolationWarnings are the warnings of the homes the gateway routes now,
 // those registered through the admin API included; relay tokens are told
 // apart by their resolved secrets, so two references to one secret count
 // as one token.
 func (g *Gateway) isolationWarnings() []string {
-	var homes []homeOwnership
+	var homes []config.HomeOwnership
 	g.eachHome(func(h *homeRoute) bool {
-		homes = append(homes, homeOwnership{id: h.spec.ID, target: h.spec.Target, relay: h.token})
+		homes = append(homes, config.HomeOwnership{ID: h.spec.ID, Target: h.spec.Target, Relay: h.token})
 		return true
 	})
 	set := g.gate.set.Load()
-	return isolationWarnings(g.cfg.Hosts.NodesDomain, homes, set.Owner)
+	return config.IsolationWarningsOf(g.cfg.Hosts.NodesDomain, homes, set.Owner)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/provider"
 )
 
@@ -47,12 +48,12 @@ homes:
     probe: tcp
 `, filepath.Join(t.TempDir(), "data"))
 	built := 0
-	cfg, err := load("busy.yaml", []byte(text), func(r *provider.Registry) {
+	cfg, err := config.Load("busy.yaml", []byte(text), config.WithProviders(func(r *provider.Registry) {
 		r.MustRegister("busy", provider.Factory{New: func(provider.Env, provider.Section) (provider.Provider, error) {
 			built++
 			return &busyProvider{retry: 42 * time.Second}, nil
 		}})
-	})
+	}))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -77,45 +78,5 @@ homes:
 	}
 	if strings.Contains(string(body), "10.0.0.7") || strings.Contains(string(body), "machines API") {
 		t.Errorf("the provider's cause reached the public body: %s", body)
-	}
-}
-
-// TestProviderSectionErrors: a providers.NAME section is checked by its
-// provider's rules, at its fields' lines; a home naming a provider whose
-// section is missing says to add it.
-func TestProviderSectionErrors(t *testing.T) {
-	text := `providers:
-  sect:
-    url: ""
-  exec:
-    command: [x]
-homes:
-  - id: a
-    provider: needy
-`
-	_, err := load("p.yaml", []byte(text), func(r *provider.Registry) {
-		r.MustRegister("sect", provider.Factory{NeedsSection: true,
-			New: func(provider.Env, provider.Section) (provider.Provider, error) { return &provider.Static{}, nil },
-			CheckSection: func(sec provider.Section) []provider.Problem {
-				var c struct {
-					URL string `yaml:"url"`
-				}
-				if err := sec.Decode(&c); err != nil || c.URL == "" {
-					return []provider.Problem{provider.Problemf("url", "required")}
-				}
-				return nil
-			}})
-		r.MustRegister("needy", provider.Factory{NeedsSection: true,
-			New: func(provider.Env, provider.Section) (provider.Provider, error) { return &provider.Static{}, nil }})
-	})
-	want := []string{
-		"p.yaml:3: providers.sect.url: required",
-		"p.yaml:4: providers.exec: the exec provider is configured in exec, not here",
-		"p.yaml:8: homes[0].provider: provider \"needy\" is not configured: add its section providers.needy",
-	}
-	for _, w := range want {
-		if err == nil || !strings.Contains(err.Error(), w) {
-			t.Errorf("config error %v\nwant it to contain %q", err, w)
-		}
 	}
 }

@@ -2,34 +2,16 @@ package gateway
 
 import (
 	"net"
-	"net/url"
 	"strings"
-)
 
-// publicURL checks public_url: empty, or an absolute http(s) URL with a
-// host and no path, query or fragment.
-func (k checker) publicURL(field, v string) {
-	if v == "" {
-		return
-	}
-	u, err := url.Parse(v)
-	switch {
-	case err != nil:
-		k.bad(field, "invalid URL %q: %v", v, err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		k.bad(field, "%q: want an http:// or https:// URL", v)
-	case u.Host == "" || u.User != nil:
-		k.bad(field, "%q: want scheme://host[:port], with a host and no user", v)
-	case strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "":
-		k.bad(field, "%q: want the base URL only, without a path, query or fragment", v)
-	}
-}
+	"github.com/wakegate/wakegate/config"
+)
 
 // publicBase is the base URL of the public listener for links (no
 // trailing slash), listening at listen (the bound address, so that port 0
 // names the real port). Its host is empty when the listener has none
 // (":8080"): a browser fills in the host it reached the dashboard at.
-func (c *Config) publicBase(listen string) string {
+func publicBase(c *config.Config, listen string) string {
 	if c.PublicURL != "" {
 		return strings.TrimSuffix(c.PublicURL, "/")
 	}
@@ -37,14 +19,14 @@ func (c *Config) publicBase(listen string) string {
 	if err != nil {
 		return ""
 	}
-	if c.TLS.on() && len(c.TLS.Names) > 0 && !strings.HasPrefix(c.TLS.Names[0], "*") {
+	if c.TLS.On() && len(c.TLS.Names) > 0 && !strings.HasPrefix(c.TLS.Names[0], "*") {
 		if port == "443" {
 			return "https://" + c.TLS.Names[0]
 		}
 		return "https://" + net.JoinHostPort(c.TLS.Names[0], port)
 	}
 	scheme := "http"
-	if c.TLS.on() {
+	if c.TLS.On() {
 		scheme = "https"
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
@@ -55,15 +37,15 @@ func (c *Config) publicBase(listen string) string {
 
 // appURL is where people open the app: its own host under
 // hosts.apps_domain, else /apps/{slug}/ under the public base.
-func (c *Config) appURL(slug, listen string) string {
+func appURL(c *config.Config, slug, listen string) string {
 	if c.Hosts.AppsDomain != "" {
 		scheme := "http"
-		if c.TLS.on() {
+		if c.TLS.On() {
 			scheme = "https"
 		}
 		return scheme + "://" + slug + "." + c.Hosts.AppsDomain + "/"
 	}
-	return c.publicBase(listen) + "/apps/" + slug + "/"
+	return publicBase(c, listen) + "/apps/" + slug + "/"
 }
 
 // appURL is where people open the app at slug.
@@ -72,5 +54,5 @@ func (g *Gateway) appURL(slug string) string {
 	if a := g.bound.Load(); a != nil {
 		listen = *a
 	}
-	return g.cfg.appURL(slug, listen)
+	return appURL(g.cfg, slug, listen)
 }

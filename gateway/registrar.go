@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -61,7 +62,7 @@ const (
 
 func newRegistrar(g *Gateway) *registrar {
 	r := &registrar{g: g, log: g.log.With("component", "registrar"), configHomes: map[string]bool{}, configApps: map[string]bool{},
-		provs: providerRegistry(g.cfg), avail: g.providers.names()}
+		provs: g.cfg.ProviderRegistry(), avail: g.providers.names()}
 	for _, hc := range g.cfg.Homes {
 		r.configHomes[hc.ID] = true
 	}
@@ -96,13 +97,13 @@ func (r *registrar) RegisterHome(ctx context.Context, h *homeRoute) error {
 // with every home, before the apps and before restore; a reload with those
 // it adds or changes). Each takes its target's claim, from whichever home
 // held it.
-func (r *registrar) RegisterConfigHomes(ctx context.Context, homes []HomeConfig) error {
+func (r *registrar) RegisterConfigHomes(ctx context.Context, homes []config.HomeConfig) error {
 	for _, hc := range homes {
-		d, err := hc.decl()
+		d, err := hc.Decl()
 		if err != nil {
 			return fmt.Errorf("home %s: options: %w", hc.ID, err)
 		}
-		h := &homeRoute{spec: d.spec("")}
+		h := &homeRoute{spec: declSpec(d, "")}
 		if err := r.resolveToken(h, hc.RelayToken); err != nil {
 			return fmt.Errorf("home %s: relay_token: %w", hc.ID, err)
 		}
@@ -176,7 +177,7 @@ func (r *registrar) restoreHome(ctx context.Context, rec registry.Home, holds bo
 	if !holds && !r.claimStoredTarget(ctx, rec) {
 		return
 	}
-	h := &homeRoute{spec: declFromRecord(rec, &r.g.cfg.Wake).spec("")}
+	h := &homeRoute{spec: declSpec(declFromRecord(rec, &r.g.cfg.Wake), "")}
 	if err := r.resolveToken(h, rec.RelayTokenRef); err != nil {
 		r.log.Warn("stored dynamic home not restored: relay_token", "home", rec.ID, "err", err)
 		return
@@ -217,7 +218,7 @@ func (r *registrar) PutAPIHome(ctx context.Context, id string, req admin.HomeReq
 // storeAPIHome writes the stored record of h, an admin request's home,
 // under its target's claim. It returns the record it replaced (zero when
 // created reports a new one).
-func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, d homeDecl, ifMatch uint64) (prev registry.Home, created bool, err error) {
+func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, d config.HomeDecl, ifMatch uint64) (prev registry.Home, created bool, err error) {
 	id := h.spec.ID
 	base := registry.Home{Status: registry.StatusSleeping}
 	cond := registry.Cond{}
@@ -256,18 +257,18 @@ func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, d homeDecl, 
 
 // record is rec carrying what d's registration needs (the fields restore
 // reads back), owned by this instance.
-func (r *registrar) record(rec registry.Home, d homeDecl) registry.Home {
-	d.store(&rec)
+func (r *registrar) record(rec registry.Home, d config.HomeDecl) registry.Home {
+	storeDecl(d, &rec)
 	rec.Owner, rec.Dynamic = r.g.cfg.Instance, !r.configHomes[d.ID]
 	return rec
 }
 
 // homeFromRequest checks an admin request for home id, naming every bad
-// field with the config's rules (homeDecl.check), and fills the defaults.
-func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRoute, homeDecl, error) {
+// field with the config's rules (config.HomeDecl.check), and fills the defaults.
+func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRoute, config.HomeDecl, error) {
 	var bad admin.FieldErrors
 	w := &r.g.cfg.Wake
-	d := homeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
+	d := config.HomeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
 		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: *w.IdleTimeout,
 		Settings: provider.Settings{Command: req.Command, Env: req.Env, Dir: req.WorkingDir, Options: req.Options}}
 	d.Probe.Kind = cmp.Or(d.Probe.Kind, w.Probe.Kind)
@@ -289,18 +290,18 @@ func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRout
 		}
 		*t.out = v
 	}
-	for _, p := range d.check(r.provs, r.avail) {
+	for _, p := range d.Check(r.provs, r.avail) {
 		if p.Field == "target" && req.Target == "" {
-			if !idRE.MatchString(id) {
+			if !config.ValidHomeID(id) {
 				continue // the id's own problem says it
 			}
 			p = provider.Problemf("id", "%q is also the home's target (/node/%s) since no target is set, and a target "+
 				"is 1-63 of [a-z0-9-] starting with a letter or digit: set target (for example %q) or change the id",
-				id, id, targetFromID(id))
+				id, id, config.TargetFromID(id))
 		}
 		bad.Add(p.Field, "%s", p.Msg)
 	}
-	h := &homeRoute{spec: d.spec("")}
+	h := &homeRoute{spec: declSpec(d, "")}
 	if err := r.resolveToken(h, req.RelayToken); err != nil {
 		bad.Add("relay_token", "%v", err)
 	}

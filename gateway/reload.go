@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -20,7 +21,9 @@ import (
 //
 //  1. The file is loaded and checked like at start. A file that does not
 //     pass changes nothing: the error names each problem by file, line and
-//     field.
+//     field. Nor does a file that is empty, or that declares no home and no
+//     app while the running config declares some, unless the caller
+//     confirms it (removesEverything, DESIGN rule 30).
 //  2. Settings that only a start applies (listeners, the store, TLS, the
 //     engine's timeouts, ...) keep their running values; each that the
 //     file changes is named in the answer and the log (restartOnly).
@@ -41,7 +44,7 @@ import (
 // conf is the config the gateway runs with now: the one it started with,
 // or the one the last reload applied. Code that reads what a reload may
 // change (homes, apps, wake timeouts, access) reads it through conf.
-func (g *Gateway) conf() *Config {
+func (g *Gateway) conf() *config.Config {
 	if c := g.live.Load(); c != nil {
 		return c
 	}
@@ -52,11 +55,11 @@ func (g *Gateway) conf() *Config {
 // checks it (with the command line's overrides applied, so that they do
 // not read as changes). Without it a reload is refused. Call it before
 // Serve.
-func (g *Gateway) SetReloadSource(load func() (*Config, error)) { g.reloadSrc = load }
+func (g *Gateway) SetReloadSource(load func() (*config.Config, error)) { g.reloadSrc = load }
 
 // Reload reads the config file again and applies what changed (see the
 // order above). It reports what it did.
-func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
+func (g *Gateway) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.Reload, error) {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	if g.reloadSrc == nil {
@@ -71,7 +74,12 @@ func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
 			WithHint("fix each problem at the file and line given, then reload again (wakegate check-config --config FILE checks a file)")
 	}
 	cur := g.conf()
-	res := admin.Reload{File: next.file}
+	if !opts.AllowRemoveAll {
+		if err := removesEverything(cur, next); err != nil {
+			return admin.Reload{}, err
+		}
+	}
+	res := admin.Reload{File: next.File()}
 	res.NeedRestart = keepRestartOnly(cur, next)
 	var set *access.Set
 	if !reflect.DeepEqual(cur.Access, next.Access) {
@@ -88,8 +96,8 @@ func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
 		if set != nil {
 			set.Close()
 		}
-		g.log.Error("config reload stopped part way", "file", next.file, "err", err, "done", fmt.Sprintf("%+v", res))
-		return res, fmt.Errorf("reload %s: %w", next.file, err)
+		g.log.Error("config reload stopped part way", "file", next.File(), "err", err, "done", fmt.Sprintf("%+v", res))
+		return res, fmt.Errorf("reload %s: %w", next.File(), err)
 	}
 	if set != nil {
 		g.gate.set.Swap(set).Close()
@@ -103,6 +111,49 @@ func (g *Gateway) Reload(ctx context.Context) (admin.Reload, error) {
 	}
 	g.logReload(res)
 	return res, nil
+}
+
+// removesEverything refuses next, the file a reload read, when it is
+// empty or declares no home and no app while cur, the running config,
+// declares some: such a file is far more often one truncated or
+// overwritten by accident than a wish to stop everything, and applying it
+// stops every home at once. The error counts what would go, names it for
+// operators, and says how to confirm.
+func removesEverything(cur, next *config.Config) error {
+	none := len(next.Homes) == 0 && len(next.Apps) == 0
+	if !next.Empty() && (!none || len(cur.Homes)+len(cur.Apps) == 0) {
+		return nil
+	}
+	homes := make([]string, 0, len(cur.Homes))
+	for _, h := range cur.Homes {
+		homes = append(homes, h.ID)
+	}
+	apps := make([]string, 0, len(cur.Apps))
+	for _, a := range cur.Apps {
+		apps = append(apps, a.Slug)
+	}
+	sort.Strings(homes)
+	sort.Strings(apps)
+	what, also := "declares no home and no app", ""
+	if next.Empty() {
+		what, also = "is empty", " and put the settings a reload applies (access, wake) back to their defaults"
+	}
+	msg := fmt.Sprintf("the config file %s: applying it would remove %s and %s%s; nothing was changed",
+		what, counted(len(homes), "home"), counted(len(apps), "app"), also)
+	cause := fmt.Errorf("%s %s; the running config declares homes [%s] and apps [%s]",
+		next.File(), what, strings.Join(homes, ", "), strings.Join(apps, ", "))
+	return fault.Wrap(fault.Conflict, "reload_removes_all", msg, cause).
+		WithHint("if the file was emptied or overwritten by accident, restore it; if removing everything is meant, " +
+			"apply it with `wakegate reload --allow-remove-all` (POST /admin/reload?allow_remove_all=true): " +
+			"SIGHUP never applies such a file")
+}
+
+// counted is n things: "1 home", "2 homes".
+func counted(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // logReload writes the one line of a reload.
@@ -130,19 +181,19 @@ func (g *Gateway) logReload(res admin.Reload) {
 }
 
 // newAccessSet builds the access policies of cfg, as newGate does.
-func (g *Gateway) newAccessSet(cfg *Config) (*access.Set, error) {
+func (g *Gateway) newAccessSet(cfg *config.Config) (*access.Set, error) {
 	log := g.log.With("component", "access")
 	return access.NewSet(cfg.Access, g.gate.ip.Of, func(err error) { log.Warn("access policy", "err", err) })
 }
 
 // reloadRoutes applies the homes and apps of next over those of cur (step
 // 3 of the order above), filling res.
-func (g *Gateway) reloadRoutes(ctx context.Context, cur, next *Config, res *admin.Reload) error {
-	oldHomes := map[string]HomeConfig{}
+func (g *Gateway) reloadRoutes(ctx context.Context, cur, next *config.Config, res *admin.Reload) error {
+	oldHomes := map[string]config.HomeConfig{}
 	for _, hc := range cur.Homes {
 		oldHomes[hc.ID] = hc
 	}
-	var register []HomeConfig
+	var register []config.HomeConfig
 	newHomes := map[string]bool{}
 	for _, hc := range next.Homes {
 		newHomes[hc.ID] = true
@@ -252,7 +303,7 @@ func maps2Set(a, b map[string]bool) map[string]bool {
 // sameHomeRouting reports whether a and b register the same home: every
 // field but the display name (which only the waiting page reads, through
 // conf).
-func sameHomeRouting(a, b HomeConfig) bool {
+func sameHomeRouting(a, b config.HomeConfig) bool {
 	a.DisplayName, b.DisplayName = "", ""
 	return reflect.DeepEqual(a, b)
 }
@@ -261,54 +312,54 @@ func sameHomeRouting(a, b HomeConfig) bool {
 // take the file's value, restart-only fields keep the running one.
 type configField struct {
 	name string
-	get  func(c *Config) any
+	get  func(c *config.Config) any
 	// pin copies the running value (from) into the loaded config (to).
-	pin func(to, from *Config)
+	pin func(to, from *config.Config)
 }
 
 // reloadable are the settings outside homes, apps and access that a reload
 // applies; the request path reads them through conf.
 var reloadable = []configField{
-	{name: "wake.hold", get: func(c *Config) any { return *c.Wake.Hold }},
-	{name: "wake.wake_timeout", get: func(c *Config) any { return c.Wake.WakeTimeout }},
-	{name: "wake.idle_timeout", get: func(c *Config) any { return *c.Wake.IdleTimeout }},
-	{name: "wake.no_wake_user_agents", get: func(c *Config) any { return c.Wake.NoWakeUserAgents }},
-	{name: "wake.no_wake_paths", get: func(c *Config) any { return c.Wake.NoWakePaths }},
-	{name: "wake.probe.kind", get: func(c *Config) any { return c.Wake.Probe.Kind }},
-	{name: "wake.waiting_page", get: func(c *Config) any { return c.Wake.WaitingPage }},
+	{name: "wake.hold", get: func(c *config.Config) any { return *c.Wake.Hold }},
+	{name: "wake.wake_timeout", get: func(c *config.Config) any { return c.Wake.WakeTimeout }},
+	{name: "wake.idle_timeout", get: func(c *config.Config) any { return *c.Wake.IdleTimeout }},
+	{name: "wake.no_wake_user_agents", get: func(c *config.Config) any { return c.Wake.NoWakeUserAgents }},
+	{name: "wake.no_wake_paths", get: func(c *config.Config) any { return c.Wake.NoWakePaths }},
+	{name: "wake.probe.kind", get: func(c *config.Config) any { return c.Wake.Probe.Kind }},
+	{name: "wake.waiting_page", get: func(c *config.Config) any { return c.Wake.WaitingPage }},
 }
 
 // restartOnly are the settings a running gateway cannot change: its
 // listeners, store, providers, engine, TLS, logging and limiter tables.
 var restartOnly = []configField{
-	{"listen", func(c *Config) any { return c.Listen }, func(t, f *Config) { t.Listen = f.Listen }},
-	{"data_dir", func(c *Config) any { return c.DataDir }, func(t, f *Config) { t.DataDir = f.DataDir }},
-	{"instance", func(c *Config) any { return c.Instance }, func(t, f *Config) { t.Instance = f.Instance }},
-	{"log", func(c *Config) any { return c.Log }, func(t, f *Config) { t.Log = f.Log }},
-	{"server", func(c *Config) any { return c.Server }, func(t, f *Config) { t.Server = f.Server }},
-	{"proxy", func(c *Config) any { return c.Proxy }, func(t, f *Config) { t.Proxy = f.Proxy }},
-	{"exec", func(c *Config) any { return c.Exec }, func(t, f *Config) { t.Exec = f.Exec }},
-	{"providers", func(c *Config) any { return providerSections(c) }, func(t, f *Config) { t.Providers = f.Providers }},
-	{"admin", func(c *Config) any { return c.Admin }, func(t, f *Config) { t.Admin = f.Admin }},
-	{"roll", func(c *Config) any { return c.Roll }, func(t, f *Config) { t.Roll = f.Roll }},
-	{"tls", func(c *Config) any { return c.TLS }, func(t, f *Config) { t.TLS = f.TLS }},
-	{"hosts", func(c *Config) any { return c.Hosts }, func(t, f *Config) { t.Hosts = f.Hosts }},
-	{"redis", func(c *Config) any { return c.Redis }, func(t, f *Config) { t.Redis = f.Redis }},
-	{"limits", func(c *Config) any { return c.Limits }, func(t, f *Config) { t.Limits = f.Limits }},
-	{"access.client_ip_header", func(c *Config) any { return c.Access.ClientIPHeader },
-		func(t, f *Config) { t.Access.ClientIPHeader = f.Access.ClientIPHeader }},
-	{"wake.warm_ttl", func(c *Config) any { return c.Wake.WarmTTL }, func(t, f *Config) { t.Wake.WarmTTL = f.Wake.WarmTTL }},
-	{"wake.ready_timeout", func(c *Config) any { return c.Wake.ReadyTimeout },
-		func(t, f *Config) { t.Wake.ReadyTimeout = f.Wake.ReadyTimeout }},
-	{"wake.retry_after", func(c *Config) any { return c.Wake.RetryAfter },
-		func(t, f *Config) { t.Wake.RetryAfter = f.Wake.RetryAfter }},
-	{"wake.max_concurrent", func(c *Config) any { return c.Wake.MaxConcurrent },
-		func(t, f *Config) { t.Wake.MaxConcurrent = f.Wake.MaxConcurrent }},
-	{"wake.failure_backoff", func(c *Config) any { return c.Wake.FailureBackoff },
-		func(t, f *Config) { t.Wake.FailureBackoff = f.Wake.FailureBackoff }},
-	{"wake.failure_backoff_max", func(c *Config) any { return c.Wake.FailureBackoffMax },
-		func(t, f *Config) { t.Wake.FailureBackoffMax = f.Wake.FailureBackoffMax }},
-	{"wake.probe", func(c *Config) any { p := c.Wake.Probe; p.Kind = ""; return p }, func(t, f *Config) {
+	{"listen", func(c *config.Config) any { return c.Listen }, func(t, f *config.Config) { t.Listen = f.Listen }},
+	{"data_dir", func(c *config.Config) any { return c.DataDir }, func(t, f *config.Config) { t.DataDir = f.DataDir }},
+	{"instance", func(c *config.Config) any { return c.Instance }, func(t, f *config.Config) { t.Instance = f.Instance }},
+	{"log", func(c *config.Config) any { return c.Log }, func(t, f *config.Config) { t.Log = f.Log }},
+	{"server", func(c *config.Config) any { return c.Server }, func(t, f *config.Config) { t.Server = f.Server }},
+	{"proxy", func(c *config.Config) any { return c.Proxy }, func(t, f *config.Config) { t.Proxy = f.Proxy }},
+	{"exec", func(c *config.Config) any { return c.Exec }, func(t, f *config.Config) { t.Exec = f.Exec }},
+	{"providers", func(c *config.Config) any { return providerSections(c) }, func(t, f *config.Config) { t.Providers = f.Providers }},
+	{"admin", func(c *config.Config) any { return c.Admin }, func(t, f *config.Config) { t.Admin = f.Admin }},
+	{"roll", func(c *config.Config) any { return c.Roll }, func(t, f *config.Config) { t.Roll = f.Roll }},
+	{"tls", func(c *config.Config) any { return c.TLS }, func(t, f *config.Config) { t.TLS = f.TLS }},
+	{"hosts", func(c *config.Config) any { return c.Hosts }, func(t, f *config.Config) { t.Hosts = f.Hosts }},
+	{"redis", func(c *config.Config) any { return c.Redis }, func(t, f *config.Config) { t.Redis = f.Redis }},
+	{"limits", func(c *config.Config) any { return c.Limits }, func(t, f *config.Config) { t.Limits = f.Limits }},
+	{"access.client_ip_header", func(c *config.Config) any { return c.Access.ClientIPHeader },
+		func(t, f *config.Config) { t.Access.ClientIPHeader = f.Access.ClientIPHeader }},
+	{"wake.warm_ttl", func(c *config.Config) any { return c.Wake.WarmTTL }, func(t, f *config.Config) { t.Wake.WarmTTL = f.Wake.WarmTTL }},
+	{"wake.ready_timeout", func(c *config.Config) any { return c.Wake.ReadyTimeout },
+		func(t, f *config.Config) { t.Wake.ReadyTimeout = f.Wake.ReadyTimeout }},
+	{"wake.retry_after", func(c *config.Config) any { return c.Wake.RetryAfter },
+		func(t, f *config.Config) { t.Wake.RetryAfter = f.Wake.RetryAfter }},
+	{"wake.max_concurrent", func(c *config.Config) any { return c.Wake.MaxConcurrent },
+		func(t, f *config.Config) { t.Wake.MaxConcurrent = f.Wake.MaxConcurrent }},
+	{"wake.failure_backoff", func(c *config.Config) any { return c.Wake.FailureBackoff },
+		func(t, f *config.Config) { t.Wake.FailureBackoff = f.Wake.FailureBackoff }},
+	{"wake.failure_backoff_max", func(c *config.Config) any { return c.Wake.FailureBackoffMax },
+		func(t, f *config.Config) { t.Wake.FailureBackoffMax = f.Wake.FailureBackoffMax }},
+	{"wake.probe", func(c *config.Config) any { p := c.Wake.Probe; p.Kind = ""; return p }, func(t, f *config.Config) {
 		kind := t.Wake.Probe.Kind
 		t.Wake.Probe = f.Wake.Probe
 		t.Wake.Probe.Kind = kind
@@ -317,7 +368,7 @@ var restartOnly = []configField{
 
 // providerSections are the providers' config sections as text: a section
 // that moved to other lines of the file is the same section.
-func providerSections(c *Config) map[string]string {
+func providerSections(c *config.Config) map[string]string {
 	out := make(map[string]string, len(c.Providers))
 	for name, n := range c.Providers {
 		b, err := yaml.Marshal(&n)
@@ -331,7 +382,7 @@ func providerSections(c *Config) map[string]string {
 
 // keepRestartOnly gives next the running value (cur's) of every
 // restart-only setting and returns those whose value in next differed.
-func keepRestartOnly(cur, next *Config) []string {
+func keepRestartOnly(cur, next *config.Config) []string {
 	changed := changedFields(cur, next, restartOnly)
 	for _, f := range restartOnly {
 		f.pin(next, cur)
@@ -341,7 +392,7 @@ func keepRestartOnly(cur, next *Config) []string {
 
 // changedFields returns the names of fields whose values differ between a
 // and b.
-func changedFields(a, b *Config, fields []configField) []string {
+func changedFields(a, b *config.Config, fields []configField) []string {
 	var out []string
 	for _, f := range fields {
 		if !reflect.DeepEqual(f.get(a), f.get(b)) {
@@ -352,6 +403,8 @@ func changedFields(a, b *Config, fields []configField) []string {
 }
 
 // Reload reads the config file again and applies it (admin.Reloader).
-func (a adminAPI) Reload(ctx context.Context) (admin.Reload, error) { return a.g.Reload(ctx) }
+func (a adminAPI) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.Reload, error) {
+	return a.g.Reload(ctx, opts)
+}
 
 var _ admin.Reloader = adminAPI{}

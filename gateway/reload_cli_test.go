@@ -94,3 +94,95 @@ func TestReloadSignalAndCLI(t *testing.T) {
 		t.Errorf("reload --help: exit %d %s", code, out)
 	}
 }
+
+// TestReloadRefusesToRemoveEverything runs the real binary with two homes
+// and an app: a config file emptied by accident, or one that declares no
+// home and no app, is refused by `wakegate reload` with the count and the
+// flag that confirms it, and by SIGHUP with a log line saying how to apply
+// it; nothing stops. `wakegate reload --allow-remove-all` then applies it.
+func TestReloadRefusesToRemoveEverything(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	admin := "127.0.0.1:" + strconv.Itoa(testbin.FreePort(t))
+	cfg := strings.NewReplacer("%ADMINPORT%", strings.TrimPrefix(admin, "127.0.0.1:"),
+		"HOMES", "  - id: r1\n  - id: r2\napps:\n  - slug: files\n    home: r1\n").Replace(rdCLIConfig)
+	p := testbin.ServeIn(t, dir, cfg)
+	path := filepath.Join(dir, "config.yaml")
+	served := func(target string) bool {
+		res, err := http.Get("http://" + p.Addr + "/node/" + target + "/whoami")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}
+	both := func() bool { return served("r1") && served("r2") }
+	if !both() {
+		t.Fatal("homes r1 and r2 are not served")
+	}
+	env := []string{"WAKEGATE_ADMIN=" + admin, "WAKEGATE_TOKEN=" + admToken}
+
+	// The file emptied, as `: > config.yaml` does.
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := admRunCLI(t, env, "reload")
+	for _, w := range []string{"reload_removes_all", "is empty", "2 homes and 1 app", "r1, r2", "files", "wakegate reload --allow-remove-all"} {
+		if code != 1 || !strings.Contains(errs, w) {
+			t.Errorf("wakegate reload of an empty file: exit %d, want 1 and %q in\n%s%s", code, w, out, errs)
+		}
+	}
+	if !both() {
+		t.Fatal("a refused reload of an empty file stopped homes")
+	}
+	if err := p.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testbin.Eventually(t, "the refused SIGHUP in the log", func() bool {
+		return strings.Contains(p.Output(), `msg="config reload refused"`)
+	})
+	if log := p.Output(); !strings.Contains(log, "reload_removes_all") || !strings.Contains(log, "wakegate reload --allow-remove-all") {
+		t.Errorf("the SIGHUP refusal does not say how to apply the file:\n%s", log)
+	}
+	if !both() {
+		t.Fatal("a refused SIGHUP stopped homes")
+	}
+
+	// Settings, but no home and no app.
+	noHomes := strings.NewReplacer("%ADDR%", p.Addr, "%DATA%", filepath.Join(dir, "data"),
+		"%ADMINPORT%", strings.TrimPrefix(admin, "127.0.0.1:"), "homes:\nHOMES", "").Replace(rdCLIConfig)
+	if err := os.WriteFile(path, []byte(noHomes), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = admRunCLI(t, env, "reload")
+	if code != 1 || !strings.Contains(errs, "declares no home and no app") || !strings.Contains(errs, "--allow-remove-all") {
+		t.Errorf("wakegate reload of a file without homes and apps: exit %d, want 1 naming the flag\n%s%s", code, out, errs)
+	}
+	if !both() {
+		t.Fatal("a refused reload stopped homes")
+	}
+
+	// A confirmation that is not true or false is refused.
+	req, err := http.NewRequest(http.MethodPost, "http://"+admin+"/admin/reload?allow_remove_all=maybe", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+admToken)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !both() {
+		t.Errorf("allow_remove_all=maybe: status %d, want 400 and nothing changed", res.StatusCode)
+	}
+
+	// Confirmed: applied.
+	code, out, errs = admRunCLI(t, env, "reload", "--allow-remove-all")
+	if code != 0 || !strings.Contains(out, "homes removed: r1, r2") || !strings.Contains(out, "apps removed: files") {
+		t.Fatalf("wakegate reload --allow-remove-all: exit %d\n%s%s", code, out, errs)
+	}
+	if served("r1") || served("r2") {
+		t.Error("the confirmed reload left homes served")
+	}
+}

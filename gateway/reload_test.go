@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
@@ -44,7 +45,7 @@ func rdStart(t *testing.T, body string) *rdGateway {
 		data, testbin.Build(t))
 	rd := &rdGateway{path: filepath.Join(dir, "gw.yaml"), head: head}
 	rd.write(t, body)
-	cfg, err := gateway.LoadFile(rd.path)
+	cfg, err := config.LoadFile(rd.path)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -53,7 +54,7 @@ func rdStart(t *testing.T, body string) *rdGateway {
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
-	g.SetReloadSource(func() (*gateway.Config, error) { return gateway.LoadFile(rd.path) })
+	g.SetReloadSource(func() (*config.Config, error) { return config.LoadFile(rd.path) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		g.Close()
@@ -75,7 +76,7 @@ func (rd *rdGateway) write(t *testing.T, body string) {
 func (rd *rdGateway) reload(t *testing.T, body string) admin.Reload {
 	t.Helper()
 	rd.write(t, body)
-	res, err := rd.g.Reload(context.Background())
+	res, err := rd.g.Reload(context.Background(), admin.ReloadOptions{})
 	if err != nil {
 		t.Fatalf("reload: %v\n%s", err, body)
 	}
@@ -223,7 +224,7 @@ func TestReloadInvalid(t *testing.T) {
 		{"homes: [\n", "gw.yaml"},
 	} {
 		rd.write(t, bad.body)
-		_, err := rd.g.Reload(context.Background())
+		_, err := rd.g.Reload(context.Background(), admin.ReloadOptions{})
 		fe, ok := fault.As(err)
 		if !ok || fe.Code != "invalid_config" || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("reload of\n%s: %v; want invalid_config naming %q", bad.body, err, bad.want)
@@ -316,7 +317,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		before := ok.Load()
 		testbin.Eventually(t, "requests between reloads", func() bool { return ok.Load() >= before+50 })
 		rd.write(t, b)
-		if _, err := rd.g.Reload(context.Background()); err != nil {
+		if _, err := rd.g.Reload(context.Background(), admin.ReloadOptions{}); err != nil {
 			t.Fatalf("reload %d: %v", i, err)
 		}
 	}
@@ -331,5 +332,41 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	if n := routesWakeStarts(rd.e2eGateway, "keep"); n != 1 {
 		t.Errorf("keep was woken %d times; want once", n)
+	}
+}
+
+// TestReloadRemoveAllNeedsConfirming: a file without homes and apps is an
+// ordinary reload while the running config declares none, and is refused
+// (fault.Conflict, reload_removes_all, nothing changed) once it declares
+// some; an empty file is refused even then. AllowRemoveAll applies it.
+func TestReloadRemoveAllNeedsConfirming(t *testing.T) {
+	t.Parallel()
+	rd := rdStart(t, "")
+	if res := rd.reload(t, "wake:\n  hold: 0s\n"); len(res.Applied) != 1 || res.Applied[0] != "wake.hold" {
+		t.Fatalf("a reload without homes while none run: %+v", res)
+	}
+	if res := rd.reload(t, "homes:\n  - id: a\n"); len(res.HomesAdded) != 1 {
+		t.Fatalf("home a not added: %+v", res)
+	}
+	refused := func(what string) {
+		t.Helper()
+		_, err := rd.g.Reload(context.Background(), admin.ReloadOptions{})
+		fe, ok := fault.As(err)
+		if !ok || fe.Kind != fault.Conflict || fe.Code != "reload_removes_all" || !strings.Contains(fe.Message, "1 home and 0 apps") {
+			t.Fatalf("reload of %s: %v; want 409 reload_removes_all counting 1 home", what, err)
+		}
+		if !rd.g.Engine().Known("a") {
+			t.Fatalf("the refused reload of %s removed home a", what)
+		}
+	}
+	rd.write(t, "wake:\n  hold: 0s\n")
+	refused("a file without homes")
+	if err := os.WriteFile(rd.path, []byte("# emptied\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused("an empty file")
+	res, err := rd.g.Reload(context.Background(), admin.ReloadOptions{AllowRemoveAll: true})
+	if err != nil || len(res.HomesRemoved) != 1 {
+		t.Fatalf("a confirmed reload: %+v, %v; want home a removed", res, err)
 	}
 }

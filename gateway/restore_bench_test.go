@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/registry"
 )
 
 // restoreConfig is the config of a gateway whose data lives in dir, with
 // one home of its own (cfg) and an exec provider that never runs.
-func restoreConfig(tb testing.TB, dir string) *Config {
+func restoreConfig(tb testing.TB, dir string) *config.Config {
 	tb.Helper()
 	return oneHomeConfig(tb, "restore.yaml", dir, "")
 }
@@ -22,7 +23,7 @@ func restoreConfig(tb testing.TB, dir string) *Config {
 // oneHomeConfig is the config file name of a gateway whose data lives in
 // dir, with one home of its own (cfg at target cfgt), an exec provider
 // that never runs and the YAML extra appended at the top level.
-func oneHomeConfig(tb testing.TB, name, dir, extra string) *Config {
+func oneHomeConfig(tb testing.TB, name, dir, extra string) *config.Config {
 	tb.Helper()
 	text := fmt.Sprintf(`listen: "127.0.0.1:0"
 data_dir: %q
@@ -34,7 +35,7 @@ homes:
   - id: cfg
     target: cfgt
 %s`, dir, extra)
-	cfg, err := Load(name, []byte(text))
+	cfg, err := config.Load(name, []byte(text))
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}

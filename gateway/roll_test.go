@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 	"gopkg.in/yaml.v3"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
@@ -54,7 +55,7 @@ func rlStart(t *testing.T, roll map[string]any) *rlGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := gateway.Load("roll.yaml", text)
+	c, err := config.Load("roll.yaml", text)
 	if err != nil {
 		_ = ln.Close()
 		t.Fatalf("config: %v\n%s", err, text)
@@ -269,36 +270,5 @@ func TestRollEagerRollsIdleHomeAfterSocketCloses(t *testing.T) {
 	}
 	if len(rolled) != 1 || !strings.Contains(rolled[0], `"cause":"roll"`) {
 		t.Fatalf("roll.done events %q", rolled)
-	}
-}
-
-func TestRollConfigErrorsNameTheField(t *testing.T) {
-	text := `
-roll:
-  mode: sometimes
-  idle_after: -1s
-  target:
-    command: [""]
-`
-	_, err := gateway.Load("roll.yaml", []byte(text))
-	if err == nil {
-		t.Fatal("a bad roll section loaded")
-	}
-	for _, want := range []string{
-		`roll.yaml:3: roll.mode: want lazy, eager or off, got "sometimes"`,
-		"roll.yaml:4: roll.idle_after: must not be negative",
-		"roll.yaml:5: roll.target.version: required when roll.target.command or roll.target.image is set",
-		"roll.yaml:6: roll.target.command: must name a program",
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("errors lack %q:\n%v", want, err)
-		}
-	}
-	c, err := gateway.Load("roll.yaml", []byte("homes: [{id: h1}]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Roll.Mode != "lazy" || c.Roll.IdleAfter != time.Minute || c.Roll.Target.Version != "" {
-		t.Fatalf("roll defaults: %+v", c.Roll)
 	}
 }

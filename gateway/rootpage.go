@@ -9,7 +9,6 @@ import (
 	"image/color"
 	"image/png"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -67,19 +66,6 @@ link you were given.</p>
 <p><small>request %s</small></p>
 </main></body></html>
 `
-
-// checkRootRedirect says what is wrong with a server.root_redirect value,
-// or "" when it is usable.
-func checkRootRedirect(v string) string {
-	if v == "" || (strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "//")) {
-		return ""
-	}
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Sprintf("want an http(s) URL or a path starting with /, got %q", v)
-	}
-	return ""
-}
 
 // favicon draws the gateway's icon, a crescent moon (a sleeping backend),
 // as a 32x32 PNG inside an ICO container.

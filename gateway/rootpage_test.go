@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/wakegate/wakegate/gateway"
 )
 
 // TestRootPageAndFavicon: / answers a small page (HTML for browsers, a
@@ -58,16 +56,5 @@ func TestRootPageAndFavicon(t *testing.T) {
 	_ = res.Body.Close()
 	if res.StatusCode != http.StatusFound || res.Header.Get("Location") != "https://example.com/welcome" {
 		t.Fatalf("root redirect: %d %q", res.StatusCode, res.Header.Get("Location"))
-	}
-}
-
-// TestRootRedirectChecked: a root_redirect that is neither an http(s) URL
-// nor a path is a config error naming the field.
-func TestRootRedirectChecked(t *testing.T) {
-	for _, v := range []string{"ftp://x/", "//evil.example/", "welcome"} {
-		_, err := gateway.Load("c.yaml", []byte("server:\n  root_redirect: \""+v+"\"\n"))
-		if err == nil || !strings.Contains(err.Error(), "c.yaml:2: server.root_redirect") {
-			t.Errorf("root_redirect %q: err %v", v, err)
-		}
 	}
 }

@@ -155,14 +155,14 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 
 // trustedPeer reports whether r's peer is a trusted proxy.
 func (g *Gateway) trustedPeer(r *http.Request) bool {
-	if len(g.cfg.Server.trusted) == 0 {
+	if len(g.cfg.Server.TrustedNets()) == 0 {
 		return false // no address to parse on every request
 	}
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil || ap.Addr().Zone() != "" {
 		return false // not an IP peer; a zoned one is not trusted either
 	}
-	return g.cfg.Server.trustsAddr(ap.Addr())
+	return trustedProxies(g.cfg.Server.TrustedNets()).hasAddr(ap.Addr())
 }
 
 // redirectSlash answers /apps/{slug} with a redirect to /apps/{slug}/.
@@ -345,7 +345,7 @@ func (g *Gateway) noWake(r *http.Request, sub string) bool {
 		}
 	}
 	if ua := r.UserAgent(); ua != "" {
-		for _, re := range g.conf().Wake.noWakeUA {
+		for _, re := range g.conf().Wake.NoWakeAgents() {
 			if re.MatchString(ua) {
 				return true
 			}

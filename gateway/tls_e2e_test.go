@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/pebbletest"
 	"github.com/wakegate/wakegate/internal/testbin"
@@ -75,7 +76,7 @@ homes:
     path: /apps/demo
     strip_prefix: true
 %s`, data, command, homes, extra)
-	cfg, err := gateway.Load("tls.yaml", []byte(text))
+	cfg, err := config.Load("tls.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/tlsfront"
 )
@@ -97,40 +96,6 @@ apps:
 		if res.StatusCode != tc.status || !strings.Contains(body, tc.contains) {
 			t.Errorf("Host %s %s: %d %s; want %d with %s", tc.host, tc.path, res.StatusCode, body, tc.status, tc.contains)
 		}
-	}
-}
-
-// TestTLSConfigChecks refuses TLS settings that cannot work, naming the
-// field.
-func TestTLSConfigChecks(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ yaml, field string }{
-		{"tls:\n  mode: on_demand\n", "tls.mode"},
-		{"tls:\n  mode: acme\n", "tls.names"},
-		{"tls:\n  mode: files\n", "tls.cert_file"},
-		{"tls:\n  mode: sometimes\n", "tls.mode"},
-		{"tls:\n  mode: acme\n  names: [\"*.bad\"]\n", "tls.names[0]"},
-		{"tls:\n  mode: acme\n  names: [a.test]\n  challenges: [dns-01]\n", "tls.challenges[0]"},
-		{"tls:\n  mode: acme\n  names: [a.test]\n  eab: {key_id: k}\n", "tls.eab"},
-		{"tls:\n  mode: acme\n  names: [a.test]\n  trusted_roots: [/nonexistent.pem]\n", "tls.trusted_roots[0]"},
-		{"hosts:\n  apps_domain: 127.0.0.1\n", "hosts.apps_domain"},
-		{"hosts:\n  apps_domain: x.test\n  nodes_domain: X.test\n", "hosts.nodes_domain"},
-	} {
-		_, err := gateway.Load("t.yaml", []byte(tc.yaml))
-		if err == nil || !strings.Contains(err.Error(), tc.field+":") {
-			t.Errorf("%q: %v; want an error naming %s", tc.yaml, err, tc.field)
-		}
-	}
-	cfg, err := gateway.Load("t.yaml", []byte("hosts:\n  apps_domain: apps.test\ntls:\n  mode: on_demand\n"))
-	if err != nil {
-		t.Fatalf("on_demand with a domain: %v", err)
-	}
-	if cfg.Listen != ":443" || *cfg.TLS.HTTPListen != ":80" {
-		t.Errorf("TLS on: listen %q, http_listen %q; want :443 and :80", cfg.Listen, *cfg.TLS.HTTPListen)
-	}
-	cfg, err = gateway.Load("t.yaml", nil)
-	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.TLS.Mode != "off" || *cfg.TLS.HTTPListen != "" {
-		t.Errorf("default: %v, listen %q, tls %q", err, cfg.Listen, cfg.TLS.Mode)
 	}
 }
 

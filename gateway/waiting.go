@@ -156,7 +156,7 @@ func (g *Gateway) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSu
 
 // waitingTemplate is the operator's waiting page, or the built-in one.
 func (g *Gateway) waitingTemplate() *web.WaitingTemplate {
-	if t := g.conf().Wake.waitingTmpl; t != nil {
+	if t := g.conf().Wake.WaitingTemplate(); t != nil {
 		return t
 	}
 	return web.DefaultWaiting()
@@ -166,7 +166,7 @@ func (g *Gateway) waitingTemplate() *web.WaitingTemplate {
 // else its target; an app's slug.
 func (g *Gateway) displayName(s waitSubject) string {
 	if s.kind == "node" {
-		if n := g.conf().displayNames[s.homeID(g)]; n != "" {
+		if n := g.conf().DisplayName(s.homeID(g)); n != "" {
 			return n
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
@@ -41,7 +42,7 @@ exec:
 homes:
   - id: demo
 `, filepath.Join(dir, "data"), probe, bin, bootDelay)
-	c, err := gateway.Load("bench.yaml", []byte(cfg))
+	c, err := config.Load("bench.yaml", []byte(cfg))
 	if err != nil {
 		b.Fatal(err)
 	}

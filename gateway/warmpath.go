@@ -71,13 +71,13 @@ func (g *Gateway) hooks(h *homeRoute) *homeHooks {
 // homeRouteHooks is the field homeRoute keeps its hooks in.
 type homeRouteHooks = atomic.Pointer[homeHooks]
 
-// trustsAddr is isTrusted for an address as netip holds it; it copies the
-// address on the stack, where isTrusted's net.IP would be a new slice.
-func (s *ServerConfig) trustsAddr(ip netip.Addr) bool {
+// hasAddr is has for an address as netip holds it; it copies the address
+// on the stack, where has's net.IP would be a new slice.
+func (t trustedProxies) hasAddr(ip netip.Addr) bool {
 	if ip.Is4() {
 		b := ip.As4()
-		return s.isTrusted(b[:])
+		return t.has(b[:])
 	}
 	b := ip.As16()
-	return s.isTrusted(b[:])
+	return t.has(b[:])
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wakegate/wakegate/access"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/proxy"
@@ -40,7 +41,7 @@ apps:
     upstream: http://127.0.0.1:9/
     kind: api
 %s`, filepath.Join(b.TempDir(), "data"), extra)
-	cfg, err := Load("steps.yaml", []byte(text))
+	cfg, err := config.Load("steps.yaml", []byte(text))
 	if err != nil {
 		b.Fatalf("config: %v", err)
 	}
@@ -133,7 +134,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 	})
 	b.Run("client_allowed/rate_off/old", func(b *testing.B) {
 		b.ReportAllocs()
-		ip := access.ClientIP{Trusted: func(a netip.Addr) bool { return g.cfg.Server.isTrusted(a.AsSlice()) }}
+		ip := access.ClientIP{Trusted: func(a netip.Addr) bool { return trustedProxies(g.cfg.Server.TrustedNets()).has(a.AsSlice()) }}
 		for b.Loop() {
 			_ = g.gate.limits.Client(ip.Of(r))
 		}

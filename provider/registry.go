@@ -16,7 +16,8 @@ import (
 // Adding a provider
 //
 // A provider is a Factory registered by name in a Registry. The gateway
-// builds its registry in one function (gateway/providers.go); adding a
+// builds its registry in one function (config/providers.go,
+// Config.ProviderRegistry, which the checks of the config use too); adding a
 // provider is one Register call there, with a Factory from the provider's
 // own package:
 //

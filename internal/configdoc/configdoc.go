@@ -1,5 +1,5 @@
 // Command configdoc writes docs/config.md, the configuration reference,
-// from the doc comments of gateway.Config and every type it reaches
+// from the doc comments of config.Config and every type it reaches
 // (including access.Config, access.LimitsConfig and registry.App). Run it
 // from the module root after changing a config type:
 //

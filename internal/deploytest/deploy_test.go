@@ -19,7 +19,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -158,12 +158,12 @@ func execForm(t *testing.T, what, s string) []string {
 
 // flyConfig loads deploy/fly.yaml through the gateway's loader, with the
 // environment fly.toml sets.
-func flyConfig(t *testing.T, f flyToml) *gateway.Config {
+func flyConfig(t *testing.T, f flyToml) *config.Config {
 	t.Helper()
 	for k, v := range f.Env {
 		t.Setenv(k, v)
 	}
-	cfg, err := gateway.LoadFile(filepath.Join(root(t), "deploy", "fly.yaml"))
+	cfg, err := config.LoadFile(filepath.Join(root(t), "deploy", "fly.yaml"))
 	if err != nil {
 		t.Fatalf("deploy/fly.yaml: %v", err)
 	}

@@ -1,14 +1,8 @@
-package gateway
+package config
 
 // The access and limits sections (package access documents each field):
 // who may reach each home and app, and the abuse limits, both checked
 // before anything wakes a home.
-
-// accessDefaults fills the access and limits sections.
-func (c *Config) accessDefaults() {
-	c.Access.Defaults()
-	c.Limits.Defaults()
-}
 
 // validateAccess reports the problems of the access and limits sections.
 func (c *Config) validateAccess(k checker) {

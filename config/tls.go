@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"crypto/x509"
@@ -11,7 +11,6 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/tlsfront"
 )
 
@@ -137,30 +136,8 @@ type HostsConfig struct {
 // letsEncrypt is the default ACME directory.
 const letsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
 
-// on reports whether TLS is on.
-func (t *TLSConfig) on() bool { return t.Mode != string(tlsfront.Off) }
-
-func (t *TLSConfig) defaults() {
-	def(&t.Mode, string(tlsfront.Off))
-	if t.on() {
-		defPtr(&t.HTTPListen, ":80")
-	} else {
-		defPtr(&t.HTTPListen, "")
-	}
-	if t.Mode == string(tlsfront.Internal) && len(t.Names) == 0 {
-		t.Names = []string{"localhost"}
-	}
-	def(&t.CA, letsEncrypt)
-	if t.Challenges == nil {
-		t.Challenges = []string{"http-01", "tls-alpn-01"}
-	}
-	def(&t.HandshakeTimeout, 30*time.Second)
-	def(&t.OnDemand.IssuePerMinute, 30)
-	def(&t.OnDemand.CacheSize, 10000)
-	def(&t.OnDemand.CacheTTL, time.Minute)
-	def(&t.HTTP2.MaxConcurrentStreams, 250)
-	def(&t.HTTP2.MaxResetsPerSecond, 100)
-}
+// On reports whether TLS is on.
+func (t *TLSConfig) On() bool { return t.Mode != string(tlsfront.Off) }
 
 func (t *TLSConfig) validate(k checker, hosts HostsConfig) {
 	k.oneOf("mode", t.Mode, "off", "files", "internal", "acme", "on_demand")
@@ -246,17 +223,4 @@ func (h *HostsConfig) validate(k checker) {
 	if h.AppsDomain != "" && strings.EqualFold(h.AppsDomain, h.NodesDomain) {
 		k.bad("nodes_domain", "must differ from apps_domain")
 	}
-}
-
-// hostLabel returns the label that host has directly under domain (the
-// app's slug or the home's target), when it is a valid slug.
-func hostLabel(host, domain string) (string, bool) {
-	if domain == "" || len(host) <= len(domain)+1 {
-		return "", false
-	}
-	label, ok := strings.CutSuffix(host, "."+strings.ToLower(domain))
-	if !ok || !registry.ValidSlug(label) {
-		return "", false
-	}
-	return label, true
 }

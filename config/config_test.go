@@ -1,4 +1,4 @@
-package gateway_test
+package config_test
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/config"
 )
 
 // unsetEnv removes name from the environment for the rest of the test.
@@ -23,7 +23,7 @@ func unsetEnv(t *testing.T, name string) {
 	}
 }
 
-func loadDefault(t *testing.T) *gateway.Config {
+func loadDefault(t *testing.T) *config.Config {
 	t.Helper()
 	unsetEnv(t, "WAKEGATE_LISTEN")
 	unsetEnv(t, "WAKEGATE_DATA_DIR")
@@ -31,7 +31,7 @@ func loadDefault(t *testing.T) *gateway.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gateway.Load("config.yaml", data)
+	cfg, err := config.Load("config.yaml", data)
 	if err != nil {
 		t.Fatalf("the default config does not load:\n%v", err)
 	}
@@ -76,13 +76,13 @@ func wantMarks(t *testing.T, text string) map[string]int {
 }
 
 // configErrors loads text and returns its errors, failing if it loads.
-func configErrors(t *testing.T, name, text string) gateway.ConfigErrors {
+func configErrors(t *testing.T, name, text string) config.ConfigErrors {
 	t.Helper()
-	cfg, err := gateway.Load(name, []byte(text))
+	cfg, err := config.Load(name, []byte(text))
 	if err == nil {
 		t.Fatalf("config loaded (%+v); want errors", cfg)
 	}
-	var ce gateway.ConfigErrors
+	var ce config.ConfigErrors
 	if !errors.As(err, &ce) {
 		t.Fatalf("error %T %v; want ConfigErrors", err, err)
 	}
@@ -241,7 +241,7 @@ func TestConfigEnvExpansion(t *testing.T) {
 	t.Setenv("WG_TEST_EMPTY", "")
 	t.Setenv("WG_TEST_DIR", "/tmp/wg-a")
 	unsetEnv(t, "WG_TEST_UNSET")
-	cfg, err := gateway.Load("env.yaml", []byte(`listen: "${WG_TEST_HOST}:${WG_TEST_PORT}"
+	cfg, err := config.Load("env.yaml", []byte(`listen: "${WG_TEST_HOST}:${WG_TEST_PORT}"
 data_dir: ${WG_TEST_DIR:-/never}
 instance: "${WG_TEST_UNSET:-inst-1}"
 log:
@@ -266,7 +266,7 @@ exec:
 		{"instance (unset var takes default)", cfg.Instance, "inst-1"},
 		{"log.level (empty var takes default)", cfg.Log.Level, "warn"},
 		{"server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 300 * time.Millisecond},
-		{"server.max_body_bytes", cfg.Server.MaxBodyBytes, gateway.ByteSize(2 << 20)},
+		{"server.max_body_bytes", cfg.Server.MaxBodyBytes, config.ByteSize(2 << 20)},
 		{"wake.max_concurrent (plain scalar typed after expansion)", cfg.Wake.MaxConcurrent, 7},
 		{"exec.env", cfg.Exec.Env, []string{"A=", "C="}},
 	}
@@ -316,13 +316,13 @@ func TestParseByteSize(t *testing.T) {
 		{strconv.FormatInt(math.MaxInt64/1024, 10) + "KiB", math.MaxInt64 / 1024 * 1024},
 	}
 	for _, c := range good {
-		got, err := gateway.ParseByteSize(c.in)
+		got, err := config.ParseByteSize(c.in)
 		if err != nil || got != c.want {
 			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", c.in, got, err, c.want)
 		}
 	}
 	for _, in := range []string{"", "KiB", "-1", "-1KiB", "1.5MiB", "10kb", "10 TiB", "ten", "9223372036854775807KiB", "9999999999GiB"} {
-		if got, err := gateway.ParseByteSize(in); err == nil {
+		if got, err := config.ParseByteSize(in); err == nil {
 			t.Errorf("ParseByteSize(%q) = %d; want an error", in, got)
 		} else if !strings.Contains(err.Error(), strconv.Quote(in)) {
 			t.Errorf("ParseByteSize(%q) error %q does not quote the input", in, err)
@@ -331,7 +331,7 @@ func TestParseByteSize(t *testing.T) {
 }
 
 func TestConfigSizesAndDurations(t *testing.T) {
-	cfg, err := gateway.Load("units.yaml", []byte(`listen: "127.0.0.1:0"
+	cfg, err := config.Load("units.yaml", []byte(`listen: "127.0.0.1:0"
 server:
   read_header_timeout: 300ms
   idle_timeout: 1m30s
@@ -367,7 +367,7 @@ wake:
 }
 
 func TestConfigOverridesBeatDefaults(t *testing.T) {
-	cfg, err := gateway.Load("set.yaml", []byte(`listen: "127.0.0.1:0"
+	cfg, err := config.Load("set.yaml", []byte(`listen: "127.0.0.1:0"
 log:
   access: false
 wake:
@@ -478,11 +478,11 @@ apps:
 // TestConfigDefaults checks each default, filled once at load, and that a
 // field whose zero means something else keeps its zero.
 func TestConfigDefaults(t *testing.T) {
-	cfg, err := gateway.Load("empty.yaml", []byte("homes:\n  - id: h\napps:\n  - slug: a\n    home: h\n"))
+	cfg, err := config.Load("empty.yaml", []byte("homes:\n  - id: h\napps:\n  - slug: a\n    home: h\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero, err := gateway.Load("zero.yaml", []byte(`log: {access: false}
+	zero, err := config.Load("zero.yaml", []byte(`log: {access: false}
 server: {min_body_rate: 0, min_response_rate: 0}
 wake:
   hold: 0
@@ -514,13 +514,13 @@ homes:
 		{"log.access", *cfg.Log.Access, true},
 		{"server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 10 * time.Second},
 		{"server.idle_timeout", cfg.Server.IdleTimeout, 120 * time.Second},
-		{"server.max_header_bytes", cfg.Server.MaxHeaderBytes, gateway.ByteSize(64 << 10)},
-		{"server.max_body_bytes", cfg.Server.MaxBodyBytes, gateway.ByteSize(32 << 20)},
+		{"server.max_header_bytes", cfg.Server.MaxHeaderBytes, config.ByteSize(64 << 10)},
+		{"server.max_body_bytes", cfg.Server.MaxBodyBytes, config.ByteSize(32 << 20)},
 		{"server.drain_grace", cfg.Server.DrainGrace, 20 * time.Second},
 		{"server.drain_delay", cfg.Server.DrainDelay, time.Duration(0)},
 		{"server.drain_websockets", cfg.Server.DrainWebSockets, "start"},
-		{"server.min_body_rate", *cfg.Server.MinBodyRate, gateway.ByteSize(240)},
-		{"server.min_response_rate", *cfg.Server.MinResponseRate, gateway.ByteSize(240)},
+		{"server.min_body_rate", *cfg.Server.MinBodyRate, config.ByteSize(240)},
+		{"server.min_response_rate", *cfg.Server.MinResponseRate, config.ByteSize(240)},
 		{"server.min_rate_grace", cfg.Server.MinRateGrace, 5 * time.Second},
 		{"server.max_conns_per_client", cfg.Server.MaxConnsPerClient, 1024},
 		{"proxy.dial_timeout", cfg.Proxy.DialTimeout, 5 * time.Second},
@@ -539,7 +539,7 @@ homes:
 		{"wake.retry_after", cfg.Wake.RetryAfter, 5 * time.Second},
 		{"wake.failure_backoff", cfg.Wake.FailureBackoff, 2 * time.Second},
 		{"wake.failure_backoff_max", cfg.Wake.FailureBackoffMax, 5 * time.Minute},
-		{"wake.no_wake_user_agents", cfg.Wake.NoWakeUserAgents, gateway.DefaultNoWakeUserAgents},
+		{"wake.no_wake_user_agents", cfg.Wake.NoWakeUserAgents, config.DefaultNoWakeUserAgents},
 		{"wake.no_wake_paths", cfg.Wake.NoWakePaths, []string{"/favicon.ico", "/robots.txt"}},
 		{"wake.probe.kind", cfg.Wake.Probe.Kind, "auto"},
 		{"wake.probe.path", cfg.Wake.Probe.Path, "/node/{target}/"},
@@ -550,7 +550,7 @@ homes:
 		{"wake.probe.port_watch", *cfg.Wake.Probe.PortWatch, 2 * time.Millisecond},
 		{"exec.command", cfg.Exec.Command, []string{"{self}", "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}", "--version", "{version}"}},
 		{"exec.stop_grace", cfg.Exec.StopGrace, 5 * time.Second},
-		{"exec.log_max_bytes", cfg.Exec.LogMaxBytes, gateway.ByteSize(1 << 20)},
+		{"exec.log_max_bytes", cfg.Exec.LogMaxBytes, config.ByteSize(1 << 20)},
 		{"exec.restart_budget", cfg.Exec.RestartBudget, 3},
 		{"exec.restart_window", cfg.Exec.RestartWindow, time.Minute},
 		{"admin.listen", *cfg.Admin.Listen, "127.0.0.1:8081"},
@@ -575,8 +575,8 @@ homes:
 		// A zero that means something other than the default stays zero.
 		{"zero log.access", *zero.Log.Access, false},
 		{"zero wake.hold", *zero.Wake.Hold, time.Duration(0)},
-		{"zero server.min_body_rate", *zero.Server.MinBodyRate, gateway.ByteSize(0)},
-		{"zero server.min_response_rate", *zero.Server.MinResponseRate, gateway.ByteSize(0)},
+		{"zero server.min_body_rate", *zero.Server.MinBodyRate, config.ByteSize(0)},
+		{"zero server.min_response_rate", *zero.Server.MinResponseRate, config.ByteSize(0)},
 		{"zero wake.idle_timeout", *zero.Wake.IdleTimeout, time.Duration(0)},
 		{"zero wake.probe.port_watch", *zero.Wake.Probe.PortWatch, time.Duration(0)},
 		{"zero wake.no_wake_paths", len(zero.Wake.NoWakePaths), 0},
@@ -593,13 +593,13 @@ homes:
 // from, never shown.
 func TestShortEnvTokenNamesItsSource(t *testing.T) {
 	const tok = "tok1764547"
-	t.Setenv(gateway.TokenEnv, tok)
-	_, err := gateway.Load("wakegate.yaml", []byte("listen: 127.0.0.1:18080\n"))
+	t.Setenv(config.TokenEnv, tok)
+	_, err := config.Load("wakegate.yaml", []byte("listen: 127.0.0.1:18080\n"))
 	if err == nil {
 		t.Fatal("a 10-character token from the environment was accepted")
 	}
 	msg := err.Error()
-	for _, want := range []string{"admin.tokens[0]", "env:" + gateway.TokenEnv, "10 characters", "openssl rand -hex 16"} {
+	for _, want := range []string{"admin.tokens[0]", "env:" + config.TokenEnv, "10 characters", "openssl rand -hex 16"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q lacks %q", msg, want)
 		}
@@ -607,4 +607,13 @@ func TestShortEnvTokenNamesItsSource(t *testing.T) {
 	if strings.Contains(msg, tok) {
 		t.Errorf("error %q shows the token", msg)
 	}
+}
+
+// A public_url that is not a base URL is refused at load with its line.
+func TestConfigPublicURL(t *testing.T) {
+	checkMarks(t, "bad.yaml", `listen: ":0"
+public_url: "ftp://gw.example"   # want public_url
+`)
+	checkMarks(t, "bad.yaml", `public_url: "https://gw.example/base?x=1"   # want public_url
+`)
 }

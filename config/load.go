@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"errors"
@@ -18,25 +18,29 @@ import (
 )
 
 // LoadFile reads and validates a config file.
-func LoadFile(path string) (*Config, error) {
+func LoadFile(path string, opts ...Option) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Load(path, data)
+	return Load(path, data, opts...)
 }
 
 // Load parses, expands, defaults and validates a config, in that order:
 // decoding reports unknown fields and badly typed values, defaults fills
-// every unset field once (config_defaults.go), and validate checks each
-// section (config_check.go). name is used in error messages. Errors are ConfigErrors naming file, line and field: every
-// unknown field, unset variable, badly typed value and invalid setting in
-// the file, in line order.
-func Load(name string, data []byte) (*Config, error) {
-	return load(name, data, nil)
+// every unset field once (defaults.go), and validate checks each section
+// (check.go). name is used in error messages. Errors are ConfigErrors
+// naming file, line and field: every unknown field, unset variable, badly
+// typed value and invalid setting in the file, in line order.
+func Load(name string, data []byte, opts ...Option) (*Config, error) {
+	var o loadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return load(name, data, o.moreProviders)
 }
 
-// load is Load with more providers registered (tests).
+// load is Load with the providers more registers beside the built-in ones.
 func load(name string, data []byte, more func(*provider.Registry)) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
@@ -44,12 +48,13 @@ func load(name string, data []byte, more func(*provider.Registry)) (*Config, err
 	}
 	var errs ConfigErrors
 	lines := map[string]int{}
-	cfg := &Config{file: name, moreProviders: more}
+	cfg := &Config{file: name, moreProviders: more, empty: true}
 	if len(root.Content) > 0 {
 		doc := root.Content[0]
 		if doc.Kind != yaml.MappingNode {
 			return nil, ConfigErrors{{File: name, Line: doc.Line, Msg: "want a mapping of settings at the top level"}}
 		}
+		cfg.empty = len(doc.Content) == 0
 		expandEnv(name, doc, "", &errs)
 		indexLines(doc, "", lines)
 		checkKnown(name, doc, reflect.TypeOf(cfg).Elem(), "", &errs)

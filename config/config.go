@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"fmt"
@@ -50,14 +50,14 @@ type Config struct {
 	Exec   ExecConfig   `yaml:"exec"`
 	Admin  AdminConfig  `yaml:"admin"`
 	Roll   RollConfig   `yaml:"roll"`
-	// TLS is the TLS front door and Hosts host routing (config_tls.go).
+	// TLS is the TLS front door and Hosts host routing (tls.go).
 	TLS   TLSConfig   `yaml:"tls"`
 	Hosts HostsConfig `yaml:"hosts"`
-	// Redis is the shared store of a fleet (config_redis.go); without it
+	// Redis is the shared store of a fleet (redis.go); without it
 	// the embedded store under data_dir serves this gateway alone.
 	Redis RedisConfig `yaml:"redis"`
 	// Access says who may reach each home and app, and Limits bounds
-	// abuse (package access; config_access.go).
+	// abuse (package access; access.go).
 	Access access.Config       `yaml:"access"`
 	Limits access.LimitsConfig `yaml:"limits"`
 
@@ -84,7 +84,9 @@ type Config struct {
 
 	// file is the config's name for error messages.
 	file string
-	// displayNames are the homes' display names by id (config_waiting.go).
+	// empty: the file sets nothing (no text, only comments, or {}).
+	empty bool
+	// displayNames are the homes' display names by id (waiting.go).
 	displayNames map[string]string
 	// moreProviders, when set, registers providers beyond the built-in
 	// ones (tests: a small real provider of their own).

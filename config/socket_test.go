@@ -1,11 +1,11 @@
-package gateway_test
+package config_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/config"
 )
 
 // TestConfigSocketPathChecked: a home on {socket} whose socket path would
@@ -32,7 +32,7 @@ exec:
 homes:
   - id: a-rather-long-home-name-0001
 `
-	if _, err := gateway.Load("short.yaml", []byte(text)); err != nil {
+	if _, err := config.Load("short.yaml", []byte(text)); err != nil {
 		t.Fatalf("short data_dir refused: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"fmt"
@@ -12,8 +12,13 @@ import (
 // mean: check-config prints each, and the gateway logs each at start.
 func (c *Config) Warnings() []string {
 	var out []string
+	if c.empty {
+		out = append(out, fmt.Sprintf("%s sets nothing: the gateway runs on defaults alone, with no home and no app; "+
+			"if the file was emptied by accident, restore it. A reload of it would remove every home and app the "+
+			"running config declares, so it is refused unless confirmed (wakegate reload --allow-remove-all)", c.file))
+	}
 	if len(c.Admin.tokens) > 0 && *c.Admin.Listen != "" {
-		if w := adminListenWarning(*c.Admin.Listen); w != "" {
+		if w := AdminListenWarning(*c.Admin.Listen); w != "" {
 			out = append(out, w)
 		}
 	}
@@ -66,9 +71,9 @@ func (c *Config) socketActivated(h *HomeConfig) bool {
 	return c.Exec.SocketActivation
 }
 
-// adminListenWarning says what is wrong with an admin listener on listen
+// AdminListenWarning says what is wrong with an admin listener on listen
 // that other machines can reach; "" for a loopback one.
-func adminListenWarning(listen string) string {
+func AdminListenWarning(listen string) string {
 	host, _, err := net.SplitHostPort(listen)
 	if err != nil {
 		return ""

@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"encoding/json"
@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/tlsfront"
 )
 
 // Every default of the config is written here, and only here: defaults runs
 // once, in Load, before validate, and the rest of the code reads the
-// filled fields and never tests for zero again. An app's defaults are
-// registry.App.Default, the same for the config file and the admin API.
+// filled fields and never tests for zero again. Two sections' defaults are
+// methods of their own packages, shared with another input: an app's are
+// registry.App.Default (the admin API's apps too), and the access and
+// limits sections' are access.Config.Defaults and LimitsConfig.Defaults.
 //
 // A field whose zero means something other than "the default" (wake.hold,
 // wake.idle_timeout, wake.probe.port_watch, admin.listen, log.access) is a
@@ -33,7 +36,7 @@ var defaultExecCommand = []string{"{self}", "demo-home", "--addr", "127.0.0.1:{p
 // defaults fills every unset field of c.
 func (c *Config) defaults() {
 	c.TLS.defaults()
-	if c.TLS.on() {
+	if c.TLS.On() {
 		def(&c.Listen, ":443")
 	}
 	def(&c.Listen, "127.0.0.1:8080") // this machine only, until the operator says otherwise
@@ -153,11 +156,47 @@ func (r *RollConfig) defaults() {
 	def(&r.IdleAfter, time.Minute)
 }
 
-// defaults fills h's unset fields; some default to w's settings.
-// decl is h in the shape the admin API's homes share (homedecl.go).
-func (h *HomeConfig) decl() (homeDecl, error) {
+func (t *TLSConfig) defaults() {
+	def(&t.Mode, string(tlsfront.Off))
+	if t.On() {
+		defPtr(&t.HTTPListen, ":80")
+	} else {
+		defPtr(&t.HTTPListen, "")
+	}
+	if t.Mode == string(tlsfront.Internal) && len(t.Names) == 0 {
+		t.Names = []string{"localhost"}
+	}
+	def(&t.CA, letsEncrypt)
+	if t.Challenges == nil {
+		t.Challenges = []string{"http-01", "tls-alpn-01"}
+	}
+	def(&t.HandshakeTimeout, 30*time.Second)
+	def(&t.OnDemand.IssuePerMinute, 30)
+	def(&t.OnDemand.CacheSize, 10000)
+	def(&t.OnDemand.CacheTTL, time.Minute)
+	def(&t.HTTP2.MaxConcurrentStreams, 250)
+	def(&t.HTTP2.MaxResetsPerSecond, 100)
+}
+
+func (r *RedisConfig) defaults() {
+	def(&r.Prefix, "wakegate")
+	def(&r.DialTimeout, time.Second)
+	def(&r.ReadTimeout, time.Second)
+	def(&r.WriteTimeout, time.Second)
+	def(&r.PoolTimeout, time.Second)
+	def(&r.PoolSize, 32)
+}
+
+// accessDefaults fills the access and limits sections.
+func (c *Config) accessDefaults() {
+	c.Access.Defaults()
+	c.Limits.Defaults()
+}
+
+// Decl is h in the shape the admin API's homes share (homedecl.go).
+func (h *HomeConfig) Decl() (HomeDecl, error) {
 	st, err := h.settings()
-	return homeDecl{ID: h.ID, Target: h.Target, Provider: h.Provider, Version: h.Version, RelayToken: h.RelayToken,
+	return HomeDecl{ID: h.ID, Target: h.Target, Provider: h.Provider, Version: h.Version, RelayToken: h.RelayToken,
 		Probe: h.Probe, IdleTimeout: *h.IdleTimeout, ReadyTimeout: h.ReadyTimeout, Settings: st}, err
 }
 
@@ -194,6 +233,7 @@ func (h *HomeConfig) settings() (provider.Settings, error) {
 	return st, nil
 }
 
+// defaults fills h's unset fields; some default to w's settings.
 func (h *HomeConfig) defaults(w *WakeConfig) {
 	def(&h.Target, h.ID)
 	def(&h.Provider, "exec")

@@ -1,4 +1,4 @@
-package gateway
+package config
 
 import (
 	"net/url"
@@ -51,15 +51,6 @@ type RedisConfig struct {
 // Enabled reports whether a Redis store is configured.
 func (r *RedisConfig) Enabled() bool { return r.URL != "" || len(r.Addrs) > 0 }
 
-func (r *RedisConfig) defaults() {
-	def(&r.Prefix, "wakegate")
-	def(&r.DialTimeout, time.Second)
-	def(&r.ReadTimeout, time.Second)
-	def(&r.WriteTimeout, time.Second)
-	def(&r.PoolTimeout, time.Second)
-	def(&r.PoolSize, 32)
-}
-
 func (r *RedisConfig) validate(k checker) {
 	if !r.Enabled() {
 		return
@@ -96,9 +87,9 @@ func (r *RedisConfig) validate(k checker) {
 	}
 }
 
-// options returns the store's options; the password reference is resolved
+// Options returns the store's options; the password reference is resolved
 // (validate checked that it resolves).
-func (r *RedisConfig) options() (registry.RedisOptions, error) {
+func (r *RedisConfig) Options() (registry.RedisOptions, error) {
 	o := registry.RedisOptions{
 		URL: r.URL, Addrs: r.Addrs, MasterName: r.MasterName, Cluster: r.Cluster, Prefix: r.Prefix,
 		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,

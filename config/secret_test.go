@@ -1,10 +1,10 @@
-package gateway_test
+package config_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/config"
 )
 
 // TestConfigErrorsNeverEchoSecrets writes secrets literally where a
@@ -18,7 +18,7 @@ func TestConfigErrorsNeverEchoSecrets(t *testing.T) {
 		"redis.password":        "redis:\n  url: redis://127.0.0.1:1\n  password: " + secret + "\n",
 	}
 	for name, cfg := range cases {
-		_, err := gateway.Load("test.yaml", []byte(cfg))
+		_, err := config.Load("test.yaml", []byte(cfg))
 		if err == nil {
 			t.Errorf("%s: a literal secret was accepted", name)
 			continue

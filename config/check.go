@@ -1,9 +1,11 @@
-package gateway
+package config
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -118,12 +120,12 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	c.Hosts.validate(k.in("hosts"))
 	c.Redis.validate(k.in("redis"))
 	c.validateAccess(k)
-	reg := providerRegistry(c)
+	reg := c.ProviderRegistry()
 	c.checkProviderSections(k, reg)
-	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, reg, c.availableProviders(reg))
+	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, reg, c.AvailableProviders(reg))
 	validateApps(k, c.Apps, homes)
 	c.checkHomeSockets(k)
-	c.validatePages(k) // config_waiting.go
+	c.validatePages(k) // waiting.go
 	return errs
 }
 
@@ -363,9 +365,9 @@ func validateHomes(k checker, homes []HomeConfig, probeKind string, reg *provide
 	return ids
 }
 
-// targetFromID is a target made from id by the target's rule: lower case,
+// TargetFromID is a target made from id by the target's rule: lower case,
 // every other character a dash.
-func targetFromID(id string) string {
+func TargetFromID(id string) string {
 	b := []byte(strings.ToLower(id))
 	for i, c := range b {
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
@@ -387,7 +389,7 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 		// more than a target's. Name the field the user wrote.
 		k.bad("id", "%q is also the home's target (/node/%s) since no target is set, and a target is 1-63 of "+
 			"[a-z0-9-] starting with a letter or digit: set target (for example target: %s) or change the id",
-			h.ID, h.ID, targetFromID(h.ID))
+			h.ID, h.ID, TargetFromID(h.ID))
 	case targetWritten:
 		k.bad("target", "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", h.Target)
 	}
@@ -397,12 +399,12 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 	if h.SocketActivation != nil && h.Provider != "exec" {
 		k.bad("socket_activation", "only exec homes are started by the gateway with a socket")
 	}
-	d, err := h.decl()
+	d, err := h.Decl()
 	if err != nil {
 		k.bad("options", "%v", err)
 	}
 	_, endpointOpt := h.Options["endpoint"]
-	for _, p := range d.check(reg, avail) {
+	for _, p := range d.Check(reg, avail) {
 		switch {
 		case p.Field == "id" || p.Field == "target" || p.Field == "idle_timeout":
 			continue // above
@@ -464,4 +466,67 @@ func validateApps(k checker, apps []registry.App, homes map[string]bool) {
 		slugs[a.Slug] = true
 		a.Check(func(id string) bool { return homes[id] }, ak.bad)
 	}
+}
+
+// publicURL checks public_url: empty, or an absolute http(s) URL with a
+// host and no path, query or fragment.
+func (k checker) publicURL(field, v string) {
+	if v == "" {
+		return
+	}
+	u, err := url.Parse(v)
+	switch {
+	case err != nil:
+		k.bad(field, "invalid URL %q: %v", v, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		k.bad(field, "%q: want an http:// or https:// URL", v)
+	case u.Host == "" || u.User != nil:
+		k.bad(field, "%q: want scheme://host[:port], with a host and no user", v)
+	case strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "":
+		k.bad(field, "%q: want the base URL only, without a path, query or fragment", v)
+	}
+}
+
+// checkRootRedirect says what is wrong with a server.root_redirect value,
+// or "" when it is usable.
+func checkRootRedirect(v string) string {
+	if v == "" || (strings.HasPrefix(v, "/") && !strings.HasPrefix(v, "//")) {
+		return ""
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Sprintf("want an http(s) URL or a path starting with /, got %q", v)
+	}
+	return ""
+}
+
+// lookupGroup resolves admin.socket_group, a group name or a numeric gid.
+func lookupGroup(name string) (int, error) {
+	if n, err := strconv.Atoi(name); err == nil && n >= 0 {
+		return n, nil
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return -1, fmt.Errorf("group %q: %w", name, err)
+	}
+	n, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return -1, fmt.Errorf("group %q: gid %q: %w", name, g.Gid, err)
+	}
+	return n, nil
+}
+
+// ParseLevel parses a log level name.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("want debug, info, warn or error, got %q", s)
 }

@@ -1,0 +1,23 @@
+// Package config is wakegate's configuration: Load reads a YAML file into
+// a *Config, in four steps that each run once: decode (unknown fields and
+// badly typed values are errors), expand ${VAR} and ${VAR:-default},
+// fill every default (defaults.go, the one place defaults are written;
+// nothing downstream tests for zero again), and check every section
+// (check.go). Every problem is reported, in line order, with the file, the
+// line and the dotted field, and with the fix where there is one. The
+// types' doc comments say each field's default, unit and what zero means;
+// internal/configdoc writes docs/config.md from them.
+//
+// A loaded Config is a value the gateway reads: it serves no request and
+// imports no package that does. What the request path needs in resolved
+// form (trusted proxy networks, no-wake patterns, admin tokens, the waiting
+// page's template) is resolved once by the checks and read through
+// accessors (resolved.go); the checks made per request live where requests
+// are handled.
+//
+// DESIGN rules that live here: 30's config part (a file that sets nothing
+// is told apart, Config.Empty, so that a reload of it is refused, and
+// check-config warns of it, warn.go), 31's warnings (isolation.go: homes of several
+// owners on one origin, homes sharing a relay token) and the operator's
+// side of 23 (errors name the file, line and field, never echo a secret).
+package config
