@@ -11,19 +11,26 @@ import (
 // Warnings returns what a valid config serves that an operator may not
 // mean: check-config prints each, and the gateway logs each at start.
 func (c *Config) Warnings() []string {
+	out := c.FileWarnings()
+	if len(c.Admin.tokens) > 0 && *c.Admin.Listen != "" {
+		if w := AdminListenWarning(*c.Admin.Listen); w != "" {
+			out = append(out, w)
+		}
+	}
+	return append(out, c.IsolationWarnings()...)
+}
+
+// FileWarnings are the warnings of Warnings that the gateway does not log
+// elsewhere: the admin listener's is logged where it opens, and the
+// isolation warnings with the homes the gateway routes.
+func (c *Config) FileWarnings() []string {
 	var out []string
 	if c.empty {
 		out = append(out, fmt.Sprintf("%s sets nothing: the gateway runs on defaults alone, with no home and no app; "+
 			"if the file was emptied by accident, restore it. A reload of it would remove every home and app the "+
 			"running config declares, so it is refused unless confirmed (wakegate reload --allow-remove-all)", c.file))
 	}
-	if len(c.Admin.tokens) > 0 && *c.Admin.Listen != "" {
-		if w := AdminListenWarning(*c.Admin.Listen); w != "" {
-			out = append(out, w)
-		}
-	}
-	out = append(out, c.unreachableHomes()...)
-	return append(out, c.IsolationWarnings()...)
+	return append(out, c.unreachableHomes()...)
 }
 
 // unreachableHomes warns of each exec home whose command names neither

@@ -178,6 +178,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	if err := g.reg.Restore(ctx); err != nil {
 		return nil, err
 	}
+	for _, w := range cfg.FileWarnings() {
+		g.log.Warn("config: " + w)
+	}
 	for _, w := range g.isolationWarnings() { // isolation.go
 		g.log.Warn("isolation: " + w)
 	}
