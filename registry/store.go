@@ -110,6 +110,14 @@ type Home struct {
 	Command []string `json:"command,omitempty"`
 	Image   string   `json:"image,omitempty"`
 
+	// Runner is the gateway instance whose provider runs the home's
+	// process, for a home that lives on one machine (exec): only that
+	// gateway starts, adopts, restarts or stops the process (DESIGN rule
+	// 28). "" when no process is known to run. Written with the endpoint
+	// and ref by the wake that started or adopted the process, cleared by
+	// a proven stop.
+	Runner string `json:"runner,omitempty"`
+
 	// Generation counts writes; 0 means the record has never been stored.
 	Generation uint64 `json:"generation"`
 	// Owner is the token of the last writer (a gateway instance or a lease).
@@ -259,6 +267,18 @@ type Fleet interface {
 	AddAdminLease(ctx context.Context, home string, ttl time.Duration) (uint64, time.Time, error)
 	// EndAdminLease ends a stored lease and reports whether it was live.
 	EndAdminLease(ctx context.Context, home string, lease uint64) (bool, error)
+	// Epoch returns the store's epoch, creating it when it is missing: a
+	// value that changes (or comes back new) tells a gateway that the
+	// store lost its data (redis_fleet.go).
+	Epoch(ctx context.Context) (string, error)
+	// Persistence says what the server keeps across its own restart.
+	Persistence(ctx context.Context) (Persistence, error)
+	// Ask sends body to instance to and returns its answer (OnAsked),
+	// waiting until ctx ends.
+	Ask(ctx context.Context, to, body string) (string, error)
+	// OnAsked sets the function that answers what other instances Ask
+	// this one (nil: questions go unanswered).
+	OnAsked(fn func(ctx context.Context, from, body string) string)
 }
 
 // Health is a store that knows whether its backend answers: Unavailable
