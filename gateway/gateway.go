@@ -210,6 +210,10 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		return err
 	}
 	pc := cfg.Wake.Probe
+	var peers wake.Peers
+	if g.fleet != nil {
+		peers = &fleetPeers{g: g}
+	}
 	g.engine = wake.New(wake.Options{
 		Store: g.store, Providers: g.providers,
 		Sessions: g.sessions, Instance: cfg.Instance,
@@ -223,7 +227,11 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		Roll:      wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
 		Metrics:   em,
 		AdmitWake: g.admitWake,
+		Peers:     peers,
 	})
+	if g.fleet != nil {
+		g.fleet.OnAsked(g.answerPeer)
+	}
 	return nil
 }
 
@@ -417,6 +425,11 @@ func (g *Gateway) newServer() *http.Server {
 func (g *Gateway) startBackground() (stop func()) {
 	bg, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	if g.fleet != nil {
+		hctx, cancel := context.WithTimeout(bg, fleetSyncTimeout)
+		g.engine.Heartbeat(hctx, idleTick(g.cfg))
+		cancel()
+	}
 	wg.Go(func() { g.engine.Run(bg, idleTick(g.cfg)) })
 	wg.Go(func() { g.syncFleet(bg) })
 	wg.Go(func() { g.routeTab.run(bg) })
@@ -580,6 +593,7 @@ func (g *Gateway) quiesceHomes() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*g.cfg.Exec.StopGrace+quiesceSlack)
 	defer cancel()
 	stopped := 0
+	var released []string
 	for _, q := range g.providers.quiesce(ctx, homesOf) {
 		if q.Err != nil || !q.Proven {
 			g.log.Warn("home not proven stopped at shutdown", "home", q.ID, "err", q.Err)
@@ -587,7 +601,9 @@ func (g *Gateway) quiesceHomes() {
 		}
 		if q.Ran {
 			stopped++
+			released = append(released, q.ID)
 		}
 	}
+	g.releaseRun(released)
 	g.log.Info("homes stopped; their desired state is kept for the next start", "homes", stopped)
 }

@@ -85,6 +85,9 @@ type Options struct {
 	// duration refuses the wake (wake_rate_limited, with that Retry-After).
 	// Nil admits every wake.
 	AdmitWake func(id string) time.Duration
+	// Peers is the rest of the fleet, for the ownership of homes whose
+	// process lives on one machine (owner.go). Nil: a gateway alone.
+	Peers Peers
 	// ProgressEvery is how often a wake that is still running logs one
 	// progress line (phase, elapsed time, the probe's last answer). Zero:
 	// 5s; negative: never.

@@ -136,6 +136,14 @@ func idleCheckPeriod(d time.Duration) time.Duration {
 	return max(d/4, 10*time.Millisecond)
 }
 
+// Heartbeat reports this instance's sessions at once, with the TTL Run
+// gives its reports when it checks every tick: a gateway of a fleet calls
+// it before it serves, so that the fleet knows it alive (Peers.Alive) from
+// its first request on.
+func (e *Engine) Heartbeat(ctx context.Context, tick time.Duration) {
+	e.reportSessions(ctx, 3*tick+reportSlack)
+}
+
 func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 	// The roller keeps the report: rolls subtract it from the fleet's count.
 	if err := e.roll.reportSessions(ctx, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil {
@@ -296,8 +304,14 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	ctx, cancel := context.WithTimeout(e.ctx, providerChangeTimeout)
 	defer cancel()
 	_, err := registry.UpdateHome(ctx, e.o.Store, registry.Home{ID: id}, e.o.Instance, func(rec *registry.Home) {
+		if e.local(rec.Provider) && rec.Runner != "" && rec.Runner != e.o.Instance {
+			// Another gateway took the home over (this one's heartbeat
+			// ran out): what its process does is that gateway's to record.
+			return
+		}
 		if r.State == provider.StateFailed {
 			rec.Status, rec.Reason, rec.Verdict = registry.StatusFailed, r.Reason, registry.VerdictNone
+			rec.Runner = ""
 			return
 		}
 		// Restarted: the new process's endpoint and ref replace the dead

@@ -238,6 +238,11 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	if a, ok := w.provenByOther(); ok {
 		return a, nil
 	}
+	// A machine-local home that another live gateway runs is served from
+	// that gateway's process, never adopted here (owner.go).
+	if a, ok, err := w.viaRunner(ctx); ok || err != nil {
+		return a, err
+	}
 	prov := e.o.Providers[w.rec.Provider]
 	// A stale home with no users is rolled onto the target instead of
 	// woken, inside this same flight and lock (roll.go).
@@ -279,9 +284,9 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	// A new endpoint or ref is stored; the target never changes. A home
 	// whose record cannot say where it runs is stopped: a restart would
 	// not find it.
-	if res.Endpoint != w.rec.Endpoint || res.Ref != w.rec.ProviderRef {
+	if res.Endpoint != w.rec.Endpoint || res.Ref != w.rec.ProviderRef || w.runner() != w.rec.Runner {
 		if err := w.saveRetry(ctx, func(r *registry.Home) {
-			r.Endpoint, r.ProviderRef = res.Endpoint, res.Ref
+			r.Endpoint, r.ProviderRef, r.Runner = res.Endpoint, res.Ref, w.runner()
 		}); err != nil {
 			w.fail(ctx, prov)
 			return Awake{}, w.storeFailed("record where the home runs", err)
@@ -439,13 +444,23 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 			return res, endpoint, err
 		}
 		if serr := w.saveRetry(ctx, func(r *registry.Home) {
-			r.Endpoint, r.ProviderRef = next.Endpoint, next.Ref
+			r.Endpoint, r.ProviderRef, r.Runner = next.Endpoint, next.Ref, w.runner()
 		}); serr != nil {
 			return res, endpoint, serr
 		}
 		raw, endpoint = next.Endpoint, u
 		w.e.o.Log.Info("wake: the home's process was restarted; probing the new one", "home", w.h.spec.ID, "endpoint", raw)
 	}
+}
+
+// runner is what the record names as the home's runner once this
+// gateway's provider started or adopted its process: this gateway for a
+// machine-local home in a fleet, "" otherwise.
+func (w *wakeRun) runner() string {
+	if w.e.local(w.rec.Provider) {
+		return w.e.o.Instance
+	}
+	return ""
 }
 
 func (w *wakeRun) spec() provider.Spec {
