@@ -108,6 +108,12 @@ type Gateway struct {
 	// without Redis.
 	certStore  *certstore.Storage
 	fleetDrops chan string
+	// fleetEpoch is the fleet store's epoch as this gateway last read it,
+	// fleetKick asks syncFleet for a pass now, and fleetNotes are the
+	// fleet's warnings for the status (fleet_heal.go).
+	fleetEpoch string
+	fleetKick  chan struct{}
+	fleetNotes fleetNotes
 }
 
 type homeRoute struct {
@@ -211,8 +217,9 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 	}
 	pc := cfg.Wake.Probe
 	var peers wake.Peers
+	var onMissing func(string)
 	if g.fleet != nil {
-		peers = &fleetPeers{g: g}
+		peers, onMissing = &fleetPeers{g: g}, g.kickFleet
 	}
 	g.engine = wake.New(wake.Options{
 		Store: g.store, Providers: g.providers,
@@ -228,6 +235,7 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		Metrics:   em,
 		AdmitWake: g.admitWake,
 		Peers:     peers,
+		OnMissing: onMissing,
 	})
 	if g.fleet != nil {
 		g.fleet.OnAsked(g.answerPeer)

@@ -85,6 +85,10 @@ type Options struct {
 	// duration refuses the wake (wake_rate_limited, with that Retry-After).
 	// Nil admits every wake.
 	AdmitWake func(id string) time.Duration
+	// OnMissing, when set, is told of a registered home whose stored
+	// record a wake found missing (the gateway heals its store). It must
+	// return at once.
+	OnMissing func(id string)
 	// Peers is the rest of the fleet, for the ownership of homes whose
 	// process lives on one machine (owner.go). Nil: a gateway alone.
 	Peers Peers
