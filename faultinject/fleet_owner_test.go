@@ -98,6 +98,13 @@ func TestFleetSuspendThroughNonOwner(t *testing.T) {
 	if pids := fleetHomePIDs(t, gws, fiHome); len(pids) != 1 {
 		t.Fatalf("home processes %v while the fleet serves, want one", pids)
 	}
+	// A request still in flight at a gateway's last heartbeat counts as a
+	// session until its next one: the suspend waits for none.
+	store := openFleetStore(t, srv)
+	testbin.Eventually(t, "no session reported", func() bool {
+		n, err := store.FleetSessions(context.Background(), fiHome)
+		return err == nil && n == 0
+	})
 	code, body := gws[1].adminSend(t, http.MethodPost, "/admin/homes/"+fiHome+"/suspend", "")
 	if code/100 != 2 {
 		t.Fatalf("suspend through gw-1, which does not run the home: %d %s", code, body)
