@@ -192,3 +192,33 @@ func TestFleetOwnerKilledIsTakenOver(t *testing.T) {
 	t.Logf("runner SIGKILLed: taken over after %s; statuses %v; one process throughout (pid %d kept)",
 		took.Round(100*time.Millisecond), statuses, after[0])
 }
+
+// TestFleetRunnerOnAnotherMachine records that the home's runner runs on
+// another machine: a gateway here must not look for the runner's loopback
+// endpoint on its own machine, nor start a copy; it answers 503
+// home_elsewhere with Retry-After.
+func TestFleetRunnerOnAnotherMachine(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	gws := ownerFleet(t, srv, "0s")
+	c := fleetClient()
+	mustGet(t, gws[0], c)
+	store := openFleetStore(t, srv)
+	ctx := context.Background()
+	if _, err := registry.UpdateHome(ctx, store, registry.Home{ID: fiHome}, "test", func(h *registry.Home) {
+		h.RunnerMachine = "elsewhere/00000000-0000-0000-0000-000000000000"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res, body, err := gws[1].get(c, fiWhoami)
+	if err != nil || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" ||
+		!strings.Contains(body, "home_elsewhere") {
+		t.Fatalf("request through gw-1 for a home run on another machine: %v %d %s, want 503 home_elsewhere", err, res.StatusCode, body)
+	}
+	if strings.Contains(body, "gw-0") || strings.Contains(body, "127.0.0.1") {
+		t.Fatalf("the public body names the runner or its endpoint: %s", body)
+	}
+	if pids := fleetHomePIDs(t, gws, fiHome); len(pids) != 1 {
+		t.Fatalf("home processes %v, want the runner's one only", pids)
+	}
+	mustGet(t, gws[0], c) // the runner itself serves it
+}

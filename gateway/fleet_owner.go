@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,6 +117,19 @@ func (g *Gateway) answerPeer(ctx context.Context, from, body string) string {
 	}
 	raw, _ := json.Marshal(a)
 	return string(raw)
+}
+
+// machineName names this machine for the records of the homes it runs:
+// its host name and boot id (two containers on one kernel share the boot
+// but not, as a rule, the host name or the loopback). "" when neither can
+// be read.
+func machineName() string {
+	host, _ := os.Hostname()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if host == "" && len(boot) == 0 {
+		return ""
+	}
+	return host + "/" + strings.TrimSpace(string(boot))
 }
 
 // releaseRun clears this gateway as the runner of the homes whose

@@ -236,6 +236,7 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		AdmitWake: g.admitWake,
 		Peers:     peers,
 		OnMissing: onMissing,
+		Machine:   machineName(),
 	})
 	if g.fleet != nil {
 		g.fleet.OnAsked(g.answerPeer)

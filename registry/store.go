@@ -117,6 +117,10 @@ type Home struct {
 	// and ref by the wake that started or adopted the process, cleared by
 	// a proven stop.
 	Runner string `json:"runner,omitempty"`
+	// RunnerMachine names the machine the runner runs on (its host name
+	// and boot), so that a gateway on another machine does not look for a
+	// loopback endpoint on its own.
+	RunnerMachine string `json:"runner_machine,omitempty"`
 
 	// Generation counts writes; 0 means the record has never been stored.
 	Generation uint64 `json:"generation"`

@@ -89,6 +89,9 @@ type Options struct {
 	// record a wake found missing (the gateway heals its store). It must
 	// return at once.
 	OnMissing func(id string)
+	// Machine names the machine this gateway runs on (host name and
+	// boot), recorded with the homes it runs (owner.go). "" when unknown.
+	Machine string
 	// Peers is the rest of the fleet, for the ownership of homes whose
 	// process lives on one machine (owner.go). Nil: a gateway alone.
 	Peers Peers

@@ -314,7 +314,7 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		}
 		if r.State == provider.StateFailed {
 			rec.Status, rec.Reason, rec.Verdict = registry.StatusFailed, r.Reason, registry.VerdictNone
-			rec.Runner = ""
+			rec.Runner, rec.RunnerMachine = "", ""
 			return
 		}
 		// Restarted: the new process's endpoint and ref replace the dead

@@ -296,7 +296,7 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 	if s.proven && final != nil {
 		// Nothing runs: the home has no runner until its next wake.
 		outcome := final
-		final = func(r *registry.Home) { outcome(r); r.Runner = "" }
+		final = func(r *registry.Home) { outcome(r); r.Runner, r.RunnerMachine = "", "" }
 	}
 	if final != nil {
 		if serr := l.saveRetry(ctx, final); serr != nil && err == nil {

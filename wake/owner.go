@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"time"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -108,6 +111,11 @@ func (w *wakeRun) viaRunner(ctx context.Context) (a Awake, ok bool, err error) {
 			// gateway's; its provider adopts the old one only if it is
 			// provably the recorded process.
 			return Awake{}, false, nil
+		}
+		if m := w.rec.RunnerMachine; m != "" && e.o.Machine != "" && m != e.o.Machine && machineOnly(w.rec.Endpoint) {
+			// Its loopback endpoint (or socket) is on the runner's machine:
+			// what listens there on this one is something else.
+			return Awake{}, true, errElsewhere(e.o.RetryAfter, w.h.spec.ID, runner)
 		}
 		if u, perr := parseEndpoint(w.rec.Endpoint); perr == nil && u.Host != "" {
 			w.setPhase("probing at its runner")
@@ -212,7 +220,7 @@ func (e *Engine) Release(ctx context.Context, ids []string) {
 		if err == nil {
 			_, err = registry.UpdateHome(ctx, e.o.Store, rec, e.o.Instance, func(r *registry.Home) {
 				if r.Runner == e.o.Instance {
-					r.Runner = ""
+					r.Runner, r.RunnerMachine = "", ""
 				}
 			})
 		}
@@ -220,4 +228,32 @@ func (e *Engine) Release(ctx context.Context, ids []string) {
 			e.o.Log.Warn("fleet: clear this gateway as the runner of a stopped home", "home", id, "err", err)
 		}
 	}
+}
+
+// machineOnly reports whether endpoint is reachable on its own machine
+// only: a loopback address or a Unix socket.
+func machineOnly(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return true
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return true
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// errElsewhere is a request for a home whose process another gateway runs
+// on another machine, at an endpoint only that machine reaches.
+func errElsewhere(retry time.Duration, id, runner string) *fault.Error {
+	return fault.New(fault.Unavailable, "home_elsewhere",
+		"The home runs behind another gateway; try again shortly.").
+		WithRetry(retry).
+		WithHint(fmt.Sprintf("home %s runs on the machine of gateway %s, at an endpoint only that machine reaches: "+
+			"route its requests to that gateway, or run the gateways that share exec homes on one machine", id, runner))
 }

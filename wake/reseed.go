@@ -54,7 +54,8 @@ func (e *Engine) RecordRun(ctx context.Context, id string) (bool, error) {
 	run := func(r *registry.Home) {
 		r.Target, r.Provider = h.spec.Target, h.spec.Provider
 		r.Status, r.Verdict, r.Reason, r.WantRunning = registry.StatusRunning, registry.VerdictHealthy, "", true
-		r.Endpoint, r.ProviderRef, r.Runner = st.Endpoint, st.Ref, e.o.Instance
+		r.Endpoint, r.ProviderRef = st.Endpoint, st.Ref
+		e.setRunner(r)
 		r.LastReadyAt = time.Now()
 		if r.Version == "" {
 			r.Version = version

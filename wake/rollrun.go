@@ -199,7 +199,8 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 		return nil, fmt.Errorf("recreate on version %s: provider returned endpoint %q: %w", version, res.Endpoint, err)
 	}
 	if err := w.save(ctx, func(h *registry.Home) {
-		h.Endpoint, h.ProviderRef, h.Runner = res.Endpoint, res.Ref, w.runner()
+		h.Endpoint, h.ProviderRef = res.Endpoint, res.Ref
+		w.e.setRunner(h)
 	}); err != nil {
 		return nil, err
 	}

@@ -295,7 +295,8 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	// not find it.
 	if res.Endpoint != w.rec.Endpoint || res.Ref != w.rec.ProviderRef || w.runner() != w.rec.Runner {
 		if err := w.saveRetry(ctx, func(r *registry.Home) {
-			r.Endpoint, r.ProviderRef, r.Runner = res.Endpoint, res.Ref, w.runner()
+			r.Endpoint, r.ProviderRef = res.Endpoint, res.Ref
+			w.e.setRunner(r)
 		}); err != nil {
 			w.fail(ctx, prov)
 			return Awake{}, w.storeFailed("record where the home runs", err)
@@ -453,7 +454,8 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 			return res, endpoint, err
 		}
 		if serr := w.saveRetry(ctx, func(r *registry.Home) {
-			r.Endpoint, r.ProviderRef, r.Runner = next.Endpoint, next.Ref, w.runner()
+			r.Endpoint, r.ProviderRef = next.Endpoint, next.Ref
+			w.e.setRunner(r)
 		}); serr != nil {
 			return res, endpoint, serr
 		}
@@ -470,6 +472,17 @@ func (w *wakeRun) runner() string {
 		return w.e.o.Instance
 	}
 	return ""
+}
+
+// setRunner names this gateway (and its machine) as the runner of r, whose
+// process this gateway's provider started or adopted, when r's provider
+// is machine-local in a fleet; otherwise r has no runner.
+func (e *Engine) setRunner(r *registry.Home) {
+	if e.local(r.Provider) {
+		r.Runner, r.RunnerMachine = e.o.Instance, e.o.Machine
+		return
+	}
+	r.Runner, r.RunnerMachine = "", ""
 }
 
 func (w *wakeRun) spec() provider.Spec {
