@@ -150,14 +150,12 @@ func (w *wakeRun) settle(res Awake, err error) {
 		err = sd
 	case storeDown(err):
 		err = errStateUnavailable(e.o.RetryAfter, err)
-	case !ok && errors.Is(err, registry.ErrNotFound) && e.home(h.spec.ID) == h:
-		// The record of a home this gateway serves is gone: the fleet's
-		// store lost its data, or the home was removed elsewhere a moment
-		// ago. Neither is the home's failure; the gateway heals the one
-		// and forgets the other.
-		if e.o.OnMissing != nil {
-			e.o.OnMissing(h.spec.ID)
-		}
+	case !ok && e.o.OnMissing != nil && errors.Is(err, registry.ErrNotFound) && e.home(h.spec.ID) == h:
+		// The record of a home this gateway serves is gone from the
+		// fleet's store: it lost its data, or the home was removed on
+		// another gateway a moment ago. Neither is the home's failure; the
+		// gateway heals the one and forgets the other.
+		e.o.OnMissing(h.spec.ID)
 		err = errRecordMissing(e.o.RetryAfter, err)
 	case err != nil && !ok:
 		// A store or provider fault is still a failed wake to a caller,
