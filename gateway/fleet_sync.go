@@ -81,6 +81,14 @@ func (g *Gateway) announceVersion(ctx context.Context) {
 func (g *Gateway) fleetPass(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
 	defer cancel()
+	// A pass follows the store's return after an outage (every waiter is
+	// woken then): the heartbeat goes first, so that no gateway takes this
+	// one's homes for orphans while its report is missing. Once a second
+	// at most.
+	if time.Since(g.fleetBeat) >= time.Second {
+		g.fleetBeat = time.Now()
+		g.engine.Heartbeat(ctx, idleTick(g.cfg))
+	}
 	g.checkEpoch(ctx)
 	g.syncFleetApps(ctx, true)
 	if missing := g.syncFleetHomes(ctx); len(missing) > 0 {

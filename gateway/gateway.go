@@ -112,6 +112,7 @@ type Gateway struct {
 	// fleetKick asks syncFleet for a pass now, and fleetNotes are the
 	// fleet's warnings for the status (fleet_heal.go).
 	fleetEpoch string
+	fleetBeat  time.Time // the last heartbeat of a fleet pass
 	fleetKick  chan struct{}
 	fleetNotes fleetNotes
 }
