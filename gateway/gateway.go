@@ -4,7 +4,8 @@
 // DESIGN rules that live here, until their rooms (route, control) exist:
 // 7's waiting page, 14 (only the self-probe through the gateway's own path
 // publishes a route), 20 (the shutdown order), 21 (canonical paths), 28
-// (fleet sync) and the edge's part of 31 (cookies of the gateway stripped
+// (fleet sync, the runner's answers to its peers, the heal of a Redis
+// that lost its data) and the edge's part of 31 (cookies of the gateway stripped
 // before any home sees a request). Rule 24 lives in edge.
 package gateway
 

@@ -6,8 +6,9 @@
 //
 // DESIGN rules that live here: 15 (compare-and-set on generation and
 // owner), 16 (lifecycle locks as leases with fencing tokens), the fleet
-// half of 1 (one wake per fleet) and 30 (a store that cannot be trusted is
-// refused).
+// half of 1 (one wake per fleet), the store's half of 28 (the runner in a
+// home's record, the epoch that tells a lost store) and 30 (a store that
+// cannot be trusted is refused).
 package registry
 
 import (

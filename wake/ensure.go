@@ -5,8 +5,10 @@
 // DESIGN rules that live here: 1-7 (one wake per home, warm verdicts,
 // readiness through the real path, what a wake records, the hold), 8-10
 // (rolls, rollback and the brake), 11-13 (the app phase ladder, status
-// rules and refreshes), 16 (one lifecycle operation per home) and the
-// engine's side of 18 (a home the provider gave up on).
+// rules and refreshes), 16 (one lifecycle operation per home), the
+// engine's side of 18 (a home the provider gave up on) and of 28 (one
+// runner per machine-local home in a fleet, owner.go; the heal of a store
+// that lost its data, reseed.go).
 package wake
 
 import (
