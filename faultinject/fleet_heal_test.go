@@ -48,7 +48,7 @@ func TestFleetRedisRestartedEmpty(t *testing.T) {
 	up := time.Now()
 	type route struct{ gw, path string }
 	served := map[route]time.Duration{}
-	statuses := map[int]int{}
+	statuses, codes := map[int]int{}, map[string]int{}
 	for time.Since(up) < 20*time.Second && len(served) < 2*len(gws) {
 		for i, g := range gws {
 			for _, p := range []string{fiWhoami, "/node/bob/whoami"} {
@@ -56,11 +56,17 @@ func TestFleetRedisRestartedEmpty(t *testing.T) {
 				if _, ok := served[r]; ok {
 					continue
 				}
-				res, _, err := g.get(c, p)
+				res, body, err := g.get(c, p)
 				if err != nil {
 					t.Fatalf("GET %s through gw-%d after Redis came back: %v", p, i, err)
 				}
 				statuses[res.StatusCode]++
+				var e struct {
+					Error struct{ Code string } `json:"error"`
+				}
+				if res.StatusCode != http.StatusOK && json.Unmarshal([]byte(body), &e) == nil {
+					codes[e.Error.Code]++
+				}
 				if res.StatusCode == http.StatusOK {
 					served[r] = time.Since(up)
 				}
@@ -73,8 +79,8 @@ func TestFleetRedisRestartedEmpty(t *testing.T) {
 		worst = max(worst, d)
 	}
 	if len(served) < 2*len(gws) || worst > 10*time.Second {
-		t.Fatalf("after Redis came back empty, served %v (want every home through every gateway within 10s); statuses %v",
-			served, statuses)
+		t.Fatalf("after Redis came back empty, served %v (want every home through every gateway within 10s); statuses %v, codes %v",
+			served, statuses, codes)
 	}
 	for _, id := range []string{"h1", "h2"} {
 		if pids := fleetHomePIDs(t, gws, id); len(pids) != 1 {
@@ -91,5 +97,5 @@ func TestFleetRedisRestartedEmpty(t *testing.T) {
 		t.Fatalf("no gateway named the lost admin-registered home h9:\n%s", gws[0].Output())
 	}
 	t.Logf("Redis restarted empty: every config home served through every gateway %s after Redis answered "+
-		"(statuses meanwhile %v); one process per home; h9 reported lost", worst.Round(100*time.Millisecond), statuses)
+		"(statuses meanwhile %v, codes %v); one process per home; h9 reported lost", worst.Round(100*time.Millisecond), statuses, codes)
 }
