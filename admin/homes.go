@@ -28,6 +28,9 @@ type HomeView struct {
 	WantRunning bool   `json:"want_running"`
 	// Endpoint is the upstream base URL without user info or query.
 	Endpoint string `json:"endpoint,omitempty"`
+	// Runner is the gateway of the fleet that runs the home's process
+	// (exec homes in a fleet; omitted otherwise, or while none runs).
+	Runner   string `json:"runner,omitempty"`
 	Sessions int    `json:"sessions"`
 	// Warm is true while a fresh warm verdict stands.
 	Warm bool `json:"warm"`

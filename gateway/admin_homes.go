@@ -33,7 +33,7 @@ func (a adminAPI) view(h *homeRoute, rec registry.Home) admin.HomeView {
 	g := a.g
 	v := admin.HomeView{ID: h.spec.ID, Target: h.spec.Target, Provider: rec.Provider, Version: rec.Version,
 		Status: string(rec.Status), Verdict: string(rec.Verdict), Reason: rec.Reason, WantRunning: rec.WantRunning,
-		Endpoint: safeURL(rec.Endpoint), Sessions: g.sessions.Count(h.spec.ID), Warm: g.engine.Warm(h.spec.ID),
+		Endpoint: safeURL(rec.Endpoint), Runner: rec.Runner, Sessions: g.sessions.Count(h.spec.ID), Warm: g.engine.Warm(h.spec.ID),
 		IdleTimeout: h.spec.IdleTimeout.String(), RelayToken: h.token != "",
 		Generation: rec.Generation, Dynamic: rec.Dynamic}
 	settingsView(h.spec, &v)

@@ -32,6 +32,9 @@ func (g *Gateway) openFleetStore() error {
 	}
 	g.store, g.fleet = r, r
 	g.fleetDrops = make(chan string, fleetDropQueue)
+	g.fleetKick = make(chan struct{}, 1)
+	g.readEpoch(ctx)
+	g.checkPersistence(ctx, r)
 	g.log.Info("fleet store", "store", "redis", "prefix", o.Prefix, "instance", g.cfg.Instance)
 	if g.cfg.TLS.On() && g.cfg.TLS.Storage == nil {
 		cs, err := certstore.New(r, certstore.Options{Holder: g.cfg.Instance, Log: g.log.With("component", "tls")})

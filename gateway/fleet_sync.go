@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +51,7 @@ func (g *Gateway) syncFleet(ctx context.Context) {
 			return
 		case <-homes:
 		case <-apps:
+		case <-g.fleetKick:
 		case <-t.C:
 			// Again on every fallback tick: a Redis that lost its data
 			// (restarted without persistence) learns it back.
@@ -79,8 +81,20 @@ func (g *Gateway) announceVersion(ctx context.Context) {
 func (g *Gateway) fleetPass(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
 	defer cancel()
+	// A pass follows the store's return after an outage (every waiter is
+	// woken then): the heartbeat goes first, so that no gateway takes this
+	// one's homes for orphans while its report is missing. Once a second
+	// at most.
+	if time.Since(g.fleetBeat) >= time.Second {
+		g.fleetBeat = time.Now()
+		g.engine.Heartbeat(ctx, idleTick(g.cfg))
+	}
+	g.checkEpoch(ctx)
 	g.syncFleetApps(ctx, true)
-	g.syncFleetHomes(ctx)
+	if missing := g.syncFleetHomes(ctx); len(missing) > 0 {
+		g.log.Warn("fleet: records of config homes are missing from the store; recording them again", "homes", missing)
+		g.healHomes(ctx, missing)
+	}
 	g.syncFleetApps(ctx, false)
 	g.syncAppStates(ctx)
 }
@@ -89,20 +103,26 @@ func (g *Gateway) fleetPass(ctx context.Context) {
 // route, registers again those whose routing changed (target, provider,
 // idle timeout, probe, relay token), and forgets those whose record is
 // gone. A home being woken here keeps its wake; only new wakes see the
-// change.
-func (g *Gateway) syncFleetHomes(ctx context.Context) {
+// change. It returns the homes of the config that have no record.
+func (g *Gateway) syncFleetHomes(ctx context.Context) (missing []string) {
 	r := g.reg
 	r.claimMu.Lock()
 	defer r.claimMu.Unlock()
 	recs, err := g.store.ListHomes(ctx)
 	if err != nil {
 		g.log.Warn("fleet: list homes", "err", err)
-		return
+		return nil
 	}
 	stored := make(map[string]bool, len(recs))
 	for _, rec := range recs {
 		stored[rec.ID] = true
 	}
+	for id := range r.configHomes {
+		if !stored[id] {
+			missing = append(missing, id)
+		}
+	}
+	slices.Sort(missing)
 	var gone []string
 	g.eachHome(func(h *homeRoute) bool {
 		if id := h.spec.ID; !stored[id] && !r.configHomes[id] {
@@ -137,6 +157,7 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) {
 		}
 		r.restoreHome(ctx, cur, false)
 	}
+	return missing
 }
 
 // sameRouting reports whether h is registered as rec says: target,

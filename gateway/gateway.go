@@ -5,10 +5,12 @@
 // DESIGN rules that live here, until their rooms (route, control) exist:
 // 7's waiting page, 14 (only the self-probe through the gateway's own path
 // publishes a route), 20 (the shutdown order), 21 (canonical paths), 28
-// (fleet sync), 30's reload part (a file that would remove every home and
-// app is applied only when confirmed, reload.go) and the edge's part of 31
-// (cookies of the gateway stripped before any home sees a request). Rule
-// 24 lives in edge; the config's checks and warnings live in config.
+// (fleet sync, the runner's answers to its peers, the heal of a Redis
+// that lost its data), 30's reload part (a file that would remove every
+// home and app is applied only when confirmed, reload.go) and the edge's
+// part of 31 (cookies of the gateway stripped before any home sees a
+// request). Rule 24 lives in edge; the config's checks and warnings live
+// in config.
 package gateway
 
 import (
@@ -113,6 +115,13 @@ type Gateway struct {
 	// without Redis.
 	certStore  *certstore.Storage
 	fleetDrops chan string
+	// fleetEpoch is the fleet store's epoch as this gateway last read it,
+	// fleetKick asks syncFleet for a pass now, and fleetNotes are the
+	// fleet's warnings for the status (fleet_heal.go).
+	fleetEpoch string
+	fleetBeat  time.Time // the last heartbeat of a fleet pass
+	fleetKick  chan struct{}
+	fleetNotes fleetNotes
 }
 
 type homeRoute struct {
@@ -220,6 +229,11 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		return err
 	}
 	pc := cfg.Wake.Probe
+	var peers wake.Peers
+	var onMissing func(string)
+	if g.fleet != nil {
+		peers, onMissing = &fleetPeers{g: g}, g.kickFleet
+	}
 	g.engine = wake.New(wake.Options{
 		Store: g.store, Providers: g.providers,
 		Sessions: g.sessions, Instance: cfg.Instance,
@@ -234,7 +248,13 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		Metrics:   em,
 		AdmitWake: g.admitWake,
 		Stopped:   g.homeStopped,
+		Peers:     peers,
+		OnMissing: onMissing,
+		Machine:   machineName(),
 	})
+	if g.fleet != nil {
+		g.fleet.OnAsked(g.answerPeer)
+	}
 	return nil
 }
 
@@ -450,6 +470,11 @@ func (g *Gateway) newServer() *http.Server {
 func (g *Gateway) startBackground() (stop func()) {
 	bg, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	if g.fleet != nil {
+		hctx, cancel := context.WithTimeout(bg, fleetSyncTimeout)
+		g.engine.Heartbeat(hctx, idleTick(g.cfg))
+		cancel()
+	}
 	wg.Go(func() { g.engine.Run(bg, idleTick(g.cfg)) })
 	wg.Go(func() { g.syncFleet(bg) })
 	wg.Go(func() { g.routeTab.run(bg) })
@@ -613,6 +638,7 @@ func (g *Gateway) quiesceHomes() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*g.cfg.Exec.StopGrace+quiesceSlack)
 	defer cancel()
 	stopped := 0
+	var released []string
 	for _, q := range g.providers.quiesce(ctx, homesOf) {
 		if q.Err != nil || !q.Proven {
 			g.log.Warn("home not proven stopped at shutdown", "home", q.ID, "err", q.Err)
@@ -620,7 +646,9 @@ func (g *Gateway) quiesceHomes() {
 		}
 		if q.Ran {
 			stopped++
+			released = append(released, q.ID)
 		}
 	}
+	g.releaseRun(released)
 	g.log.Info("homes stopped; their desired state is kept for the next start", "homes", stopped)
 }

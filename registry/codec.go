@@ -104,6 +104,10 @@ func homeField(key []byte) int {
 		return 20
 	case "owner":
 		return 21
+	case "runner":
+		return 22
+	case "runner_machine":
+		return 23
 	}
 	return -1
 }
@@ -165,6 +169,10 @@ func (s *recScan) homeValue(f int, h *Home) bool {
 		h.Generation, ok = s.uint()
 	case 21:
 		h.Owner, ok = s.str()
+	case 22:
+		h.Runner, ok = s.str()
+	case 23:
+		h.RunnerMachine, ok = s.str()
 	}
 	return ok
 }

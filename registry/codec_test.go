@@ -24,7 +24,8 @@ func codecHomes() []Home {
 			Settings: HomeSettings{Command: []string{"run", "{port}"}, Env: []string{"A=1"}, WorkingDir: "/srv",
 				ProbePath: "/health", ProbeStatuses: []int{200, 204}, ProbeSettle: Duration(time.Second),
 				ReadyTimeout: Duration(time.Minute), Options: json.RawMessage(`{"region":"ams"}`)},
-			Command: []string{"old", "{port}"}, Image: "registry/img:1", Generation: 1<<64 - 1, Owner: "gw-2"},
+			Command: []string{"old", "{port}"}, Image: "registry/img:1", Generation: 1<<64 - 1, Owner: "gw-2",
+			Runner: "gw-1", RunnerMachine: "host/3b2f"},
 	}
 }
 
@@ -48,6 +49,7 @@ func TestDecodeRecordMatchesJSON(t *testing.T) {
 		`{"last_wake_at":"2026-01-02T03:04:05.5+02:00"}`, `{"last_wake_at":"yesterday"}`, `{"last_wake_at":null}`,
 		`{"settings":{"command":["a"]},"command":["b","c"]}`, `{"settings":"x"}`, `{"settings":{"probe_settle":"2s"}}`,
 		`{"settings":{"command":["a\"]}"]}}`, `{"command":[1]}`, `{"want_running":tru}`, `{"dynamic":true}x`,
+		`{"id":"a","runner":"gw-1","runner_machine":"host/boot"}`, `{"runner":1}`,
 		`{"id":"a",}`, `{"id":"a"`, `{"unknown":1}`, "{\"id\":\"\xff\"}", "{\"id\":\"tab\there\"}", `[]`, ``, `null`,
 	)
 	for _, in := range inputs {

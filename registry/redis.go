@@ -135,6 +135,8 @@ type Redis struct {
 	// onDrop receives the verdicts other gateways dropped
 	// (redis_verdicts.go).
 	onDrop atomic.Pointer[func(id string)]
+	// asks carries the questions between instances (redis_fleet.go).
+	asks asks
 
 	ps   *redis.PubSub // the change subscription, read by listen
 	stop context.CancelFunc
@@ -148,6 +150,7 @@ type redisKeys struct {
 	blobs, blobTimes, blobKeys, versions                           string
 	adminLeases, adminLeaseSeq                                     string
 	appStates                                                      string
+	epoch                                                          string
 }
 
 func newRedisKeys(prefix string) redisKeys {
@@ -157,7 +160,7 @@ func newRedisKeys(prefix string) redisKeys {
 		locks: tag + "locks", lockseq: tag + "lockseq", sessions: tag + "sessions", channel: tag + "changes",
 		blobs: tag + "blobs", blobTimes: tag + "blobtimes", blobKeys: tag + "blobkeys",
 		versions: tag + "versions", adminLeases: tag + "adminleases", adminLeaseSeq: tag + "adminleaseseq",
-		appStates: tag + "appstates",
+		appStates: tag + "appstates", epoch: tag + "epoch",
 	}
 }
 
@@ -255,7 +258,7 @@ func (r *Redis) listen(ctx context.Context, ps *redis.PubSub) {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			if !r.verdictDropped(m.Payload) {
+			if !r.verdictDropped(m.Payload) && !r.asked(ctx, m.Payload) {
 				r.changes.fire(m.Payload)
 			}
 		case *redis.Subscription:

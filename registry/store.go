@@ -6,8 +6,9 @@
 //
 // DESIGN rules that live here: 15 (compare-and-set on generation and
 // owner), 16 (lifecycle locks as leases with fencing tokens), the fleet
-// half of 1 (one wake per fleet) and 30 (a store that cannot be trusted is
-// refused).
+// half of 1 (one wake per fleet), the store's half of 28 (the runner in a
+// home's record, the epoch that tells a lost store) and 30 (a store that
+// cannot be trusted is refused).
 package registry
 
 import (
@@ -109,6 +110,18 @@ type Home struct {
 	// a gateway restart.
 	Command []string `json:"command,omitempty"`
 	Image   string   `json:"image,omitempty"`
+
+	// Runner is the gateway instance whose provider runs the home's
+	// process, for a home that lives on one machine (exec): only that
+	// gateway starts, adopts, restarts or stops the process (DESIGN rule
+	// 28). "" when no process is known to run. Written with the endpoint
+	// and ref by the wake that started or adopted the process, cleared by
+	// a proven stop.
+	Runner string `json:"runner,omitempty"`
+	// RunnerMachine names the machine the runner runs on (its host name
+	// and boot), so that a gateway on another machine does not look for a
+	// loopback endpoint on its own.
+	RunnerMachine string `json:"runner_machine,omitempty"`
 
 	// Generation counts writes; 0 means the record has never been stored.
 	Generation uint64 `json:"generation"`
@@ -259,6 +272,18 @@ type Fleet interface {
 	AddAdminLease(ctx context.Context, home string, ttl time.Duration) (uint64, time.Time, error)
 	// EndAdminLease ends a stored lease and reports whether it was live.
 	EndAdminLease(ctx context.Context, home string, lease uint64) (bool, error)
+	// Epoch returns the store's epoch, creating it when it is missing: a
+	// value that changes (or comes back new) tells a gateway that the
+	// store lost its data (redis_fleet.go).
+	Epoch(ctx context.Context) (string, error)
+	// Persistence says what the server keeps across its own restart.
+	Persistence(ctx context.Context) (Persistence, error)
+	// Ask sends body to instance to and returns its answer (OnAsked),
+	// waiting until ctx ends.
+	Ask(ctx context.Context, to, body string) (string, error)
+	// OnAsked sets the function that answers what other instances Ask
+	// this one (nil: questions go unanswered).
+	OnAsked(fn func(ctx context.Context, from, body string) string)
 }
 
 // Health is a store that knows whether its backend answers: Unavailable

@@ -5,8 +5,10 @@
 // DESIGN rules that live here: 1-7 (one wake per home, warm verdicts,
 // readiness through the real path, what a wake records, the hold), 8-10
 // (rolls, rollback and the brake), 11-13 (the app phase ladder, status
-// rules and refreshes), 16 (one lifecycle operation per home) and the
-// engine's side of 18 (a home the provider gave up on).
+// rules and refreshes), 16 (one lifecycle operation per home), the
+// engine's side of 18 (a home the provider gave up on) and of 28 (one
+// runner per machine-local home in a fleet, owner.go; the heal of a store
+// that lost its data, reseed.go).
 package wake
 
 import (
@@ -89,6 +91,16 @@ type Options struct {
 	// endpoint the home had, so the data plane can close its idle
 	// connections there at once. Nil: nothing is told.
 	Stopped func(id, endpoint string)
+	// OnMissing, when set, is told of a registered home whose stored
+	// record a wake found missing (the gateway heals its store). It must
+	// return at once.
+	OnMissing func(id string)
+	// Machine names the machine this gateway runs on (host name and
+	// boot), recorded with the homes it runs (owner.go). "" when unknown.
+	Machine string
+	// Peers is the rest of the fleet, for the ownership of homes whose
+	// process lives on one machine (owner.go). Nil: a gateway alone.
+	Peers Peers
 	// ProgressEvery is how often a wake that is still running logs one
 	// progress line (phase, elapsed time, the probe's last answer). Zero:
 	// 5s; negative: never.

@@ -40,6 +40,15 @@ func errStateUnavailable(retry time.Duration, cause error) *fault.Error {
 		WithHint("the fleet's Redis does not answer: check that it runs and that this gateway reaches it (redis.url); warm homes keep serving meanwhile")
 }
 
+// errRecordMissing is a wake of a registered home whose stored record is
+// gone (see settle).
+func errRecordMissing(retry time.Duration, cause error) *fault.Error {
+	return fault.Wrap(fault.Unavailable, CodeStateUnavailable,
+		"The gateway is restoring its shared state; try again shortly.", cause).
+		WithRetry(retry).
+		WithHint("the home's record is missing from the fleet's store (Redis restarted without persistence, or the home was removed on another gateway): the gateway records its config's homes again by itself")
+}
+
 // storeDown reports whether err comes from a store that does not answer.
 func storeDown(err error) bool { return errors.Is(err, registry.ErrUnavailable) }
 

@@ -136,6 +136,14 @@ func idleCheckPeriod(d time.Duration) time.Duration {
 	return max(d/4, 10*time.Millisecond)
 }
 
+// Heartbeat reports this instance's sessions at once, with the TTL Run
+// gives its reports when it checks every tick: a gateway of a fleet calls
+// it before it serves, so that the fleet knows it alive (Peers.Alive) from
+// its first request on.
+func (e *Engine) Heartbeat(ctx context.Context, tick time.Duration) {
+	e.reportSessions(ctx, 3*tick+reportSlack)
+}
+
 func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 	// The roller keeps the report: rolls subtract it from the fleet's count.
 	if err := e.roll.reportSessions(ctx, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil {
@@ -295,9 +303,18 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(e.ctx, providerChangeTimeout)
 	defer cancel()
+	takenOver := ""
 	_, err := registry.UpdateHome(ctx, e.o.Store, registry.Home{ID: id}, e.o.Instance, func(rec *registry.Home) {
+		takenOver = ""
+		if e.local(rec.Provider) && rec.Runner != "" && rec.Runner != e.o.Instance {
+			// Another gateway took the home over (this one's heartbeat
+			// ran out): what its process does is that gateway's to record.
+			takenOver = rec.Runner
+			return
+		}
 		if r.State == provider.StateFailed {
 			rec.Status, rec.Reason, rec.Verdict = registry.StatusFailed, r.Reason, registry.VerdictNone
+			rec.Runner, rec.RunnerMachine = "", ""
 			return
 		}
 		// Restarted: the new process's endpoint and ref replace the dead
@@ -306,6 +323,30 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	})
 	if err != nil {
 		e.o.Log.Warn("record provider change", "home", id, "state", string(r.State), "err", err)
+	}
+	if takenOver != "" && r.State != provider.StateFailed {
+		// The process this gateway's provider just restarted is a copy:
+		// the home is another gateway's now. It goes, and this gateway's
+		// provider lets the home be.
+		e.o.Log.Warn("fleet: the home was taken over by another gateway; stopping the copy restarted here",
+			"home", id, "runner", takenOver)
+		if prov, ok := e.o.Providers[h.spec.Provider]; ok {
+			spec := h.providerSpec(registry.Home{ProviderRef: r.Ref}, h.spec.Version, release{})
+			// Not on the provider's goroutine, which waits for this call.
+			if e.ctx.Err() != nil {
+				return
+			}
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				sctx, cancel := context.WithTimeout(e.ctx, stopTimeout)
+				defer cancel()
+				if _, err := prov.Stop(sctx, spec); err != nil {
+					e.o.Log.Warn("fleet: stop the copy of a home taken over", "home", id, "err", err)
+				}
+			}()
+		}
+		return
 	}
 	if r.State == provider.StateFailed {
 		e.setStatus(h, registry.StatusFailed)

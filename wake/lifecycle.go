@@ -273,9 +273,11 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 	}
 	spec := l.h.providerSpec(l.rec, l.rec.Version, l.e.roll.releaseOf(l.rec))
 	spec.Target = l.rec.Target
-	s := stopped{how: "stop"}
-	var err error
-	if mode == modeSuspend {
+	s, via, err := l.stopVia(ctx, spec, mode == modeSuspend)
+	switch {
+	case via:
+		// Another live gateway runs the home's process: it took it down.
+	case mode == modeSuspend:
 		s.how = "suspend"
 		err = prov.Suspend(ctx, spec)
 		s.proven = err == nil
@@ -283,7 +285,8 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 			s.how = "stop"
 			s.proven, err = prov.Stop(ctx, spec)
 		}
-	} else {
+	default:
+		s.how = "stop"
 		s.proven, err = prov.Stop(ctx, spec)
 	}
 	s.proven = s.proven && err == nil
@@ -291,6 +294,11 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 		err = fmt.Errorf("%s %s: %w", s.how, l.h.spec.ID, err)
 	} else if tell := l.e.o.Stopped; tell != nil && l.rec.Endpoint != "" {
 		tell(l.h.spec.ID, l.rec.Endpoint)
+	}
+	if s.proven && final != nil {
+		// Nothing runs: the home has no runner until its next wake.
+		outcome := final
+		final = func(r *registry.Home) { outcome(r); r.Runner, r.RunnerMachine = "", "" }
 	}
 	if final != nil {
 		if serr := l.saveRetry(ctx, final); serr != nil && err == nil {

@@ -120,6 +120,16 @@ func (l *held) refresh(ctx context.Context) (RefreshResult, error) {
 	if !ok {
 		return res, fmt.Errorf("refresh %s: unknown provider %q", h.spec.ID, l.rec.Provider)
 	}
+	if runner, err := e.runnerElsewhere(ctx, l.rec); err != nil || runner != "" {
+		if err != nil {
+			return res, fmt.Errorf("refresh %s: %w", h.spec.ID, err)
+		}
+		// Its provider here knows nothing of a process another gateway
+		// runs (owner.go): that gateway's refresh is the one to ask.
+		res.Provider = provider.StateUnknown
+		res.Message = "the home's process is run by gateway " + runner + "; refresh it there. Nothing was changed"
+		return res, nil
+	}
 	spec := h.providerSpec(l.rec, l.rec.Version, e.roll.releaseOf(l.rec))
 	st, err := prov.Status(ctx, spec)
 	res.Provider = provider.NormalizeState(string(st.State))

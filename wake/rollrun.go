@@ -200,6 +200,7 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 	}
 	if err := w.save(ctx, func(h *registry.Home) {
 		h.Endpoint, h.ProviderRef = res.Endpoint, res.Ref
+		w.e.setRunner(h)
 	}); err != nil {
 		return nil, err
 	}

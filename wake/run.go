@@ -150,6 +150,13 @@ func (w *wakeRun) settle(res Awake, err error) {
 		err = sd
 	case storeDown(err):
 		err = errStateUnavailable(e.o.RetryAfter, err)
+	case !ok && e.o.OnMissing != nil && errors.Is(err, registry.ErrNotFound) && e.home(h.spec.ID) == h:
+		// The record of a home this gateway serves is gone from the
+		// fleet's store: it lost its data, or the home was removed on
+		// another gateway a moment ago. Neither is the home's failure; the
+		// gateway heals the one and forgets the other.
+		e.o.OnMissing(h.spec.ID)
+		err = errRecordMissing(e.o.RetryAfter, err)
 	case err != nil && !ok:
 		// A store or provider fault is still a failed wake to a caller,
 		// with a Retry-After, not an internal error.
@@ -238,6 +245,11 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	if a, ok := w.provenByOther(); ok {
 		return a, nil
 	}
+	// A machine-local home that another live gateway runs is served from
+	// that gateway's process, never adopted here (owner.go).
+	if a, ok, err := w.viaRunner(ctx); ok || err != nil {
+		return a, err
+	}
 	prov := e.o.Providers[w.rec.Provider]
 	// A stale home with no users is rolled onto the target instead of
 	// woken, inside this same flight and lock (roll.go).
@@ -279,9 +291,10 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	// A new endpoint or ref is stored; the target never changes. A home
 	// whose record cannot say where it runs is stopped: a restart would
 	// not find it.
-	if res.Endpoint != w.rec.Endpoint || res.Ref != w.rec.ProviderRef {
+	if res.Endpoint != w.rec.Endpoint || res.Ref != w.rec.ProviderRef || w.runner() != w.rec.Runner {
 		if err := w.saveRetry(ctx, func(r *registry.Home) {
 			r.Endpoint, r.ProviderRef = res.Endpoint, res.Ref
+			w.e.setRunner(r)
 		}); err != nil {
 			w.fail(ctx, prov)
 			return Awake{}, w.storeFailed("record where the home runs", err)
@@ -440,12 +453,34 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 		}
 		if serr := w.saveRetry(ctx, func(r *registry.Home) {
 			r.Endpoint, r.ProviderRef = next.Endpoint, next.Ref
+			w.e.setRunner(r)
 		}); serr != nil {
 			return res, endpoint, serr
 		}
 		raw, endpoint = next.Endpoint, u
 		w.e.o.Log.Info("wake: the home's process was restarted; probing the new one", "home", w.h.spec.ID, "endpoint", raw)
 	}
+}
+
+// runner is what the record names as the home's runner once this
+// gateway's provider started or adopted its process: this gateway for a
+// machine-local home in a fleet, "" otherwise.
+func (w *wakeRun) runner() string {
+	if w.e.local(w.rec.Provider) {
+		return w.e.o.Instance
+	}
+	return ""
+}
+
+// setRunner names this gateway (and its machine) as the runner of r, whose
+// process this gateway's provider started or adopted, when r's provider
+// is machine-local in a fleet; otherwise r has no runner.
+func (e *Engine) setRunner(r *registry.Home) {
+	if e.local(r.Provider) {
+		r.Runner, r.RunnerMachine = e.o.Instance, e.o.Machine
+		return
+	}
+	r.Runner, r.RunnerMachine = "", ""
 }
 
 func (w *wakeRun) spec() provider.Spec {

@@ -24,6 +24,8 @@ type RedisServer struct {
 	bin  string
 	dir  string
 	port int
+	// volatile servers keep nothing across a restart (StartVolatileRedis).
+	volatile bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -38,6 +40,19 @@ const redisReadyBound = 20 * time.Second
 // not installed and CI is not set (scripts/test.sh installs it).
 func StartRedis(t testing.TB) *RedisServer {
 	t.Helper()
+	return startRedis(t, false)
+}
+
+// StartVolatileRedis is StartRedis for a server with neither snapshots nor
+// an append-only file: a Restart comes back empty, as a Redis run without
+// persistence does.
+func StartVolatileRedis(t testing.TB) *RedisServer {
+	t.Helper()
+	return startRedis(t, true)
+}
+
+func startRedis(t testing.TB, volatile bool) *RedisServer {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -45,7 +60,7 @@ func StartRedis(t testing.TB) *RedisServer {
 		}
 		t.Skip("redis-server is not installed (scripts/test.sh installs it)")
 	}
-	s := &RedisServer{t: t, bin: bin, dir: t.TempDir()}
+	s := &RedisServer{t: t, bin: bin, dir: t.TempDir(), volatile: volatile}
 	for attempt := 0; ; attempt++ {
 		s.port = freePort(t)
 		err := s.start()
@@ -78,9 +93,13 @@ func (s *RedisServer) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := &bytes.Buffer{}
+	aof := "yes"
+	if s.volatile {
+		aof = "no"
+	}
 	cmd := exec.Command(s.bin,
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port),
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--save", "", "--appendonly", aof, "--appendfsync", "always",
 		"--dir", s.dir, "--logfile", "", "--daemonize", "no",
 		"--protected-mode", "yes")
 	cmd.Stdout, cmd.Stderr = out, out

@@ -1,0 +1,88 @@
+package registry_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/registrytest"
+)
+
+// openInstance opens a store on srv under prefix for gateway instance.
+func openInstance(t *testing.T, srv *registrytest.RedisServer, prefix, instance string) *registry.Redis {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := registry.OpenRedis(ctx, registry.RedisOptions{URL: srv.URL(), Prefix: prefix, Instance: instance})
+	if err != nil {
+		t.Fatalf("open redis store: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+func TestRedisEpochChangesWhenTheDataIsLost(t *testing.T) {
+	srv := registrytest.StartVolatileRedis(t)
+	a := openInstance(t, srv, "epoch", "gw-a")
+	b := openInstance(t, srv, "epoch", "gw-b")
+	ctx := context.Background()
+	ea, err := a.Epoch(ctx)
+	if err != nil || ea == "" {
+		t.Fatalf("epoch: %q %v", ea, err)
+	}
+	if eb, err := b.Epoch(ctx); err != nil || eb != ea {
+		t.Fatalf("epoch read by another instance: %q %v, want %q", eb, err, ea)
+	}
+	p, err := a.Persistence(ctx)
+	if err != nil || !p.Known || p.Keeps() {
+		t.Fatalf("persistence of a server with neither AOF nor snapshots: %+v %v, want known and keeping nothing", p, err)
+	}
+	srv.Kill()
+	srv.Restart()
+	var again string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if again, err = b.Epoch(ctx); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil || again == "" || again == ea {
+		t.Fatalf("epoch after the server came back empty: %q %v, want a new one (was %q)", again, err, ea)
+	}
+	if ea2, err := a.Epoch(ctx); err != nil || ea2 != again {
+		t.Fatalf("epoch read by the first instance: %q %v, want %q", ea2, err, again)
+	}
+}
+
+func TestRedisPersistenceWithAOF(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	r := openInstance(t, srv, "persist", "gw-a")
+	p, err := r.Persistence(context.Background())
+	if err != nil || !p.Known || !p.AOF || !p.Keeps() {
+		t.Fatalf("persistence of a server with an append-only file: %+v %v", p, err)
+	}
+}
+
+func TestRedisAskIsAnsweredByTheInstanceAsked(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	a := openInstance(t, srv, "ask", "gw-a")
+	b := openInstance(t, srv, "ask", "gw-b")
+	c := openInstance(t, srv, "ask", "gw-c")
+	b.OnAsked(func(_ context.Context, from, body string) string { return "b answers " + from + ": " + body })
+	c.OnAsked(func(_ context.Context, from, body string) string { return "c must not answer" })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := a.Ask(ctx, "gw-b", "stop h1")
+	if err != nil || got != "b answers gw-a: stop h1" {
+		t.Fatalf("ask gw-b: %q %v", got, err)
+	}
+	// Nobody answers for an instance that is not there: the wait ends
+	// with the context.
+	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	if got, err := a.Ask(short, "gw-gone", "stop h1"); !errors.Is(err, registry.ErrNoAnswer) {
+		t.Fatalf("ask an instance that is not there: %q %v, want ErrNoAnswer", got, err)
+	}
+}

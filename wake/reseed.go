@@ -1,0 +1,109 @@
+package wake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// A fleet's store that lost its data (a Redis restarted without
+// persistence) is healed from what the gateways still know (DESIGN rule
+// 28): each one records again the machine-local homes whose processes it
+// runs (RecordRun), at once, and then the records of its config's homes
+// that nobody recreated (Reseed), as sleeping homes.
+
+// RecordRun writes again the record of home id when this gateway's
+// provider runs its process and the record is missing or does not say
+// so: running, wanted, at the process's endpoint, with this gateway as
+// its runner. It reports whether the home runs here. Homes of providers
+// that are not machine-local are left to Reseed.
+func (e *Engine) RecordRun(ctx context.Context, id string) (bool, error) {
+	h := e.home(id)
+	if h == nil || !e.local(h.spec.Provider) {
+		return false, nil
+	}
+	prov := e.o.Providers[h.spec.Provider]
+	rec, err := e.o.Store.GetHome(ctx, id)
+	missing := errors.Is(err, registry.ErrNotFound)
+	if err != nil && !missing {
+		return false, fmt.Errorf("record the run of %s: %w", id, err)
+	}
+	if !missing && rec.Runner != "" && rec.Runner != e.o.Instance {
+		return false, nil
+	}
+	// Only what this provider watches counts: a process it does not know
+	// (no ref is given) is not this gateway's.
+	st, serr := prov.Status(ctx, provider.Spec{ID: id, Target: h.spec.Target})
+	if serr != nil {
+		e.o.Log.Debug("fleet: the provider's state of the home is unknown; not recorded as run here", "home", id, "err", serr)
+		return false, nil
+	}
+	if st.State != provider.StateRunning || st.Endpoint == "" {
+		return false, nil
+	}
+	h.mu.Lock()
+	version := h.version
+	h.mu.Unlock()
+	if version == "" {
+		version = h.spec.Version
+	}
+	run := func(r *registry.Home) {
+		r.Target, r.Provider = h.spec.Target, h.spec.Provider
+		r.Status, r.Verdict, r.Reason, r.WantRunning = registry.StatusRunning, registry.VerdictHealthy, "", true
+		r.Endpoint, r.ProviderRef = st.Endpoint, st.Ref
+		e.setRunner(r)
+		r.LastReadyAt = time.Now()
+		if r.Version == "" {
+			r.Version = version
+		}
+	}
+	if missing {
+		fresh := registry.Home{ID: id, Owner: e.o.Instance}
+		run(&fresh)
+		if _, err = e.o.Store.PutHome(ctx, fresh, registry.Cond{}); err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, registry.ErrConflict) {
+			return true, fmt.Errorf("record the run of %s: %w", id, err)
+		}
+		rec = registry.Home{ID: id} // created meanwhile: update it
+	} else if rec.Runner == e.o.Instance && rec.Status == registry.StatusRunning && rec.ProviderRef == st.Ref {
+		return true, nil
+	}
+	if _, err := registry.UpdateHome(ctx, e.o.Store, rec, e.o.Instance, run); err != nil {
+		return true, fmt.Errorf("record the run of %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// Reseed creates the record of home id, as a sleeping home, when it is
+// missing; a record that exists is left as it is. It reports whether it
+// created one.
+func (e *Engine) Reseed(ctx context.Context, id string) (bool, error) {
+	h := e.home(id)
+	if h == nil {
+		return false, errHomeNotFound(id)
+	}
+	if _, err := e.o.Store.GetHome(ctx, id); !errors.Is(err, registry.ErrNotFound) {
+		if err != nil {
+			return false, fmt.Errorf("reseed %s: %w", id, err)
+		}
+		return false, nil
+	}
+	_, err := e.o.Store.PutHome(ctx, registry.Home{ID: id, Target: h.spec.Target, Provider: h.spec.Provider,
+		Version: h.spec.Version, Status: registry.StatusSleeping, Owner: e.o.Instance}, registry.Cond{})
+	switch {
+	case errors.Is(err, registry.ErrConflict):
+		return false, nil // another gateway wrote it first
+	case err != nil:
+		return false, fmt.Errorf("reseed %s: %w", id, err)
+	}
+	// Nothing runs it on this gateway: its next request wakes it.
+	h.warm.Store(nil)
+	e.setStatus(h, registry.StatusSleeping)
+	return true, nil
+}
