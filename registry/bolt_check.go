@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
@@ -72,6 +73,16 @@ func checkRecord(bucket string, k, raw []byte) (known bool, err error) {
 		_, err = decodeAs[boltLock](raw)
 	case string(bucketSessions):
 		_, err = decodeAs[boltSessions](raw)
+	case string(bucketMeta):
+		switch string(k) {
+		case string(keySchema):
+			if v, cerr := strconv.Atoi(string(raw)); cerr != nil || v < 1 {
+				err = fmt.Errorf("%q is not a format version", raw)
+			}
+		case string(keyProbe):
+		default:
+			err = errors.New("unknown key")
+		}
 	case string(bucketLockSeq):
 		if len(raw) != 8 {
 			err = fmt.Errorf("fencing token of %d bytes, want 8", len(raw))

@@ -94,6 +94,9 @@ func (e *OpenError) Unwrap() error { return e.Err }
 // Hint says what the operator can do about the problem.
 func (e *OpenError) Hint() string {
 	switch e.Problem {
+	case ProblemNewer:
+		return "run the newer wakegate that wrote it, or restore a backup this version wrote " +
+			"(a migration leaves one next to the file: state.db.vN.bak)"
 	case ProblemInUse:
 		return "one data_dir serves one gateway: stop the other gateway first, or give this one another data_dir"
 	case ProblemDamaged:
@@ -127,6 +130,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("registry: open bolt store %s: create directory: %w", path, err)
 	}
+	migrated := Migrated{From: BoltSchema}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && opts.MustHoldData != "":
@@ -139,7 +143,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	case fi.Size() == 0:
 		return nil, &OpenError{Path: path, Problem: ProblemEmpty, Why: opts.MustHoldData}
 	default:
-		if err := verifyBolt(path); err != nil {
+		if migrated, err = verifyBolt(path); err != nil {
 			return nil, err
 		}
 	}
@@ -147,7 +151,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bolt{db: db, now: opts.Now}
+	b := &Bolt{db: db, now: opts.Now, migrated: migrated}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -185,15 +189,21 @@ func openBoltFile(path string, readOnly bool) (*bolt.DB, error) {
 }
 
 // verifyBolt opens the existing file at path read-only and checks every
-// page and every record of it (step 2).
-func verifyBolt(path string) error {
+// page, the format version and every record of it (step 2). A file of an
+// older format is copied next to itself before anything migrates it
+// (bolt_schema.go).
+func verifyBolt(path string) (Migrated, error) {
+	m := Migrated{From: BoltSchema}
 	db, err := openBoltFile(path, true)
 	if err != nil {
-		return err
+		return m, err
 	}
 	defer func() { _ = db.Close() }()
 	if err := checkPages(db); err != nil {
-		return &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
+		return m, &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
+	}
+	if m.From, err = checkSchema(path, db); err != nil {
+		return m, err
 	}
 	var bad []string
 	var first error
@@ -216,12 +226,17 @@ func verifyBolt(path string) error {
 		})
 	})
 	if err != nil {
-		return &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
+		return m, &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
 	}
 	if len(bad) > 0 {
-		return &OpenError{Path: path, Problem: ProblemBadRecord, Records: bad, Err: first}
+		return m, &OpenError{Path: path, Problem: ProblemBadRecord, Records: bad, Err: first}
 	}
-	return nil
+	if m.From < BoltSchema {
+		if m.Backup, err = backupBeforeMigration(path, db, m.From); err != nil {
+			return m, fmt.Errorf("registry: open bolt store %s: %w", path, err)
+		}
+	}
+	return m, nil
 }
 
 // checkPages runs bbolt's consistency check over db and compares the size
@@ -271,7 +286,15 @@ func (b *Bolt) prepare() error {
 					return fmt.Errorf("create bucket %s: %w", name, err)
 				}
 			}
-			var err error
+			v, err := schemaOf(tx)
+			if err != nil {
+				return err
+			}
+			if v < BoltSchema {
+				if err := migrateBolt(tx, v); err != nil {
+					return err
+				}
+			}
 			b.released, err = clearDead(tx)
 			return err
 		})
