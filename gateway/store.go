@@ -52,6 +52,10 @@ func (g *Gateway) openStore(dataDir string) error {
 		return err
 	}
 	g.store = b
+	if m := b.Migration(); m.Backup != "" {
+		g.log.Info("store migrated to this version's format; the file as it was is kept", "store", path,
+			"from_version", m.From, "to_version", registry.BoltSchema, "copy", m.Backup)
+	}
 	if names := b.ReleasedLocks(); len(names) > 0 {
 		g.log.Info("released lifecycle locks left by a gateway that did not stop cleanly", "locks", strings.Join(names, ","))
 	}

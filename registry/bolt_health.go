@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -45,33 +47,41 @@ func diskFailure(err error) bool {
 	return errors.Is(err, fs.ErrPermission) // a file made read-only under the gateway
 }
 
-// writeHealth is what a Bolt store knows about its disk's writes: the last
-// one failed (cause, since when) or not. Only a write that reached the disk
-// changes it: a conflict or a closed store says nothing about the disk.
+// writeHealth is what a Bolt store knows about its disk's writes: a write
+// failed on the disk (cause, since when), or none did since the last probe
+// passed. A failure sticks until ProbeWrite passes: on a full disk a small
+// write may still fit in the file's free pages while any write that needs
+// the file to grow fails, so one write that passes proves nothing. Only a
+// write that reached the disk sets it: a conflict or a closed store says
+// nothing about the disk.
 type writeHealth struct {
 	mu    sync.Mutex
-	cause error     // the last disk failure; nil when the last write passed
-	since time.Time // when cause was first seen
+	cause error     // the first disk failure since the last probe passed; nil when none
+	since time.Time // when cause was seen
 }
 
 // note records the outcome of one write transaction.
 func (h *writeHealth) note(err error) {
+	if !diskFailure(err) {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	switch {
-	case err == nil:
-		h.cause = nil
-	case diskFailure(err):
-		if h.cause == nil {
-			h.since = time.Now()
-		}
-		h.cause = err
+	if h.cause == nil {
+		h.cause, h.since = err, time.Now()
 	}
 }
 
-// Unwritable says why the store's last write failed on its disk (wrapping
-// ErrUnwritable) and since when, or nil while writes pass. It turns nil
-// again at the next write that passes (ProbeWrite makes one).
+// clear records a probe that passed.
+func (h *writeHealth) clear() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cause = nil
+}
+
+// Unwritable says why a write of the store failed on its disk (wrapping
+// ErrUnwritable) and since when, or nil while none did since the last
+// probe passed (ProbeWrite).
 func (b *Bolt) Unwritable() (time.Time, error) {
 	b.health.mu.Lock()
 	defer b.health.mu.Unlock()
@@ -81,17 +91,40 @@ func (b *Bolt) Unwritable() (time.Time, error) {
 	return b.health.since, &unwritableErr{err: b.health.cause}
 }
 
-// ProbeWrite makes one small write (a timestamp under the meta bucket's
-// probe key), synced to disk like every commit, so a store found
-// unwritable learns when its disk takes writes again.
+// Growth bounds of the free space ProbeWrite asks for: bbolt grows a small
+// file by its own size, a large one by its AllocSize (16 MiB by default).
+const (
+	probeMinFree = 64 << 10
+	probeMaxFree = 16 << 20
+)
+
+// ProbeWrite tries whether the store's disk takes writes again: it needs
+// as much free space as the file's next growth (at least 64 KiB, at most
+// 16 MiB), then one small write (a timestamp under meta/probe), synced to
+// disk like every commit. When both pass, Unwritable turns nil.
 func (b *Bolt) ProbeWrite(ctx context.Context) error {
-	return b.update(ctx, func(tx *bolt.Tx) error {
+	path := b.db.Path()
+	if fi, err := os.Stat(path); err == nil {
+		need := min(max(fi.Size(), probeMinFree), probeMaxFree)
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(filepath.Dir(path), &st); err == nil {
+			if free := int64(st.Bavail) * st.Bsize; free < need {
+				err := fmt.Errorf("%d bytes free on the store's disk, less than the %d its next growth needs: %w", free, need, syscall.ENOSPC)
+				return &unwritableErr{err: err}
+			}
+		}
+	}
+	err := b.update(ctx, func(tx *bolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
 		}
 		return bk.Put(keyProbe, []byte(b.clock().UTC().Format(time.RFC3339Nano)))
 	})
+	if err == nil {
+		b.health.clear()
+	}
+	return err
 }
 
 // WriteHealth is a store whose own disk can refuse writes (the embedded
