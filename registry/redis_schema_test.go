@@ -79,7 +79,11 @@ func TestRedisFixtureV1(t *testing.T) {
 		"homes":  func(s string) (any, error) { var v registry.Home; err := json.Unmarshal([]byte(s), &v); return v, err },
 		"apps":   func(s string) (any, error) { var v registry.App; err := json.Unmarshal([]byte(s), &v); return v, err },
 		"claims": func(s string) (any, error) { var v registry.Claim; err := json.Unmarshal([]byte(s), &v); return v, err },
-		"target": func(s string) (any, error) { var v registry.Target; err := json.Unmarshal([]byte(s), &v); return v, err },
+		"target": func(s string) (any, error) {
+			var v registry.Target
+			err := json.Unmarshal([]byte(s), &v)
+			return v, err
+		},
 	}
 	for hash, fields := range fx {
 		for f, stored := range fields {
