@@ -195,6 +195,9 @@ func TestStoreReadOnlyDisk(t *testing.T) {
 			t.Fatalf("cold wake %d of %s on a read-only store: %v %s", i+1, home, a, a.body)
 		}
 	}
+	if st := diskDo(t, c, "GET", adm+"/admin/status", ""); !strings.Contains(st.body, `"degraded": "store unwritable: `) {
+		t.Fatalf("admin status on a read-only store: %v %s", st, st.body)
+	}
 	sus := diskDo(t, c, "POST", adm+"/admin/homes/warm/suspend", "")
 	t.Logf("read-only: admin suspend: %v", sus)
 	if sus.status != http.StatusServiceUnavailable || sus.code != "store_unavailable" {

@@ -28,6 +28,16 @@ func (g *Gateway) storeUnwritable() string {
 	return ""
 }
 
+// storeDegraded says why the store cannot serve, for the admin status:
+// its disk refuses writes, or the fleet's store does not answer; "" when
+// neither.
+func (g *Gateway) storeDegraded() string {
+	if why := g.storeUnwritable(); why != "" {
+		return "store unwritable: " + why
+	}
+	return g.degraded()
+}
+
 // watchStore follows whether the embedded store's disk takes writes, until
 // ctx ends: it logs each change once (never at every failed write), and
 // while writes fail it tries a small write every storeWatchPeriod, so that
