@@ -21,8 +21,9 @@ type Status struct {
 	StartedAt time.Time `json:"started_at"`
 	UptimeS   float64   `json:"uptime_s"`
 	Draining  bool      `json:"draining"`
-	// Degraded says why the fleet's shared store does not answer ("" when
-	// it does): warm homes serve, wakes answer 503 until it is back.
+	// Degraded says why the store cannot serve ("" when it can): the
+	// fleet's shared store does not answer, or the embedded store's disk
+	// refuses writes. Warm homes serve, wakes answer 503 until it is back.
 	Degraded string   `json:"degraded,omitempty"`
 	Healthy  bool     `json:"healthy"`
 	Problems []string `json:"problems"`

@@ -6,6 +6,7 @@
 //	wakegate serve [--config FILE] [--listen ADDR] [--user USER[:GROUP]] [--reset-store]
 //	wakegate store check [--config FILE | --file PATH]
 //	wakegate store backup [--config FILE] [--admin URL --token T] FILE
+//	wakegate store drop [--config FILE | --file PATH] BUCKET/KEY...
 //	wakegate check-config [--config FILE]
 //	wakegate version
 //	wakegate healthcheck [--addr ADDR] [--path /healthz]
@@ -67,7 +68,7 @@ commands:
   app           get, put, delete, refresh, start, stop or restart an app (admin API)
   target        get or set the roll target (admin API)
   logs          print (and follow) an exec home's log (admin API)
-  store         check the embedded store, or back it up (store check, store backup FILE)
+  store         check the embedded store, back it up, drop unreadable records (store check, store backup FILE, store drop B/K)
   tls root      print the internal CA's root certificate (tls.mode internal)
 
 ` + adminUsage + reloadUsage + recordUsage
@@ -170,8 +171,9 @@ func serve(args []string, stderr io.Writer) int {
 	listen := fs.String("listen", "", "public listen address, overriding the config's listen")
 	runAsSpec := fs.String("user", os.Getenv(runAsEnv), "when started as root, the user (USER[:GROUP]) to become once data_dir is theirs\n"+
 		"(default $"+runAsEnv+")")
-	reset := fs.Bool("reset-store", false, "start with a new, empty store where data_dir's store is missing or empty\n"+
-		"although homes ran there (every stored home and the roll target are forgotten)")
+	reset := fs.Bool("reset-store", false, "start with a new, empty store where data_dir's store is refused: an empty,\n"+
+		"damaged or unreadable file is moved aside first (named in the log), a missing one\n"+
+		"is allowed although homes ran there (every stored home and the roll target are forgotten)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

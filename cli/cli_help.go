@@ -36,6 +36,7 @@ func adminUnreachable(base string, err error) error {
 var commandUsage = map[string]string{
 	"serve": "usage: wakegate serve [--config FILE] [--listen ADDR] [--user USER[:GROUP]] [--reset-store]\n\n" +
 		"runs the gateway on FILE (default: the embedded config.yaml, the demo home on 127.0.0.1:8080);\n" +
+		"--reset-store moves a store that is refused (empty, damaged) aside and starts with an empty one;\n" +
 		"started as root with --user (or $WAKEGATE_USER), it gives data_dir to that user and becomes it",
 	"check-config": "usage: wakegate check-config [--config FILE]\n\n" +
 		"validates a config file; exit 1 with every error (file:line: field: what is wrong)",
@@ -61,8 +62,9 @@ var commandUsage = map[string]string{
 	"logs": "usage: wakegate logs HOME [--follow] [--lines N]\n\n" +
 		"prints (and follows) an exec home's log through the admin API",
 	"store": "usage: wakegate store check [--config FILE | --file PATH]\n" +
-		"       wakegate store backup [--config FILE] FILE\n\n" +
-		"checks the embedded store, or writes a consistent copy of it",
+		"       wakegate store backup [--config FILE] FILE\n" +
+		"       wakegate store drop [--config FILE | --file PATH] BUCKET/KEY...\n\n" +
+		"checks the embedded store, writes a consistent copy of it, or drops records that cannot be read (gateway stopped)",
 	"reload": "usage: wakegate reload [--allow-remove-all] [--json] [--admin ADDR] [--token T]\n\n" +
 		"applies the running gateway's config file again through the admin API (SIGHUP does the same):\n" +
 		"homes and apps added, changed or removed, settings that change without a restart;\n" +

@@ -19,6 +19,7 @@ import (
 //
 //	wakegate store check [--config FILE | --file PATH]
 //	wakegate store backup [--config FILE] [--admin URL] [--token T] FILE
+//	wakegate store drop [--config FILE | --file PATH] BUCKET/KEY...
 //
 // check opens the file read-only (so it needs the gateway stopped, or a
 // backup to look at), checks every page and every record, prints the
@@ -31,9 +32,14 @@ import (
 // gateway's admin API (GET /admin/store/backup, bbolt's Tx.WriteTo inside
 // one read transaction, so writes go on meanwhile), reached with --admin
 // and --token or WAKEGATE_ADMIN and WAKEGATE_TOKEN.
+//
+// drop deletes records that cannot be read (a start refusal or a check
+// names them as bucket/key, "homes/h1"), with the gateway stopped, so the
+// store opens again with every other record kept.
 
 const storeUsage = `usage: wakegate store check [--config FILE | --file PATH]
        wakegate store backup [--config FILE] [--admin URL] [--token T] FILE
+       wakegate store drop [--config FILE | --file PATH] BUCKET/KEY...
 `
 
 func storeCmd(args []string, stdout, stderr io.Writer) int {
@@ -46,6 +52,8 @@ func storeCmd(args []string, stdout, stderr io.Writer) int {
 		return storeCheck(args[1:], stdout, stderr)
 	case "backup":
 		return storeBackup(args[1:], stdout, stderr)
+	case "drop":
+		return storeDrop(args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, storeUsage)
 	return 2
@@ -73,6 +81,9 @@ func printOpenError(w io.Writer, cmd string, err error) {
 		return
 	}
 	hint := oe.Hint()
+	if oe.Problem == registry.ProblemInUse && cmd == "drop" {
+		hint = "stop the gateway first: drop writes to the file, which one process holds at a time"
+	}
 	if oe.Problem == registry.ProblemInUse && cmd == "check" {
 		hint = "check reads the file with no gateway running; to check a running gateway's store, " +
 			"take a backup (wakegate store backup FILE) and check that: wakegate store check --file FILE"
@@ -122,6 +133,36 @@ func printReport(w io.Writer, r registry.BoltReport) int {
 		return 1
 	}
 	fmt.Fprintln(w, "store is sound")
+	return 0
+}
+
+func storeDrop(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("store drop", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config := fs.String("config", "", "config file whose data_dir holds the store (default: the embedded config.yaml)")
+	file := fs.String("file", "", "drop from this store file instead of the config's")
+	refs, err := parseInterleaved(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(refs) == 0 || (*config != "" && *file != "") {
+		fmt.Fprint(stderr, storeUsage)
+		return 2
+	}
+	path := *file
+	if path == "" {
+		if path, err = storePath(*config); err != nil {
+			printConfigError(stderr, err)
+			return 1
+		}
+	}
+	if err := registry.DropRecords(path, refs); err != nil {
+		printOpenError(stderr, "drop", err)
+		return 1
+	}
+	for _, ref := range refs {
+		fmt.Fprintf(stdout, "dropped %s from %s\n", ref, path)
+	}
 	return 0
 }
 

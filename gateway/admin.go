@@ -170,7 +170,7 @@ func (g *Gateway) SetVersion(v string) { g.version = v }
 // About reports the instance for GET /admin/status.
 func (a adminAPI) About() admin.About {
 	g := a.g
-	ab := admin.About{Instance: g.cfg.Instance, Version: g.version, StartedAt: g.started, Draining: g.draining.Load(), Degraded: g.degraded(),
+	ab := admin.About{Instance: g.cfg.Instance, Version: g.version, StartedAt: g.started, Draining: g.draining.Load(), Degraded: g.storeDegraded(),
 		Warnings: g.isolationWarnings()}
 	if w := g.sharedUserWarning(); w != "" {
 		ab.Warnings = append(ab.Warnings, w)

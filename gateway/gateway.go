@@ -478,6 +478,7 @@ func (g *Gateway) startBackground() (stop func()) {
 	wg.Go(func() { g.engine.Run(bg, idleTick(g.cfg)) })
 	wg.Go(func() { g.syncFleet(bg) })
 	wg.Go(func() { g.routeTab.run(bg) })
+	wg.Go(func() { g.watchStore(bg) }) // store_watch.go
 	return func() {
 		cancel()
 		wg.Wait()

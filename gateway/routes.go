@@ -48,6 +48,13 @@ func (g *Gateway) router() http.Handler {
 			_, _ = w.Write([]byte("draining\n"))
 			return
 		}
+		if g.storeUnwritable() != "" {
+			// The gateway cannot record wakes or admin changes: the edge
+			// should send new traffic elsewhere. Warm homes still serve.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("degraded: store unwritable\n"))
+			return
+		}
 		if g.degraded() != "" {
 			// Still ready: warm homes serve; wakes answer 503 meanwhile.
 			_, _ = w.Write([]byte("degraded\n"))

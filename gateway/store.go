@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wakegate/wakegate/registry"
 )
@@ -15,12 +17,14 @@ import (
 // StoreFile is the embedded store's file name inside data_dir.
 const StoreFile = "state.db"
 
-// openStore opens the embedded store under dataDir. A store that is
-// missing or empty while data_dir holds home folders is refused (it would
-// forget every home and the roll target) unless the config's ResetStore
-// says the operator chose to start afresh; a damaged store is always
-// refused, and left as it is (registry.OpenError says what to do). Locks a
-// crashed gateway left are released and logged.
+// openStore opens the embedded store under dataDir. A store file that
+// exists but cannot be trusted (empty, damaged, holding records that do
+// not decode) is refused and left as it is (registry.OpenError says what
+// to do), and so is a missing one while data_dir holds home folders: either
+// would forget every home and the roll target. The config's ResetStore
+// says the operator chose to start afresh: a refused file is then moved
+// aside (named in the log) and a new store begins; a sound file is opened
+// as always. Locks a crashed gateway left are released and logged.
 func (g *Gateway) openStore(dataDir string) error {
 	path := filepath.Join(dataDir, StoreFile)
 	homes := homeFolders(dataDir)
@@ -28,13 +32,30 @@ func (g *Gateway) openStore(dataDir string) error {
 	if !g.cfg.ResetStore {
 		opts.MustHoldData = homes
 	}
-	fi, statErr := os.Stat(path)
-	fresh := statErr != nil || fi.Size() == 0
+	_, statErr := os.Stat(path)
+	fresh := statErr != nil
 	b, err := registry.OpenBolt(path, opts)
+	var oe *registry.OpenError
+	if err != nil && g.cfg.ResetStore && errors.As(err, &oe) &&
+		(oe.Problem == registry.ProblemEmpty || oe.Problem == registry.ProblemDamaged || oe.Problem == registry.ProblemBadRecord) {
+		aside := fmt.Sprintf("%s.refused-%s", path, time.Now().UTC().Format("20060102T150405Z"))
+		if rerr := os.Rename(path, aside); rerr != nil {
+			return fmt.Errorf("--reset-store: move the refused store aside: %w (the store was refused: %w)", rerr, err)
+		}
+		g.log.Warn("--reset-store: the store was refused and is moved aside; starting with a new, empty store: "+
+			"stored homes, apps registered through the admin API and the roll target are forgotten",
+			"store", path, "moved_to", aside, "why", err.Error())
+		fresh = true
+		b, err = registry.OpenBolt(path, registry.BoltOptions{})
+	}
 	if err != nil {
 		return err
 	}
 	g.store = b
+	if m := b.Migration(); m.Backup != "" {
+		g.log.Info("store migrated to this version's format; the file as it was is kept", "store", path,
+			"from_version", m.From, "to_version", registry.BoltSchema, "copy", m.Backup)
+	}
 	if names := b.ReleasedLocks(); len(names) > 0 {
 		g.log.Info("released lifecycle locks left by a gateway that did not stop cleanly", "locks", strings.Join(names, ","))
 	}

@@ -65,6 +65,10 @@ type Bolt struct {
 	released []string
 	// changes are Changed's waiters (bolt_fence.go).
 	changes changes
+	// health is whether the disk takes writes (bolt_health.go).
+	health writeHealth
+	// migrated is what OpenBolt did to an older format (bolt_schema.go).
+	migrated Migrated
 }
 
 // boltLock is the stored form of a held lease.
@@ -117,12 +121,17 @@ func (b *Bolt) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return boltUnavailable(b.db.Update(func(tx *bolt.Tx) error {
+	err := b.db.Update(func(tx *bolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		return fn(tx)
-	}))
+	})
+	b.health.note(err)
+	if diskFailure(err) {
+		return &unwritableErr{err: err}
+	}
+	return boltUnavailable(err)
 }
 
 // validateHome reports the first required field of h that is empty.

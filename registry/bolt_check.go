@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -71,6 +73,16 @@ func checkRecord(bucket string, k, raw []byte) (known bool, err error) {
 		_, err = decodeAs[boltLock](raw)
 	case string(bucketSessions):
 		_, err = decodeAs[boltSessions](raw)
+	case string(bucketMeta):
+		switch string(k) {
+		case string(keySchema):
+			if v, cerr := strconv.Atoi(string(raw)); cerr != nil || v < 1 {
+				err = fmt.Errorf("%q is not a format version", raw)
+			}
+		case string(keyProbe):
+		default:
+			err = errors.New("unknown key")
+		}
 	case string(bucketLockSeq):
 		if len(raw) != 8 {
 			err = fmt.Errorf("fencing token of %d bytes, want 8", len(raw))
@@ -227,4 +239,55 @@ func WriteFileAtomic(dst string, write func(io.Writer) (int64, error)) (int64, e
 		return n, fmt.Errorf("write %s: %w", dst, err)
 	}
 	return n, nil
+}
+
+// DropRecords deletes the records named by refs (bucket/key, as an
+// OpenError or a check names them) from the store file at path, in one
+// transaction, so a store holding records that cannot be read opens again.
+// No process may hold the file (it fails with ProblemInUse while a
+// gateway does), and its pages must be sound: a damaged file is refused
+// (ProblemDamaged) and left as it is. A ref naming no record, or a bucket
+// that is not one of the store's, fails before anything is deleted.
+func DropRecords(path string, refs []string) error {
+	if len(refs) == 0 {
+		return errors.New("registry: drop records: no record named")
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return &OpenError{Path: path, Problem: ProblemMissing}
+	case err != nil:
+		return fmt.Errorf("registry: drop records in %s: %w", path, err)
+	case fi.Size() == 0:
+		return &OpenError{Path: path, Problem: ProblemEmpty}
+	}
+	db, err := openBoltFile(path, false)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = db.Close() }()
+	if err := checkPages(db); err != nil {
+		return &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
+	}
+	return guardBolt(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			for _, ref := range refs {
+				bucket, key, ok := strings.Cut(ref, "/")
+				if !ok || bucket == "" || key == "" {
+					return fmt.Errorf("registry: drop %q: name a record as bucket/key (homes/h1)", ref)
+				}
+				if known, _ := checkRecord(bucket, []byte(key), nil); !known {
+					return fmt.Errorf("registry: drop %s: %q is not a bucket of wakegate's store", ref, bucket)
+				}
+				bk := tx.Bucket([]byte(bucket))
+				if bk == nil || bk.Get([]byte(key)) == nil {
+					return fmt.Errorf("registry: drop %s: no such record in %s", ref, path)
+				}
+				if err := bk.Delete([]byte(key)); err != nil {
+					return fmt.Errorf("registry: drop %s: %w", ref, err)
+				}
+			}
+			return nil
+		})
+	})
 }

@@ -18,13 +18,17 @@ import (
 // Opening a bbolt store is where a damaged disk shows first, so it is done
 // in steps that never write to a file that has not been proven sound:
 //
-//  1. A missing or empty (0-byte) file is refused when the caller says the
-//     store must hold data (BoltOptions.MustHoldData); otherwise it becomes
-//     a new, empty store.
+//  1. Only an absent file becomes a new, empty store, and only when the
+//     caller does not say the store must hold data (BoltOptions.MustHoldData).
+//     An empty (0-byte) file is always refused: bbolt never leaves one
+//     behind, so something emptied it, and starting on it would forget
+//     every stored home and the roll target.
 //  2. An existing file is opened read-only and checked: bbolt's own page
-//     check, and a size that covers every page the meta page counts. bbolt
-//     panics (or faults on its memory map) on some damage; both are turned
-//     into an error here. A file held by another process is "in use".
+//     check, a size that covers every page the meta page counts, and a
+//     decode of every record. bbolt panics (or faults on its memory map) on
+//     some damage; both are turned into an error here. A record that does
+//     not decode is named (bucket/key) with the command that drops it. A
+//     file held by another process is "in use".
 //  3. Only then is it opened for writing, which holds bbolt's exclusive
 //     file lock for as long as the store is open, and what the previous
 //     process left behind is cleared (see clearDead).
@@ -40,6 +44,8 @@ const (
 	ProblemInUse   OpenProblem = "in use"  // another process holds its lock
 	ProblemEmpty   OpenProblem = "empty"   // 0 bytes where data was expected
 	ProblemMissing OpenProblem = "missing" // no file where data was expected
+	// ProblemBadRecord: the pages are sound but records do not decode.
+	ProblemBadRecord OpenProblem = "holding records that cannot be read"
 )
 
 // OpenError is why OpenBolt refused a store, for the operator: the file,
@@ -53,7 +59,10 @@ type OpenError struct {
 	// Why adds the caller's reason for ProblemEmpty and ProblemMissing
 	// (BoltOptions.MustHoldData).
 	Why string
-	Err error
+	// Records names the records that do not decode (ProblemBadRecord), as
+	// bucket/key ("homes/h1").
+	Records []string
+	Err     error
 }
 
 // Error names the file and the problem.
@@ -67,6 +76,11 @@ func (e *OpenError) Error() string {
 		b.WriteString(" by another gateway (pid unknown)")
 	case e.Why != "":
 		fmt.Fprintf(&b, ", but %s: starting would forget every stored home and the roll target", e.Why)
+	case e.Problem == ProblemEmpty:
+		b.WriteString(" (0 bytes; a store is never left empty, so something emptied it): " +
+			"starting on it would forget every stored home and the roll target")
+	case e.Problem == ProblemBadRecord:
+		fmt.Fprintf(&b, " (%s)", strings.Join(e.Records, ", "))
 	}
 	if e.Err != nil {
 		fmt.Fprintf(&b, ": %v", e.Err)
@@ -80,23 +94,35 @@ func (e *OpenError) Unwrap() error { return e.Err }
 // Hint says what the operator can do about the problem.
 func (e *OpenError) Hint() string {
 	switch e.Problem {
+	case ProblemNewer:
+		return "run the newer wakegate that wrote it, or restore a backup this version wrote " +
+			"(a migration leaves one next to the file: state.db.vN.bak)"
 	case ProblemInUse:
 		return "one data_dir serves one gateway: stop the other gateway first, or give this one another data_dir"
 	case ProblemDamaged:
 		return fmt.Sprintf("keep the file as it is; restore the last backup over it (wakegate store backup makes one; README, \"Restoring the store\"), "+
-			"or move it aside (mv %s %s.damaged) and start with --reset-store to begin with an empty store; "+
-			"wakegate store check --file %s shows what is wrong", e.Path, e.Path, e.Path)
+			"or start with wakegate serve --reset-store, which moves the file aside and begins with an empty store; "+
+			"wakegate store check --file %s shows what is wrong", e.Path)
+	case ProblemBadRecord:
+		return fmt.Sprintf("drop the records that cannot be read with the gateway stopped: wakegate store drop --file %s %s "+
+			"(a home or app of the config is registered again at start; one registered through the admin API must be registered again), "+
+			"or restore the last backup over the file (README, \"Restoring the store\"); "+
+			"wakegate store check --file %s lists every problem", e.Path, strings.Join(e.Records, " "), e.Path)
+	case ProblemEmpty:
+		return fmt.Sprintf("restore the last backup to %s (wakegate store backup makes one; README, \"Restoring the store\"), "+
+			"or start with wakegate serve --reset-store, which moves the empty file aside and begins with an empty store", e.Path)
 	default:
 		return fmt.Sprintf("restore the last backup to %s (README, \"Restoring the store\"), "+
-			"or start with --reset-store to begin with an empty store", e.Path)
+			"or start with wakegate serve --reset-store to begin with an empty store", e.Path)
 	}
 }
 
 // OpenBolt opens (creating if needed) the bbolt file at path, creating its
 // parent directories with mode 0700 and the file with mode 0600, in the
 // steps written above. It returns an *OpenError when the file is damaged,
-// held by another process (after waiting about a second), or empty or
-// missing while opts.MustHoldData says it should hold data.
+// holds records that do not decode, is held by another process (after
+// waiting about a second), is empty, or is missing while opts.MustHoldData
+// says it should hold data.
 func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if path == "" {
 		return nil, errors.New("registry: open bolt store: path is empty")
@@ -104,6 +130,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("registry: open bolt store %s: create directory: %w", path, err)
 	}
+	migrated := Migrated{From: BoltSchema}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && opts.MustHoldData != "":
@@ -113,10 +140,10 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
 	case !fi.Mode().IsRegular():
 		return nil, fmt.Errorf("registry: open bolt store %s: not a regular file (%s)", path, fi.Mode().Type())
-	case fi.Size() == 0 && opts.MustHoldData != "":
+	case fi.Size() == 0:
 		return nil, &OpenError{Path: path, Problem: ProblemEmpty, Why: opts.MustHoldData}
-	case fi.Size() > 0:
-		if err := verifyBolt(path); err != nil {
+	default:
+		if migrated, err = verifyBolt(path); err != nil {
 			return nil, err
 		}
 	}
@@ -124,7 +151,7 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bolt{db: db, now: opts.Now}
+	b := &Bolt{db: db, now: opts.Now, migrated: migrated}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -162,17 +189,54 @@ func openBoltFile(path string, readOnly bool) (*bolt.DB, error) {
 }
 
 // verifyBolt opens the existing file at path read-only and checks every
-// page of it (step 2).
-func verifyBolt(path string) error {
+// page, the format version and every record of it (step 2). A file of an
+// older format is copied next to itself before anything migrates it
+// (bolt_schema.go).
+func verifyBolt(path string) (Migrated, error) {
+	m := Migrated{From: BoltSchema}
 	db, err := openBoltFile(path, true)
 	if err != nil {
-		return err
+		return m, err
 	}
 	defer func() { _ = db.Close() }()
 	if err := checkPages(db); err != nil {
-		return &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
+		return m, &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
 	}
-	return nil
+	if m.From, err = checkSchema(path, db); err != nil {
+		return m, err
+	}
+	var bad []string
+	var first error
+	err = guardBolt(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+				return bk.ForEach(func(k, v []byte) error {
+					if v == nil {
+						return nil
+					}
+					if _, err := checkRecord(string(name), k, v); err != nil {
+						bad = append(bad, string(name)+"/"+string(k))
+						if first == nil {
+							first = fmt.Errorf("%s/%s: %w", name, k, err)
+						}
+					}
+					return nil
+				})
+			})
+		})
+	})
+	if err != nil {
+		return m, &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
+	}
+	if len(bad) > 0 {
+		return m, &OpenError{Path: path, Problem: ProblemBadRecord, Records: bad, Err: first}
+	}
+	if m.From < BoltSchema {
+		if m.Backup, err = backupBeforeMigration(path, db, m.From); err != nil {
+			return m, fmt.Errorf("registry: open bolt store %s: %w", path, err)
+		}
+	}
+	return m, nil
 }
 
 // checkPages runs bbolt's consistency check over db and compares the size
@@ -222,7 +286,15 @@ func (b *Bolt) prepare() error {
 					return fmt.Errorf("create bucket %s: %w", name, err)
 				}
 			}
-			var err error
+			v, err := schemaOf(tx)
+			if err != nil {
+				return err
+			}
+			if v < BoltSchema {
+				if err := migrateBolt(tx, v); err != nil {
+					return err
+				}
+			}
 			b.released, err = clearDead(tx)
 			return err
 		})

@@ -57,7 +57,9 @@ func TestOpenBoltRefusesWhatItCannotTrust(t *testing.T) {
 			clear(c[:4096])
 			return c
 		}, "", registry.ProblemDamaged},
+		{"empty", func([]byte) []byte { return []byte{} }, "", registry.ProblemEmpty},
 		{"empty, data expected", func([]byte) []byte { return []byte{} }, "homes exist", registry.ProblemEmpty},
+		{"one corrupted record byte", corruptRecord, "", registry.ProblemBadRecord},
 		{"missing, data expected", func([]byte) []byte { return nil }, "homes exist", registry.ProblemMissing},
 		{"damaged, data expected", func([]byte) []byte { return garbage }, "homes exist", registry.ProblemDamaged},
 	}
@@ -95,24 +97,66 @@ func TestOpenBoltRefusesWhatItCannotTrust(t *testing.T) {
 	}
 }
 
-func TestOpenBoltEmptyOrMissingBecomesNewStore(t *testing.T) {
-	for _, empty := range []bool{true, false} {
-		path := filepath.Join(t.TempDir(), "state.db")
-		if empty {
-			if err := os.WriteFile(path, nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
+// corruptRecord changes one byte of home h2's record (the opening brace
+// of its JSON) in a sound store's bytes, every copy of it: bbolt keeps
+// the pages of earlier versions until they are reused.
+func corruptRecord(sound []byte) []byte {
+	c := bytes.Clone(sound)
+	needle := []byte(`{"id":"h2"`)
+	for i := 0; ; {
+		j := bytes.Index(c[i:], needle)
+		if j < 0 {
+			return c
 		}
-		b, err := registry.OpenBolt(path, registry.BoltOptions{})
-		if err != nil {
-			t.Fatalf("empty=%v: %v", empty, err)
-		}
-		if hs, err := b.ListHomes(context.Background()); err != nil || len(hs) != 0 {
-			t.Fatalf("empty=%v: homes %v, %v", empty, hs, err)
-		}
-		if err := b.Close(); err != nil {
-			t.Fatal(err)
-		}
+		c[i+j] = 'X'
+		i += j + 1
+	}
+}
+
+func TestOpenBoltMissingBecomesNewStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	b, err := registry.OpenBolt(path, registry.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs, err := b.ListHomes(context.Background()); err != nil || len(hs) != 0 {
+		t.Fatalf("homes %v, %v", hs, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenBoltNamesTheBadRecordAndDropRepairs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(path, corruptRecord(seedBolt(t, path)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := registry.OpenBolt(path, registry.BoltOptions{})
+	var oe *registry.OpenError
+	if !errors.As(err, &oe) || oe.Problem != registry.ProblemBadRecord || len(oe.Records) != 1 || oe.Records[0] != "homes/h2" {
+		t.Fatalf("open: %v; want the record homes/h2 named", err)
+	}
+	if want := "wakegate store drop --file " + path + " homes/h2"; !strings.Contains(oe.Hint(), want) {
+		t.Fatalf("hint %q lacks %q", oe.Hint(), want)
+	}
+	if err := registry.DropRecords(path, []string{"homes/nope"}); err == nil {
+		t.Fatal("dropped a record that does not exist")
+	}
+	if err := registry.DropRecords(path, []string{"nobucket/h2"}); err == nil {
+		t.Fatal("dropped from a bucket that is not the store's")
+	}
+	if err := registry.DropRecords(path, []string{"homes/h2"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := registry.OpenBolt(path, registry.BoltOptions{})
+	if err != nil {
+		t.Fatalf("open after the drop: %v", err)
+	}
+	defer func() { _ = b.Close() }()
+	hs, err := b.ListHomes(context.Background())
+	if err != nil || len(hs) != 2 || hs[0].ID != "h1" || hs[1].ID != "h3" {
+		t.Fatalf("homes after the drop: %v, %v; want h1 and h3 kept", hs, err)
 	}
 }
 

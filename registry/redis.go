@@ -149,8 +149,7 @@ type redisKeys struct {
 	homes, apps, claims, target, locks, lockseq, sessions, channel string
 	blobs, blobTimes, blobKeys, versions                           string
 	adminLeases, adminLeaseSeq                                     string
-	appStates                                                      string
-	epoch                                                          string
+	appStates, epoch, schema                                       string
 }
 
 func newRedisKeys(prefix string) redisKeys {
@@ -160,7 +159,7 @@ func newRedisKeys(prefix string) redisKeys {
 		locks: tag + "locks", lockseq: tag + "lockseq", sessions: tag + "sessions", channel: tag + "changes",
 		blobs: tag + "blobs", blobTimes: tag + "blobtimes", blobKeys: tag + "blobkeys",
 		versions: tag + "versions", adminLeases: tag + "adminleases", adminLeaseSeq: tag + "adminleaseseq",
-		appStates: tag + "appstates", epoch: tag + "epoch",
+		appStates: tag + "appstates", epoch: tag + "epoch", schema: tag + "schema",
 	}
 }
 
@@ -184,6 +183,10 @@ func OpenRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 	if err := r.c.Ping(octx).Err(); err != nil {
 		_ = r.c.Close()
 		return nil, fmt.Errorf("registry: open redis store at %s: %w", r.where(), r.fail(octx, err))
+	}
+	if err := r.checkSchema(octx); err != nil {
+		_ = r.c.Close()
+		return nil, err
 	}
 	ps := r.c.Subscribe(octx, r.keys.channel)
 	if _, err := ps.Receive(octx); err != nil {

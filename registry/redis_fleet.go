@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,8 +44,16 @@ func (r *Redis) Epoch(ctx context.Context) (string, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	fresh := hex.EncodeToString(b[:])
-	if err := r.c.SetNX(ctx, r.keys.epoch, fresh, 0).Err(); err != nil {
+	set, err := r.c.SetNX(ctx, r.keys.epoch, fresh, 0).Result()
+	if err != nil {
 		return "", fmt.Errorf("registry: store epoch: %w", r.fail(ctx, err))
+	}
+	if set {
+		// A new epoch: the store is new or lost its data, its format
+		// version with it. Record it again, as the open did.
+		if err := r.c.SetNX(ctx, r.keys.schema, strconv.Itoa(RedisSchema), 0).Err(); err != nil {
+			return "", fmt.Errorf("registry: store format version: %w", r.fail(ctx, err))
+		}
 	}
 	v, err := r.c.Get(ctx, r.keys.epoch).Result()
 	if err != nil {

@@ -3,8 +3,11 @@ package registry_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/registrytest"
@@ -53,6 +56,12 @@ func TestRedisEpochChangesWhenTheDataIsLost(t *testing.T) {
 	}
 	if ea2, err := a.Epoch(ctx); err != nil || ea2 != again {
 		t.Fatalf("epoch read by the first instance: %q %v, want %q", ea2, err, again)
+	}
+	// The new epoch brings the format version back with it.
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer func() { _ = c.Close() }()
+	if v, err := c.Get(ctx, "{epoch}:schema").Result(); err != nil || v != strconv.Itoa(registry.RedisSchema) {
+		t.Fatalf("format version after the server came back empty: %q %v, want %d", v, err, registry.RedisSchema)
 	}
 }
 

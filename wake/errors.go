@@ -188,3 +188,18 @@ func hintFor(err error) string {
 	}
 	return ""
 }
+
+// CodeStoreUnavailable is the public code of a wake refused because the
+// gateway cannot write its own store (a read-only or full disk).
+const CodeStoreUnavailable = "store_unavailable"
+
+// errStoreUnwritable is a wake that could not record its steps: the
+// store's disk refuses writes. It fails at once rather than retrying for
+// the whole ready timeout, and sets no backoff.
+func errStoreUnwritable(retry time.Duration, cause error) *fault.Error {
+	return fault.Wrap(fault.Unavailable, CodeStoreUnavailable,
+		"The gateway cannot record a wake right now; try again shortly.", cause).
+		WithRetry(retry).
+		WithHint("the store's disk refuses writes (read-only, full or failing): free space or remount it read-write; " +
+			"warm homes keep serving, and /readyz answers 503 until a write passes again")
+}

@@ -2,6 +2,7 @@ package wake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -146,7 +147,10 @@ func (e *Engine) Heartbeat(ctx context.Context, tick time.Duration) {
 
 func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 	// The roller keeps the report: rolls subtract it from the fleet's count.
-	if err := e.roll.reportSessions(ctx, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil {
+	// A disk that refuses writes is logged once per change by the
+	// gateway's store watch, not at every report.
+	if err := e.roll.reportSessions(ctx, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil &&
+		!errors.Is(err, registry.ErrUnwritable) {
 		e.o.Log.Warn("report sessions", "err", err)
 	}
 }

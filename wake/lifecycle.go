@@ -192,8 +192,8 @@ func (l *held) save(ctx context.Context, change func(*registry.Home)) error {
 }
 
 // saveRetry is save that tries again, with a growing pause, while the
-// store fails for a reason other than a conflict or a missing record (a
-// full disk that may free up, a store briefly unavailable), until ctx is
+// store fails for a reason other than a conflict, a missing record or a
+// disk that refuses writes (a store briefly unavailable), until ctx is
 // done. It returns the last error.
 func (l *held) saveRetry(ctx context.Context, change func(*registry.Home)) error {
 	pause := saveRetryFirst
@@ -205,7 +205,11 @@ func (l *held) saveRetry(ctx context.Context, change func(*registry.Home)) error
 	}()
 	for {
 		err := l.save(ctx, change)
-		if err == nil || errors.Is(err, registry.ErrConflict) || errors.Is(err, registry.ErrNotFound) || ctx.Err() != nil {
+		// A disk that refuses writes (read-only, full) is not tried again
+		// for the whole deadline: the store says so at once, the caller
+		// fails fast, and the store's watch notices when it takes writes.
+		if err == nil || errors.Is(err, registry.ErrConflict) || errors.Is(err, registry.ErrNotFound) ||
+			errors.Is(err, registry.ErrUnwritable) || ctx.Err() != nil {
 			return err
 		}
 		l.e.o.Log.Warn("store write failed; trying again", "home", l.h.spec.ID, "pause", pause.String(), "err", err)

@@ -148,6 +148,10 @@ func (w *wakeRun) settle(res Awake, err error) {
 		sd := errShuttingDown(e.o.RetryAfter)
 		sd.Cause = err
 		err = sd
+	case errors.Is(err, registry.ErrUnwritable):
+		// The gateway's own disk refuses writes: nothing of the home's
+		// fault, so (Unavailable) no backoff either.
+		err = errStoreUnwritable(e.o.RetryAfter, err)
 	case storeDown(err):
 		err = errStateUnavailable(e.o.RetryAfter, err)
 	case !ok && e.o.OnMissing != nil && errors.Is(err, registry.ErrNotFound) && e.home(h.spec.ID) == h:

@@ -1,0 +1,80 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"github.com/wakegate/wakegate/registry"
+)
+
+// storeWatchPeriod is how often the store watch looks at the store's
+// writes, and, while they fail, tries a small write of its own.
+const storeWatchPeriod = time.Second
+
+// storeWatchProbeTimeout bounds one probe write.
+const storeWatchProbeTimeout = 2 * time.Second
+
+// storeUnwritable says why the embedded store's disk refuses writes, or
+// "" while it takes them (or the store has no disk of its own). /readyz
+// answers 503 meanwhile: the edge routes new traffic to other gateways.
+func (g *Gateway) storeUnwritable() string {
+	wh, ok := g.store.(registry.WriteHealth)
+	if !ok {
+		return ""
+	}
+	if _, err := wh.Unwritable(); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// storeDegraded says why the store cannot serve, for the admin status:
+// its disk refuses writes, or the fleet's store does not answer; "" when
+// neither.
+func (g *Gateway) storeDegraded() string {
+	if why := g.storeUnwritable(); why != "" {
+		return "store unwritable: " + why
+	}
+	return g.degraded()
+}
+
+// watchStore follows whether the embedded store's disk takes writes, until
+// ctx ends: it logs each change once (never at every failed write), and
+// while writes fail it tries a small write every storeWatchPeriod, so that
+// readiness comes back by itself once the disk takes writes again (space
+// freed, remounted read-write), even with no other write to prove it.
+func (g *Gateway) watchStore(ctx context.Context) {
+	wh, ok := g.store.(registry.WriteHealth)
+	if !ok {
+		return
+	}
+	t := time.NewTicker(storeWatchPeriod)
+	defer t.Stop()
+	var down time.Time // when the failure now logged was first seen; zero while writes pass
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		since, err := wh.Unwritable()
+		if err != nil && down.IsZero() {
+			down = since
+			g.log.Error("store unwritable: /readyz answers 503 and wakes and admin writes fail with 503 store_unavailable; warm homes keep serving",
+				"err", err.Error(), "since", since.UTC().Format(time.RFC3339),
+				"hint", "free space on the store's disk or remount it read-write; a small write is tried every second and readiness comes back by itself")
+		}
+		if err != nil {
+			// Try a write of our own, which clears the state when it
+			// passes.
+			pctx, cancel := context.WithTimeout(ctx, storeWatchProbeTimeout)
+			_ = wh.ProbeWrite(pctx)
+			cancel()
+			_, err = wh.Unwritable()
+		}
+		if err == nil && !down.IsZero() {
+			g.log.Info("store writable again: /readyz answers 200", "was_down", time.Since(down).Round(time.Millisecond).String())
+			down = time.Time{}
+		}
+	}
+}
