@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -50,8 +51,10 @@ type Detacher interface {
 // PlainConn is implemented by a net.Conn wrapper whose reads and writes
 // go straight to the connection it wraps, with no buffering of its own
 // (the gateway's accept-side wrappers). A relay looks through it for the
-// descriptor to wait on and for the half-close; through any other wrapper
-// (TLS, for one) it reads the way a plain copy would.
+// descriptor to wait on and for the half-close; through a *tls.Conn it
+// waits on the descriptor beneath once the TLS connection holds nothing
+// (see pump.above); through any other wrapper it reads the way a plain
+// copy would.
 type PlainConn interface {
 	PlainConn() net.Conn
 }
@@ -98,10 +101,17 @@ type relayState struct {
 type pump struct {
 	src io.Reader
 	// raw is src's descriptor, waited on before each read; nil when src
-	// is not a plain TCP or Unix connection: the pump then blocks in Read
-	// holding its buffer.
+	// is neither a plain TCP or Unix connection nor TLS over one: the
+	// pump then blocks in Read holding its buffer.
 	raw syscall.RawConn
-	dst *frameWriter
+	// above, when set, is src's connection when src can hold bytes that
+	// raw no longer shows (TLS: records read from the socket, decrypted
+	// or not, that no Read has returned yet, some of them read by the
+	// server before the upgrade). Before each wait on raw the pump drains
+	// it, reading with a read deadline in the past, which returns what it
+	// holds and then fails without a system call.
+	above net.Conn
+	dst   *frameWriter
 	// half is what half-closes dst's connection when src ends.
 	half any
 	// pending is what arrived with the handshake, written first.
@@ -184,10 +194,16 @@ func (p *Proxy) startRelay(ctx context.Context, rel *relay, client net.Conn, hom
 		rel.done = make(chan struct{})
 	}
 	rel.w = nil
-	homeRaw := rawConnOf(rel.dialled)
-	rel.pumps[0] = pump{src: client, raw: rawConnOf(client), dst: rel.toHome, half: home, pending: pending}
+	clientRaw, clientAbove := readinessOf(client)
+	homeRaw, homeAbove := readinessOf(rel.dialled)
+	rel.pumps[0] = pump{src: client, raw: clientRaw, above: clientAbove, dst: rel.toHome, half: home, pending: pending}
 	rel.pumps[1] = pump{src: home, raw: homeRaw, dst: rel.toClient, half: client}
-	if homeRaw != nil {
+	switch {
+	case homeAbove != nil:
+		// An https home's TLS connection is drained through the
+		// body, the transport's reader first, before each wait.
+		rel.pumps[1].above = homeAbove
+	case homeRaw != nil:
 		rel.pumps[1].drain = rel.dialled
 	}
 	rel.dialled = nil
@@ -270,12 +286,20 @@ func (pu *pump) copy(p *Proxy) error {
 		pu.pending = nil
 	}
 	if pu.drain != nil {
-		eof, err := pu.drainBuffered(p)
+		c := pu.drain
+		pu.drain = nil
+		eof, err := pu.drainBuffered(p, c)
 		if eof || err != nil {
 			return err
 		}
 	}
 	for {
+		if pu.above != nil {
+			eof, err := pu.drainBuffered(p, pu.above)
+			if eof || err != nil {
+				return err
+			}
+		}
 		if pu.raw != nil {
 			if err := waitReadable(pu.raw); err != nil {
 				return err
@@ -300,11 +324,10 @@ func (pu *pump) copy(p *Proxy) error {
 }
 
 // drainBuffered relays what src holds above its descriptor (the
-// transport's reader, behind the 101), reading with a deadline in the
-// past so that only buffered bytes are read. It reports whether src ended.
-func (pu *pump) drainBuffered(p *Proxy) (eof bool, err error) {
-	c := pu.drain
-	pu.drain = nil
+// transport's reader behind the 101, a TLS connection's records), reading
+// with c's read deadline in the past so that only buffered bytes are
+// read. It reports whether src ended.
+func (pu *pump) drainBuffered(p *Proxy, c net.Conn) (eof bool, err error) {
 	if err := c.SetReadDeadline(time.Unix(1, 0)); err != nil {
 		return false, err
 	}
@@ -352,6 +375,38 @@ func closeWrite(c any) error {
 			return errNoCloseWrite
 		}
 	}
+}
+
+// readinessOf returns what a pump reading c waits on: the descriptor of a
+// plain TCP or Unix connection (above nil), or the descriptor beneath a
+// TLS connection and the connection to drain after each read (above, c
+// itself). Both are nil when c is neither.
+func readinessOf(c net.Conn) (raw syscall.RawConn, above net.Conn) {
+	if raw = rawConnOf(c); raw != nil {
+		return raw, nil
+	}
+	if tc := tlsOf(c); tc != nil {
+		if raw = rawConnOf(tc.NetConn()); raw != nil {
+			return raw, c
+		}
+	}
+	return nil, nil
+}
+
+// tlsOf returns the *tls.Conn that c is or wraps through PlainConn
+// wrappers, or nil.
+func tlsOf(c net.Conn) *tls.Conn {
+	for c != nil {
+		switch t := c.(type) {
+		case *tls.Conn:
+			return t
+		case PlainConn:
+			c = t.PlainConn()
+			continue
+		}
+		return nil
+	}
+	return nil
 }
 
 // rawConnOf returns the descriptor of c when c is a plain TCP or Unix
