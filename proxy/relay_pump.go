@@ -71,6 +71,10 @@ var errRelayOver = errors.New("upgrade handed to the relay")
 // ReverseProxy does for such connections.
 var errNoCloseWrite = errors.New("connection cannot half-close")
 
+// errFreshStack ends a pump's goroutine that relayed through TLS and is
+// about to wait: the pump goes on on a new goroutine (relay.run).
+var errFreshStack = errors.New("pump continues on a fresh goroutine")
+
 // relayState is what a relay's handshake and pumps share.
 type relayState struct {
 	p *Proxy
@@ -116,6 +120,14 @@ type pump struct {
 	half any
 	// pending is what arrived with the handshake, written first.
 	pending []byte
+	// fresh: src or dst is TLS. crypto/tls's reads and writes grow a
+	// goroutine's stack to 4 KiB or more, which a collection never takes
+	// back below 4 KiB, so after relaying something the pump waits on a
+	// new goroutine (2 KiB), not the one that relayed.
+	fresh bool
+	// drained: src was drained (above) just before this goroutine
+	// started, so its first wait needs no drain.
+	drained bool
 	// drain, when set, is src's connection: what the transport buffered
 	// behind the 101 is read first, with a read deadline in the past, so
 	// that no buffered byte waits for the descriptor to turn readable.
@@ -196,8 +208,9 @@ func (p *Proxy) startRelay(ctx context.Context, rel *relay, client net.Conn, hom
 	rel.w = nil
 	clientRaw, clientAbove := readinessOf(client)
 	homeRaw, homeAbove := readinessOf(rel.dialled)
-	rel.pumps[0] = pump{src: client, raw: clientRaw, above: clientAbove, dst: rel.toHome, half: home, pending: pending}
-	rel.pumps[1] = pump{src: home, raw: homeRaw, dst: rel.toClient, half: client}
+	anyTLS := clientAbove != nil || homeAbove != nil
+	rel.pumps[0] = pump{src: client, raw: clientRaw, above: clientAbove, dst: rel.toHome, half: home, pending: pending, fresh: anyTLS}
+	rel.pumps[1] = pump{src: home, raw: homeRaw, dst: rel.toClient, half: client, fresh: anyTLS}
 	switch {
 	case homeAbove != nil:
 		// An https home's TLS connection is drained through the
@@ -236,6 +249,9 @@ func findDetacher(w http.ResponseWriter) Detacher {
 func (r *relay) run(pu *pump) {
 	err := pu.copy(r.p)
 	switch {
+	case err == errFreshStack:
+		go r.run(pu)
+		return
 	case err != nil:
 	case r.toClient.isClosed() && (pu.dst == r.toClient || r.toHome.isClosed()):
 		// The home ended its connection after a close frame went to
@@ -279,6 +295,8 @@ func (r *relay) closeConns() {
 
 // copy relays src to dst until src ends (nil) or a read or write fails.
 func (pu *pump) copy(p *Proxy) error {
+	// worked: this goroutine read or wrote something (see fresh).
+	worked := len(pu.pending) > 0 || pu.drain != nil
 	if len(pu.pending) > 0 {
 		if _, err := pu.dst.Write(pu.pending); err != nil {
 			return err
@@ -294,11 +312,19 @@ func (pu *pump) copy(p *Proxy) error {
 		}
 	}
 	for {
-		if pu.above != nil {
+		if pu.above != nil && !pu.drained {
 			eof, err := pu.drainBuffered(p, pu.above)
 			if eof || err != nil {
 				return err
 			}
+			worked = true
+		}
+		pu.drained = false
+		if worked && pu.fresh && pu.raw != nil {
+			// Nothing is left above raw (drained just now, and only
+			// this pump reads src): the next goroutine waits at once.
+			pu.drained = true
+			return errFreshStack
 		}
 		if pu.raw != nil {
 			if err := waitReadable(pu.raw); err != nil {
@@ -312,6 +338,7 @@ func (pu *pump) copy(p *Proxy) error {
 			_, werr = pu.dst.Write(bp[:n])
 		}
 		p.relayBufDone(bp)
+		worked = true
 		switch {
 		case werr != nil:
 			return werr
