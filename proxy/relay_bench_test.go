@@ -3,8 +3,14 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +21,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 )
@@ -88,11 +95,13 @@ func startWSHome(b *testing.B) string {
 
 // openIdleWS opens a WebSocket through addr on a raw connection, has it
 // echo one message and leaves it idle.
-func openIdleWS(addr string) (net.Conn, error) {
-	c, err := net.Dial("tcp", addr)
+func openIdleWS(dial func(string) (net.Conn, error), addr string) (net.Conn, error) {
+	c, err := dial(addr)
 	if err != nil {
 		return nil, err
 	}
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	defer func() { _ = c.SetDeadline(time.Time{}) }()
 	_, err = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: "+addr+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
 	if err == nil {
@@ -121,22 +130,43 @@ func openIdleWS(addr string) (net.Conn, error) {
 // growth (RSS-KiB/conn). With RELAY_MEM_DEBUG set to a file name, it
 // also writes a heap profile there each time it measures.
 func BenchmarkRelayIdleMemory(b *testing.B) {
+	benchRelayIdleMemory(b, false)
+}
+
+// BenchmarkRelayIdleMemoryTLS is BenchmarkRelayIdleMemory with TLS
+// toward the client (wss://, a P-256 certificate). The client's ends,
+// counted too, are TLS connections as well, so compare builds, not the
+// figure with the plain one.
+func BenchmarkRelayIdleMemoryTLS(b *testing.B) {
+	benchRelayIdleMemory(b, true)
+}
+
+func benchRelayIdleMemory(b *testing.B, overTLS bool) {
 	const n = 2000
 	home := startWSHome(b)
 	u := &url.URL{Scheme: "http", Host: home}
 	p := New(testOptions())
 	defer p.Close()
 	ended := make(chan struct{}, n)
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: u})
 	}))
+	dial := func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }
+	if overTLS {
+		s.TLS = &tls.Config{Certificates: []tls.Certificate{benchCert(b)}}
+		s.StartTLS()
+		conf := s.Client().Transport.(*http.Transport).TLSClientConfig
+		dial = func(addr string) (net.Conn, error) { return tls.Dial("tcp", addr, conf) }
+	} else {
+		s.Start()
+	}
 	defer s.Close()
 	addr := s.Listener.Addr().String()
 	for b.Loop() {
 		heap0, rss0 := memNow()
 		conns := make([]net.Conn, 0, n)
 		for range n {
-			c, err := openIdleWS(addr)
+			c, err := openIdleWS(dial, addr)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -175,4 +205,20 @@ func memNow() (heap, rss int64) {
 		}
 	}
 	return int64(ms.HeapInuse + ms.StackInuse), rss
+}
+
+// benchCert is a fresh self-signed P-256 certificate for 127.0.0.1.
+func benchCert(b *testing.B) tls.Certificate {
+	b.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"example.com"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -50,8 +51,10 @@ type Detacher interface {
 // PlainConn is implemented by a net.Conn wrapper whose reads and writes
 // go straight to the connection it wraps, with no buffering of its own
 // (the gateway's accept-side wrappers). A relay looks through it for the
-// descriptor to wait on and for the half-close; through any other wrapper
-// (TLS, for one) it reads the way a plain copy would.
+// descriptor to wait on and for the half-close; through a *tls.Conn it
+// waits on the descriptor beneath once the TLS connection holds nothing
+// (see pump.above); through any other wrapper it reads the way a plain
+// copy would.
 type PlainConn interface {
 	PlainConn() net.Conn
 }
@@ -67,6 +70,10 @@ var errRelayOver = errors.New("upgrade handed to the relay")
 // errNoCloseWrite ends a pump whose destination cannot half-close, as
 // ReverseProxy does for such connections.
 var errNoCloseWrite = errors.New("connection cannot half-close")
+
+// errFreshStack ends a pump's goroutine that relayed through TLS and is
+// about to wait: the pump goes on on a new goroutine (relay.run).
+var errFreshStack = errors.New("pump continues on a fresh goroutine")
 
 // relayState is what a relay's handshake and pumps share.
 type relayState struct {
@@ -98,14 +105,29 @@ type relayState struct {
 type pump struct {
 	src io.Reader
 	// raw is src's descriptor, waited on before each read; nil when src
-	// is not a plain TCP or Unix connection: the pump then blocks in Read
-	// holding its buffer.
+	// is neither a plain TCP or Unix connection nor TLS over one: the
+	// pump then blocks in Read holding its buffer.
 	raw syscall.RawConn
-	dst *frameWriter
+	// above, when set, is src's connection when src can hold bytes that
+	// raw no longer shows (TLS: records read from the socket, decrypted
+	// or not, that no Read has returned yet, some of them read by the
+	// server before the upgrade). Before each wait on raw the pump drains
+	// it, reading with a read deadline in the past, which returns what it
+	// holds and then fails without a system call.
+	above net.Conn
+	dst   *frameWriter
 	// half is what half-closes dst's connection when src ends.
 	half any
 	// pending is what arrived with the handshake, written first.
 	pending []byte
+	// fresh: src or dst is TLS. crypto/tls's reads and writes grow a
+	// goroutine's stack to 4 KiB or more, which a collection never takes
+	// back below 4 KiB, so after relaying something the pump waits on a
+	// new goroutine (2 KiB), not the one that relayed.
+	fresh bool
+	// drained: src was drained (above) just before this goroutine
+	// started, so its first wait needs no drain.
+	drained bool
 	// drain, when set, is src's connection: what the transport buffered
 	// behind the 101 is read first, with a read deadline in the past, so
 	// that no buffered byte waits for the descriptor to turn readable.
@@ -184,10 +206,17 @@ func (p *Proxy) startRelay(ctx context.Context, rel *relay, client net.Conn, hom
 		rel.done = make(chan struct{})
 	}
 	rel.w = nil
-	homeRaw := rawConnOf(rel.dialled)
-	rel.pumps[0] = pump{src: client, raw: rawConnOf(client), dst: rel.toHome, half: home, pending: pending}
-	rel.pumps[1] = pump{src: home, raw: homeRaw, dst: rel.toClient, half: client}
-	if homeRaw != nil {
+	clientRaw, clientAbove := readinessOf(client)
+	homeRaw, homeAbove := readinessOf(rel.dialled)
+	anyTLS := clientAbove != nil || homeAbove != nil
+	rel.pumps[0] = pump{src: client, raw: clientRaw, above: clientAbove, dst: rel.toHome, half: home, pending: pending, fresh: anyTLS}
+	rel.pumps[1] = pump{src: home, raw: homeRaw, dst: rel.toClient, half: client, fresh: anyTLS}
+	switch {
+	case homeAbove != nil:
+		// An https home's TLS connection is drained through the
+		// body, the transport's reader first, before each wait.
+		rel.pumps[1].above = homeAbove
+	case homeRaw != nil:
 		rel.pumps[1].drain = rel.dialled
 	}
 	rel.dialled = nil
@@ -220,6 +249,9 @@ func findDetacher(w http.ResponseWriter) Detacher {
 func (r *relay) run(pu *pump) {
 	err := pu.copy(r.p)
 	switch {
+	case err == errFreshStack:
+		go r.run(pu)
+		return
 	case err != nil:
 	case r.toClient.isClosed() && (pu.dst == r.toClient || r.toHome.isClosed()):
 		// The home ended its connection after a close frame went to
@@ -263,6 +295,8 @@ func (r *relay) closeConns() {
 
 // copy relays src to dst until src ends (nil) or a read or write fails.
 func (pu *pump) copy(p *Proxy) error {
+	// worked: this goroutine read or wrote something (see fresh).
+	worked := len(pu.pending) > 0 || pu.drain != nil
 	if len(pu.pending) > 0 {
 		if _, err := pu.dst.Write(pu.pending); err != nil {
 			return err
@@ -270,12 +304,28 @@ func (pu *pump) copy(p *Proxy) error {
 		pu.pending = nil
 	}
 	if pu.drain != nil {
-		eof, err := pu.drainBuffered(p)
+		c := pu.drain
+		pu.drain = nil
+		eof, err := pu.drainBuffered(p, c)
 		if eof || err != nil {
 			return err
 		}
 	}
 	for {
+		if pu.above != nil && !pu.drained {
+			eof, err := pu.drainBuffered(p, pu.above)
+			if eof || err != nil {
+				return err
+			}
+			worked = true
+		}
+		pu.drained = false
+		if worked && pu.fresh && pu.raw != nil {
+			// Nothing is left above raw (drained just now, and only
+			// this pump reads src): the next goroutine waits at once.
+			pu.drained = true
+			return errFreshStack
+		}
 		if pu.raw != nil {
 			if err := waitReadable(pu.raw); err != nil {
 				return err
@@ -288,6 +338,7 @@ func (pu *pump) copy(p *Proxy) error {
 			_, werr = pu.dst.Write(bp[:n])
 		}
 		p.relayBufDone(bp)
+		worked = true
 		switch {
 		case werr != nil:
 			return werr
@@ -300,11 +351,10 @@ func (pu *pump) copy(p *Proxy) error {
 }
 
 // drainBuffered relays what src holds above its descriptor (the
-// transport's reader, behind the 101), reading with a deadline in the
-// past so that only buffered bytes are read. It reports whether src ended.
-func (pu *pump) drainBuffered(p *Proxy) (eof bool, err error) {
-	c := pu.drain
-	pu.drain = nil
+// transport's reader behind the 101, a TLS connection's records), reading
+// with c's read deadline in the past so that only buffered bytes are
+// read. It reports whether src ended.
+func (pu *pump) drainBuffered(p *Proxy, c net.Conn) (eof bool, err error) {
 	if err := c.SetReadDeadline(time.Unix(1, 0)); err != nil {
 		return false, err
 	}
@@ -352,6 +402,38 @@ func closeWrite(c any) error {
 			return errNoCloseWrite
 		}
 	}
+}
+
+// readinessOf returns what a pump reading c waits on: the descriptor of a
+// plain TCP or Unix connection (above nil), or the descriptor beneath a
+// TLS connection and the connection to drain after each read (above, c
+// itself). Both are nil when c is neither.
+func readinessOf(c net.Conn) (raw syscall.RawConn, above net.Conn) {
+	if raw = rawConnOf(c); raw != nil {
+		return raw, nil
+	}
+	if tc := tlsOf(c); tc != nil {
+		if raw = rawConnOf(tc.NetConn()); raw != nil {
+			return raw, c
+		}
+	}
+	return nil, nil
+}
+
+// tlsOf returns the *tls.Conn that c is or wraps through PlainConn
+// wrappers, or nil.
+func tlsOf(c net.Conn) *tls.Conn {
+	for c != nil {
+		switch t := c.(type) {
+		case *tls.Conn:
+			return t
+		case PlainConn:
+			c = t.PlainConn()
+			continue
+		}
+		return nil
+	}
+	return nil
 }
 
 // rawConnOf returns the descriptor of c when c is a plain TCP or Unix

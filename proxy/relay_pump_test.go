@@ -43,12 +43,23 @@ func (w *detachWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // relays; the returned channel receives once per relay that ended.
 func detachedFront(t *testing.T, upstream func() *url.URL) (*httptest.Server, *Proxy, <-chan struct{}) {
 	t.Helper()
+	return newDetachedFront(t, upstream, false)
+}
+
+// newDetachedFront is detachedFront, served over TLS when overTLS.
+func newDetachedFront(t *testing.T, upstream func() *url.URL, overTLS bool) (*httptest.Server, *Proxy, <-chan struct{}) {
+	t.Helper()
 	p := New(testOptions())
 	t.Cleanup(p.Close)
 	ended := make(chan struct{}, 4096)
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: upstream()})
 	}))
+	if overTLS {
+		s.StartTLS()
+	} else {
+		s.Start()
+	}
 	t.Cleanup(s.Close)
 	return s, p, ended
 }
@@ -71,7 +82,11 @@ func wsServer(t *testing.T, serve func(c *websocket.Conn)) func() *url.URL {
 
 func wsDial(t *testing.T, s *httptest.Server) *websocket.Conn {
 	t.Helper()
-	c, _, err := websocket.DefaultDialer.Dial("ws://"+s.Listener.Addr().String()+"/ws", nil)
+	d, scheme := *websocket.DefaultDialer, "ws://"
+	if s.TLS != nil {
+		d.TLSClientConfig, scheme = s.Client().Transport.(*http.Transport).TLSClientConfig, "wss://"
+	}
+	c, _, err := d.Dial(scheme+s.Listener.Addr().String()+"/ws", nil)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -9,6 +9,13 @@
 #
 #   scripts/tls-bench.sh                 # DURATION=5 CONNS=16 ROUNDS=1
 #
+# Then, once per target, the idle wss:// phase: WS_CONNS (2,000) WebSockets
+# opened through the server to the backend's echo and held idle, with the
+# server's resident memory per connection (the shared bench's wsload and
+# backend, ../shared/bench; not for Caddy, which wants a server name). MODES picks the phases ("full resumed https
+# wss"); WAKEGATE_BIN runs a given wakegate binary instead of building one,
+# so two builds can be compared against the same peers.
+#
 # Needs nginx, caddy, openssl and taskset (Debian: apt-get install nginx
 # caddy openssl util-linux). Everything it writes goes to a temp dir.
 set -euo pipefail
@@ -22,6 +29,11 @@ LOAD_CPU=${LOAD_CPU:-1}
 BACKEND_PORT=${BACKEND_PORT:-19080}
 declare -A PORT=([wakegate]=19443 [nginx]=19444 [caddy]=19445)
 TARGETS=${TARGETS:-"wakegate nginx caddy"}
+MODES=${MODES:-"full resumed https wss"}
+WS_CONNS=${WS_CONNS:-2000}
+WS_PATH=/node/echo/ws
+WS_BACKEND_PORT=${WS_BACKEND_PORT:-19081}
+BENCH_SRC=${BENCH_SRC:-../shared/bench}
 NAME=bench.test
 REQ_PATH=/node/demo/bytes/1024
 
@@ -38,8 +50,12 @@ trap cleanup EXIT
 log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 
 log "building into $dir"
-go build -o "$dir/wakegate" .
+if [[ -n ${WAKEGATE_BIN:-} ]]; then cp "$WAKEGATE_BIN" "$dir/wakegate"; else go build -o "$dir/wakegate" .; fi
 go build -o "$dir/tlsbench" ./scripts/tlsbench
+if [[ " $MODES " == *" wss "* ]]; then
+  (cd "$BENCH_SRC/wsload" && go build -o "$dir/wsload" .)
+  (cd "$BENCH_SRC/backend" && go build -o "$dir/wsbackend" .)
+fi
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
   -subj "/CN=$NAME" -addext "subjectAltName=DNS:$NAME" \
   -keyout "$dir/key.pem" -out "$dir/cert.pem" 2>/dev/null
@@ -48,6 +64,12 @@ chmod 644 "$dir/key.pem"
 # The backend: the demo home, served directly on BACKEND_PORT.
 taskset -c "$SERVER_CPU" "$dir/wakegate" demo-home --addr "127.0.0.1:$BACKEND_PORT" --target demo >"$dir/backend.log" 2>&1 &
 pids+=($!)
+# The wss phase's backend: the shared bench's, whose /node/{app}/ws echoes
+# every message (the demo home greets first, which wsload would not expect).
+if [[ " $MODES " == *" wss "* ]]; then
+  taskset -c "$SERVER_CPU" "$dir/wsbackend" -addr "127.0.0.1:$WS_BACKEND_PORT" >"$dir/wsbackend.log" 2>&1 &
+  pids+=($!)
+fi
 
 cat >"$dir/wakegate.yaml" <<YAML
 listen: "127.0.0.1:${PORT[wakegate]}"
@@ -55,6 +77,7 @@ data_dir: "$dir/wg-data"
 log: {level: error, access: false}
 admin: {listen: ""}
 wake: {idle_timeout: 0s}
+server: {max_conns_per_client: 10000} # the wss phase holds WS_CONNS from 127.0.0.1
 tls:
   mode: files
   cert_file: "$dir/cert.pem"
@@ -64,6 +87,10 @@ homes:
   - id: demo
     provider: static
     endpoint: "http://127.0.0.1:$BACKEND_PORT"
+    probe: tcp
+  - id: echo
+    provider: static
+    endpoint: "http://127.0.0.1:$WS_BACKEND_PORT"
     probe: tcp
 YAML
 cat >"$dir/nginx.conf" <<NGINX
@@ -82,6 +109,14 @@ http {
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_session_tickets on;
     ssl_session_cache shared:SSL:10m;
+    location $WS_PATH {
+      proxy_pass http://127.0.0.1:$WS_BACKEND_PORT;
+      proxy_http_version 1.1;
+      proxy_set_header Upgrade \$http_upgrade;
+      proxy_set_header Connection "upgrade";
+      proxy_set_header Host \$host;
+      proxy_read_timeout 1h;
+    }
     location / {
       proxy_pass http://backend;
       proxy_http_version 1.1;
@@ -100,6 +135,7 @@ cat >"$dir/Caddyfile" <<CADDY
 https://$NAME:${PORT[caddy]} {
   bind 127.0.0.1
   tls $dir/cert.pem $dir/key.pem
+  reverse_proxy $WS_PATH 127.0.0.1:$WS_BACKEND_PORT
   reverse_proxy 127.0.0.1:$BACKEND_PORT
 }
 CADDY
@@ -148,7 +184,8 @@ done
 
 declare -A RES
 for round in $(seq "$ROUNDS"); do
-  for mode in full resumed https; do
+  for mode in $MODES; do
+    [[ $mode == wss ]] && continue
     for t in $TARGETS; do
       log "round $round: $t $mode"
       RES[$t.$mode.$round]=$(bench "$t" "$mode")
@@ -156,10 +193,24 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
+declare -A WSRES
+if [[ " $MODES " == *" wss "* ]]; then
+  for t in $TARGETS; do
+    # wsload dials 127.0.0.1 and sends no server name, which Caddy's
+    # certificate selection refuses.
+    [[ $t == caddy ]] && continue
+    log "$t: $WS_CONNS idle wss:// connections"
+    out=$(taskset -c "$LOAD_CPU" "$dir/wsload" -url "wss://127.0.0.1:${PORT[$t]}$WS_PATH" -n "$WS_CONNS" \
+      -samples 200 -pid "${PID[$t]}" 2>&1) || log "wsload for $t reported errors: $(tail -n 2 <<<"$out")"
+    WSRES[$t]=$(grep '^RESULT ' <<<"$out" | head -n 1 || true)
+  done
+fi
+
 printf '\n| target | mode | ops/s | server CPU ms/op | errors | resumed |\n| --- | --- | --- | --- | --- | --- |\n'
 declare -A BEST
 for t in $TARGETS; do
-  for mode in full resumed https; do
+  for mode in $MODES; do
+    [[ $mode == wss ]] && continue
     best=0 line=""
     for round in $(seq "$ROUNDS"); do
       read -r rate cpu errs res <<<"${RES[$t.$mode.$round]}"
@@ -173,8 +224,18 @@ done
 printf '\nratios (wakegate / peer, best round; above 1 is faster):\n'
 for peer in nginx caddy; do
   [[ " $TARGETS " == *" $peer "* && " $TARGETS " == *" wakegate "* ]] || continue
-  for mode in full resumed https; do
+  for mode in $MODES; do
+    [[ $mode == wss ]] && continue
     awk -v a="${BEST[wakegate.$mode]}" -v b="${BEST[$peer.$mode]}" -v p="$peer" -v m="$mode" \
       'BEGIN { if (b > 0) printf "  %-6s %-8s %.2f\n", p, m, a / b }'
   done
 done
+if [[ " $MODES " == *" wss "* ]]; then
+  printf '\n| target | idle wss:// open / failed | RTT p50 µs | RTT p99 µs | server KiB per connection (RSS) |\n| --- | --- | --- | --- | --- |\n'
+  for t in $TARGETS; do
+    [[ $t == caddy ]] && continue
+    awk -v t="$t" -v line="${WSRES[$t]:-}" 'BEGIN {
+      n = split(line, kv, " "); for (i = 2; i <= n; i++) { split(kv[i], p, "="); R[p[1]] = p[2] }
+      printf "| %s | %s / %s | %s | %s | %s |\n", t, R["ok"], R["failed"], R["rtt_p50_us"], R["rtt_p99_us"], R["kib_per_conn"] }'
+  done
+fi
