@@ -17,7 +17,7 @@ import (
 // across a restart, and starts it again empty: every home of the config is
 // served again through every gateway within 10s of Redis answering, with no
 // gateway restarted and one process per home; the home registered through
-// the admin API is named as lost; the status says what a restart of this
+// the admin API is named as lost, and its process stopped; the status says what a restart of this
 // Redis loses.
 func TestFleetRedisRestartedEmpty(t *testing.T) {
 	srv := registrytest.StartVolatileRedis(t)
@@ -96,6 +96,11 @@ func TestFleetRedisRestartedEmpty(t *testing.T) {
 	if !named {
 		t.Fatalf("no gateway named the lost admin-registered home h9:\n%s", gws[0].Output())
 	}
+	// Its process is stopped by the gateway that ran it: no record is
+	// left to say who runs it.
+	testbin.Eventually(t, "the lost admin-registered home's process stopped", func() bool {
+		return len(fleetHomePIDs(t, gws, "h9")) == 0
+	})
 	t.Logf("Redis restarted empty: every config home served through every gateway %s after Redis answered "+
-		"(statuses meanwhile %v, codes %v); one process per home; h9 reported lost", worst.Round(100*time.Millisecond), statuses, codes)
+		"(statuses meanwhile %v, codes %v); one process per home; h9 reported lost and its process stopped", worst.Round(100*time.Millisecond), statuses, codes)
 }

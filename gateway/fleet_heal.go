@@ -26,7 +26,9 @@ import (
 //     nobody recreated, as sleeping homes;
 //   - homes and apps registered through the admin API cannot be rebuilt
 //     from a config: each gateway that still serves them names them in its
-//     log and in `wakegate status` before the fleet pass forgets them.
+//     log and in `wakegate status` before the fleet pass forgets them;
+//     the gateway that ran such a home's process stops it then
+//     (wake's Engine.Forget).
 //
 // A config home whose record is missing while the epoch stands (removed by
 // hand) is healed the same way, without the report.

@@ -132,7 +132,7 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) (missing []string) {
 	})
 	for _, id := range gone {
 		g.setHome(id, nil)
-		g.engine.Unregister(id)
+		g.engine.Forget(ctx, id)
 		g.log.Info("fleet: home removed elsewhere is no longer served here", "home", id)
 	}
 	for _, rec := range recs {

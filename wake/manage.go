@@ -123,3 +123,25 @@ func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error
 // Unregister forgets home id: no new wake starts for it. A wake already in
 // flight finishes on its own. The stored record is left as it is.
 func (e *Engine) Unregister(id string) { e.homes.remove(id) }
+
+// Forget unregisters home id, whose record is gone from the fleet's store
+// (removed through another gateway, or lost with the store's data). Where
+// this gateway's provider keeps the home's process on this machine, the
+// process is stopped first: with no record left, no gateway would know to
+// stop it. A home removed through another gateway was stopped by its
+// runner already, and the stop finds nothing to do.
+func (e *Engine) Forget(ctx context.Context, id string) {
+	h := e.home(id)
+	if h == nil {
+		return
+	}
+	if e.local(h.spec.Provider) {
+		h.warm.Store(nil)
+		spec := h.providerSpec(registry.Home{}, "", release{})
+		proven, err := e.o.Providers[h.spec.Provider].Stop(ctx, spec)
+		if err != nil || !proven {
+			e.o.Log.Warn("fleet: stop the process of a home whose record is gone", "home", id, "proven", proven, "err", err)
+		}
+	}
+	e.Unregister(id)
+}
