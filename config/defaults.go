@@ -171,6 +171,7 @@ func (t *TLSConfig) defaults() {
 		t.Challenges = []string{"http-01", "tls-alpn-01"}
 	}
 	def(&t.HandshakeTimeout, 30*time.Second)
+	def(&t.KeyExchange, "hybrid")
 	def(&t.OnDemand.IssuePerMinute, 30)
 	def(&t.OnDemand.CacheSize, 10000)
 	def(&t.OnDemand.CacheTTL, time.Minute)

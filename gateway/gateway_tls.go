@@ -43,6 +43,7 @@ func (g *Gateway) newFront() error {
 	opts := tlsfront.Options{
 		Mode: tlsfront.Mode(t.Mode), Names: t.Names, CertFile: t.CertFile, KeyFile: t.KeyFile,
 		CA: t.CA, Email: t.Email, TrustedRoots: t.Roots(), DataDir: g.cfg.DataDir, Storage: g.certStorage(),
+		ClassicalKeyExchange: t.KeyExchange == "classical",
 		Override: func(hello *tls.ClientHelloInfo) *tls.Certificate {
 			if hello.ServerName == probeServerName && hello.Conn != nil && probe.owns(hello.Conn.RemoteAddr().String()) {
 				return &cert

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -166,5 +167,36 @@ func TestTLSFilesReloaded(t *testing.T) {
 	waitCert(t, gw.addr, "two.test", second)
 	if len(gw.logs.Lines(`"certificate files reloaded"`)) == 0 {
 		t.Error("no log line for the reload")
+	}
+}
+
+// TestTLSKeyExchange checks which key exchange a client that offers the
+// post-quantum hybrid gets: the hybrid by default, X25519 with
+// tls.key_exchange: classical.
+func TestTLSKeyExchange(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		setting string
+		want    tls.CurveID
+	}{
+		{"", tls.X25519MLKEM768},
+		{"  key_exchange: classical\n", tls.X25519},
+	} {
+		pub, plain := tlsListeners(t)
+		gw := tlsStart(t, "tls:\n  mode: internal\n  names: [dev.test]\n"+tc.setting, pub, plain)
+		var got tls.CurveID
+		testbin.Eventually(t, "a handshake", func() bool {
+			// The certificate is not what is checked here: the key exchange is.
+			c, err := tls.Dial("tcp", gw.addr, &tls.Config{ServerName: "dev.test", InsecureSkipVerify: true}) //nolint:gosec
+			if err != nil {
+				return false
+			}
+			got = c.ConnectionState().CurveID
+			_ = c.Close()
+			return true
+		})
+		if got != tc.want {
+			t.Errorf("tls section %q: key exchange %v, want %v", tc.setting, got, tc.want)
+		}
 	}
 }

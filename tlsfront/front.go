@@ -68,6 +68,11 @@ type Options struct {
 	CA string
 	// Email is the ACME account's e-mail address.
 	Email string
+	// ClassicalKeyExchange limits handshakes to X25519 and P-256, leaving
+	// out Go's default post-quantum hybrid (X25519MLKEM768): cheaper
+	// handshakes, no protection of recorded traffic against a future
+	// quantum computer.
+	ClassicalKeyExchange bool
 	// TrustedRoots are extra roots trusted for the CA's own TLS (a test
 	// CA); nil means the system's.
 	TrustedRoots *x509.CertPool
@@ -237,6 +242,10 @@ func (f *Front) TLSConfig() *tls.Config {
 		MinVersion:     tls.VersionTLS12,
 		NextProtos:     []string{"h2", "http/1.1"},
 		GetCertificate: f.getCertificate,
+	}
+	if f.opts.ClassicalKeyExchange {
+		// Go's default list puts the post-quantum hybrid first.
+		c.CurvePreferences = []tls.CurveID{tls.X25519, tls.CurveP256}
 	}
 	if f.issuer != nil && f.opts.TLSALPN01 {
 		c.NextProtos = append(c.NextProtos, "acme-tls/1")
