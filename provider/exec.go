@@ -1895,7 +1895,7 @@ func (l listenAt) String() string {
 // result is the running Result of p, with its ref.
 func (p *proc) result() Result {
 	ref, _ := json.Marshal(execRef{procIdentity: p.procIdentity, Port: p.port, Socket: p.socket, Version: p.spec.version})
-	return Result{Endpoint: p.endpoint(), Ref: string(ref), State: StateRunning}
+	return Result{Endpoint: p.endpoint(), Ref: string(ref), State: StateRunning, Queued: p.spec.activate}
 }
 
 // parseRef reads a ref written by proc.result; ok is false for an empty or
