@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -292,8 +293,12 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 		g.forward(w, r, h, route, a)
 		return
 	}
+	// An API or WebSocket caller of a socket-activated home goes as soon
+	// as the home's process is started: its request waits in the home's
+	// accept queue while it boots. (A browser's page waits for the verdict
+	// above, so that a long boot shows the waiting page.)
 	ctx, cancel := context.WithTimeout(r.Context(), g.conf().Wake.WakeTimeout)
-	a, err := eng.EnsureAwake(ctx, id)
+	a, err := eng.EnsureQueued(ctx, id)
 	cancel()
 	if err != nil {
 		g.writeError(w, r, err)
@@ -313,6 +318,16 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, 
 	// retried once after a fresh wake.
 	hk := g.hooks(h)
 	route.OnFailure, route.Retry = hk.onFailure, hk.retry
+	if a.Queued() {
+		// Sent before the home was proven ready: a forward that cannot
+		// reach it (its boot failed, and the queue was reset) waits for
+		// the wake's outcome instead of starting another wake.
+		route.Retry = func(ctx context.Context) (*url.URL, error) {
+			ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
+			defer cancel()
+			return g.engine.Settled(ctx, id, a)
+		}
+	}
 	// The proxy takes the home's slot once the request's body has been
 	// read ahead (proxy/spool.go), so that a slow upload holds only its
 	// own connection.
