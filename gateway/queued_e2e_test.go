@@ -52,7 +52,7 @@ func TestQueuedCallerServedBeforeProbePasses(t *testing.T) {
 	a := admStart(t, fmt.Sprintf(`
 wake:
   idle_timeout: 0s
-  ready_timeout: 60s
+  ready_timeout: 20s
 homes:
   - id: alice
     socket_activation: true

@@ -298,7 +298,13 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 	// accept queue while it boots. (A browser's page waits for the verdict
 	// above, so that a long boot shows the waiting page.)
 	ctx, cancel := context.WithTimeout(r.Context(), g.conf().Wake.WakeTimeout)
-	a, err := eng.EnsureQueued(ctx, id)
+	var a wake.Awake
+	var err error
+	if g.mayQueue(h) {
+		a, err = eng.EnsureQueued(ctx, id)
+	} else {
+		a, err = eng.EnsureAwake(ctx, id)
+	}
 	cancel()
 	if err != nil {
 		g.writeError(w, r, err)
@@ -340,6 +346,20 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, 
 		return func() { g.homeConns.release(slot) }, true
 	}
 	g.proxy.Serve(w, r, route)
+}
+
+// mayQueue reports whether a caller of home h may be forwarded before
+// the home is proven ready (wake.EnsureQueued): only when the home's boot,
+// bounded by its ready timeout, cannot outlast the forward's own wait for
+// an answer (proxy.home_response_header_timeout), which would end the
+// request with a 504 while the home still boots.
+func (g *Gateway) mayQueue(h *homeRoute) bool {
+	c := g.conf()
+	ready := h.spec.ReadyTimeout
+	if ready <= 0 {
+		ready = c.Wake.ReadyTimeout
+	}
+	return ready <= c.Proxy.HomeResponseHeaderTimeout
 }
 
 // wakeRefused returns the answer for a request that must not wake home id

@@ -86,9 +86,12 @@ func intList(flag, s string, least int) ([]int, error) {
 	return out, nil
 }
 
-// coldWake is the wake section of the cold gateways, with wake cap c.
+// coldWake is the wake section of the cold gateways, with wake cap c. Its
+// ready timeout is no longer than proxy.home_response_header_timeout
+// (30s), so that callers of a socket-activated home go to it as soon as
+// its process is started.
 func coldWake(c int) string {
-	return fmt.Sprintf("wake: {idle_timeout: 0s, ready_timeout: 60s, wake_timeout: 120s, max_concurrent: %d}", c)
+	return fmt.Sprintf("wake: {idle_timeout: 0s, ready_timeout: 30s, wake_timeout: 120s, max_concurrent: %d}", c)
 }
 
 // coldGateway starts a gateway of binary bin with the extra config and
