@@ -484,12 +484,25 @@ func transportGet(u string) (t timing, err error) {
 }
 
 // suspendAll suspends homes c00000.. so that the next run finds them cold.
+// A home whose callers were answered while its wake still runs (they go
+// to a socket-activated home at its start, before the probe has passed)
+// is busy until the wake ends: its suspend is asked again, for up to 10s.
 func suspendAll(ctx context.Context, g *gw, homes int) error {
 	return parallel(ctx, homes, 8, func(i int) error {
-		code, b, err := g.adminDo(ctx, http.MethodPost, fmt.Sprintf("/admin/homes/c%05d/suspend", i), nil)
-		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("suspend c%05d: %d %v %s", i, code, err, b)
+		for try := 0; ; try++ {
+			code, b, err := g.adminDo(ctx, http.MethodPost, fmt.Sprintf("/admin/homes/c%05d/suspend", i), nil)
+			if err == nil && code == http.StatusConflict && try < 100 {
+				select {
+				case <-time.After(100 * time.Millisecond):
+					continue
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if err != nil || code != http.StatusOK {
+				return fmt.Errorf("suspend c%05d: %d %v %s", i, code, err, b)
+			}
+			return nil
 		}
-		return nil
 	})
 }
