@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -134,4 +136,29 @@ func homeState(t *testing.T, a *admGateway, id string) string {
 		t.Fatalf("home %s: %d %s", id, code, body)
 	}
 	return h.Status
+}
+
+// A WebSocket to a cold socket-activated demo home (booting 300 ms) is
+// forwarded at the home's start and upgraded once the home serves: the
+// home says hello and echoes, and the wake is counted once.
+func TestQueuedWebSocketToActivatedDemoHome(t *testing.T) {
+	command := fmt.Sprintf(`[%q, "demo-home", "--listen-fd", "3", "--target", "{target}", "--boot-delay", "300ms"]`, testbin.Build(t))
+	gw := e2eStartWithCommand(t, command, `
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+    socket_activation: true
+`)
+	conn, _, err := websocket.DefaultDialer.Dial("ws://"+gw.addr+"/node/demo/ws", nil)
+	if err != nil {
+		t.Fatalf("WebSocket to the cold home: %v\n%s", err, gw.logs.String())
+	}
+	defer conn.Close()
+	e2eHello(t, conn, "demo")
+	e2eEcho(t, conn, websocket.TextMessage, []byte("ping"))
+	testbin.Eventually(t, "the wake's log line", func() bool { return strings.Contains(gw.logs.String(), "outcome=ready") })
+	if n := strings.Count(gw.logs.String(), "msg=wake "); n != 1 {
+		t.Fatalf("%d wakes logged, want 1:\n%s", n, gw.logs.String())
+	}
 }
