@@ -272,8 +272,23 @@ func setUpLimits(c containment) limitSupport {
 		} else {
 			s.cpuV2, s.cpuV1, s.cpuWhy = v2, v1, why
 		}
+		if v1 != "" {
+			removeEmpty(v1)
+		}
 	}
 	return s
+}
+
+// removeEmpty removes the empty cgroups v1 of homes under root, left by
+// homes that ended while no gateway ran (as cgroupRoot does for v2); a
+// cgroup with a process stays.
+func removeEmpty(root string) {
+	ents, _ := os.ReadDir(root)
+	for _, en := range ents {
+		if en.IsDir() && strings.HasPrefix(en.Name(), cgroupPrefix) {
+			_ = unix.Rmdir(filepath.Join(root, en.Name()))
+		}
+	}
 }
 
 // apply writes home h's limits lim (none: no limit) into its cgroups,

@@ -17,6 +17,17 @@ func limitsOrSkip(t *testing.T, cfg ExecConfig, ctl string) {
 	if why := limitOffered(cfg, ctl); why != "" {
 		t.Skipf("no %s limit here: %s", ctl, why)
 	}
+	// Registered before newExec's cleanup, so run after it has killed the
+	// homes: their cgroups v1 are empty then, and go.
+	t.Cleanup(func() {
+		c, err := chooseContainment(ContainAuto, cfg.DataDir)
+		if err != nil {
+			return
+		}
+		s := setUpLimits(c)
+		s.remove(nil)
+		cgRemove(c.root)
+	})
 }
 
 // homeLog is what the provider wrote in home id's log so far.
