@@ -564,7 +564,12 @@ type HomeConfig struct {
 	// provider documents (static: endpoint; exec: user, an account of the
 	// system the home runs as instead of the uid exec.users hands it, which
 	// needs exec.users auto or dynamic under a root gateway and is never
-	// root). Default none.
+	// root; memory_max, the memory of all the home's processes together in
+	// bytes or with a unit such as "256MiB", past which the kernel kills a
+	// process of the home; cpu_max, their CPU in cores, such as 0.5, past
+	// which they are throttled. The two limits need a cgroup per home with
+	// the memory or cpu controller, cgroup v2's or cgroup v1's: they are
+	// refused where the machine has none). Default none.
 	Options map[string]any `yaml:"options"`
 	// Probe is how this home's readiness is proven: a kind ("auto", "ws",
 	// "http" or "tcp"), or a mapping of kind, path (the http probe's path,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -299,8 +300,18 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 		g.forward(w, r, h, route, a)
 		return
 	}
+	// An API or WebSocket caller of a socket-activated home goes as soon
+	// as the home's process is started: its request waits in the home's
+	// accept queue while it boots. (A browser's page waits for the verdict
+	// above, so that a long boot shows the waiting page.)
 	ctx, cancel := context.WithTimeout(r.Context(), g.conf().Wake.WakeTimeout)
-	a, err := eng.EnsureAwake(ctx, id)
+	var a wake.Awake
+	var err error
+	if g.mayQueue(h) {
+		a, err = eng.EnsureQueued(ctx, id)
+	} else {
+		a, err = eng.EnsureAwake(ctx, id)
+	}
 	cancel()
 	if err != nil {
 		g.writeError(w, r, err)
@@ -320,6 +331,16 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, 
 	// retried once after a fresh wake.
 	hk := g.hooks(h)
 	route.OnFailure, route.Retry = hk.onFailure, hk.retry
+	if a.Queued() {
+		// Sent before the home was proven ready: a forward that cannot
+		// reach it (its boot failed, and the queue was reset) waits for
+		// the wake's outcome instead of starting another wake.
+		route.Retry = func(ctx context.Context) (*url.URL, error) {
+			ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
+			defer cancel()
+			return g.engine.Settled(ctx, id, a)
+		}
+	}
 	// The proxy takes the home's slot once the request's body has been
 	// read ahead (proxy/spool.go), so that a slow upload holds only its
 	// own connection.
@@ -332,6 +353,20 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, 
 		return func() { g.homeConns.release(slot) }, true
 	}
 	g.proxy.Serve(w, r, route)
+}
+
+// mayQueue reports whether a caller of home h may be forwarded before
+// the home is proven ready (wake.EnsureQueued): only when the home's boot,
+// bounded by its ready timeout, cannot outlast the forward's own wait for
+// an answer (proxy.home_response_header_timeout), which would end the
+// request with a 504 while the home still boots.
+func (g *Gateway) mayQueue(h *homeRoute) bool {
+	c := g.conf()
+	ready := h.spec.ReadyTimeout
+	if ready <= 0 {
+		ready = c.Wake.ReadyTimeout
+	}
+	return ready <= c.Proxy.HomeResponseHeaderTimeout
 }
 
 // wakeRefused returns the answer for a request that must not wake home id

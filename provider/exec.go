@@ -157,6 +157,8 @@ type Exec struct {
 	sharedWhy string
 	// contain is how the processes of each home are kept track of.
 	contain containment
+	// limits is how the homes' memory and CPU can be limited.
+	limits limitSupport
 
 	exits     chan exitEvent
 	done      chan struct{}
@@ -214,6 +216,9 @@ type proc struct {
 
 	exited chan struct{} // closed by the watcher once the process is gone
 	status string        // how it ended, e.g. "exit status 3"; set before exited closes
+	// oomBase is its home's count of kills for its memory limit when it
+	// started (-1: unknown): a higher count at its exit names the limit.
+	oomBase int64
 	// stopping is set when a stop begins: the members of the process's
 	// group then get their own grace, and the watcher leaves them alone.
 	stopping atomic.Bool
@@ -287,6 +292,8 @@ type runSpec struct {
 	user string
 	// activate starts the process with socket activation.
 	activate bool
+	// limits are the home's memory and CPU limits.
+	limits homeLimits
 }
 
 // exitEvent tells the supervisor that a watched process is gone.
@@ -374,6 +381,7 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 	} else {
 		log.Info("exec: containment of homes", "mode", string(contain.mode), "why", contain.why)
 	}
+	limits := setUpLimits(contain)
 	cfg.Command = append([]string(nil), cfg.Command...)
 	cfg.VersionCommand = append([]string(nil), cfg.VersionCommand...)
 	cfg.Env = append([]string(nil), cfg.Env...)
@@ -385,6 +393,7 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 		users:     users,
 		sharedWhy: why,
 		contain:   contain,
+		limits:    limits,
 		client: HomeClient(&http.Client{Transport: &http.Transport{
 			Proxy:             nil, // homes are on loopback
 			DialContext:       endpoint.Dialer(&net.Dialer{}),
@@ -443,11 +452,14 @@ func (e *Exec) Close() error {
 		// Empty cgroups go; those of homes that run on stay for the next
 		// start, which adopts the homes.
 		e.mu.Lock()
+		ids := make([]string, 0, len(e.homes))
 		for _, h := range e.homes {
 			cgRemove(h.cgroup)
+			ids = append(ids, h.id)
 		}
 		e.closeSocketsLocked()
 		e.mu.Unlock()
+		e.limits.remove(ids)
 		cgRemove(e.contain.root)
 	})
 	return nil
@@ -1096,6 +1108,7 @@ func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
 	p.spec.env, p.spec.dir, p.spec.relayToken = append([]string(nil), s.Env...), s.Dir, s.RelayToken
 	p.spec.user = homeUser(s.Options)
 	p.spec.activate = e.homeActivated(s.Options)
+	p.spec.limits = limitsOf(s.Options)
 	if h.cgroup != "" {
 		p.cgroup = e.contain.cgroupOfStart(h, p.PID)
 	}
@@ -1116,7 +1129,7 @@ func (e *Exec) specFor(s Spec) runSpec {
 	}
 	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target,
 		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options),
-		activate: e.homeActivated(s.Options)}
+		activate: e.homeActivated(s.Options), limits: limitsOf(s.Options)}
 }
 
 // spawn starts a process for h from sp, in its own process group, with its
@@ -1209,6 +1222,10 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 		// however detached, leaves it.
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 	}
+	if err := e.limits.apply(h, sp.limits); err != nil {
+		return nil, fmt.Errorf("limits of the home: %w", err)
+	}
+	oomBase := e.limits.oomKills(h)
 	if err := cmd.Start(); err != nil {
 		if cred != nil && errors.Is(err, fs.ErrPermission) {
 			return nil, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
@@ -1222,7 +1239,13 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 		_ = cmd.Wait()
 		return nil, err
 	}
-	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, exited: make(chan struct{}), cgroup: cg}
+	if err := e.limits.enter(h, cg); err != nil {
+		_ = cgKill(cg)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("limits of the home: %w", err)
+	}
+	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
 	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
 	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
 	if err := e.watch(h, p); err != nil {
@@ -1377,6 +1400,9 @@ func (e *Exec) watch(h *home, p *proc) error {
 			if ps := p.cmd.ProcessState; ps != nil {
 				status = ps.String()
 			}
+		}
+		if n := e.limits.oomKills(h); p.oomBase >= 0 && n > p.oomBase {
+			status += fmt.Sprintf(" (killed by the kernel: the home went over its memory_max of %d bytes)", p.spec.limits.memory)
 		}
 		if p.cgroup != h.cgroup {
 			cgRemove(p.cgroup)
@@ -1895,7 +1921,7 @@ func (l listenAt) String() string {
 // result is the running Result of p, with its ref.
 func (p *proc) result() Result {
 	ref, _ := json.Marshal(execRef{procIdentity: p.procIdentity, Port: p.port, Socket: p.socket, Version: p.spec.version})
-	return Result{Endpoint: p.endpoint(), Ref: string(ref), State: StateRunning}
+	return Result{Endpoint: p.endpoint(), Ref: string(ref), State: StateRunning, Queued: p.spec.activate}
 }
 
 // parseRef reads a ref written by proc.result; ok is false for an empty or

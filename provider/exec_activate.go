@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+
+	"golang.org/x/sys/unix"
 )
 
 // Socket activation (systemd's protocol, sd_listen_fds(3)): the gateway
@@ -112,6 +114,57 @@ func activate(cmd *exec.Cmd, sock *os.File) error {
 	return nil
 }
 
+// FailQueued resets every connection waiting in the accept queue of home
+// s's socket, and listens again on the same port, so that it stays the
+// home's. A shutdown of a listening socket drops its queue with a reset to
+// each connection, even while the home's process still holds its copy of
+// the socket (a boot that hangs): a close would not. The shutdown also
+// gives up the port of a socket bound to port 0, so the socket is bound
+// to it again; if another process took the port meanwhile, the socket is
+// dropped and the home's next start binds a new one. A home that is not
+// socket-activated has nothing queued.
+func (e *Exec) FailQueued(s Spec) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	h := e.homes[s.ID]
+	if h == nil || h.socket == nil {
+		return nil
+	}
+	raw, err := h.socket.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("exec fail queued %s: %w", s.ID, err)
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = relisten(int(fd), h.socketPort) }); err != nil {
+		serr = err
+	}
+	if serr != nil {
+		h.socket.Close()
+		h.socket = nil
+		return fmt.Errorf("exec fail queued %s: %w", s.ID, serr)
+	}
+	return nil
+}
+
+// relisten resets the queue of listening socket fd and makes it listen
+// again on loopback port port.
+func relisten(fd, port int) error {
+	if err := unix.Shutdown(fd, unix.SHUT_RD); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil && !errors.Is(err, unix.EINVAL) {
+		// EINVAL: the socket kept its port (it was bound to it by
+		// number); anything else: the port is gone.
+		return fmt.Errorf("bind again: %w", err)
+	}
+	// The kernel caps the backlog at net.core.somaxconn, as for the
+	// first listen.
+	if err := unix.Listen(fd, 1<<16-1); err != nil {
+		return fmt.Errorf("listen again: %w", err)
+	}
+	return nil
+}
+
 // closeSockets closes the listening sockets the provider holds for its
 // socket-activated homes; e.mu is held. Homes that run on keep theirs.
 func (e *Exec) closeSocketsLocked() {
@@ -122,3 +175,5 @@ func (e *Exec) closeSocketsLocked() {
 		}
 	}
 }
+
+var _ QueueFailer = (*Exec)(nil)

@@ -2,11 +2,13 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -132,5 +134,51 @@ func TestSocketActivationStorm(t *testing.T) {
 		if !q.Proven || q.Err != nil {
 			t.Fatalf("quiesce %s: %v, %v", q.ID, q.Proven, q.Err)
 		}
+	}
+}
+
+// TestSocketActivationFailQueued sends a request to a socket-activated
+// home that never accepts (its boot hangs), then fails the queue: the
+// waiting connection is reset at once, while the home's process still
+// holds the socket, and the socket listens again on the same port, so a
+// connection made after is queued, not refused.
+func TestSocketActivationFailQueued(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.Command = []string{"/bin/sleep", "60"}
+	cfg.SocketActivation = true
+	cfg.StopGrace = time.Second
+	e := newExec(t, cfg)
+	s := Spec{ID: "h1", Version: "v1"}
+	r := wake(t, e, s)
+	if !r.Queued {
+		t.Fatalf("a socket-activated home's wake says Queued false")
+	}
+	host := strings.TrimPrefix(r.Endpoint, "http://")
+	c, err := net.DialTimeout("tcp", host, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial the home's socket: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if err := e.FailQueued(s); err != nil {
+		t.Fatalf("FailQueued: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 64)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the queued connection read %d bytes, %v; want a reset", n, err)
+	}
+	c2, err := net.DialTimeout("tcp", host, 5*time.Second)
+	if err != nil {
+		t.Fatalf("after the queue failed, %s does not listen: %v", host, err)
+	}
+	c2.Close()
+	if proven, err := e.Stop(context.Background(), Spec{ID: "h1", Ref: r.Ref}); err != nil || !proven {
+		t.Fatalf("Stop = %v, %v", proven, err)
+	}
+	if r2 := wake(t, e, s); r2.Endpoint != r.Endpoint {
+		t.Errorf("the endpoint moved from %s to %s after the queue failed", r.Endpoint, r2.Endpoint)
 	}
 }

@@ -17,6 +17,20 @@ type Usage struct {
 	// MemoryBytes is the memory its processes use now (memory.current);
 	// omitted where the memory controller is not enabled for it.
 	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// MemoryMaxBytes is the home's memory limit (options.memory_max);
+	// omitted when it has none.
+	MemoryMaxBytes int64 `json:"memory_max_bytes,omitempty"`
+	// OOMKills is how many times the kernel killed a process of the home
+	// for going over its memory limit; omitted when none.
+	OOMKills int64 `json:"oom_kills,omitempty"`
+	// CPUMax is the home's CPU limit in cores (options.cpu_max); omitted
+	// when it has none.
+	CPUMax float64 `json:"cpu_max,omitempty"`
+	// CPUThrottled is how many periods of its CPU limit the home was held
+	// back in, and CPUThrottledSeconds for how long in all; omitted when
+	// never.
+	CPUThrottled        int64   `json:"cpu_throttled,omitempty"`
+	CPUThrottledSeconds float64 `json:"cpu_throttled_s,omitempty"`
 }
 
 // UsageReporter is a provider that can say what a home's processes use.
@@ -30,6 +44,10 @@ type UsageReporter interface {
 func (e *Exec) Usage(id string) (Usage, bool) {
 	e.mu.Lock()
 	h := e.homes[id]
+	var lim homeLimits
+	if h != nil && h.proc != nil {
+		lim = h.proc.spec.limits
+	}
 	e.mu.Unlock()
 	if h == nil || h.cgroup == "" {
 		return Usage{}, false
@@ -48,6 +66,7 @@ func (e *Exec) Usage(id string) (Usage, bool) {
 	if b, err := os.ReadFile(filepath.Join(h.cgroup, "memory.current")); err == nil {
 		u.MemoryBytes, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	}
+	e.limits.usage(h, lim, &u)
 	pids, _ := cgProcsTree(h.cgroup)
 	u.Processes = len(pids)
 	return u, true

@@ -166,6 +166,20 @@ type ExecOptions struct {
 	// ExecConfig.SocketActivation), or without it. Default: the
 	// provider's.
 	SocketActivation *bool `json:"socket_activation,omitempty"`
+	// MemoryMax caps the memory of all the home's processes together, in
+	// bytes (a number, or a string such as "256MiB"): past it the kernel
+	// reclaims, then kills a process of the home, and the exit is reported
+	// with the limit. Needs a cgroup per home with the memory controller
+	// (cgroup v2, or the v1 memory hierarchy of a hybrid machine); refused
+	// where the machine has none. Default (zero): no limit.
+	MemoryMax MemorySize `json:"memory_max,omitempty"`
+	// CPUMax caps the CPU time of all the home's processes together, in
+	// cores: 0.5 is half of one core (50 ms in each 100 ms), 2 is two
+	// cores. A home past it is throttled (its usage says how often). Needs
+	// a cgroup per home with the cpu controller (v2, or the v1 cpu
+	// hierarchy); refused where the machine has none. Default (zero): no
+	// limit.
+	CPUMax float64 `json:"cpu_max,omitempty"`
 }
 
 // homeUser is the user option of a home's options; "" when none (or

@@ -8,7 +8,7 @@ import (
 // ExecFactory is the exec provider's Factory: cfg is the exec section,
 // with DataDir and OnChange taken from the gateway's Env. A home may set
 // its own command (the placeholders of cfg.Command), env, an absolute
-// working directory and ExecOptions ({"user": NAME}).
+// working directory and ExecOptions ({"user": NAME, "memory_max": ...}).
 func ExecFactory(cfg ExecConfig) Factory {
 	return Factory{
 		New: func(env Env, _ Section) (Provider, error) {
@@ -23,11 +23,15 @@ func ExecFactory(cfg ExecConfig) Factory {
 			}
 			var o ExecOptions
 			if err := DecodeOptions(s.Options, &o); err != nil {
-				ps = append(ps, Problemf("options", "provider exec takes only options.user and options.socket_activation: %v", err))
-			} else if o.User != "" {
-				if _, _, err := lookupHomeUser(o.User); err != nil {
-					ps = append(ps, Problemf("options.user", "%v", err))
+				ps = append(ps, Problemf("options", "provider exec takes only options.user, options.socket_activation, "+
+					"options.memory_max and options.cpu_max: %v", err))
+			} else {
+				if o.User != "" {
+					if _, _, err := lookupHomeUser(o.User); err != nil {
+						ps = append(ps, Problemf("options.user", "%v", err))
+					}
 				}
+				ps = append(ps, checkLimits(cfg, o)...)
 			}
 			return ps
 		},

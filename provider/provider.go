@@ -70,6 +70,13 @@ type Result struct {
 	// and nothing was started or resumed: the wake only re-verifies it,
 	// and is not counted or shown as a cold wake. False when unknown.
 	WasRunning bool
+	// Queued, on a Wake's Result, says that connections to Endpoint wait
+	// in the home's accept queue until it serves (a socket bound before
+	// the home started: socket activation), so a request may be sent
+	// before the home is proven ready: it is answered once the home
+	// accepts. False when a connection made before the home listens is
+	// refused.
+	Queued bool
 }
 
 // Provider is one way of running homes.
@@ -97,6 +104,16 @@ type Provider interface {
 	Version(ctx context.Context, s Spec) (string, error)
 	// Status reports the home's current state without changing it.
 	Status(ctx context.Context, s Spec) (Result, error)
+}
+
+// QueueFailer is a provider whose homes can queue connections while they
+// boot (Result.Queued). FailQueued fails every connection waiting in home
+// s's accept queue, each one reset, and keeps the socket for the home's
+// next start: a wake that sent callers to a home before it was proven
+// ready, and then failed, ends their requests at once instead of leaving
+// them to the home's next process.
+type QueueFailer interface {
+	FailQueued(s Spec) error
 }
 
 // BudgetResetter is a provider that keeps a restart budget per home (exec:

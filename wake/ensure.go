@@ -136,7 +136,15 @@ type Awake struct {
 	Endpoint *url.URL
 	// Waited is how long the caller waited for a wake (zero on a warm hit).
 	Waited time.Duration
+	// queued is the wake that released this caller before its probe
+	// passed (EnsureQueued), nil otherwise: Settled waits for its outcome.
+	queued *flight
 }
+
+// Queued reports whether the home was not proven ready yet when a was
+// returned: its process was started and its socket queues connections
+// (EnsureQueued). A failed forward then asks Settled.
+func (a Awake) Queued() bool { return a.queued != nil }
 
 // verdict is a proof that a home was ready; immutable once published.
 type verdict struct {
@@ -210,6 +218,21 @@ type flight struct {
 	pending *provider.Result
 	res     Awake
 	err     error
+	// early is closed, with earlyAt set, once the home's process was
+	// started on a socket that queues connections (provider.Result.Queued):
+	// callers of EnsureQueued go at once, their requests waiting in the
+	// home's accept queue. The wake itself goes on until its probe passes.
+	early     chan struct{}
+	earlyAt   *url.URL
+	earlyGone atomic.Bool // early was closed
+}
+
+// releaseEarly lets the callers of EnsureQueued go to endpoint, once.
+func (f *flight) releaseEarly(endpoint *url.URL) {
+	if f.earlyGone.CompareAndSwap(false, true) {
+		f.earlyAt = endpoint
+		close(f.early)
+	}
 }
 
 func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
@@ -534,7 +557,49 @@ func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 	// never takes it for a user of the home (roll.go, roller.busy).
 	h.waiting.Add(1)
 	defer h.waiting.Add(-1)
-	return e.wakeNow(ctx, h, "cold", false)
+	return e.wakeNow(ctx, h, "cold", false, false)
+}
+
+// EnsureQueued is EnsureAwake for a caller whose request may wait in the
+// home's accept queue: when the home's socket queues connections (socket
+// activation), it returns as soon as the home's process was started,
+// before its probe passes, so that the request is written while the home
+// boots and answered the moment it serves. The wake goes on, and only its
+// passing probe sets the verdict. If the wake then fails, the queued
+// connections are reset (provider.QueueFailer) and Settled returns the
+// wake's error. For any other home it is EnsureAwake.
+func (e *Engine) EnsureQueued(ctx context.Context, id string) (Awake, error) {
+	h := e.homes.get(id)
+	if h == nil {
+		return Awake{}, errHomeNotFound(id)
+	}
+	if a, ok := e.warmHit(h); ok {
+		return a, nil
+	}
+	e.counts.warmMisses.Add(1)
+	h.waiting.Add(1)
+	defer h.waiting.Add(-1)
+	return e.wakeNow(ctx, h, "cold", false, true)
+}
+
+// Settled waits for the outcome of the wake that released a early
+// (Awake.Queued), for a forward that could not reach the home: the home's
+// endpoint once it was proven ready, or the wake's error. For any other a
+// it is Redo.
+func (e *Engine) Settled(ctx context.Context, id string, a Awake) (*url.URL, error) {
+	f := a.queued
+	if f == nil {
+		return e.Redo(ctx, id)
+	}
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return nil, f.err
+		}
+		return f.res.Endpoint, nil
+	case <-ctx.Done():
+		return nil, errWaking(e.o.RetryAfter, ctx.Err())
+	}
 }
 
 // join returns the wake in flight for h, starting one if needed, or a nil
@@ -564,7 +629,8 @@ func (e *Engine) join(h *home, cause string, operator bool) (*flight, *verdict, 
 			return nil, nil, errWakeRateLimited(d)
 		}
 	}
-	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}
+	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), early: make(chan struct{}),
+		started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}
 	f.ctx, f.abort = context.WithCancelCause(e.ctx)
 	f.phase.Store("queued")
 	h.flight = f

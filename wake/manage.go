@@ -23,7 +23,7 @@ func (e *Engine) WakeNow(ctx context.Context, id, cause string) (Awake, error) {
 	if err != nil {
 		return Awake{}, err
 	}
-	return e.wakeNow(ctx, h, cause, true)
+	return e.wakeNow(ctx, h, cause, true, false)
 }
 
 // StartNow is WakeNow without the wait: it starts (or joins) the wake of
@@ -53,8 +53,10 @@ func (e *Engine) operatorHome(id string) (*home, error) {
 // wakeNow joins or starts the wake of h and waits for it on ctx. A fresh
 // verdict found once the flight lock is held answers at once (the verdict
 // is returned by join rather than read again: a suspend or a failed
-// forward may drop it the moment the lock is released).
-func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator bool) (Awake, error) {
+// forward may drop it the moment the lock is released). With queued, the
+// caller goes as soon as the wake releases its early callers
+// (EnsureQueued).
+func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator, queued bool) (Awake, error) {
 	start := time.Now()
 	f, v, err := e.join(h, cause, operator)
 	if err != nil {
@@ -63,7 +65,22 @@ func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator bo
 	if f == nil {
 		return Awake{Endpoint: v.endpoint}, nil
 	}
+	early := f.early
+	if !queued {
+		early = nil // never ready: only done answers
+	}
 	select {
+	case <-early:
+		select {
+		case <-f.done: // ended meanwhile: its outcome answers
+		default:
+			return Awake{Endpoint: f.earlyAt, Waited: time.Since(start), queued: f}, nil
+		}
+		<-f.done
+		if f.err != nil {
+			return Awake{}, f.err
+		}
+		return Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
 	case <-f.done:
 		if f.err != nil {
 			return Awake{}, f.err

@@ -39,6 +39,9 @@ type wakeRun struct {
 	// the home is stopped after (stopAfterRelease).
 	halfWoken provider.Provider
 	released  bool // the callers were released before the stop
+	// queueFailed says the home's accept queue was failed for callers
+	// released early (failQueued).
+	queueFailed bool
 	// cannotStart is why the home's program cannot start at all (it does
 	// not exist or may not be run), "" otherwise: the home is then failed,
 	// not asleep, as when its provider gave up on it.
@@ -109,6 +112,9 @@ func (w *wakeRun) stopAfterRelease(ctx context.Context, res Awake, err error) {
 	if w.halfWoken == nil {
 		return
 	}
+	// Callers released early wait in the home's accept queue: they fail
+	// first, and ask for the outcome settled next (Engine.Settled).
+	w.failQueued(w.halfWoken)
 	w.settle(res, err)
 	w.released = true
 	close(w.f.done)
@@ -303,6 +309,12 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 			w.fail(ctx, prov)
 			return Awake{}, w.storeFailed("record where the home runs", err)
 		}
+	}
+	if res.Queued && !res.WasRunning {
+		// Requests may wait in the home's accept queue while it boots:
+		// the callers that can (EnsureQueued) go now; the verdict still
+		// waits for the probe.
+		w.f.releaseEarly(endpoint)
 	}
 	w.setPhase("probing")
 	t1 := time.Now()
@@ -531,6 +543,7 @@ func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
 // provider gave up on it. The stop runs even though the wake's own time
 // ran out, and even when the stopped intent cannot be stored (modeAbort).
 func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
+	w.failQueued(prov)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
 	status, reason := registry.StatusSuspended, "the last wake failed"
@@ -548,6 +561,21 @@ func (w *wakeRun) fail(ctx context.Context, prov provider.Provider) {
 	w.stop, w.stopErr = &s, err
 	if err != nil {
 		w.e.o.Log.Warn("wake: stop the half-woken home", "home", w.h.spec.ID, "err", err)
+	}
+}
+
+// failQueued resets the connections waiting in the home's accept queue,
+// for a wake that released callers early (EnsureQueued) and failed: their
+// forwards end at once, instead of waiting for the home's next process.
+func (w *wakeRun) failQueued(prov provider.Provider) {
+	if !w.f.earlyGone.Load() || w.queueFailed {
+		return
+	}
+	w.queueFailed = true
+	if qf, ok := prov.(provider.QueueFailer); ok {
+		if err := qf.FailQueued(w.spec()); err != nil {
+			w.e.o.Log.Warn("wake: reset the requests queued for the failed home", "home", w.h.spec.ID, "err", err)
+		}
 	}
 }
 

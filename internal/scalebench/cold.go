@@ -86,9 +86,12 @@ func intList(flag, s string, least int) ([]int, error) {
 	return out, nil
 }
 
-// coldWake is the wake section of the cold gateways, with wake cap c.
+// coldWake is the wake section of the cold gateways, with wake cap c. Its
+// ready timeout is no longer than proxy.home_response_header_timeout
+// (30s), so that callers of a socket-activated home go to it as soon as
+// its process is started.
 func coldWake(c int) string {
-	return fmt.Sprintf("wake: {idle_timeout: 0s, ready_timeout: 60s, wake_timeout: 120s, max_concurrent: %d}", c)
+	return fmt.Sprintf("wake: {idle_timeout: 0s, ready_timeout: 30s, wake_timeout: 120s, max_concurrent: %d}", c)
 }
 
 // coldGateway starts a gateway of binary bin with the extra config and
@@ -481,12 +484,25 @@ func transportGet(u string) (t timing, err error) {
 }
 
 // suspendAll suspends homes c00000.. so that the next run finds them cold.
+// A home whose callers were answered while its wake still runs (they go
+// to a socket-activated home at its start, before the probe has passed)
+// is busy until the wake ends: its suspend is asked again, for up to 10s.
 func suspendAll(ctx context.Context, g *gw, homes int) error {
 	return parallel(ctx, homes, 8, func(i int) error {
-		code, b, err := g.adminDo(ctx, http.MethodPost, fmt.Sprintf("/admin/homes/c%05d/suspend", i), nil)
-		if err != nil || code != http.StatusOK {
-			return fmt.Errorf("suspend c%05d: %d %v %s", i, code, err, b)
+		for try := 0; ; try++ {
+			code, b, err := g.adminDo(ctx, http.MethodPost, fmt.Sprintf("/admin/homes/c%05d/suspend", i), nil)
+			if err == nil && code == http.StatusConflict && try < 100 {
+				select {
+				case <-time.After(100 * time.Millisecond):
+					continue
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if err != nil || code != http.StatusOK {
+				return fmt.Errorf("suspend c%05d: %d %v %s", i, code, err, b)
+			}
+			return nil
 		}
-		return nil
 	})
 }

@@ -1,0 +1,502 @@
+package provider
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits of a home's memory and CPU (ExecOptions.MemoryMax, CPUMax). They
+// need a cgroup per home (containment cgroup) and the kernel's memory or
+// cpu controller for it: cgroup v2's own controllers where the gateway's
+// cgroup hands them down (a machine with cgroup v2 alone), and otherwise
+// the cgroup v1 memory and cpu hierarchies of a hybrid machine, in which
+// the provider makes a cgroup of the home beside its v2 one and moves every
+// process of each start into it.
+
+// cpuPeriod is the period of a CPU limit, in microseconds: a home with
+// cpu_max 0.5 runs at most 50 ms in each 100 ms.
+const cpuPeriod = 100000
+
+// MemorySize is a memory size in bytes: a JSON number, or a string of a
+// number and a unit (K, M, G, T for powers of 1000; Ki, Mi, Gi, Ti, or KB
+// and the like read as powers of 1024, as the kernel's own files do).
+type MemorySize int64
+
+// UnmarshalJSON reads a number of bytes or a string with a unit.
+func (m *MemorySize) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err == nil {
+		v, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil {
+			return fmt.Errorf("memory size %s: want a whole number of bytes", n)
+		}
+		*m = MemorySize(v)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("memory size: want a number of bytes or a string such as \"256MiB\", got %s", b)
+	}
+	v, err := parseMemorySize(s)
+	if err != nil {
+		return err
+	}
+	*m = MemorySize(v)
+	return nil
+}
+
+// parseMemorySize reads "256MiB", "1G", "512k" or "1048576".
+func parseMemorySize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := t, ""
+	if i >= 0 {
+		num, unit = t[:i], strings.TrimSpace(t[i:])
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("memory size %q: want a number and a unit such as 256MiB", s)
+	}
+	mult := map[string]float64{
+		"": 1, "b": 1,
+		"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12,
+		"ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30, "ti": 1 << 40,
+		"kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40,
+		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+	}[strings.ToLower(unit)]
+	if mult == 0 {
+		return 0, fmt.Errorf("memory size %q: unknown unit %q (want K, M, G, Ki, Mi, Gi, KiB, MiB or GiB)", s, unit)
+	}
+	v := f * mult
+	if v > math.MaxInt64/2 {
+		return 0, fmt.Errorf("memory size %q: too large", s)
+	}
+	return int64(v), nil
+}
+
+// homeLimits are the limits a home's options set; zero: none.
+type homeLimits struct {
+	memory int64   // bytes
+	cpu    float64 // cores
+}
+
+func (l homeLimits) any() bool { return l.memory > 0 || l.cpu > 0 }
+
+// limitsOf reads the limits of a home's options (CheckHome refused
+// unreadable ones).
+func limitsOf(opts []byte) homeLimits {
+	var o ExecOptions
+	if DecodeOptions(opts, &o) != nil {
+		return homeLimits{}
+	}
+	return homeLimits{memory: int64(o.MemoryMax), cpu: o.CPUMax}
+}
+
+// checkLimits returns the problems of a home's limits: bad values, or a
+// machine that cannot enforce them.
+func checkLimits(cfg ExecConfig, o ExecOptions) []Problem {
+	var ps []Problem
+	if o.MemoryMax < 0 || (o.MemoryMax > 0 && o.MemoryMax < 1<<20) {
+		ps = append(ps, Problemf("options.memory_max", "want at least 1MiB, got %d bytes", o.MemoryMax))
+	}
+	if o.CPUMax < 0 || (o.CPUMax > 0 && o.CPUMax < 0.01) {
+		ps = append(ps, Problemf("options.cpu_max", "want at least 0.01 (cores), got %g", o.CPUMax))
+	}
+	if len(ps) > 0 {
+		return ps
+	}
+	if o.MemoryMax > 0 {
+		if why := limitOffered(cfg, "memory"); why != "" {
+			ps = append(ps, Problemf("options.memory_max", "%s", why))
+		}
+	}
+	if o.CPUMax > 0 {
+		if why := limitOffered(cfg, "cpu"); why != "" {
+			ps = append(ps, Problemf("options.cpu_max", "%s", why))
+		}
+	}
+	return ps
+}
+
+// limitOffered says why this machine cannot limit a home with controller
+// ctl ("memory" or "cpu"), "" when it can: what a gateway with cfg would
+// find at start (setUpLimits).
+func limitOffered(cfg ExecConfig, ctl string) string {
+	fix := fmt.Sprintf("run the gateway as root on a machine with cgroup v2 and its %s controller (or a cgroup v1 %s hierarchy), "+
+		"or remove the limit", ctl, ctl)
+	if c, _ := ParseContainment(string(cfg.Containment)); c == ContainSubreaper {
+		return "a limit needs a cgroup per home, and exec.containment is subreaper: set it to auto or cgroup, or remove the limit"
+	}
+	mount, mroot, err := cgroup2Mount()
+	if err != nil {
+		return "a limit needs a cgroup per home, and this machine has no cgroup v2: " + fix
+	}
+	own, err := ownCgroup()
+	if err != nil {
+		return "a limit needs a cgroup per home: " + err.Error() + "; " + fix
+	}
+	dir := filepath.Join(mount, strings.TrimPrefix(own, mroot))
+	if unix.Access(dir, unix.W_OK) != nil {
+		return "a limit needs a cgroup per home, and the gateway may not create one in " + dir + ": " + fix
+	}
+	if hasController(dir, ctl) {
+		return ""
+	}
+	if v1, err := v1Dir(ctl); err == nil && unix.Access(v1, unix.W_OK) == nil {
+		return ""
+	}
+	return fmt.Sprintf("this machine offers no %s controller for a home's cgroup (none in %s, and no writable cgroup v1 %s hierarchy): %s",
+		ctl, filepath.Join(dir, "cgroup.controllers"), ctl, fix)
+}
+
+// hasController reports whether cgroup v2 dir may hand controller ctl to
+// its children.
+func hasController(dir, ctl string) bool {
+	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return false
+	}
+	for _, c := range strings.Fields(string(raw)) {
+		if c == ctl {
+			return true
+		}
+	}
+	return false
+}
+
+// v1Dir is the gateway's own cgroup in the cgroup v1 hierarchy of
+// controller ctl.
+func v1Dir(ctl string) (string, error) {
+	raw, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("cgroup v1 %s: %w", ctl, err)
+	}
+	var mount, mroot string
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 3 || g[0] != "cgroup" {
+			continue
+		}
+		for o := range strings.SplitSeq(g[2], ",") {
+			if o == ctl {
+				mount, mroot = f[4], f[3]
+			}
+		}
+	}
+	if mount == "" {
+		return "", fmt.Errorf("no cgroup v1 %s hierarchy is mounted", ctl)
+	}
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", fmt.Errorf("cgroup v1 %s: %w", ctl, err)
+	}
+	for line := range strings.SplitSeq(string(own), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for c := range strings.SplitSeq(parts[1], ",") {
+			if c == ctl {
+				rel, ok := strings.CutPrefix(parts[2], mroot)
+				if !ok {
+					return "", fmt.Errorf("cgroup v1 %s: the gateway's cgroup %s is outside the mounted part %s", ctl, parts[2], mroot)
+				}
+				return filepath.Join(mount, rel), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("cgroup v1 %s: the gateway is in no cgroup of it", ctl)
+}
+
+// limitSupport is how this gateway limits its homes, set up at start.
+type limitSupport struct {
+	// memV2 and cpuV2: the controller is enabled for the homes' cgroups
+	// v2 (their limits are written there).
+	memV2, cpuV2 bool
+	// memV1 and cpuV1: the cgroup v1 directory the homes' cgroups of
+	// that controller are made in; "" when none.
+	memV1, cpuV1 string
+	// memWhy and cpuWhy say why a limit cannot be had; "" when it can.
+	memWhy, cpuWhy string
+}
+
+// setUpLimits finds, for containment c, how the homes' memory and CPU can
+// be limited: the v2 controller where the homes' root cgroup may enable
+// it, the v1 hierarchy otherwise.
+func setUpLimits(c containment) limitSupport {
+	var s limitSupport
+	if c.mode != ContainCgroup {
+		s.memWhy = "a limit needs a cgroup per home, and the homes have none (containment: " + c.why + ")"
+		s.cpuWhy = s.memWhy
+		return s
+	}
+	for _, ctl := range []string{"memory", "cpu"} {
+		v2, v1, why := false, "", ""
+		if hasController(c.root, ctl) {
+			err := os.WriteFile(filepath.Join(c.root, "cgroup.subtree_control"), []byte("+"+ctl), 0)
+			v2 = err == nil
+			if err != nil {
+				why = fmt.Sprintf("cgroup v2 %s controller: %v", ctl, err)
+			}
+		}
+		if !v2 {
+			// The directory is made with the first home's limit (apply),
+			// so a gateway without limits leaves the v1 hierarchy alone.
+			dir, err := v1Dir(ctl)
+			if err == nil {
+				if aerr := unix.Access(dir, unix.W_OK); aerr != nil {
+					err = fmt.Errorf("cgroup v1 %s: %s: %w", ctl, dir, aerr)
+				}
+				dir = filepath.Join(dir, filepath.Base(c.root))
+			}
+			if err == nil {
+				v1, why = dir, ""
+			} else if why == "" {
+				why = fmt.Sprintf("no cgroup v2 %s controller for the homes' cgroups, and %v", ctl, err)
+			}
+		}
+		if ctl == "memory" {
+			s.memV2, s.memV1, s.memWhy = v2, v1, why
+		} else {
+			s.cpuV2, s.cpuV1, s.cpuWhy = v2, v1, why
+		}
+		if v1 != "" {
+			removeEmpty(v1)
+		}
+	}
+	return s
+}
+
+// removeEmpty removes the empty cgroups v1 of homes under root, left by
+// homes that ended while no gateway ran (as cgroupRoot does for v2); a
+// cgroup with a process stays.
+func removeEmpty(root string) {
+	ents, _ := os.ReadDir(root)
+	for _, en := range ents {
+		if en.IsDir() && strings.HasPrefix(en.Name(), cgroupPrefix) {
+			_ = unix.Rmdir(filepath.Join(root, en.Name()))
+		}
+	}
+}
+
+// apply writes home h's limits lim (none: no limit) into its cgroups,
+// before a start: its cgroup v2 h.cgroup exists. A limit the machine
+// cannot enforce fails the start.
+func (s limitSupport) apply(h *home, lim homeLimits) error {
+	if h.cgroup == "" {
+		if lim.any() {
+			return fmt.Errorf("memory_max and cpu_max need a cgroup per home: %s", s.memWhy)
+		}
+		return nil
+	}
+	mem, cpuQuota := "max", "max"
+	mem1, cpu1 := "-1", "-1"
+	if lim.memory > 0 {
+		mem, mem1 = strconv.FormatInt(lim.memory, 10), strconv.FormatInt(lim.memory, 10)
+	}
+	if lim.cpu > 0 {
+		q := max(int64(lim.cpu*cpuPeriod), 1000)
+		cpuQuota, cpu1 = strconv.FormatInt(q, 10), strconv.FormatInt(q, 10)
+	}
+	switch {
+	case s.memV2:
+		if err := writeCg(h.cgroup, "memory.max", mem); err != nil {
+			return err
+		}
+		// No swap beyond the limit, where the kernel counts swap apart.
+		swap := "max"
+		if lim.memory > 0 {
+			swap = "0"
+		}
+		_ = writeCg(h.cgroup, "memory.swap.max", swap)
+	case s.memV1 != "":
+		dir := filepath.Join(s.memV1, cgroupPrefix+h.id)
+		if lim.memory > 0 || exists(dir) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("memory_max: %w", err)
+			}
+			// memsw (memory and swap) may not go below the memory limit:
+			// raised first, set after.
+			_ = writeCg(dir, "memory.memsw.limit_in_bytes", "-1")
+			if err := writeCg(dir, "memory.limit_in_bytes", mem1); err != nil {
+				return err
+			}
+			_ = writeCg(dir, "memory.memsw.limit_in_bytes", mem1)
+		}
+	case lim.memory > 0:
+		return fmt.Errorf("memory_max: %s", s.memWhy)
+	}
+	switch {
+	case s.cpuV2:
+		if err := writeCg(h.cgroup, "cpu.max", cpuQuota+" "+strconv.Itoa(cpuPeriod)); err != nil {
+			return err
+		}
+	case s.cpuV1 != "":
+		dir := filepath.Join(s.cpuV1, cgroupPrefix+h.id)
+		if lim.cpu > 0 || exists(dir) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("cpu_max: %w", err)
+			}
+			if err := writeCg(dir, "cpu.cfs_period_us", strconv.Itoa(cpuPeriod)); err != nil {
+				return err
+			}
+			if err := writeCg(dir, "cpu.cfs_quota_us", cpu1); err != nil {
+				return err
+			}
+		}
+	case lim.cpu > 0:
+		return fmt.Errorf("cpu_max: %s", s.cpuWhy)
+	}
+	return nil
+}
+
+// enter moves every process of a start (the members of its cgroup v2 run)
+// into home h's cgroups v1, after the start: a v1 hierarchy cannot take a
+// child at its clone, as v2 does. A process forked by one not moved yet
+// is in run too, and is moved by the next pass; a pass that moves nothing
+// leaves every process inside, and whatever they start after stays there.
+func (s limitSupport) enter(h *home, run string) error {
+	var dirs []string
+	for _, root := range []string{s.memV1, s.cpuV1} {
+		if root != "" && exists(filepath.Join(root, cgroupPrefix+h.id)) {
+			dirs = append(dirs, filepath.Join(root, cgroupPrefix+h.id))
+		}
+	}
+	if len(dirs) == 0 || run == "" {
+		return nil
+	}
+	for range 100 {
+		pids, err := cgProcs(run)
+		if err != nil {
+			return err
+		}
+		moved := false
+		for _, dir := range dirs {
+			in, _ := cgProcs(dir)
+			for _, pid := range pids {
+				if containsPID(in, pid) {
+					continue
+				}
+				err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+				if err != nil && !errors.Is(err, unix.ESRCH) {
+					return fmt.Errorf("move pid %d into %s: %w", pid, dir, err)
+				}
+				moved = true
+			}
+		}
+		if !moved {
+			return nil
+		}
+	}
+	return fmt.Errorf("the home's processes in %s keep forking faster than they can be moved into their limits", run)
+}
+
+func containsPID(pids []int, pid int) bool {
+	for _, p := range pids {
+		if p == pid {
+			return true
+		}
+	}
+	return false
+}
+
+// oomKills is how many times the kernel killed a process of home h for
+// going over its memory limit; -1 when unknown.
+func (s limitSupport) oomKills(h *home) int64 {
+	var file, key string
+	switch {
+	case h.cgroup == "":
+		return -1
+	case s.memV2:
+		file, key = filepath.Join(h.cgroup, "memory.events"), "oom_kill "
+	case s.memV1 != "":
+		file, key = filepath.Join(s.memV1, cgroupPrefix+h.id, "memory.oom_control"), "oom_kill "
+	default:
+		return -1
+	}
+	return statField(file, key)
+}
+
+// statField reads the number after key in a cgroup file of "key value"
+// lines; -1 when there is none.
+func statField(file, key string) int64 {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// usage adds to u what h's limits and their cgroups say: the limits, the
+// memory in use where v2 does not count it, CPU throttling, OOM kills.
+func (s limitSupport) usage(h *home, lim homeLimits, u *Usage) {
+	u.MemoryMaxBytes, u.CPUMax = lim.memory, lim.cpu
+	if n := s.oomKills(h); n > 0 {
+		u.OOMKills = n
+	}
+	switch {
+	case s.memV1 != "" && !s.memV2:
+		if n := statField(filepath.Join(s.memV1, cgroupPrefix+h.id, "memory.usage_in_bytes"), ""); n >= 0 {
+			u.MemoryBytes = n
+		}
+	}
+	switch {
+	case s.cpuV2:
+		u.CPUThrottled = statField(filepath.Join(h.cgroup, "cpu.stat"), "nr_throttled ")
+		if us := statField(filepath.Join(h.cgroup, "cpu.stat"), "throttled_usec "); us > 0 {
+			u.CPUThrottledSeconds = float64(us) / 1e6
+		}
+	case s.cpuV1 != "":
+		dir := filepath.Join(s.cpuV1, cgroupPrefix+h.id)
+		u.CPUThrottled = statField(filepath.Join(dir, "cpu.stat"), "nr_throttled ")
+		if ns := statField(filepath.Join(dir, "cpu.stat"), "throttled_time "); ns > 0 {
+			u.CPUThrottledSeconds = float64(ns) / 1e9
+		}
+	}
+	u.CPUThrottled = max(u.CPUThrottled, 0)
+}
+
+// remove removes the homes' empty cgroups v1 and their roots, at Close.
+func (s limitSupport) remove(ids []string) {
+	for _, root := range []string{s.memV1, s.cpuV1} {
+		if root == "" {
+			continue
+		}
+		for _, id := range ids {
+			_ = unix.Rmdir(filepath.Join(root, cgroupPrefix+id))
+		}
+		_ = unix.Rmdir(root)
+	}
+}
+
+func writeCg(dir, file, v string) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0); err != nil {
+		return fmt.Errorf("cgroup %s: %w", file, err)
+	}
+	return nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
