@@ -1,10 +1,10 @@
-package gateway_test
+package config_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/config"
 )
 
 // A home's memory_max and cpu_max are refused at load (so at start and in
@@ -20,7 +20,7 @@ homes:
     options:
       memory_max: 64MiB
 `
-	_, err := gateway.Load("limits.yaml", []byte(text))
+	_, err := config.Load("limits.yaml", []byte(text))
 	if err == nil {
 		t.Fatal("a memory_max the machine cannot enforce was accepted")
 	}
