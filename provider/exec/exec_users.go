@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"encoding/json"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Modes of ExecUsers.Mode.
@@ -186,7 +188,7 @@ type ExecOptions struct {
 // unreadable: CheckHome refused those).
 func homeUser(opts []byte) string {
 	var o ExecOptions
-	if DecodeOptions(opts, &o) != nil {
+	if provider.DecodeOptions(opts, &o) != nil {
 		return ""
 	}
 	return o.User
@@ -383,12 +385,4 @@ func (e *Exec) tmpDir(h *home) string {
 // runs as a user of its own, or when exec.users is off on purpose.
 func (e *Exec) SharedUser() string { return e.sharedWhy }
 
-// UserIsolation is a provider that runs homes on this machine and can say
-// whether each runs as a user of its own.
-type UserIsolation interface {
-	// SharedUser is "" when every home runs as a user of its own, else
-	// why homes share the gateway's user.
-	SharedUser() string
-}
-
-var _ UserIsolation = (*Exec)(nil)
+var _ provider.UserIsolation = (*Exec)(nil)

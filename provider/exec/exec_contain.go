@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Containment says how the exec provider finds every process a home
@@ -192,13 +194,6 @@ func (e *Exec) endLeft(h *home, p *proc, cg string) (found []int, remain bool) {
 // Containment says how this provider keeps track of every process of a
 // home (ContainCgroup or ContainSubreaper, "" for the process group
 // alone) and why: what the machine offers.
-func (e *Exec) Containment() (Containment, string) { return e.contain.mode, e.contain.why }
+func (e *Exec) Containment() (string, string) { return string(e.contain.mode), e.contain.why }
 
-// ContainmentReporter is a provider that runs homes on this machine and
-// can say how it finds every process a home starts.
-type ContainmentReporter interface {
-	// Containment is the mode and why it was chosen.
-	Containment() (Containment, string)
-}
-
-var _ ContainmentReporter = (*Exec)(nil)
+var _ provider.ContainmentReporter = (*Exec)(nil)

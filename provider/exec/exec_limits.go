@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Limits of a home's memory and CPU (ExecOptions.MemoryMax, CPUMax). They
@@ -96,7 +98,7 @@ func (l homeLimits) any() bool { return l.memory > 0 || l.cpu > 0 }
 // unreadable ones).
 func limitsOf(opts []byte) homeLimits {
 	var o ExecOptions
-	if DecodeOptions(opts, &o) != nil {
+	if provider.DecodeOptions(opts, &o) != nil {
 		return homeLimits{}
 	}
 	return homeLimits{memory: int64(o.MemoryMax), cpu: o.CPUMax}
@@ -104,25 +106,25 @@ func limitsOf(opts []byte) homeLimits {
 
 // checkLimits returns the problems of a home's limits: bad values, or a
 // machine that cannot enforce them.
-func checkLimits(cfg ExecConfig, o ExecOptions) []Problem {
-	var ps []Problem
+func checkLimits(cfg ExecConfig, o ExecOptions) []provider.Problem {
+	var ps []provider.Problem
 	if o.MemoryMax < 0 || (o.MemoryMax > 0 && o.MemoryMax < 1<<20) {
-		ps = append(ps, Problemf("options.memory_max", "want at least 1MiB, got %d bytes", o.MemoryMax))
+		ps = append(ps, provider.Problemf("options.memory_max", "want at least 1MiB, got %d bytes", o.MemoryMax))
 	}
 	if o.CPUMax < 0 || (o.CPUMax > 0 && o.CPUMax < 0.01) {
-		ps = append(ps, Problemf("options.cpu_max", "want at least 0.01 (cores), got %g", o.CPUMax))
+		ps = append(ps, provider.Problemf("options.cpu_max", "want at least 0.01 (cores), got %g", o.CPUMax))
 	}
 	if len(ps) > 0 {
 		return ps
 	}
 	if o.MemoryMax > 0 {
 		if why := limitOffered(cfg, "memory"); why != "" {
-			ps = append(ps, Problemf("options.memory_max", "%s", why))
+			ps = append(ps, provider.Problemf("options.memory_max", "%s", why))
 		}
 	}
 	if o.CPUMax > 0 {
 		if why := limitOffered(cfg, "cpu"); why != "" {
-			ps = append(ps, Problemf("options.cpu_max", "%s", why))
+			ps = append(ps, provider.Problemf("options.cpu_max", "%s", why))
 		}
 	}
 	return ps
@@ -449,7 +451,7 @@ func statField(file, key string) int64 {
 
 // usage adds to u what h's limits and their cgroups say: the limits, the
 // memory in use where v2 does not count it, CPU throttling, OOM kills.
-func (s limitSupport) usage(h *home, lim homeLimits, u *Usage) {
+func (s limitSupport) usage(h *home, lim homeLimits, u *provider.Usage) {
 	u.MemoryMaxBytes, u.CPUMax = lim.memory, lim.cpu
 	if n := s.oomKills(h); n > 0 {
 		u.OOMKills = n

@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Socket activation (systemd's protocol, sd_listen_fds(3)): the gateway
@@ -46,7 +48,7 @@ const shellPath = "/bin/sh"
 // default.
 func (e *Exec) homeActivated(opts []byte) bool {
 	var o ExecOptions
-	if DecodeOptions(opts, &o) == nil && o.SocketActivation != nil {
+	if provider.DecodeOptions(opts, &o) == nil && o.SocketActivation != nil {
 		return *o.SocketActivation
 	}
 	return e.cfg.SocketActivation
@@ -123,7 +125,7 @@ func activate(cmd *exec.Cmd, sock *os.File) error {
 // to it again; if another process took the port meanwhile, the socket is
 // dropped and the home's next start binds a new one. A home that is not
 // socket-activated has nothing queued.
-func (e *Exec) FailQueued(s Spec) error {
+func (e *Exec) FailQueued(s provider.Spec) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	h := e.homes[s.ID]
@@ -176,4 +178,4 @@ func (e *Exec) closeSocketsLocked() {
 	}
 }
 
-var _ QueueFailer = (*Exec)(nil)
+var _ provider.QueueFailer = (*Exec)(nil)

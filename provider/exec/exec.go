@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/provider"
 )
 
 // ExecConfig configures the exec provider, which runs each home as a local
@@ -113,7 +114,7 @@ type ExecConfig struct {
 	// (State failed; Reason gives the exit status and the last lines of
 	// its log). It should return quickly: the supervisor waits for it.
 	// Nil: nobody is told.
-	OnChange func(id string, r Result)
+	OnChange func(id string, r provider.Result)
 }
 
 // Defaults of ExecConfig.
@@ -201,7 +202,7 @@ type home struct {
 	// closed when the replacement is installed or discarded. Operations
 	// wait for it before they look at proc.
 	restarting chan struct{}
-	history    []Restart // the supervisor's last restarts (history.go)
+	history    []provider.Restart // the supervisor's last restarts (history.go)
 }
 
 // proc is one started or adopted process.
@@ -394,7 +395,7 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 		sharedWhy: why,
 		contain:   contain,
 		limits:    limits,
-		client: HomeClient(&http.Client{Transport: &http.Transport{
+		client: provider.HomeClient(&http.Client{Transport: &http.Transport{
 			Proxy:             nil, // homes are on loopback
 			DialContext:       endpoint.Dialer(&net.Dialer{}),
 			DisableKeepAlives: true,
@@ -469,25 +470,25 @@ func (e *Exec) Close() error {
 // process s.Ref names if it still runs (the gateway restarted), or else the
 // last one the provider recorded in the home's directory; or starts a new
 // process. It does not wait for the home to be ready.
-func (e *Exec) Wake(ctx context.Context, s Spec) (Result, error) {
+func (e *Exec) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	r, err := e.wake(ctx, s)
 	if err != nil {
-		return Result{}, fmt.Errorf("exec wake %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec wake %s: %w", s.ID, err)
 	}
 	return r, nil
 }
 
-func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
+func (e *Exec) wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	h, err := e.homeFor(s.ID)
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	p, err := e.current(ctx, h, s, true)
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	if p != nil {
 		if resumed, err := e.resume(ctx, h, p); err == nil {
@@ -501,14 +502,14 @@ func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
 			r.WasRunning = !resumed
 			return r, nil
 		} else if !errors.Is(err, errProcGone) {
-			return Result{}, err
+			return provider.Result{}, err
 		}
 	} else if err := e.clearLeft(h); err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	np, err := e.spawn(h, e.specFor(s))
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	if testHookAfterSpawn != nil {
 		testHookAfterSpawn(np)
@@ -536,9 +537,9 @@ func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
 
 // Suspend sends SIGSTOP to the home's process group and returns once the
 // process is seen stopped. ErrUnsupported unless SuspendSignal is set.
-func (e *Exec) Suspend(ctx context.Context, s Spec) error {
+func (e *Exec) Suspend(ctx context.Context, s provider.Spec) error {
 	if !e.cfg.SuspendSignal {
-		return ErrUnsupported
+		return provider.ErrUnsupported
 	}
 	if err := e.suspend(ctx, s); err != nil {
 		return fmt.Errorf("exec suspend %s: %w", s.ID, err)
@@ -546,7 +547,7 @@ func (e *Exec) Suspend(ctx context.Context, s Spec) error {
 	return nil
 }
 
-func (e *Exec) suspend(ctx context.Context, s Spec) error {
+func (e *Exec) suspend(ctx context.Context, s provider.Spec) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -576,7 +577,7 @@ func (e *Exec) suspend(ctx context.Context, s Spec) error {
 // leftBehind). A ctx that ends during the grace sends SIGKILL at once and
 // returns the ctx error; one already ended when Stop is called changes
 // nothing.
-func (e *Exec) Stop(ctx context.Context, s Spec) (proven bool, err error) {
+func (e *Exec) Stop(ctx context.Context, s provider.Spec) (proven bool, err error) {
 	proven, err = e.stop(ctx, s)
 	if err != nil {
 		return proven, fmt.Errorf("exec stop %s: %w", s.ID, err)
@@ -584,7 +585,7 @@ func (e *Exec) Stop(ctx context.Context, s Spec) (proven bool, err error) {
 	return proven, nil
 }
 
-func (e *Exec) stop(ctx context.Context, s Spec) (bool, error) {
+func (e *Exec) stop(ctx context.Context, s provider.Spec) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -630,32 +631,32 @@ func (e *Exec) stop(ctx context.Context, s Spec) (bool, error) {
 // Recreate stops the home (it must be proven gone), then starts it with
 // s.Command (or the configured template) and s.Version, keeping its data
 // directory.
-func (e *Exec) Recreate(ctx context.Context, s Spec) (Result, error) {
+func (e *Exec) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	r, err := e.recreate(ctx, s)
 	if err != nil {
-		return Result{}, fmt.Errorf("exec recreate %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec recreate %s: %w", s.ID, err)
 	}
 	return r, nil
 }
 
-func (e *Exec) recreate(ctx context.Context, s Spec) (Result, error) {
+func (e *Exec) recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	proven, err := e.stop(ctx, s)
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	if !proven {
-		return Result{}, errors.New("old process not proven gone")
+		return provider.Result{}, errors.New("old process not proven gone")
 	}
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	h, err := e.homeFor(s.ID)
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	np, err := e.spawn(h, e.specFor(s))
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	e.mu.Lock()
 	installed := h.proc == nil
@@ -667,7 +668,7 @@ func (e *Exec) recreate(ctx context.Context, s Spec) (Result, error) {
 	e.mu.Unlock()
 	if !installed {
 		e.discard(np)
-		return Result{}, errors.New("home changed while recreating")
+		return provider.Result{}, errors.New("home changed while recreating")
 	}
 	e.record(h, np)
 	if early {
@@ -678,7 +679,7 @@ func (e *Exec) recreate(ctx context.Context, s Spec) (Result, error) {
 
 // Version asks the running home which version it runs: the trimmed stdout
 // of VersionCommand, or the trimmed body of GET {endpoint}/version.
-func (e *Exec) Version(ctx context.Context, s Spec) (string, error) {
+func (e *Exec) Version(ctx context.Context, s provider.Spec) (string, error) {
 	v, err := e.version(ctx, s)
 	if err != nil {
 		return "", fmt.Errorf("exec version %s: %w", s.ID, err)
@@ -686,7 +687,7 @@ func (e *Exec) Version(ctx context.Context, s Spec) (string, error) {
 	return v, nil
 }
 
-func (e *Exec) version(ctx context.Context, s Spec) (string, error) {
+func (e *Exec) version(ctx context.Context, s provider.Spec) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -713,10 +714,10 @@ func (e *Exec) version(ctx context.Context, s Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return VersionText(v)
+	return provider.VersionText(v)
 }
 
-func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (string, error) {
+func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s provider.Spec) (string, error) {
 	args := e.expand(e.cfg.VersionCommand, h, p.listenAt, runSpec{version: s.Version, target: s.Target})
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = h.dir
@@ -761,19 +762,19 @@ func (e *Exec) versionHTTP(ctx context.Context, p *proc) (string, error) {
 // Status reports running, suspended (the process is SIGSTOPped), stopped,
 // or failed with the reason, without changing anything. A home that this
 // gateway has not woken yet is judged from s.Ref.
-func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
+func (e *Exec) Status(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
 	h, err := e.homeFor(s.ID)
 	if err != nil {
-		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
 	var p *proc
 	var failed string
 	var wanted bool
 	if err := e.settled(ctx, h, func() { p, failed, wanted = h.proc, h.failed, h.wanted }); err != nil {
-		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
 	watched := p != nil // this provider holds a pidfd on it
 	// A process this provider watches and wants running that is gone has
@@ -783,7 +784,7 @@ func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
 	if p == nil {
 		ref, _, found, err := e.recorded(h, s)
 		if err != nil {
-			return Result{State: StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
+			return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
 		}
 		if found {
 			p = ref.proc()
@@ -798,19 +799,19 @@ func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
 			}
 			r := p.result()
 			if st.State == 'T' {
-				r.State = StateSuspended
+				r.State = provider.StateSuspended
 			}
 			return r, nil
 		case !errors.Is(err, errProcGone):
-			return Result{State: StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
+			return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
 		case pending:
-			return Result{State: StateUnknown, Reason: "the home's process exited a moment ago; the provider restarts it or gives up on it"}, nil
+			return provider.Result{State: provider.StateUnknown, Reason: "the home's process exited a moment ago; the provider restarts it or gives up on it"}, nil
 		}
 	}
 	if failed != "" {
-		return Result{State: StateFailed, Reason: failed}, nil
+		return provider.Result{State: provider.StateFailed, Reason: failed}, nil
 	}
-	return Result{State: StateStopped}, nil
+	return provider.Result{State: provider.StateStopped}, nil
 }
 
 // homeFor returns the provider's record of home id, creating it.
@@ -876,7 +877,7 @@ func (e *Exec) trySettled(h *home, fn func()) (<-chan struct{}, error) {
 // it knows none, the live recorded one (see recorded), adopted: watched and
 // installed (wanted as given). It returns nil when no live process is known.
 // The returned process may have died since.
-func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc, error) {
+func (e *Exec) current(ctx context.Context, h *home, s provider.Spec, wanted bool) (*proc, error) {
 	var p *proc
 	if err := e.settled(ctx, h, func() { p = h.proc }); err != nil {
 		return nil, err
@@ -920,7 +921,7 @@ func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc
 
 // live returns the home's process and its /proc reading if it is alive,
 // without adopting it; nil when there is none.
-func (e *Exec) live(ctx context.Context, h *home, s Spec) (*proc, procStat, error) {
+func (e *Exec) live(ctx context.Context, h *home, s provider.Spec) (*proc, procStat, error) {
 	var p *proc
 	if err := e.settled(ctx, h, func() { p = h.proc }); err != nil {
 		return nil, procStat{}, err
@@ -947,7 +948,7 @@ func (e *Exec) live(ctx context.Context, h *home, s Spec) (*proc, procStat, erro
 // h, from its record in h's directory (newer than s.Ref when the caller did
 // not persist the Result of a restart). found is false when neither names
 // a live process; a pid now used by another process is logged and skipped.
-func (e *Exec) recorded(h *home, s Spec) (ref execRef, st procStat, found bool, err error) {
+func (e *Exec) recorded(h *home, s provider.Spec) (ref execRef, st procStat, found bool, err error) {
 	var refs []execRef
 	if r, ok := parseRef(s.Ref); ok {
 		refs = append(refs, r)
@@ -993,7 +994,7 @@ func (e *Exec) recorded(h *home, s Spec) (ref execRef, st procStat, found bool, 
 // that now names another process proves the group gone: the kernel does
 // not hand out a pid that is still a process group's id. So does a record
 // from an earlier boot.
-func (e *Exec) leftBehind(h *home, s Spec) error {
+func (e *Exec) leftBehind(h *home, s provider.Spec) error {
 	var refs []execRef
 	if r, ok := parseRef(s.Ref); ok {
 		refs = append(refs, r)
@@ -1095,7 +1096,7 @@ func writeRef(h *home, p *proc, exe string) error {
 
 // adopt starts watching the live process ref names, which this gateway did
 // not start. It returns nil when it turns out not to be that process.
-func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
+func (e *Exec) adopt(h *home, ref execRef, s provider.Spec) (*proc, error) {
 	p := ref.proc()
 	if s.Target != "" {
 		p.spec.target = s.Target
@@ -1122,7 +1123,7 @@ func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
 }
 
 // specFor is what a Wake or Recreate with s starts.
-func (e *Exec) specFor(s Spec) runSpec {
+func (e *Exec) specFor(s provider.Spec) runSpec {
 	cmd := s.Command
 	if len(cmd) == 0 {
 		cmd = e.cfg.Command
@@ -1803,7 +1804,7 @@ func (e *Exec) handleExit(ev exitEvent) {
 		reason := fmt.Sprintf("pid %d %s; %d restarts in %s allowed, giving up; last log lines: %s",
 			p.PID, p.status, e.cfg.RestartBudget, e.cfg.RestartWindow, tail)
 		h.failed, h.wanted, h.proc = reason, false, nil
-		h.rtRemember(Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: RestartGaveUp})
+		h.rtRemember(provider.Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: provider.RestartGaveUp})
 		e.mu.Unlock()
 		e.giveUp(h, reason, p)
 		return
@@ -1824,11 +1825,11 @@ func (e *Exec) handleExit(ev exitEvent) {
 		// np's own exit, if it came already, waits for this loop: the
 		// supervisor is the only reader of exits.
 		e.installLocked(h, np)
-		h.rtRemember(Restart{Time: now, OldPID: p.PID, NewPID: np.PID, ExitReason: p.status, Outcome: RestartDone})
+		h.rtRemember(provider.Restart{Time: now, OldPID: p.PID, NewPID: np.PID, ExitReason: p.status, Outcome: provider.RestartDone})
 	} else if failed {
 		reason = fmt.Sprintf("pid %d %s; restart failed: %v; last log lines: %s", p.PID, p.status, err, tail)
 		h.failed, h.wanted, h.proc = reason, false, nil
-		h.rtRemember(Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: RestartFailed, Error: err.Error()})
+		h.rtRemember(provider.Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: provider.RestartFailed, Error: err.Error()})
 	}
 	e.mu.Unlock()
 	if np != nil && !installed {
@@ -1853,10 +1854,10 @@ func (e *Exec) handleExit(ev exitEvent) {
 func (e *Exec) giveUp(h *home, reason string, p *proc) {
 	e.note(h, "wakegate: giving up: %s", reason)
 	e.log.Error("exec: home failed", "home", h.id, "reason", reason)
-	e.notify(h.id, Result{State: StateFailed, Reason: reason, Ref: p.result().Ref})
+	e.notify(h.id, provider.Result{State: provider.StateFailed, Reason: reason, Ref: p.result().Ref})
 }
 
-func (e *Exec) notify(id string, r Result) {
+func (e *Exec) notify(id string, r provider.Result) {
 	if e.cfg.OnChange != nil {
 		e.cfg.OnChange(id, r)
 	}
@@ -1919,9 +1920,9 @@ func (l listenAt) String() string {
 }
 
 // result is the running Result of p, with its ref.
-func (p *proc) result() Result {
+func (p *proc) result() provider.Result {
 	ref, _ := json.Marshal(execRef{procIdentity: p.procIdentity, Port: p.port, Socket: p.socket, Version: p.spec.version})
-	return Result{Endpoint: p.endpoint(), Ref: string(ref), State: StateRunning, Queued: p.spec.activate}
+	return provider.Result{Endpoint: p.endpoint(), Ref: string(ref), State: provider.StateRunning, Queued: p.spec.activate}
 }
 
 // parseRef reads a ref written by proc.result; ok is false for an empty or
@@ -1979,4 +1980,4 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	return k, nil
 }
 
-var _ Provider = (*Exec)(nil)
+var _ provider.Provider = (*Exec)(nil)
