@@ -19,11 +19,11 @@ import (
 func (c *Config) ProviderRegistry() *provider.Registry {
 	r := provider.NewRegistry()
 	e := c.Exec
-	r.MustRegister("exec", execprov.ExecFactory(execprov.ExecConfig{
+	r.MustRegister("exec", execprov.Factory(execprov.Config{
 		Command: e.Command, Env: e.Env, LogMaxBytes: int64(e.LogMaxBytes), StopGrace: e.StopGrace,
 		RestartBudget: e.RestartBudget, RestartWindow: e.RestartWindow,
 		VersionCommand: e.VersionCommand, SuspendSignal: e.SuspendSignal,
-		InheritEnv: e.InheritEnv, Containment: execprov.Containment(e.Containment), SocketActivation: e.SocketActivation, Users: execprov.ExecUsers{Mode: e.Users.Mode, First: e.Users.first, Last: e.Users.last},
+		InheritEnv: e.InheritEnv, Containment: execprov.Containment(e.Containment), SocketActivation: e.SocketActivation, Users: execprov.Users{Mode: e.Users.Mode, First: e.Users.first, Last: e.Users.last},
 	}))
 	r.MustRegister("static", provider.StaticFactory())
 	r.MustRegister("http", httpprov.Factory())

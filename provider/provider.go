@@ -39,7 +39,7 @@ type Spec struct {
 	Ref string
 	// Image is what an image-based provider runs Version from (the roll
 	// target's image, stored with the home); "" for the provider's default.
-	// Exec ignores it.
+	// The exec provider ignores it.
 	Image string
 	// Command, when set, overrides the provider's command template for
 	// this call: the home's own command, or else the command of Version

@@ -107,7 +107,7 @@ type rig struct {
 	t     *testing.T
 	data  string
 	store *registry.Bolt
-	exec  *execprov.Exec
+	exec  *execprov.Provider
 	sess  *proxy.Sessions
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
@@ -153,7 +153,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.store.Close() })
-	r.exec, err = execprov.NewExec(execprov.ExecConfig{
+	r.exec, err = execprov.New(execprov.Config{
 		Command:   command,
 		DataDir:   r.data,
 		StopGrace: 2 * time.Second,

@@ -65,7 +65,7 @@ type frig struct {
 	data  string
 	bolt  *registry.Bolt
 	store *failingStore
-	exec  *execprov.Exec
+	exec  *execprov.Provider
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
 }
@@ -100,7 +100,7 @@ func (r *frig) start(fail func(registry.Home) bool) {
 	}
 	r.store = &failingStore{Store: r.bolt, fail: fail}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r.exec, err = execprov.NewExec(execprov.ExecConfig{
+	r.exec, err = execprov.New(execprov.Config{
 		Command: []string{testbin.Build(t), "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
 			"--version", "{version}", "--boot-delay", "200ms"},
 		DataDir: r.data, StopGrace: 2 * time.Second,

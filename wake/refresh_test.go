@@ -109,7 +109,7 @@ func newNoticeRig(t *testing.T, budget int) *noticeRig {
 		}
 	})
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ex, err := execprov.NewExec(execprov.ExecConfig{
+	ex, err := execprov.New(execprov.Config{
 		Command: []string{testbin.Build(t), "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
 			"--version", "{version}"},
 		DataDir: data, StopGrace: 2 * time.Second, RestartBudget: budget,

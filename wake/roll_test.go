@@ -32,7 +32,7 @@ type rollRig struct {
 	bin   string
 	data  string
 	store *registry.Bolt
-	exec  *execprov.Exec
+	exec  *execprov.Provider
 	sess  *proxy.Sessions
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
@@ -113,7 +113,7 @@ func newRollRig(t testing.TB, bin string, mode wake.RollMode) *rollRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.store.Close() })
-	r.exec, err = execprov.NewExec(execprov.ExecConfig{
+	r.exec, err = execprov.New(execprov.Config{
 		Command: rollCommand(bin, "{version}"), DataDir: r.data, StopGrace: 2 * time.Second,
 		OnChange: func(id string, res provider.Result) {
 			if r.eng != nil {

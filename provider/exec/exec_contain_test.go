@@ -107,7 +107,7 @@ func cgroupsHere(t *testing.T) bool {
 
 // noCgroupLeft fails the test when the provider's cgroup is still there
 // after Close: every cgroup a test makes is removed.
-func noCgroupLeft(t *testing.T, e *Exec) {
+func noCgroupLeft(t *testing.T, e *Provider) {
 	t.Helper()
 	if root := e.contain.root; root != "" {
 		t.Cleanup(func() {
@@ -338,7 +338,7 @@ func TestDetachedChildOfOwnUserStopped(t *testing.T) {
 			cfg := testConfig(dir)
 			cfg.Command = detachCommand("setsid")
 			cfg.Command[len(cfg.Command)-1] = selfForOthers(t)[0]
-			cfg.Users = ExecUsers{Mode: UsersDynamic}
+			cfg.Users = Users{Mode: UsersDynamic}
 			cfg.Containment = mode
 			cfg.StopGrace = 300 * time.Millisecond
 			e := newExec(t, cfg)

@@ -69,7 +69,7 @@ func TestHomeEnvironmentIsClean(t *testing.T) {
 func TestInheritEnvNamesChecked(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.InheritEnv = []string{"GOOD_NAME", "BAD=VALUE"}
-	if _, err := NewExec(cfg, nil); err == nil || !strings.Contains(err.Error(), "BAD=VALUE") {
-		t.Fatalf("NewExec with inherit_env BAD=VALUE: %v", err)
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "BAD=VALUE") {
+		t.Fatalf("New with inherit_env BAD=VALUE: %v", err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 )
 
-// Limits of a home's memory and CPU (ExecOptions.MemoryMax, CPUMax). They
+// Limits of a home's memory and CPU (HomeOptions.MemoryMax, CPUMax). They
 // need a cgroup per home (containment cgroup) and the kernel's memory or
 // cpu controller for it: cgroup v2's own controllers where the gateway's
 // cgroup hands them down (a machine with cgroup v2 alone), and otherwise
@@ -97,7 +97,7 @@ func (l homeLimits) any() bool { return l.memory > 0 || l.cpu > 0 }
 // limitsOf reads the limits of a home's options (CheckHome refused
 // unreadable ones).
 func limitsOf(opts []byte) homeLimits {
-	var o ExecOptions
+	var o HomeOptions
 	if provider.DecodeOptions(opts, &o) != nil {
 		return homeLimits{}
 	}
@@ -106,7 +106,7 @@ func limitsOf(opts []byte) homeLimits {
 
 // checkLimits returns the problems of a home's limits: bad values, or a
 // machine that cannot enforce them.
-func checkLimits(cfg ExecConfig, o ExecOptions) []provider.Problem {
+func checkLimits(cfg Config, o HomeOptions) []provider.Problem {
 	var ps []provider.Problem
 	if o.MemoryMax < 0 || (o.MemoryMax > 0 && o.MemoryMax < 1<<20) {
 		ps = append(ps, provider.Problemf("options.memory_max", "want at least 1MiB, got %d bytes", o.MemoryMax))
@@ -133,7 +133,7 @@ func checkLimits(cfg ExecConfig, o ExecOptions) []provider.Problem {
 // limitOffered says why this machine cannot limit a home with controller
 // ctl ("memory" or "cpu"), "" when it can: what a gateway with cfg would
 // find at start (setUpLimits).
-func limitOffered(cfg ExecConfig, ctl string) string {
+func limitOffered(cfg Config, ctl string) string {
 	fix := fmt.Sprintf("run the gateway as root on a machine with cgroup v2 and its %s controller (or a cgroup v1 %s hierarchy), "+
 		"or remove the limit", ctl, ctl)
 	if c, _ := ParseContainment(string(cfg.Containment)); c == ContainSubreaper {

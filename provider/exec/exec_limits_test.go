@@ -14,7 +14,7 @@ import (
 
 // limitsOrSkip skips a test of controller ctl's limit where this machine
 // cannot enforce it (no root, no cgroup per home, no controller).
-func limitsOrSkip(t *testing.T, cfg ExecConfig, ctl string) {
+func limitsOrSkip(t *testing.T, cfg Config, ctl string) {
 	t.Helper()
 	if why := limitOffered(cfg, ctl); why != "" {
 		t.Skipf("no %s limit here: %s", ctl, why)
@@ -33,7 +33,7 @@ func limitsOrSkip(t *testing.T, cfg ExecConfig, ctl string) {
 }
 
 // homeLog is what the provider wrote in home id's log so far.
-func homeLog(t *testing.T, e *Exec, id string) string {
+func homeLog(t *testing.T, e *Provider, id string) string {
 	t.Helper()
 	files, err := e.LogFiles(id)
 	if err != nil {
@@ -113,12 +113,12 @@ func TestCPUMaxThrottlesTheHome(t *testing.T) {
 // subreaper, which gives a home no cgroup), with the way out; bad values
 // are refused everywhere.
 func TestLimitsRefusedWithoutACgroup(t *testing.T) {
-	f := ExecFactory(ExecConfig{Containment: ContainSubreaper})
+	f := Factory(Config{Containment: ContainSubreaper})
 	ps := f.CheckHome(provider.Settings{Options: json.RawMessage(`{"memory_max": "64MiB", "cpu_max": 0.5}`)})
 	if len(ps) != 2 || !strings.Contains(ps[0].Msg, "exec.containment is subreaper") {
 		t.Fatalf("problems %v: want memory_max and cpu_max refused for the subreaper", ps)
 	}
-	f = ExecFactory(ExecConfig{})
+	f = Factory(Config{})
 	for opts, field := range map[string]string{
 		`{"memory_max": "12 parsecs"}`: "options",
 		`{"memory_max": 1000}`:         "options.memory_max",

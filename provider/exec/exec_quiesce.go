@@ -26,7 +26,7 @@ const quiesceParallel = 8
 // each home's stored desired state, so the next gateway start wakes (or,
 // for a process that survived, adopts) the homes that should run. Call it
 // before Close; after Close every entry carries the closed error.
-func (e *Exec) Quiesce(ctx context.Context, ids []string) []provider.Quiesced {
+func (e *Provider) Quiesce(ctx context.Context, ids []string) []provider.Quiesced {
 	all := map[string]bool{}
 	for _, id := range ids {
 		all[id] = false
@@ -69,7 +69,7 @@ func (e *Exec) Quiesce(ctx context.Context, ids []string) []provider.Quiesced {
 // data directory. listed is false when the listing failed for another
 // reason than the directory missing: then every home is to be treated as
 // one that may have run.
-func (e *Exec) homeDirs() (names map[string]bool, listed bool) {
+func (e *Provider) homeDirs() (names map[string]bool, listed bool) {
 	ents, err := os.ReadDir(filepath.Join(e.cfg.DataDir, "homes"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, true

@@ -175,7 +175,7 @@ func runTestHome(args []string) int {
 
 // testDataDir returns a data dir whose homes are all killed (and reaped
 // when they are children of the test) when the test ends, whatever
-// happened. Register it before any Exec so that its cleanup runs after the
+// happened. Register it before any Provider so that its cleanup runs after the
 // Execs are closed.
 func testDataDir(t *testing.T) string {
 	t.Helper()
@@ -259,8 +259,8 @@ func killIfSame(t *testing.T, pid int, start uint64) {
 var homeCommand = []string{"{self}", "home", "-port={port}", "-version={version}", "-data={data_dir}",
 	"-id={id}", "-target={target}", "-self={self}"}
 
-func testConfig(dir string) ExecConfig {
-	return ExecConfig{
+func testConfig(dir string) Config {
+	return Config{
 		Command: homeCommand,
 		DataDir: dir,
 		// atexit_sleep_ms: a race-enabled helper otherwise lingers 1s at exit.
@@ -269,13 +269,13 @@ func testConfig(dir string) ExecConfig {
 	}
 }
 
-// newExec starts an Exec that is closed when the test ends (before the
+// newExec starts a Provider that is closed when the test ends (before the
 // data dir's homes are killed).
-func newExec(t *testing.T, cfg ExecConfig) *Exec {
+func newExec(t *testing.T, cfg Config) *Provider {
 	t.Helper()
-	e, err := NewExec(cfg, nil)
+	e, err := New(cfg, nil)
 	if err != nil {
-		t.Fatalf("NewExec: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() {
 		e.Close()
@@ -381,7 +381,7 @@ func mustRef(t *testing.T, r provider.Result) execRef {
 	return ref
 }
 
-func wake(t *testing.T, e *Exec, s provider.Spec) provider.Result {
+func wake(t *testing.T, e *Provider, s provider.Spec) provider.Result {
 	t.Helper()
 	r, err := e.Wake(context.Background(), s)
 	if err != nil {
@@ -1115,19 +1115,19 @@ func TestClosedProviderRefuses(t *testing.T) {
 
 func TestNewExecValidates(t *testing.T) {
 	dir := t.TempDir()
-	bad := map[string]ExecConfig{
+	bad := map[string]Config{
 		"no command":     {DataDir: dir},
 		"no data dir":    {Command: homeCommand},
 		"bad env":        {Command: homeCommand, DataDir: dir, Env: []string{"NOEQUALS"}},
 		"negative grace": {Command: homeCommand, DataDir: dir, StopGrace: -time.Second},
 	}
 	for name, cfg := range bad {
-		if e, err := NewExec(cfg, nil); err == nil {
+		if e, err := New(cfg, nil); err == nil {
 			e.Close()
-			t.Errorf("%s: NewExec accepted it", name)
+			t.Errorf("%s: New accepted it", name)
 		}
 	}
-	e, err := NewExec(ExecConfig{Command: homeCommand, DataDir: dir}, nil)
+	e, err := New(Config{Command: homeCommand, DataDir: dir}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

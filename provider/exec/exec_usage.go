@@ -10,7 +10,7 @@ import (
 )
 
 // Usage reads what home id's processes use from its cgroup.
-func (e *Exec) Usage(id string) (provider.Usage, bool) {
+func (e *Provider) Usage(id string) (provider.Usage, bool) {
 	e.mu.Lock()
 	h := e.homes[id]
 	var lim homeLimits
@@ -41,4 +41,4 @@ func (e *Exec) Usage(id string) (provider.Usage, bool) {
 	return u, true
 }
 
-var _ provider.UsageReporter = (*Exec)(nil)
+var _ provider.UsageReporter = (*Provider)(nil)

@@ -176,7 +176,7 @@ func TestHomesRunAsUsersOfTheirOwn(t *testing.T) {
 func TestUsersAutoSaysWhyHomesShareTheUser(t *testing.T) {
 	dir := testDataDir(t) // 0700: closed to other users
 	cfg := testConfig(filepath.Join(dir, "data"))
-	cfg.Users = ExecUsers{Mode: UsersAuto}
+	cfg.Users = Users{Mode: UsersAuto}
 	e := newExec(t, cfg)
 	why := e.SharedUser()
 	want := "chmod o+x " + filepath.Dir(dir)
@@ -187,8 +187,8 @@ func TestUsersAutoSaysWhyHomesShareTheUser(t *testing.T) {
 		t.Fatalf("SharedUser = %q, want it to say %q", why, want)
 	}
 	cfg.Users.Mode = UsersDynamic
-	if _, err := NewExec(cfg, nil); err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("NewExec with users dynamic: %v, want a refusal saying %q", err, want)
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("New with users dynamic: %v, want a refusal saying %q", err, want)
 	}
 	if os.Geteuid() != 0 {
 		return
@@ -202,8 +202,8 @@ func TestUsersAutoSaysWhyHomesShareTheUser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.DataDir, "exec", usersFile), []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewExec(cfg, nil); err == nil || !strings.Contains(err.Error(), "uid 61184 to homes") {
-		t.Fatalf("NewExec with a uid given to two homes: %v", err)
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "uid 61184 to homes") {
+		t.Fatalf("New with a uid given to two homes: %v", err)
 	}
 }
 
@@ -225,10 +225,10 @@ func TestHomeRunsAsNamedUser(t *testing.T) {
 		!strings.Contains(err.Error(), "never runs as root") {
 		t.Fatalf("wake as root: %v", err)
 	}
-	if ps := ExecFactory(cfg).CheckHome(provider.Settings{Options: []byte(`{"user": "root"}`)}); len(ps) != 1 || ps[0].Field != "options.user" {
+	if ps := Factory(cfg).CheckHome(provider.Settings{Options: []byte(`{"user": "root"}`)}); len(ps) != 1 || ps[0].Field != "options.user" {
 		t.Fatalf("CheckHome of user root: %v", ps)
 	}
-	cfg.Users = ExecUsers{Mode: UsersOff}
+	cfg.Users = Users{Mode: UsersOff}
 	off := newExec(t, cfg)
 	if _, err := off.Wake(context.Background(), provider.Spec{ID: "h3", Options: []byte(`{"user": "nobody"}`)}); err == nil ||
 		!strings.Contains(err.Error(), "needs exec.users") {
@@ -253,7 +253,7 @@ func TestClosedProgramNamesTheFix(t *testing.T) {
 // usersExec is, for a test run as root (others skip), an exec provider that
 // gives each home a user of its own (users dynamic) on a data dir open to
 // other users, with the config it was made from.
-func usersExec(t *testing.T) (ExecConfig, *Exec) {
+func usersExec(t *testing.T) (Config, *Provider) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only root starts processes as other users")
@@ -262,6 +262,6 @@ func usersExec(t *testing.T) (ExecConfig, *Exec) {
 	openToOthers(t, dir)
 	cfg := testConfig(dir)
 	cfg.Command = selfForOthers(t)
-	cfg.Users = ExecUsers{Mode: UsersDynamic}
+	cfg.Users = Users{Mode: UsersDynamic}
 	return cfg, newExec(t, cfg)
 }

@@ -6,13 +6,13 @@ import (
 	"github.com/wakegate/wakegate/provider"
 )
 
-// HistoryLimit is how many supervisor restarts Exec remembers per home.
+// HistoryLimit is how many supervisor restarts a Provider remembers per home.
 const HistoryLimit = 20
 
 // History returns the supervisor's last HistoryLimit restarts of home id,
 // oldest first (nil when there were none). It is read-only and safe for
-// concurrent use; it lives in memory and starts empty with each Exec.
-func (e *Exec) History(id string) []provider.Restart {
+// concurrent use; it lives in memory and starts empty with each Provider.
+func (e *Provider) History(id string) []provider.Restart {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	h := e.homes[id]
@@ -35,7 +35,7 @@ func (h *home) rtRemember(r provider.Restart) {
 // budget and the reason the supervisor gave up on it, if it did: an
 // operator's start gives the home its full budget again. The restart
 // history (History) is kept: it is a record, not a budget.
-func (e *Exec) ResetBudget(id string) {
+func (e *Provider) ResetBudget(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if h := e.homes[id]; h != nil {
@@ -44,4 +44,4 @@ func (e *Exec) ResetBudget(id string) {
 	}
 }
 
-var _ provider.BudgetResetter = (*Exec)(nil)
+var _ provider.BudgetResetter = (*Provider)(nil)

@@ -85,7 +85,7 @@ func demoCommand(bin, version string) []string {
 func execWorld(t *testing.T) world {
 	bin := testbin.Build(t)
 	data := t.TempDir()
-	p, err := execprov.NewExec(execprov.ExecConfig{Command: demoCommand(bin, "{version}"), DataDir: data, StopGrace: 2 * time.Second, SuspendSignal: true},
+	p, err := execprov.New(execprov.Config{Command: demoCommand(bin, "{version}"), DataDir: data, StopGrace: 2 * time.Second, SuspendSignal: true},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
