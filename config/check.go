@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -264,9 +265,9 @@ func (e *ExecConfig) validate(k checker) {
 			k.bad(fmt.Sprintf("inherit_env[%d]", i), "want a variable name, got %q", n)
 		}
 	}
-	k.oneOf("containment", e.Containment, string(provider.ContainAuto), string(provider.ContainCgroup), string(provider.ContainSubreaper))
+	k.oneOf("containment", e.Containment, string(execprov.ContainAuto), string(execprov.ContainCgroup), string(execprov.ContainSubreaper))
 	uk := k.in("users")
-	uk.oneOf("mode", e.Users.Mode, provider.UsersAuto, provider.UsersDynamic, provider.UsersOff)
+	uk.oneOf("mode", e.Users.Mode, execprov.UsersAuto, execprov.UsersDynamic, execprov.UsersOff)
 	first, last, ok := parseUIDRange(e.Users.Range)
 	if !ok {
 		uk.bad("range", "want FIRST-LAST, uids with 0 < FIRST <= LAST < 2147483648, got %q", e.Users.Range)
@@ -440,7 +441,7 @@ func (c *Config) checkHomeSockets(k checker) {
 			cmd = c.Exec.Command
 			field = "id" // the home inherits exec.command; its id makes the path
 		}
-		if !provider.UsesSocket(cmd) {
+		if !execprov.UsesSocket(cmd) {
 			continue
 		}
 		if c.socketActivated(h) {
@@ -448,7 +449,7 @@ func (c *Config) checkHomeSockets(k checker) {
 				"turn socket activation off for it, or use {port}")
 			continue
 		}
-		if _, err := provider.SocketPathOf(dataDir, h.ID); err != nil {
+		if _, err := execprov.SocketPathOf(dataDir, h.ID); err != nil {
 			k.in(fmt.Sprintf("homes[%d]", i)).bad(field, "%v", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/tlsfront"
 )
 
@@ -135,9 +136,9 @@ func (e *ExecConfig) defaults() {
 	def(&e.LogMaxBytes, 1<<20)
 	def(&e.RestartBudget, 3)
 	def(&e.RestartWindow, 60*time.Second)
-	def(&e.Users.Mode, provider.UsersAuto)
-	def(&e.Containment, string(provider.ContainAuto))
-	def(&e.Users.Range, fmt.Sprintf("%d-%d", provider.DefaultUsersFirst, provider.DefaultUsersLast))
+	def(&e.Users.Mode, execprov.UsersAuto)
+	def(&e.Containment, string(execprov.ContainAuto))
+	def(&e.Users.Range, fmt.Sprintf("%d-%d", execprov.DefaultUsersFirst, execprov.DefaultUsersLast))
 }
 
 func (a *AdminConfig) defaults() {

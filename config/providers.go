@@ -7,6 +7,7 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/docker"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/provider/httpprov"
 )
@@ -18,11 +19,11 @@ import (
 func (c *Config) ProviderRegistry() *provider.Registry {
 	r := provider.NewRegistry()
 	e := c.Exec
-	r.MustRegister("exec", provider.ExecFactory(provider.ExecConfig{
+	r.MustRegister("exec", execprov.Factory(execprov.Config{
 		Command: e.Command, Env: e.Env, LogMaxBytes: int64(e.LogMaxBytes), StopGrace: e.StopGrace,
 		RestartBudget: e.RestartBudget, RestartWindow: e.RestartWindow,
 		VersionCommand: e.VersionCommand, SuspendSignal: e.SuspendSignal,
-		InheritEnv: e.InheritEnv, Containment: provider.Containment(e.Containment), SocketActivation: e.SocketActivation, Users: provider.ExecUsers{Mode: e.Users.Mode, First: e.Users.first, Last: e.Users.last},
+		InheritEnv: e.InheritEnv, Containment: execprov.Containment(e.Containment), SocketActivation: e.SocketActivation, Users: execprov.Users{Mode: e.Users.Mode, First: e.Users.first, Last: e.Users.last},
 	}))
 	r.MustRegister("static", provider.StaticFactory())
 	r.MustRegister("http", httpprov.Factory())

@@ -5,7 +5,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 )
 
 // Warnings returns what a valid config serves that an operator may not
@@ -48,7 +48,7 @@ func (c *Config) unreachableHomes() []string {
 		if len(cmd) == 0 {
 			cmd, whose = c.Exec.Command, "exec.command, which it runs,"
 		}
-		if provider.ListensWhereLooked(cmd) {
+		if execprov.ListensWhereLooked(cmd) {
 			continue
 		}
 		timeout := c.Wake.ReadyTimeout

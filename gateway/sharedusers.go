@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 )
 
 // hideFromOwnUser makes the gateway's process not dumpable: its
@@ -48,7 +49,7 @@ func sharedUserMatters(why string, n int, chosen bool) bool {
 }
 
 // sharedUserChosen reports whether the operator turned per-home users off.
-func (g *Gateway) sharedUserChosen() bool { return g.cfg.Exec.Users.Mode == provider.UsersOff }
+func (g *Gateway) sharedUserChosen() bool { return g.cfg.Exec.Users.Mode == execprov.UsersOff }
 
 // sharedUserWarning is the one warning of status about exec homes that
 // share the gateway's user (sharedUserMatters): each can then reach the

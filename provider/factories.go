@@ -1,42 +1,6 @@
 package provider
 
-import (
-	"net/url"
-	"path/filepath"
-)
-
-// ExecFactory is the exec provider's Factory: cfg is the exec section,
-// with DataDir and OnChange taken from the gateway's Env. A home may set
-// its own command (the placeholders of cfg.Command), env, an absolute
-// working directory and ExecOptions ({"user": NAME, "memory_max": ...}).
-func ExecFactory(cfg ExecConfig) Factory {
-	return Factory{
-		New: func(env Env, _ Section) (Provider, error) {
-			c := cfg
-			c.DataDir, c.OnChange = env.DataDir, env.OnChange
-			return NewExec(c, env.Log)
-		},
-		CheckHome: func(s Settings) []Problem {
-			var ps []Problem
-			if s.Dir != "" && !filepath.IsAbs(s.Dir) {
-				ps = append(ps, Problemf("working_dir", "want an absolute path, got %q", s.Dir))
-			}
-			var o ExecOptions
-			if err := DecodeOptions(s.Options, &o); err != nil {
-				ps = append(ps, Problemf("options", "provider exec takes only options.user, options.socket_activation, "+
-					"options.memory_max and options.cpu_max: %v", err))
-			} else {
-				if o.User != "" {
-					if _, _, err := lookupHomeUser(o.User); err != nil {
-						ps = append(ps, Problemf("options.user", "%v", err))
-					}
-				}
-				ps = append(ps, checkLimits(cfg, o)...)
-			}
-			return ps
-		},
-	}
-}
+import "net/url"
 
 // StaticOptions are a static home's options.
 type StaticOptions struct {

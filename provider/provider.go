@@ -1,10 +1,15 @@
-// Package provider starts, suspends, stops, recreates and inspects homes.
-// Every provider implements Provider; exec runs homes as local processes.
+// Package provider is the seam between the wake engine and what runs homes:
+// the Provider contract every provider implements, the optional interfaces
+// some add (registry.go; local.go for homes on the gateway's own machine),
+// the Registry of factories that config builds (config/providers.go), the
+// static provider, and what every provider shares: HomeClient and
+// VersionText for what a home answers, ResolveSecret. Each provider that
+// runs homes has a package of its own below this one: exec (package
+// execprov, local processes), docker, fly and httpprov.
 //
-// DESIGN rules that live here: 17 (never a signal by pid alone), 18 (the
-// restart budget), 19 (stop persists its intent first), the exec half of
-// 20 (quiesce and adoption), 29 (everything a home starts is the home)
-// and 31 for local homes (a clean environment and a user per home).
+// DESIGN rules that live here: 31's common part (a home's answers reach
+// neither an internal address nor the operator unescaped: HomeClient
+// follows no redirect, VersionText bounds and escapes a version).
 package provider
 
 import (
@@ -39,7 +44,7 @@ type Spec struct {
 	Ref string
 	// Image is what an image-based provider runs Version from (the roll
 	// target's image, stored with the home); "" for the provider's default.
-	// Exec ignores it.
+	// The exec provider ignores it.
 	Image string
 	// Command, when set, overrides the provider's command template for
 	// this call: the home's own command, or else the command of Version

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 )
 
 // nopFactory builds a Static; its CheckHome wants options {"zone": "a"|"b"}.
@@ -63,7 +64,7 @@ func TestRegistryCheckHome(t *testing.T) {
 	r.MustRegister("zoned", nopFactory(false))
 	r.MustRegister("remote", nopFactory(true))
 	r.MustRegister("plain", provider.Factory{New: nopFactory(false).New})
-	r.MustRegister("exec", provider.ExecFactory(provider.ExecConfig{Command: []string{"true"}}))
+	r.MustRegister("exec", execprov.Factory(execprov.Config{Command: []string{"true"}}))
 	r.MustRegister("static", provider.StaticFactory())
 	avail := r.Available(func(string) bool { return false })
 	if strings.Join(avail, ",") != "exec,plain,static,zoned" {

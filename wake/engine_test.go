@@ -22,6 +22,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -106,7 +107,7 @@ type rig struct {
 	t     *testing.T
 	data  string
 	store *registry.Bolt
-	exec  *provider.Exec
+	exec  *execprov.Provider
 	sess  *proxy.Sessions
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
@@ -152,7 +153,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.store.Close() })
-	r.exec, err = provider.NewExec(provider.ExecConfig{
+	r.exec, err = execprov.New(execprov.Config{
 		Command:   command,
 		DataDir:   r.data,
 		StopGrace: 2 * time.Second,

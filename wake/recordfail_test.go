@@ -18,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -64,7 +65,7 @@ type frig struct {
 	data  string
 	bolt  *registry.Bolt
 	store *failingStore
-	exec  *provider.Exec
+	exec  *execprov.Provider
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
 }
@@ -99,7 +100,7 @@ func (r *frig) start(fail func(registry.Home) bool) {
 	}
 	r.store = &failingStore{Store: r.bolt, fail: fail}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r.exec, err = provider.NewExec(provider.ExecConfig{
+	r.exec, err = execprov.New(execprov.Config{
 		Command: []string{testbin.Build(t), "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
 			"--version", "{version}", "--boot-delay", "200ms"},
 		DataDir: r.data, StopGrace: 2 * time.Second,

@@ -13,6 +13,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -108,7 +109,7 @@ func newNoticeRig(t *testing.T, budget int) *noticeRig {
 		}
 	})
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ex, err := provider.NewExec(provider.ExecConfig{
+	ex, err := execprov.New(execprov.Config{
 		Command: []string{testbin.Build(t), "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}",
 			"--version", "{version}"},
 		DataDir: data, StopGrace: 2 * time.Second, RestartBudget: budget,

@@ -18,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -31,7 +32,7 @@ type rollRig struct {
 	bin   string
 	data  string
 	store *registry.Bolt
-	exec  *provider.Exec
+	exec  *execprov.Provider
 	sess  *proxy.Sessions
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
@@ -112,7 +113,7 @@ func newRollRig(t testing.TB, bin string, mode wake.RollMode) *rollRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.store.Close() })
-	r.exec, err = provider.NewExec(provider.ExecConfig{
+	r.exec, err = execprov.New(execprov.Config{
 		Command: rollCommand(bin, "{version}"), DataDir: r.data, StopGrace: 2 * time.Second,
 		OnChange: func(id string, res provider.Result) {
 			if r.eng != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
+	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/provider/fly/flyfake"
 	"github.com/wakegate/wakegate/proxy"
@@ -84,7 +85,7 @@ func demoCommand(bin, version string) []string {
 func execWorld(t *testing.T) world {
 	bin := testbin.Build(t)
 	data := t.TempDir()
-	p, err := provider.NewExec(provider.ExecConfig{Command: demoCommand(bin, "{version}"), DataDir: data, StopGrace: 2 * time.Second, SuspendSignal: true},
+	p, err := execprov.New(execprov.Config{Command: demoCommand(bin, "{version}"), DataDir: data, StopGrace: 2 * time.Second, SuspendSignal: true},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

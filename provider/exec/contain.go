@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Containment says how the exec provider finds every process a home
@@ -95,7 +97,7 @@ func chooseContainment(want Containment, dataDir string) (containment, error) {
 // them (nil when none): the members of cgroup cg (h's own, or the one of
 // one of its starts), or the orphans of h the gateway adopted, leaving out
 // p when it is the gateway's child.
-func (e *Exec) left(h *home, p *proc, cg string) []int {
+func (e *Provider) left(h *home, p *proc, cg string) []int {
 	switch e.contain.mode {
 	case ContainCgroup:
 		if pop, err := cgPopulated(cg); err != nil || !pop {
@@ -124,7 +126,7 @@ func (e *Exec) left(h *home, p *proc, cg string) []int {
 // signalLeft sends sig to every process of h its containment knows in
 // cgroup cg (see left), beyond p's process group (which signalGroup
 // reaches).
-func (e *Exec) signalLeft(h *home, p *proc, cg string, sig unix.Signal) {
+func (e *Provider) signalLeft(h *home, p *proc, cg string, sig unix.Signal) {
 	switch e.contain.mode {
 	case ContainCgroup:
 		if sig == unix.SIGKILL {
@@ -163,7 +165,7 @@ func (e *Exec) signalLeft(h *home, p *proc, cg string, sig unix.Signal) {
 // endLeft ends what is left of home h outside process p's group (see
 // left): SIGKILL, then a wait of up to StopGrace. It reports what was
 // found, and whether anything is still there.
-func (e *Exec) endLeft(h *home, p *proc, cg string) (found []int, remain bool) {
+func (e *Provider) endLeft(h *home, p *proc, cg string) (found []int, remain bool) {
 	found = e.left(h, p, cg)
 	if len(found) == 0 {
 		return nil, false
@@ -192,13 +194,6 @@ func (e *Exec) endLeft(h *home, p *proc, cg string) (found []int, remain bool) {
 // Containment says how this provider keeps track of every process of a
 // home (ContainCgroup or ContainSubreaper, "" for the process group
 // alone) and why: what the machine offers.
-func (e *Exec) Containment() (Containment, string) { return e.contain.mode, e.contain.why }
+func (e *Provider) Containment() (string, string) { return string(e.contain.mode), e.contain.why }
 
-// ContainmentReporter is a provider that runs homes on this machine and
-// can say how it finds every process a home starts.
-type ContainmentReporter interface {
-	// Containment is the mode and why it was chosen.
-	Containment() (Containment, string)
-}
-
-var _ ContainmentReporter = (*Exec)(nil)
+var _ provider.ContainmentReporter = (*Provider)(nil)

@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider"
 )
 
 // activatedPyHome serves HTTP on the socket it was handed as descriptor 3,
@@ -51,7 +52,7 @@ func TestSocketActivationPython(t *testing.T) {
 	cfg.Command = []string{python, script, "0.3"}
 	cfg.SocketActivation = true
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	var first string
 	for round := range 2 {
 		r := wake(t, e, s)
@@ -68,7 +69,7 @@ func TestSocketActivationPython(t *testing.T) {
 		} else if r.Endpoint != first {
 			t.Errorf("the endpoint moved from %s to %s across a stop", first, r.Endpoint)
 		}
-		if proven, err := e.Stop(context.Background(), Spec{ID: "h1", Ref: r.Ref}); err != nil || !proven {
+		if proven, err := e.Stop(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref}); err != nil || !proven {
 			t.Fatalf("Stop = %v, %v", proven, err)
 		}
 	}
@@ -83,7 +84,7 @@ func TestSocketActivationDemoHome(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.Command = []string{bin, "demo-home", "--listen-fd", "3", "--target", "{target}", "--boot-delay", "300ms"}
 	e := newExec(t, cfg)
-	r := wake(t, e, Spec{ID: "h1", Target: "alice", Version: "v1", Options: []byte(`{"socket_activation":true}`)})
+	r := wake(t, e, provider.Spec{ID: "h1", Target: "alice", Version: "v1", Options: []byte(`{"socket_activation":true}`)})
 	if _, err := get(r.Endpoint, "/node/alice/"); err != nil {
 		t.Fatalf("a request sent before the demo home listened: %v", err)
 	}
@@ -103,14 +104,14 @@ func TestSocketActivationStorm(t *testing.T) {
 	cfg.StopGrace = time.Second
 	e := newExec(t, cfg)
 	var wg sync.WaitGroup
-	results := make([]Result, homes)
+	results := make([]provider.Result, homes)
 	errs := make([]error, homes)
 	sem := make(chan struct{}, 32)
 	for i := range homes {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			results[i], errs[i] = e.Wake(context.Background(), Spec{ID: "s" + strconv.Itoa(i), Version: "v1"})
+			results[i], errs[i] = e.Wake(context.Background(), provider.Spec{ID: "s" + strconv.Itoa(i), Version: "v1"})
 		})
 	}
 	wg.Wait()
@@ -149,7 +150,7 @@ func TestSocketActivationFailQueued(t *testing.T) {
 	cfg.SocketActivation = true
 	cfg.StopGrace = time.Second
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	r := wake(t, e, s)
 	if !r.Queued {
 		t.Fatalf("a socket-activated home's wake says Queued false")
@@ -175,7 +176,7 @@ func TestSocketActivationFailQueued(t *testing.T) {
 		t.Fatalf("after the queue failed, %s does not listen: %v", host, err)
 	}
 	c2.Close()
-	if proven, err := e.Stop(context.Background(), Spec{ID: "h1", Ref: r.Ref}); err != nil || !proven {
+	if proven, err := e.Stop(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref}); err != nil || !proven {
 		t.Fatalf("Stop = %v, %v", proven, err)
 	}
 	if r2 := wake(t, e, s); r2.Endpoint != r.Endpoint {

@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"bytes"
@@ -201,10 +201,10 @@ func readTail(path string, max int64) (data []byte, cut bool, err error) {
 }
 
 // notePrefix follows the time stamp of every line the provider writes into
-// a home's log (Exec.note, whose formats begin with "wakegate: ").
+// a home's log (Provider.note, whose formats begin with "wakegate: ").
 const notePrefix = " wakegate: "
 
-// isNote reports whether line is one the provider wrote (Exec.note): an
+// isNote reports whether line is one the provider wrote (Provider.note): an
 // RFC 3339 time stamp, then notePrefix.
 func isNote(line string) bool {
 	stamp, _, ok := strings.Cut(line, notePrefix)

@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -17,7 +17,7 @@ func BenchmarkQuiesceNeverRan(b *testing.B) {
 	}
 	cfg := testConfig(b.TempDir())
 	for b.Loop() {
-		e, err := NewExec(cfg, nil)
+		e, err := New(cfg, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

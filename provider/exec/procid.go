@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"bytes"
@@ -35,9 +35,9 @@ var errProcChanged = fmt.Errorf("process runs another program: %w", errProcGone)
 // a wrapper that execs its program (env, a version manager's shim,
 // `sh -c 'exec ...'`) keeps both and changes its executable, and it is
 // still the process that was started; the provider records the program it
-// runs then (Exec.refreshExe). A process named only by a record (adopted
+// runs then (Provider.refreshExe). A process named only by a record (adopted
 // after a gateway restart) must also run the recorded executable
-// (Exec.recorded).
+// (Provider.recorded).
 type procIdentity struct {
 	PID int `json:"pid"`
 	// Exe is the resolved path of the executable, from /proc/<pid>/exe,

@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"fmt"
@@ -34,7 +34,7 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 // envName is what inherit_env accepts: a portable variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// checkInheritEnv checks the names of ExecConfig.InheritEnv.
+// checkInheritEnv checks the names of Config.InheritEnv.
 func checkInheritEnv(names []string) error {
 	for _, n := range names {
 		if !envName.MatchString(n) {
@@ -51,9 +51,9 @@ func checkInheritEnv(names []string) error {
 // people's code. It holds, later entries winning: PATH (the gateway's, or
 // defaultPath), HOME (the home's folder), TMPDIR, the locale (LANG,
 // LANGUAGE, LC_*) and TZ, the WAKEGATE_* variables of the home, the
-// variables named in InheritEnv as the gateway has them, ExecConfig.Env
+// variables named in InheritEnv as the gateway has them, Config.Env
 // and the home's own env.
-func (e *Exec) homeEnv(h *home, l listenAt, sp runSpec) []string {
+func (e *Provider) homeEnv(h *home, l listenAt, sp runSpec) []string {
 	env := make([]string, 0, 16+len(e.cfg.InheritEnv)+len(e.cfg.Env)+len(sp.env))
 	path := os.Getenv("PATH")
 	if path == "" {

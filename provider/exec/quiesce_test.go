@@ -1,8 +1,10 @@
-package provider
+package execprov
 
 import (
 	"context"
 	"testing"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // TestQuiesce stops every home's process: one this provider started, one
@@ -14,8 +16,8 @@ func TestQuiesce(t *testing.T) {
 	dir := testDataDir(t)
 	cfg := testConfig(dir)
 	old := newExec(t, cfg)
-	left := wake(t, old, Spec{ID: "left", Target: "left"})
-	adopted := wake(t, old, Spec{ID: "adopted", Target: "adopted"})
+	left := wake(t, old, provider.Spec{ID: "left", Target: "left"})
+	adopted := wake(t, old, provider.Spec{ID: "adopted", Target: "adopted"})
 	waitReady(t, left.Endpoint)
 	waitReady(t, adopted.Endpoint)
 	if err := old.Close(); err != nil {
@@ -23,9 +25,9 @@ func TestQuiesce(t *testing.T) {
 	}
 
 	e := newExec(t, cfg)
-	started := wake(t, e, Spec{ID: "started", Target: "started"})
+	started := wake(t, e, provider.Spec{ID: "started", Target: "started"})
 	waitReady(t, started.Endpoint)
-	if r := wake(t, e, Spec{ID: "adopted", Target: "adopted", Ref: adopted.Ref}); r.Ref != adopted.Ref {
+	if r := wake(t, e, provider.Spec{ID: "adopted", Target: "adopted", Ref: adopted.Ref}); r.Ref != adopted.Ref {
 		t.Fatalf("adopting wake %+v, want %+v", r, adopted)
 	}
 
@@ -45,12 +47,12 @@ func TestQuiesce(t *testing.T) {
 	if looked {
 		t.Error("Quiesce looked up the never-ran home, which has no directory and so no process to stop")
 	}
-	for name, r := range map[string]Result{"started": started, "adopted": adopted, "left": left} {
+	for name, r := range map[string]provider.Result{"started": started, "adopted": adopted, "left": left} {
 		if alive(mustRef(t, r).procIdentity) {
 			t.Errorf("the %s home's process is alive after Quiesce", name)
 		}
 	}
-	r := wake(t, e, Spec{ID: "started", Target: "started"})
+	r := wake(t, e, provider.Spec{ID: "started", Target: "started"})
 	if r.Ref == started.Ref {
 		t.Fatalf("wake after Quiesce returned the stopped process %+v", r)
 	}

@@ -1,11 +1,11 @@
-package provider
+package execprov
 
 import "path/filepath"
 
 // LogFiles returns the paths of home id's log, oldest generation first:
 // home.log.1 (the rotated part) and home.log (the file the home appends
 // to). Either may not exist yet.
-func (e *Exec) LogFiles(id string) ([]string, error) {
+func (e *Provider) LogFiles(id string) ([]string, error) {
 	h, err := e.homeFor(id)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // A home's environment is built from nothing: the gateway's secrets (its
@@ -25,7 +27,7 @@ func TestHomeEnvironmentIsClean(t *testing.T) {
 	cfg.InheritEnv = []string{"EXEC_TEST_PASSED", "EXEC_TEST_UNSET_VARIABLE"}
 	cfg.VersionCommand = []string{"{self}", "version-env"}
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Target: "alice", Version: "v7", RelayToken: "own-relay-token", Env: []string{"EXEC_TEST_OWN=1"}}
+	s := provider.Spec{ID: "h1", Target: "alice", Version: "v7", RelayToken: "own-relay-token", Env: []string{"EXEC_TEST_OWN=1"}}
 	r := wake(t, e, s)
 	waitReady(t, r.Endpoint)
 	in := info(t, r.Endpoint)
@@ -57,7 +59,7 @@ func TestHomeEnvironmentIsClean(t *testing.T) {
 			t.Errorf("home's environment has %s, which nobody meant for it", k)
 		}
 	}
-	v, err := e.Version(context.Background(), Spec{ID: "h1", Ref: r.Ref, Version: "v7", RelayToken: "own-relay-token"})
+	v, err := e.Version(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref, Version: "v7", RelayToken: "own-relay-token"})
 	if err != nil || !strings.HasPrefix(v, "clean relay=own-relay-token ") {
 		t.Fatalf("version command saw %q, %v; want a clean environment with the home's relay token", v, err)
 	}
@@ -67,7 +69,7 @@ func TestHomeEnvironmentIsClean(t *testing.T) {
 func TestInheritEnvNamesChecked(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.InheritEnv = []string{"GOOD_NAME", "BAD=VALUE"}
-	if _, err := NewExec(cfg, nil); err == nil || !strings.Contains(err.Error(), "BAD=VALUE") {
-		t.Fatalf("NewExec with inherit_env BAD=VALUE: %v", err)
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "BAD=VALUE") {
+		t.Fatalf("New with inherit_env BAD=VALUE: %v", err)
 	}
 }

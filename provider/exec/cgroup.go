@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"bufio"

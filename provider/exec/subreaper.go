@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"bytes"
@@ -110,7 +110,7 @@ func reapOrphans(pids []int) {
 // unknownLeft lists the processes the gateway adopted as a subreaper that
 // name no home (see orphans): one of them may be h's, so no stop of h is
 // proven while one runs. nil without a subreaper.
-func (e *Exec) unknownLeft(h *home, p *proc) []int {
+func (e *Provider) unknownLeft(h *home, p *proc) []int {
 	if e.contain.mode != ContainSubreaper {
 		return nil
 	}
@@ -129,7 +129,7 @@ func pidOf(p *proc) int {
 // childPIDs are the pids of the processes the gateway started as homes
 // (its direct children: their own watchers reap them), which the orphan
 // scan leaves alone. p, which may not be installed yet, is one of them.
-func (e *Exec) childPIDs(p *proc) map[int]bool {
+func (e *Provider) childPIDs(p *proc) map[int]bool {
 	skip := map[int]bool{}
 	if p != nil && p.cmd != nil {
 		skip[p.PID] = true

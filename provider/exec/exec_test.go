@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"bufio"
@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/provider"
 )
 
 // The test binary doubles as the homes it runs: with EXEC_TEST_HOME=1 in
@@ -174,7 +175,7 @@ func runTestHome(args []string) int {
 
 // testDataDir returns a data dir whose homes are all killed (and reaped
 // when they are children of the test) when the test ends, whatever
-// happened. Register it before any Exec so that its cleanup runs after the
+// happened. Register it before any Provider so that its cleanup runs after the
 // Execs are closed.
 func testDataDir(t *testing.T) string {
 	t.Helper()
@@ -258,8 +259,8 @@ func killIfSame(t *testing.T, pid int, start uint64) {
 var homeCommand = []string{"{self}", "home", "-port={port}", "-version={version}", "-data={data_dir}",
 	"-id={id}", "-target={target}", "-self={self}"}
 
-func testConfig(dir string) ExecConfig {
-	return ExecConfig{
+func testConfig(dir string) Config {
+	return Config{
 		Command: homeCommand,
 		DataDir: dir,
 		// atexit_sleep_ms: a race-enabled helper otherwise lingers 1s at exit.
@@ -268,13 +269,13 @@ func testConfig(dir string) ExecConfig {
 	}
 }
 
-// newExec starts an Exec that is closed when the test ends (before the
+// newExec starts a Provider that is closed when the test ends (before the
 // data dir's homes are killed).
-func newExec(t *testing.T, cfg ExecConfig) *Exec {
+func newExec(t *testing.T, cfg Config) *Provider {
 	t.Helper()
-	e, err := NewExec(cfg, nil)
+	e, err := New(cfg, nil)
 	if err != nil {
-		t.Fatalf("NewExec: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() {
 		e.Close()
@@ -297,21 +298,21 @@ func newExec(t *testing.T, cfg ExecConfig) *Exec {
 
 // changes collects OnChange calls.
 type changes struct {
-	ch chan Result
+	ch chan provider.Result
 }
 
-func newChanges() *changes { return &changes{ch: make(chan Result, 64)} }
+func newChanges() *changes { return &changes{ch: make(chan provider.Result, 64)} }
 
-func (c *changes) onChange(id string, r Result) { c.ch <- r }
+func (c *changes) onChange(id string, r provider.Result) { c.ch <- r }
 
-func (c *changes) next(t *testing.T) Result {
+func (c *changes) next(t *testing.T) provider.Result {
 	t.Helper()
 	select {
 	case r := <-c.ch:
 		return r
 	case <-time.After(20 * time.Second):
 		t.Fatal("no OnChange call")
-		return Result{}
+		return provider.Result{}
 	}
 }
 
@@ -371,7 +372,7 @@ func info(t *testing.T, endpoint string) homeInfo {
 	return hi
 }
 
-func mustRef(t *testing.T, r Result) execRef {
+func mustRef(t *testing.T, r provider.Result) execRef {
 	t.Helper()
 	ref, ok := parseRef(r.Ref)
 	if !ok {
@@ -380,13 +381,13 @@ func mustRef(t *testing.T, r Result) execRef {
 	return ref
 }
 
-func wake(t *testing.T, e *Exec, s Spec) Result {
+func wake(t *testing.T, e *Provider, s provider.Spec) provider.Result {
 	t.Helper()
 	r, err := e.Wake(context.Background(), s)
 	if err != nil {
 		t.Fatalf("Wake: %v", err)
 	}
-	if r.State != StateRunning {
+	if r.State != provider.StateRunning {
 		t.Fatalf("Wake state %q, want running", r.State)
 	}
 	return r
@@ -426,7 +427,7 @@ func pidLines(t *testing.T, dir, id string) int {
 func TestWakeStartsHomeOnLoopback(t *testing.T) {
 	dir := testDataDir(t)
 	e := newExec(t, testConfig(dir))
-	r := wake(t, e, Spec{ID: "h1", Target: "alice", Version: "v1"})
+	r := wake(t, e, provider.Spec{ID: "h1", Target: "alice", Version: "v1"})
 
 	u, err := url.Parse(r.Endpoint)
 	if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" || u.Port() == "" {
@@ -450,8 +451,8 @@ func TestWakeStartsHomeOnLoopback(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("home dir: %v, mode %v, want 0700", err, fi.Mode().Perm())
 	}
-	st, err := e.Status(context.Background(), Spec{ID: "h1", Ref: r.Ref})
-	if err != nil || st.State != StateRunning || st.Endpoint != r.Endpoint {
+	st, err := e.Status(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref})
+	if err != nil || st.State != provider.StateRunning || st.Endpoint != r.Endpoint {
 		t.Fatalf("Status = %+v, %v; want running at %s", st, err, r.Endpoint)
 	}
 }
@@ -459,7 +460,7 @@ func TestWakeStartsHomeOnLoopback(t *testing.T) {
 func TestPlaceholdersSubstituted(t *testing.T) {
 	dir := testDataDir(t)
 	e := newExec(t, testConfig(dir))
-	r := wake(t, e, Spec{ID: "ph", Target: "bob", Version: "v7"})
+	r := wake(t, e, provider.Spec{ID: "ph", Target: "bob", Version: "v7"})
 	waitReady(t, r.Endpoint)
 	hi := info(t, r.Endpoint)
 	self, err := os.Executable()
@@ -483,7 +484,7 @@ func TestPlaceholdersSubstituted(t *testing.T) {
 func TestWakeAgainAdoptsSameProcess(t *testing.T) {
 	dir := testDataDir(t)
 	e := newExec(t, testConfig(dir))
-	s := Spec{ID: "h1", Target: "alice", Version: "v1"}
+	s := provider.Spec{ID: "h1", Target: "alice", Version: "v1"}
 	r1 := wake(t, e, s)
 	waitReady(t, r1.Endpoint)
 	s.Ref = r1.Ref
@@ -503,7 +504,7 @@ func TestAdoptAfterGatewayRestart(t *testing.T) {
 	dir := testDataDir(t)
 	cfg := testConfig(dir)
 	e1 := newExec(t, cfg)
-	s := Spec{ID: "h1", Target: "alice", Version: "v1"}
+	s := provider.Spec{ID: "h1", Target: "alice", Version: "v1"}
 	r1 := wake(t, e1, s)
 	waitReady(t, r1.Endpoint)
 	if err := e1.Close(); err != nil {
@@ -519,7 +520,7 @@ func TestAdoptAfterGatewayRestart(t *testing.T) {
 	e2 := newExec(t, cfg)
 	s.Ref = r1.Ref
 	st, err := e2.Status(context.Background(), s)
-	if err != nil || st.State != StateRunning || st.Ref != r1.Ref {
+	if err != nil || st.State != provider.StateRunning || st.Ref != r1.Ref {
 		t.Fatalf("Status from ref = %+v, %v; want running with the same ref", st, err)
 	}
 	r2 := wake(t, e2, s)
@@ -533,12 +534,12 @@ func TestAdoptAfterGatewayRestart(t *testing.T) {
 	// The adopted process is watched: its death is noticed and restarted.
 	exitHome(r1.Endpoint, 0)
 	r3 := ch.next(t)
-	if r3.State != StateRunning || mustRef(t, r3).PID == ref.PID {
+	if r3.State != provider.StateRunning || mustRef(t, r3).PID == ref.PID {
 		t.Fatalf("OnChange %+v, want running with a new pid", r3)
 	}
 	waitReady(t, r3.Endpoint)
 
-	proven, err := e2.Stop(context.Background(), Spec{ID: "h1", Ref: r3.Ref})
+	proven, err := e2.Stop(context.Background(), provider.Spec{ID: "h1", Ref: r3.Ref})
 	if err != nil || !proven {
 		t.Fatalf("Stop = %v, %v", proven, err)
 	}
@@ -553,7 +554,7 @@ func TestAdoptDespiteStaleRef(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.OnChange = ch.onChange
 	e1 := newExec(t, cfg)
-	r1 := wake(t, e1, Spec{ID: "h1", Version: "v1"})
+	r1 := wake(t, e1, provider.Spec{ID: "h1", Version: "v1"})
 	waitReady(t, r1.Endpoint)
 	exitHome(r1.Endpoint, 0)
 	r2 := ch.next(t) // a caller that does not persist this keeps r1
@@ -563,7 +564,7 @@ func TestAdoptDespiteStaleRef(t *testing.T) {
 	}
 
 	e2 := newExec(t, testConfig(dir))
-	stale := Spec{ID: "h1", Version: "v1", Ref: r1.Ref}
+	stale := provider.Spec{ID: "h1", Version: "v1", Ref: r1.Ref}
 	st, err := e2.Status(context.Background(), stale)
 	if err != nil || st.Ref != r2.Ref {
 		t.Fatalf("Status with a stale ref = %+v, %v; want the restarted process", st, err)
@@ -594,7 +595,7 @@ func TestStopProvenAndGone(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.OnChange = ch.onChange
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	r := wake(t, e, s)
 	waitReady(t, r.Endpoint)
 	s.Ref = r.Ref
@@ -609,7 +610,7 @@ func TestStopProvenAndGone(t *testing.T) {
 		t.Fatal("endpoint still answers")
 	}
 	st, err := e.Status(context.Background(), s)
-	if err != nil || st.State != StateStopped {
+	if err != nil || st.State != provider.StateStopped {
 		t.Fatalf("Status = %+v, %v; want stopped", st, err)
 	}
 	// Nothing to stop: proven, no error.
@@ -638,9 +639,9 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "homes", "h1", "ignore-term"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := wake(t, e, Spec{ID: "h1", Version: "v1"})
+	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
 	waitReady(t, r.Endpoint)
-	proven, err := e.Stop(context.Background(), Spec{ID: "h1", Ref: r.Ref})
+	proven, err := e.Stop(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref})
 	if err != nil || !proven {
 		t.Fatalf("Stop = %v, %v", proven, err)
 	}
@@ -655,11 +656,11 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	}
 
 	// A ctx that has already ended changes nothing.
-	r = wake(t, e, Spec{ID: "h1", Version: "v1"})
+	r = wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
 	waitReady(t, r.Endpoint)
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	if proven, err := e.Stop(ended, Spec{ID: "h1", Ref: r.Ref}); proven || !errors.Is(err, context.Canceled) {
+	if proven, err := e.Stop(ended, provider.Spec{ID: "h1", Ref: r.Ref}); proven || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Stop with an ended ctx = %v, %v", proven, err)
 	}
 	if !alive(mustRef(t, r).procIdentity) {
@@ -675,10 +676,10 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	e2 := newExec(t, cfg)
 	short, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel2()
-	if proven, err := e2.Stop(short, Spec{ID: "h1", Ref: r.Ref}); proven || !errors.Is(err, context.DeadlineExceeded) {
+	if proven, err := e2.Stop(short, provider.Spec{ID: "h1", Ref: r.Ref}); proven || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Stop with a short ctx = %v, %v", proven, err)
 	}
-	proven, err = e2.Stop(context.Background(), Spec{ID: "h1", Ref: r.Ref})
+	proven, err = e2.Stop(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref})
 	if err != nil || !proven {
 		t.Fatalf("Stop after SIGKILL = %v, %v", proven, err)
 	}
@@ -734,10 +735,10 @@ func TestReusedPidNeverSignalled(t *testing.T) {
 				t.Fatal(err)
 			}
 			home := "forged-" + strings.ReplaceAll(name, " ", "-")
-			s := Spec{ID: home, Version: "v1", Ref: string(refJSON)}
+			s := provider.Spec{ID: home, Version: "v1", Ref: string(refJSON)}
 
 			st, err := e.Status(context.Background(), s)
-			if err != nil || st.State != StateStopped {
+			if err != nil || st.State != provider.StateStopped {
 				t.Fatalf("Status = %+v, %v; want stopped", st, err)
 			}
 			if err := e.Suspend(context.Background(), s); err == nil {
@@ -755,7 +756,7 @@ func TestReusedPidNeverSignalled(t *testing.T) {
 				t.Fatal("wake adopted the foreign process")
 			}
 			waitReady(t, r.Endpoint)
-			if _, err := e.Recreate(context.Background(), Spec{ID: home + "-recreate", Version: "v1", Ref: string(refJSON)}); err != nil {
+			if _, err := e.Recreate(context.Background(), provider.Spec{ID: home + "-recreate", Version: "v1", Ref: string(refJSON)}); err != nil {
 				t.Fatalf("Recreate: %v", err)
 			}
 
@@ -776,12 +777,12 @@ func TestUnexpectedExitRestarts(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.OnChange = ch.onChange
 	e := newExec(t, cfg)
-	r1 := wake(t, e, Spec{ID: "h1", Target: "alice", Version: "v1"})
+	r1 := wake(t, e, provider.Spec{ID: "h1", Target: "alice", Version: "v1"})
 	waitReady(t, r1.Endpoint)
 
 	exitHome(r1.Endpoint, 0)
 	r2 := ch.next(t)
-	if r2.State != StateRunning {
+	if r2.State != provider.StateRunning {
 		t.Fatalf("OnChange state %q, want running", r2.State)
 	}
 	ref1, ref2 := mustRef(t, r1), mustRef(t, r2)
@@ -794,8 +795,8 @@ func TestUnexpectedExitRestarts(t *testing.T) {
 	if v := waitReady(t, r2.Endpoint); v != "v1" {
 		t.Fatalf("restarted home says %q", v)
 	}
-	st, err := e.Status(context.Background(), Spec{ID: "h1"})
-	if err != nil || st.Ref != r2.Ref || st.State != StateRunning {
+	st, err := e.Status(context.Background(), provider.Spec{ID: "h1"})
+	if err != nil || st.Ref != r2.Ref || st.State != provider.StateRunning {
 		t.Fatalf("Status = %+v, %v; want running with the new ref", st, err)
 	}
 	logText, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "home.log"))
@@ -814,7 +815,7 @@ func TestRestartBudgetExhaustedFails(t *testing.T) {
 	cfg.OnChange = ch.onChange
 	cfg.RestartBudget = 2
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	r := wake(t, e, s)
 	waitReady(t, r.Endpoint)
 
@@ -824,12 +825,12 @@ func TestRestartBudgetExhaustedFails(t *testing.T) {
 	}
 	exitHome(r.Endpoint, 3)
 	for i := 0; i < 2; i++ {
-		if c := ch.next(t); c.State != StateRunning {
+		if c := ch.next(t); c.State != provider.StateRunning {
 			t.Fatalf("change %d: %+v, want a restart", i, c)
 		}
 	}
 	failed := ch.next(t)
-	if failed.State != StateFailed {
+	if failed.State != provider.StateFailed {
 		t.Fatalf("change after the budget: %+v, want failed", failed)
 	}
 	for _, want := range []string{"exit status 3", "crashing as told"} {
@@ -838,7 +839,7 @@ func TestRestartBudgetExhaustedFails(t *testing.T) {
 		}
 	}
 	st, err := e.Status(context.Background(), s)
-	if err != nil || st.State != StateFailed || st.Reason != failed.Reason {
+	if err != nil || st.State != provider.StateFailed || st.Reason != failed.Reason {
 		t.Fatalf("Status = %+v, %v; want failed with the reason", st, err)
 	}
 	if n := pidLines(t, dir, "h1"); n != 3 {
@@ -852,7 +853,7 @@ func TestRestartBudgetExhaustedFails(t *testing.T) {
 	r = wake(t, e, s)
 	waitReady(t, r.Endpoint)
 	st, err = e.Status(context.Background(), s)
-	if err != nil || st.State != StateRunning {
+	if err != nil || st.State != provider.StateRunning {
 		t.Fatalf("Status after wake = %+v, %v; want running", st, err)
 	}
 }
@@ -864,11 +865,11 @@ func TestNoRestartWithNegativeBudget(t *testing.T) {
 	cfg.OnChange = ch.onChange
 	cfg.RestartBudget = -1
 	e := newExec(t, cfg)
-	r := wake(t, e, Spec{ID: "h1", Version: "v1"})
+	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
 	waitReady(t, r.Endpoint)
 	exitHome(r.Endpoint, 5)
 	c := ch.next(t)
-	if c.State != StateFailed || !strings.Contains(c.Reason, "exit status 5") {
+	if c.State != provider.StateFailed || !strings.Contains(c.Reason, "exit status 5") {
 		t.Fatalf("change %+v, want failed with exit status 5", c)
 	}
 	if n := pidLines(t, dir, "h1"); n != 1 {
@@ -881,7 +882,7 @@ func TestLogCappedAndRotated(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.LogMaxBytes = 64 << 10
 	e := newExec(t, cfg)
-	r := wake(t, e, Spec{ID: "h1", Version: "v1"})
+	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
 	waitReady(t, r.Endpoint)
 	if _, err := get(r.Endpoint, "/spew?n=200000"); err != nil {
 		t.Fatal(err)
@@ -918,9 +919,9 @@ func TestLogCappedAndRotated(t *testing.T) {
 func TestVersionHTTPAndCommand(t *testing.T) {
 	dir := testDataDir(t)
 	e := newExec(t, testConfig(dir))
-	r := wake(t, e, Spec{ID: "h1", Version: "v1.2.3"})
+	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1.2.3"})
 	waitReady(t, r.Endpoint)
-	v, err := e.Version(context.Background(), Spec{ID: "h1", Ref: r.Ref})
+	v, err := e.Version(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref})
 	if err != nil || v != "v1.2.3" {
 		t.Fatalf("Version over HTTP = %q, %v", v, err)
 	}
@@ -928,23 +929,23 @@ func TestVersionHTTPAndCommand(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.VersionCommand = []string{"{self}", "version", "{endpoint}"}
 	e1 := newExec(t, cfg)
-	v, err = e1.Version(context.Background(), Spec{ID: "h1", Ref: r.Ref})
+	v, err = e1.Version(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref})
 	if err != nil || v != "cmd:v1.2.3" {
 		t.Fatalf("Version by command = %q, %v", v, err)
 	}
 
 	cfg.VersionCommand = []string{"{self}", "no-such-mode"}
 	e2 := newExec(t, cfg)
-	if v, err := e2.Version(context.Background(), Spec{ID: "h1", Ref: r.Ref}); err == nil {
+	if v, err := e2.Version(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref}); err == nil {
 		t.Fatalf("failing version command gave %q", v)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := e.Version(ctx, Spec{ID: "h1", Ref: r.Ref}); !errors.Is(err, context.Canceled) {
+	if _, err := e.Version(ctx, provider.Spec{ID: "h1", Ref: r.Ref}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Version with a cancelled ctx: %v", err)
 	}
-	if _, err := e.Version(context.Background(), Spec{ID: "never-woken"}); err == nil {
+	if _, err := e.Version(context.Background(), provider.Spec{ID: "never-woken"}); err == nil {
 		t.Fatal("Version of a home that does not run succeeded")
 	}
 }
@@ -955,7 +956,7 @@ func TestRecreateWithNewVersion(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.OnChange = ch.onChange
 	e := newExec(t, cfg)
-	r1 := wake(t, e, Spec{ID: "h1", Target: "alice", Version: "v1"})
+	r1 := wake(t, e, provider.Spec{ID: "h1", Target: "alice", Version: "v1"})
 	waitReady(t, r1.Endpoint)
 	keep := filepath.Join(dir, "homes", "h1", "state.db")
 	if err := os.WriteFile(keep, []byte("data"), 0o600); err != nil {
@@ -963,8 +964,8 @@ func TestRecreateWithNewVersion(t *testing.T) {
 	}
 
 	rolled := append(append([]string(nil), homeCommand...), "-mark=rolled")
-	r2, err := e.Recreate(context.Background(), Spec{ID: "h1", Target: "alice", Version: "v2", Ref: r1.Ref, Command: rolled})
-	if err != nil || r2.State != StateRunning {
+	r2, err := e.Recreate(context.Background(), provider.Spec{ID: "h1", Target: "alice", Version: "v2", Ref: r1.Ref, Command: rolled})
+	if err != nil || r2.State != provider.StateRunning {
 		t.Fatalf("Recreate = %+v, %v", r2, err)
 	}
 	if alive(mustRef(t, r1).procIdentity) {
@@ -973,7 +974,7 @@ func TestRecreateWithNewVersion(t *testing.T) {
 	if v := waitReady(t, r2.Endpoint); v != "v2" {
 		t.Fatalf("recreated home says %q", v)
 	}
-	v, err := e.Version(context.Background(), Spec{ID: "h1", Ref: r2.Ref})
+	v, err := e.Version(context.Background(), provider.Spec{ID: "h1", Ref: r2.Ref})
 	if err != nil || v != "v2" {
 		t.Fatalf("Version = %q, %v", v, err)
 	}
@@ -993,7 +994,7 @@ func TestRecreateWithNewVersion(t *testing.T) {
 	// The supervisor restarts the recreated home with its own command.
 	exitHome(r2.Endpoint, 1)
 	r3 := ch.next(t)
-	if r3.State != StateRunning || mustRef(t, r3).Version != "v2" {
+	if r3.State != provider.StateRunning || mustRef(t, r3).Version != "v2" {
 		t.Fatalf("restart %+v, want running v2", r3)
 	}
 	waitReady(t, r3.Endpoint)
@@ -1006,14 +1007,14 @@ func TestSuspendAndWake(t *testing.T) {
 	dir := testDataDir(t)
 	cfg := testConfig(dir)
 	e0 := newExec(t, cfg)
-	r0 := wake(t, e0, Spec{ID: "plain", Version: "v1"})
-	if err := e0.Suspend(context.Background(), Spec{ID: "plain", Ref: r0.Ref}); !errors.Is(err, ErrUnsupported) {
+	r0 := wake(t, e0, provider.Spec{ID: "plain", Version: "v1"})
+	if err := e0.Suspend(context.Background(), provider.Spec{ID: "plain", Ref: r0.Ref}); !errors.Is(err, provider.ErrUnsupported) {
 		t.Fatalf("Suspend without SuspendSignal: %v, want ErrUnsupported", err)
 	}
 
 	cfg.SuspendSignal = true
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	r := wake(t, e, s)
 	waitReady(t, r.Endpoint)
 	s.Ref = r.Ref
@@ -1025,7 +1026,7 @@ func TestSuspendAndWake(t *testing.T) {
 		t.Fatalf("process state %c, %v; want T", ps.State, err)
 	}
 	st, err := e.Status(context.Background(), s)
-	if err != nil || st.State != StateSuspended {
+	if err != nil || st.State != provider.StateSuspended {
 		t.Fatalf("Status = %+v, %v; want suspended", st, err)
 	}
 	if v, err := e.Version(context.Background(), s); err == nil {
@@ -1040,7 +1041,7 @@ func TestSuspendAndWake(t *testing.T) {
 		t.Fatalf("resumed home says %q", v)
 	}
 	st, err = e.Status(context.Background(), s)
-	if err != nil || st.State != StateRunning {
+	if err != nil || st.State != provider.StateRunning {
 		t.Fatalf("Status = %+v, %v; want running", st, err)
 	}
 
@@ -1054,13 +1055,13 @@ func TestSuspendAndWake(t *testing.T) {
 	}
 
 	// A restarted gateway resumes a suspended home it adopts.
-	r3 := wake(t, e, Spec{ID: "h2", Version: "v1"})
+	r3 := wake(t, e, provider.Spec{ID: "h2", Version: "v1"})
 	waitReady(t, r3.Endpoint)
-	if err := e.Suspend(context.Background(), Spec{ID: "h2", Ref: r3.Ref}); err != nil {
+	if err := e.Suspend(context.Background(), provider.Spec{ID: "h2", Ref: r3.Ref}); err != nil {
 		t.Fatalf("Suspend: %v", err)
 	}
 	e2 := newExec(t, cfg)
-	r4 := wake(t, e2, Spec{ID: "h2", Version: "v1", Ref: r3.Ref})
+	r4 := wake(t, e2, provider.Spec{ID: "h2", Version: "v1", Ref: r3.Ref})
 	if r4.Ref != r3.Ref {
 		t.Fatalf("adopting wake %+v, want %+v", r4, r3)
 	}
@@ -1076,7 +1077,7 @@ func TestConcurrentHomes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := Spec{ID: fmt.Sprintf("c%d", i), Version: "v1"}
+			s := provider.Spec{ID: fmt.Sprintf("c%d", i), Version: "v1"}
 			r, err := e.Wake(context.Background(), s)
 			if err != nil {
 				errs <- err
@@ -1104,7 +1105,7 @@ func TestClosedProviderRefuses(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Wake(context.Background(), Spec{ID: "h1"}); !errors.Is(err, errClosed) {
+	if _, err := e.Wake(context.Background(), provider.Spec{ID: "h1"}); !errors.Is(err, errClosed) {
 		t.Fatalf("Wake after Close: %v", err)
 	}
 	if err := e.Close(); err != nil {
@@ -1114,19 +1115,19 @@ func TestClosedProviderRefuses(t *testing.T) {
 
 func TestNewExecValidates(t *testing.T) {
 	dir := t.TempDir()
-	bad := map[string]ExecConfig{
+	bad := map[string]Config{
 		"no command":     {DataDir: dir},
 		"no data dir":    {Command: homeCommand},
 		"bad env":        {Command: homeCommand, DataDir: dir, Env: []string{"NOEQUALS"}},
 		"negative grace": {Command: homeCommand, DataDir: dir, StopGrace: -time.Second},
 	}
 	for name, cfg := range bad {
-		if e, err := NewExec(cfg, nil); err == nil {
+		if e, err := New(cfg, nil); err == nil {
 			e.Close()
-			t.Errorf("%s: NewExec accepted it", name)
+			t.Errorf("%s: New accepted it", name)
 		}
 	}
-	e, err := NewExec(ExecConfig{Command: homeCommand, DataDir: dir}, nil)
+	e, err := New(Config{Command: homeCommand, DataDir: dir}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1135,7 +1136,7 @@ func TestNewExecValidates(t *testing.T) {
 		e.cfg.RestartBudget != defaultRestartBudget || e.cfg.RestartWindow != defaultRestartWindow {
 		t.Fatalf("defaults not filled: %+v", e.cfg)
 	}
-	if _, err := e.Wake(context.Background(), Spec{ID: "../escape"}); err == nil {
+	if _, err := e.Wake(context.Background(), provider.Spec{ID: "../escape"}); err == nil {
 		t.Fatal("a home id with a slash was accepted")
 	}
 }
@@ -1159,7 +1160,7 @@ func TestStopOfWrappedHomeProven(t *testing.T) {
 			cfg.Command = wrapperCommand
 			cfg.SuspendSignal = suspend
 			e := newExec(t, cfg)
-			s := Spec{ID: "h1", Version: "v1"}
+			s := provider.Spec{ID: "h1", Version: "v1"}
 			r := wake(t, e, s)
 			if err := os.WriteFile(filepath.Join(dir, "homes", "h1", "go"), nil, 0o600); err != nil {
 				t.Fatal(err)
@@ -1200,7 +1201,7 @@ func TestStopProvenOnlyWhenGroupGone(t *testing.T) {
 	cfg.StopGrace = 300 * time.Millisecond
 	cfg.Command = []string{"/bin/sh", "-c", `"$0" stubborn & echo $! > {data_dir}/stubborn; exec "$0" home -port={port} -version={version} -data={data_dir}`, "{self}"}
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	r := wake(t, e, s)
 	waitReady(t, r.Endpoint)
 	raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
@@ -1260,7 +1261,7 @@ func TestStopOfChangedIdentityNotProven(t *testing.T) {
 	e.mu.Lock()
 	h.proc, h.wanted = p, true
 	e.mu.Unlock()
-	proven, err := e.Stop(context.Background(), Spec{ID: "h1"})
+	proven, err := e.Stop(context.Background(), provider.Spec{ID: "h1"})
 	if proven || err == nil {
 		t.Fatalf("Stop = %v, %v; want not proven, with the reason", proven, err)
 	}
@@ -1279,7 +1280,7 @@ func TestCrashLeavesNoGroup(t *testing.T) {
 	cfg.OnChange = ch.onChange
 	cfg.Command = []string{"/bin/sh", "-c", `"$0" stubborn & echo $! > {data_dir}/stubborn; exec "$0" home -port={port} -version={version} -data={data_dir}`, "{self}"}
 	e := newExec(t, cfg)
-	r := wake(t, e, Spec{ID: "h1", Version: "v1"})
+	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
 	waitReady(t, r.Endpoint)
 	raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
 	if err != nil {
@@ -1295,7 +1296,7 @@ func TestCrashLeavesNoGroup(t *testing.T) {
 	}
 	t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
 	exitHome(r.Endpoint, 3)
-	if c := ch.next(t); c.State != StateRunning {
+	if c := ch.next(t); c.State != provider.StateRunning {
 		t.Fatalf("after the exit: %+v, want a restart", c)
 	}
 	if running(member.procIdentity) {
@@ -1344,7 +1345,7 @@ func TestStopReportsLeftBehindGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proven, err := e.Stop(context.Background(), Spec{ID: "h1", Ref: string(ref)})
+	proven, err := e.Stop(context.Background(), provider.Spec{ID: "h1", Ref: string(ref)})
 	if proven || err == nil || !strings.Contains(err.Error(), strconv.Itoa(member.PID)) {
 		t.Fatalf("Stop = %v, %v; want not proven, naming the process left behind", proven, err)
 	}
@@ -1385,11 +1386,11 @@ func TestExitBeforeInstallIsHandled(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { testHookAfterSpawn = nil })
-	if _, err := e.Wake(context.Background(), Spec{ID: "h1", Version: "v1"}); err != nil {
+	if _, err := e.Wake(context.Background(), provider.Spec{ID: "h1", Version: "v1"}); err != nil {
 		t.Fatalf("Wake: %v", err)
 	}
 	c := ch.next(t)
-	if c.State != StateFailed || !strings.Contains(c.Reason, "exit status 4") || !strings.Contains(c.Reason, "gone at once") {
+	if c.State != provider.StateFailed || !strings.Contains(c.Reason, "exit status 4") || !strings.Contains(c.Reason, "gone at once") {
 		t.Fatalf("change %+v, want failed with exit status 4 and the log line", c)
 	}
 }

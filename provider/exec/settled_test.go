@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -13,17 +13,17 @@ import (
 func TestSettledNeverReturnsHoldingTheMutex(t *testing.T) {
 	cases := []struct {
 		name string
-		end  func(e *Exec, restart chan struct{}, cancel context.CancelFunc)
+		end  func(e *Provider, restart chan struct{}, cancel context.CancelFunc)
 		want error
 	}{
-		{"restart ends", func(e *Exec, restart chan struct{}, _ context.CancelFunc) {
+		{"restart ends", func(e *Provider, restart chan struct{}, _ context.CancelFunc) {
 			e.mu.Lock()
 			e.homes["h1"].restarting = nil
 			e.mu.Unlock()
 			close(restart)
 		}, nil},
-		{"caller goes away", func(_ *Exec, _ chan struct{}, cancel context.CancelFunc) { cancel() }, context.Canceled},
-		{"provider closes", func(e *Exec, _ chan struct{}, _ context.CancelFunc) { _ = e.Close() }, errClosed},
+		{"caller goes away", func(_ *Provider, _ chan struct{}, cancel context.CancelFunc) { cancel() }, context.Canceled},
+		{"provider closes", func(e *Provider, _ chan struct{}, _ context.CancelFunc) { _ = e.Close() }, errClosed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"bufio"
@@ -13,9 +13,11 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
-// Limits of a home's memory and CPU (ExecOptions.MemoryMax, CPUMax). They
+// Limits of a home's memory and CPU (HomeOptions.MemoryMax, CPUMax). They
 // need a cgroup per home (containment cgroup) and the kernel's memory or
 // cpu controller for it: cgroup v2's own controllers where the gateway's
 // cgroup hands them down (a machine with cgroup v2 alone), and otherwise
@@ -95,8 +97,8 @@ func (l homeLimits) any() bool { return l.memory > 0 || l.cpu > 0 }
 // limitsOf reads the limits of a home's options (CheckHome refused
 // unreadable ones).
 func limitsOf(opts []byte) homeLimits {
-	var o ExecOptions
-	if DecodeOptions(opts, &o) != nil {
+	var o HomeOptions
+	if provider.DecodeOptions(opts, &o) != nil {
 		return homeLimits{}
 	}
 	return homeLimits{memory: int64(o.MemoryMax), cpu: o.CPUMax}
@@ -104,25 +106,25 @@ func limitsOf(opts []byte) homeLimits {
 
 // checkLimits returns the problems of a home's limits: bad values, or a
 // machine that cannot enforce them.
-func checkLimits(cfg ExecConfig, o ExecOptions) []Problem {
-	var ps []Problem
+func checkLimits(cfg Config, o HomeOptions) []provider.Problem {
+	var ps []provider.Problem
 	if o.MemoryMax < 0 || (o.MemoryMax > 0 && o.MemoryMax < 1<<20) {
-		ps = append(ps, Problemf("options.memory_max", "want at least 1MiB, got %d bytes", o.MemoryMax))
+		ps = append(ps, provider.Problemf("options.memory_max", "want at least 1MiB, got %d bytes", o.MemoryMax))
 	}
 	if o.CPUMax < 0 || (o.CPUMax > 0 && o.CPUMax < 0.01) {
-		ps = append(ps, Problemf("options.cpu_max", "want at least 0.01 (cores), got %g", o.CPUMax))
+		ps = append(ps, provider.Problemf("options.cpu_max", "want at least 0.01 (cores), got %g", o.CPUMax))
 	}
 	if len(ps) > 0 {
 		return ps
 	}
 	if o.MemoryMax > 0 {
 		if why := limitOffered(cfg, "memory"); why != "" {
-			ps = append(ps, Problemf("options.memory_max", "%s", why))
+			ps = append(ps, provider.Problemf("options.memory_max", "%s", why))
 		}
 	}
 	if o.CPUMax > 0 {
 		if why := limitOffered(cfg, "cpu"); why != "" {
-			ps = append(ps, Problemf("options.cpu_max", "%s", why))
+			ps = append(ps, provider.Problemf("options.cpu_max", "%s", why))
 		}
 	}
 	return ps
@@ -131,7 +133,7 @@ func checkLimits(cfg ExecConfig, o ExecOptions) []Problem {
 // limitOffered says why this machine cannot limit a home with controller
 // ctl ("memory" or "cpu"), "" when it can: what a gateway with cfg would
 // find at start (setUpLimits).
-func limitOffered(cfg ExecConfig, ctl string) string {
+func limitOffered(cfg Config, ctl string) string {
 	fix := fmt.Sprintf("run the gateway as root on a machine with cgroup v2 and its %s controller (or a cgroup v1 %s hierarchy), "+
 		"or remove the limit", ctl, ctl)
 	if c, _ := ParseContainment(string(cfg.Containment)); c == ContainSubreaper {
@@ -449,7 +451,7 @@ func statField(file, key string) int64 {
 
 // usage adds to u what h's limits and their cgroups say: the limits, the
 // memory in use where v2 does not count it, CPU throttling, OOM kills.
-func (s limitSupport) usage(h *home, lim homeLimits, u *Usage) {
+func (s limitSupport) usage(h *home, lim homeLimits, u *provider.Usage) {
 	u.MemoryMaxBytes, u.CPUMax = lim.memory, lim.cpu
 	if n := s.oomKills(h); n > 0 {
 		u.OOMKills = n

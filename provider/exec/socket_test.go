@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider"
 )
 
 // unixPyHome is a home as a newcomer would write one for {socket}: the
@@ -61,7 +62,7 @@ func TestSocketHomePython(t *testing.T) {
 	_ = stale.Close()
 
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Target: "alice", Version: "v1"}
+	s := provider.Spec{ID: "h1", Target: "alice", Version: "v1"}
 	r := wake(t, e, s)
 	if r.Endpoint != "unix://"+sock {
 		t.Fatalf("endpoint %q, want unix://%s", r.Endpoint, sock)
@@ -76,7 +77,7 @@ func TestSocketHomePython(t *testing.T) {
 	if err != nil || body != "path=/hello host=localhost socket="+sock {
 		t.Fatalf("GET /hello = %q, %v", body, err)
 	}
-	if v, err := e.Version(context.Background(), Spec{ID: "h1", Ref: r.Ref}); err != nil || v != "v-socket" {
+	if v, err := e.Version(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref}); err != nil || v != "v-socket" {
 		t.Fatalf("Version = %q, %v", v, err)
 	}
 
@@ -113,7 +114,7 @@ func TestSocketPathTooLong(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.Command = []string{"{self}", "home", "-socket={socket}"}
 	e := newExec(t, cfg)
-	_, err := e.Wake(context.Background(), Spec{ID: "h1", Target: "alice", Version: "v1"})
+	_, err := e.Wake(context.Background(), provider.Spec{ID: "h1", Target: "alice", Version: "v1"})
 	if err == nil {
 		t.Fatal("Wake succeeded with a socket path too long")
 	}

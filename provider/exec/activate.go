@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Socket activation (systemd's protocol, sd_listen_fds(3)): the gateway
@@ -44,9 +46,9 @@ const shellPath = "/bin/sh"
 // homeActivated reports whether a home with options opts is started with
 // socket activation: its option socket_activation, or the provider's
 // default.
-func (e *Exec) homeActivated(opts []byte) bool {
-	var o ExecOptions
-	if DecodeOptions(opts, &o) == nil && o.SocketActivation != nil {
+func (e *Provider) homeActivated(opts []byte) bool {
+	var o HomeOptions
+	if provider.DecodeOptions(opts, &o) == nil && o.SocketActivation != nil {
 		return *o.SocketActivation
 	}
 	return e.cfg.SocketActivation
@@ -56,7 +58,7 @@ func (e *Exec) homeActivated(opts []byte) bool {
 // first time (on the port of h's last process when it is free, so that a
 // home keeps its port across a gateway restart where it can) and kept
 // until the provider closes.
-func (e *Exec) activationSocket(h *home, prefer int) (*os.File, int, error) {
+func (e *Provider) activationSocket(h *home, prefer int) (*os.File, int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if h.socket != nil {
@@ -123,7 +125,7 @@ func activate(cmd *exec.Cmd, sock *os.File) error {
 // to it again; if another process took the port meanwhile, the socket is
 // dropped and the home's next start binds a new one. A home that is not
 // socket-activated has nothing queued.
-func (e *Exec) FailQueued(s Spec) error {
+func (e *Provider) FailQueued(s provider.Spec) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	h := e.homes[s.ID]
@@ -167,7 +169,7 @@ func relisten(fd, port int) error {
 
 // closeSockets closes the listening sockets the provider holds for its
 // socket-activated homes; e.mu is held. Homes that run on keep theirs.
-func (e *Exec) closeSocketsLocked() {
+func (e *Provider) closeSocketsLocked() {
 	for _, h := range e.homes {
 		if h.socket != nil {
 			h.socket.Close()
@@ -176,4 +178,4 @@ func (e *Exec) closeSocketsLocked() {
 	}
 }
 
-var _ QueueFailer = (*Exec)(nil)
+var _ provider.QueueFailer = (*Provider)(nil)

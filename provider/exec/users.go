@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"encoding/json"
@@ -12,29 +12,31 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
-// Modes of ExecUsers.Mode.
+// Modes of Users.Mode.
 const (
 	// UsersOff runs every home as the gateway's own user.
 	UsersOff = "off"
 	// UsersAuto gives each home a user of its own when the gateway can
 	// arrange it (it runs as root and the paths a home needs are reachable
 	// to other users), and otherwise runs homes as the gateway's user and
-	// says why (Exec.SharedUser).
+	// says why (Provider.SharedUser).
 	UsersAuto = "auto"
 	// UsersDynamic gives each home a user of its own, or refuses to start.
 	UsersDynamic = "dynamic"
 )
 
-// Default uid range of ExecUsers: the one systemd leaves to dynamic users.
+// Default uid range of Users: the one systemd leaves to dynamic users.
 const (
 	DefaultUsersFirst uint32 = 61184
 	DefaultUsersLast  uint32 = 65519
 )
 
-// ExecUsers says which user a home's processes run as.
-type ExecUsers struct {
+// Users says which user a home's processes run as.
+type Users struct {
 	// Mode is UsersOff (and when empty), UsersAuto or UsersDynamic.
 	Mode string
 	// First and Last bound the uids handed to homes, inclusive; a home's
@@ -155,15 +157,15 @@ func credential(uid, gid uint32) *syscall.Credential {
 	return &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}
 }
 
-// ExecOptions are an exec home's options.
-type ExecOptions struct {
+// HomeOptions are an exec home's options.
+type HomeOptions struct {
 	// User is an account of the system the home runs as, instead of the
 	// uid exec.users hands it: for a home that needs a known user (its
 	// files elsewhere, a sudoers rule). Needs exec.users auto or dynamic
 	// under a root gateway; never root. Default: the handed uid.
 	User string `json:"user,omitempty"`
 	// SocketActivation starts this home with socket activation (see
-	// ExecConfig.SocketActivation), or without it. Default: the
+	// Config.SocketActivation), or without it. Default: the
 	// provider's.
 	SocketActivation *bool `json:"socket_activation,omitempty"`
 	// MemoryMax caps the memory of all the home's processes together, in
@@ -185,8 +187,8 @@ type ExecOptions struct {
 // homeUser is the user option of a home's options; "" when none (or
 // unreadable: CheckHome refused those).
 func homeUser(opts []byte) string {
-	var o ExecOptions
-	if DecodeOptions(opts, &o) != nil {
+	var o HomeOptions
+	if provider.DecodeOptions(opts, &o) != nil {
 		return ""
 	}
 	return o.User
@@ -212,7 +214,7 @@ func lookupHomeUser(name string) (uid, gid uint32, err error) {
 
 // userOf is how h's processes run: as account name when set, else as the
 // uid exec.users handed h; nil for the gateway's own user.
-func (e *Exec) userOf(h *home, name string) (*syscall.Credential, error) {
+func (e *Provider) userOf(h *home, name string) (*syscall.Credential, error) {
 	if name != "" {
 		if e.users == nil {
 			return nil, fmt.Errorf("home runs as user %q, which needs exec.users auto or dynamic under a root gateway: %s", name, e.sharedWhy)
@@ -268,7 +270,7 @@ func runsSelf(templates ...[]string) bool {
 // gateway's files stay unreadable to homes: data_dir and data_dir/homes
 // 0711, data_dir/exec 0700). It returns the table, or nil and the reason
 // homes share the gateway's user.
-func setUpUsers(cfg ExecConfig, self string) (*userTable, string, error) {
+func setUpUsers(cfg Config, self string) (*userTable, string, error) {
 	mode := cfg.Users.Mode
 	if mode == "" || mode == UsersOff {
 		return nil, "exec.users.mode is off", nil
@@ -370,7 +372,7 @@ func prepareFolder(h *home, uid, gid uint32) error {
 const homeTmp = ".tmp"
 
 // tmpDir is the TMPDIR of h's processes.
-func (e *Exec) tmpDir(h *home) string {
+func (e *Provider) tmpDir(h *home) string {
 	if e.users != nil {
 		return filepath.Join(h.dir, homeTmp)
 	}
@@ -381,14 +383,6 @@ func (e *Exec) tmpDir(h *home) string {
 // a home can then read what the gateway's user can (its store, its secret
 // files, other homes' folders) and signal the gateway. "" when each home
 // runs as a user of its own, or when exec.users is off on purpose.
-func (e *Exec) SharedUser() string { return e.sharedWhy }
+func (e *Provider) SharedUser() string { return e.sharedWhy }
 
-// UserIsolation is a provider that runs homes on this machine and can say
-// whether each runs as a user of its own.
-type UserIsolation interface {
-	// SharedUser is "" when every home runs as a user of its own, else
-	// why homes share the gateway's user.
-	SharedUser() string
-}
-
-var _ UserIsolation = (*Exec)(nil)
+var _ provider.UserIsolation = (*Provider)(nil)

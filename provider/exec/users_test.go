@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // openToOthers makes dir and its parents up to the system's temp dir
@@ -99,8 +101,8 @@ func TestHomesRunAsUsersOfTheirOwn(t *testing.T) {
 	if err := os.WriteFile(old, []byte("written as root"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r1 := wake(t, e, Spec{ID: "h1"})
-	r2 := wake(t, e, Spec{ID: "h2"})
+	r1 := wake(t, e, provider.Spec{ID: "h1"})
+	r2 := wake(t, e, provider.Spec{ID: "h2"})
 	waitReady(t, r1.Endpoint)
 	waitReady(t, r2.Endpoint)
 	in1, in2 := info(t, r1.Endpoint), info(t, r2.Endpoint)
@@ -149,11 +151,11 @@ func TestHomesRunAsUsersOfTheirOwn(t *testing.T) {
 	// uids: stop proves the adopted home gone, a new start has the same uid.
 	e.Close()
 	e2 := newExec(t, cfg)
-	proven, err := e2.Stop(context.Background(), Spec{ID: "h1", Ref: r1.Ref})
+	proven, err := e2.Stop(context.Background(), provider.Spec{ID: "h1", Ref: r1.Ref})
 	if err != nil || !proven {
 		t.Fatalf("Stop of a home of its own user: proven=%v err=%v", proven, err)
 	}
-	r1 = wake(t, e2, Spec{ID: "h1"})
+	r1 = wake(t, e2, provider.Spec{ID: "h1"})
 	waitReady(t, r1.Endpoint)
 	if again := info(t, r1.Endpoint); again.UID != in1.UID {
 		t.Fatalf("h1 restarted as uid %d, had %d", again.UID, in1.UID)
@@ -174,7 +176,7 @@ func TestHomesRunAsUsersOfTheirOwn(t *testing.T) {
 func TestUsersAutoSaysWhyHomesShareTheUser(t *testing.T) {
 	dir := testDataDir(t) // 0700: closed to other users
 	cfg := testConfig(filepath.Join(dir, "data"))
-	cfg.Users = ExecUsers{Mode: UsersAuto}
+	cfg.Users = Users{Mode: UsersAuto}
 	e := newExec(t, cfg)
 	why := e.SharedUser()
 	want := "chmod o+x " + filepath.Dir(dir)
@@ -185,8 +187,8 @@ func TestUsersAutoSaysWhyHomesShareTheUser(t *testing.T) {
 		t.Fatalf("SharedUser = %q, want it to say %q", why, want)
 	}
 	cfg.Users.Mode = UsersDynamic
-	if _, err := NewExec(cfg, nil); err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("NewExec with users dynamic: %v, want a refusal saying %q", err, want)
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("New with users dynamic: %v, want a refusal saying %q", err, want)
 	}
 	if os.Geteuid() != 0 {
 		return
@@ -200,8 +202,8 @@ func TestUsersAutoSaysWhyHomesShareTheUser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg.DataDir, "exec", usersFile), []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := NewExec(cfg, nil); err == nil || !strings.Contains(err.Error(), "uid 61184 to homes") {
-		t.Fatalf("NewExec with a uid given to two homes: %v", err)
+	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "uid 61184 to homes") {
+		t.Fatalf("New with a uid given to two homes: %v", err)
 	}
 }
 
@@ -214,21 +216,21 @@ func TestHomeRunsAsNamedUser(t *testing.T) {
 	if err != nil {
 		t.Skipf("no user nobody: %v", err)
 	}
-	r := wake(t, e, Spec{ID: "h1", Options: []byte(`{"user": "nobody"}`)})
+	r := wake(t, e, provider.Spec{ID: "h1", Options: []byte(`{"user": "nobody"}`)})
 	waitReady(t, r.Endpoint)
 	if in := info(t, r.Endpoint); strconv.Itoa(in.UID) != nobody.Uid || len(in.Groups) != 0 {
 		t.Fatalf("home with user nobody runs as uid %d groups %v", in.UID, in.Groups)
 	}
-	if _, err := e.Wake(context.Background(), Spec{ID: "h2", Options: []byte(`{"user": "root"}`)}); err == nil ||
+	if _, err := e.Wake(context.Background(), provider.Spec{ID: "h2", Options: []byte(`{"user": "root"}`)}); err == nil ||
 		!strings.Contains(err.Error(), "never runs as root") {
 		t.Fatalf("wake as root: %v", err)
 	}
-	if ps := ExecFactory(cfg).CheckHome(Settings{Options: []byte(`{"user": "root"}`)}); len(ps) != 1 || ps[0].Field != "options.user" {
+	if ps := Factory(cfg).CheckHome(provider.Settings{Options: []byte(`{"user": "root"}`)}); len(ps) != 1 || ps[0].Field != "options.user" {
 		t.Fatalf("CheckHome of user root: %v", ps)
 	}
-	cfg.Users = ExecUsers{Mode: UsersOff}
+	cfg.Users = Users{Mode: UsersOff}
 	off := newExec(t, cfg)
-	if _, err := off.Wake(context.Background(), Spec{ID: "h3", Options: []byte(`{"user": "nobody"}`)}); err == nil ||
+	if _, err := off.Wake(context.Background(), provider.Spec{ID: "h3", Options: []byte(`{"user": "nobody"}`)}); err == nil ||
 		!strings.Contains(err.Error(), "needs exec.users") {
 		t.Fatalf("wake as a named user with exec.users off: %v", err)
 	}
@@ -242,7 +244,7 @@ func TestClosedProgramNamesTheFix(t *testing.T) {
 	if err := os.WriteFile(closed, []byte("#!/bin/sh\nexit 0\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.Wake(context.Background(), Spec{ID: "h1", Command: []string{closed}})
+	_, err := e.Wake(context.Background(), provider.Spec{ID: "h1", Command: []string{closed}})
 	if err == nil || !strings.Contains(err.Error(), "chmod o+rx") {
 		t.Fatalf("wake of a program closed to the home's user: %v", err)
 	}
@@ -251,7 +253,7 @@ func TestClosedProgramNamesTheFix(t *testing.T) {
 // usersExec is, for a test run as root (others skip), an exec provider that
 // gives each home a user of its own (users dynamic) on a data dir open to
 // other users, with the config it was made from.
-func usersExec(t *testing.T) (ExecConfig, *Exec) {
+func usersExec(t *testing.T) (Config, *Provider) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only root starts processes as other users")
@@ -260,6 +262,6 @@ func usersExec(t *testing.T) (ExecConfig, *Exec) {
 	openToOthers(t, dir)
 	cfg := testConfig(dir)
 	cfg.Command = selfForOthers(t)
-	cfg.Users = ExecUsers{Mode: UsersDynamic}
+	cfg.Users = Users{Mode: UsersDynamic}
 	return cfg, newExec(t, cfg)
 }

@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -8,25 +8,12 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // quiesceParallel bounds how many homes Quiesce stops at once.
 const quiesceParallel = 8
-
-// Quiesced is what Quiesce did to one home.
-type Quiesced struct {
-	// ID is the home.
-	ID string
-	// Proven is true once the home's process is verified gone, and also
-	// when no live process was known or recorded for it.
-	Proven bool
-	// Err says why the stop failed (then Proven may be false).
-	Err error
-	// Ran is true when the provider knew a process of the home or had a
-	// directory for it (where it records the process it starts); false:
-	// the home never ran here, and there was nothing to stop.
-	Ran bool
-}
 
 // Quiesce stops the process of every home this provider has started or
 // adopted, and of each home in ids whose recorded process still runs, so
@@ -39,7 +26,7 @@ type Quiesced struct {
 // each home's stored desired state, so the next gateway start wakes (or,
 // for a process that survived, adopts) the homes that should run. Call it
 // before Close; after Close every entry carries the closed error.
-func (e *Exec) Quiesce(ctx context.Context, ids []string) []Quiesced {
+func (e *Provider) Quiesce(ctx context.Context, ids []string) []provider.Quiesced {
 	all := map[string]bool{}
 	for _, id := range ids {
 		all[id] = false
@@ -54,9 +41,9 @@ func (e *Exec) Quiesce(ctx context.Context, ids []string) []Quiesced {
 	// a stop (and two record reads) for each of them, which at 100,000
 	// registered homes was seconds of shutdown.
 	ran, listed := e.homeDirs()
-	out := make([]Quiesced, 0, len(all))
+	out := make([]provider.Quiesced, 0, len(all))
 	for id, known := range all {
-		out = append(out, Quiesced{ID: id, Ran: known || !listed || ran[id]})
+		out = append(out, provider.Quiesced{ID: id, Ran: known || !listed || ran[id]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 
@@ -71,7 +58,7 @@ func (e *Exec) Quiesce(ctx context.Context, ids []string) []Quiesced {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			q.Proven, q.Err = e.Stop(ctx, Spec{ID: q.ID})
+			q.Proven, q.Err = e.Stop(ctx, provider.Spec{ID: q.ID})
 		})
 	}
 	wg.Wait()
@@ -82,7 +69,7 @@ func (e *Exec) Quiesce(ctx context.Context, ids []string) []Quiesced {
 // data directory. listed is false when the listing failed for another
 // reason than the directory missing: then every home is to be treated as
 // one that may have run.
-func (e *Exec) homeDirs() (names map[string]bool, listed bool) {
+func (e *Provider) homeDirs() (names map[string]bool, listed bool) {
 	ents, err := os.ReadDir(filepath.Join(e.cfg.DataDir, "homes"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, true

@@ -1,4 +1,20 @@
-package provider
+// Package execprov is the exec provider: each home is a process of the
+// gateway's machine, started from a command template on a loopback port or
+// a socket, with its own folder, capped log and identity record. The
+// directory is provider/exec; the package is named execprov
+// because its files drive os/exec, which a package named exec would shadow
+// for them and for every caller that uses both.
+//
+// DESIGN rules that live here: 17 (never a signal by pid alone: procid.go),
+// 18 (the restart budget of the supervisor), 19 (stop marks the home not
+// wanted before any signal), the local half of 20 (quiesce at shutdown,
+// adoption of homes that still run: quiesce.go), 29 (everything a home
+// starts is the home: a cgroup per home or the gateway as subreaper,
+// contain.go, cgroup.go, subreaper.go) and 31's local part (a clean
+// environment, env.go; a user per home, users.go; a home's output reaches
+// operators only as escaped excerpts, logfile.go). A home's memory and CPU
+// limits (limits.go) live in the cgroup of rule 29.
+package execprov
 
 import (
 	"context"
@@ -24,12 +40,13 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/provider"
 )
 
-// ExecConfig configures the exec provider, which runs each home as a local
-// process. NewExec fills the defaults once; zero values below mean "the
+// Config configures the exec provider, which runs each home as a local
+// process. New fills the defaults once; zero values below mean "the
 // default" unless said otherwise.
-type ExecConfig struct {
+type Config struct {
 	// Command is the command template, program first. In every argument
 	// the placeholders {port} (the loopback port the home must listen on),
 	// {target}, {version}, {data_dir} (the home's own directory), {id} and
@@ -66,8 +83,8 @@ type ExecConfig struct {
 	// out), on purpose. Empty: none.
 	InheritEnv []string
 	// Users says which user a home's processes run as: one of their own
-	// per home (see ExecUsers), or the gateway's. Zero: the gateway's.
-	Users ExecUsers
+	// per home (see Users), or the gateway's. Zero: the gateway's.
+	Users Users
 	// LogMaxBytes caps the per-home log <homedir>/home.log (the home's
 	// stdout and stderr), in bytes. When full it is rotated to home.log.1
 	// (one old file kept). Default (zero) 1 MiB. The cap is enforced every
@@ -113,10 +130,10 @@ type ExecConfig struct {
 	// (State failed; Reason gives the exit status and the last lines of
 	// its log). It should return quickly: the supervisor waits for it.
 	// Nil: nobody is told.
-	OnChange func(id string, r Result)
+	OnChange func(id string, r provider.Result)
 }
 
-// Defaults of ExecConfig.
+// Defaults of Config.
 const (
 	defaultLogMaxBytes   = 1 << 20
 	defaultStopGrace     = 5 * time.Second
@@ -136,7 +153,7 @@ const (
 // errClosed is returned by every operation after Close.
 var errClosed = errors.New("exec provider closed")
 
-// Exec runs homes as local processes. Each home is one process (and its
+// Provider runs homes as local processes. Each home is one process (and its
 // process group) started from a command template, listening on a loopback
 // port, with its own data directory and capped log. The process identity
 // (pid, start time, boot; see procIdentity) is the provider ref, so a
@@ -146,8 +163,8 @@ var errClosed = errors.New("exec provider closed")
 // Goroutines: one supervisor (restarts and failures), one log janitor
 // (log caps), and one watcher per watched process, all ended by Close.
 // e.mu guards the maps and per-home fields; it is never held across a wait.
-type Exec struct {
-	cfg    ExecConfig
+type Provider struct {
+	cfg    Config
 	log    *slog.Logger
 	self   string
 	client *http.Client
@@ -172,7 +189,7 @@ type Exec struct {
 }
 
 // home is the provider's memory of one home. Homes are never removed from
-// Exec.homes, so a *home stays valid.
+// Provider.homes, so a *home stays valid.
 type home struct {
 	id  string
 	dir string // the home's folder: {data_dir}, HOME, its working directory
@@ -184,15 +201,15 @@ type home struct {
 	// cgroup is the home's own cgroup directory; "" without cgroups.
 	cgroup string
 	// socket is the home's listening socket under socket activation, on
-	// socketPort; nil until its first such start. Guarded by Exec.mu.
+	// socketPort; nil until its first such start. Guarded by Provider.mu.
 	socket     *os.File
 	socketPort int
 	// orphans are the detached processes of the home a stop signalled
 	// as the gateway's adopted children (ContainSubreaper), to be reaped.
-	// Guarded by Exec.mu.
+	// Guarded by Provider.mu.
 	orphans []int
 
-	// Guarded by Exec.mu.
+	// Guarded by Provider.mu.
 	wanted   bool        // the supervisor restarts the process when it exits
 	proc     *proc       // the current process; nil when none is known
 	failed   string      // why the supervisor gave up; "" when it did not
@@ -201,7 +218,7 @@ type home struct {
 	// closed when the replacement is installed or discarded. Operations
 	// wait for it before they look at proc.
 	restarting chan struct{}
-	history    []Restart // the supervisor's last restarts (history.go)
+	history    []provider.Restart // the supervisor's last restarts (history.go)
 }
 
 // proc is one started or adopted process.
@@ -226,7 +243,7 @@ type proc struct {
 	// installed is set once the process has been made its home's
 	// (h.proc); exitedEarly when its exit reached the supervisor before
 	// that, and was set aside for the installer to hand back. Both are
-	// guarded by Exec.mu.
+	// guarded by Provider.mu.
 	installed, exitedEarly bool
 }
 
@@ -282,7 +299,7 @@ type runSpec struct {
 	command []string
 	version string
 	target  string
-	env     []string // the home's own, after ExecConfig.Env
+	env     []string // the home's own, after Config.Env
 	dir     string   // the working directory; "" for the home's folder
 	// relayToken is the home's own relay token, given to it in
 	// WAKEGATE_RELAY_TOKEN; "" for none.
@@ -310,9 +327,9 @@ type execRef struct {
 	Version string `json:"version"`
 }
 
-// NewExec checks cfg, fills its defaults, creates DataDir/homes and starts
+// New checks cfg, fills its defaults, creates DataDir/homes and starts
 // the provider's supervisor. A nil log discards. Close stops it.
-func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
+func New(cfg Config, log *slog.Logger) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -386,7 +403,7 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 	cfg.VersionCommand = append([]string(nil), cfg.VersionCommand...)
 	cfg.Env = append([]string(nil), cfg.Env...)
 	cfg.InheritEnv = append([]string(nil), cfg.InheritEnv...)
-	e := &Exec{
+	e := &Provider{
 		cfg:       cfg,
 		log:       log,
 		self:      self,
@@ -394,7 +411,7 @@ func NewExec(cfg ExecConfig, log *slog.Logger) (*Exec, error) {
 		sharedWhy: why,
 		contain:   contain,
 		limits:    limits,
-		client: HomeClient(&http.Client{Transport: &http.Transport{
+		client: provider.HomeClient(&http.Client{Transport: &http.Transport{
 			Proxy:             nil, // homes are on loopback
 			DialContext:       endpoint.Dialer(&net.Dialer{}),
 			DisableKeepAlives: true,
@@ -423,12 +440,12 @@ func usesSelf(templates ...[]string) bool {
 }
 
 // Name returns "exec".
-func (e *Exec) Name() string { return "exec" }
+func (e *Provider) Name() string { return "exec" }
 
 // Close stops the provider's own goroutines (supervisor, log janitor,
 // watchers) and waits for them. It does not stop homes: they keep running
 // so that the next gateway start adopts them. Every later call fails.
-func (e *Exec) Close() error {
+func (e *Provider) Close() error {
 	e.closeOnce.Do(func() {
 		e.mu.Lock()
 		e.closed = true
@@ -469,25 +486,25 @@ func (e *Exec) Close() error {
 // process s.Ref names if it still runs (the gateway restarted), or else the
 // last one the provider recorded in the home's directory; or starts a new
 // process. It does not wait for the home to be ready.
-func (e *Exec) Wake(ctx context.Context, s Spec) (Result, error) {
+func (e *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	r, err := e.wake(ctx, s)
 	if err != nil {
-		return Result{}, fmt.Errorf("exec wake %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec wake %s: %w", s.ID, err)
 	}
 	return r, nil
 }
 
-func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
+func (e *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	h, err := e.homeFor(s.ID)
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	p, err := e.current(ctx, h, s, true)
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	if p != nil {
 		if resumed, err := e.resume(ctx, h, p); err == nil {
@@ -501,14 +518,14 @@ func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
 			r.WasRunning = !resumed
 			return r, nil
 		} else if !errors.Is(err, errProcGone) {
-			return Result{}, err
+			return provider.Result{}, err
 		}
 	} else if err := e.clearLeft(h); err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	np, err := e.spawn(h, e.specFor(s))
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	if testHookAfterSpawn != nil {
 		testHookAfterSpawn(np)
@@ -536,9 +553,9 @@ func (e *Exec) wake(ctx context.Context, s Spec) (Result, error) {
 
 // Suspend sends SIGSTOP to the home's process group and returns once the
 // process is seen stopped. ErrUnsupported unless SuspendSignal is set.
-func (e *Exec) Suspend(ctx context.Context, s Spec) error {
+func (e *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 	if !e.cfg.SuspendSignal {
-		return ErrUnsupported
+		return provider.ErrUnsupported
 	}
 	if err := e.suspend(ctx, s); err != nil {
 		return fmt.Errorf("exec suspend %s: %w", s.ID, err)
@@ -546,7 +563,7 @@ func (e *Exec) Suspend(ctx context.Context, s Spec) error {
 	return nil
 }
 
-func (e *Exec) suspend(ctx context.Context, s Spec) error {
+func (e *Provider) suspend(ctx context.Context, s provider.Spec) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -576,7 +593,7 @@ func (e *Exec) suspend(ctx context.Context, s Spec) error {
 // leftBehind). A ctx that ends during the grace sends SIGKILL at once and
 // returns the ctx error; one already ended when Stop is called changes
 // nothing.
-func (e *Exec) Stop(ctx context.Context, s Spec) (proven bool, err error) {
+func (e *Provider) Stop(ctx context.Context, s provider.Spec) (proven bool, err error) {
 	proven, err = e.stop(ctx, s)
 	if err != nil {
 		return proven, fmt.Errorf("exec stop %s: %w", s.ID, err)
@@ -584,7 +601,7 @@ func (e *Exec) Stop(ctx context.Context, s Spec) (proven bool, err error) {
 	return proven, nil
 }
 
-func (e *Exec) stop(ctx context.Context, s Spec) (bool, error) {
+func (e *Provider) stop(ctx context.Context, s provider.Spec) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -630,32 +647,32 @@ func (e *Exec) stop(ctx context.Context, s Spec) (bool, error) {
 // Recreate stops the home (it must be proven gone), then starts it with
 // s.Command (or the configured template) and s.Version, keeping its data
 // directory.
-func (e *Exec) Recreate(ctx context.Context, s Spec) (Result, error) {
+func (e *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	r, err := e.recreate(ctx, s)
 	if err != nil {
-		return Result{}, fmt.Errorf("exec recreate %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec recreate %s: %w", s.ID, err)
 	}
 	return r, nil
 }
 
-func (e *Exec) recreate(ctx context.Context, s Spec) (Result, error) {
+func (e *Provider) recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	proven, err := e.stop(ctx, s)
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	if !proven {
-		return Result{}, errors.New("old process not proven gone")
+		return provider.Result{}, errors.New("old process not proven gone")
 	}
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	h, err := e.homeFor(s.ID)
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	np, err := e.spawn(h, e.specFor(s))
 	if err != nil {
-		return Result{}, err
+		return provider.Result{}, err
 	}
 	e.mu.Lock()
 	installed := h.proc == nil
@@ -667,7 +684,7 @@ func (e *Exec) recreate(ctx context.Context, s Spec) (Result, error) {
 	e.mu.Unlock()
 	if !installed {
 		e.discard(np)
-		return Result{}, errors.New("home changed while recreating")
+		return provider.Result{}, errors.New("home changed while recreating")
 	}
 	e.record(h, np)
 	if early {
@@ -678,7 +695,7 @@ func (e *Exec) recreate(ctx context.Context, s Spec) (Result, error) {
 
 // Version asks the running home which version it runs: the trimmed stdout
 // of VersionCommand, or the trimmed body of GET {endpoint}/version.
-func (e *Exec) Version(ctx context.Context, s Spec) (string, error) {
+func (e *Provider) Version(ctx context.Context, s provider.Spec) (string, error) {
 	v, err := e.version(ctx, s)
 	if err != nil {
 		return "", fmt.Errorf("exec version %s: %w", s.ID, err)
@@ -686,7 +703,7 @@ func (e *Exec) Version(ctx context.Context, s Spec) (string, error) {
 	return v, nil
 }
 
-func (e *Exec) version(ctx context.Context, s Spec) (string, error) {
+func (e *Provider) version(ctx context.Context, s provider.Spec) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
@@ -713,10 +730,10 @@ func (e *Exec) version(ctx context.Context, s Spec) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return VersionText(v)
+	return provider.VersionText(v)
 }
 
-func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (string, error) {
+func (e *Provider) versionCommand(ctx context.Context, h *home, p *proc, s provider.Spec) (string, error) {
 	args := e.expand(e.cfg.VersionCommand, h, p.listenAt, runSpec{version: s.Version, target: s.Target})
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Dir = h.dir
@@ -737,7 +754,7 @@ func (e *Exec) versionCommand(ctx context.Context, h *home, p *proc, s Spec) (st
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-func (e *Exec) versionHTTP(ctx context.Context, p *proc) (string, error) {
+func (e *Provider) versionHTTP(ctx context.Context, p *proc) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint.HTTP(p.endpoint())+"/version", nil)
 	if err != nil {
 		return "", fmt.Errorf("version request: %w", err)
@@ -761,19 +778,19 @@ func (e *Exec) versionHTTP(ctx context.Context, p *proc) (string, error) {
 // Status reports running, suspended (the process is SIGSTOPped), stopped,
 // or failed with the reason, without changing anything. A home that this
 // gateway has not woken yet is judged from s.Ref.
-func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
+func (e *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
 	h, err := e.homeFor(s.ID)
 	if err != nil {
-		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
 	var p *proc
 	var failed string
 	var wanted bool
 	if err := e.settled(ctx, h, func() { p, failed, wanted = h.proc, h.failed, h.wanted }); err != nil {
-		return Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}
 	watched := p != nil // this provider holds a pidfd on it
 	// A process this provider watches and wants running that is gone has
@@ -783,7 +800,7 @@ func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
 	if p == nil {
 		ref, _, found, err := e.recorded(h, s)
 		if err != nil {
-			return Result{State: StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
+			return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
 		}
 		if found {
 			p = ref.proc()
@@ -798,23 +815,23 @@ func (e *Exec) Status(ctx context.Context, s Spec) (Result, error) {
 			}
 			r := p.result()
 			if st.State == 'T' {
-				r.State = StateSuspended
+				r.State = provider.StateSuspended
 			}
 			return r, nil
 		case !errors.Is(err, errProcGone):
-			return Result{State: StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
+			return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
 		case pending:
-			return Result{State: StateUnknown, Reason: "the home's process exited a moment ago; the provider restarts it or gives up on it"}, nil
+			return provider.Result{State: provider.StateUnknown, Reason: "the home's process exited a moment ago; the provider restarts it or gives up on it"}, nil
 		}
 	}
 	if failed != "" {
-		return Result{State: StateFailed, Reason: failed}, nil
+		return provider.Result{State: provider.StateFailed, Reason: failed}, nil
 	}
-	return Result{State: StateStopped}, nil
+	return provider.Result{State: provider.StateStopped}, nil
 }
 
 // homeFor returns the provider's record of home id, creating it.
-func (e *Exec) homeFor(id string) (*home, error) {
+func (e *Provider) homeFor(id string) (*home, error) {
 	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\x00") || len(id) > 200 {
 		return nil, fmt.Errorf("home id %q is not a valid directory name", id)
 	}
@@ -841,7 +858,7 @@ func (e *Exec) homeFor(id string) (*home, error) {
 // with e.mu held, in the same critical section that saw no restart. It
 // never returns with e.mu held, whatever the path: fn runs under a
 // deferred unlock.
-func (e *Exec) settled(ctx context.Context, h *home, fn func()) error {
+func (e *Provider) settled(ctx context.Context, h *home, fn func()) error {
 	for {
 		ch, err := e.trySettled(h, fn)
 		if err != nil || ch == nil {
@@ -859,7 +876,7 @@ func (e *Exec) settled(ctx context.Context, h *home, fn func()) error {
 
 // trySettled runs fn with e.mu held if no restart of h is in flight, or
 // returns the channel of the restart in flight (fn not run).
-func (e *Exec) trySettled(h *home, fn func()) (<-chan struct{}, error) {
+func (e *Provider) trySettled(h *home, fn func()) (<-chan struct{}, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -876,7 +893,7 @@ func (e *Exec) trySettled(h *home, fn func()) (<-chan struct{}, error) {
 // it knows none, the live recorded one (see recorded), adopted: watched and
 // installed (wanted as given). It returns nil when no live process is known.
 // The returned process may have died since.
-func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc, error) {
+func (e *Provider) current(ctx context.Context, h *home, s provider.Spec, wanted bool) (*proc, error) {
 	var p *proc
 	if err := e.settled(ctx, h, func() { p = h.proc }); err != nil {
 		return nil, err
@@ -920,7 +937,7 @@ func (e *Exec) current(ctx context.Context, h *home, s Spec, wanted bool) (*proc
 
 // live returns the home's process and its /proc reading if it is alive,
 // without adopting it; nil when there is none.
-func (e *Exec) live(ctx context.Context, h *home, s Spec) (*proc, procStat, error) {
+func (e *Provider) live(ctx context.Context, h *home, s provider.Spec) (*proc, procStat, error) {
 	var p *proc
 	if err := e.settled(ctx, h, func() { p = h.proc }); err != nil {
 		return nil, procStat{}, err
@@ -947,7 +964,7 @@ func (e *Exec) live(ctx context.Context, h *home, s Spec) (*proc, procStat, erro
 // h, from its record in h's directory (newer than s.Ref when the caller did
 // not persist the Result of a restart). found is false when neither names
 // a live process; a pid now used by another process is logged and skipped.
-func (e *Exec) recorded(h *home, s Spec) (ref execRef, st procStat, found bool, err error) {
+func (e *Provider) recorded(h *home, s provider.Spec) (ref execRef, st procStat, found bool, err error) {
 	var refs []execRef
 	if r, ok := parseRef(s.Ref); ok {
 		refs = append(refs, r)
@@ -993,7 +1010,7 @@ func (e *Exec) recorded(h *home, s Spec) (ref execRef, st procStat, found bool, 
 // that now names another process proves the group gone: the kernel does
 // not hand out a pid that is still a process group's id. So does a record
 // from an earlier boot.
-func (e *Exec) leftBehind(h *home, s Spec) error {
+func (e *Provider) leftBehind(h *home, s provider.Spec) error {
 	var refs []execRef
 	if r, ok := parseRef(s.Ref); ok {
 		refs = append(refs, r)
@@ -1032,7 +1049,7 @@ func readRefFile(h *home) (execRef, bool) {
 }
 
 // record writes p, just installed as h's process, to h's directory.
-func (e *Exec) record(h *home, p *proc) {
+func (e *Provider) record(h *home, p *proc) {
 	if err := writeRefFile(h, p); err != nil {
 		e.log.Warn("exec: recording process", "home", h.id, "err", err)
 	}
@@ -1046,7 +1063,7 @@ func (e *Exec) record(h *home, p *proc) {
 // executable, design rule 17). The pidfd this provider holds on p proves
 // that it is the same process. Only the record in h's directory changes;
 // p's identity in memory keeps the executable it was started with.
-func (e *Exec) refreshExe(h *home, p *proc, st procStat) {
+func (e *Provider) refreshExe(h *home, p *proc, st procStat) {
 	now := cleanExe(st.Exe)
 	if now == "" || now == p.Exe {
 		return
@@ -1095,7 +1112,7 @@ func writeRef(h *home, p *proc, exe string) error {
 
 // adopt starts watching the live process ref names, which this gateway did
 // not start. It returns nil when it turns out not to be that process.
-func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
+func (e *Provider) adopt(h *home, ref execRef, s provider.Spec) (*proc, error) {
 	p := ref.proc()
 	if s.Target != "" {
 		p.spec.target = s.Target
@@ -1122,7 +1139,7 @@ func (e *Exec) adopt(h *home, ref execRef, s Spec) (*proc, error) {
 }
 
 // specFor is what a Wake or Recreate with s starts.
-func (e *Exec) specFor(s Spec) runSpec {
+func (e *Provider) specFor(s provider.Spec) runSpec {
 	cmd := s.Command
 	if len(cmd) == 0 {
 		cmd = e.cfg.Command
@@ -1134,7 +1151,7 @@ func (e *Exec) specFor(s Spec) runSpec {
 
 // spawn starts a process for h from sp, in its own process group, with its
 // output in the home's log, and starts watching it.
-func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
+func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 	if len(sp.command) == 0 || sp.command[0] == "" {
 		return nil, errors.New("empty command")
 	}
@@ -1261,7 +1278,7 @@ func (e *Exec) spawn(h *home, sp runSpec) (*proc, error) {
 // for a home with no live process: everything in a home's cgroup, or
 // every orphan naming it, is the home's, and a home that does not run
 // has nothing there.
-func (e *Exec) clearLeft(h *home) error {
+func (e *Provider) clearLeft(h *home) error {
 	found, remain := e.endLeft(h, nil, h.cgroup)
 	if remain {
 		return fmt.Errorf("processes %v the home left behind are still there after SIGKILL", found)
@@ -1301,7 +1318,7 @@ func childIdentity(cmd *exec.Cmd) (procIdentity, error) {
 }
 
 // expand substitutes the placeholders in a command template.
-func (e *Exec) expand(tmpl []string, h *home, at listenAt, sp runSpec) []string {
+func (e *Provider) expand(tmpl []string, h *home, at listenAt, sp runSpec) []string {
 	ps := strconv.Itoa(at.port)
 	ep := "http://127.0.0.1:" + ps
 	if at.socket != "" {
@@ -1341,7 +1358,7 @@ func freePort() (int, error) {
 // is a child, closes p.exited and tells the supervisor. It uses a pidfd in
 // Go's poller (no thread per home); without pidfd support it polls /proc.
 // errProcGone: p (adopted) is not the process the ref names.
-func (e *Exec) watch(h *home, p *proc) error {
+func (e *Provider) watch(h *home, p *proc) error {
 	var pidfd *os.File
 	if fd, err := unix.PidfdOpen(p.PID, unix.PIDFD_NONBLOCK); err == nil {
 		pidfd = os.NewFile(uintptr(fd), "pidfd")
@@ -1424,7 +1441,7 @@ func (e *Exec) watch(h *home, p *proc) error {
 // is reaped: until then p's pid, and so the group's id, cannot be handed
 // to another process, so the group is p's. It returns once they are gone,
 // or after StopGrace.
-func (e *Exec) endLeftovers(h *home, p *proc) {
+func (e *Provider) endLeftovers(h *home, p *proc) {
 	// Only what this start left: the home's whole cgroup may hold the
 	// next start's processes already.
 	if p.cgroup != h.cgroup || e.contain.mode == ContainSubreaper {
@@ -1462,7 +1479,7 @@ func (e *Exec) endLeftovers(h *home, p *proc) {
 }
 
 // endLeftoversOf ends what p left in its containment when it exited.
-func (e *Exec) endLeftoversOf(h *home, p *proc) {
+func (e *Provider) endLeftoversOf(h *home, p *proc) {
 	if found, remain := e.endLeft(h, p, p.cgroup); len(found) > 0 {
 		e.note(h, "wakegate: pid %d exited leaving processes %v; killed them", p.PID, found)
 		e.log.Warn("exec: the home's process exited and left processes behind; killed them", "home", h.id, "pid", p.PID, "left", found, "all_gone", !remain)
@@ -1491,7 +1508,7 @@ func waitPidfd(pidfd *os.File) bool {
 
 // pollGone polls /proc until p no longer matches a live process (true) or
 // the provider closes (false).
-func (e *Exec) pollGone(p *proc) bool {
+func (e *Provider) pollGone(p *proc) bool {
 	t := time.NewTicker(procPollInterval * 10)
 	defer t.Stop()
 	for {
@@ -1510,7 +1527,7 @@ func (e *Exec) pollGone(p *proc) bool {
 // after re-reading /proc/<pid> and checking its identity (pid, start time,
 // boot) against the record. On a mismatch nothing is signalled and the
 // error wraps errProcGone.
-func (e *Exec) signal(p *proc, sig unix.Signal) error {
+func (e *Provider) signal(p *proc, sig unix.Signal) error {
 	st, err := lookupProc(p.procIdentity)
 	if err != nil {
 		if errors.Is(err, errProcReused) {
@@ -1534,7 +1551,7 @@ func (e *Exec) signal(p *proc, sig unix.Signal) error {
 // resume makes sure p, the process of h, runs: SIGCONT to it and the rest
 // of the home if it is stopped (resumed), which the log says. errProcGone
 // when p no longer lives.
-func (e *Exec) resume(ctx context.Context, h *home, p *proc) (resumed bool, err error) {
+func (e *Provider) resume(ctx context.Context, h *home, p *proc) (resumed bool, err error) {
 	st, err := lookupProc(p.procIdentity)
 	if err != nil {
 		return false, err
@@ -1559,7 +1576,7 @@ func (e *Exec) resume(ctx context.Context, h *home, p *proc) (resumed bool, err 
 
 // waitState waits until p's state satisfies ok, bounded by ctx and
 // StopGrace; signal delivery is asynchronous.
-func (e *Exec) waitState(ctx context.Context, p *proc, ok func(byte) bool) error {
+func (e *Provider) waitState(ctx context.Context, p *proc, ok func(byte) bool) error {
 	deadline := time.NewTimer(e.cfg.StopGrace)
 	defer deadline.Stop()
 	tick := time.NewTicker(procPollInterval)
@@ -1591,7 +1608,7 @@ func (e *Exec) waitState(ctx context.Context, p *proc, ok func(byte) bool) error
 // verified gone and its group is empty. A pid that now names another
 // process is not signalled, and then nothing is proven: "not signalling"
 // is never followed by "proven".
-func (e *Exec) terminate(ctx context.Context, h *home, p *proc) (bool, error) {
+func (e *Provider) terminate(ctx context.Context, h *home, p *proc) (bool, error) {
 	p.stopping.Store(true)
 	if err := e.signalGroup(p, unix.SIGTERM); err != nil {
 		if e.contain.mode == ContainCgroup {
@@ -1637,7 +1654,7 @@ func (e *Exec) terminate(ctx context.Context, h *home, p *proc) (bool, error) {
 // signalGroup sends sig to p's process group, or, once p itself is gone,
 // to what is left of the group it led. A pid that now names another
 // process is not signalled: the error says so.
-func (e *Exec) signalGroup(p *proc, sig unix.Signal) error {
+func (e *Provider) signalGroup(p *proc, sig unix.Signal) error {
 	err := e.signal(p, sig)
 	switch {
 	case err == nil:
@@ -1661,7 +1678,7 @@ func (e *Exec) signalGroup(p *proc, sig unix.Signal) error {
 // the process group p led to have no live member and for h's containment
 // to hold no process (see left), and checks /proc. It returns an error
 // only when ctx ends or the provider closes.
-func (e *Exec) waitGone(ctx context.Context, h *home, p *proc) (bool, error) {
+func (e *Provider) waitGone(ctx context.Context, h *home, p *proc) (bool, error) {
 	t := time.NewTimer(e.cfg.StopGrace)
 	defer t.Stop()
 	select {
@@ -1705,7 +1722,7 @@ func (e *Exec) waitGone(ctx context.Context, h *home, p *proc) (bool, error) {
 
 // discard kills a process this provider just started but did not install
 // and waits (bounded) until it is gone; its watcher reaps it.
-func (e *Exec) discard(p *proc) {
+func (e *Provider) discard(p *proc) {
 	if err := e.signal(p, unix.SIGKILL); err != nil && !errors.Is(err, errProcGone) {
 		e.log.Warn("exec: discarding spare process", "pid", p.PID, "err", err)
 	}
@@ -1720,7 +1737,7 @@ func (e *Exec) discard(p *proc) {
 }
 
 // note writes one line of the provider's own into the home's log.
-func (e *Exec) note(h *home, format string, args ...any) {
+func (e *Provider) note(h *home, format string, args ...any) {
 	line := time.Now().UTC().Format(time.RFC3339) + " " + fmt.Sprintf(format, args...) + "\n"
 	if _, err := h.log.Write([]byte(line)); err != nil {
 		e.log.Warn("exec: writing home log", "home", h.id, "err", err)
@@ -1728,7 +1745,7 @@ func (e *Exec) note(h *home, format string, args ...any) {
 }
 
 // supervise restarts wanted homes whose process exits, within the budget.
-func (e *Exec) supervise() {
+func (e *Provider) supervise() {
 	defer e.wg.Done()
 	for {
 		select {
@@ -1742,7 +1759,7 @@ func (e *Exec) supervise() {
 
 // installLocked makes p the process of h, and reports whether p's exit
 // reached the supervisor before (redeliver it then). e.mu is held.
-func (e *Exec) installLocked(h *home, p *proc) (exitedEarly bool) {
+func (e *Provider) installLocked(h *home, p *proc) (exitedEarly bool) {
 	h.proc = p
 	p.installed = true
 	return p.exitedEarly
@@ -1750,7 +1767,7 @@ func (e *Exec) installLocked(h *home, p *proc) (exitedEarly bool) {
 
 // redeliver hands the supervisor again the exit of p, which came before p
 // was installed as h's process and was set aside.
-func (e *Exec) redeliver(h *home, p *proc) {
+func (e *Provider) redeliver(h *home, p *proc) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -1773,7 +1790,7 @@ var testHookAfterSpawn func(*proc)
 
 // handleExit restarts or gives up on a home whose process ev.proc is gone,
 // if that process was the home's current one and the home is wanted.
-func (e *Exec) handleExit(ev exitEvent) {
+func (e *Provider) handleExit(ev exitEvent) {
 	h, p := ev.home, ev.proc
 	tail := h.log.tail(reasonLogLines)
 	e.mu.Lock()
@@ -1803,7 +1820,7 @@ func (e *Exec) handleExit(ev exitEvent) {
 		reason := fmt.Sprintf("pid %d %s; %d restarts in %s allowed, giving up; last log lines: %s",
 			p.PID, p.status, e.cfg.RestartBudget, e.cfg.RestartWindow, tail)
 		h.failed, h.wanted, h.proc = reason, false, nil
-		h.rtRemember(Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: RestartGaveUp})
+		h.rtRemember(provider.Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: provider.RestartGaveUp})
 		e.mu.Unlock()
 		e.giveUp(h, reason, p)
 		return
@@ -1824,11 +1841,11 @@ func (e *Exec) handleExit(ev exitEvent) {
 		// np's own exit, if it came already, waits for this loop: the
 		// supervisor is the only reader of exits.
 		e.installLocked(h, np)
-		h.rtRemember(Restart{Time: now, OldPID: p.PID, NewPID: np.PID, ExitReason: p.status, Outcome: RestartDone})
+		h.rtRemember(provider.Restart{Time: now, OldPID: p.PID, NewPID: np.PID, ExitReason: p.status, Outcome: provider.RestartDone})
 	} else if failed {
 		reason = fmt.Sprintf("pid %d %s; restart failed: %v; last log lines: %s", p.PID, p.status, err, tail)
 		h.failed, h.wanted, h.proc = reason, false, nil
-		h.rtRemember(Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: RestartFailed, Error: err.Error()})
+		h.rtRemember(provider.Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: provider.RestartFailed, Error: err.Error()})
 	}
 	e.mu.Unlock()
 	if np != nil && !installed {
@@ -1850,20 +1867,20 @@ func (e *Exec) handleExit(ev exitEvent) {
 // giveUp records and reports a home the supervisor no longer restarts
 // after its process p failed. The report names p (its Ref), so a wake that
 // started a new process meanwhile can tell the report is not about it.
-func (e *Exec) giveUp(h *home, reason string, p *proc) {
+func (e *Provider) giveUp(h *home, reason string, p *proc) {
 	e.note(h, "wakegate: giving up: %s", reason)
 	e.log.Error("exec: home failed", "home", h.id, "reason", reason)
-	e.notify(h.id, Result{State: StateFailed, Reason: reason, Ref: p.result().Ref})
+	e.notify(h.id, provider.Result{State: provider.StateFailed, Reason: reason, Ref: p.result().Ref})
 }
 
-func (e *Exec) notify(id string, r Result) {
+func (e *Provider) notify(id string, r provider.Result) {
 	if e.cfg.OnChange != nil {
 		e.cfg.OnChange(id, r)
 	}
 }
 
 // enforceLogCaps rotates full home logs every logCheckInterval.
-func (e *Exec) enforceLogCaps() {
+func (e *Provider) enforceLogCaps() {
 	defer e.wg.Done()
 	t := time.NewTicker(logCheckInterval)
 	defer t.Stop()
@@ -1878,7 +1895,7 @@ func (e *Exec) enforceLogCaps() {
 }
 
 // rotateLogs rotates the full logs of homes with a process.
-func (e *Exec) rotateLogs() {
+func (e *Provider) rotateLogs() {
 	e.mu.Lock()
 	var logs []*home
 	for _, h := range e.homes {
@@ -1919,9 +1936,9 @@ func (l listenAt) String() string {
 }
 
 // result is the running Result of p, with its ref.
-func (p *proc) result() Result {
+func (p *proc) result() provider.Result {
 	ref, _ := json.Marshal(execRef{procIdentity: p.procIdentity, Port: p.port, Socket: p.socket, Version: p.spec.version})
-	return Result{Endpoint: p.endpoint(), Ref: string(ref), State: StateRunning, Queued: p.spec.activate}
+	return provider.Result{Endpoint: p.endpoint(), Ref: string(ref), State: provider.StateRunning, Queued: p.spec.activate}
 }
 
 // parseRef reads a ref written by proc.result; ok is false for an empty or
@@ -1979,4 +1996,4 @@ func (l *limitedWriter) Write(p []byte) (int, error) {
 	return k, nil
 }
 
-var _ Provider = (*Exec)(nil)
+var _ provider.Provider = (*Provider)(nil)

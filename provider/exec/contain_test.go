@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // detachStyles are home commands whose process starts a child that leaves
@@ -105,7 +107,7 @@ func cgroupsHere(t *testing.T) bool {
 
 // noCgroupLeft fails the test when the provider's cgroup is still there
 // after Close: every cgroup a test makes is removed.
-func noCgroupLeft(t *testing.T, e *Exec) {
+func noCgroupLeft(t *testing.T, e *Provider) {
 	t.Helper()
 	if root := e.contain.root; root != "" {
 		t.Cleanup(func() {
@@ -134,7 +136,7 @@ func TestDetachedChildrenStopped(t *testing.T) {
 					cfg.StopGrace = 300 * time.Millisecond
 					e := newExec(t, cfg)
 					noCgroupLeft(t, e)
-					s := Spec{ID: "h1", Version: "v1"}
+					s := provider.Spec{ID: "h1", Version: "v1"}
 					r := wake(t, e, s)
 					waitReady(t, r.Endpoint)
 					child := detached(t, dir, "h1")
@@ -180,7 +182,7 @@ func TestDetachedChildOfExitedHomeEnded(t *testing.T) {
 			cfg.OnChange = ch.onChange
 			e := newExec(t, cfg)
 			noCgroupLeft(t, e)
-			s := Spec{ID: "h1", Version: "v1"}
+			s := provider.Spec{ID: "h1", Version: "v1"}
 			r := wake(t, e, s)
 			waitReady(t, r.Endpoint)
 			child := detached(t, dir, "h1")
@@ -189,7 +191,7 @@ func TestDetachedChildOfExitedHomeEnded(t *testing.T) {
 			}
 			exitHome(r.Endpoint, 3)
 			nr := ch.next(t)
-			if nr.State != StateRunning {
+			if nr.State != provider.StateRunning {
 				t.Fatalf("after the exit: %+v, want a restart", nr)
 			}
 			detached(t, dir, "h1") // the restart's own child
@@ -216,7 +218,7 @@ func TestSubreaperHonestAboutUnknownProcess(t *testing.T) {
 	cfg.Containment = ContainSubreaper
 	cfg.StopGrace = 200 * time.Millisecond
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	r := wake(t, e, s)
 	waitReady(t, r.Endpoint)
 	child := detached(t, dir, "h1")
@@ -246,10 +248,10 @@ func TestContainmentChosen(t *testing.T) {
 	noCgroupLeft(t, e)
 	mode, why := e.Containment()
 	if cgroupsHere(t) {
-		if mode != ContainCgroup || !strings.Contains(why, "cgroup") {
+		if mode != string(ContainCgroup) || !strings.Contains(why, "cgroup") {
 			t.Errorf("auto on a machine with cgroups = %q (%s), want cgroup", mode, why)
 		}
-	} else if mode != ContainSubreaper {
+	} else if mode != string(ContainSubreaper) {
 		t.Errorf("auto without cgroups = %q (%s), want subreaper", mode, why)
 	}
 	if why == "" {
@@ -272,7 +274,7 @@ func TestAdoptedHomeStoppedWithDetachedChild(t *testing.T) {
 	cfg.Command = detachCommand("setsid")
 	cfg.StopGrace = 300 * time.Millisecond
 	first := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	r := wake(t, first, s)
 	waitReady(t, r.Endpoint)
 	child := detached(t, dir, "h1")
@@ -305,7 +307,7 @@ func TestUsageFromCgroup(t *testing.T) {
 	cfg.Command = detachCommand("setsid")
 	e := newExec(t, cfg)
 	noCgroupLeft(t, e)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	if _, ok := e.Usage("h1"); ok {
 		t.Error("usage of a home never started")
 	}
@@ -336,12 +338,12 @@ func TestDetachedChildOfOwnUserStopped(t *testing.T) {
 			cfg := testConfig(dir)
 			cfg.Command = detachCommand("setsid")
 			cfg.Command[len(cfg.Command)-1] = selfForOthers(t)[0]
-			cfg.Users = ExecUsers{Mode: UsersDynamic}
+			cfg.Users = Users{Mode: UsersDynamic}
 			cfg.Containment = mode
 			cfg.StopGrace = 300 * time.Millisecond
 			e := newExec(t, cfg)
 			noCgroupLeft(t, e)
-			s := Spec{ID: "h1", Version: "v1"}
+			s := provider.Spec{ID: "h1", Version: "v1"}
 			r := wake(t, e, s)
 			waitReady(t, r.Endpoint)
 			child := detached(t, dir, "h1")

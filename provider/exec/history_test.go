@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // TestRuntimeHistoryKeepsLastRestarts crashes a home more than HistoryLimit
@@ -19,7 +21,7 @@ func TestRuntimeHistoryKeepsLastRestarts(t *testing.T) {
 	cfg.OnChange = ch.onChange
 	cfg.RestartBudget = 1000
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1"}
+	s := provider.Spec{ID: "h1", Version: "v1"}
 	r := wake(t, e, s)
 	waitReady(t, r.Endpoint)
 	if h := e.History("h1"); h != nil {
@@ -32,7 +34,7 @@ func TestRuntimeHistoryKeepsLastRestarts(t *testing.T) {
 	}
 	exitHome(r.Endpoint, 3)
 	for i := 0; i < HistoryLimit+3; i++ {
-		if c := ch.next(t); c.State != StateRunning {
+		if c := ch.next(t); c.State != provider.StateRunning {
 			t.Fatalf("change %d: %+v, want a restart", i, c)
 		}
 	}
@@ -41,10 +43,10 @@ func TestRuntimeHistoryKeepsLastRestarts(t *testing.T) {
 	}
 	// Restarts started before the crash file went away still crash; wait
 	// for one that serves.
-	var last Result
+	var last provider.Result
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		st, err := e.Status(context.Background(), s)
-		if err == nil && st.State == StateRunning {
+		if err == nil && st.State == provider.StateRunning {
 			if _, err := get(st.Endpoint, "/version"); err == nil {
 				last = st
 				break
@@ -61,7 +63,7 @@ func TestRuntimeHistoryKeepsLastRestarts(t *testing.T) {
 		t.Fatalf("history holds %d restarts, want %d", len(h), HistoryLimit)
 	}
 	for i, r := range h {
-		if r.Outcome != RestartDone || r.ExitReason != "exit status 3" || r.OldPID == 0 || r.NewPID == 0 || r.Time.IsZero() {
+		if r.Outcome != provider.RestartDone || r.ExitReason != "exit status 3" || r.OldPID == 0 || r.NewPID == 0 || r.Time.IsZero() {
 			t.Fatalf("entry %d: %+v", i, r)
 		}
 		if i > 0 && (r.OldPID != h[i-1].NewPID || r.Time.Before(h[i-1].Time)) {
@@ -87,27 +89,27 @@ func TestRuntimeHistoryGaveUp(t *testing.T) {
 	cfg.OnChange = ch.onChange
 	cfg.RestartBudget = 1
 	e := newExec(t, cfg)
-	r := wake(t, e, Spec{ID: "h1", Version: "v1"})
+	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
 	waitReady(t, r.Endpoint)
 	first := mustRef(t, r).PID
 	if err := os.WriteFile(filepath.Join(dir, "homes", "h1", "crash"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	exitHome(r.Endpoint, 4)
-	if c := ch.next(t); c.State != StateRunning {
+	if c := ch.next(t); c.State != provider.StateRunning {
 		t.Fatalf("first change %+v, want a restart", c)
 	}
-	if c := ch.next(t); c.State != StateFailed {
+	if c := ch.next(t); c.State != provider.StateFailed {
 		t.Fatalf("second change %+v, want failed", c)
 	}
 	h := e.History("h1")
 	if len(h) != 2 {
 		t.Fatalf("history %+v, want two entries", h)
 	}
-	if h[0].OldPID != first || h[0].ExitReason != "exit status 4" || h[0].Outcome != RestartDone {
+	if h[0].OldPID != first || h[0].ExitReason != "exit status 4" || h[0].Outcome != provider.RestartDone {
 		t.Fatalf("first entry %+v", h[0])
 	}
-	if h[1].OldPID != h[0].NewPID || h[1].NewPID != 0 || h[1].ExitReason != "exit status 3" || h[1].Outcome != RestartGaveUp {
+	if h[1].OldPID != h[0].NewPID || h[1].NewPID != 0 || h[1].ExitReason != "exit status 3" || h[1].Outcome != provider.RestartGaveUp {
 		t.Fatalf("second entry %+v", h[1])
 	}
 	if e.History("nobody") != nil {

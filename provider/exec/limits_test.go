@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -8,11 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // limitsOrSkip skips a test of controller ctl's limit where this machine
 // cannot enforce it (no root, no cgroup per home, no controller).
-func limitsOrSkip(t *testing.T, cfg ExecConfig, ctl string) {
+func limitsOrSkip(t *testing.T, cfg Config, ctl string) {
 	t.Helper()
 	if why := limitOffered(cfg, ctl); why != "" {
 		t.Skipf("no %s limit here: %s", ctl, why)
@@ -31,7 +33,7 @@ func limitsOrSkip(t *testing.T, cfg ExecConfig, ctl string) {
 }
 
 // homeLog is what the provider wrote in home id's log so far.
-func homeLog(t *testing.T, e *Exec, id string) string {
+func homeLog(t *testing.T, e *Provider, id string) string {
 	t.Helper()
 	files, err := e.LogFiles(id)
 	if err != nil {
@@ -60,7 +62,7 @@ func TestMemoryMaxKillsTheHome(t *testing.T) {
 	cfg.Command = []string{python, "-c", "import time\nx = []\nwhile True:\n    x.append(b'\\x01' * (8 << 20))\n    time.sleep(0.01)\n"}
 	cfg.RestartBudget = 1
 	e := newExec(t, cfg)
-	s := Spec{ID: "h1", Version: "v1", Options: json.RawMessage(`{"memory_max": "64MiB"}`)}
+	s := provider.Spec{ID: "h1", Version: "v1", Options: json.RawMessage(`{"memory_max": "64MiB"}`)}
 	wake(t, e, s)
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(homeLog(t, e, "h1"), "went over its memory_max of 67108864 bytes") {
@@ -84,8 +86,8 @@ func TestCPUMaxThrottlesTheHome(t *testing.T) {
 	cfg.Command = []string{"/bin/sh", "-c", "while :; do :; done"}
 	cfg.StopGrace = time.Second
 	e := newExec(t, cfg)
-	wake(t, e, Spec{ID: "limited", Version: "v1", Options: json.RawMessage(`{"cpu_max": 0.1}`)})
-	wake(t, e, Spec{ID: "free", Version: "v1"})
+	wake(t, e, provider.Spec{ID: "limited", Version: "v1", Options: json.RawMessage(`{"cpu_max": 0.1}`)})
+	wake(t, e, provider.Spec{ID: "free", Version: "v1"})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		u, ok := e.Usage("limited")
@@ -101,7 +103,7 @@ func TestCPUMaxThrottlesTheHome(t *testing.T) {
 		t.Errorf("a home with no limit is throttled: %+v", u)
 	}
 	for _, id := range []string{"limited", "free"} {
-		if proven, err := e.Stop(context.Background(), Spec{ID: id}); err != nil || !proven {
+		if proven, err := e.Stop(context.Background(), provider.Spec{ID: id}); err != nil || !proven {
 			t.Fatalf("stop %s: %v, %v", id, proven, err)
 		}
 	}
@@ -111,18 +113,18 @@ func TestCPUMaxThrottlesTheHome(t *testing.T) {
 // subreaper, which gives a home no cgroup), with the way out; bad values
 // are refused everywhere.
 func TestLimitsRefusedWithoutACgroup(t *testing.T) {
-	f := ExecFactory(ExecConfig{Containment: ContainSubreaper})
-	ps := f.CheckHome(Settings{Options: json.RawMessage(`{"memory_max": "64MiB", "cpu_max": 0.5}`)})
+	f := Factory(Config{Containment: ContainSubreaper})
+	ps := f.CheckHome(provider.Settings{Options: json.RawMessage(`{"memory_max": "64MiB", "cpu_max": 0.5}`)})
 	if len(ps) != 2 || !strings.Contains(ps[0].Msg, "exec.containment is subreaper") {
 		t.Fatalf("problems %v: want memory_max and cpu_max refused for the subreaper", ps)
 	}
-	f = ExecFactory(ExecConfig{})
+	f = Factory(Config{})
 	for opts, field := range map[string]string{
 		`{"memory_max": "12 parsecs"}`: "options",
 		`{"memory_max": 1000}`:         "options.memory_max",
 		`{"cpu_max": -1}`:              "options.cpu_max",
 	} {
-		ps := f.CheckHome(Settings{Options: json.RawMessage(opts)})
+		ps := f.CheckHome(provider.Settings{Options: json.RawMessage(opts)})
 		if len(ps) != 1 || ps[0].Field != field {
 			t.Errorf("options %s: problems %v, want one on %s", opts, ps, field)
 		}

@@ -1,11 +1,23 @@
 package provider
 
-import (
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-)
+// What only providers of homes on the gateway's own machine can tell or
+// do: optional interfaces, found with a type assertion like those of
+// registry.go. The exec provider implements them.
+
+// Quiesced is what Quiesce did to one home.
+type Quiesced struct {
+	// ID is the home.
+	ID string
+	// Proven is true once the home's process is verified gone, and also
+	// when no live process was known or recorded for it.
+	Proven bool
+	// Err says why the stop failed (then Proven may be false).
+	Err error
+	// Ran is true when the provider knew a process of the home or had a
+	// directory for it (where it records the process it starts); false:
+	// the home never ran here, and there was nothing to stop.
+	Ran bool
+}
 
 // Usage is what a home's processes use, read from its cgroup.
 type Usage struct {
@@ -40,36 +52,18 @@ type UsageReporter interface {
 	Usage(id string) (u Usage, ok bool)
 }
 
-// Usage reads what home id's processes use from its cgroup.
-func (e *Exec) Usage(id string) (Usage, bool) {
-	e.mu.Lock()
-	h := e.homes[id]
-	var lim homeLimits
-	if h != nil && h.proc != nil {
-		lim = h.proc.spec.limits
-	}
-	e.mu.Unlock()
-	if h == nil || h.cgroup == "" {
-		return Usage{}, false
-	}
-	raw, err := os.ReadFile(filepath.Join(h.cgroup, "cpu.stat"))
-	if err != nil {
-		return Usage{}, false
-	}
-	var u Usage
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			usec, _ := strconv.ParseInt(v, 10, 64)
-			u.CPUSeconds = float64(usec) / 1e6
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(h.cgroup, "memory.current")); err == nil {
-		u.MemoryBytes, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	}
-	e.limits.usage(h, lim, &u)
-	pids, _ := cgProcsTree(h.cgroup)
-	u.Processes = len(pids)
-	return u, true
+// ContainmentReporter is a provider that runs homes on this machine and
+// can say how it finds every process a home starts.
+type ContainmentReporter interface {
+	// Containment is the mode and why it was chosen; mode is "" for
+	// the process group alone.
+	Containment() (mode, why string)
 }
 
-var _ UsageReporter = (*Exec)(nil)
+// UserIsolation is a provider that runs homes on this machine and can say
+// whether each runs as a user of its own.
+type UserIsolation interface {
+	// SharedUser is "" when every home runs as a user of its own, else
+	// why homes share the gateway's user.
+	SharedUser() string
+}

@@ -1,4 +1,4 @@
-package provider
+package execprov
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // refFilesUnder returns the provider's own records of its homes' processes
@@ -33,7 +35,7 @@ func TestAdoptionChecksExecutable(t *testing.T) {
 	dir := testDataDir(t)
 	cfg := testConfig(dir)
 	e1 := newExec(t, cfg)
-	s := Spec{ID: "h1", Target: "alice", Version: "v1"}
+	s := provider.Spec{ID: "h1", Target: "alice", Version: "v1"}
 	r1 := wake(t, e1, s)
 	waitReady(t, r1.Endpoint)
 	if err := e1.Close(); err != nil {
@@ -54,7 +56,7 @@ func TestAdoptionChecksExecutable(t *testing.T) {
 	e2 := newExec(t, cfg)
 	s.Ref = string(b)
 	st, err := e2.Status(context.Background(), s)
-	if err == nil && st.State == StateRunning && mustRef(t, st).PID == ref.PID {
+	if err == nil && st.State == provider.StateRunning && mustRef(t, st).PID == ref.PID {
 		t.Fatalf("Status adopted pid %d, which runs %s, on a record that says %s", ref.PID, ref.Exe, forged.Exe)
 	}
 	if !alive(ref.procIdentity) {
@@ -71,7 +73,7 @@ func TestWrapperHomeAdoptedByItsProgram(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.Command = append([]string{"/bin/sh", "-c", `exec "$0" "$@"`}, homeCommand...)
 	e1 := newExec(t, cfg)
-	s := Spec{ID: "h1", Target: "alice", Version: "v1"}
+	s := provider.Spec{ID: "h1", Target: "alice", Version: "v1"}
 	r1 := wake(t, e1, s)
 	waitReady(t, r1.Endpoint) // the shell has exec'd the home by now
 	ref := mustRef(t, r1)
@@ -84,7 +86,7 @@ func TestWrapperHomeAdoptedByItsProgram(t *testing.T) {
 	e2 := newExec(t, cfg)
 	s.Ref = r1.Ref
 	st, err := e2.Status(context.Background(), s)
-	if err != nil || st.State != StateRunning || mustRef(t, st).PID != ref.PID {
+	if err != nil || st.State != provider.StateRunning || mustRef(t, st).PID != ref.PID {
 		t.Fatalf("Status after a restart = %+v, %v; want pid %d adopted", st, err, ref.PID)
 	}
 }
