@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -164,19 +163,9 @@ func TestAttackShutdownWithHostileWebSockets(t *testing.T) {
 func closedByServer(t *testing.T, server string, client net.Addr) bool {
 	t.Helper()
 	sp, cp := portOf(t, server), portOf(t, client.String())
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(table)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 4 {
-				continue
-			}
-			if hexPort(f[1]) == sp && hexPort(f[2]) == cp {
-				return f[3] != "01" // 01 is ESTABLISHED
-			}
+	for _, s := range testbin.TCPSockets() {
+		if s.LocalPort == sp && s.RemotePort == cp {
+			return s.State != "01" // 01 is ESTABLISHED
 		}
 	}
 	return true
@@ -193,11 +182,4 @@ func portOf(t *testing.T, addr string) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// hexPort reads the port of a /proc/net/tcp address (ADDR:PORT in hex).
-func hexPort(a string) int {
-	_, p, _ := strings.Cut(a, ":")
-	n, _ := strconv.ParseInt(p, 16, 32)
-	return int(n)
 }

@@ -54,7 +54,7 @@ homes:
 		t.Fatal("the home does not run after its requests")
 	}
 	port := homePort(t, pids[0])
-	if n := connsTo(t, port); n == 0 {
+	if n := connsTo(port); n == 0 {
 		t.Fatalf("no pooled connection to the home's port %d after its requests", port)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -66,7 +66,7 @@ homes:
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		n := connsTo(t, port)
+		n := connsTo(port)
 		if n == 0 {
 			return
 		}
@@ -96,23 +96,11 @@ func homePort(t *testing.T, pid int) int {
 
 // connsTo counts the TCP sockets whose remote port is port, leaving out
 // those in TIME_WAIT (already closed by both ends).
-func connsTo(t *testing.T, port int) int {
-	t.Helper()
+func connsTo(port int) int {
 	n := 0
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(table)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			f := strings.Fields(line)
-			if len(f) < 4 || f[3] == "06" {
-				continue
-			}
-			_, hp, _ := strings.Cut(f[2], ":")
-			if p, err := strconv.ParseInt(hp, 16, 32); err == nil && int(p) == port {
-				n++
-			}
+	for _, s := range testbin.TCPSockets() {
+		if s.RemotePort == port && s.State != "06" {
+			n++
 		}
 	}
 	return n

@@ -202,7 +202,12 @@ func BackupBolt(path, dst string) (int64, error) {
 	if err := checkPages(db); err != nil {
 		return 0, &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
 	}
-	return WriteFileAtomic(dst, func(w io.Writer) (int64, error) {
+	return WriteFileAtomic(dst, copyOf(db))
+}
+
+// copyOf writes a consistent copy of db, read in one transaction.
+func copyOf(db *bolt.DB) func(w io.Writer) (int64, error) {
+	return func(w io.Writer) (int64, error) {
 		var n int64
 		err := db.View(func(tx *bolt.Tx) error {
 			var err error
@@ -210,7 +215,7 @@ func BackupBolt(path, dst string) (int64, error) {
 			return err
 		})
 		return n, err
-	})
+	}
 }
 
 // WriteFileAtomic writes dst through write: into a temp file in dst's

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 
@@ -82,15 +81,7 @@ func checkSchema(path string, db *bolt.DB) (int, error) {
 // it was made from is still unmigrated.
 func backupBeforeMigration(path string, db *bolt.DB, from int) (string, error) {
 	dst := fmt.Sprintf("%s.v%d.bak", path, from)
-	_, err := WriteFileAtomic(dst, func(w io.Writer) (int64, error) {
-		var n int64
-		err := db.View(func(tx *bolt.Tx) error {
-			var err error
-			n, err = tx.WriteTo(w)
-			return err
-		})
-		return n, err
-	})
+	_, err := WriteFileAtomic(dst, copyOf(db))
 	if err != nil {
 		_ = os.Remove(dst)
 		return "", fmt.Errorf("back up before migrating from format version %d: %w", from, err)

@@ -541,6 +541,11 @@ const CauseVerify = "verify"
 // starts it; the wake runs detached from the caller, bounded by the ready
 // timeout, and every caller waits on its own ctx.
 func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
+	return e.ensure(ctx, id, false)
+}
+
+// ensure is EnsureAwake, or EnsureQueued with queued.
+func (e *Engine) ensure(ctx context.Context, id string, queued bool) (Awake, error) {
 	h := e.homes.get(id)
 	if h == nil {
 		return Awake{}, errHomeNotFound(id)
@@ -549,15 +554,11 @@ func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 		return a, nil
 	}
 	e.counts.warmMisses.Add(1)
-	return e.slowPath(ctx, h)
-}
-
-func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 	// Counted before joining, so that the wake this caller starts or joins
 	// never takes it for a user of the home (roll.go, roller.busy).
 	h.waiting.Add(1)
 	defer h.waiting.Add(-1)
-	return e.wakeNow(ctx, h, "cold", false, false)
+	return e.wakeNow(ctx, h, "cold", false, queued)
 }
 
 // EnsureQueued is EnsureAwake for a caller whose request may wait in the
@@ -569,17 +570,7 @@ func (e *Engine) slowPath(ctx context.Context, h *home) (Awake, error) {
 // connections are reset (provider.QueueFailer) and Settled returns the
 // wake's error. For any other home it is EnsureAwake.
 func (e *Engine) EnsureQueued(ctx context.Context, id string) (Awake, error) {
-	h := e.homes.get(id)
-	if h == nil {
-		return Awake{}, errHomeNotFound(id)
-	}
-	if a, ok := e.warmHit(h); ok {
-		return a, nil
-	}
-	e.counts.warmMisses.Add(1)
-	h.waiting.Add(1)
-	defer h.waiting.Add(-1)
-	return e.wakeNow(ctx, h, "cold", false, true)
+	return e.ensure(ctx, id, true)
 }
 
 // Settled waits for the outcome of the wake that released a early
