@@ -151,7 +151,18 @@ func TestRelayBothDirectionsAtOnce(t *testing.T) {
 		homeErr <- exchange(c, 'h', 'c', n)
 		_, _, _ = c.ReadMessage() // the client's close
 	}))
+	exchangeBoth(t, s, ended, homeErr, n, false)
+}
+
+// exchangeBoth is the client's side of a both-ways exchange of n messages
+// through s (bounded by testWait with bounded), then the wait for the
+// home's side (homeErr) and for the relay's end once the client closed.
+func exchangeBoth(t *testing.T, s *httptest.Server, ended <-chan struct{}, homeErr <-chan error, n int, bounded bool) {
+	t.Helper()
 	c := wsDial(t, s)
+	if bounded {
+		_ = c.SetReadDeadline(time.Now().Add(testWait))
+	}
 	if err := exchange(c, 'c', 'h', n); err != nil {
 		t.Fatalf("client: %v", err)
 	}

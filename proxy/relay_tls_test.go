@@ -120,21 +120,7 @@ func TestRelayOverTLSBothDirectionsAtOnce(t *testing.T) {
 		homeErr <- exchange(c, 'h', 'c', n)
 		_, _, _ = c.ReadMessage() // the client's close
 	})
-	c := wsDial(t, s)
-	_ = c.SetReadDeadline(time.Now().Add(testWait))
-	if err := exchange(c, 'c', 'h', n); err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	select {
-	case err := <-homeErr:
-		if err != nil {
-			t.Fatalf("home: %v", err)
-		}
-	case <-time.After(testWait):
-		t.Fatal("the home did not finish")
-	}
-	_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-	waitEnded(t, ended, "both sides closed")
+	exchangeBoth(t, s, ended, homeErr, n, true)
 }
 
 // TestRelayOverTLSBytesBehindHandshake has clients send a first frame
