@@ -102,10 +102,10 @@ func (g *Gateway) checkEpoch(ctx context.Context) {
 // configHomeIDs lists the homes of this gateway's config, sorted.
 func (g *Gateway) configHomeIDs() []string {
 	r := g.reg
-	r.claimMu.Lock()
-	defer r.claimMu.Unlock()
-	ids := make([]string, 0, len(r.configHomes))
-	for id := range r.configHomes {
+	r.LockHomes()
+	defer r.UnlockHomes()
+	ids := make([]string, 0, len(r.ConfigHomes()))
+	for id := range r.ConfigHomes() {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
@@ -122,7 +122,7 @@ func (g *Gateway) healHomes(ctx context.Context, ids []string) {
 		if !ok {
 			continue
 		}
-		if _, err := g.reg.claimConfigTarget(ctx, id, h.spec.Target); err != nil {
+		if _, err := g.reg.ClaimConfigTarget(ctx, id, h.spec.Target); err != nil {
 			g.log.Warn("fleet: claim a config home's target again", "home", id, "err", err)
 		}
 		runs, err := g.engine.RecordRun(ctx, id)
@@ -192,7 +192,7 @@ func (g *Gateway) reportLost(ctx context.Context) {
 			have[a.Slug] = true
 		}
 		for slug, ar := range g.routeTab.all() {
-			if ar.gen != 0 && !g.reg.configApps[slug] && !have[slug] {
+			if ar.gen != 0 && !g.reg.IsConfigApp(slug) && !have[slug] {
 				apps = append(apps, slug)
 			}
 		}

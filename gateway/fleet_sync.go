@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -20,7 +21,7 @@ import (
 // the engine reads it from the store at every wake and roll.
 //
 // Each pass reads the store under the lock this gateway's own admin writes
-// take (the registrar's claimMu for homes, the route table's change for
+// take (the registrar's LockHomes for homes, the route table's change for
 // apps), so that it never sees a write of this gateway half done: a home
 // stored but not yet registered, or an app being removed.
 
@@ -106,8 +107,9 @@ func (g *Gateway) fleetPass(ctx context.Context) {
 // change. It returns the homes of the config that have no record.
 func (g *Gateway) syncFleetHomes(ctx context.Context) (missing []string) {
 	r := g.reg
-	r.claimMu.Lock()
-	defer r.claimMu.Unlock()
+	r.LockHomes()
+	defer r.UnlockHomes()
+	configHomes := r.ConfigHomes()
 	recs, err := g.store.ListHomes(ctx)
 	if err != nil {
 		g.log.Warn("fleet: list homes", "err", err)
@@ -117,7 +119,7 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) (missing []string) {
 	for _, rec := range recs {
 		stored[rec.ID] = true
 	}
-	for id := range r.configHomes {
+	for id := range configHomes {
 		if !stored[id] {
 			missing = append(missing, id)
 		}
@@ -125,7 +127,7 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) (missing []string) {
 	slices.Sort(missing)
 	var gone []string
 	g.eachHome(func(h *homeRoute) bool {
-		if id := h.spec.ID; !stored[id] && !r.configHomes[id] {
+		if id := h.spec.ID; !stored[id] && !configHomes[id] {
 			gone = append(gone, id)
 		}
 		return true
@@ -136,7 +138,7 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) (missing []string) {
 		g.log.Info("fleet: home removed elsewhere is no longer served here", "home", id)
 	}
 	for _, rec := range recs {
-		if !rec.Dynamic || r.configHomes[rec.ID] {
+		if !rec.Dynamic || configHomes[rec.ID] {
 			continue
 		}
 		h, known := g.homeWithID(rec.ID)
@@ -155,7 +157,7 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) (missing []string) {
 		if known {
 			g.log.Info("fleet: home changed elsewhere is registered again", "home", rec.ID, "target", cur.Target)
 		}
-		r.restoreHome(ctx, cur, false)
+		r.RestoreHome(ctx, cur, false)
 	}
 	return missing
 }
@@ -163,7 +165,7 @@ func (g *Gateway) syncFleetHomes(ctx context.Context) (missing []string) {
 // sameRouting reports whether h is registered as rec says: target,
 // provider, settings (homedecl.go) and relay token.
 func (g *Gateway) sameRouting(h *homeRoute, rec registry.Home) bool {
-	if !sameSpec(h.spec, declSpec(declFromRecord(rec, &g.cfg.Wake), "")) {
+	if !control.SameSpec(h.spec, control.DeclSpec(control.DeclFromRecord(rec, &g.cfg.Wake), "")) {
 		return false
 	}
 	token := ""
@@ -195,7 +197,7 @@ func (g *Gateway) syncFleetApps(ctx context.Context, removals bool) {
 			stored[rec.Slug] = true
 		}
 		for slug, ar := range t.all() {
-			if ar.gen != 0 && !r.configApps[slug] && !stored[slug] {
+			if ar.gen != 0 && !r.IsConfigApp(slug) && !stored[slug] {
 				t.uninstall(slug)
 				g.log.Info("fleet: app removed elsewhere is no longer served here", "app", slug)
 			}
@@ -203,7 +205,7 @@ func (g *Gateway) syncFleetApps(ctx context.Context, removals bool) {
 		return
 	}
 	for _, rec := range recs {
-		if r.appConflict(fromStore, rec.Slug) != nil {
+		if r.AppConflict(control.FromStore, rec.Slug) != nil {
 			continue
 		}
 		if cur := t.route(rec.Slug); cur != nil && cur.gen == rec.Generation {
@@ -212,7 +214,7 @@ func (g *Gateway) syncFleetApps(ctx context.Context, removals bool) {
 		ac := rec
 		ac.Default()
 		var bad []string
-		ac.Check(r.homeKnown, func(field, format string, args ...any) { bad = append(bad, field) })
+		ac.Check(r.HomeKnown, func(field, format string, args ...any) { bad = append(bad, field) })
 		if len(bad) > 0 {
 			g.log.Debug("fleet: stored app not installed yet", "app", rec.Slug, "fields", bad)
 			continue

@@ -235,13 +235,13 @@ func (g *Gateway) reloadRoutes(ctx context.Context, cur, next *config.Config, re
 			res.AppsRemoved = append(res.AppsRemoved, slug)
 		}
 	}
-	r.configApps = newApps
+	r.SetConfigApps(newApps)
 	g.routeTab.change.Unlock()
 
-	r.claimMu.Lock()
-	ids := maps2Set(r.configHomes, newHomes)
-	r.configHomes = ids // removed homes stay the config's until they go
-	r.claimMu.Unlock()
+	r.LockHomes()
+	ids := maps2Set(r.ConfigHomes(), newHomes)
+	r.SetConfigHomes(ids) // removed homes stay the config's until they go
+	r.UnlockHomes()
 	if err := r.RegisterConfigHomes(ctx, register); err != nil {
 		return err
 	}
@@ -255,13 +255,13 @@ func (g *Gateway) reloadRoutes(ctx context.Context, cur, next *config.Config, re
 		}
 		res.HomesRemoved = append(res.HomesRemoved, id)
 	}
-	r.claimMu.Lock()
-	r.configHomes = newHomes
+	r.LockHomes()
 	for _, k := range res.HomesKept {
 		id, _, _ := strings.Cut(k, ":")
-		r.configHomes[id] = true
+		newHomes[id] = true
 	}
-	r.claimMu.Unlock()
+	r.SetConfigHomes(newHomes)
+	r.UnlockHomes()
 	r.RegisterConfigApps(install)
 	return nil
 }
