@@ -168,3 +168,11 @@ func (u *usurper) PutHome(ctx context.Context, h registry.Home, cond registry.Co
 	u.victim = "" // once
 	return stored, err
 }
+
+// useStore puts s in place of g's store, for the gateway and its
+// registrar (a test's wrapper that counts or interferes with writes); the
+// engine keeps the store it was built with.
+func (g *Gateway) useStore(s registry.Store) {
+	g.store = s
+	g.reg = g.newRegistrar()
+}
