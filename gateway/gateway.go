@@ -72,7 +72,7 @@ type Gateway struct {
 	proxy     *proxy.Proxy
 	homeConns *homeConns // requests forwarded to each home at once (homeconns.go)
 
-	homeTab  homeTable                      // homes by target and id (hometable.go)
+	homeTab  control.HomeTable[*homeRoute]  // homes by target and id (control/hometable.go)
 	homeMu   sync.Mutex                     // serialises changes of homeTab
 	routeTab *routeTable                    // app routes, their observer and the self-probe (routetable.go)
 	reg      *control.Registrar[*homeRoute] // registers homes and apps (controlplane.go)
