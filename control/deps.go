@@ -30,6 +30,9 @@ type Homes[H Route] interface {
 	WithID(id string) (H, bool)
 	// Count is how many homes are routed.
 	Count() int
+	// Each calls fn for every routed home, in no order, until it returns
+	// false; fn may change the table.
+	Each(fn func(h H) bool)
 	// Forget drops what the request path holds for a removed home (its
 	// connection counts).
 	Forget(id string)
@@ -51,6 +54,9 @@ type Apps interface {
 	// Generation returns the stored generation of the app served at slug
 	// (0 for an app of the config); ok is false when none is.
 	Generation(slug string) (gen uint64, ok bool)
+	// Generations returns every app served, by slug, with its stored
+	// generation (0 for an app of the config).
+	Generations() map[string]uint64
 	// InHome returns the slug of an app that runs in home id, if any.
 	InHome(id string) (slug string, ok bool)
 }
@@ -60,6 +66,9 @@ type Engine interface {
 	Register(ctx context.Context, s wake.HomeSpec) error
 	RegisterRead(ctx context.Context, s wake.HomeSpec, rec registry.Home) error
 	Remove(ctx context.Context, id string, generation uint64) error
+	// Forget drops a home removed elsewhere in a fleet, stopping its
+	// process where this gateway ran it.
+	Forget(ctx context.Context, id string)
 }
 
 var _ Engine = (*wake.Engine)(nil)

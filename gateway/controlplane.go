@@ -33,6 +33,7 @@ func (c controlHomes) Set(id string, h *homeRoute)         { c.g.setHome(id, h) 
 func (c controlHomes) Drop(id string)                      { c.g.setHome(id, nil) }
 func (c controlHomes) WithID(id string) (*homeRoute, bool) { return c.g.homeWithID(id) }
 func (c controlHomes) Count() int                          { return c.g.homeCount() }
+func (c controlHomes) Each(fn func(*homeRoute) bool)       { c.g.eachHome(fn) }
 func (c controlHomes) Forget(id string)                    { c.g.homeConns.forget(id) }
 
 // controlApps is g's app route table as the registrar changes it.
@@ -50,6 +51,15 @@ func (c controlApps) Generation(slug string) (uint64, bool) {
 		return ar.gen, true
 	}
 	return 0, false
+}
+
+func (c controlApps) Generations() map[string]uint64 {
+	all := c.g.routeTab.all()
+	gens := make(map[string]uint64, len(all))
+	for slug, ar := range all {
+		gens[slug] = ar.gen
+	}
+	return gens
 }
 
 func (c controlApps) InHome(id string) (string, bool) {
