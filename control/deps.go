@@ -73,13 +73,20 @@ type Engine interface {
 
 var _ Engine = (*wake.Engine)(nil)
 
-// Deps is what the registrar works on: the engine, the store and the
-// gateway's two route tables.
+// Sessions counts who uses a home (proxy.Sessions): a reload does not
+// remove a home in use.
+type Sessions interface {
+	Count(id string) int
+}
+
+// Deps is what the registrar works on: the engine, the store, the
+// gateway's two route tables and its sessions.
 type Deps[H Route] struct {
-	Engine Engine
-	Store  registry.Store
-	Homes  Homes[H]
-	Apps   Apps
+	Engine   Engine
+	Store    registry.Store
+	Homes    Homes[H]
+	Apps     Apps
+	Sessions Sessions
 	// Avail are the providers this gateway built, by name.
 	Avail []string
 	Log   *slog.Logger

@@ -14,7 +14,7 @@ import (
 // registered through its admin API: the gateway's fleet pass
 // (gateway/fleet_sync.go) calls these to bring its tables in line with
 // the shared store. Each holds the lock this gateway's own admin writes
-// take (LockHomes for homes, the app table's lock for apps), so that it
+// take (claimMu for homes, the app table's lock for apps), so that it
 // never sees a write of this gateway half done. Homes and apps of the
 // config are the config's: a sync neither replaces nor removes them.
 
@@ -24,8 +24,8 @@ import (
 // gone. A home being woken here keeps its wake; only new wakes see the
 // change. It returns the homes of the config that have no record.
 func (r *Registrar[H]) SyncFleetHomes(ctx context.Context) (missing []string) {
-	r.LockHomes()
-	defer r.UnlockHomes()
+	r.claimMu.Lock()
+	defer r.claimMu.Unlock()
 	configHomes := r.configHomes
 	recs, err := r.d.Store.ListHomes(ctx)
 	if err != nil {
@@ -74,7 +74,7 @@ func (r *Registrar[H]) SyncFleetHomes(ctx context.Context) (missing []string) {
 		if known {
 			r.d.Log.Info("fleet: home changed elsewhere is registered again", "home", rec.ID, "target", cur.Target)
 		}
-		r.RestoreHome(ctx, cur, false)
+		r.restoreHome(ctx, cur, false)
 	}
 	return missing
 }

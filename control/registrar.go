@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -163,18 +165,18 @@ func (r *Registrar[H]) RestoreHomes(ctx context.Context) error {
 	before := r.d.Homes.Count()
 	for _, rec := range recs {
 		if rec.Dynamic {
-			r.RestoreHome(ctx, rec, held[rec.Target] == rec.ID)
+			r.restoreHome(ctx, rec, held[rec.Target] == rec.ID)
 		}
 	}
 	r.log.Info("stored homes restored", "homes", r.d.Homes.Count()-before)
 	return nil
 }
 
-// RestoreHome registers one stored dynamic home again; holds says that
+// restoreHome registers one stored dynamic home again; holds says that
 // the target index, as listed at the start of the restore, gives the
 // home its target already (the usual case: then no claim is written). A
-// fleet's sync calls it too, holding LockHomes.
-func (r *Registrar[H]) RestoreHome(ctx context.Context, rec registry.Home, holds bool) {
+// fleet's sync calls it too, holding claimMu.
+func (r *Registrar[H]) restoreHome(ctx context.Context, rec registry.Home, holds bool) {
 	if err := r.Conflict(FromStore, rec.ID); err != nil {
 		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "target", rec.Target, "reason", err.Error())
 		if _, err := registry.UpdateHome(ctx, r.d.Store, rec, r.cfg.Instance, func(h *registry.Home) { h.Dynamic = false }); err != nil {
@@ -341,27 +343,13 @@ func (r *Registrar[H]) RemoveHome(ctx context.Context, h H, ifMatch uint64) erro
 	return nil
 }
 
-// LockHomes takes the lock of this gateway's writes of homes (claimMu):
-// a fleet's sync and a reload hold it while they read the stored homes
-// and change which the config declares, so that no admin write runs
-// between a read and what follows from it.
-func (r *Registrar[H]) LockHomes() { r.claimMu.Lock() }
-
-// UnlockHomes releases LockHomes.
-func (r *Registrar[H]) UnlockHomes() { r.claimMu.Unlock() }
-
-// ConfigHomes is the set of home ids the config declares; the caller
-// holds LockHomes and does not change it.
-func (r *Registrar[H]) ConfigHomes() map[string]bool { return r.configHomes }
-
-// SetConfigHomes makes ids the homes the config declares (a reload); the
-// caller holds LockHomes.
-func (r *Registrar[H]) SetConfigHomes(ids map[string]bool) { r.configHomes = ids }
+// ConfigHomeIDs lists the homes the config declares, sorted.
+func (r *Registrar[H]) ConfigHomeIDs() []string {
+	r.claimMu.Lock()
+	defer r.claimMu.Unlock()
+	return slices.Sorted(maps.Keys(r.configHomes))
+}
 
 // IsConfigApp reports whether the config declares slug; the caller holds
 // the app table's lock.
 func (r *Registrar[H]) IsConfigApp(slug string) bool { return r.configApps[slug] }
-
-// SetConfigApps makes slugs the apps the config declares (a reload); the
-// caller holds the app table's lock.
-func (r *Registrar[H]) SetConfigApps(slugs map[string]bool) { r.configApps = slugs }

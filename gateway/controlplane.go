@@ -15,7 +15,7 @@ import (
 // engine, store, providers and log are ready.
 func (g *Gateway) newRegistrar() *control.Registrar[*homeRoute] {
 	return control.NewRegistrar(control.Deps[*homeRoute]{Engine: g.engine, Store: g.store,
-		Homes: controlHomes{g}, Apps: controlApps{g}, Avail: g.providers.names(), Log: g.log}, g.cfg)
+		Homes: controlHomes{g}, Apps: controlApps{g}, Sessions: g.sessions, Avail: g.providers.names(), Log: g.log}, g.cfg)
 }
 
 // Spec is the home as the engine registered it (control.Route).

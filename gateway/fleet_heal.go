@@ -90,26 +90,13 @@ func (g *Gateway) checkEpoch(ctx context.Context) {
 	g.engine.Heartbeat(ctx, idleTick(g.cfg))
 	g.announceVersion(ctx)
 	g.reportLost(ctx)
-	g.healHomes(ctx, g.configHomeIDs())
+	g.healHomes(ctx, g.reg.ConfigHomeIDs())
 	if rt := g.cfg.Roll.Target; rt.Version != "" {
 		if _, err := g.engine.SetTarget(ctx, registry.Target{Version: rt.Version, Command: rt.Command, Image: rt.Image}); err != nil {
 			g.log.Warn("fleet: record the config's roll target again", "err", err)
 		}
 	}
 	g.log.Info("fleet: the store is healed from this gateway's homes", "ms", time.Since(t0).Milliseconds())
-}
-
-// configHomeIDs lists the homes of this gateway's config, sorted.
-func (g *Gateway) configHomeIDs() []string {
-	r := g.reg
-	r.LockHomes()
-	defer r.UnlockHomes()
-	ids := make([]string, 0, len(r.ConfigHomes()))
-	for id := range r.ConfigHomes() {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // healHomes records again the homes ids (of the config) whose records are
@@ -173,7 +160,7 @@ func (g *Gateway) reportLost(ctx context.Context) {
 		stored[rec.ID] = true
 	}
 	config := map[string]bool{}
-	for _, id := range g.configHomeIDs() {
+	for _, id := range g.reg.ConfigHomeIDs() {
 		config[id] = true
 	}
 	var homes []string
