@@ -195,7 +195,7 @@ func (c *Config) accessDefaults() {
 	c.Limits.Defaults()
 }
 
-// Decl is h in the shape the admin API's homes share (homedecl.go).
+// Decl is h in the shape the admin API's homes share (control/decl.go).
 func (h *HomeConfig) Decl() (HomeDecl, error) {
 	st, err := h.settings()
 	return HomeDecl{ID: h.ID, Target: h.Target, Provider: h.Provider, Version: h.Version, RelayToken: h.RelayToken,

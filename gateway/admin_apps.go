@@ -7,18 +7,19 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
 
 // The app side of adminAPI: views of apps, their registration through the
-// registrar (registrar_apps.go), observations and operations.
+// registrar (control/apps.go), observations and operations.
 
 // app returns the app routed at slug, or a fault.NotFound naming it.
 func (a adminAPI) app(slug string) (*appRoute, error) {
 	ar, ok := a.g.appBySlug(slug)
 	if !ok {
-		return nil, appNotFound(slug)
+		return nil, control.AppNotFound(slug)
 	}
 	return ar, nil
 }
@@ -81,7 +82,7 @@ func (a adminAPI) PutApp(ctx context.Context, slug string, body admin.Body, ifMa
 	if err := body.Decode(&req); err != nil {
 		return admin.AppView{}, false, err
 	}
-	ac, err := a.g.reg.appFromRequest(slug, req)
+	ac, err := a.g.reg.AppFromRequest(slug, req)
 	if err != nil {
 		return admin.AppView{}, false, err
 	}

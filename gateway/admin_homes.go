@@ -17,7 +17,7 @@ import (
 )
 
 // The home side of adminAPI: views of homes and the actions on them.
-// Registration itself is the registrar's (registrar.go).
+// Registration itself is the registrar's (control/registrar.go).
 
 // home returns the home with id, or a fault.NotFound naming it.
 func (a adminAPI) home(id string) (*homeRoute, error) {

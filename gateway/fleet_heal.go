@@ -90,26 +90,13 @@ func (g *Gateway) checkEpoch(ctx context.Context) {
 	g.engine.Heartbeat(ctx, idleTick(g.cfg))
 	g.announceVersion(ctx)
 	g.reportLost(ctx)
-	g.healHomes(ctx, g.configHomeIDs())
+	g.healHomes(ctx, g.reg.ConfigHomeIDs())
 	if rt := g.cfg.Roll.Target; rt.Version != "" {
 		if _, err := g.engine.SetTarget(ctx, registry.Target{Version: rt.Version, Command: rt.Command, Image: rt.Image}); err != nil {
 			g.log.Warn("fleet: record the config's roll target again", "err", err)
 		}
 	}
 	g.log.Info("fleet: the store is healed from this gateway's homes", "ms", time.Since(t0).Milliseconds())
-}
-
-// configHomeIDs lists the homes of this gateway's config, sorted.
-func (g *Gateway) configHomeIDs() []string {
-	r := g.reg
-	r.claimMu.Lock()
-	defer r.claimMu.Unlock()
-	ids := make([]string, 0, len(r.configHomes))
-	for id := range r.configHomes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }
 
 // healHomes records again the homes ids (of the config) whose records are
@@ -122,7 +109,7 @@ func (g *Gateway) healHomes(ctx context.Context, ids []string) {
 		if !ok {
 			continue
 		}
-		if _, err := g.reg.claimConfigTarget(ctx, id, h.spec.Target); err != nil {
+		if _, err := g.reg.ClaimConfigTarget(ctx, id, h.spec.Target); err != nil {
 			g.log.Warn("fleet: claim a config home's target again", "home", id, "err", err)
 		}
 		runs, err := g.engine.RecordRun(ctx, id)
@@ -173,7 +160,7 @@ func (g *Gateway) reportLost(ctx context.Context) {
 		stored[rec.ID] = true
 	}
 	config := map[string]bool{}
-	for _, id := range g.configHomeIDs() {
+	for _, id := range g.reg.ConfigHomeIDs() {
 		config[id] = true
 	}
 	var homes []string
@@ -192,7 +179,7 @@ func (g *Gateway) reportLost(ctx context.Context) {
 			have[a.Slug] = true
 		}
 		for slug, ar := range g.routeTab.all() {
-			if ar.gen != 0 && !g.reg.configApps[slug] && !have[slug] {
+			if ar.gen != 0 && !g.reg.IsConfigApp(slug) && !have[slug] {
 				apps = append(apps, slug)
 			}
 		}

@@ -2,12 +2,9 @@ package gateway
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -19,10 +16,10 @@ import (
 // neither replaces nor removes them. The roll target needs nothing here:
 // the engine reads it from the store at every wake and roll.
 //
-// Each pass reads the store under the lock this gateway's own admin writes
-// take (the registrar's claimMu for homes, the route table's change for
-// apps), so that it never sees a write of this gateway half done: a home
-// stored but not yet registered, or an app being removed.
+// The registrar does the comparing (control/fleet.go): each pass reads the
+// store under the lock this gateway's own admin writes take, so that it
+// never sees a write of this gateway half done: a home stored but not yet
+// registered, or an app being removed.
 
 // fleetSyncFallback is how often a gateway of a fleet compares its homes
 // and apps with the store when no change was announced.
@@ -90,134 +87,11 @@ func (g *Gateway) fleetPass(ctx context.Context) {
 		g.engine.Heartbeat(ctx, idleTick(g.cfg))
 	}
 	g.checkEpoch(ctx)
-	g.syncFleetApps(ctx, true)
-	if missing := g.syncFleetHomes(ctx); len(missing) > 0 {
+	g.reg.SyncFleetApps(ctx, true)
+	if missing := g.reg.SyncFleetHomes(ctx); len(missing) > 0 {
 		g.log.Warn("fleet: records of config homes are missing from the store; recording them again", "homes", missing)
 		g.healHomes(ctx, missing)
 	}
-	g.syncFleetApps(ctx, false)
+	g.reg.SyncFleetApps(ctx, false)
 	g.syncAppStates(ctx)
-}
-
-// syncFleetHomes registers the stored dynamic homes this gateway does not
-// route, registers again those whose routing changed (target, provider,
-// idle timeout, probe, relay token), and forgets those whose record is
-// gone. A home being woken here keeps its wake; only new wakes see the
-// change. It returns the homes of the config that have no record.
-func (g *Gateway) syncFleetHomes(ctx context.Context) (missing []string) {
-	r := g.reg
-	r.claimMu.Lock()
-	defer r.claimMu.Unlock()
-	recs, err := g.store.ListHomes(ctx)
-	if err != nil {
-		g.log.Warn("fleet: list homes", "err", err)
-		return nil
-	}
-	stored := make(map[string]bool, len(recs))
-	for _, rec := range recs {
-		stored[rec.ID] = true
-	}
-	for id := range r.configHomes {
-		if !stored[id] {
-			missing = append(missing, id)
-		}
-	}
-	slices.Sort(missing)
-	var gone []string
-	g.eachHome(func(h *homeRoute) bool {
-		if id := h.spec.ID; !stored[id] && !r.configHomes[id] {
-			gone = append(gone, id)
-		}
-		return true
-	})
-	for _, id := range gone {
-		g.setHome(id, nil)
-		g.engine.Forget(ctx, id)
-		g.log.Info("fleet: home removed elsewhere is no longer served here", "home", id)
-	}
-	for _, rec := range recs {
-		if !rec.Dynamic || r.configHomes[rec.ID] {
-			continue
-		}
-		h, known := g.homeWithID(rec.ID)
-		if known && g.sameRouting(h, rec) {
-			continue
-		}
-		// Read it again just before registering: a home removed meanwhile
-		// must not be registered (registering creates a missing record).
-		cur, err := g.store.GetHome(ctx, rec.ID)
-		if err != nil {
-			if !errors.Is(err, registry.ErrNotFound) {
-				g.log.Warn("fleet: read home", "home", rec.ID, "err", err)
-			}
-			continue
-		}
-		if known {
-			g.log.Info("fleet: home changed elsewhere is registered again", "home", rec.ID, "target", cur.Target)
-		}
-		r.restoreHome(ctx, cur, false)
-	}
-	return missing
-}
-
-// sameRouting reports whether h is registered as rec says: target,
-// provider, settings (homedecl.go) and relay token.
-func (g *Gateway) sameRouting(h *homeRoute, rec registry.Home) bool {
-	if !sameSpec(h.spec, declSpec(declFromRecord(rec, &g.cfg.Wake), "")) {
-		return false
-	}
-	token := ""
-	if rec.RelayTokenRef != "" {
-		var err error
-		if token, err = provider.ResolveSecret(rec.RelayTokenRef); err != nil {
-			return true // restoreHome would refuse it as well; keep what serves
-		}
-	}
-	return token == h.token
-}
-
-// syncFleetApps removes the apps registered through the admin API whose
-// record is gone (removals true), or installs the stored apps this gateway
-// does not serve at their stored generation (removals false). A stored app
-// whose home is not served here yet waits for the next pass.
-func (g *Gateway) syncFleetApps(ctx context.Context, removals bool) {
-	r, t := g.reg, g.routeTab
-	t.change.Lock()
-	defer t.change.Unlock()
-	recs, err := g.store.ListApps(ctx)
-	if err != nil {
-		g.log.Warn("fleet: list apps", "err", err)
-		return
-	}
-	if removals {
-		stored := make(map[string]bool, len(recs))
-		for _, rec := range recs {
-			stored[rec.Slug] = true
-		}
-		for slug, ar := range t.all() {
-			if ar.gen != 0 && !r.configApps[slug] && !stored[slug] {
-				t.uninstall(slug)
-				g.log.Info("fleet: app removed elsewhere is no longer served here", "app", slug)
-			}
-		}
-		return
-	}
-	for _, rec := range recs {
-		if r.appConflict(fromStore, rec.Slug) != nil {
-			continue
-		}
-		if cur := t.route(rec.Slug); cur != nil && cur.gen == rec.Generation {
-			continue
-		}
-		ac := rec
-		ac.Default()
-		var bad []string
-		ac.Check(r.homeKnown, func(field, format string, args ...any) { bad = append(bad, field) })
-		if len(bad) > 0 {
-			g.log.Debug("fleet: stored app not installed yet", "app", rec.Slug, "fields", bad)
-			continue
-		}
-		t.install(ac, rec.Generation)
-		g.log.Info("fleet: app registered elsewhere is served here", "app", rec.Slug, "generation", rec.Generation)
-	}
 }

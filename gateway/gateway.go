@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/h1serve"
@@ -71,10 +72,10 @@ type Gateway struct {
 	proxy     *proxy.Proxy
 	homeConns *homeConns // requests forwarded to each home at once (homeconns.go)
 
-	homeTab  homeTable   // homes by target and id (hometable.go)
-	homeMu   sync.Mutex  // serialises changes of homeTab
-	routeTab *routeTable // app routes, their observer and the self-probe (routetable.go)
-	reg      *registrar  // registers homes and apps (registrar.go)
+	homeTab  control.HomeTable[*homeRoute]  // homes by target and id (control/hometable.go)
+	homeMu   sync.Mutex                     // serialises changes of homeTab
+	routeTab *routeTable                    // app routes, their observer and the self-probe (routetable.go)
+	reg      *control.Registrar[*homeRoute] // registers homes and apps (controlplane.go)
 
 	draining atomic.Bool
 	// drainStarted is closed when draining starts (waiting streams end).
@@ -169,7 +170,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	if err := g.newGate(); err != nil {
 		return nil, err
 	}
-	g.reg = newRegistrar(g)
+	g.reg = g.newRegistrar()
 	if err := g.reg.RegisterConfigHomes(ctx, cfg.Homes); err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	}
 	g.reg.RegisterConfigApps(cfg.Apps)
 	// Homes and apps registered through the admin API, stored, come back
-	// after the config's (which win on a conflict; registrar.go).
+	// after the config's (which win on a conflict; control/registrar.go).
 	if err := g.reg.Restore(ctx); err != nil {
 		return nil, err
 	}

@@ -22,9 +22,9 @@ import (
 // home release its claim.
 func TestRegistrarClaims(t *testing.T) {
 	g := claimGateway(t, "")
-	r, ctx := g.reg, context.Background()
+	ctx := context.Background()
 	put := func(id, target string) error {
-		_, _, err := r.PutAPIHome(ctx, id, admin.HomeRequest{Target: target}, 0)
+		_, _, err := g.reg.PutAPIHome(ctx, id, admin.HomeRequest{Target: target}, 0)
 		return err
 	}
 	holder := func(target string) string {
@@ -75,8 +75,8 @@ func TestRegistrarClaims(t *testing.T) {
 
 	t.Run("claim taken before the confirm", func(t *testing.T) {
 		real := g.store
-		t.Cleanup(func() { g.store = real })
-		g.store = &usurper{Store: real, victim: "racer"}
+		t.Cleanup(func() { g.useStore(real) })
+		g.useStore(&usurper{Store: real, victim: "racer"})
 		err := put("racer", "racet")
 		if fe, ok := fault.As(err); !ok || fe.Code != "target_taken" || !strings.Contains(fe.Cause.Error(), `"usurper-racet"`) {
 			t.Fatalf("PUT whose claim was taken: %v", err)
@@ -90,11 +90,11 @@ func TestRegistrarClaims(t *testing.T) {
 
 		// A home that exists keeps its record and its route when its move
 		// to a new target loses.
-		g.store = real
+		g.useStore(real)
 		if err := put("racer", "racea"); err != nil {
 			t.Fatal(err)
 		}
-		g.store = &usurper{Store: real, victim: "racer"}
+		g.useStore(&usurper{Store: real, victim: "racer"})
 		if err := put("racer", "raceb"); fault.KindOf(err) != fault.Conflict {
 			t.Fatalf("move whose claim was taken: %v", err)
 		}
@@ -117,7 +117,7 @@ func TestRegistrarClaims(t *testing.T) {
 			t.Fatalf("after a move: m1 held by %q, m2 by %q", holder("m1"), holder("m2"))
 		}
 		h, _ := g.homeWithID("mv")
-		if err := r.RemoveHome(ctx, h, 0); err != nil {
+		if err := g.reg.RemoveHome(ctx, h, 0); err != nil {
 			t.Fatalf("remove: %v", err)
 		}
 		if holder("m2") != "" {
@@ -167,4 +167,12 @@ func (u *usurper) PutHome(ctx context.Context, h registry.Home, cond registry.Co
 	}
 	u.victim = "" // once
 	return stored, err
+}
+
+// useStore puts s in place of g's store, for the gateway and its
+// registrar (a test's wrapper that counts or interferes with writes); the
+// engine keeps the store it was built with.
+func (g *Gateway) useStore(s registry.Store) {
+	g.store = s
+	g.reg = g.newRegistrar()
 }

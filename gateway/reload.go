@@ -13,7 +13,6 @@ import (
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
-	"github.com/wakegate/wakegate/registry"
 )
 
 // Reload reads the config file again and applies it in place (SIGHUP,
@@ -90,7 +89,7 @@ func (g *Gateway) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.R
 		res.Applied = append(res.Applied, "access")
 	}
 	res.Applied = append(res.Applied, changedFields(cur, next, reloadable)...)
-	if err := g.reloadRoutes(ctx, cur, next, &res); err != nil {
+	if err := g.reg.Reload(ctx, cur, next, &res); err != nil {
 		// The homes and apps applied so far serve; the rest of the file
 		// is not applied.
 		if set != nil {
@@ -184,128 +183,6 @@ func (g *Gateway) logReload(res admin.Reload) {
 func (g *Gateway) newAccessSet(cfg *config.Config) (*access.Set, error) {
 	log := g.log.With("component", "access")
 	return access.NewSet(cfg.Access, g.gate.ip.Of, func(err error) { log.Warn("access policy", "err", err) })
-}
-
-// reloadRoutes applies the homes and apps of next over those of cur (step
-// 3 of the order above), filling res.
-func (g *Gateway) reloadRoutes(ctx context.Context, cur, next *config.Config, res *admin.Reload) error {
-	oldHomes := map[string]config.HomeConfig{}
-	for _, hc := range cur.Homes {
-		oldHomes[hc.ID] = hc
-	}
-	var register []config.HomeConfig
-	newHomes := map[string]bool{}
-	for _, hc := range next.Homes {
-		newHomes[hc.ID] = true
-		old, ok := oldHomes[hc.ID]
-		switch {
-		case !ok:
-			res.HomesAdded = append(res.HomesAdded, hc.ID)
-			register = append(register, hc)
-		case !sameHomeRouting(old, hc):
-			res.HomesChanged = append(res.HomesChanged, hc.ID)
-			register = append(register, hc)
-		}
-	}
-	oldApps := map[string]registry.App{}
-	for _, ac := range cur.Apps {
-		oldApps[ac.Slug] = ac
-	}
-	var install []registry.App
-	newApps := map[string]bool{}
-	for _, ac := range next.Apps {
-		newApps[ac.Slug] = true
-		old, ok := oldApps[ac.Slug]
-		switch {
-		case !ok:
-			res.AppsAdded = append(res.AppsAdded, ac.Slug)
-			install = append(install, ac)
-		case !reflect.DeepEqual(old, ac):
-			res.AppsChanged = append(res.AppsChanged, ac.Slug)
-			install = append(install, ac)
-		}
-	}
-	r := g.reg
-	// Apps first leave (one may run in a home that goes), and the config's
-	// slugs are the file's from now on.
-	g.routeTab.change.Lock()
-	for slug := range oldApps {
-		if !newApps[slug] {
-			g.routeTab.uninstall(slug)
-			res.AppsRemoved = append(res.AppsRemoved, slug)
-		}
-	}
-	r.configApps = newApps
-	g.routeTab.change.Unlock()
-
-	r.claimMu.Lock()
-	ids := maps2Set(r.configHomes, newHomes)
-	r.configHomes = ids // removed homes stay the config's until they go
-	r.claimMu.Unlock()
-	if err := r.RegisterConfigHomes(ctx, register); err != nil {
-		return err
-	}
-	for id := range oldHomes {
-		if newHomes[id] {
-			continue
-		}
-		if err := g.removeConfigHome(ctx, id); err != nil {
-			res.HomesKept = append(res.HomesKept, id+": "+publicReason(err))
-			continue
-		}
-		res.HomesRemoved = append(res.HomesRemoved, id)
-	}
-	r.claimMu.Lock()
-	r.configHomes = newHomes
-	for _, k := range res.HomesKept {
-		id, _, _ := strings.Cut(k, ":")
-		r.configHomes[id] = true
-	}
-	r.claimMu.Unlock()
-	r.RegisterConfigApps(install)
-	return nil
-}
-
-// removeConfigHome stops and removes home id, which the config no longer
-// declares, through the registrar; it refuses while the home has sessions
-// or an app runs in it.
-func (g *Gateway) removeConfigHome(ctx context.Context, id string) error {
-	h, ok := g.homeWithID(id)
-	if !ok {
-		return nil
-	}
-	if n := g.sessions.Count(id); n > 0 {
-		return fault.New(fault.Busy, "home_busy", fmt.Sprintf("the home has %d sessions", n))
-	}
-	return g.reg.RemoveHome(ctx, h, 0)
-}
-
-// publicReason is err's sentence for the reload's answer.
-func publicReason(err error) string {
-	if fe, ok := fault.As(err); ok {
-		return fe.Message
-	}
-	return err.Error()
-}
-
-// maps2Set returns the union of the keys of a and b.
-func maps2Set(a, b map[string]bool) map[string]bool {
-	out := make(map[string]bool, len(a)+len(b))
-	for k := range a {
-		out[k] = true
-	}
-	for k := range b {
-		out[k] = true
-	}
-	return out
-}
-
-// sameHomeRouting reports whether a and b register the same home: every
-// field but the display name (which only the waiting page reads, through
-// conf).
-func sameHomeRouting(a, b config.HomeConfig) bool {
-	a.DisplayName, b.DisplayName = "", ""
-	return reflect.DeepEqual(a, b)
 }
 
 // A config field a reload treats in one of two ways: reloadable fields

@@ -90,7 +90,7 @@ func TestRestoreReadsTheIndexOnce(t *testing.T) {
 	// The same restore again, counted: every home but loser holds its
 	// target now.
 	rc := &readCounter{Store: g.store}
-	g.store = rc
+	g.useStore(rc)
 	if err := g.reg.RestoreHomes(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 // and only a self-probe that passes publishes it; the observer withdraws it
 // after failure_threshold failed observations in a row. Every app, of the
 // config, of the admin API or of the store, joins through install and
-// leaves through uninstall, called by the registrar (registrar_apps.go):
+// leaves through uninstall, called by the registrar (control/apps.go):
 // their loops run under the same owner (Serve's background work).
 //
 // The table is copy on write: the request path loads it with one atomic
@@ -77,7 +77,7 @@ func newAppRoute(ac registry.App, gen uint64, homes func(string) (*homeRoute, bo
 }
 
 // newRouteTable returns an empty table with an observer of its own; the
-// registrar installs the apps (registrar_apps.go). g's engine, homes and
+// registrar installs the apps (control/apps.go). g's engine, homes and
 // log are ready.
 func newRouteTable(g *Gateway) *routeTable {
 	t := &routeTable{probe: newSelfProber(g.cfg.Proxy.DialTimeout), log: g.log, events: g.engine.Events(),

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 //     and confirms the claim after (underClaim); a claim held by a live
 //     home is a 409 target_taken naming the holder;
 //   - the config's homes take their targets at start whoever holds them
-//     (claimConfigTarget), and the log says which API home lost its route;
+//     (ClaimConfigTarget), and the log says which API home lost its route;
 //   - a stored home is restored only with its target's claim
 //     (claimStoredTarget);
 //   - removing a home, or moving it to another target, releases its claim
@@ -33,8 +33,8 @@ import (
 // finds that another writer took the claim meanwhile, undo gets the
 // record write stored and must put the record back as it was; the answer
 // is then target_taken. A failed write releases a claim it took.
-func (r *registrar) underClaim(ctx context.Context, id, target string, write func() (registry.Home, error), undo func(registry.Home) error) error {
-	out, err := registry.ClaimTarget(ctx, r.g.store, target, id, r.g.cfg.Instance)
+func (r *Registrar[H]) underClaim(ctx context.Context, id, target string, write func() (registry.Home, error), undo func(registry.Home) error) error {
+	out, err := registry.ClaimTarget(ctx, r.d.Store, target, id, r.cfg.Instance)
 	if err != nil {
 		return targetTaken(err)
 	}
@@ -48,7 +48,7 @@ func (r *registrar) underClaim(ctx context.Context, id, target string, write fun
 		}
 		return fmt.Errorf("store home %s: %w", id, err)
 	}
-	if _, err := registry.ConfirmClaim(ctx, r.g.store, out.Claim, r.g.cfg.Instance); err != nil {
+	if _, err := registry.ConfirmClaim(ctx, r.d.Store, out.Claim, r.cfg.Instance); err != nil {
 		if uerr := undo(stored); uerr != nil {
 			r.log.Warn("home record not put back after its target was taken", "home", id, "target", target,
 				"err", uerr, "hint", "the record names a target it does not hold: PUT /admin/homes/"+id+" with another target, or DELETE it")
@@ -71,23 +71,23 @@ func targetTaken(err error) error {
 		WithHint("choose another target, or remove home " + taken.Holder + " first (DELETE /admin/homes/" + taken.Holder + ")")
 }
 
-// claimConfigTarget gives target to the config's home id, whoever held it,
+// ClaimConfigTarget gives target to the config's home id, whoever held it,
 // and says in the log which live home lost its route. It returns id's
 // stored record as it was before (zero when there was none), whose target
 // the caller releases once the home is registered on its new one.
-func (r *registrar) claimConfigTarget(ctx context.Context, id, target string) (registry.Home, error) {
-	before, err := r.g.store.GetHome(ctx, id)
+func (r *Registrar[H]) ClaimConfigTarget(ctx context.Context, id, target string) (registry.Home, error) {
+	before, err := r.d.Store.GetHome(ctx, id)
 	if err != nil && !errors.Is(err, registry.ErrNotFound) {
 		return registry.Home{}, fmt.Errorf("read home: %w", err)
 	}
-	prev, err := registry.ForceClaim(ctx, r.g.store, target, id, r.g.cfg.Instance)
+	prev, err := registry.ForceClaim(ctx, r.d.Store, target, id, r.cfg.Instance)
 	if err != nil {
 		return registry.Home{}, err
 	}
 	if prev.Home == "" {
 		return before, nil
 	}
-	stale, err := registry.StaleClaim(ctx, r.g.store, prev)
+	stale, err := registry.StaleClaim(ctx, r.d.Store, prev)
 	switch {
 	case err != nil:
 		r.log.Warn("target taken by a home of the config; its previous holder could not be read", "target", target,
@@ -105,8 +105,8 @@ func (r *registrar) claimConfigTarget(ctx context.Context, id, target string) (r
 // is restored; it reports whether the home may be restored, and logs why
 // not. The record names the target already, so the claim needs no
 // confirm: nobody can take it for stale.
-func (r *registrar) claimStoredTarget(ctx context.Context, rec registry.Home) bool {
-	out, err := registry.ClaimTarget(ctx, r.g.store, rec.Target, rec.ID, r.g.cfg.Instance)
+func (r *Registrar[H]) claimStoredTarget(ctx context.Context, rec registry.Home) bool {
+	out, err := registry.ClaimTarget(ctx, r.d.Store, rec.Target, rec.ID, r.cfg.Instance)
 	var taken *registry.TakenError
 	switch {
 	case errors.As(err, &taken):
@@ -132,8 +132,8 @@ func (r *registrar) claimStoredTarget(ctx context.Context, rec registry.Home) bo
 // read transaction, or one Redis round trip, for 100,000 homes); a home
 // the listing does not show holding its target claims it as before
 // (claimStoredTarget), which decides on the claim as it is then.
-func (r *registrar) heldTargets(ctx context.Context) (map[string]string, error) {
-	claims, err := r.g.store.ListClaims(ctx)
+func (r *Registrar[H]) heldTargets(ctx context.Context) (map[string]string, error) {
+	claims, err := r.d.Store.ListClaims(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list target claims: %w", err)
 	}
@@ -147,8 +147,8 @@ func (r *registrar) heldTargets(ctx context.Context) (map[string]string, error) 
 // releaseTarget releases home id's claim on target, if it holds it. A
 // failure is logged: the claim is then stale, and the next claimant takes
 // it over.
-func (r *registrar) releaseTarget(ctx context.Context, target, id string) {
-	if err := registry.ReleaseClaim(context.WithoutCancel(ctx), r.g.store, target, id); err != nil {
+func (r *Registrar[H]) releaseTarget(ctx context.Context, target, id string) {
+	if err := registry.ReleaseClaim(context.WithoutCancel(ctx), r.d.Store, target, id); err != nil {
 		r.log.Warn("target claim not released; the next claimant takes it over", "target", target, "home", id, "err", err)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"reflect"
@@ -9,9 +9,9 @@ import (
 	"github.com/wakegate/wakegate/wake"
 )
 
-// declSpec is d as the engine registers it; token is the resolved relay
+// DeclSpec is d as the engine registers it; token is the resolved relay
 // token.
-func declSpec(d config.HomeDecl, token string) wake.HomeSpec {
+func DeclSpec(d config.HomeDecl, token string) wake.HomeSpec {
 	return wake.HomeSpec{ID: d.ID, Target: d.Target, Provider: d.Provider, Version: d.Version,
 		RelayToken: token, IdleTimeout: d.IdleTimeout, Probe: wake.ProbeKind(d.Probe.Kind),
 		ProbePath: d.Probe.Path, ProbeStatuses: d.Probe.Statuses, ProbeSettle: d.Probe.Settle.Duration(),
@@ -28,9 +28,9 @@ func storeDecl(d config.HomeDecl, rec *registry.Home) {
 		ReadyTimeout: registry.Duration(d.ReadyTimeout), Options: d.Settings.Options}
 }
 
-// declFromRecord is the home a stored record declares, with w's defaults
+// DeclFromRecord is the home a stored record declares, with w's defaults
 // for what it leaves unset (a record written before a setting existed).
-func declFromRecord(rec registry.Home, w *config.WakeConfig) config.HomeDecl {
+func DeclFromRecord(rec registry.Home, w *config.WakeConfig) config.HomeDecl {
 	st := rec.Settings
 	d := config.HomeDecl{ID: rec.ID, Target: rec.Target, Provider: rec.Provider, Version: rec.Version,
 		RelayToken: rec.RelayTokenRef, IdleTimeout: rec.IdleTimeout, ReadyTimeout: st.ReadyTimeout.Duration(),
@@ -42,10 +42,10 @@ func declFromRecord(rec registry.Home, w *config.WakeConfig) config.HomeDecl {
 	return d
 }
 
-// sameSpec reports whether a and b register the same home, relay token
+// SameSpec reports whether a and b register the same home, relay token
 // aside (compared by the caller, which holds the references) and version
 // aside (the engine reads it from the record; a roll changes it).
-func sameSpec(a, b wake.HomeSpec) bool {
+func SameSpec(a, b wake.HomeSpec) bool {
 	a.RelayToken, b.RelayToken = "", ""
 	a.Version, b.Version = "", ""
 	return reflect.DeepEqual(normSpec(a), normSpec(b))

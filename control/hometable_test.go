@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"fmt"
@@ -8,18 +8,23 @@ import (
 	"github.com/wakegate/wakegate/wake"
 )
 
-func tableHome(id, target string) *homeRoute {
-	return &homeRoute{spec: wake.HomeSpec{ID: id, Target: target}}
+// tableRoute is a table entry as the gateway's is: a pointer to the spec.
+type tableRoute struct{ spec wake.HomeSpec }
+
+func (r *tableRoute) Spec() wake.HomeSpec { return r.spec }
+
+func tableHome(id, target string) *tableRoute {
+	return &tableRoute{spec: wake.HomeSpec{ID: id, Target: target}}
 }
 
 // TestHomeTableChanges walks the table's changes: add, move to another
 // target, replace in place, remove, and a removal that must not take the
 // route of a target another home holds now.
 func TestHomeTableChanges(t *testing.T) {
-	g := &Gateway{}
-	g.setHome("a", tableHome("a", "alice"))
-	g.setHome("b", tableHome("b", "bob"))
-	g.setHome("a", tableHome("a", "anna")) // moved
+	var g HomeTable[*tableRoute]
+	g.Set("a", tableHome("a", "alice"))
+	g.Set("b", tableHome("b", "bob"))
+	g.Set("a", tableHome("a", "anna")) // moved
 	steps := []struct {
 		name   string
 		target string
@@ -31,7 +36,7 @@ func TestHomeTableChanges(t *testing.T) {
 	}
 	for _, s := range steps {
 		got := ""
-		if h, ok := g.homeAt(s.target); ok {
+		if h, ok := g.At(s.target); ok {
 			got = h.spec.ID
 		}
 		if got != s.want {
@@ -40,21 +45,21 @@ func TestHomeTableChanges(t *testing.T) {
 	}
 	// Another home takes bob's target (a config home wins it), then b is
 	// removed: the target stays the new holder's.
-	g.setHome("c", tableHome("c", "bob"))
-	g.setHome("b", nil)
-	if h, ok := g.homeAt("bob"); !ok || h.spec.ID != "c" {
+	g.Set("c", tableHome("c", "bob"))
+	g.Drop("b")
+	if h, ok := g.At("bob"); !ok || h.spec.ID != "c" {
 		t.Errorf("removing b took the route of c's target")
 	}
-	if _, ok := g.homeWithID("b"); ok {
+	if _, ok := g.WithID("b"); ok {
 		t.Error("a removed home is still found by id")
 	}
-	if n := g.homeCount(); n != 2 {
-		t.Errorf("homeCount = %d, want 2", n)
+	if n := g.Count(); n != 2 {
+		t.Errorf("Count = %d, want 2", n)
 	}
 	seen := 0
-	g.eachHome(func(*homeRoute) bool { seen++; return true })
+	g.Each(func(*tableRoute) bool { seen++; return true })
 	if seen != 2 {
-		t.Errorf("eachHome saw %d homes, want 2", seen)
+		t.Errorf("Each saw %d homes, want 2", seen)
 	}
 }
 
@@ -64,13 +69,13 @@ func TestHomeTableChanges(t *testing.T) {
 // at least one map entry per home already there.
 func TestHomeTableChangeCostIsFlat(t *testing.T) {
 	per := func(existing int) float64 {
-		g := &Gateway{}
+		var g HomeTable[*tableRoute]
 		for i := range existing {
 			id := fmt.Sprintf("h%06d", i)
-			g.setHome(id, tableHome(id, id))
+			g.Set(id, tableHome(id, id))
 		}
 		const adds = 200
-		homes := make([]*homeRoute, adds)
+		homes := make([]*tableRoute, adds)
 		for i := range homes {
 			id := fmt.Sprintf("n%06d", i)
 			homes[i] = tableHome(id, id)
@@ -79,7 +84,7 @@ func TestHomeTableChangeCostIsFlat(t *testing.T) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		for _, h := range homes {
-			g.setHome(h.spec.ID, h)
+			g.Set(h.spec.ID, h)
 		}
 		runtime.ReadMemStats(&after)
 		return float64(after.TotalAlloc-before.TotalAlloc) / adds

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"cmp"
@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,9 +16,10 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
 )
 
-// The registrar is the one path by which homes and apps join and leave
+// Registrar is the one path by which homes and apps join and leave
 // this gateway: the engine knows them, the route tables route them, and
 // (for those registered through the admin API) the store keeps them. It
 // serves three callers:
@@ -26,17 +29,21 @@ import (
 //   - the store, at start (restore): every home and app registered through
 //     the admin API before, registered again after the config's.
 //
-// The config wins on conflict, and that rule lives in conflict (home ids),
-// the target claims (registrar_claims.go) and appConflict (apps): a
+// The config wins on conflict, and that rule lives in Conflict (home ids),
+// the target claims (claims.go) and AppConflict (apps): a
 // stored home whose id the config declares is not restored (a config home
 // with the id of a stored dynamic one takes the record over: it is no
 // longer dynamic); a config home takes its target's claim from any other
 // home; a stored app whose slug the config declares is not restored; and
 // the admin API cannot replace or remove an app of the config. A target
 // routes one home: whoever holds its claim in the store's target index.
-type registrar struct {
-	g   *Gateway
+type Registrar[H Route] struct {
+	d   Deps[H]
+	cfg *config.Config // the instance, the wake defaults
 	log *slog.Logger
+	// provs checks a home's provider and settings with the config's rules
+	// (Config.ProviderRegistry).
+	provs *provider.Registry
 	// claimMu serialises this gateway's admin writes of homes (claim,
 	// record, confirm), so that they do not take each other's claims for
 	// stale while one is between its claim and its record. The claims
@@ -45,73 +52,75 @@ type registrar struct {
 	// configHomes and configApps are the ids and slugs the config declares.
 	configHomes map[string]bool
 	configApps  map[string]bool
-	// provs checks a home's provider and settings with the config's rules
-	// (providerRegistry); avail are the providers this gateway built.
-	provs *provider.Registry
-	avail []string
 }
 
-// source is where a registration comes from.
-type source uint8
+// Source is where a registration comes from.
+type Source uint8
 
+// The sources of a registration.
 const (
-	fromConfig source = iota
-	fromAPI
-	fromStore
+	FromConfig Source = iota
+	FromAPI
+	FromStore
 )
 
-func newRegistrar(g *Gateway) *registrar {
-	r := &registrar{g: g, log: g.log.With("component", "registrar"), configHomes: map[string]bool{}, configApps: map[string]bool{},
-		provs: g.cfg.ProviderRegistry(), avail: g.providers.names()}
-	for _, hc := range g.cfg.Homes {
+// NewRegistrar returns the registrar of d's tables, which knows the homes
+// and apps of cfg as the config's.
+func NewRegistrar[H Route](d Deps[H], cfg *config.Config) *Registrar[H] {
+	r := &Registrar[H]{d: d, cfg: cfg, log: d.Log.With("component", "registrar"), provs: cfg.ProviderRegistry(),
+		configHomes: map[string]bool{}, configApps: map[string]bool{}}
+	for _, hc := range cfg.Homes {
 		r.configHomes[hc.ID] = true
 	}
-	for _, ac := range g.cfg.Apps {
+	for _, ac := range cfg.Apps {
 		r.configApps[ac.Slug] = true
 	}
 	return r
 }
 
-// conflict says why a home from src may not be registered with id (nil
+// Conflict says why a home from src may not be registered with id (nil
 // when it may): the config wins over the store. Who may take a target is
-// the target index's to say (claimAPITarget, claimConfigTarget).
-func (r *registrar) conflict(src source, id string) error {
-	if src == fromStore && r.configHomes[id] {
+// the target index's to say (underClaim, ClaimConfigTarget).
+func (r *Registrar[H]) Conflict(src Source, id string) error {
+	if src == FromStore && r.configHomes[id] {
 		return errors.New("the config declares a home with the same id, and the config wins")
 	}
 	return nil
 }
 
-// RegisterHome makes h served: the engine knows it (its stored record is
-// created or adopted) and the route table routes /node/{target} to it, in
-// place of any home with its id. The caller has checked conflict.
-func (r *registrar) RegisterHome(ctx context.Context, h *homeRoute) error {
-	if err := r.g.engine.Register(ctx, h.spec); err != nil {
-		return err
+// RegisterHome makes spec's home served: the engine knows it (its stored
+// record is created or adopted) and the route table routes /node/{target}
+// to it, in place of any home with its id. The caller has checked
+// Conflict.
+func (r *Registrar[H]) RegisterHome(ctx context.Context, spec wake.HomeSpec) (H, error) {
+	if err := r.d.Engine.Register(ctx, spec); err != nil {
+		var none H
+		return none, err
 	}
-	r.g.setHome(h.spec.ID, h)
-	return nil
+	h := r.d.Homes.New(spec)
+	r.d.Homes.Set(spec.ID, h)
+	return h, nil
 }
 
 // RegisterConfigHomes registers homes of the config (New calls it once
 // with every home, before the apps and before restore; a reload with those
 // it adds or changes). Each takes its target's claim, from whichever home
 // held it.
-func (r *registrar) RegisterConfigHomes(ctx context.Context, homes []config.HomeConfig) error {
+func (r *Registrar[H]) RegisterConfigHomes(ctx context.Context, homes []config.HomeConfig) error {
 	for _, hc := range homes {
 		d, err := hc.Decl()
 		if err != nil {
 			return fmt.Errorf("home %s: options: %w", hc.ID, err)
 		}
-		h := &homeRoute{spec: declSpec(d, "")}
-		if err := r.resolveToken(h, hc.RelayToken); err != nil {
+		spec := DeclSpec(d, "")
+		if err := resolveToken(&spec, hc.RelayToken); err != nil {
 			return fmt.Errorf("home %s: relay_token: %w", hc.ID, err)
 		}
-		prev, err := r.claimConfigTarget(ctx, hc.ID, hc.Target)
+		prev, err := r.ClaimConfigTarget(ctx, hc.ID, hc.Target)
 		if err != nil {
 			return fmt.Errorf("home %s: %w", hc.ID, err)
 		}
-		if err := r.RegisterHome(ctx, h); err != nil {
+		if _, err := r.RegisterHome(ctx, spec); err != nil {
 			return err
 		}
 		if prev.Target != "" && prev.Target != hc.Target {
@@ -121,8 +130,8 @@ func (r *registrar) RegisterConfigHomes(ctx context.Context, homes []config.Home
 	return nil
 }
 
-// resolveToken resolves h's relay token reference (none when ref is "").
-func (r *registrar) resolveToken(h *homeRoute, ref string) error {
+// resolveToken resolves spec's relay token reference (none when ref is "").
+func resolveToken(spec *wake.HomeSpec, ref string) error {
 	if ref == "" {
 		return nil
 	}
@@ -130,7 +139,7 @@ func (r *registrar) resolveToken(h *homeRoute, ref string) error {
 	if err != nil {
 		return err
 	}
-	h.token, h.spec.RelayToken = tok, tok
+	spec.RelayToken = tok
 	return nil
 }
 
@@ -139,8 +148,8 @@ func (r *registrar) resolveToken(h *homeRoute, ref string) error {
 // homes and apps. A home that cannot be restored is logged and skipped.
 // Homes the config declared once and no longer does release their targets
 // first.
-func (r *registrar) RestoreHomes(ctx context.Context) error {
-	recs, err := r.g.store.ListHomes(ctx)
+func (r *Registrar[H]) RestoreHomes(ctx context.Context) error {
+	recs, err := r.d.Store.ListHomes(ctx)
 	if err != nil {
 		return fmt.Errorf("restore homes: %w", err)
 	}
@@ -153,23 +162,24 @@ func (r *registrar) RestoreHomes(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore homes: %w", err)
 	}
-	before := r.g.homeCount()
+	before := r.d.Homes.Count()
 	for _, rec := range recs {
 		if rec.Dynamic {
 			r.restoreHome(ctx, rec, held[rec.Target] == rec.ID)
 		}
 	}
-	r.log.Info("stored homes restored", "homes", r.g.homeCount()-before)
+	r.log.Info("stored homes restored", "homes", r.d.Homes.Count()-before)
 	return nil
 }
 
 // restoreHome registers one stored dynamic home again; holds says that
 // the target index, as listed at the start of the restore, gives the
-// home its target already (the usual case: then no claim is written).
-func (r *registrar) restoreHome(ctx context.Context, rec registry.Home, holds bool) {
-	if err := r.conflict(fromStore, rec.ID); err != nil {
+// home its target already (the usual case: then no claim is written). A
+// fleet's sync calls it too, holding claimMu.
+func (r *Registrar[H]) restoreHome(ctx context.Context, rec registry.Home, holds bool) {
+	if err := r.Conflict(FromStore, rec.ID); err != nil {
 		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "target", rec.Target, "reason", err.Error())
-		if _, err := registry.UpdateHome(ctx, r.g.store, rec, r.g.cfg.Instance, func(h *registry.Home) { h.Dynamic = false }); err != nil {
+		if _, err := registry.UpdateHome(ctx, r.d.Store, rec, r.cfg.Instance, func(h *registry.Home) { h.Dynamic = false }); err != nil {
 			r.log.Warn("clear the dynamic mark of a config home", "home", rec.ID, "err", err)
 		}
 		return
@@ -177,12 +187,12 @@ func (r *registrar) restoreHome(ctx context.Context, rec registry.Home, holds bo
 	if !holds && !r.claimStoredTarget(ctx, rec) {
 		return
 	}
-	h := &homeRoute{spec: declSpec(declFromRecord(rec, &r.g.cfg.Wake), "")}
-	if err := r.resolveToken(h, rec.RelayTokenRef); err != nil {
+	spec := DeclSpec(DeclFromRecord(rec, &r.cfg.Wake), "")
+	if err := resolveToken(&spec, rec.RelayTokenRef); err != nil {
 		r.log.Warn("stored dynamic home not restored: relay_token", "home", rec.ID, "err", err)
 		return
 	}
-	if err := r.registerRead(ctx, h, rec); err != nil {
+	if err := r.registerRead(ctx, spec, rec); err != nil {
 		r.log.Warn("stored dynamic home not restored", "home", rec.ID, "err", err)
 		return
 	}
@@ -194,35 +204,35 @@ func (r *registrar) restoreHome(ctx context.Context, rec registry.Home, holds bo
 // registers the home; a target another home holds is a 409 target_taken.
 // A home the config does not declare is stored as dynamic, with what its
 // restore needs. created reports whether the home is new.
-func (r *registrar) PutAPIHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (h *homeRoute, created bool, err error) {
-	h, d, err := r.homeFromRequest(id, req)
+func (r *Registrar[H]) PutAPIHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (h H, created bool, err error) {
+	spec, d, err := r.homeFromRequest(id, req)
 	if err != nil {
-		return nil, false, err
+		return h, false, err
 	}
 	r.claimMu.Lock()
-	prev, created, err := r.storeAPIHome(ctx, h, d, ifMatch)
+	prev, created, err := r.storeAPIHome(ctx, &spec, d, ifMatch)
 	r.claimMu.Unlock()
 	if err != nil {
-		return nil, false, err
+		return h, false, err
 	}
-	if err := r.RegisterHome(ctx, h); err != nil {
-		return nil, false, err
+	if h, err = r.RegisterHome(ctx, spec); err != nil {
+		return h, false, err
 	}
-	if !created && prev.Target != h.spec.Target {
+	if !created && prev.Target != spec.Target {
 		r.releaseTarget(ctx, prev.Target, id)
 	}
-	r.log.Info("home registered", "home", id, "target", h.spec.Target, "created", created)
+	r.log.Info("home registered", "home", id, "target", spec.Target, "created", created)
 	return h, created, nil
 }
 
-// storeAPIHome writes the stored record of h, an admin request's home,
+// storeAPIHome writes the stored record of spec, an admin request's home,
 // under its target's claim. It returns the record it replaced (zero when
 // created reports a new one).
-func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, d config.HomeDecl, ifMatch uint64) (prev registry.Home, created bool, err error) {
-	id := h.spec.ID
+func (r *Registrar[H]) storeAPIHome(ctx context.Context, spec *wake.HomeSpec, d config.HomeDecl, ifMatch uint64) (prev registry.Home, created bool, err error) {
+	id := spec.ID
 	base := registry.Home{Status: registry.StatusSleeping}
 	cond := registry.Cond{}
-	cur, err := r.g.store.GetHome(ctx, id)
+	cur, err := r.d.Store.GetHome(ctx, id)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		if ifMatch != 0 {
@@ -234,22 +244,22 @@ func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, d config.Hom
 	case ifMatch != 0 && cur.Generation != ifMatch:
 		return prev, false, admin.StaleIfMatch("home", ifMatch, cur.Generation)
 	default:
-		if _, known := r.g.homeWithID(id); !known && !cur.Dynamic {
+		if _, known := r.d.Homes.WithID(id); !known && !cur.Dynamic {
 			return prev, false, fault.New(fault.Conflict, "conflict", "a stored home with this id exists but is not served here").
 				WithField("id").WithHint("remove the stored home first, or use another id")
 		}
-		h.spec.Version, d.Version = cur.Version, cur.Version // a roll changes versions, not a PUT
+		spec.Version, d.Version = cur.Version, cur.Version // a roll changes versions, not a PUT
 		base, cond, prev = cur, registry.CondOf(cur), cur
 	}
-	err = r.underClaim(ctx, id, h.spec.Target, func() (registry.Home, error) {
-		return r.g.store.PutHome(ctx, r.record(base, d), cond)
+	err = r.underClaim(ctx, id, spec.Target, func() (registry.Home, error) {
+		return r.d.Store.PutHome(ctx, r.record(base, d), cond)
 	}, func(stored registry.Home) error {
 		if created {
-			return r.g.store.DeleteHome(ctx, id, registry.CondOf(stored))
+			return r.d.Store.DeleteHome(ctx, id, registry.CondOf(stored))
 		}
 		back := prev
-		back.Owner = r.g.cfg.Instance
-		_, err := r.g.store.PutHome(ctx, back, registry.CondOf(stored))
+		back.Owner = r.cfg.Instance
+		_, err := r.d.Store.PutHome(ctx, back, registry.CondOf(stored))
 		return err
 	})
 	return prev, created, err
@@ -257,17 +267,17 @@ func (r *registrar) storeAPIHome(ctx context.Context, h *homeRoute, d config.Hom
 
 // record is rec carrying what d's registration needs (the fields restore
 // reads back), owned by this instance.
-func (r *registrar) record(rec registry.Home, d config.HomeDecl) registry.Home {
+func (r *Registrar[H]) record(rec registry.Home, d config.HomeDecl) registry.Home {
 	storeDecl(d, &rec)
-	rec.Owner, rec.Dynamic = r.g.cfg.Instance, !r.configHomes[d.ID]
+	rec.Owner, rec.Dynamic = r.cfg.Instance, !r.configHomes[d.ID]
 	return rec
 }
 
 // homeFromRequest checks an admin request for home id, naming every bad
 // field with the config's rules (config.HomeDecl.check), and fills the defaults.
-func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRoute, config.HomeDecl, error) {
+func (r *Registrar[H]) homeFromRequest(id string, req admin.HomeRequest) (wake.HomeSpec, config.HomeDecl, error) {
 	var bad admin.FieldErrors
-	w := &r.g.cfg.Wake
+	w := &r.cfg.Wake
 	d := config.HomeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
 		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: *w.IdleTimeout,
 		Settings: provider.Settings{Command: req.Command, Env: req.Env, Dir: req.WorkingDir, Options: req.Options}}
@@ -290,7 +300,7 @@ func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRout
 		}
 		*t.out = v
 	}
-	for _, p := range d.Check(r.provs, r.avail) {
+	for _, p := range d.Check(r.provs, r.d.Avail) {
 		if p.Field == "target" && req.Target == "" {
 			if !config.ValidHomeID(id) {
 				continue // the id's own problem says it
@@ -301,35 +311,45 @@ func (r *registrar) homeFromRequest(id string, req admin.HomeRequest) (*homeRout
 		}
 		bad.Add(p.Field, "%s", p.Msg)
 	}
-	h := &homeRoute{spec: declSpec(d, "")}
-	if err := r.resolveToken(h, req.RelayToken); err != nil {
+	spec := DeclSpec(d, "")
+	if err := resolveToken(&spec, req.RelayToken); err != nil {
 		bad.Add("relay_token", "%v", err)
 	}
-	return h, d, bad.Invalid()
+	return spec, d, bad.Invalid()
 }
 
 // RemoveHome stops and removes h: refused while an app runs in it. It
 // leaves the route table first, so that no new request starts on it, and
 // comes back if the engine refuses.
-func (r *registrar) RemoveHome(ctx context.Context, h *homeRoute, ifMatch uint64) error {
-	id := h.spec.ID
+func (r *Registrar[H]) RemoveHome(ctx context.Context, h H, ifMatch uint64) error {
+	spec := h.Spec()
+	id := spec.ID
 	// A fleet's sync (fleet_sync.go) must not see the record before it
 	// goes and register the home again.
 	r.claimMu.Lock()
 	defer r.claimMu.Unlock()
-	for _, ar := range r.g.routeTab.all() {
-		if ar.home != nil && ar.home.spec.ID == id {
-			return fault.New(fault.Conflict, "home_in_use", "app "+ar.cfg.Slug+" runs in this home").WithField("id").
-				WithHint("remove the app first")
-		}
+	if slug, ok := r.d.Apps.InHome(id); ok {
+		return fault.New(fault.Conflict, "home_in_use", "app "+slug+" runs in this home").WithField("id").
+			WithHint("remove the app first")
 	}
-	r.g.setHome(id, nil)
-	if err := r.g.engine.Remove(ctx, id, ifMatch); err != nil {
-		r.g.setHome(id, h)
+	r.d.Homes.Drop(id)
+	if err := r.d.Engine.Remove(ctx, id, ifMatch); err != nil {
+		r.d.Homes.Set(id, h)
 		return err
 	}
-	r.releaseTarget(ctx, h.spec.Target, id)
-	r.g.homeConns.forget(id)
+	r.releaseTarget(ctx, spec.Target, id)
+	r.d.Homes.Forget(id)
 	r.log.Info("home removed", "home", id)
 	return nil
 }
+
+// ConfigHomeIDs lists the homes the config declares, sorted.
+func (r *Registrar[H]) ConfigHomeIDs() []string {
+	r.claimMu.Lock()
+	defer r.claimMu.Unlock()
+	return slices.Sorted(maps.Keys(r.configHomes))
+}
+
+// IsConfigApp reports whether the config declares slug; the caller holds
+// the app table's lock.
+func (r *Registrar[H]) IsConfigApp(slug string) bool { return r.configApps[slug] }

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -16,17 +16,18 @@ import (
 // the admin API is held to the config's rules (registry.App.Check), stored in the
 // registry (so that a restarted gateway registers it again) and carries
 // the stored record's generation, which If-Match names. It joins the route
-// table as a candidate exactly like an app of the config (routeTable.install): only
-// its self-probe publishes it. Registrations and removals of apps are
-// serialised by g.routeTab.change.
+// table as a candidate exactly like an app of the config (Apps.Install):
+// only its self-probe publishes it. Registrations and removals of apps are
+// serialised by the table's lock (Apps.Lock).
 
-// appConflict says why an app from src may not take slug (nil when it
-// may): the config wins, over the store and over the admin API.
-func (r *registrar) appConflict(src source, slug string) error {
-	if src == fromConfig || !r.configApps[slug] {
+// AppConflict says why an app from src may not take slug (nil when it
+// may): the config wins, over the store and over the admin API. The
+// caller holds the app table's lock.
+func (r *Registrar[H]) AppConflict(src Source, slug string) error {
+	if src == FromConfig || !r.configApps[slug] {
 		return nil
 	}
-	if src == fromStore {
+	if src == FromStore {
 		return errors.New("the config declares the same slug, and the config wins")
 	}
 	return fault.New(fault.Conflict, "config_app", "app "+strconv.Quote(slug)+" is declared in the config file").
@@ -37,18 +38,18 @@ func (r *registrar) appConflict(src source, slug string) error {
 // every app, after the config's homes and before restore; a reload with
 // those it adds or changes). Each is a candidate until its self-probe
 // passes; Serve starts their observation loops.
-func (r *registrar) RegisterConfigApps(apps []registry.App) {
-	t := r.g.routeTab
-	t.change.Lock()
-	defer t.change.Unlock()
+func (r *Registrar[H]) RegisterConfigApps(apps []registry.App) {
+	t := r.d.Apps
+	t.Lock()
+	defer t.Unlock()
 	for _, ac := range apps {
-		t.install(ac, 0)
+		t.Install(ac, 0)
 	}
 }
 
 // Restore registers again, after the config's, the homes and then the
 // apps stored through the admin API; New calls it once.
-func (r *registrar) Restore(ctx context.Context) error {
+func (r *Registrar[H]) Restore(ctx context.Context) error {
 	if err := r.RestoreHomes(ctx); err != nil {
 		return err
 	}
@@ -59,40 +60,40 @@ func (r *registrar) Restore(ctx context.Context) error {
 // start, after every home. An app the config also declares, or whose
 // record no longer passes the checks (its home is gone), is skipped with a
 // warning; its record is kept.
-func (r *registrar) RestoreApps(ctx context.Context) error {
-	recs, err := r.g.store.ListApps(ctx)
+func (r *Registrar[H]) RestoreApps(ctx context.Context) error {
+	recs, err := r.d.Store.ListApps(ctx)
 	if err != nil {
 		return fmt.Errorf("restore apps: %w", err)
 	}
-	r.g.routeTab.change.Lock()
-	defer r.g.routeTab.change.Unlock()
+	r.d.Apps.Lock()
+	defer r.d.Apps.Unlock()
 	for _, rec := range recs {
-		if err := r.appConflict(fromStore, rec.Slug); err != nil {
+		if err := r.AppConflict(FromStore, rec.Slug); err != nil {
 			r.log.Warn("stored app not restored", "app", rec.Slug, "reason", err.Error())
 			continue
 		}
 		ac := rec
 		ac.Default()
 		var bad admin.FieldErrors
-		ac.Check(r.homeKnown, bad.Add)
+		ac.Check(r.HomeKnown, bad.Add)
 		if len(bad) > 0 {
 			r.log.Warn("stored app not restored", "app", rec.Slug, "problems", bad.Error())
 			continue
 		}
-		r.g.routeTab.install(ac, rec.Generation)
+		r.d.Apps.Install(ac, rec.Generation)
 		r.log.Info("app restored", "app", rec.Slug, "generation", rec.Generation)
 	}
 	return nil
 }
 
-// homeKnown reports whether a home with id is routed here.
-func (r *registrar) homeKnown(id string) bool { _, ok := r.g.homeWithID(id); return ok }
+// HomeKnown reports whether a home with id is routed here.
+func (r *Registrar[H]) HomeKnown(id string) bool { _, ok := r.d.Homes.WithID(id); return ok }
 
-// appFromRequest fills the defaults of an app decoded from a PUT body for
+// AppFromRequest fills the defaults of an app decoded from a PUT body for
 // slug and checks it with the config's rules, naming every bad field. The
 // fields the gateway keeps (generation, owner, updated_at) are not the
 // caller's to set: If-Match names the generation a caller read.
-func (r *registrar) appFromRequest(slug string, ac registry.App) (registry.App, error) {
+func (r *Registrar[H]) AppFromRequest(slug string, ac registry.App) (registry.App, error) {
 	var bad admin.FieldErrors
 	if ac.Slug != "" && ac.Slug != slug {
 		bad.Add("slug", "the body names app %q but the URL names %q", ac.Slug, slug)
@@ -105,7 +106,7 @@ func (r *registrar) appFromRequest(slug string, ac registry.App) (registry.App, 
 	}
 	ac.Slug = slug
 	ac.Default()
-	ac.Check(r.homeKnown, bad.Add)
+	ac.Check(r.HomeKnown, bad.Add)
 	return ac, bad.Invalid()
 }
 
@@ -113,91 +114,92 @@ func (r *registrar) appFromRequest(slug string, ac registry.App) (registry.App, 
 // stored record is written (compare-and-set on ifMatch when not 0, and on
 // the generation this gateway serves), then the app is installed as a
 // candidate. It returns the stored generation and whether the app is new.
-func (r *registrar) PutAPIApp(ctx context.Context, ac registry.App, ifMatch uint64) (gen uint64, created bool, err error) {
-	g, slug := r.g, ac.Slug
-	g.routeTab.change.Lock() // configApps is read under it (a reload changes it)
-	defer g.routeTab.change.Unlock()
-	if err := r.appConflict(fromAPI, slug); err != nil {
+func (r *Registrar[H]) PutAPIApp(ctx context.Context, ac registry.App, ifMatch uint64) (gen uint64, created bool, err error) {
+	t, slug := r.d.Apps, ac.Slug
+	t.Lock() // configApps is read under it (a reload changes it)
+	defer t.Unlock()
+	if err := r.AppConflict(FromAPI, slug); err != nil {
 		return 0, false, err
 	}
-	cur := g.routeTab.route(slug)
-	if err := appIfMatch(cur, ifMatch); err != nil {
+	curGen, served := t.Generation(slug)
+	if err := appIfMatch(curGen, served, ifMatch); err != nil {
 		return 0, false, err
 	}
 	rec := ac
-	rec.Owner, rec.UpdatedAt = g.cfg.Instance, time.Now().UTC()
-	prev, err := g.store.GetApp(ctx, slug)
+	rec.Owner, rec.UpdatedAt = r.cfg.Instance, time.Now().UTC()
+	prev, err := r.d.Store.GetApp(ctx, slug)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
-		if cur != nil {
+		if served {
 			// Served here but gone from the store: another writer removed it.
 			return 0, false, appRemovedMeanwhile()
 		}
-		rec, err = g.store.PutApp(ctx, rec, registry.Cond{})
+		rec, err = r.d.Store.PutApp(ctx, rec, registry.Cond{})
 	case err != nil:
-	case cur != nil && prev.Generation != cur.gen:
-		return 0, false, appServedStale(prev.Generation, cur.gen)
+	case served && prev.Generation != curGen:
+		return 0, false, appServedStale(prev.Generation, curGen)
 	default:
 		// A stored app not served here (skipped at start) is replaced too.
-		rec, err = g.store.PutApp(ctx, rec, registry.AppCond(prev))
+		rec, err = r.d.Store.PutApp(ctx, rec, registry.AppCond(prev))
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("store app %s: %w", slug, err)
 	}
-	g.routeTab.install(ac, rec.Generation)
-	r.log.Info("app registered", "app", slug, "generation", rec.Generation, "replaced", cur != nil)
-	return rec.Generation, cur == nil, nil
+	t.Install(ac, rec.Generation)
+	r.log.Info("app registered", "app", slug, "generation", rec.Generation, "replaced", served)
+	return rec.Generation, !served, nil
 }
 
 // RemoveAPIApp removes an app registered through the admin API: its
 // stored record is deleted (compare-and-set as in PutAPIApp), then its
 // loop stops and its route goes.
-func (r *registrar) RemoveAPIApp(ctx context.Context, slug string, ifMatch uint64) error {
-	g := r.g
-	g.routeTab.change.Lock()
-	defer g.routeTab.change.Unlock()
-	cur := g.routeTab.route(slug)
-	if cur == nil {
-		return appNotFound(slug)
+func (r *Registrar[H]) RemoveAPIApp(ctx context.Context, slug string, ifMatch uint64) error {
+	t := r.d.Apps
+	t.Lock()
+	defer t.Unlock()
+	curGen, served := t.Generation(slug)
+	if !served {
+		return AppNotFound(slug)
 	}
-	if err := r.appConflict(fromAPI, slug); err != nil {
+	if err := r.AppConflict(FromAPI, slug); err != nil {
 		return err
 	}
-	if err := appIfMatch(cur, ifMatch); err != nil {
+	if err := appIfMatch(curGen, served, ifMatch); err != nil {
 		return err
 	}
-	prev, err := g.store.GetApp(ctx, slug)
+	prev, err := r.d.Store.GetApp(ctx, slug)
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 	case err != nil:
 		return fmt.Errorf("read app %s: %w", slug, err)
-	case prev.Generation != cur.gen:
-		return appServedStale(prev.Generation, cur.gen)
+	case prev.Generation != curGen:
+		return appServedStale(prev.Generation, curGen)
 	default:
-		if err := g.store.DeleteApp(ctx, slug, registry.AppCond(prev)); err != nil {
+		if err := r.d.Store.DeleteApp(ctx, slug, registry.AppCond(prev)); err != nil {
 			return fmt.Errorf("delete app %s: %w", slug, err)
 		}
 	}
-	g.routeTab.uninstall(slug)
+	t.Uninstall(slug)
 	r.log.Info("app removed", "app", slug)
 	return nil
 }
 
 // appIfMatch checks an If-Match generation against the app served here
-// (cur, nil when none).
-func appIfMatch(cur *appRoute, ifMatch uint64) error {
+// (at generation gen when served).
+func appIfMatch(gen uint64, served bool, ifMatch uint64) error {
 	switch {
 	case ifMatch == 0:
 		return nil
-	case cur == nil:
+	case !served:
 		return admin.StaleIfMatch("app", ifMatch, 0)
-	case cur.gen != ifMatch:
-		return admin.StaleIfMatch("app", ifMatch, cur.gen)
+	case gen != ifMatch:
+		return admin.StaleIfMatch("app", ifMatch, gen)
 	}
 	return nil
 }
 
-func appNotFound(slug string) error {
+// AppNotFound is the answer to a request for an app not served here.
+func AppNotFound(slug string) error {
 	return fault.New(fault.NotFound, "app_not_found", "no app with slug "+strconv.Quote(slug)).WithField("slug")
 }
 

@@ -1,0 +1,23 @@
+// Package control is the gateway's control plane: the registrar, the one
+// path by which homes and apps join and leave this gateway (from the
+// config at start and on reload, from the admin API, from the store at
+// start, and from a fleet's sync with the shared store), the home table
+// the request path reads (HomeTable), and the conversions between a
+// home's declaration, its stored record and the engine's spec (decl.go).
+//
+// It changes the gateway's route tables and asks the engine, the store
+// and the sessions through small interfaces of its own (deps.go), which
+// the gateway implements; it imports no package that serves a request,
+// and never the gateway.
+//
+// DESIGN rules that live here: 15 (every record a registration writes is
+// a compare-and-set on generation and owner; a stale writer gets a
+// conflict), 14 (an app joins as a candidate: only its self-probe, in the
+// gateway's app table, publishes it), 28's healing side (a config home
+// takes its target back from whoever holds it; a fleet's sync forgets a
+// home whose record is gone) and 30's reload side (a reload applies its
+// homes and apps here, after the gateway refused a file that would remove
+// everything). Beside them, two rules of this package's own: the config
+// wins over the store and the admin API on every conflict, and a target
+// routes one home, whoever holds its claim in the store's target index.
+package control

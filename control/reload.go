@@ -1,0 +1,137 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/registry"
+)
+
+// Reload applies the homes and apps of next over those of cur (step 3 of
+// the reload's order, gateway/reload.go), filling res: apps the file no
+// longer declares leave first (one may run in a home that goes), homes
+// added or changed register as at start, homes removed go unless they
+// have sessions or an app runs in them (they are kept, and res says
+// why), then apps added or changed are installed.
+func (r *Registrar[H]) Reload(ctx context.Context, cur, next *config.Config, res *admin.Reload) error {
+	oldHomes := map[string]config.HomeConfig{}
+	for _, hc := range cur.Homes {
+		oldHomes[hc.ID] = hc
+	}
+	var register []config.HomeConfig
+	newHomes := map[string]bool{}
+	for _, hc := range next.Homes {
+		newHomes[hc.ID] = true
+		old, ok := oldHomes[hc.ID]
+		switch {
+		case !ok:
+			res.HomesAdded = append(res.HomesAdded, hc.ID)
+			register = append(register, hc)
+		case !sameHomeRouting(old, hc):
+			res.HomesChanged = append(res.HomesChanged, hc.ID)
+			register = append(register, hc)
+		}
+	}
+	oldApps := map[string]registry.App{}
+	for _, ac := range cur.Apps {
+		oldApps[ac.Slug] = ac
+	}
+	var install []registry.App
+	newApps := map[string]bool{}
+	for _, ac := range next.Apps {
+		newApps[ac.Slug] = true
+		old, ok := oldApps[ac.Slug]
+		switch {
+		case !ok:
+			res.AppsAdded = append(res.AppsAdded, ac.Slug)
+			install = append(install, ac)
+		case !reflect.DeepEqual(old, ac):
+			res.AppsChanged = append(res.AppsChanged, ac.Slug)
+			install = append(install, ac)
+		}
+	}
+	// Apps first leave (one may run in a home that goes), and the config's
+	// slugs are the file's from now on.
+	r.d.Apps.Lock()
+	for slug := range oldApps {
+		if !newApps[slug] {
+			r.d.Apps.Uninstall(slug)
+			res.AppsRemoved = append(res.AppsRemoved, slug)
+		}
+	}
+	r.configApps = newApps
+	r.d.Apps.Unlock()
+
+	r.claimMu.Lock()
+	r.configHomes = maps2Set(r.configHomes, newHomes) // removed homes stay the config's until they go
+	r.claimMu.Unlock()
+	if err := r.RegisterConfigHomes(ctx, register); err != nil {
+		return err
+	}
+	for id := range oldHomes {
+		if newHomes[id] {
+			continue
+		}
+		if err := r.removeConfigHome(ctx, id); err != nil {
+			res.HomesKept = append(res.HomesKept, id+": "+publicReason(err))
+			continue
+		}
+		res.HomesRemoved = append(res.HomesRemoved, id)
+	}
+	r.claimMu.Lock()
+	for _, k := range res.HomesKept {
+		id, _, _ := strings.Cut(k, ":")
+		newHomes[id] = true
+	}
+	r.configHomes = newHomes
+	r.claimMu.Unlock()
+	r.RegisterConfigApps(install)
+	return nil
+}
+
+// removeConfigHome stops and removes home id, which the config no longer
+// declares, through the registrar; it refuses while the home has sessions
+// or an app runs in it.
+func (r *Registrar[H]) removeConfigHome(ctx context.Context, id string) error {
+	h, ok := r.d.Homes.WithID(id)
+	if !ok {
+		return nil
+	}
+	if n := r.d.Sessions.Count(id); n > 0 {
+		return fault.New(fault.Busy, "home_busy", fmt.Sprintf("the home has %d sessions", n))
+	}
+	return r.RemoveHome(ctx, h, 0)
+}
+
+// publicReason is err's sentence for the reload's answer.
+func publicReason(err error) string {
+	if fe, ok := fault.As(err); ok {
+		return fe.Message
+	}
+	return err.Error()
+}
+
+// maps2Set returns the union of the keys of a and b.
+func maps2Set(a, b map[string]bool) map[string]bool {
+	out := make(map[string]bool, len(a)+len(b))
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+// sameHomeRouting reports whether a and b register the same home: every
+// field but the display name (which only the waiting page reads, through
+// conf).
+func sameHomeRouting(a, b config.HomeConfig) bool {
+	a.DisplayName, b.DisplayName = "", ""
+	return reflect.DeepEqual(a, b)
+}
