@@ -406,6 +406,11 @@ func (g *Gateway) Run(ctx context.Context) error {
 // the shutdown order; Close does the rest.
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	srv := g.newServer()
+	// Self-probes know where to go before anyone learns the address, and
+	// the admin API's views name it from their first answer.
+	g.routeTab.probe.listening(ln.Addr())
+	bound := ln.Addr().String()
+	g.bound.Store(&bound)
 	// The admin listener (admin.go) serves through the drain, so operators
 	// can watch it, and stops after the public listener has closed.
 	stopAdmin, err := g.startAdmin()
@@ -414,11 +419,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer stopAdmin()
-	// Self-probes know where to go before anyone learns the address.
-	g.routeTab.probe.listening(ln.Addr())
 	g.addr <- ln.Addr()
-	bound := ln.Addr().String()
-	g.bound.Store(&bound)
 	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance, "tls", g.cfg.TLS.Mode)
 	g.logSharedUser()
 	stopBG := g.startBackground()
