@@ -32,6 +32,18 @@ func isoBrowser(t *testing.T) context.Context {
 	return admBrowser(t, chromedp.Flag("host-resolver-rules", "MAP *.test 127.0.0.1"))
 }
 
+// isoWake wakes both homes before the browser comes: a page shown while
+// a home wakes is the waiting page, which navigates by itself once the
+// home is ready, under a script the test is running.
+func isoWake(t *testing.T, gw *e2eGateway) {
+	t.Helper()
+	for _, id := range []string{"alice", "bob"} {
+		if _, err := gw.g.Engine().WakeNow(context.Background(), id, "test"); err != nil {
+			t.Fatalf("wake %s: %v", id, err)
+		}
+	}
+}
+
 // isoFetch runs fetch(url, {credentials: "include"}) in the page ctx
 // shows, as a page of that origin would, and returns the body it could
 // read, or "blocked: ..." when the browser refused it the answer.
@@ -80,6 +92,7 @@ func jsString(s string) string {
 // delivers to bob's host only.
 func TestIsolationHostRoutingBrowser(t *testing.T) {
 	gw := e2eStartInProcess(t, isoConfig+"hosts:\n  nodes_domain: nodes.test\n")
+	isoWake(t, gw)
 	_, port, _ := net.SplitHostPort(gw.addr)
 	alice, bob := "http://alice.nodes.test:"+port, "http://bob.nodes.test:"+port
 	ctx := isoBrowser(t)
@@ -117,6 +130,7 @@ func TestIsolationHostRoutingBrowser(t *testing.T) {
 // browser sees one origin.
 func TestIsolationPathRoutingBrowser(t *testing.T) {
 	gw := e2eStartInProcess(t, isoConfig)
+	isoWake(t, gw)
 	origin := "http://" + gw.addr
 	ctx := isoBrowser(t)
 	tok := acToken(t, "bob", time.Hour)
