@@ -178,8 +178,12 @@ func TestGatewayWakesContainer(t *testing.T) {
 	if code != http.StatusOK || body != "1" {
 		t.Fatalf("request after the suspend: %d %q\n%s", code, body, r.gw.Output())
 	}
+	// The answer came from the home, so its container ran; on a slow
+	// machine its next idle second may have passed before this look, and
+	// the container is stopped again (a second suspend in the log).
 	again := r.e.one(t, r.name)
-	if again.ID != first.ID || again.State != "running" {
+	suspendedAgain := strings.Count(r.gw.Output(), "msg=suspend component=wake home=d1") >= 2
+	if again.ID != first.ID || (again.State != "running" && !suspendedAgain) {
 		t.Fatalf("container after the second wake %+v, want %s running again", again, first.ID)
 	}
 }
