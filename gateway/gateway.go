@@ -82,7 +82,7 @@ type Gateway struct {
 	// drainStarted is closed when draining starts (waiting streams end).
 	drainStarted chan struct{}
 	bound        atomic.Pointer[string] // the public listener's address, once serving
-	inflight     rtInflight             // every request being served, WebSockets included (inflight.go)
+	inflight     route.Inflight         // every request being served, WebSockets included (route/inflight.go)
 	reqSeq       atomic.Uint64
 	reqPre       string
 
