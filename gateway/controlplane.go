@@ -34,7 +34,7 @@ func (c controlHomes) Drop(id string)                      { c.g.setHome(id, nil
 func (c controlHomes) WithID(id string) (*homeRoute, bool) { return c.g.homeWithID(id) }
 func (c controlHomes) Count() int                          { return c.g.homeCount() }
 func (c controlHomes) Each(fn func(*homeRoute) bool)       { c.g.eachHome(fn) }
-func (c controlHomes) Forget(id string)                    { c.g.homeConns.forget(id) }
+func (c controlHomes) Forget(id string)                    { c.g.homeConns.Forget(id) }
 
 // controlApps is g's app route table as the registrar changes it.
 type controlApps struct{ g *Gateway }

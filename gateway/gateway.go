@@ -37,6 +37,7 @@ import (
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
+	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/telemetry"
 	"github.com/wakegate/wakegate/tlsfront"
 	"github.com/wakegate/wakegate/wake"
@@ -70,7 +71,7 @@ type Gateway struct {
 	engine    *wake.Engine
 	sessions  *proxy.Sessions
 	proxy     *proxy.Proxy
-	homeConns *homeConns // requests forwarded to each home at once (homeconns.go)
+	homeConns *route.HomeConns // requests forwarded to each home at once (route/homeconns.go)
 
 	homeTab  control.HomeTable[*homeRoute]  // homes by target and id (control/hometable.go)
 	homeMu   sync.Mutex                     // serialises changes of homeTab
@@ -81,7 +82,7 @@ type Gateway struct {
 	// drainStarted is closed when draining starts (waiting streams end).
 	drainStarted chan struct{}
 	bound        atomic.Pointer[string] // the public listener's address, once serving
-	inflight     rtInflight             // every request being served, WebSockets included (inflight.go)
+	inflight     route.Inflight         // every request being served, WebSockets included (route/inflight.go)
 	reqSeq       atomic.Uint64
 	reqPre       string
 
@@ -174,8 +175,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	if err := g.reg.RegisterConfigHomes(ctx, cfg.Homes); err != nil {
 		return nil, err
 	}
-	g.homeConns = newHomeConns(*cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
-	if err := g.metrics.Register(g.homeConns.collectors()...); err != nil {
+	g.homeConns = route.NewHomeConns(*cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
+	if err := g.metrics.Register(g.homeConns.Collectors()...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	g.routeTab = newRouteTable(g)

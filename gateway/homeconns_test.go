@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/route"
 )
 
 // heldUpstream is a real HTTP server on loopback standing for a home. It
@@ -231,10 +231,10 @@ func TestHomeConnsQueuedCallerGetsAnAnswer(t *testing.T) {
 	if err := json.Unmarshal(raw, &body); err != nil {
 		t.Fatalf("queued request: %d %s: %v", res.StatusCode, raw, err)
 	}
-	if res.StatusCode != http.StatusServiceUnavailable || body.Error.Code != gateway.CodeHomeAtCapacity ||
+	if res.StatusCode != http.StatusServiceUnavailable || body.Error.Code != route.CodeHomeAtCapacity ||
 		res.Header.Get("Retry-After") == "" || body.Error.Message == "" || strings.Contains(string(raw), "max_conns_per_home") {
 		t.Fatalf("queued request: %d Retry-After %q %s; want 503 %s with Retry-After and no config detail",
-			res.StatusCode, res.Header.Get("Retry-After"), raw, gateway.CodeHomeAtCapacity)
+			res.StatusCode, res.Header.Get("Retry-After"), raw, route.CodeHomeAtCapacity)
 	}
 	if u.served.Load() != 0 || u.inflight.Load() != 1 {
 		t.Fatalf("the home saw %d served and %d in flight; want only the first, held", u.served.Load(), u.inflight.Load())

@@ -345,12 +345,12 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, 
 	// read ahead (proxy/spool.go), so that a slow upload holds only its
 	// own connection.
 	route.Acquire = func(w http.ResponseWriter, r *http.Request) (func(), bool) {
-		slot, err := g.homeConns.acquire(r, id) // homeconns.go
+		slot, err := g.homeConns.Acquire(r, id) // route/homeconns.go
 		if err != nil {
 			g.writeError(w, r, err)
 			return nil, false
 		}
-		return func() { g.homeConns.release(slot) }, true
+		return func() { g.homeConns.Release(slot) }, true
 	}
 	g.proxy.Serve(w, r, route)
 }

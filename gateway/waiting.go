@@ -13,6 +13,7 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/web"
 )
@@ -36,23 +37,6 @@ import (
 // left open on a home that failed never wakes it again; its retry button
 // (the page's own URL) does, as any request would.
 
-const (
-	// waitRefreshEvery is how often a status stream asks for a fresh
-	// observation of an app whose home is ready.
-	waitRefreshEvery = 500 * time.Millisecond
-	// waitStreamMax ends a status stream; the browser's EventSource
-	// connects again after waitRetryMS.
-	waitStreamMax = 5 * time.Minute
-	// waitKeepAlive is the longest silence on a status stream (a comment
-	// line keeps proxies in front from closing it).
-	waitKeepAlive = 15 * time.Second
-	// waitRetryMS is the EventSource reconnection delay the stream asks for.
-	waitRetryMS = 2000
-	// waitRefreshSeconds is the meta refresh period of a page without
-	// JavaScript.
-	waitRefreshSeconds = 2
-)
-
 // waitSubject is the home or the app a waiting page waits for.
 type waitSubject struct {
 	kind string // "node" or "app"
@@ -61,19 +45,6 @@ type waitSubject struct {
 	// outside any home).
 	home *homeRoute
 	app  *appRoute // nil for a node
-}
-
-// waitReport is one report of the status: all that the public learns.
-type waitReport struct {
-	// Ready is true once the page may load its URL again (kept for pages
-	// that predate Phase).
-	Ready     bool   `json:"ready"`
-	Phase     string `json:"phase"`
-	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
-	// Code, Error and RequestID are a failure's public answer.
-	Code      string `json:"code,omitempty"`
-	Error     string `json:"error,omitempty"`
-	RequestID string `json:"request_id,omitempty"`
 }
 
 // waitSubjectOf returns the home (kind "node") or app named name.
@@ -128,9 +99,9 @@ func (g *Gateway) serveWaitingPage(w http.ResponseWriter, r *http.Request, route
 // page's own URL (a local path).
 func (g *Gateway) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSubject, v wake.WakeView, retry string) {
 	retryAfter := g.conf().Wake.RetryAfter
-	d := web.Waiting{Name: g.displayName(s), Phase: v.Phase, PhaseText: phaseText(v.Phase),
+	d := web.Waiting{Name: g.displayName(s), Phase: v.Phase, PhaseText: route.PhaseText(v.Phase),
 		StatusURL: s.statusURL(), RetryURL: retry, RequestID: r.Header.Get("X-Request-Id"),
-		RefreshSeconds: waitRefreshSeconds, Elapsed: v.Elapsed, Expected: g.expectedWake(r.Context(), s),
+		RefreshSeconds: route.WaitRefreshSeconds, Elapsed: v.Elapsed, Expected: g.expectedWake(r.Context(), s),
 		Nonce: web.NewNonce()}
 	d.RefreshURL = d.StatusURL + "?to=" + url.QueryEscape(retry)
 	status := http.StatusServiceUnavailable
@@ -189,21 +160,6 @@ func (g *Gateway) expectedWake(ctx context.Context, s waitSubject) time.Duration
 	return 0
 }
 
-// phaseText is a phase as the page says it before its script runs.
-func phaseText(phase string) string {
-	switch phase {
-	case wake.ViewQueued:
-		return "Waiting for a free slot…"
-	case wake.ViewProbing:
-		return "Checking that it answers…"
-	case wake.ViewReady, wake.ViewAsleep:
-		return "Opening…"
-	case wake.ViewFailed:
-		return "The start failed."
-	}
-	return "Starting…"
-}
-
 // waitView is where s's wake stands. For an app it is its home's wake
 // until the home is ready, then the app's own check: ready once its route
 // is published, failed when its phase is failed or stopped. refresh asks
@@ -245,8 +201,8 @@ func (g *Gateway) waitView(ctx context.Context, s waitSubject, refresh bool) wak
 
 // report is v as the public may see it; a failure's cause goes to the log
 // with r's request id.
-func (g *Gateway) report(r *http.Request, v wake.WakeView) waitReport {
-	rep := waitReport{Phase: v.Phase, ElapsedMS: v.Elapsed.Milliseconds()}
+func (g *Gateway) report(r *http.Request, v wake.WakeView) route.WaitReport {
+	rep := route.WaitReport{Phase: v.Phase, ElapsedMS: v.Elapsed.Milliseconds()}
 	switch v.Phase {
 	case wake.ViewReady:
 		rep.Ready, rep.ElapsedMS = true, 0
@@ -276,7 +232,7 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 	accept := r.Header.Get("Accept")
 	switch {
 	case strings.Contains(accept, "text/event-stream"):
-		g.streamWake(w, r, s)
+		route.StreamWake(w, r, waitWatch{g, s}, s.app != nil, g.drainStarted)
 	case strings.Contains(accept, "text/html"):
 		g.refreshWaiting(w, r, s)
 	default:
@@ -291,7 +247,7 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 // the page wakes it), else the page in its current state.
 func (g *Gateway) refreshWaiting(w http.ResponseWriter, r *http.Request, s waitSubject) {
 	to := r.URL.Query().Get("to")
-	if !localPath(to) {
+	if !route.LocalPath(to) {
 		to = s.root()
 	}
 	v := g.waitView(r.Context(), s, true)
@@ -303,109 +259,31 @@ func (g *Gateway) refreshWaiting(w http.ResponseWriter, r *http.Request, s waitS
 	g.renderWaiting(w, r, s, v, to)
 }
 
-// localPath reports whether p is a path on this site: it starts with one
-// slash and holds no backslash or control character, so a redirect to it
-// never leaves the site.
-func localPath(p string) bool {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\") {
-		return false
-	}
-	for _, c := range p {
-		if c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
+// waitWatch is what the status stream of s watches (route.StreamWake).
+type waitWatch struct {
+	g *Gateway
+	s waitSubject
 }
 
-// terminalPhase reports whether a status stream ends after phase.
-func terminalPhase(phase string) bool {
-	return phase == wake.ViewReady || phase == wake.ViewFailed || phase == wake.ViewAsleep
+// Changed returns the engine's signals of the next change of s's home and
+// of its app.
+func (ww waitWatch) Changed() (home, app <-chan struct{}) {
+	bus := ww.g.engine.Events()
+	if id := ww.s.homeID(ww.g); id != "" {
+		home = bus.Changed(id)
+	}
+	if ww.s.app != nil {
+		app = bus.Changed(ww.s.app.cfg.Slug)
+	}
+	return home, app
 }
 
-// streamWake serves s's status as Server-Sent Events: an event "phase" at
-// once and at every change of phase, until one that ends the wait (ready,
-// failed, asleep), the caller leaves, the gateway drains, or
-// waitStreamMax passes. It looks again only when the engine says that
-// something changed for s's home or app (wake.Bus.Changed, which never
-// drops), and, for an app whose home is ready, every waitRefreshEvery to
-// ask for a fresh observation of the app.
-func (g *Gateway) streamWake(w http.ResponseWriter, r *http.Request, s waitSubject) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write([]byte("retry: " + strconv.Itoa(waitRetryMS) + "\n\n")); err != nil {
-		return
-	}
-	end := time.NewTimer(waitStreamMax)
-	defer end.Stop()
-	keepAlive := time.NewTimer(waitKeepAlive)
-	defer keepAlive.Stop()
-	var refreshC <-chan time.Time
-	if s.app != nil {
-		t := time.NewTicker(waitRefreshEvery)
-		defer t.Stop()
-		refreshC = t.C
-	}
-	bus := g.engine.Events()
-	ctx := r.Context()
-	var last string
-	refresh := true
-	for {
-		// Watched before the view is read: a change after this point
-		// closes one of them.
-		var homeChanged, appChanged <-chan struct{}
-		if id := s.homeID(g); id != "" {
-			homeChanged = bus.Changed(id)
-		}
-		if s.app != nil {
-			appChanged = bus.Changed(s.app.cfg.Slug)
-		}
-		v := g.waitView(ctx, s, refresh)
-		refresh = false
-		var out []byte
-		if key := v.Phase; key != last {
-			last = key
-			b, _ := json.Marshal(g.report(r, v))
-			out = append(append(append(out, "event: phase\ndata: "...), b...), "\n\n"...)
-		}
-		if out != nil {
-			if !g.writeStream(w, rc, out) {
-				return
-			}
-			keepAlive.Reset(waitKeepAlive)
-		}
-		if terminalPhase(v.Phase) || g.draining.Load() {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-end.C:
-			return
-		case <-g.drainStarted:
-			return
-		case <-keepAlive.C:
-			if !g.writeStream(w, rc, []byte(": keep-alive\n\n")) {
-				return
-			}
-			keepAlive.Reset(waitKeepAlive)
-		case <-homeChanged:
-		case <-appChanged:
-		case <-refreshC:
-			refresh = true
-		}
-	}
+// View is where s's wake stands.
+func (ww waitWatch) View(ctx context.Context, refresh bool) wake.WakeView {
+	return ww.g.waitView(ctx, ww.s, refresh)
 }
 
-// writeStream writes b to a status stream and flushes it; false when the
-// caller is gone.
-func (g *Gateway) writeStream(w http.ResponseWriter, rc *http.ResponseController, b []byte) bool {
-	if _, err := w.Write(b); err != nil {
-		return false
-	}
-	return rc.Flush() == nil
+// Report is v as the public may see it.
+func (ww waitWatch) Report(r *http.Request, v wake.WakeView) route.WaitReport {
+	return ww.g.report(r, v)
 }

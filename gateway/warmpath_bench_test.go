@@ -250,11 +250,11 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("home_conn_cap", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			slot, err := g.homeConns.acquire(r, "demo")
+			slot, err := g.homeConns.Acquire(r, "demo")
 			if err != nil {
 				b.Fatal(err)
 			}
-			g.homeConns.release(slot)
+			g.homeConns.Release(slot)
 		}
 	})
 	b.Run("forward_hooks/old", func(b *testing.B) {

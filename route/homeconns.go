@@ -1,4 +1,4 @@
-package gateway
+package route
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 // get one in time.
 const CodeHomeAtCapacity = "home_at_capacity"
 
-// homeConns caps the plain requests forwarded to each home at once
+// HomeConns caps the plain requests forwarded to each home at once
 // (proxy.max_conns_per_home). Every request forwarded to a home holds one
 // of its slots from the moment its body has been read ahead (the proxy
-// calls acquire through Route.Acquire, proxy/spool.go) until the answer
+// calls Acquire through proxy.Route.Acquire, proxy/spool.go) until the answer
 // has been relayed, so a slow upload holds only its own connection;
 // requests past the cap wait in order of arrival for a slot, bounded by
 // their own context and by maxWait. With the upstream keep-alive pool at
@@ -31,7 +31,7 @@ const CodeHomeAtCapacity = "home_at_capacity"
 //
 // WebSockets and other upgrades take no slot: they last as long as their
 // user stays, and a cap on them would be a cap on users, not on a burst.
-type homeConns struct {
+type HomeConns struct {
 	max     int           // slots per home; 0: no cap
 	maxWait time.Duration // the longest wait for a slot
 	retry   time.Duration // Retry-After of a request that got none
@@ -44,9 +44,9 @@ type homeConns struct {
 	waits, refused prometheus.Counter
 }
 
-// newHomeConns returns the cap of max requests per home (0: none).
-func newHomeConns(max int, maxWait, retry time.Duration) *homeConns {
-	return &homeConns{max: max, maxWait: maxWait, retry: retry,
+// NewHomeConns returns the cap of max requests per home (0: none).
+func NewHomeConns(max int, maxWait, retry time.Duration) *HomeConns {
+	return &HomeConns{max: max, maxWait: maxWait, retry: retry,
 		waits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "wakegate_home_conn_waits_total",
 			Help: "Requests that found every forwarding slot of their home taken (proxy.max_conns_per_home) and waited for one.",
@@ -58,16 +58,16 @@ func newHomeConns(max int, maxWait, retry time.Duration) *homeConns {
 	}
 }
 
-// collectors are the cap's metrics, for the gateway's registry.
-func (c *homeConns) collectors() []prometheus.Collector {
+// Collectors are the cap's metrics, for the gateway's registry.
+func (c *HomeConns) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{c.waits, c.refused}
 }
 
-// acquire takes one of home id's slots for request r, waiting in order of
+// Acquire takes one of home id's slots for request r, waiting in order of
 // arrival while all are taken. It returns the slot to give back to
-// release (nil when the request takes none), or a not-ready error when r's
+// Release (nil when the request takes none), or a not-ready error when r's
 // context ended or maxWait passed first.
-func (c *homeConns) acquire(r *http.Request, id string) (chan struct{}, error) {
+func (c *HomeConns) Acquire(r *http.Request, id string) (chan struct{}, error) {
 	if c.max <= 0 || r.Header.Get("Upgrade") != "" {
 		return nil, nil
 	}
@@ -87,8 +87,8 @@ func (c *homeConns) acquire(r *http.Request, id string) (chan struct{}, error) {
 	return slot, nil
 }
 
-// wait is acquire's slow path: every slot is taken.
-func (c *homeConns) wait(ctx context.Context, slot chan struct{}) error {
+// wait is Acquire's slow path: every slot is taken.
+func (c *HomeConns) wait(ctx context.Context, slot chan struct{}) error {
 	c.waits.Inc()
 	t := time.NewTimer(c.maxWait)
 	defer t.Stop()
@@ -103,7 +103,7 @@ func (c *homeConns) wait(ctx context.Context, slot chan struct{}) error {
 }
 
 // refuse is the answer for a request that got no slot; cause says why.
-func (c *homeConns) refuse(cause error) error {
+func (c *HomeConns) refuse(cause error) error {
 	c.refused.Inc()
 	return fault.Wrap(fault.NotReady, CodeHomeAtCapacity,
 		"The home is answering as many requests as it takes at once; try again shortly.",
@@ -113,13 +113,13 @@ func (c *homeConns) refuse(cause error) error {
 			"the home answers slowly, or the cap is too low for its load")
 }
 
-// release gives back a slot that acquire returned.
-func (c *homeConns) release(slot chan struct{}) {
+// Release gives back a slot that Acquire returned.
+func (c *HomeConns) Release(slot chan struct{}) {
 	if slot != nil {
 		<-slot
 	}
 }
 
-// forget drops home id's slots (the home was removed); requests holding
+// Forget drops home id's slots (the home was removed); requests holding
 // one give it back to the dropped set.
-func (c *homeConns) forget(id string) { c.slots.Delete(id) }
+func (c *HomeConns) Forget(id string) { c.slots.Delete(id) }

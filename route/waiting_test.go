@@ -1,0 +1,128 @@
+package route
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/wake"
+)
+
+// phases is a WaitSource that steps through a list of phases, one per
+// change the test signals on next.
+type phases struct {
+	mu   sync.Mutex
+	list []string
+	at   int
+	next chan struct{} // closed by step: the home changed
+}
+
+func (p *phases) Changed() (home, app <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.next, nil
+}
+
+func (p *phases) View(context.Context, bool) wake.WakeView {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return wake.WakeView{Phase: p.list[p.at]}
+}
+
+func (p *phases) Report(_ *http.Request, v wake.WakeView) WaitReport {
+	return WaitReport{Phase: v.Phase, Ready: v.Phase == wake.ViewReady}
+}
+
+// step moves to the next phase and signals the change.
+func (p *phases) step() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.at++
+	close(p.next)
+	p.next = make(chan struct{})
+}
+
+// TestStreamWakeEndsAtReady reads a real status stream over loopback:
+// one event per phase, in order, and the stream ends after ready.
+func TestStreamWakeEndsAtReady(t *testing.T) {
+	src := &phases{list: []string{wake.ViewStarting, wake.ViewProbing, wake.ViewReady}, next: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		StreamWake(w, r, src, false, nil)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a guard against a hang
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	var got []string
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		got = append(got, line)
+		if len(got) < len(src.list) {
+			src.step()
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the stream went on after ready")
+	}
+	want := []string{`{"ready":false,"phase":"starting"}`, `{"ready":false,"phase":"probing"}`, `{"ready":true,"phase":"ready"}`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestStreamWakeEndsAtDrain ends a stream that waits when drain closes.
+func TestStreamWakeEndsAtDrain(t *testing.T) {
+	src := &phases{list: []string{wake.ViewStarting}, next: make(chan struct{})}
+	drain := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		StreamWake(w, r, src, false, drain)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a guard against a hang
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			close(drain)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the stream went on after the drain began")
+	}
+}
+
+// TestLocalPath keeps a waiting page's redirect on the site.
+func TestLocalPath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/node/a/": true, "/apps/x/?q=1": true,
+		"": false, "node/a": false, "//evil.example/": false, "/\\evil.example": false,
+		"/a\nb": false, "/a\x7f": false, "https://evil.example/": false,
+	} {
+		if got := LocalPath(p); got != want {
+			t.Errorf("LocalPath(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
