@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -41,6 +42,9 @@ func printHomeDetail(w io.Writer, body []byte) error {
 		for _, l := range k.Leases {
 			fmt.Fprintf(w, "  lease %s expires %s\n", cell(l.Lease), when(l.ExpiresAt))
 		}
+	}
+	if u := h.Usage; u != nil {
+		fmt.Fprintln(w, usageLine(*u))
 	}
 	switch {
 	case h.IdleTimeout == "0s":
@@ -155,3 +159,28 @@ func routeWords(state string) string {
 	}
 	return cell(strings.TrimSpace(state))
 }
+
+// usageLine is what a home's processes use now, with its limits.
+func usageLine(u provider.Usage) string {
+	line := fmt.Sprintf("usage: %d processes, %.1fs CPU", u.Processes, u.CPUSeconds)
+	if u.MemoryBytes > 0 {
+		line += ", memory " + mib(u.MemoryBytes)
+		if u.MemoryMaxBytes > 0 {
+			line += " of " + mib(u.MemoryMaxBytes)
+		}
+	} else if u.MemoryMaxBytes > 0 {
+		line += ", memory_max " + mib(u.MemoryMaxBytes)
+	}
+	if u.OOMKills > 0 {
+		line += fmt.Sprintf(", %d killed over memory_max", u.OOMKills)
+	}
+	if u.CPUMax > 0 {
+		line += fmt.Sprintf(", cpu_max %g cores", u.CPUMax)
+		if u.CPUThrottled > 0 {
+			line += fmt.Sprintf(" (held back %.1fs)", u.CPUThrottledSeconds)
+		}
+	}
+	return line
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
