@@ -47,22 +47,31 @@ func (p *phases) step() {
 	p.next = make(chan struct{})
 }
 
-// TestStreamWakeEndsAtReady reads a real status stream over loopback:
-// one event per phase, in order, and the stream ends after ready.
-func TestStreamWakeEndsAtReady(t *testing.T) {
-	src := &phases{list: []string{wake.ViewStarting, wake.ViewProbing, wake.ViewReady}, next: make(chan struct{})}
+// openStream serves StreamWake of src (ending at drain) on loopback and
+// opens it, with a context that guards against a hang; both end with the
+// test.
+func openStream(t *testing.T, src *phases, drain <-chan struct{}) (context.Context, *http.Response) {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		StreamWake(w, r, src, false, nil)
+		StreamWake(w, r, src, false, drain)
 	}))
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a guard against a hang
-	defer cancel()
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	t.Cleanup(func() { _ = res.Body.Close() })
+	return ctx, res
+}
+
+// TestStreamWakeEndsAtReady reads a real status stream over loopback:
+// one event per phase, in order, and the stream ends after ready.
+func TestStreamWakeEndsAtReady(t *testing.T) {
+	src := &phases{list: []string{wake.ViewStarting, wake.ViewProbing, wake.ViewReady}, next: make(chan struct{})}
+	ctx, res := openStream(t, src, nil)
 	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
 	}
@@ -91,18 +100,7 @@ func TestStreamWakeEndsAtReady(t *testing.T) {
 func TestStreamWakeEndsAtDrain(t *testing.T) {
 	src := &phases{list: []string{wake.ViewStarting}, next: make(chan struct{})}
 	drain := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		StreamWake(w, r, src, false, drain)
-	}))
-	defer srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a guard against a hang
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	ctx, res := openStream(t, src, drain)
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), "data: ") {
