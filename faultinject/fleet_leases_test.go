@@ -49,9 +49,8 @@ func TestFleetLeaseOutlivesItsGateway(t *testing.T) {
 		t.Fatal("B suspended the home while the lease taken through A was live")
 	}
 	b.mustAdmin(t, http.MethodDelete, "/admin/homes/"+fiHome+"/leases/"+lease.Lease, "", http.StatusNoContent, http.StatusOK)
-	// Longer than Eventually's bound: a Redis that fsyncs every write
-	// (appendfsync always) stalls for seconds on a machine busy with disk
-	// work, and B's idle loop waits for it.
+	// Longer than Eventually's bound: Redis can stall for seconds on a
+	// machine busy with disk work, and B's idle loop waits for it.
 	for deadline := time.Now().Add(3 * testbin.WaitLimit); !strings.Contains(b.Output(), suspended); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("B did not suspend the home once the lease ended")
