@@ -358,7 +358,8 @@ type ProbeConfig struct {
 // processes.
 type ExecConfig struct {
 	// Command is the command template. Placeholders: {port} (a free loopback
-	// port), {target}, {version}, {id}, {data_dir} (the home's own folder),
+	// port between 20000 and the kernel's ephemeral range, which no other
+	// program's outgoing connection can take), {target}, {version}, {id}, {data_dir} (the home's own folder),
 	// {self} (this gateway's executable) and {endpoint}
 	// (http://127.0.0.1:{port}). A command that names {socket} listens on
 	// a Unix socket instead of a port: {socket} is the absolute path

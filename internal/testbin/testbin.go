@@ -65,13 +65,14 @@ func Build(t testing.TB) string {
 }
 
 // FreePort returns a loopback port that was free a moment ago. It is
-// picked below the kernel's ephemeral range, from which every outgoing
-// connection and every :0 listener of the tests running beside this one
-// take their ports: a port from that range can be taken between this call
-// and the listen that uses it.
+// picked between 10000 and 20000: below the kernel's ephemeral range, from
+// which every outgoing connection and every :0 listener of the tests
+// running beside this one take their ports (a port from that range can be
+// taken between this call and the listen that uses it), and below the
+// ports the exec provider gives its homes.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	lo, hi := 10000, ephemeralLow()
+	lo, hi := 10000, min(20000, ephemeralLow())
 	for range 500 {
 		p := lo + rand.IntN(hi-lo)
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))

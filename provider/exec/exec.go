@@ -24,6 +24,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -1197,7 +1198,7 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 		if err := os.Remove(at.socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("remove stale socket: %w", err)
 		}
-	} else if at.port, err = freePort(); err != nil {
+	} else if at.port, err = e.freePort(); err != nil {
 		return nil, err
 	}
 	args := e.expand(sp.command, h, at, sp)
@@ -1341,8 +1342,35 @@ func (e *Provider) expand(tmpl []string, h *home, at listenAt, sp runSpec) []str
 	return out
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort() (int, error) {
+// freePort returns a loopback port for a home to listen on: free a moment
+// ago and held by none of this provider's homes. It is picked at random
+// below the kernel's ephemeral range, from which every outgoing connection
+// and every :0 listener on the machine take their ports, so that no such
+// socket can take it between this choice and the home's bind.
+func (e *Provider) freePort() (int, error) {
+	e.mu.Lock()
+	held := make(map[int]bool, len(e.homes))
+	for _, h := range e.homes {
+		if h.proc != nil && h.proc.port != 0 {
+			held[h.proc.port] = true
+		}
+	}
+	e.mu.Unlock()
+	lo, hi := homePortLow, ephemeralLow()
+	for range 200 {
+		p := lo + rand.IntN(hi-lo)
+		if held[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err == nil {
+			if err := l.Close(); err != nil {
+				return 0, fmt.Errorf("choose port: %w", err)
+			}
+			return p, nil
+		}
+	}
+	// Every try was taken: fall back to one the kernel picks.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("choose port: %w", err)
@@ -1352,6 +1380,29 @@ func freePort() (int, error) {
 		return 0, fmt.Errorf("choose port: %w", err)
 	}
 	return port, nil
+}
+
+// homePortLow is the first port homes are given. Ports below it are left
+// to services configured by hand (and to the project's tests, which pick
+// theirs between 10000 and 20000).
+const homePortLow = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read or leaves too little room below it).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < homePortLow+1000 {
+		return 32768
+	}
+	return n
 }
 
 // watch starts the goroutine that waits for p to be gone, reaps it when it

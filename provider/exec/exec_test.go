@@ -457,6 +457,40 @@ func TestWakeStartsHomeOnLoopback(t *testing.T) {
 	}
 }
 
+// TestHomePortsOutsideEphemeralRange: a home's port is chosen below the
+// kernel's ephemeral range, where no :0 listener or outgoing connection of
+// another program can take it before the home binds it, and two homes
+// never share one.
+func TestHomePortsOutsideEphemeralRange(t *testing.T) {
+	dir := testDataDir(t)
+	e := newExec(t, testConfig(dir))
+	seen := map[string]string{}
+	for _, id := range []string{"p1", "p2", "p3"} {
+		r := wake(t, e, provider.Spec{ID: id, Target: id, Version: "v1"})
+		u, err := url.Parse(r.Endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := strconv.Atoi(u.Port())
+		if p < homePortLow || p >= ephemeralLow() {
+			t.Errorf("home %s on port %d, want within [%d, %d)", id, p, homePortLow, ephemeralLow())
+		}
+		if other, ok := seen[u.Port()]; ok {
+			t.Errorf("homes %s and %s share port %s", other, id, u.Port())
+		}
+		seen[u.Port()] = id
+	}
+	for range 100 {
+		p, err := e.freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, ok := seen[strconv.Itoa(p)]; ok {
+			t.Fatalf("port %d offered while home %s holds it", p, id)
+		}
+	}
+}
+
 func TestPlaceholdersSubstituted(t *testing.T) {
 	dir := testDataDir(t)
 	e := newExec(t, testConfig(dir))
