@@ -150,9 +150,11 @@ type Proxy struct {
 	conns    *connPool
 	stripped []string // canonical names
 
-	relayMu   sync.Mutex
-	relays    map[*relay]struct{} // WebSockets being relayed (relay.go)
-	goingAway bool                // GoingAway was called
+	relayMu sync.Mutex
+	relays  map[*relay]struct{} // WebSockets being relayed (relay.go)
+	// parker holds the pumps of idle relays (relay_park_linux.go).
+	parker    parker
+	goingAway bool // GoingAway was called
 	// bufs are the pooled buffers of bodies and relays (mask.go);
 	// relayBufs counts those the relays hold now.
 	bufs      *bufferPool
@@ -218,8 +220,10 @@ func New(o Options) *Proxy {
 	return p
 }
 
-// Close closes idle upstream connections.
+// Close closes idle upstream connections and stops the waiter of idle
+// WebSockets: those still open wait on a goroutine each from then on.
 func (p *Proxy) Close() {
+	p.parker.stop()
 	p.transport.CloseIdleConnections()
 	p.homes.CloseIdleConnections()
 	p.conns.closeIdle()

@@ -99,6 +99,9 @@ type relayState struct {
 	// handedOff: the relay took the upgrade over (read by Serve, on the
 	// handler's goroutine).
 	handedOff bool
+	// releasing: the connections are closing, no pump parks (guarded by
+	// the proxy's parker).
+	releasing bool
 }
 
 // pump copies one direction of a relay.
@@ -132,6 +135,14 @@ type pump struct {
 	// behind the 101 is read first, with a read deadline in the past, so
 	// that no buffered byte waits for the descriptor to turn readable.
 	drain net.Conn
+	// conn is the connection whose descriptor raw is (or the TLS
+	// connection over it), on which waitFor sets its read deadline.
+	conn net.Conn
+	// token is the pump's entry in the parker while it is parked (0:
+	// not parked); inSet: raw's descriptor is in the parker's set. Both
+	// are guarded by the parker.
+	token uint64
+	inSet bool
 }
 
 // traceUpgrade records on rel the connection the transport hands out for
@@ -211,6 +222,12 @@ func (p *Proxy) startRelay(ctx context.Context, rel *relay, client net.Conn, hom
 	anyTLS := clientAbove != nil || homeAbove != nil
 	rel.pumps[0] = pump{src: client, raw: clientRaw, above: clientAbove, dst: rel.toHome, half: home, pending: pending, fresh: anyTLS}
 	rel.pumps[1] = pump{src: home, raw: homeRaw, dst: rel.toClient, half: client, fresh: anyTLS}
+	if clientRaw != nil {
+		rel.pumps[0].conn = client
+	}
+	if homeRaw != nil {
+		rel.pumps[1].conn = rel.dialled
+	}
 	switch {
 	case homeAbove != nil:
 		// An https home's TLS connection is drained through the
@@ -247,8 +264,10 @@ func findDetacher(w http.ResponseWriter) Detacher {
 
 // run runs one pump; the last one to end finishes the relay.
 func (r *relay) run(pu *pump) {
-	err := pu.copy(r.p)
+	err := pu.copy(r)
 	switch {
+	case err == errParked:
+		return // pu belongs to the parker now
 	case err == errFreshStack:
 		go r.run(pu)
 		return
@@ -288,13 +307,19 @@ func (r *relay) finish() {
 // closeConns closes both connections, once.
 func (r *relay) closeConns() {
 	r.closed.Do(func() {
+		// Parked pumps leave the parker while their descriptors are
+		// still open, and run to find them closed.
+		r.p.parker.release(r)
 		_ = r.client.Close()
 		_ = r.home.Close()
 	})
 }
 
-// copy relays src to dst until src ends (nil) or a read or write fails.
-func (pu *pump) copy(p *Proxy) error {
+// copy relays src to dst until src ends (nil) or a read or write fails,
+// or until it parks (errParked: from then on pu is the parker's, and this
+// goroutine must not touch it).
+func (pu *pump) copy(r *relay) error {
+	p := r.p
 	// worked: this goroutine read or wrote something (see fresh).
 	worked := len(pu.pending) > 0 || pu.drain != nil
 	if len(pu.pending) > 0 {
@@ -320,16 +345,8 @@ func (pu *pump) copy(p *Proxy) error {
 			worked = true
 		}
 		pu.drained = false
-		if worked && pu.fresh && pu.raw != nil {
-			// Nothing is left above raw (drained just now, and only
-			// this pump reads src): the next goroutine waits at once.
-			pu.drained = true
-			return errFreshStack
-		}
-		if pu.raw != nil {
-			if err := waitReadable(pu.raw); err != nil {
-				return err
-			}
+		if err := pu.wait(r, worked); err != nil {
+			return err
 		}
 		bp := p.relayBuf()
 		n, rerr := pu.src.Read(bp[:])
@@ -348,6 +365,67 @@ func (pu *pump) copy(p *Proxy) error {
 			return rerr
 		}
 	}
+}
+
+// wait returns once src has something to read, or errParked when pu has
+// parked (nothing to read now): the parker runs it again when there is.
+// Where pumps cannot park, or the parker refuses, it waits on raw with
+// this goroutine, or ends it with errFreshStack when its stack may have
+// grown in TLS work (worked).
+func (pu *pump) wait(r *relay, worked bool) error {
+	if pu.raw == nil {
+		return nil // src blocks in Read
+	}
+	// Nothing is left above raw (drained just now, and only this pump
+	// reads src): the goroutine that runs pu next reads at once.
+	if canPark {
+		// A relay in use waits on its goroutine for a while: a park
+		// and its wake-up cost more CPU than the netpoller's wait.
+		if ok, err := pu.waitFor(parkAfter); ok || err != nil {
+			return err
+		}
+		pu.drained = true
+		got, err := r.p.parker.park(r, pu)
+		if got == parked {
+			return errParked // pu is the parker's now
+		}
+		pu.drained = false
+		if err != nil || got == readable {
+			return err
+		}
+	}
+	if worked && pu.fresh {
+		pu.drained = true
+		return errFreshStack
+	}
+	return waitReadable(pu.raw)
+}
+
+// parkAfter is how long a pump waits for its next read on its own
+// goroutine before it parks.
+const parkAfter = 250 * time.Millisecond
+
+// waitFor waits up to d for src to have something to read, on this
+// goroutine, with a read deadline on the connection beneath. It reports
+// whether src is readable; a pump without that connection does not wait.
+func (pu *pump) waitFor(d time.Duration) (bool, error) {
+	if pu.conn == nil {
+		return false, nil
+	}
+	if err := pu.conn.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return false, err
+	}
+	err := waitReadable(pu.raw)
+	if rerr := pu.conn.SetReadDeadline(time.Time{}); rerr != nil && err == nil {
+		err = rerr
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return false, nil
+	}
+	return false, err
 }
 
 // drainBuffered relays what src holds above its descriptor (the

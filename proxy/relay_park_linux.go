@@ -1,0 +1,242 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A pump with nothing to read parks: its goroutine ends, and its source's
+// descriptor waits in one epoll set that the proxy shares among all its
+// relays. One goroutine waits on that set and starts a new goroutine for
+// a pump whose source turns readable (or hangs up). An idle WebSocket so
+// holds no goroutine and no stack at all, only its two connections and
+// its relay's record; a busy one pays an epoll_ctl and a goroutine start
+// per wake-up, which the netpoller's own park would spare.
+//
+// The descriptor is registered level-triggered and one-shot: a source
+// that turned readable between the pump's last peek and its registration
+// is reported at once, and after a report the entry stays disabled until
+// the next park re-arms it. A relay that closes its connections first
+// takes its parked pumps back (release), removing their descriptors from
+// the set while they are still open, and runs them: each then finds its
+// source closed and ends as it would have in a wait.
+
+// canPark: pumps park in the proxy's epoll set here.
+const canPark = true
+
+// errParked ends a pump's goroutine whose pump is parked: the parker
+// starts a new one when its source has something to read.
+var errParked = errors.New("pump parked until its source is readable")
+
+// parker is a proxy's epoll set of parked pumps and the goroutine that
+// waits on it. Its zero value is ready to use: the set is made, and the
+// goroutine started, at the first park.
+type parker struct {
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	epfd    int
+	evfd    int // written by stop to end the loop
+	next    uint64
+	parked  map[uint64]parkedPump
+	done    chan struct{}
+	// failed is why the set could not be made; pumps then wait the
+	// netpoller's way.
+	failed error
+}
+
+// parkedPump is one pump waiting in the set.
+type parkedPump struct {
+	rel *relay
+	pu  *pump
+}
+
+// parkResult is what park did.
+type parkResult int
+
+const (
+	parked   parkResult = iota // pu waits in the set
+	readable                   // src has something to read now
+	refused                    // pu waits on its own goroutine
+)
+
+// stopToken is the event data of the stop eventfd; pumps' tokens start at 1.
+const stopToken = 0
+
+// park registers pu's source in the set unless it is readable now or the
+// relay is closing. It reports parked (the goroutine must end with
+// errParked and not touch pu again), readable (read now), or refused
+// (wait for readability on this goroutine).
+func (k *parker) park(rel *relay, pu *pump) (parkResult, error) {
+	if ok, err := peekReadable(pu.raw); ok || err != nil {
+		return readable, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if rel.releasing || k.stopped || k.start() != nil {
+		return refused, nil
+	}
+	k.next++
+	tok := k.next
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(uint32(tok)), Pad: int32(uint32(tok >> 32))}
+	var cerr error
+	err := pu.raw.Control(func(fd uintptr) {
+		op := unix.EPOLL_CTL_MOD
+		if !pu.inSet {
+			op = unix.EPOLL_CTL_ADD
+		}
+		cerr = unix.EpollCtl(k.epfd, op, int(fd), &ev)
+		if cerr == nil {
+			pu.inSet = true
+		}
+	})
+	if err != nil {
+		return readable, nil // the connection is closed: the read says so
+	}
+	if cerr != nil {
+		return refused, nil // wait the netpoller's way
+	}
+	pu.token = tok
+	k.parked[tok] = parkedPump{rel: rel, pu: pu}
+	return parked, nil
+}
+
+// release takes rel's parked pumps back before its connections close:
+// their descriptors leave the set and each pump runs again. No pump of
+// rel parks after it.
+func (k *parker) release(rel *relay) {
+	k.mu.Lock()
+	rel.releasing = true
+	var back []*pump
+	for i := range rel.pumps {
+		pu := &rel.pumps[i]
+		if pu.token == 0 {
+			continue
+		}
+		delete(k.parked, pu.token)
+		pu.token = 0
+		_ = pu.raw.Control(func(fd uintptr) { _ = unix.EpollCtl(k.epfd, unix.EPOLL_CTL_DEL, int(fd), nil) })
+		pu.inSet = false
+		back = append(back, pu)
+	}
+	k.mu.Unlock()
+	for _, pu := range back {
+		go rel.run(pu)
+	}
+}
+
+// start makes the set and starts the loop, once. Called with mu held.
+func (k *parker) start() error {
+	if k.started {
+		return k.failed
+	}
+	k.started = true
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		k.failed = fmt.Errorf("epoll_create1: %w", err)
+		return k.failed
+	}
+	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(epfd)
+		k.failed = fmt.Errorf("eventfd: %w", err)
+		return k.failed
+	}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: stopToken}); err != nil {
+		unix.Close(evfd)
+		unix.Close(epfd)
+		k.failed = fmt.Errorf("epoll_ctl eventfd: %w", err)
+		return k.failed
+	}
+	k.epfd, k.evfd = epfd, evfd
+	k.parked = map[uint64]parkedPump{}
+	k.done = make(chan struct{})
+	go k.loop()
+	return nil
+}
+
+// loop waits on the set and runs each pump whose source is ready, until
+// stop.
+func (k *parker) loop() {
+	defer close(k.done)
+	events := make([]unix.EpollEvent, 256)
+	for {
+		n, err := unix.EpollWait(k.epfd, events, -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			k.unparkAll() // pumps wait the netpoller's way from now on
+			return
+		}
+		for _, ev := range events[:n] {
+			tok := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+			if tok == stopToken {
+				k.unparkAll()
+				return
+			}
+			k.mu.Lock()
+			pp, ok := k.parked[tok]
+			if ok {
+				delete(k.parked, tok)
+				pp.pu.token = 0
+			}
+			k.mu.Unlock()
+			if ok {
+				go pp.rel.run(pp.pu)
+			}
+		}
+	}
+}
+
+// unparkAll runs every parked pump and refuses parks from now on.
+func (k *parker) unparkAll() {
+	k.mu.Lock()
+	k.stopped = true
+	all := k.parked
+	k.parked = map[uint64]parkedPump{}
+	for _, pp := range all {
+		pp.pu.token = 0
+	}
+	k.mu.Unlock()
+	for _, pp := range all {
+		go pp.rel.run(pp.pu)
+	}
+}
+
+// stop ends the loop, runs the pumps still parked (they wait the
+// netpoller's way from now on) and closes the set.
+func (k *parker) stop() {
+	k.mu.Lock()
+	started := k.started && k.failed == nil
+	k.started = true // no start after stop
+	k.stopped = true
+	k.mu.Unlock()
+	if !started {
+		return
+	}
+	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
+	_, _ = unix.Write(k.evfd, one)
+	<-k.done
+	// Relays still open keep their descriptors in the set until they
+	// close; closing the set drops those entries with it.
+	unix.Close(k.evfd)
+	unix.Close(k.epfd)
+}
+
+// peekReadable reports whether rc has something to read now (data, an
+// EOF or an error), without waiting and leaving the data in the socket.
+func peekReadable(rc syscall.RawConn) (bool, error) {
+	readable := false
+	err := rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		readable = err != unix.EAGAIN
+		return true
+	})
+	return readable, err
+}
