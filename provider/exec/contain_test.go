@@ -159,12 +159,25 @@ func TestDetachedChildrenStopped(t *testing.T) {
 						t.Fatalf("%s = %v, %v; want proven", end, proven, err)
 					}
 					if running(child.procIdentity) {
-						t.Fatalf("the detached child %d runs on after a proven %s", child.PID, end)
+						t.Fatalf("the detached child %d runs on after a proven %s (%s)", child.PID, end, whyUnseen(child.PID, "h1"))
 					}
 				})
 			}
 		}
 	}
+}
+
+// whyUnseen says what the orphan scan sees of pid: its parent (the
+// gateway's own pid is the subreaper's), state and whether its
+// environment names home id.
+func whyUnseen(pid int, id string) string {
+	st, err := readProcStat(pid)
+	if err != nil {
+		return err.Error()
+	}
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	return fmt.Sprintf("parent %d (the gateway is %d), state %c, group %d, environ %d bytes (%v) naming the home: %v",
+		st.PPid, os.Getpid(), st.State, st.Pgrp, len(env), err, hasEnvEntry(env, []byte(EnvHome+"="+id)))
 }
 
 // TestDetachedChildOfExitedHomeEnded runs a home whose process exits on
