@@ -9,27 +9,16 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-)
 
-// internalListener counts the requests that reach it: a stand-in for an
-// address on the gateway's machine that homes must not make it call.
-func internalListener(t *testing.T) (*httptest.Server, *atomic.Int64) {
-	t.Helper()
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		fmt.Fprint(w, "internal-secret\x1b]0;owned\a")
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &hits
-}
+	"github.com/wakegate/wakegate/internal/testbin"
+)
 
 // A static home answering /version with a redirect to an internal
 // listener: the version check fails on the redirect and the listener sees
 // no request; a version holding terminal escapes is refused and quoted
 // escaped only.
 func TestStaticVersionFollowsNoRedirect(t *testing.T) {
-	internal, hits := internalListener(t)
+	internal, hits := testbin.InternalListener(t)
 	answer := atomic.Value{}
 	answer.Store("redirect")
 	home := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -3,11 +3,14 @@ package testbin
 import (
 	"bytes"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -97,4 +100,19 @@ func ProcState(pid int) byte {
 		return 0
 	}
 	return raw[i+2]
+}
+
+// InternalListener is a loopback server that counts the requests reaching
+// it and answers a secret with a terminal escape in it: a stand-in for an
+// address on the gateway's machine that homes must not make it call, whose
+// answer must never be shown unquoted.
+func InternalListener(t testing.TB) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "internal-secret\x1b]0;owned\a")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
 }

@@ -2,36 +2,20 @@ package execprov
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 )
-
-// internalListener counts the requests that reach it: a stand-in for an
-// address on the gateway's machine that homes must not make it call.
-func internalListener(t *testing.T) (*httptest.Server, *atomic.Int64) {
-	t.Helper()
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		fmt.Fprint(w, "internal-secret\x1b]0;owned\a")
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &hits
-}
 
 // An exec home answering /version with a redirect to an internal listener
 // on loopback: the version check fails and the listener sees no request.
 func TestExecVersionFollowsNoRedirect(t *testing.T) {
-	internal, hits := internalListener(t)
+	internal, hits := testbin.InternalListener(t)
 	e := newExec(t, testConfig(testDataDir(t)))
 	s := provider.Spec{ID: "h1", Target: "alice", Version: "v1",
 		Env: []string{"EXEC_TEST_VERSION_REDIRECT=" + internal.URL + "/anything"}}
