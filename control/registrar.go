@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
@@ -204,7 +203,7 @@ func (r *Registrar[H]) restoreHome(ctx context.Context, rec registry.Home, holds
 // registers the home; a target another home holds is a 409 target_taken.
 // A home the config does not declare is stored as dynamic, with what its
 // restore needs. created reports whether the home is new.
-func (r *Registrar[H]) PutAPIHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (h H, created bool, err error) {
+func (r *Registrar[H]) PutAPIHome(ctx context.Context, id string, req APIHome, ifMatch uint64) (h H, created bool, err error) {
 	spec, d, err := r.homeFromRequest(id, req)
 	if err != nil {
 		return h, false, err
@@ -236,13 +235,13 @@ func (r *Registrar[H]) storeAPIHome(ctx context.Context, spec *wake.HomeSpec, d 
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		if ifMatch != 0 {
-			return prev, false, admin.StaleIfMatch("home", ifMatch, 0)
+			return prev, false, fault.StaleIfMatch("home", ifMatch, 0)
 		}
 		created = true
 	case err != nil:
 		return prev, false, fmt.Errorf("read home %s: %w", id, err)
 	case ifMatch != 0 && cur.Generation != ifMatch:
-		return prev, false, admin.StaleIfMatch("home", ifMatch, cur.Generation)
+		return prev, false, fault.StaleIfMatch("home", ifMatch, cur.Generation)
 	default:
 		if _, known := r.d.Homes.WithID(id); !known && !cur.Dynamic {
 			return prev, false, fault.New(fault.Conflict, "conflict", "a stored home with this id exists but is not served here").
@@ -273,17 +272,37 @@ func (r *Registrar[H]) record(rec registry.Home, d config.HomeDecl) registry.Hom
 	return rec
 }
 
+// APIHome is a home as an operator declares it at run time (PUT
+// /admin/homes/{id}): the settings of a home of the config file, whose
+// unset fields take the config's defaults (homeFromRequest).
+type APIHome struct {
+	// Target defaults to the id, Provider to exec, Version to "1" (a
+	// replaced home keeps its stored version).
+	Target, Provider, Version string
+	// RelayToken is a secret reference; "" for none.
+	RelayToken string
+	// Probe's kind defaults to wake.probe's.
+	Probe registry.HomeProbe
+	// IdleTimeout and ReadyTimeout are durations as the operator wrote
+	// them ("5m"), checked with the other fields; nil for the wake
+	// section's.
+	IdleTimeout, ReadyTimeout *string
+	// Settings are the provider settings: command, env, working dir and
+	// options.
+	Settings provider.Settings
+}
+
 // homeFromRequest checks an admin request for home id, naming every bad
 // field with the config's rules (config.HomeDecl.check), and fills the defaults.
-func (r *Registrar[H]) homeFromRequest(id string, req admin.HomeRequest) (wake.HomeSpec, config.HomeDecl, error) {
-	var bad admin.FieldErrors
+func (r *Registrar[H]) homeFromRequest(id string, req APIHome) (wake.HomeSpec, config.HomeDecl, error) {
+	var bad fault.FieldErrors
 	w := &r.cfg.Wake
 	d := config.HomeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
 		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: *w.IdleTimeout,
-		Settings: provider.Settings{Command: req.Command, Env: req.Env, Dir: req.WorkingDir, Options: req.Options}}
+		Settings: req.Settings}
 	d.Probe.Kind = cmp.Or(d.Probe.Kind, w.Probe.Kind)
-	if len(d.Version) > admin.MaxVersionLen {
-		bad.Add("version", "at most %d characters", admin.MaxVersionLen)
+	if len(d.Version) > provider.MaxVersionLen {
+		bad.Add("version", "at most %d characters", provider.MaxVersionLen)
 	}
 	for _, t := range []struct {
 		field string

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -124,7 +125,10 @@ func (a adminAPI) GetHome(ctx context.Context, id string) (admin.HomeView, error
 
 // PutHome registers or replaces a home through the registrar.
 func (a adminAPI) PutHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (admin.HomeView, bool, error) {
-	h, created, err := a.g.reg.PutAPIHome(ctx, id, req, ifMatch)
+	h, created, err := a.g.reg.PutAPIHome(ctx, id, control.APIHome{Target: req.Target, Provider: req.Provider,
+		Version: req.Version, RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: req.IdleTimeout,
+		ReadyTimeout: req.ReadyTimeout, Settings: provider.Settings{Command: req.Command, Env: req.Env,
+			Dir: req.WorkingDir, Options: req.Options}}, ifMatch)
 	if err != nil {
 		return admin.HomeView{}, false, err
 	}
@@ -231,7 +235,7 @@ func (a adminAPI) SetTarget(ctx context.Context, t registry.Target, ifMatch uint
 			return registry.Target{}, err
 		}
 		if cur.Generation != ifMatch {
-			return registry.Target{}, admin.StaleIfMatch("target", ifMatch, cur.Generation)
+			return registry.Target{}, fault.StaleIfMatch("target", ifMatch, cur.Generation)
 		}
 	}
 	t, err := a.g.engine.SetTarget(ctx, t)

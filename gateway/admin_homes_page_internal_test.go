@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -44,7 +45,7 @@ func TestAdminPageReadsThePage(t *testing.T) {
 	ctx := context.Background()
 	const n = 300
 	for i := range n {
-		req := admin.HomeRequest{}
+		req := control.APIHome{}
 		if i%10 == 3 {
 			req.Version = "2"
 		}
