@@ -55,7 +55,7 @@ func TestAdminPageReadsThePage(t *testing.T) {
 	}
 	sc := &scanCounter{Store: g.store}
 	g.store = sc
-	api := adminAPI{g}
+	api := g.adminBackend()
 	for _, tc := range []struct {
 		name     string
 		q        admin.HomeQuery

@@ -283,10 +283,3 @@ func changedFields(a, b *config.Config, fields []configField) []string {
 	}
 	return out
 }
-
-// Reload reads the config file again and applies it (admin.Reloader).
-func (a adminAPI) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.Reload, error) {
-	return a.g.Reload(ctx, opts)
-}
-
-var _ admin.Reloader = adminAPI{}

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -10,38 +10,41 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
-	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
 
-// The home side of adminAPI: views of homes and the actions on them.
-// Registration itself is the registrar's (control/registrar.go).
+// The home side of the admin API: views of homes and the actions on them.
+// Registration itself is the registrar's (registrar.go).
+
+// homes is the home table the registrar changes.
+func (a *AdminAPI[H]) homes() Homes[H] { return a.d.Registrar.d.Homes }
 
 // home returns the home with id, or a fault.NotFound naming it.
-func (a adminAPI) home(id string) (*homeRoute, error) {
-	h, ok := a.g.homeWithID(id)
+func (a *AdminAPI[H]) home(id string) (H, error) {
+	h, ok := a.homes().WithID(id)
 	if !ok {
-		return nil, fault.New(fault.NotFound, "home_not_found", "no home with id "+strconv.Quote(id)).WithField("id")
+		var none H
+		return none, fault.New(fault.NotFound, "home_not_found", "no home with id "+strconv.Quote(id)).WithField("id")
 	}
 	return h, nil
 }
 
 // view is h as the admin API shows it, from its stored record rec.
-func (a adminAPI) view(h *homeRoute, rec registry.Home) admin.HomeView {
-	g := a.g
-	v := admin.HomeView{ID: h.spec.ID, Target: h.spec.Target, Provider: rec.Provider, Version: rec.Version,
+func (a *AdminAPI[H]) view(h H, rec registry.Home) admin.HomeView {
+	s := h.Spec()
+	v := admin.HomeView{ID: s.ID, Target: s.Target, Provider: rec.Provider, Version: rec.Version,
 		Status: string(rec.Status), Verdict: string(rec.Verdict), Reason: rec.Reason, WantRunning: rec.WantRunning,
-		Endpoint: safeURL(rec.Endpoint), Runner: rec.Runner, Sessions: g.sessions.Count(h.spec.ID), Warm: g.engine.Warm(h.spec.ID),
-		IdleTimeout: h.spec.IdleTimeout.String(), RelayToken: h.token != "",
+		Endpoint: safeURL(rec.Endpoint), Runner: rec.Runner, Sessions: a.d.Sessions.Count(s.ID), Warm: a.d.Engine.Warm(s.ID),
+		IdleTimeout: s.IdleTimeout.String(), RelayToken: s.RelayToken != "",
 		Generation: rec.Generation, Dynamic: rec.Dynamic}
-	settingsView(h.spec, &v)
+	settingsView(s, &v)
 	if v.Verdict == "" {
 		v.Verdict = "none"
 	}
-	if phase, el, ok := g.engine.Progress(h.spec.ID); ok {
+	if phase, el, ok := a.d.Engine.Progress(s.ID); ok {
 		v.Wake = &admin.WakeProgress{Phase: phase, ElapsedMS: el.Milliseconds()}
 	}
 	if !rec.LastWakeAt.IsZero() {
@@ -54,8 +57,8 @@ func (a adminAPI) view(h *homeRoute, rec registry.Home) admin.HomeView {
 		v.LastReadyAt = &t
 	}
 	v.SuspendInS = a.suspendIn(h, rec)
-	v.LastWake = g.engine.LastWake(h.spec.ID)
-	if ls := g.engine.LastStop(h.spec.ID); ls != nil {
+	v.LastWake = a.d.Engine.LastWake(s.ID)
+	if ls := a.d.Engine.LastStop(s.ID); ls != nil {
 		v.LastStop = &admin.StopView{At: ls.At, Proven: ls.Proven, Error: ls.Error}
 	}
 	return v
@@ -72,8 +75,8 @@ func safeURL(s string) string {
 }
 
 // ListHomes returns every routed home, by id.
-func (a adminAPI) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
-	recs, err := a.g.store.ListHomes(ctx)
+func (a *AdminAPI[H]) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
+	recs, err := a.d.Store.ListHomes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list homes: %w", err)
 	}
@@ -81,12 +84,12 @@ func (a adminAPI) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 	for _, r := range recs {
 		byID[r.ID] = r
 	}
-	out := make([]admin.HomeView, 0, a.g.homeCount())
-	a.g.eachHome(func(h *homeRoute) bool {
-		id := h.spec.ID
-		rec, ok := byID[id]
+	out := make([]admin.HomeView, 0, a.homes().Count())
+	a.homes().Each(func(h H) bool {
+		s := h.Spec()
+		rec, ok := byID[s.ID]
 		if !ok {
-			rec = registry.Home{ID: id, Provider: h.spec.Provider, Version: h.spec.Version, Status: registry.StatusUnknown}
+			rec = registry.Home{ID: s.ID, Provider: s.Provider, Version: s.Version, Status: registry.StatusUnknown}
 		}
 		out = append(out, a.view(h, rec))
 		return true
@@ -96,18 +99,19 @@ func (a adminAPI) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 }
 
 // detail is h's view with its stored record read now and its restarts.
-func (a adminAPI) detail(ctx context.Context, h *homeRoute) (admin.HomeView, error) {
-	rec, err := a.g.store.GetHome(ctx, h.spec.ID)
+func (a *AdminAPI[H]) detail(ctx context.Context, h H) (admin.HomeView, error) {
+	s := h.Spec()
+	rec, err := a.d.Store.GetHome(ctx, s.ID)
 	if err != nil {
-		return admin.HomeView{}, fmt.Errorf("read home %s: %w", h.spec.ID, err)
+		return admin.HomeView{}, fmt.Errorf("read home %s: %w", s.ID, err)
 	}
 	v := a.view(h, rec)
 	a.enrich(ctx, h, rec, &v)
-	if hi, ok := a.g.providers[h.spec.Provider].(provider.Historian); ok {
-		v.Restarts = hi.History(h.spec.ID)
+	if hi, ok := a.d.Providers[s.Provider].(provider.Historian); ok {
+		v.Restarts = hi.History(s.ID)
 	}
-	if ur, ok := a.g.providers[h.spec.Provider].(provider.UsageReporter); ok {
-		if u, ok := ur.Usage(h.spec.ID); ok {
+	if ur, ok := a.d.Providers[s.Provider].(provider.UsageReporter); ok {
+		if u, ok := ur.Usage(s.ID); ok {
 			v.Usage = &u
 		}
 	}
@@ -115,7 +119,7 @@ func (a adminAPI) detail(ctx context.Context, h *homeRoute) (admin.HomeView, err
 }
 
 // GetHome returns home id.
-func (a adminAPI) GetHome(ctx context.Context, id string) (admin.HomeView, error) {
+func (a *AdminAPI[H]) GetHome(ctx context.Context, id string) (admin.HomeView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.HomeView{}, err
@@ -124,8 +128,8 @@ func (a adminAPI) GetHome(ctx context.Context, id string) (admin.HomeView, error
 }
 
 // PutHome registers or replaces a home through the registrar.
-func (a adminAPI) PutHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (admin.HomeView, bool, error) {
-	h, created, err := a.g.reg.PutAPIHome(ctx, id, control.APIHome{Target: req.Target, Provider: req.Provider,
+func (a *AdminAPI[H]) PutHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (admin.HomeView, bool, error) {
+	h, created, err := a.d.Registrar.PutAPIHome(ctx, id, APIHome{Target: req.Target, Provider: req.Provider,
 		Version: req.Version, RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: req.IdleTimeout,
 		ReadyTimeout: req.ReadyTimeout, Settings: provider.Settings{Command: req.Command, Env: req.Env,
 			Dir: req.WorkingDir, Options: req.Options}}, ifMatch)
@@ -137,24 +141,24 @@ func (a adminAPI) PutHome(ctx context.Context, id string, req admin.HomeRequest,
 }
 
 // DeleteHome removes a home through the registrar.
-func (a adminAPI) DeleteHome(ctx context.Context, id string, ifMatch uint64) error {
+func (a *AdminAPI[H]) DeleteHome(ctx context.Context, id string, ifMatch uint64) error {
 	h, err := a.home(id)
 	if err != nil {
 		return err
 	}
-	return a.g.reg.RemoveHome(ctx, h, ifMatch)
+	return a.d.Registrar.RemoveHome(ctx, h, ifMatch)
 }
 
 // WakeHome wakes a home: with wait, until it is ready (bounded by ctx).
-func (a adminAPI) WakeHome(ctx context.Context, id string, wait bool) (admin.HomeView, error) {
+func (a *AdminAPI[H]) WakeHome(ctx context.Context, id string, wait bool) (admin.HomeView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.HomeView{}, err
 	}
 	if wait {
-		_, err = a.g.engine.WakeNow(ctx, id, "admin")
+		_, err = a.d.Engine.WakeNow(ctx, id, "admin")
 	} else {
-		err = a.g.engine.StartNow(id, "admin")
+		err = a.d.Engine.StartNow(id, "admin")
 	}
 	if err != nil {
 		return admin.HomeView{}, err
@@ -163,51 +167,45 @@ func (a adminAPI) WakeHome(ctx context.Context, id string, wait bool) (admin.Hom
 }
 
 // SuspendHome suspends a home.
-func (a adminAPI) SuspendHome(ctx context.Context, id string) (admin.HomeView, error) {
+func (a *AdminAPI[H]) SuspendHome(ctx context.Context, id string) (admin.HomeView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.HomeView{}, err
 	}
-	if err := a.g.engine.Suspend(ctx, id); err != nil {
+	if err := a.d.Engine.Suspend(ctx, id); err != nil {
 		return admin.HomeView{}, err
 	}
 	return a.detail(ctx, h)
 }
 
 // RollHome rolls a home onto the target now.
-func (a adminAPI) RollHome(ctx context.Context, id string) (admin.HomeView, error) {
+func (a *AdminAPI[H]) RollHome(ctx context.Context, id string) (admin.HomeView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.HomeView{}, err
 	}
-	if _, err := a.g.engine.Roll(ctx, id); err != nil {
+	if _, err := a.d.Engine.Roll(ctx, id); err != nil {
 		return admin.HomeView{}, err
 	}
 	return a.detail(ctx, h)
 }
 
 // AddLease holds a session on a home for ttl.
-func (a adminAPI) AddLease(id string, ttl time.Duration) (uint64, error) {
+func (a *AdminAPI[H]) AddLease(id string, ttl time.Duration) (uint64, error) {
 	if _, err := a.home(id); err != nil {
 		return 0, err
 	}
-	if lease, ok, err := a.g.addFleetLease(id, ttl); ok { // fleet_leases.go
-		return lease, err
-	}
-	return a.g.sessions.Lease(id, ttl), nil
+	return a.d.Leases.AddLease(id, ttl)
 }
 
 // EndLease ends a live lease.
-func (a adminAPI) EndLease(id string, lease uint64) error {
+func (a *AdminAPI[H]) EndLease(id string, lease uint64) error {
 	if _, err := a.home(id); err != nil {
 		return err
 	}
-	live, ok, err := a.g.endFleetLease(id, lease) // fleet_leases.go
+	live, err := a.d.Leases.EndLease(id, lease)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		live = a.g.sessions.EndLease(id, lease)
 	}
 	if !live {
 		return fault.New(fault.NotFound, "lease_not_found", "no live lease with this id on the home").WithField("lease")
@@ -216,8 +214,8 @@ func (a adminAPI) EndLease(id string, lease uint64) error {
 }
 
 // GetTarget returns the stored roll target.
-func (a adminAPI) GetTarget(ctx context.Context) (registry.Target, error) {
-	t, err := a.g.engine.Target(ctx)
+func (a *AdminAPI[H]) GetTarget(ctx context.Context) (registry.Target, error) {
+	t, err := a.d.Engine.Target(ctx)
 	if fault.Is(err, fault.NotFound) {
 		return t, fault.New(fault.NotFound, "no_target", "no roll target is registered").
 			WithHint("register one with PUT /admin/target or roll.target in the config")
@@ -228,9 +226,9 @@ func (a adminAPI) GetTarget(ctx context.Context) (registry.Target, error) {
 // SetTarget registers the roll target. ifMatch, when not 0, must be the
 // stored target's generation; the engine then writes with its own
 // compare-and-set.
-func (a adminAPI) SetTarget(ctx context.Context, t registry.Target, ifMatch uint64) (registry.Target, error) {
+func (a *AdminAPI[H]) SetTarget(ctx context.Context, t registry.Target, ifMatch uint64) (registry.Target, error) {
 	if ifMatch != 0 {
-		cur, err := a.g.engine.Target(ctx)
+		cur, err := a.d.Engine.Target(ctx)
 		if err != nil && !fault.Is(err, fault.NotFound) {
 			return registry.Target{}, err
 		}
@@ -238,7 +236,7 @@ func (a adminAPI) SetTarget(ctx context.Context, t registry.Target, ifMatch uint
 			return registry.Target{}, fault.StaleIfMatch("target", ifMatch, cur.Generation)
 		}
 	}
-	t, err := a.g.engine.SetTarget(ctx, t)
+	t, err := a.d.Engine.SetTarget(ctx, t)
 	return t, err
 }
 
