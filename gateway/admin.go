@@ -12,6 +12,7 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/edge"
 )
 
 // adminServer is the admin listener: the admin API of package admin over
@@ -50,7 +51,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 		}
 	}
 	if *c.Socket != "" {
-		sock, err = listenAdminSocket(*c.Socket, c.SocketGID(), log)
+		sock, err = edge.ListenAdminSocket(*c.Socket, c.SocketGID(), log)
 		switch {
 		case err != nil && c.SocketDefaulted():
 			g.log.Warn("admin socket off", "err", err, "hint", "set admin.socket to a path that works, or to \"\" to turn it off")
@@ -85,7 +86,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 		IdleTimeout:       g.cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    int(g.cfg.Server.MaxHeaderBytes),
 		BaseContext:       func(net.Listener) context.Context { return a.ctx },
-		ConnContext:       adminConnContext, // admin_socket.go
+		ConnContext:       edge.AdminConnContext, // the socket's checked peer
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	g.admin = a
