@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -129,15 +131,65 @@ func (a *AdminAPI[H]) GetHome(ctx context.Context, id string) (admin.HomeView, e
 
 // PutHome registers or replaces a home through the registrar.
 func (a *AdminAPI[H]) PutHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (admin.HomeView, bool, error) {
-	h, created, err := a.d.Registrar.PutAPIHome(ctx, id, APIHome{Target: req.Target, Provider: req.Provider,
-		Version: req.Version, RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: req.IdleTimeout,
-		ReadyTimeout: req.ReadyTimeout, Settings: provider.Settings{Command: req.Command, Env: req.Env,
-			Dir: req.WorkingDir, Options: req.Options}}, ifMatch)
+	d, spec, err := a.homeDecl(id, req)
+	if err != nil {
+		return admin.HomeView{}, false, err
+	}
+	h, created, err := a.d.Registrar.PutAPIHome(ctx, d, spec, ifMatch)
 	if err != nil {
 		return admin.HomeView{}, false, err
 	}
 	v, err := a.detail(ctx, h)
 	return v, created, err
+}
+
+// homeDecl converts an admin request for home id into the control plane's
+// declaration: the config's defaults fill what the request leaves out, and
+// the config's rules (config.HomeDecl.Check) check it, naming every bad
+// field. spec is the declaration as the engine registers it, its relay
+// token resolved.
+func (a *AdminAPI[H]) homeDecl(id string, req admin.HomeRequest) (config.HomeDecl, wake.HomeSpec, error) {
+	r := a.d.Registrar
+	var bad fault.FieldErrors
+	w := &r.cfg.Wake
+	d := config.HomeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
+		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: *w.IdleTimeout,
+		Settings: provider.Settings{Command: req.Command, Env: req.Env, Dir: req.WorkingDir, Options: req.Options}}
+	d.Probe.Kind = cmp.Or(d.Probe.Kind, w.Probe.Kind)
+	if len(d.Version) > provider.MaxVersionLen {
+		bad.Add("version", "at most %d characters", provider.MaxVersionLen)
+	}
+	for _, t := range []struct {
+		field string
+		in    *string
+		out   *time.Duration
+	}{{"idle_timeout", req.IdleTimeout, &d.IdleTimeout}, {"ready_timeout", req.ReadyTimeout, &d.ReadyTimeout}} {
+		if t.in == nil {
+			continue
+		}
+		v, err := time.ParseDuration(*t.in)
+		if err != nil {
+			bad.Add(t.field, "want a duration such as 5m, got %q", *t.in)
+			continue
+		}
+		*t.out = v
+	}
+	for _, p := range d.Check(r.provs, r.d.Avail) {
+		if p.Field == "target" && req.Target == "" {
+			if !config.ValidHomeID(id) {
+				continue // the id's own problem says it
+			}
+			p = provider.Problemf("id", "%q is also the home's target (/node/%s) since no target is set, and a target "+
+				"is 1-63 of [a-z0-9-] starting with a letter or digit: set target (for example %q) or change the id",
+				id, id, config.TargetFromID(id))
+		}
+		bad.Add(p.Field, "%s", p.Msg)
+	}
+	spec := DeclSpec(d, "")
+	if err := resolveToken(&spec, req.RelayToken); err != nil {
+		bad.Add("relay_token", "%v", err)
+	}
+	return d, spec, bad.Invalid()
 }
 
 // DeleteHome removes a home through the registrar.

@@ -1,7 +1,6 @@
 package control
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
@@ -197,17 +195,15 @@ func (r *Registrar[H]) restoreHome(ctx context.Context, rec registry.Home, holds
 	}
 }
 
-// PutAPIHome registers or replaces home id from an admin request: it
-// checks the request, claims the target, writes the stored record
+// PutAPIHome registers or replaces the home of d, a declaration of the
+// admin API that passed the config's checks (spec is its engine spec, the
+// relay token resolved): it claims the target, writes the stored record
 // (compare-and-set on ifMatch when not 0), confirms the claim and
 // registers the home; a target another home holds is a 409 target_taken.
 // A home the config does not declare is stored as dynamic, with what its
 // restore needs. created reports whether the home is new.
-func (r *Registrar[H]) PutAPIHome(ctx context.Context, id string, req APIHome, ifMatch uint64) (h H, created bool, err error) {
-	spec, d, err := r.homeFromRequest(id, req)
-	if err != nil {
-		return h, false, err
-	}
+func (r *Registrar[H]) PutAPIHome(ctx context.Context, d config.HomeDecl, spec wake.HomeSpec, ifMatch uint64) (h H, created bool, err error) {
+	id := d.ID
 	r.claimMu.Lock()
 	prev, created, err := r.storeAPIHome(ctx, &spec, d, ifMatch)
 	r.claimMu.Unlock()
@@ -270,71 +266,6 @@ func (r *Registrar[H]) record(rec registry.Home, d config.HomeDecl) registry.Hom
 	storeDecl(d, &rec)
 	rec.Owner, rec.Dynamic = r.cfg.Instance, !r.configHomes[d.ID]
 	return rec
-}
-
-// APIHome is a home as an operator declares it at run time (PUT
-// /admin/homes/{id}): the settings of a home of the config file, whose
-// unset fields take the config's defaults (homeFromRequest).
-type APIHome struct {
-	// Target defaults to the id, Provider to exec, Version to "1" (a
-	// replaced home keeps its stored version).
-	Target, Provider, Version string
-	// RelayToken is a secret reference; "" for none.
-	RelayToken string
-	// Probe's kind defaults to wake.probe's.
-	Probe registry.HomeProbe
-	// IdleTimeout and ReadyTimeout are durations as the operator wrote
-	// them ("5m"), checked with the other fields; nil for the wake
-	// section's.
-	IdleTimeout, ReadyTimeout *string
-	// Settings are the provider settings: command, env, working dir and
-	// options.
-	Settings provider.Settings
-}
-
-// homeFromRequest checks an admin request for home id, naming every bad
-// field with the config's rules (config.HomeDecl.check), and fills the defaults.
-func (r *Registrar[H]) homeFromRequest(id string, req APIHome) (wake.HomeSpec, config.HomeDecl, error) {
-	var bad fault.FieldErrors
-	w := &r.cfg.Wake
-	d := config.HomeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
-		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: *w.IdleTimeout,
-		Settings: req.Settings}
-	d.Probe.Kind = cmp.Or(d.Probe.Kind, w.Probe.Kind)
-	if len(d.Version) > provider.MaxVersionLen {
-		bad.Add("version", "at most %d characters", provider.MaxVersionLen)
-	}
-	for _, t := range []struct {
-		field string
-		in    *string
-		out   *time.Duration
-	}{{"idle_timeout", req.IdleTimeout, &d.IdleTimeout}, {"ready_timeout", req.ReadyTimeout, &d.ReadyTimeout}} {
-		if t.in == nil {
-			continue
-		}
-		v, err := time.ParseDuration(*t.in)
-		if err != nil {
-			bad.Add(t.field, "want a duration such as 5m, got %q", *t.in)
-			continue
-		}
-		*t.out = v
-	}
-	for _, p := range d.Check(r.provs, r.d.Avail) {
-		if p.Field == "target" && req.Target == "" {
-			if !config.ValidHomeID(id) {
-				continue // the id's own problem says it
-			}
-			p = provider.Problemf("id", "%q is also the home's target (/node/%s) since no target is set, and a target "+
-				"is 1-63 of [a-z0-9-] starting with a letter or digit: set target (for example %q) or change the id",
-				id, id, config.TargetFromID(id))
-		}
-		bad.Add(p.Field, "%s", p.Msg)
-	}
-	spec := DeclSpec(d, "")
-	if err := resolveToken(&spec, req.RelayToken); err != nil {
-		bad.Add("relay_token", "%v", err)
-	}
-	return spec, d, bad.Invalid()
 }
 
 // RemoveHome stops and removes h: refused while an app runs in it. It

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/admin"
-	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -45,11 +44,11 @@ func TestAdminPageReadsThePage(t *testing.T) {
 	ctx := context.Background()
 	const n = 300
 	for i := range n {
-		req := control.APIHome{}
+		req := admin.HomeRequest{}
 		if i%10 == 3 {
 			req.Version = "2"
 		}
-		if _, _, err := g.reg.PutAPIHome(ctx, fmt.Sprintf("h%04d", i), req, 0); err != nil {
+		if _, _, err := g.adminBackend().PutHome(ctx, fmt.Sprintf("h%04d", i), req, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -24,7 +24,7 @@ func TestRegistrarClaims(t *testing.T) {
 	g := claimGateway(t, "")
 	ctx := context.Background()
 	put := func(id, target string) error {
-		_, _, err := g.reg.PutAPIHome(ctx, id, control.APIHome{Target: target}, 0)
+		_, _, err := g.adminBackend().PutHome(ctx, id, admin.HomeRequest{Target: target}, 0)
 		return err
 	}
 	holder := func(target string) string {
