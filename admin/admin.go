@@ -1,8 +1,8 @@
 // Package admin serves wakegate's admin API (/admin/...), /metrics and the
-// dashboard (/, /assets/...) over a narrow interface to the gateway. The
-// gateway implements Backend, opens the admin listener and mounts
-// Server.Handler on it; this package knows nothing of the gateway's
-// internals.
+// dashboard (/, /assets/...) over a narrow interface. The control plane
+// implements Backend (control.AdminAPI), the gateway opens the admin
+// listener and mounts Server.Handler on it; this package knows nothing of
+// either's internals.
 //
 // Every request passes, in order (auth.go):
 //
@@ -47,7 +47,7 @@ import (
 	"github.com/wakegate/wakegate/wake"
 )
 
-// Backend is everything the admin API asks of the gateway.
+// Backend is everything the admin API asks of the control plane.
 //
 // Methods return *fault.Error values for failures a caller can act on
 // (fault.NotFound for an unknown id or slug, fault.Invalid with Field for a

@@ -33,45 +33,7 @@ type ErrorDetail struct {
 	// RequestID is the request's X-Request-Id, also in the log line.
 	RequestID string `json:"request_id"`
 	// Fields lists every bad field of a request that has several.
-	Fields []FieldError `json:"fields,omitempty"`
-}
-
-// FieldError is one bad field of a request.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-// FieldErrors are the bad fields of one request. Invalid turns them into
-// the one error the request is answered with.
-type FieldErrors []FieldError
-
-// Add records a bad field.
-func (fe *FieldErrors) Add(field, format string, args ...any) {
-	*fe = append(*fe, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
-}
-
-// Error lists the fields and their problems.
-func (fe FieldErrors) Error() string {
-	msgs := make([]string, len(fe))
-	for i, e := range fe {
-		msgs[i] = e.Field + ": " + e.Message
-	}
-	return strings.Join(msgs, "; ")
-}
-
-// Invalid returns a fault.Invalid naming every bad field (nil when there is
-// none): Field lists them comma separated, the message names each with its
-// problem, and the admin body lists them one by one.
-func (fe FieldErrors) Invalid() error {
-	if len(fe) == 0 {
-		return nil
-	}
-	fields := make([]string, len(fe))
-	for i, e := range fe {
-		fields[i] = e.Field
-	}
-	return &fault.Error{Kind: fault.Invalid, Code: "invalid", Message: fe.Error(), Field: strings.Join(fields, ","), Cause: fe}
+	Fields []fault.FieldError `json:"fields,omitempty"`
 }
 
 // fail answers err. It is the admin API's one way to write an error: the
@@ -85,7 +47,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if c.Cause != c.Message {
 		d.Cause = c.Cause
 	}
-	var fe FieldErrors
+	var fe fault.FieldErrors
 	if errors.As(err, &fe) {
 		d.Fields, d.Cause = fe, ""
 	}
@@ -142,13 +104,3 @@ func ifMatch(r *http.Request) (uint64, error) {
 
 // etag is the ETag of a record generation.
 func etag(gen uint64) string { return `"` + strconv.FormatUint(gen, 10) + `"` }
-
-// StaleIfMatch is the error of an If-Match that names another generation
-// than the stored one (what is 0 when the record does not exist).
-func StaleIfMatch(record string, want, have uint64) error {
-	msg := fmt.Sprintf("If-Match %d is stale: the %s is at generation %d", want, record, have)
-	if have == 0 {
-		msg = "If-Match names a generation but the " + record + " does not exist"
-	}
-	return fault.New(fault.Conflict, "conflict", msg).WithField("If-Match").WithHint("read the " + record + " again and retry with its ETag")
-}

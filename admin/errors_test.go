@@ -32,7 +32,7 @@ func TestFailWritesOneBody(t *testing.T) {
 	}{
 		{"invalid", fault.New(fault.Invalid, "invalid", "ttl: bad").WithField("ttl"), 400, "",
 			ErrorDetail{Code: "invalid", Message: "ttl: bad", Field: "ttl"}},
-		{"conflict with hint", StaleIfMatch("home", 3, 4), 409, "",
+		{"conflict with hint", fault.StaleIfMatch("home", 3, 4), 409, "",
 			ErrorDetail{Code: "conflict", Message: "If-Match 3 is stale: the home is at generation 4", Field: "If-Match",
 				Hint: "read the home again and retry with its ETag"}},
 		{"not ready rounds up", fault.Wrap(fault.NotReady, "wake_timeout", "the home did not wake in time",
@@ -80,7 +80,7 @@ func TestFailHeadersAndFields(t *testing.T) {
 		t.Errorf("unauthorized: %d %v", w.Code, w.Header())
 	}
 
-	var bad FieldErrors
+	var bad fault.FieldErrors
 	if bad.Invalid() != nil {
 		t.Fatal("no bad field is no error")
 	}

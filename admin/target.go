@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -20,8 +21,9 @@ type TargetRequest struct {
 	Command []string `json:"command"`
 }
 
-// MaxVersionLen bounds a version string.
-const MaxVersionLen = 128
+// MaxVersionLen bounds a version string: the bound of a version a home
+// reports.
+const MaxVersionLen = provider.MaxVersionLen
 
 // check names the first bad field of a target request.
 func (req TargetRequest) check() error {

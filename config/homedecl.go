@@ -9,10 +9,11 @@ import (
 )
 
 // HomeDecl is a home as the config file (HomeConfig) or the admin API
-// (admin.HomeRequest) declares it, with its defaults filled from the global
-// sections: the one shape in which both are checked (Check), registered
-// with the wake engine and stored (package gateway), so that they accept
-// the same settings with the same rules.
+// (admin.HomeRequest, converted by the control plane's admin adapter)
+// declares it, with its defaults filled from the global sections: the one
+// shape in which both are checked (Check), registered with the wake engine
+// and stored (package control), so that they accept the same settings with
+// the same rules.
 type HomeDecl struct {
 	ID, Target, Provider, Version string
 	// RelayToken is a secret reference; "" for none.

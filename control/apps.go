@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -74,7 +73,7 @@ func (r *Registrar[H]) RestoreApps(ctx context.Context) error {
 		}
 		ac := rec
 		ac.Default()
-		var bad admin.FieldErrors
+		var bad fault.FieldErrors
 		ac.Check(r.HomeKnown, bad.Add)
 		if len(bad) > 0 {
 			r.log.Warn("stored app not restored", "app", rec.Slug, "problems", bad.Error())
@@ -94,7 +93,7 @@ func (r *Registrar[H]) HomeKnown(id string) bool { _, ok := r.d.Homes.WithID(id)
 // fields the gateway keeps (generation, owner, updated_at) are not the
 // caller's to set: If-Match names the generation a caller read.
 func (r *Registrar[H]) AppFromRequest(slug string, ac registry.App) (registry.App, error) {
-	var bad admin.FieldErrors
+	var bad fault.FieldErrors
 	if ac.Slug != "" && ac.Slug != slug {
 		bad.Add("slug", "the body names app %q but the URL names %q", ac.Slug, slug)
 	}
@@ -191,9 +190,9 @@ func appIfMatch(gen uint64, served bool, ifMatch uint64) error {
 	case ifMatch == 0:
 		return nil
 	case !served:
-		return admin.StaleIfMatch("app", ifMatch, 0)
+		return fault.StaleIfMatch("app", ifMatch, 0)
 	case gen != ifMatch:
-		return admin.StaleIfMatch("app", ifMatch, gen)
+		return fault.StaleIfMatch("app", ifMatch, gen)
 	}
 	return nil
 }

@@ -2,13 +2,20 @@
 // path by which homes and apps join and leave this gateway (from the
 // config at start and on reload, from the admin API, from the store at
 // start, and from a fleet's sync with the shared store), the home table
-// the request path reads (HomeTable), and the conversions between a
-// home's declaration, its stored record and the engine's spec (decl.go).
+// the request path reads (HomeTable), the conversions between a home's
+// declaration, its stored record and the engine's spec (decl.go), and the
+// admin API's backend (AdminAPI, admin.Backend): the operator's views of
+// homes and apps, the actions on them, leases, the fleet's instances,
+// reload and the log of access refusals (Denials).
 //
 // It changes the gateway's route tables and asks the engine, the store
-// and the sessions through small interfaces of its own (deps.go), which
-// the gateway implements; it imports no package that serves a request,
-// and never the gateway.
+// and the sessions through small interfaces of its own (deps.go for the
+// registrar, adminapi.go for the admin side), which the gateway, the
+// engine and the sessions implement; it never imports the gateway, and it
+// reads the data plane only through those interfaces. Only the adminapi*.go
+// files know package admin: they convert its requests into the control
+// plane's declarations (config.HomeDecl, registry.App) and its answers
+// into admin's views; the registrar speaks the control plane's own types.
 //
 // DESIGN rules that live here: 15 (every record a registration writes is
 // a compare-and-set on generation and owner; a stale writer gets a
@@ -17,7 +24,11 @@
 // takes its target back from whoever holds it; a fleet's sync forgets a
 // home whose record is gone) and 30's reload side (a reload applies its
 // homes and apps here, after the gateway refused a file that would remove
-// everything). Beside them, two rules of this package's own: the config
-// wins over the store and the admin API on every conflict, and a target
-// routes one home, whoever holds its claim in the store's target index.
+// everything). The admin side carries 15 to the operator (an If-Match
+// that names a stale generation is a conflict, fault.StaleIfMatch) and
+// 31's operator side (a home's views hold no secret: endpoints lose their
+// user info and query, the relay token is masked in its log). Beside
+// them, two rules of this package's own: the config wins over the store
+// and the admin API on every conflict, and a target routes one home,
+// whoever holds its claim in the store's target index.
 package control

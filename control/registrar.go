@@ -1,7 +1,6 @@
 package control
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"time"
 
-	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
@@ -198,17 +195,15 @@ func (r *Registrar[H]) restoreHome(ctx context.Context, rec registry.Home, holds
 	}
 }
 
-// PutAPIHome registers or replaces home id from an admin request: it
-// checks the request, claims the target, writes the stored record
+// PutAPIHome registers or replaces the home of d, a declaration of the
+// admin API that passed the config's checks (spec is its engine spec, the
+// relay token resolved): it claims the target, writes the stored record
 // (compare-and-set on ifMatch when not 0), confirms the claim and
 // registers the home; a target another home holds is a 409 target_taken.
 // A home the config does not declare is stored as dynamic, with what its
 // restore needs. created reports whether the home is new.
-func (r *Registrar[H]) PutAPIHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (h H, created bool, err error) {
-	spec, d, err := r.homeFromRequest(id, req)
-	if err != nil {
-		return h, false, err
-	}
+func (r *Registrar[H]) PutAPIHome(ctx context.Context, d config.HomeDecl, spec wake.HomeSpec, ifMatch uint64) (h H, created bool, err error) {
+	id := d.ID
 	r.claimMu.Lock()
 	prev, created, err := r.storeAPIHome(ctx, &spec, d, ifMatch)
 	r.claimMu.Unlock()
@@ -236,13 +231,13 @@ func (r *Registrar[H]) storeAPIHome(ctx context.Context, spec *wake.HomeSpec, d 
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		if ifMatch != 0 {
-			return prev, false, admin.StaleIfMatch("home", ifMatch, 0)
+			return prev, false, fault.StaleIfMatch("home", ifMatch, 0)
 		}
 		created = true
 	case err != nil:
 		return prev, false, fmt.Errorf("read home %s: %w", id, err)
 	case ifMatch != 0 && cur.Generation != ifMatch:
-		return prev, false, admin.StaleIfMatch("home", ifMatch, cur.Generation)
+		return prev, false, fault.StaleIfMatch("home", ifMatch, cur.Generation)
 	default:
 		if _, known := r.d.Homes.WithID(id); !known && !cur.Dynamic {
 			return prev, false, fault.New(fault.Conflict, "conflict", "a stored home with this id exists but is not served here").
@@ -271,51 +266,6 @@ func (r *Registrar[H]) record(rec registry.Home, d config.HomeDecl) registry.Hom
 	storeDecl(d, &rec)
 	rec.Owner, rec.Dynamic = r.cfg.Instance, !r.configHomes[d.ID]
 	return rec
-}
-
-// homeFromRequest checks an admin request for home id, naming every bad
-// field with the config's rules (config.HomeDecl.check), and fills the defaults.
-func (r *Registrar[H]) homeFromRequest(id string, req admin.HomeRequest) (wake.HomeSpec, config.HomeDecl, error) {
-	var bad admin.FieldErrors
-	w := &r.cfg.Wake
-	d := config.HomeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
-		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: *w.IdleTimeout,
-		Settings: provider.Settings{Command: req.Command, Env: req.Env, Dir: req.WorkingDir, Options: req.Options}}
-	d.Probe.Kind = cmp.Or(d.Probe.Kind, w.Probe.Kind)
-	if len(d.Version) > admin.MaxVersionLen {
-		bad.Add("version", "at most %d characters", admin.MaxVersionLen)
-	}
-	for _, t := range []struct {
-		field string
-		in    *string
-		out   *time.Duration
-	}{{"idle_timeout", req.IdleTimeout, &d.IdleTimeout}, {"ready_timeout", req.ReadyTimeout, &d.ReadyTimeout}} {
-		if t.in == nil {
-			continue
-		}
-		v, err := time.ParseDuration(*t.in)
-		if err != nil {
-			bad.Add(t.field, "want a duration such as 5m, got %q", *t.in)
-			continue
-		}
-		*t.out = v
-	}
-	for _, p := range d.Check(r.provs, r.d.Avail) {
-		if p.Field == "target" && req.Target == "" {
-			if !config.ValidHomeID(id) {
-				continue // the id's own problem says it
-			}
-			p = provider.Problemf("id", "%q is also the home's target (/node/%s) since no target is set, and a target "+
-				"is 1-63 of [a-z0-9-] starting with a letter or digit: set target (for example %q) or change the id",
-				id, id, config.TargetFromID(id))
-		}
-		bad.Add(p.Field, "%s", p.Msg)
-	}
-	spec := DeclSpec(d, "")
-	if err := resolveToken(&spec, req.RelayToken); err != nil {
-		bad.Add("relay_token", "%v", err)
-	}
-	return spec, d, bad.Invalid()
 }
 
 // RemoveHome stops and removes h: refused while an app runs in it. It

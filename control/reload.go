@@ -6,11 +6,23 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/registry"
 )
+
+// ReloadChanges are the homes and apps a reload changed, by id and slug
+// (admin.Reload carries them to the operator).
+type ReloadChanges struct {
+	// HomesAdded, HomesChanged and HomesRemoved are home ids; a changed
+	// home was registered again, an unchanged one left as it was.
+	HomesAdded, HomesChanged, HomesRemoved []string
+	// HomesKept are homes the file no longer declares that could not be
+	// removed yet, each with the reason ("alice: the home has sessions").
+	HomesKept []string
+	// AppsAdded, AppsChanged and AppsRemoved are app slugs.
+	AppsAdded, AppsChanged, AppsRemoved []string
+}
 
 // Reload applies the homes and apps of next over those of cur (step 3 of
 // the reload's order, gateway/reload.go), filling res: apps the file no
@@ -18,7 +30,7 @@ import (
 // added or changed register as at start, homes removed go unless they
 // have sessions or an app runs in them (they are kept, and res says
 // why), then apps added or changed are installed.
-func (r *Registrar[H]) Reload(ctx context.Context, cur, next *config.Config, res *admin.Reload) error {
+func (r *Registrar[H]) Reload(ctx context.Context, cur, next *config.Config, res *ReloadChanges) error {
 	oldHomes := map[string]config.HomeConfig{}
 	for _, hc := range cur.Homes {
 		oldHomes[hc.ID] = hc

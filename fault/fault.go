@@ -10,6 +10,9 @@
 // DESIGN rule that lives here: 23 (two audiences: Classify is the one
 // place where a kind becomes a status, for the public and the operator
 // alike; Sentinel lets a package's error values carry their kind).
+// FieldErrors and StaleIfMatch are the request errors that the admin API
+// and the control plane share: every bad field of a declaration named at
+// once, and the conflict of a stale If-Match.
 package fault
 
 import (

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wakegate/wakegate/access"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
 )
@@ -27,7 +28,7 @@ type gate struct {
 	// setting): off, a request's client address is not resolved for it.
 	clientRate bool
 	denied     *prometheus.CounterVec // policy, code
-	recent     *denialLog
+	recent     *control.Denials
 }
 
 // newGate builds the policies and limiter tables of g's config and
@@ -40,7 +41,7 @@ func (g *Gateway) newGate() error {
 	if err != nil {
 		return err
 	}
-	gt := &gate{limits: access.NewLimits(cfg.Limits), ip: ip, recent: newDenialLog(denialsKept),
+	gt := &gate{limits: access.NewLimits(cfg.Limits), ip: ip, recent: control.NewDenials(control.DenialsKept),
 		clientRate: cfg.Limits.ClientRate > 0,
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wakegate_access_denied_total",
@@ -162,7 +163,7 @@ func (g *Gateway) deny(w http.ResponseWriter, r *http.Request, policy string, s 
 	g.gate.denied.WithLabelValues(policy, code).Inc()
 	d := admin.Denial{At: time.Now().UTC(), Policy: policy, Route: s.Kind + "/" + s.Name, Status: status, Code: code,
 		Reason: access.Reason(err), Client: g.gate.ip.Of(r), RequestID: r.Header.Get("X-Request-Id")}
-	g.gate.recent.add(d)
+	g.gate.recent.Add(d)
 	g.log.Info("access denied", "policy", policy, "route", d.Route, "status", status, "code", code,
 		"reason", d.Reason, "client", d.Client, "request_id", d.RequestID)
 	if reply != nil {

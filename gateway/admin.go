@@ -12,13 +12,12 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
-	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/edge"
 )
 
 // adminServer is the admin listener: the admin API of package admin over
-// this gateway (adminAPI, admin_homes.go and admin_apps.go), /metrics and
-// the dashboard. It is a listener of its own, never the public one, and it
+// the control plane (control.AdminAPI, built in controlplane.go), /metrics
+// and the dashboard. It is a listener of its own, never the public one, and it
 // serves through the drain so that operators can watch it.
 type adminServer struct {
 	log    *slog.Logger
@@ -36,9 +35,6 @@ type adminServer struct {
 // take to finish once the admin listener stops.
 const adminStopGrace = 2 * time.Second
 
-// adminAPI is the gateway as package admin sees it (admin.Backend).
-type adminAPI struct{ g *Gateway }
-
 // startAdmin opens and serves the admin listener and the admin socket,
 // each when it is configured. It returns the function that stops them
 // (safe to call more than once).
@@ -55,7 +51,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 		}
 	}
 	if *c.Socket != "" {
-		sock, err = listenAdminSocket(*c.Socket, c.SocketGID(), log)
+		sock, err = edge.ListenAdminSocket(*c.Socket, c.SocketGID(), log)
 		switch {
 		case err != nil && c.SocketDefaulted():
 			g.log.Warn("admin socket off", "err", err, "hint", "set admin.socket to a path that works, or to \"\" to turn it off")
@@ -74,7 +70,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 	if tcp != nil {
 		hosts = admin.AllowedHosts(*c.Listen, tcp.Addr(), c.AllowedHosts)
 	}
-	api := admin.New(adminAPI{g}, admin.Options{
+	api := admin.New(g.adminBackend(), admin.Options{
 		Tokens: c.ResolvedTokens(), Hosts: hosts,
 		AuthFailuresPerMinute: c.AuthFailures, Metrics: g.metrics.Handler(), Backup: g.backupHandler(),
 		Certificates:  g.certificatesHandler(),
@@ -90,7 +86,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 		IdleTimeout:       g.cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    int(g.cfg.Server.MaxHeaderBytes),
 		BaseContext:       func(net.Listener) context.Context { return a.ctx },
-		ConnContext:       adminConnContext, // admin_socket.go
+		ConnContext:       edge.AdminConnContext, // the socket's checked peer
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 	}
 	g.admin = a
@@ -166,27 +162,3 @@ func (g *Gateway) AdminRoutes() []admin.Route {
 
 // SetVersion sets the version the admin API reports. Call it before Serve.
 func (g *Gateway) SetVersion(v string) { g.version = v }
-
-// About reports the instance for GET /admin/status.
-func (a adminAPI) About() admin.About {
-	g := a.g
-	ab := admin.About{Instance: g.cfg.Instance, Version: g.version, StartedAt: g.started, Draining: g.draining.Load(), Degraded: g.storeDegraded(),
-		Warnings: g.isolationWarnings()}
-	if w := g.sharedUserWarning(); w != "" {
-		ab.Warnings = append(ab.Warnings, w)
-	}
-	ab.Warnings = append(ab.Warnings, g.fleetNotes.warnings()...)
-	if c, ok := g.providers["exec"].(provider.ContainmentReporter); ok {
-		mode, why := c.Containment()
-		if mode == "" {
-			mode = "process group only"
-		}
-		ab.Containment = string(mode) + ": " + why
-	}
-	return ab
-}
-
-// Events returns the engine's event bus.
-func (a adminAPI) Events() *wake.Bus { return a.g.engine.Events() }
-
-var _ admin.Backend = adminAPI{}

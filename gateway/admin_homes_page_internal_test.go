@@ -48,13 +48,13 @@ func TestAdminPageReadsThePage(t *testing.T) {
 		if i%10 == 3 {
 			req.Version = "2"
 		}
-		if _, _, err := g.reg.PutAPIHome(ctx, fmt.Sprintf("h%04d", i), req, 0); err != nil {
+		if _, _, err := g.adminBackend().PutHome(ctx, fmt.Sprintf("h%04d", i), req, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sc := &scanCounter{Store: g.store}
 	g.store = sc
-	api := adminAPI{g}
+	api := g.adminBackend()
 	for _, tc := range []struct {
 		name     string
 		q        admin.HomeQuery

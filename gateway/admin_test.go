@@ -595,6 +595,18 @@ func TestAdminAppsAndRoutes(t *testing.T) {
 	if code != http.StatusOK || len(routes.Routes) != 1 || routes.Routes[0].Slug != "demo" {
 		t.Errorf("routes: %d %s", code, body)
 	}
+	// Once the app started (ready), its self-probe has published its route, and
+	// the table says so.
+	if code, _, body = a.do(t, "POST", "/admin/apps/demo/start", admToken, nil, nil); code != http.StatusOK {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	code, _, body = a.do(t, "GET", "/admin/routes", admToken, nil, nil)
+	routes = admDecode[struct {
+		Routes []struct{ Slug, State string }
+	}](t, body)
+	if code != http.StatusOK || len(routes.Routes) != 1 || routes.Routes[0].State != "published" {
+		t.Errorf("routes once ready: %d %s", code, body)
+	}
 }
 
 // TestAdminTarget checks the roll target routes: none, set, stale

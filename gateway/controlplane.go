@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"time"
+
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -69,4 +71,86 @@ func (c controlApps) InHome(id string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// adminBackend returns the admin API's backend: the control plane over
+// g's registrar, store, engine, tables and sessions. Serve builds it when
+// the admin listener starts (the version is set by then).
+func (g *Gateway) adminBackend() *control.AdminAPI[*homeRoute] {
+	d := control.AdminDeps[*homeRoute]{Registrar: g.reg, Store: g.store, Engine: g.engine, Sessions: g.sessions,
+		Providers: g.providers, AppObserver: g.Apps(), AppRoutes: adminApps{g}, Leases: adminLeases{g},
+		Reloader: g, Denials: g.gate.recent, Instance: adminInstance{g},
+		Name: g.cfg.Instance, Version: g.version, Started: g.started, Log: g.log}
+	if g.fleet != nil { // a nil registry.Fleet, not a typed nil, tells "no fleet"
+		d.Fleet = g.fleet
+	}
+	return control.NewAdminAPI(d)
+}
+
+// adminApps is g's app route table as the admin API reads it.
+type adminApps struct{ g *Gateway }
+
+var _ control.AppRoutes = adminApps{}
+
+func (a adminApps) Served(slug string) (control.ServedApp, bool) {
+	ar, ok := a.g.appBySlug(slug)
+	if !ok {
+		return control.ServedApp{}, false
+	}
+	return control.ServedApp{App: ar.cfg, Generation: ar.gen}, true
+}
+
+func (a adminApps) AllServed() []control.ServedApp {
+	all := a.g.routeTab.all()
+	out := make([]control.ServedApp, 0, len(all))
+	for _, ar := range all {
+		out = append(out, control.ServedApp{App: ar.cfg, Generation: ar.gen})
+	}
+	return out
+}
+
+func (a adminApps) Published(slug string) bool {
+	r := a.g.routeTab.route(slug)
+	return r != nil && r.published.Load()
+}
+
+func (a adminApps) URL(slug string) string { return a.g.appURL(slug) }
+
+// adminLeases keeps operators' leases in the fleet's store when there is
+// one (fleet_leases.go), else among g's sessions.
+type adminLeases struct{ g *Gateway }
+
+var _ control.Leases = adminLeases{}
+
+func (l adminLeases) AddLease(id string, ttl time.Duration) (uint64, error) {
+	if lease, ok, err := l.g.addFleetLease(id, ttl); ok {
+		return lease, err
+	}
+	return l.g.sessions.Lease(id, ttl), nil
+}
+
+func (l adminLeases) EndLease(id string, lease uint64) (bool, error) {
+	live, ok, err := l.g.endFleetLease(id, lease)
+	if ok {
+		return live, err
+	}
+	return l.g.sessions.EndLease(id, lease), nil
+}
+
+// adminInstance is g's own state as the admin status shows it.
+type adminInstance struct{ g *Gateway }
+
+var _ control.InstanceState = adminInstance{}
+
+func (i adminInstance) Draining() bool   { return i.g.draining.Load() }
+func (i adminInstance) Degraded() string { return i.g.storeDegraded() }
+
+// Warnings are what the configuration leaves shared between tenants and
+// the fleet's notes.
+func (i adminInstance) Warnings() []string {
+	w := i.g.isolationWarnings()
+	if s := i.g.sharedUserWarning(); s != "" {
+		w = append(w, s)
+	}
+	return append(w, i.g.fleetNotes.warnings()...)
 }

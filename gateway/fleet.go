@@ -7,7 +7,6 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
-	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
 )
@@ -82,29 +81,3 @@ func (g *Gateway) degraded() string {
 	}
 	return ""
 }
-
-// FleetInstances lists the live gateways of the fleet from their session
-// reports (the heartbeat), for the admin status; nil for a gateway on its
-// own store.
-func (a adminAPI) FleetInstances(ctx context.Context) ([]admin.FleetInstance, error) {
-	if a.g.fleet == nil {
-		return nil, nil
-	}
-	reps, err := a.g.fleet.Reports(ctx)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	out := make([]admin.FleetInstance, 0, len(reps))
-	for _, rep := range reps {
-		fi := admin.FleetInstance{Instance: rep.Instance, Version: rep.Version, Homes: rep.Sessions,
-			HeartbeatAgeS: max(now.Sub(rep.ReportedAt), 0).Round(time.Millisecond).Seconds()}
-		for _, n := range rep.Sessions {
-			fi.Sessions += n
-		}
-		out = append(out, fi)
-	}
-	return out, nil
-}
-
-var _ admin.Fleet = adminAPI{}

@@ -24,7 +24,7 @@ func TestRegistrarClaims(t *testing.T) {
 	g := claimGateway(t, "")
 	ctx := context.Background()
 	put := func(id, target string) error {
-		_, _, err := g.reg.PutAPIHome(ctx, id, admin.HomeRequest{Target: target}, 0)
+		_, _, err := g.adminBackend().PutHome(ctx, id, admin.HomeRequest{Target: target}, 0)
 		return err
 	}
 	holder := func(target string) string {

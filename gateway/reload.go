@@ -12,6 +12,7 @@ import (
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/fault"
 )
 
@@ -89,7 +90,11 @@ func (g *Gateway) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.R
 		res.Applied = append(res.Applied, "access")
 	}
 	res.Applied = append(res.Applied, changedFields(cur, next, reloadable)...)
-	if err := g.reg.Reload(ctx, cur, next, &res); err != nil {
+	var ch control.ReloadChanges
+	err = g.reg.Reload(ctx, cur, next, &ch)
+	res.HomesAdded, res.HomesChanged, res.HomesRemoved, res.HomesKept = ch.HomesAdded, ch.HomesChanged, ch.HomesRemoved, ch.HomesKept
+	res.AppsAdded, res.AppsChanged, res.AppsRemoved = ch.AppsAdded, ch.AppsChanged, ch.AppsRemoved
+	if err != nil {
 		// The homes and apps applied so far serve; the rest of the file
 		// is not applied.
 		if set != nil {
@@ -278,10 +283,3 @@ func changedFields(a, b *config.Config, fields []configField) []string {
 	}
 	return out
 }
-
-// Reload reads the config file again and applies it (admin.Reloader).
-func (a adminAPI) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.Reload, error) {
-	return a.g.Reload(ctx, opts)
-}
-
-var _ admin.Reloader = adminAPI{}

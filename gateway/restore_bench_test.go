@@ -54,7 +54,7 @@ func seedStoredHomes(tb testing.TB, dir string, n int) {
 		tb.Fatalf("New: %v", err)
 	}
 	first := "h000000"
-	if _, _, err := g.reg.PutAPIHome(ctx, first, admin.HomeRequest{Provider: "exec", Probe: registry.HomeProbe{Kind: "http"}}, 0); err != nil {
+	if _, _, err := g.adminBackend().PutHome(ctx, first, admin.HomeRequest{Provider: "exec", Probe: registry.HomeProbe{Kind: "http"}}, 0); err != nil {
 		tb.Fatal(err)
 	}
 	rec, err := g.store.GetHome(ctx, first)

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // store with a cursor, and no more (the total is the number of routed
 // homes); filters run in memory (pageFiltered). A page of everything (no
 // limit) is the whole list.
-func (a adminAPI) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
+func (a *AdminAPI[H]) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
 	if q.Limit == 0 {
 		hs, err := a.ListHomes(ctx)
 		if err != nil {
@@ -28,9 +28,9 @@ func (a adminAPI) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomeP
 	if q.Filtered() {
 		return a.pageFiltered(ctx, q)
 	}
-	p := admin.HomePage{Homes: []admin.HomeView{}, Total: a.g.homeCount()}
-	err := registry.ScanHomes(ctx, a.g.store, q.After, func(rec registry.Home) bool {
-		h, ok := a.g.homeWithID(rec.ID)
+	p := admin.HomePage{Homes: []admin.HomeView{}, Total: a.homes().Count()}
+	err := registry.ScanHomes(ctx, a.d.Store, q.After, func(rec registry.Home) bool {
+		h, ok := a.homes().WithID(rec.ID)
 		if !ok {
 			return true // stored, not routed here
 		}
@@ -54,27 +54,33 @@ func (a adminAPI) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomeP
 // are read, one each. A home whose record no longer matches (another
 // gateway of a fleet changed it, and this one has not read it since) is
 // left out of the page.
-func (a adminAPI) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
+func (a *AdminAPI[H]) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
 	p := admin.HomePage{Homes: []admin.HomeView{}}
-	var next []*homeRoute
-	a.g.eachHome(func(h *homeRoute) bool {
-		b, ok := a.g.engine.Brief(h.spec.ID)
-		if !ok || !q.Match(briefView(h, b)) {
+	type match struct {
+		id string
+		h  H
+	}
+	var next []match
+	a.homes().Each(func(h H) bool {
+		s := h.Spec()
+		b, ok := a.d.Engine.Brief(s.ID)
+		if !ok || !q.Match(briefView(s, b)) {
 			return true
 		}
 		p.Total++
-		if h.spec.ID > q.After {
-			next = append(next, h)
+		if s.ID > q.After {
+			next = append(next, match{s.ID, h})
 		}
 		return true
 	})
-	slices.SortFunc(next, func(x, y *homeRoute) int { return strings.Compare(x.spec.ID, y.spec.ID) })
-	for _, h := range next {
+	slices.SortFunc(next, func(x, y match) int { return strings.Compare(x.id, y.id) })
+	for _, m := range next {
 		if len(p.Homes) == q.Limit {
 			p.NextCursor = admin.Cursor(p.Homes[len(p.Homes)-1].ID)
 			break
 		}
-		rec, err := a.g.store.GetHome(ctx, h.spec.ID)
+		h := m.h
+		rec, err := a.d.Store.GetHome(ctx, m.id)
 		switch {
 		case errors.Is(err, registry.ErrNotFound):
 			continue // removed meanwhile
@@ -88,9 +94,10 @@ func (a adminAPI) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin.Ho
 	return p, nil
 }
 
-// briefView is what the list's filters read of h, from memory.
-func briefView(h *homeRoute, b wake.Brief) admin.HomeView {
-	v := admin.HomeView{ID: h.spec.ID, Target: h.spec.Target, Version: b.Version, Status: string(b.Status)}
+// briefView is what the list's filters read of the home of s, from
+// memory.
+func briefView(s wake.HomeSpec, b wake.Brief) admin.HomeView {
+	v := admin.HomeView{ID: s.ID, Target: s.Target, Version: b.Version, Status: string(b.Status)}
 	if b.Waking {
 		v.Wake = &admin.WakeProgress{}
 	}
@@ -98,12 +105,11 @@ func briefView(h *homeRoute, b wake.Brief) admin.HomeView {
 }
 
 // brief is what the list's filters read of h (admin.HomeQuery.Match).
-func (a adminAPI) brief(h *homeRoute, rec registry.Home) admin.HomeView {
-	v := admin.HomeView{ID: h.spec.ID, Target: h.spec.Target, Version: rec.Version, Status: string(rec.Status)}
-	if _, _, waking := a.g.engine.Progress(h.spec.ID); waking {
+func (a *AdminAPI[H]) brief(h H, rec registry.Home) admin.HomeView {
+	s := h.Spec()
+	v := admin.HomeView{ID: s.ID, Target: s.Target, Version: rec.Version, Status: string(rec.Status)}
+	if _, _, waking := a.d.Engine.Progress(s.ID); waking {
 		v.Wake = &admin.WakeProgress{}
 	}
 	return v
 }
-
-var _ admin.HomePager = adminAPI{}

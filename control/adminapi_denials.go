@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"cmp"
@@ -8,12 +8,12 @@ import (
 	"github.com/wakegate/wakegate/admin"
 )
 
-// denialsKept is how many of the last access refusals the admin API shows.
-const denialsKept = 200
+// DenialsKept is how many of the last access refusals the admin API shows.
+const DenialsKept = 200
 
-// denialLog keeps the last refusals in a ring and counts every refusal by
+// Denials keeps the last refusals in a ring and counts every refusal by
 // policy and code, for GET /admin/access/denials.
-type denialLog struct {
+type Denials struct {
 	mu     sync.Mutex
 	ring   []admin.Denial
 	next   int // where the next refusal goes
@@ -21,11 +21,13 @@ type denialLog struct {
 	counts map[[2]string]uint64
 }
 
-func newDenialLog(n int) *denialLog {
-	return &denialLog{ring: make([]admin.Denial, n), counts: map[[2]string]uint64{}}
+// NewDenials returns a log that keeps the last n refusals.
+func NewDenials(n int) *Denials {
+	return &Denials{ring: make([]admin.Denial, n), counts: map[[2]string]uint64{}}
 }
 
-func (l *denialLog) add(d admin.Denial) {
+// Add records a refusal; the request path calls it.
+func (l *Denials) Add(d admin.Denial) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ring[l.next] = d
@@ -35,7 +37,7 @@ func (l *denialLog) add(d admin.Denial) {
 }
 
 // view returns the refusals newest first and the counts by policy, code.
-func (l *denialLog) view() admin.DenialLog {
+func (l *Denials) view() admin.DenialLog {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	v := admin.DenialLog{Recent: []admin.Denial{}, Counts: []admin.DenialCount{}}
@@ -56,6 +58,4 @@ func (l *denialLog) view() admin.DenialLog {
 }
 
 // AccessDenials returns the gateway's last access refusals.
-func (a adminAPI) AccessDenials() admin.DenialLog { return a.g.gate.recent.view() }
-
-var _ admin.Denials = adminAPI{}
+func (a *AdminAPI[H]) AccessDenials() admin.DenialLog { return a.d.Denials.view() }

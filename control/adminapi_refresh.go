@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 // RefreshHome asks home id's provider for its state, makes the stored
 // record agree (wake.Engine.Refresh), and answers what it found with the
 // home as it is afterwards.
-func (a adminAPI) RefreshHome(ctx context.Context, id string) (admin.RefreshView, error) {
+func (a *AdminAPI[H]) RefreshHome(ctx context.Context, id string) (admin.RefreshView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.RefreshView{}, err
 	}
-	res, err := a.g.engine.Refresh(ctx, id)
+	res, err := a.d.Engine.Refresh(ctx, id)
 	if err != nil {
 		return admin.RefreshView{}, err
 	}

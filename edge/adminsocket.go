@@ -1,4 +1,4 @@
-package gateway
+package edge
 
 import (
 	"bufio"
@@ -28,11 +28,11 @@ import (
 // maxSocketPath is the longest path a Unix socket address holds on Linux.
 const maxSocketPath = 107
 
-// listenAdminSocket removes a stale socket at path (one that no process
+// ListenAdminSocket removes a stale socket at path (one that no process
 // answers), listens there with mode 0600 (0660 and group gid when gid is
 // not -1), and returns a listener whose connections carry their checked
 // peer. A socket a live process answers is left alone: an error.
-func listenAdminSocket(path string, gid int, log *slog.Logger) (net.Listener, error) {
+func ListenAdminSocket(path string, gid int, log *slog.Logger) (net.Listener, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("admin socket %s: %w", path, err)
@@ -165,9 +165,9 @@ func inGroup(pid, gid int) bool {
 	return false
 }
 
-// adminConnContext gives a request on the admin socket its peer, which
+// AdminConnContext gives a request on the admin socket its peer, which
 // admin.Server lets through without a token.
-func adminConnContext(ctx context.Context, c net.Conn) context.Context {
+func AdminConnContext(ctx context.Context, c net.Conn) context.Context {
 	if pc, ok := c.(*peerConn); ok {
 		return admin.WithPeer(ctx, pc.peer)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -16,23 +16,24 @@ import (
 
 // suspendIn is how long until the idle suspend of home h (running, stored
 // as rec): nil when none is due (sessions, not running, or never idle).
-func (a adminAPI) suspendIn(h *homeRoute, rec registry.Home) *float64 {
-	if rec.Status != registry.StatusRunning || h.spec.IdleTimeout <= 0 {
+func (a *AdminAPI[H]) suspendIn(h H, rec registry.Home) *float64 {
+	s := h.Spec()
+	if rec.Status != registry.StatusRunning || s.IdleTimeout <= 0 {
 		return nil
 	}
-	since := a.g.sessions.IdleSince(h.spec.ID)
+	since := a.d.Sessions.IdleSince(s.ID)
 	if since.IsZero() {
 		return nil
 	}
-	left := max(h.spec.IdleTimeout-time.Since(since), 0).Round(100 * time.Millisecond).Seconds()
+	left := max(s.IdleTimeout-time.Since(since), 0).Round(100 * time.Millisecond).Seconds()
 	return &left
 }
 
 // enrich adds to v what only the answers about one home carry.
-func (a adminAPI) enrich(ctx context.Context, h *homeRoute, rec registry.Home, v *admin.HomeView) {
-	g := a.g
-	v.Wakes = g.engine.WakeHistory(h.spec.ID)
-	k := g.sessions.Kinds(h.spec.ID)
+func (a *AdminAPI[H]) enrich(ctx context.Context, h H, rec registry.Home, v *admin.HomeView) {
+	s := h.Spec()
+	v.Wakes = a.d.Engine.WakeHistory(s.ID)
+	k := a.d.Sessions.Kinds(s.ID)
 	sk := &admin.SessionKinds{Requests: k.Requests, WebSockets: k.WebSockets, Leases: []admin.LeaseEntry{}}
 	for _, l := range k.Leases {
 		sk.Leases = append(sk.Leases, admin.LeaseEntry{Lease: strconv.FormatUint(l.ID, 10), ExpiresAt: l.ExpiresAt})
@@ -43,7 +44,7 @@ func (a adminAPI) enrich(ctx context.Context, h *homeRoute, rec registry.Home, v
 		v.VerdictAgeS = &age
 	}
 	roll := &admin.RollView{}
-	if t, err := g.engine.Target(ctx); err == nil {
+	if t, err := a.d.Engine.Target(ctx); err == nil {
 		roll.TargetVersion, roll.BadVersion = t.Version, t.BadVersion
 	}
 	roll.State = admin.RollState(string(rec.Status), rec.Version, roll.TargetVersion, roll.BadVersion)
@@ -51,20 +52,20 @@ func (a adminAPI) enrich(ctx context.Context, h *homeRoute, rec registry.Home, v
 }
 
 // HomeLog says where an exec home's log is; the relay token is masked.
-func (a adminAPI) HomeLog(id string) (admin.LogSource, error) {
+func (a *AdminAPI[H]) HomeLog(id string) (admin.LogSource, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.LogSource{}, err
 	}
-	lk, ok := a.g.providers[h.spec.Provider].(provider.LogKeeper)
+	lk, ok := a.d.Providers[h.Spec().Provider].(provider.LogKeeper)
 	if !ok {
 		return admin.LogSource{}, fault.New(fault.NotFound, "no_log", "the gateway keeps no log for this home").
 			WithHint("only homes of providers that keep a log the gateway holds (exec) have one here; read a " +
-				h.spec.Provider + " home's log where its provider keeps it")
+				h.Spec().Provider + " home's log where its provider keeps it")
 	}
 	files, err := lk.LogFiles(id)
 	if err != nil {
 		return admin.LogSource{}, err
 	}
-	return admin.LogSource{Files: files, Secrets: []string{h.token}}, nil
+	return admin.LogSource{Files: files, Secrets: []string{h.Spec().RelayToken}}, nil
 }

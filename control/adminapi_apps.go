@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -7,30 +7,29 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
-	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
 
-// The app side of adminAPI: views of apps, their registration through the
-// registrar (control/apps.go), observations and operations.
+// The app side of the admin API: views of apps, their registration through
+// the registrar (apps.go), observations and operations.
 
 // app returns the app routed at slug, or a fault.NotFound naming it.
-func (a adminAPI) app(slug string) (*appRoute, error) {
-	ar, ok := a.g.appBySlug(slug)
+func (a *AdminAPI[H]) app(slug string) (ServedApp, error) {
+	ar, ok := a.d.AppRoutes.Served(slug)
 	if !ok {
-		return nil, control.AppNotFound(slug)
+		return ServedApp{}, AppNotFound(slug)
 	}
 	return ar, nil
 }
 
 // appView is ar as the admin API shows it, with its status st.
-func (a adminAPI) appView(ar *appRoute, st wake.AppStatus) admin.AppView {
-	v := admin.AppView{Slug: ar.cfg.Slug, Kind: ar.cfg.Kind, Home: ar.cfg.Home, Upstream: safeURL(ar.cfg.Upstream),
-		URL: a.g.appURL(ar.cfg.Slug), Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
+func (a *AdminAPI[H]) appView(ar ServedApp, st wake.AppStatus) admin.AppView {
+	v := admin.AppView{Slug: ar.App.Slug, Kind: ar.App.Kind, Home: ar.App.Home, Upstream: safeURL(ar.App.Upstream),
+		URL: a.d.AppRoutes.URL(ar.App.Slug), Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
 		ProbeStatus: st.ProbeStatus, Operation: st.Operation, Stale: st.Stale, Hint: st.Hint, Source: "config"}
-	if ar.gen != 0 {
-		v.Source, v.Generation = "api", ar.gen
+	if ar.Generation != 0 {
+		v.Source, v.Generation = "api", ar.Generation
 	}
 	if !st.ObservedAt.IsZero() {
 		t := st.ObservedAt
@@ -43,21 +42,21 @@ func (a adminAPI) appView(ar *appRoute, st wake.AppStatus) admin.AppView {
 }
 
 // current is the view of the app at slug with its last stored status.
-func (a adminAPI) current(slug string) (admin.AppView, error) {
+func (a *AdminAPI[H]) current(slug string) (admin.AppView, error) {
 	ar, err := a.app(slug)
 	if err != nil {
 		return admin.AppView{}, err
 	}
-	st, _ := a.g.Apps().Status(slug)
+	st, _ := a.d.AppObserver.Status(slug)
 	return a.appView(ar, st), nil
 }
 
 // ListApps returns every routed app, by slug.
-func (a adminAPI) ListApps() []admin.AppView {
-	routes := a.g.routeTab.all()
+func (a *AdminAPI[H]) ListApps() []admin.AppView {
+	routes := a.d.AppRoutes.AllServed()
 	out := make([]admin.AppView, 0, len(routes))
 	for _, r := range routes {
-		st, _ := a.g.Apps().Status(r.cfg.Slug)
+		st, _ := a.d.AppObserver.Status(r.App.Slug)
 		out = append(out, a.appView(r, st))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
@@ -65,11 +64,11 @@ func (a adminAPI) ListApps() []admin.AppView {
 }
 
 // GetApp returns the app at slug with its phase history.
-func (a adminAPI) GetApp(slug string) (admin.AppView, error) {
+func (a *AdminAPI[H]) GetApp(slug string) (admin.AppView, error) {
 	v, err := a.current(slug)
 	if err == nil {
-		v.Phases = a.g.Apps().PhaseHistory(slug)
-		if s, ok := a.g.Apps().Schedule(slug); ok {
+		v.Phases = a.d.AppObserver.PhaseHistory(slug)
+		if s, ok := a.d.AppObserver.Schedule(slug); ok {
 			v.Checks = admin.ChecksOf(s)
 		}
 	}
@@ -77,16 +76,16 @@ func (a adminAPI) GetApp(slug string) (admin.AppView, error) {
 }
 
 // PutApp checks body as an app for slug and registers it.
-func (a adminAPI) PutApp(ctx context.Context, slug string, body admin.Body, ifMatch uint64) (admin.AppView, bool, error) {
+func (a *AdminAPI[H]) PutApp(ctx context.Context, slug string, body admin.Body, ifMatch uint64) (admin.AppView, bool, error) {
 	var req registry.App
 	if err := body.Decode(&req); err != nil {
 		return admin.AppView{}, false, err
 	}
-	ac, err := a.g.reg.AppFromRequest(slug, req)
+	ac, err := a.d.Registrar.AppFromRequest(slug, req)
 	if err != nil {
 		return admin.AppView{}, false, err
 	}
-	_, created, err := a.g.reg.PutAPIApp(ctx, ac, ifMatch)
+	_, created, err := a.d.Registrar.PutAPIApp(ctx, ac, ifMatch)
 	if err != nil {
 		return admin.AppView{}, false, err
 	}
@@ -95,45 +94,45 @@ func (a adminAPI) PutApp(ctx context.Context, slug string, body admin.Body, ifMa
 }
 
 // DeleteApp removes an app registered through the admin API.
-func (a adminAPI) DeleteApp(ctx context.Context, slug string, ifMatch uint64) error {
-	return a.g.reg.RemoveAPIApp(ctx, slug, ifMatch)
+func (a *AdminAPI[H]) DeleteApp(ctx context.Context, slug string, ifMatch uint64) error {
+	return a.d.Registrar.RemoveAPIApp(ctx, slug, ifMatch)
 }
 
 // RefreshApp observes the app now and, with wait, until it is in that
 // phase.
-func (a adminAPI) RefreshApp(ctx context.Context, slug string, wait wake.Phase) (admin.AppView, error) {
+func (a *AdminAPI[H]) RefreshApp(ctx context.Context, slug string, wait wake.Phase) (admin.AppView, error) {
 	ar, err := a.app(slug)
 	if err != nil {
 		return admin.AppView{}, err
 	}
-	st, err := a.g.Apps().Refresh(ctx, slug, wait)
+	st, err := a.d.AppObserver.Refresh(ctx, slug, wait)
 	return a.appResult(ar, st, err)
 }
 
 // StartApp starts the app (waking its home) and waits until it is ready.
-func (a adminAPI) StartApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
-	return a.operate(ctx, slug, budget, a.g.Apps().Start)
+func (a *AdminAPI[H]) StartApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
+	return a.operate(ctx, slug, budget, a.d.AppObserver.Start)
 }
 
 // StopApp stops the app (suspending its home) and waits until it is
 // stopped.
-func (a adminAPI) StopApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
-	return a.operate(ctx, slug, budget, a.g.Apps().Stop)
+func (a *AdminAPI[H]) StopApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
+	return a.operate(ctx, slug, budget, a.d.AppObserver.Stop)
 }
 
 // RestartApp stops the app and starts it again.
-func (a adminAPI) RestartApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
-	return a.operate(ctx, slug, budget, a.g.Apps().Restart)
+func (a *AdminAPI[H]) RestartApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
+	return a.operate(ctx, slug, budget, a.d.AppObserver.Restart)
 }
 
 // operate runs one of wake.Apps' operations on the app at slug.
-func (a adminAPI) operate(ctx context.Context, slug string, budget time.Duration,
+func (a *AdminAPI[H]) operate(ctx context.Context, slug string, budget time.Duration,
 	op func(context.Context, string, time.Duration) (wake.AppStatus, error)) (admin.AppView, error) {
 	ar, err := a.app(slug)
 	if err != nil {
 		return admin.AppView{}, err
 	}
-	a.g.log.Info("app operation", "app", slug, "budget", budget.String())
+	a.d.Log.Info("app operation", "app", slug, "budget", budget.String())
 	st, err := op(ctx, slug, budget)
 	return a.appResult(ar, st, err)
 }
@@ -144,9 +143,9 @@ func (a adminAPI) operate(ctx context.Context, slug string, budget time.Duration
 // longer shown), with a timeout error when the wait ran out (the view
 // shows the operation phase the app was in), and the error alone when the
 // app was not observed.
-func (a adminAPI) appResult(ar *appRoute, st wake.AppStatus, err error) (admin.AppView, error) {
+func (a *AdminAPI[H]) appResult(ar ServedApp, st wake.AppStatus, err error) (admin.AppView, error) {
 	if err == nil {
-		if cur, ok := a.g.Apps().Status(ar.cfg.Slug); ok {
+		if cur, ok := a.d.AppObserver.Status(ar.App.Slug); ok {
 			st = cur
 		}
 		return a.appView(ar, st), nil
@@ -165,11 +164,15 @@ func (a adminAPI) appResult(ar *appRoute, st wake.AppStatus, err error) (admin.A
 }
 
 // ListRoutes returns the route table.
-func (a adminAPI) ListRoutes() []admin.RouteView {
-	routes := a.g.Routes()
-	out := make([]admin.RouteView, len(routes))
-	for i, r := range routes {
-		out[i] = admin.RouteView{Slug: r.Slug, State: r.State}
+func (a *AdminAPI[H]) ListRoutes() []admin.RouteView {
+	sts := a.d.AppObserver.List()
+	out := make([]admin.RouteView, len(sts))
+	for i, st := range sts {
+		state := wake.RouteCandidate
+		if a.d.AppRoutes.Published(st.Slug) {
+			state = wake.RoutePublished
+		}
+		out[i] = admin.RouteView{Slug: st.Slug, State: state}
 	}
 	return out
 }
