@@ -16,7 +16,7 @@ import (
 // AdminAPI answers the operator's reads and writes from the route tables,
 // the registrar, the engine and the store. The adminapi*.go files are the
 // only ones of this package that know package admin: they turn its
-// requests into the control plane's own declarations (APIHome, registry.App)
+// requests into the control plane's own declarations (config.HomeDecl, registry.App)
 // and its answers into admin's views.
 
 // AdminAPI is the control plane as package admin sees it. Build it with
