@@ -12,7 +12,7 @@ import (
 
 // A gateway of a fleet serves the homes and apps any gateway of the fleet
 // registered through its admin API: the gateway's fleet pass
-// (gateway/fleet_sync.go) calls these to bring its tables in line with
+// (Fleet, fleet_sync.go) calls these to bring its tables in line with
 // the shared store. Each holds the lock this gateway's own admin writes
 // take (claimMu for homes, the app table's lock for apps), so that it
 // never sees a write of this gateway half done. Homes and apps of the
