@@ -140,3 +140,18 @@ func (r *Registrar[H]) SyncFleetApps(ctx context.Context, removals bool) {
 		r.d.Log.Info("fleet: app registered elsewhere is served here", "app", rec.Slug, "generation", rec.Generation)
 	}
 }
+
+// SyncAppStates applies the apps' desired states another gateway of the
+// fleet stored (an operator's `wakegate app stop` there).
+func (r *Registrar[H]) SyncAppStates(ctx context.Context) {
+	recs, err := r.d.Store.ListAppStates(ctx)
+	if err != nil {
+		r.d.Log.Warn("fleet: list the apps' desired states", "err", err)
+		return
+	}
+	for _, rec := range recs {
+		if r.d.Apps.ApplyState(rec.Slug, rec.Stopped()) {
+			r.d.Log.Info("fleet: app desired state changed elsewhere", "app", rec.Slug, "desired_state", rec.DesiredState)
+		}
+	}
+}

@@ -175,7 +175,7 @@ func (a adminAPI) About() admin.About {
 	if w := g.sharedUserWarning(); w != "" {
 		ab.Warnings = append(ab.Warnings, w)
 	}
-	ab.Warnings = append(ab.Warnings, g.fleetNotes.warnings()...)
+	ab.Warnings = append(ab.Warnings, g.fleet.Warnings()...)
 	if c, ok := g.providers["exec"].(provider.ContainmentReporter); ok {
 		mode, why := c.Containment()
 		if mode == "" {

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"time"
+
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -62,6 +64,10 @@ func (c controlApps) Generations() map[string]uint64 {
 	return gens
 }
 
+func (c controlApps) ApplyState(slug string, stopped bool) bool {
+	return c.g.routeTab.states.set(slug, stopped) && c.g.routeTab.apps.SetDesired(slug, stopped)
+}
+
 func (c controlApps) InHome(id string) (string, bool) {
 	for _, ar := range c.g.routeTab.all() {
 		if ar.home != nil && ar.home.spec.ID == id {
@@ -69,4 +75,25 @@ func (c controlApps) InHome(id string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// dropVerdict drops home id's warm verdict here and, in a fleet, has the
+// other gateways drop theirs (control/fleet_verdicts.go).
+func (g *Gateway) dropVerdict(id string) {
+	if g.fleet != nil {
+		g.fleet.DropVerdict(id)
+		return
+	}
+	g.engine.Drop(id)
+}
+
+// addFleetLease stores an operator's lease on home id in the fleet's
+// store; ok is false without one (control/fleet_leases.go).
+func (g *Gateway) addFleetLease(id string, ttl time.Duration) (lease uint64, ok bool, err error) {
+	return g.fleet.AddLease(id, ttl)
+}
+
+// endFleetLease ends a lease stored by addFleetLease.
+func (g *Gateway) endFleetLease(id string, lease uint64) (live, ok bool, err error) {
+	return g.fleet.EndLease(id, lease)
 }

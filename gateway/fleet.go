@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/certmagic"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
 )
@@ -30,11 +31,11 @@ func (g *Gateway) openFleetStore() error {
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	g.store, g.fleet = r, r
-	g.fleetDrops = make(chan string, fleetDropQueue)
-	g.fleetKick = make(chan struct{}, 1)
-	g.readEpoch(ctx)
-	g.checkPersistence(ctx, r)
+	g.store = r
+	rt := g.cfg.Roll.Target
+	g.fleet = control.NewFleet[*homeRoute](ctx, control.FleetOptions{Store: r, Instance: g.cfg.Instance,
+		StopGrace: g.cfg.Exec.StopGrace, IdleTick: idleTick(g.cfg),
+		RollTarget: registry.Target{Version: rt.Version, Command: rt.Command, Image: rt.Image}, Log: g.log})
 	g.log.Info("fleet store", "store", "redis", "prefix", o.Prefix, "instance", g.cfg.Instance)
 	if g.cfg.TLS.On() && g.cfg.TLS.Storage == nil {
 		cs, err := certstore.New(r, certstore.Options{Holder: g.cfg.Instance, Log: g.log.With("component", "tls")})

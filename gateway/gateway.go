@@ -62,9 +62,9 @@ type Gateway struct {
 	reloadMu  sync.Mutex
 	log       *slog.Logger
 	store     registry.Store
-	// fleet is the store's fleet capability, nil for a gateway on its
-	// own store.
-	fleet registry.Fleet
+	// fleet is this gateway's part in a fleet sharing its store
+	// (control/fleet.go), nil for a gateway on its own store.
+	fleet *control.Fleet[*homeRoute]
 	// providers are the providers this gateway built (providers.go), by
 	// name; what only some can do is found by type assertion.
 	providers providers
@@ -112,18 +112,8 @@ type Gateway struct {
 	httpLn     net.Listener      // UseHTTPListener
 	tlsMetrics tlsMetrics        // certs.go
 
-	// The fleet's certificate storage (fleet.go) and the verdicts this
-	// gateway dropped, for the fleet to drop too (fleet_verdicts.go); nil
-	// without Redis.
-	certStore  *certstore.Storage
-	fleetDrops chan string
-	// fleetEpoch is the fleet store's epoch as this gateway last read it,
-	// fleetKick asks syncFleet for a pass now, and fleetNotes are the
-	// fleet's warnings for the status (fleet_heal.go).
-	fleetEpoch string
-	fleetBeat  time.Time // the last heartbeat of a fleet pass
-	fleetKick  chan struct{}
-	fleetNotes fleetNotes
+	// The fleet's certificate storage (fleet.go); nil without Redis.
+	certStore *certstore.Storage
 }
 
 type homeRoute struct {
@@ -172,6 +162,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 		return nil, err
 	}
 	g.reg = g.newRegistrar()
+	if g.fleet != nil {
+		g.fleet.Attach(g.engine, g.reg)
+	}
 	if err := g.reg.RegisterConfigHomes(ctx, cfg.Homes); err != nil {
 		return nil, err
 	}
@@ -234,7 +227,7 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 	var peers wake.Peers
 	var onMissing func(string)
 	if g.fleet != nil {
-		peers, onMissing = &fleetPeers{g: g}, g.kickFleet
+		peers, onMissing = g.fleet.Peers(), g.fleet.Kick
 	}
 	g.engine = wake.New(wake.Options{
 		Store: g.store, Providers: g.providers,
@@ -252,11 +245,8 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		Stopped:   g.homeStopped,
 		Peers:     peers,
 		OnMissing: onMissing,
-		Machine:   machineName(),
+		Machine:   control.MachineName(),
 	})
-	if g.fleet != nil {
-		g.fleet.OnAsked(g.answerPeer)
-	}
 	return nil
 }
 
@@ -474,12 +464,12 @@ func (g *Gateway) startBackground() (stop func()) {
 	bg, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if g.fleet != nil {
-		hctx, cancel := context.WithTimeout(bg, fleetSyncTimeout)
-		g.engine.Heartbeat(hctx, idleTick(g.cfg))
-		cancel()
+		g.fleet.Heartbeat(bg)
 	}
 	wg.Go(func() { g.engine.Run(bg, idleTick(g.cfg)) })
-	wg.Go(func() { g.syncFleet(bg) })
+	if g.fleet != nil {
+		wg.Go(func() { g.fleet.Run(bg, g.version) }) // control/fleet_sync.go
+	}
 	wg.Go(func() { g.routeTab.run(bg) })
 	wg.Go(func() { g.watchStore(bg) }) // store_watch.go
 	return func() {
@@ -653,6 +643,6 @@ func (g *Gateway) quiesceHomes() {
 			released = append(released, q.ID)
 		}
 	}
-	g.releaseRun(released)
+	g.fleet.Release(released)
 	g.log.Info("homes stopped; their desired state is kept for the next start", "homes", stopped)
 }
