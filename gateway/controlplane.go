@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/wakegate/wakegate/control"
@@ -97,3 +98,12 @@ func (g *Gateway) addFleetLease(id string, ttl time.Duration) (lease uint64, ok 
 func (g *Gateway) endFleetLease(id string, lease uint64) (live, ok bool, err error) {
 	return g.fleet.EndLease(id, lease)
 }
+
+// storeUnwritable, degraded and storeDegraded say why the store cannot
+// serve, for /readyz and the admin status (control/store_watch.go).
+func (g *Gateway) storeUnwritable() string { return control.StoreUnwritable(g.store) }
+func (g *Gateway) degraded() string        { return control.StoreUnavailable(g.store) }
+func (g *Gateway) storeDegraded() string   { return control.StoreDegraded(g.store) }
+
+// backupHandler serves GET /admin/store/backup (control/store.go).
+func (g *Gateway) backupHandler() http.Handler { return control.BackupHandler(g.store, g.log) }

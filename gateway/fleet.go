@@ -13,6 +13,16 @@ import (
 	"github.com/wakegate/wakegate/registry/certstore"
 )
 
+// openStore opens the embedded store under dataDir (control/store.go).
+func (g *Gateway) openStore(dataDir string) error {
+	b, err := control.OpenStore(dataDir, g.cfg.ResetStore, g.log)
+	if err != nil {
+		return err // g.store stays nil: Close has no store to close
+	}
+	g.store = b
+	return nil
+}
+
 // fleetOpenTimeout bounds connecting to the fleet's Redis at start.
 const fleetOpenTimeout = 10 * time.Second
 
@@ -70,18 +80,6 @@ func (g *Gateway) closeCertStore() {
 	if err := g.certStore.Close(); err != nil {
 		g.log.Warn("release certificate locks", "err", err)
 	}
-}
-
-// degraded says why the shared store does not answer, or "" while it does
-// (and always for the embedded store). Warm homes keep serving meanwhile;
-// wakes answer 503 with Retry-After.
-func (g *Gateway) degraded() string {
-	if sh, ok := g.store.(registry.Health); ok {
-		if err := sh.Unavailable(); err != nil {
-			return "the fleet store does not answer: " + err.Error()
-		}
-	}
-	return ""
 }
 
 // FleetInstances lists the live gateways of the fleet from their session

@@ -471,7 +471,7 @@ func (g *Gateway) startBackground() (stop func()) {
 		wg.Go(func() { g.fleet.Run(bg, g.version) }) // control/fleet_sync.go
 	}
 	wg.Go(func() { g.routeTab.run(bg) })
-	wg.Go(func() { g.watchStore(bg) }) // store_watch.go
+	wg.Go(func() { control.WatchStore(bg, g.store, g.log) }) // the embedded store's disk, for /readyz
 	return func() {
 		cancel()
 		wg.Wait()
