@@ -99,9 +99,7 @@ type Fleet[H Route] struct {
 func NewFleet[H Route](ctx context.Context, o FleetOptions) *Fleet[H] {
 	f := &Fleet[H]{o: o, store: o.Store, log: o.Log,
 		drops: make(chan string, fleetDropQueue), kick: make(chan struct{}, 1)}
-	f.peers.f = f.o.Store
-	f.peers.instance = o.Instance
-	f.peers.stopWait = 2*o.StopGrace + peerStopSlack
+	f.peers = fleetPeers{f: o.Store, instance: o.Instance, stopWait: 2*o.StopGrace + peerStopSlack}
 	f.readEpoch(ctx)
 	f.checkPersistence(ctx)
 	return f

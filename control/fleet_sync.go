@@ -16,10 +16,10 @@ import (
 // neither replaces nor removes them. The roll target needs nothing here:
 // the engine reads it from the store at every wake and roll.
 //
-// The registrar does the comparing (registrar_fleet.go): each pass reads the
-// store under the lock this gateway's own admin writes take, so that it
-// never sees a write of this gateway half done: a home stored but not yet
-// registered, or an app being removed.
+// The registrar does the comparing (registrar_fleet.go): each pass reads
+// the store under the lock this gateway's own admin writes take, so that
+// it never sees a write of this gateway half done: a home stored but not
+// yet registered, or an app being removed.
 
 // fleetSyncFallback is how often a gateway of a fleet compares its homes
 // and apps with the store when no change was announced.

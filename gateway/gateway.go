@@ -4,13 +4,13 @@
 //
 // DESIGN rules that live here, until their rooms (route, control) exist:
 // 7's waiting page, 14 (only the self-probe through the gateway's own path
-// publishes a route), 20 (the shutdown order), 21 (canonical paths), 28
-// (fleet sync, the runner's answers to its peers, the heal of a Redis
-// that lost its data), 30's reload part (a file that would remove every
-// home and app is applied only when confirmed, reload.go) and the edge's
-// part of 31 (cookies of the gateway stripped before any home sees a
-// request). Rule 24 lives in edge; the config's checks and warnings live
-// in config.
+// publishes a route), 20 (the shutdown order), 21 (canonical paths), 30's
+// reload part (a file that would remove every home and app is applied
+// only when confirmed, reload.go) and the edge's part of 31 (cookies of
+// the gateway stripped before any home sees a request). Rule 24 lives in
+// edge; 28 and the store's part of 30 in control, whose fleet loop the
+// gateway starts with its background work (step 5 stops it); the
+// config's checks and warnings live in config.
 package gateway
 
 import (
