@@ -123,7 +123,8 @@ func (f *Fleet[H]) Reports(ctx context.Context) ([]registry.InstanceReport, erro
 }
 
 // Heartbeat reports this gateway's sessions to the fleet now, bounded by
-// fleetSyncTimeout (a gateway's first report, before it serves).
+// fleetSyncTimeout: a gateway's first report, before it serves. Call it
+// after Attach.
 func (f *Fleet[H]) Heartbeat(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
 	defer cancel()

@@ -23,7 +23,8 @@ const fleetDropQueue = 256
 const fleetDropTimeout = time.Second
 
 // DropVerdict drops home id's warm verdict here and queues its
-// announcement to the other gateways without waiting.
+// announcement to the other gateways without waiting. Call it after
+// Attach.
 func (f *Fleet[H]) DropVerdict(id string) {
 	f.engine.Drop(id)
 	select {

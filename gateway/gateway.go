@@ -362,7 +362,7 @@ func (g *Gateway) Addr(ctx context.Context) (net.Addr, error) {
 //     backend connection; wait up to afterCloseWait for their handlers to
 //     return, and no longer (nothing keeps waiting afterwards).
 //  5. Stop the admin listener (its event streams end), then background work
-//     (the idle and roll loop, app observation).
+//     (the idle and roll loop, the fleet's loop, app observation).
 //  6. Stop the engine: wakes in flight are cancelled and waited for, so none
 //     can start a home after this point.
 //  7. Quiesce exec homes: stop every local home process, keeping its stored
@@ -456,10 +456,11 @@ func (g *Gateway) newServer() *http.Server {
 	}
 }
 
-// startBackground starts the engine's idle and roll loop and the app
+// startBackground starts the engine's idle and roll loop, the fleet's
+// loop (with Redis), the watch of the store's disk and the app
 // observation (self-probes, which start once the listener is up and are
-// skipped while draining). The returned stop ends both and waits for them;
-// it may be called more than once.
+// skipped while draining). The returned stop ends them and waits for
+// them; it may be called more than once.
 func (g *Gateway) startBackground() (stop func()) {
 	bg, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -471,7 +472,7 @@ func (g *Gateway) startBackground() (stop func()) {
 		wg.Go(func() { g.fleet.Run(bg, g.version) }) // control/fleet_sync.go
 	}
 	wg.Go(func() { g.routeTab.run(bg) })
-	wg.Go(func() { control.WatchStore(bg, g.store, g.log) }) // the embedded store's disk, for /readyz
+	wg.Go(func() { control.WatchStore(bg, g.store, g.log) })
 	return func() {
 		cancel()
 		wg.Wait()
