@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -70,7 +70,7 @@ func storePath(config string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("data_dir: %w", err)
 	}
-	return filepath.Join(dir, gateway.StoreFile), nil
+	return filepath.Join(dir, control.StoreFile), nil
 }
 
 // printOpenError prints why a store could not be read, and what to do.

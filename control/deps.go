@@ -59,6 +59,10 @@ type Apps interface {
 	Generations() map[string]uint64
 	// InHome returns the slug of an app that runs in home id, if any.
 	InHome(id string) (slug string, ok bool)
+	// ApplyState records an operator's stored desired state of slug
+	// (stopped or not) and applies it to the app served there; it
+	// reports whether the app's desired state changed. It needs no Lock.
+	ApplyState(slug string, stopped bool) (changed bool)
 }
 
 // Engine is what the registrar asks of the wake engine (wake.Engine).

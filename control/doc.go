@@ -6,29 +6,40 @@
 // declaration, its stored record and the engine's spec (decl.go), and the
 // admin API's backend (AdminAPI, admin.Backend): the operator's views of
 // homes and apps, the actions on them, leases, the fleet's instances,
-// reload and the log of access refusals (Denials).
+// reload and the log of access refusals (Denials). Beside the registrar:
+// Fleet, this gateway's part in a fleet sharing one Redis (fleet*.go), and
+// the embedded store's opening, backup and health (store.go,
+// store_watch.go).
 //
 // It changes the gateway's route tables and asks the engine, the store
 // and the sessions through small interfaces of its own (deps.go for the
-// registrar, adminapi.go for the admin side), which the gateway, the
-// engine and the sessions implement; it never imports the gateway, and it
-// reads the data plane only through those interfaces. Only the adminapi*.go
-// files know package admin: they convert its requests into the control
-// plane's declarations (config.HomeDecl, registry.App) and its answers
-// into admin's views; the registrar speaks the control plane's own types.
+// registrar, adminapi.go for the admin side, FleetEngine and FleetStore for
+// the fleet), which the gateway, the engine and the sessions implement; it
+// never imports the gateway, and it reads the data plane only through
+// those interfaces. Only the adminapi*.go files know package admin: they
+// convert its requests into the control plane's declarations
+// (config.HomeDecl, registry.App) and its answers into admin's views; the
+// registrar speaks the control plane's own types. A store's optional
+// powers are found by capability (registry.Fleet, Health, WriteHealth, a
+// store that can back itself up), never by its type.
 //
 // DESIGN rules that live here: 15 (every record a registration writes is
 // a compare-and-set on generation and owner; a stale writer gets a
 // conflict), 14 (an app joins as a candidate: only its self-probe, in the
-// gateway's app table, publishes it), 28's healing side (a config home
+// gateway's app table, publishes it), 28 (a machine-local home has one
+// owner gateway: the fleet's peers say who is alive and ask the runner
+// to stop what it runs, fleet_owner.go; a Redis that lost its data heals
+// from what the gateways declare and run, fleet_heal.go; a config home
 // takes its target back from whoever holds it; a fleet's sync forgets a
-// home whose record is gone) and 30's reload side (a reload applies its
-// homes and apps here, after the gateway refused a file that would remove
-// everything). The admin side carries 15 to the operator (an If-Match
-// that names a stale generation is a conflict, fault.StaleIfMatch) and
-// 31's operator side (a home's views hold no secret: endpoints lose their
-// user info and query, the relay token is masked in its log). Beside
-// them, two rules of this package's own: the config wins over the store
+// home whose record is gone) and 30 (an embedded store that cannot be
+// trusted, empty, damaged or undecodable, or missing while data_dir holds
+// homes, is refused with the way out, and moved aside only on
+// --reset-store, store.go; a reload applies its homes and apps here,
+// after the gateway refused a file that would remove everything). The
+// admin side carries 15 to the operator (an If-Match that names a stale
+// generation is a conflict, fault.StaleIfMatch) and 31's operator side (a
+// home's views hold no secret: endpoints lose their user info and query,
+// the relay token is masked in its log). Beside them, two rules of this package's own: the config wins over the store
 // and the admin API on every conflict, and a target routes one home,
 // whoever holds its claim in the store's target index.
 package control

@@ -2,141 +2,140 @@ package control
 
 import (
 	"context"
-	"errors"
-	"slices"
+	"log/slog"
+	"time"
 
-	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
 
-// A gateway of a fleet serves the homes and apps any gateway of the fleet
-// registered through its admin API: the gateway's fleet pass
-// (gateway/fleet_sync.go) calls these to bring its tables in line with
-// the shared store. Each holds the lock this gateway's own admin writes
-// take (claimMu for homes, the app table's lock for apps), so that it
-// never sees a write of this gateway half done. Homes and apps of the
-// config are the config's: a sync neither replaces nor removes them.
+// FleetStore is a shared store with the fleet capability (registry.Fleet):
+// what a Fleet reads and writes.
+type FleetStore interface {
+	registry.Store
+	registry.Fleet
+}
 
-// SyncFleetHomes registers the stored dynamic homes this gateway does not
-// route, registers again those whose routing changed (target, provider,
-// idle timeout, probe, relay token), and forgets those whose record is
-// gone. A home being woken here keeps its wake; only new wakes see the
-// change. It returns the homes of the config that have no record.
-func (r *Registrar[H]) SyncFleetHomes(ctx context.Context) (missing []string) {
-	r.claimMu.Lock()
-	defer r.claimMu.Unlock()
-	configHomes := r.configHomes
-	recs, err := r.d.Store.ListHomes(ctx)
-	if err != nil {
-		r.d.Log.Warn("fleet: list homes", "err", err)
+// FleetEngine is what a Fleet asks of the wake engine (wake.Engine).
+type FleetEngine interface {
+	// Heartbeat reports this gateway's sessions to the fleet now.
+	Heartbeat(ctx context.Context, tick time.Duration)
+	SetTarget(ctx context.Context, t registry.Target) (registry.Target, error)
+	// RecordRun and Reseed record a config home again after the store
+	// lost it: as run here, or as sleeping.
+	RecordRun(ctx context.Context, id string) (bool, error)
+	Reseed(ctx context.Context, id string) (bool, error)
+	// StopRun stops the process of a home this gateway runs, for a peer.
+	StopRun(ctx context.Context, id, ref string, suspend bool) (how string, proven bool, err error)
+	// Release clears this gateway as the runner of homes ids.
+	Release(ctx context.Context, ids []string)
+	// Drop drops home id's warm verdict here.
+	Drop(id string)
+	Events() *wake.Bus
+}
+
+var _ FleetEngine = (*wake.Engine)(nil)
+
+// FleetOptions are a Fleet's inputs besides the engine and the registrar
+// (Attach).
+type FleetOptions struct {
+	// Store is the fleet's shared store.
+	Store FleetStore
+	// Instance names this gateway in the fleet (the config's instance).
+	Instance string
+	// StopGrace is exec.stop_grace: a runner's stop of a home, asked by a
+	// peer, takes up to twice it (SIGTERM, then SIGKILL).
+	StopGrace time.Duration
+	// IdleTick is the period of the engine's idle loop, which every
+	// heartbeat reports.
+	IdleTick time.Duration
+	// RollTarget is the config's roll target, recorded again when the
+	// store lost its data; its Version is "" when the config sets none.
+	RollTarget registry.Target
+	Log        *slog.Logger
+}
+
+// Fleet is this gateway's part in a fleet of gateways sharing one Redis:
+// it keeps the gateway's homes and apps in line with the shared store
+// (fleet_sync.go), heals a store that lost its data (fleet_heal.go),
+// answers and asks the runners of machine-local homes (fleet_owner.go),
+// shares dropped warm verdicts (fleet_verdicts.go) and stores operators'
+// leases (fleet_leases.go).
+//
+// NewFleet builds it when the store opens, before the engine, which takes
+// its Peers and Kick; Attach gives it the engine and the registrar once
+// they exist; Run is its loop, which the gateway starts with its
+// background work and stops (by Run's context) at step 5 of its shutdown
+// order. Methods that say so may be called on a nil *Fleet: a gateway on
+// its own store has none.
+type Fleet[H Route] struct {
+	o     FleetOptions
+	store FleetStore
+	log   *slog.Logger
+	peers fleetPeers
+
+	engine FleetEngine
+	reg    *Registrar[H]
+
+	// drops are the verdicts this gateway dropped, waiting to be
+	// announced (fleet_verdicts.go).
+	drops chan string
+	// kick asks Run for a pass now.
+	kick chan struct{}
+	// notes are the fleet's warnings for the admin status.
+	notes fleetNotes
+
+	// Read and written by Run's goroutine only: the store's epoch as last
+	// read (fleet_heal.go), the last heartbeat of a pass, this gateway's
+	// version.
+	epoch   string
+	beat    time.Time
+	version string
+}
+
+// NewFleet returns this gateway's part in the fleet of o.Store. It reads
+// the store's epoch and says once, in the log and the admin status, when
+// the fleet's Redis keeps nothing across its own restart.
+func NewFleet[H Route](ctx context.Context, o FleetOptions) *Fleet[H] {
+	f := &Fleet[H]{o: o, store: o.Store, log: o.Log,
+		drops: make(chan string, fleetDropQueue), kick: make(chan struct{}, 1)}
+	f.peers = fleetPeers{f: o.Store, instance: o.Instance, stopWait: 2*o.StopGrace + peerStopSlack}
+	f.readEpoch(ctx)
+	f.checkPersistence(ctx)
+	return f
+}
+
+// Attach gives f the engine and the registrar, and from then on f answers
+// what other gateways of the fleet ask this one. Call it once, before Run.
+func (f *Fleet[H]) Attach(e FleetEngine, reg *Registrar[H]) {
+	f.engine, f.reg = e, reg
+	f.store.OnAsked(f.answerPeer)
+}
+
+// Peers are the fleet's live gateways and the runners of its homes, for
+// the engine (wake.Options.Peers).
+func (f *Fleet[H]) Peers() wake.Peers { return &f.peers }
+
+// Reports lists the live gateways of the fleet from their session reports
+// (the heartbeat).
+func (f *Fleet[H]) Reports(ctx context.Context) ([]registry.InstanceReport, error) {
+	return f.store.Reports(ctx)
+}
+
+// Heartbeat reports this gateway's sessions to the fleet now, bounded by
+// fleetSyncTimeout: a gateway's first report, before it serves. Call it
+// after Attach.
+func (f *Fleet[H]) Heartbeat(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, fleetSyncTimeout)
+	defer cancel()
+	f.engine.Heartbeat(ctx, f.o.IdleTick)
+}
+
+// Warnings lists the fleet's warnings for the admin status; none on a nil
+// *Fleet.
+func (f *Fleet[H]) Warnings() []string {
+	if f == nil {
 		return nil
 	}
-	stored := make(map[string]bool, len(recs))
-	for _, rec := range recs {
-		stored[rec.ID] = true
-	}
-	for id := range configHomes {
-		if !stored[id] {
-			missing = append(missing, id)
-		}
-	}
-	slices.Sort(missing)
-	var gone []string
-	r.d.Homes.Each(func(h H) bool {
-		if id := h.Spec().ID; !stored[id] && !configHomes[id] {
-			gone = append(gone, id)
-		}
-		return true
-	})
-	for _, id := range gone {
-		r.d.Homes.Drop(id)
-		r.d.Engine.Forget(ctx, id)
-		r.d.Log.Info("fleet: home removed elsewhere is no longer served here", "home", id)
-	}
-	for _, rec := range recs {
-		if !rec.Dynamic || configHomes[rec.ID] {
-			continue
-		}
-		h, known := r.d.Homes.WithID(rec.ID)
-		if known && r.sameRouting(h.Spec(), rec) {
-			continue
-		}
-		// Read it again just before registering: a home removed meanwhile
-		// must not be registered (registering creates a missing record).
-		cur, err := r.d.Store.GetHome(ctx, rec.ID)
-		if err != nil {
-			if !errors.Is(err, registry.ErrNotFound) {
-				r.d.Log.Warn("fleet: read home", "home", rec.ID, "err", err)
-			}
-			continue
-		}
-		if known {
-			r.d.Log.Info("fleet: home changed elsewhere is registered again", "home", rec.ID, "target", cur.Target)
-		}
-		r.restoreHome(ctx, cur, false)
-	}
-	return missing
-}
-
-// sameRouting reports whether spec is registered as rec says: target,
-// provider, settings (decl.go) and relay token.
-func (r *Registrar[H]) sameRouting(spec wake.HomeSpec, rec registry.Home) bool {
-	if !SameSpec(spec, DeclSpec(DeclFromRecord(rec, &r.cfg.Wake), "")) {
-		return false
-	}
-	token := ""
-	if rec.RelayTokenRef != "" {
-		var err error
-		if token, err = provider.ResolveSecret(rec.RelayTokenRef); err != nil {
-			return true // restoreHome would refuse it as well; keep what serves
-		}
-	}
-	return token == spec.RelayToken
-}
-
-// SyncFleetApps removes the apps registered through the admin API whose
-// record is gone (removals true), or installs the stored apps this gateway
-// does not serve at their stored generation (removals false). A stored app
-// whose home is not served here yet waits for the next pass.
-func (r *Registrar[H]) SyncFleetApps(ctx context.Context, removals bool) {
-	t := r.d.Apps
-	t.Lock()
-	defer t.Unlock()
-	recs, err := r.d.Store.ListApps(ctx)
-	if err != nil {
-		r.d.Log.Warn("fleet: list apps", "err", err)
-		return
-	}
-	if removals {
-		stored := make(map[string]bool, len(recs))
-		for _, rec := range recs {
-			stored[rec.Slug] = true
-		}
-		for slug, gen := range t.Generations() {
-			if gen != 0 && !r.configApps[slug] && !stored[slug] {
-				t.Uninstall(slug)
-				r.d.Log.Info("fleet: app removed elsewhere is no longer served here", "app", slug)
-			}
-		}
-		return
-	}
-	for _, rec := range recs {
-		if r.AppConflict(FromStore, rec.Slug) != nil {
-			continue
-		}
-		if gen, ok := t.Generation(rec.Slug); ok && gen == rec.Generation {
-			continue
-		}
-		ac := rec
-		ac.Default()
-		var bad []string
-		ac.Check(r.HomeKnown, func(field, format string, args ...any) { bad = append(bad, field) })
-		if len(bad) > 0 {
-			r.d.Log.Debug("fleet: stored app not installed yet", "app", rec.Slug, "fields", bad)
-			continue
-		}
-		t.Install(ac, rec.Generation)
-		r.d.Log.Info("fleet: app registered elsewhere is served here", "app", rec.Slug, "generation", rec.Generation)
-	}
+	return f.notes.warnings()
 }

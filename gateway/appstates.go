@@ -13,7 +13,7 @@ import (
 // An operator's stop or start of an app (`wakegate app stop`) is stored
 // as the app's desired state (registry.AppState), for apps of the config
 // and of the admin API alike: a restarted gateway keeps a stopped app
-// stopped, and every gateway of a fleet applies it (fleetPass). The
+// stopped, and every gateway of a fleet applies it (control's Fleet). The
 // route table keeps the stored states, so that an app installed again (a
 // reload, a replacement) keeps the operator's word over its declared
 // desired_state.
@@ -89,19 +89,4 @@ func (g *Gateway) storeAppState(ctx context.Context, slug string, stopped bool) 
 		return nil
 	}
 	return fmt.Errorf("write: other writers kept changing it: %w", registry.ErrConflict)
-}
-
-// syncAppStates applies the desired states another gateway of the fleet
-// stored (fleetPass).
-func (g *Gateway) syncAppStates(ctx context.Context) {
-	recs, err := g.store.ListAppStates(ctx)
-	if err != nil {
-		g.log.Warn("fleet: list the apps' desired states", "err", err)
-		return
-	}
-	for _, rec := range recs {
-		if g.routeTab.states.set(rec.Slug, rec.Stopped()) && g.routeTab.apps.SetDesired(rec.Slug, rec.Stopped()) {
-			g.log.Info("fleet: app desired state changed elsewhere", "app", rec.Slug, "desired_state", rec.DesiredState)
-		}
-	}
 }

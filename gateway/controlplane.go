@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/wakegate/wakegate/control"
@@ -64,6 +65,10 @@ func (c controlApps) Generations() map[string]uint64 {
 	return gens
 }
 
+func (c controlApps) ApplyState(slug string, stopped bool) bool {
+	return c.g.routeTab.states.set(slug, stopped) && c.g.routeTab.apps.SetDesired(slug, stopped)
+}
+
 func (c controlApps) InHome(id string) (string, bool) {
 	for _, ar := range c.g.routeTab.all() {
 		if ar.home != nil && ar.home.spec.ID == id {
@@ -117,20 +122,20 @@ func (a adminApps) Published(slug string) bool {
 func (a adminApps) URL(slug string) string { return a.g.appURL(slug) }
 
 // adminLeases keeps operators' leases in the fleet's store when there is
-// one (fleet_leases.go), else among g's sessions.
+// one (control/fleet_leases.go), else among g's sessions.
 type adminLeases struct{ g *Gateway }
 
 var _ control.Leases = adminLeases{}
 
 func (l adminLeases) AddLease(id string, ttl time.Duration) (uint64, error) {
-	if lease, ok, err := l.g.addFleetLease(id, ttl); ok {
+	if lease, ok, err := l.g.fleet.AddLease(id, ttl); ok {
 		return lease, err
 	}
 	return l.g.sessions.Lease(id, ttl), nil
 }
 
 func (l adminLeases) EndLease(id string, lease uint64) (bool, error) {
-	live, ok, err := l.g.endFleetLease(id, lease)
+	live, ok, err := l.g.fleet.EndLease(id, lease)
 	if ok {
 		return live, err
 	}
@@ -152,5 +157,24 @@ func (i adminInstance) Warnings() []string {
 	if s := i.g.sharedUserWarning(); s != "" {
 		w = append(w, s)
 	}
-	return append(w, i.g.fleetNotes.warnings()...)
+	return append(w, i.g.fleet.Warnings()...)
 }
+
+// dropVerdict drops home id's warm verdict here and, in a fleet, has the
+// other gateways drop theirs (control/fleet_verdicts.go).
+func (g *Gateway) dropVerdict(id string) {
+	if g.fleet != nil {
+		g.fleet.DropVerdict(id)
+		return
+	}
+	g.engine.Drop(id)
+}
+
+// storeUnwritable, degraded and storeDegraded say why the store cannot
+// serve, for /readyz and the admin status (control/store_watch.go).
+func (g *Gateway) storeUnwritable() string { return control.StoreUnwritable(g.store) }
+func (g *Gateway) degraded() string        { return control.StoreUnavailable(g.store) }
+func (g *Gateway) storeDegraded() string   { return control.StoreDegraded(g.store) }
+
+// backupHandler serves GET /admin/store/backup (control/store.go).
+func (g *Gateway) backupHandler() http.Handler { return control.BackupHandler(g.store, g.log) }

@@ -7,9 +7,20 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
 )
+
+// openStore opens the embedded store under dataDir (control/store.go).
+func (g *Gateway) openStore(dataDir string) error {
+	b, err := control.OpenStore(dataDir, g.cfg.ResetStore, g.log)
+	if err != nil {
+		return err // g.store stays nil: Close has no store to close
+	}
+	g.store = b
+	return nil
+}
 
 // fleetOpenTimeout bounds connecting to the fleet's Redis at start.
 const fleetOpenTimeout = 10 * time.Second
@@ -29,11 +40,11 @@ func (g *Gateway) openFleetStore() error {
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	g.store, g.fleet = r, r
-	g.fleetDrops = make(chan string, fleetDropQueue)
-	g.fleetKick = make(chan struct{}, 1)
-	g.readEpoch(ctx)
-	g.checkPersistence(ctx, r)
+	g.store = r
+	rt := g.cfg.Roll.Target
+	g.fleet = control.NewFleet[*homeRoute](ctx, control.FleetOptions{Store: r, Instance: g.cfg.Instance,
+		StopGrace: g.cfg.Exec.StopGrace, IdleTick: idleTick(g.cfg),
+		RollTarget: registry.Target{Version: rt.Version, Command: rt.Command, Image: rt.Image}, Log: g.log})
 	g.log.Info("fleet store", "store", "redis", "prefix", o.Prefix, "instance", g.cfg.Instance)
 	if g.cfg.TLS.On() && g.cfg.TLS.Storage == nil {
 		cs, err := certstore.New(r, certstore.Options{Holder: g.cfg.Instance, Log: g.log.With("component", "tls")})
@@ -68,16 +79,4 @@ func (g *Gateway) closeCertStore() {
 	if err := g.certStore.Close(); err != nil {
 		g.log.Warn("release certificate locks", "err", err)
 	}
-}
-
-// degraded says why the shared store does not answer, or "" while it does
-// (and always for the embedded store). Warm homes keep serving meanwhile;
-// wakes answer 503 with Retry-After.
-func (g *Gateway) degraded() string {
-	if sh, ok := g.store.(registry.Health); ok {
-		if err := sh.Unavailable(); err != nil {
-			return "the fleet store does not answer: " + err.Error()
-		}
-	}
-	return ""
 }

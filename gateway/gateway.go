@@ -4,13 +4,13 @@
 //
 // DESIGN rules that live here, until their rooms (route, control) exist:
 // 7's waiting page, 14 (only the self-probe through the gateway's own path
-// publishes a route), 20 (the shutdown order), 21 (canonical paths), 28
-// (fleet sync, the runner's answers to its peers, the heal of a Redis
-// that lost its data), 30's reload part (a file that would remove every
-// home and app is applied only when confirmed, reload.go) and the edge's
-// part of 31 (cookies of the gateway stripped before any home sees a
-// request). Rule 24 lives in edge; the config's checks and warnings live
-// in config.
+// publishes a route), 20 (the shutdown order), 21 (canonical paths), 30's
+// reload part (a file that would remove every home and app is applied
+// only when confirmed, reload.go) and the edge's part of 31 (cookies of
+// the gateway stripped before any home sees a request). Rule 24 lives in
+// edge; 28 and the store's part of 30 in control, whose fleet loop the
+// gateway starts with its background work (step 5 stops it); the
+// config's checks and warnings live in config.
 package gateway
 
 import (
@@ -62,9 +62,9 @@ type Gateway struct {
 	reloadMu  sync.Mutex
 	log       *slog.Logger
 	store     registry.Store
-	// fleet is the store's fleet capability, nil for a gateway on its
-	// own store.
-	fleet registry.Fleet
+	// fleet is this gateway's part in a fleet sharing its store
+	// (control/fleet.go), nil for a gateway on its own store.
+	fleet *control.Fleet[*homeRoute]
 	// providers are the providers this gateway built (providers.go), by
 	// name; what only some can do is found by type assertion.
 	providers providers
@@ -112,18 +112,8 @@ type Gateway struct {
 	httpLn     net.Listener      // UseHTTPListener
 	tlsMetrics tlsMetrics        // certs.go
 
-	// The fleet's certificate storage (fleet.go) and the verdicts this
-	// gateway dropped, for the fleet to drop too (fleet_verdicts.go); nil
-	// without Redis.
-	certStore  *certstore.Storage
-	fleetDrops chan string
-	// fleetEpoch is the fleet store's epoch as this gateway last read it,
-	// fleetKick asks syncFleet for a pass now, and fleetNotes are the
-	// fleet's warnings for the status (fleet_heal.go).
-	fleetEpoch string
-	fleetBeat  time.Time // the last heartbeat of a fleet pass
-	fleetKick  chan struct{}
-	fleetNotes fleetNotes
+	// The fleet's certificate storage (fleet.go); nil without Redis.
+	certStore *certstore.Storage
 }
 
 type homeRoute struct {
@@ -172,6 +162,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 		return nil, err
 	}
 	g.reg = g.newRegistrar()
+	if g.fleet != nil {
+		g.fleet.Attach(g.engine, g.reg)
+	}
 	if err := g.reg.RegisterConfigHomes(ctx, cfg.Homes); err != nil {
 		return nil, err
 	}
@@ -234,7 +227,7 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 	var peers wake.Peers
 	var onMissing func(string)
 	if g.fleet != nil {
-		peers, onMissing = &fleetPeers{g: g}, g.kickFleet
+		peers, onMissing = g.fleet.Peers(), g.fleet.Kick
 	}
 	g.engine = wake.New(wake.Options{
 		Store: g.store, Providers: g.providers,
@@ -252,11 +245,8 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		Stopped:   g.homeStopped,
 		Peers:     peers,
 		OnMissing: onMissing,
-		Machine:   machineName(),
+		Machine:   control.MachineName(),
 	})
-	if g.fleet != nil {
-		g.fleet.OnAsked(g.answerPeer)
-	}
 	return nil
 }
 
@@ -372,7 +362,7 @@ func (g *Gateway) Addr(ctx context.Context) (net.Addr, error) {
 //     backend connection; wait up to afterCloseWait for their handlers to
 //     return, and no longer (nothing keeps waiting afterwards).
 //  5. Stop the admin listener (its event streams end), then background work
-//     (the idle and roll loop, app observation).
+//     (the idle and roll loop, the fleet's loop, app observation).
 //  6. Stop the engine: wakes in flight are cancelled and waited for, so none
 //     can start a home after this point.
 //  7. Quiesce exec homes: stop every local home process, keeping its stored
@@ -466,22 +456,23 @@ func (g *Gateway) newServer() *http.Server {
 	}
 }
 
-// startBackground starts the engine's idle and roll loop and the app
+// startBackground starts the engine's idle and roll loop, the fleet's
+// loop (with Redis), the watch of the store's disk and the app
 // observation (self-probes, which start once the listener is up and are
-// skipped while draining). The returned stop ends both and waits for them;
-// it may be called more than once.
+// skipped while draining). The returned stop ends them and waits for
+// them; it may be called more than once.
 func (g *Gateway) startBackground() (stop func()) {
 	bg, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if g.fleet != nil {
-		hctx, cancel := context.WithTimeout(bg, fleetSyncTimeout)
-		g.engine.Heartbeat(hctx, idleTick(g.cfg))
-		cancel()
+		g.fleet.Heartbeat(bg)
 	}
 	wg.Go(func() { g.engine.Run(bg, idleTick(g.cfg)) })
-	wg.Go(func() { g.syncFleet(bg) })
+	if g.fleet != nil {
+		wg.Go(func() { g.fleet.Run(bg, g.version) }) // control/fleet_sync.go
+	}
 	wg.Go(func() { g.routeTab.run(bg) })
-	wg.Go(func() { g.watchStore(bg) }) // store_watch.go
+	wg.Go(func() { control.WatchStore(bg, g.store, g.log) })
 	return func() {
 		cancel()
 		wg.Wait()
@@ -653,6 +644,6 @@ func (g *Gateway) quiesceHomes() {
 			released = append(released, q.ID)
 		}
 	}
-	g.releaseRun(released)
+	g.fleet.Release(released)
 	g.log.Info("homes stopped; their desired state is kept for the next start", "homes", stopped)
 }

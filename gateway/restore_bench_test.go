@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -66,7 +67,7 @@ func seedStoredHomes(tb testing.TB, dir string, n int) {
 		tb.Fatal(err)
 	}
 	g.Close()
-	b, err := registry.OpenBolt(filepath.Join(dir, StoreFile), registry.BoltOptions{})
+	b, err := registry.OpenBolt(filepath.Join(dir, control.StoreFile), registry.BoltOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}

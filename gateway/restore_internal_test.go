@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -48,7 +49,7 @@ func TestRestoreReadsTheIndexOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
 	seedStoredHomes(t, dir, n)
-	b, err := registry.OpenBolt(filepath.Join(dir, StoreFile), registry.BoltOptions{})
+	b, err := registry.OpenBolt(filepath.Join(dir, control.StoreFile), registry.BoltOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // storeFile is the embedded store's file inside a gateway's data_dir
-// (gateway.StoreFile).
+// (control.StoreFile).
 const storeFile = "state.db"
 
 // seed gives the large gateway n homes h000000.. registered through the

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -22,31 +22,26 @@ const fleetDropQueue = 256
 // fleetDropTimeout bounds one announcement.
 const fleetDropTimeout = time.Second
 
-// dropVerdict drops home id's warm verdict here and, in a fleet, queues
-// its announcement to the other gateways without waiting.
-func (g *Gateway) dropVerdict(id string) {
-	g.engine.Drop(id)
-	if g.fleetDrops == nil {
-		return
-	}
+// DropVerdict drops home id's warm verdict here and queues its
+// announcement to the other gateways without waiting. Call it after
+// Attach.
+func (f *Fleet[H]) DropVerdict(id string) {
+	f.engine.Drop(id)
 	select {
-	case g.fleetDrops <- id:
+	case f.drops <- id:
 	default:
-		g.log.Debug("fleet: the queue of dropped verdicts is full; one is not announced", "home", id)
+		f.log.Debug("fleet: the queue of dropped verdicts is full; one is not announced", "home", id)
 	}
 }
 
 // shareVerdicts announces this gateway's dropped verdicts, and drops the
-// verdicts other gateways announce, until ctx ends. Nothing without Redis.
-func (g *Gateway) shareVerdicts(ctx context.Context) {
-	r := g.fleet
-	if r == nil || g.fleetDrops == nil {
-		return
-	}
-	r.OnVerdictDropped(g.engine.Drop)
+// verdicts other gateways announce, until ctx ends.
+func (f *Fleet[H]) shareVerdicts(ctx context.Context) {
+	r := f.store
+	r.OnVerdictDropped(f.engine.Drop)
 	defer r.OnVerdictDropped(nil)
 	var events <-chan wake.Event
-	if bus := g.engine.Events(); bus != nil {
+	if bus := f.engine.Events(); bus != nil {
 		sub := bus.Subscribe(fleetDropQueue)
 		defer sub.Close()
 		events = sub.C
@@ -56,7 +51,7 @@ func (g *Gateway) shareVerdicts(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case id = <-g.fleetDrops:
+		case id = <-f.drops:
 		case ev := <-events:
 			switch ev.Type {
 			case wake.EventSuspend, wake.EventHomeFailed, wake.EventRollStart, wake.EventRefresh:
@@ -67,7 +62,7 @@ func (g *Gateway) shareVerdicts(ctx context.Context) {
 		}
 		actx, cancel := context.WithTimeout(ctx, fleetDropTimeout)
 		if err := r.DropVerdict(actx, id); err != nil && ctx.Err() == nil {
-			g.log.Debug("fleet: announce a dropped verdict", "home", id, "err", err)
+			f.log.Debug("fleet: announce a dropped verdict", "home", id, "err", err)
 		}
 		cancel()
 	}

@@ -1,7 +1,8 @@
-package gateway
+package control
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/wakegate/wakegate/registry"
@@ -14,11 +15,11 @@ const storeWatchPeriod = time.Second
 // storeWatchProbeTimeout bounds one probe write.
 const storeWatchProbeTimeout = 2 * time.Second
 
-// storeUnwritable says why the embedded store's disk refuses writes, or
+// StoreUnwritable says why the embedded store's disk refuses writes, or
 // "" while it takes them (or the store has no disk of its own). /readyz
 // answers 503 meanwhile: the edge routes new traffic to other gateways.
-func (g *Gateway) storeUnwritable() string {
-	wh, ok := g.store.(registry.WriteHealth)
+func StoreUnwritable(store registry.Store) string {
+	wh, ok := store.(registry.WriteHealth)
 	if !ok {
 		return ""
 	}
@@ -28,23 +29,35 @@ func (g *Gateway) storeUnwritable() string {
 	return ""
 }
 
-// storeDegraded says why the store cannot serve, for the admin status:
+// StoreDegraded says why the store cannot serve, for the admin status:
 // its disk refuses writes, or the fleet's store does not answer; "" when
 // neither.
-func (g *Gateway) storeDegraded() string {
-	if why := g.storeUnwritable(); why != "" {
+func StoreDegraded(store registry.Store) string {
+	if why := StoreUnwritable(store); why != "" {
 		return "store unwritable: " + why
 	}
-	return g.degraded()
+	return StoreUnavailable(store)
 }
 
-// watchStore follows whether the embedded store's disk takes writes, until
+// StoreUnavailable says why the shared store does not answer, or "" while
+// it does (and always for the embedded store). Warm homes keep serving
+// meanwhile; wakes answer 503 with Retry-After.
+func StoreUnavailable(store registry.Store) string {
+	if sh, ok := store.(registry.Health); ok {
+		if err := sh.Unavailable(); err != nil {
+			return "the fleet store does not answer: " + err.Error()
+		}
+	}
+	return ""
+}
+
+// WatchStore follows whether the embedded store's disk takes writes, until
 // ctx ends: it logs each change once (never at every failed write), and
 // while writes fail it tries a small write every storeWatchPeriod, so that
 // readiness comes back by itself once the disk takes writes again (space
 // freed, remounted read-write), even with no other write to prove it.
-func (g *Gateway) watchStore(ctx context.Context) {
-	wh, ok := g.store.(registry.WriteHealth)
+func WatchStore(ctx context.Context, store registry.Store, log *slog.Logger) {
+	wh, ok := store.(registry.WriteHealth)
 	if !ok {
 		return
 	}
@@ -60,7 +73,7 @@ func (g *Gateway) watchStore(ctx context.Context) {
 		since, err := wh.Unwritable()
 		if err != nil && down.IsZero() {
 			down = since
-			g.log.Error("store unwritable: /readyz answers 503 and wakes and admin writes fail with 503 store_unavailable; warm homes keep serving",
+			log.Error("store unwritable: /readyz answers 503 and wakes and admin writes fail with 503 store_unavailable; warm homes keep serving",
 				"err", err.Error(), "since", since.UTC().Format(time.RFC3339),
 				"hint", "free space on the store's disk or remount it read-write; a small write is tried every second and readiness comes back by itself")
 		}
@@ -73,7 +86,7 @@ func (g *Gateway) watchStore(ctx context.Context) {
 			_, err = wh.Unwritable()
 		}
 		if err == nil && !down.IsZero() {
-			g.log.Info("store writable again: /readyz answers 200", "was_down", time.Since(down).Round(time.Millisecond).String())
+			log.Info("store writable again: /readyz answers 200", "was_down", time.Since(down).Round(time.Millisecond).String())
 			down = time.Time{}
 		}
 	}

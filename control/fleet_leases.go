@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -13,26 +13,26 @@ import (
 // fleetLeaseTimeout bounds one lease operation on the store.
 const fleetLeaseTimeout = 5 * time.Second
 
-// addFleetLease stores a lease on home id for ttl; ok is false without
-// Redis (the caller keeps the lease as a session of its own).
-func (g *Gateway) addFleetLease(id string, ttl time.Duration) (lease uint64, ok bool, err error) {
-	r := g.fleet
-	if r == nil {
+// AddLease stores a lease on home id for ttl; ok is false on a nil
+// *Fleet (the caller keeps the lease as a session of its own).
+func (f *Fleet[H]) AddLease(id string, ttl time.Duration) (lease uint64, ok bool, err error) {
+	if f == nil {
 		return 0, false, nil
 	}
+	r := f.store
 	ctx, cancel := context.WithTimeout(context.Background(), fleetLeaseTimeout)
 	defer cancel()
 	lease, _, err = r.AddAdminLease(ctx, id, ttl)
 	return lease, true, err
 }
 
-// endFleetLease ends a stored lease on home id and reports whether it was
-// live; ok is false without Redis.
-func (g *Gateway) endFleetLease(id string, lease uint64) (live, ok bool, err error) {
-	r := g.fleet
-	if r == nil {
+// EndLease ends a stored lease on home id and reports whether it was
+// live; ok is false on a nil *Fleet.
+func (f *Fleet[H]) EndLease(id string, lease uint64) (live, ok bool, err error) {
+	if f == nil {
 		return false, false, nil
 	}
+	r := f.store
 	ctx, cancel := context.WithTimeout(context.Background(), fleetLeaseTimeout)
 	defer cancel()
 	live, err = r.EndAdminLease(ctx, id, lease)

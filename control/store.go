@@ -1,9 +1,10 @@
-package gateway
+package control
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,45 +26,44 @@ const StoreFile = "state.db"
 // says the operator chose to start afresh: a refused file is then moved
 // aside (named in the log) and a new store begins; a sound file is opened
 // as always. Locks a crashed gateway left are released and logged.
-func (g *Gateway) openStore(dataDir string) error {
+func OpenStore(dataDir string, resetStore bool, log *slog.Logger) (*registry.Bolt, error) {
 	path := filepath.Join(dataDir, StoreFile)
 	homes := homeFolders(dataDir)
 	opts := registry.BoltOptions{}
-	if !g.cfg.ResetStore {
+	if !resetStore {
 		opts.MustHoldData = homes
 	}
 	_, statErr := os.Stat(path)
 	fresh := statErr != nil
 	b, err := registry.OpenBolt(path, opts)
 	var oe *registry.OpenError
-	if err != nil && g.cfg.ResetStore && errors.As(err, &oe) &&
+	if err != nil && resetStore && errors.As(err, &oe) &&
 		(oe.Problem == registry.ProblemEmpty || oe.Problem == registry.ProblemDamaged || oe.Problem == registry.ProblemBadRecord) {
 		aside := fmt.Sprintf("%s.refused-%s", path, time.Now().UTC().Format("20060102T150405Z"))
 		if rerr := os.Rename(path, aside); rerr != nil {
-			return fmt.Errorf("--reset-store: move the refused store aside: %w (the store was refused: %w)", rerr, err)
+			return nil, fmt.Errorf("--reset-store: move the refused store aside: %w (the store was refused: %w)", rerr, err)
 		}
-		g.log.Warn("--reset-store: the store was refused and is moved aside; starting with a new, empty store: "+
+		log.Warn("--reset-store: the store was refused and is moved aside; starting with a new, empty store: "+
 			"stored homes, apps registered through the admin API and the roll target are forgotten",
 			"store", path, "moved_to", aside, "why", err.Error())
 		fresh = true
 		b, err = registry.OpenBolt(path, registry.BoltOptions{})
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	g.store = b
 	if m := b.Migration(); m.Backup != "" {
-		g.log.Info("store migrated to this version's format; the file as it was is kept", "store", path,
+		log.Info("store migrated to this version's format; the file as it was is kept", "store", path,
 			"from_version", m.From, "to_version", registry.BoltSchema, "copy", m.Backup)
 	}
 	if names := b.ReleasedLocks(); len(names) > 0 {
-		g.log.Info("released lifecycle locks left by a gateway that did not stop cleanly", "locks", strings.Join(names, ","))
+		log.Info("released lifecycle locks left by a gateway that did not stop cleanly", "locks", strings.Join(names, ","))
 	}
 	if fresh && homes != "" {
-		g.log.Warn("started with a new, empty store (--reset-store): stored homes and the roll target are forgotten",
+		log.Warn("started with a new, empty store (--reset-store): stored homes and the roll target are forgotten",
 			"store", path, "data_dir", homes)
 	}
-	return nil
+	return b, nil
 }
 
 // homeFolders describes the home folders of the exec provider under
@@ -96,12 +96,12 @@ type storeBackup interface {
 	Backup(w io.Writer, size func(int64)) (int64, error)
 }
 
-// backupHandler serves GET /admin/store/backup: a consistent copy of the
+// BackupHandler serves GET /admin/store/backup: a consistent copy of
 // store from one read transaction (bbolt's Tx.WriteTo), with its size as
 // Content-Length, so `wakegate store backup` can copy a running gateway's
 // store. nil when the store cannot copy itself.
-func (g *Gateway) backupHandler() http.Handler {
-	b, ok := g.store.(storeBackup)
+func BackupHandler(store registry.Store, log *slog.Logger) http.Handler {
+	b, ok := store.(storeBackup)
 	if !ok {
 		return nil
 	}
@@ -115,9 +115,9 @@ func (g *Gateway) backupHandler() http.Handler {
 		if err != nil {
 			// The status is sent: a short body (Content-Length) tells the
 			// client the copy is incomplete.
-			g.log.Warn("store backup", "bytes", n, "err", err)
+			log.Warn("store backup", "bytes", n, "err", err)
 			return
 		}
-		g.log.Info("store backup", "bytes", n, "remote", r.RemoteAddr)
+		log.Info("store backup", "bytes", n, "remote", r.RemoteAddr)
 	})
 }

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -31,7 +31,10 @@ const peerStopSlack = 5 * time.Second
 
 // fleetPeers implements wake.Peers over the fleet's store.
 type fleetPeers struct {
-	g *Gateway
+	f        registry.Fleet
+	instance string
+	// stopWait bounds the wait for a runner's answer.
+	stopWait time.Duration
 
 	mu   sync.Mutex
 	at   time.Time
@@ -40,13 +43,13 @@ type fleetPeers struct {
 
 // Alive reports whether instance has a live session report.
 func (p *fleetPeers) Alive(ctx context.Context, instance string) (bool, error) {
-	if instance == p.g.cfg.Instance {
+	if instance == p.instance {
 		return true, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.live == nil || time.Since(p.at) > peersLiveFor {
-		reps, err := p.g.fleet.Reports(ctx)
+		reps, err := p.f.Reports(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -80,9 +83,9 @@ func (p *fleetPeers) Stop(ctx context.Context, instance string, s provider.Spec,
 	if err != nil {
 		return "", false, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*p.g.cfg.Exec.StopGrace+peerStopSlack)
+	ctx, cancel := context.WithTimeout(ctx, p.stopWait)
 	defer cancel()
-	raw, err := p.g.fleet.Ask(ctx, instance, string(body))
+	raw, err := p.f.Ask(ctx, instance, string(body))
 	if err != nil {
 		return "", false, err
 	}
@@ -97,7 +100,7 @@ func (p *fleetPeers) Stop(ctx context.Context, instance string, s provider.Spec,
 }
 
 // answerPeer answers what another gateway of the fleet asks this one.
-func (g *Gateway) answerPeer(ctx context.Context, from, body string) string {
+func (f *Fleet[H]) answerPeer(ctx context.Context, from, body string) string {
 	var q peerStop
 	var a peerStopped
 	switch err := json.Unmarshal([]byte(body), &q); {
@@ -106,24 +109,24 @@ func (g *Gateway) answerPeer(ctx context.Context, from, body string) string {
 	case q.Op != "stop":
 		a.Err = "unknown question " + q.Op
 	default:
-		ctx, cancel := context.WithTimeout(ctx, 2*g.cfg.Exec.StopGrace+peerStopSlack)
+		ctx, cancel := context.WithTimeout(ctx, f.peers.stopWait)
 		defer cancel()
 		var err error
-		a.How, a.Proven, err = g.engine.StopRun(ctx, q.Home, q.Ref, q.Suspend)
+		a.How, a.Proven, err = f.engine.StopRun(ctx, q.Home, q.Ref, q.Suspend)
 		if err != nil {
 			a.Err = err.Error()
-			g.log.Warn("fleet: stop a home for another gateway", "home", q.Home, "from", from, "err", err)
+			f.log.Warn("fleet: stop a home for another gateway", "home", q.Home, "from", from, "err", err)
 		}
 	}
 	raw, _ := json.Marshal(a)
 	return string(raw)
 }
 
-// machineName names this machine for the records of the homes it runs:
+// MachineName names this machine for the records of the homes it runs:
 // its host name and boot id (two containers on one kernel share the boot
 // but not, as a rule, the host name or the loopback). "" when neither can
 // be read.
-func machineName() string {
+func MachineName() string {
 	host, _ := os.Hostname()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if host == "" && len(boot) == 0 {
@@ -132,19 +135,16 @@ func machineName() string {
 	return host + "/" + strings.TrimSpace(string(boot))
 }
 
-// releaseRun clears this gateway as the runner of the homes whose
-// processes its shutdown stopped, so that any gateway of the fleet starts
-// them at the next request.
-func (g *Gateway) releaseRun(ids []string) {
-	if g.fleet == nil || g.engine == nil || len(ids) == 0 {
+// Release clears this gateway as the runner of the homes whose processes
+// its shutdown stopped, so that any gateway of the fleet starts them at
+// the next request. Nothing on a nil *Fleet, or before Attach.
+func (f *Fleet[H]) Release(ids []string) {
+	if f == nil || f.engine == nil || len(ids) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fleetSyncTimeout)
 	defer cancel()
-	g.engine.Release(ctx, ids)
+	f.engine.Release(ctx, ids)
 }
 
-var (
-	_ wake.Peers     = (*fleetPeers)(nil)
-	_ registry.Fleet = (*registry.Redis)(nil)
-)
+var _ wake.Peers = (*fleetPeers)(nil)

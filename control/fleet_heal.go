@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/wakegate/wakegate/registry"
 )
 
 // A fleet's Redis that lost its data (restarted without an append-only
@@ -39,26 +37,26 @@ import (
 const healOwnersFirst = time.Second
 
 // readEpoch remembers the store's epoch at start.
-func (g *Gateway) readEpoch(ctx context.Context) {
-	ep, err := g.fleet.Epoch(ctx)
+func (f *Fleet[H]) readEpoch(ctx context.Context) {
+	ep, err := f.store.Epoch(ctx)
 	if err != nil {
-		g.log.Warn("fleet: read the store's epoch", "err", err)
+		f.log.Warn("fleet: read the store's epoch", "err", err)
 		return
 	}
-	g.fleetEpoch = ep
+	f.epoch = ep
 }
 
 // checkPersistence reads what the fleet's Redis keeps across its own
 // restart and, when it keeps nothing, says once what a restart would lose,
 // in the log and in the admin status.
-func (g *Gateway) checkPersistence(ctx context.Context, r registry.Fleet) {
-	p, err := r.Persistence(ctx)
+func (f *Fleet[H]) checkPersistence(ctx context.Context) {
+	p, err := f.store.Persistence(ctx)
 	if err != nil {
-		g.log.Warn("fleet: read the persistence settings of Redis", "err", err)
+		f.log.Warn("fleet: read the persistence settings of Redis", "err", err)
 		return
 	}
 	if !p.Known {
-		g.log.Info("fleet: Redis does not let its persistence settings be read (CONFIG); make sure it keeps its data across a restart")
+		f.log.Info("fleet: Redis does not let its persistence settings be read (CONFIG); make sure it keeps its data across a restart")
 		return
 	}
 	if p.Keeps() {
@@ -68,56 +66,56 @@ func (g *Gateway) checkPersistence(ctx context.Context, r registry.Fleet) {
 		"a restart of Redis loses the homes and apps registered through the admin API, roll targets set through it, " +
 		"operator leases and session counts; homes and apps of the config are recorded again by the gateways by themselves. " +
 		"Run Redis with appendonly yes (or save points) to keep them"
-	g.log.Error("fleet: NO PERSISTENCE: " + msg)
-	g.fleetNotes.persistence.Store(&msg)
+	f.log.Error("fleet: NO PERSISTENCE: " + msg)
+	f.notes.persistence.Store(&msg)
 }
 
 // checkEpoch reads the store's epoch and heals the store when it changed.
-// It runs on syncFleet's goroutine.
-func (g *Gateway) checkEpoch(ctx context.Context) {
-	ep, err := g.fleet.Epoch(ctx)
+// It runs on Run's goroutine.
+func (f *Fleet[H]) checkEpoch(ctx context.Context) {
+	ep, err := f.store.Epoch(ctx)
 	if err != nil {
 		return // the pass's own reads say it
 	}
-	if g.fleetEpoch == "" || g.fleetEpoch == ep {
-		g.fleetEpoch = ep
+	if f.epoch == "" || f.epoch == ep {
+		f.epoch = ep
 		return
 	}
-	g.fleetEpoch = ep
+	f.epoch = ep
 	t0 := time.Now()
-	g.log.Error("fleet: the store lost its data (its epoch changed: Redis restarted without persistence, or was flushed); " +
+	f.log.Error("fleet: the store lost its data (its epoch changed: Redis restarted without persistence, or was flushed); " +
 		"recording again the homes this gateway runs and its config's homes, targets and roll target")
-	g.engine.Heartbeat(ctx, idleTick(g.cfg))
-	g.announceVersion(ctx)
-	g.reportLost(ctx)
-	g.healHomes(ctx, g.reg.ConfigHomeIDs())
-	if rt := g.cfg.Roll.Target; rt.Version != "" {
-		if _, err := g.engine.SetTarget(ctx, registry.Target{Version: rt.Version, Command: rt.Command, Image: rt.Image}); err != nil {
-			g.log.Warn("fleet: record the config's roll target again", "err", err)
+	f.engine.Heartbeat(ctx, f.o.IdleTick)
+	f.announceVersion(ctx)
+	f.reportLost(ctx)
+	f.healHomes(ctx, f.reg.ConfigHomeIDs())
+	if rt := f.o.RollTarget; rt.Version != "" {
+		if _, err := f.engine.SetTarget(ctx, rt); err != nil {
+			f.log.Warn("fleet: record the config's roll target again", "err", err)
 		}
 	}
-	g.log.Info("fleet: the store is healed from this gateway's homes", "ms", time.Since(t0).Milliseconds())
+	f.log.Info("fleet: the store is healed from this gateway's homes", "ms", time.Since(t0).Milliseconds())
 }
 
 // healHomes records again the homes ids (of the config) whose records are
 // missing: those whose processes this gateway runs at once, with their
 // targets' claims, the others as sleeping homes after healOwnersFirst.
-func (g *Gateway) healHomes(ctx context.Context, ids []string) {
+func (f *Fleet[H]) healHomes(ctx context.Context, ids []string) {
 	var rest []string
 	for _, id := range ids {
-		h, ok := g.homeWithID(id)
+		h, ok := f.reg.d.Homes.WithID(id)
 		if !ok {
 			continue
 		}
-		if _, err := g.reg.ClaimConfigTarget(ctx, id, h.spec.Target); err != nil {
-			g.log.Warn("fleet: claim a config home's target again", "home", id, "err", err)
+		if _, err := f.reg.ClaimConfigTarget(ctx, id, h.Spec().Target); err != nil {
+			f.log.Warn("fleet: claim a config home's target again", "home", id, "err", err)
 		}
-		runs, err := g.engine.RecordRun(ctx, id)
+		runs, err := f.engine.RecordRun(ctx, id)
 		switch {
 		case err != nil:
-			g.log.Warn("fleet: record a home this gateway runs", "home", id, "err", err)
+			f.log.Warn("fleet: record a home this gateway runs", "home", id, "err", err)
 		case runs:
-			g.log.Info("fleet: home recorded again as run by this gateway", "home", id)
+			f.log.Info("fleet: home recorded again as run by this gateway", "home", id)
 		default:
 			rest = append(rest, id)
 		}
@@ -134,24 +132,24 @@ func (g *Gateway) healHomes(ctx context.Context, ids []string) {
 	}
 	created := 0
 	for _, id := range rest {
-		ok, err := g.engine.Reseed(ctx, id)
+		ok, err := f.engine.Reseed(ctx, id)
 		if err != nil {
-			g.log.Warn("fleet: record a config home again", "home", id, "err", err)
+			f.log.Warn("fleet: record a config home again", "home", id, "err", err)
 		}
 		if ok {
 			created++
 		}
 	}
 	if created > 0 {
-		g.log.Info("fleet: config homes recorded again as sleeping", "homes", created)
+		f.log.Info("fleet: config homes recorded again as sleeping", "homes", created)
 	}
 }
 
 // reportLost names the homes and apps registered through the admin API
 // that this gateway serves and whose records are gone: no config can
 // bring them back.
-func (g *Gateway) reportLost(ctx context.Context) {
-	recs, err := g.store.ListHomes(ctx)
+func (f *Fleet[H]) reportLost(ctx context.Context) {
+	recs, err := f.store.ListHomes(ctx)
 	if err != nil {
 		return
 	}
@@ -160,26 +158,26 @@ func (g *Gateway) reportLost(ctx context.Context) {
 		stored[rec.ID] = true
 	}
 	config := map[string]bool{}
-	for _, id := range g.reg.ConfigHomeIDs() {
+	for _, id := range f.reg.ConfigHomeIDs() {
 		config[id] = true
 	}
 	var homes []string
-	g.eachHome(func(h *homeRoute) bool {
-		if id := h.spec.ID; !config[id] && !stored[id] {
+	f.reg.d.Homes.Each(func(h H) bool {
+		if id := h.Spec().ID; !config[id] && !stored[id] {
 			homes = append(homes, id)
 		}
 		return true
 	})
 	var apps []string
-	g.routeTab.change.Lock()
-	defer g.routeTab.change.Unlock()
-	if stored, err := g.store.ListApps(ctx); err == nil {
+	f.reg.d.Apps.Lock()
+	defer f.reg.d.Apps.Unlock()
+	if stored, err := f.store.ListApps(ctx); err == nil {
 		have := make(map[string]bool, len(stored))
 		for _, a := range stored {
 			have[a.Slug] = true
 		}
-		for slug, ar := range g.routeTab.all() {
-			if ar.gen != 0 && !g.reg.IsConfigApp(slug) && !have[slug] {
+		for slug, gen := range f.reg.d.Apps.Generations() {
+			if gen != 0 && !f.reg.IsConfigApp(slug) && !have[slug] {
 				apps = append(apps, slug)
 			}
 		}
@@ -198,8 +196,8 @@ func (g *Gateway) reportLost(ctx context.Context) {
 	}
 	msg := "the fleet's store lost what was registered through the admin API: " + strings.Join(parts, "; ") +
 		" (register them again: wakegate home put / app put, or PUT /admin/homes/{id})"
-	g.log.Error("fleet: "+msg, "homes", homes, "apps", apps)
-	g.fleetNotes.lost.Store(&msg)
+	f.log.Error("fleet: "+msg, "homes", homes, "apps", apps)
+	f.notes.lost.Store(&msg)
 }
 
 // atomicString is a string set once by one goroutine and read by others.
@@ -222,10 +220,11 @@ func (n *fleetNotes) warnings() []string {
 	return out
 }
 
-// kickFleet asks syncFleet for a pass now (a wake found a record missing).
-func (g *Gateway) kickFleet(string) {
+// Kick asks Run for a pass now: a wake found a record missing
+// (wake.Options.OnMissing).
+func (f *Fleet[H]) Kick(string) {
 	select {
-	case g.fleetKick <- struct{}{}:
+	case f.kick <- struct{}{}:
 	default:
 	}
 }
