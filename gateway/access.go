@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/route"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -105,13 +106,13 @@ func (g *Gateway) clientAllowed(w http.ResponseWriter, r *http.Request) bool {
 // is h (nil for an app outside any home). It returns false when r was
 // answered (denied); else r may go on, its token query
 // parameter removed and the policy's headers set.
-func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, kind, name string, h *homeRoute) bool {
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, kind, name string, h *route.Home) bool {
 	gt := g.gate
 	set := gt.set.Load()
 	var c access.Chosen
 	s := access.Subject{Kind: kind, Name: name}
 	if h != nil {
-		s.Target = h.spec.Target
+		s.Target = h.Spec().Target
 		s.Owner = set.Owner(s.Target)
 	}
 	if kind == "node" {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/wakegate/wakegate/route"
 	"strconv"
 	"time"
 
@@ -16,23 +17,23 @@ import (
 
 // suspendIn is how long until the idle suspend of home h (running, stored
 // as rec): nil when none is due (sessions, not running, or never idle).
-func (a adminAPI) suspendIn(h *homeRoute, rec registry.Home) *float64 {
-	if rec.Status != registry.StatusRunning || h.spec.IdleTimeout <= 0 {
+func (a adminAPI) suspendIn(h *route.Home, rec registry.Home) *float64 {
+	if rec.Status != registry.StatusRunning || h.Spec().IdleTimeout <= 0 {
 		return nil
 	}
-	since := a.g.sessions.IdleSince(h.spec.ID)
+	since := a.g.sessions.IdleSince(h.Spec().ID)
 	if since.IsZero() {
 		return nil
 	}
-	left := max(h.spec.IdleTimeout-time.Since(since), 0).Round(100 * time.Millisecond).Seconds()
+	left := max(h.Spec().IdleTimeout-time.Since(since), 0).Round(100 * time.Millisecond).Seconds()
 	return &left
 }
 
 // enrich adds to v what only the answers about one home carry.
-func (a adminAPI) enrich(ctx context.Context, h *homeRoute, rec registry.Home, v *admin.HomeView) {
+func (a adminAPI) enrich(ctx context.Context, h *route.Home, rec registry.Home, v *admin.HomeView) {
 	g := a.g
-	v.Wakes = g.engine.WakeHistory(h.spec.ID)
-	k := g.sessions.Kinds(h.spec.ID)
+	v.Wakes = g.engine.WakeHistory(h.Spec().ID)
+	k := g.sessions.Kinds(h.Spec().ID)
 	sk := &admin.SessionKinds{Requests: k.Requests, WebSockets: k.WebSockets, Leases: []admin.LeaseEntry{}}
 	for _, l := range k.Leases {
 		sk.Leases = append(sk.Leases, admin.LeaseEntry{Lease: strconv.FormatUint(l.ID, 10), ExpiresAt: l.ExpiresAt})
@@ -56,15 +57,15 @@ func (a adminAPI) HomeLog(id string) (admin.LogSource, error) {
 	if err != nil {
 		return admin.LogSource{}, err
 	}
-	lk, ok := a.g.providers[h.spec.Provider].(provider.LogKeeper)
+	lk, ok := a.g.providers[h.Spec().Provider].(provider.LogKeeper)
 	if !ok {
 		return admin.LogSource{}, fault.New(fault.NotFound, "no_log", "the gateway keeps no log for this home").
 			WithHint("only homes of providers that keep a log the gateway holds (exec) have one here; read a " +
-				h.spec.Provider + " home's log where its provider keeps it")
+				h.Spec().Provider + " home's log where its provider keeps it")
 	}
 	files, err := lk.LogFiles(id)
 	if err != nil {
 		return admin.LogSource{}, err
 	}
-	return admin.LogSource{Files: files, Secrets: []string{h.token}}, nil
+	return admin.LogSource{Files: files, Secrets: []string{h.Token()}}, nil
 }

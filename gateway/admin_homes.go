@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"github.com/wakegate/wakegate/route"
 	"net/url"
 	"sort"
 	"strconv"
@@ -20,7 +21,7 @@ import (
 // Registration itself is the registrar's (control/registrar.go).
 
 // home returns the home with id, or a fault.NotFound naming it.
-func (a adminAPI) home(id string) (*homeRoute, error) {
+func (a adminAPI) home(id string) (*route.Home, error) {
 	h, ok := a.g.homeWithID(id)
 	if !ok {
 		return nil, fault.New(fault.NotFound, "home_not_found", "no home with id "+strconv.Quote(id)).WithField("id")
@@ -29,18 +30,18 @@ func (a adminAPI) home(id string) (*homeRoute, error) {
 }
 
 // view is h as the admin API shows it, from its stored record rec.
-func (a adminAPI) view(h *homeRoute, rec registry.Home) admin.HomeView {
+func (a adminAPI) view(h *route.Home, rec registry.Home) admin.HomeView {
 	g := a.g
-	v := admin.HomeView{ID: h.spec.ID, Target: h.spec.Target, Provider: rec.Provider, Version: rec.Version,
+	v := admin.HomeView{ID: h.Spec().ID, Target: h.Spec().Target, Provider: rec.Provider, Version: rec.Version,
 		Status: string(rec.Status), Verdict: string(rec.Verdict), Reason: rec.Reason, WantRunning: rec.WantRunning,
-		Endpoint: safeURL(rec.Endpoint), Runner: rec.Runner, Sessions: g.sessions.Count(h.spec.ID), Warm: g.engine.Warm(h.spec.ID),
-		IdleTimeout: h.spec.IdleTimeout.String(), RelayToken: h.token != "",
+		Endpoint: safeURL(rec.Endpoint), Runner: rec.Runner, Sessions: g.sessions.Count(h.Spec().ID), Warm: g.engine.Warm(h.Spec().ID),
+		IdleTimeout: h.Spec().IdleTimeout.String(), RelayToken: h.Token() != "",
 		Generation: rec.Generation, Dynamic: rec.Dynamic}
-	settingsView(h.spec, &v)
+	settingsView(h.Spec(), &v)
 	if v.Verdict == "" {
 		v.Verdict = "none"
 	}
-	if phase, el, ok := g.engine.Progress(h.spec.ID); ok {
+	if phase, el, ok := g.engine.Progress(h.Spec().ID); ok {
 		v.Wake = &admin.WakeProgress{Phase: phase, ElapsedMS: el.Milliseconds()}
 	}
 	if !rec.LastWakeAt.IsZero() {
@@ -53,8 +54,8 @@ func (a adminAPI) view(h *homeRoute, rec registry.Home) admin.HomeView {
 		v.LastReadyAt = &t
 	}
 	v.SuspendInS = a.suspendIn(h, rec)
-	v.LastWake = g.engine.LastWake(h.spec.ID)
-	if ls := g.engine.LastStop(h.spec.ID); ls != nil {
+	v.LastWake = g.engine.LastWake(h.Spec().ID)
+	if ls := g.engine.LastStop(h.Spec().ID); ls != nil {
 		v.LastStop = &admin.StopView{At: ls.At, Proven: ls.Proven, Error: ls.Error}
 	}
 	return v
@@ -81,11 +82,11 @@ func (a adminAPI) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 		byID[r.ID] = r
 	}
 	out := make([]admin.HomeView, 0, a.g.homeCount())
-	a.g.eachHome(func(h *homeRoute) bool {
-		id := h.spec.ID
+	a.g.eachHome(func(h *route.Home) bool {
+		id := h.Spec().ID
 		rec, ok := byID[id]
 		if !ok {
-			rec = registry.Home{ID: id, Provider: h.spec.Provider, Version: h.spec.Version, Status: registry.StatusUnknown}
+			rec = registry.Home{ID: id, Provider: h.Spec().Provider, Version: h.Spec().Version, Status: registry.StatusUnknown}
 		}
 		out = append(out, a.view(h, rec))
 		return true
@@ -95,18 +96,18 @@ func (a adminAPI) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 }
 
 // detail is h's view with its stored record read now and its restarts.
-func (a adminAPI) detail(ctx context.Context, h *homeRoute) (admin.HomeView, error) {
-	rec, err := a.g.store.GetHome(ctx, h.spec.ID)
+func (a adminAPI) detail(ctx context.Context, h *route.Home) (admin.HomeView, error) {
+	rec, err := a.g.store.GetHome(ctx, h.Spec().ID)
 	if err != nil {
-		return admin.HomeView{}, fmt.Errorf("read home %s: %w", h.spec.ID, err)
+		return admin.HomeView{}, fmt.Errorf("read home %s: %w", h.Spec().ID, err)
 	}
 	v := a.view(h, rec)
 	a.enrich(ctx, h, rec, &v)
-	if hi, ok := a.g.providers[h.spec.Provider].(provider.Historian); ok {
-		v.Restarts = hi.History(h.spec.ID)
+	if hi, ok := a.g.providers[h.Spec().Provider].(provider.Historian); ok {
+		v.Restarts = hi.History(h.Spec().ID)
 	}
-	if ur, ok := a.g.providers[h.spec.Provider].(provider.UsageReporter); ok {
-		if u, ok := ur.Usage(h.spec.ID); ok {
+	if ur, ok := a.g.providers[h.Spec().Provider].(provider.UsageReporter); ok {
+		if u, ok := ur.Usage(h.Spec().ID); ok {
 			v.Usage = &u
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wakegate/wakegate/route"
 	"slices"
 	"strings"
 
@@ -56,25 +57,25 @@ func (a adminAPI) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomeP
 // left out of the page.
 func (a adminAPI) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
 	p := admin.HomePage{Homes: []admin.HomeView{}}
-	var next []*homeRoute
-	a.g.eachHome(func(h *homeRoute) bool {
-		b, ok := a.g.engine.Brief(h.spec.ID)
+	var next []*route.Home
+	a.g.eachHome(func(h *route.Home) bool {
+		b, ok := a.g.engine.Brief(h.Spec().ID)
 		if !ok || !q.Match(briefView(h, b)) {
 			return true
 		}
 		p.Total++
-		if h.spec.ID > q.After {
+		if h.Spec().ID > q.After {
 			next = append(next, h)
 		}
 		return true
 	})
-	slices.SortFunc(next, func(x, y *homeRoute) int { return strings.Compare(x.spec.ID, y.spec.ID) })
+	slices.SortFunc(next, func(x, y *route.Home) int { return strings.Compare(x.Spec().ID, y.Spec().ID) })
 	for _, h := range next {
 		if len(p.Homes) == q.Limit {
 			p.NextCursor = admin.Cursor(p.Homes[len(p.Homes)-1].ID)
 			break
 		}
-		rec, err := a.g.store.GetHome(ctx, h.spec.ID)
+		rec, err := a.g.store.GetHome(ctx, h.Spec().ID)
 		switch {
 		case errors.Is(err, registry.ErrNotFound):
 			continue // removed meanwhile
@@ -89,8 +90,8 @@ func (a adminAPI) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin.Ho
 }
 
 // briefView is what the list's filters read of h, from memory.
-func briefView(h *homeRoute, b wake.Brief) admin.HomeView {
-	v := admin.HomeView{ID: h.spec.ID, Target: h.spec.Target, Version: b.Version, Status: string(b.Status)}
+func briefView(h *route.Home, b wake.Brief) admin.HomeView {
+	v := admin.HomeView{ID: h.Spec().ID, Target: h.Spec().Target, Version: b.Version, Status: string(b.Status)}
 	if b.Waking {
 		v.Wake = &admin.WakeProgress{}
 	}
@@ -98,9 +99,9 @@ func briefView(h *homeRoute, b wake.Brief) admin.HomeView {
 }
 
 // brief is what the list's filters read of h (admin.HomeQuery.Match).
-func (a adminAPI) brief(h *homeRoute, rec registry.Home) admin.HomeView {
-	v := admin.HomeView{ID: h.spec.ID, Target: h.spec.Target, Version: rec.Version, Status: string(rec.Status)}
-	if _, _, waking := a.g.engine.Progress(h.spec.ID); waking {
+func (a adminAPI) brief(h *route.Home, rec registry.Home) admin.HomeView {
+	v := admin.HomeView{ID: h.Spec().ID, Target: h.Spec().Target, Version: rec.Version, Status: string(rec.Status)}
+	if _, _, waking := a.g.engine.Progress(h.Spec().ID); waking {
 		v.Wake = &admin.WakeProgress{}
 	}
 	return v

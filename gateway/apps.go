@@ -37,7 +37,7 @@ func (g *Gateway) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *ap
 		return
 	}
 	home := g.current(app.home)
-	hs, err := g.engine.HomeState(r.Context(), home.spec.ID)
+	hs, err := g.engine.HomeState(r.Context(), home.Spec().ID)
 	if err != nil || hs.Endpoint == "" || (!hs.Warm && hs.Status != registry.StatusRunning) {
 		g.writeError(w, r, fault.New(fault.NotReady, "home_sleeping", "The home is not running; a self-probe does not wake it."))
 		return
@@ -48,7 +48,7 @@ func (g *Gateway) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *ap
 		return
 	}
 	route.Upstream = joinPath(u, app.cfg.Path)
-	route.RelayToken = home.token
+	route.RelayToken = home.Token()
 	g.proxy.Serve(w, r, route)
 }
 
@@ -100,8 +100,8 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 		// since (a /node request, a wake that finished): observe again.
 		since = time.Now()
 	}
-	if h := app.home; h != nil && !g.engine.Warm(g.current(h).spec.ID) {
-		id := g.current(h).spec.ID
+	if h := app.home; h != nil && !g.engine.Warm(g.current(h).Spec().ID) {
+		id := g.current(h).Spec().ID
 		if g.noWake(r, strings.TrimPrefix(r.URL.Path, app.prefix)) && g.engine.Sleeping(id) {
 			g.writeError(w, r, wake.Asleep(g.conf().Wake.RetryAfter))
 			return false

@@ -3,6 +3,7 @@ package gateway
 import (
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -13,28 +14,25 @@ import (
 
 // newRegistrar returns the registrar of g's engine, store and tables; g's
 // engine, store, providers and log are ready.
-func (g *Gateway) newRegistrar() *control.Registrar[*homeRoute] {
-	return control.NewRegistrar(control.Deps[*homeRoute]{Engine: g.engine, Store: g.store,
+func (g *Gateway) newRegistrar() *control.Registrar[*route.Home] {
+	return control.NewRegistrar(control.Deps[*route.Home]{Engine: g.engine, Store: g.store,
 		Homes: controlHomes{g}, Apps: controlApps{g}, Sessions: g.sessions, Avail: g.providers.names(), Log: g.log}, g.cfg)
 }
-
-// Spec is the home as the engine registered it (control.Route).
-func (h *homeRoute) Spec() wake.HomeSpec { return h.spec }
 
 // controlHomes is g's home table as the registrar changes it.
 type controlHomes struct{ g *Gateway }
 
-var _ control.Homes[*homeRoute] = controlHomes{}
+var _ control.Homes[*route.Home] = controlHomes{}
 
-func (c controlHomes) New(spec wake.HomeSpec) *homeRoute {
-	return &homeRoute{spec: spec, token: spec.RelayToken}
+func (c controlHomes) New(spec wake.HomeSpec) *route.Home {
+	return route.NewHome(spec)
 }
-func (c controlHomes) Set(id string, h *homeRoute)         { c.g.setHome(id, h) }
-func (c controlHomes) Drop(id string)                      { c.g.setHome(id, nil) }
-func (c controlHomes) WithID(id string) (*homeRoute, bool) { return c.g.homeWithID(id) }
-func (c controlHomes) Count() int                          { return c.g.homeCount() }
-func (c controlHomes) Each(fn func(*homeRoute) bool)       { c.g.eachHome(fn) }
-func (c controlHomes) Forget(id string)                    { c.g.homeConns.Forget(id) }
+func (c controlHomes) Set(id string, h *route.Home)         { c.g.setHome(id, h) }
+func (c controlHomes) Drop(id string)                       { c.g.setHome(id, nil) }
+func (c controlHomes) WithID(id string) (*route.Home, bool) { return c.g.homeWithID(id) }
+func (c controlHomes) Count() int                           { return c.g.homeCount() }
+func (c controlHomes) Each(fn func(*route.Home) bool)       { c.g.eachHome(fn) }
+func (c controlHomes) Forget(id string)                     { c.g.homeConns.Forget(id) }
 
 // controlApps is g's app route table as the registrar changes it.
 type controlApps struct{ g *Gateway }
@@ -64,7 +62,7 @@ func (c controlApps) Generations() map[string]uint64 {
 
 func (c controlApps) InHome(id string) (string, bool) {
 	for _, ar := range c.g.routeTab.all() {
-		if ar.home != nil && ar.home.spec.ID == id {
+		if ar.home != nil && ar.home.Spec().ID == id {
 			return ar.cfg.Slug, true
 		}
 	}

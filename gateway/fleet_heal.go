@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/wakegate/wakegate/route"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -109,7 +110,7 @@ func (g *Gateway) healHomes(ctx context.Context, ids []string) {
 		if !ok {
 			continue
 		}
-		if _, err := g.reg.ClaimConfigTarget(ctx, id, h.spec.Target); err != nil {
+		if _, err := g.reg.ClaimConfigTarget(ctx, id, h.Spec().Target); err != nil {
 			g.log.Warn("fleet: claim a config home's target again", "home", id, "err", err)
 		}
 		runs, err := g.engine.RecordRun(ctx, id)
@@ -164,8 +165,8 @@ func (g *Gateway) reportLost(ctx context.Context) {
 		config[id] = true
 	}
 	var homes []string
-	g.eachHome(func(h *homeRoute) bool {
-		if id := h.spec.ID; !config[id] && !stored[id] {
+	g.eachHome(func(h *route.Home) bool {
+		if id := h.Spec().ID; !config[id] && !stored[id] {
 			homes = append(homes, id)
 		}
 		return true

@@ -73,10 +73,10 @@ type Gateway struct {
 	proxy     *proxy.Proxy
 	homeConns *route.HomeConns // requests forwarded to each home at once (route/homeconns.go)
 
-	homeTab  control.HomeTable[*homeRoute]  // homes by target and id (control/hometable.go)
-	homeMu   sync.Mutex                     // serialises changes of homeTab
-	routeTab *routeTable                    // app routes, their observer and the self-probe (routetable.go)
-	reg      *control.Registrar[*homeRoute] // registers homes and apps (controlplane.go)
+	homeTab  control.HomeTable[*route.Home]  // homes by target and id (control/hometable.go)
+	homeMu   sync.Mutex                      // serialises changes of homeTab
+	routeTab *routeTable                     // app routes, their observer and the self-probe (routetable.go)
+	reg      *control.Registrar[*route.Home] // registers homes and apps (controlplane.go)
 
 	draining atomic.Bool
 	// drainStarted is closed when draining starts (waiting streams end).
@@ -124,12 +124,6 @@ type Gateway struct {
 	fleetBeat  time.Time // the last heartbeat of a fleet pass
 	fleetKick  chan struct{}
 	fleetNotes fleetNotes
-}
-
-type homeRoute struct {
-	spec  wake.HomeSpec
-	token string
-	hooks homeRouteHooks // warmpath.go
 }
 
 // New builds a gateway from a validated config: it opens the store and the
@@ -631,9 +625,9 @@ func (g *Gateway) quiesceHomes() {
 	}
 	homesOf := func(name string) []string {
 		var ids []string
-		g.eachHome(func(hr *homeRoute) bool {
-			if hr.spec.Provider == name {
-				ids = append(ids, hr.spec.ID)
+		g.eachHome(func(hr *route.Home) bool {
+			if hr.Spec().Provider == name {
+				ids = append(ids, hr.Spec().ID)
 			}
 			return true
 		})

@@ -54,7 +54,7 @@ func (g *Gateway) byHost(next http.Handler) http.Handler {
 				return
 			}
 			sub := r.URL.Path
-			prefix := "/node/" + h.spec.Target
+			prefix := "/node/" + h.Spec().Target
 			r.URL.Path = prefix + sub
 			if r.URL.RawPath != "" {
 				r.URL.RawPath = prefix + r.URL.RawPath

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/wakegate/wakegate/route"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -232,22 +233,22 @@ func (g *Gateway) serveNode(w http.ResponseWriter, r *http.Request, target strin
 		g.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
 		return
 	}
-	g.serveHome(w, r, h, g.nodeRoute(w, h), strings.TrimPrefix(r.URL.Path, "/node/"+h.spec.Target))
+	g.serveHome(w, r, h, g.nodeRoute(w, h), strings.TrimPrefix(r.URL.Path, "/node/"+h.Spec().Target))
 }
 
 // nodeRoute is the route of a request for home h.
-func (g *Gateway) nodeRoute(w http.ResponseWriter, h *homeRoute) *proxy.Route {
-	return newRoute(w, "node", h.spec.Target)
+func (g *Gateway) nodeRoute(w http.ResponseWriter, h *route.Home) *proxy.Route {
+	return newRoute(w, "node", h.Spec().Target)
 }
 
 // serveHome counts the session, makes sure the home is awake and forwards.
 // The session is counted before the home is resolved, so that an idle
 // suspend either sees it or the request finds the verdict gone and waits.
-func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute, route *proxy.Route, sub string) {
-	if route.Kind == "node" && !g.admit(w, r, "node", h.spec.Target, h) { // access.go
+func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *route.Home, route *proxy.Route, sub string) {
+	if route.Kind == "node" && !g.admit(w, r, "node", h.Spec().Target, h) { // access.go
 		return
 	}
-	id := h.spec.ID
+	id := h.Spec().ID
 	c := g.sessions.Begin(id)
 	if proxy.IsWebSocket(r) {
 		g.sessions.MarkWebSocket(c)
@@ -264,7 +265,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 		defer g.sessions.End(c)
 	}
 	route.HomeID = id
-	route.RelayToken = h.token
+	route.RelayToken = h.Token()
 
 	eng := g.engine
 	if a, ok := eng.WarmAwake(id); ok {
@@ -321,7 +322,7 @@ func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute
 }
 
 // forward sends r to home h, awake as a says.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, route *proxy.Route, a wake.Awake) {
+func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *route.Home, route *proxy.Route, a wake.Awake) {
 	route.Upstream = g.appUpstream(route, a.Endpoint)
 	route.Waited = a.Waited
 	id := route.HomeID
@@ -330,7 +331,7 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, 
 	// next request wakes or probes the home again; a replayable one is
 	// retried once after a fresh wake.
 	hk := g.hooks(h)
-	route.OnFailure, route.Retry = hk.onFailure, hk.retry
+	route.OnFailure, route.Retry = hk.OnFailure, hk.Retry
 	if a.Queued() {
 		// Sent before the home was proven ready: a forward that cannot
 		// reach it (its boot failed, and the queue was reset) waits for
@@ -360,9 +361,9 @@ func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, 
 // bounded by its ready timeout, cannot outlast the forward's own wait for
 // an answer (proxy.home_response_header_timeout), which would end the
 // request with a 504 while the home still boots.
-func (g *Gateway) mayQueue(h *homeRoute) bool {
+func (g *Gateway) mayQueue(h *route.Home) bool {
 	c := g.conf()
-	ready := h.spec.ReadyTimeout
+	ready := h.Spec().ReadyTimeout
 	if ready <= 0 {
 		ready = c.Wake.ReadyTimeout
 	}

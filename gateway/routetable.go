@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"github.com/wakegate/wakegate/route"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -45,16 +46,16 @@ type routeTable struct {
 
 	log      *slog.Logger
 	events   *wake.Bus
-	homes    func(id string) (*homeRoute, bool) // the gateway's home table
-	draining func() bool                        // observations pause while draining
+	homes    func(id string) (*route.Home, bool) // the gateway's home table
+	draining func() bool                         // observations pause while draining
 }
 
 // appRoute is one app's route in the table.
 type appRoute struct {
 	cfg      registry.App
-	upstream *url.URL   // apps outside homes
-	home     *homeRoute // apps inside a home
-	prefix   string     // "/apps/{slug}"
+	upstream *url.URL    // apps outside homes
+	home     *route.Home // apps inside a home
+	prefix   string      // "/apps/{slug}"
 	// gen is the stored generation of an app registered through the admin
 	// API; 0 for an app of the config.
 	gen       uint64
@@ -66,7 +67,7 @@ type appRoute struct {
 
 // newAppRoute returns the candidate route of ac, whose defaults are filled
 // and which passed its checks.
-func newAppRoute(ac registry.App, gen uint64, homes func(string) (*homeRoute, bool)) *appRoute {
+func newAppRoute(ac registry.App, gen uint64, homes func(string) (*route.Home, bool)) *appRoute {
 	ar := &appRoute{cfg: ac, prefix: "/apps/" + ac.Slug, gen: gen}
 	if ac.Upstream != "" {
 		ar.upstream, _ = url.Parse(ac.Upstream) // checked by registry.App.Check

@@ -43,7 +43,7 @@ type waitSubject struct {
 	name string // the target or the slug
 	// home is the home that wakes: the node's, or the app's (nil for an app
 	// outside any home).
-	home *homeRoute
+	home *route.Home
 	app  *appRoute // nil for a node
 }
 
@@ -52,7 +52,7 @@ func (g *Gateway) waitSubjectOf(kind, name string) (waitSubject, bool) {
 	switch kind {
 	case "node":
 		if h, ok := g.homeAt(name); ok {
-			return waitSubject{kind: kind, name: h.spec.Target, home: h}, true
+			return waitSubject{kind: kind, name: h.Spec().Target, home: h}, true
 		}
 	case "app":
 		if a, ok := g.appBySlug(name); ok {
@@ -67,7 +67,7 @@ func (s waitSubject) homeID(g *Gateway) string {
 	if s.home == nil {
 		return ""
 	}
-	return g.current(s.home).spec.ID
+	return g.current(s.home).Spec().ID
 }
 
 // statusURL is the path of s's public status.

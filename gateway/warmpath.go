@@ -2,11 +2,11 @@ package gateway
 
 import (
 	"context"
+	"github.com/wakegate/wakegate/route"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/wakegate/wakegate/proxy"
 )
@@ -40,36 +40,22 @@ func newRoute(w http.ResponseWriter, kind, name string) *proxy.Route {
 	return route
 }
 
-// homeHooks are what a forward to a home hands the proxy (proxy.Route's
-// OnFailure and Retry): a failed forward drops the home's warm verdict,
-// and a replayable one is retried once after a fresh wake.
-type homeHooks struct {
-	onFailure func()
-	retry     func(ctx context.Context) (*url.URL, error)
+// hooks returns h's hooks, made on its first forward: a failed forward
+// drops the home's warm verdict, and a replayable one is retried once
+// after a fresh wake.
+func (g *Gateway) hooks(h *route.Home) *route.Hooks {
+	return h.HooksOr(func() *route.Hooks {
+		id := h.ID()
+		return &route.Hooks{
+			OnFailure: func() { g.dropVerdict(id) },
+			Retry: func(ctx context.Context) (*url.URL, error) {
+				ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
+				defer cancel()
+				return g.engine.Redo(ctx, id)
+			},
+		}
+	})
 }
-
-// hooks returns h's hooks, made on its first forward.
-func (g *Gateway) hooks(h *homeRoute) *homeHooks {
-	if hk := h.hooks.Load(); hk != nil {
-		return hk
-	}
-	id := h.spec.ID
-	hk := &homeHooks{
-		onFailure: func() { g.dropVerdict(id) },
-		retry: func(ctx context.Context) (*url.URL, error) {
-			ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
-			defer cancel()
-			return g.engine.Redo(ctx, id)
-		},
-	}
-	if !h.hooks.CompareAndSwap(nil, hk) {
-		return h.hooks.Load()
-	}
-	return hk
-}
-
-// homeRouteHooks is the field homeRoute keeps its hooks in.
-type homeRouteHooks = atomic.Pointer[homeHooks]
 
 // hasAddr is has for an address as netip holds it; it copies the address
 // on the stack, where has's net.IP would be a new slice.

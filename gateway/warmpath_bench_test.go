@@ -261,7 +261,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 		b.ReportAllocs()
 		route := &proxy.Route{}
 		for b.Loop() {
-			id := home.spec.ID
+			id := home.Spec().ID
 			route.OnFailure = func() { g.dropVerdict(id) }
 			route.Retry = func(ctx context.Context) (*url.URL, error) {
 				ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
@@ -275,7 +275,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 		route := &proxy.Route{}
 		for b.Loop() {
 			hk := g.hooks(home)
-			route.OnFailure, route.Retry = hk.onFailure, hk.retry
+			route.OnFailure, route.Retry = hk.OnFailure, hk.Retry
 		}
 	})
 	b.Run("session", func(b *testing.B) {
