@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"github.com/wakegate/wakegate/route"
 	"sort"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // registrar (control/apps.go), observations and operations.
 
 // app returns the app routed at slug, or a fault.NotFound naming it.
-func (a adminAPI) app(slug string) (*appRoute, error) {
+func (a adminAPI) app(slug string) (*route.App, error) {
 	ar, ok := a.g.appBySlug(slug)
 	if !ok {
 		return nil, control.AppNotFound(slug)
@@ -25,12 +26,12 @@ func (a adminAPI) app(slug string) (*appRoute, error) {
 }
 
 // appView is ar as the admin API shows it, with its status st.
-func (a adminAPI) appView(ar *appRoute, st wake.AppStatus) admin.AppView {
-	v := admin.AppView{Slug: ar.cfg.Slug, Kind: ar.cfg.Kind, Home: ar.cfg.Home, Upstream: safeURL(ar.cfg.Upstream),
-		URL: a.g.appURL(ar.cfg.Slug), Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
+func (a adminAPI) appView(ar *route.App, st wake.AppStatus) admin.AppView {
+	v := admin.AppView{Slug: ar.Config().Slug, Kind: ar.Config().Kind, Home: ar.Config().Home, Upstream: safeURL(ar.Config().Upstream),
+		URL: a.g.appURL(ar.Config().Slug), Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
 		ProbeStatus: st.ProbeStatus, Operation: st.Operation, Stale: st.Stale, Hint: st.Hint, Source: "config"}
-	if ar.gen != 0 {
-		v.Source, v.Generation = "api", ar.gen
+	if ar.Generation() != 0 {
+		v.Source, v.Generation = "api", ar.Generation()
 	}
 	if !st.ObservedAt.IsZero() {
 		t := st.ObservedAt
@@ -57,7 +58,7 @@ func (a adminAPI) ListApps() []admin.AppView {
 	routes := a.g.routeTab.all()
 	out := make([]admin.AppView, 0, len(routes))
 	for _, r := range routes {
-		st, _ := a.g.Apps().Status(r.cfg.Slug)
+		st, _ := a.g.Apps().Status(r.Config().Slug)
 		out = append(out, a.appView(r, st))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
@@ -144,9 +145,9 @@ func (a adminAPI) operate(ctx context.Context, slug string, budget time.Duration
 // longer shown), with a timeout error when the wait ran out (the view
 // shows the operation phase the app was in), and the error alone when the
 // app was not observed.
-func (a adminAPI) appResult(ar *appRoute, st wake.AppStatus, err error) (admin.AppView, error) {
+func (a adminAPI) appResult(ar *route.App, st wake.AppStatus, err error) (admin.AppView, error) {
 	if err == nil {
-		if cur, ok := a.g.Apps().Status(ar.cfg.Slug); ok {
+		if cur, ok := a.g.Apps().Status(ar.Config().Slug); ok {
 			st = cur
 		}
 		return a.appView(ar, st), nil

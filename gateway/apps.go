@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"github.com/wakegate/wakegate/route"
 	"net/http"
 	"net/url"
 	"strings"
@@ -30,13 +31,13 @@ import (
 
 // serveSelfProbe forwards a self-probe: to a candidate as well as to a
 // published route, never waking a home and counting no session.
-func (g *Gateway) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *appRoute, route *proxy.Route) {
-	if app.home == nil {
-		route.Upstream = app.upstream
+func (g *Gateway) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *route.App, route *proxy.Route) {
+	if app.Home() == nil {
+		route.Upstream = app.Upstream()
 		g.proxy.Serve(w, r, route)
 		return
 	}
-	home := g.current(app.home)
+	home := g.current(app.Home())
 	hs, err := g.engine.HomeState(r.Context(), home.Spec().ID)
 	if err != nil || hs.Endpoint == "" || (!hs.Warm && hs.Status != registry.StatusRunning) {
 		g.writeError(w, r, fault.New(fault.NotReady, "home_sleeping", "The home is not running; a self-probe does not wake it."))
@@ -47,7 +48,7 @@ func (g *Gateway) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *ap
 		g.writeError(w, r, fmt.Errorf("home endpoint %q: %w", hs.Endpoint, err))
 		return
 	}
-	route.Upstream = joinPath(u, app.cfg.Path)
+	route.Upstream = joinPath(u, app.Config().Path)
 	route.RelayToken = home.Token()
 	g.proxy.Serve(w, r, route)
 }
@@ -57,7 +58,7 @@ func (g *Gateway) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *ap
 func (g *Gateway) appUpstream(route *proxy.Route, endpoint *url.URL) *url.URL {
 	if route.Kind == "app" {
 		if ar, ok := g.appBySlug(route.Name); ok {
-			return joinPath(endpoint, ar.cfg.Path)
+			return joinPath(endpoint, ar.Config().Path)
 		}
 	}
 	return endpoint
@@ -80,8 +81,8 @@ func joinPath(u *url.URL, base string) *url.URL {
 // true when the route is published and the request may be forwarded, and
 // otherwise has answered: 503 with the phase and reason, or the waiting
 // page for a browser while the home wakes.
-func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute, route *proxy.Route) bool {
-	slug := app.cfg.Slug
+func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *route.App, route *proxy.Route) bool {
+	slug := app.Config().Slug
 	if g.routeTab.apps.Stopped(slug) {
 		st, _ := g.routeTab.apps.Status(slug)
 		g.writeAppNotReady(w, r, st)
@@ -94,15 +95,15 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
-	since := time.Now().Add(-app.cfg.MinRefresh.Duration())
+	since := time.Now().Add(-app.Config().MinRefresh.Duration())
 	if st, _ := g.routeTab.apps.Status(slug); st.Reason == wake.ReasonHomeSleeping || st.Reason == wake.ReasonHomeWaking {
 		// The stored observation saw the home down; it may have woken
 		// since (a /node request, a wake that finished): observe again.
 		since = time.Now()
 	}
-	if h := app.home; h != nil && !g.engine.Warm(g.current(h).Spec().ID) {
+	if h := app.Home(); h != nil && !g.engine.Warm(g.current(h).Spec().ID) {
 		id := g.current(h).Spec().ID
-		if g.noWake(r, strings.TrimPrefix(r.URL.Path, app.prefix)) && g.engine.Sleeping(id) {
+		if g.noWake(r, strings.TrimPrefix(r.URL.Path, app.Prefix())) && g.engine.Sleeping(id) {
 			g.writeError(w, r, wake.Asleep(g.conf().Wake.RetryAfter))
 			return false
 		}
@@ -128,7 +129,7 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 	if g.routeTab.published(app) {
 		return true
 	}
-	if nav && app.home != nil && ctx.Err() != nil && r.Context().Err() == nil && st.Phase == wake.PhaseStarting {
+	if nav && app.Home() != nil && ctx.Err() != nil && r.Context().Err() == nil && st.Phase == wake.PhaseStarting {
 		g.serveWaitingPage(w, r, route)
 		return false
 	}
@@ -183,7 +184,7 @@ func (g *Gateway) Routes() []AppRoute {
 	out := make([]AppRoute, 0, len(g.routeTab.all()))
 	for _, st := range g.routeTab.apps.List() {
 		state := wake.RouteCandidate
-		if r := g.routeTab.route(st.Slug); r != nil && r.published.Load() {
+		if r := g.routeTab.route(st.Slug); r != nil && r.Published() {
 			state = wake.RoutePublished
 		}
 		out = append(out, AppRoute{Slug: st.Slug, State: state})
@@ -192,7 +193,7 @@ func (g *Gateway) Routes() []AppRoute {
 }
 
 // appBySlug returns the app routed at /apps/{slug}.
-func (g *Gateway) appBySlug(slug string) (*appRoute, bool) {
+func (g *Gateway) appBySlug(slug string) (*route.App, bool) {
 	r := g.routeTab.route(slug)
 	return r, r != nil
 }

@@ -46,7 +46,7 @@ func (c controlApps) Uninstall(slug string)               { c.g.routeTab.uninsta
 
 func (c controlApps) Generation(slug string) (uint64, bool) {
 	if ar := c.g.routeTab.route(slug); ar != nil {
-		return ar.gen, true
+		return ar.Generation(), true
 	}
 	return 0, false
 }
@@ -55,15 +55,15 @@ func (c controlApps) Generations() map[string]uint64 {
 	all := c.g.routeTab.all()
 	gens := make(map[string]uint64, len(all))
 	for slug, ar := range all {
-		gens[slug] = ar.gen
+		gens[slug] = ar.Generation()
 	}
 	return gens
 }
 
 func (c controlApps) InHome(id string) (string, bool) {
 	for _, ar := range c.g.routeTab.all() {
-		if ar.home != nil && ar.home.Spec().ID == id {
-			return ar.cfg.Slug, true
+		if ar.Home() != nil && ar.Home().Spec().ID == id {
+			return ar.Config().Slug, true
 		}
 	}
 	return "", false

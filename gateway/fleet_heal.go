@@ -180,7 +180,7 @@ func (g *Gateway) reportLost(ctx context.Context) {
 			have[a.Slug] = true
 		}
 		for slug, ar := range g.routeTab.all() {
-			if ar.gen != 0 && !g.reg.IsConfigApp(slug) && !have[slug] {
+			if ar.Generation() != 0 && !g.reg.IsConfigApp(slug) && !have[slug] {
 				apps = append(apps, slug)
 			}
 		}

@@ -195,14 +195,14 @@ func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request, slug string) 
 		g.writeError(w, r, errNoApp())
 		return
 	}
-	g.serveAppAt(w, r, app, app.prefix)
+	g.serveAppAt(w, r, app, app.Prefix())
 }
 
 // serveAppAt serves a request for app whose path carries prefix before
 // the app's own path ("" on the app's own host; hosts.go).
-func (g *Gateway) serveAppAt(w http.ResponseWriter, r *http.Request, app *appRoute, prefix string) {
-	route := newRoute(w, "app", app.cfg.Slug)
-	if app.cfg.StripPrefix && prefix != "" {
+func (g *Gateway) serveAppAt(w http.ResponseWriter, r *http.Request, app *route.App, prefix string) {
+	route := newRoute(w, "app", app.Config().Slug)
+	if app.Config().StripPrefix && prefix != "" {
 		route.StripPrefix = prefix
 	}
 	// Users reach only published routes; the self-probe reaches candidates.
@@ -210,20 +210,20 @@ func (g *Gateway) serveAppAt(w http.ResponseWriter, r *http.Request, app *appRou
 		g.serveSelfProbe(w, r, app, route)
 		return
 	}
-	if !g.admit(w, r, "app", app.cfg.Slug, app.home) { // access.go
+	if !g.admit(w, r, "app", app.Config().Slug, app.Home()) { // access.go
 		return
 	}
 	if !g.routeTab.published(app) && !g.awaitApp(w, r, app, route) {
 		return
 	}
 	defer notePassive(w, app) // apps_pulse.go
-	if app.home == nil {
-		route.Upstream = app.upstream
+	if app.Home() == nil {
+		route.Upstream = app.Upstream()
 		markForward(w)
 		g.proxy.Serve(w, r, route)
 		return
 	}
-	g.serveHome(w, r, g.current(app.home), route, strings.TrimPrefix(r.URL.Path, prefix))
+	g.serveHome(w, r, g.current(app.Home()), route, strings.TrimPrefix(r.URL.Path, prefix))
 }
 
 // serveNode serves /node/{target} and /node/{target}/...

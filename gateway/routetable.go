@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -33,7 +32,7 @@ import (
 // read; installs and removals are serialised by change and publish a
 // changed copy.
 type routeTable struct {
-	routes atomic.Pointer[map[string]*appRoute] // by slug; never changed once stored
+	routes atomic.Pointer[map[string]*route.App] // by slug; never changed once stored
 	// change serialises installs and removals; the registrar holds it
 	// across the store write that goes with one.
 	change sync.Mutex
@@ -50,31 +49,14 @@ type routeTable struct {
 	draining func() bool                         // observations pause while draining
 }
 
-// appRoute is one app's route in the table.
-type appRoute struct {
-	cfg      registry.App
-	upstream *url.URL    // apps outside homes
-	home     *route.Home // apps inside a home
-	prefix   string      // "/apps/{slug}"
-	// gen is the stored generation of an app registered through the admin
-	// API; 0 for an app of the config.
-	gen       uint64
-	published atomic.Bool
-	// pulse records the app's answers to forwarded requests (passive
-	// observations; apps_pulse.go); set once the observer has the app.
-	pulse atomic.Pointer[wake.AppPulse]
-}
-
 // newAppRoute returns the candidate route of ac, whose defaults are filled
-// and which passed its checks.
-func newAppRoute(ac registry.App, gen uint64, homes func(string) (*route.Home, bool)) *appRoute {
-	ar := &appRoute{cfg: ac, prefix: "/apps/" + ac.Slug, gen: gen}
-	if ac.Upstream != "" {
-		ar.upstream, _ = url.Parse(ac.Upstream) // checked by registry.App.Check
-	} else {
-		ar.home, _ = homes(ac.Home)
+// and which passed its checks: an app in a home gets the home routed now.
+func newAppRoute(ac registry.App, gen uint64, homes func(string) (*route.Home, bool)) *route.App {
+	var home *route.Home
+	if ac.Upstream == "" {
+		home, _ = homes(ac.Home)
 	}
-	return ar
+	return route.NewApp(ac, gen, home)
 }
 
 // newRouteTable returns an empty table with an observer of its own; the
@@ -83,21 +65,21 @@ func newAppRoute(ac registry.App, gen uint64, homes func(string) (*route.Home, b
 func newRouteTable(g *Gateway) *routeTable {
 	t := &routeTable{probe: newSelfProber(g.cfg.Proxy.DialTimeout), log: g.log, events: g.engine.Events(),
 		homes: g.homeWithID, draining: g.draining.Load}
-	t.routes.Store(&map[string]*appRoute{})
+	t.routes.Store(&map[string]*route.App{})
 	t.apps = wake.NewApps(wake.AppsOptions{Engine: g.engine, Routes: t, Events: t.events,
 		Log: g.log.With("component", "apps"), Desired: g.storeAppState})
 	return t
 }
 
 // route returns slug's route, or nil.
-func (t *routeTable) route(slug string) *appRoute { return (*t.routes.Load())[slug] }
+func (t *routeTable) route(slug string) *route.App { return (*t.routes.Load())[slug] }
 
 // all returns the table (never to be changed).
-func (t *routeTable) all() map[string]*appRoute { return *t.routes.Load() }
+func (t *routeTable) all() map[string]*route.App { return *t.routes.Load() }
 
 // set publishes a table with r at slug (nil r removes slug); the caller
 // holds t.change.
-func (t *routeTable) set(slug string, r *appRoute) {
+func (t *routeTable) set(slug string, r *route.App) {
 	m := maps.Clone(*t.routes.Load())
 	if r == nil {
 		delete(m, slug)
@@ -112,9 +94,9 @@ func (t *routeTable) set(slug string, r *appRoute) {
 
 // published reports whether ar is the route of its slug and is published
 // (a replaced route is not, whatever it was).
-func (t *routeTable) published(ar *appRoute) bool {
-	r := t.route(ar.cfg.Slug)
-	return r == ar && r.published.Load()
+func (t *routeTable) published(ar *route.App) bool {
+	r := t.route(ar.Config().Slug)
+	return r == ar && r.Published()
 }
 
 // install puts ac into the table as a candidate with generation gen, in
@@ -126,7 +108,7 @@ func (t *routeTable) install(ac registry.App, gen uint64) {
 	t.Withdraw(slug, "replaced")
 	ar := newAppRoute(ac, gen, t.homes)
 	t.set(slug, ar)
-	ar.pulse.Store(t.apps.Put(ac))
+	ar.SetPulse(t.apps.Put(ac))
 	if stopped, ok := t.states.get(slug); ok {
 		t.apps.SetDesired(slug, stopped) // the operator's word over the declared state
 	}
@@ -177,7 +159,7 @@ func (t *routeTable) RouteState(slug string) (wake.RouteState, bool) {
 	if r == nil || !t.probe.ready() {
 		return "", false
 	}
-	if r.published.Load() {
+	if r.Published() {
 		return wake.RoutePublished, true
 	}
 	return wake.RouteCandidate, true
@@ -191,15 +173,15 @@ func (t *routeTable) SelfProbe(ctx context.Context, slug string) (int, error) {
 	if r == nil || !t.probe.ready() {
 		return 0, fmt.Errorf("self-probe %s: no route to probe", slug)
 	}
-	ac := r.cfg
-	code, err := t.probe.get(ctx, r.prefix+ac.Health.Path)
+	ac := r.Config()
+	code, err := t.probe.get(ctx, r.Prefix()+ac.Health.Path)
 	if err != nil {
 		return 0, fmt.Errorf("self-probe %s: %w", slug, err)
 	}
 	if !wake.StatusPasses(code, ac.API()) {
 		return code, fmt.Errorf("self-probe %s: status %d %s", slug, code, http.StatusText(code))
 	}
-	if !r.published.Swap(true) {
+	if !r.SetPublished(true) {
 		t.log.Info("route published", "app", slug, "status", code)
 		t.events.Publish(wake.Event{Type: wake.EventRoutePublished, App: slug, Home: ac.Home,
 			Message: "the self-probe through the gateway passed (" + strconv.Itoa(code) + ")"})
@@ -210,7 +192,7 @@ func (t *routeTable) SelfProbe(ctx context.Context, slug string) (int, error) {
 // Withdraw unpublishes slug's route.
 func (t *routeTable) Withdraw(slug, reason string) {
 	r := t.route(slug)
-	if r == nil || !r.published.Swap(false) {
+	if r == nil || !r.SetPublished(false) {
 		return
 	}
 	msg, failed := withdrawnNote(reason)
@@ -219,7 +201,7 @@ func (t *routeTable) Withdraw(slug, reason string) {
 	} else {
 		t.log.Info("route withdrawn", "app", slug, "reason", reason, "note", msg)
 	}
-	t.events.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.cfg.Home, Reason: reason,
+	t.events.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.Config().Home, Reason: reason,
 		Message: msg})
 }
 
@@ -259,11 +241,11 @@ type appLoop struct {
 // run starts fn for every app of table() (read under the lock, so that an
 // app installed concurrently gets exactly one loop), waits for ctx, and
 // then for every loop to end.
-func (l *appLoops) run(ctx context.Context, table func() map[string]*appRoute, fn func(context.Context, string, time.Duration)) {
+func (l *appLoops) run(ctx context.Context, table func() map[string]*route.App, fn func(context.Context, string, time.Duration)) {
 	l.mu.Lock()
 	l.ctx, l.fn, l.loops = ctx, fn, map[string]*appLoop{}
 	for slug, r := range table() {
-		l.startLocked(slug, r.cfg.Health.Interval.Duration())
+		l.startLocked(slug, r.Config().Health.Interval.Duration())
 	}
 	l.mu.Unlock()
 	<-ctx.Done()

@@ -44,7 +44,7 @@ type waitSubject struct {
 	// home is the home that wakes: the node's, or the app's (nil for an app
 	// outside any home).
 	home *route.Home
-	app  *appRoute // nil for a node
+	app  *route.App // nil for a node
 }
 
 // waitSubjectOf returns the home (kind "node") or app named name.
@@ -56,7 +56,7 @@ func (g *Gateway) waitSubjectOf(kind, name string) (waitSubject, bool) {
 		}
 	case "app":
 		if a, ok := g.appBySlug(name); ok {
-			return waitSubject{kind: kind, name: a.cfg.Slug, home: a.home, app: a}, true
+			return waitSubject{kind: kind, name: a.Config().Slug, home: a.Home(), app: a}, true
 		}
 	}
 	return waitSubject{}, false
@@ -173,7 +173,7 @@ func (g *Gateway) waitView(ctx context.Context, s waitSubject, refresh bool) wak
 		}
 		return v
 	}
-	app, slug := s.app, s.app.cfg.Slug
+	app, slug := s.app, s.app.Config().Slug
 	if g.routeTab.published(app) {
 		return wake.WakeView{Phase: wake.ViewReady}
 	}
@@ -223,7 +223,7 @@ func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.app != nil {
-		if !g.admit(w, r, "app", s.name, s.app.home) { // access.go
+		if !g.admit(w, r, "app", s.name, s.app.Home()) { // access.go
 			return
 		}
 	} else if !g.admit(w, r, "node", s.name, s.home) {
@@ -273,7 +273,7 @@ func (ww waitWatch) Changed() (home, app <-chan struct{}) {
 		home = bus.Changed(id)
 	}
 	if ww.s.app != nil {
-		app = bus.Changed(ww.s.app.cfg.Slug)
+		app = bus.Changed(ww.s.app.Config().Slug)
 	}
 	return home, app
 }
