@@ -56,6 +56,6 @@ func (l *denialLog) view() admin.DenialLog {
 }
 
 // AccessDenials returns the gateway's last access refusals.
-func (a adminAPI) AccessDenials() admin.DenialLog { return a.g.gate.recent.view() }
+func (a adminAPI) AccessDenials() admin.DenialLog { return a.g.denials.view() }
 
 var _ admin.Denials = adminAPI{}

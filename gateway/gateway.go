@@ -99,7 +99,9 @@ type Gateway struct {
 
 	metrics     *telemetry.Metrics
 	connLimit   *edge.ConnLimit // open connections per client
-	gate        *gate           // access policies and limits (access.go)
+	gate        *route.Gate     // access policies and limits (route/access.go)
+	denials     *denialLog      // the gate's recent refusals, for the admin API
+	path        *route.Path     // the request path of homes and apps (route/)
 	admin       *adminServer    // admin.go; nil when the admin listener is off
 	adminAddr   chan net.Addr
 	adminSocket chan string // holds the admin socket's path once it listens
@@ -189,6 +191,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	for _, w := range g.isolationWarnings() { // isolation.go
 		g.log.Warn("isolation: " + w)
 	}
+	g.path = g.newPath()
 	g.handler = g.routes()
 	if err := g.newFront(); err != nil {
 		return nil, err
@@ -591,7 +594,7 @@ func idleTick(cfg *config.Config) time.Duration {
 func (g *Gateway) Close() {
 	g.front.Close()
 	g.closeCertStore()
-	g.gate.close()
+	g.gate.Close()
 	if g.routeTab != nil {
 		g.routeTab.close()
 	}

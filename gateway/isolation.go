@@ -15,6 +15,6 @@ func (g *Gateway) isolationWarnings() []string {
 		homes = append(homes, config.HomeOwnership{ID: h.Spec().ID, Target: h.Spec().Target, Relay: h.Token()})
 		return true
 	})
-	set := g.gate.set.Load()
+	set := g.gate.Set()
 	return config.IsolationWarningsOf(g.cfg.Hosts.NodesDomain, homes, set.Owner)
 }

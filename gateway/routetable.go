@@ -74,6 +74,9 @@ func newRouteTable(g *Gateway) *routeTable {
 // route returns slug's route, or nil.
 func (t *routeTable) route(slug string) *route.App { return (*t.routes.Load())[slug] }
 
+// App returns slug's route, or nil (route.Apps).
+func (t *routeTable) App(slug string) *route.App { return t.route(slug) }
+
 // all returns the table (never to be changed).
 func (t *routeTable) all() map[string]*route.App { return *t.routes.Load() }
 
@@ -292,3 +295,32 @@ func (l *appLoops) stop(slug string) {
 }
 
 var _ wake.AppRoutes = (*routeTable)(nil)
+
+// Apps returns the app observer: statuses, refreshes, waits and the start,
+// stop and restart operations (for the admin API).
+func (g *Gateway) Apps() *wake.Apps { return g.routeTab.apps }
+
+// AppRoute is one entry of the route table.
+type AppRoute struct {
+	Slug  string          `json:"slug"`
+	State wake.RouteState `json:"state"`
+}
+
+// Routes returns a snapshot of this instance's route table, by slug.
+func (g *Gateway) Routes() []AppRoute {
+	out := make([]AppRoute, 0, len(g.routeTab.all()))
+	for _, st := range g.routeTab.apps.List() {
+		state := wake.RouteCandidate
+		if r := g.routeTab.route(st.Slug); r != nil && r.Published() {
+			state = wake.RoutePublished
+		}
+		out = append(out, AppRoute{Slug: st.Slug, State: state})
+	}
+	return out
+}
+
+// appBySlug returns the app routed at /apps/{slug}.
+func (g *Gateway) appBySlug(slug string) (*route.App, bool) {
+	r := g.routeTab.route(slug)
+	return r, r != nil
+}

@@ -1,14 +1,9 @@
 package gateway
 
 import (
-	"context"
-	"github.com/wakegate/wakegate/route"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
-
-	"github.com/wakegate/wakegate/proxy"
 )
 
 // What a warm request needs beyond net/http and the proxy is made without
@@ -24,37 +19,6 @@ func (g *Gateway) setRequestID(r *http.Request, rw *recorder) {
 	id := strconv.AppendUint(append(b[:0], g.reqPre...), g.reqSeq.Add(1), 36)
 	rw.reqID[0] = string(id)
 	r.Header["X-Request-Id"] = rw.reqID[:1:1]
-}
-
-// newRoute returns the route of the request served through w: the one the
-// recorder holds when hygiene wrapped w, else a new one. A request makes
-// one route.
-func newRoute(w http.ResponseWriter, kind, name string) *proxy.Route {
-	var route *proxy.Route
-	if rw, ok := w.(*recorder); ok {
-		route = &rw.route
-	} else {
-		route = &proxy.Route{}
-	}
-	route.Kind, route.Name = kind, name
-	return route
-}
-
-// hooks returns h's hooks, made on its first forward: a failed forward
-// drops the home's warm verdict, and a replayable one is retried once
-// after a fresh wake.
-func (g *Gateway) hooks(h *route.Home) *route.Hooks {
-	return h.HooksOr(func() *route.Hooks {
-		id := h.ID()
-		return &route.Hooks{
-			OnFailure: func() { g.dropVerdict(id) },
-			Retry: func(ctx context.Context) (*url.URL, error) {
-				ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
-				defer cancel()
-				return g.engine.Redo(ctx, id)
-			},
-		}
-	})
 }
 
 // hasAddr is has for an address as netip holds it; it copies the address
