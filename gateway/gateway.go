@@ -1,16 +1,17 @@
 // Package gateway assembles wakegate from a loaded config (package
-// config): listeners, router, the wake engine and the proxy, reloads, and
-// the shutdown order.
+// config): listeners, hygiene and the router, the wake engine and the
+// proxy, the request path (route.Path) over the home and app tables,
+// reloads, and the shutdown order.
 //
-// DESIGN rules that live here, until their rooms (route, control) exist:
-// 7's waiting page, 14 (only the self-probe through the gateway's own path
-// publishes a route), 20 (the shutdown order), 21 (canonical paths), 28
-// (fleet sync, the runner's answers to its peers, the heal of a Redis
-// that lost its data), 30's reload part (a file that would remove every
-// home and app is applied only when confirmed, reload.go) and the edge's
-// part of 31 (cookies of the gateway stripped before any home sees a
-// request). Rule 24 lives in edge; the config's checks and warnings live
-// in config.
+// DESIGN rules that live here, until their rooms (control) exist: 14
+// (only the self-probe through the gateway's own path publishes a route:
+// the prober, its proof of its own connections, the route table), 20 (the
+// shutdown order), 21 (canonical paths, in hygiene), 28 (fleet sync, the
+// runner's answers to its peers, the heal of a Redis that lost its data)
+// and 30's reload part (a file that would remove every home and app is
+// applied only when confirmed, reload.go). The request path's rules (2,
+// 7, 23, 25, 27, 31's request part) live in route; 24 lives in edge; the
+// config's checks and warnings live in config.
 package gateway
 
 import (

@@ -19,16 +19,6 @@ func (g *Gateway) homeCount() int { return g.homeTab.Count() }
 // homes routed when eachHome was called, and may change the table.
 func (g *Gateway) eachHome(fn func(h *route.Home) bool) { g.homeTab.Each(fn) }
 
-// current returns the route of h's home as it is now (a home replaced
-// through the admin API has a new route; apps keep the one they were built
-// with).
-func (g *Gateway) current(h *route.Home) *route.Home {
-	if cur, ok := g.homeWithID(h.Spec().ID); ok {
-		return cur
-	}
-	return h
-}
-
 // setHome puts h in place of the home with its id (nil h removes the home
 // with id). A request that runs meanwhile finds the old route or the new
 // one.

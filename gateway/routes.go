@@ -22,7 +22,7 @@ func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) 
 
 // routes builds the public handler: hygiene first (framing, path
 // canonicalisation, request id), then host routes, the app and home path
-// routes (fastroute.go), and the router for everything else.
+// routes (route/fastroute.go), and the router for everything else.
 func (g *Gateway) routes() http.Handler {
 	return g.hygiene(g.path.Handler(g.router())) // host and path routes: route/
 }
@@ -86,7 +86,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			proxy.LiftWriteDeadline(w)
 		}
 		// The probe header goes first, from every request; only the
-		// gateway's own self-probe keeps its mark (apps.go).
+		// gateway's own self-probe keeps its mark (route/apps.go).
 		r, probe := g.routeTab.probe.hygiene(r)
 		// The request id comes before any answer, refusals included.
 		trusted := g.trustedPeer(r)

@@ -56,7 +56,7 @@ func (p *Path) serveAppAt(w http.ResponseWriter, r *http.Request, app *App, pref
 	if !p.published(app) && !p.awaitApp(w, r, app, route) {
 		return
 	}
-	defer notePassive(w, app) // apps_pulse.go
+	defer notePassive(w, app) // pulse.go
 	if app.Home() == nil {
 		route.Upstream = app.Upstream()
 		markForward(w)
