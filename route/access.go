@@ -125,7 +125,7 @@ func (p *Path) admit(w http.ResponseWriter, r *http.Request, kind, name string, 
 	var c access.Chosen
 	s := access.Subject{Kind: kind, Name: name}
 	if h != nil {
-		s.Target = h.Spec().Target
+		s.Target = h.spec.Target
 		s.Owner = set.Owner(s.Target)
 	}
 	if kind == "node" {

@@ -32,13 +32,13 @@ import (
 // serveSelfProbe forwards a self-probe: to a candidate as well as to a
 // published route, never waking a home and counting no session.
 func (p *Path) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *App, route *proxy.Route) {
-	if app.Home() == nil {
-		route.Upstream = app.Upstream()
+	if app.home == nil {
+		route.Upstream = app.upstream
 		p.proxy.Serve(w, r, route)
 		return
 	}
-	home := p.current(app.Home())
-	hs, err := p.engine.HomeState(r.Context(), home.Spec().ID)
+	home := p.current(app.home)
+	hs, err := p.engine.HomeState(r.Context(), home.spec.ID)
 	if err != nil || hs.Endpoint == "" || (!hs.Warm && hs.Status != registry.StatusRunning) {
 		p.writeError(w, r, fault.New(fault.NotReady, "home_sleeping", "The home is not running; a self-probe does not wake it."))
 		return
@@ -48,7 +48,7 @@ func (p *Path) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *App, 
 		p.writeError(w, r, fmt.Errorf("home endpoint %q: %w", hs.Endpoint, err))
 		return
 	}
-	route.Upstream = joinPath(u, app.Config().Path)
+	route.Upstream = joinPath(u, app.cfg.Path)
 	route.RelayToken = home.Token()
 	p.proxy.Serve(w, r, route)
 }
@@ -58,7 +58,7 @@ func (p *Path) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *App, 
 func (p *Path) appUpstream(route *proxy.Route, endpoint *url.URL) *url.URL {
 	if route.Kind == "app" {
 		if ar, ok := p.app(route.Name); ok {
-			return joinPath(endpoint, ar.Config().Path)
+			return joinPath(endpoint, ar.cfg.Path)
 		}
 	}
 	return endpoint
@@ -82,7 +82,7 @@ func joinPath(u *url.URL, base string) *url.URL {
 // otherwise has answered: 503 with the phase and reason, or the waiting
 // page for a browser while the home wakes.
 func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route *proxy.Route) bool {
-	slug := app.Config().Slug
+	slug := app.cfg.Slug
 	if p.observer.Stopped(slug) {
 		st, _ := p.observer.Status(slug)
 		p.writeAppNotReady(w, r, st)
@@ -95,15 +95,15 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
-	since := time.Now().Add(-app.Config().MinRefresh.Duration())
+	since := time.Now().Add(-app.cfg.MinRefresh.Duration())
 	if st, _ := p.observer.Status(slug); st.Reason == wake.ReasonHomeSleeping || st.Reason == wake.ReasonHomeWaking {
 		// The stored observation saw the home down; it may have woken
 		// since (a /node request, a wake that finished): observe again.
 		since = time.Now()
 	}
-	if h := app.Home(); h != nil && !p.engine.Warm(p.current(h).Spec().ID) {
-		id := p.current(h).Spec().ID
-		if p.noWake(r, strings.TrimPrefix(r.URL.Path, app.Prefix())) && p.engine.Sleeping(id) {
+	if h := app.home; h != nil && !p.engine.Warm(p.current(h).spec.ID) {
+		id := p.current(h).spec.ID
+		if p.noWake(r, strings.TrimPrefix(r.URL.Path, app.prefix)) && p.engine.Sleeping(id) {
 			p.writeError(w, r, wake.Asleep(p.conf().RetryAfter))
 			return false
 		}
@@ -129,7 +129,7 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 	if p.published(app) {
 		return true
 	}
-	if nav && app.Home() != nil && ctx.Err() != nil && r.Context().Err() == nil && st.Phase == wake.PhaseStarting {
+	if nav && app.home != nil && ctx.Err() != nil && r.Context().Err() == nil && st.Phase == wake.PhaseStarting {
 		p.serveWaitingPage(w, r, route)
 		return false
 	}

@@ -57,7 +57,7 @@ func (p *Path) ByHost(next http.Handler) http.Handler {
 				return
 			}
 			sub := r.URL.Path
-			prefix := "/node/" + h.Spec().Target
+			prefix := "/node/" + h.spec.Target
 			r.URL.Path = prefix + sub
 			if r.URL.RawPath != "" {
 				r.URL.RawPath = prefix + r.URL.RawPath

@@ -35,14 +35,14 @@ func (p *Path) serveApp(w http.ResponseWriter, r *http.Request, slug string) {
 		p.writeError(w, r, errNoApp())
 		return
 	}
-	p.serveAppAt(w, r, app, app.Prefix())
+	p.serveAppAt(w, r, app, app.prefix)
 }
 
 // serveAppAt serves a request for app whose path carries prefix before
 // the app's own path ("" on the app's own host; hosts.go).
 func (p *Path) serveAppAt(w http.ResponseWriter, r *http.Request, app *App, prefix string) {
-	route := newRoute(w, "app", app.Config().Slug)
-	if app.Config().StripPrefix && prefix != "" {
+	route := newRoute(w, "app", app.cfg.Slug)
+	if app.cfg.StripPrefix && prefix != "" {
 		route.StripPrefix = prefix
 	}
 	// Users reach only published routes; the self-probe reaches candidates.
@@ -50,20 +50,20 @@ func (p *Path) serveAppAt(w http.ResponseWriter, r *http.Request, app *App, pref
 		p.serveSelfProbe(w, r, app, route)
 		return
 	}
-	if !p.admit(w, r, "app", app.Config().Slug, app.Home()) { // access.go
+	if !p.admit(w, r, "app", app.cfg.Slug, app.home) { // access.go
 		return
 	}
 	if !p.published(app) && !p.awaitApp(w, r, app, route) {
 		return
 	}
 	defer notePassive(w, app) // pulse.go
-	if app.Home() == nil {
-		route.Upstream = app.Upstream()
+	if app.home == nil {
+		route.Upstream = app.upstream
 		markForward(w)
 		p.proxy.Serve(w, r, route)
 		return
 	}
-	p.serveHome(w, r, p.current(app.Home()), route, strings.TrimPrefix(r.URL.Path, prefix))
+	p.serveHome(w, r, p.current(app.home), route, strings.TrimPrefix(r.URL.Path, prefix))
 }
 
 // serveNode serves /node/{target} and /node/{target}/...
@@ -73,22 +73,22 @@ func (p *Path) serveNode(w http.ResponseWriter, r *http.Request, target string) 
 		p.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
 		return
 	}
-	p.serveHome(w, r, h, p.nodeRoute(w, h), strings.TrimPrefix(r.URL.Path, "/node/"+h.Spec().Target))
+	p.serveHome(w, r, h, p.nodeRoute(w, h), strings.TrimPrefix(r.URL.Path, "/node/"+h.spec.Target))
 }
 
 // nodeRoute is the route of a request for home h.
 func (p *Path) nodeRoute(w http.ResponseWriter, h *Home) *proxy.Route {
-	return newRoute(w, "node", h.Spec().Target)
+	return newRoute(w, "node", h.spec.Target)
 }
 
 // serveHome counts the session, makes sure the home is awake and forwards.
 // The session is counted before the home is resolved, so that an idle
 // suspend either sees it or the request finds the verdict gone and waits.
 func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route *proxy.Route, sub string) {
-	if route.Kind == "node" && !p.admit(w, r, "node", h.Spec().Target, h) { // access.go
+	if route.Kind == "node" && !p.admit(w, r, "node", h.spec.Target, h) { // access.go
 		return
 	}
-	id := h.Spec().ID
+	id := h.spec.ID
 	c := p.sessions.Begin(id)
 	if proxy.IsWebSocket(r) {
 		p.sessions.MarkWebSocket(c)
@@ -203,7 +203,7 @@ func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *p
 // request with a 504 while the home still boots.
 func (p *Path) mayQueue(h *Home) bool {
 	c := p.conf()
-	ready := h.Spec().ReadyTimeout
+	ready := h.spec.ReadyTimeout
 	if ready <= 0 {
 		ready = c.ReadyTimeout
 	}

@@ -51,11 +51,11 @@ func (p *Path) waitSubjectOf(kind, name string) (waitSubject, bool) {
 	switch kind {
 	case "node":
 		if h, ok := p.homes.At(name); ok {
-			return waitSubject{kind: kind, name: h.Spec().Target, home: h}, true
+			return waitSubject{kind: kind, name: h.spec.Target, home: h}, true
 		}
 	case "app":
 		if a, ok := p.app(name); ok {
-			return waitSubject{kind: kind, name: a.Config().Slug, home: a.Home(), app: a}, true
+			return waitSubject{kind: kind, name: a.cfg.Slug, home: a.home, app: a}, true
 		}
 	}
 	return waitSubject{}, false
@@ -66,7 +66,7 @@ func (s waitSubject) homeID(p *Path) string {
 	if s.home == nil {
 		return ""
 	}
-	return p.current(s.home).Spec().ID
+	return p.current(s.home).spec.ID
 }
 
 // statusURL is the path of s's public status.
@@ -172,7 +172,7 @@ func (p *Path) waitView(ctx context.Context, s waitSubject, refresh bool) wake.W
 		}
 		return v
 	}
-	app, slug := s.app, s.app.Config().Slug
+	app, slug := s.app, s.app.cfg.Slug
 	if p.published(app) {
 		return wake.WakeView{Phase: wake.ViewReady}
 	}
@@ -222,7 +222,7 @@ func (p *Path) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.app != nil {
-		if !p.admit(w, r, "app", s.name, s.app.Home()) { // access.go
+		if !p.admit(w, r, "app", s.name, s.app.home) { // access.go
 			return
 		}
 	} else if !p.admit(w, r, "node", s.name, s.home) {
@@ -272,7 +272,7 @@ func (ww waitWatch) Changed() (home, app <-chan struct{}) {
 		home = bus.Changed(id)
 	}
 	if ww.s.app != nil {
-		app = bus.Changed(ww.s.app.Config().Slug)
+		app = bus.Changed(ww.s.app.cfg.Slug)
 	}
 	return home, app
 }
