@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/route"
 )
 
@@ -29,3 +31,10 @@ func routeSettings(c *config.Config) route.Settings {
 type verdicts struct{ g *Gateway }
 
 func (v verdicts) Drop(id string) { v.g.dropVerdict(id) }
+
+var (
+	_ route.Homes       = (*control.HomeTable[*route.Home])(nil)
+	_ route.Apps        = (*routeTable)(nil)
+	_ route.HomeRecords = registry.Store(nil)
+	_ route.Verdicts    = verdicts{}
+)
