@@ -86,7 +86,7 @@ type Config struct {
 	file string
 	// empty: the file sets nothing (no text, only comments, or {}).
 	empty bool
-	// displayNames are the homes' display names by id (waiting.go).
+	// displayNames are the homes' display names by id (route/waitpage.go).
 	displayNames map[string]string
 	// moreProviders, when set, registers providers beyond the built-in
 	// ones (tests: a small real provider of their own).

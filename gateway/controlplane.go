@@ -6,6 +6,7 @@ import (
 
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -16,28 +17,25 @@ import (
 
 // newRegistrar returns the registrar of g's engine, store and tables; g's
 // engine, store, providers and log are ready.
-func (g *Gateway) newRegistrar() *control.Registrar[*homeRoute] {
-	return control.NewRegistrar(control.Deps[*homeRoute]{Engine: g.engine, Store: g.store,
+func (g *Gateway) newRegistrar() *control.Registrar[*route.Home] {
+	return control.NewRegistrar(control.Deps[*route.Home]{Engine: g.engine, Store: g.store,
 		Homes: controlHomes{g}, Apps: controlApps{g}, Sessions: g.sessions, Avail: g.providers.names(), Log: g.log}, g.cfg)
 }
-
-// Spec is the home as the engine registered it (control.Route).
-func (h *homeRoute) Spec() wake.HomeSpec { return h.spec }
 
 // controlHomes is g's home table as the registrar changes it.
 type controlHomes struct{ g *Gateway }
 
-var _ control.Homes[*homeRoute] = controlHomes{}
+var _ control.Homes[*route.Home] = controlHomes{}
 
-func (c controlHomes) New(spec wake.HomeSpec) *homeRoute {
-	return &homeRoute{spec: spec, token: spec.RelayToken}
+func (c controlHomes) New(spec wake.HomeSpec) *route.Home {
+	return route.NewHome(spec)
 }
-func (c controlHomes) Set(id string, h *homeRoute)         { c.g.setHome(id, h) }
-func (c controlHomes) Drop(id string)                      { c.g.setHome(id, nil) }
-func (c controlHomes) WithID(id string) (*homeRoute, bool) { return c.g.homeWithID(id) }
-func (c controlHomes) Count() int                          { return c.g.homeCount() }
-func (c controlHomes) Each(fn func(*homeRoute) bool)       { c.g.eachHome(fn) }
-func (c controlHomes) Forget(id string)                    { c.g.homeConns.Forget(id) }
+func (c controlHomes) Set(id string, h *route.Home)         { c.g.setHome(id, h) }
+func (c controlHomes) Drop(id string)                       { c.g.setHome(id, nil) }
+func (c controlHomes) WithID(id string) (*route.Home, bool) { return c.g.homeWithID(id) }
+func (c controlHomes) Count() int                           { return c.g.homeCount() }
+func (c controlHomes) Each(fn func(*route.Home) bool)       { c.g.eachHome(fn) }
+func (c controlHomes) Forget(id string)                     { c.g.homeConns.Forget(id) }
 
 // controlApps is g's app route table as the registrar changes it.
 type controlApps struct{ g *Gateway }
@@ -51,7 +49,7 @@ func (c controlApps) Uninstall(slug string)               { c.g.routeTab.uninsta
 
 func (c controlApps) Generation(slug string) (uint64, bool) {
 	if ar := c.g.routeTab.route(slug); ar != nil {
-		return ar.gen, true
+		return ar.Generation(), true
 	}
 	return 0, false
 }
@@ -60,7 +58,7 @@ func (c controlApps) Generations() map[string]uint64 {
 	all := c.g.routeTab.all()
 	gens := make(map[string]uint64, len(all))
 	for slug, ar := range all {
-		gens[slug] = ar.gen
+		gens[slug] = ar.Generation()
 	}
 	return gens
 }
@@ -71,8 +69,8 @@ func (c controlApps) ApplyState(slug string, stopped bool) bool {
 
 func (c controlApps) InHome(id string) (string, bool) {
 	for _, ar := range c.g.routeTab.all() {
-		if ar.home != nil && ar.home.spec.ID == id {
-			return ar.cfg.Slug, true
+		if ar.Home() != nil && ar.Home().Spec().ID == id {
+			return ar.Config().Slug, true
 		}
 	}
 	return "", false
@@ -81,10 +79,10 @@ func (c controlApps) InHome(id string) (string, bool) {
 // adminBackend returns the admin API's backend: the control plane over
 // g's registrar, store, engine, tables and sessions. Serve builds it when
 // the admin listener starts (the version is set by then).
-func (g *Gateway) adminBackend() *control.AdminAPI[*homeRoute] {
-	d := control.AdminDeps[*homeRoute]{Registrar: g.reg, Store: g.store, Engine: g.engine, Sessions: g.sessions,
+func (g *Gateway) adminBackend() *control.AdminAPI[*route.Home] {
+	d := control.AdminDeps[*route.Home]{Registrar: g.reg, Store: g.store, Engine: g.engine, Sessions: g.sessions,
 		Providers: g.providers, AppObserver: g.Apps(), AppRoutes: adminApps{g}, Leases: adminLeases{g},
-		Reloader: g, Denials: g.gate.recent, Instance: adminInstance{g},
+		Reloader: g, Denials: g.denials, Instance: adminInstance{g},
 		Name: g.cfg.Instance, Version: g.version, Started: g.started, Log: g.log}
 	if g.fleet != nil { // a nil registry.Fleet, not a typed nil, tells "no fleet"
 		d.Fleet = g.fleet
@@ -102,21 +100,21 @@ func (a adminApps) Served(slug string) (control.ServedApp, bool) {
 	if !ok {
 		return control.ServedApp{}, false
 	}
-	return control.ServedApp{App: ar.cfg, Generation: ar.gen}, true
+	return control.ServedApp{App: *ar.Config(), Generation: ar.Generation()}, true
 }
 
 func (a adminApps) AllServed() []control.ServedApp {
 	all := a.g.routeTab.all()
 	out := make([]control.ServedApp, 0, len(all))
 	for _, ar := range all {
-		out = append(out, control.ServedApp{App: ar.cfg, Generation: ar.gen})
+		out = append(out, control.ServedApp{App: *ar.Config(), Generation: ar.Generation()})
 	}
 	return out
 }
 
 func (a adminApps) Published(slug string) bool {
 	r := a.g.routeTab.route(slug)
-	return r != nil && r.published.Load()
+	return r != nil && r.Published()
 }
 
 func (a adminApps) URL(slug string) string { return a.g.appURL(slug) }

@@ -110,7 +110,7 @@ func TestPathRoutesMatchRouter(t *testing.T) {
 	g := fastRouteGateway(t)
 	fast := httptest.NewServer(g.routes())
 	defer fast.Close()
-	slow := httptest.NewServer(g.hygiene(g.byHost(g.router())))
+	slow := httptest.NewServer(g.hygiene(g.path.ByHost(g.router())))
 	defer slow.Close()
 	ids := regexp.MustCompile(regexp.QuoteMeta(g.reqPre) + `[0-9a-z]+`)
 
@@ -185,7 +185,7 @@ func TestServePathRoute(t *testing.T) {
 		r := httptest.NewRequest(c.method, "http://gw.example/", nil)
 		r.URL.Path, r.URL.RawPath = c.path, c.raw
 		w := httptest.NewRecorder()
-		if got := g.servePathRoute(w, r); got != c.served {
+		if got := g.path.ServePathRoute(w, r); got != c.served {
 			t.Errorf("%s %s (raw %q): served %v, want %v", c.method, c.path, c.raw, got, c.served)
 		}
 	}

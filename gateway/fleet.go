@@ -10,6 +10,7 @@ import (
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
+	"github.com/wakegate/wakegate/route"
 )
 
 // openStore opens the embedded store under dataDir (control/store.go).
@@ -42,7 +43,7 @@ func (g *Gateway) openFleetStore() error {
 	}
 	g.store = r
 	rt := g.cfg.Roll.Target
-	g.fleet = control.NewFleet[*homeRoute](ctx, control.FleetOptions{Store: r, Instance: g.cfg.Instance,
+	g.fleet = control.NewFleet[*route.Home](ctx, control.FleetOptions{Store: r, Instance: g.cfg.Instance,
 		StopGrace: g.cfg.Exec.StopGrace, IdleTick: idleTick(g.cfg),
 		RollTarget: registry.Target{Version: rt.Version, Command: rt.Command, Image: rt.Image}, Log: g.log})
 	g.log.Info("fleet store", "store", "redis", "prefix", o.Prefix, "instance", g.cfg.Instance)

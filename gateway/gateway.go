@@ -1,16 +1,17 @@
 // Package gateway assembles wakegate from a loaded config (package
-// config): listeners, router, the wake engine and the proxy, reloads, and
-// the shutdown order.
+// config): listeners, hygiene and the router, the wake engine and the
+// proxy, the request path (route.Path) over the home and app tables,
+// reloads, and the shutdown order.
 //
-// DESIGN rules that live here, until their rooms (route, control) exist:
-// 7's waiting page, 14 (only the self-probe through the gateway's own path
-// publishes a route), 20 (the shutdown order), 21 (canonical paths), 30's
-// reload part (a file that would remove every home and app is applied
-// only when confirmed, reload.go) and the edge's part of 31 (cookies of
-// the gateway stripped before any home sees a request). Rule 24 lives in
-// edge; 28 and the store's part of 30 in control, whose fleet loop the
-// gateway starts with its background work (step 5 stops it); the
-// config's checks and warnings live in config.
+// DESIGN rules that live here, until their rooms exist: 14 (only the
+// self-probe through the gateway's own path publishes a route: the prober,
+// its proof of its own connections, the route table), 20 (the shutdown
+// order), 21 (canonical paths, in hygiene) and 30's reload part (a file
+// that would remove every home and app is applied only when confirmed,
+// reload.go). The request path's rules (2, 7, 23, 25, 27, 31's request
+// part) live in route; 24 lives in edge; 28 and the store's part of 30 in
+// control, whose fleet loop the gateway starts with its background work
+// (step 5 stops it); the config's checks and warnings live in config.
 package gateway
 
 import (
@@ -64,7 +65,7 @@ type Gateway struct {
 	store     registry.Store
 	// fleet is this gateway's part in a fleet sharing its store
 	// (control/fleet.go), nil for a gateway on its own store.
-	fleet *control.Fleet[*homeRoute]
+	fleet *control.Fleet[*route.Home]
 	// providers are the providers this gateway built (providers.go), by
 	// name; what only some can do is found by type assertion.
 	providers providers
@@ -73,10 +74,10 @@ type Gateway struct {
 	proxy     *proxy.Proxy
 	homeConns *route.HomeConns // requests forwarded to each home at once (route/homeconns.go)
 
-	homeTab  control.HomeTable[*homeRoute]  // homes by target and id (control/hometable.go)
-	homeMu   sync.Mutex                     // serialises changes of homeTab
-	routeTab *routeTable                    // app routes, their observer and the self-probe (routetable.go)
-	reg      *control.Registrar[*homeRoute] // registers homes and apps (controlplane.go)
+	homeTab  control.HomeTable[*route.Home]  // homes by target and id (control/hometable.go)
+	homeMu   sync.Mutex                      // serialises changes of homeTab
+	routeTab *routeTable                     // app routes, their observer and the self-probe (routetable.go)
+	reg      *control.Registrar[*route.Home] // registers homes and apps (controlplane.go)
 
 	draining atomic.Bool
 	// drainStarted is closed when draining starts (waiting streams end).
@@ -98,9 +99,11 @@ type Gateway struct {
 	closeWait time.Duration
 
 	metrics     *telemetry.Metrics
-	connLimit   *edge.ConnLimit // open connections per client
-	gate        *gate           // access policies and limits (access.go)
-	admin       *adminServer    // admin.go; nil when the admin listener is off
+	connLimit   *edge.ConnLimit  // open connections per client
+	gate        *route.Gate      // access policies and limits (route/access.go)
+	denials     *control.Denials // the gate's recent refusals, for the admin API
+	path        *route.Path      // the request path of homes and apps (route/)
+	admin       *adminServer     // admin.go; nil when the admin listener is off
 	adminAddr   chan net.Addr
 	adminSocket chan string // holds the admin socket's path once it listens
 	started     time.Time
@@ -114,12 +117,6 @@ type Gateway struct {
 
 	// The fleet's certificate storage (fleet.go); nil without Redis.
 	certStore *certstore.Storage
-}
-
-type homeRoute struct {
-	spec  wake.HomeSpec
-	token string
-	hooks homeRouteHooks // warmpath.go
 }
 
 // New builds a gateway from a validated config: it opens the store and the
@@ -188,6 +185,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	for _, w := range g.isolationWarnings() { // isolation.go
 		g.log.Warn("isolation: " + w)
 	}
+	g.path = g.newPath()
 	g.handler = g.routes()
 	if err := g.newFront(); err != nil {
 		return nil, err
@@ -588,7 +586,7 @@ func idleTick(cfg *config.Config) time.Duration {
 func (g *Gateway) Close() {
 	g.front.Close()
 	g.closeCertStore()
-	g.gate.close()
+	g.gate.Close()
 	if g.routeTab != nil {
 		g.routeTab.close()
 	}
@@ -622,9 +620,9 @@ func (g *Gateway) quiesceHomes() {
 	}
 	homesOf := func(name string) []string {
 		var ids []string
-		g.eachHome(func(hr *homeRoute) bool {
-			if hr.spec.Provider == name {
-				ids = append(ids, hr.spec.ID)
+		g.eachHome(func(hr *route.Home) bool {
+			if hr.Spec().Provider == name {
+				ids = append(ids, hr.Spec().ID)
 			}
 			return true
 		})

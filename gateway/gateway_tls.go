@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/wakegate/wakegate/route"
 	"log/slog"
 	"net"
 	"net/http"
@@ -103,12 +104,12 @@ func (g *Gateway) servedHost(host string) bool {
 // routedHost reports whether host is {slug}.{apps_domain} of a registered
 // app or {target}.{nodes_domain} of a registered home.
 func (g *Gateway) routedHost(host string) bool {
-	if slug, ok := hostLabel(host, g.cfg.Hosts.AppsDomain); ok {
+	if slug, ok := route.HostLabel(host, g.cfg.Hosts.AppsDomain); ok {
 		if _, ok := g.appBySlug(slug); ok {
 			return true
 		}
 	}
-	if target, ok := hostLabel(host, g.cfg.Hosts.NodesDomain); ok {
+	if target, ok := route.HostLabel(host, g.cfg.Hosts.NodesDomain); ok {
 		if _, ok := g.homeAt(target); ok {
 			return true
 		}

@@ -1,6 +1,9 @@
 package gateway
 
-import "github.com/wakegate/wakegate/config"
+import (
+	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/route"
+)
 
 // isolationWarnings are the warnings of the homes the gateway routes now,
 // those registered through the admin API included; relay tokens are told
@@ -8,10 +11,10 @@ import "github.com/wakegate/wakegate/config"
 // as one token.
 func (g *Gateway) isolationWarnings() []string {
 	var homes []config.HomeOwnership
-	g.eachHome(func(h *homeRoute) bool {
-		homes = append(homes, config.HomeOwnership{ID: h.spec.ID, Target: h.spec.Target, Relay: h.token})
+	g.eachHome(func(h *route.Home) bool {
+		homes = append(homes, config.HomeOwnership{ID: h.Spec().ID, Target: h.Spec().Target, Relay: h.Token()})
 		return true
 	})
-	set := g.gate.set.Load()
+	set := g.gate.Set()
 	return config.IsolationWarningsOf(g.cfg.Hosts.NodesDomain, homes, set.Owner)
 }

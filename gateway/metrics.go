@@ -1,9 +1,6 @@
 package gateway
 
 import (
-	"net/http"
-	"time"
-
 	"github.com/wakegate/wakegate/h1serve"
 )
 
@@ -33,12 +30,4 @@ func (s metricState) AppPhases() []string {
 		out[i] = string(a.Phase)
 	}
 	return out
-}
-
-// markForward notes, on the recorder hygiene wrapped w in, that the request
-// is being forwarded now (after any wake wait).
-func markForward(w http.ResponseWriter) {
-	if rw, ok := w.(*recorder); ok {
-		rw.fwd = time.Now()
-	}
 }

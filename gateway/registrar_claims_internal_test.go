@@ -67,7 +67,7 @@ func TestRegistrarClaims(t *testing.T) {
 			if err := put(id, target); err != nil {
 				t.Fatalf("PUT %s on the stale claim of %s: %v", id, target, err)
 			}
-			if h, ok := g.homeAt(target); !ok || h.spec.ID != id || holder(target) != id {
+			if h, ok := g.homeAt(target); !ok || h.Spec().ID != id || holder(target) != id {
 				t.Fatalf("%s routes %v, claimed by %q; want %s", target, h, holder(target), id)
 			}
 		}
@@ -101,7 +101,7 @@ func TestRegistrarClaims(t *testing.T) {
 		if rec, err := real.GetHome(ctx, "racer"); err != nil || rec.Target != "racea" {
 			t.Fatalf("record after the lost move: %+v, %v; want target racea", rec, err)
 		}
-		if h, ok := g.homeAt("racea"); !ok || h.spec.ID != "racer" || holder("racea") != "racer" {
+		if h, ok := g.homeAt("racea"); !ok || h.Spec().ID != "racer" || holder("racea") != "racer" {
 			t.Fatalf("racea after the lost move: routes %v, claimed by %q", h, holder("racea"))
 		}
 	})

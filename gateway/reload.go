@@ -104,9 +104,10 @@ func (g *Gateway) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.R
 		return res, fmt.Errorf("reload %s: %w", next.File(), err)
 	}
 	if set != nil {
-		g.gate.set.Swap(set).Close()
+		g.gate.SwapSet(set).Close()
 	}
 	g.live.Store(next)
+	g.path.SetSettings(routeSettings(next))
 	// The idle checks follow the homes' idle timeouts (gateway.go).
 	g.engine.SetIdleTick(idleTick(next))
 	for _, l := range [][]string{res.HomesAdded, res.HomesChanged, res.HomesRemoved, res.HomesKept,
@@ -187,7 +188,7 @@ func (g *Gateway) logReload(res admin.Reload) {
 // newAccessSet builds the access policies of cfg, as newGate does.
 func (g *Gateway) newAccessSet(cfg *config.Config) (*access.Set, error) {
 	log := g.log.With("component", "access")
-	return access.NewSet(cfg.Access, g.gate.ip.Of, func(err error) { log.Warn("access policy", "err", err) })
+	return access.NewSet(cfg.Access, g.gate.IP().Of, func(err error) { log.Warn("access policy", "err", err) })
 }
 
 // A config field a reload treats in one of two ways: reloadable fields

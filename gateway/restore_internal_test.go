@@ -75,7 +75,7 @@ func TestRestoreReadsTheIndexOnce(t *testing.T) {
 	if got := g.homeCount(); got != n+2 {
 		t.Fatalf("%d homes after start, want %d (cfg, %d stored, lost)", got, n+2, n)
 	}
-	if h, ok := g.homeAt("lostt"); !ok || h.spec.ID != "lost" {
+	if h, ok := g.homeAt("lostt"); !ok || h.Spec().ID != "lost" {
 		t.Fatal("the home whose claim was missing was not restored on its target")
 	}
 	if c, err := g.store.GetClaim(ctx, "lostt"); err != nil || c.Home != "lost" {
@@ -84,7 +84,7 @@ func TestRestoreReadsTheIndexOnce(t *testing.T) {
 	if _, ok := g.homeWithID("loser"); ok {
 		t.Fatal("a home whose target another home holds was restored")
 	}
-	if h, ok := g.homeAt("h000001"); !ok || h.spec.ID != "h000001" {
+	if h, ok := g.homeAt("h000001"); !ok || h.Spec().ID != "h000001" {
 		t.Fatal("h000001 lost its target")
 	}
 

@@ -2,13 +2,10 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
+	"github.com/wakegate/wakegate/route"
 	"net/http"
 	"net/netip"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -16,14 +13,18 @@ import (
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
-	"github.com/wakegate/wakegate/wake"
 )
+
+// writeError answers r with err through the request path's one mapper.
+func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	g.path.WriteError(w, r, err)
+}
 
 // routes builds the public handler: hygiene first (framing, path
 // canonicalisation, request id), then host routes, the app and home path
-// routes (fastroute.go), and the router for everything else.
+// routes (route/fastroute.go), and the router for everything else.
 func (g *Gateway) routes() http.Handler {
-	return g.hygiene(g.byHost(g.pathRoutes(g.router()))) // host routes: hosts.go
+	return g.hygiene(g.path.Handler(g.router())) // host and path routes: route/
 }
 
 // router is the public listener's router: every route, the app and home
@@ -63,16 +64,7 @@ func (g *Gateway) router() http.Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
-	g.rootRoutes(r) // GET / and /favicon.ico: rootpage.go
-	r.Post("/_wakegate/ready", g.serveReadySignal)
-	r.Get("/_wakegate/wake/{kind}/{name}", g.serveWakeStatus)
-	slug := func(serve func(http.ResponseWriter, *http.Request, string), param string) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serve(w, r, chi.URLParam(r, param)) })
-	}
-	r.Handle("/apps/{slug}", slug(g.redirectSlash, "slug"))
-	r.Handle("/apps/{slug}/*", slug(g.serveApp, "slug"))
-	r.Handle("/node/{target}", slug(g.serveNode, "target"))
-	r.Handle("/node/{target}/*", slug(g.serveNode, "target"))
+	g.path.Mount(r) // GET /, /_wakegate/..., /apps/..., /node/...: route/serve.go
 	return r
 }
 
@@ -94,7 +86,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			proxy.LiftWriteDeadline(w)
 		}
 		// The probe header goes first, from every request; only the
-		// gateway's own self-probe keeps its mark (apps.go).
+		// gateway's own self-probe keeps its mark (route/apps.go).
 		r, probe := g.routeTab.probe.hygiene(r)
 		// The request id comes before any answer, refusals included.
 		trusted := g.trustedPeer(r)
@@ -135,7 +127,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			}
 			r.URL.Path, r.URL.RawPath = p, raw
 		}
-		if !g.clientAllowed(w, r) { // access.go
+		if !g.path.ClientAllowed(w, r) { // route/access.go
 			return
 		}
 		var start time.Time
@@ -173,275 +165,6 @@ func (g *Gateway) trustedPeer(r *http.Request) bool {
 	return trustedProxies(g.cfg.Server.TrustedNets()).hasAddr(ap.Addr())
 }
 
-// redirectSlash answers /apps/{slug} with a redirect to /apps/{slug}/.
-func (g *Gateway) redirectSlash(w http.ResponseWriter, r *http.Request, slug string) {
-	if _, ok := g.appBySlug(slug); !ok {
-		g.writeError(w, r, errNoApp())
-		return
-	}
-	u := *r.URL
-	u.Path += "/"
-	if u.RawPath != "" {
-		u.RawPath += "/"
-	}
-	http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
-}
-
-// serveApp serves /apps/{slug}/...
-func (g *Gateway) serveApp(w http.ResponseWriter, r *http.Request, slug string) {
-	app, ok := g.appBySlug(slug)
-	if !ok {
-		g.writeError(w, r, errNoApp())
-		return
-	}
-	g.serveAppAt(w, r, app, app.prefix)
-}
-
-// serveAppAt serves a request for app whose path carries prefix before
-// the app's own path ("" on the app's own host; hosts.go).
-func (g *Gateway) serveAppAt(w http.ResponseWriter, r *http.Request, app *appRoute, prefix string) {
-	route := newRoute(w, "app", app.cfg.Slug)
-	if app.cfg.StripPrefix && prefix != "" {
-		route.StripPrefix = prefix
-	}
-	// Users reach only published routes; the self-probe reaches candidates.
-	if isSelfProbe(r) {
-		g.serveSelfProbe(w, r, app, route)
-		return
-	}
-	if !g.admit(w, r, "app", app.cfg.Slug, app.home) { // access.go
-		return
-	}
-	if !g.routeTab.published(app) && !g.awaitApp(w, r, app, route) {
-		return
-	}
-	defer notePassive(w, app) // apps_pulse.go
-	if app.home == nil {
-		route.Upstream = app.upstream
-		markForward(w)
-		g.proxy.Serve(w, r, route)
-		return
-	}
-	g.serveHome(w, r, g.current(app.home), route, strings.TrimPrefix(r.URL.Path, prefix))
-}
-
-// serveNode serves /node/{target} and /node/{target}/...
-func (g *Gateway) serveNode(w http.ResponseWriter, r *http.Request, target string) {
-	h, ok := g.homeAt(target)
-	if !ok {
-		g.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
-		return
-	}
-	g.serveHome(w, r, h, g.nodeRoute(w, h), strings.TrimPrefix(r.URL.Path, "/node/"+h.spec.Target))
-}
-
-// nodeRoute is the route of a request for home h.
-func (g *Gateway) nodeRoute(w http.ResponseWriter, h *homeRoute) *proxy.Route {
-	return newRoute(w, "node", h.spec.Target)
-}
-
-// serveHome counts the session, makes sure the home is awake and forwards.
-// The session is counted before the home is resolved, so that an idle
-// suspend either sees it or the request finds the verdict gone and waits.
-func (g *Gateway) serveHome(w http.ResponseWriter, r *http.Request, h *homeRoute, route *proxy.Route, sub string) {
-	if route.Kind == "node" && !g.admit(w, r, "node", h.spec.Target, h) { // access.go
-		return
-	}
-	id := h.spec.ID
-	c := g.sessions.Begin(id)
-	if proxy.IsWebSocket(r) {
-		g.sessions.MarkWebSocket(c)
-		// A WebSocket's session lasts as long as its relay, which may
-		// outlive this handler (recorder.Detach).
-		end := func() {
-			g.sessions.UnmarkWebSocket(c)
-			g.sessions.End(c)
-		}
-		if !atEnd(w, end) {
-			defer end()
-		}
-	} else {
-		defer g.sessions.End(c)
-	}
-	route.HomeID = id
-	route.RelayToken = h.token
-
-	eng := g.engine
-	if a, ok := eng.WarmAwake(id); ok {
-		g.forward(w, r, h, route, a)
-		return
-	}
-	if err := g.wakeRefused(r, id, sub); err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	done, ok := g.waitSlot(w, r, id)
-	if !ok {
-		return
-	}
-	defer done()
-	if isNavigation(r) {
-		release, ok := g.holdSlot(w, r, id, route)
-		if !ok {
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), *g.conf().Wake.Hold)
-		a, err := eng.EnsureAwake(ctx, id)
-		cancel()
-		release()
-		if err != nil {
-			if fe, ok := fault.As(err); ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
-				g.serveWaitingPage(w, r, route)
-				return
-			}
-			g.writeError(w, r, err)
-			return
-		}
-		g.forward(w, r, h, route, a)
-		return
-	}
-	// An API or WebSocket caller of a socket-activated home goes as soon
-	// as the home's process is started: its request waits in the home's
-	// accept queue while it boots. (A browser's page waits for the verdict
-	// above, so that a long boot shows the waiting page.)
-	ctx, cancel := context.WithTimeout(r.Context(), g.conf().Wake.WakeTimeout)
-	var a wake.Awake
-	var err error
-	if g.mayQueue(h) {
-		a, err = eng.EnsureQueued(ctx, id)
-	} else {
-		a, err = eng.EnsureAwake(ctx, id)
-	}
-	cancel()
-	if err != nil {
-		g.writeError(w, r, err)
-		return
-	}
-	g.forward(w, r, h, route, a)
-}
-
-// forward sends r to home h, awake as a says.
-func (g *Gateway) forward(w http.ResponseWriter, r *http.Request, h *homeRoute, route *proxy.Route, a wake.Awake) {
-	route.Upstream = g.appUpstream(route, a.Endpoint)
-	route.Waited = a.Waited
-	id := route.HomeID
-	markForward(w)
-	// A failed forward drops the warm verdict, replayable or not, so the
-	// next request wakes or probes the home again; a replayable one is
-	// retried once after a fresh wake.
-	hk := g.hooks(h)
-	route.OnFailure, route.Retry = hk.onFailure, hk.retry
-	if a.Queued() {
-		// Sent before the home was proven ready: a forward that cannot
-		// reach it (its boot failed, and the queue was reset) waits for
-		// the wake's outcome instead of starting another wake.
-		route.Retry = func(ctx context.Context) (*url.URL, error) {
-			ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
-			defer cancel()
-			return g.engine.Settled(ctx, id, a)
-		}
-	}
-	// The proxy takes the home's slot once the request's body has been
-	// read ahead (proxy/spool.go), so that a slow upload holds only its
-	// own connection.
-	route.Acquire = func(w http.ResponseWriter, r *http.Request) (func(), bool) {
-		slot, err := g.homeConns.Acquire(r, id) // route/homeconns.go
-		if err != nil {
-			g.writeError(w, r, err)
-			return nil, false
-		}
-		return func() { g.homeConns.Release(slot) }, true
-	}
-	g.proxy.Serve(w, r, route)
-}
-
-// mayQueue reports whether a caller of home h may be forwarded before
-// the home is proven ready (wake.EnsureQueued): only when the home's boot,
-// bounded by its ready timeout, cannot outlast the forward's own wait for
-// an answer (proxy.home_response_header_timeout), which would end the
-// request with a 504 while the home still boots.
-func (g *Gateway) mayQueue(h *homeRoute) bool {
-	c := g.conf()
-	ready := h.spec.ReadyTimeout
-	if ready <= 0 {
-		ready = c.Wake.ReadyTimeout
-	}
-	return ready <= c.Proxy.HomeResponseHeaderTimeout
-}
-
-// wakeRefused returns the answer for a request that must not wake home id
-// (the no-wake rules: its user agent or its path sub inside the home) while
-// the home sleeps, or nil when the request may go on and wake it.
-func (g *Gateway) wakeRefused(r *http.Request, id, sub string) error {
-	if g.noWake(r, sub) && g.engine.Sleeping(id) {
-		return wake.Asleep(g.conf().Wake.RetryAfter)
-	}
-	return nil
-}
-
-// noWake reports whether r must not wake a sleeping home.
-func (g *Gateway) noWake(r *http.Request, sub string) bool {
-	for _, p := range g.conf().Wake.NoWakePaths {
-		if sub == p {
-			return true
-		}
-	}
-	if ua := r.UserAgent(); ua != "" {
-		for _, re := range g.conf().Wake.NoWakeAgents() {
-			if re.MatchString(ua) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// isNavigation reports whether r is a browser loading a page: a GET that
-// accepts HTML and is not a WebSocket, fetch or asset request.
-func isNavigation(r *http.Request) bool {
-	if r.Method != http.MethodGet || r.Header.Get("Upgrade") != "" {
-		return false
-	}
-	if m := r.Header.Get("Sec-Fetch-Mode"); m != "" && m != "navigate" {
-		return false
-	}
-	return strings.Contains(r.Header.Get("Accept"), "text/html")
-}
-
-// serveReadySignal lets a home end its readiness wait at once: POST
-// /_wakegate/ready with its relay token in the relay header.
-func (g *Gateway) serveReadySignal(w http.ResponseWriter, r *http.Request) {
-	tok := r.Header.Get(g.cfg.Proxy.RelayHeader)
-	id, ok := g.engine.HomeForToken(tok)
-	if !ok {
-		g.writeError(w, r, fault.New(fault.Unauthorized, "bad_token", "A home's relay token is required."))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"home": id, "signalled": g.engine.Ready(id, tok)})
-}
-
-// writeError answers r with err through the one mapper: the caller gets a
-// code, a sentence and the request id; the log gets the cause.
-func (g *Gateway) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	proxy.WriteClassified(w, r, g.classify(r, err))
-}
-
-// classify maps err to its public answer and logs the cause and the hint,
-// when there is one, with the request id.
-func (g *Gateway) classify(r *http.Request, err error) proxy.Classified {
-	c := proxy.StatusOf(err)
-	if c.Cause != "" {
-		level := slog.LevelInfo // the caller's mistake
-		if c.Status >= http.StatusInternalServerError {
-			level = slog.LevelWarn
-		}
-		g.log.Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", c.Status, "code", c.Code,
-			"request_id", r.Header.Get("X-Request-Id"), "cause", c.Cause, "hint", c.Hint)
-	}
-	return c
-}
-
 // redirectCanonical answers a request whose path is not canonical with a
 // 308 to its canonical form raw (an absolute path: the canonical form has
 // no "//" at its start, so the Location never names another host), so a
@@ -455,9 +178,6 @@ func redirectCanonical(w http.ResponseWriter, r *http.Request, raw string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusPermanentRedirect)
 }
-
-// errNoApp answers a request for an app that does not exist.
-func errNoApp() error { return fault.New(fault.NotFound, "app_not_found", "There is no such app.") }
 
 // badPath answers a request whose path CanonicalPath refused, naming the
 // rule it broke (a fixed phrase) but not the path.
@@ -530,15 +250,21 @@ func (r *recorder) Detach() (context.Context, func()) {
 	return e.g.hardStop, e.run
 }
 
-// atEnd has f run when the request served through w is over, when w is
-// the recorder hygiene wrapped it in; it reports whether it is.
-func atEnd(w http.ResponseWriter, f func()) bool {
-	rw, ok := w.(*recorder)
-	if ok {
-		rw.end.add(f)
-	}
-	return ok
-}
+// Route is the request's one route (route.Exchange).
+func (r *recorder) Route() *proxy.Route { return &r.route }
+
+// AtEnd has f run when the request is over (route.Exchange).
+func (r *recorder) AtEnd(f func()) { r.end.add(f) }
+
+// Forwarding notes that the request is being forwarded now
+// (route.Exchange).
+func (r *recorder) Forwarding() { r.fwd = time.Now() }
+
+// Answer is the request's status and when it was forwarded and answered
+// (route.Exchange).
+func (r *recorder) Answer() (status int, fwd, headerAt time.Time) { return r.status, r.fwd, r.headerAt }
+
+var _ route.Exchange = (*recorder)(nil)
 
 var _ proxy.Detacher = (*recorder)(nil)
 

@@ -3,10 +3,10 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"github.com/wakegate/wakegate/route"
 	"log/slog"
 	"maps"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,7 +32,7 @@ import (
 // read; installs and removals are serialised by change and publish a
 // changed copy.
 type routeTable struct {
-	routes atomic.Pointer[map[string]*appRoute] // by slug; never changed once stored
+	routes atomic.Pointer[map[string]*route.App] // by slug; never changed once stored
 	// change serialises installs and removals; the registrar holds it
 	// across the store write that goes with one.
 	change sync.Mutex
@@ -45,35 +45,18 @@ type routeTable struct {
 
 	log      *slog.Logger
 	events   *wake.Bus
-	homes    func(id string) (*homeRoute, bool) // the gateway's home table
-	draining func() bool                        // observations pause while draining
-}
-
-// appRoute is one app's route in the table.
-type appRoute struct {
-	cfg      registry.App
-	upstream *url.URL   // apps outside homes
-	home     *homeRoute // apps inside a home
-	prefix   string     // "/apps/{slug}"
-	// gen is the stored generation of an app registered through the admin
-	// API; 0 for an app of the config.
-	gen       uint64
-	published atomic.Bool
-	// pulse records the app's answers to forwarded requests (passive
-	// observations; apps_pulse.go); set once the observer has the app.
-	pulse atomic.Pointer[wake.AppPulse]
+	homes    func(id string) (*route.Home, bool) // the gateway's home table
+	draining func() bool                         // observations pause while draining
 }
 
 // newAppRoute returns the candidate route of ac, whose defaults are filled
-// and which passed its checks.
-func newAppRoute(ac registry.App, gen uint64, homes func(string) (*homeRoute, bool)) *appRoute {
-	ar := &appRoute{cfg: ac, prefix: "/apps/" + ac.Slug, gen: gen}
-	if ac.Upstream != "" {
-		ar.upstream, _ = url.Parse(ac.Upstream) // checked by registry.App.Check
-	} else {
-		ar.home, _ = homes(ac.Home)
+// and which passed its checks: an app in a home gets the home routed now.
+func newAppRoute(ac registry.App, gen uint64, homes func(string) (*route.Home, bool)) *route.App {
+	var home *route.Home
+	if ac.Upstream == "" {
+		home, _ = homes(ac.Home)
 	}
-	return ar
+	return route.NewApp(ac, gen, home)
 }
 
 // newRouteTable returns an empty table with an observer of its own; the
@@ -82,21 +65,24 @@ func newAppRoute(ac registry.App, gen uint64, homes func(string) (*homeRoute, bo
 func newRouteTable(g *Gateway) *routeTable {
 	t := &routeTable{probe: newSelfProber(g.cfg.Proxy.DialTimeout), log: g.log, events: g.engine.Events(),
 		homes: g.homeWithID, draining: g.draining.Load}
-	t.routes.Store(&map[string]*appRoute{})
+	t.routes.Store(&map[string]*route.App{})
 	t.apps = wake.NewApps(wake.AppsOptions{Engine: g.engine, Routes: t, Events: t.events,
 		Log: g.log.With("component", "apps"), Desired: g.storeAppState})
 	return t
 }
 
 // route returns slug's route, or nil.
-func (t *routeTable) route(slug string) *appRoute { return (*t.routes.Load())[slug] }
+func (t *routeTable) route(slug string) *route.App { return (*t.routes.Load())[slug] }
+
+// App returns slug's route, or nil (route.Apps).
+func (t *routeTable) App(slug string) *route.App { return t.route(slug) }
 
 // all returns the table (never to be changed).
-func (t *routeTable) all() map[string]*appRoute { return *t.routes.Load() }
+func (t *routeTable) all() map[string]*route.App { return *t.routes.Load() }
 
 // set publishes a table with r at slug (nil r removes slug); the caller
 // holds t.change.
-func (t *routeTable) set(slug string, r *appRoute) {
+func (t *routeTable) set(slug string, r *route.App) {
 	m := maps.Clone(*t.routes.Load())
 	if r == nil {
 		delete(m, slug)
@@ -111,9 +97,9 @@ func (t *routeTable) set(slug string, r *appRoute) {
 
 // published reports whether ar is the route of its slug and is published
 // (a replaced route is not, whatever it was).
-func (t *routeTable) published(ar *appRoute) bool {
-	r := t.route(ar.cfg.Slug)
-	return r == ar && r.published.Load()
+func (t *routeTable) published(ar *route.App) bool {
+	r := t.route(ar.Config().Slug)
+	return r == ar && r.Published()
 }
 
 // install puts ac into the table as a candidate with generation gen, in
@@ -125,7 +111,7 @@ func (t *routeTable) install(ac registry.App, gen uint64) {
 	t.Withdraw(slug, "replaced")
 	ar := newAppRoute(ac, gen, t.homes)
 	t.set(slug, ar)
-	ar.pulse.Store(t.apps.Put(ac))
+	ar.SetPulse(t.apps.Put(ac))
 	if stopped, ok := t.states.get(slug); ok {
 		t.apps.SetDesired(slug, stopped) // the operator's word over the declared state
 	}
@@ -176,7 +162,7 @@ func (t *routeTable) RouteState(slug string) (wake.RouteState, bool) {
 	if r == nil || !t.probe.ready() {
 		return "", false
 	}
-	if r.published.Load() {
+	if r.Published() {
 		return wake.RoutePublished, true
 	}
 	return wake.RouteCandidate, true
@@ -190,15 +176,15 @@ func (t *routeTable) SelfProbe(ctx context.Context, slug string) (int, error) {
 	if r == nil || !t.probe.ready() {
 		return 0, fmt.Errorf("self-probe %s: no route to probe", slug)
 	}
-	ac := r.cfg
-	code, err := t.probe.get(ctx, r.prefix+ac.Health.Path)
+	ac := r.Config()
+	code, err := t.probe.get(ctx, r.Prefix()+ac.Health.Path)
 	if err != nil {
 		return 0, fmt.Errorf("self-probe %s: %w", slug, err)
 	}
 	if !wake.StatusPasses(code, ac.API()) {
 		return code, fmt.Errorf("self-probe %s: status %d %s", slug, code, http.StatusText(code))
 	}
-	if !r.published.Swap(true) {
+	if !r.SetPublished(true) {
 		t.log.Info("route published", "app", slug, "status", code)
 		t.events.Publish(wake.Event{Type: wake.EventRoutePublished, App: slug, Home: ac.Home,
 			Message: "the self-probe through the gateway passed (" + strconv.Itoa(code) + ")"})
@@ -209,7 +195,7 @@ func (t *routeTable) SelfProbe(ctx context.Context, slug string) (int, error) {
 // Withdraw unpublishes slug's route.
 func (t *routeTable) Withdraw(slug, reason string) {
 	r := t.route(slug)
-	if r == nil || !r.published.Swap(false) {
+	if r == nil || !r.SetPublished(false) {
 		return
 	}
 	msg, failed := withdrawnNote(reason)
@@ -218,7 +204,7 @@ func (t *routeTable) Withdraw(slug, reason string) {
 	} else {
 		t.log.Info("route withdrawn", "app", slug, "reason", reason, "note", msg)
 	}
-	t.events.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.cfg.Home, Reason: reason,
+	t.events.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.Config().Home, Reason: reason,
 		Message: msg})
 }
 
@@ -258,11 +244,11 @@ type appLoop struct {
 // run starts fn for every app of table() (read under the lock, so that an
 // app installed concurrently gets exactly one loop), waits for ctx, and
 // then for every loop to end.
-func (l *appLoops) run(ctx context.Context, table func() map[string]*appRoute, fn func(context.Context, string, time.Duration)) {
+func (l *appLoops) run(ctx context.Context, table func() map[string]*route.App, fn func(context.Context, string, time.Duration)) {
 	l.mu.Lock()
 	l.ctx, l.fn, l.loops = ctx, fn, map[string]*appLoop{}
 	for slug, r := range table() {
-		l.startLocked(slug, r.cfg.Health.Interval.Duration())
+		l.startLocked(slug, r.Config().Health.Interval.Duration())
 	}
 	l.mu.Unlock()
 	<-ctx.Done()
@@ -309,3 +295,32 @@ func (l *appLoops) stop(slug string) {
 }
 
 var _ wake.AppRoutes = (*routeTable)(nil)
+
+// Apps returns the app observer: statuses, refreshes, waits and the start,
+// stop and restart operations (for the admin API).
+func (g *Gateway) Apps() *wake.Apps { return g.routeTab.apps }
+
+// AppRoute is one entry of the route table.
+type AppRoute struct {
+	Slug  string          `json:"slug"`
+	State wake.RouteState `json:"state"`
+}
+
+// Routes returns a snapshot of this instance's route table, by slug.
+func (g *Gateway) Routes() []AppRoute {
+	out := make([]AppRoute, 0, len(g.routeTab.all()))
+	for _, st := range g.routeTab.apps.List() {
+		state := wake.RouteCandidate
+		if r := g.routeTab.route(st.Slug); r != nil && r.Published() {
+			state = wake.RoutePublished
+		}
+		out = append(out, AppRoute{Slug: st.Slug, State: state})
+	}
+	return out
+}
+
+// appBySlug returns the app routed at /apps/{slug}.
+func (g *Gateway) appBySlug(slug string) (*route.App, bool) {
+	r := g.routeTab.route(slug)
+	return r, r != nil
+}

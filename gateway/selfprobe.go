@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/wakegate/wakegate/route"
 	"io"
 	"net"
 	"net/http"
@@ -38,9 +39,6 @@ type selfProber struct {
 	client *http.Client
 	scheme string // "https" once overTLS was called
 }
-
-// selfProbeKey marks the context of a request that is a self-probe.
-type selfProbeKey struct{}
 
 // newSelfProber returns a prober with a fresh token; it dials nothing
 // until listening is called.
@@ -154,19 +152,13 @@ func (p *selfProber) hygiene(r *http.Request) (*http.Request, bool) {
 	if subtle.ConstantTimeCompare([]byte(vals[0]), []byte(p.token)) != 1 {
 		return r, false
 	}
-	return r.WithContext(context.WithValue(r.Context(), selfProbeKey{}, true)), true
+	return route.MarkSelfProbe(r), true
 }
 
 // sameHost reports whether addr's host is ip.
 func sameHost(addr string, ip net.IP) bool {
 	h, _, err := net.SplitHostPort(addr)
 	return err == nil && net.ParseIP(h).Equal(ip)
-}
-
-// isSelfProbe reports whether r was marked by hygiene as a self-probe.
-func isSelfProbe(r *http.Request) bool {
-	v, _ := r.Context().Value(selfProbeKey{}).(bool)
-	return v
 }
 
 // probeServerName is the server name of self-probes over TLS; the HTTPS

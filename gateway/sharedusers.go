@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"github.com/wakegate/wakegate/route"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -31,8 +32,8 @@ func (g *Gateway) sharedUser() (why string, homes int) {
 	if !ok {
 		return "", 0
 	}
-	g.eachHome(func(hr *homeRoute) bool {
-		if hr.spec.Provider == "exec" {
+	g.eachHome(func(hr *route.Home) bool {
+		if hr.Spec().Provider == "exec" {
 			homes++
 		}
 		return true

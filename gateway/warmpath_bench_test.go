@@ -3,12 +3,12 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"github.com/wakegate/wakegate/route"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -79,7 +79,6 @@ func BenchmarkWarmSteps(b *testing.B) {
 	r := benchRequest("/apps/bench/small")
 	w := httptest.NewRecorder()
 	app, _ := g.appBySlug("bench")
-	home, _ := g.homeAt("demo")
 
 	b.Run("recorder", func(b *testing.B) {
 		b.ReportAllocs()
@@ -136,31 +135,31 @@ func BenchmarkWarmSteps(b *testing.B) {
 		b.ReportAllocs()
 		ip := access.ClientIP{Trusted: func(a netip.Addr) bool { return trustedProxies(g.cfg.Server.TrustedNets()).has(a.AsSlice()) }}
 		for b.Loop() {
-			_ = g.gate.limits.Client(ip.Of(r))
+			_ = g.gate.Limits().Client(ip.Of(r))
 		}
 	})
 	b.Run("client_allowed/rate_off", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = g.clientAllowed(w, r)
+			_ = g.path.ClientAllowed(w, r)
 		}
 	})
 	b.Run("client_allowed/rate_on", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = gRate.clientAllowed(w, r)
+			_ = gRate.path.ClientAllowed(w, r)
 		}
 	})
 	b.Run("client_ip", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = g.gate.ip.Of(r)
+			_ = g.gate.IP().Of(r)
 		}
 	})
 	b.Run("self_probe_check", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = isSelfProbe(r)
+			_ = route.IsSelfProbe(r)
 		}
 	})
 	noop := func(http.ResponseWriter, *http.Request, string) {}
@@ -177,7 +176,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("route/split", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = g.servePathRoute(w, benchMethodOnly)
+			_ = g.path.ServePathRoute(w, benchMethodOnly)
 		}
 	})
 	b.Run("route/lookup", func(b *testing.B) {
@@ -186,29 +185,10 @@ func BenchmarkWarmSteps(b *testing.B) {
 			_, _ = g.appBySlug("bench")
 		}
 	})
-	b.Run("route/alloc", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_ = newRoute(w, "app", "bench")
-		}
-	})
-	b.Run("admit/public", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			_ = g.admit(w, r, "app", "bench", nil)
-		}
-	})
 	b.Run("published", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = g.routeTab.published(app)
-		}
-	})
-	b.Run("mark_forward", func(b *testing.B) {
-		b.ReportAllocs()
-		rw := &recorder{ResponseWriter: w}
-		for b.Loop() {
-			markForward(rw)
 		}
 	})
 	b.Run("time_now", func(b *testing.B) {
@@ -222,14 +202,6 @@ func BenchmarkWarmSteps(b *testing.B) {
 		rw := &recorder{status: 200, fwd: now, headerAt: now.Add(time.Millisecond)}
 		for b.Loop() {
 			g.metrics.Observe("/apps/bench/small", rw.status, rw.fwd, rw.headerAt)
-		}
-	})
-	b.Run("note_passive", func(b *testing.B) {
-		b.ReportAllocs()
-		now := time.Now()
-		rw := &recorder{status: 200, fwd: now, headerAt: now}
-		for b.Loop() {
-			notePassive(rw, app)
 		}
 	})
 	b.Run("access_log_off_by_level/old", func(b *testing.B) {
@@ -255,27 +227,6 @@ func BenchmarkWarmSteps(b *testing.B) {
 				b.Fatal(err)
 			}
 			g.homeConns.Release(slot)
-		}
-	})
-	b.Run("forward_hooks/old", func(b *testing.B) {
-		b.ReportAllocs()
-		route := &proxy.Route{}
-		for b.Loop() {
-			id := home.spec.ID
-			route.OnFailure = func() { g.dropVerdict(id) }
-			route.Retry = func(ctx context.Context) (*url.URL, error) {
-				ctx, cancel := context.WithTimeout(ctx, g.conf().Wake.WakeTimeout)
-				defer cancel()
-				return g.engine.Redo(ctx, id)
-			}
-		}
-	})
-	b.Run("forward_hooks", func(b *testing.B) {
-		b.ReportAllocs()
-		route := &proxy.Route{}
-		for b.Loop() {
-			hk := g.hooks(home)
-			route.OnFailure, route.Retry = hk.onFailure, hk.retry
 		}
 	})
 	b.Run("session", func(b *testing.B) {

@@ -142,13 +142,13 @@ func (k *parker) start() error {
 	}
 	evfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		unix.Close(epfd)
+		_ = unix.Close(epfd)
 		k.failed = fmt.Errorf("eventfd: %w", err)
 		return k.failed
 	}
 	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, evfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: stopToken}); err != nil {
-		unix.Close(evfd)
-		unix.Close(epfd)
+		_ = unix.Close(evfd)
+		_ = unix.Close(epfd)
 		k.failed = fmt.Errorf("epoll_ctl eventfd: %w", err)
 		return k.failed
 	}
@@ -224,8 +224,8 @@ func (k *parker) stop() {
 	<-k.done
 	// Relays still open keep their descriptors in the set until they
 	// close; closing the set drops those entries with it.
-	unix.Close(k.evfd)
-	unix.Close(k.epfd)
+	_ = unix.Close(k.evfd)
+	_ = unix.Close(k.epfd)
 }
 
 // peekReadable reports whether rc has something to read now (data, an

@@ -1,15 +1,35 @@
-// Package route holds the parts of the request path that stand on their
-// own, outside the gateway that wires them:
+// Package route is the request path of homes and apps. Path serves
+// /node/{target}/..., /apps/{slug}/..., their host-routed names
+// (hosts.apps_domain, hosts.nodes_domain), the waiting page and its
+// status, and a home's ready signal; a request walks it once:
 //
-//   - HomeConns, the per-home cap on forwarded requests
-//     (proxy.max_conns_per_home): a slow client holds a home's forwarding
-//     capacity only while the upstream exchange needs it (DESIGN rule 27);
-//   - the waiting page's status stream and public report (DESIGN rule 7):
-//     StreamWake follows a home's or an app's wake through a WaitSource
-//     until the page may load its URL again;
-//   - Inflight, the count of requests being served that the drain waits
-//     on, which a request may join at any time.
+//	host or path route (hosts.go, fastroute.go) -> access gate (access.go)
+//	-> session -> warm verdict, or the wake (serve.go) -> the home's
+//	connection slot (homeconns.go) -> proxy
 //
-// It reads no gateway state and imports neither gateway nor control; the
-// gateway gives it what it needs as arguments and small interfaces.
+// It reads the home and app tables (Homes, Apps: the entries it reads,
+// Home and App, are its own), the wake engine and its settings as values,
+// and calls nothing back in the gateway that built it; it imports neither
+// gateway nor control.
+//
+// DESIGN rules that live here:
+//
+//   - 2: a fresh warm verdict short-circuits everything else (serve.go);
+//   - 7: browsers that would wait past wake.hold get the waiting page,
+//     which follows the wake through its status stream (waitpage.go,
+//     waiting.go); API and WebSocket callers are held;
+//   - 14, the request's part: only the self-probe reaches a candidate
+//     route (apps.go); the gateway's hygiene marks a self-probe it proved
+//     (MarkSelfProbe) and publishes routes;
+//   - 23: public error bodies carry a code, a sentence and the request
+//     id, the cause goes to the log (serve.go's writeError);
+//   - 25: who may reach a home is decided before anything wakes it:
+//     denied, rate-limited or no-wake requests never start a home (Gate);
+//   - 27: a slow client holds a home's forwarding capacity only while the
+//     upstream exchange needs it (HomeConns);
+//   - 31, the request's part: the gateway's cookies reach no home,
+//     whatever policy decides the route (access.go).
+//
+// Inflight, the count of requests being served that the drain waits on,
+// is here too: a request may join it at any time.
 package route

@@ -1,4 +1,4 @@
-package gateway
+package route
 
 import (
 	"bytes"
@@ -16,8 +16,8 @@ import (
 
 // rootRoutes serves GET / (a small page, or the configured redirect,
 // rather than a bare 404) and GET /favicon.ico on the public listener.
-func (g *Gateway) rootRoutes(r chi.Router) {
-	redirect := g.cfg.Server.RootRedirect
+func (p *Path) rootRoutes(r chi.Router) {
+	redirect := p.rootRedirect
 	r.Get("/", func(w http.ResponseWriter, r *http.Request) {
 		if redirect != "" {
 			http.Redirect(w, r, redirect, http.StatusFound)

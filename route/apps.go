@@ -1,4 +1,4 @@
-package gateway
+package route
 
 import (
 	"context"
@@ -17,8 +17,9 @@ import (
 
 // This file is the request side of apps: forwarding a self-probe, the wait
 // of a request for an app whose route is not published, the 503 answer of
-// such an app. (The waiting page's status is in waiting.go.) The route table is in
-// routetable.go, the self-probe client in selfprobe.go.
+// such an app. (The waiting page and its status are in waitpage.go.) The
+// route table, its publication and the self-probe client are the
+// gateway's (gateway/routetable.go, gateway/selfprobe.go).
 //
 // An app inside a home that sleeps is presented as starting/home-sleeping,
 // and its route is unpublished once failure_threshold observations saw it
@@ -30,33 +31,33 @@ import (
 
 // serveSelfProbe forwards a self-probe: to a candidate as well as to a
 // published route, never waking a home and counting no session.
-func (g *Gateway) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *appRoute, route *proxy.Route) {
+func (p *Path) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *App, route *proxy.Route) {
 	if app.home == nil {
 		route.Upstream = app.upstream
-		g.proxy.Serve(w, r, route)
+		p.proxy.Serve(w, r, route)
 		return
 	}
-	home := g.current(app.home)
-	hs, err := g.engine.HomeState(r.Context(), home.spec.ID)
+	home := p.current(app.home)
+	hs, err := p.engine.HomeState(r.Context(), home.spec.ID)
 	if err != nil || hs.Endpoint == "" || (!hs.Warm && hs.Status != registry.StatusRunning) {
-		g.writeError(w, r, fault.New(fault.NotReady, "home_sleeping", "The home is not running; a self-probe does not wake it."))
+		p.writeError(w, r, fault.New(fault.NotReady, "home_sleeping", "The home is not running; a self-probe does not wake it."))
 		return
 	}
 	u, err := url.Parse(endpoint.HTTP(hs.Endpoint))
 	if err != nil {
-		g.writeError(w, r, fmt.Errorf("home endpoint %q: %w", hs.Endpoint, err))
+		p.writeError(w, r, fmt.Errorf("home endpoint %q: %w", hs.Endpoint, err))
 		return
 	}
 	route.Upstream = joinPath(u, app.cfg.Path)
-	route.RelayToken = home.token
-	g.proxy.Serve(w, r, route)
+	route.RelayToken = home.Token()
+	p.proxy.Serve(w, r, route)
 }
 
 // appUpstream is where a request for route goes on a home at endpoint: the
 // endpoint, joined with the app's base path for an app.
-func (g *Gateway) appUpstream(route *proxy.Route, endpoint *url.URL) *url.URL {
+func (p *Path) appUpstream(route *proxy.Route, endpoint *url.URL) *url.URL {
 	if route.Kind == "app" {
-		if ar, ok := g.appBySlug(route.Name); ok {
+		if ar, ok := p.app(route.Name); ok {
 			return joinPath(endpoint, ar.cfg.Path)
 		}
 	}
@@ -80,42 +81,42 @@ func joinPath(u *url.URL, base string) *url.URL {
 // true when the route is published and the request may be forwarded, and
 // otherwise has answered: 503 with the phase and reason, or the waiting
 // page for a browser while the home wakes.
-func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute, route *proxy.Route) bool {
+func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route *proxy.Route) bool {
 	slug := app.cfg.Slug
-	if g.routeTab.apps.Stopped(slug) {
-		st, _ := g.routeTab.apps.Status(slug)
-		g.writeAppNotReady(w, r, st)
+	if p.observer.Stopped(slug) {
+		st, _ := p.observer.Status(slug)
+		p.writeAppNotReady(w, r, st)
 		return false
 	}
 	nav := isNavigation(r)
-	budget := g.conf().Wake.WakeTimeout
+	budget := p.conf().WakeTimeout
 	if nav {
-		budget = *g.conf().Wake.Hold
+		budget = p.conf().Hold
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
 	since := time.Now().Add(-app.cfg.MinRefresh.Duration())
-	if st, _ := g.routeTab.apps.Status(slug); st.Reason == wake.ReasonHomeSleeping || st.Reason == wake.ReasonHomeWaking {
+	if st, _ := p.observer.Status(slug); st.Reason == wake.ReasonHomeSleeping || st.Reason == wake.ReasonHomeWaking {
 		// The stored observation saw the home down; it may have woken
 		// since (a /node request, a wake that finished): observe again.
 		since = time.Now()
 	}
-	if h := app.home; h != nil && !g.engine.Warm(g.current(h).spec.ID) {
-		id := g.current(h).spec.ID
-		if g.noWake(r, strings.TrimPrefix(r.URL.Path, app.prefix)) && g.engine.Sleeping(id) {
-			g.writeError(w, r, wake.Asleep(g.conf().Wake.RetryAfter))
+	if h := app.home; h != nil && !p.engine.Warm(p.current(h).spec.ID) {
+		id := p.current(h).spec.ID
+		if p.noWake(r, strings.TrimPrefix(r.URL.Path, app.prefix)) && p.engine.Sleeping(id) {
+			p.writeError(w, r, wake.Asleep(p.conf().RetryAfter))
 			return false
 		}
-		c := g.sessions.Begin(id)
-		defer g.sessions.End(c)
-		hs, err := g.engine.HomeState(ctx, id)
+		c := p.sessions.Begin(id)
+		defer p.sessions.End(c)
+		hs, err := p.engine.HomeState(ctx, id)
 		running := err == nil && hs.Status == registry.StatusRunning && !hs.Waking
-		if _, err := g.engine.EnsureAwake(ctx, id); err != nil {
+		if _, err := p.engine.EnsureAwake(ctx, id); err != nil {
 			if fe, ok := fault.As(err); nav && ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
-				g.serveWaitingPage(w, r, route)
+				p.serveWaitingPage(w, r, route)
 				return false
 			}
-			g.writeError(w, r, err)
+			p.writeError(w, r, err)
 			return false
 		}
 		if !running {
@@ -124,22 +125,22 @@ func (g *Gateway) awaitApp(w http.ResponseWriter, r *http.Request, app *appRoute
 			since = time.Now()
 		}
 	}
-	st, _ := g.routeTab.apps.RefreshSince(ctx, slug, since)
-	if g.routeTab.published(app) {
+	st, _ := p.observer.RefreshSince(ctx, slug, since)
+	if p.published(app) {
 		return true
 	}
 	if nav && app.home != nil && ctx.Err() != nil && r.Context().Err() == nil && st.Phase == wake.PhaseStarting {
-		g.serveWaitingPage(w, r, route)
+		p.serveWaitingPage(w, r, route)
 		return false
 	}
-	g.writeAppNotReady(w, r, st)
+	p.writeAppNotReady(w, r, st)
 	return false
 }
 
 // writeAppNotReady answers 503 for an app whose route is not published:
 // JSON for API callers, a page for browsers (appNotReady).
-func (g *Gateway) writeAppNotReady(w http.ResponseWriter, r *http.Request, st wake.AppStatus) {
-	g.writeError(w, r, appNotReady(st, g.conf().Wake.RetryAfter))
+func (p *Path) writeAppNotReady(w http.ResponseWriter, r *http.Request, st wake.AppStatus) {
+	p.writeError(w, r, appNotReady(st, p.conf().RetryAfter))
 }
 
 // appNotReady is the error of a request for an app in status st: the code
@@ -166,33 +167,4 @@ func appNotReady(st wake.AppStatus, retry time.Duration) error {
 		WithRetry(retry)
 	e.Header = http.Header{"X-Wakegate-App-Phase": {string(st.Phase)}, "X-Wakegate-App-Reason": {st.Reason}}
 	return e
-}
-
-// Apps returns the app observer: statuses, refreshes, waits and the start,
-// stop and restart operations (for the admin API).
-func (g *Gateway) Apps() *wake.Apps { return g.routeTab.apps }
-
-// AppRoute is one entry of the route table.
-type AppRoute struct {
-	Slug  string          `json:"slug"`
-	State wake.RouteState `json:"state"`
-}
-
-// Routes returns a snapshot of this instance's route table, by slug.
-func (g *Gateway) Routes() []AppRoute {
-	out := make([]AppRoute, 0, len(g.routeTab.all()))
-	for _, st := range g.routeTab.apps.List() {
-		state := wake.RouteCandidate
-		if r := g.routeTab.route(st.Slug); r != nil && r.published.Load() {
-			state = wake.RoutePublished
-		}
-		out = append(out, AppRoute{Slug: st.Slug, State: state})
-	}
-	return out
-}
-
-// appBySlug returns the app routed at /apps/{slug}.
-func (g *Gateway) appBySlug(slug string) (*appRoute, bool) {
-	r := g.routeTab.route(slug)
-	return r, r != nil
 }

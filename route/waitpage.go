@@ -1,4 +1,4 @@
-package gateway
+package route
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
-	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/web"
 )
@@ -43,19 +42,19 @@ type waitSubject struct {
 	name string // the target or the slug
 	// home is the home that wakes: the node's, or the app's (nil for an app
 	// outside any home).
-	home *homeRoute
-	app  *appRoute // nil for a node
+	home *Home
+	app  *App // nil for a node
 }
 
 // waitSubjectOf returns the home (kind "node") or app named name.
-func (g *Gateway) waitSubjectOf(kind, name string) (waitSubject, bool) {
+func (p *Path) waitSubjectOf(kind, name string) (waitSubject, bool) {
 	switch kind {
 	case "node":
-		if h, ok := g.homeAt(name); ok {
+		if h, ok := p.homes.At(name); ok {
 			return waitSubject{kind: kind, name: h.spec.Target, home: h}, true
 		}
 	case "app":
-		if a, ok := g.appBySlug(name); ok {
+		if a, ok := p.app(name); ok {
 			return waitSubject{kind: kind, name: a.cfg.Slug, home: a.home, app: a}, true
 		}
 	}
@@ -63,11 +62,11 @@ func (g *Gateway) waitSubjectOf(kind, name string) (waitSubject, bool) {
 }
 
 // homeID is the id of the home s waits for, "" for an app outside any.
-func (s waitSubject) homeID(g *Gateway) string {
+func (s waitSubject) homeID(p *Path) string {
 	if s.home == nil {
 		return ""
 	}
-	return g.current(s.home).spec.ID
+	return p.current(s.home).spec.ID
 }
 
 // statusURL is the path of s's public status.
@@ -86,27 +85,27 @@ func (s waitSubject) root() string {
 
 // serveWaitingPage answers a browser's navigation, whose route's home is
 // waking, with the waiting page (503, Retry-After).
-func (g *Gateway) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *proxy.Route) {
-	s, ok := g.waitSubjectOf(route.Kind, route.Name)
+func (p *Path) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *proxy.Route) {
+	s, ok := p.waitSubjectOf(route.Kind, route.Name)
 	if !ok {
-		g.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no such home or app."))
+		p.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no such home or app."))
 		return
 	}
-	g.renderWaiting(w, r, s, g.waitView(r.Context(), s, false), r.URL.RequestURI())
+	p.renderWaiting(w, r, s, p.waitView(r.Context(), s, false), r.URL.RequestURI())
 }
 
 // renderWaiting writes the waiting page of s in state v; retry is the
 // page's own URL (a local path).
-func (g *Gateway) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSubject, v wake.WakeView, retry string) {
-	retryAfter := g.conf().Wake.RetryAfter
-	d := web.Waiting{Name: g.displayName(s), Phase: v.Phase, PhaseText: route.PhaseText(v.Phase),
+func (p *Path) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSubject, v wake.WakeView, retry string) {
+	retryAfter := p.conf().RetryAfter
+	d := web.Waiting{Name: p.displayName(s), Phase: v.Phase, PhaseText: PhaseText(v.Phase),
 		StatusURL: s.statusURL(), RetryURL: retry, RequestID: r.Header.Get("X-Request-Id"),
-		RefreshSeconds: route.WaitRefreshSeconds, Elapsed: v.Elapsed, Expected: g.expectedWake(r.Context(), s),
+		RefreshSeconds: WaitRefreshSeconds, Elapsed: v.Elapsed, Expected: p.expectedWake(r.Context(), s),
 		Nonce: web.NewNonce()}
 	d.RefreshURL = d.StatusURL + "?to=" + url.QueryEscape(retry)
 	status := http.StatusServiceUnavailable
 	if v.Phase == wake.ViewFailed {
-		c := g.classify(r, v.Err) // the cause goes to the log, with the request id
+		c := p.classify(r, v.Err) // the cause goes to the log, with the request id
 		d.Code, d.Message, status = c.Code, c.Message, c.Status
 		if c.RetryAfter > 0 {
 			retryAfter = c.RetryAfter
@@ -120,14 +119,14 @@ func (g *Gateway) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSu
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Retry-After", strconv.Itoa(fault.RetryAfterSeconds(retryAfter)))
 	w.WriteHeader(status)
-	if err := g.waitingTemplate().Render(w, d); err != nil {
-		g.log.Warn("waiting page", "err", err, "request_id", d.RequestID)
+	if err := p.waitingTemplate().Render(w, d); err != nil {
+		p.log.Warn("waiting page", "err", err, "request_id", d.RequestID)
 	}
 }
 
 // waitingTemplate is the operator's waiting page, or the built-in one.
-func (g *Gateway) waitingTemplate() *web.WaitingTemplate {
-	if t := g.conf().Wake.WaitingTemplate(); t != nil {
+func (p *Path) waitingTemplate() *web.WaitingTemplate {
+	if t := p.conf().Waiting; t != nil {
 		return t
 	}
 	return web.DefaultWaiting()
@@ -135,9 +134,9 @@ func (g *Gateway) waitingTemplate() *web.WaitingTemplate {
 
 // displayName is what the waiting page calls s: a home's display_name,
 // else its target; an app's slug.
-func (g *Gateway) displayName(s waitSubject) string {
+func (p *Path) displayName(s waitSubject) string {
 	if s.kind == "node" {
-		if n := g.conf().DisplayName(s.homeID(g)); n != "" {
+		if n := p.conf().Names.DisplayName(s.homeID(p)); n != "" {
 			return n
 		}
 	}
@@ -146,15 +145,15 @@ func (g *Gateway) displayName(s waitSubject) string {
 
 // expectedWake is how long a wake of s's home usually takes: the median of
 // its recent wakes here, else its stored last wake, else zero (unknown).
-func (g *Gateway) expectedWake(ctx context.Context, s waitSubject) time.Duration {
-	id := s.homeID(g)
+func (p *Path) expectedWake(ctx context.Context, s waitSubject) time.Duration {
+	id := s.homeID(p)
 	if id == "" {
 		return 0
 	}
-	if d := g.engine.ExpectedWake(id); d > 0 {
+	if d := p.engine.ExpectedWake(id); d > 0 {
 		return d
 	}
-	if rec, err := g.store.GetHome(ctx, id); err == nil {
+	if rec, err := p.records.GetHome(ctx, id); err == nil {
 		return rec.LastWakeLatency
 	}
 	return 0
@@ -165,49 +164,49 @@ func (g *Gateway) expectedWake(ctx context.Context, s waitSubject) time.Duration
 // is published, failed when its phase is failed or stopped. refresh asks
 // for a fresh observation of an app whose home is ready (it never wakes
 // the home).
-func (g *Gateway) waitView(ctx context.Context, s waitSubject, refresh bool) wake.WakeView {
+func (p *Path) waitView(ctx context.Context, s waitSubject, refresh bool) wake.WakeView {
 	if s.app == nil {
-		v, ok := g.engine.View(s.homeID(g))
+		v, ok := p.engine.View(s.homeID(p))
 		if !ok {
 			return wake.WakeView{Phase: wake.ViewAsleep}
 		}
 		return v
 	}
 	app, slug := s.app, s.app.cfg.Slug
-	if g.routeTab.published(app) {
+	if p.published(app) {
 		return wake.WakeView{Phase: wake.ViewReady}
 	}
 	var v wake.WakeView
-	if id := s.homeID(g); id != "" {
+	if id := s.homeID(p); id != "" {
 		var ok bool
-		if v, ok = g.engine.View(id); ok && v.Phase != wake.ViewReady {
+		if v, ok = p.engine.View(id); ok && v.Phase != wake.ViewReady {
 			return v
 		}
 	}
 	if refresh {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, _ = g.routeTab.apps.Refresh(rctx, slug, "")
+		_, _ = p.observer.Refresh(rctx, slug, "")
 		cancel()
-		if g.routeTab.published(app) {
+		if p.published(app) {
 			return wake.WakeView{Phase: wake.ViewReady}
 		}
 	}
-	st, _ := g.routeTab.apps.Status(slug)
+	st, _ := p.observer.Status(slug)
 	if st.Phase == wake.PhaseFailed || st.Phase == wake.PhaseStopped {
-		return wake.WakeView{Phase: wake.ViewFailed, Err: appNotReady(st, g.conf().Wake.RetryAfter)}
+		return wake.WakeView{Phase: wake.ViewFailed, Err: appNotReady(st, p.conf().RetryAfter)}
 	}
 	return wake.WakeView{Phase: wake.ViewProbing, Elapsed: v.Elapsed}
 }
 
 // report is v as the public may see it; a failure's cause goes to the log
 // with r's request id.
-func (g *Gateway) report(r *http.Request, v wake.WakeView) route.WaitReport {
-	rep := route.WaitReport{Phase: v.Phase, ElapsedMS: v.Elapsed.Milliseconds()}
+func (p *Path) report(r *http.Request, v wake.WakeView) WaitReport {
+	rep := WaitReport{Phase: v.Phase, ElapsedMS: v.Elapsed.Milliseconds()}
 	switch v.Phase {
 	case wake.ViewReady:
 		rep.Ready, rep.ElapsedMS = true, 0
 	case wake.ViewFailed:
-		c := g.classify(r, v.Err)
+		c := p.classify(r, v.Err)
 		rep.Code, rep.Error, rep.RequestID = c.Code, c.Message, r.Header.Get("X-Request-Id")
 	}
 	return rep
@@ -216,60 +215,60 @@ func (g *Gateway) report(r *http.Request, v wake.WakeView) route.WaitReport {
 // serveWakeStatus answers GET /_wakegate/wake/{kind}/{name}: the status
 // stream, the refresh target of a page without JavaScript, or one JSON
 // report, for callers the home's or app's access policy admits.
-func (g *Gateway) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
-	s, ok := g.waitSubjectOf(chi.URLParam(r, "kind"), chi.URLParam(r, "name"))
+func (p *Path) serveWakeStatus(w http.ResponseWriter, r *http.Request) {
+	s, ok := p.waitSubjectOf(chi.URLParam(r, "kind"), chi.URLParam(r, "name"))
 	if !ok {
-		g.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no such home or app."))
+		p.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no such home or app."))
 		return
 	}
 	if s.app != nil {
-		if !g.admit(w, r, "app", s.name, s.app.home) { // access.go
+		if !p.admit(w, r, "app", s.name, s.app.home) { // access.go
 			return
 		}
-	} else if !g.admit(w, r, "node", s.name, s.home) {
+	} else if !p.admit(w, r, "node", s.name, s.home) {
 		return
 	}
 	accept := r.Header.Get("Accept")
 	switch {
 	case strings.Contains(accept, "text/event-stream"):
-		route.StreamWake(w, r, waitWatch{g, s}, s.app != nil, g.drainStarted)
+		StreamWake(w, r, waitWatch{p, s}, s.app != nil, p.drain)
 	case strings.Contains(accept, "text/html"):
-		g.refreshWaiting(w, r, s)
+		p.refreshWaiting(w, r, s)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(g.report(r, g.waitView(r.Context(), s, true)))
+		_ = json.NewEncoder(w).Encode(p.report(r, p.waitView(r.Context(), s, true)))
 	}
 }
 
 // refreshWaiting is the meta refresh target of a page without JavaScript:
 // a 303 to the page's own URL once the home is ready (or asleep: loading
 // the page wakes it), else the page in its current state.
-func (g *Gateway) refreshWaiting(w http.ResponseWriter, r *http.Request, s waitSubject) {
+func (p *Path) refreshWaiting(w http.ResponseWriter, r *http.Request, s waitSubject) {
 	to := r.URL.Query().Get("to")
-	if !route.LocalPath(to) {
+	if !LocalPath(to) {
 		to = s.root()
 	}
-	v := g.waitView(r.Context(), s, true)
+	v := p.waitView(r.Context(), s, true)
 	if v.Phase == wake.ViewReady || v.Phase == wake.ViewAsleep {
 		w.Header().Set("Cache-Control", "no-store")
 		http.Redirect(w, r, to, http.StatusSeeOther)
 		return
 	}
-	g.renderWaiting(w, r, s, v, to)
+	p.renderWaiting(w, r, s, v, to)
 }
 
-// waitWatch is what the status stream of s watches (route.StreamWake).
+// waitWatch is what the status stream of s watches (StreamWake).
 type waitWatch struct {
-	g *Gateway
+	p *Path
 	s waitSubject
 }
 
 // Changed returns the engine's signals of the next change of s's home and
 // of its app.
 func (ww waitWatch) Changed() (home, app <-chan struct{}) {
-	bus := ww.g.engine.Events()
-	if id := ww.s.homeID(ww.g); id != "" {
+	bus := ww.p.engine.Events()
+	if id := ww.s.homeID(ww.p); id != "" {
 		home = bus.Changed(id)
 	}
 	if ww.s.app != nil {
@@ -280,10 +279,10 @@ func (ww waitWatch) Changed() (home, app <-chan struct{}) {
 
 // View is where s's wake stands.
 func (ww waitWatch) View(ctx context.Context, refresh bool) wake.WakeView {
-	return ww.g.waitView(ctx, ww.s, refresh)
+	return ww.p.waitView(ctx, ww.s, refresh)
 }
 
 // Report is v as the public may see it.
-func (ww waitWatch) Report(r *http.Request, v wake.WakeView) route.WaitReport {
-	return ww.g.report(r, v)
+func (ww waitWatch) Report(r *http.Request, v wake.WakeView) WaitReport {
+	return ww.p.report(r, v)
 }

@@ -1,4 +1,4 @@
-package gateway
+package route
 
 import (
 	"net/http"
@@ -24,10 +24,13 @@ import (
 // wakegatePrefix is the gateway's own path space, on every host.
 const wakegatePrefix = "/_wakegate/"
 
-// byHost sends requests for host-routed names to their app or home, and
+// hostDomains are hosts.apps_domain and hosts.nodes_domain ("": off).
+type hostDomains struct{ apps, nodes string }
+
+// ByHost sends requests for host-routed names to their app or home, and
 // every other request to next (the path routes).
-func (g *Gateway) byHost(next http.Handler) http.Handler {
-	apps, nodes := g.cfg.Hosts.AppsDomain, g.cfg.Hosts.NodesDomain
+func (p *Path) ByHost(next http.Handler) http.Handler {
+	apps, nodes := p.hosts.apps, p.hosts.nodes
 	if apps == "" && nodes == "" {
 		return next
 	}
@@ -39,18 +42,18 @@ func (g *Gateway) byHost(next http.Handler) http.Handler {
 		}
 		switch {
 		case underDomain(host, apps):
-			slug, _ := hostLabel(host, apps)
-			app, ok := g.appBySlug(slug)
+			slug, _ := HostLabel(host, apps)
+			app, ok := p.app(slug)
 			if !ok || slug == "" {
-				g.writeError(w, r, errUnknownHost())
+				p.writeError(w, r, errUnknownHost())
 				return
 			}
-			g.serveAppAt(w, r, app, "")
+			p.serveAppAt(w, r, app, "")
 		case underDomain(host, nodes):
-			target, _ := hostLabel(host, nodes)
-			h, ok := g.homeAt(target)
+			target, _ := HostLabel(host, nodes)
+			h, ok := p.homes.At(target)
 			if !ok || target == "" {
-				g.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
+				p.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
 				return
 			}
 			sub := r.URL.Path
@@ -59,7 +62,7 @@ func (g *Gateway) byHost(next http.Handler) http.Handler {
 			if r.URL.RawPath != "" {
 				r.URL.RawPath = prefix + r.URL.RawPath
 			}
-			g.serveHome(w, r, h, g.nodeRoute(w, h), sub)
+			p.serveHome(w, r, h, p.nodeRoute(w, h), sub)
 		default:
 			next.ServeHTTP(w, r)
 		}
@@ -76,9 +79,9 @@ func errUnknownHost() error {
 	return fault.New(fault.NotFound, "unknown_host", "There is no app or home at this host name.")
 }
 
-// hostLabel returns the label that host has directly under domain (the
+// HostLabel returns the label that host has directly under domain (the
 // app's slug or the home's target), when it is a valid slug.
-func hostLabel(host, domain string) (string, bool) {
+func HostLabel(host, domain string) (string, bool) {
 	if domain == "" || len(host) <= len(domain)+1 {
 		return "", false
 	}

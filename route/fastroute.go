@@ -1,4 +1,4 @@
-package gateway
+package route
 
 import (
 	"net/http"
@@ -18,28 +18,28 @@ import (
 
 // pathRoutes serves the app and home path routes and hands every other
 // request to router.
-func (g *Gateway) pathRoutes(router http.Handler) http.Handler {
+func (p *Path) pathRoutes(router http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.servePathRoute(w, r) {
+		if !p.ServePathRoute(w, r) {
 			router.ServeHTTP(w, r)
 		}
 	})
 }
 
-// servePathRoute serves r when it is for /apps/{slug}, /apps/{slug}/...,
+// ServePathRoute serves r when it is for /apps/{slug}, /apps/{slug}/...,
 // /node/{target} or /node/{target}/..., and reports whether it did.
-func (g *Gateway) servePathRoute(w http.ResponseWriter, r *http.Request) bool {
+func (p *Path) ServePathRoute(w http.ResponseWriter, r *http.Request) bool {
 	if !routerMethod(r.Method) {
 		return false // the router answers 405
 	}
-	p := r.URL.RawPath // what the router matches on
-	if p == "" {
-		p = r.URL.Path
+	path := r.URL.RawPath // what the router matches on
+	if path == "" {
+		path = r.URL.Path
 	}
-	rest, app := strings.CutPrefix(p, "/apps/")
+	rest, app := strings.CutPrefix(path, "/apps/")
 	if !app {
 		var node bool
-		if rest, node = strings.CutPrefix(p, "/node/"); !node {
+		if rest, node = strings.CutPrefix(path, "/node/"); !node {
 			return false
 		}
 	}
@@ -48,11 +48,11 @@ func (g *Gateway) servePathRoute(w http.ResponseWriter, r *http.Request) bool {
 	case name == "":
 		return false // the router answers 404
 	case !app:
-		g.serveNode(w, r, name)
+		p.serveNode(w, r, name)
 	case sub:
-		g.serveApp(w, r, name)
+		p.serveApp(w, r, name)
 	default:
-		g.redirectSlash(w, r, name)
+		p.redirectSlash(w, r, name)
 	}
 	return true
 }
