@@ -298,6 +298,14 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		w.halfWoken = prov
 		return Awake{}, fmt.Errorf("wake %s: provider returned endpoint %q: %w", h.spec.ID, res.Endpoint, err)
 	}
+	if res.Queued && !res.WasRunning {
+		// Requests may wait in the home's accept queue while it boots:
+		// the callers that can (EnsureQueued) go now, before the record
+		// of where it runs is written (a failed write stops the home and
+		// resets what waits in its queue: fail); the verdict still waits
+		// for the probe.
+		w.f.releaseEarly(endpoint)
+	}
 	// A new endpoint or ref is stored; the target never changes. A home
 	// whose record cannot say where it runs is stopped: a restart would
 	// not find it.
@@ -309,12 +317,6 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 			w.fail(ctx, prov)
 			return Awake{}, w.storeFailed("record where the home runs", err)
 		}
-	}
-	if res.Queued && !res.WasRunning {
-		// Requests may wait in the home's accept queue while it boots:
-		// the callers that can (EnsureQueued) go now; the verdict still
-		// waits for the probe.
-		w.f.releaseEarly(endpoint)
 	}
 	w.setPhase("probing")
 	t1 := time.Now()
