@@ -59,7 +59,9 @@ func TestWrapperSuspendLeavesNoProcess(t *testing.T) {
 				}
 			}
 			home := map[string]any{"idle_timeout": "300ms"}
-			wake := map[string]any{}
+			// A bound on a hang, not a speed claim: an interpreter's start
+			// on a busy machine takes seconds.
+			wake := map[string]any{"ready_timeout": "30s", "wake_timeout": "40s"}
 			if tc.probe != "" {
 				home["probe"] = tc.probe
 				wake["probe"] = map[string]any{"kind": tc.probe, "path": "/"}
