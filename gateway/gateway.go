@@ -46,7 +46,7 @@ import (
 
 // ProbeHeader carries the internal probe token of the gateway's own
 // self-probes. It is stripped from every inbound request.
-const ProbeHeader = "X-Wakegate-Probe"
+const ProbeHeader = control.ProbeHeader
 
 // Gateway is one running wakegate.
 type Gateway struct {
@@ -397,7 +397,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	srv := g.newServer()
 	// Self-probes know where to go before anyone learns the address, and
 	// the admin API's views name it from their first answer.
-	g.routeTab.probe.listening(ln.Addr())
+	g.routeTab.probe.Listening(ln.Addr())
 	bound := ln.Addr().String()
 	g.bound.Store(&bound)
 	// The admin listener (admin.go) serves through the drain, so operators

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -39,7 +40,7 @@ type routeTable struct {
 	apps   *wake.Apps // the observer: statuses, refreshes, operations
 	states appStates  // the stored desired states (appstates.go)
 	loops  appLoops   // one observation loop per app
-	probe  *selfProber
+	probe  selfProbes // the self-probe client and its hygiene (selfprobe.go)
 	// onChange, when set, runs after every change of the table.
 	onChange func()
 
@@ -63,7 +64,7 @@ func newAppRoute(ac registry.App, gen uint64, homes func(string) (*route.Home, b
 // registrar installs the apps (control/apps.go). g's engine, homes and
 // log are ready.
 func newRouteTable(g *Gateway) *routeTable {
-	t := &routeTable{probe: newSelfProber(g.cfg.Proxy.DialTimeout), log: g.log, events: g.engine.Events(),
+	t := &routeTable{probe: selfProbes{control.NewSelfProber(g.cfg.Proxy.DialTimeout)}, log: g.log, events: g.engine.Events(),
 		homes: g.homeWithID, draining: g.draining.Load}
 	t.routes.Store(&map[string]*route.App{})
 	t.apps = wake.NewApps(wake.AppsOptions{Engine: g.engine, Routes: t, Events: t.events,
@@ -153,13 +154,13 @@ func (t *routeTable) observe(ctx context.Context, slug string, _ time.Duration) 
 // close stops the observer and drops the self-probe's connections.
 func (t *routeTable) close() {
 	t.apps.Close()
-	t.probe.close()
+	t.probe.Close()
 }
 
 // RouteState returns slug's route state; ok is false until Serve listens.
 func (t *routeTable) RouteState(slug string) (wake.RouteState, bool) {
 	r := t.route(slug)
-	if r == nil || !t.probe.ready() {
+	if r == nil || !t.probe.Ready() {
 		return "", false
 	}
 	if r.Published() {
@@ -173,11 +174,11 @@ func (t *routeTable) RouteState(slug string) (wake.RouteState, bool) {
 // passes the app kind's rules.
 func (t *routeTable) SelfProbe(ctx context.Context, slug string) (int, error) {
 	r := t.route(slug)
-	if r == nil || !t.probe.ready() {
+	if r == nil || !t.probe.Ready() {
 		return 0, fmt.Errorf("self-probe %s: no route to probe", slug)
 	}
 	ac := r.Config()
-	code, err := t.probe.get(ctx, r.Prefix()+ac.Health.Path)
+	code, err := t.probe.Get(ctx, r.Prefix()+ac.Health.Path)
 	if err != nil {
 		return 0, fmt.Errorf("self-probe %s: %w", slug, err)
 	}
