@@ -37,44 +37,25 @@ func (c controlHomes) Count() int                           { return c.g.homeCou
 func (c controlHomes) Each(fn func(*route.Home) bool)       { c.g.eachHome(fn) }
 func (c controlHomes) Forget(id string)                     { c.g.homeConns.Forget(id) }
 
-// controlApps is g's app route table as the registrar changes it.
+// controlApps is g's app route table as the registrar changes it: the
+// table is built after the config's homes register (its routes need
+// them), so the view reads g.routeTab when called.
 type controlApps struct{ g *Gateway }
 
 var _ control.Apps = controlApps{}
 
-func (c controlApps) Lock()                               { c.g.routeTab.change.Lock() }
-func (c controlApps) Unlock()                             { c.g.routeTab.change.Unlock() }
-func (c controlApps) Install(ac registry.App, gen uint64) { c.g.routeTab.install(ac, gen) }
-func (c controlApps) Uninstall(slug string)               { c.g.routeTab.uninstall(slug) }
-
+func (c controlApps) Lock()                               { c.g.routeTab.Lock() }
+func (c controlApps) Unlock()                             { c.g.routeTab.Unlock() }
+func (c controlApps) Install(ac registry.App, gen uint64) { c.g.routeTab.Install(ac, gen) }
+func (c controlApps) Uninstall(slug string)               { c.g.routeTab.Uninstall(slug) }
 func (c controlApps) Generation(slug string) (uint64, bool) {
-	if ar := c.g.routeTab.route(slug); ar != nil {
-		return ar.Generation(), true
-	}
-	return 0, false
+	return c.g.routeTab.Generation(slug)
 }
-
-func (c controlApps) Generations() map[string]uint64 {
-	all := c.g.routeTab.all()
-	gens := make(map[string]uint64, len(all))
-	for slug, ar := range all {
-		gens[slug] = ar.Generation()
-	}
-	return gens
-}
-
+func (c controlApps) Generations() map[string]uint64 { return c.g.routeTab.Generations() }
 func (c controlApps) ApplyState(slug string, stopped bool) bool {
-	return c.g.routeTab.states.set(slug, stopped) && c.g.routeTab.apps.SetDesired(slug, stopped)
+	return c.g.routeTab.ApplyState(slug, stopped)
 }
-
-func (c controlApps) InHome(id string) (string, bool) {
-	for _, ar := range c.g.routeTab.all() {
-		if ar.Home() != nil && ar.Home().Spec().ID == id {
-			return ar.Config().Slug, true
-		}
-	}
-	return "", false
-}
+func (c controlApps) InHome(id string) (string, bool) { return c.g.routeTab.InHome(id) }
 
 // adminBackend returns the admin API's backend: the control plane over
 // g's registrar, store, engine, tables and sessions. Serve builds it when
@@ -104,7 +85,7 @@ func (a adminApps) Served(slug string) (control.ServedApp, bool) {
 }
 
 func (a adminApps) AllServed() []control.ServedApp {
-	all := a.g.routeTab.all()
+	all := a.g.routeTab.All()
 	out := make([]control.ServedApp, 0, len(all))
 	for _, ar := range all {
 		out = append(out, control.ServedApp{App: *ar.Config(), Generation: ar.Generation()})
@@ -113,8 +94,7 @@ func (a adminApps) AllServed() []control.ServedApp {
 }
 
 func (a adminApps) Published(slug string) bool {
-	r := a.g.routeTab.route(slug)
-	return r != nil && r.Published()
+	return a.g.routeTab.Published(slug)
 }
 
 func (a adminApps) URL(slug string) string { return a.g.appURL(slug) }

@@ -76,7 +76,7 @@ type Gateway struct {
 
 	homeTab  control.HomeTable[*route.Home]  // homes by target and id (control/hometable.go)
 	homeMu   sync.Mutex                      // serialises changes of homeTab
-	routeTab *routeTable                     // app routes, their observer and the self-probe (routetable.go)
+	routeTab *appTable                       // app routes, their observer and the self-probe (apptable.go)
 	reg      *control.Registrar[*route.Home] // registers homes and apps (controlplane.go)
 
 	draining atomic.Bool
@@ -170,7 +170,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	g.routeTab = newRouteTable(g)
-	if err := g.loadAppStates(ctx); err != nil {
+	if err := g.routeTab.LoadStates(ctx); err != nil {
 		return nil, err
 	}
 	g.reg.RegisterConfigApps(cfg.Apps)
@@ -469,7 +469,7 @@ func (g *Gateway) startBackground() (stop func()) {
 	if g.fleet != nil {
 		wg.Go(func() { g.fleet.Run(bg, g.version) }) // control/fleet_sync.go
 	}
-	wg.Go(func() { g.routeTab.run(bg) })
+	wg.Go(func() { g.routeTab.Run(bg) })
 	wg.Go(func() { control.WatchStore(bg, g.store, g.log) })
 	return func() {
 		cancel()
@@ -588,7 +588,7 @@ func (g *Gateway) Close() {
 	g.closeCertStore()
 	g.gate.Close()
 	if g.routeTab != nil {
-		g.routeTab.close()
+		g.routeTab.Close()
 	}
 	if g.engine != nil {
 		g.engine.Close()

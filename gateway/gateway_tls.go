@@ -70,7 +70,7 @@ func (g *Gateway) newFront() error {
 			OnRefuse: func(reason string) { g.tlsMetrics.refused.WithLabelValues(reason).Inc() },
 		})
 		opts.Decider = g.decider
-		g.routeTab.onChange = g.hostsChanged
+		g.routeTab.OnChange(g.hostsChanged)
 	}
 	g.front, err = tlsfront.New(opts)
 	if err != nil {
