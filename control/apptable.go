@@ -360,8 +360,8 @@ func withdrawnNote(reason string) (string, bool) {
 	return "the app failed its observations; the route is withdrawn until a new self-probe passes", true
 }
 
-// appLoops owns the observation loops of apps, one per slug. Serve's
-// background context is their owner: run starts a loop for every app and
+// appLoops owns the observation loops of apps, one per slug. Run's
+// context (the gateway's background work) is their owner: run starts a loop for every app and
 // returns once they all ended; start and stop add and end loops of apps
 // installed and removed meanwhile.
 type appLoops struct {
@@ -435,3 +435,22 @@ var (
 	_ wake.AppRoutes = (*AppTable[AppRoute])(nil)
 	_ Apps           = (*AppTable[AppRoute])(nil)
 )
+
+// Served returns the app served at slug (AppRoutes).
+func (t *AppTable[A]) Served(slug string) (ServedApp, bool) {
+	ar, ok := t.Lookup(slug)
+	if !ok {
+		return ServedApp{}, false
+	}
+	return ServedApp{App: *ar.Config(), Generation: ar.Generation()}, true
+}
+
+// AllServed returns every app served, in no order (AppRoutes).
+func (t *AppTable[A]) AllServed() []ServedApp {
+	all := t.All()
+	out := make([]ServedApp, 0, len(all))
+	for _, ar := range all {
+		out = append(out, ServedApp{App: *ar.Config(), Generation: ar.Generation()})
+	}
+	return out
+}

@@ -158,6 +158,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	if err := g.newGate(); err != nil {
 		return nil, err
 	}
+	// The app table comes before the registrar that fills it; its
+	// routes find their homes when they are installed.
+	g.routeTab = newRouteTable(g)
 	g.reg = g.newRegistrar()
 	if g.fleet != nil {
 		g.fleet.Attach(g.engine, g.reg)
@@ -169,7 +172,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	if err := g.metrics.Register(g.homeConns.Collectors()...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	g.routeTab = newRouteTable(g)
 	if err := g.routeTab.LoadStates(ctx); err != nil {
 		return nil, err
 	}
