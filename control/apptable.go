@@ -92,7 +92,7 @@ type AppTable[A AppRoute] struct {
 	states appStates  // the stored desired states (appstates.go)
 	loops  appLoops   // one observation loop per app
 	probe  *SelfProber
-	make   AppRouteMaker[A]
+	build  AppRouteMaker[A]
 	// onChange, when set, runs after every change of the table.
 	onChange func()
 
@@ -106,7 +106,7 @@ type AppTable[A AppRoute] struct {
 // NewAppTable returns an empty table with an observer of its own; the
 // registrar installs the apps (apps.go).
 func NewAppTable[A AppRoute](o AppTableOptions[A]) *AppTable[A] {
-	t := &AppTable[A]{probe: o.Prober, make: o.Routes, log: o.Log, events: o.Engine.Events(),
+	t := &AppTable[A]{probe: o.Prober, build: o.Routes, log: o.Log, events: o.Engine.Events(),
 		store: o.Store, instance: o.Instance, draining: o.Draining}
 	t.routes.Store(&map[string]A{})
 	t.apps = wake.NewApps(wake.AppsOptions{Engine: o.Engine, Routes: t, Events: t.events,
@@ -179,7 +179,7 @@ func (t *AppTable[A]) Install(ac registry.App, gen uint64) {
 	slug := ac.Slug
 	t.loops.stop(slug)
 	t.Withdraw(slug, "replaced")
-	ar := t.make.NewApp(ac, gen)
+	ar := t.build.NewApp(ac, gen)
 	t.set(slug, ar)
 	ar.SetPulse(t.apps.Put(ac))
 	if stopped, ok := t.states.get(slug); ok {
@@ -293,7 +293,7 @@ func (t *AppTable[A]) SelfProbe(ctx context.Context, slug string) (int, error) {
 		return 0, fmt.Errorf("self-probe %s: no route to probe", slug)
 	}
 	ac := r.Config()
-	code, err := t.probe.Get(ctx, r.Prefix()+ac.Health.Path)
+	code, err := t.probe.get(ctx, r.Prefix()+ac.Health.Path)
 	if err != nil {
 		return 0, fmt.Errorf("self-probe %s: %w", slug, err)
 	}

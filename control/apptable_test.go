@@ -197,7 +197,7 @@ func TestSelfProberAdmitsOnlyItsOwnConnections(t *testing.T) {
 	}
 
 	// The prober's own request, with its token, is admitted.
-	if code, err := p.Get(ctx, "/apps/x/"); err != nil || code != http.StatusOK {
+	if code, err := p.get(ctx, "/apps/x/"); err != nil || code != http.StatusOK {
 		t.Fatalf("own self-probe: %d, %v", code, err)
 	}
 	if l.admits.Load() != 1 {

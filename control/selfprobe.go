@@ -107,9 +107,9 @@ func (p *SelfProber) Listening(a net.Addr) {
 // Ready reports whether the gateway listens, so that a self-probe can go.
 func (p *SelfProber) Ready() bool { return p.addr.Load() != nil }
 
-// Get sends GET path through the gateway with the probe token and returns
+// get sends GET path through the gateway with the probe token and returns
 // the status, with the body read and closed.
-func (p *SelfProber) Get(ctx context.Context, path string) (int, error) {
+func (p *SelfProber) get(ctx context.Context, path string) (int, error) {
 	a := p.addr.Load()
 	if a == nil {
 		return 0, errors.New("the gateway is not listening yet")
