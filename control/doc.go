@@ -2,8 +2,11 @@
 // path by which homes and apps join and leave this gateway (from the
 // config at start and on reload, from the admin API, from the store at
 // start, and from a fleet's sync with the shared store), the home table
-// the request path reads (HomeTable), the conversions between a home's
-// declaration, its stored record and the engine's spec (decl.go), and the
+// the request path reads (HomeTable), the app route table the request
+// path reads (AppTable: the apps' routes, one observation loop per app,
+// their stored desired states, and the self-probe that publishes a route,
+// selfprobe.go), the conversions between a home's declaration, its stored
+// record and the engine's spec (decl.go), and the
 // admin API's backend (AdminAPI, admin.Backend): the operator's views of
 // homes and apps, the actions on them, leases, the fleet's instances,
 // reload and the log of access refusals (Denials). Beside the registrar:
@@ -11,7 +14,7 @@
 // the embedded store's opening, backup and health (store.go,
 // store_watch.go).
 //
-// It changes the gateway's route tables and asks the engine, the store
+// It changes the gateway's home table and asks the engine, the store
 // and the sessions through small interfaces of its own (deps.go for the
 // registrar, adminapi.go for the admin side, FleetEngine and FleetStore for
 // the fleet), which the gateway, the engine and the sessions implement; it
@@ -25,8 +28,11 @@
 //
 // DESIGN rules that live here: 15 (every record a registration writes is
 // a compare-and-set on generation and owner; a stale writer gets a
-// conflict), 14 (an app joins as a candidate: only its self-probe, in the
-// gateway's app table, publishes it), 28 (a machine-local home has one
+// conflict), 14 (an app joins the AppTable as a candidate; nothing but the
+// self-probe, a real request from the SelfProber through the gateway's own
+// listener, router and proxy, publishes it; the probe token counts only on
+// a connection the prober opened, SelfProber.Admit, and the listener marks
+// such a request for the request path), 28 (a machine-local home has one
 // owner gateway: the fleet's peers say who is alive and ask the runner
 // to stop what it runs, fleet_owner.go; a Redis that lost its data heals
 // from what the gateways declare and run, fleet_heal.go; a config home
@@ -41,5 +47,8 @@
 // home's views hold no secret: endpoints lose their user info and query,
 // the relay token is masked in its log). Beside them, two rules of this package's own: the config wins over the store
 // and the admin API on every conflict, and a target routes one home,
-// whoever holds its claim in the store's target index.
+// whoever holds its claim in the store's target index. Rules 11-13 (an
+// app's phase ladder, the statuses that pass, coalesced refreshes) live in
+// wake (wake.Apps); the AppTable is the route table that ladder checks
+// and the owner of the loops that run it.
 package control

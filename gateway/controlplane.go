@@ -5,21 +5,19 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/control"
-	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/wake"
 )
 
 // The gateway's side of the control plane (control/): the registrar
-// changes the two route tables through these views of them. The app table
-// is built after the config's homes register (it needs them), so its view
-// reads g.routeTab when called.
+// changes the home table through a view of it and the app table
+// (control.AppTable) directly.
 
 // newRegistrar returns the registrar of g's engine, store and tables; g's
 // engine, store, providers and log are ready.
 func (g *Gateway) newRegistrar() *control.Registrar[*route.Home] {
 	return control.NewRegistrar(control.Deps[*route.Home]{Engine: g.engine, Store: g.store,
-		Homes: controlHomes{g}, Apps: controlApps{g}, Sessions: g.sessions, Avail: g.providers.names(), Log: g.log}, g.cfg)
+		Homes: controlHomes{g}, Apps: g.routeTab.AppTable, Sessions: g.sessions, Avail: g.providers.names(), Log: g.log}, g.cfg)
 }
 
 // controlHomes is g's home table as the registrar changes it.
@@ -37,51 +35,12 @@ func (c controlHomes) Count() int                           { return c.g.homeCou
 func (c controlHomes) Each(fn func(*route.Home) bool)       { c.g.eachHome(fn) }
 func (c controlHomes) Forget(id string)                     { c.g.homeConns.Forget(id) }
 
-// controlApps is g's app route table as the registrar changes it.
-type controlApps struct{ g *Gateway }
-
-var _ control.Apps = controlApps{}
-
-func (c controlApps) Lock()                               { c.g.routeTab.change.Lock() }
-func (c controlApps) Unlock()                             { c.g.routeTab.change.Unlock() }
-func (c controlApps) Install(ac registry.App, gen uint64) { c.g.routeTab.install(ac, gen) }
-func (c controlApps) Uninstall(slug string)               { c.g.routeTab.uninstall(slug) }
-
-func (c controlApps) Generation(slug string) (uint64, bool) {
-	if ar := c.g.routeTab.route(slug); ar != nil {
-		return ar.Generation(), true
-	}
-	return 0, false
-}
-
-func (c controlApps) Generations() map[string]uint64 {
-	all := c.g.routeTab.all()
-	gens := make(map[string]uint64, len(all))
-	for slug, ar := range all {
-		gens[slug] = ar.Generation()
-	}
-	return gens
-}
-
-func (c controlApps) ApplyState(slug string, stopped bool) bool {
-	return c.g.routeTab.states.set(slug, stopped) && c.g.routeTab.apps.SetDesired(slug, stopped)
-}
-
-func (c controlApps) InHome(id string) (string, bool) {
-	for _, ar := range c.g.routeTab.all() {
-		if ar.Home() != nil && ar.Home().Spec().ID == id {
-			return ar.Config().Slug, true
-		}
-	}
-	return "", false
-}
-
 // adminBackend returns the admin API's backend: the control plane over
 // g's registrar, store, engine, tables and sessions. Serve builds it when
 // the admin listener starts (the version is set by then).
 func (g *Gateway) adminBackend() *control.AdminAPI[*route.Home] {
 	d := control.AdminDeps[*route.Home]{Registrar: g.reg, Store: g.store, Engine: g.engine, Sessions: g.sessions,
-		Providers: g.providers, AppObserver: g.Apps(), AppRoutes: adminApps{g}, Leases: adminLeases{g},
+		Providers: g.providers, AppObserver: g.Apps(), AppRoutes: adminApps{g.routeTab.AppTable, g}, Leases: adminLeases{g},
 		Reloader: g, Denials: g.denials, Instance: adminInstance{g},
 		Name: g.cfg.Instance, Version: g.version, Started: g.started, Log: g.log}
 	if g.fleet != nil { // a nil registry.Fleet, not a typed nil, tells "no fleet"
@@ -90,32 +49,14 @@ func (g *Gateway) adminBackend() *control.AdminAPI[*route.Home] {
 	return control.NewAdminAPI(d)
 }
 
-// adminApps is g's app route table as the admin API reads it.
-type adminApps struct{ g *Gateway }
+// adminApps is g's app route table as the admin API reads it, with the
+// apps' public URLs.
+type adminApps struct {
+	*control.AppTable[*route.App]
+	g *Gateway
+}
 
 var _ control.AppRoutes = adminApps{}
-
-func (a adminApps) Served(slug string) (control.ServedApp, bool) {
-	ar, ok := a.g.appBySlug(slug)
-	if !ok {
-		return control.ServedApp{}, false
-	}
-	return control.ServedApp{App: *ar.Config(), Generation: ar.Generation()}, true
-}
-
-func (a adminApps) AllServed() []control.ServedApp {
-	all := a.g.routeTab.all()
-	out := make([]control.ServedApp, 0, len(all))
-	for _, ar := range all {
-		out = append(out, control.ServedApp{App: *ar.Config(), Generation: ar.Generation()})
-	}
-	return out
-}
-
-func (a adminApps) Published(slug string) bool {
-	r := a.g.routeTab.route(slug)
-	return r != nil && r.Published()
-}
 
 func (a adminApps) URL(slug string) string { return a.g.appURL(slug) }
 

@@ -56,7 +56,7 @@ apps:
 	// The self-probe publishes the apps' routes.
 	testbin.Eventually(t, "apps published", func() bool {
 		for _, slug := range []string{"bench", "inner"} {
-			if ar, ok := g.appBySlug(slug); !ok || !g.routeTab.published(ar) {
+			if !g.routeTab.Published(slug) {
 				return false
 			}
 		}

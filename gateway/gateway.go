@@ -46,7 +46,7 @@ import (
 
 // ProbeHeader carries the internal probe token of the gateway's own
 // self-probes. It is stripped from every inbound request.
-const ProbeHeader = "X-Wakegate-Probe"
+const ProbeHeader = control.ProbeHeader
 
 // Gateway is one running wakegate.
 type Gateway struct {
@@ -76,7 +76,7 @@ type Gateway struct {
 
 	homeTab  control.HomeTable[*route.Home]  // homes by target and id (control/hometable.go)
 	homeMu   sync.Mutex                      // serialises changes of homeTab
-	routeTab *routeTable                     // app routes, their observer and the self-probe (routetable.go)
+	routeTab *appTable                       // app routes, their observer and the self-probe (apptable.go)
 	reg      *control.Registrar[*route.Home] // registers homes and apps (controlplane.go)
 
 	draining atomic.Bool
@@ -158,6 +158,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	if err := g.newGate(); err != nil {
 		return nil, err
 	}
+	// The app table comes before the registrar that fills it; its
+	// routes find their homes when they are installed.
+	g.routeTab = newRouteTable(g)
 	g.reg = g.newRegistrar()
 	if g.fleet != nil {
 		g.fleet.Attach(g.engine, g.reg)
@@ -169,8 +172,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	if err := g.metrics.Register(g.homeConns.Collectors()...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	g.routeTab = newRouteTable(g)
-	if err := g.loadAppStates(ctx); err != nil {
+	if err := g.routeTab.LoadStates(ctx); err != nil {
 		return nil, err
 	}
 	g.reg.RegisterConfigApps(cfg.Apps)
@@ -397,7 +399,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	srv := g.newServer()
 	// Self-probes know where to go before anyone learns the address, and
 	// the admin API's views name it from their first answer.
-	g.routeTab.probe.listening(ln.Addr())
+	g.routeTab.probe.Listening(ln.Addr())
 	bound := ln.Addr().String()
 	g.bound.Store(&bound)
 	// The admin listener (admin.go) serves through the drain, so operators
@@ -469,7 +471,7 @@ func (g *Gateway) startBackground() (stop func()) {
 	if g.fleet != nil {
 		wg.Go(func() { g.fleet.Run(bg, g.version) }) // control/fleet_sync.go
 	}
-	wg.Go(func() { g.routeTab.run(bg) })
+	wg.Go(func() { g.routeTab.Run(bg) })
 	wg.Go(func() { control.WatchStore(bg, g.store, g.log) })
 	return func() {
 		cancel()
@@ -588,7 +590,7 @@ func (g *Gateway) Close() {
 	g.closeCertStore()
 	g.gate.Close()
 	if g.routeTab != nil {
-		g.routeTab.close()
+		g.routeTab.Close()
 	}
 	if g.engine != nil {
 		g.engine.Close()

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/tlsfront"
@@ -35,18 +36,18 @@ func (g *Gateway) newFront() error {
 	if !t.On() {
 		return nil
 	}
-	cert, roots, err := tlsfront.SelfSigned(probeServerName)
+	cert, roots, err := tlsfront.SelfSigned(control.SelfProbeServerName)
 	if err != nil {
 		return err
 	}
 	probe := g.routeTab.probe
-	probe.overTLS(roots, g.cfg.Proxy.DialTimeout)
+	probe.OverTLS(roots, g.cfg.Proxy.DialTimeout)
 	opts := tlsfront.Options{
 		Mode: tlsfront.Mode(t.Mode), Names: t.Names, CertFile: t.CertFile, KeyFile: t.KeyFile,
 		CA: t.CA, Email: t.Email, TrustedRoots: t.Roots(), DataDir: g.cfg.DataDir, Storage: g.certStorage(),
 		ClassicalKeyExchange: t.KeyExchange == "classical",
 		Override: func(hello *tls.ClientHelloInfo) *tls.Certificate {
-			if hello.ServerName == probeServerName && hello.Conn != nil && probe.owns(hello.Conn.RemoteAddr().String()) {
+			if hello.ServerName == control.SelfProbeServerName && hello.Conn != nil && probe.Owns(hello.Conn.RemoteAddr().String()) {
 				return &cert
 			}
 			return nil
@@ -69,7 +70,7 @@ func (g *Gateway) newFront() error {
 			OnRefuse: func(reason string) { g.tlsMetrics.refused.WithLabelValues(reason).Inc() },
 		})
 		opts.Decider = g.decider
-		g.routeTab.onChange = g.hostsChanged
+		g.routeTab.OnChange(g.hostsChanged)
 	}
 	g.front, err = tlsfront.New(opts)
 	if err != nil {
@@ -160,7 +161,7 @@ func (g *Gateway) httpsHandler(next http.Handler) http.Handler {
 		if hsts != "" {
 			w.Header().Set("Strict-Transport-Security", hsts)
 		}
-		if misdirected(r) && !g.routeTab.probe.owns(r.RemoteAddr) {
+		if misdirected(r) && !g.routeTab.probe.Owns(r.RemoteAddr) {
 			w.Header().Set("Connection", "close")
 			proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusMisdirectedRequest, Code: "misdirected",
 				Message: "This connection was opened for another host name; open a new one for this host."})

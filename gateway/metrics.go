@@ -24,7 +24,7 @@ func (s metricState) AppPhases() []string {
 	if s.g.routeTab == nil {
 		return nil
 	}
-	all := s.g.routeTab.apps.List()
+	all := s.g.routeTab.Observer().List()
 	out := make([]string, len(all))
 	for i, a := range all {
 		out[i] = string(a.Phase)

@@ -11,7 +11,7 @@ import (
 // data plane and gate; they are all ready.
 func (g *Gateway) newPath() *route.Path {
 	c := g.cfg
-	return route.New(route.Options{Homes: &g.homeTab, Apps: g.routeTab, Observer: g.routeTab.apps,
+	return route.New(route.Options{Homes: &g.homeTab, Apps: g.routeTab.AppTable, Observer: g.routeTab.Observer(),
 		Engine: g.engine, Sessions: g.sessions, Proxy: g.proxy, Conns: g.homeConns, Gate: g.gate,
 		Records: g.store, Verdicts: verdicts{g}, Log: g.log, Drain: g.drainStarted,
 		RelayHeader: c.Proxy.RelayHeader, RootRedirect: c.Server.RootRedirect,
@@ -34,7 +34,6 @@ func (v verdicts) Drop(id string) { v.g.dropVerdict(id) }
 
 var (
 	_ route.Homes       = (*control.HomeTable[*route.Home])(nil)
-	_ route.Apps        = (*routeTable)(nil)
 	_ route.HomeRecords = registry.Store(nil)
 	_ route.Verdicts    = verdicts{}
 )

@@ -188,7 +188,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("published", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = g.routeTab.published(app)
+			_ = g.routeTab.Published(app.Slug())
 		}
 	})
 	b.Run("time_now", func(b *testing.B) {

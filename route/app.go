@@ -74,3 +74,12 @@ func (a *App) Pulse() *wake.AppPulse { return a.pulse.Load() }
 
 // SetPulse sets the app's pulse, once the observer has the app.
 func (a *App) SetPulse(p *wake.AppPulse) { a.pulse.Store(p) }
+
+// HomeID is the id of the home the app runs in, "" for an app with an
+// upstream.
+func (a *App) HomeID() string {
+	if a.home == nil {
+		return ""
+	}
+	return a.home.spec.ID
+}

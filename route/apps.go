@@ -18,8 +18,8 @@ import (
 // This file is the request side of apps: forwarding a self-probe, the wait
 // of a request for an app whose route is not published, the 503 answer of
 // such an app. (The waiting page and its status are in waitpage.go.) The
-// route table, its publication and the self-probe client are the
-// gateway's (gateway/routetable.go, gateway/selfprobe.go).
+// route table, its publication and the self-probe client are the control
+// plane's (control/apptable.go, control/selfprobe.go).
 //
 // An app inside a home that sleeps is presented as starting/home-sleeping,
 // and its route is unpublished once failure_threshold observations saw it

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // An operator's stop or start of an app (`wakegate app stop`) is stored
 // as the app's desired state (registry.AppState), for apps of the config
 // and of the admin API alike: a restarted gateway keeps a stopped app
-// stopped, and every gateway of a fleet applies it (control's Fleet). The
+// stopped, and every gateway of a fleet applies it (Fleet). The
 // route table keeps the stored states, so that an app installed again (a
 // reload, a replacement) keeps the operator's word over its declared
 // desired_state.
@@ -44,29 +44,29 @@ func (s *appStates) set(slug string, stopped bool) bool {
 	return !ok || prev != stopped
 }
 
-// loadAppStates reads the stored desired states into the route table,
-// before any app is installed (New).
-func (g *Gateway) loadAppStates(ctx context.Context) error {
-	recs, err := g.store.ListAppStates(ctx)
+// LoadStates reads the stored desired states into the table, before any
+// app is installed (the gateway's New).
+func (t *AppTable[A]) LoadStates(ctx context.Context) error {
+	recs, err := t.store.ListAppStates(ctx)
 	if err != nil {
 		return fmt.Errorf("read the apps' desired states: %w", err)
 	}
 	for _, rec := range recs {
-		g.routeTab.states.set(rec.Slug, rec.Stopped())
+		t.states.set(rec.Slug, rec.Stopped())
 	}
 	return nil
 }
 
-// storeAppState writes slug's desired state (wake.AppsOptions.Desired).
+// storeState writes slug's desired state (wake.AppsOptions.Desired).
 // A concurrent writer's record is read again and overwritten: the last
 // operator's word wins.
-func (g *Gateway) storeAppState(ctx context.Context, slug string, stopped bool) error {
+func (t *AppTable[A]) storeState(ctx context.Context, slug string, stopped bool) error {
 	want := registry.AppRunning
 	if stopped {
 		want = registry.AppStopped
 	}
 	for range 3 {
-		cur, err := g.store.GetAppState(ctx, slug)
+		cur, err := t.store.GetAppState(ctx, slug)
 		switch {
 		case errors.Is(err, registry.ErrNotFound):
 			cur = registry.AppState{}
@@ -74,18 +74,18 @@ func (g *Gateway) storeAppState(ctx context.Context, slug string, stopped bool) 
 			return fmt.Errorf("read: %w", err)
 		}
 		if cur.Generation != 0 && cur.DesiredState == want {
-			g.routeTab.states.set(slug, stopped)
+			t.states.set(slug, stopped)
 			return nil
 		}
-		rec := registry.AppState{Slug: slug, DesiredState: want, UpdatedAt: time.Now().UTC(), Owner: g.cfg.Instance}
-		_, err = g.store.PutAppState(ctx, rec, registry.AppStateCond(cur))
+		rec := registry.AppState{Slug: slug, DesiredState: want, UpdatedAt: time.Now().UTC(), Owner: t.instance}
+		_, err = t.store.PutAppState(ctx, rec, registry.AppStateCond(cur))
 		if errors.Is(err, registry.ErrConflict) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
-		g.routeTab.states.set(slug, stopped)
+		t.states.set(slug, stopped)
 		return nil
 	}
 	return fmt.Errorf("write: other writers kept changing it: %w", registry.ErrConflict)

@@ -1,4 +1,4 @@
-package gateway
+package control
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/wakegate/wakegate/route"
 	"io"
 	"net"
 	"net/http"
@@ -23,7 +22,11 @@ import (
 // upstream (the probe token does not).
 const SelfProbeUserAgent = "wakegate-self-probe"
 
-// selfProber sends the gateway's self-probes: real requests to the address
+// ProbeHeader carries the internal probe token of the gateway's own
+// self-probes. It is stripped from every inbound request.
+const ProbeHeader = "X-Wakegate-Probe"
+
+// SelfProber sends the gateway's self-probes: real requests to the address
 // Serve listens on, through the gateway's own listener, router and proxy,
 // carrying a token that is random per process in ProbeHeader (DESIGN rule
 // 14). The token is honoured only on a connection that this prober opened,
@@ -31,7 +34,7 @@ const SelfProbeUserAgent = "wakegate-self-probe"
 // header from every inbound request (and the proxy again), so an outside
 // caller that sends it, with any value and in any letter case, is an
 // ordinary caller.
-type selfProber struct {
+type SelfProber struct {
 	token  string
 	addr   atomic.Pointer[string] // host:port self-probes dial; nil until Serve listens
 	conns  sync.Map               // local addresses of open self-probe connections
@@ -40,12 +43,12 @@ type selfProber struct {
 	scheme string // "https" once overTLS was called
 }
 
-// newSelfProber returns a prober with a fresh token; it dials nothing
-// until listening is called.
-func newSelfProber(dialTimeout time.Duration) *selfProber {
+// NewSelfProber returns a prober with a fresh token; it dials nothing
+// until Listening is called.
+func NewSelfProber(dialTimeout time.Duration) *SelfProber {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	p := &selfProber{token: hex.EncodeToString(b[:]), scheme: "http"}
+	p := &SelfProber{token: hex.EncodeToString(b[:]), scheme: "http"}
 	dialer := &net.Dialer{Timeout: dialTimeout}
 	p.tr = &http.Transport{
 		Proxy:              nil,
@@ -60,7 +63,7 @@ func newSelfProber(dialTimeout time.Duration) *selfProber {
 
 // dial opens a connection to the listener and remembers its local address
 // until it closes.
-func (p *selfProber) dial(ctx context.Context, dialer *net.Dialer) (net.Conn, error) {
+func (p *SelfProber) dial(ctx context.Context, dialer *net.Dialer) (net.Conn, error) {
 	a := p.addr.Load()
 	if a == nil {
 		return nil, errors.New("self-probe: the gateway is not listening yet")
@@ -87,9 +90,9 @@ func (c *probeConn) Close() error {
 	return c.Conn.Close()
 }
 
-// listening records where self-probes go: the listener's address, with an
+// Listening records where self-probes go: the listener's address, with an
 // unspecified host replaced by loopback.
-func (p *selfProber) listening(a net.Addr) {
+func (p *SelfProber) Listening(a net.Addr) {
 	host, port, err := net.SplitHostPort(a.String())
 	if err != nil {
 		return
@@ -101,12 +104,12 @@ func (p *selfProber) listening(a net.Addr) {
 	p.addr.Store(&s)
 }
 
-// ready reports whether the gateway listens, so that a self-probe can go.
-func (p *selfProber) ready() bool { return p.addr.Load() != nil }
+// Ready reports whether the gateway listens, so that a self-probe can go.
+func (p *SelfProber) Ready() bool { return p.addr.Load() != nil }
 
 // get sends GET path through the gateway with the probe token and returns
 // the status, with the body read and closed.
-func (p *selfProber) get(ctx context.Context, path string) (int, error) {
+func (p *SelfProber) get(ctx context.Context, path string) (int, error) {
 	a := p.addr.Load()
 	if a == nil {
 		return 0, errors.New("the gateway is not listening yet")
@@ -128,32 +131,34 @@ func (p *selfProber) get(ctx context.Context, path string) (int, error) {
 	return res.StatusCode, nil
 }
 
-// hygiene removes the probe header from r and, when r is one of this
-// prober's own self-probes (its connection was opened by the prober from
-// loopback and it carries the token), marks its context.
-func (p *selfProber) hygiene(r *http.Request) (*http.Request, bool) {
+// Admit removes the probe header from r and reports whether r is one of
+// this prober's own self-probes: its connection was opened by the prober
+// from loopback (or the listener's own host) and it carries the token.
+// The listener marks such a request for the request path.
+func (p *SelfProber) Admit(r *http.Request) bool {
 	vals, ok := r.Header[ProbeHeader]
 	if !ok {
-		return r, false
+		return false
 	}
 	r.Header.Del(ProbeHeader)
 	if p == nil || len(vals) != 1 {
-		return r, false
+		return false
 	}
 	if _, own := p.conns.Load(r.RemoteAddr); !own {
-		return r, false
+		return false
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 		if a := p.addr.Load(); a == nil || ip == nil || !sameHost(*a, ip) {
-			return r, false
+			return false
 		}
 	}
-	if subtle.ConstantTimeCompare([]byte(vals[0]), []byte(p.token)) != 1 {
-		return r, false
-	}
-	return route.MarkSelfProbe(r), true
+	return subtle.ConstantTimeCompare([]byte(vals[0]), []byte(p.token)) == 1
 }
+
+// Token is this process's probe token. Only tests that prove an outside
+// caller cannot use it read it.
+func (p *SelfProber) Token() string { return p.token }
 
 // sameHost reports whether addr's host is ip.
 func sameHost(addr string, ip net.IP) bool {
@@ -161,15 +166,15 @@ func sameHost(addr string, ip net.IP) bool {
 	return err == nil && net.ParseIP(h).Equal(ip)
 }
 
-// probeServerName is the server name of self-probes over TLS; the HTTPS
-// listener answers it, on the prober's own connections only, with the
-// prober's pinned certificate (gateway_tls.go).
-const probeServerName = "self-probe.wakegate.invalid"
+// SelfProbeServerName is the server name of self-probes over TLS; the
+// HTTPS listener answers it, on the prober's own connections only, with
+// the prober's pinned certificate (gateway/gateway_tls.go).
+const SelfProbeServerName = "self-probe.wakegate.invalid"
 
-// overTLS makes self-probes speak TLS to the HTTPS listener, trusting
+// OverTLS makes self-probes speak TLS to the HTTPS listener, trusting
 // only roots (the pinned self-probe certificate).
-func (p *selfProber) overTLS(roots *x509.CertPool, dialTimeout time.Duration) {
-	conf := &tls.Config{RootCAs: roots, ServerName: probeServerName, MinVersion: tls.VersionTLS12,
+func (p *SelfProber) OverTLS(roots *x509.CertPool, dialTimeout time.Duration) {
+	conf := &tls.Config{RootCAs: roots, ServerName: SelfProbeServerName, MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"http/1.1"}}
 	dialer := &net.Dialer{Timeout: dialTimeout}
 	p.tr.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -187,12 +192,12 @@ func (p *selfProber) overTLS(roots *x509.CertPool, dialTimeout time.Duration) {
 	p.scheme = "https"
 }
 
-// owns reports whether remote, a peer address seen by the listener, is one
+// Owns reports whether remote, a peer address seen by the listener, is one
 // of the prober's own open connections.
-func (p *selfProber) owns(remote string) bool {
+func (p *SelfProber) Owns(remote string) bool {
 	_, ok := p.conns.Load(remote)
 	return ok
 }
 
-// close drops the prober's idle connections.
-func (p *selfProber) close() { p.tr.CloseIdleConnections() }
+// Close drops the prober's idle connections.
+func (p *SelfProber) Close() { p.tr.CloseIdleConnections() }
