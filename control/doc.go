@@ -45,8 +45,9 @@
 // admin side carries 15 to the operator (an If-Match that names a stale
 // generation is a conflict, fault.StaleIfMatch) and 31's operator side (a
 // home's views hold no secret: endpoints lose their user info and query,
-// the relay token is masked in its log). Beside them, two rules of this package's own: the config wins over the store
-// and the admin API on every conflict, and a target routes one home,
+// the relay token is masked in its log). Beside them, two rules of this
+// package's own: the config wins over the store and the admin API on
+// every conflict, and a target routes one home,
 // whoever holds its claim in the store's target index. Rules 11-13 (an
 // app's phase ladder, the statuses that pass, coalesced refreshes) live in
 // wake (wake.Apps); the AppTable is the route table that ladder checks
