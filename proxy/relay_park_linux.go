@@ -38,7 +38,9 @@ var errParked = errors.New("pump parked until its source is readable")
 type parker struct {
 	mu      sync.Mutex
 	started bool
+	// stopped: no pump parks any more; closed: stop ran.
 	stopped bool
+	closed  bool
 	epfd    int
 	evfd    int // written by stop to end the loop
 	next    uint64
@@ -212,12 +214,13 @@ func (k *parker) unparkAll() {
 // netpoller's way from now on) and closes the set.
 func (k *parker) stop() {
 	k.mu.Lock()
-	started := k.started && k.failed == nil
+	running := k.done != nil && !k.closed
 	k.started = true // no start after stop
 	k.stopped = true
+	k.closed = true
 	k.mu.Unlock()
-	if !started {
-		return
+	if !running {
+		return // never started, or stopped already
 	}
 	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
 	_, _ = unix.Write(k.evfd, one)

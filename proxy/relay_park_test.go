@@ -182,3 +182,28 @@ func (w *ctxDetachWriter) Detach() (context.Context, func()) {
 }
 
 func (w *ctxDetachWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestProxyCloseTwice: a proxy closed twice, with relays parked or with
+// none ever started, returns from each Close.
+func TestProxyCloseTwice(t *testing.T) {
+	twice := func(p *Proxy) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() {
+			p.Close()
+			p.Close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(testWait):
+			t.Fatal("a second Close did not return")
+		}
+	}
+	twice(New(testOptions()))
+
+	s, p, _ := detachedFront(t, wsServer(t, echoHome))
+	_ = wsDial(t, s)
+	waitParked(t, p, 2)
+	twice(p)
+}
