@@ -11,6 +11,13 @@ import (
 	"github.com/wakegate/wakegate/fault"
 )
 
+// What differs between the running config and the one a reload read, and
+// which of its fields a running gateway can change, are questions about the
+// config's own fields: they live beside the types, so that a field added to
+// Config is classified here (TestReloadClassifiesEverySection). The gateway
+// keeps only the order in which a reload applies them (gateway/reload.go),
+// and the control plane the homes and apps (control/reload.go).
+
 // RemovesEverything refuses next, the file a reload read, when it is
 // empty or declares no home and no app while cur, the running config,
 // declares some: such a file is far more often one truncated or
@@ -64,7 +71,7 @@ type configField struct {
 }
 
 // reloadable are the settings outside homes, apps and access that a reload
-// applies; the request path reads them through conf.
+// applies; the gateway hands them to the request path and the engine.
 var reloadable = []configField{
 	{name: "wake.hold", get: func(c *Config) any { return *c.Wake.Hold }},
 	{name: "wake.wake_timeout", get: func(c *Config) any { return c.Wake.WakeTimeout }},

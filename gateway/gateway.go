@@ -6,10 +6,9 @@
 // DESIGN rules that live here, until their rooms exist: 14 (only the
 // self-probe through the gateway's own path publishes a route: the prober,
 // its proof of its own connections, the route table), 20 (the shutdown
-// order), 21 (canonical paths, in hygiene) and 30's reload part (a file
-// that would remove every home and app is applied only when confirmed,
-// reload.go). The request path's rules (2, 7, 23, 25, 27, 31's request
-// part) live in route; 24 lives in edge; 28 and the store's part of 30 in
+// order) and 21 (canonical paths, in hygiene); reload.go keeps the order
+// of a reload, whose checks (30's reload part) live in config. The request
+// path's rules (2, 7, 23, 25, 27, 31's request part) live in route; 24 lives in edge; 28 and the store's part of 30 in
 // control, whose fleet loop the gateway starts with its background work
 // (step 5 stops it); the config's checks and warnings live in config.
 package gateway

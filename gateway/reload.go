@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"sort"
-	"strings"
 
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/admin"
@@ -21,23 +19,26 @@ import (
 //     pass changes nothing: the error names each problem by file, line and
 //     field. Nor does a file that is empty, or that declares no home and no
 //     app while the running config declares some, unless the caller
-//     confirms it (removesEverything, DESIGN rule 30).
+//     confirms it (config.RemovesEverything, DESIGN rule 30).
 //  2. Settings that only a start applies (listeners, the store, TLS, the
 //     engine's timeouts, ...) keep their running values; each that the
-//     file changes is named in the answer and the log (restartOnly).
+//     file changes is named in the answer and the log
+//     (config.KeepRestartOnly).
 //  3. Apps the file no longer declares go; homes it adds or changes are
 //     registered through the registrar, as at start (a changed home is
 //     registered again and proves itself on its next request); homes it no
 //     longer declares are stopped and removed, unless they still have
 //     sessions or an app of the admin API (then they stay, and the answer
-//     says why); apps it adds or changes are installed as candidates.
+//     says why); apps it adds or changes are installed as candidates
+//     (control.Registrar.Reload).
 //  4. The access policies are rebuilt when they changed, and the request
 //     path's settings (wake.hold, wake.wake_timeout, the no-wake rules,
 //     the waiting page) take the file's values.
 //
 // Homes and apps the file leaves as they were are not touched: their
 // connections, sessions and warm verdicts carry on. One reload runs at a
-// time.
+// time. What a reload did is answered and logged as control.ReloadSummary
+// tells it.
 
 // conf is the config the gateway runs with now: the one it started with,
 // or the one the last reload applied. Code that reads what a reload may
@@ -77,27 +78,24 @@ func (g *Gateway) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.R
 			return admin.Reload{}, err
 		}
 	}
-	res := admin.Reload{File: next.File()}
-	res.NeedRestart = config.KeepRestartOnly(cur, next)
+	sum := control.ReloadSummary{File: next.File()}
+	sum.NeedRestart = config.KeepRestartOnly(cur, next)
 	var set *access.Set
 	if !reflect.DeepEqual(cur.Access, next.Access) {
 		if set, err = g.newAccessSet(next); err != nil {
 			return admin.Reload{}, fault.Wrap(fault.Invalid, "invalid_config",
 				"the access policies cannot be built; nothing was changed", err)
 		}
-		res.Applied = append(res.Applied, "access")
+		sum.Applied = append(sum.Applied, "access")
 	}
-	res.Applied = append(res.Applied, config.ReloadableChanges(cur, next)...)
-	var ch control.ReloadChanges
-	err = g.reg.Reload(ctx, cur, next, &ch)
-	res.HomesAdded, res.HomesChanged, res.HomesRemoved, res.HomesKept = ch.HomesAdded, ch.HomesChanged, ch.HomesRemoved, ch.HomesKept
-	res.AppsAdded, res.AppsChanged, res.AppsRemoved = ch.AppsAdded, ch.AppsChanged, ch.AppsRemoved
-	if err != nil {
+	sum.Applied = append(sum.Applied, config.ReloadableChanges(cur, next)...)
+	if err := g.reg.Reload(ctx, cur, next, &sum.ReloadChanges); err != nil {
 		// The homes and apps applied so far serve; the rest of the file
 		// is not applied.
 		if set != nil {
 			set.Close()
 		}
+		res := sum.Admin()
 		g.log.Error("config reload stopped part way", "file", next.File(), "err", err, "done", fmt.Sprintf("%+v", res))
 		return res, fmt.Errorf("reload %s: %w", next.File(), err)
 	}
@@ -108,36 +106,9 @@ func (g *Gateway) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.R
 	g.path.SetSettings(routeSettings(next))
 	// The idle checks follow the homes' idle timeouts (gateway.go).
 	g.engine.SetIdleTick(idleTick(next))
-	for _, l := range [][]string{res.HomesAdded, res.HomesChanged, res.HomesRemoved, res.HomesKept,
-		res.AppsAdded, res.AppsChanged, res.AppsRemoved, res.Applied, res.NeedRestart} {
-		sort.Strings(l)
-	}
-	g.logReload(res)
-	return res, nil
-}
-
-// logReload writes the one line of a reload.
-func (g *Gateway) logReload(res admin.Reload) {
-	attrs := []any{"file", res.File}
-	for _, f := range []struct {
-		k string
-		v []string
-	}{{"homes_added", res.HomesAdded}, {"homes_changed", res.HomesChanged}, {"homes_removed", res.HomesRemoved},
-		{"apps_added", res.AppsAdded}, {"apps_changed", res.AppsChanged}, {"apps_removed", res.AppsRemoved},
-		{"applied", res.Applied}} {
-		if len(f.v) > 0 {
-			attrs = append(attrs, f.k, strings.Join(f.v, ","))
-		}
-	}
-	g.log.Info("config reloaded", attrs...)
-	if len(res.HomesKept) > 0 {
-		g.log.Warn("config reload: homes the file no longer declares are kept for now", "homes", strings.Join(res.HomesKept, "; "),
-			"hint", "reload again once they are idle, or remove them with DELETE /admin/homes/{id}")
-	}
-	if len(res.NeedRestart) > 0 {
-		g.log.Warn("config reload: settings that apply only at the next start were not applied", "fields", strings.Join(res.NeedRestart, ","),
-			"hint", "restart the gateway to apply them; it runs with the values it started with until then")
-	}
+	sum.Sort()
+	sum.Log(g.log)
+	return sum.Admin(), nil
 }
 
 // newAccessSet builds the access policies of cfg, as newGate does.
