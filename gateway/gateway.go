@@ -83,6 +83,7 @@ type Gateway struct {
 	drainStarted chan struct{}
 	bound        atomic.Pointer[string] // the public listener's address, once serving
 	inflight     route.Inflight         // every request being served, WebSockets included (route/inflight.go)
+	releases     route.Releases         // what every request gives back when it is over (route/recorder.go)
 	reqSeq       atomic.Uint64
 	reqPre       string
 
@@ -154,6 +155,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	}
 	g.metrics = telemetry.New(em, g.engine, metricState{g})
 	g.connLimit = edge.NewConnLimit(cfg.Server.MaxConnsPerClient, g.clientIP(), g.metrics.ConnsRefused())
+	g.releases = route.Releases{Inflight: &g.inflight, Clients: g.connLimit, HardStop: g.hardStop}
 	if err := g.newGate(); err != nil {
 		return nil, err
 	}
