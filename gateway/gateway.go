@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"sync"
@@ -306,6 +307,17 @@ func (t trustedProxies) has(ip net.IP) bool {
 		}
 	}
 	return false
+}
+
+// hasAddr is has for an address as netip holds it; it copies the address
+// on the stack, where has's net.IP would be a new slice.
+func (t trustedProxies) hasAddr(ip netip.Addr) bool {
+	if ip.Is4() {
+		b := ip.As4()
+		return t.has(b[:])
+	}
+	b := ip.As16()
+	return t.has(b[:])
 }
 
 // allowOrigin returns the check of a WebSocket's Origin: the request's own
