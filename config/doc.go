@@ -15,9 +15,15 @@
 // accessors (resolved.go); the checks made per request live where requests
 // are handled.
 //
+// A reload compares the running config with the one it read here
+// (reload.go): which settings differ, and which of them a running gateway
+// keeps until its next start (KeepRestartOnly).
+//
 // DESIGN rules that live here: 30's config part (a file that sets nothing
-// is told apart, Config.Empty, so that a reload of it is refused, and
-// check-config warns of it, warn.go), 31's warnings (isolation.go: homes of several
+// is told apart, Config.Empty, and check-config warns of it, warn.go) and
+// its reload part (a file that is empty or would remove every home and app
+// is refused with the way out unless confirmed, RemovesEverything,
+// reload.go), 31's warnings (isolation.go: homes of several
 // owners on one origin, homes sharing a relay token) and the operator's
 // side of 23 (errors name the file, line and field, never echo a secret).
 package config

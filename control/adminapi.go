@@ -202,6 +202,13 @@ func (a *AdminAPI[H]) FleetInstances(ctx context.Context) ([]admin.FleetInstance
 	return out, nil
 }
 
+// Admin is s as the admin API answers it.
+func (s *ReloadSummary) Admin() admin.Reload {
+	return admin.Reload{File: s.File, HomesAdded: s.HomesAdded, HomesChanged: s.HomesChanged,
+		HomesRemoved: s.HomesRemoved, HomesKept: s.HomesKept, AppsAdded: s.AppsAdded,
+		AppsChanged: s.AppsChanged, AppsRemoved: s.AppsRemoved, Applied: s.Applied, NeedRestart: s.NeedRestart}
+}
+
 // Reload reads the config file again and applies it (admin.Reloader).
 func (a *AdminAPI[H]) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.Reload, error) {
 	return a.d.Reloader.Reload(ctx, opts)

@@ -41,7 +41,8 @@
 // trusted, empty, damaged or undecodable, or missing while data_dir holds
 // homes, is refused with the way out, and moved aside only on
 // --reset-store, store.go; a reload applies its homes and apps here,
-// after the gateway refused a file that would remove everything). The
+// after config.RemovesEverything refused a file that would remove
+// everything, and ReloadSummary answers and logs what it did, reload.go). The
 // admin side carries 15 to the operator (an If-Match that names a stale
 // generation is a conflict, fault.StaleIfMatch) and 31's operator side (a
 // home's views hold no secret: endpoints lose their user info and query,

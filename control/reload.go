@@ -3,7 +3,9 @@ package control
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"sort"
 	"strings"
 
 	"github.com/wakegate/wakegate/config"
@@ -22,6 +24,53 @@ type ReloadChanges struct {
 	HomesKept []string
 	// AppsAdded, AppsChanged and AppsRemoved are app slugs.
 	AppsAdded, AppsChanged, AppsRemoved []string
+}
+
+// ReloadSummary is what a reload did, as its answer (Admin, adminapi.go)
+// and its log line tell it.
+type ReloadSummary struct {
+	// File is the config file read.
+	File string
+	// Applied are the settings outside homes and apps that changed and
+	// now apply ("access", "wake.hold").
+	Applied []string
+	// NeedRestart are the settings that changed in the file but apply
+	// only at the next start (config.KeepRestartOnly).
+	NeedRestart []string
+	ReloadChanges
+}
+
+// Sort sorts every list of s, as the answer and the log give them.
+func (s *ReloadSummary) Sort() {
+	for _, l := range [][]string{s.HomesAdded, s.HomesChanged, s.HomesRemoved, s.HomesKept,
+		s.AppsAdded, s.AppsChanged, s.AppsRemoved, s.Applied, s.NeedRestart} {
+		sort.Strings(l)
+	}
+}
+
+// Log writes the one line of a reload that applied, and a warning for
+// each thing it left for later: homes kept, settings that need a restart.
+func (s *ReloadSummary) Log(log *slog.Logger) {
+	attrs := []any{"file", s.File}
+	for _, f := range []struct {
+		k string
+		v []string
+	}{{"homes_added", s.HomesAdded}, {"homes_changed", s.HomesChanged}, {"homes_removed", s.HomesRemoved},
+		{"apps_added", s.AppsAdded}, {"apps_changed", s.AppsChanged}, {"apps_removed", s.AppsRemoved},
+		{"applied", s.Applied}} {
+		if len(f.v) > 0 {
+			attrs = append(attrs, f.k, strings.Join(f.v, ","))
+		}
+	}
+	log.Info("config reloaded", attrs...)
+	if len(s.HomesKept) > 0 {
+		log.Warn("config reload: homes the file no longer declares are kept for now", "homes", strings.Join(s.HomesKept, "; "),
+			"hint", "reload again once they are idle, or remove them with DELETE /admin/homes/{id}")
+	}
+	if len(s.NeedRestart) > 0 {
+		log.Warn("config reload: settings that apply only at the next start were not applied", "fields", strings.Join(s.NeedRestart, ","),
+			"hint", "restart the gateway to apply them; it runs with the values it started with until then")
+	}
 }
 
 // Reload applies the homes and apps of next over those of cur (step 3 of

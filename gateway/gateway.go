@@ -6,10 +6,9 @@
 // DESIGN rules that live here, until their rooms exist: 14 (only the
 // self-probe through the gateway's own path publishes a route: the prober,
 // its proof of its own connections, the route table), 20 (the shutdown
-// order), 21 (canonical paths, in hygiene) and 30's reload part (a file
-// that would remove every home and app is applied only when confirmed,
-// reload.go). The request path's rules (2, 7, 23, 25, 27, 31's request
-// part) live in route; 24 lives in edge; 28 and the store's part of 30 in
+// order) and 21 (canonical paths, in hygiene); reload.go keeps the order
+// of a reload, whose checks (30's reload part) live in config. The request
+// path's rules (2, 7, 23, 25, 27, 31's request part) live in route; 24 lives in edge; 28 and the store's part of 30 in
 // control, whose fleet loop the gateway starts with its background work
 // (step 5 stops it); the config's checks and warnings live in config.
 package gateway
@@ -23,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"sync"
@@ -84,6 +84,7 @@ type Gateway struct {
 	drainStarted chan struct{}
 	bound        atomic.Pointer[string] // the public listener's address, once serving
 	inflight     route.Inflight         // every request being served, WebSockets included (route/inflight.go)
+	releases     route.Releases         // what every request gives back when it is over (route/recorder.go)
 	reqSeq       atomic.Uint64
 	reqPre       string
 
@@ -155,6 +156,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	}
 	g.metrics = telemetry.New(em, g.engine, metricState{g})
 	g.connLimit = edge.NewConnLimit(cfg.Server.MaxConnsPerClient, g.clientIP(), g.metrics.ConnsRefused())
+	g.releases = route.Releases{Inflight: &g.inflight, Clients: g.connLimit, HardStop: g.hardStop}
 	if err := g.newGate(); err != nil {
 		return nil, err
 	}
@@ -307,6 +309,17 @@ func (t trustedProxies) has(ip net.IP) bool {
 		}
 	}
 	return false
+}
+
+// hasAddr is has for an address as netip holds it; it copies the address
+// on the stack, where has's net.IP would be a new slice.
+func (t trustedProxies) hasAddr(ip netip.Addr) bool {
+	if ip.Is4() {
+		b := ip.As4()
+		return t.has(b[:])
+	}
+	b := ip.As16()
+	return t.has(b[:])
 }
 
 // allowOrigin returns the check of a WebSocket's Origin: the request's own

@@ -3,6 +3,7 @@ package gateway
 import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/route"
 )
@@ -36,4 +37,5 @@ var (
 	_ route.Homes       = (*control.HomeTable[*route.Home])(nil)
 	_ route.HomeRecords = registry.Store(nil)
 	_ route.Verdicts    = verdicts{}
+	_ route.ClientSlots = (*edge.ConnLimit)(nil)
 )

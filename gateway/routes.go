@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"context"
 	"errors"
-	"github.com/wakegate/wakegate/route"
 	"net/http"
 	"net/netip"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/route"
 )
 
 // writeError answers r with err through the request path's one mapper.
@@ -78,8 +77,8 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		g.inflight.Add(1)
 		// rw.end releases the request: when this handler returns, or
 		// when its WebSocket relay ends (Detach).
-		rw := &recorder{ResponseWriter: w, end: reqEnd{g: g}}
-		defer rw.end.run()
+		rw := route.NewRecorder(w, &g.releases)
+		defer rw.End()
 		if minResponseRate {
 			// The last response on this connection may have left a write
 			// deadline for its buffered tail (proxy/rate.go).
@@ -91,7 +90,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		// The request id comes before any answer, refusals included.
 		trusted := g.trustedPeer(r)
 		if id := r.Header.Get("X-Request-Id"); id == "" || !trusted || len(id) > 128 {
-			g.setRequestID(r, rw)
+			rw.SetRequestID(r, g.reqPre, g.reqSeq.Add(1))
 		}
 		if trusted {
 			// A trusted proxy's request counts for the client it forwards
@@ -103,7 +102,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 					"This client has too many connections open."))
 				return
 			}
-			rw.end.client = ip
+			rw.SetClient(ip)
 		}
 		if err := edge.FramingProblem(r.Context()); err != nil {
 			w.Header().Set("Connection", "close")
@@ -135,11 +134,11 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			start = time.Now()
 		}
 		next.ServeHTTP(rw, r)
-		g.metrics.Observe(r.URL.Path, rw.status, rw.fwd, rw.headerAt)
+		status, fwd, headerAt := rw.Answer()
+		g.metrics.Observe(r.URL.Path, status, fwd, headerAt)
 		if !access || probe {
 			return
 		}
-		status := rw.status
 		if status == 0 {
 			status = http.StatusSwitchingProtocols // hijacked
 		}
@@ -148,7 +147,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			return // no record to build
 		}
 		g.log.Log(r.Context(), level, "access", "method", r.Method, "path", r.URL.Path, "status", status,
-			"bytes", rw.bytes, "ms", float64(time.Since(start).Microseconds())/1000,
+			"bytes", rw.Bytes(), "ms", float64(time.Since(start).Microseconds())/1000,
 			"remote", r.RemoteAddr, "request_id", r.Header.Get("X-Request-Id"))
 	})
 }
@@ -189,101 +188,3 @@ func badPath(err error) error {
 	}
 	return fault.Wrap(fault.Invalid, "bad_path", msg, err)
 }
-
-// recorder captures the status and size of a response for the access log
-// and the metrics. Unwrap lets http.ResponseController reach Flush and
-// Hijack.
-type recorder struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-	// fwd is when the request was forwarded (after any wake wait), and
-	// headerAt when its response headers were written.
-	fwd, headerAt time.Time
-	// end is what the request releases when it is over.
-	end reqEnd
-	// route is the request's route (newRoute), and reqID the value of its
-	// X-Request-Id header when the gateway set it (setRequestID): one
-	// allocation for the three.
-	route proxy.Route
-	reqID [1]string
-}
-
-// reqEnd is what a request releases when it is over: the functions added
-// to it, last added first, then its forwarded client's place under the
-// connection cap, and its place in the in-flight count last.
-type reqEnd struct {
-	g   *Gateway // nil once released
-	fns []func()
-	// client is whom a trusted proxy forwarded the request for, counted
-	// by ConnLimit.TakeForwarded until the request is over (invalid when
-	// not counted).
-	client netip.Addr
-}
-
-// add has f run when the request is over.
-func (e *reqEnd) add(f func()) { e.fns = append(e.fns, f) }
-
-// run releases the request; it does nothing when run again.
-func (e *reqEnd) run() {
-	for i := len(e.fns) - 1; i >= 0; i-- {
-		e.fns[i]()
-	}
-	e.fns = nil
-	if e.g != nil {
-		e.g.connLimit.Release(e.client)
-		e.g.inflight.Done()
-		e.g = nil
-	}
-}
-
-// Detach hands the end of the request to the WebSocket relay the proxy
-// is about to start (proxy.Detacher): the handler returns at once, and
-// the request (its session, its place in the drain's count) ends when the
-// relay does, or when the hard stop cuts it.
-func (r *recorder) Detach() (context.Context, func()) {
-	e := new(reqEnd)
-	*e, r.end = r.end, reqEnd{}
-	if e.g == nil {
-		return context.Background(), e.run // released already
-	}
-	return e.g.hardStop, e.run
-}
-
-// Route is the request's one route (route.Exchange).
-func (r *recorder) Route() *proxy.Route { return &r.route }
-
-// AtEnd has f run when the request is over (route.Exchange).
-func (r *recorder) AtEnd(f func()) { r.end.add(f) }
-
-// Forwarding notes that the request is being forwarded now
-// (route.Exchange).
-func (r *recorder) Forwarding() { r.fwd = time.Now() }
-
-// Answer is the request's status and when it was forwarded and answered
-// (route.Exchange).
-func (r *recorder) Answer() (status int, fwd, headerAt time.Time) { return r.status, r.fwd, r.headerAt }
-
-var _ route.Exchange = (*recorder)(nil)
-
-var _ proxy.Detacher = (*recorder)(nil)
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
-		r.status = code
-		r.headerAt = time.Now()
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-		r.headerAt = time.Now()
-	}
-	n, err := r.ResponseWriter.Write(b)
-	r.bytes += int64(n)
-	return n, err
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

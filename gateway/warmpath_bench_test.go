@@ -83,9 +83,9 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("recorder", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			rw := &recorder{ResponseWriter: w, end: reqEnd{g: g}}
 			g.inflight.Add(1)
-			rw.end.run()
+			rw := route.NewRecorder(w, &g.releases)
+			rw.End()
 		}
 	})
 	b.Run("request_id/old", func(b *testing.B) {
@@ -96,9 +96,9 @@ func BenchmarkWarmSteps(b *testing.B) {
 	})
 	b.Run("request_id", func(b *testing.B) {
 		b.ReportAllocs()
-		rw := &recorder{}
+		rw := route.NewRecorder(w, nil)
 		for b.Loop() {
-			g.setRequestID(r, rw)
+			rw.SetRequestID(r, g.reqPre, g.reqSeq.Add(1))
 		}
 	})
 	b.Run("probe_mark", func(b *testing.B) {
@@ -199,9 +199,9 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("metrics_observe", func(b *testing.B) {
 		b.ReportAllocs()
 		now := time.Now()
-		rw := &recorder{status: 200, fwd: now, headerAt: now.Add(time.Millisecond)}
+		status, fwd, headerAt := 200, now, now.Add(time.Millisecond)
 		for b.Loop() {
-			g.metrics.Observe("/apps/bench/small", rw.status, rw.fwd, rw.headerAt)
+			g.metrics.Observe("/apps/bench/small", status, fwd, headerAt)
 		}
 	})
 	b.Run("access_log_off_by_level/old", func(b *testing.B) {

@@ -31,5 +31,9 @@
 //     whatever policy decides the route (access.go).
 //
 // Inflight, the count of requests being served that the drain waits on,
-// is here too: a request may join it at any time.
+// is here too: a request may join it at any time. So is Recorder, the
+// public listener's response writer, which records a request's answer for
+// the access log and the metrics and releases the request when it is over
+// (recorder.go): when its handler returns, or when its detached WebSocket
+// relay ends.
 package route

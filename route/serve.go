@@ -93,7 +93,7 @@ func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route 
 	if proxy.IsWebSocket(r) {
 		p.sessions.MarkWebSocket(c)
 		// A WebSocket's session lasts as long as its relay, which may
-		// outlive this handler (recorder.Detach).
+		// outlive this handler (Recorder.Detach).
 		end := func() {
 			p.sessions.UnmarkWebSocket(c)
 			p.sessions.End(c)

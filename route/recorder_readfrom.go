@@ -1,4 +1,4 @@
-package gateway
+package route
 
 import (
 	"io"
@@ -10,7 +10,7 @@ import (
 // response of known length on a plain TCP connection lets the kernel move
 // it (splice), counting the bytes and the status as Write does; without
 // one it copies through Write.
-func (r *recorder) ReadFrom(src io.Reader) (int64, error) {
+func (r *Recorder) ReadFrom(src io.Reader) (int64, error) {
 	rf, ok := r.ResponseWriter.(io.ReaderFrom)
 	if !ok {
 		return io.Copy(struct{ io.Writer }{r}, src)
@@ -24,4 +24,4 @@ func (r *recorder) ReadFrom(src io.Reader) (int64, error) {
 	return n, err
 }
 
-var _ io.ReaderFrom = (*recorder)(nil)
+var _ io.ReaderFrom = (*Recorder)(nil)
