@@ -88,6 +88,7 @@ var restartOnly = []configField{
 	{"listen", func(c *Config) any { return c.Listen }, func(t, f *Config) { t.Listen = f.Listen }},
 	{"data_dir", func(c *Config) any { return c.DataDir }, func(t, f *Config) { t.DataDir = f.DataDir }},
 	{"instance", func(c *Config) any { return c.Instance }, func(t, f *Config) { t.Instance = f.Instance }},
+	{"public_url", func(c *Config) any { return c.PublicURL }, func(t, f *Config) { t.PublicURL = f.PublicURL }},
 	{"log", func(c *Config) any { return c.Log }, func(t, f *Config) { t.Log = f.Log }},
 	{"server", func(c *Config) any { return c.Server }, func(t, f *Config) { t.Server = f.Server }},
 	{"proxy", func(c *Config) any { return c.Proxy }, func(t, f *Config) { t.Proxy = f.Proxy }},

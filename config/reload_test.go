@@ -19,9 +19,8 @@ func TestReloadClassifiesEverySection(t *testing.T) {
 	for _, k := range []string{"homes", "apps", "access"} {
 		known[k] = true // control.Registrar.Reload; the gate's policies
 	}
-	// reset_store is the command line's, for one start; public_url is
-	// read at start and not named by a reload's answer.
-	known["-"], known["public_url"] = true, true
+	// reset_store is the command line's, for one start.
+	known["-"] = true
 	ct := reflect.TypeFor[Config]()
 	for i := range ct.NumField() {
 		f := ct.Field(i)
@@ -43,15 +42,15 @@ func TestKeepRestartOnlyPins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next, err := Load("next.yaml", []byte("listen: 127.0.0.1:9090\nwake:\n  hold: 2s\n  warm_ttl: 7s\n"))
+	next, err := Load("next.yaml", []byte("listen: 127.0.0.1:9090\npublic_url: https://gw.example.com\nwake:\n  hold: 2s\n  warm_ttl: 7s\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	changed := KeepRestartOnly(cur, next)
-	if !reflect.DeepEqual(changed, []string{"listen", "wake.warm_ttl"}) {
-		t.Errorf("restart-only changes: %v, want [listen wake.warm_ttl]", changed)
+	if !reflect.DeepEqual(changed, []string{"listen", "public_url", "wake.warm_ttl"}) {
+		t.Errorf("restart-only changes: %v, want [listen public_url wake.warm_ttl]", changed)
 	}
-	if next.Listen != cur.Listen || next.Wake.WarmTTL != cur.Wake.WarmTTL {
+	if next.Listen != cur.Listen || next.PublicURL != cur.PublicURL || next.Wake.WarmTTL != cur.Wake.WarmTTL {
 		t.Errorf("restart-only settings not pinned: listen %q, warm_ttl %v", next.Listen, next.Wake.WarmTTL)
 	}
 	if got := ReloadableChanges(cur, next); !reflect.DeepEqual(got, []string{"wake.hold"}) {
