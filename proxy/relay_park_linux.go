@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"syscall"
 
@@ -42,7 +43,8 @@ type parker struct {
 	stopped bool
 	closed  bool
 	epfd    int
-	evfd    int // written by stop to end the loop
+	evfd    int      // written by stop to end the loop
+	file    *os.File // epfd, waited on in the netpoller
 	next    uint64
 	parked  map[uint64]parkedPump
 	done    chan struct{}
@@ -154,45 +156,78 @@ func (k *parker) start() error {
 		k.failed = fmt.Errorf("epoll_ctl eventfd: %w", err)
 		return k.failed
 	}
-	k.epfd, k.evfd = epfd, evfd
+	// The set itself waits in Go's netpoller (an epoll descriptor is
+	// readable while it holds events): the loop is a goroutine parked
+	// like any other, not a thread blocked in epoll_wait, so a wake-up
+	// costs what a socket's does.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		_ = unix.Close(evfd)
+		_ = unix.Close(epfd)
+		k.failed = fmt.Errorf("epoll set non-blocking: %w", err)
+		return k.failed
+	}
+	f := os.NewFile(uintptr(epfd), "relay-parker")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		_ = unix.Close(evfd)
+		k.failed = fmt.Errorf("epoll descriptor: %w", err)
+		return k.failed
+	}
+	k.epfd, k.evfd, k.file = epfd, evfd, f
 	k.parked = map[uint64]parkedPump{}
 	k.done = make(chan struct{})
-	go k.loop()
+	go k.loop(rc)
 	return nil
 }
 
 // loop waits on the set and runs each pump whose source is ready, until
 // stop.
-func (k *parker) loop() {
+func (k *parker) loop(rc syscall.RawConn) {
 	defer close(k.done)
 	events := make([]unix.EpollEvent, 256)
-	for {
-		n, err := unix.EpollWait(k.epfd, events, -1)
-		if err == unix.EINTR {
+	stop := false
+	// An error (the set failed) ends the loop like a stop: the pumps go
+	// back to waiting on goroutines of their own.
+	_ = rc.Read(func(fd uintptr) bool {
+		// Take every event the set holds, then wait for the next: the
+		// netpoller reports the set's readiness edge-triggered.
+		for !stop {
+			n, err := unix.EpollWait(int(fd), events, 0)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil || n <= 0 {
+				return err != nil
+			}
+			stop = k.dispatch(events[:n])
+		}
+		return true
+	})
+	k.unparkAll() // after stop, or a failed set: pumps wait the netpoller's way
+}
+
+// dispatch runs the pumps whose events came, and reports whether stop
+// asked the loop to end.
+func (k *parker) dispatch(events []unix.EpollEvent) (stop bool) {
+	for _, ev := range events {
+		tok := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+		if tok == stopToken {
+			stop = true
 			continue
 		}
-		if err != nil {
-			k.unparkAll() // pumps wait the netpoller's way from now on
-			return
+		k.mu.Lock()
+		pp, ok := k.parked[tok]
+		if ok {
+			delete(k.parked, tok)
+			pp.pu.token = 0
 		}
-		for _, ev := range events[:n] {
-			tok := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			if tok == stopToken {
-				k.unparkAll()
-				return
-			}
-			k.mu.Lock()
-			pp, ok := k.parked[tok]
-			if ok {
-				delete(k.parked, tok)
-				pp.pu.token = 0
-			}
-			k.mu.Unlock()
-			if ok {
-				go pp.rel.run(pp.pu)
-			}
+		k.mu.Unlock()
+		if ok {
+			go pp.rel.run(pp.pu)
 		}
 	}
+	return stop
 }
 
 // unparkAll runs every parked pump and refuses parks from now on.
@@ -228,7 +263,7 @@ func (k *parker) stop() {
 	// Relays still open keep their descriptors in the set until they
 	// close; closing the set drops those entries with it.
 	_ = unix.Close(k.evfd)
-	_ = unix.Close(k.epfd)
+	_ = k.file.Close()
 }
 
 // peekReadable reports whether rc has something to read now (data, an
