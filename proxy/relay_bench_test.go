@@ -142,16 +142,24 @@ func BenchmarkRelayIdleMemoryTLS(b *testing.B) {
 	benchRelayIdleMemory(b, true)
 }
 
-func benchRelayIdleMemory(b *testing.B, overTLS bool) {
-	const n = 2000
-	home := startWSHome(b)
-	u := &url.URL{Scheme: "http", Host: home}
+// benchRelayFront starts the echo home in another process and returns an
+// unstarted server whose handler relays to it through a new proxy, and
+// the channel that receives once per relay that ended (room for n).
+func benchRelayFront(b *testing.B, n int) (*httptest.Server, <-chan struct{}) {
+	b.Helper()
+	u := &url.URL{Scheme: "http", Host: startWSHome(b)}
 	p := New(testOptions())
-	defer p.Close()
+	b.Cleanup(p.Close)
 	ended := make(chan struct{}, n)
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: u})
 	}))
+	return s, ended
+}
+
+func benchRelayIdleMemory(b *testing.B, overTLS bool) {
+	const n = 2000
+	s, ended := benchRelayFront(b, n)
 	dial := func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }
 	if overTLS {
 		s.TLS = &tls.Config{Certificates: []tls.Certificate{benchCert(b)}}
@@ -232,14 +240,8 @@ func benchCert(b *testing.B) tls.Certificate {
 // round trip (the relay's and the client's).
 func BenchmarkRelayEcho(b *testing.B) {
 	const n = 16
-	home := startWSHome(b)
-	u := &url.URL{Scheme: "http", Host: home}
-	p := New(testOptions())
-	defer p.Close()
-	ended := make(chan struct{}, n)
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: u})
-	}))
+	s, ended := benchRelayFront(b, n)
+	s.Start()
 	defer s.Close()
 	dial := func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }
 	conns := make([]net.Conn, 0, n)

@@ -14,11 +14,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/endpoint"
 )
 
 var (
@@ -72,7 +73,7 @@ func Build(t testing.TB) string {
 // ports the exec provider gives its homes.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	lo, hi := 10000, min(20000, ephemeralLow())
+	lo, hi := 10000, min(endpoint.HomePortLow, endpoint.EphemeralLow())
 	for range 500 {
 		p := lo + rand.IntN(hi-lo)
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
@@ -87,24 +88,6 @@ func FreePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range (32768
-// when it cannot be read).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 32768
-	}
-	n, err := strconv.Atoi(f[0])
-	if err != nil || n <= 11000 {
-		return 32768
-	}
-	return n
 }
 
 // Proc is a running wakegate process.

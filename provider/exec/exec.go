@@ -1356,7 +1356,7 @@ func (e *Provider) freePort() (int, error) {
 		}
 	}
 	e.mu.Unlock()
-	lo, hi := homePortLow, ephemeralLow()
+	lo, hi := endpoint.HomePortLow, endpoint.EphemeralLow()
 	for range 200 {
 		p := lo + rand.IntN(hi-lo)
 		if held[p] {
@@ -1380,29 +1380,6 @@ func (e *Provider) freePort() (int, error) {
 		return 0, fmt.Errorf("choose port: %w", err)
 	}
 	return port, nil
-}
-
-// homePortLow is the first port homes are given. Ports below it are left
-// to services configured by hand (and to the project's tests, which pick
-// theirs between 10000 and 20000).
-const homePortLow = 20000
-
-// ephemeralLow is the first port of the kernel's ephemeral range (32768
-// when it cannot be read or leaves too little room below it).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 32768
-	}
-	n, err := strconv.Atoi(f[0])
-	if err != nil || n < homePortLow+1000 {
-		return 32768
-	}
-	return n
 }
 
 // watch starts the goroutine that waits for p to be gone, reaps it when it

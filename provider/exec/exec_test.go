@@ -472,8 +472,8 @@ func TestHomePortsOutsideEphemeralRange(t *testing.T) {
 			t.Fatal(err)
 		}
 		p, _ := strconv.Atoi(u.Port())
-		if p < homePortLow || p >= ephemeralLow() {
-			t.Errorf("home %s on port %d, want within [%d, %d)", id, p, homePortLow, ephemeralLow())
+		if p < endpoint.HomePortLow || p >= endpoint.EphemeralLow() {
+			t.Errorf("home %s on port %d, want within [%d, %d)", id, p, endpoint.HomePortLow, endpoint.EphemeralLow())
 		}
 		if other, ok := seen[u.Port()]; ok {
 			t.Errorf("homes %s and %s share port %s", other, id, u.Port())
