@@ -3,14 +3,16 @@
 // proxy, the request path (route.Path) over the home and app tables,
 // reloads, and the shutdown order.
 //
-// DESIGN rules that live here, until their rooms exist: 14 (only the
-// self-probe through the gateway's own path publishes a route: the prober,
-// its proof of its own connections, the route table), 20 (the shutdown
-// order) and 21 (canonical paths, in hygiene); reload.go keeps the order
-// of a reload, whose checks (30's reload part) live in config. The request
-// path's rules (2, 7, 23, 25, 27, 31's request part) live in route; 24 lives in edge; 28 and the store's part of 30 in
-// control, whose fleet loop the gateway starts with its background work
-// (step 5 stops it); the config's checks and warnings live in config.
+// DESIGN rules that live here: 20 (the shutdown order) and 21 (canonical
+// paths, in hygiene), with the listener's part of 14 (apptable.go marks a
+// request the self-prober proved it sent, so that only it reaches a
+// candidate route). reload.go keeps the order of a reload; its checks
+// (30's reload part) live in config and what it applies in control. The
+// request path's rules (2, 7, 23, 25, 27, 31's request part) live in
+// route; 24 lives in edge; 14's table and prober, 15, 28 and the store's
+// part of 30 in control, whose fleet loop the gateway starts with its
+// background work (step 5 stops it); the config's checks and warnings
+// live in config.
 package gateway
 
 import (
