@@ -277,8 +277,12 @@ func (p *Path) classify(r *http.Request, err error) proxy.Classified {
 		if c.Status >= http.StatusInternalServerError {
 			level = slog.LevelWarn
 		}
-		p.log.Log(r.Context(), level, "request failed", "path", r.URL.Path, "status", c.Status, "code", c.Code,
-			"request_id", r.Header.Get("X-Request-Id"), "cause", c.Cause, "hint", c.Hint)
+		attrs := []any{"path", r.URL.Path, "status", c.Status, "code", c.Code,
+			"request_id", r.Header.Get("X-Request-Id"), "cause", c.Cause}
+		if c.Hint != "" {
+			attrs = append(attrs, "hint", c.Hint)
+		}
+		p.log.Log(r.Context(), level, "request failed", attrs...)
 	}
 	return c
 }
