@@ -428,6 +428,7 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	g.addr <- ln.Addr()
 	g.log.Info("listening", "addr", ln.Addr().String(), "instance", g.cfg.Instance, "tls", g.cfg.TLS.Mode)
 	g.logSharedUser()
+	g.logClosedPrograms()
 	stopBG := g.startBackground()
 	defer stopBG()
 

@@ -2,13 +2,13 @@ package gateway
 
 import (
 	"fmt"
-	"github.com/wakegate/wakegate/route"
 	"os"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
+	"github.com/wakegate/wakegate/route"
 )
 
 // hideFromOwnUser makes the gateway's process not dumpable: its
@@ -83,4 +83,30 @@ func (g *Gateway) logSharedUser() {
 		"the other homes' folders, and signal the gateway",
 		"uid", os.Geteuid(), "exec_homes", n, "cause", why,
 		"hint", "run the gateway as root with exec.users.mode auto (a user per home), or run homes in containers")
+}
+
+// logClosedPrograms says at start, once per home, that an exec home's
+// program cannot be run by the home's own user (a program under root's
+// home folder, such as a version manager's shim, under a root gateway):
+// its first wake would fail with "permission denied".
+func (g *Gateway) logClosedPrograms() {
+	iso, ok := g.providers["exec"].(provider.UserIsolation)
+	if !ok {
+		return
+	}
+	g.eachHome(func(hr *route.Home) bool {
+		s := hr.Spec()
+		if s.Provider != "exec" {
+			return true
+		}
+		ps := provider.Spec{ID: s.ID, Target: s.Target, Version: s.Version, Command: s.Settings.Command,
+			Env: s.Settings.Env, Dir: s.Settings.Dir, Options: s.Settings.Options}
+		if program, closed := iso.ProgramClosed(ps); program != "" {
+			g.log.Warn("exec home's program is closed to the home's user: its wakes will fail", "home", s.ID,
+				"program", program, "closed", closed,
+				"hint", "name a program every user may run in the home's command (an absolute path such as /usr/bin/python3), "+
+					"chmod o+x what is closed, or set exec.users.mode off to run homes as the gateway's user")
+		}
+		return true
+	})
 }

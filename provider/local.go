@@ -66,4 +66,9 @@ type UserIsolation interface {
 	// SharedUser is "" when every home runs as a user of its own, else
 	// why homes share the gateway's user.
 	SharedUser() string
+	// ProgramClosed is "" when the home of s can run its program, else
+	// the program's path and the parts of it (folders, the file) that the
+	// home's own user cannot pass or run: the start would fail with
+	// "permission denied".
+	ProgramClosed(s Spec) (program, closed string)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -384,5 +385,30 @@ func (e *Provider) tmpDir(h *home) string {
 // files, other homes' folders) and signal the gateway. "" when each home
 // runs as a user of its own, or when exec.users is off on purpose.
 func (e *Provider) SharedUser() string { return e.sharedWhy }
+
+// ProgramClosed implements provider.UserIsolation: under a user per home,
+// the program of s's command, found on the PATH the home gets as a start
+// would find it, and what on the way to it other users cannot pass or
+// run (a program in root's home folder, such as a version manager's shim,
+// is the usual case). A home with a user of its own setting, a program
+// named by a placeholder, or one not found (the start says so) is not
+// judged.
+func (e *Provider) ProgramClosed(s provider.Spec) (program, closed string) {
+	sp := e.specFor(s)
+	if e.users == nil || sp.user != "" || len(sp.command) == 0 || strings.Contains(sp.command[0], "{") {
+		return "", ""
+	}
+	path, err := exec.LookPath(sp.command[0])
+	if err != nil {
+		return "", ""
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return "", ""
+	}
+	if c := unreachable(path, true); c != "" {
+		return path, c
+	}
+	return "", ""
+}
 
 var _ provider.UserIsolation = (*Provider)(nil)

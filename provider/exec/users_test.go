@@ -250,6 +250,43 @@ func TestClosedProgramNamesTheFix(t *testing.T) {
 	}
 }
 
+// ProgramClosed names, before any wake, a program the home's user could
+// not run, with what is closed on the way to it; a program open to every
+// user, a placeholder and a home with a user setting of its own are not
+// judged.
+func TestProgramClosedBeforeTheWake(t *testing.T) {
+	cfg, e := usersExec(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil { // closed to other users
+		t.Fatal(err)
+	}
+	closed := filepath.Join(dir, "closed")
+	if err := os.WriteFile(closed, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		spec    provider.Spec
+		program string
+		closed  string
+	}{
+		{"under a closed folder", provider.Spec{ID: "h1", Command: []string{closed, "{port}"}}, closed, dir},
+		{"open to every user", provider.Spec{ID: "h2", Command: []string{"/bin/sh", "-c", "true"}}, "", ""},
+		{"the provider's template", provider.Spec{ID: "h3"}, "", ""},
+		{"a placeholder", provider.Spec{ID: "h4", Command: []string{"{self}", "demo-home"}}, "", ""},
+		{"not found", provider.Spec{ID: "h5", Command: []string{"no-such-program-here"}}, "", ""},
+		{"a user of its own", provider.Spec{ID: "h6", Command: []string{closed},
+			Options: json.RawMessage(`{"user":"nobody"}`)}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			program, what := e.ProgramClosed(tc.spec)
+			if program != tc.program || what != tc.closed {
+				t.Fatalf("ProgramClosed = %q, %q; want %q, %q (template %v)", program, what, tc.program, tc.closed, cfg.Command)
+			}
+		})
+	}
+}
+
 // usersExec is, for a test run as root (others skip), an exec provider that
 // gives each home a user of its own (users dynamic) on a data dir open to
 // other users, with the config it was made from.
