@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"os"
@@ -19,20 +19,7 @@ func TestStartNamesAClosedProgram(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only a root gateway gives homes users of their own")
 	}
-	for d := filepath.Clean(os.TempDir()); ; d = filepath.Dir(d) {
-		if st, err := os.Stat(d); err != nil || st.Mode().Perm()&0o001 == 0 {
-			t.Skipf("%s is closed to other users: homes of their own users could not reach a data_dir under it", d)
-		}
-		if d == "/" {
-			break
-		}
-	}
-	base := t.TempDir()
-	for d := base; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	base := tempDirForHomeUsers(t)
 	shims := filepath.Join(base, "shims")
 	if err := os.Mkdir(shims, 0o700); err != nil {
 		t.Fatal(err)

@@ -55,20 +55,7 @@ type tenantGateway struct {
 // test builds it in, so a home's own user may run it ({self}).
 func startHostileGateway(t *testing.T, uid int) *tenantGateway {
 	t.Helper()
-	for d := filepath.Clean(os.TempDir()); ; d = filepath.Dir(d) {
-		if st, err := os.Stat(d); err != nil || st.Mode().Perm()&0o001 == 0 {
-			t.Skipf("%s is closed to other users: homes of their own users could not reach a data_dir under it", d)
-		}
-		if d == "/" {
-			break
-		}
-	}
-	base := t.TempDir()
-	for d := base; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
+	base := tempDirForHomeUsers(t)
 	g := &tenantGateway{base: base, data: filepath.Join(base, "data"), adminToken: "admin-token-from-a-file-0123456789"}
 	bin := filepath.Join(base, "bin", "wakegate")
 	copyFile(t, testbin.Build(t), bin, 0o755)
@@ -161,6 +148,29 @@ homes:
 		return res.StatusCode == http.StatusOK
 	})
 	return g
+}
+
+// tempDirForHomeUsers returns a new temporary folder that every user may
+// pass (0711 up to the system's temp dir), so that homes running as users
+// of their own reach a data_dir under it; it skips the test where a folder
+// above the temp dir is closed to other users.
+func tempDirForHomeUsers(t *testing.T) string {
+	t.Helper()
+	for d := filepath.Clean(os.TempDir()); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm()&0o001 == 0 {
+			t.Skipf("%s is closed to other users: homes of their own users could not reach a data_dir under it", d)
+		}
+		if d == "/" {
+			break
+		}
+	}
+	base := t.TempDir()
+	for d := base; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return base
 }
 
 // copyFile copies src to dst (made with mode), creating dst's folder 0755.

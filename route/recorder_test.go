@@ -54,6 +54,18 @@ func newReleases(ctx context.Context) (*route.Releases, *edge.ConnLimit) {
 	return &route.Releases{Inflight: new(route.Inflight), Clients: cl, HardStop: ctx}, cl
 }
 
+// takeClient has the request through rw hold its forwarded client's place
+// under cl until it is over, or answers 429 when the place is taken.
+func takeClient(rw *route.Recorder, r *http.Request, cl *edge.ConnLimit) bool {
+	ip, ok := cl.TakeForwarded(r)
+	if !ok {
+		http.Error(rw, "capped", http.StatusTooManyRequests)
+		return false
+	}
+	rw.SetClient(ip)
+	return true
+}
+
 // A request's end runs what was added to it last first, gives back the
 // forwarded client's place under the cap and leaves the in-flight count,
 // once; the recorder counts the status and the bytes written.
@@ -63,12 +75,9 @@ func TestRecorderReleasesAtEnd(t *testing.T) {
 	var order []string
 	var seen *route.Recorder
 	url := recorderServer(t, rel, func(rw *route.Recorder, r *http.Request) {
-		ip, ok := cl.TakeForwarded(r)
-		if !ok {
-			http.Error(rw, "capped", http.StatusTooManyRequests)
+		if !takeClient(rw, r, cl) {
 			return
 		}
-		rw.SetClient(ip)
 		for _, name := range []string{"first", "second"} {
 			rw.AtEnd(func() { mu.Lock(); order = append(order, name); mu.Unlock() })
 		}
@@ -104,12 +113,9 @@ func TestRecorderDetach(t *testing.T) {
 	rel, cl := newReleases(hard)
 	ends := make(chan func(), 1)
 	url := recorderServer(t, rel, func(rw *route.Recorder, r *http.Request) {
-		ip, ok := cl.TakeForwarded(r)
-		if !ok {
-			http.Error(rw, "capped", http.StatusTooManyRequests)
+		if !takeClient(rw, r, cl) {
 			return
 		}
-		rw.SetClient(ip)
 		ctx, end := rw.Detach()
 		if ctx != hard {
 			t.Error("a detached request's context is not the hard stop")
