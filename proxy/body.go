@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Who reads a request body, and until when (DESIGN rule 26). One rule on
@@ -49,6 +50,10 @@ type ownedBody struct {
 	mu   sync.Mutex          // held by a read in progress
 	over atomic.Bool         // end has begun
 	cut  atomic.Bool         // end cut a read in progress
+	// cutAt is when end cut a read in progress (UnixNano), so that a
+	// read that failed on a deadline can tell whose deadline came first
+	// (cutAfter).
+	cutAt atomic.Int64
 	// failed is the first read error of the body, as the client's
 	// failure (clientbody.go).
 	failed atomic.Pointer[bodyError]
@@ -88,10 +93,18 @@ func (b *ownedBody) end() {
 	// A read is in progress, blocked on the client or about to return.
 	// Any deadline it set (rateBody) was set before it took mu, so before
 	// this one.
+	b.cutAt.Store(time.Now().UnixNano())
 	b.cut.Store(true)
 	_ = http.NewResponseController(b.w).SetReadDeadline(aLongTimeAgo)
 	b.mu.Lock()
 	b.mu.Unlock() //nolint:staticcheck // the lock is taken to wait for the read
+}
+
+// cutAfter reports whether end cut a read in progress no sooner than t:
+// a read whose own deadline t had passed by then failed on that deadline,
+// not on the cut, although it returns errBodyStopped.
+func (b *ownedBody) cutAfter(t time.Time) bool {
+	return b != nil && b.cut.Load() && b.cutAt.Load() >= t.UnixNano()
 }
 
 // wasCut reports whether end cut a read in progress (the client

@@ -52,7 +52,8 @@ func (b *rateBody) Read(p []byte) (int, error) {
 	}
 	allowed := b.grace + time.Duration(float64(b.read)/b.rate*float64(time.Second)) - b.waited
 	start := time.Now()
-	if err := b.rc.SetReadDeadline(start.Add(max(allowed, 0))); err != nil {
+	deadline := start.Add(max(allowed, 0))
+	if err := b.rc.SetReadDeadline(deadline); err != nil {
 		b.done.Store(true) // this connection cannot be timed: no floor
 		return b.body.Read(p)
 	}
@@ -60,7 +61,11 @@ func (b *rateBody) Read(p []byte) (int, error) {
 	b.waited += time.Since(start)
 	b.read += int64(n)
 	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, os.ErrDeadlineExceeded),
+		// The exchange ended the body (ownedBody.end) while this read
+		// was failing on its own deadline: the client was too slow all
+		// the same.
+		errors.Is(err, errBodyStopped) && b.owner.cutAfter(deadline):
 		b.cut.Store(true)
 		return n, errBodyTooSlow
 	case err != nil:
