@@ -219,6 +219,11 @@ func (a *Apps) Status(slug string) (AppStatus, bool) {
 // ap.mu is held.
 func (a *Apps) current(ap *observedApp) AppStatus {
 	st := ap.st
+	if ap.stopped && st.Phase == PhaseUnknown && st.Reason == ReasonNotObserved {
+		// Stopped by the operator's stored word before its first
+		// observation (a restart): what that observation will say.
+		st.Phase, st.Reason, st.Message = PhaseStopped, ReasonStopped, msgStopped
+	}
 	st.Operation = ap.op
 	if rs, ok := a.o.Routes.RouteState(ap.spec.Slug); ok {
 		st.Route = rs

@@ -61,6 +61,9 @@ func (a *Apps) ladder(ctx context.Context, ap *observedApp) AppStatus {
 	return a.probeRung(ctx, s)
 }
 
+// msgStopped is the message of an app whose desired state is stopped.
+const msgStopped = "the app is stopped (its desired state is stopped)"
+
 // appStatus is an observation of s that ends now.
 func appStatus(s registry.App, p Phase, reason, format string, args ...any) AppStatus {
 	return AppStatus{Slug: s.Slug, Phase: p, Reason: reason, Message: fmt.Sprintf(format, args...), ObservedAt: time.Now()}
@@ -78,7 +81,7 @@ func (a *Apps) runtimeRung(ctx context.Context, ap *observedApp, stopped bool) (
 		// A URL app's runtime is not ours: it counts as running since the
 		// app was registered.
 		if stopped {
-			return fail(PhaseStopped, ReasonStopped, "the app is stopped (its desired state is stopped)")
+			return fail(PhaseStopped, ReasonStopped, msgStopped)
 		}
 		return s.Upstream, ap.since, rung{pass: true}
 	}
@@ -93,7 +96,7 @@ func (a *Apps) runtimeRung(ctx context.Context, ap *observedApp, stopped bool) (
 	case stopped:
 		// The home may still run for other users, or its suspend is in
 		// progress: the app is stopped either way and never published.
-		return fail(PhaseStopped, ReasonStopped, "the app is stopped (its desired state is stopped)")
+		return fail(PhaseStopped, ReasonStopped, msgStopped)
 	case hs.Waking || hs.Status == registry.StatusWaking || hs.Status == registry.StatusRestoring:
 		return fail(PhaseStarting, ReasonHomeWaking, "home %s is waking", s.Home)
 	case hs.Status != registry.StatusRunning || hs.Endpoint == "":

@@ -212,6 +212,24 @@ func TestAppWaitForReadyEndsEarlyOnFailed(t *testing.T) {
 	}
 }
 
+// An app whose stored desired state is stopped (a restart: the table
+// applies it as the app is registered) is stopped before its first
+// observation, not unknown; one that is not stays unknown until observed.
+func TestAppStoppedBeforeItsFirstObservation(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(up.Close)
+	stopped, running := testApp("s"), testApp("r")
+	stopped.Upstream, running.Upstream = up.URL, up.URL
+	apps, _ := newApps(t, nil, stopped, running)
+	apps.SetDesired("s", true)
+	if st, ok := apps.Status("s"); !ok || st.Phase != wake.PhaseStopped || st.Reason != wake.ReasonStopped {
+		t.Fatalf("a stopped app before its first observation: %+v", st)
+	}
+	if st, ok := apps.Status("r"); !ok || st.Phase != wake.PhaseUnknown || st.Reason != wake.ReasonNotObserved {
+		t.Fatalf("an app never observed: %+v, want unknown/not-observed", st)
+	}
+}
+
 // ladderHomes is a real engine whose homes are in the states the ladder
 // names, each reached the way it happens in production:
 //   - h1 is unknown: a roll onto a release that cannot start failed, and
