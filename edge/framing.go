@@ -34,7 +34,9 @@ import (
 
 type framingConn struct {
 	net.Conn
-	scan framingScan
+	// scan is nil once the connection carries a relayed WebSocket
+	// (Upgraded): no head crosses it any more.
+	scan *framingScan
 }
 
 // framingScan is the scanner and its verdict, which the handler reads.
@@ -47,9 +49,15 @@ type framingScan struct {
 // (proxy.PlainConn): the watcher reads through, with no buffer.
 func (c *framingConn) PlainConn() net.Conn { return c.Conn }
 
+// Upgraded drops the scanner of a connection that carries a relayed
+// WebSocket from now on (proxy.Upgraded): an idle one is kept for hours,
+// and its bytes are frames, not heads. The relay calls it before any of
+// its reads.
+func (c *framingConn) Upgraded() { c.scan = nil }
+
 func (c *framingConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.scan.bad.Load() == nil {
+	if n > 0 && c.scan != nil && c.scan.bad.Load() == nil {
 		if ferr := c.scan.f.Scan(p[:n]); ferr != nil {
 			c.scan.bad.Store(&ferr)
 		}
@@ -73,7 +81,7 @@ func (l FramingListener) Accept() (net.Conn, error) {
 
 // Watch wraps c in the framing watcher (FramingListener does it for every
 // connection it accepts).
-func Watch(c net.Conn) net.Conn { return &framingConn{Conn: c} }
+func Watch(c net.Conn) net.Conn { return &framingConn{Conn: c, scan: new(framingScan)} }
 
 // ConnContext stores the framing watcher in the connection's context (an
 // HTTPS connection's too; tlsconn.go): an http.Server's ConnContext.
@@ -92,7 +100,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 // framings, another error for framing it could not follow.
 func FramingProblem(ctx context.Context) error {
 	fc, _ := ctx.Value(framingKey{}).(*framingConn)
-	if fc == nil {
+	if fc == nil || fc.scan == nil {
 		return nil
 	}
 	if p := fc.scan.bad.Load(); p != nil {

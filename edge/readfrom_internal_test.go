@@ -52,7 +52,7 @@ func TestConnWrappersPassReadFrom(t *testing.T) {
 	upClient, upServer := tcpPair(t) // the upstream writes on upServer
 	downClient, downServer := tcpPair(t)
 	counted := &countingConn{Conn: downServer}
-	wrapped := &framingConn{Conn: &limitConn{Conn: counted, l: &ConnLimit{}}}
+	wrapped := &framingConn{Conn: &limitConn{Conn: counted, l: &ConnLimit{}}, scan: new(framingScan)}
 
 	go func() { _, _ = upServer.Write(body) }()
 	got := make(chan []byte, 1)
@@ -78,7 +78,7 @@ func TestConnWrappersPassReadFrom(t *testing.T) {
 	pc, ps := net.Pipe()
 	defer pc.Close()
 	defer ps.Close()
-	wrapped = &framingConn{Conn: &limitConn{Conn: ps, l: &ConnLimit{}}}
+	wrapped = &framingConn{Conn: &limitConn{Conn: ps, l: &ConnLimit{}}, scan: new(framingScan)}
 	go func() {
 		_, _ = wrapped.ReadFrom(bytes.NewReader(body[:1000]))
 		ps.Close()

@@ -88,7 +88,7 @@ func (l *TLSListener) handshake(c net.Conn) {
 		_ = tc.Close()
 		return
 	default:
-		out = &tlsConn{framingConn: framingConn{Conn: tc}, state: st}
+		out = &tlsConn{framingConn: framingConn{Conn: tc, scan: new(framingScan)}, state: st}
 	}
 	select {
 	case l.ready <- out:

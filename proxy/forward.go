@@ -152,6 +152,8 @@ type Proxy struct {
 
 	relayMu sync.Mutex
 	relays  map[*relay]struct{} // WebSockets being relayed (relay.go)
+	// stops are the watches on the relays' stop channels.
+	stops map[<-chan struct{}]*stopWatch
 	// parker holds the pumps of idle relays (relay_park_linux.go).
 	parker    parker
 	goingAway bool // GoingAway was called
@@ -202,7 +204,7 @@ func New(o Options) *Proxy {
 		homes.ResponseHeaderTimeout = o.HomeResponseHeaderTimeout
 	}
 	conns := newConnPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
-	p := &Proxy{opts: o, transport: tr, homes: homes, conns: conns, relays: map[*relay]struct{}{}, bufs: newBufferPool()}
+	p := &Proxy{opts: o, transport: tr, homes: homes, conns: conns, relays: map[*relay]struct{}{}, stops: map[<-chan struct{}]*stopWatch{}, bufs: newBufferPool()}
 	p.stripped = []string{http.CanonicalHeaderKey(o.RelayHeader)}
 	for _, h := range o.StripHeaders {
 		p.stripped = append(p.stripped, http.CanonicalHeaderKey(h))

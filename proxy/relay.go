@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"io"
@@ -26,8 +27,8 @@ const closeGoingAway = 1001
 // close frames are written by goroutines it owns; the relay waits for them
 // once it has ended.
 type relay struct {
-	toClient *frameWriter
-	toHome   *frameWriter
+	toClient frameWriter
+	toHome   frameWriter
 	once     sync.Once
 	wg       sync.WaitGroup
 
@@ -40,7 +41,7 @@ type relay struct {
 // close. It is called with the proxy's relay lock held.
 func (r *relay) goingAway() {
 	r.once.Do(func() {
-		for _, w := range []*frameWriter{r.toClient, r.toHome} {
+		for _, w := range []*frameWriter{&r.toClient, &r.toHome} {
 			r.wg.Go(w.goingAway)
 		}
 	})
@@ -51,14 +52,35 @@ func isWebSocket(r *http.Request) bool {
 	return isUpgrade(r) && strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
-// track registers a relay whose two sides are known.
-func (p *Proxy) track(r *relay) {
+// track registers a relay whose two sides are known. A relay with a stop
+// (a context's Done channel) is closed when it is closed; the relays that
+// share one, all of a gateway's, share one watch on it.
+func (p *Proxy) track(r *relay, stop context.Context) {
 	p.relayMu.Lock()
 	p.relays[r] = struct{}{}
 	if p.goingAway {
 		r.goingAway() // the drain began while this one was upgrading
 	}
+	if done := stop.Done(); done != nil {
+		w := p.stops[done]
+		if w == nil {
+			w = &stopWatch{}
+			w.stop = context.AfterFunc(stop, func() { p.stopRelays(done) })
+			p.stops[done] = w
+		}
+		w.n++
+		r.stop = done
+	}
 	p.relayMu.Unlock()
+	if r.stop != nil {
+		select {
+		case <-r.stop:
+			// Closed before the watch could see this relay (its
+			// function may have run already): close it here.
+			r.closeConns()
+		default:
+		}
+	}
 }
 
 // untrack forgets r and waits for its close frame writers. The relay has
@@ -66,8 +88,37 @@ func (p *Proxy) track(r *relay) {
 func (p *Proxy) untrack(r *relay) {
 	p.relayMu.Lock()
 	delete(p.relays, r)
+	if r.stop != nil {
+		if w := p.stops[r.stop]; w != nil {
+			if w.n--; w.n == 0 {
+				w.stop()
+				delete(p.stops, r.stop)
+			}
+		}
+	}
 	p.relayMu.Unlock()
 	r.wg.Wait()
+}
+
+// stopWatch is the one watch on a stop channel that its relays share.
+type stopWatch struct {
+	n    int         // relays that stop with it
+	stop func() bool // ends the watch (context.AfterFunc)
+}
+
+// stopRelays closes the connections of every relay whose stop is done.
+func (p *Proxy) stopRelays(done <-chan struct{}) {
+	var stopped []*relay
+	p.relayMu.Lock()
+	for r := range p.relays {
+		if r.stop == done {
+			stopped = append(stopped, r)
+		}
+	}
+	p.relayMu.Unlock()
+	for _, r := range stopped {
+		r.closeConns()
+	}
 }
 
 // WebSockets returns the number of WebSockets being relayed now.
@@ -95,12 +146,11 @@ func (p *Proxy) GoingAway() int {
 // frameWriter writes one direction of a relayed WebSocket and follows its
 // frame boundaries, so that a close frame goes between two frames.
 type frameWriter struct {
-	w io.Writer
+	w   io.Writer
+	mu  sync.Mutex
+	cur frameCursor
 	// masked: frames toward the home are client frames and must be masked.
-	masked bool
-
-	mu      sync.Mutex
-	cur     frameCursor
+	masked  bool
 	pending bool // a close frame waits for the end of the frame in progress
 	closed  bool // a close frame went this way: nothing more is written
 }
@@ -184,9 +234,9 @@ func closeFrame(code uint16, masked bool) []byte {
 // frameCursor follows WebSocket frame boundaries across writes (RFC 6455
 // section 5.2): a header of 2 to 14 bytes, then the payload.
 type frameCursor struct {
-	hdr  [14]byte
-	hn   int    // header bytes seen of the frame in progress
 	left uint64 // payload bytes still to come
+	hdr  [14]byte
+	hn   uint8 // header bytes seen of the frame in progress
 	// inClose: the frame in progress is a close frame; closeDone: a whole
 	// close frame has passed.
 	inClose, closeDone bool
@@ -222,7 +272,7 @@ func (c *frameCursor) next(p []byte) (int, bool) {
 		c.hdr[c.hn] = p[n]
 		c.hn++
 		n++
-		if c.hn < 2 || c.hn < headerLen(c.hdr[1]) {
+		if c.hn < 2 || int(c.hn) < headerLen(c.hdr[1]) {
 			continue
 		}
 		c.left = payloadLen(c.hdr[:c.hn])

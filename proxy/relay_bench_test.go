@@ -143,9 +143,10 @@ func BenchmarkRelayIdleMemoryTLS(b *testing.B) {
 }
 
 // benchRelayFront starts the echo home in another process and returns an
-// unstarted server whose handler relays to it through a new proxy, and
-// the channel that receives once per relay that ended (room for n).
-func benchRelayFront(b *testing.B, n int) (*httptest.Server, <-chan struct{}) {
+// unstarted server whose handler relays to it through a new proxy, the
+// proxy, and the channel that receives once per relay that ended (room
+// for n).
+func benchRelayFront(b *testing.B, n int) (*httptest.Server, *Proxy, <-chan struct{}) {
 	b.Helper()
 	u := &url.URL{Scheme: "http", Host: startWSHome(b)}
 	p := New(testOptions())
@@ -154,12 +155,12 @@ func benchRelayFront(b *testing.B, n int) (*httptest.Server, <-chan struct{}) {
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: u})
 	}))
-	return s, ended
+	return s, p, ended
 }
 
 func benchRelayIdleMemory(b *testing.B, overTLS bool) {
 	const n = 2000
-	s, ended := benchRelayFront(b, n)
+	s, _, ended := benchRelayFront(b, n)
 	dial := func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }
 	if overTLS {
 		s.TLS = &tls.Config{Certificates: []tls.Certificate{benchCert(b)}}
@@ -239,8 +240,25 @@ func benchCert(b *testing.B) tls.Certificate {
 // chatty but not busy pages do. cpu-µs/op is this process's CPU per
 // round trip (the relay's and the client's).
 func BenchmarkRelayEcho(b *testing.B) {
+	benchRelayEcho(b, 0)
+}
+
+// BenchmarkRelayEchoPaced is BenchmarkRelayEcho with each relay getting
+// its next message about 100 ms after its last (a pause between two trips
+// of 1/16 of that), as a page that sends a status ten times a second
+// does: too slow for the netpoller's wait to be free, too fast for
+// parking every time to pay. parks/op is how many times a pump parked
+// per round trip (each park and its wake-up cost about 25 µs of CPU:
+// compare BenchmarkRelayEcho's cpu-µs/op with pumps that park at once);
+// cpu-µs/op counts the CPU of the whole process over the pauses too, and
+// is mostly the pauses' own.
+func BenchmarkRelayEchoPaced(b *testing.B) {
+	benchRelayEcho(b, 100*time.Millisecond)
+}
+
+func benchRelayEcho(b *testing.B, every time.Duration) {
 	const n = 16
-	s, ended := benchRelayFront(b, n)
+	s, p, ended := benchRelayFront(b, n)
 	s.Start()
 	defer s.Close()
 	dial := func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }
@@ -255,11 +273,14 @@ func BenchmarkRelayEcho(b *testing.B) {
 	frame := clientFrame("ping-pong")
 	want := len("ping-pong") + 2
 	var buf [64]byte
-	cpu0 := processCPU()
+	cpu0, parks0 := processCPU(), p.parker.parksSoFar()
 	i := 0
 	for b.Loop() {
 		c := conns[i%n]
 		i++
+		if every > 0 {
+			time.Sleep(every / n)
+		}
 		if _, err := c.Write(frame); err != nil {
 			b.Fatal(err)
 		}
@@ -268,6 +289,7 @@ func BenchmarkRelayEcho(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(p.parker.parksSoFar()-parks0)/float64(b.N), "parks/op")
 	for _, c := range conns {
 		c.Close()
 	}

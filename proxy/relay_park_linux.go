@@ -45,18 +45,65 @@ type parker struct {
 	epfd    int
 	evfd    int      // written by stop to end the loop
 	file    *os.File // epfd, waited on in the netpoller
-	next    uint64
-	parked  map[uint64]parkedPump
-	done    chan struct{}
+	// slots holds the parked pumps, each at the slot its token names;
+	// free lists the empty slots, gen numbers the parks. A slot costs
+	// less than a map entry, and an idle relay keeps two for hours.
+	slots  []parkedPump
+	free   []uint32
+	gen    uint32
+	parked int    // pumps in slots
+	parks  uint64 // parks so far, for benchmarks
+	done   chan struct{}
 	// failed is why the set could not be made; pumps then wait the
 	// netpoller's way.
 	failed error
 }
 
-// parkedPump is one pump waiting in the set.
+// parkedPump is one pump waiting in the set (pu nil: the slot is free).
 type parkedPump struct {
 	rel *relay
 	pu  *pump
+	tok uint64
+}
+
+// A park's token, its entry's data in the set, is its slot (low 32 bits)
+// and its generation (high 32 bits, never 0): an event that comes for a
+// slot taken back since, and given to another park, is not mistaken for
+// the new one's.
+
+// put records pu in a free slot and returns its token. Called with mu
+// held.
+func (k *parker) put(rel *relay, pu *pump) uint64 {
+	var slot uint32
+	if n := len(k.free); n > 0 {
+		slot = k.free[n-1]
+		k.free = k.free[:n-1]
+	} else {
+		slot = uint32(len(k.slots))
+		k.slots = append(k.slots, parkedPump{})
+	}
+	if k.gen++; k.gen == 0 {
+		k.gen = 1
+	}
+	tok := uint64(k.gen)<<32 | uint64(slot)
+	k.slots[slot] = parkedPump{rel: rel, pu: pu, tok: tok}
+	k.parked++
+	return tok
+}
+
+// take empties the slot of tok and returns what it held, if it still
+// holds that park. Called with mu held.
+func (k *parker) take(tok uint64) (parkedPump, bool) {
+	slot := uint32(tok)
+	if tok>>32 == 0 || int(slot) >= len(k.slots) || k.slots[slot].tok != tok {
+		return parkedPump{}, false
+	}
+	pp := k.slots[slot]
+	k.slots[slot] = parkedPump{}
+	k.free = append(k.free, slot)
+	k.parked--
+	pp.pu.token = 0
+	return pp, true
 }
 
 // parkResult is what park did.
@@ -68,7 +115,7 @@ const (
 	refused                    // pu waits on its own goroutine
 )
 
-// stopToken is the event data of the stop eventfd; pumps' tokens start at 1.
+// stopToken is the event data of the stop eventfd; no pump's token is 0.
 const stopToken = 0
 
 // park registers pu's source in the set unless it is readable now or the
@@ -84,8 +131,9 @@ func (k *parker) park(rel *relay, pu *pump) (parkResult, error) {
 	if rel.releasing || k.stopped || k.start() != nil {
 		return refused, nil
 	}
-	k.next++
-	tok := k.next
+	// The slot is taken before the descriptor enters the set: an event
+	// may come as soon as it does.
+	tok := k.put(rel, pu)
 	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLONESHOT, Fd: int32(uint32(tok)), Pad: int32(uint32(tok >> 32))}
 	var cerr error
 	err := pu.raw.Control(func(fd uintptr) {
@@ -98,6 +146,9 @@ func (k *parker) park(rel *relay, pu *pump) (parkResult, error) {
 			pu.inSet = true
 		}
 	})
+	if err != nil || cerr != nil {
+		k.take(tok)
+	}
 	if err != nil {
 		return readable, nil // the connection is closed: the read says so
 	}
@@ -105,8 +156,16 @@ func (k *parker) park(rel *relay, pu *pump) (parkResult, error) {
 		return refused, nil // wait the netpoller's way
 	}
 	pu.token = tok
-	k.parked[tok] = parkedPump{rel: rel, pu: pu}
+	pu.parkedAt = nowMilli()
+	k.parks++
 	return parked, nil
+}
+
+// parksSoFar is how many times a pump has parked.
+func (k *parker) parksSoFar() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.parks
 }
 
 // release takes rel's parked pumps back before its connections close:
@@ -121,8 +180,7 @@ func (k *parker) release(rel *relay) {
 		if pu.token == 0 {
 			continue
 		}
-		delete(k.parked, pu.token)
-		pu.token = 0
+		k.take(pu.token)
 		_ = pu.raw.Control(func(fd uintptr) { _ = unix.EpollCtl(k.epfd, unix.EPOLL_CTL_DEL, int(fd), nil) })
 		pu.inSet = false
 		back = append(back, pu)
@@ -175,7 +233,6 @@ func (k *parker) start() error {
 		return k.failed
 	}
 	k.epfd, k.evfd, k.file = epfd, evfd, f
-	k.parked = map[uint64]parkedPump{}
 	k.done = make(chan struct{})
 	go k.loop(rc)
 	return nil
@@ -217,10 +274,9 @@ func (k *parker) dispatch(events []unix.EpollEvent) (stop bool) {
 			continue
 		}
 		k.mu.Lock()
-		pp, ok := k.parked[tok]
+		pp, ok := k.take(tok)
 		if ok {
-			delete(k.parked, tok)
-			pp.pu.token = 0
+			pp.pu.woken(nowMilli())
 		}
 		k.mu.Unlock()
 		if ok {
@@ -234,11 +290,14 @@ func (k *parker) dispatch(events []unix.EpollEvent) (stop bool) {
 func (k *parker) unparkAll() {
 	k.mu.Lock()
 	k.stopped = true
-	all := k.parked
-	k.parked = map[uint64]parkedPump{}
-	for _, pp := range all {
-		pp.pu.token = 0
+	var all []parkedPump
+	for _, pp := range k.slots {
+		if pp.pu != nil {
+			pp.pu.token = 0
+			all = append(all, pp)
+		}
 	}
+	k.slots, k.free, k.parked = nil, nil, 0
 	k.mu.Unlock()
 	for _, pp := range all {
 		go pp.rel.run(pp.pu)

@@ -23,6 +23,9 @@ const (
 // parker does nothing here: park never parks.
 type parker struct{}
 
+// parksSoFar is always 0 here.
+func (*parker) parksSoFar() uint64 { return 0 }
+
 func (*parker) park(*relay, *pump) (parkResult, error) { return refused, nil }
 func (*parker) release(*relay)                         {}
 func (*parker) stop()                                  {}

@@ -20,7 +20,7 @@ import (
 func parkedPumps(p *Proxy) int {
 	p.parker.mu.Lock()
 	defer p.parker.mu.Unlock()
-	return len(p.parker.parked)
+	return p.parker.parked
 }
 
 // pumpGoroutines is the number of goroutines running a relay's pump now.
@@ -144,6 +144,100 @@ func TestRelayParkedEnds(t *testing.T) {
 	waitParked(t, p, 0)
 }
 
+// stopWatches is the number of watches on stop channels p holds now, and
+// how many relays share the watch on done.
+func stopWatches(p *Proxy, done <-chan struct{}) (watches, sharing int) {
+	p.relayMu.Lock()
+	defer p.relayMu.Unlock()
+	if w := p.stops[done]; w != nil {
+		sharing = w.n
+	}
+	return len(p.stops), sharing
+}
+
+// TestRelayStopsShareOneWatch: relays that end with the same context (all
+// of a gateway's, at its hard stop) share one watch on it, which goes
+// when the last of them ends; and a relay whose context ended before its
+// watch began is cut at once.
+func TestRelayStopsShareOneWatch(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := New(testOptions())
+	t.Cleanup(p.Close)
+	ended := make(chan struct{}, 8)
+	up := wsServer(t, echoHome)
+	stopCtx := ctx
+	var mu sync.Mutex
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		c := stopCtx
+		mu.Unlock()
+		p.Serve(&ctxDetachWriter{ResponseWriter: w, ended: ended, ctx: c}, r, &Route{Kind: "node", Name: "n", Upstream: up()})
+	}))
+	t.Cleanup(s.Close)
+
+	clients := []*websocket.Conn{wsDial(t, s), wsDial(t, s), wsDial(t, s)}
+	if w, n := stopWatches(p, ctx.Done()); w != 1 || n != 3 {
+		t.Fatalf("%d watches, %d relays on the context's; want 1 shared by 3", w, n)
+	}
+	clients[0].Close()
+	waitEnded(t, ended, "a client closed")
+	if w, n := stopWatches(p, ctx.Done()); w != 1 || n != 2 {
+		t.Fatalf("after one relay ended: %d watches, %d relays on the context's; want 1 shared by 2", w, n)
+	}
+	cancel()
+	waitEnded(t, ended, "the stop context ended")
+	waitEnded(t, ended, "the stop context ended")
+	if w, _ := stopWatches(p, ctx.Done()); w != 0 {
+		t.Fatalf("%d watches after every relay ended, want 0", w)
+	}
+
+	// A context already over when the relay starts.
+	mu.Lock()
+	stopCtx = ctx
+	mu.Unlock()
+	c := wsDial(t, s)
+	waitEnded(t, ended, "a relay whose stop context was over before it started")
+	_ = c.SetReadDeadline(time.Now().Add(testWait))
+	if _, _, err := c.ReadMessage(); err == nil {
+		t.Fatal("the client of a relay stopped before it started read a message, want its connection closed")
+	}
+	if w, _ := stopWatches(p, ctx.Done()); w != 0 {
+		t.Fatalf("%d watches after the relay ended, want 0", w)
+	}
+}
+
+// TestParkerSlotsRefuseStaleTokens: a slot freed and given to another
+// park answers only to the new park's token, so that an event that came
+// for the old one, and is read after, wakes nothing.
+func TestParkerSlotsRefuseStaleTokens(t *testing.T) {
+	var k parker
+	rel := &relay{}
+	a, b := &rel.pumps[0], &rel.pumps[1]
+	tokA := k.put(rel, a)
+	a.token = tokA
+	if _, ok := k.take(tokA); !ok {
+		t.Fatal("a parked pump's own token found nothing")
+	}
+	if a.token != 0 {
+		t.Fatalf("a taken pump keeps token %#x", a.token)
+	}
+	tokB := k.put(rel, b)
+	if uint32(tokB) != uint32(tokA) {
+		t.Fatalf("the freed slot %d was not reused (got %d)", uint32(tokA), uint32(tokB))
+	}
+	if _, ok := k.take(tokA); ok {
+		t.Fatal("the old token took the slot's new park")
+	}
+	if _, ok := k.take(stopToken); ok {
+		t.Fatal("the stop token took a park")
+	}
+	pp, ok := k.take(tokB)
+	if !ok || pp.pu != b || k.parked != 0 {
+		t.Fatalf("take(new token) = %v, %v with %d parked; want pump b and none left", pp.pu, ok, k.parked)
+	}
+}
+
 // TestRelayParkedAfterProxyClose: relays parked when the proxy closes go
 // on relaying, each pump on a goroutine of its own.
 func TestRelayParkedAfterProxyClose(t *testing.T) {
@@ -206,4 +300,35 @@ func TestProxyCloseTwice(t *testing.T) {
 	_ = wsDial(t, s)
 	waitParked(t, p, 2)
 	twice(p)
+}
+
+// TestPumpWaitAdapts: a pump starts by waiting parkAfterMin before it
+// parks, waits longer each time it was woken soon after parking (up to
+// parkAfterMax), and starts over after a long park.
+func TestPumpWaitAdapts(t *testing.T) {
+	var pu pump
+	soon, late := uint32(parkAfterMax/time.Millisecond)-1, uint32(parkAfterMax/time.Millisecond)
+	steps := []struct {
+		parkedFor uint32
+		want      time.Duration
+	}{
+		{soon, 2 * parkAfterMin},
+		{soon, 4 * parkAfterMin},
+		{soon, 8 * parkAfterMin},
+		{soon, parkAfterMax},
+		{soon, parkAfterMax},
+		{late, parkAfterMin},
+		{1, 2 * parkAfterMin},
+	}
+	if got := pu.waitBeforePark(); got != parkAfterMin {
+		t.Fatalf("a new pump waits %v, want %v", got, parkAfterMin)
+	}
+	for i, s := range steps {
+		// Parked 3 ms before the 32-bit clock wraps, and at other times.
+		pu.parkedAt = uint32(i)*(1<<30) - 3
+		pu.woken(pu.parkedAt + s.parkedFor)
+		if got := pu.waitBeforePark(); got != s.want {
+			t.Fatalf("step %d (parked %d ms): waits %v, want %v", i, s.parkedFor, got, s.want)
+		}
+	}
 }

@@ -59,6 +59,28 @@ type PlainConn interface {
 	PlainConn() net.Conn
 }
 
+// Upgraded is implemented by a client connection wrapper that keeps state
+// for the HTTP/1.1 requests crossing it (the edge's framing watcher),
+// which a relayed WebSocket no longer needs. Before its pumps start, the
+// relay calls Upgraded on each wrapper it finds through PlainConn.
+type Upgraded interface {
+	Upgraded()
+}
+
+// upgraded tells c's wrappers that c carries a relayed WebSocket now.
+func upgraded(c net.Conn) {
+	for c != nil {
+		if u, ok := c.(Upgraded); ok {
+			u.Upgraded()
+		}
+		pc, ok := c.(PlainConn)
+		if !ok {
+			return
+		}
+		c = pc.PlainConn()
+	}
+}
+
 // relayBufSize is the size of a pump's pooled buffer.
 const relayBufSize = 32 << 10
 
@@ -87,11 +109,14 @@ type relayState struct {
 
 	client net.Conn           // the hijacked client connection
 	home   io.ReadWriteCloser // the 101 response's body
-	pumps  [2]pump            // client to home, home to client
-	left   atomic.Int32       // pumps still running
-	closed sync.Once
-	// unwatch stops the watch on the stop context.
-	unwatch func() bool
+	pumps  [2]pump            // client to home (toHomeIdx), home to client
+	// pending is what the client sent behind its handshake, written to
+	// the home first.
+	pending []byte
+	left    atomic.Int32 // pumps still running
+	closed  sync.Once
+	// stop, when closed, cuts the relay (see Proxy.track).
+	stop <-chan struct{}
 	// end finishes the request when the relay ends (Detacher); done is
 	// closed then when Serve waits instead.
 	end  func()
@@ -104,25 +129,35 @@ type relayState struct {
 	releasing bool
 }
 
-// pump copies one direction of a relay.
+// pump copies one direction of a relay: the client's bytes to the home
+// (the relay's pumps[toHomeIdx]) or the home's to the client. Its source,
+// its destination and what it half-closes are the relay's (relay.ends);
+// a pump holds only what it waits with, as a relay lives as long as its
+// WebSocket.
 type pump struct {
-	src io.Reader
 	// raw is src's descriptor, waited on before each read; nil when src
 	// is neither a plain TCP or Unix connection nor TLS over one: the
 	// pump then blocks in Read holding its buffer.
 	raw syscall.RawConn
-	// above, when set, is src's connection when src can hold bytes that
-	// raw no longer shows (TLS: records read from the socket, decrypted
-	// or not, that no Read has returned yet, some of them read by the
-	// server before the upgrade). Before each wait on raw the pump drains
-	// it, reading with a read deadline in the past, which returns what it
-	// holds and then fails without a system call.
-	above net.Conn
-	dst   *frameWriter
-	// half is what half-closes dst's connection when src ends.
-	half any
-	// pending is what arrived with the handshake, written first.
-	pending []byte
+	// conn is the connection whose descriptor raw is (or the TLS
+	// connection over it), on which waitFor sets its read deadline.
+	conn net.Conn
+	// token is the pump's entry in the parker while it is parked (0:
+	// not parked; guarded by the parker).
+	token uint64
+	// parkedAt is when the pump last parked (Unix milliseconds,
+	// truncated), set by park and read by the parker's wake-up.
+	parkedAt uint32
+	// waitStep sets how long the pump waits on its goroutine before it
+	// parks (waitBeforePark).
+	waitStep uint8
+	// above: src can hold bytes that raw no longer shows (conn is TLS:
+	// records read from the socket, decrypted or not, that no Read has
+	// returned yet, some of them read by the server before the upgrade).
+	// Before each wait on raw the pump drains conn, reading with a read
+	// deadline in the past, which returns what it holds and then fails
+	// without a system call.
+	above bool
 	// fresh: src or dst is TLS. crypto/tls's reads and writes grow a
 	// goroutine's stack to 4 KiB or more, which a collection never takes
 	// back below 4 KiB, so after relaying something the pump waits on a
@@ -131,18 +166,26 @@ type pump struct {
 	// drained: src was drained (above) just before this goroutine
 	// started, so its first wait needs no drain.
 	drained bool
-	// drain, when set, is src's connection: what the transport buffered
-	// behind the 101 is read first, with a read deadline in the past, so
-	// that no buffered byte waits for the descriptor to turn readable.
-	drain net.Conn
-	// conn is the connection whose descriptor raw is (or the TLS
-	// connection over it), on which waitFor sets its read deadline.
-	conn net.Conn
-	// token is the pump's entry in the parker while it is parked (0:
-	// not parked); inSet: raw's descriptor is in the parker's set. Both
-	// are guarded by the parker.
-	token uint64
+	// drainFirst: what the transport buffered behind the 101 is read
+	// first, through conn with a read deadline in the past, so that no
+	// buffered byte waits for the descriptor to turn readable.
+	drainFirst bool
+	// inSet: raw's descriptor is in the parker's set (guarded by the
+	// parker).
 	inSet bool
+}
+
+// toHomeIdx is the index in a relay's pumps of the one that copies the
+// client's bytes to the home.
+const toHomeIdx = 0
+
+// ends returns what pu reads, where it writes, and what it half-closes
+// when its source ends (the destination's connection).
+func (r *relay) ends(pu *pump) (src io.Reader, dst *frameWriter, half any) {
+	if pu == &r.pumps[toHomeIdx] {
+		return r.client, &r.toHome, r.home
+	}
+	return r.home, &r.toClient, r.client
 }
 
 // traceUpgrade records on rel the connection the transport hands out for
@@ -207,9 +250,10 @@ func (p *Proxy) handOff(res *http.Response, rel *relay) error {
 // Detacher the handler returns at once, else Serve waits for done.
 // Without one, the relay ends with ctx, the request's context.
 func (p *Proxy) startRelay(ctx context.Context, rel *relay, client net.Conn, home io.ReadWriteCloser, pending []byte) {
-	rel.client, rel.home = client, home
-	rel.toClient = &frameWriter{w: client}
-	rel.toHome = &frameWriter{w: home, masked: true}
+	rel.client, rel.home, rel.pending = client, home, pending
+	upgraded(client)
+	rel.toClient = frameWriter{w: client}
+	rel.toHome = frameWriter{w: home, masked: true}
 	stop := ctx
 	if d := findDetacher(rel.w); d != nil {
 		stop, rel.end = d.Detach()
@@ -220,29 +264,27 @@ func (p *Proxy) startRelay(ctx context.Context, rel *relay, client net.Conn, hom
 	clientRaw, clientAbove := readinessOf(client)
 	homeRaw, homeAbove := readinessOf(rel.dialled)
 	anyTLS := clientAbove != nil || homeAbove != nil
-	rel.pumps[0] = pump{src: client, raw: clientRaw, above: clientAbove, dst: rel.toHome, half: home, pending: pending, fresh: anyTLS}
-	rel.pumps[1] = pump{src: home, raw: homeRaw, dst: rel.toClient, half: client, fresh: anyTLS}
+	rel.pumps[toHomeIdx] = pump{raw: clientRaw, above: clientAbove != nil, fresh: anyTLS}
+	toClient := &rel.pumps[1-toHomeIdx]
+	*toClient = pump{raw: homeRaw, fresh: anyTLS}
 	if clientRaw != nil {
-		rel.pumps[0].conn = client
+		rel.pumps[toHomeIdx].conn = client
 	}
 	if homeRaw != nil {
-		rel.pumps[1].conn = rel.dialled
+		toClient.conn = rel.dialled
 	}
 	switch {
 	case homeAbove != nil:
 		// An https home's TLS connection is drained through the
 		// body, the transport's reader first, before each wait.
-		rel.pumps[1].above = homeAbove
+		toClient.above = true
 	case homeRaw != nil:
-		rel.pumps[1].drain = rel.dialled
+		toClient.drainFirst = true
 	}
 	rel.dialled = nil
 	rel.handedOff = true
 	rel.left.Store(2)
-	p.track(rel)
-	if stop.Done() != nil {
-		rel.unwatch = context.AfterFunc(stop, rel.closeConns)
-	}
+	p.track(rel, stop)
 	go rel.run(&rel.pumps[0])
 	go rel.run(&rel.pumps[1])
 }
@@ -272,14 +314,15 @@ func (r *relay) run(pu *pump) {
 		go r.run(pu)
 		return
 	case err != nil:
-	case r.toClient.isClosed() && (pu.dst == r.toClient || r.toHome.isClosed()):
+	case r.toClient.isClosed() && (pu != &r.pumps[toHomeIdx] || r.toHome.isClosed()):
 		// The home ended its connection after a close frame went to
 		// the client, or a close frame went each way: the WebSocket is
 		// over, and toward the client the gateway is the server, which
 		// closes the TCP connection first (RFC 6455 section 7.1.1).
 		err = io.EOF
 	default:
-		err = closeWrite(pu.half) // src ended: pass the half-close on
+		_, _, half := r.ends(pu)
+		err = closeWrite(half) // src ended: pass the half-close on
 	}
 	if err != nil {
 		r.closeConns() // ends the other pump too
@@ -292,9 +335,6 @@ func (r *relay) run(pu *pump) {
 // finish ends a relay whose pumps have both returned.
 func (r *relay) finish() {
 	r.closeConns()
-	if r.unwatch != nil {
-		r.unwatch()
-	}
 	r.p.untrack(r)
 	if r.end != nil {
 		r.end()
@@ -320,25 +360,28 @@ func (r *relay) closeConns() {
 // goroutine must not touch it).
 func (pu *pump) copy(r *relay) error {
 	p := r.p
+	src, dst, _ := r.ends(pu)
 	// worked: this goroutine read or wrote something (see fresh).
-	worked := len(pu.pending) > 0 || pu.drain != nil
-	if len(pu.pending) > 0 {
-		if _, err := pu.dst.Write(pu.pending); err != nil {
+	worked := false
+	if pu == &r.pumps[toHomeIdx] && len(r.pending) > 0 {
+		worked = true
+		pending := r.pending
+		r.pending = nil
+		if _, err := dst.Write(pending); err != nil {
 			return err
 		}
-		pu.pending = nil
 	}
-	if pu.drain != nil {
-		c := pu.drain
-		pu.drain = nil
-		eof, err := pu.drainBuffered(p, c)
+	if pu.drainFirst {
+		worked = true
+		pu.drainFirst = false
+		eof, err := pu.drainBuffered(p, pu.conn, src, dst)
 		if eof || err != nil {
 			return err
 		}
 	}
 	for {
-		if pu.above != nil && !pu.drained {
-			eof, err := pu.drainBuffered(p, pu.above)
+		if pu.above && !pu.drained {
+			eof, err := pu.drainBuffered(p, pu.conn, src, dst)
 			if eof || err != nil {
 				return err
 			}
@@ -349,10 +392,10 @@ func (pu *pump) copy(r *relay) error {
 			return err
 		}
 		bp := p.relayBuf()
-		n, rerr := pu.src.Read(bp[:])
+		n, rerr := src.Read(bp[:])
 		var werr error
 		if n > 0 {
-			_, werr = pu.dst.Write(bp[:n])
+			_, werr = dst.Write(bp[:n])
 		}
 		p.relayBufDone(bp)
 		worked = true
@@ -381,7 +424,7 @@ func (pu *pump) wait(r *relay, worked bool) error {
 	if canPark {
 		// A relay in use waits on its goroutine for a while: a park
 		// and its wake-up cost more CPU than the netpoller's wait.
-		if ok, err := pu.waitFor(parkAfter); ok || err != nil {
+		if ok, err := pu.waitFor(pu.waitBeforePark()); ok || err != nil {
 			return err
 		}
 		pu.drained = true
@@ -401,9 +444,43 @@ func (pu *pump) wait(r *relay, worked bool) error {
 	return waitReadable(pu.raw)
 }
 
-// parkAfter is how long a pump waits for its next read on its own
-// goroutine before it parks.
-const parkAfter = 250 * time.Millisecond
+// A pump waits for its next read on its own goroutine before it parks:
+// a park and its wake-up (an epoll_ctl, the set's loop woken, a new
+// goroutine) cost more CPU than the netpoller's wait, while a goroutine
+// that waits holds its stack, and a goroutine once made is kept by the
+// runtime for good. How long it waits adapts to its relay. The wait
+// starts at parkAfterMin, so that WebSockets that go quiet after their
+// opening exchange (most of them, and every one of a burst of new ones)
+// leave their goroutines soon. It doubles, up to parkAfterMax, each time
+// the pump is woken less than parkAfterMax after it parked, so that a
+// relay with a steady trickle of messages stays on its goroutine instead
+// of paying a park per message; a park that lasted longer brings it back
+// to parkAfterMin.
+const (
+	parkAfterMin = 25 * time.Millisecond
+	parkAfterMax = 250 * time.Millisecond
+)
+
+// waitBeforePark is how long pu waits on its goroutine before it parks.
+func (pu *pump) waitBeforePark() time.Duration {
+	return min(parkAfterMin<<pu.waitStep, parkAfterMax)
+}
+
+// woken adapts pu's wait to the park that ends at now (nowMilli); the
+// parker calls it as it takes pu out of the set for a read.
+func (pu *pump) woken(now uint32) {
+	if time.Duration(now-pu.parkedAt)*time.Millisecond >= parkAfterMax {
+		pu.waitStep = 0
+		return
+	}
+	if parkAfterMin<<pu.waitStep < parkAfterMax {
+		pu.waitStep++
+	}
+}
+
+// nowMilli is the time in Unix milliseconds, truncated to 32 bits: pumps
+// compare two of them less than 49 days apart.
+func nowMilli() uint32 { return uint32(time.Now().UnixMilli()) }
 
 // waitFor waits up to d for src to have something to read, on this
 // goroutine, with a read deadline on the connection beneath. It reports
@@ -432,16 +509,16 @@ func (pu *pump) waitFor(d time.Duration) (bool, error) {
 // transport's reader behind the 101, a TLS connection's records), reading
 // with c's read deadline in the past so that only buffered bytes are
 // read. It reports whether src ended.
-func (pu *pump) drainBuffered(p *Proxy, c net.Conn) (eof bool, err error) {
+func (pu *pump) drainBuffered(p *Proxy, c net.Conn, src io.Reader, dst *frameWriter) (eof bool, err error) {
 	if err := c.SetReadDeadline(time.Unix(1, 0)); err != nil {
 		return false, err
 	}
 	bp := p.relayBuf()
 	defer p.relayBufDone(bp)
 	for {
-		n, rerr := pu.src.Read(bp[:])
+		n, rerr := src.Read(bp[:])
 		if n > 0 {
-			if _, err := pu.dst.Write(bp[:n]); err != nil {
+			if _, err := dst.Write(bp[:n]); err != nil {
 				return false, err
 			}
 		}

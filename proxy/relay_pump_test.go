@@ -49,18 +49,25 @@ func detachedFront(t *testing.T, upstream func() *url.URL) (*httptest.Server, *P
 // newDetachedFront is detachedFront, served over TLS when overTLS.
 func newDetachedFront(t *testing.T, upstream func() *url.URL, overTLS bool) (*httptest.Server, *Proxy, <-chan struct{}) {
 	t.Helper()
-	p := New(testOptions())
-	t.Cleanup(p.Close)
-	ended := make(chan struct{}, 4096)
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: upstream()})
-	}))
+	s, p, ended := newDetachedFrontUnstarted(t, upstream)
 	if overTLS {
 		s.StartTLS()
 	} else {
 		s.Start()
 	}
 	t.Cleanup(s.Close)
+	return s, p, ended
+}
+
+// newDetachedFrontUnstarted is detachedFront's server before its start.
+func newDetachedFrontUnstarted(t *testing.T, upstream func() *url.URL) (*httptest.Server, *Proxy, <-chan struct{}) {
+	t.Helper()
+	p := New(testOptions())
+	t.Cleanup(p.Close)
+	ended := make(chan struct{}, 4096)
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: upstream()})
+	}))
 	return s, p, ended
 }
 
@@ -506,4 +513,54 @@ func TestRelayIdleHoldsNoBuffer(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// upgradeWatcher is a client connection wrapper that reads straight
+// through (PlainConn) and notes its Upgraded call, as the edge's framing
+// watcher does.
+type upgradeWatcher struct {
+	net.Conn
+	upgraded *atomic.Int32
+}
+
+func (c *upgradeWatcher) PlainConn() net.Conn { return c.Conn }
+func (c *upgradeWatcher) Upgraded()           { c.upgraded.Add(1) }
+
+// watchedListener wraps each accepted connection in an upgradeWatcher.
+type watchedListener struct {
+	net.Listener
+	upgraded *atomic.Int32
+}
+
+func (l watchedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &upgradeWatcher{Conn: c, upgraded: l.upgraded}, nil
+}
+
+// TestRelayTellsWrappersUpgraded: before its pumps start, a relay calls
+// Upgraded on each wrapper of the client's connection, found through
+// PlainConn, once; plain requests call nothing.
+func TestRelayTellsWrappersUpgraded(t *testing.T) {
+	var upgraded atomic.Int32
+	s, _, ended := newDetachedFrontUnstarted(t, wsServer(t, echoHome))
+	s.Listener = watchedListener{Listener: s.Listener, upgraded: &upgraded}
+	s.Start()
+	t.Cleanup(s.Close)
+
+	c := wsDial(t, s)
+	if n := upgraded.Load(); n != 1 {
+		t.Fatalf("Upgraded called %d times for one relay, want 1", n)
+	}
+	if err := c.WriteMessage(websocket.TextMessage, []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(testWait))
+	if _, m, err := c.ReadMessage(); err != nil || string(m) != "after" {
+		t.Fatalf("echo through the told wrapper: %q, %v", m, err)
+	}
+	c.Close()
+	waitEnded(t, ended, "the client closed")
 }
