@@ -61,14 +61,21 @@ func (s *stats) firsts() string {
 
 // runCold measures stampedes on cold homes: -cold-callers at once on one
 // home (rounds, on each variant of the gateway, with the floor), then
-// spread over -cold-homes homes with each wake cap (rounds).
+// spread over -cold-homes homes with each wake cap (rounds; none with
+// -cold-homes 0).
 func runCold(ctx context.Context, o options, t *table) error {
 	caps, err := intList("-caps", o.caps, 1)
 	if err != nil {
 		return err
 	}
+	if o.coldHomes < 0 {
+		return fmt.Errorf("-cold-homes %d: want 0 (no spread run) or more", o.coldHomes)
+	}
 	if err := oneHome(ctx, o, t); err != nil {
 		return err
+	}
+	if o.coldHomes == 0 {
+		return nil
 	}
 	return spreadRuns(ctx, o, t, caps)
 }

@@ -76,7 +76,7 @@ func main() {
 	flag.DurationVar(&o.idleWindow, "idle-window", 10*time.Second, "how long the idle loop's CPU is measured")
 	flag.IntVar(&o.starts, "starts", 3, "restarts of the large gateway timed")
 	flag.IntVar(&o.coldCallers, "cold-callers", 1000, "concurrent requests of the cold-path runs")
-	flag.IntVar(&o.coldHomes, "cold-homes", 100, "cold homes the spread cold run wakes")
+	flag.IntVar(&o.coldHomes, "cold-homes", 100, "cold homes the spread cold run wakes (0: no spread run)")
 	flag.IntVar(&o.coldRounds, "cold-rounds", 5, "rounds of the one-home cold run")
 	flag.DurationVar(&o.boot, "boot", 200*time.Millisecond, "boot delay of the cold demo homes")
 	flag.StringVar(&o.caps, "caps", "16,128", "wake caps (wake.max_concurrent) of the spread cold run")
