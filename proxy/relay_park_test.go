@@ -120,14 +120,7 @@ func TestRelayIdleParks(t *testing.T) {
 func TestRelayParkedEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := New(testOptions())
-	t.Cleanup(p.Close)
-	ended := make(chan struct{}, 8)
-	up := wsServer(t, echoHome)
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.Serve(&ctxDetachWriter{ResponseWriter: w, ended: ended, ctx: ctx}, r, &Route{Kind: "node", Name: "n", Upstream: up()})
-	}))
-	t.Cleanup(s.Close)
+	s, p, ended := stopFront(t, ctx)
 
 	c1 := wsDial(t, s)
 	waitParked(t, p, 2)
@@ -162,19 +155,7 @@ func stopWatches(p *Proxy, done <-chan struct{}) (watches, sharing int) {
 func TestRelayStopsShareOneWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := New(testOptions())
-	t.Cleanup(p.Close)
-	ended := make(chan struct{}, 8)
-	up := wsServer(t, echoHome)
-	stopCtx := ctx
-	var mu sync.Mutex
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		c := stopCtx
-		mu.Unlock()
-		p.Serve(&ctxDetachWriter{ResponseWriter: w, ended: ended, ctx: c}, r, &Route{Kind: "node", Name: "n", Upstream: up()})
-	}))
-	t.Cleanup(s.Close)
+	s, p, ended := stopFront(t, ctx)
 
 	clients := []*websocket.Conn{wsDial(t, s), wsDial(t, s), wsDial(t, s)}
 	if w, n := stopWatches(p, ctx.Done()); w != 1 || n != 3 {
@@ -192,10 +173,7 @@ func TestRelayStopsShareOneWatch(t *testing.T) {
 		t.Fatalf("%d watches after every relay ended, want 0", w)
 	}
 
-	// A context already over when the relay starts.
-	mu.Lock()
-	stopCtx = ctx
-	mu.Unlock()
+	// The context is over now: a new relay with it is cut as it starts.
 	c := wsDial(t, s)
 	waitEnded(t, ended, "a relay whose stop context was over before it started")
 	_ = c.SetReadDeadline(time.Now().Add(testWait))
@@ -261,6 +239,21 @@ func TestRelayParkedAfterProxyClose(t *testing.T) {
 	}
 	c.Close()
 	waitEnded(t, ended, "the client closed after the proxy's Close")
+}
+
+// stopFront serves a new proxy on a loopback server whose relays detach
+// and end with ctx; ended receives once per relay that ended.
+func stopFront(t *testing.T, ctx context.Context) (*httptest.Server, *Proxy, <-chan struct{}) {
+	t.Helper()
+	p := New(testOptions())
+	t.Cleanup(p.Close)
+	ended := make(chan struct{}, 8)
+	up := wsServer(t, echoHome)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.Serve(&ctxDetachWriter{ResponseWriter: w, ended: ended, ctx: ctx}, r, &Route{Kind: "node", Name: "n", Upstream: up()})
+	}))
+	t.Cleanup(s.Close)
+	return s, p, ended
 }
 
 // ctxDetachWriter is detachWriter whose relay ends with ctx.
