@@ -52,9 +52,9 @@ func isWebSocket(r *http.Request) bool {
 	return isUpgrade(r) && strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
-// track registers a relay whose two sides are known. A relay with a stop
-// (a context's Done channel) is closed when it is closed; the relays that
-// share one, all of a gateway's, share one watch on it.
+// track registers a relay whose two sides are known, to be closed when
+// stop ends. The relays that end with the same context (all of a
+// gateway's end with its hard stop) share one watch on it.
 func (p *Proxy) track(r *relay, stop context.Context) {
 	p.relayMu.Lock()
 	p.relays[r] = struct{}{}
