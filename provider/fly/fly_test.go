@@ -314,6 +314,12 @@ func TestWakeRacingSuspend(t *testing.T) {
 		if !r.srv.AwaitState(machine, "suspending", awaitFor) {
 			t.Fatal("machine never suspending")
 		}
+		// The suspend waits first: on a busy machine its wait could
+		// otherwise reach the API after the wake had started the machine,
+		// and wait for a suspended state that no longer comes.
+		if !r.srv.AwaitCall("wait suspended", 1, awaitFor) {
+			t.Fatalf("the suspend did not wait for suspended: %v", r.calls())
+		}
 		woke := make(chan error, 1)
 		go func() {
 			_, err := r.prov.Wake(ctx, r.spec("v1"))
