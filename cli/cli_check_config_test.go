@@ -63,6 +63,47 @@ func TestCheckConfigWarnsHomeWithoutPort(t *testing.T) {
 	}
 }
 
+// TestCheckConfigWarnsMissingProgram checks check-config warns of an exec
+// home whose program cannot be started (missing, a folder, not
+// executable, not on PATH), naming the home, the program and why, and
+// says nothing of programs that can, of placeholders, or of a path in
+// the home's own folder.
+func TestCheckConfigWarnsMissingProgram(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		program string
+		why     string // "" for no warning
+	}{
+		"missing":       {filepath.Join(dir, "nope"), "does not exist"},
+		"folder":        {dir, "is a folder"},
+		"no x bit":      {plain, "is not executable"},
+		"not on PATH":   {"no-such-program-3f9a", "is not on the gateway's PATH"},
+		"on PATH":       {"sh", ""},
+		"absolute":      {"/bin/sh", ""},
+		"placeholder":   {"{self}", ""},
+		"home's folder": {"./run.sh", ""},
+	} {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		cfg := "data_dir: " + filepath.Dir(p) + "\nhomes:\n  - id: files\n    command: [\"" + c.program + "\", \"{port}\"]\n"
+		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errs bytes.Buffer
+		if code := run([]string{"check-config", "--config", p}, &out, &errs); code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", name, code, out.String(), errs.String())
+		}
+		want := "warning: home files: its command starts " + c.program + ", which " + c.why
+		got := strings.Contains(errs.String(), "its command starts")
+		if got != (c.why != "") || (got && !strings.Contains(errs.String(), want)) {
+			t.Errorf("%s: stderr %q, want a warning %t (%q)", name, errs.String(), c.why != "", want)
+		}
+	}
+}
+
 // TestCheckConfigRefusesActivatedSocketHome: socket activation hands a
 // home a TCP socket, which a home on {socket} has no use for.
 func TestCheckConfigRefusesActivatedSocketHome(t *testing.T) {

@@ -1,8 +1,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 
 	execprov "github.com/wakegate/wakegate/provider/exec"
@@ -30,7 +35,61 @@ func (c *Config) FileWarnings() []string {
 			"if the file was emptied by accident, restore it. A reload of it would remove every home and app the "+
 			"running config declares, so it is refused unless confirmed (wakegate reload --allow-remove-all)", c.file))
 	}
-	return append(out, c.unreachableHomes()...)
+	out = append(out, c.unreachableHomes()...)
+	return append(out, c.missingPrograms()...)
+}
+
+// missingPrograms warns of each exec home whose program cannot be found
+// where its start will look: an absolute path that is missing or not an
+// executable file, or a bare name that is not on the gateway's PATH (a
+// home's program is looked up there). A path relative to the home's
+// folder and a placeholder ({self}) are left to the wake, which says what
+// failed.
+func (c *Config) missingPrograms() []string {
+	var out []string
+	for i := range c.Homes {
+		h := &c.Homes[i]
+		if h.Provider != "exec" {
+			continue
+		}
+		cmd, whose := h.Command, "its command"
+		if len(cmd) == 0 {
+			cmd, whose = c.Exec.Command, "exec.command, which it runs,"
+		}
+		if len(cmd) == 0 || strings.Contains(cmd[0], "{") {
+			continue
+		}
+		if why := programProblem(cmd[0]); why != "" {
+			out = append(out, fmt.Sprintf("home %s: %s starts %s, which %s, so every wake of the home fails at its start; "+
+				"name the program by an absolute path that exists (homes[].command[0]), or install it",
+				h.ID, whose, cmd[0], why))
+		}
+	}
+	return out
+}
+
+// programProblem says why program cannot be started, or "" when it can
+// be (or when only its start can tell).
+func programProblem(program string) string {
+	switch {
+	case filepath.IsAbs(program):
+		fi, err := os.Stat(program)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return "does not exist"
+		case err != nil:
+			return ""
+		case fi.IsDir():
+			return "is a folder"
+		case fi.Mode().Perm()&0o111 == 0:
+			return "is not executable (no x bit)"
+		}
+	case !strings.Contains(program, "/"):
+		if _, err := exec.LookPath(program); errors.Is(err, exec.ErrNotFound) {
+			return "is not on the gateway's PATH"
+		}
+	}
+	return ""
 }
 
 // unreachableHomes warns of each exec home whose command names neither
