@@ -55,13 +55,44 @@ func Sort(err error) error {
 	switch {
 	case errors.As(err, &de):
 		if timeout {
-			return fault.Wrap(fault.Timeout, "upstream_timeout", "The upstream did not accept a connection in time.", err)
+			return fault.Wrap(fault.Timeout, "upstream_timeout", "The upstream did not accept a connection in time.", err).
+				WithHint(hintDialTimeout)
 		}
-		return fault.Wrap(fault.Upstream, "upstream_unreachable", "The upstream could not be reached.", err)
+		return fault.Wrap(fault.Upstream, "upstream_unreachable", "The upstream could not be reached.", err).
+			WithHint(dialHint(err))
 	case timeout:
-		return fault.Wrap(fault.Timeout, "upstream_timeout", "The upstream did not answer in time.", err)
+		return fault.Wrap(fault.Timeout, "upstream_timeout", "The upstream did not answer in time.", err).
+			WithHint(hintAnswerTimeout)
 	}
-	return fault.Wrap(fault.Upstream, "bad_gateway", "The upstream failed to answer.", err)
+	return fault.Wrap(fault.Upstream, "bad_gateway", "The upstream failed to answer.", err).WithHint(hintBadAnswer)
+}
+
+// The operator's likely fixes for the data plane's own kinds of failure,
+// logged with the cause (never in a public body).
+const (
+	hintRefused = "nothing accepts connections at the upstream's address: start its server, " +
+		"or check the address (apps[].upstream; for a home, its log shows whether its process is up and where it listens)"
+	hintNoHost = "the upstream's host name does not resolve: check apps[].upstream, or this machine's DNS"
+	hintDial   = "the upstream's address cannot be reached from the gateway: check apps[].upstream " +
+		"and the network between them"
+	hintDialTimeout = "the upstream's address did not accept a connection within proxy.dial_timeout: " +
+		"a wrong host, a firewall that drops packets, or a server too busy to accept"
+	hintAnswerTimeout = "the upstream took the request but sent no answer within proxy.response_header_timeout " +
+		"(proxy.home_response_header_timeout for homes): a slow handler or a hung server; its log says which"
+	hintBadAnswer = "the upstream closed or broke the connection before a whole answer, or sent one that is " +
+		"not valid HTTP/1.1: look in its log for a crash at this time"
+)
+
+// dialHint is the likely fix for a dial that failed without timing out.
+func dialHint(err error) string {
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return hintRefused
+	case errors.As(err, &dns):
+		return hintNoHost
+	}
+	return hintDial
 }
 
 func isTimeout(err error) bool {

@@ -41,24 +41,30 @@ func TestStatusOf(t *testing.T) {
 		status int
 		code   string
 		retry  time.Duration
+		hint   string // a part of the operator's hint; "" for none
 	}{
-		{"kind", fault.New(fault.Forbidden, "teapot", "Short and stout."), 403, "teapot", 0},
-		{"kind with retry", fault.New(fault.Failed, "wake_failed", "Failed.").WithRetry(5 * time.Second), 503, "wake_failed", 5 * time.Second},
-		{"kind wrapped", fmt.Errorf("serve: %w", fault.New(fault.Limited, "rate_limited", "Slow down.").WithRetry(2*time.Second)), 429, "rate_limited", 2 * time.Second},
-		{"engine error", fmt.Errorf("ensure: %w", homeError(1500*time.Millisecond)), 503, "home_waking", 1500 * time.Millisecond},
-		{"body too large", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 10}), 413, "body_too_large", 0},
-		{"dial refused", &DialError{Err: refused}, 502, "upstream_unreachable", 0},
-		{"dial timed out", &DialError{Err: timeoutErr{}}, 504, "upstream_timeout", 0},
-		{"dial deadline", &DialError{Err: context.DeadlineExceeded}, 504, "upstream_timeout", 0},
-		{"response timeout", fmt.Errorf("roundtrip: %w", timeoutErr{}), 504, "upstream_timeout", 0},
-		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), 504, "upstream_timeout", 0},
-		{"reset", fmt.Errorf("read: %w", syscall.ECONNRESET), 502, "bad_gateway", 0},
-		{"anything else", errors.New("boom"), 502, "bad_gateway", 0},
+		{"kind", fault.New(fault.Forbidden, "teapot", "Short and stout."), 403, "teapot", 0, ""},
+		{"kind with retry", fault.New(fault.Failed, "wake_failed", "Failed.").WithRetry(5 * time.Second), 503, "wake_failed", 5 * time.Second, ""},
+		{"kind wrapped", fmt.Errorf("serve: %w", fault.New(fault.Limited, "rate_limited", "Slow down.").WithRetry(2*time.Second)), 429, "rate_limited", 2 * time.Second, ""},
+		{"engine error", fmt.Errorf("ensure: %w", homeError(1500*time.Millisecond)), 503, "home_waking", 1500 * time.Millisecond, ""},
+		{"body too large", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 10}), 413, "body_too_large", 0, ""},
+		{"dial refused", &DialError{Err: refused}, 502, "upstream_unreachable", 0, "nothing accepts connections"},
+		{"no such host", &DialError{Err: &net.DNSError{Err: "no such host", Name: "app.invalid", IsNotFound: true}}, 502, "upstream_unreachable", 0, "does not resolve"},
+		{"dial failed", &DialError{Err: errors.New("network is unreachable")}, 502, "upstream_unreachable", 0, "cannot be reached"},
+		{"dial timed out", &DialError{Err: timeoutErr{}}, 504, "upstream_timeout", 0, "proxy.dial_timeout"},
+		{"dial deadline", &DialError{Err: context.DeadlineExceeded}, 504, "upstream_timeout", 0, "proxy.dial_timeout"},
+		{"response timeout", fmt.Errorf("roundtrip: %w", timeoutErr{}), 504, "upstream_timeout", 0, "response_header_timeout"},
+		{"deadline", fmt.Errorf("wait: %w", context.DeadlineExceeded), 504, "upstream_timeout", 0, "response_header_timeout"},
+		{"reset", fmt.Errorf("read: %w", syscall.ECONNRESET), 502, "bad_gateway", 0, "closed or broke"},
+		{"anything else", errors.New("boom"), 502, "bad_gateway", 0, "closed or broke"},
 	}
 	for _, c := range cases {
 		got := StatusOf(c.err)
 		if got.Status != c.status || got.Code != c.code || got.RetryAfter != c.retry || got.Message == "" {
 			t.Errorf("%s: StatusOf = %+v; want %d %s retry %s", c.name, got, c.status, c.code, c.retry)
+		}
+		if (c.hint == "") != (got.Hint == "") || !strings.Contains(got.Hint, c.hint) {
+			t.Errorf("%s: hint %q; want one with %q", c.name, got.Hint, c.hint)
 		}
 	}
 	if h := StatusOf(homeError(time.Second)).Header.Get("X-Home"); h != "h1" {

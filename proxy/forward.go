@@ -561,8 +561,12 @@ func (p *Proxy) answerError(w http.ResponseWriter, r *http.Request, route *Route
 	}
 	// The cause is for the log only; the caller gets the code, the
 	// sentence and this request id.
-	p.opts.Log.Warn("proxy error", "route", name, "path", path, "status", c.Status, "code", c.Code,
-		"request_id", r.Header.Get("X-Request-Id"), "err", err)
+	attrs := []any{"route", name, "path", path, "status", c.Status, "code", c.Code,
+		"request_id", r.Header.Get("X-Request-Id"), "err", err}
+	if c.Hint != "" {
+		attrs = append(attrs, "hint", c.Hint)
+	}
+	p.opts.Log.Warn("proxy error", attrs...)
 	WriteClassified(w, r, c)
 }
 

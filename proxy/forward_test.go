@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 const testToken = "relay-T0KEN-9f8e7d"
@@ -482,7 +483,10 @@ func TestForwardBodyLimit(t *testing.T) {
 
 func TestForwardDeadUpstream(t *testing.T) {
 	dead := deadURL(t)
-	s, _ := front(t, testOptions(), func() *Route {
+	var logs testbin.SyncBuffer
+	o := testOptions()
+	o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	s, _ := front(t, o, func() *Route {
 		return &Route{Name: "a", Upstream: dead, RelayToken: testToken}
 	})
 	req := newReq(t, http.MethodGet, s.URL+"/x", nil)
@@ -508,6 +512,14 @@ func TestForwardDeadUpstream(t *testing.T) {
 	}
 	if strings.Contains(body, testToken) {
 		t.Fatal("the error page contains the relay token")
+	}
+	// The operator's log has the cause and the likely fix; the caller has
+	// neither.
+	if l := logs.String(); !strings.Contains(l, "connection refused") || !strings.Contains(l, "hint=\"nothing accepts connections") {
+		t.Fatalf("the log lacks the cause or the hint:\n%s", l)
+	}
+	if strings.Contains(body, "nothing accepts") || strings.Contains(body, dead.Host) {
+		t.Fatalf("the public page carries operator detail:\n%s", body)
 	}
 }
 

@@ -94,7 +94,7 @@ func FreePort(t testing.TB) int {
 type Proc struct {
 	Cmd  *exec.Cmd
 	Addr string // host:port of the public listener (serve only)
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 	err  error
 }
@@ -136,7 +136,7 @@ func Start(t testing.TB, dir string, env []string, args ...string) *Proc {
 	cmd := exec.Command(Build(t), args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
-	out := &syncBuffer{}
+	out := &SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -241,18 +241,22 @@ func replaceAll(s string, m map[string]string) string {
 	return s
 }
 
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that goroutines may write and read at once
+// (a logger's output read by a test).
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String is what was written so far.
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
