@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -102,11 +103,41 @@ func TestFleetOneWakeForConcurrentRequests(t *testing.T) {
 	if pids := fleetHomePIDs(t, gws, fiHome); len(pids) != 1 {
 		t.Fatalf("home processes %v across the fleet, want exactly one", pids)
 	}
-	wakes := 0
-	for _, g := range gws {
-		wakes += strings.Count(g.Output(), "msg=wake ")
+	// One gateway started the home: its wake is the one cold wake. Each
+	// other gateway whose callers waited for it says so (cause=waited,
+	// naming the gateway that woke it), or only proved the running home
+	// (verify) if its first request came after the wake.
+	causes := map[string]int{}
+	runner := ""
+	for i, g := range gws {
+		for _, line := range strings.Split(g.Output(), "\n") {
+			if !strings.Contains(line, "msg=wake ") {
+				continue
+			}
+			cause := logField(line, "cause")
+			causes[cause]++
+			if cause == "cold" {
+				runner = fmt.Sprintf("gw-%d", i)
+			}
+		}
 	}
-	t.Logf("%d requests over %d gateways: one home process; %d wake log lines (one per instance that waited)", requests, len(gws), wakes)
+	others := 0
+	for cause, n := range causes {
+		if cause != "cold" && cause != "waited" && cause != "verify" {
+			others += n
+		}
+	}
+	if causes["cold"] != 1 || others != 0 {
+		t.Fatalf("wake causes across the fleet %v, want one cold and the others waited or verify", causes)
+	}
+	for i, g := range gws {
+		for _, line := range strings.Split(g.Output(), "\n") {
+			if strings.Contains(line, "msg=wake ") && logField(line, "cause") == "waited" && logField(line, "runner") != runner {
+				t.Errorf("gw-%d: a waited wake names runner %q, want %s, the gateway that woke the home:\n%s", i, logField(line, "runner"), runner, line)
+			}
+		}
+	}
+	t.Logf("%d requests over %d gateways: one home process; wake causes %v", requests, len(gws), causes)
 }
 
 // fleetTwoHomes are h1 at /node/alice and h2 at /node/bob.
@@ -376,4 +407,26 @@ func TestFleetAdminHomeAppearsEverywhere(t *testing.T) {
 	if pids := fleetHomePIDs(t, gws, "h9"); len(pids) != 1 {
 		t.Fatalf("processes of h9 %v, want one", pids)
 	}
+}
+
+// logField is the value of key in a text log line (key=value, or
+// key="quoted value"); "" when the line has no such key.
+func logField(line, key string) string {
+	i := strings.Index(line, " "+key+"=")
+	if i < 0 {
+		return ""
+	}
+	v := line[i+len(key)+2:]
+	if strings.HasPrefix(v, `"`) {
+		if s, err := strconv.QuotedPrefix(v); err == nil {
+			if u, err := strconv.Unquote(s); err == nil {
+				return u
+			}
+		}
+		return ""
+	}
+	if j := strings.IndexByte(v, ' '); j >= 0 {
+		v = v[:j]
+	}
+	return v
 }

@@ -11,7 +11,7 @@ import (
 
 // wakeCauses bounds the cause label to the engine's known causes; any
 // other is counted as "other".
-var wakeCauses = map[string]bool{"cold": true, wake.CauseVerify: true, "adopt": true, "roll": true, "admin": true}
+var wakeCauses = map[string]bool{"cold": true, wake.CauseVerify: true, wake.CauseWaited: true, "adopt": true, "roll": true, "admin": true}
 
 // Engine holds the wake engine's counts, made where things happen: the
 // engine calls its methods (it implements wake.Metrics), so a count never
@@ -96,8 +96,9 @@ func (m *Engine) WakeDone(outcome, cause string, provider, probe, total time.Dur
 		outcome = "failed"
 	}
 	m.wakes.WithLabelValues(outcome, cause).Inc()
-	// A re-verification started nothing: its timing is no wake's.
-	if outcome == "ready" && cause != wake.CauseVerify {
+	// A re-verification, or a wait for another operation's wake, started
+	// nothing here: its timing is no wake's.
+	if outcome == "ready" && cause != wake.CauseVerify && cause != wake.CauseWaited {
 		m.wakeSeconds.WithLabelValues("provider").Observe(provider.Seconds())
 		m.wakeSeconds.WithLabelValues("probe").Observe(probe.Seconds())
 		m.wakeSeconds.WithLabelValues("total").Observe(total.Seconds())

@@ -177,3 +177,27 @@ func TestMetricsCountUnprovenStopOfFailedWake(t *testing.T) {
 		t.Fatalf(`wakegate_wakes_total{outcome="failed",cause="cold"} = %v, want 1`, got)
 	}
 }
+
+// A wake that started nothing (a re-verification, or a wait for another
+// operation's wake) is counted under its own cause, never as cold, and
+// adds nothing to the wake timings.
+func TestStartlessWakesKeepOutOfTimings(t *testing.T) {
+	em := NewEngine()
+	em.WakeDone("ready", "cold", 10*time.Millisecond, 200*time.Millisecond, 215*time.Millisecond)
+	em.WakeDone("ready", wake.CauseWaited, 0, 0, 300*time.Millisecond)
+	em.WakeDone("ready", wake.CauseVerify, 0, time.Millisecond, time.Millisecond)
+	for cause, want := range map[string]float64{"cold": 1, wake.CauseWaited: 1, wake.CauseVerify: 1, "other": 0} {
+		if got := emCounter(t, em.wakes.WithLabelValues("ready", cause)); got != want {
+			t.Errorf("wakegate_wakes_total{outcome=ready,cause=%s} = %v, want %v", cause, got, want)
+		}
+	}
+	for _, phase := range []string{"provider", "probe", "total"} {
+		var m dto.Metric
+		if err := em.wakeSeconds.WithLabelValues(phase).(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.GetHistogram().GetSampleCount(); n != 1 {
+			t.Errorf("wakegate_wake_seconds{phase=%s} holds %d wakes, want only the cold one", phase, n)
+		}
+	}
+}

@@ -535,6 +535,14 @@ func (e *Engine) Sleeping(id string) bool {
 // as a cold wake.
 const CauseVerify = "verify"
 
+// CauseWaited is the cause of a wake that waited for the home's lock while
+// another operation woke the home and proved it ready (another gateway of
+// the fleet, most often; or a roll or an operator's wake): its callers
+// waited for that wake, but this one started nothing. It is counted and
+// shown as such, never as a cold wake, so that a fleet's cold wakes
+// summed over its gateways count each start once.
+const CauseWaited = "waited"
+
 // EnsureAwake returns the endpoint of home id once it is proven ready. A
 // fresh warm verdict answers at once with no store read, provider call or
 // probe. Otherwise the caller joins the one wake of the home in flight, or

@@ -41,7 +41,8 @@ type Event struct {
 	Version      string `json:"version,omitempty"`
 	PriorVersion string `json:"prior_version,omitempty"`
 	// Cause is why a wake ran: "cold" (started by this caller), "adopt"
-	// (a home left running by an earlier gateway), "roll".
+	// (a home left running by an earlier gateway), "roll", CauseVerify,
+	// CauseWaited.
 	Cause string `json:"cause,omitempty"`
 	// Joined is how many callers joined a wake after the first.
 	Joined int `json:"joined,omitempty"`

@@ -14,9 +14,10 @@ const HistorySize = 20
 type WakeRecord struct {
 	// At is when the wake started.
 	At time.Time `json:"at"`
-	// Cause is why it ran: "cold", "verify" (a home found running, only
-	// proven ready again: no start), "adopt", "roll", "admin" or an
-	// operator's.
+	// Cause is why it ran: "cold", "waited" (another operation woke the
+	// home while this one waited for its lock: CauseWaited), "verify" (a
+	// home found running, only proven ready again: no start), "adopt",
+	// "roll", "admin" or an operator's.
 	Cause string `json:"cause"`
 	// Joined counts the callers that joined it after the first.
 	Joined int `json:"joined"`

@@ -11,7 +11,7 @@ import (
 // use. No argument names a home, so labels made of them stay bounded.
 type Metrics interface {
 	// WakeDone counts a finished wake: outcome "ready" or "failed", its
-	// cause ("cold", CauseVerify, "adopt", "roll", "admin" or an operator's), and the
+	// cause ("cold", CauseVerify, CauseWaited, "adopt", "roll", "admin" or an operator's), and the
 	// time spent in the provider, in the probe and in all.
 	WakeDone(outcome, cause string, provider, probe, total time.Duration)
 	// WakeJoined counts a caller that joined a wake already in flight.

@@ -253,6 +253,9 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	// Someone else (another instance, or an operation that held the lock
 	// before this one) proved the home ready within the warm TTL: trust it.
 	if a, ok := w.provenByOther(); ok {
+		if w.f.cause == "cold" {
+			w.f.cause = CauseWaited
+		}
 		return a, nil
 	}
 	// A machine-local home that another live gateway runs is served from
@@ -600,6 +603,9 @@ func (w *wakeRun) finish(err error) {
 		"home", w.h.spec.ID, "cause", w.f.cause, "joined", w.f.joined.Load(),
 		"provider_ms", ms(w.providerAt), "probe_ms", ms(w.probeAt), "total_ms", ms(total),
 		"probe_attempts", w.probe.Attempts,
+	}
+	if w.f.cause == CauseWaited && w.rec.Runner != "" && w.rec.Runner != e.o.Instance {
+		attrs = append(attrs, "runner", w.rec.Runner) // the gateway that woke it
 	}
 	if w.probe.Signalled {
 		attrs = append(attrs, "ready_signal", true)
