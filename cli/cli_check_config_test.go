@@ -28,6 +28,23 @@ func TestCheckConfigWarnsOpenAdmin(t *testing.T) {
 	}
 }
 
+// checkHomeWarnings runs check-config on a config with one exec home,
+// files, whose settings are home (YAML at the home's indent), expects exit
+// 0, and returns what it wrote to stderr (its warnings).
+func checkHomeWarnings(t *testing.T, name, home string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	cfg := "data_dir: " + filepath.Dir(p) + "\nhomes:\n  - id: files\n    " + home + "\n"
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if code := run([]string{"check-config", "--config", p}, &out, &errs); code != 0 {
+		t.Fatalf("%s: exit %d\n%s%s", name, code, out.String(), errs.String())
+	}
+	return errs.String()
+}
+
 // TestCheckConfigWarnsHomeWithoutPort checks check-config warns of an exec
 // home whose command can never listen where the gateway looks (no {port},
 // no {socket}, no socket activation), naming the home and both fixes, and
@@ -44,21 +61,13 @@ func TestCheckConfigWarnsHomeWithoutPort(t *testing.T) {
 		"socket activation": {"command: [\"python3\", \"-m\", \"http.server\"]\n    socket_activation: true", false},
 		"option":            {"command: [\"python3\", \"-m\", \"http.server\"]\n    options: {socket_activation: true}", false},
 	} {
-		p := filepath.Join(t.TempDir(), "c.yaml")
-		cfg := "data_dir: " + filepath.Dir(p) + "\nhomes:\n  - id: files\n    " + c.home + "\n"
-		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var out, errs bytes.Buffer
-		if code := run([]string{"check-config", "--config", p}, &out, &errs); code != 0 {
-			t.Fatalf("%s: exit %d\n%s%s", name, code, out.String(), errs.String())
-		}
-		got := strings.Contains(errs.String(), "warning: home files: its command names neither {port} nor {socket}")
+		errs := checkHomeWarnings(t, name, c.home)
+		got := strings.Contains(errs, "warning: home files: its command names neither {port} nor {socket}")
 		if got != c.warn {
-			t.Errorf("%s: warned %t, want %t\n%s", name, got, c.warn, errs.String())
+			t.Errorf("%s: warned %t, want %t\n%s", name, got, c.warn, errs)
 		}
-		if got && (!strings.Contains(errs.String(), "put {port} in the command") || !strings.Contains(errs.String(), "socket_activation: true")) {
-			t.Errorf("%s: the warning does not name both fixes:\n%s", name, errs.String())
+		if got && (!strings.Contains(errs, "put {port} in the command") || !strings.Contains(errs, "socket_activation: true")) {
+			t.Errorf("%s: the warning does not name both fixes:\n%s", name, errs)
 		}
 	}
 }
@@ -87,19 +96,11 @@ func TestCheckConfigWarnsMissingProgram(t *testing.T) {
 		"placeholder":   {"{self}", ""},
 		"home's folder": {"./run.sh", ""},
 	} {
-		p := filepath.Join(t.TempDir(), "c.yaml")
-		cfg := "data_dir: " + filepath.Dir(p) + "\nhomes:\n  - id: files\n    command: [\"" + c.program + "\", \"{port}\"]\n"
-		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var out, errs bytes.Buffer
-		if code := run([]string{"check-config", "--config", p}, &out, &errs); code != 0 {
-			t.Fatalf("%s: exit %d\n%s%s", name, code, out.String(), errs.String())
-		}
+		errs := checkHomeWarnings(t, name, `command: ["`+c.program+`", "{port}"]`)
 		want := "warning: home files: its command starts " + c.program + ", which " + c.why
-		got := strings.Contains(errs.String(), "its command starts")
-		if got != (c.why != "") || (got && !strings.Contains(errs.String(), want)) {
-			t.Errorf("%s: stderr %q, want a warning %t (%q)", name, errs.String(), c.why != "", want)
+		got := strings.Contains(errs, "its command starts")
+		if got != (c.why != "") || (got && !strings.Contains(errs, want)) {
+			t.Errorf("%s: stderr %q, want a warning %t (%q)", name, errs, c.why != "", want)
 		}
 	}
 }
