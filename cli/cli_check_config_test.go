@@ -13,28 +13,28 @@ import (
 // says nothing of a loopback one.
 func TestCheckConfigWarnsOpenAdmin(t *testing.T) {
 	for listen, warn := range map[string]bool{":8081": true, "0.0.0.0:8081": true, "127.0.0.1:8081": false} {
-		p := filepath.Join(t.TempDir(), "c.yaml")
-		cfg := "data_dir: " + filepath.Dir(p) + "\nadmin:\n  listen: \"" + listen + "\"\n  tokens: [\"check-config-token-0123456789\"]\n"
-		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		var out, errs bytes.Buffer
-		if code := run([]string{"check-config", "--config", p}, &out, &errs); code != 0 {
-			t.Fatalf("%s: exit %d\n%s%s", listen, code, out.String(), errs.String())
-		}
-		if got := strings.Contains(errs.String(), "warning: admin.listen"); got != warn {
-			t.Errorf("admin.listen %s: warned %t, want %t\n%s", listen, got, warn, errs.String())
+		errs := checkConfigWarnings(t, listen, "admin:\n  listen: \""+listen+"\"\n  tokens: [\"check-config-token-0123456789\"]\n")
+		if got := strings.Contains(errs, "warning: admin.listen"); got != warn {
+			t.Errorf("admin.listen %s: warned %t, want %t\n%s", listen, got, warn, errs)
 		}
 	}
 }
 
 // checkHomeWarnings runs check-config on a config with one exec home,
-// files, whose settings are home (YAML at the home's indent), expects exit
-// 0, and returns what it wrote to stderr (its warnings).
+// files, whose settings are home (YAML at the home's indent), and returns
+// its warnings (checkConfigWarnings).
 func checkHomeWarnings(t *testing.T, name, home string) string {
 	t.Helper()
+	return checkConfigWarnings(t, name, "homes:\n  - id: files\n    "+home+"\n")
+}
+
+// checkConfigWarnings runs check-config on a config of body after a
+// data_dir of its own, expects exit 0, and returns what it wrote to
+// stderr (its warnings).
+func checkConfigWarnings(t *testing.T, name, body string) string {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "c.yaml")
-	cfg := "data_dir: " + filepath.Dir(p) + "\nhomes:\n  - id: files\n    " + home + "\n"
+	cfg := "data_dir: " + filepath.Dir(p) + "\n" + body
 	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
