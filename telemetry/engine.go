@@ -33,11 +33,11 @@ func NewEngine() *Engine {
 	m := &Engine{
 		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wakegate_wakes_total",
-			Help: "Wakes finished, by outcome (ready, failed) and cause (cold, verify: a running home only proven ready again, adopt, roll, admin, other).",
+			Help: "Wakes finished, by outcome (ready, failed) and cause (cold, verify: a running home only proven ready again, waited: another gateway or operation woke the home while this wake waited, adopt, roll, admin, other).",
 		}, []string{"outcome", "cause"}),
 		wakeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "wakegate_wake_seconds",
-			Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total; re-verifications of running homes (cause verify) are not timed here.",
+			Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total; re-verifications of running homes (cause verify) and waits for another gateway's wake (cause waited) are not timed here.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"phase"}),
 		joined: prometheus.NewCounter(prometheus.CounterOpts{
