@@ -321,6 +321,9 @@ func TestRollFailedStartRollsBackAndBrakes(t *testing.T) {
 	if f := fields(alerts[i]); len(f["err"]) < 10 || strings.Contains(f["err"], "{") || !strings.Contains(f["err"], "no-such-program") {
 		t.Fatalf("alert err is not readable text: %q", f["err"])
 	}
+	if f := fields(alerts[i]); !strings.Contains(f["hint"], "no home rolls onto 2 again until another target is set") {
+		t.Fatalf("alert hint does not say the brake holds: %q", f["hint"])
+	}
 	if ev := rollEvents(r.bus, "h1"); !slices.Equal(ev, []string{"roll.start:2<-1", "roll.rolled_back:2<-1"}) {
 		t.Fatalf("roll events %v", ev)
 	}
@@ -381,6 +384,9 @@ func TestRollVersionMismatchIsAFailedRoll(t *testing.T) {
 	if f := fields(alerts[i]); !strings.Contains(f["err"], `"2-other"`) {
 		t.Fatalf("alert err does not name the version seen: %q", f["err"])
 	}
+	if f := fields(alerts[i]); !strings.Contains(f["hint"], `says it is version "2-other"`) || !strings.Contains(f["hint"], "no home rolls onto 2 again") {
+		t.Fatalf("alert hint does not name the version seen and the brake: %q", f["hint"])
+	}
 	// The mismatched process was started and replaced by the rollback.
 	if n := len(rollStarted(r.logs, "h1")); n != 2 {
 		t.Fatalf("%d processes started for h1, want 2 (release, rollback)", n)
@@ -430,6 +436,9 @@ func TestRollIncidentWhenRollbackFails(t *testing.T) {
 	}
 	if f := fields(alerts[i]); !strings.Contains(f["err"], "rollback") || !strings.Contains(f["err"], "wakegate-copy") {
 		t.Fatalf("incident err does not say both failures: %q", f["err"])
+	}
+	if f := fields(alerts[i]); !strings.Contains(f["hint"], "register a fixed target") {
+		t.Fatalf("incident alert has no hint: %q", f["hint"])
 	}
 	if st := r.eng.RollStats(); st.Incidents.Load() != 1 {
 		t.Fatalf("incidents %d", st.Incidents.Load())

@@ -142,7 +142,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 		e.o.Metrics.Rolled("rolled_back")
 		msg := rollText(rollErr)
 		e.o.Log.Error("roll", "alert", EventRollRolledBack, "home", id, "bad_version", t.Version,
-			"restored_version", prior, "err", msg)
+			"restored_version", prior, "err", msg, "hint", rolledBackHint(t.Version, prior, rollErr))
 		e.o.Events.Publish(Event{Type: EventRollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
 			Message: "roll to " + t.Version + " failed and was rolled back to " + prior + ": " + msg})
 		return Awake{Endpoint: endpoint}, nil
@@ -170,12 +170,13 @@ func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provide
 	}
 	r.stats.Incidents.Add(1)
 	e.o.Metrics.Rolled("incident")
+	fe := errRollIncident(e.o.RetryAfter, errors.New(msg), rbErr)
 	e.o.Log.Error("roll", "alert", EventRollIncident, "home", id, "bad_version", t.Version,
-		"prior_version", prior, "stop_proven", s.proven, "err", msg)
+		"prior_version", prior, "stop_proven", s.proven, "err", msg, "hint", fe.Hint)
 	proven := s.proven
 	e.o.Events.Publish(Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
 		StopProven: &proven, Message: "roll to " + t.Version + " and rollback to " + prior + " failed: " + msg})
-	return Awake{}, errRollIncident(e.o.RetryAfter, errors.New(msg), rbErr)
+	return Awake{}, fe
 }
 
 // attempt recreates the home on version (from rel; the zero release is
@@ -216,9 +217,35 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 		return nil, fmt.Errorf("asking version %s which version it runs: %w", version, err)
 	}
 	if got != version {
-		return nil, fmt.Errorf("version assert: the home reports version \"%s\", want %q", fault.Excerpt(got), version)
+		return nil, &versionMismatch{got: got, want: version}
 	}
 	return endpoint, nil
+}
+
+// versionMismatch is a roll's version assert that failed: the home started
+// on the target's release reports another version.
+type versionMismatch struct{ got, want string }
+
+func (e *versionMismatch) Error() string {
+	return fmt.Sprintf("version assert: the home reports version \"%s\", want %q", fault.Excerpt(e.got), e.want)
+}
+
+// rolledBackHint is the operator's likely fix after a roll onto bad that
+// failed with err and was rolled back to restored: the brake holds until
+// another target is set.
+func rolledBackHint(bad, restored string, err error) string {
+	const brake = "no home rolls onto %s again until another target is set"
+	var vm *versionMismatch
+	switch {
+	case errors.As(err, &vm):
+		return fmt.Sprintf("the release started for %s says it is version %q (GET /version on the home, or exec.version_command): "+
+			"make the two agree, then set the target again under a new version (wakegate target set VERSION); "+brake,
+			bad, fault.Excerpt(vm.got), bad)
+	case hintFor(err) != "":
+		return hintFor(err) + "; " + fmt.Sprintf(brake, bad)
+	}
+	return fmt.Sprintf("the home on %s did not start or pass its probe (wakegate logs ID shows its output); "+
+		"fix the release and set it as a new target version, or set the target to %s; "+brake, bad, restored, bad)
 }
 
 // markBad records version as the target's bad version, unless the target
