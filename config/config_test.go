@@ -223,6 +223,29 @@ func TestConfigBadValueInFlowMappingStillLocated(t *testing.T) {
 	}
 }
 
+// TestConfigTypeMismatchInPlainWords: a value of the wrong kind is named
+// in the file's terms (a list, a mapping, a number), never by the YAML
+// library's tags or the gateway's Go types.
+func TestConfigTypeMismatchInPlainWords(t *testing.T) {
+	for name, c := range map[string]struct{ yaml, want string }{
+		"mapping for a list":  {"access:\n  policies:\n    users: {type: jwt}\n", `want a list (an item per line, each after "- ", or [a, b]), got a mapping`},
+		"list for a section":  {"server: [1]\n", "want a mapping of settings (key: value, indented below it), got a list"},
+		"text for a number":   {"proxy:\n  max_idle_conns_per_host: lots\n", `want a whole number, got "lots"`},
+		"list for one value":  {"listen: [a, b]\n", "want one value, got a list"},
+		"text for true/false": {"exec:\n  socket_activation: maybe\n", `want true or false, got "maybe"`},
+	} {
+		errs := configErrors(t, "kinds.yaml", c.yaml)
+		if len(errs) == 0 {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		msg := errs[0].Error()
+		if !strings.Contains(msg, c.want) || strings.Contains(msg, "!!") || strings.Contains(msg, "unmarshal") || strings.Contains(msg, "config.") {
+			t.Errorf("%s: %q, want %q and no YAML tag or Go type", name, msg, c.want)
+		}
+	}
+}
+
 func TestConfigSyntaxErrorHasLine(t *testing.T) {
 	errs := configErrors(t, "syntax.yaml", "listen: \"127.0.0.1:0\"\nserver:\n  idle_timeout: [1s\n")
 	if len(errs) != 1 || errs[0].Line == 0 || !strings.HasPrefix(errs[0].Error(), fmt.Sprintf("syntax.yaml:%d: ", errs[0].Line)) {

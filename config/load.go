@@ -64,7 +64,10 @@ func load(name string, data []byte, more func(*provider.Registry)) (*Config, err
 				// Not a per-value problem: nothing decoded can be trusted.
 				return nil, append(errs, yamlErrors(name, err)...)
 			}
-			errs = append(errs, fieldsByLine(yamlErrors(name, err), lines)...)
+			for _, fe := range fieldsByLine(yamlErrors(name, err), lines) {
+				fe.Msg = plainTypeError(fe.Msg)
+				errs = append(errs, fe)
+			}
 		}
 	}
 	cfg.defaults()
@@ -223,6 +226,57 @@ func yamlErrors(name string, err error) ConfigErrors {
 		return out
 	}
 	return ConfigErrors{yamlError(name, err)}
+}
+
+// unmarshalRE matches the YAML library's type mismatch: the YAML kind
+// found, the value when it is a scalar (cut at 10 bytes), the Go type.
+var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+
+// plainTypeError says a type mismatch of the YAML library in the words of
+// the file: what the field takes and what the file gives it (a mapping
+// where a list of policies belongs, a list where one value does), not the
+// library's tags and Go types.
+func plainTypeError(msg string) string {
+	m := unmarshalRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	return "want " + goTypeWords(m[3]) + ", got " + yamlKindWords(m[1], m[2])
+}
+
+func goTypeWords(t string) string {
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return `a list (an item per line, each after "- ", or [a, b])`
+	case strings.HasPrefix(t, "map["):
+		return "a mapping (key: value)"
+	case t == "time.Duration":
+		return "a duration such as 500ms, 30s or 5m"
+	case t == "string":
+		return "one value"
+	case t == "bool":
+		return "true or false"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "a whole number"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	}
+	return "a mapping of settings (key: value, indented below it)"
+}
+
+func yamlKindWords(kind, value string) string {
+	switch kind {
+	case "map":
+		return "a mapping (key: value)"
+	case "seq":
+		return "a list"
+	case "null":
+		return "nothing"
+	}
+	if value != "" {
+		return strconv.Quote(value)
+	}
+	return "a value"
 }
 
 var envRE = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
