@@ -166,7 +166,9 @@ func TestRecipeSocket(t *testing.T) {
 // it is handed, and its demo home variant, each booting 300 ms before it
 // serves: the first request is answered, and the wake's probe passed at
 // its first attempt, its request having waited in the socket's accept
-// queue rather than been refused.
+// queue rather than been refused. Each attempt may last a minute, so that
+// a home slow to start on a loaded machine still answers the first one; a
+// home that bound its port itself would refuse it at once.
 func TestRecipeActivated(t *testing.T) {
 	recipePython(t)
 	for name, c := range map[string]struct{ boot, path, want string }{
@@ -183,6 +185,7 @@ func TestRecipeActivated(t *testing.T) {
 			if !strings.Contains(recipe, c.boot) {
 				t.Fatalf("recipe %s has no %q", name, c.boot)
 			}
+			recipe += "wake:\n  probe:\n    attempt_timeout: 1m\n"
 			gw, base := recipeServe(t, recipe, c.boot, boot)
 			code, body := recipeGet(t, base+c.path)
 			if code != http.StatusOK || !strings.Contains(body, c.want) {
