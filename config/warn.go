@@ -52,17 +52,17 @@ func (c *Config) missingPrograms() []string {
 		if h.Provider != "exec" {
 			continue
 		}
-		cmd, whose := h.Command, "its command"
+		cmd, whose, field := h.Command, "its command", fmt.Sprintf("homes[%d].command[0]", i)
 		if len(cmd) == 0 {
-			cmd, whose = c.Exec.Command, "exec.command, which it runs,"
+			cmd, whose, field = c.Exec.Command, "exec.command, which it runs,", "exec.command[0]"
 		}
 		if len(cmd) == 0 || strings.Contains(cmd[0], "{") {
 			continue
 		}
 		if why := programProblem(cmd[0]); why != "" {
 			out = append(out, fmt.Sprintf("home %s: %s starts %s, which %s, so every wake of the home fails at its start; "+
-				"name the program by an absolute path that exists (homes[].command[0]), or install it",
-				h.ID, whose, cmd[0], why))
+				"name the program by an absolute path that exists (%s), or install it",
+				h.ID, whose, cmd[0], why, field))
 		}
 	}
 	return out

@@ -142,7 +142,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 		e.o.Metrics.Rolled("rolled_back")
 		msg := rollText(rollErr)
 		e.o.Log.Error("roll", "alert", EventRollRolledBack, "home", id, "bad_version", t.Version,
-			"restored_version", prior, "err", msg, "hint", rolledBackHint(t.Version, prior, rollErr))
+			"restored_version", prior, "err", msg, "hint", rolledBackHint(id, t.Version, prior, rollErr))
 		e.o.Events.Publish(Event{Type: EventRollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
 			Message: "roll to " + t.Version + " failed and was rolled back to " + prior + ": " + msg})
 		return Awake{Endpoint: endpoint}, nil
@@ -230,10 +230,10 @@ func (e *versionMismatch) Error() string {
 	return fmt.Sprintf("version assert: the home reports version \"%s\", want %q", fault.Excerpt(e.got), e.want)
 }
 
-// rolledBackHint is the operator's likely fix after a roll onto bad that
-// failed with err and was rolled back to restored: the brake holds until
-// another target is set.
-func rolledBackHint(bad, restored string, err error) string {
+// rolledBackHint is the operator's likely fix after home id's roll onto
+// bad failed with err and was rolled back to restored: the brake holds
+// until another target is set.
+func rolledBackHint(id, bad, restored string, err error) string {
 	const brake = "no home rolls onto %s again until another target is set"
 	var vm *versionMismatch
 	switch {
@@ -241,11 +241,12 @@ func rolledBackHint(bad, restored string, err error) string {
 		return fmt.Sprintf("the release started for %s says it is version %q (GET /version on the home, or exec.version_command): "+
 			"make the two agree, then set the target again under a new version (wakegate target set VERSION); "+brake,
 			bad, fault.Excerpt(vm.got), bad)
-	case hintFor(err) != "":
-		return hintFor(err) + "; " + fmt.Sprintf(brake, bad)
 	}
-	return fmt.Sprintf("the home on %s did not start or pass its probe (wakegate logs ID shows its output); "+
-		"fix the release and set it as a new target version, or set the target to %s; "+brake, bad, restored, bad)
+	if h := hintFor(err); h != "" {
+		return h + "; " + fmt.Sprintf(brake, bad)
+	}
+	return fmt.Sprintf("the home on %s did not start or pass its probe (wakegate logs %s shows its output); "+
+		"fix the release and set it as a new target version, or set the target to %s; "+brake, bad, id, restored, bad)
 }
 
 // markBad records version as the target's bad version, unless the target
