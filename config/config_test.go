@@ -227,12 +227,13 @@ func TestConfigBadValueInFlowMappingStillLocated(t *testing.T) {
 // in the file's terms (a list, a mapping, a number), never by the YAML
 // library's tags or the gateway's Go types.
 func TestConfigTypeMismatchInPlainWords(t *testing.T) {
-	for name, c := range map[string]struct{ yaml, want string }{
-		"mapping for a list":  {"access:\n  policies:\n    users: {type: jwt}\n", `want a list (an item per line, each after "- ", or [a, b]), got a mapping`},
-		"list for a section":  {"server: [1]\n", "want a mapping of settings (key: value, indented below it), got a list"},
-		"text for a number":   {"proxy:\n  max_idle_conns_per_host: lots\n", `want a whole number, got "lots"`},
-		"list for one value":  {"listen: [a, b]\n", "want one value, got a list"},
-		"text for true/false": {"exec:\n  socket_activation: maybe\n", `want true or false, got "maybe"`},
+	for name, c := range map[string]struct{ yaml, field, want string }{
+		"mapping for a list":     {"access:\n  policies:\n    users:\n      type: jwt\n", "access.policies", `want a list (an item per line, each after "- ", or [a, b]), got a mapping`},
+		"list for a section":     {"server: [1]\n", "server", "want a mapping of settings (key: value, indented below it), got a list"},
+		"text for a number":      {"proxy:\n  max_idle_conns_per_host: lots\n", "proxy.max_idle_conns_per_host", `want a whole number, got "lots"`},
+		"list for one value":     {"listen: [a, b]\n", "listen", "want one value, got a list"},
+		"block list for a value": {"listen:\n  - a\n", "listen", "want one value, got a list"},
+		"text for true/false":    {"exec:\n  socket_activation: maybe\n", "exec.socket_activation", `want true or false, got "maybe"`},
 	} {
 		errs := configErrors(t, "kinds.yaml", c.yaml)
 		if len(errs) == 0 {
@@ -242,6 +243,9 @@ func TestConfigTypeMismatchInPlainWords(t *testing.T) {
 		msg := errs[0].Error()
 		if !strings.Contains(msg, c.want) || strings.Contains(msg, "!!") || strings.Contains(msg, "unmarshal") || strings.Contains(msg, "config.") {
 			t.Errorf("%s: %q, want %q and no YAML tag or Go type", name, msg, c.want)
+		}
+		if errs[0].Field != c.field {
+			t.Errorf("%s: the error names %q, want the field that holds the value, %q", name, errs[0].Field, c.field)
 		}
 	}
 }

@@ -64,7 +64,9 @@ func load(name string, data []byte, more func(*provider.Registry)) (*Config, err
 				// Not a per-value problem: nothing decoded can be trusted.
 				return nil, append(errs, yamlErrors(name, err)...)
 			}
-			for _, fe := range fieldsByLine(yamlErrors(name, err), lines) {
+			colls := map[collAt]string{}
+			indexCollections(doc, "", colls)
+			for _, fe := range fieldsByLine(yamlErrors(name, err), lines, colls) {
 				fe.Msg = plainTypeError(fe.Msg)
 				errs = append(errs, fe)
 			}
@@ -82,10 +84,19 @@ func load(name string, data []byte, more func(*provider.Registry)) (*Config, err
 // fieldsByLine names the field of each decoding error, which yaml.v3
 // locates by line only: the deepest field starting on that line, unless two
 // unrelated fields share it (a flow mapping), where the message must do.
-func fieldsByLine(es ConfigErrors, lines map[string]int) ConfigErrors {
+func fieldsByLine(es ConfigErrors, lines map[string]int, colls map[collAt]string) ConfigErrors {
 	for _, e := range es {
 		if e.Field != "" || e.Line == 0 {
 			continue
+		}
+		if m := unmarshalRE.FindStringSubmatch(e.Msg); m != nil {
+			// A mapping or a list of the wrong kind: the field that holds
+			// it, found by where the collection starts (a block one on
+			// the line of its first entry, below its field's name).
+			if p, ok := colls[collAt{e.Line, m[1]}]; ok && p != "" {
+				e.Field = p
+				continue
+			}
 		}
 		var on []string
 		for p, l := range lines {
@@ -331,6 +342,43 @@ func expandEnv(name string, n *yaml.Node, path string, errs *ConfigErrors) {
 
 // indexLines records the line of every field by its dotted path, e.g.
 // "wake.warm_ttl" or "homes[0].id".
+// collAt is where a mapping ("map") or a list ("seq") starts: its line,
+// and its kind as the YAML library's errors name it.
+type collAt struct {
+	line int
+	kind string
+}
+
+// indexCollections maps the start of every mapping and list under n,
+// whose dotted path is prefix, to the path of the field that holds it; ""
+// where two of one kind start on one line (a block mapping whose first
+// value is a flow mapping), which the line alone cannot tell apart.
+func indexCollections(n *yaml.Node, prefix string, out map[collAt]string) {
+	add := func(at collAt) {
+		if _, dup := out[at]; dup {
+			out[at] = ""
+			return
+		}
+		out[at] = prefix
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		add(collAt{n.Line, "map"})
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := n.Content[i].Value
+			if prefix != "" {
+				p = prefix + "." + p
+			}
+			indexCollections(n.Content[i+1], p, out)
+		}
+	case yaml.SequenceNode:
+		add(collAt{n.Line, "seq"})
+		for i, c := range n.Content {
+			indexCollections(c, fmt.Sprintf("%s[%d]", prefix, i), out)
+		}
+	}
+}
+
 func indexLines(n *yaml.Node, prefix string, lines map[string]int) {
 	switch n.Kind {
 	case yaml.MappingNode:
