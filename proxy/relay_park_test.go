@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // parkedPumps is the number of pumps waiting in p's parker now.
@@ -158,6 +160,12 @@ func TestRelayStopsShareOneWatch(t *testing.T) {
 	s, p, ended := stopFront(t, ctx)
 
 	clients := []*websocket.Conn{wsDial(t, s), wsDial(t, s), wsDial(t, s)}
+	// A client has its 101 before its relay is tracked: wait for the
+	// third, then count the watches.
+	testbin.Eventually(t, "three relays tracked", func() bool {
+		_, n := stopWatches(p, ctx.Done())
+		return n == 3
+	})
 	if w, n := stopWatches(p, ctx.Done()); w != 1 || n != 3 {
 		t.Fatalf("%d watches, %d relays on the context's; want 1 shared by 3", w, n)
 	}
