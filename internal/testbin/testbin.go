@@ -5,6 +5,7 @@ package testbin
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -174,38 +176,91 @@ func ServeIn(t testing.TB, dir, config string) *Proc {
 
 // ServeEnv is ServeIn with extra KEY=VALUE entries added to the gateway's
 // environment (homes it starts inherit them).
+//
+// The gateway's port is one that was free a moment before it starts, so
+// a test running beside this one may take it first: then the gateway
+// exits with the address in use, and that other process may answer
+// /healthz in its stead. So the answer counts only once the listening
+// socket is the gateway's own, and a gateway that lost its port is
+// started again on another, up to three times.
 func ServeEnv(t testing.TB, dir string, env []string, config string) *Proc {
 	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
-	config = replaceAll(config, map[string]string{"%ADDR%": addr, "%DATA%": filepath.Join(dir, "data")})
-	path := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	// Registered before Start so that it runs after the gateway has
 	// stopped: a gateway still running would restart the killed homes.
 	t.Cleanup(func() { KillHomes(filepath.Join(dir, "data")) })
-	p := Start(t, dir, env, "serve", "--config", path)
-	p.Addr = addr
+	path := filepath.Join(dir, "config.yaml")
+	for attempt := 1; ; attempt++ {
+		port := FreePort(t)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		cfg := replaceAll(config, map[string]string{"%ADDR%": addr, "%DATA%": filepath.Join(dir, "data")})
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := Start(t, dir, env, "serve", "--config", path)
+		p.Addr = addr
+		err := waitServing(p, port)
+		if err == nil {
+			return p
+		}
+		if attempt < 3 && strings.Contains(p.Output(), "address already in use") {
+			p.Stop()
+			continue
+		}
+		t.Fatalf("%v\n%s", err, p.Output())
+	}
+}
+
+// waitServing waits until p, whose public listener is on 127.0.0.1:port,
+// answers /healthz 200 on a socket of its own.
+func waitServing(p *Proc, port int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Addr+"/healthz", nil)
 		res, err := http.DefaultClient.Do(req)
 		if err == nil {
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return p
+			if res.StatusCode == http.StatusOK && listensOn(p.Cmd.Process.Pid, port) {
+				return nil
 			}
 		}
 		select {
 		case <-p.done:
-			t.Fatalf("gateway exited: %v\n%s", p.err, p.Output())
+			return fmt.Errorf("gateway exited: %v", p.err)
 		case <-ctx.Done():
-			t.Fatalf("gateway did not answer /healthz in time\n%s", p.Output())
+			return errors.New("gateway did not answer /healthz in time")
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// listensOn reports whether process pid holds the socket that listens on
+// 127.0.0.1:port (/proc/net/tcp names its inode; the process's
+// descriptors name the inodes they hold).
+func listensOn(pid, port int) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return true // nothing to check with: trust the answer
+	}
+	local := fmt.Sprintf("0100007F:%04X", port)
+	inode := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 9 && f[1] == local && f[3] == "0A" { // 0A: listening
+			inode = f[9]
+			break
+		}
+	}
+	if inode == "" {
+		return false
+	}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && l == "socket:["+inode+"]" {
+			return true
+		}
+	}
+	return false
 }
 
 // KillHomes kills every process whose command line names dataDir, the home
