@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // testWait bounds every wait of these tests for an event; it is never an
@@ -551,15 +553,18 @@ func TestRelayTellsWrappersUpgraded(t *testing.T) {
 	t.Cleanup(s.Close)
 
 	c := wsDial(t, s)
-	if n := upgraded.Load(); n != 1 {
-		t.Fatalf("Upgraded called %d times for one relay, want 1", n)
-	}
+	// The client has its 101 just before the relay starts and tells the
+	// wrappers: wait for the call, then check it came once.
+	testbin.Eventually(t, "Upgraded called", func() bool { return upgraded.Load() > 0 })
 	if err := c.WriteMessage(websocket.TextMessage, []byte("after")); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.SetReadDeadline(time.Now().Add(testWait))
 	if _, m, err := c.ReadMessage(); err != nil || string(m) != "after" {
 		t.Fatalf("echo through the told wrapper: %q, %v", m, err)
+	}
+	if n := upgraded.Load(); n != 1 {
+		t.Fatalf("Upgraded called %d times for one relay, want 1", n)
 	}
 	c.Close()
 	waitEnded(t, ended, "the client closed")
