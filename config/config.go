@@ -135,11 +135,12 @@ type ServerConfig struct {
 	// for the requests in flight; "end" when the grace is over, after
 	// letting WebSockets run through it.
 	DrainWebSockets string `yaml:"drain_websockets"`
-	// HTTP1Server is what serves plain-HTTP requests on the public
-	// listener when TLS is off: "wakegate" (default, and when empty), the
-	// gateway's own HTTP/1.1 loop, which hands every connection it does not
-	// take (upgrades, Expect, chunked or HTTP/1.0 requests, anything
-	// unusual) to Go's server; "net/http", Go's server for everything.
+	// HTTP1Server is what serves HTTP/1.1 requests on the public
+	// listener, plain or over TLS: "wakegate" (default, and when empty),
+	// the gateway's own HTTP/1.1 loop, which hands every connection it does
+	// not take (upgrades, Expect, chunked or HTTP/1.0 requests, anything
+	// unusual, and HTTP/2) to Go's server; "net/http", Go's server for
+	// everything.
 	HTTP1Server string `yaml:"http1_server"`
 	// MinBodyRate is the least average rate, in bytes per second (units as
 	// ByteSize), at which a request body must arrive once MinRateGrace has

@@ -11,6 +11,7 @@ package edge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync/atomic"
@@ -80,8 +81,20 @@ func (l FramingListener) Accept() (net.Conn, error) {
 }
 
 // Watch wraps c in the framing watcher (FramingListener does it for every
-// connection it accepts).
-func Watch(c net.Conn) net.Conn { return &framingConn{Conn: c, scan: new(framingScan)} }
+// connection it accepts). A connection that reports a TLS state (an
+// HTTPS connection that h1serve handed on) keeps reporting it, so that
+// net/http sets Request.TLS. A *tls.Conn is left as it is: it is one that
+// h1serve passed on untouched (HTTP/2, whose own rules refuse
+// Transfer-Encoding), and net/http must see its type.
+func Watch(c net.Conn) net.Conn {
+	switch x := c.(type) {
+	case *tls.Conn:
+		return c
+	case interface{ ConnectionState() tls.ConnectionState }:
+		return &tlsConn{framingConn: framingConn{Conn: c, scan: new(framingScan)}, state: x.ConnectionState()}
+	}
+	return &framingConn{Conn: c, scan: new(framingScan)}
+}
 
 // ConnContext stores the framing watcher in the connection's context (an
 // HTTPS connection's too; tlsconn.go): an http.Server's ConnContext.

@@ -22,7 +22,9 @@ import (
 //     framing rules (Go refuses Transfer-Encoding there);
 //   - for HTTP/1.1, a tlsConn: the framing watcher over the *tls.Conn,
 //     which reports the TLS state so that the server still sets
-//     Request.TLS.
+//     Request.TLS; or, for a server that checks framing itself (the
+//     gateway's HTTP/1.1 loop, h1serve, whose hand-offs to net/http
+//     FramingListener watches), the *tls.Conn as it is.
 // A connection that only answered an ACME TLS-ALPN-01 challenge is closed
 // after its handshake.
 
@@ -32,6 +34,7 @@ type TLSListener struct {
 	conf    *tls.Config
 	timeout time.Duration
 	failed  prometheus.Counter // handshakes that did not complete
+	watch   bool               // HTTP/1.1 connections come watched
 
 	ready     chan net.Conn
 	errs      chan error
@@ -43,9 +46,10 @@ type TLSListener struct {
 
 // NewTLSListener starts accepting on inner, with handshakes bounded by
 // timeout and counted in failed when they do not complete; Close stops it
-// and waits.
-func NewTLSListener(inner net.Listener, conf *tls.Config, timeout time.Duration, failed prometheus.Counter) *TLSListener {
-	l := &TLSListener{inner: inner, conf: conf, timeout: timeout, failed: failed,
+// and waits. watch: HTTP/1.1 connections come in the framing watcher
+// (for net/http); otherwise as the *tls.Conn (for h1serve).
+func NewTLSListener(inner net.Listener, conf *tls.Config, timeout time.Duration, failed prometheus.Counter, watch bool) *TLSListener {
+	l := &TLSListener{inner: inner, conf: conf, timeout: timeout, failed: failed, watch: watch,
 		ready: make(chan net.Conn), errs: make(chan error)}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Go(l.acceptLoop)
@@ -88,7 +92,9 @@ func (l *TLSListener) handshake(c net.Conn) {
 		_ = tc.Close()
 		return
 	default:
-		out = &tlsConn{framingConn: framingConn{Conn: tc, scan: new(framingScan)}, state: st}
+		if l.watch {
+			out = &tlsConn{framingConn: framingConn{Conn: tc, scan: new(framingScan)}, state: st}
+		}
 	}
 	select {
 	case l.ready <- out:

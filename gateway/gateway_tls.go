@@ -128,11 +128,25 @@ const (
 )
 
 // publicListener returns what srv serves: ln with the framing check, and
-// with TLS on, TLS below it and srv set up for HTTPS.
+// with TLS on, TLS below it and srv set up for HTTPS (setupHTTPS).
 func (g *Gateway) publicListener(srv *http.Server, ln net.Listener) net.Listener {
 	if g.front == nil {
 		return edge.FramingListener{Listener: ln}
 	}
+	g.setupHTTPS(srv)
+	return g.tlsListener(ln, true)
+}
+
+// tlsListener is ln with TLS handshakes done below it; watch as
+// edge.NewTLSListener's.
+func (g *Gateway) tlsListener(ln net.Listener, watch bool) net.Listener {
+	return edge.NewTLSListener(ln, g.front.TLSConfig(), g.cfg.TLS.HandshakeTimeout, g.tlsMetrics.handshakeFailed, watch)
+}
+
+// setupHTTPS sets srv up to serve what a TLS listener hands it: HTTP/1.1
+// and HTTP/2 with their limits, the HTTPS-only headers and checks
+// (httpsHandler), and the per-connection guards.
+func (g *Gateway) setupHTTPS(srv *http.Server) {
 	t := &g.cfg.TLS
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
@@ -148,7 +162,6 @@ func (g *Gateway) publicListener(srv *http.Server, ln net.Listener) net.Listener
 	}
 	srv.Handler = g.httpsHandler(srv.Handler)
 	srv.ConnContext = edge.TLSConnContext(rate.Limit(t.HTTP2.MaxResetsPerSecond))
-	return edge.NewTLSListener(ln, g.front.TLSConfig(), t.HandshakeTimeout, g.tlsMetrics.handshakeFailed)
 }
 
 // httpsHandler adds what only HTTPS answers carry or check:

@@ -11,21 +11,25 @@ import (
 	"github.com/wakegate/wakegate/h1serve"
 )
 
-// publicServers serves the public listener. Without TLS a loop of its own
-// (h1serve) takes plain HTTP/1.1 requests and hands any connection it does
-// not take (an upgrade, Expect, a chunked or HTTP/1.0 request, anything
-// malformed) to net/http's server, which serves that connection from then
-// on with the same handler. With TLS, net/http serves everything.
+// publicServers serves the public listener. A loop of its own (h1serve)
+// takes plain HTTP/1.1 requests, over TCP or, with TLS on, over a TLS
+// connection whose handshake the listener did, and hands any connection
+// it does not take (an upgrade, Expect, a chunked or HTTP/1.0 request,
+// anything malformed, HTTP/2) to net/http's server, which serves that
+// connection from then on with the same handler.
 type publicServers struct {
 	std  *http.Server
-	fast *h1serve.Server // nil: net/http alone
+	fast *h1serve.Server // nil: net/http alone (server.http1_server: net/http)
 }
 
 // newPublicServers builds the servers for the public listener; net/http's
-// server is srv.
+// server is srv, set up for HTTPS here when TLS is on.
 func (g *Gateway) newPublicServers(srv *http.Server) publicServers {
 	ps := publicServers{std: srv}
-	if g.front == nil && g.cfg.Server.HTTP1Server != "net/http" {
+	if g.cfg.Server.HTTP1Server != "net/http" {
+		if g.front != nil {
+			g.setupHTTPS(srv) // the loop serves the same handler, HTTPS's
+		}
 		ps.fast = &h1serve.Server{
 			Handler:           srv.Handler,
 			ReadHeaderTimeout: srv.ReadHeaderTimeout,
@@ -55,6 +59,9 @@ func (ps publicServers) serve(g *Gateway, ln net.Listener, done chan<- error) {
 	}
 	g.http1.Store(ps.fast)
 	hand := ps.fast.Handoff(ln.Addr())
+	if g.front != nil {
+		ln = g.tlsListener(ln, false)
+	}
 	fastErr := make(chan error, 1)
 	go func() {
 		err := ps.fast.Serve(ln)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -37,6 +38,9 @@ type conn struct {
 	s      *Server
 	rwc    net.Conn
 	remote string
+	// tls is the state of the handshake of a TLS connection, which every
+	// request's Request.TLS points to (as net/http's do); nil on plain TCP.
+	tls    *tls.ConnectionState
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -100,10 +104,22 @@ func (c *conn) forget() {
 
 // serve runs the connection's requests until it closes or is handed off.
 func (c *conn) serve() {
+	if tc, ok := c.rwc.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		if !st.HandshakeComplete || (st.NegotiatedProtocol != "" && st.NegotiatedProtocol != "http/1.1") {
+			// net/http does the handshake, and serves HTTP/2 (or what
+			// else ALPN chose) on the *tls.Conn itself.
+			c.forget()
+			c.s.handed.Add(1)
+			if !c.s.handoff.give(c.rwc) {
+				_ = c.rwc.Close()
+			}
+			return
+		}
+		c.tls = &st
+	}
 	c.br = readerPool.Get().(*bufio.Reader)
 	c.br.Reset(&c.cr)
-	c.bw = writerPool.Get().(*bufio.Writer)
-	c.bw.Reset(floorWriter{c})
 	handed := false
 	defer func() {
 		c.forget()
@@ -112,8 +128,10 @@ func (c *conn) serve() {
 		}
 		c.br.Reset(nil)
 		readerPool.Put(c.br)
-		c.bw.Reset(nil)
-		writerPool.Put(c.bw)
+		if c.bw != nil {
+			c.bw.Reset(nil)
+			writerPool.Put(c.bw)
+		}
 	}()
 	maxHead := readerSize
 	if m := c.s.MaxHeaderBytes; m > 0 && m < maxHead {
@@ -129,6 +147,12 @@ func (c *conn) serve() {
 			return
 		}
 		_, _ = c.br.Discard(n)
+		if c.bw == nil {
+			// Taken at the first request served here: a connection
+			// handed off at once (a WebSocket's upgrade) never holds one.
+			c.bw = writerPool.Get().(*bufio.Writer)
+			c.bw.Reset(floorWriter{c})
+		}
 		if !c.serveOne(ph) {
 			return
 		}
@@ -222,7 +246,11 @@ func (c *conn) handOff() bool {
 	_ = c.rwc.SetReadDeadline(time.Time{})
 	c.forget()
 	c.s.handed.Add(1)
-	return c.s.handoff.give(&replayConn{Conn: c.rwc, buf: replay})
+	rc := &replayConn{Conn: c.rwc, buf: replay}
+	if c.tls != nil {
+		return c.s.handoff.give(&tlsReplayConn{replayConn: rc, state: c.tls})
+	}
+	return c.s.handoff.give(rc)
 }
 
 // serveOne runs the handler for one request and ends its response; false
@@ -251,6 +279,7 @@ func (c *conn) serveOne(ph parsedHead) (reuse bool) {
 		RemoteAddr:    c.remote,
 		RequestURI:    ph.target,
 		Close:         ph.close,
+		TLS:           c.tls,
 	}
 	req := r0.WithContext(ctx)
 	if c.pendBuf == nil {

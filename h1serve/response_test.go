@@ -2,6 +2,7 @@ package h1serve
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -117,6 +118,13 @@ func caseHandler(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "partial")
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler)
+	case "/tls":
+		if r.TLS == nil {
+			_, _ = io.WriteString(w, "plain")
+			return
+		}
+		_, _ = fmt.Fprintf(w, "tls %x name=%q alpn=%q done=%v", r.TLS.Version, r.TLS.ServerName,
+			r.TLS.NegotiatedProtocol, r.TLS.HandshakeComplete)
 	case "/nobody-write":
 		w.WriteHeader(http.StatusNoContent)
 		_, err := io.WriteString(w, "x")
@@ -142,6 +150,13 @@ type result struct {
 // startFast serves h on h1serve, with net/http behind its hand-off.
 func startFast(t testing.TB, h http.Handler) (*Server, string) {
 	t.Helper()
+	return startFastOn(t, h, plainWire)
+}
+
+// startFastOn is startFast on w: over TLS, the handshake is done before
+// the loop gets the connection, as the gateway's TLS listener does.
+func startFastOn(t testing.TB, h http.Handler, w wire) (*Server, string) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -149,11 +164,16 @@ func startFast(t testing.TB, h http.Handler) (*Server, string) {
 	quiet := log.New(io.Discard, "", 0)
 	s := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, ErrorLog: quiet}
 	std := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet}
+	if w.server != nil {
+		std.Protocols = new(http.Protocols)
+		std.Protocols.SetHTTP1(true)
+		std.Protocols.SetUnencryptedHTTP2(true) // ALPN's h2, handed on
+	}
 	hand := s.Handoff(ln.Addr())
 	stdDone := make(chan struct{})
 	fastDone := make(chan struct{})
 	go func() { defer close(stdDone); _ = std.Serve(hand) }()
-	go func() { defer close(fastDone); _ = s.Serve(ln) }()
+	go func() { defer close(fastDone); _ = s.Serve(w.handshaken(ln)) }()
 	t.Cleanup(func() {
 		_ = s.Close()
 		_ = std.Close()
@@ -166,11 +186,20 @@ func startFast(t testing.TB, h http.Handler) (*Server, string) {
 // startStd serves h on net/http alone.
 func startStd(t testing.TB, h http.Handler) string {
 	t.Helper()
+	return startStdOn(t, h, plainWire)
+}
+
+// startStdOn is startStd on w: over TLS, net/http does the handshakes.
+func startStdOn(t testing.TB, h http.Handler, w wire) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	std := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	if w.server != nil {
+		ln = tls.NewListener(ln, w.server)
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = std.Serve(ln) }()
 	t.Cleanup(func() {
@@ -183,9 +212,9 @@ func startStd(t testing.TB, h http.Handler) string {
 // exchange sends raw (one or more requests, of the methods given) on one
 // connection and reads a response for each, then whether the server
 // closed the connection.
-func exchange(t *testing.T, addr, raw string, methods ...string) (rs []result, closed bool) {
+func exchange(t *testing.T, w wire, addr, raw string, methods ...string) (rs []result, closed bool) {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	c, err := w.dial(addr)
 	if err != nil {
 		t.Error(err)
 		return nil, false
@@ -223,9 +252,18 @@ func exchange(t *testing.T, addr, raw string, methods ...string) (rs []result, c
 	return rs, closed
 }
 
+// TestResponsesMatchNetHTTP sends the same bytes to the loop (with
+// net/http behind its hand-off) and to net/http alone, on plain TCP and
+// over TLS, and wants the same answers and the same connection fate.
 func TestResponsesMatchNetHTTP(t *testing.T) {
-	s, fast := startFast(t, http.HandlerFunc(caseHandler))
-	std := startStd(t, http.HandlerFunc(caseHandler))
+	for _, w := range []wire{plainWire, newTLSWire(t)} {
+		t.Run(w.name, func(t *testing.T) { responsesMatchNetHTTP(t, w) })
+	}
+}
+
+func responsesMatchNetHTTP(t *testing.T, w wire) {
+	s, fast := startFastOn(t, http.HandlerFunc(caseHandler), w)
+	std := startStdOn(t, http.HandlerFunc(caseHandler), w)
 	get := func(path string) string {
 		return "GET " + path + " HTTP/1.1\r\nHost: t\r\n\r\n"
 	}
@@ -276,6 +314,8 @@ func TestResponsesMatchNetHTTP(t *testing.T) {
 		{"plain then chunked", get("/small") + "POST /body HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n", []string{"GET", "POST"}},
 		{"malformed", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", []string{"GET"}},
 		{"bare LF", "GET /small HTTP/1.1\nHost: t\n\n", []string{"GET"}},
+		{"connection state", get("/tls") + get("/tls"), []string{"GET", "GET"}},
+		{"connection state after a hand-off", "POST /body HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + get("/tls"), []string{"POST", "GET"}},
 	}
 	// Every case on both servers at once: each exchange waits a while to
 	// see whether the connection stays open.
@@ -286,8 +326,8 @@ func TestResponsesMatchNetHTTP(t *testing.T) {
 	out := make([]pair, len(cases))
 	var wg sync.WaitGroup
 	for i, c := range cases {
-		wg.Go(func() { out[i].got, out[i].gotClosed = exchange(t, fast, c.raw, c.methods...) })
-		wg.Go(func() { out[i].want, out[i].wantClosed = exchange(t, std, c.raw, c.methods...) })
+		wg.Go(func() { out[i].got, out[i].gotClosed = exchange(t, w, fast, c.raw, c.methods...) })
+		wg.Go(func() { out[i].want, out[i].wantClosed = exchange(t, w, std, c.raw, c.methods...) })
 	}
 	wg.Wait()
 	for i, c := range cases {

@@ -2,6 +2,13 @@
 // its own and hands every connection it does not take, at the first request
 // it does not take, to net/http through a listener (Server.Handoff).
 //
+// A connection may be plain TCP or a *tls.Conn whose handshake is done
+// (the listener does the handshakes): the loop serves HTTP/1.1 over it
+// with Request.TLS set, and hands net/http, untouched, a TLS connection
+// whose handshake is not done or that chose another protocol by ALPN
+// (HTTP/2). A TLS connection handed off mid-way reports its handshake's
+// state (ConnectionState), as a *tls.Conn would.
+//
 // net/http's server costs a plain proxied request about as much as the
 // proxying does: a request parsed into fresh maps, a background read and a
 // goroutine per request to notice a client that leaves, three read
@@ -25,6 +32,7 @@ package h1serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log"
@@ -332,6 +340,17 @@ func (c *replayConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
+
+// tlsReplayConn is a TLS connection handed to net/http: it reports the
+// handshake's state, from which net/http sets Request.TLS, and the
+// edge's framing watcher knows it for an HTTPS connection.
+type tlsReplayConn struct {
+	*replayConn
+	state *tls.ConnectionState // the loop's, shared: a relay keeps this for hours
+}
+
+// ConnectionState is the state of the connection's finished handshake.
+func (c *tlsReplayConn) ConnectionState() tls.ConnectionState { return *c.state }
 
 // PlainConn is the connection underneath once the replayed bytes are
 // read (a WebSocket relay waits on its descriptor); nil before.

@@ -151,7 +151,7 @@ func stateGauges(eng EngineState, st State) []prometheus.Collector {
 		}, func() float64 { return float64(st.HTTP1Stats().Requests) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "wakegate_http1_handoffs_total",
-			Help: "Connections the gateway's HTTP/1.1 loop handed to Go's server: an upgrade, Expect, a chunked or HTTP/1.0 request, or anything unusual.",
+			Help: "Connections the gateway's HTTP/1.1 loop handed to Go's server: an upgrade, Expect, a chunked or HTTP/1.0 request, anything unusual, or HTTP/2 over TLS.",
 		}, func() float64 { return float64(st.HTTP1Stats().HandedOff) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "wakegate_homes",
