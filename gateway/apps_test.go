@@ -108,6 +108,7 @@ func statusHandler(code int) http.HandlerFunc {
 type appGateway struct {
 	g    *gateway.Gateway
 	base string
+	data string // the data directory
 	logs *testbin.LogBuffer
 }
 
@@ -122,7 +123,7 @@ func startAppGateway(t testing.TB, body string) *appGateway {
 	if _, err := gw.g.Addr(ctx); err != nil {
 		t.Fatalf("the gateway does not listen: %v", err)
 	}
-	return &appGateway{g: gw.g, base: "http://" + gw.addr, logs: gw.logs}
+	return &appGateway{g: gw.g, base: "http://" + gw.addr, data: gw.data, logs: gw.logs}
 }
 
 // get sends GET path with the headers and returns the status, the

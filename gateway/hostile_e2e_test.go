@@ -2,11 +2,14 @@ package gateway_test
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,15 +194,65 @@ func (u *hostileUpstream) serve(c net.Conn) {
 	}
 }
 
+// soakWire is how the hostile clients reach a gateway: plain TCP, or TLS
+// to its HTTPS listener for the name soak.test, trusted through the
+// gateway's internal CA.
+type soakWire struct {
+	addr string
+	tls  *tls.Config // nil: plain TCP
+}
+
+// dial opens a connection to the gateway, its handshake done.
+func (w soakWire) dial() (net.Conn, error) {
+	if w.tls == nil {
+		return net.Dial("tcp", w.addr)
+	}
+	return tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", w.addr, w.tls)
+}
+
+// url is path on the gateway, with the scheme of the wire.
+func (w soakWire) url(path string) string {
+	if w.tls == nil {
+		return "http://" + w.addr + path
+	}
+	return "https://" + w.addr + path
+}
+
+// transport is an HTTP client transport to the gateway over the wire,
+// HTTP/1.1 only.
+func (w soakWire) transport(keepAlive bool) *http.Transport {
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, ResponseHeaderTimeout: 20 * time.Second, DisableKeepAlives: !keepAlive}
+	if w.tls != nil {
+		tr.TLSClientConfig = w.tls.Clone()
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return tr
+}
+
 // hostileGateway starts a gateway whose app "h" is the hostile upstream
-// (prefix stripped), served by the given http1_server, and waits until
-// the app is published.
-func hostileGateway(t *testing.T, up *hostileUpstream, http1 string) string {
+// (prefix stripped), served by the given http1_server, on plain HTTP or
+// (tlsOn) on HTTPS alone, and waits until the app is published.
+func hostileGateway(t *testing.T, up *hostileUpstream, http1 string, tlsOn bool) soakWire {
 	t.Helper()
-	gw := startAppGateway(t, "server:\n  http1_server: "+http1+"\napps:\n"+
-		appEntry("h", "http://"+up.addr, "api", "    strip_prefix: true\n    health: {path: /health, interval: 50ms}\n"))
+	conf := "server:\n  http1_server: " + http1 + "\napps:\n" +
+		appEntry("h", "http://"+up.addr, "api", "    strip_prefix: true\n    health: {path: /health, interval: 50ms}\n")
+	if tlsOn {
+		conf += "tls:\n  mode: internal\n  names: [soak.test]\n  http_listen: \"\"\n"
+	}
+	gw := startAppGateway(t, conf)
 	gw.waitReason(t, "h", wake.ReasonReady)
-	return strings.TrimPrefix(gw.base, "http://")
+	w := soakWire{addr: strings.TrimPrefix(gw.base, "http://")}
+	if tlsOn {
+		pemRoot, err := os.ReadFile(filepath.Join(gw.data, "internal-ca", "root.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(pemRoot)
+		w.tls = &tls.Config{ServerName: "soak.test", RootCAs: roots}
+		waitCert(t, w.addr, "soak.test", roots)
+	}
+	return w
 }
 
 // soakTally counts what the clients did and what went wrong.
@@ -273,14 +326,14 @@ func checkAnswer(tally *soakTally, res *http.Response, body []byte, id string, w
 // pipeliner sends batches of GETs on one keep-alive connection without
 // waiting for the answers, until stop; each must come back, in order,
 // with its own answer, and reach the upstream once.
-func pipeliner(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}, batch int) {
+func pipeliner(gw soakWire, ids *soakIDs, tally *soakTally, stop <-chan struct{}, batch int) {
 	for {
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		c, err := net.Dial("tcp", gw)
+		c, err := gw.dial()
 		if err != nil {
 			tally.fail("pipeliner dial: %v", err)
 			return
@@ -292,7 +345,7 @@ func pipeliner(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}, 
 			var out strings.Builder
 			for i := range sent {
 				sent[i] = ids.next("pipe")
-				fmt.Fprintf(&out, "GET /apps/h/echo HTTP/1.1\r\nHost: soak\r\nX-Soak-Id: %s\r\n\r\n", sent[i])
+				fmt.Fprintf(&out, "GET /apps/h/echo HTTP/1.1\r\nHost: soak.test\r\nX-Soak-Id: %s\r\n\r\n", sent[i])
 			}
 			tally.requests.Add(int64(batch))
 			if _, err := io.WriteString(c, out.String()); err != nil {
@@ -326,7 +379,7 @@ func pipeliner(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}, 
 // earlyPoster POSTs bodies of the given sizes, one connection after
 // another, in 64 KiB writes, to a path whose upstream answers before it
 // reads the body; it reads the answer while it writes.
-func earlyPoster(gw, path string, sizes []int, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
+func earlyPoster(gw soakWire, path string, sizes []int, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
 	chunk := make([]byte, 64<<10)
 	for i := range chunk {
 		chunk[i] = 'a' + byte(i%26)
@@ -341,7 +394,7 @@ func earlyPoster(gw, path string, sizes []int, ids *soakIDs, tally *soakTally, s
 		id := ids.next("early")
 		tally.requests.Add(1)
 		tally.earlyPosts.Add(1)
-		c, err := net.Dial("tcp", gw)
+		c, err := gw.dial()
 		if err != nil {
 			tally.fail("early poster dial: %v", err)
 			return
@@ -350,7 +403,7 @@ func earlyPoster(gw, path string, sizes []int, ids *soakIDs, tally *soakTally, s
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if _, err := fmt.Fprintf(c, "POST /apps/h%s HTTP/1.1\r\nHost: soak\r\nX-Soak-Id: %s\r\nContent-Length: %d\r\n\r\n", path, id, size); err != nil {
+			if _, err := fmt.Fprintf(c, "POST /apps/h%s HTTP/1.1\r\nHost: soak.test\r\nX-Soak-Id: %s\r\nContent-Length: %d\r\n\r\n", path, id, size); err != nil {
 				return
 			}
 			for left := size; left > 0; {
@@ -399,7 +452,7 @@ func TestEarlyAnswerNoCrossTalk(t *testing.T) {
 	for _, http1 := range []string{"wakegate", "net/http"} {
 		t.Run(strings.ReplaceAll(http1, "/", "-"), func(t *testing.T) {
 			up := newHostileUpstream(t)
-			gw := hostileGateway(t, up, http1)
+			gw := hostileGateway(t, up, http1, false)
 			ids, tally := &soakIDs{}, &soakTally{}
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -424,14 +477,14 @@ func TestEarlyAnswerNoCrossTalk(t *testing.T) {
 // trickler POSTs small bodies to /echo in tiny writes with pauses, and
 // sends some heads one byte at a time, each on a connection kept alive;
 // every request must come back with its own answer.
-func trickler(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
+func trickler(gw soakWire, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		c, err := net.Dial("tcp", gw)
+		c, err := gw.dial()
 		if err != nil {
 			tally.fail("trickler dial: %v", err)
 			return
@@ -442,7 +495,7 @@ func trickler(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
 			id := ids.next("trickle")
 			tally.requests.Add(1)
 			body := strings.Repeat("t", 1500+round)
-			msg := fmt.Sprintf("POST /apps/h/echo HTTP/1.1\r\nHost: soak\r\nX-Soak-Id: %s\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
+			msg := fmt.Sprintf("POST /apps/h/echo HTTP/1.1\r\nHost: soak.test\r\nX-Soak-Id: %s\r\nContent-Length: %d\r\n\r\n%s", id, len(body), body)
 			step := 1 + round*7 // heads and bodies split in 1 to 29 bytes
 			for i := 0; i < len(msg); i += step {
 				if _, err := io.WriteString(c, msg[i:min(i+step, len(msg))]); err != nil {
@@ -475,14 +528,14 @@ func trickler(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
 
 // abandoner starts requests and leaves: a POST with part of its body, a
 // head cut half way, a pipelined pair whose answers it never reads.
-func abandoner(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
+func abandoner(gw soakWire, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
 	for n := 0; ; n++ {
 		select {
 		case <-stop:
 			return
 		default:
 		}
-		c, err := net.Dial("tcp", gw)
+		c, err := gw.dial()
 		if err != nil {
 			tally.fail("abandoner dial: %v", err)
 			return
@@ -491,11 +544,11 @@ func abandoner(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}) 
 		id := ids.next("gone")
 		switch n % 3 {
 		case 0:
-			_, _ = fmt.Fprintf(c, "POST /apps/h/echo HTTP/1.1\r\nHost: soak\r\nX-Soak-Id: %s\r\nContent-Length: 50000\r\n\r\n%s", id, strings.Repeat("g", 2000))
+			_, _ = fmt.Fprintf(c, "POST /apps/h/echo HTTP/1.1\r\nHost: soak.test\r\nX-Soak-Id: %s\r\nContent-Length: 50000\r\n\r\n%s", id, strings.Repeat("g", 2000))
 		case 1:
-			_, _ = fmt.Fprintf(c, "GET /apps/h/echo HTTP/1.1\r\nHost: soak\r\nX-Soak-Id: %s\r\n", id)
+			_, _ = fmt.Fprintf(c, "GET /apps/h/echo HTTP/1.1\r\nHost: soak.test\r\nX-Soak-Id: %s\r\n", id)
 		case 2:
-			_, _ = fmt.Fprintf(c, "GET /apps/h/late HTTP/1.1\r\nHost: soak\r\nX-Soak-Id: %s\r\n\r\nGET /apps/h/echo HTTP/1.1\r\nHost: soak\r\nX-Soak-Id: %s-2\r\n\r\n", id, id)
+			_, _ = fmt.Fprintf(c, "GET /apps/h/late HTTP/1.1\r\nHost: soak.test\r\nX-Soak-Id: %s\r\n\r\nGET /apps/h/echo HTTP/1.1\r\nHost: soak.test\r\nX-Soak-Id: %s-2\r\n\r\n", id, id)
 		}
 		time.Sleep(20 * time.Millisecond)
 		_ = c.Close()
@@ -506,14 +559,14 @@ func abandoner(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}) 
 // keep-alive pool to the upstreams that answer late, send stray bytes
 // after an answer, cut a body or flood 1xx; each answer that comes from
 // the upstream must be its own request's.
-func keepAliveClient(gw string, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
-	tr := &http.Transport{MaxIdleConnsPerHost: 4, ResponseHeaderTimeout: 20 * time.Second}
+func keepAliveClient(gw soakWire, ids *soakIDs, tally *soakTally, stop <-chan struct{}) {
+	tr := gw.transport(true)
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: 20 * time.Second}
 	// A cut answer is aborted: the client may see no answer at all, and
 	// Go's client sends an idempotent request again after that on a
 	// reused connection. Each is sent once, on a connection of its own.
-	once := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 20 * time.Second}
+	once := &http.Client{Transport: gw.transport(false), Timeout: 20 * time.Second}
 	paths := []string{"/late", "/extra", "/cut", "/hints", "/echo", "/extra"}
 	for n := 0; ; n++ {
 		select {
@@ -528,11 +581,12 @@ func keepAliveClient(gw string, ids *soakIDs, tally *soakTally, stop <-chan stru
 		if n%2 == 1 {
 			method, body = http.MethodPost, strings.NewReader(strings.Repeat("k", 3000))
 		}
-		req, err := http.NewRequest(method, "http://"+gw+"/apps/h"+path, body)
+		req, err := http.NewRequest(method, gw.url("/apps/h"+path), body)
 		if err != nil {
 			tally.fail("request: %v", err)
 			return
 		}
+		req.Host = "soak.test"
 		req.Header.Set("X-Soak-Id", id)
 		tally.requests.Add(1)
 		client := c
@@ -581,20 +635,28 @@ func soakFor(t *testing.T) time.Duration {
 }
 
 // TestAdversarialSoak runs, for a minute (soakFor) on each server of the public
-// listener (server.http1_server wakegate and net/http), all the hostile
-// upstreams and clients above at once, through the real gateway. It fails
-// on any panic or race report (the gateway runs in the test process), and
-// on any request lost, received twice upstream, or answered with another
-// request's answer.
+// listener (server.http1_server wakegate and net/http, and the wakegate
+// loop over TLS), all the hostile upstreams and clients above at once,
+// through the real gateway. It fails on any panic or race report (the
+// gateway runs in the test process), and on any request lost, received
+// twice upstream, or answered with another request's answer.
 func TestAdversarialSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of traffic")
 	}
 	soak := soakFor(t)
-	for _, http1 := range []string{"wakegate", "net/http"} {
-		t.Run(strings.ReplaceAll(http1, "/", "-"), func(t *testing.T) {
+	for _, run := range []struct {
+		http1 string
+		tls   bool
+	}{{"wakegate", false}, {"net/http", false}, {"wakegate", true}} {
+		http1 := run.http1
+		name := strings.ReplaceAll(http1, "/", "-")
+		if run.tls {
+			name += "-tls"
+		}
+		t.Run(name, func(t *testing.T) {
 			up := newHostileUpstream(t)
-			gw := hostileGateway(t, up, http1)
+			gw := hostileGateway(t, up, http1, run.tls)
 			ids, tally := &soakIDs{}, &soakTally{}
 			stop := make(chan struct{})
 			var wg sync.WaitGroup

@@ -57,6 +57,13 @@ func tlsStart(t testing.TB, extra string, pub, plain net.Listener) *tlsGateway {
 // tlsStartHomes is tlsStart with more homes (YAML list entries).
 func tlsStartHomes(t testing.TB, homes, extra string, pub, plain net.Listener) *tlsGateway {
 	t.Helper()
+	return tlsStartServer(t, "", homes, extra, pub, plain)
+}
+
+// tlsStartServer is tlsStartHomes with more server settings (YAML lines,
+// indented).
+func tlsStartServer(t testing.TB, server, homes, extra string, pub, plain net.Listener) *tlsGateway {
+	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
 	command := fmt.Sprintf("[%q, \"demo-home\", \"--addr\", \"127.0.0.1:{port}\", \"--target\", \"{target}\", \"--version\", \"{version}\"]",
 		testbin.Build(t))
@@ -66,7 +73,7 @@ exec:
   command: %s
 server:
   drain_grace: 1s
-wake:
+%swake:
   idle_timeout: 0s
 homes:
   - id: demo
@@ -75,7 +82,7 @@ homes:
     home: demo
     path: /apps/demo
     strip_prefix: true
-%s`, data, command, homes, extra)
+%s`, data, command, server, homes, extra)
 	cfg, err := config.Load("tls.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
