@@ -88,19 +88,7 @@ tls:
 				t.Errorf("GET over HTTP/2: %d %s\n%s", res.StatusCode, res.Proto, body)
 			}
 
-			now := adm.scrape(t)
-			loop := admValue(now, "wakegate_http1_loop_requests_total", nil) - admValue(base, "wakegate_http1_loop_requests_total", nil)
-			handed := admValue(now, "wakegate_http1_handoffs_total", nil) - admValue(base, "wakegate_http1_handoffs_total", nil)
-			switch choice {
-			case "wakegate":
-				if loop < 3 || handed < 3 {
-					t.Errorf("loop requests +%v, handoffs +%v; want at least 3 of each", loop, handed)
-				}
-			default:
-				if loop != 0 || handed != 0 {
-					t.Errorf("net/http: loop requests +%v, handoffs +%v; want none", loop, handed)
-				}
-			}
+			checkLoopCounts(t, choice, base, adm.scrape(t), 3, 3)
 		})
 	}
 }

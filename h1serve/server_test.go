@@ -195,15 +195,7 @@ func TestLongHeadGoesToNetHTTP(t *testing.T) {
 	s, addr := startFast(t, h)
 	c := dialRaw(t, addr)
 	long := strings.Repeat("abc", 3000)
-	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: t\r\nX-Long: "+long+"\r\n\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(res.Body)
-	if string(b) != "abc" {
+	if b := ask(t, c, "GET / HTTP/1.1\r\nHost: t\r\nX-Long: "+long+"\r\n\r\n"); b != "abc" {
 		t.Fatalf("body %q", b)
 	}
 	if st := s.Stats(); st.HandedOff != 1 {
@@ -320,6 +312,23 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // dialRaw opens a connection to addr for raw HTTP, closed when the test
 // ends, every read and write bounded by 10 seconds.
+// ask writes raw on c and returns the body of the one answer it reads.
+func ask(t *testing.T, c net.Conn, raw string) string {
+	t.Helper()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 func dialRaw(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)

@@ -159,15 +159,7 @@ func TestTLSHandOffs(t *testing.T) {
 		}
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: h1.test\r\nContent-Length: 2\r\n\r\nok"); err != nil {
-			t.Fatal(err)
-		}
-		res, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(res.Body)
-		if string(b) != "HTTP/1.1 tls=yes body=ok" {
+		if b := ask(t, c, "POST / HTTP/1.1\r\nHost: h1.test\r\nContent-Length: 2\r\n\r\nok"); b != "HTTP/1.1 tls=yes body=ok" {
 			t.Fatalf("answer %q", b)
 		}
 		if st := s.Stats(); st.Requests != 0 || st.HandedOff != 1 {
