@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -88,9 +89,24 @@ func TestTricklingUploadsLeaveTheHomeFree(t *testing.T) {
 // has slots (cap 2) ask for an 8MiB response and read it at 500 bytes per
 // second, below a floor of 64KiB per second with a 1s grace: each is cut
 // within seconds, so a GET to the same home, queued behind them for at
-// most the wake timeout (10s), is answered 200 instead of 503.
+// most the wake timeout (10s), is answered 200 instead of 503. On plain
+// HTTP the loop keeps the floor in time across the response; over TLS
+// (the loop too) the response goes out in pieces with final deadlines.
 func TestSlowReadersLeaveTheHomeFree(t *testing.T) {
 	t.Parallel()
+	for _, tlsOn := range []bool{false, true} {
+		name := "plain"
+		if tlsOn {
+			name = "tls"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			slowReadersLeaveTheHomeFree(t, tlsOn)
+		})
+	}
+}
+
+func slowReadersLeaveTheHomeFree(t *testing.T, tlsOn bool) {
 	const readers, max = 4, 2
 	big := make([]byte, 8<<20)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -107,7 +123,11 @@ func TestSlowReadersLeaveTheHomeFree(t *testing.T) {
 	})}
 	go func() { _ = home.Serve(ln) }()
 	t.Cleanup(func() { _ = home.Close() })
-	gw := admStart(t, fmt.Sprintf(`
+	tlsConf := ""
+	if tlsOn {
+		tlsConf = "tls: {mode: internal, names: [fair.test], http_listen: \"\"}\n"
+	}
+	gw := admStart(t, tlsConf+fmt.Sprintf(`
 server: {max_conns_per_client: 10000, min_response_rate: 64KiB, min_rate_grace: 1s}
 wake:
   warm_ttl: 10m
@@ -124,6 +144,25 @@ homes:
 	if _, err := gw.g.Engine().EnsureAwake(context.Background(), "h"); err != nil {
 		t.Fatalf("wake: %v", err)
 	}
+	// dial opens a client connection with a small receive buffer.
+	dial := func() (net.Conn, error) {
+		d := net.Dialer{Control: smallReadBuffer}
+		return d.Dial("tcp", gw.addr)
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	base := "http://" + gw.addr
+	if tlsOn {
+		roots := internalRoots(t, &tlsGateway{e2eGateway: gw.e2eGateway})
+		waitCert(t, gw.addr, "fair.test", roots)
+		conf := &tls.Config{ServerName: "fair.test", RootCAs: roots, NextProtos: []string{"http/1.1"}}
+		dial = func() (net.Conn, error) {
+			d := net.Dialer{Control: smallReadBuffer}
+			return tls.DialWithDialer(&d, "tcp", gw.addr, conf)
+		}
+		client.Transport = &http.Transport{TLSClientConfig: conf.Clone(),
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+		base = "https://" + gw.addr
+	}
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -132,14 +171,13 @@ homes:
 		wg.Wait()
 	}()
 	for range readers {
-		d := net.Dialer{Control: smallReadBuffer}
-		c, err := d.Dial("tcp", gw.addr)
+		c, err := dial()
 		if err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
 			defer c.Close()
-			if _, err := io.WriteString(c, "GET /node/h/big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			if _, err := io.WriteString(c, "GET /node/h/big HTTP/1.1\r\nHost: fair.test\r\n\r\n"); err != nil {
 				return
 			}
 			buf := make([]byte, 50)
@@ -164,10 +202,11 @@ homes:
 			admValue(gw.scrape(t), "wakegate_home_conn_waits_total", nil) == readers-max
 	})
 
-	client := &http.Client{Timeout: 30 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
 	start := time.Now()
-	res, err := client.Get("http://" + gw.addr + "/node/h/whoami")
+	req, _ := http.NewRequest(http.MethodGet, base+"/node/h/whoami", nil)
+	req.Host = "fair.test"
+	res, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("GET beside %d slow readers: %v", readers, err)
 	}
