@@ -104,6 +104,10 @@ type limitConn struct {
 // (proxy.PlainConn).
 func (c *limitConn) PlainConn() net.Conn { return c.Conn }
 
+// ReadsWritesThrough tells the HTTP/1.1 loop that c's reads and writes
+// are those of the connection beneath, which it may then do on the socket.
+func (c *limitConn) ReadsWritesThrough() net.Conn { return c.Conn }
+
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.Release(c.ip) })

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/internal/h1head"
+	"github.com/wakegate/wakegate/internal/sockio"
 )
 
 // A connection's state word: the phase in the low bits, then whether the
@@ -40,7 +41,10 @@ type conn struct {
 	remote string
 	// tls is the state of the handshake of a TLS connection, which every
 	// request's Request.TLS points to (as net/http's do); nil on plain TCP.
-	tls    *tls.ConnectionState
+	tls *tls.ConnectionState
+	// sock does the reads and writes on the socket itself when rwc is a
+	// TCP connection, or a layer that passes them through; nil: rwc's.
+	sock   *sockio.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -117,6 +121,8 @@ func (c *conn) serve() {
 			return
 		}
 		c.tls = &st
+	} else if t := socket(c.rwc); t != nil {
+		c.sock = sockio.New(t)
 	}
 	c.br = readerPool.Get().(*bufio.Reader)
 	c.br.Reset(&c.cr)
@@ -408,6 +414,9 @@ func (r *connReader) Read(p []byte) (int, error) {
 		p[0] = r.b[0]
 		r.hasByte = false
 		return 1, nil
+	}
+	if r.c.sock != nil {
+		return r.c.sock.Read(p)
 	}
 	return r.c.rwc.Read(p)
 }

@@ -77,6 +77,23 @@ func plainTCP(c net.Conn) *net.TCPConn {
 	return nil
 }
 
+// socket returns the TCP connection beneath c when every layer between
+// them reads and writes through unchanged (it says so with
+// ReadsWritesThrough), else nil.
+func socket(c net.Conn) *net.TCPConn {
+	for range 8 {
+		switch x := c.(type) {
+		case *net.TCPConn:
+			return x
+		case interface{ ReadsWritesThrough() net.Conn }:
+			c = x.ReadsWritesThrough()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
 // startFloor puts the floor on for the rest of the current response.
 func (c *conn) startFloor(rate int64, grace time.Duration) bool {
 	if rate <= 0 {
@@ -189,12 +206,21 @@ type floorWriter struct{ c *conn }
 func (w floorWriter) Write(p []byte) (int, error) {
 	c := w.c
 	if !c.fl.on {
+		if c.sock != nil {
+			return c.sock.Write(p)
+		}
 		return c.rwc.Write(p)
 	}
 	c.floorEnter()
 	written := 0
 	for {
-		n, err := c.tcp.Write(p[written:])
+		var n int
+		var err error
+		if c.sock != nil {
+			n, err = c.sock.Write(p[written:])
+		} else {
+			n, err = c.tcp.Write(p[written:])
+		}
 		written += n
 		if err == nil {
 			c.floorDone(int64(n))

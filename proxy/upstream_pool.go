@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/sockio"
 )
 
 // maxResponseHeaderBytes bounds the status line and headers of an upstream
@@ -44,11 +46,20 @@ type upConn struct {
 	// write at once (the exchange's context watch); made once per
 	// connection.
 	interrupt func()
+	// sock does the reads and writes on the socket itself when the dial
+	// gave a TCP connection; nil: Conn's.
+	sock *sockio.Conn
 }
 
 // Write writes to the connection, counting the bytes.
 func (c *upConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
+	var n int
+	var err error
+	if c.sock != nil {
+		n, err = c.sock.Write(p)
+	} else {
+		n, err = c.Conn.Write(p)
+	}
 	c.written += int64(n)
 	return n, err
 }
@@ -57,7 +68,7 @@ func (c *upConn) Write(p []byte) (int, error) {
 // are read.
 func (c *upConn) Read(p []byte) (int, error) {
 	if c.headerLeft < 0 {
-		return c.Conn.Read(p)
+		return c.read(p)
 	}
 	if c.headerLeft == 0 {
 		return 0, errHeaderTooLarge
@@ -65,12 +76,19 @@ func (c *upConn) Read(p []byte) (int, error) {
 	if int64(len(p)) > c.headerLeft {
 		p = p[:c.headerLeft]
 	}
-	n, err := c.Conn.Read(p)
+	n, err := c.read(p)
 	c.headerLeft -= int64(n)
 	if n > 0 {
 		c.answered = true
 	}
 	return n, err
+}
+
+func (c *upConn) read(p []byte) (int, error) {
+	if c.sock != nil {
+		return c.sock.Read(p)
+	}
+	return c.Conn.Read(p)
 }
 
 // connPool keeps idle upstream connections per host (LIFO, at most
@@ -122,7 +140,10 @@ func (p *connPool) dialNew(ctx context.Context, addr string) (*upConn, error) {
 	}
 	c := &upConn{Conn: nc, key: addr}
 	c.interrupt = func() { _ = c.SetDeadline(aLongTimeAgo) }
-	if sc, ok := nc.(syscall.Conn); ok {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		c.sock = sockio.New(tc)
+	}
+	if sc, ok := nc.(syscall.Conn); ok && c.sock == nil {
 		if raw, err := sc.SyscallConn(); err == nil {
 			c.peek = newPeeker(raw)
 		}
@@ -254,10 +275,13 @@ func (c *upConn) alive() bool {
 	if c.br.Buffered() > 0 {
 		return false
 	}
-	if c.peek == nil {
-		return true
+	switch {
+	case c.sock != nil:
+		return c.sock.Idle()
+	case c.peek != nil:
+		return c.peek.check()
 	}
-	return c.peek.check()
+	return true
 }
 
 // dropIdle closes the idle connections to addr, leaving the others. A

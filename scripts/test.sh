@@ -108,6 +108,15 @@ go mod download
 echo "== go test -race"
 go test -race -count=1 -timeout 20m "$@" ./...
 
+# Under -race the data plane's socket reads and writes go through package
+# syscall, which tells the detector about them (internal/sockio); here the
+# packages that make them run once more without it, on the raw calls that
+# the gateway ships with: the loop's and the forwarder's tests against
+# net/http, the slow-reader floor, and the hostile soak for 15 s a server.
+echo "== go test (the raw socket calls)"
+go test -count=1 -timeout 10m "$@" ./internal/sockio ./h1serve ./proxy
+WAKEGATE_SOAK=15s go test -count=1 -timeout 10m -run 'TestSlowReadersLeaveTheHomeFree|TestAdversarialSoak' "$@" ./gateway
+
 # Every fuzz target runs for a few seconds, one at a time, on top of its
 # seed corpus (which go test above already ran): a change that breaks what
 # a target checks (net/http agreement, framing, decoders) fails the build

@@ -1,0 +1,164 @@
+// Package sockio reads and writes a TCP connection's socket with system
+// calls the Go scheduler is not told about, waiting in the netpoller
+// exactly as net.Conn does.
+//
+// A net.Conn read or write tells the scheduler it is entering a system
+// call. When one lasts longer than the runtime's monitor thread takes to
+// look (a loopback write runs the receiver's TCP input in the writer's
+// call), the monitor hands the processor to another thread and wakes it;
+// the caller then has to win a processor back when the call returns. On
+// a gateway pinned to few CPUs that costs two thread switches for a call
+// that never sleeps: a non-blocking socket's read or write copies what it
+// can and returns, or returns EAGAIN, and the wait is the netpoller's.
+// Conn makes the same calls without the hand-off, through
+// syscall.RawConn, so deadlines, Close and the netpoller work as before.
+package sockio
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+)
+
+// Conn does the reads and writes of one *net.TCPConn. A Read and a Write
+// may run at once, as on net.Conn; two Reads (or two Writes) may not.
+type Conn struct {
+	tcp *net.TCPConn
+	raw syscall.RawConn
+
+	rp   []byte
+	rn   int
+	rerr syscall.Errno
+	rfn  func(fd uintptr) bool
+
+	wp   []byte
+	wn   int
+	werr syscall.Errno
+	wfn  func(fd uintptr) bool
+
+	idle bool
+	pfn  func(fd uintptr) bool
+}
+
+// New returns a Conn over c, or nil where this platform has no such
+// calls or c gives no raw access; callers then use c itself.
+func New(c *net.TCPConn) *Conn {
+	if !supported || c == nil {
+		return nil
+	}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	s := &Conn{tcp: c, raw: raw}
+	s.rfn = s.readFD
+	s.wfn = s.writeFD
+	s.pfn = s.peekFD
+	return s
+}
+
+// Read reads into p as net.Conn's Read does: it waits (within the read
+// deadline) until something can be read, and reports the peer's close
+// as io.EOF.
+func (s *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.rp, s.rn, s.rerr = p, 0, 0
+	err := s.raw.Read(s.rfn)
+	n, errno := s.rn, s.rerr
+	s.rp = nil
+	switch {
+	case err != nil:
+		return 0, s.opError("read", err)
+	case errno != 0:
+		return 0, s.opError("read", os.NewSyscallError("read", errno))
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (s *Conn) readFD(fd uintptr) bool {
+	for {
+		n, errno := sysRead(fd, s.rp)
+		switch errno {
+		case 0:
+			s.rn = n
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		s.rerr = errno
+		return true
+	}
+}
+
+// Write writes all of p as net.Conn's Write does, waiting (within the
+// write deadline) while the socket's buffer is full. On an error it
+// reports how much was written before it.
+func (s *Conn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.wp, s.wn, s.werr = p, 0, 0
+	err := s.raw.Write(s.wfn)
+	n, errno := s.wn, s.werr
+	s.wp = nil
+	switch {
+	case err != nil:
+		return n, s.opError("write", err)
+	case errno != 0:
+		return n, s.opError("write", os.NewSyscallError("write", errno))
+	}
+	return n, nil
+}
+
+func (s *Conn) writeFD(fd uintptr) bool {
+	for s.wn < len(s.wp) {
+		n, errno := sysWrite(fd, s.wp[s.wn:])
+		switch errno {
+		case 0:
+			s.wn += n
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			s.werr = errno
+			return true
+		}
+	}
+	return true
+}
+
+// opError gives err the shape net.Conn's errors have, so that callers
+// matching net.Error, os.ErrDeadlineExceeded, net.ErrClosed or an errno
+// see what they would see from the connection itself.
+func (s *Conn) opError(op string, err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		err = oe.Err // RawConn's own "raw-read": keep only its cause
+	}
+	return &net.OpError{Op: op, Net: "tcp", Source: s.tcp.LocalAddr(), Addr: s.tcp.RemoteAddr(), Err: err}
+}
+
+// Idle reports whether the connection is open with nothing to read: a
+// one-byte peek that does not wait finds nothing (EAGAIN). The peer's
+// close, an error and a byte nobody asked for all make it false: such a
+// connection must not carry a request.
+func (s *Conn) Idle() bool {
+	s.idle = false
+	err := s.raw.Read(s.pfn)
+	return err == nil && s.idle
+}
+
+func (s *Conn) peekFD(fd uintptr) bool {
+	errno := sysPeek(fd)
+	for errno == syscall.EINTR {
+		errno = sysPeek(fd)
+	}
+	s.idle = errno == syscall.EAGAIN
+	return true
+}
