@@ -64,30 +64,34 @@ type floor struct {
 // plainTCP is the *net.TCPConn under c's PlainConn wrappers (whose reads
 // and writes pass through), or nil.
 func plainTCP(c net.Conn) *net.TCPConn {
-	for range 8 {
-		switch x := c.(type) {
-		case *net.TCPConn:
-			return x
-		case interface{ PlainConn() net.Conn }:
-			c = x.PlainConn()
-		default:
-			return nil
+	return beneath(c, func(c net.Conn) net.Conn {
+		if x, ok := c.(interface{ PlainConn() net.Conn }); ok {
+			return x.PlainConn()
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // socket returns the TCP connection beneath c when every layer between
 // them reads and writes through unchanged (it says so with
 // ReadsWritesThrough), else nil.
 func socket(c net.Conn) *net.TCPConn {
+	return beneath(c, func(c net.Conn) net.Conn {
+		if x, ok := c.(interface{ ReadsWritesThrough() net.Conn }); ok {
+			return x.ReadsWritesThrough()
+		}
+		return nil
+	})
+}
+
+// beneath follows next down from c to a TCP connection, at most a few
+// layers; nil when next stops first.
+func beneath(c net.Conn, next func(net.Conn) net.Conn) *net.TCPConn {
 	for range 8 {
-		switch x := c.(type) {
-		case *net.TCPConn:
-			return x
-		case interface{ ReadsWritesThrough() net.Conn }:
-			c = x.ReadsWritesThrough()
-		default:
+		if t, ok := c.(*net.TCPConn); ok {
+			return t
+		}
+		if c = next(c); c == nil {
 			return nil
 		}
 	}

@@ -67,17 +67,12 @@ func (s *Conn) Read(p []byte) (int, error) {
 	}
 	s.rp, s.rn, s.rerr = p, 0, 0
 	err := s.raw.Read(s.rfn)
-	n, errno := s.rn, s.rerr
 	s.rp = nil
-	switch {
-	case err != nil:
-		return 0, s.opError("read", err)
-	case errno != 0:
-		return 0, s.opError("read", os.NewSyscallError("read", errno))
-	case n == 0:
+	n, err := s.result("read", s.rn, err, s.rerr)
+	if err == nil && n == 0 {
 		return 0, io.EOF
 	}
-	return n, nil
+	return n, err
 }
 
 func (s *Conn) readFD(fd uintptr) bool {
@@ -106,15 +101,8 @@ func (s *Conn) Write(p []byte) (int, error) {
 	}
 	s.wp, s.wn, s.werr = p, 0, 0
 	err := s.raw.Write(s.wfn)
-	n, errno := s.wn, s.werr
 	s.wp = nil
-	switch {
-	case err != nil:
-		return n, s.opError("write", err)
-	case errno != 0:
-		return n, s.opError("write", os.NewSyscallError("write", errno))
-	}
-	return n, nil
+	return s.result("write", s.wn, err, s.werr)
 }
 
 func (s *Conn) writeFD(fd uintptr) bool {
@@ -132,6 +120,18 @@ func (s *Conn) writeFD(fd uintptr) bool {
 		}
 	}
 	return true
+}
+
+// result turns what a call did into net.Conn's results: n, and the
+// wait's error (a deadline, a close) or the call's own errno.
+func (s *Conn) result(op string, n int, err error, errno syscall.Errno) (int, error) {
+	switch {
+	case err != nil:
+		return n, s.opError(op, err)
+	case errno != 0:
+		return n, s.opError(op, os.NewSyscallError(op, errno))
+	}
+	return n, nil
 }
 
 // opError gives err the shape net.Conn's errors have, so that callers
