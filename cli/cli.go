@@ -197,6 +197,7 @@ func serve(args []string, stderr io.Writer) int {
 			return 1
 		}
 	}
+	defer startGCRoom(cfg, log)() // gcroom.go
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	g, err := gateway.New(ctx, cfg, log)

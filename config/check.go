@@ -152,6 +152,9 @@ func (s *ServerConfig) validate(k checker) {
 	if *s.MinResponseRate < 0 {
 		k.bad("min_response_rate", "must not be negative")
 	}
+	if *s.GCHeadroom < 0 {
+		k.bad("gc_headroom", "must not be negative")
+	}
 	if s.MaxConnsPerClient < 1 {
 		k.bad("max_conns_per_client", "must be at least 1")
 	}

@@ -166,6 +166,15 @@ type ServerConfig struct {
 	// piece at 240B/s). WebSockets are not checked. Default 240 (when
 	// unset); zero turns the check off.
 	MinResponseRate *ByteSize `yaml:"min_response_rate"`
+	// GCHeadroom is how far the heap may grow past what is live before
+	// Go's collector runs again, while the live heap is smaller than
+	// this (units as ByteSize); a larger heap collects as GOGC's default
+	// does, each time it has doubled. It spends at most this much memory
+	// to collect less often: a gateway's live heap is small, and with
+	// the default it collects every few MiB. Default 32MiB; 0 leaves the
+	// collector at GOGC's default. Ignored when the GOGC environment
+	// variable is set. Read at start.
+	GCHeadroom *ByteSize `yaml:"gc_headroom"`
 	// MinRateGrace is the time a body or a response write is allowed
 	// before MinBodyRate and MinResponseRate apply, and how far a reader
 	// may fall behind MinResponseRate. Default 5s; zero means the

@@ -1,0 +1,127 @@
+// Package gcroom gives Go's collector a fixed amount of room above the
+// live heap while that heap is small.
+//
+// With GOGC's default of 100 the collector runs each time the heap has
+// grown by as much as is live. A gateway keeps little live (a few MiB of
+// routes, pools and idle connections) and allocates a little for every
+// request, so it collects often, and each cycle costs the same marking
+// of the same live heap plus the write barriers and assists while it
+// runs. Tuner sets the percentage after each collection so that the
+// next one comes once the heap has grown by the headroom, or by what a
+// collection scans (the live heap, stacks and globals) if that is more:
+// a small heap gets a fixed room, a large one keeps the default, and the
+// memory it costs over the default is at most the headroom.
+package gcroom
+
+import (
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+)
+
+// base is the percentage a heap larger than the headroom keeps: GOGC's
+// default.
+const base = 100
+
+// The collector's goal is the live heap plus GOGC percent of what it
+// scans: the live heap, the goroutines' stacks and the globals.
+var scanned = []string{"/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes"}
+
+// Tuner keeps the collector's goal at least its headroom above the live
+// heap. It runs once per collection, on the runtime's cleanup goroutine,
+// until Stop.
+type Tuner struct {
+	headroom uint64
+	stopped  atomic.Bool
+	percent  atomic.Int64
+
+	mu      sync.Mutex // one tune at a time, and none after Stop
+	sample  []metrics.Sample
+	restore int
+}
+
+// Start begins tuning with the given headroom in bytes. It returns nil,
+// and changes nothing, when headroom is 0 or when the GOGC environment
+// variable is set: the operator's own setting wins.
+func Start(headroom uint64) *Tuner {
+	if headroom == 0 || os.Getenv("GOGC") != "" {
+		return nil
+	}
+	t := &Tuner{headroom: headroom}
+	for _, name := range scanned {
+		t.sample = append(t.sample, metrics.Sample{Name: name})
+	}
+	t.restore = debug.SetGCPercent(base)
+	t.percent.Store(base)
+	t.tune()
+	t.arm()
+	return t
+}
+
+// Percent is the percentage set last.
+func (t *Tuner) Percent() int { return int(t.percent.Load()) }
+
+// Stop ends the tuning and gives the collector back the percentage it
+// had before Start.
+func (t *Tuner) Stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped.Swap(true) {
+		return
+	}
+	debug.SetGCPercent(t.restore)
+}
+
+// sentinel is an object kept by nothing: its cleanup runs after the
+// first collection that finds it unreachable, once per cycle. It is
+// larger than the tiny allocator's 16 bytes so that it is freed alone.
+type sentinel struct{ _ [32]byte }
+
+func (t *Tuner) arm() {
+	runtime.AddCleanup(new(sentinel), func(t *Tuner) {
+		if t.stopped.Load() {
+			return
+		}
+		t.tune()
+		t.arm()
+	}, t)
+}
+
+// tune sets the percentage for the live heap now.
+func (t *Tuner) tune() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped.Load() {
+		return
+	}
+	metrics.Read(t.sample)
+	var scan uint64
+	for _, s := range t.sample {
+		if s.Value.Kind() == metrics.KindUint64 {
+			scan += s.Value.Uint64()
+		}
+	}
+	p := percentFor(scan, t.headroom)
+	// Setting it again for a change of a few percent is not worth the
+	// heap lock it takes.
+	if old := t.percent.Load(); p*20 > old*21 || p*21 < old*20 {
+		debug.SetGCPercent(int(p))
+		t.percent.Store(p)
+	}
+}
+
+// minHeap is the runtime's smallest heap goal at GOGC=100 (4 MiB),
+// which it scales by the percentage: counting what a collection scans as
+// at least that much keeps the first goal, before any collection has
+// measured the live heap, at the headroom too.
+const minHeap = 4 << 20
+
+// percentFor is the percentage that puts the goal headroom above the
+// live heap, given what a collection scans, and never below base.
+func percentFor(scan, headroom uint64) int64 {
+	p := headroom * 100 / max(scan, minHeap)
+	return int64(max(p, base))
+}

@@ -1,0 +1,116 @@
+package gcroom
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+// gogc reads the percentage the runtime itself is using.
+func gogc(t *testing.T) int64 {
+	t.Helper()
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64())
+}
+
+// waitFor runs collections until ok holds, or fails after a while: the
+// tuning runs after a collection, on the runtime's cleanup goroutine.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not so after 20 s (GOGC now %d)", what, gogc(t))
+		}
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var keep [][]byte
+
+// TestRoomFollowsTheLiveHeap: a small live heap gets a percentage that
+// puts the goal the headroom above it; a live heap larger than the
+// headroom goes back to GOGC's default; Stop gives back what was set
+// before.
+func TestRoomFollowsTheLiveHeap(t *testing.T) {
+	t.Setenv("GOGC", "") // not set: this test decides
+	prev := debug.SetGCPercent(77)
+	defer debug.SetGCPercent(prev)
+
+	const headroom = 64 << 20
+	tu := Start(headroom)
+	if tu == nil {
+		t.Fatal("Start returned nil with GOGC unset")
+	}
+	waitFor(t, "small heap", func() bool { return gogc(t) > 400 })
+	if got := int64(tu.Percent()); got != gogc(t) {
+		t.Errorf("Percent() = %d, the runtime uses %d", got, gogc(t))
+	}
+
+	// 160 MiB live, past the headroom: the default comes back.
+	for range 160 {
+		keep = append(keep, make([]byte, 1<<20))
+	}
+	waitFor(t, "large heap", func() bool { return gogc(t) == base })
+
+	keep = nil
+	waitFor(t, "small again", func() bool { return gogc(t) > 400 })
+
+	tu.Stop()
+	if got := gogc(t); got != 77 {
+		t.Errorf("after Stop GOGC is %d, want the 77 set before Start", got)
+	}
+	// No tuning after Stop, however many collections come.
+	for range 5 {
+		runtime.GC()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := gogc(t); got != 77 {
+		t.Errorf("a collection after Stop set GOGC to %d", got)
+	}
+}
+
+// TestOperatorsGOGCWins: with GOGC in the environment, or no headroom,
+// nothing is tuned.
+func TestOperatorsGOGCWins(t *testing.T) {
+	prev := debug.SetGCPercent(150)
+	defer debug.SetGCPercent(prev)
+	t.Setenv("GOGC", "150")
+	if tu := Start(64 << 20); tu != nil {
+		tu.Stop()
+		t.Fatal("Start tuned although GOGC is set")
+	}
+	t.Setenv("GOGC", "")
+	if tu := Start(0); tu != nil {
+		tu.Stop()
+		t.Fatal("Start tuned with no headroom")
+	}
+	for range 3 {
+		runtime.GC()
+	}
+	if got := gogc(t); got != 150 {
+		t.Errorf("GOGC is %d, want 150 untouched", got)
+	}
+}
+
+func TestPercentFor(t *testing.T) {
+	for _, tc := range []struct {
+		scan, headroom uint64
+		want           int64
+	}{
+		{8 << 20, 32 << 20, 400},
+		{32 << 20, 32 << 20, 100},
+		{64 << 20, 32 << 20, 100},
+		{0, 32 << 20, 800},       // before the first collection
+		{1 << 10, 32 << 20, 800}, // the runtime's 4 MiB minimum
+		{4 << 20, 1 << 30, 25600},
+	} {
+		if got := percentFor(tc.scan, tc.headroom); got != tc.want {
+			t.Errorf("percentFor(%d, %d) = %d, want %d", tc.scan, tc.headroom, got, tc.want)
+		}
+	}
+}
