@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/ctxhook"
 	"github.com/wakegate/wakegate/internal/h1head"
 	"github.com/wakegate/wakegate/internal/sockio"
 )
@@ -70,6 +71,8 @@ type conn struct {
 	watchDone chan struct{}
 	abortRead atomic.Bool
 	gone      bool // the watch saw the client leave
+	// hook is the request's one cheap context watch (hook.go)
+	hook hookSlot
 }
 
 var (
@@ -87,7 +90,7 @@ func (s *Server) newConn(rwc net.Conn) *conn {
 		ctx = s.ConnContext(ctx, rwc)
 	}
 	c := &conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
-	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.ctx, c.cancel = context.WithCancel(ctxhook.With(ctx, c))
 	c.cr.c = c
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,6 +106,7 @@ func (c *conn) forget() {
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
+	c.endHook()
 	c.cancel()
 }
 
@@ -271,7 +275,8 @@ func (c *conn) serveOne(ph parsedHead) (reuse bool) {
 		_ = c.rwc.SetReadDeadline(time.Time{})
 	}
 	ctx, cancel := context.WithCancelCause(c.ctx)
-	defer cancel(nil)
+	c.hook.begin(ctx)
+	defer c.hook.end(cancel)
 	r0 := http.Request{
 		Method:        ph.method,
 		URL:           ph.url,
@@ -318,7 +323,7 @@ func (c *conn) serveOne(ph parsedHead) (reuse bool) {
 	}
 	reuse = w.finish()
 	c.endFloor()
-	cancel(nil)
+	c.hook.end(cancel)
 	c.st.Store(seq | phaseIdle)
 	return reuse && !c.gone
 }
@@ -378,6 +383,7 @@ func (c *conn) watch(done chan struct{}) {
 	}
 	c.gone = true
 	c.reqCancel(fmtGone(err))
+	c.hook.fire()
 }
 
 // stopWatch ends a watch that started and waits for it.

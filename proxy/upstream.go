@@ -13,6 +13,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/ctxhook"
 )
 
 // forwarder forwards a plain HTTP/1.1 request on the calling goroutine: it
@@ -180,7 +182,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	c.written = 0
 	c.headerLeft = maxResponseHeaderBytes
 	c.answered = false
-	stop := context.AfterFunc(ctx, c.interrupt)
+	stop := ctxhook.AfterFunc(ctx, c.interrupt)
 	var wr *bodyWriter
 	bw := u.pool.writer(c)
 	if err := s.start(bw); err != nil {

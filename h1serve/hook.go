@@ -1,0 +1,110 @@
+package h1serve
+
+import (
+	"context"
+	"sync"
+)
+
+// hookSlot is a connection's one cheap watch on its current request's
+// context (ctxhook): the forwarder's interrupt of its upstream exchange,
+// which would otherwise cost a context.AfterFunc on every request. The
+// loop knows every way a request's context ends, and fires the slot from
+// each: its own cancel at the request's end (end), the client leaving
+// (the watch), and the connection's context ending (connDone, for the
+// server's base context).
+type hookSlot struct {
+	mu    sync.Mutex
+	req   context.Context // the current request's context; nil between requests
+	gen   uint64          // counts arms, so a stale stop cannot disarm a later one
+	f     func()
+	armed bool
+	// connStop ends the watch on the connection's context, registered at
+	// the first arm; nil until then.
+	connStop func() bool
+}
+
+// AfterFunc arms c's slot with f for ctx, the current request's context
+// (ctxhook.Hook). It refuses any other context, a second watch while one
+// is armed, and a context already done: the caller then falls back to
+// context.AfterFunc.
+func (c *conn) AfterFunc(ctx context.Context, f func()) (stop func() bool, ok bool) {
+	h := &c.hook
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ctx == nil || ctx != h.req || h.armed || ctx.Err() != nil {
+		return nil, false
+	}
+	if h.connStop == nil {
+		h.connStop = context.AfterFunc(c.ctx, c.connDone)
+	}
+	h.gen++
+	gen := h.gen
+	h.f, h.armed = f, true
+	return func() bool { return c.hook.stop(gen) }, true
+}
+
+// begin makes ctx the request context the slot serves.
+func (h *hookSlot) begin(ctx context.Context) {
+	h.mu.Lock()
+	h.req = ctx
+	h.mu.Unlock()
+}
+
+// end cancels the request's context and fires a watch still armed, as
+// the context's own children would be; idempotent.
+func (h *hookSlot) end(cancel context.CancelCauseFunc) {
+	cancel(nil)
+	h.mu.Lock()
+	h.req = nil
+	h.mu.Unlock()
+	h.fire()
+}
+
+// stop disarms the watch of arm gen if it has not run.
+func (h *hookSlot) stop(gen uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.armed || h.gen != gen {
+		return false
+	}
+	h.f, h.armed = nil, false
+	return true
+}
+
+// fire runs the armed watch, once, in its own goroutine (as
+// context.AfterFunc does), and reports whether there was one. Callers
+// fire after the request's context is done.
+func (h *hookSlot) fire() bool {
+	h.mu.Lock()
+	f := h.f
+	armed := h.armed
+	h.f, h.armed = nil, false
+	h.mu.Unlock()
+	if armed {
+		go f()
+	}
+	return armed
+}
+
+// connDone fires the slot when the connection's context ends (the
+// server's base context was cancelled, or the connection closed), once
+// the request's context, its child, is done too.
+func (c *conn) connDone() {
+	c.hook.mu.Lock()
+	req := c.hook.req
+	c.hook.mu.Unlock()
+	if req != nil {
+		<-req.Done()
+	}
+	c.hook.fire()
+}
+
+// endHook ends the connection's watch on its context, if one started.
+func (c *conn) endHook() {
+	c.hook.mu.Lock()
+	stop := c.hook.connStop
+	c.hook.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
