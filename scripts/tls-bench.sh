@@ -14,7 +14,10 @@
 # server's resident memory per connection (the shared bench's wsload and
 # backend, ../shared/bench; not for Caddy, which wants a server name). MODES picks the phases ("full resumed https
 # wss"); WAKEGATE_BIN runs a given wakegate binary instead of building one,
-# so two builds can be compared against the same peers.
+# so two builds can be compared against the same peers. KEY_EXCHANGE
+# (hybrid, the default, or classical) is wakegate's tls.key_exchange:
+# classical is X25519, what an nginx on OpenSSL 3.0 settles on, so the
+# handshake rates then compare the same key exchange.
 #
 # Needs nginx, caddy, openssl and taskset (Debian: apt-get install nginx
 # caddy openssl util-linux). Everything it writes goes to a temp dir.
@@ -83,6 +86,7 @@ tls:
   cert_file: "$dir/cert.pem"
   key_file: "$dir/key.pem"
   http_listen: ""
+  key_exchange: ${KEY_EXCHANGE:-hybrid}
 homes:
   - id: demo
     provider: static
