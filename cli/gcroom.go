@@ -9,10 +9,18 @@ import (
 )
 
 // startGCRoom gives the collector server.gc_headroom of room over the
-// live heap for the gateway's run (package gcroom), and returns what
-// ends it.
+// live heap for the gateway's run (package gcroom), by default a share
+// of the memory the gateway may use, and returns what ends it.
 func startGCRoom(cfg *config.Config, log *slog.Logger) (stop func()) {
-	room := uint64(max(*cfg.Server.GCHeadroom, 0))
+	var room uint64
+	attrs := []any{}
+	if h := cfg.Server.GCHeadroom; h != nil {
+		room = uint64(max(*h, 0))
+	} else {
+		mem := gcroom.ReadMemory("/")
+		room = gcroom.DefaultHeadroom(mem)
+		attrs = append(attrs, "memory_bytes", mem.Bytes, "memory_source", mem.Source)
+	}
 	if v := os.Getenv("GOGC"); v != "" && room > 0 {
 		log.Info("collector left to GOGC from the environment; server.gc_headroom is ignored", "GOGC", v)
 		return func() {}
@@ -21,6 +29,6 @@ func startGCRoom(cfg *config.Config, log *slog.Logger) (stop func()) {
 	if t == nil {
 		return func() {}
 	}
-	log.Debug("collector headroom over the live heap", "gc_headroom_bytes", room)
+	log.Debug("collector headroom over the live heap", append([]any{"gc_headroom_bytes", room}, attrs...)...)
 	return t.Stop
 }

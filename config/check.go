@@ -152,7 +152,7 @@ func (s *ServerConfig) validate(k checker) {
 	if *s.MinResponseRate < 0 {
 		k.bad("min_response_rate", "must not be negative")
 	}
-	if *s.GCHeadroom < 0 {
+	if s.GCHeadroom != nil && *s.GCHeadroom < 0 {
 		k.bad("gc_headroom", "must not be negative")
 	}
 	if s.MaxConnsPerClient < 1 {

@@ -171,9 +171,11 @@ type ServerConfig struct {
 	// this (units as ByteSize); a larger heap collects as GOGC's default
 	// does, each time it has doubled. It spends at most this much memory
 	// to collect less often: a gateway's live heap is small, and with
-	// the default it collects every few MiB. Default 32MiB; 0 leaves the
-	// collector at GOGC's default. Ignored when the GOGC environment
-	// variable is set. Read at start.
+	// GOGC's default it collects every few MiB. Default (when unset):
+	// 32MiB, or a sixteenth of the memory the gateway may use (its
+	// cgroup's limit, else the machine's memory) when that is less; 0
+	// leaves the collector at GOGC's default. Ignored when the GOGC
+	// environment variable is set. Read at start.
 	GCHeadroom *ByteSize `yaml:"gc_headroom"`
 	// MinRateGrace is the time a body or a response write is allowed
 	// before MinBodyRate and MinResponseRate apply, and how far a reader

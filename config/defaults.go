@@ -83,7 +83,6 @@ func (s *ServerConfig) defaults() {
 	def(&s.HTTP1Server, "wakegate")
 	defPtr(&s.MinBodyRate, 240)
 	defPtr(&s.MinResponseRate, 240)
-	defPtr(&s.GCHeadroom, 32<<20)
 	def(&s.MinRateGrace, 5*time.Second)
 	def(&s.MaxConnsPerClient, 1024)
 }
