@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"syscall"
+
+	"github.com/wakegate/wakegate/edge"
 )
 
 // ListenError is a listener that could not be opened, with the way out
@@ -36,7 +38,7 @@ func (e *ListenError) Hint() string {
 
 // listen opens a TCP listener on addr, named by the config field field.
 func listen(addr, field string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := edge.Listen(addr)
 	if err != nil {
 		return nil, &ListenError{Addr: addr, Field: field, Err: err}
 	}
