@@ -50,14 +50,18 @@ func waitParked(t *testing.T, p *Proxy, n int) {
 func TestRelayIdleParks(t *testing.T) {
 	const n = 20
 
-	// A home's writes go through its lock: the test writes too.
+	// A home's writes go through its lock: the test writes too. client
+	// is the index of the client it serves, learnt from the first
+	// message (the homes may reach the channel in another order than
+	// the clients dialled).
 	type home struct {
-		mu sync.Mutex
-		c  *websocket.Conn
+		mu     sync.Mutex
+		c      *websocket.Conn
+		client int
 	}
 	homes := make(chan *home, n)
 	s, p, _ := detachedFront(t, wsServer(t, func(c *websocket.Conn) {
-		h := &home{c: c}
+		h := &home{c: c, client: -1}
 		homes <- h
 		for {
 			mt, msg, err := c.ReadMessage()
@@ -65,6 +69,9 @@ func TestRelayIdleParks(t *testing.T) {
 				return
 			}
 			h.mu.Lock()
+			if h.client < 0 && len(msg) == 2 {
+				h.client = int(msg[1])
+			}
 			err = c.WriteMessage(mt, msg)
 			h.mu.Unlock()
 			if err != nil {
@@ -98,15 +105,17 @@ func TestRelayIdleParks(t *testing.T) {
 	// The home speaks first: the home-to-client pump wakes alone.
 	h := <-homes
 	h.mu.Lock()
+	i := h.client
 	err := h.c.WriteMessage(websocket.TextMessage, []byte("from home"))
 	h.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The dials were one after the other: the first home is the first
-	// client's.
-	_ = clients[0].SetReadDeadline(time.Now().Add(testWait))
-	_, m, err := clients[0].ReadMessage()
+	if i < 0 {
+		t.Fatal("a home got no message in the rounds")
+	}
+	_ = clients[i].SetReadDeadline(time.Now().Add(testWait))
+	_, m, err := clients[i].ReadMessage()
 	got := string(m)
 	if err != nil {
 		t.Fatal(err)
