@@ -333,11 +333,13 @@ func canonSeparatorLookalike(r rune) bool {
 // empty nor "." nor "..", must be refused, or "" if it may stay.
 func canonCheckSegment(seg []byte) string {
 	head := seg
-	for i, c := range seg {
-		if c == ';' {
+	for i := 0; i < len(seg); {
+		r, n := utf8.DecodeRune(seg[i:])
+		if canonIsSemicolon(r) {
 			head = seg[:i]
 			break
 		}
+		i += n
 	}
 	if string(head) == "." || string(head) == ".." {
 		return "dot segment with parameters"
@@ -346,6 +348,21 @@ func canonCheckSegment(seg []byte) string {
 		return "look-alike of a dot segment"
 	}
 	return ""
+}
+
+// canonIsSemicolon reports whether r is ";", which starts a segment's
+// parameters for some servers, or a character whose Unicode compatibility
+// form (NFKC) is ";" and which a server that folds first reads as one.
+func canonIsSemicolon(r rune) bool {
+	switch r {
+	case ';',
+		'\u037E', // GREEK QUESTION MARK
+		'\uFE14', // PRESENTATION FORM FOR VERTICAL SEMICOLON
+		'\uFE54', // SMALL SEMICOLON
+		'\uFF1B': // FULLWIDTH SEMICOLON
+		return true
+	}
+	return false
 }
 
 // canonFoldsToDots reports whether seg, which is not exactly "." or "..", is

@@ -108,6 +108,10 @@ var canonCases = []canonCase{
 	{name: "dotdot with parameter", in: "/apps/a/..;/b", refused: "parameters"},
 	{name: "dotdot with encoded parameter", in: "/apps/a/..%3bx/b", refused: "parameters"},
 	{name: "dot with parameter", in: "/apps/a/.;x", refused: "parameters"},
+	{name: "dot with fullwidth semicolon", in: "/.\uFF1B", refused: "parameters"},
+	{name: "dotdot with encoded small semicolon", in: "/apps/a/..%EF%B9%94x/b", refused: "parameters"},
+	{name: "dotdot with greek question mark", in: "/apps/a/..\u037E/b", refused: "parameters"},
+	{name: "look-alike dots with vertical semicolon", in: "/apps/a/\uFF0E\uFF0E\uFE14/b", refused: "look-alike"},
 	{name: "fullwidth dots", in: "/apps/a/%EF%BC%8E%EF%BC%8E/b", refused: "dot segment"},
 	{name: "two dot leader", in: "/apps/a/‥/b", refused: "dot segment"},
 	{name: "dot and combining mark", in: "/apps/a/.\u0301./b", refused: "dot segment"},
@@ -251,7 +255,8 @@ func TestCanonicalPathFromServer(t *testing.T) {
 // against the Unicode compatibility decomposition of every code point: each
 // character whose NFKC form holds "/", "\\" or "%" is refused, and exactly the
 // characters whose NFKC form, without invisible characters, is empty or one or
-// two dots are read as a dot segment.
+// two dots are read as a dot segment; exactly those whose NFKC form holds ";"
+// start a segment's parameters.
 func TestCanonicalPathLookalikeTables(t *testing.T) {
 	for r := rune(utf8.RuneSelf); r <= unicode.MaxRune; r++ {
 		if !utf8.ValidRune(r) {
@@ -275,6 +280,9 @@ func TestCanonicalPathLookalikeTables(t *testing.T) {
 		}
 		if dots && len(visible) > 2 && canonFoldsToDots([]byte(".."+s)) {
 			t.Errorf("%U folds to %q; canonFoldsToDots counts it as fewer dots", r, visible)
+		}
+		if semi := strings.Contains(folded, ";"); semi != canonIsSemicolon(r) {
+			t.Errorf("%U folds to %q; canonIsSemicolon = %v", r, folded, !semi)
 		}
 	}
 }
