@@ -13,11 +13,10 @@ import (
 // (the watch), and the connection's context ending (connDone, for the
 // server's base context).
 type hookSlot struct {
-	mu    sync.Mutex
-	req   context.Context // the current request's context; nil between requests
-	gen   uint64          // counts arms, so a stale stop cannot disarm a later one
-	f     func()
-	armed bool
+	mu  sync.Mutex
+	req context.Context // the current request's context; nil between requests
+	gen uint64          // counts arms, so a stale stop cannot disarm a later one
+	f   func()          // the armed watch; nil: none
 	// connStop ends the watch on the connection's context, registered at
 	// the first arm; nil until then.
 	connStop func() bool
@@ -31,7 +30,7 @@ func (c *conn) AfterFunc(ctx context.Context, f func()) (stop func() bool, ok bo
 	h := &c.hook
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ctx == nil || ctx != h.req || h.armed || ctx.Err() != nil {
+	if ctx == nil || ctx != h.req || h.f != nil || ctx.Err() != nil {
 		return nil, false
 	}
 	if h.connStop == nil {
@@ -39,7 +38,7 @@ func (c *conn) AfterFunc(ctx context.Context, f func()) (stop func() bool, ok bo
 	}
 	h.gen++
 	gen := h.gen
-	h.f, h.armed = f, true
+	h.f = f
 	return func() bool { return c.hook.stop(gen) }, true
 }
 
@@ -54,36 +53,39 @@ func (h *hookSlot) begin(ctx context.Context) {
 // the context's own children would be; idempotent.
 func (h *hookSlot) end(cancel context.CancelCauseFunc) {
 	cancel(nil)
-	h.mu.Lock()
-	h.req = nil
-	h.mu.Unlock()
-	h.fire()
+	h.take(true)
 }
 
 // stop disarms the watch of arm gen if it has not run.
 func (h *hookSlot) stop(gen uint64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.armed || h.gen != gen {
+	if h.f == nil || h.gen != gen {
 		return false
 	}
-	h.f, h.armed = nil, false
+	h.f = nil
 	return true
 }
 
 // fire runs the armed watch, once, in its own goroutine (as
 // context.AfterFunc does), and reports whether there was one. Callers
 // fire after the request's context is done.
-func (h *hookSlot) fire() bool {
+func (h *hookSlot) fire() bool { return h.take(false) }
+
+// take disarms the watch and runs it, in its own goroutine, if there was
+// one; with endReq the slot also stops serving its request's context.
+func (h *hookSlot) take(endReq bool) bool {
 	h.mu.Lock()
 	f := h.f
-	armed := h.armed
-	h.f, h.armed = nil, false
+	h.f = nil
+	if endReq {
+		h.req = nil
+	}
 	h.mu.Unlock()
-	if armed {
+	if f != nil {
 		go f()
 	}
-	return armed
+	return f != nil
 }
 
 // connDone fires the slot when the connection's context ends (the

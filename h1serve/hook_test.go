@@ -36,7 +36,7 @@ func armedSlots(s *Server) int {
 	n := 0
 	for c := range s.conns {
 		c.hook.mu.Lock()
-		if c.hook.armed {
+		if c.hook.f != nil {
 			n++
 		}
 		c.hook.mu.Unlock()
