@@ -111,8 +111,9 @@ func (c *conn) startFloor(rate int64, grace time.Duration) bool {
 	slack := min(time.Duration(float64(floorSlackBytes)/float64(rate)*float64(time.Second)), floorSlackMax)
 	c.fl = floor{on: true, rate: float64(rate), grace: grace, ahead: grace + slack,
 		tick: max(min(floorTick, grace/2), 100*time.Millisecond)}
-	c.fl.due = time.Now().Add(c.fl.ahead)
-	if !c.arm(c.fl.next(time.Now())) {
+	now := time.Now()
+	c.fl.due = now.Add(c.fl.ahead)
+	if !c.arm(c.fl.next(now)) {
 		c.fl.on = false
 		return false
 	}

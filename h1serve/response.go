@@ -441,23 +441,33 @@ func (w *response) writeTrailers(bw *bufio.Writer) {
 
 // writeStatusLine writes "HTTP/1.1 code text\r\n".
 type stringByteWriter interface {
-	io.Writer
+	io.ByteWriter
 	io.StringWriter
 }
 
+// writeStatusLine writes the status line of code, which WriteHeader has
+// kept to three digits.
 func writeStatusLine(bw stringByteWriter, code int) {
-	var b [3]byte
 	_, _ = bw.WriteString("HTTP/1.1 ")
-	_, _ = bw.Write(strconv.AppendInt(b[:0], int64(code), 10))
+	writeCode(bw, code)
 	if text := http.StatusText(code); text != "" {
-		_, _ = bw.WriteString(" ")
+		_ = bw.WriteByte(' ')
 		_, _ = bw.WriteString(text)
 		_, _ = bw.WriteString("\r\n")
 		return
 	}
 	_, _ = bw.WriteString(" status code ")
-	_, _ = bw.Write(strconv.AppendInt(b[:0], int64(code), 10))
+	writeCode(bw, code)
 	_, _ = bw.WriteString("\r\n")
+}
+
+// writeCode writes a three-digit status code byte by byte: a digit
+// buffer handed to the writer's interface would be allocated on every
+// response.
+func writeCode(bw io.ByteWriter, code int) {
+	_ = bw.WriteByte(byte('0' + code/100%10))
+	_ = bw.WriteByte(byte('0' + code/10%10))
+	_ = bw.WriteByte(byte('0' + code%10))
 }
 
 // bodyAllowed reports whether a status may carry a body (RFC 9112).

@@ -73,7 +73,7 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) (res *http.Response,
 		hdr.Del("Connection") // as http.ReadResponse does
 	}
 	_, _ = br.Discard(n)
-	res = &http.Response{
+	pr := &plainResponse{res: http.Response{
 		Status:        status,
 		StatusCode:    code,
 		Proto:         "HTTP/1.1",
@@ -83,13 +83,21 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) (res *http.Response,
 		ContentLength: length,
 		Close:         closes,
 		Request:       req,
-	}
+	}}
+	res = &pr.res
 	if length == 0 {
 		res.Body = http.NoBody
 	} else {
-		res.Body = &lengthBody{br: br, left: length}
+		pr.body = lengthBody{br: br, left: length}
+		res.Body = &pr.body
 	}
 	return res, true, nil
+}
+
+// plainResponse holds a response and its body in one allocation.
+type plainResponse struct {
+	res  http.Response
+	body lengthBody
 }
 
 // lengthBody is a response body of known length read from the upstream
