@@ -105,12 +105,21 @@ func (t *Tuner) tune() {
 		}
 	}
 	p := percentFor(scan, t.headroom)
-	// Setting it again for a change of a few percent is not worth the
-	// heap lock it takes.
-	if old := t.percent.Load(); p*20 > old*21 || p*21 < old*20 {
+	if worthSetting(t.percent.Load(), p) {
 		debug.SetGCPercent(int(p))
 		t.percent.Store(p)
 	}
+}
+
+// worthSetting reports whether the percentage should go from old to p.
+// A change of a few percent is not worth the heap lock that setting it
+// takes, but base is always reached: a live heap measured while it grew
+// past the headroom can leave the percentage just above base.
+func worthSetting(old, p int64) bool {
+	if p == old {
+		return false
+	}
+	return p == base || p*20 > old*21 || p*21 < old*20
 }
 
 // minHeap is the runtime's smallest heap goal at GOGC=100 (4 MiB),

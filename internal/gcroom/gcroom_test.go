@@ -114,3 +114,24 @@ func TestPercentFor(t *testing.T) {
 		}
 	}
 }
+
+func TestWorthSetting(t *testing.T) {
+	for _, tc := range []struct {
+		old, p int64
+		want   bool
+	}{
+		{old: 1600, p: 1600, want: false},
+		{old: 1600, p: 1580, want: false}, // within 5 %
+		{old: 1600, p: 1500, want: true},
+		{old: 1600, p: 1700, want: true},
+		{old: 101, p: base, want: true}, // base is always reached
+		{old: 104, p: base, want: true},
+		{old: base, p: base, want: false},
+		{old: base, p: 103, want: false},
+		{old: base, p: 106, want: true},
+	} {
+		if got := worthSetting(tc.old, tc.p); got != tc.want {
+			t.Errorf("worthSetting(%d, %d) = %v, want %v", tc.old, tc.p, got, tc.want)
+		}
+	}
+}
