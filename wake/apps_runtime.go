@@ -39,29 +39,35 @@ func (a *Apps) newApp(s registry.App) *observedApp {
 
 // Put registers s, or replaces the app with its slug. A replaced app's
 // observation in flight is cancelled and waited for, and the new one
-// starts afresh: not
-// observed, its start period counted from now. The caller owns the route:
-// it puts a candidate in its table for s.Slug (before or after Put) and
-// drives observations with Refresh. Put publishes app.registered and
-// returns the app's pulse, which the caller beats whenever a forwarded
-// request got an answer from the app (apps_schedule.go).
+// starts afresh: not observed, its start period counted from now. The
+// caller owns the route: it puts a candidate in its table for s.Slug
+// (before or after Put) and drives observations with Refresh. Put
+// publishes app.registered before the app can be observed, so that the
+// event stream keeps the order of what happened to it, and returns the
+// app's pulse, which the caller beats whenever a forwarded request got
+// an answer from the app (apps_schedule.go).
 func (a *Apps) Put(s registry.App) *AppPulse {
 	a.setMu.Lock()
+	defer a.setMu.Unlock()
 	old := a.tab.Load()
-	set := &appSet{byslug: maps.Clone(old.byslug)}
-	prev := set.byslug[s.Slug]
-	ap := a.newApp(s)
-	set.byslug[s.Slug] = ap
-	set.order = slices.Sorted(maps.Keys(set.byslug))
-	a.tab.Store(set)
-	a.setMu.Unlock()
 	msg := "the app was registered; its route is a candidate until a self-probe passes"
+	prev := old.byslug[s.Slug]
 	if prev != nil {
+		// Cancelled, its observation in flight ends at once; what it
+		// publishes comes before the replacement.
 		prev.end()
 		msg = "the app was replaced; its route is a candidate until a self-probe passes"
 	}
+	set := &appSet{byslug: maps.Clone(old.byslug)}
+	ap := a.newApp(s)
+	set.byslug[s.Slug] = ap
+	set.order = slices.Sorted(maps.Keys(set.byslug))
+	// Published before the app is visible: an observation may begin the
+	// moment it is (a request for the app), and its events come after
+	// the registration.
 	a.o.Log.Info("app registered", "app", s.Slug, "replaced", prev != nil)
 	a.o.Events.Publish(Event{Type: EventAppRegistered, App: s.Slug, Home: s.Home, Message: msg})
+	a.tab.Store(set)
 	return &ap.pulse
 }
 

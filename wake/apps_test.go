@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -373,4 +374,39 @@ func withTestSettings(a registry.App) registry.App {
 	a.Health.Interval = base.Health.Interval
 	a.Default()
 	return a
+}
+
+// TestAppRegisteredComesFirst: an observation can begin the moment Put
+// makes an app visible (a request for it, say); its first phase event
+// must still come after the app's registration in the event stream.
+func TestAppRegisteredComesFirst(t *testing.T) {
+	apps, bus := newApps(t, nil)
+	ctx := context.Background()
+	for i := range 200 {
+		s := testApp(fmt.Sprintf("app%d", i))
+		s.Upstream = "http://127.0.0.1:9" // never dialled: a stopped app's ladder ends at once
+		s.DesiredState = registry.AppStopped
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				if _, ok := apps.Status(s.Slug); ok {
+					_, _ = apps.Refresh(ctx, s.Slug, "")
+					return
+				}
+				runtime.Gosched()
+			}
+		}()
+		apps.Put(s)
+		<-done
+		var seen []string
+		for _, e := range bus.Recent() {
+			if e.App == s.Slug {
+				seen = append(seen, e.Type)
+			}
+		}
+		if len(seen) == 0 || seen[0] != wake.EventAppRegistered {
+			t.Fatalf("%s: events %v, want %s first", s.Slug, seen, wake.EventAppRegistered)
+		}
+	}
 }
