@@ -439,14 +439,15 @@ func (w *response) writeTrailers(bw *bufio.Writer) {
 	}
 }
 
-// writeStatusLine writes "HTTP/1.1 code text\r\n".
+// stringByteWriter is what a status line is written to: the
+// connection's writer, or the buffer its head is built in.
 type stringByteWriter interface {
 	io.ByteWriter
 	io.StringWriter
 }
 
-// writeStatusLine writes the status line of code, which WriteHeader has
-// kept to three digits.
+// writeStatusLine writes "HTTP/1.1 code text\r\n" for code, which
+// WriteHeader has kept to three digits.
 func writeStatusLine(bw stringByteWriter, code int) {
 	_, _ = bw.WriteString("HTTP/1.1 ")
 	writeCode(bw, code)
