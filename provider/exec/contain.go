@@ -117,8 +117,10 @@ func (e *Provider) left(h *home, p *proc, cg string) []int {
 		signalled := h.orphans
 		e.mu.Unlock()
 		reapOrphans(signalled)
-		pids, _ := orphans(h.id, pidOf(p), e.childPIDs(p))
-		return pids
+		// An adopted process on its way out may be h's, and may still
+		// hold the home's files and port: it counts until it is a zombie.
+		scan := orphans(h.id, pidOf(p), e.childPIDs(p))
+		return append(scan.pids, scan.exiting...)
 	}
 	return nil
 }
@@ -133,15 +135,23 @@ func (e *Provider) signalLeft(h *home, p *proc, cg string, sig unix.Signal) {
 			if err := cgKill(cg); err != nil {
 				e.log.Warn("exec: killing the home's cgroup", "home", h.id, "err", err)
 			}
+			// cgroup.kill signals each process through its main thread;
+			// one whose main thread has exited while others run on (see
+			// lives) is not reached that way, while a signal to the
+			// process is.
+			pids, _ := cgProcsTree(cg)
+			e.contain.cgSignal(pids, cg, sig)
 			return
 		}
 		pids, _ := cgProcsTree(cg)
 		e.contain.cgSignal(pids, cg, sig)
 	case ContainSubreaper:
-		pids, unknown := orphans(h.id, pidOf(p), e.childPIDs(p))
-		if len(unknown) > 0 && sig == unix.SIGKILL {
-			e.log.Warn("exec: the gateway adopted processes that name no home (their WAKEGATE_HOME was removed); "+
-				"not signalling them, and no stop is proven while they run", "home", h.id, "pids", unknown,
+		scan := orphans(h.id, pidOf(p), e.childPIDs(p))
+		pids := scan.pids
+		if len(scan.unknown) > 0 && sig == unix.SIGKILL {
+			e.log.Warn("exec: the gateway adopted processes that name no home (their WAKEGATE_HOME was removed, "+
+				"or they made their environment unreadable); not signalling them, and no stop is proven while they run",
+				"home", h.id, "pids", scan.unknown,
 				"hint", "end them by hand, or run the gateway as root with cgroup v2 (exec.containment cgroup)")
 		}
 		for _, pid := range pids {

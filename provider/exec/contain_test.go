@@ -22,6 +22,8 @@ var detachStyles = map[string]string{
 	"setsid":      `setsid "$0" stubborn & echo $! > {data_dir}/detached.tmp`,
 	"double-fork": `( setsid "$0" stubborn & echo $! > {data_dir}/detached.tmp ) & wait`,
 	"nohup":       `nohup setsid "$0" stubborn >/dev/null 2>&1 & echo $! > {data_dir}/detached.tmp`,
+	// Its main thread exits: /proc shows a zombie, with no environment.
+	"headless": `setsid "$0" headless & echo $! > {data_dir}/detached.tmp`,
 }
 
 // detachCommand is the command of a home that detaches a child the way
@@ -50,7 +52,7 @@ func detached(t *testing.T, dir, id string) procStat {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	st, err := readProcStat(pid)
+	st, err := rawStat(pid)
 	if err != nil {
 		t.Fatalf("the detached child %d: %v", pid, err)
 	}
@@ -126,7 +128,7 @@ func noCgroupLeft(t *testing.T, e *Provider) {
 // shutdown (Quiesce) end that child too, and only then say proven.
 func TestDetachedChildrenStopped(t *testing.T) {
 	for _, mode := range containModes(t) {
-		for _, style := range []string{"setsid", "double-fork", "nohup"} {
+		for _, style := range []string{"setsid", "double-fork", "nohup", "headless"} {
 			for _, end := range []string{"stop", "shutdown"} {
 				t.Run(fmt.Sprintf("%s/%s/%s", mode, style, end), func(t *testing.T) {
 					dir := testDataDir(t)
@@ -140,7 +142,10 @@ func TestDetachedChildrenStopped(t *testing.T) {
 					r := wake(t, e, s)
 					waitReady(t, r.Endpoint)
 					child := detached(t, dir, "h1")
-					if st, err := readProcStat(child.PID); err != nil || st.Pgrp == mustRef(t, r).PID {
+					if style == "headless" {
+						eventually(t, "the child's main thread to exit", func() bool { return headless(child.PID) })
+					}
+					if st, err := rawStat(child.PID); err != nil || st.Pgrp == mustRef(t, r).PID {
 						t.Fatalf("the child %+v, %v did not leave the home's process group", st, err)
 					}
 					var proven bool

@@ -623,8 +623,7 @@ func (e *Provider) stop(ctx context.Context, s provider.Spec) (bool, error) {
 			return false, err
 		}
 		if unknown := e.unknownLeft(h, nil); len(unknown) > 0 {
-			return false, fmt.Errorf("processes %v adopted by the gateway name no home (their WAKEGATE_HOME was removed), "+
-				"so they may be this home's: end them by hand, or run the gateway as root with cgroup v2", unknown)
+			return false, unknownError(unknown)
 		}
 		if err := e.leftBehind(h, s); err != nil {
 			return false, err
@@ -1672,8 +1671,7 @@ func (e *Provider) terminate(ctx context.Context, h *home, p *proc) (bool, error
 	}
 	left, _ := groupMembers(p.PID)
 	if unknown := e.unknownLeft(h, p); len(unknown) > 0 {
-		return false, fmt.Errorf("processes %v adopted by the gateway name no home (their WAKEGATE_HOME was removed), "+
-			"so they may be this home's: end them by hand, or run the gateway as root with cgroup v2", unknown)
+		return false, unknownError(unknown)
 	}
 	return false, fmt.Errorf("pid %d, its process group (%v left) or other processes of the home (%v) still present %s after SIGKILL",
 		p.PID, left, e.left(h, p, h.cgroup), e.cfg.StopGrace)

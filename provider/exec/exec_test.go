@@ -2,6 +2,7 @@ package execprov
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +34,14 @@ import (
 // The test binary doubles as the homes it runs: with EXEC_TEST_HOME=1 in
 // its environment and a mode word as first argument it becomes a tiny HTTP
 // home ("home"), an idle process ("sleep") or a version command ("version").
+func init() {
+	if os.Getenv("EXEC_TEST_HOME") == "1" && len(os.Args) > 1 && os.Args[1] == "headless" {
+		// The main goroutine stays on the main thread, which "headless"
+		// ends.
+		runtime.LockOSThread()
+	}
+}
+
 func TestMain(m *testing.M) {
 	if os.Getenv("EXEC_TEST_HOME") == "1" && len(os.Args) > 1 {
 		os.Exit(runHelper(os.Args[1], os.Args[2:]))
@@ -56,6 +67,13 @@ func runHelper(mode string, args []string) int {
 		// A process left in the home's group that outlives its leader.
 		signal.Ignore(syscall.SIGTERM)
 		select {}
+	case "headless":
+		// A stubborn process whose main thread exits while its other
+		// threads run on: /proc shows it as a zombie.
+		signal.Ignore(syscall.SIGTERM)
+		_, _, errno := unix.Syscall(unix.SYS_EXIT, 0, 0, 0)
+		fmt.Fprintf(os.Stderr, "exit of the main thread: %v\n", errno)
+		return 1
 	case "version-env":
 		// What of the gateway's environment a version command sees.
 		out := "clean"
@@ -398,16 +416,27 @@ func alive(id procIdentity) bool {
 	return err == nil
 }
 
-// running reports whether the process with id's pid and start time lives
-// (not a zombie), whatever its executable: unlike alive, it does not go
-// through the identity rules under test.
+// running reports whether the process with id's pid and start time lives,
+// whatever its executable: unlike alive, it does not go through the
+// identity rules under test. It lives while one of its threads is not a
+// zombie: a process whose main thread exited alone shows as a zombie in
+// /proc/<pid>/stat, its other threads still running.
 func running(id procIdentity) bool {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", id.PID))
 	if err != nil {
 		return false
 	}
-	st, err := parseProcStat(raw)
-	return err == nil && st.Start == id.Start && st.State != 'Z' && st.State != 'X'
+	if st, err := parseProcStat(raw); err != nil || st.Start != id.Start {
+		return false
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", id.PID))
+	for _, task := range tasks {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", id.PID, task.Name()))
+		if err == nil && !regexp.MustCompile(`(?m)^State:\s+[ZXx]`).Match(status) {
+			return true
+		}
+	}
+	return false
 }
 
 // exitHome tells a test home to exit with code; the request itself fails.
@@ -1228,37 +1257,76 @@ func TestStopOfWrappedHomeProven(t *testing.T) {
 
 // TestStopProvenOnlyWhenGroupGone runs a home whose leader dies at SIGTERM
 // but leaves a process in its group that ignores SIGTERM: the stop is
-// proven only once that process is gone too.
+// proven only once that process is gone too. "headless" is such a process
+// whose main thread has exited, which /proc shows as a zombie while its
+// other threads run on.
 func TestStopProvenOnlyWhenGroupGone(t *testing.T) {
-	dir := testDataDir(t)
-	cfg := testConfig(dir)
-	cfg.StopGrace = 300 * time.Millisecond
-	cfg.Command = []string{"/bin/sh", "-c", `"$0" stubborn & echo $! > {data_dir}/stubborn; exec "$0" home -port={port} -version={version} -data={data_dir}`, "{self}"}
-	e := newExec(t, cfg)
-	s := provider.Spec{ID: "h1", Version: "v1"}
-	r := wake(t, e, s)
-	waitReady(t, r.Endpoint)
-	raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
+	for _, tc := range []struct {
+		contain Containment
+		mode    string
+	}{{ContainSubreaper, "stubborn"}, {ContainSubreaper, "headless"}, {ContainAuto, "stubborn"}, {ContainAuto, "headless"}} {
+		mode := tc.mode
+		t.Run(string(tc.contain)+"/"+mode, func(t *testing.T) {
+			dir := testDataDir(t)
+			cfg := testConfig(dir)
+			cfg.Containment = tc.contain
+			cfg.StopGrace = 300 * time.Millisecond
+			cfg.Command = []string{"/bin/sh", "-c", `"$0" ` + mode + ` & echo $! > {data_dir}/stubborn; ` +
+				`exec "$0" home -port={port} -version={version} -data={data_dir}`, "{self}"}
+			e := newExec(t, cfg)
+			s := provider.Spec{ID: "h1", Version: "v1"}
+			r := wake(t, e, s)
+			waitReady(t, r.Endpoint)
+			raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			member, err := rawStat(pid)
+			if err != nil || member.Pgrp != mustRef(t, r).PID {
+				t.Fatalf("the stubborn process %+v, %v is not in the home's group", member, err)
+			}
+			t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
+			eventually(t, "the process to ignore SIGTERM", func() bool { return ignoresTERM(pid) })
+			if mode == "headless" {
+				eventually(t, "the process's main thread to exit", func() bool { return headless(pid) })
+			}
+			s.Ref = r.Ref
+			proven, err := e.Stop(context.Background(), s)
+			if err != nil || !proven {
+				t.Fatalf("Stop = %v, %v; want proven", proven, err)
+			}
+			if running(member.procIdentity) {
+				t.Fatal("a proven stop left a process of the home's group running")
+			}
+		})
+	}
+}
+
+// rawStat reads /proc/<pid>/stat, whatever the process's state: unlike
+// readProcStat, it does not go through the liveness rules under test.
+func rawStat(pid int) (procStat, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		t.Fatal(err)
+		return procStat{}, err
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	st, err := parseProcStat(raw)
+	st.PID = pid
+	return st, err
+}
+
+// headless reports whether pid's main thread has exited while another
+// thread runs on: /proc/<pid>/stat says zombie, with more than one thread.
+func headless(pid int) bool {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		t.Fatal(err)
+		return false
 	}
-	member, err := readProcStat(pid)
-	if err != nil || member.Pgrp != mustRef(t, r).PID {
-		t.Fatalf("the stubborn process %+v, %v is not in the home's group", member, err)
-	}
-	t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
-	s.Ref = r.Ref
-	proven, err := e.Stop(context.Background(), s)
-	if err != nil || !proven {
-		t.Fatalf("Stop = %v, %v; want proven", proven, err)
-	}
-	if running(member.procIdentity) {
-		t.Fatal("a proven stop left a process of the home's group running")
-	}
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	return len(f) > 17 && f[0] == "Z" && f[17] != "1"
 }
 
 // TestStopOfChangedIdentityNotProven gives the provider a process whose

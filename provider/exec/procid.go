@@ -73,10 +73,14 @@ type procStat struct {
 	Pgrp int
 	// PPid is the parent's pid, field 4.
 	PPid int
+	// Threads is the number of threads, field 20.
+	Threads int
 }
 
 // readProcStat reads /proc/<pid>/stat and /proc/<pid>/exe. A zombie or dead
 // process is reported as errProcGone: it runs nothing and its exe is gone.
+// A process whose main thread exited while others run on is not (see
+// lives): its state and executable are a live thread's.
 func readProcStat(pid int) (procStat, error) {
 	if pid <= 0 {
 		return procStat{}, fmt.Errorf("pid %d: %w", pid, errProcGone)
@@ -92,10 +96,12 @@ func readProcStat(pid int) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("parse stat of pid %d: %w", pid, err)
 	}
-	if st.State == 'Z' || st.State == 'X' || st.State == 'x' {
+	state, tid, ok := lives(pid, st)
+	if !ok {
 		return procStat{}, fmt.Errorf("pid %d is a zombie: %w", pid, errProcGone)
 	}
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	st.State = state
+	exe, err := os.Readlink(taskFile(pid, tid, "exe"))
 	if err != nil {
 		if procVanished(err) {
 			// The process exited between the two reads.
@@ -107,6 +113,58 @@ func readProcStat(pid int) (procStat, error) {
 	st.Exe = cleanExe(exe)
 	st.Boot = bootID()
 	return st, nil
+}
+
+// dead reports whether a state read from /proc is a zombie's or a dead
+// task's.
+func dead(state byte) bool {
+	return state == 'Z' || state == 'X' || state == 'x'
+}
+
+// lives reports whether process pid, whose /proc/<pid>/stat says st, runs
+// anything, with its state and the thread whose files stand for it (tid;
+// pid itself but in the case below). A zombie runs nothing, with one
+// exception: when the main thread of a process exits on its own
+// (pthread_exit in main, or a raw exit of that thread) while other threads
+// run on, the kernel shows the process as a zombie with no memory and no
+// executable until its last thread ends. A home can leave such a process
+// to look gone, so it counts as live, in the state of a live thread, whose
+// /proc/<pid>/task/<tid> files hold the executable and environment.
+func lives(pid int, st procStat) (state byte, tid int, ok bool) {
+	if !dead(st.State) {
+		return st.State, pid, true
+	}
+	if st.Threads <= 1 {
+		return st.State, pid, false
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return st.State, pid, false
+	}
+	for _, t := range tasks {
+		id, err := strconv.Atoi(t.Name())
+		if err != nil || id == pid {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, id))
+		if err != nil {
+			continue
+		}
+		ts, err := parseProcStat(raw)
+		if err == nil && !dead(ts.State) {
+			return ts.State, id, true
+		}
+	}
+	return st.State, pid, false
+}
+
+// taskFile is the path of file name of process pid as thread tid sees it
+// (see lives): /proc/<pid>/<name> when tid is pid.
+func taskFile(pid, tid int, name string) string {
+	if tid == pid {
+		return fmt.Sprintf("/proc/%d/%s", pid, name)
+	}
+	return fmt.Sprintf("/proc/%d/task/%d/%s", pid, tid, name)
 }
 
 // procVanished reports whether err, from reading a file of /proc/<pid>,
@@ -141,6 +199,10 @@ func parseProcStat(raw []byte) (procStat, error) {
 	if err != nil {
 		return procStat{}, fmt.Errorf("process group %q: %w", rest[5-3], err)
 	}
+	threads, err := strconv.Atoi(rest[20-3])
+	if err != nil {
+		return procStat{}, fmt.Errorf("threads %q: %w", rest[20-3], err)
+	}
 	start, err := strconv.ParseUint(rest[22-3], 10, 64)
 	if err != nil {
 		return procStat{}, fmt.Errorf("start time %q: %w", rest[22-3], err)
@@ -150,6 +212,7 @@ func parseProcStat(raw []byte) (procStat, error) {
 		State:        rest[0][0],
 		Pgrp:         pgrp,
 		PPid:         ppid,
+		Threads:      threads,
 	}, nil
 }
 
@@ -183,7 +246,8 @@ func lookupProc(id procIdentity) (procStat, error) {
 
 // groupGone reports whether process group pgid has no live member. A
 // zombie member does not count: it runs nothing and waits for its parent
-// (often init, after the group's leader died) to reap it.
+// (often init, after the group's leader died) to reap it. One whose main
+// thread alone exited does (see lives).
 func groupGone(pgid int) bool {
 	if err := unix.Kill(-pgid, 0); errors.Is(err, unix.ESRCH) {
 		return true
@@ -192,7 +256,7 @@ func groupGone(pgid int) bool {
 	return err == nil && len(left) == 0
 }
 
-// groupMembers returns the live (not zombie) processes of group pgid, from
+// groupMembers returns the live processes of group pgid (see lives), from
 // a scan of /proc.
 func groupMembers(pgid int) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
@@ -210,10 +274,12 @@ func groupMembers(pgid int) ([]int, error) {
 			continue // gone meanwhile
 		}
 		st, err := parseProcStat(raw)
-		if err != nil || st.Pgrp != pgid || st.State == 'Z' || st.State == 'X' || st.State == 'x' {
+		if err != nil || st.Pgrp != pgid {
 			continue
 		}
-		pids = append(pids, pid)
+		if _, _, ok := lives(pid, st); ok {
+			pids = append(pids, pid)
+		}
 	}
 	return pids, nil
 }

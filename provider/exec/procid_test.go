@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -16,8 +18,8 @@ func TestParseProcStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != 'S' || st.Pgrp != 4242 || st.Start != 987654 {
-		t.Fatalf("parsed %+v, want state S, pgrp 4242, start 987654", st)
+	if st.State != 'S' || st.Pgrp != 4242 || st.PPid != 1 || st.Threads != 1 || st.Start != 987654 {
+		t.Fatalf("parsed %+v, want state S, pgrp 4242, parent 1, 1 thread, start 987654", st)
 	}
 	for _, bad := range []string{"", "1 (x S 1", "1 (x) S 1 2 3", "1 (x) SS 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"} {
 		if _, err := parseProcStat([]byte(bad)); err == nil {
@@ -90,6 +92,52 @@ func TestZombieIsGone(t *testing.T) {
 	}
 	if _, err := readProcStat(pid); !errors.Is(err, errProcGone) {
 		t.Fatalf("zombie: %v, want errProcGone", err)
+	}
+}
+
+// TestHeadlessProcessLives starts a process whose main thread exits while
+// another thread runs on, which /proc/<pid>/stat shows as a zombie: it is
+// read as live, in its live thread's state, with its executable, and it
+// is a member of its group, until it is killed.
+func TestHeadlessProcessLives(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "headless")
+	cmd.Env = append(os.Environ(), "EXEC_TEST_HOME=1", "GORACE=atexit_sleep_ms=0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	eventually(t, "the main thread to exit", func() bool { return headless(pid) })
+	st, err := readProcStat(pid)
+	if err != nil {
+		t.Fatalf("readProcStat of a process whose main thread exited: %v, want it live", err)
+	}
+	if dead(st.State) || st.Exe != cleanExe(self) {
+		t.Errorf("read %+v, want a live state and exe %s", st, self)
+	}
+	if members, err := groupMembers(pid); err != nil || !slices.Contains(members, pid) || groupGone(pid) {
+		t.Errorf("members of its group: %v, %v; want it among them", members, err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the killed process to be a zombie", func() bool {
+		raw, err := rawStat(pid)
+		return err == nil && raw.Threads == 1
+	})
+	if _, err := readProcStat(pid); !errors.Is(err, errProcGone) {
+		t.Errorf("readProcStat of the killed process: %v, want errProcGone", err)
+	}
+	if !groupGone(pid) {
+		t.Error("the killed process's group is not gone")
 	}
 }
 

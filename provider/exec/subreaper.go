@@ -2,6 +2,7 @@ package execprov
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -9,22 +10,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// orphans returns the live processes of home id that a child subreaper
-// can find: the gateway's children whose environment names the home
-// (WAKEGATE_HOME: processes that lost their parent and were adopted by
-// the gateway), the descendants of those and of p, the home's process
+// orphanScan is what one scan of /proc finds of a home when the gateway
+// is a child subreaper (see orphans).
+type orphanScan struct {
+	// pids are the home's live processes.
+	pids []int
+	// unknown are adopted processes whose environment names no home, or
+	// cannot be read (a process that made itself not dumpable, under a
+	// gateway that is not root): any home's, as far as the gateway can tell.
+	unknown []int
+	// exiting are adopted processes on their way out: their memory is
+	// gone, so is the environment that would name their home, but until
+	// they are zombies they may still hold files and sockets.
+	exiting []int
+}
+
+// orphans scans /proc for the live processes of home id that a child
+// subreaper can find: the gateway's children whose environment names the
+// home (WAKEGATE_HOME: processes that lost their parent and were adopted
+// by the gateway), the descendants of those and of p, the home's process
 // (setsid children of a live process are not in its group), leaving out
-// the gateway's own home processes (skip) and p itself. unknown lists the
-// gateway's adopted children that name no home at all: a process that
-// rewrote its environment, which may be any home's. A child outside the
-// gateway's process group is one: every home starts in a group of its
-// own, while what else the gateway runs (os/exec's children) stays in
-// the gateway's.
-func orphans(id string, p int, skip map[int]bool) (pids, unknown []int) {
+// the gateway's own home processes (skip) and p itself. The adopted
+// children that cannot be told to be some home's are unknown or exiting
+// (see orphanScan). Only children outside the gateway's process group are
+// adopted ones: every home starts in a group of its own, while what else
+// the gateway runs (os/exec's children) stays in the gateway's.
+func orphans(id string, p int, skip map[int]bool) orphanScan {
+	var scan orphanScan
 	self, group := os.Getpid(), unix.Getpgrp()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil, nil
+		return scan
 	}
 	want := []byte(EnvHome + "=" + id)
 	parent := map[int]int{}
@@ -42,20 +58,25 @@ func orphans(id string, p int, skip map[int]bool) (pids, unknown []int) {
 			continue
 		}
 		st, err := parseProcStat(raw)
-		if err != nil || st.State == 'Z' || st.State == 'X' {
+		if err != nil {
+			continue
+		}
+		_, tid, ok := lives(pid, st)
+		if !ok {
 			continue
 		}
 		parent[pid] = st.PPid
 		if st.PPid != self || skip[pid] {
 			continue
 		}
-		env, err := os.ReadFile("/proc/" + en.Name() + "/environ")
-		switch {
-		case err != nil:
-		case hasEnvEntry(env, want):
+		env, err := os.ReadFile(taskFile(pid, tid, "environ"))
+		switch adoptedKind(env, err, want, st.Pgrp == group) {
+		case adoptedMine:
 			mine[pid] = true
-		case st.Pgrp != group && !hasEnvPrefix(env, []byte(EnvHome+"=")):
-			unknown = append(unknown, pid)
+		case adoptedExiting:
+			scan.exiting = append(scan.exiting, pid)
+		case adoptedUnknown:
+			scan.unknown = append(scan.unknown, pid)
 		}
 	}
 	// The descendants of what is the home's are the home's.
@@ -69,11 +90,39 @@ func orphans(id string, p int, skip map[int]bool) (pids, unknown []int) {
 	}
 	for pid := range mine {
 		if pid != p {
-			pids = append(pids, pid)
+			scan.pids = append(scan.pids, pid)
 		}
 	}
-	slices.Sort(pids)
-	return pids, unknown
+	slices.Sort(scan.pids)
+	return scan
+}
+
+// adopted says whose a child of the gateway is (see orphanScan).
+type adopted int
+
+const (
+	adoptedOther   adopted = iota // another home's, or the gateway's own
+	adoptedMine                   // the home's
+	adoptedUnknown                // any home's, as far as the gateway can tell
+	adoptedExiting                // on its way out, its environment gone
+)
+
+// adoptedKind says whose a child of the gateway is, from its environment
+// env (or the error reading it), the entry want that names the home, and
+// whether it is in the gateway's own process group (os/exec's children,
+// not homes).
+func adoptedKind(env []byte, err error, want []byte, gatewayGroup bool) adopted {
+	switch {
+	case err == nil && hasEnvEntry(env, want):
+		return adoptedMine
+	case gatewayGroup:
+		return adoptedOther
+	case err != nil && procVanished(err):
+		return adoptedExiting
+	case err != nil || !hasEnvPrefix(env, []byte(EnvHome+"=")):
+		return adoptedUnknown
+	}
+	return adoptedOther
 }
 
 // hasEnvPrefix reports whether a NUL-separated environment holds an entry
@@ -108,14 +157,21 @@ func reapOrphans(pids []int) {
 }
 
 // unknownLeft lists the processes the gateway adopted as a subreaper that
-// name no home (see orphans): one of them may be h's, so no stop of h is
-// proven while one runs. nil without a subreaper.
+// it cannot tell to be some home's (see orphans): one of them may be h's,
+// so no stop of h is proven while one runs. nil without a subreaper.
 func (e *Provider) unknownLeft(h *home, p *proc) []int {
 	if e.contain.mode != ContainSubreaper {
 		return nil
 	}
-	_, unknown := orphans(h.id, pidOf(p), e.childPIDs(p))
-	return unknown
+	return orphans(h.id, pidOf(p), e.childPIDs(p)).unknown
+}
+
+// unknownError says why a stop is not proven while the unknown processes
+// (see orphanScan) run, and what ends them.
+func unknownError(unknown []int) error {
+	return fmt.Errorf("processes %v adopted by the gateway name no home (their WAKEGATE_HOME was removed, or "+
+		"their environment cannot be read), so they may be this home's: end them by hand, "+
+		"or run the gateway as root with cgroup v2", unknown)
 }
 
 // pidOf is p's pid; 0 for none.
