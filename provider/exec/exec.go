@@ -425,6 +425,10 @@ func New(cfg Config, log *slog.Logger) (*Provider, error) {
 	e.wg.Add(2)
 	go e.supervise()
 	go e.enforceLogCaps()
+	if contain.mode == ContainSubreaper {
+		e.wg.Add(1)
+		go e.reapAdopted()
+	}
 	return e, nil
 }
 
@@ -1243,7 +1247,7 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 		return nil, fmt.Errorf("limits of the home: %w", err)
 	}
 	oomBase := e.limits.oomKills(h)
-	if err := cmd.Start(); err != nil {
+	if err := startChild(cmd); err != nil {
 		if cred != nil && errors.Is(err, fs.ErrPermission) {
 			return nil, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
 				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", args[0], cred.Uid, err)
@@ -1253,13 +1257,13 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 	id, err := childIdentity(cmd)
 	if err != nil {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		_ = waitChild(cmd)
 		return nil, err
 	}
 	if err := e.limits.enter(h, cg); err != nil {
 		_ = cgKill(cg)
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		_ = waitChild(cmd)
 		return nil, fmt.Errorf("limits of the home: %w", err)
 	}
 	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
@@ -1268,7 +1272,7 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 	if err := e.watch(h, p); err != nil {
 		// Only after Close: nobody would record this process.
 		_ = e.signal(p, unix.SIGKILL)
-		_ = cmd.Wait()
+		_ = waitChild(cmd)
 		return nil, err
 	}
 	return p, nil
@@ -1440,7 +1444,7 @@ func (e *Provider) watch(h *home, p *proc) error {
 			e.endLeftovers(h, p)
 		}
 		if p.cmd != nil {
-			_ = p.cmd.Wait() // reaps; the status is in ProcessState
+			_ = waitChild(p.cmd) // reaps; the status is in ProcessState
 			if ps := p.cmd.ProcessState; ps != nil {
 				status = ps.String()
 			}

@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
 	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -144,6 +148,118 @@ func hasEnvEntry(env, entry []byte) bool {
 		}
 	}
 	return false
+}
+
+// children records the processes this gateway started as homes and has
+// not reaped yet: reapAdopted leaves them to their watchers, which read
+// their exit status. It is the process's, shared by every Provider in it,
+// since any one's reaper sees the others' children.
+var children = struct {
+	// gate is read-held from a home's start until its pid is recorded,
+	// and write-held by a reap, so that a home that exits at once is not
+	// taken for an orphan.
+	gate sync.RWMutex
+	mu   sync.Mutex
+	pids map[int]bool
+}{pids: map[int]bool{}}
+
+// startChild starts cmd, a home's process, and records it among children
+// until waitChild.
+func startChild(cmd *exec.Cmd) error {
+	children.gate.RLock()
+	defer children.gate.RUnlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	children.mu.Lock()
+	children.pids[cmd.Process.Pid] = true
+	children.mu.Unlock()
+	return nil
+}
+
+// waitChild reaps cmd, started by startChild, and forgets it.
+func waitChild(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	children.mu.Lock()
+	delete(children.pids, cmd.Process.Pid)
+	children.mu.Unlock()
+	return err
+}
+
+// reapPause is the least time between two scans for zombies to reap: a
+// home that forks and exits without pause costs the gateway at most one
+// scan of /proc per reapPause.
+const reapPause = 50 * time.Millisecond
+
+// reapBackstop is how often the zombies are looked for without a SIGCHLD.
+const reapBackstop = 10 * time.Second
+
+// reapAdopted reaps the processes the gateway adopted as a child subreaper
+// once they exit, until the provider closes. A detached process that
+// exits on its own, unsignalled, would otherwise stay a zombie of the
+// gateway for good, holding a pid: a home that forks and detaches in a
+// loop would use up the machine's pids.
+func (e *Provider) reapAdopted() {
+	defer e.wg.Done()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, unix.SIGCHLD)
+	defer signal.Stop(sig)
+	backstop := time.NewTicker(reapBackstop)
+	defer backstop.Stop()
+	for {
+		select {
+		case <-sig:
+		case <-backstop.C:
+		case <-e.done:
+			return
+		}
+		reapZombies()
+		select {
+		case <-time.After(reapPause):
+		case <-e.done:
+			return
+		}
+	}
+}
+
+// reapZombies reaps the zombies among the gateway's children that it did
+// not start: those outside its process group (what os/exec starts for the
+// gateway stays in it, and waits for its own) that are not homes' processes
+// (children). It returns how many it reaped.
+func reapZombies() int {
+	children.gate.Lock()
+	defer children.gate.Unlock()
+	self, group := os.Getpid(), unix.Getpgrp()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, en := range entries {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + en.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		st, err := parseProcStat(raw)
+		if err != nil || st.PPid != self || st.Pgrp == group || !dead(st.State) || st.Threads > 1 {
+			continue
+		}
+		children.mu.Lock()
+		home := children.pids[pid]
+		children.mu.Unlock()
+		if home {
+			continue
+		}
+		var info unix.Siginfo
+		if unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // reapOrphans waits for the orphans in pids that have exited, so that
