@@ -223,53 +223,60 @@ func (e *Provider) reapAdopted() {
 }
 
 // reapZombies reaps the zombies among the gateway's children that it did
-// not start: those outside its process group (what os/exec starts for the
-// gateway stays in it, and waits for its own) that are not homes' processes
-// (children). It returns how many it reaped.
+// not start (see reapable). It returns how many it reaped.
 func reapZombies() int {
 	children.gate.Lock()
 	defer children.gate.Unlock()
-	self, group := os.Getpid(), unix.Getpgrp()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
 	}
 	n := 0
 	for _, en := range entries {
-		pid, err := strconv.Atoi(en.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile("/proc/" + en.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		st, err := parseProcStat(raw)
-		if err != nil || st.PPid != self || st.Pgrp == group || !dead(st.State) || st.Threads > 1 {
-			continue
-		}
-		children.mu.Lock()
-		home := children.pids[pid]
-		children.mu.Unlock()
-		if home {
-			continue
-		}
-		var info unix.Siginfo
-		if unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil) == nil {
-			n++
+		if pid, err := strconv.Atoi(en.Name()); err == nil && reapable(pid) {
+			var info unix.Siginfo
+			if unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil) == nil {
+				n++
+			}
 		}
 	}
 	return n
 }
 
-// reapOrphans waits for the orphans in pids that have exited, so that
-// none stays a zombie of the gateway. Only these pids are waited for:
-// the gateway's other children belong to whoever started them.
+// reapOrphans reaps those of pids, orphans the gateway signalled, that
+// have exited (see reapable), so that none stays a zombie of the gateway.
 func reapOrphans(pids []int) {
-	for _, pid := range pids {
-		var info unix.Siginfo
-		_ = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil)
+	if len(pids) == 0 {
+		return
 	}
+	children.gate.Lock()
+	defer children.gate.Unlock()
+	for _, pid := range pids {
+		if reapable(pid) {
+			var info unix.Siginfo
+			_ = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil)
+		}
+	}
+}
+
+// reapable reports whether pid is a zombie of the gateway that it adopted
+// and may reap: outside the gateway's process group (what os/exec starts
+// for the gateway stays in it and waits for itself) and not a home's
+// process (children, which its watcher reaps). The caller holds
+// children.gate, so that no home starts meanwhile. A pid recorded earlier
+// may name another process since: this is read afresh.
+func reapable(pid int) bool {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	st, err := parseProcStat(raw)
+	if err != nil || st.PPid != os.Getpid() || st.Pgrp == unix.Getpgrp() || !dead(st.State) || st.Threads > 1 {
+		return false
+	}
+	children.mu.Lock()
+	defer children.mu.Unlock()
+	return !children.pids[pid]
 }
 
 // unknownLeft lists the processes the gateway adopted as a subreaper that
