@@ -1277,22 +1277,10 @@ func TestStopProvenOnlyWhenGroupGone(t *testing.T) {
 			s := provider.Spec{ID: "h1", Version: "v1"}
 			r := wake(t, e, s)
 			waitReady(t, r.Endpoint)
-			raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			member, err := rawStat(pid)
-			if err != nil || member.Pgrp != mustRef(t, r).PID {
-				t.Fatalf("the stubborn process %+v, %v is not in the home's group", member, err)
-			}
-			t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
-			eventually(t, "the process to ignore SIGTERM", func() bool { return ignoresTERM(pid) })
+			member := groupMember(t, dir, r)
+			eventually(t, "the process to ignore SIGTERM", func() bool { return ignoresTERM(member.PID) })
 			if mode == "headless" {
-				eventually(t, "the process's main thread to exit", func() bool { return headless(pid) })
+				eventually(t, "the process's main thread to exit", func() bool { return headless(member.PID) })
 			}
 			s.Ref = r.Ref
 			proven, err := e.Stop(context.Background(), s)
@@ -1304,6 +1292,27 @@ func TestStopProvenOnlyWhenGroupGone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// groupMember returns the process whose pid home h1 of r wrote to
+// {data_dir}/stubborn, checked to be in the home's process group, and
+// kills it when the test ends.
+func groupMember(t *testing.T, dir string, r provider.Result) procStat {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := rawStat(pid)
+	if err != nil || member.Pgrp != mustRef(t, r).PID {
+		t.Fatalf("the stubborn process %+v, %v is not in the home's group", member, err)
+	}
+	t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
+	return member
 }
 
 // rawStat reads /proc/<pid>/stat, whatever the process's state: unlike
@@ -1384,19 +1393,7 @@ func TestCrashLeavesNoGroup(t *testing.T) {
 	e := newExec(t, cfg)
 	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
 	waitReady(t, r.Endpoint)
-	raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	member, err := readProcStat(pid)
-	if err != nil || member.Pgrp != mustRef(t, r).PID {
-		t.Fatalf("the stubborn process %+v, %v is not in the home's group", member, err)
-	}
-	t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
+	member := groupMember(t, dir, r)
 	exitHome(r.Endpoint, 3)
 	if c := ch.next(t); c.State != provider.StateRunning {
 		t.Fatalf("after the exit: %+v, want a restart", c)
