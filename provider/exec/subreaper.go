@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -227,13 +228,10 @@ func (e *Provider) reapAdopted() {
 func reapZombies() int {
 	children.gate.Lock()
 	defer children.gate.Unlock()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
+	self, group := os.Getpid(), unix.Getpgrp()
 	n := 0
-	for _, en := range entries {
-		if pid, err := strconv.Atoi(en.Name()); err == nil && reapable(pid) {
+	for _, pid := range ownChildren() {
+		if reapable(pid, self, group) {
 			var info unix.Siginfo
 			if unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil) == nil {
 				n++
@@ -241,6 +239,40 @@ func reapZombies() int {
 		}
 	}
 	return n
+}
+
+// ownChildren lists the gateway's children from the kernel's list of each
+// of its threads' children (/proc/self/task/<tid>/children), which costs
+// a read per thread, not per process on the machine. Where the kernel has
+// no such list, it lists every process, for reapable to tell. A child
+// missed while the list changes is found at the next SIGCHLD.
+func ownChildren() []int {
+	var pids []int
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err == nil {
+		for _, t := range tasks {
+			raw, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+			if err != nil {
+				pids = nil
+				break
+			}
+			for f := range strings.FieldsSeq(string(raw)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		if err == nil && len(tasks) > 0 {
+			return pids
+		}
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, en := range entries {
+		if pid, err := strconv.Atoi(en.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // reapOrphans reaps those of pids, orphans the gateway signalled, that
@@ -251,27 +283,29 @@ func reapOrphans(pids []int) {
 	}
 	children.gate.Lock()
 	defer children.gate.Unlock()
+	self, group := os.Getpid(), unix.Getpgrp()
 	for _, pid := range pids {
-		if reapable(pid) {
+		if reapable(pid, self, group) {
 			var info unix.Siginfo
 			_ = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG, nil)
 		}
 	}
 }
 
-// reapable reports whether pid is a zombie of the gateway that it adopted
-// and may reap: outside the gateway's process group (what os/exec starts
-// for the gateway stays in it and waits for itself) and not a home's
-// process (children, which its watcher reaps). The caller holds
-// children.gate, so that no home starts meanwhile. A pid recorded earlier
-// may name another process since: this is read afresh.
-func reapable(pid int) bool {
+// reapable reports whether pid is a zombie of the gateway (process self,
+// in process group group) that it adopted and may reap: outside the
+// gateway's process group (what os/exec starts for the gateway stays in it
+// and waits for itself) and not a home's process (children, which its
+// watcher reaps). The caller holds children.gate, so that no home starts
+// meanwhile. A pid recorded earlier may name another process since: this
+// is read afresh.
+func reapable(pid, self, group int) bool {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return false
 	}
 	st, err := parseProcStat(raw)
-	if err != nil || st.PPid != os.Getpid() || st.Pgrp == unix.Getpgrp() || !dead(st.State) || st.Threads > 1 {
+	if err != nil || st.PPid != self || st.Pgrp == group || !dead(st.State) || st.Threads > 1 {
 		return false
 	}
 	children.mu.Lock()
