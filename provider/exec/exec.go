@@ -1226,11 +1226,17 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 			return nil, err
 		}
 	}
-	// Its own process group: a signal to the gateway's group (Ctrl-C, a
-	// service manager stopping the gateway) does not reach the home, and
-	// Stop can signal the home together with its children. Its own user
-	// when it has one (cred), without supplementary groups.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	// Its own session, and so its own process group: a signal to the
+	// gateway's group (Ctrl-C, a service manager stopping the gateway)
+	// does not reach the home, and Stop can signal the home together with
+	// its children. Outside the gateway's session, no process of the home
+	// can join the gateway's group (which the orphan scan takes for the
+	// gateway's own), the home has no controlling terminal, and a home
+	// suspended with SIGSTOP does not get the SIGHUP the kernel sends a
+	// stopped group that loses its last parent in its session: it outlives
+	// a gateway that dies, for the next start to adopt. Its own user when
+	// it has one (cred), without supplementary groups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
 	var cg string
 	if h.cgroup != "" {
 		cg = runCgroup(h)

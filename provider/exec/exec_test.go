@@ -74,6 +74,8 @@ func runHelper(mode string, args []string) int {
 		_, _, errno := unix.Syscall(unix.SYS_EXIT, 0, 0, 0)
 		fmt.Fprintf(os.Stderr, "exit of the main thread: %v\n", errno)
 		return 1
+	case "gateway":
+		return runTestGateway(args)
 	case "version-env":
 		// What of the gateway's environment a version command sees.
 		out := "clean"
@@ -97,6 +99,42 @@ func runHelper(mode string, args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 	return 2
+}
+
+// runTestGateway is a gateway of its own for a test: it wakes home h1 in
+// data dir args[0] with the test home, suspends it with SIGSTOP, prints
+// the home's pid and waits to be killed.
+func runTestGateway(args []string) int {
+	fail := func(err error) int {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg := testConfig(args[0])
+	cfg.SuspendSignal = true
+	e, err := New(cfg, nil)
+	if err != nil {
+		return fail(err)
+	}
+	ctx := context.Background()
+	s := provider.Spec{ID: "h1", Version: "v1"}
+	r, err := e.Wake(ctx, s)
+	if err != nil {
+		return fail(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := get(r.Endpoint, "/version"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			return fail(err)
+		}
+	}
+	s.Ref = r.Ref
+	if err := e.Suspend(ctx, s); err != nil {
+		return fail(err)
+	}
+	ref, _ := parseRef(r.Ref)
+	fmt.Println(ref.PID)
+	select {}
 }
 
 // homeInfo is what a test home reports at /info.
@@ -1491,5 +1529,56 @@ func TestExitBeforeInstallIsHandled(t *testing.T) {
 	c := ch.next(t)
 	if c.State != provider.StateFailed || !strings.Contains(c.Reason, "exit status 4") || !strings.Contains(c.Reason, "gone at once") {
 		t.Fatalf("change %+v, want failed with exit status 4 and the log line", c)
+	}
+}
+
+// TestSuspendedHomeOutlivesItsGateway kills a gateway (in a session of its
+// own, as a service manager runs it) whose home is suspended with SIGSTOP.
+// The home is left for the next start to adopt, still stopped: the kernel
+// sends SIGHUP and SIGCONT to a process group with a stopped member that
+// loses its last parent in its session, and a home in its parent's
+// session would get them, and die of SIGHUP.
+func TestSuspendedHomeOutlivesItsGateway(t *testing.T) {
+	dir := testDataDir(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := exec.Command(self, "gateway", dir)
+	gw.Env = append(os.Environ(), "EXEC_TEST_HOME=1", "GORACE=atexit_sleep_ms=0")
+	gw.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	gw.Stderr = os.Stderr
+	out, err := gw.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = gw.Process.Kill()
+		_ = gw.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("the gateway did not print its home's pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatalf("the gateway printed %q, want a pid", line)
+	}
+	home, err := rawStat(pid)
+	if err != nil || home.State != 'T' {
+		t.Fatalf("the suspended home %+v, %v; want it stopped", home, err)
+	}
+	t.Cleanup(func() { killIfSame(t, home.PID, home.Start) })
+	if err := gw.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = gw.Wait()
+	// The kernel sends those signals while the gateway exits, before
+	// its parent can reap it; SIGCONT wakes a stopped process at once.
+	if st, err := rawStat(pid); err != nil || st.Start != home.Start || st.State != 'T' {
+		t.Fatalf("after its gateway died the home is %+v, %v; want it there and still stopped", st, err)
 	}
 }
