@@ -76,6 +76,14 @@ func runHelper(mode string, args []string) int {
 		return 1
 	case "gateway":
 		return runTestGateway(args)
+	case "join":
+		// Tries to move itself into process group args[0].
+		pgid, err := strconv.Atoi(args[0])
+		if err == nil {
+			err = unix.Setpgid(0, pgid)
+		}
+		fmt.Println(err)
+		return 0
 	case "version-env":
 		// What of the gateway's environment a version command sees.
 		out := "clean"
@@ -1580,5 +1588,29 @@ func TestSuspendedHomeOutlivesItsGateway(t *testing.T) {
 	// its parent can reap it; SIGCONT wakes a stopped process at once.
 	if st, err := rawStat(pid); err != nil || st.Start != home.Start || st.State != 'T' {
 		t.Fatalf("after its gateway died the home is %+v, %v; want it there and still stopped", st, err)
+	}
+}
+
+// TestHomeCannotJoinGatewayGroup runs a home whose first process tries to
+// move into the gateway's process group, where the orphan scan would take
+// it for one of the gateway's own children: a home runs in a session of
+// its own, and the kernel refuses a group of another session.
+func TestHomeCannotJoinGatewayGroup(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.Command = []string{"/bin/sh", "-c", `"$0" join ` + strconv.Itoa(unix.Getpgrp()) + ` > {data_dir}/joined; ` +
+		`exec "$0" home -port={port} -version={version} -data={data_dir}`, "{self}"}
+	e := newExec(t, cfg)
+	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
+	waitReady(t, r.Endpoint)
+	got, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "joined"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(got)) != unix.EPERM.Error() {
+		t.Fatalf("a home's process moving into the gateway's group: %q, want %q", got, unix.EPERM.Error())
+	}
+	if sid, err := unix.Getsid(mustRef(t, r).PID); err != nil || sid != mustRef(t, r).PID {
+		t.Errorf("the home's session is %d, %v; want its own", sid, err)
 	}
 }
