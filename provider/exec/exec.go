@@ -140,8 +140,9 @@ const (
 	defaultStopGrace     = 5 * time.Second
 	defaultRestartBudget = 3
 	defaultRestartWindow = 60 * time.Second
-	// logCheckInterval is how often the log caps are enforced.
-	logCheckInterval = time.Second
+	// tendInterval is how often the log caps are enforced, and the
+	// records of just started processes refreshed.
+	tendInterval = time.Second
 	// procPollInterval paces the /proc poll loop used where pidfd is not
 	// available, and the checks for a SIGSTOP or SIGCONT taking effect.
 	procPollInterval = 20 * time.Millisecond
@@ -205,6 +206,10 @@ type home struct {
 	// socketPort; nil until its first such start. Guarded by Provider.mu.
 	socket     *os.File
 	socketPort int
+	// recMu orders the writes of the record of the home's process
+	// (home.ref): a record of a process that was replaced meanwhile is
+	// never written over its replacement's.
+	recMu sync.Mutex
 	// orphans are the detached processes of the home a stop signalled
 	// as the gateway's adopted children (ContainSubreaper), to be reaped.
 	// Guarded by Provider.mu.
@@ -228,6 +233,9 @@ type proc struct {
 	listenAt
 	spec runSpec
 	cmd  *exec.Cmd // nil when adopted: not a child of this gateway
+	// started is when this provider started the process (zero when
+	// adopted): for a while after, it may still exec its program.
+	started time.Time
 	// cgroup is the cgroup of this start, inside its home's; "" without
 	// cgroups.
 	cgroup string
@@ -424,7 +432,7 @@ func New(cfg Config, log *slog.Logger) (*Provider, error) {
 	}
 	e.wg.Add(2)
 	go e.supervise()
-	go e.enforceLogCaps()
+	go e.tend()
 	if contain.mode == ContainSubreaper {
 		e.wg.Add(1)
 		go e.reapAdopted()
@@ -454,13 +462,10 @@ func (e *Provider) Close() error {
 	e.closeOnce.Do(func() {
 		e.mu.Lock()
 		e.closed = true
-		// Homes that run on are adopted by the next start from their
-		// records: those name the program each runs now.
+		var running []homeProc
 		for _, h := range e.homes {
 			if p := h.proc; p != nil {
-				if st, err := lookupProc(p.procIdentity); err == nil {
-					e.refreshExe(h, p, st)
-				}
+				running = append(running, homeProc{h, p})
 			}
 		}
 		for f := range e.watchers {
@@ -468,6 +473,9 @@ func (e *Provider) Close() error {
 			_ = f.SetReadDeadline(time.Unix(1, 0))
 		}
 		e.mu.Unlock()
+		// Homes that run on are adopted by the next start from their
+		// records: those name the program each runs now.
+		e.refreshAll(running)
 		close(e.done)
 		e.wg.Wait()
 		e.client.CloseIdleConnections()
@@ -587,7 +595,16 @@ func (e *Provider) suspend(ctx context.Context, s provider.Spec) error {
 		return err
 	}
 	e.signalLeft(h, p, h.cgroup, unix.SIGSTOP)
-	return e.waitState(ctx, p, func(state byte) bool { return state == 'T' })
+	if err := e.waitState(ctx, p, func(state byte) bool { return state == 'T' }); err != nil {
+		return err
+	}
+	// A suspended home is the one most likely to be adopted by a later
+	// gateway: its record names the program it runs now, which a stopped
+	// process cannot change.
+	if st, err := lookupProc(p.procIdentity); err == nil {
+		e.refreshExe(h, p, st)
+	}
+	return nil
 }
 
 // Stop marks the home not wanted, then sends SIGTERM to its process group,
@@ -1054,6 +1071,8 @@ func readRefFile(h *home) (execRef, bool) {
 
 // record writes p, just installed as h's process, to h's directory.
 func (e *Provider) record(h *home, p *proc) {
+	h.recMu.Lock()
+	defer h.recMu.Unlock()
 	if err := writeRefFile(h, p); err != nil {
 		e.log.Warn("exec: recording process", "home", h.id, "err", err)
 	}
@@ -1066,10 +1085,20 @@ func (e *Provider) record(h *home, p *proc) {
 // what it runs for a later gateway to adopt it (recorded compares the
 // executable, design rule 17). The pidfd this provider holds on p proves
 // that it is the same process. Only the record in h's directory changes;
-// p's identity in memory keeps the executable it was started with.
+// p's identity in memory keeps the executable it was started with. A p
+// that is no longer h's process leaves the record alone: it names p's
+// replacement.
 func (e *Provider) refreshExe(h *home, p *proc, st procStat) {
 	now := cleanExe(st.Exe)
 	if now == "" || now == p.Exe {
+		return
+	}
+	h.recMu.Lock()
+	defer h.recMu.Unlock()
+	e.mu.Lock()
+	replaced := h.proc != p
+	e.mu.Unlock()
+	if replaced {
 		return
 	}
 	if r, ok := readRefFile(h); ok && r.PID == p.PID && r.Start == p.Start && r.Exe == now {
@@ -1272,7 +1301,7 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 		_ = waitChild(cmd)
 		return nil, fmt.Errorf("limits of the home: %w", err)
 	}
-	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
+	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, started: time.Now(), exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
 	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
 	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
 	if err := e.watch(h, p); err != nil {
@@ -1915,10 +1944,11 @@ func (e *Provider) notify(id string, r provider.Result) {
 	}
 }
 
-// enforceLogCaps rotates full home logs every logCheckInterval.
-func (e *Provider) enforceLogCaps() {
+// tend rotates full home logs and refreshes the records of just started
+// processes (refreshStarted), every tendInterval, until the provider closes.
+func (e *Provider) tend() {
 	defer e.wg.Done()
-	t := time.NewTicker(logCheckInterval)
+	t := time.NewTicker(tendInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -1926,6 +1956,44 @@ func (e *Provider) enforceLogCaps() {
 			return
 		case <-t.C:
 			e.rotateLogs()
+			e.refreshStarted()
+		}
+	}
+}
+
+// exeSettle is how long after its start a home's process has its record
+// refreshed every tendInterval (see refreshStarted).
+const exeSettle = time.Minute
+
+// refreshStarted records again the program each process this provider
+// started in the last exeSettle runs (refreshExe). A home started through
+// a wrapper (`#!/usr/bin/env bash`, `sh -c 'exec …'`) execs its program
+// within moments of its start; until its record says so, a gateway that
+// died would leave it to the next start as a process running another
+// program than recorded, not to be adopted (design rule 17).
+func (e *Provider) refreshStarted() {
+	var procs []homeProc
+	e.mu.Lock()
+	for _, h := range e.homes {
+		if p := h.proc; p != nil && !p.started.IsZero() && time.Since(p.started) < exeSettle {
+			procs = append(procs, homeProc{h, p})
+		}
+	}
+	e.mu.Unlock()
+	e.refreshAll(procs)
+}
+
+// homeProc is a home with its process.
+type homeProc struct {
+	h *home
+	p *proc
+}
+
+// refreshAll records again the program each of procs runs (refreshExe).
+func (e *Provider) refreshAll(procs []homeProc) {
+	for _, hp := range procs {
+		if st, err := lookupProc(hp.p.procIdentity); err == nil {
+			e.refreshExe(hp.h, hp.p, st)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package execprov
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -88,5 +89,62 @@ func TestWrapperHomeAdoptedByItsProgram(t *testing.T) {
 	st, err := e2.Status(context.Background(), s)
 	if err != nil || st.State != provider.StateRunning || mustRef(t, st).PID != ref.PID {
 		t.Fatalf("Status after a restart = %+v, %v; want pid %d adopted", st, err, ref.PID)
+	}
+}
+
+// A home started through a wrapper, whose gateway dies without closing:
+// the record already names the program the home execs into, within
+// moments of its start (and at once when it is suspended), so the next
+// gateway adopts it rather than leave it running beside a new one.
+func TestWrapperHomeAdoptedAfterGatewayDied(t *testing.T) {
+	for _, suspend := range []bool{false, true} {
+		t.Run(fmt.Sprintf("suspended=%v", suspend), func(t *testing.T) {
+			dir := testDataDir(t)
+			cfg := testConfig(dir)
+			cfg.Command = wrapperCommand
+			cfg.SuspendSignal = suspend
+			e1 := newExec(t, cfg)
+			s := provider.Spec{ID: "h1", Version: "v1"}
+			r := wake(t, e1, s)
+			if err := os.WriteFile(filepath.Join(dir, "homes", "h1", "go"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, r.Endpoint)
+			ref := mustRef(t, r)
+			st, err := readProcStat(ref.PID)
+			if err != nil || st.Exe == ref.Exe {
+				t.Fatalf("the home did not exec: %+v, %v (recorded %s)", st, err, ref.Exe)
+			}
+			h, err := e1.homeFor("h1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			recordsProgram := func() bool {
+				rec, ok := readRefFile(h)
+				return ok && rec.PID == ref.PID && rec.Exe == st.Exe
+			}
+			if suspend {
+				s.Ref = r.Ref
+				if err := e1.Suspend(context.Background(), s); err != nil {
+					t.Fatal(err)
+				}
+				if !recordsProgram() {
+					rec, _ := readRefFile(h)
+					t.Fatalf("after Suspend the record names %s, want %s", rec.Exe, st.Exe)
+				}
+			} else {
+				eventually(t, "the record to name the home's program", recordsProgram)
+			}
+			// e1 is not closed: a gateway that died.
+			e2 := newExec(t, cfg)
+			got, err := e2.Status(context.Background(), provider.Spec{ID: "h1", Version: "v1"})
+			want := provider.StateRunning
+			if suspend {
+				want = provider.StateSuspended
+			}
+			if err != nil || got.State != want || mustRef(t, got).PID != ref.PID {
+				t.Fatalf("Status on the next gateway = %+v, %v; want pid %d %s", got, err, ref.PID, want)
+			}
+		})
 	}
 }
