@@ -129,7 +129,10 @@ func dead(state byte) bool {
 // run on, the kernel shows the process as a zombie with no memory and no
 // executable until its last thread ends. A home can leave such a process
 // to look gone, so it counts as live, in the state of a live thread, whose
-// /proc/<pid>/task/<tid> files hold the executable and environment.
+// /proc/<pid>/task/<tid> files hold the executable and environment. So
+// does a process whose main thread has exited ahead of the others on the
+// way out of an exit_group: it is gone once its last thread is, which
+// also frees the files its threads share.
 func lives(pid int, st procStat) (state byte, tid int, ok bool) {
 	if !dead(st.State) {
 		return st.State, pid, true
