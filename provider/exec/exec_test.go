@@ -1258,28 +1258,51 @@ var wrapperCommand = []string{"/bin/sh", "-c",
 	`while [ ! -e {data_dir}/go ]; do sleep 0.01; done; exec "$0" home -port={port} -version={version} -data={data_dir} -id={id}`,
 	"{self}"}
 
+// wrapped is home h1 woken through wrapperCommand, its program exec'd and
+// answering.
+type wrapped struct {
+	cfg Config
+	e   *Provider
+	s   provider.Spec // with the wake's ref
+	r   provider.Result
+	// now is the home's process as it runs now: another executable than
+	// the recorded wrapper's.
+	now procStat
+}
+
+// wakeWrapped wakes home h1 through wrapperCommand, with SuspendSignal as
+// suspend, lets the wrapper exec the home and waits for it to answer.
+func wakeWrapped(t *testing.T, suspend bool) wrapped {
+	t.Helper()
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.Command = wrapperCommand
+	cfg.SuspendSignal = suspend
+	e := newExec(t, cfg)
+	s := provider.Spec{ID: "h1", Version: "v1"}
+	r := wake(t, e, s)
+	if err := os.WriteFile(filepath.Join(dir, "homes", "h1", "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, r.Endpoint)
+	s.Ref = r.Ref
+	id := mustRef(t, r).procIdentity
+	now, err := readProcStat(id.PID)
+	if err != nil || now.Exe == id.Exe {
+		t.Fatalf("the home did not exec: %+v, %v (recorded %s)", now, err, id.Exe)
+	}
+	return wrapped{cfg: cfg, e: e, s: s, r: r, now: now}
+}
+
 // TestStopOfWrappedHomeProven stops a home whose recorded executable is
 // the wrapper (the shell) and whose process then exec'd the home: the stop
 // signals it, is proven, and leaves nothing running.
 func TestStopOfWrappedHomeProven(t *testing.T) {
 	for _, suspend := range []bool{false, true} {
 		t.Run(fmt.Sprintf("suspend_signal=%v", suspend), func(t *testing.T) {
-			dir := testDataDir(t)
-			cfg := testConfig(dir)
-			cfg.Command = wrapperCommand
-			cfg.SuspendSignal = suspend
-			e := newExec(t, cfg)
-			s := provider.Spec{ID: "h1", Version: "v1"}
-			r := wake(t, e, s)
-			if err := os.WriteFile(filepath.Join(dir, "homes", "h1", "go"), nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, r.Endpoint)
-			s.Ref = r.Ref
+			w := wakeWrapped(t, suspend)
+			e, r, s := w.e, w.r, w.s
 			id := mustRef(t, r).procIdentity
-			if st, err := readProcStat(id.PID); err != nil || st.Exe == id.Exe {
-				t.Fatalf("the home did not exec: %+v, %v (recorded %s)", st, err, id.Exe)
-			}
 			if suspend {
 				if err := e.Suspend(context.Background(), s); err != nil {
 					t.Fatalf("Suspend of a wrapped home: %v", err)

@@ -99,22 +99,9 @@ func TestWrapperHomeAdoptedByItsProgram(t *testing.T) {
 func TestWrapperHomeAdoptedAfterGatewayDied(t *testing.T) {
 	for _, suspend := range []bool{false, true} {
 		t.Run(fmt.Sprintf("suspended=%v", suspend), func(t *testing.T) {
-			dir := testDataDir(t)
-			cfg := testConfig(dir)
-			cfg.Command = wrapperCommand
-			cfg.SuspendSignal = suspend
-			e1 := newExec(t, cfg)
-			s := provider.Spec{ID: "h1", Version: "v1"}
-			r := wake(t, e1, s)
-			if err := os.WriteFile(filepath.Join(dir, "homes", "h1", "go"), nil, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			waitReady(t, r.Endpoint)
-			ref := mustRef(t, r)
-			st, err := readProcStat(ref.PID)
-			if err != nil || st.Exe == ref.Exe {
-				t.Fatalf("the home did not exec: %+v, %v (recorded %s)", st, err, ref.Exe)
-			}
+			w := wakeWrapped(t, suspend)
+			e1, s, st, cfg := w.e, w.s, w.now, w.cfg
+			ref := mustRef(t, w.r)
 			h, err := e1.homeFor("h1")
 			if err != nil {
 				t.Fatal(err)
@@ -124,7 +111,6 @@ func TestWrapperHomeAdoptedAfterGatewayDied(t *testing.T) {
 				return ok && rec.PID == ref.PID && rec.Exe == st.Exe
 			}
 			if suspend {
-				s.Ref = r.Ref
 				if err := e1.Suspend(context.Background(), s); err != nil {
 					t.Fatal(err)
 				}
