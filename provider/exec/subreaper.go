@@ -192,8 +192,10 @@ func waitChild(cmd *exec.Cmd) error {
 // scan of /proc per reapPause.
 const reapPause = 50 * time.Millisecond
 
-// reapBackstop is how often the zombies are looked for without a SIGCHLD.
-const reapBackstop = 10 * time.Second
+// reapBackstop is how often the zombies are looked for without a SIGCHLD:
+// the kernel's lists of children can miss one that another exit moves
+// while they are read.
+const reapBackstop = 2 * time.Second
 
 // reapAdopted reaps the processes the gateway adopted as a child subreaper
 // once they exit, until the provider closes. A detached process that
