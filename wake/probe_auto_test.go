@@ -130,9 +130,17 @@ func TestProbeWSNotFoundHint(t *testing.T) {
 	if _, err := Probe(ctx, ProbeSpec{Kind: ProbeTCP, Endpoint: py}, nil); err != nil {
 		t.Fatal(err)
 	}
-	short, cancelShort := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancelShort()
-	_, err := Probe(short, ProbeSpec{Kind: ProbeWS, Endpoint: py, Path: "/node/py"}, nil)
+	answered, cancelAnswered := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancelAnswered()
+	// The probe ends at the home's first 404, however long the attempts
+	// take on a loaded machine: the deadline is the backstop.
+	onAttempt := func(r ProbeResult) {
+		var ps probeStatusError
+		if errors.As(r.Last, &ps) && int(ps) == http.StatusNotFound {
+			cancelAnswered()
+		}
+	}
+	_, err := Probe(answered, ProbeSpec{Kind: ProbeWS, Endpoint: py, Path: "/node/py", OnAttempt: onAttempt}, nil)
 	if err == nil {
 		t.Fatal("ws probe passed on a plain HTTP server")
 	}
