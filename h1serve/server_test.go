@@ -310,8 +310,6 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// dialRaw opens a connection to addr for raw HTTP, closed when the test
-// ends, every read and write bounded by 10 seconds.
 // ask writes raw on c and returns the body of the one answer it reads.
 func ask(t *testing.T, c net.Conn, raw string) string {
 	t.Helper()
@@ -329,6 +327,8 @@ func ask(t *testing.T, c net.Conn, raw string) string {
 	return string(b)
 }
 
+// dialRaw opens a connection to addr for raw HTTP, closed when the test
+// ends, every read and write bounded by 10 seconds.
 func dialRaw(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
