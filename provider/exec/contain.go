@@ -137,11 +137,8 @@ func (e *Provider) signalLeft(h *home, p *proc, cg string, sig unix.Signal) {
 			}
 			// cgroup.kill signals each process through its main thread;
 			// one whose main thread has exited while others run on (see
-			// lives) is not reached that way, while a signal to the
-			// process is.
-			pids, _ := cgProcsTree(cg)
-			e.contain.cgSignal(pids, cg, sig)
-			return
+			// lives) is not reached that way, while the signal to the
+			// process below is.
 		}
 		pids, _ := cgProcsTree(cg)
 		e.contain.cgSignal(pids, cg, sig)
