@@ -225,6 +225,10 @@ type home struct {
 	// wait for it before they look at proc.
 	restarting chan struct{}
 	history    []provider.Restart // the supervisor's last restarts (history.go)
+	// limits are those of the last process installed, kept once it has
+	// ended: until a stop removes its cgroup, the usage of a home the
+	// supervisor gave up on still names the memory_max that killed it.
+	limits homeLimits
 }
 
 // proc is one started or adopted process.
@@ -1826,6 +1830,7 @@ func (e *Provider) supervise() {
 // reached the supervisor before (redeliver it then). e.mu is held.
 func (e *Provider) installLocked(h *home, p *proc) (exitedEarly bool) {
 	h.proc = p
+	h.limits = p.spec.limits
 	p.installed = true
 	return p.exitedEarly
 }

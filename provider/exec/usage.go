@@ -14,8 +14,8 @@ func (e *Provider) Usage(id string) (provider.Usage, bool) {
 	e.mu.Lock()
 	h := e.homes[id]
 	var lim homeLimits
-	if h != nil && h.proc != nil {
-		lim = h.proc.spec.limits
+	if h != nil {
+		lim = h.limits
 	}
 	e.mu.Unlock()
 	if h == nil || h.cgroup == "" {
