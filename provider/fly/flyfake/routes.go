@@ -82,8 +82,13 @@ func (s *Server) endpoint(action string, h func(http.ResponseWriter, *http.Reque
 			return
 		}
 		if h == nil {
+			// A wait counts the states the machine reaches from the
+			// moment its call arrived: the caller may have seen the call
+			// recorded and moved the machine on before wait takes the
+			// lock again.
+			since := m.gen
 			s.mu.Unlock()
-			s.wait(rec, r, m)
+			s.wait(rec, r, m, since)
 			return
 		}
 		h(rec, r, m)
@@ -338,7 +343,7 @@ func (s *Server) replaceLocked(m *machine, cfg map[string]any, skipLaunch bool) 
 
 // wait serves GET .../wait: it runs without the lock held and re-checks
 // on every state change.
-func (s *Server) wait(w http.ResponseWriter, r *http.Request, m *machine) {
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, m *machine, since uint64) {
 	q := r.URL.Query()
 	state := q.Get("state")
 	if state == "" {
@@ -371,7 +376,6 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, m *machine) {
 	if crash == 0 {
 		crash = http.StatusPreconditionFailed
 	}
-	since := m.gen
 	s.mu.Unlock()
 	for {
 		s.mu.Lock()
