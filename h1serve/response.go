@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/wakegate/wakegate/internal/h1head"
 )
 
 // response is the http.ResponseWriter of a request served here. It keeps
@@ -91,18 +93,60 @@ func (w *response) WriteHeader(code int) {
 			h.Del("Content-Length")
 		}
 	}
-	w.fixHead()
+	w.fixHead(nil)
 }
 
-// fixHead writes the header map, as it is now, into the connection's head
-// buffer, leaving out what the end of the response decides (Connection)
-// and what the status or framing forbids; it notes what sendHead needs.
-func (w *response) fixHead() {
+// WriteHeaderBlock is WriteHeader for a final status with a body whose
+// fields, but those set in the header map, come as wire bytes (a proxy
+// relaying an upstream's head, h1head.Block): they are sent after the
+// map's, and b.Length is the response's Content-Length. It reports false,
+// and does nothing, when the head is fixed already, code is not a final
+// status that carries a body, the request is HEAD, or the map holds a
+// field that decides the framing (Content-Length, Transfer-Encoding,
+// Trailer, Connection, a trailer key): the caller then puts the fields in
+// the map and calls WriteHeader. b is not kept.
+func (w *response) WriteHeaderBlock(code int, b *h1head.Block) bool {
+	if w.wroteHeader || code < 200 || code > 999 || !bodyAllowed(code) || w.req.Method == http.MethodHead ||
+		b.Length < 0 {
+		return false
+	}
+	h := w.header
+	if len(h) > 0 {
+		for k := range h {
+			switch k {
+			case "Content-Length", "Transfer-Encoding", "Trailer", "Connection":
+				return false
+			}
+			if strings.HasPrefix(k, http.TrailerPrefix) {
+				return false
+			}
+		}
+	}
+	w.wroteHeader = true
+	w.status = code
+	w.hadCL = true
+	w.contentLength = b.Length
+	w.fixHead(b)
+	return true
+}
+
+// fixHead writes the header map, as it is now, and the block b (nil for
+// none) into the connection's head buffer, leaving out what the end of
+// the response decides (Connection) and what the status or framing
+// forbids; it notes what sendHead needs.
+func (w *response) fixHead(b *h1head.Block) {
 	h := w.header
 	_, w.haveType = h["Content-Type"]
 	_, w.haveDate = h["Date"]
 	w.te = h.Get("Transfer-Encoding")
 	hasCE := h.Get("Content-Encoding") != ""
+	if b != nil {
+		w.haveType = w.haveType || b.Type
+		w.haveDate = w.haveDate || b.Date
+		if _, mapCE := h["Content-Encoding"]; !mapCE {
+			hasCE = b.Encoded
+		}
+	}
 	bodyOK := bodyAllowed(w.status)
 	w.sniffable = bodyOK && !hasCE && !w.haveType && w.te == ""
 	if c := h["Connection"]; len(c) > 0 {
@@ -147,6 +191,9 @@ func (w *response) fixHead() {
 	bw.Reset()
 	writeStatusLine(bw, w.status)
 	writeFields(bw, h, ex)
+	if b != nil {
+		_, _ = bw.Write(b.Fields)
+	}
 }
 
 // Write writes body bytes, holding the first 2 KiB back until the head

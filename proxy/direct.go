@@ -18,13 +18,16 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/internal/h1head"
 )
 
 // The direct path carries a plain request (no upgrade, no Expect, an http
 // upstream) without ReverseProxy: on the handler's goroutine it writes the
 // outbound head straight from the inbound request into the forwarder's
-// pooled writer (no cloned request, no copied header map), and copies the
-// response's header slices into the client's header map. What it sends
+// pooled writer (no cloned request, no copied header map). The response's
+// fields go to the client as wire bytes when its writer takes them so
+// (BlockWriter: h1serve's loop), checked and cleaned as they are read
+// (headBlock), and into the client's header map otherwise. What it sends
 // and answers is what ReverseProxy with rewrite, the forwarder,
 // modifyResponse, errorHandler and retryTransport send and answer; a
 // request with anything unusual (a field that would need cleaning, a query
@@ -108,6 +111,18 @@ type directReq struct {
 	realIP    string
 	// length is the body's length, -1 for chunked; 0 without a body.
 	length int64
+	// blk holds the response's fields as wire bytes for a client writer
+	// that takes them so (BlockWriter); nil: a header map.
+	blk *headBlock
+	bw  BlockWriter
+}
+
+// BlockWriter is a response writer that takes a relayed head's fields as
+// wire bytes (h1serve's, and the route's recorder around it):
+// WriteHeaderBlock is WriteHeader with the fields in b instead of the
+// header map, false when it cannot take them (then nothing was done).
+type BlockWriter interface {
+	WriteHeaderBlock(code int, b *h1head.Block) bool
 }
 
 // serveDirect forwards r to route's upstream and answers w.
@@ -122,12 +137,32 @@ func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route
 	if !plainText(d.realIP) {
 		d.realIP = newlineToSpace.Replace(d.realIP) // as Header.Write cleans a value
 	}
+	if bw, ok := w.(BlockWriter); ok && route.RelayToken == "" && !p.noBlock {
+		d.bw = bw
+		d.blk, _ = p.blocks.Get().(*headBlock)
+		if d.blk == nil {
+			d.blk = new(headBlock)
+		}
+		d.blk.stripped = p.stripped
+	}
 	res, err := d.roundTrip()
 	if err != nil {
+		d.putBlock()
 		p.answerError(w, r, route, d.path, err)
 		return
 	}
 	d.answer(res)
+}
+
+// putBlock gives the head block back to the pool.
+func (d *directReq) putBlock() {
+	if d.blk != nil {
+		if cap(d.blk.Fields) > 4<<10 {
+			d.blk.Fields = nil // not a large head's space for every request
+		}
+		d.p.blocks.Put(d.blk)
+		d.blk = nil
+	}
 }
 
 // roundTrip sends the request and reads the response's head, with
@@ -298,6 +333,8 @@ func (d *directReq) closes() bool { return false }
 
 func (d *directReq) owner() *ownedBody { return d.route.body }
 
+func (d *directReq) block() *headBlock { return d.blk }
+
 // write writes the body, when there is one, with its framing, and
 // flushes.
 func (d *directReq) write(bw *bufio.Writer, body io.ReadCloser) error {
@@ -375,20 +412,28 @@ func removeHopByHop(h http.Header) {
 // adjustResponse's changes), its body, then its trailers.
 func (d *directReq) answer(res *http.Response) {
 	w := d.w
-	removeHopByHop(res.Header)
-	d.p.adjustResponse(res, d.route)
 	h := w.Header()
-	copyHeader(h, res.Header)
 	announced := len(res.Trailer)
-	if announced > 0 {
-		keys := make([]string, 0, announced)
-		for k := range res.Trailer {
-			keys = append(keys, k)
+	sse := false
+	if res.Header == nil { // the fields are in d.blk (headBlock)
+		sse = d.blk.eventStream
+		d.writeBlock(res.StatusCode)
+	} else {
+		removeHopByHop(res.Header)
+		d.p.adjustResponse(res, d.route)
+		copyHeader(h, res.Header)
+		if announced > 0 {
+			keys := make([]string, 0, announced)
+			for k := range res.Trailer {
+				keys = append(keys, k)
+			}
+			h.Add("Trailer", strings.Join(keys, ", "))
 		}
-		h.Add("Trailer", strings.Join(keys, ", "))
+		sse = eventStream(res.Header.Get("Content-Type"))
+		w.WriteHeader(res.StatusCode)
 	}
-	w.WriteHeader(res.StatusCode)
-	if err := d.copyBody(w, res); err != nil {
+	d.putBlock()
+	if err := d.copyBody(w, res, sse); err != nil {
 		_ = res.Body.Close()
 		// The client must not take a cut body for a whole one.
 		panic(http.ErrAbortHandler)
@@ -411,10 +456,34 @@ func (d *directReq) answer(res *http.Response) {
 	}
 }
 
+// writeBlock writes the head whose fields are in d.blk, with the wake's
+// wait added as adjustResponse would; a writer that does not take the
+// block gets the fields in its header map.
+func (d *directReq) writeBlock(code int) {
+	b := d.blk
+	if waited := d.route.Waited; waited > 0 {
+		b.Fields = append(b.Fields, "Server-Timing: wake;dur="...)
+		b.Fields = strconv.AppendInt(b.Fields, waited.Milliseconds(), 10)
+		b.Fields = append(b.Fields, "\r\n"...)
+	}
+	if d.bw.WriteHeaderBlock(code, &b.Block) {
+		d.p.blocked.Add(1)
+		return
+	}
+	h := d.w.Header()
+	for s := string(b.Fields); s != ""; {
+		var line string
+		line, s, _ = strings.Cut(s, "\r\n")
+		k, v, _ := strings.Cut(line, ": ")
+		h[k] = append(h[k], v)
+	}
+	d.w.WriteHeader(code)
+}
+
 // copyBody copies res's body to w with a pooled buffer, flushing after
-// each write for an event stream or a body of unknown length.
-func (d *directReq) copyBody(w http.ResponseWriter, res *http.Response) error {
-	flush := res.ContentLength == -1 || eventStream(res.Header.Get("Content-Type"))
+// each write for an event stream (sse) or a body of unknown length.
+func (d *directReq) copyBody(w http.ResponseWriter, res *http.Response, sse bool) error {
+	flush := res.ContentLength == -1 || sse
 	var rc *http.ResponseController
 	if flush {
 		rc = http.NewResponseController(w)

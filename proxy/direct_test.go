@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/h1serve"
 )
 
 // The direct path must send and answer exactly what ReverseProxy does.
@@ -87,6 +90,21 @@ func diffUpstream(t *testing.T) *upstream {
 		case "close":
 			h.Set("Connection", "close")
 			_, _ = io.WriteString(w, "bye")
+		case "hops": // a known length, with fields the proxy must not pass on
+			h.Set("Connection", "keep-alive")
+			h.Set("Keep-Alive", "timeout=5")
+			h.Set("Proxy-Authenticate", "Basic")
+			h.Set("X-Wakegate-Relay", "leaked")
+			h.Set("X-Wakegate-Probe", "no")
+			h.Set("Pragma", "no-cache")
+			h.Add("Set-Cookie", "a=1")
+			h.Add("Set-Cookie", "b=2")
+			h.Set("Content-Length", "4")
+			_, _ = io.WriteString(w, "hops")
+		case "event": // an event stream of known length
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Content-Length", "9")
+			_, _ = io.WriteString(w, "data: 1\n\n")
 		default:
 			h.Set("Content-Type", "text/plain")
 			h.Set("Content-Length", "5")
@@ -150,6 +168,48 @@ func newDiffPair(t *testing.T, o Options, route func() *Route) diffPair {
 	return diffPair{direct: sd.URL, rp: srp.URL, pd: pd, prp: prp}
 }
 
+// newLoopDiffPair is newDiffPair with both proxies behind h1serve's loop,
+// whose writer takes the direct path's head blocks (BlockWriter).
+func newLoopDiffPair(t *testing.T, o Options, route func() *Route) diffPair {
+	t.Helper()
+	d, pd := loopFrontFor(t, o, route, diffHost)
+	rp, prp := loopFrontFor(t, o, route, diffHost)
+	prp.noDirect = true
+	return diffPair{direct: d, rp: rp, pd: pd, prp: prp}
+}
+
+// loopFrontFor is frontFor on h1serve (net/http behind its hand-off, as
+// the gateway's plain listener runs); it returns the front's base URL.
+func loopFrontFor(t *testing.T, o Options, route func() *Route, host string) (string, *Proxy) {
+	t.Helper()
+	p := New(o)
+	t.Cleanup(p.Close)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != host {
+			http.Error(w, "not this test's request", http.StatusMisdirectedRequest)
+			return
+		}
+		p.Serve(w, r, route())
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := log.New(io.Discard, "", 0)
+	loop := &h1serve.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet}
+	std := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet}
+	hand := loop.Handoff(ln.Addr())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = std.Serve(hand) })
+	wg.Go(func() { _ = loop.Serve(ln) })
+	t.Cleanup(func() {
+		_ = loop.Close()
+		_ = std.Close()
+		wg.Wait()
+	})
+	return "http://" + ln.Addr().String(), p
+}
+
 // diffHost is the Host of every request of the differential test; its
 // fronts answer no other.
 const diffHost = "gateway.test"
@@ -162,6 +222,7 @@ type diffCase struct {
 	body    func() io.Reader // nil: none
 	length  int64            // -1: chunked
 	failing bool             // the upstream receives nothing
+	cut     bool             // the upstream cuts the body short
 	noToken bool             // the route has no relay token
 }
 
@@ -246,10 +307,12 @@ func diffCases() []diffCase {
 		{name: "not modified", method: "GET", target: "/apps/x/notmod"},
 		{name: "unknown length", method: "GET", target: "/apps/x/stream"},
 		{name: "event stream", method: "GET", target: "/apps/x/sse"},
-		{name: "upstream cut mid-body", method: "GET", target: "/apps/x/cut"},
+		{name: "upstream cut mid-body", method: "GET", target: "/apps/x/cut", cut: true},
 		{name: "big", method: "GET", target: "/apps/x/big"},
 		{name: "big known length", method: "GET", target: "/apps/x/sized", noToken: true},
 		{name: "upstream closes", method: "GET", target: "/apps/x/close"},
+		{name: "hop and stripped fields, known length", method: "GET", target: "/apps/x/hops"},
+		{name: "event stream, known length", method: "GET", target: "/apps/x/event"},
 		{name: "html error page", method: "GET", target: "/down/x", failing: true,
 			header: map[string][]string{"Accept": {"text/html"}, "X-Request-Id": {"r-9"}}},
 		{name: "json error", method: "POST", target: "/down/x", body: stringBody("abc"), length: 3, failing: true},
@@ -280,14 +343,23 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 	for _, opts := range []struct {
 		name string
 		o    Options
-	}{{"untrusted peer", testOptions()}, {"trusted peer", trusted}} {
-		pair := newDiffPair(t, opts.o, routeFor)
-		client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+		// loop: both fronts on h1serve, and no relay token, so that the
+		// direct path sends its heads as blocks.
+		loop bool
+	}{{"untrusted peer", testOptions(), false}, {"trusted peer", trusted, false}, {"loop front", testOptions(), true}} {
+		newPair := newDiffPair
+		if opts.loop {
+			newPair = newLoopDiffPair
+		}
+		pair := newPair(t, opts.o, routeFor)
+		// Behind the loop every request has a connection of its own: one
+		// that a chunked request handed to net/http stays there.
+		client := &http.Client{Transport: &http.Transport{DisableCompression: true, DisableKeepAlives: opts.loop}}
 		t.Cleanup(client.CloseIdleConnections)
 		for _, c := range diffCases() {
 			t.Run(opts.name+"/"+c.name, func(t *testing.T) {
 				routeTo.Store(nil)
-				noToken.Store(c.noToken)
+				noToken.Store(c.noToken || opts.loop)
 				if c.failing {
 					routeTo.Store(dead)
 				}
@@ -304,6 +376,18 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 				if !reflect.DeepEqual(sent[0], sent[1]) {
 					t.Errorf("upstream received\n through ReverseProxy %+v\n direct               %+v", sent[0], sent[1])
 				}
+				if opts.loop && c.cut {
+					// ReverseProxy aborts a cut body with a panic only under
+					// net/http's server (http.ServerContextKey); behind the
+					// loop it returns, and the loop sends the head and the
+					// part it holds before closing. The direct path aborts
+					// as under net/http. Either way the client must see the
+					// cut.
+					if !got[0].Aborted || !got[1].Aborted {
+						t.Errorf("a cut body was not seen cut: through ReverseProxy %+v, direct %+v", got[0], got[1])
+					}
+					return
+				}
 				if !reflect.DeepEqual(got[0], got[1]) {
 					t.Errorf("client got\n through ReverseProxy %+v\n direct               %+v", got[0], got[1])
 				}
@@ -312,6 +396,14 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 		if pair.pd.spliced.Load() != 1 || pair.prp.spliced.Load() != 0 {
 			t.Errorf("%s: bodies through ReadFrom: direct %d, ReverseProxy %d; want 1 and 0", opts.name,
 				pair.pd.spliced.Load(), pair.prp.spliced.Load())
+		}
+		// The plain heads with a body to requests the loop serves (get,
+		// hostile fields, escaped path, empty query, post length, post
+		// empty, delete, early hints' final head, cut, sized, close, hops,
+		// event; the chunked requests go to net/http).
+		if want := map[bool]int64{false: 0, true: 13}[opts.loop]; pair.pd.blocked.Load() != want || pair.prp.blocked.Load() != 0 {
+			t.Errorf("%s: heads sent as blocks: direct %d, ReverseProxy %d; want %d and 0", opts.name,
+				pair.pd.blocked.Load(), pair.prp.blocked.Load(), want)
 		}
 	}
 }

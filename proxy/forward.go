@@ -149,6 +149,10 @@ type Proxy struct {
 	// carries plain HTTP/1.1 requests; the transports carry the rest.
 	conns    *connPool
 	stripped []string // canonical names
+	// blocks are the direct path's head blocks (headBlock); blocked
+	// counts the heads written as blocks.
+	blocks  sync.Pool
+	blocked atomic.Int64
 
 	relayMu sync.Mutex
 	relays  map[*relay]struct{} // WebSockets being relayed (relay.go)
@@ -168,6 +172,10 @@ type Proxy struct {
 	// noDirect sends every request through ReverseProxy (direct.go); set
 	// only by tests, which compare the two paths.
 	noDirect bool
+	// noBlock has the direct path put every response's fields in the
+	// client writer's header map (direct.go's head blocks); set by
+	// benchmarks that compare the two.
+	noBlock bool
 	// spliced counts the bodies sent by the direct path through the
 	// writers' ReadFrom (direct_splice.go), for tests.
 	spliced atomic.Int64

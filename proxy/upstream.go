@@ -101,6 +101,9 @@ type sender interface {
 	// owner is the request body as Serve owns it (body.go), nil for a
 	// request that did not come through Serve.
 	owner() *ownedBody
+	// block is where a plain response's fields go as wire bytes
+	// (headBlock); nil: into a header map.
+	block() *headBlock
 }
 
 // errNotSent marks a failure to get a connection (nothing of the request
@@ -324,7 +327,7 @@ func (w *bodyWriter) stoppedErr(err error) bool {
 // past it with informational responses.
 func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error) {
 	for n := 0; ; n++ {
-		res, handled, err := readPlainResponse(c.br, req)
+		res, handled, err := readPlainResponse(c.br, req, s.block())
 		if !handled {
 			res, err = http.ReadResponse(c.br, req)
 		}
@@ -356,6 +359,8 @@ type reqSender struct{ req *http.Request }
 func (s reqSender) start(*bufio.Writer) error { return nil }
 
 func (s reqSender) closes() bool { return s.req.Close }
+
+func (s reqSender) block() *headBlock { return nil }
 
 func (s reqSender) owner() *ownedBody {
 	if route := routeFrom(s.req.Context()); route != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/textproto"
 	"strings"
 
 	"github.com/wakegate/wakegate/internal/h1head"
@@ -18,7 +19,10 @@ import (
 // allocations. handled false: nothing was consumed, read it with
 // http.ReadResponse. A failed first read is returned as ReadResponse
 // would return it.
-func readPlainResponse(br *bufio.Reader, req *http.Request) (res *http.Response, handled bool, err error) {
+//
+// With blk, the fields go into blk instead of a header map (headBlock),
+// and the response's Header is nil.
+func readPlainResponse(br *bufio.Reader, req *http.Request, blk *headBlock) (res *http.Response, handled bool, err error) {
 	if req.Method == http.MethodHead {
 		return nil, false, nil
 	}
@@ -51,26 +55,16 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) (res *http.Response,
 	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
 		return nil, false, nil
 	}
-	length, cls := int64(-1), 0
-	closes := false
-	hdr, ok := h1head.Fields(rest, func(key, v string) (keep, ok bool) {
-		switch key {
-		case "Content-Length":
-			cls++
-			length, ok = h1head.Length(v)
-			return true, ok && cls == 1
-		case "Transfer-Encoding":
-			return false, false
-		case "Connection":
-			closes = closes || h1head.HasClose(v)
-		}
-		return true, true
-	})
-	if !ok || length < 0 {
-		return nil, false, nil
+	var hdr http.Header
+	var length int64
+	var closes bool
+	if blk != nil {
+		length, closes = blk.read(rest)
+	} else {
+		hdr, length, closes = readFields(rest)
 	}
-	if closes {
-		hdr.Del("Connection") // as http.ReadResponse does
+	if length < 0 {
+		return nil, false, nil
 	}
 	_, _ = br.Discard(n)
 	pr := &plainResponse{res: http.Response{
@@ -92,6 +86,99 @@ func readPlainResponse(br *bufio.Reader, req *http.Request) (res *http.Response,
 		res.Body = &pr.body
 	}
 	return res, true, nil
+}
+
+// readFields reads the field lines of a plain head into a header map, as
+// http.ReadResponse would: the length is -1 when the fields are not
+// plain, or frame the body otherwise than by one Content-Length.
+func readFields(rest string) (hdr http.Header, length int64, closes bool) {
+	length, cls := int64(-1), 0
+	hdr, ok := h1head.Fields(rest, func(key, v string) (keep, ok bool) {
+		switch key {
+		case "Content-Length":
+			cls++
+			length, ok = h1head.Length(v)
+			return true, ok && cls == 1
+		case "Transfer-Encoding":
+			return false, false
+		case "Connection":
+			closes = closes || h1head.HasClose(v)
+		}
+		return true, true
+	})
+	if !ok {
+		return nil, -1, false
+	}
+	if closes {
+		hdr.Del("Connection") // as http.ReadResponse does
+	}
+	return hdr, length, closes
+}
+
+// headBlock is where the direct path has a plain response's fields go
+// when its client's writer takes them as wire bytes (h1serve's): the
+// fields the answer would keep, with the hop-by-hop ones and the
+// stripped ones left out already, as answer leaves them in a map.
+type headBlock struct {
+	h1head.Block
+	// stripped are the canonical names the proxy strips from responses.
+	stripped []string
+	// eventStream: the first Content-Type is text/event-stream.
+	eventStream bool
+	typeSeen    bool
+	buf         [512]byte
+}
+
+// read appends the field lines of rest to b and returns the body's
+// length, -1 when the head must be read into a map (not plain, framed
+// otherwise than by one Content-Length, or a Connection that names a
+// field to remove), and whether the upstream closes the connection.
+func (b *headBlock) read(rest string) (length int64, closes bool) {
+	if b.Fields == nil {
+		b.Fields = b.buf[:0]
+	}
+	b.Reset()
+	b.eventStream, b.typeSeen = false, false
+	length, cls := int64(-1), 0
+	ok := b.Append(rest, func(key []byte, v string) (keep, ok bool) {
+		switch string(key) {
+		case "Content-Length":
+			cls++
+			length, ok = h1head.Length(v)
+			return true, ok && cls == 1
+		case "Transfer-Encoding":
+			return false, false
+		case "Connection":
+			// Only the tokens that name no other field: a Connection
+			// that lists a field to remove goes the map's way.
+			for t := range strings.SplitSeq(v, ",") {
+				switch t = textproto.TrimString(t); {
+				case strings.EqualFold(t, "close"):
+					closes = true
+				case t != "" && !strings.EqualFold(t, "keep-alive"):
+					return false, false
+				}
+			}
+			return false, true
+		case "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Upgrade":
+			return false, true // hop-by-hop (removeHopByHop)
+		case "Content-Type":
+			if !b.typeSeen {
+				b.typeSeen, b.eventStream = true, eventStream(v)
+			}
+		}
+		for _, s := range b.stripped {
+			if string(key) == s {
+				return false, true
+			}
+		}
+		return true, true
+	})
+	if !ok {
+		return -1, false
+	}
+	b.Length = length
+	return length, closes
 }
 
 // plainResponse holds a response and its body in one allocation.

@@ -18,14 +18,17 @@ import (
 // body (copied), a large one (spliced on the direct path) and a large one
 // to a home with a relay token (copied through the masking writer), served
 // by net/http and (the names ending in -loop) by the wakegate loop, which
-// keeps the response floor itself (h1serve.SetWriteFloor).
+// keeps the response floor itself (h1serve.SetWriteFloor). The names
+// ending in -map have the direct path put the response's fields in the
+// loop's header map rather than pass them as a block.
 func BenchmarkWarmGet(b *testing.B) {
 	for _, c := range []struct {
-		size  int
-		token string
-		loop  bool
-	}{{1 << 10, "", false}, {256 << 10, "", false}, {256 << 10, testToken, false},
-		{1 << 10, "", true}, {256 << 10, "", true}, {256 << 10, testToken, true}} {
+		size    int
+		token   string
+		loop    bool
+		noBlock bool
+	}{{1 << 10, "", false, false}, {256 << 10, "", false, false}, {256 << 10, testToken, false, false},
+		{1 << 10, "", true, false}, {1 << 10, "", true, true}, {256 << 10, "", true, false}, {256 << 10, testToken, true, false}} {
 		size := c.size
 		name := strconv.Itoa(size>>10) + "KiB"
 		if c.token != "" {
@@ -33,6 +36,9 @@ func BenchmarkWarmGet(b *testing.B) {
 		}
 		if c.loop {
 			name += "-loop"
+		}
+		if c.noBlock {
+			name += "-map"
 		}
 		b.Run(name, func(b *testing.B) {
 			body := pattern(size)
@@ -44,6 +50,7 @@ func BenchmarkWarmGet(b *testing.B) {
 			o := testOptions()
 			o.MinBodyRate, o.MinResponseRate, o.MinRateGrace = 240, 240, 5*time.Second
 			p := New(o)
+			p.noBlock = c.noBlock
 			b.Cleanup(p.Close)
 			u, err := url.Parse(up.URL + "/")
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/h1head"
 	"github.com/wakegate/wakegate/proxy"
 )
 
@@ -148,6 +149,20 @@ func (r *Recorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// WriteHeaderBlock records the status as WriteHeader does when the
+// wrapped writer takes the head's fields as wire bytes (h1serve's).
+func (r *Recorder) WriteHeaderBlock(code int, b *h1head.Block) bool {
+	bw, ok := r.ResponseWriter.(proxy.BlockWriter)
+	if !ok || !bw.WriteHeaderBlock(code, b) {
+		return false
+	}
+	if r.status == 0 {
+		r.status = code
+		r.headerAt = time.Now()
+	}
+	return true
+}
+
 // Write counts the bytes of the body; a first write answers 200.
 func (r *Recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
@@ -163,6 +178,7 @@ func (r *Recorder) Write(b []byte) (int, error) {
 func (r *Recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 var (
-	_ Exchange       = (*Recorder)(nil)
-	_ proxy.Detacher = (*Recorder)(nil)
+	_ Exchange          = (*Recorder)(nil)
+	_ proxy.Detacher    = (*Recorder)(nil)
+	_ proxy.BlockWriter = (*Recorder)(nil)
 )

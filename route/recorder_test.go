@@ -3,17 +3,21 @@ package route_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/edge"
+	"github.com/wakegate/wakegate/h1serve"
+	"github.com/wakegate/wakegate/internal/h1head"
 	"github.com/wakegate/wakegate/route"
 )
 
@@ -142,4 +146,66 @@ func TestRecorderDetach(t *testing.T) {
 		t.Fatalf("a request after the detached one ended: %q", body)
 	}
 	(<-ends)()
+}
+
+// TestRecorderPassesHeadBlocks serves a relayed head through a Recorder
+// on h1serve's loop: the block reaches the loop's writer, and the
+// recorder notes its status as WriteHeader would. Over net/http's writer
+// the block is refused and nothing is recorded.
+func TestRecorderPassesHeadBlocks(t *testing.T) {
+	type answer struct {
+		taken  bool
+		status int
+	}
+	answers := make(chan answer, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rw := route.NewRecorder(w, nil)
+		defer rw.End()
+		b := h1head.Block{Length: 2}
+		b.Fields = append(b.Fields, "Content-Length: 2\r\nX-Relayed: yes\r\n"...)
+		taken := rw.WriteHeaderBlock(http.StatusAccepted, &b)
+		if !taken {
+			w.Header().Set("X-Relayed", "map")
+			rw.WriteHeader(http.StatusAccepted)
+		}
+		_, _ = io.WriteString(rw, "ok")
+		status, _, _ := rw.Answer()
+		answers <- answer{taken, status}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := &h1serve.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	std := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	hand := loop.Handoff(ln.Addr())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = std.Serve(hand) })
+	wg.Go(func() { _ = loop.Serve(ln) })
+	t.Cleanup(func() {
+		_ = loop.Close()
+		_ = std.Close()
+		wg.Wait()
+	})
+	plain := httptest.NewServer(h)
+	t.Cleanup(plain.Close)
+	for _, c := range []struct {
+		url      string
+		taken    bool
+		relayed  string
+		protocol string
+	}{{"http://" + ln.Addr().String(), true, "yes", "loop"}, {plain.URL, false, "map", "net/http"}} {
+		res, err := http.Get(c.url + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		a := <-answers
+		if res.StatusCode != http.StatusAccepted || string(body) != "ok" || res.Header.Get("X-Relayed") != c.relayed ||
+			a.taken != c.taken || a.status != http.StatusAccepted {
+			t.Errorf("%s: %d %q X-Relayed=%q, block taken %v, recorded status %d", c.protocol, res.StatusCode, body,
+				res.Header.Get("X-Relayed"), a.taken, a.status)
+		}
+	}
 }
