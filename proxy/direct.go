@@ -137,7 +137,7 @@ func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route
 	if !plainText(d.realIP) {
 		d.realIP = newlineToSpace.Replace(d.realIP) // as Header.Write cleans a value
 	}
-	if bw, ok := w.(BlockWriter); ok && route.RelayToken == "" && !p.noBlock {
+	if bw := blockWriter(w); bw != nil && !p.noBlock {
 		d.bw = bw
 		d.blk, _ = p.blocks.Get().(*headBlock)
 		if d.blk == nil {
@@ -152,6 +152,18 @@ func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route
 		return
 	}
 	d.answer(res)
+}
+
+// blockWriter returns w as a BlockWriter when the writer that sends the
+// head takes blocks (behind the relay token's mask too), else nil.
+func blockWriter(w http.ResponseWriter) BlockWriter {
+	if m, ok := w.(*infoMaskWriter); ok {
+		if _, ok := m.ResponseWriter.(BlockWriter); !ok {
+			return nil
+		}
+	}
+	bw, _ := w.(BlockWriter)
+	return bw
 }
 
 // putBlock gives the head block back to the pool.
@@ -417,6 +429,10 @@ func (d *directReq) answer(res *http.Response) {
 	sse := false
 	if res.Header == nil { // the fields are in d.blk (headBlock)
 		sse = d.blk.eventStream
+		if tok := d.route.RelayToken; tok != "" { // as adjustResponse does
+			maskBlock(&d.blk.Block, tok)
+			res.Body = &trailerMask{ReadCloser: newMaskReader(res.Body, tok), res: res, secret: tok}
+		}
 		d.writeBlock(res.StatusCode)
 	} else {
 		removeHopByHop(res.Header)
@@ -456,8 +472,8 @@ func (d *directReq) answer(res *http.Response) {
 	}
 }
 
-// writeBlock writes the head whose fields are in d.blk, with the wake's
-// wait added as adjustResponse would; a writer that does not take the
+// writeBlock writes the head whose fields are in d.blk (masked already),
+// with the wake's wait added as adjustResponse would; a writer that does not take the
 // block gets the fields in its header map.
 func (d *directReq) writeBlock(code int) {
 	b := d.blk

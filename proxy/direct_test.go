@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,6 +102,12 @@ func diffUpstream(t *testing.T) *upstream {
 			h.Add("Set-Cookie", "b=2")
 			h.Set("Content-Length", "4")
 			_, _ = io.WriteString(w, "hops")
+		case "echo": // the relay token, echoed with a known length
+			body := "t=" + tok + ";" + tok
+			h.Set("X-Echo", "token="+tok+", again "+tok)
+			h.Set("X-"+tok, "named")
+			h.Set("Content-Length", strconv.Itoa(len(body)))
+			_, _ = io.WriteString(w, body)
 		case "event": // an event stream of known length
 			h.Set("Content-Type", "text/event-stream")
 			h.Set("Content-Length", "9")
@@ -313,6 +320,7 @@ func diffCases() []diffCase {
 		{name: "upstream closes", method: "GET", target: "/apps/x/close"},
 		{name: "hop and stripped fields, known length", method: "GET", target: "/apps/x/hops"},
 		{name: "event stream, known length", method: "GET", target: "/apps/x/event"},
+		{name: "token echoed, known length", method: "GET", target: "/apps/x/echo"},
 		{name: "html error page", method: "GET", target: "/down/x", failing: true,
 			header: map[string][]string{"Accept": {"text/html"}, "X-Request-Id": {"r-9"}}},
 		{name: "json error", method: "POST", target: "/down/x", body: stringBody("abc"), length: 3, failing: true},
@@ -345,8 +353,10 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 		o    Options
 		// loop: both fronts on h1serve, and no relay token, so that the
 		// direct path sends its heads as blocks.
-		loop bool
-	}{{"untrusted peer", testOptions(), false}, {"trusted peer", trusted, false}, {"loop front", testOptions(), true}} {
+		loop     bool
+		noTokens bool // every route without a relay token
+	}{{"untrusted peer", testOptions(), false, false}, {"trusted peer", trusted, false, false},
+		{"loop front", testOptions(), true, true}, {"loop front, relay token", testOptions(), true, false}} {
 		newPair := newDiffPair
 		if opts.loop {
 			newPair = newLoopDiffPair
@@ -359,7 +369,7 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 		for _, c := range diffCases() {
 			t.Run(opts.name+"/"+c.name, func(t *testing.T) {
 				routeTo.Store(nil)
-				noToken.Store(c.noToken || opts.loop)
+				noToken.Store(c.noToken || opts.noTokens)
 				if c.failing {
 					routeTo.Store(dead)
 				}
@@ -400,8 +410,8 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 		// The plain heads with a body to requests the loop serves (get,
 		// hostile fields, escaped path, empty query, post length, post
 		// empty, delete, early hints' final head, cut, sized, close, hops,
-		// event; the chunked requests go to net/http).
-		if want := map[bool]int64{false: 0, true: 13}[opts.loop]; pair.pd.blocked.Load() != want || pair.prp.blocked.Load() != 0 {
+		// event, echo; the chunked requests go to net/http).
+		if want := map[bool]int64{false: 0, true: 14}[opts.loop]; pair.pd.blocked.Load() != want || pair.prp.blocked.Load() != 0 {
 			t.Errorf("%s: heads sent as blocks: direct %d, ReverseProxy %d; want %d and 0", opts.name,
 				pair.pd.blocked.Load(), pair.prp.blocked.Load(), want)
 		}

@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"io"
 	"net/http"
+
+	"github.com/wakegate/wakegate/internal/h1head"
 )
 
 // The relay token is masked in a response's headers and body in
@@ -32,8 +35,44 @@ func (w *infoMaskWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// WriteHeaderBlock passes a head block, masked by the direct path
+// already (maskBlock), to a writer that takes blocks.
+func (w *infoMaskWriter) WriteHeaderBlock(code int, b *h1head.Block) bool {
+	bw, ok := w.ResponseWriter.(BlockWriter)
+	return ok && bw.WriteHeaderBlock(code, b)
+}
+
 // Unwrap lets http.ResponseController reach Flush and Hijack.
 func (w *infoMaskWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// maskBlock masks secret in the values of a head block's lines, as
+// maskHeaders does in a map's.
+func maskBlock(b *h1head.Block, secret string) {
+	if secret == "" {
+		return
+	}
+	f := b.Fields
+	sec := []byte(secret)
+	for len(f) > 0 {
+		end := bytes.Index(f, crlf)
+		if end < 0 {
+			end = len(f)
+		}
+		line := f[:end]
+		if colon := bytes.IndexByte(line, ':'); colon >= 0 {
+			v := line[colon+1:]
+			for i := bytes.Index(v, sec); i >= 0; i = bytes.Index(v, sec) {
+				for j := range sec {
+					v[i+j] = '*'
+				}
+				v = v[i+len(sec):]
+			}
+		}
+		f = f[min(end+2, len(f)):]
+	}
+}
+
+var crlf = []byte("\r\n")
 
 // trailerMask masks secret in res's trailers when its body ends, before
 // ReverseProxy copies them to the caller.
