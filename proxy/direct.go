@@ -137,7 +137,7 @@ func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route
 	if !plainText(d.realIP) {
 		d.realIP = newlineToSpace.Replace(d.realIP) // as Header.Write cleans a value
 	}
-	if bw := blockWriter(w); bw != nil && !p.noBlock {
+	if bw := blockWriter(w); bw != nil && !p.noBlock && r.Method != http.MethodHead { // HEAD: never plain (readPlainResponse)
 		d.bw = bw
 		d.blk, _ = p.blocks.Get().(*headBlock)
 		if d.blk == nil {
