@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/h1serve"
+	"github.com/wakegate/wakegate/internal/h1test"
 )
 
 // The direct path must send and answer exactly what ReverseProxy does.
@@ -191,30 +190,14 @@ func loopFrontFor(t *testing.T, o Options, route func() *Route, host string) (st
 	t.Helper()
 	p := New(o)
 	t.Cleanup(p.Close)
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := h1test.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Host != host {
 			http.Error(w, "not this test's request", http.StatusMisdirectedRequest)
 			return
 		}
 		p.Serve(w, r, route())
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	quiet := log.New(io.Discard, "", 0)
-	loop := &h1serve.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet}
-	std := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet}
-	hand := loop.Handoff(ln.Addr())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = std.Serve(hand) })
-	wg.Go(func() { _ = loop.Serve(ln) })
-	t.Cleanup(func() {
-		_ = loop.Close()
-		_ = std.Close()
-		wg.Wait()
-	})
-	return "http://" + ln.Addr().String(), p
+	}))
+	return "http://" + addr, p
 }
 
 // diffHost is the Host of every request of the differential test; its

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/h1serve"
+	"github.com/wakegate/wakegate/internal/h1test"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -199,7 +199,7 @@ func TestSlowReaderCutWithinSeconds(t *testing.T) {
 				p := New(o)
 				t.Cleanup(p.Close)
 				served := make(chan struct{})
-				s := newH1Server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s := h1test.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					defer close(served)
 					p.Serve(w, r, &Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
 				}))
@@ -250,20 +250,6 @@ func TestSlowReaderCutWithinSeconds(t *testing.T) {
 			})
 		}
 	}
-}
-
-// newH1Server serves h with the wakegate loop (h1serve) on a loopback
-// port until the test ends and returns its address.
-func newH1Server(t testing.TB, h http.Handler) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &h1serve.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
 }
 
 // smallReadBuffer gives a client socket a small receive buffer (before it

@@ -88,20 +88,37 @@ func readPlainResponse(br *bufio.Reader, req *http.Request, blk *headBlock) (res
 	return res, true, nil
 }
 
+// plainFraming follows the fields of a plain response head that frame its
+// body: exactly one Content-Length and no Transfer-Encoding.
+type plainFraming struct {
+	length int64 // -1 until a Content-Length is read
+	cls    int
+}
+
+// field notes the field key (canonical) with value v. framing false: key
+// does not frame the body. ok false: the head is not plain.
+func (f *plainFraming) field(key, v string) (framing, ok bool) {
+	switch key {
+	case "Content-Length":
+		f.cls++
+		f.length, ok = h1head.Length(v)
+		return true, ok && f.cls == 1
+	case "Transfer-Encoding":
+		return true, false
+	}
+	return false, true
+}
+
 // readFields reads the field lines of a plain head into a header map, as
 // http.ReadResponse would: the length is -1 when the fields are not
 // plain, or frame the body otherwise than by one Content-Length.
 func readFields(rest string) (hdr http.Header, length int64, closes bool) {
-	length, cls := int64(-1), 0
+	f := plainFraming{length: -1}
 	hdr, ok := h1head.Fields(rest, func(key, v string) (keep, ok bool) {
-		switch key {
-		case "Content-Length":
-			cls++
-			length, ok = h1head.Length(v)
-			return true, ok && cls == 1
-		case "Transfer-Encoding":
-			return false, false
-		case "Connection":
+		if framing, ok := f.field(key, v); framing {
+			return true, ok
+		}
+		if key == "Connection" {
 			closes = closes || h1head.HasClose(v)
 		}
 		return true, true
@@ -112,7 +129,7 @@ func readFields(rest string) (hdr http.Header, length int64, closes bool) {
 	if closes {
 		hdr.Del("Connection") // as http.ReadResponse does
 	}
-	return hdr, length, closes
+	return hdr, f.length, closes
 }
 
 // headBlock is where the direct path has a plain response's fields go
@@ -139,15 +156,12 @@ func (b *headBlock) read(rest string) (length int64, closes bool) {
 	}
 	b.Reset()
 	b.eventStream, b.typeSeen = false, false
-	length, cls := int64(-1), 0
+	f := plainFraming{length: -1}
 	ok := b.Append(rest, func(key []byte, v string) (keep, ok bool) {
+		if framing, ok := f.field(string(key), v); framing {
+			return true, ok
+		}
 		switch string(key) {
-		case "Content-Length":
-			cls++
-			length, ok = h1head.Length(v)
-			return true, ok && cls == 1
-		case "Transfer-Encoding":
-			return false, false
 		case "Connection":
 			// Only the tokens that name no other field: a Connection
 			// that lists a field to remove goes the map's way.
@@ -177,8 +191,8 @@ func (b *headBlock) read(rest string) (length int64, closes bool) {
 	if !ok {
 		return -1, false
 	}
-	b.Length = length
-	return length, closes
+	b.Length = f.length
+	return f.length, closes
 }
 
 // plainResponse holds a response and its body in one allocation.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/h1test"
 )
 
 // BenchmarkWarmGet measures a keep-alive GET through the proxy to a warm
@@ -59,7 +61,7 @@ func BenchmarkWarmGet(b *testing.B) {
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				p.Serve(w, r, &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u, RelayToken: c.token})
 			})
-			front := "http://" + newH1Server(b, h)
+			front := "http://" + h1test.Serve(b, h)
 			if !c.loop {
 				s := httptest.NewServer(h)
 				b.Cleanup(s.Close)

@@ -3,21 +3,19 @@ package route_test
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/edge"
-	"github.com/wakegate/wakegate/h1serve"
 	"github.com/wakegate/wakegate/internal/h1head"
+	"github.com/wakegate/wakegate/internal/h1test"
 	"github.com/wakegate/wakegate/route"
 )
 
@@ -172,21 +170,7 @@ func TestRecorderPassesHeadBlocks(t *testing.T) {
 		status, _, _ := rw.Answer()
 		answers <- answer{taken, status}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	loop := &h1serve.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	std := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	hand := loop.Handoff(ln.Addr())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = std.Serve(hand) })
-	wg.Go(func() { _ = loop.Serve(ln) })
-	t.Cleanup(func() {
-		_ = loop.Close()
-		_ = std.Close()
-		wg.Wait()
-	})
+	loop := h1test.Serve(t, h)
 	plain := httptest.NewServer(h)
 	t.Cleanup(plain.Close)
 	for _, c := range []struct {
@@ -194,7 +178,7 @@ func TestRecorderPassesHeadBlocks(t *testing.T) {
 		taken    bool
 		relayed  string
 		protocol string
-	}{{"http://" + ln.Addr().String(), true, "yes", "loop"}, {plain.URL, false, "map", "net/http"}} {
+	}{{"http://" + loop, true, "yes", "loop"}, {plain.URL, false, "map", "net/http"}} {
 		res, err := http.Get(c.url + "/")
 		if err != nil {
 			t.Fatal(err)
