@@ -682,3 +682,50 @@ func TestAdversarialSoak(t *testing.T) {
 		})
 	}
 }
+
+// TestCutBodyAbortsAsUnderNetHTTP: an upstream that announces more body
+// than it sends is seen the same way behind the loop and behind net/http,
+// on the direct path and on ReverseProxy's (a query with ';'): the client
+// never takes the cut body for a whole one.
+func TestCutBodyAbortsAsUnderNetHTTP(t *testing.T) {
+	type seen struct {
+		head   bool // a head reached the client
+		status int
+		whole  bool // the body came whole
+	}
+	get := func(t *testing.T, w soakWire, target string) seen {
+		c, err := w.dial()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: soak.test\r\n\r\n", target); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return seen{}
+		}
+		defer res.Body.Close()
+		_, err = io.ReadAll(res.Body)
+		return seen{head: true, status: res.StatusCode, whole: err == nil}
+	}
+	targets := []string{"/apps/h/cut", "/apps/h/cut?a;b"}
+	got := map[string][]seen{}
+	for _, http1 := range []string{"wakegate", "net/http"} {
+		gw := hostileGateway(t, newHostileUpstream(t), http1, false)
+		for _, target := range targets {
+			s := get(t, gw, target)
+			if s.whole {
+				t.Errorf("%s, %s: a cut body came whole (%d)", http1, target, s.status)
+			}
+			got[target] = append(got[target], s)
+		}
+	}
+	for _, target := range targets {
+		if g := got[target]; g[0] != g[1] {
+			t.Errorf("%s: behind the loop %+v, behind net/http %+v", target, g[0], g[1])
+		}
+	}
+}

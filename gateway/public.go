@@ -35,8 +35,11 @@ func (g *Gateway) newPublicServers(srv *http.Server) publicServers {
 			ReadHeaderTimeout: srv.ReadHeaderTimeout,
 			IdleTimeout:       srv.IdleTimeout,
 			MaxHeaderBytes:    srv.MaxHeaderBytes,
-			BaseContext:       g.hardStop,
-			ErrorLog:          srv.ErrorLog,
+			// A request the loop serves names net/http's server as its
+			// own (http.ServerContextKey), so that handlers which ask act
+			// as under it: ReverseProxy aborts a body the upstream cut.
+			BaseContext: context.WithValue(g.hardStop, http.ServerContextKey, srv),
+			ErrorLog:    srv.ErrorLog,
 		}
 	}
 	return ps

@@ -4,6 +4,7 @@
 package h1test
 
 import (
+	"context"
 	"io"
 	"log"
 	"net"
@@ -26,8 +27,12 @@ func Serve(t testing.TB, h http.Handler) string {
 		t.Fatal(err)
 	}
 	quiet := log.New(io.Discard, "", 0)
-	loop := &h1serve.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet}
 	std := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet}
+	// As the gateway does: a request the loop serves names net/http's
+	// server as its own, so handlers that ask (ReverseProxy) act as
+	// under it.
+	base := context.WithValue(context.Background(), http.ServerContextKey, std)
+	loop := &h1serve.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: quiet, BaseContext: base}
 	hand := loop.Handoff(ln.Addr())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = std.Serve(hand) })
