@@ -155,15 +155,26 @@ func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route
 }
 
 // blockWriter returns w as a BlockWriter when the writer that sends the
-// head takes blocks (behind the relay token's mask too), else nil.
+// head takes blocks, else nil: every wrapper on the way (the route's
+// recorder, the relay token's mask) passes blocks on, so each one it
+// wraps must take them too (not net/http's writer, nor the rate writer).
 func blockWriter(w http.ResponseWriter) BlockWriter {
-	if m, ok := w.(*infoMaskWriter); ok {
-		if _, ok := m.ResponseWriter.(BlockWriter); !ok {
+	bw, ok := w.(BlockWriter)
+	if !ok {
+		return nil
+	}
+	for x := w; ; {
+		u, wraps := x.(interface{ Unwrap() http.ResponseWriter })
+		if !wraps {
+			return bw
+		}
+		if x = u.Unwrap(); x == nil {
+			return nil
+		}
+		if _, ok := x.(BlockWriter); !ok {
 			return nil
 		}
 	}
-	bw, _ := w.(BlockWriter)
-	return bw
 }
 
 // putBlock gives the head block back to the pool.

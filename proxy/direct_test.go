@@ -473,3 +473,41 @@ func TestDirectReusesConnections(t *testing.T) {
 		t.Fatalf("5 requests took %d upstream connections, want 1", n)
 	}
 }
+
+// TestBlockWriterFindsTheLoop: the direct path sends blocks only where the
+// writer that sends the head takes them, through the wrappers that pass
+// them on, and never to net/http's writer or through the rate writer.
+func TestBlockWriterFindsTheLoop(t *testing.T) {
+	type verdicts struct{ bare, masked, twiceMasked, rated, maskedRated bool }
+	got := make(chan verdicts, 1)
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		rated := newRateWriter(w, 240, time.Second)
+		got <- verdicts{
+			bare:   blockWriter(w) != nil,
+			masked: blockWriter(&infoMaskWriter{ResponseWriter: w, secret: "s"}) != nil,
+			// a wrapper that passes blocks on, around one that does too
+			twiceMasked: blockWriter(&infoMaskWriter{ResponseWriter: &infoMaskWriter{ResponseWriter: w}}) != nil,
+			rated:       blockWriter(rated) != nil,
+			maskedRated: blockWriter(&infoMaskWriter{ResponseWriter: rated, secret: "s"}) != nil,
+		}
+	})
+	std := httptest.NewServer(h)
+	t.Cleanup(std.Close)
+	for _, c := range []struct {
+		name string
+		url  string
+		want verdicts
+	}{
+		{"loop", "http://" + h1test.Serve(t, h), verdicts{bare: true, masked: true, twiceMasked: true}},
+		{"net/http", std.URL, verdicts{}},
+	} {
+		res, err := http.Get(c.url + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if v := <-got; v != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, v, c.want)
+		}
+	}
+}
