@@ -25,6 +25,14 @@ type ClientIP struct {
 // Of returns r's client address as a string (the RemoteAddr as is when it
 // is not host:port).
 func (c ClientIP) Of(r *http.Request) string {
+	if c.Trusted == nil {
+		// The client is the peer. A host without a colon is no IPv6
+		// address: either an IPv4 one, whose text is its address's
+		// (peerText), or no address at all, named as is below too.
+		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil && strings.IndexByte(host, ':') < 0 {
+			return host
+		}
+	}
 	if a := c.Addr(r); a.IsValid() {
 		if host, ok := peerText(r.RemoteAddr, a); ok {
 			return host // no new string for a client that is its own peer

@@ -1,6 +1,7 @@
 package access
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -57,4 +58,27 @@ func TestClientIPOfAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = ip.Of(r) }); n != 0 {
 		t.Errorf("Of allocates %v times per call; want none", n)
 	}
+}
+
+// FuzzOfWithoutTrust checks Of against its definition when no proxy is
+// trusted: the text of the peer's address, else the peer's host, else
+// RemoteAddr as is.
+func FuzzOfWithoutTrust(f *testing.F) {
+	for _, s := range []string{"192.0.2.7:40000", "[2001:db8::1]:443", "[::ffff:192.0.2.7]:80",
+		"[fe80::1%eth0]:80", "pipe", "example.test:80", "[1.2.3.4]:80", "1.2.3.4%x:80", "01.2.3.4:80",
+		"1.2.3.4:99999", "1.2.3.4:", ":80", "[::1]:x", "1.2.3.4:80:90"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, remote string) {
+		r := &http.Request{RemoteAddr: remote, Header: http.Header{}}
+		want := remote
+		if ap, err := netip.ParseAddrPort(remote); err == nil {
+			want = ap.Addr().Unmap().String()
+		} else if host, _, err := net.SplitHostPort(remote); err == nil {
+			want = host
+		}
+		if got := (ClientIP{}).Of(r); got != want {
+			t.Fatalf("Of(%q) = %q, want %q", remote, got, want)
+		}
+	})
 }
