@@ -48,6 +48,13 @@ type conn struct {
 	sock   *sockio.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
+	// reqBase is the parent of every request's context: ctx's values
+	// without its cancellation, so that making a request's context does
+	// not register it with ctx (a map insert and delete per request).
+	// ctx ending reaches the request through the slot's watch on ctx
+	// instead (hook.go connDone). It is ctx itself when ctx has a
+	// deadline, which a request inherits.
+	reqBase context.Context
 
 	cr   connReader
 	br   *bufio.Reader
@@ -59,7 +66,9 @@ type conn struct {
 
 	// the write floor of the current response (floor.go) and the TCP
 	// connection it writes to
-	fl     floor
+	fl floor
+	// wdl is the write deadline on the socket (setWriteDeadline)
+	wdl    time.Time
 	tcp    *net.TCPConn
 	tcpRaw syscall.RawConn
 
@@ -91,6 +100,10 @@ func (s *Server) newConn(rwc net.Conn) *conn {
 	}
 	c := &conn{s: s, rwc: rwc, remote: rwc.RemoteAddr().String()}
 	c.ctx, c.cancel = context.WithCancel(ctxhook.With(ctx, c))
+	c.reqBase = c.ctx
+	if _, ok := c.ctx.Deadline(); !ok {
+		c.reqBase = context.WithoutCancel(c.ctx)
+	}
 	c.cr.c = c
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -274,8 +287,8 @@ func (c *conn) serveOne(ph parsedHead) (reuse bool) {
 		bd = rb
 		_ = c.rwc.SetReadDeadline(time.Time{})
 	}
-	ctx, cancel := context.WithCancelCause(c.ctx)
-	c.hook.begin(ctx)
+	ctx, cancel := context.WithCancelCause(c.reqBase)
+	c.begin(ctx, cancel)
 	defer c.hook.end(cancel)
 	r0 := http.Request{
 		Method:        ph.method,

@@ -15,10 +15,13 @@ import (
 type hookSlot struct {
 	mu  sync.Mutex
 	req context.Context // the current request's context; nil between requests
-	gen uint64          // counts arms, so a stale stop cannot disarm a later one
-	f   func()          // the armed watch; nil: none
+	// cancel ends req; connDone calls it when the connection's context
+	// ends, as the context package would for a child.
+	cancel context.CancelCauseFunc
+	gen    uint64 // counts arms, so a stale stop cannot disarm a later one
+	f      func() // the armed watch; nil: none
 	// connStop ends the watch on the connection's context, registered at
-	// the first arm; nil until then.
+	// the first request; nil until then.
 	connStop func() bool
 }
 
@@ -33,20 +36,29 @@ func (c *conn) AfterFunc(ctx context.Context, f func()) (stop func() bool, ok bo
 	if ctx == nil || ctx != h.req || h.f != nil || ctx.Err() != nil {
 		return nil, false
 	}
-	if h.connStop == nil {
-		h.connStop = context.AfterFunc(c.ctx, c.connDone)
-	}
 	h.gen++
 	gen := h.gen
 	h.f = f
 	return func() bool { return c.hook.stop(gen) }, true
 }
 
-// begin makes ctx the request context the slot serves.
-func (h *hookSlot) begin(ctx context.Context) {
+// begin makes ctx, which cancel ends, the request context the slot
+// serves, and ends it at once when the connection's context has ended:
+// ctx is not the connection context's child (conn.reqBase), and its
+// ending reaches ctx only through here and connDone.
+func (c *conn) begin(ctx context.Context, cancel context.CancelCauseFunc) {
+	h := &c.hook
 	h.mu.Lock()
-	h.req = ctx
+	h.req, h.cancel = ctx, cancel
+	if h.connStop == nil {
+		h.connStop = context.AfterFunc(c.ctx, c.connDone)
+	}
 	h.mu.Unlock()
+	// After the slot holds cancel: connDone, which runs once c.ctx has
+	// ended, either finds it or ran before, and then c.ctx.Err is set.
+	if c.reqBase != c.ctx && c.ctx.Err() != nil {
+		cancel(context.Cause(c.ctx))
+	}
 }
 
 // end cancels the request's context and fires a watch still armed, as
@@ -79,7 +91,7 @@ func (h *hookSlot) take(endReq bool) bool {
 	f := h.f
 	h.f = nil
 	if endReq {
-		h.req = nil
+		h.req, h.cancel = nil, nil
 	}
 	h.mu.Unlock()
 	if f != nil {
@@ -88,15 +100,21 @@ func (h *hookSlot) take(endReq bool) bool {
 	return f != nil
 }
 
-// connDone fires the slot when the connection's context ends (the
-// server's base context was cancelled, or the connection closed), once
-// the request's context, its child, is done too.
+// connDone ends the current request's context when the connection's
+// context ends (the server's base context was cancelled, or the
+// connection closed), with the same cause, and then fires the slot. A
+// request whose context is the connection context's child (one with a
+// deadline, conn.reqBase) ends by itself: connDone waits for it.
 func (c *conn) connDone() {
 	c.hook.mu.Lock()
-	req := c.hook.req
+	req, cancel := c.hook.req, c.hook.cancel
 	c.hook.mu.Unlock()
-	if req != nil {
+	switch {
+	case req == nil:
+	case c.reqBase == c.ctx:
 		<-req.Done()
+	default:
+		cancel(context.Cause(c.ctx))
 	}
 	c.hook.fire()
 }

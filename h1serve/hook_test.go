@@ -1,7 +1,10 @@
 package h1serve
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -120,9 +123,9 @@ func armRequest(r *http.Request, f func()) { ctxhook.AfterFunc(r.Context(), f) }
 // TestHookStop: a stopped watch never runs, and a stop of an earlier
 // watch leaves a later one armed; a context already done is refused.
 func TestHookStop(t *testing.T) {
-	c := &conn{ctx: context.Background()}
+	c := &conn{ctx: context.Background(), reqBase: context.Background()}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	c.hook.begin(ctx)
+	c.begin(ctx, cancel)
 	first, ok := c.AfterFunc(ctx, func() { t.Error("a stopped watch ran") })
 	if !ok {
 		t.Fatal("the slot refused the request's own context")
@@ -156,4 +159,116 @@ func TestHookStop(t *testing.T) {
 		t.Fatal("the slot took a context after its request ended")
 	}
 	c.endHook()
+}
+
+// TestRequestContextFollowsBase: a request's context ends when the
+// server's base context does, with its cause, whether the base ends
+// while the request runs or before it starts, and carries the base's
+// deadline, on the loop as on net/http (a request's context is not the
+// connection context's child on the loop: conn.reqBase).
+func TestRequestContextFollowsBase(t *testing.T) {
+	errBase := errors.New("base ended")
+	deadline := time.Now().Add(time.Hour).Truncate(time.Second)
+	cases := []struct {
+		name string
+		// when is when the base ends: "running" (while the second
+		// request waits), "before" (between the two requests), "never".
+		when     string
+		deadline bool
+		want     string // the second request's account
+	}{
+		{"base ends while the request runs", "running", false, "entry=<nil> end=context canceled cause=base ended deadline=false"},
+		{"base ended before the request", "before", false, "entry=context canceled end=- cause=base ended deadline=false"},
+		{"base with a deadline", "never", true, "entry=<nil> end=- cause=<nil> deadline=true"},
+		{"base with a deadline ends while the request runs", "running", true, "entry=<nil> end=context canceled cause=base ended deadline=true"},
+	}
+	for _, tc := range cases {
+		for _, loop := range []bool{true, false} {
+			name := tc.name + "/net-http"
+			if loop {
+				name = tc.name + "/loop"
+			}
+			t.Run(name, func(t *testing.T) {
+				base, cancelBase := context.WithCancelCause(context.Background())
+				defer cancelBase(nil)
+				if tc.deadline {
+					var cancel context.CancelFunc
+					base, cancel = context.WithDeadline(base, deadline)
+					defer cancel()
+				}
+				started := make(chan struct{}, 1)
+				h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					ctx := r.Context()
+					entry := ctx.Err()
+					end := "-"
+					if r.URL.Path == "/wait" {
+						started <- struct{}{}
+						select {
+						case <-ctx.Done():
+							end = ctx.Err().Error()
+						case <-time.After(10 * time.Second):
+							end = "never"
+						}
+					}
+					d, ok := ctx.Deadline()
+					_, _ = fmt.Fprintf(w, "entry=%v end=%s cause=%v deadline=%v", entry, end,
+						context.Cause(ctx), ok && d.Equal(deadline))
+				})
+				addr := startBased(t, loop, base, h)
+				c := dialRaw(t, addr)
+				br := bufio.NewReader(c)
+				ask := func(path string) string {
+					t.Helper()
+					if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
+						t.Fatal(err)
+					}
+					if path == "/wait" && tc.when == "running" {
+						<-started
+						cancelBase(errBase)
+					}
+					res, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, _ := io.ReadAll(res.Body)
+					_ = res.Body.Close()
+					return string(b)
+				}
+				first := ask("/")
+				if want := "entry=<nil> end=- cause=<nil> deadline=" + fmt.Sprint(tc.deadline); first != want {
+					t.Fatalf("first request: %q, want %q", first, want)
+				}
+				second := "/"
+				switch tc.when {
+				case "before":
+					cancelBase(errBase)
+				case "running":
+					second = "/wait"
+				}
+				if got := ask(second); got != tc.want {
+					t.Fatalf("second request: %q, want %q", got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// startBased serves h under base as the server's base context, on the
+// loop alone or on net/http alone.
+func startBased(t *testing.T, loop bool, base context.Context, h http.Handler) string {
+	t.Helper()
+	if loop {
+		_, addr := startHooked(t, base, h)
+		return addr
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &http.Server{Handler: h, BaseContext: func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: 5 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(ln) }()
+	t.Cleanup(func() { _ = s.Close(); <-done })
+	return ln.Addr().String()
 }
