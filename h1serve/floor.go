@@ -50,15 +50,18 @@ const floorProbe = 10 * time.Millisecond
 const floorTick = time.Second
 
 type floor struct {
-	on     bool
-	rate   float64       // bytes per second
-	ahead  time.Duration // the cap on earnings: grace and slack
-	grace  time.Duration
-	tick   time.Duration
-	due    time.Time // the client is in good standing until then
-	armed  time.Time // the write deadline set
-	probed bool      // the last retry was a probe past due
-	late   bool      // the last write ended past due, in a probe
+	on    bool
+	rate  float64       // bytes per second
+	ahead time.Duration // the cap on earnings: grace and slack
+	grace time.Duration
+	tick  time.Duration
+	due   time.Time // the client is in good standing until then
+	// armed: the floor's deadline is on the socket. It goes on when a
+	// write first has to wait (floorWait), not when the floor starts: a
+	// response the kernel takes at once never needs one.
+	armed  bool
+	probed bool // the last retry was a probe past due
+	late   bool // the last write ended past due, in a probe
 }
 
 // plainTCP is the *net.TCPConn under c's PlainConn wrappers (whose reads
@@ -111,12 +114,7 @@ func (c *conn) startFloor(rate int64, grace time.Duration) bool {
 	slack := min(time.Duration(float64(floorSlackBytes)/float64(rate)*float64(time.Second)), floorSlackMax)
 	c.fl = floor{on: true, rate: float64(rate), grace: grace, ahead: grace + slack,
 		tick: max(min(floorTick, grace/2), 100*time.Millisecond)}
-	now := time.Now()
-	c.fl.due = now.Add(c.fl.ahead)
-	if !c.arm(c.fl.next(now)) {
-		c.fl.on = false
-		return false
-	}
+	c.fl.due = time.Now().Add(c.fl.ahead)
 	return true
 }
 
@@ -124,19 +122,36 @@ func (c *conn) startFloor(rate int64, grace time.Duration) bool {
 func (c *conn) endFloor() {
 	if c.fl.on {
 		c.fl.on = false
-		_ = c.tcp.SetWriteDeadline(time.Time{})
+		_ = c.setWriteDeadline(time.Time{})
 	}
 }
 
-func (c *conn) arm(t time.Time) bool {
-	if t.Equal(c.fl.armed) {
+// floorWait puts the floor's deadline on before a write waits, unless it
+// is on already.
+func (c *conn) floorWait() bool {
+	if c.fl.armed {
 		return true
 	}
-	if err := c.tcp.SetWriteDeadline(t); err != nil {
-		return false
+	c.fl.armed = c.arm(c.fl.next(time.Now()))
+	return c.fl.armed
+}
+
+func (c *conn) arm(t time.Time) bool {
+	return c.setWriteDeadline(t) == nil
+}
+
+// setWriteDeadline sets the socket's write deadline, unless it is t
+// already: every write deadline of the connection is set here, so wdl
+// is what the socket has.
+func (c *conn) setWriteDeadline(t time.Time) error {
+	if t.Equal(c.wdl) {
+		return nil
 	}
-	c.fl.armed = t
-	return true
+	if err := c.rwc.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	c.wdl = t
+	return nil
 }
 
 // floorEnter starts a write under the floor. A writer that had nothing to
@@ -149,7 +164,9 @@ func (c *conn) floorEnter() {
 	}
 	if least := time.Now().Add(c.fl.grace); c.fl.due.Before(least) {
 		c.fl.due, c.fl.probed = least, false
-		c.arm(c.fl.next(time.Now()))
+		if c.fl.armed {
+			c.arm(c.fl.next(time.Now()))
+		}
 	}
 }
 
@@ -218,6 +235,23 @@ func (w floorWriter) Write(p []byte) (int, error) {
 	}
 	c.floorEnter()
 	written := 0
+	if c.sock != nil && !c.fl.armed {
+		// Most writes go at once: the deadline goes on only for one
+		// that has to wait.
+		n, err := c.sock.TryWrite(p)
+		written = n
+		if err == nil && n == len(p) {
+			c.floorDone(int64(n))
+			return n, nil
+		}
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return written, err
+		}
+		c.fl.took(int64(n), time.Now())
+	}
+	if !c.floorWait() {
+		return written, errFloorDeadline
+	}
 	for {
 		var n int
 		var err error
@@ -236,3 +270,7 @@ func (w floorWriter) Write(p []byte) (int, error) {
 		}
 	}
 }
+
+// errFloorDeadline fails a write under the floor whose deadline could
+// not be set: the connection is closed.
+var errFloorDeadline = errors.New("h1serve: cannot set the write deadline")

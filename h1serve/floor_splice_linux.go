@@ -39,6 +39,9 @@ func (c *conn) floorSplice(src io.Reader) (written int64, handled bool, err erro
 	}
 	defer p.put()
 	c.floorEnter()
+	if !c.floorWait() {
+		return 0, false, nil
+	}
 	for lr.N > 0 || p.data > 0 {
 		if p.data == 0 {
 			n, err := p.drain(srcRC, lr.N)

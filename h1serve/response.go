@@ -416,7 +416,7 @@ func (w *response) SetReadDeadline(t time.Time) error { return w.c.rwc.SetReadDe
 
 // SetWriteDeadline sets the connection's write deadline
 // (http.ResponseController).
-func (w *response) SetWriteDeadline(t time.Time) error { return w.c.rwc.SetWriteDeadline(t) }
+func (w *response) SetWriteDeadline(t time.Time) error { return w.c.setWriteDeadline(t) }
 
 // SetWriteFloor makes the client take the rest of this response at rate
 // bytes per second at least, with grace as the time it may fall behind

@@ -36,6 +36,7 @@ type Conn struct {
 	wn   int
 	werr syscall.Errno
 	wfn  func(fd uintptr) bool
+	tfn  func(fd uintptr) bool
 
 	idle bool
 	pfn  func(fd uintptr) bool
@@ -54,6 +55,7 @@ func New(c *net.TCPConn) *Conn {
 	s := &Conn{tcp: c, raw: raw}
 	s.rfn = s.readFD
 	s.wfn = s.writeFD
+	s.tfn = s.tryWriteFD
 	s.pfn = s.peekFD
 	return s
 }
@@ -103,6 +105,24 @@ func (s *Conn) Write(p []byte) (int, error) {
 	err := s.raw.Write(s.wfn)
 	s.wp = nil
 	return s.result("write", s.wn, err, s.werr)
+}
+
+// TryWrite writes what of p the socket takes now, without waiting: n <
+// len(p) with a nil error means its buffer is full. A write deadline
+// that has passed fails it as it fails Write.
+func (s *Conn) TryWrite(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	s.wp, s.wn, s.werr = p, 0, 0
+	err := s.raw.Write(s.tfn)
+	s.wp = nil
+	return s.result("write", s.wn, err, s.werr)
+}
+
+func (s *Conn) tryWriteFD(fd uintptr) bool {
+	s.writeFD(fd)
+	return true
 }
 
 func (s *Conn) writeFD(fd uintptr) bool {

@@ -360,3 +360,49 @@ func BenchmarkPingPong(b *testing.B) {
 		})
 	}
 }
+
+// TestTryWrite: TryWrite writes what the socket takes and returns at
+// once when its buffer is full, without waiting for the reader; a write
+// deadline that has passed fails it as it fails Write; and what it wrote
+// arrives in order.
+func TestTryWrite(t *testing.T) {
+	a, b := pair(t)
+	s := New(a)
+	if s == nil {
+		t.Skip("no raw socket calls on this platform")
+	}
+	if n, err := s.TryWrite([]byte("hello")); n != 5 || err != nil {
+		t.Fatalf("TryWrite on an empty buffer = %d, %v; want 5, nil", n, err)
+	}
+	// Fill the buffers: no reader drains b, so a large write must stop.
+	big := pattern(64 << 20)
+	done := make(chan struct{})
+	var n int
+	var err error
+	go func() {
+		defer close(done)
+		n, err = s.TryWrite(big)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("TryWrite waited for the reader")
+	}
+	if err != nil || n <= 0 || n >= len(big) {
+		t.Fatalf("TryWrite into full buffers = %d, %v; want 0 < n < %d, nil", n, err, len(big))
+	}
+	if n2, err := s.TryWrite([]byte("x")); n2 != 0 || err != nil {
+		t.Fatalf("TryWrite with the buffer full = %d, %v; want 0, nil", n2, err)
+	}
+	_ = a.SetWriteDeadline(time.Now().Add(-time.Second))
+	if _, err := s.TryWrite([]byte("x")); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("TryWrite past the deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	_ = a.SetWriteDeadline(time.Time{})
+	want := append([]byte("hello"), big[:n]...)
+	got := make([]byte, len(want))
+	_ = b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(b, got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("the reader got %d bytes (%v), not what was written", len(got), err)
+	}
+}
