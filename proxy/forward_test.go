@@ -646,3 +646,55 @@ func TestForwardFailureReported(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderDeadlineLeftOn: the response-head deadline an exchange leaves
+// on a connection whose answer it read whole (upConn.headerDeadline)
+// neither drops the connection once it has passed nor cuts what comes
+// after: a connection idle past it is reused, a head slower than the
+// timeout still gets 504, and a body slower than the timeout is not cut.
+func TestHeaderDeadlineLeftOn(t *testing.T) {
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow-head":
+			select {
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Second):
+			}
+		case "/slow-body":
+			w.Header().Set("Content-Length", "6")
+			_, _ = io.WriteString(w, "abc")
+			w.(http.Flusher).Flush()
+			time.Sleep(600 * time.Millisecond)
+			_, _ = io.WriteString(w, "def")
+		default:
+			_, _ = io.WriteString(w, "ok")
+		}
+	})
+	o := testOptions()
+	o.ResponseHeaderTimeout = 200 * time.Millisecond
+	s, _ := front(t, o, func() *Route { return &Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken} })
+	get := func(path string) (int, string) {
+		t.Helper()
+		res, body := do(t, newReq(t, http.MethodGet, s.URL+path, nil))
+		return res.StatusCode, body
+	}
+	if code, body := get("/a"); code != 200 || body != "ok" {
+		t.Fatalf("first: %d %q", code, body)
+	}
+	time.Sleep(600 * time.Millisecond) // past the deadline the answer left on
+	if code, body := get("/b"); code != 200 || body != "ok" {
+		t.Fatalf("after an idle past the deadline: %d %q", code, body)
+	}
+	if n := up.conns.Load(); n != 1 {
+		t.Fatalf("the upstream saw %d connections; the idle one was not reused", n)
+	}
+	if code, body := get("/slow-body"); code != 200 || body != "abcdef" {
+		t.Fatalf("a body slower than the head timeout: %d %q; want 200 abcdef", code, body)
+	}
+	if code, body := get("/c"); code != 200 || body != "ok" {
+		t.Fatalf("after the slow body: %d %q", code, body)
+	}
+	if code, body := get("/slow-head"); code != http.StatusGatewayTimeout || !strings.Contains(body, "upstream_timeout") {
+		t.Fatalf("a slow head after held answers: %d %s; want 504 upstream_timeout", code, body)
+	}
+}

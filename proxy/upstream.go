@@ -202,7 +202,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 		}
 	}
 	if u.headerTimeout > 0 {
-		_ = c.SetReadDeadline(time.Now().Add(u.headerTimeout))
+		c.headerDeadline(time.Now(), u.headerTimeout)
 	}
 	res, err := readResponse(c, req, s)
 	if err != nil {
@@ -212,8 +212,8 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 		}
 		return nil, err
 	}
-	if u.headerTimeout > 0 {
-		_ = c.SetReadDeadline(time.Time{})
+	if u.headerTimeout > 0 && !bodyHeld(c, res) {
+		c.clearDeadline()
 		if ctx.Err() != nil {
 			// The watch may have run before the reset; it must hold.
 			_ = c.SetDeadline(aLongTimeAgo)
@@ -227,6 +227,17 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	b.rc = res.Body
 	res.Body = b
 	return res, nil
+}
+
+// bodyHeld reports whether res's body, if it has one, is all in c's
+// buffer already: reading it reads nothing more from the socket, so the
+// head's deadline can stay on for the next exchange. An upgrade's is
+// never held: the relay gets the connection without a deadline.
+func bodyHeld(c *upConn, res *http.Response) bool {
+	if res.StatusCode < 200 {
+		return false
+	}
+	return res.Body == http.NoBody || (res.ContentLength >= 0 && int64(c.br.Buffered()) >= res.ContentLength)
 }
 
 // partialAnswer is the failure of an exchange whose upstream had already

@@ -49,6 +49,37 @@ type upConn struct {
 	// sock does the reads and writes on the socket itself when the dial
 	// gave a TCP connection; nil: Conn's.
 	sock *sockio.Conn
+	// rdl is the read deadline the exchanges left on the socket
+	// (headerDeadline); zero: none.
+	rdl time.Time
+}
+
+// headerSlack is how much later than its timeout d a wait for a response
+// head may be cut: a connection keeps the deadline an earlier exchange
+// set while it is no sooner than d away and no later than d and the
+// slack, so a busy one sets a deadline about once a slack, not twice a
+// request.
+func headerSlack(d time.Duration) time.Duration { return min(d/8, time.Second) }
+
+// headerDeadline bounds the wait for a response head from now by d, and
+// by at most the slack more.
+func (c *upConn) headerDeadline(now time.Time, d time.Duration) {
+	want := now.Add(d)
+	if !c.rdl.Before(want) && c.rdl.Sub(want) <= headerSlack(d) {
+		return
+	}
+	c.rdl = want.Add(headerSlack(d))
+	_ = c.SetReadDeadline(c.rdl)
+}
+
+// clearDeadline takes the read deadline off, for a body of unknown
+// length or one not read yet, and for an idle connection whose deadline
+// has passed (a peek past it would fail).
+func (c *upConn) clearDeadline() {
+	if !c.rdl.IsZero() {
+		c.rdl = time.Time{}
+		_ = c.SetReadDeadline(time.Time{})
+	}
 }
 
 // Write writes to the connection, counting the bytes.
@@ -122,6 +153,9 @@ func (p *connPool) get(ctx context.Context, addr string) (*upConn, error) {
 		c := p.takeIdle(addr)
 		if c == nil {
 			break
+		}
+		if !c.rdl.IsZero() && !time.Now().Before(c.rdl) {
+			c.clearDeadline()
 		}
 		if c.alive() {
 			c.reused = true
