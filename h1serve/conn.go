@@ -72,6 +72,11 @@ type conn struct {
 	tcp    *net.TCPConn
 	tcpRaw syscall.RawConn
 
+	// idleDL is the deadline, in Unix nanoseconds, that idleDeadline
+	// left on the socket; 0 once another read deadline was set since (by
+	// the watch, or a handler, hence atomic).
+	idleDL atomic.Int64
+
 	st   atomic.Uint64
 	seen uint64 // the watch loop's last look at st
 
@@ -192,10 +197,13 @@ func (c *conn) readHead(first bool, maxHead int) (ph parsedHead, n int, ok bool,
 		if first {
 			d = s.ReadHeaderTimeout
 		}
-		if d > 0 {
-			_ = c.rwc.SetReadDeadline(time.Now().Add(d))
-		} else if !first {
-			_ = c.rwc.SetReadDeadline(time.Time{})
+		switch {
+		case d > 0 && !first:
+			c.idleDeadline(d)
+		case d > 0:
+			_ = c.setReadDeadline(time.Now().Add(d))
+		case !first:
+			_ = c.setReadDeadline(time.Time{})
 		}
 		if _, err := c.br.Peek(1); err != nil {
 			return ph, 0, false, err
@@ -229,7 +237,7 @@ func (c *conn) readHead(first bool, maxHead int) (ph parsedHead, n int, ok bool,
 			return ph, 0, false, nil
 		}
 		if !timed && s.ReadHeaderTimeout > 0 {
-			_ = c.rwc.SetReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
+			_ = c.setReadDeadline(time.Now().Add(s.ReadHeaderTimeout))
 			timed = true
 		}
 		if _, err := c.br.Peek(len(buf) + 1); err != nil {
@@ -242,6 +250,29 @@ func (c *conn) readHead(first bool, maxHead int) (ph parsedHead, n int, ok bool,
 	buf, _ := c.br.Peek(n)
 	ph, ok = parseHead(buf)
 	return ph, n, ok, nil
+}
+
+// idleDeadline bounds the wait for the next request by d from now, and by
+// at most a slack more (d/8, at most a second): the deadline an earlier
+// wait left is kept while it is within that, so a busy connection sets
+// one about once a slack, not once a request.
+func (c *conn) idleDeadline(d time.Duration) {
+	want := time.Now().Add(d).UnixNano()
+	slack := int64(min(d/8, time.Second))
+	if dl := c.idleDL.Load(); dl >= want && dl-want <= slack {
+		return
+	}
+	dl := want + slack
+	_ = c.rwc.SetReadDeadline(time.Unix(0, dl))
+	c.idleDL.Store(dl)
+}
+
+// setReadDeadline sets the socket's read deadline for anything but the
+// wait for the next request: the idle deadline is then no longer on.
+func (c *conn) setReadDeadline(t time.Time) error {
+	err := c.rwc.SetReadDeadline(t)
+	c.idleDL.Store(0)
+	return err
 }
 
 // errManyEmptyLines closes a connection that sends more empty lines before
@@ -266,7 +297,7 @@ func (c *conn) handOff() bool {
 		replay = append(replay, c.cr.b[0])
 	}
 	replay = append(replay, buf...)
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	_ = c.setReadDeadline(time.Time{})
 	c.forget()
 	c.s.handed.Add(1)
 	rc := &replayConn{Conn: c.rwc, buf: replay}
@@ -285,7 +316,7 @@ func (c *conn) serveOne(ph parsedHead) (reuse bool) {
 	if ph.contentLength > 0 {
 		rb = &body{br: c.br, left: ph.contentLength}
 		bd = rb
-		_ = c.rwc.SetReadDeadline(time.Time{})
+		_ = c.setReadDeadline(time.Time{})
 	}
 	ctx, cancel := context.WithCancelCause(c.reqBase)
 	c.begin(ctx, cancel)
@@ -379,7 +410,7 @@ func (c *conn) maybeWatch() {
 // cancels the request.
 func (c *conn) watch(done chan struct{}) {
 	defer close(done)
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	_ = c.setReadDeadline(time.Time{})
 	// stopWatch sets abortRead before it sets a past deadline: seen
 	// false here, the clear above came first and the deadline will end
 	// the read.
@@ -402,10 +433,10 @@ func (c *conn) watch(done chan struct{}) {
 // stopWatch ends a watch that started and waits for it.
 func (c *conn) stopWatch() {
 	c.abortRead.Store(true)
-	_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+	_ = c.setReadDeadline(aLongTimeAgo)
 	<-c.watchDone
 	c.abortRead.Store(false)
-	_ = c.rwc.SetReadDeadline(time.Time{})
+	_ = c.setReadDeadline(time.Time{})
 }
 
 var aLongTimeAgo = time.Unix(1, 0)
@@ -503,7 +534,7 @@ func (b *body) Close() error {
 func (b *body) end(c *conn) {
 	b.over.Store(true) // a read waiting for mu gives up
 	if !b.mu.TryLock() {
-		_ = c.rwc.SetReadDeadline(aLongTimeAgo)
+		_ = c.setReadDeadline(aLongTimeAgo)
 		b.mu.Lock()
 		if b.err == nil && !b.eof {
 			b.err = errBodyCut

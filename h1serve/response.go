@@ -412,7 +412,7 @@ func (w *response) ReadFrom(src io.Reader) (int64, error) {
 
 // SetReadDeadline sets the connection's read deadline
 // (http.ResponseController).
-func (w *response) SetReadDeadline(t time.Time) error { return w.c.rwc.SetReadDeadline(t) }
+func (w *response) SetReadDeadline(t time.Time) error { return w.c.setReadDeadline(t) }
 
 // SetWriteDeadline sets the connection's write deadline
 // (http.ResponseController).

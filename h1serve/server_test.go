@@ -339,3 +339,67 @@ func dialRaw(t *testing.T, addr string) net.Conn {
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	return c
 }
+
+// TestIdleTimeoutAfterRequests: a kept-alive connection is closed once it
+// has waited the idle timeout for its next request, and not sooner,
+// however its last request went: after a run of requests closer together
+// than the slack (each keeps the deadline an earlier one left,
+// idleDeadline), a request with a body, one watched while its handler
+// ran.
+func TestIdleTimeoutAfterRequests(t *testing.T) {
+	const idle = 800 * time.Millisecond // a slack of 100ms
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			time.Sleep(3 * watchTick)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: idle, ErrorLog: log.New(io.Discard, "", 0)}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(ln) }()
+	t.Cleanup(func() { _ = s.Close(); <-done })
+	for name, last := range map[string]string{
+		"get":  "GET /a HTTP/1.1\r\nHost: t\r\n\r\n",
+		"body": "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc",
+		"slow": "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := dialRaw(t, ln.Addr().String())
+			br := bufio.NewReader(c)
+			ask := func(req string) {
+				t.Helper()
+				if _, err := io.WriteString(c, req); err != nil {
+					t.Fatal(err)
+				}
+				res, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatalf("%q: %v", req, err)
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				_ = res.Body.Close()
+			}
+			// Ninety requests 10ms apart: 900ms in all, past the idle
+			// timeout counted from the first; the last one right after.
+			for range 90 {
+				ask("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+				time.Sleep(10 * time.Millisecond)
+			}
+			ask("GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+			ask(last)
+			answered := time.Now()
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+				t.Fatalf("%v, want the server's close (EOF) within 5s", err)
+			}
+			if waited := time.Since(answered); waited < idle {
+				t.Fatalf("closed %v after the answer, before the idle timeout of %v", waited, idle)
+			}
+		})
+	}
+}
