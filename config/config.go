@@ -110,8 +110,9 @@ type ServerConfig struct {
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10s;
 	// zero means the default.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
-	// IdleTimeout closes keep-alive connections idle this long. Default
-	// 120s; zero means the default.
+	// IdleTimeout closes keep-alive connections idle this long (on a
+	// busy connection, up to an eighth of it and at most a second more).
+	// Default 120s; zero means the default.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxHeaderBytes caps the size of request headers (431 past it), in
 	// bytes (units as ByteSize). Default 64KiB; zero means the default; at
@@ -212,10 +213,12 @@ type ProxyConfig struct {
 	// the default.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// ResponseHeaderTimeout bounds waiting for an upstream's response
-	// headers (504 past it). Default 60s; zero means the default.
+	// headers (504 past it; on a busy connection, up to an eighth of it
+	// and at most a second later). Default 60s; zero means the default.
 	ResponseHeaderTimeout time.Duration `yaml:"response_header_timeout"`
 	// HomeResponseHeaderTimeout bounds waiting for a home's response
-	// headers (504 past it); the home's warm verdict is dropped then, so
+	// headers (504 past it, with response_header_timeout's slack on a busy
+	// connection); the home's warm verdict is dropped then, so
 	// the next request proves the home again instead of hanging on it.
 	// Default 30s; zero means the default.
 	HomeResponseHeaderTimeout time.Duration `yaml:"home_response_header_timeout"`
