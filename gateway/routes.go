@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/h1serve"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/route"
 )
@@ -104,7 +105,10 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			}
 			rw.SetClient(ip)
 		}
-		if err := edge.FramingProblem(r.Context()); err != nil {
+		// The framing watch is on net/http's connections only (the
+		// loop's parser refuses what it would find), and a miss walks
+		// the whole context: the loop's requests skip it.
+		if err := framingProblem(w, r); err != nil {
 			w.Header().Set("Connection", "close")
 			msg := "A request may not carry both Content-Length and Transfer-Encoding."
 			if !edge.IsConflict(err) {
@@ -150,6 +154,15 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			"bytes", rw.Bytes(), "ms", float64(time.Since(start).Microseconds())/1000,
 			"remote", r.RemoteAddr, "request_id", r.Header.Get("X-Request-Id"))
 	})
+}
+
+// framingProblem is what the framing watch found wrong on r's
+// connection, for a request net/http serves; nil for the loop's.
+func framingProblem(w http.ResponseWriter, r *http.Request) error {
+	if h1serve.Serves(w) {
+		return nil
+	}
+	return edge.FramingProblem(r.Context())
 }
 
 // trustedPeer reports whether r's peer is a trusted proxy.

@@ -418,6 +418,15 @@ func (w *response) SetReadDeadline(t time.Time) error { return w.c.setReadDeadli
 // (http.ResponseController).
 func (w *response) SetWriteDeadline(t time.Time) error { return w.c.setWriteDeadline(t) }
 
+// Serves reports whether w is the loop's own response writer, as a
+// handler gets it: the request came through the loop, which takes only a
+// head with one framing (a Content-Length or none) and hands any other to
+// net/http before a handler sees it.
+func Serves(w http.ResponseWriter) bool {
+	_, ok := w.(*response)
+	return ok
+}
+
 // SetWriteFloor makes the client take the rest of this response at rate
 // bytes per second at least, with grace as the time it may fall behind
 // (floor.go): a client that falls further behind is cut, its write fails

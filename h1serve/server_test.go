@@ -403,3 +403,34 @@ func TestIdleTimeoutAfterRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestServes: Serves is true for the writer the loop gives a handler, and
+// false for net/http's, which serves a connection the loop handed off.
+func TestServes(t *testing.T) {
+	seen := make(chan bool, 2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- Serves(w)
+		_, _ = io.WriteString(w, "ok")
+	})
+	_, addr := startFast(t, h)
+	c := dialRaw(t, addr)
+	br := bufio.NewReader(c)
+	// A plain request, then a chunked one, which the loop hands off.
+	for _, req := range []string{
+		"GET / HTTP/1.1\r\nHost: t\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	} {
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		_ = res.Body.Close()
+	}
+	if loop, std := <-seen, <-seen; !loop || std {
+		t.Fatalf("Serves: %v on the loop, %v on net/http; want true, false", loop, std)
+	}
+}
