@@ -97,25 +97,21 @@ func (s *Conn) readFD(fd uintptr) bool {
 // Write writes all of p as net.Conn's Write does, waiting (within the
 // write deadline) while the socket's buffer is full. On an error it
 // reports how much was written before it.
-func (s *Conn) Write(p []byte) (int, error) {
-	if len(p) == 0 {
-		return 0, nil
-	}
-	s.wp, s.wn, s.werr = p, 0, 0
-	err := s.raw.Write(s.wfn)
-	s.wp = nil
-	return s.result("write", s.wn, err, s.werr)
-}
+func (s *Conn) Write(p []byte) (int, error) { return s.write(p, s.wfn) }
 
 // TryWrite writes what of p the socket takes now, without waiting: n <
 // len(p) with a nil error means its buffer is full. A write deadline
 // that has passed fails it as it fails Write.
-func (s *Conn) TryWrite(p []byte) (int, error) {
+func (s *Conn) TryWrite(p []byte) (int, error) { return s.write(p, s.tfn) }
+
+// write writes p with fn, writeFD (wait while the buffer is full) or
+// tryWriteFD (do not).
+func (s *Conn) write(p []byte, fn func(fd uintptr) bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
 	s.wp, s.wn, s.werr = p, 0, 0
-	err := s.raw.Write(s.tfn)
+	err := s.raw.Write(fn)
 	s.wp = nil
 	return s.result("write", s.wn, err, s.werr)
 }
