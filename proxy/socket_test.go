@@ -84,10 +84,14 @@ func TestForwardToUnixSocket(t *testing.T) {
 			p := New(o)
 			p.noDirect = !direct
 			t.Cleanup(p.Close)
+			// bigServed has the long answer's handler return: the client
+			// can hold the whole body before the splice is counted.
+			bigServed := make(chan struct{}, 1)
 			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				route := &Route{Kind: "home", Name: "h1", HomeID: "h1", Upstream: target, StripPrefix: "/node/h1", RelayToken: testToken}
 				if r.URL.Path == "/node/h1/big" {
 					route.RelayToken = "" // a token to mask would make the body copied
+					defer func() { bigServed <- struct{}{} }()
 				}
 				p.Serve(w, r, route)
 			}))
@@ -128,6 +132,11 @@ func TestForwardToUnixSocket(t *testing.T) {
 			// A long answer: spliced from the socket on the direct path.
 			if res, body := do(t, newReq(t, http.MethodGet, s.URL+"/node/h1/big", nil)); res.StatusCode != 200 || body != string(bigBody) {
 				t.Fatalf("GET big: %d, %d bytes", res.StatusCode, len(body))
+			}
+			select {
+			case <-bigServed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the long answer's handler did not return")
 			}
 			if direct && p.spliced.Load() != 1 {
 				t.Errorf("%d bodies spliced, want the long answer's", p.spliced.Load())
