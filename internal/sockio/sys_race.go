@@ -6,9 +6,10 @@ import "syscall"
 
 const supported = true
 
-// Under the race detector the calls go through package syscall, which
-// tells the detector what the kernel read and wrote; what differs from
-// the raw calls is only the scheduler's bookkeeping.
+// Under the race detector the calls go through package syscall's Read
+// and Write, which tell the detector what the kernel read and wrote; on
+// a socket they do what recv(2) and send(2) do, and what differs from the
+// raw calls is the scheduler's bookkeeping and the file layer's checks.
 func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
 	return errnoOf(syscall.Read(int(fd), p))
 }
