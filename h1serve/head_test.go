@@ -99,7 +99,7 @@ func checkHead(t *testing.T, b []byte) bool {
 	}
 	delete(r.Header, "Host")
 	got := ph.header
-	if ph.method != r.Method || ph.target != r.RequestURI || ph.url.String() != r.URL.String() ||
+	if ph.method != r.Method || ph.target != r.RequestURI || *ph.url != *r.URL ||
 		ph.host != r.Host || ph.contentLength != r.ContentLength || ph.close != r.Close {
 		t.Fatalf("%q:\n got %s %s %s host=%q cl=%d close=%v\nwant %s %s %s host=%q cl=%d close=%v", b[:n],
 			ph.method, ph.target, ph.url, ph.host, ph.contentLength, ph.close,
