@@ -195,13 +195,23 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	if hasBody(req) {
 		wr = u.startWriter(c, bw, req, s)
 	} else {
+		// The write that ends a request without a body waits for the
+		// answer (upConn.await): a read right after it would find
+		// nothing yet and cost a system call. Only on a reused
+		// connection, whose liveness peek has just found nothing
+		// waiting: what came before the wait began may not end it.
+		c.await, c.awaited = c.reused, false
+		if c.await && u.headerTimeout > 0 {
+			c.headerDeadline(time.Now(), u.headerTimeout) // bounds the wait
+		}
 		err := s.write(bw, nil)
+		c.await = false
 		u.pool.putWriter(bw)
 		if err != nil {
 			return nil, u.fail(ctx, c, stop, nil, err)
 		}
 	}
-	if u.headerTimeout > 0 {
+	if u.headerTimeout > 0 && !c.awaited {
 		c.headerDeadline(time.Now(), u.headerTimeout)
 	}
 	res, err := readResponse(c, req, s)

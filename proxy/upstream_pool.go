@@ -52,6 +52,10 @@ type upConn struct {
 	// rdl is the read deadline the exchanges left on the socket
 	// (headerDeadline); zero: none.
 	rdl time.Time
+	// await has the next write wait for the answer as it ends
+	// (sockio.Conn.WriteAwait), so that the first read of the answer
+	// finds it; awaited says that it did.
+	await, awaited bool
 }
 
 // headerSlack is how much later than its timeout d a wait for a response
@@ -86,9 +90,13 @@ func (c *upConn) clearDeadline() {
 func (c *upConn) Write(p []byte) (int, error) {
 	var n int
 	var err error
-	if c.sock != nil {
+	switch {
+	case c.sock != nil && c.await:
+		c.await = false
+		n, c.awaited, err = c.sock.WriteAwait(p)
+	case c.sock != nil:
 		n, err = c.sock.Write(p)
-	} else {
+	default:
 		n, err = c.Conn.Write(p)
 	}
 	c.written += int64(n)

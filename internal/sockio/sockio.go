@@ -40,6 +40,12 @@ type Conn struct {
 
 	idle bool
 	pfn  func(fd uintptr) bool
+
+	// WriteAwait's state: afn is its read callback, asent whether that
+	// callback has run its write, aerr the write's wait error.
+	afn   func(fd uintptr) bool
+	asent bool
+	aerr  error
 }
 
 // New returns a Conn over c, or nil where this platform has no such
@@ -57,6 +63,7 @@ func New(c *net.TCPConn) *Conn {
 	s.wfn = s.writeFD
 	s.tfn = s.tryWriteFD
 	s.pfn = s.peekFD
+	s.afn = s.awaitFD
 	return s
 }
 
@@ -114,6 +121,55 @@ func (s *Conn) write(p []byte, fn func(fd uintptr) bool) (int, error) {
 	err := s.raw.Write(fn)
 	s.wp = nil
 	return s.result("write", s.wn, err, s.werr)
+}
+
+// WriteAwait writes p as Write does and, when the socket takes all of it
+// at once, then waits (within the read deadline) until the connection
+// has something to read, and reads nothing: for a request whose answer
+// follows, the next Read then finds it at its first call, where a read
+// right after the write most often finds nothing yet and costs a system
+// call of its own. The wait is entered before the write, so an answer
+// that comes at once is not missed. Whatever ends the wait (a deadline,
+// a close) is the next Read's to report: waited says whether the wait
+// ran (false when the write had to wait for room, or failed), and n and
+// err are the write's, as Write reports them.
+func (s *Conn) WriteAwait(p []byte) (n int, waited bool, err error) {
+	if len(p) == 0 {
+		return 0, false, nil
+	}
+	s.wp, s.wn, s.werr, s.asent, s.aerr = p, 0, 0, false, nil
+	_ = s.raw.Read(s.afn)
+	sent, aerr, errno := s.asent, s.aerr, s.werr
+	n = s.wn
+	s.wp, s.aerr = nil, nil
+	switch {
+	case !sent:
+		// The read's wait could not begin (a close, a read deadline
+		// passed): a plain write says what the write makes of it.
+		n, err = s.Write(p)
+		return n, false, err
+	case aerr != nil || errno != 0:
+		n, err = s.result("write", n, aerr, errno)
+		return n, false, err
+	case n < len(p):
+		// The buffer filled: the rest waits as Write waits.
+		m, err := s.Write(p[n:])
+		return n + m, false, err
+	}
+	return n, true, nil
+}
+
+// awaitFD is WriteAwait's read callback: at its first call it writes,
+// through the raw write so that the write deadline and a close apply as
+// they do to Write, and asks for the wait unless the write is not whole;
+// at the next (the connection is readable, or the wait ended) it is done.
+func (s *Conn) awaitFD(uintptr) bool {
+	if s.asent {
+		return true
+	}
+	s.asent = true
+	s.aerr = s.raw.Write(s.tfn)
+	return s.aerr != nil || s.werr != 0 || s.wn < len(s.wp)
 }
 
 func (s *Conn) tryWriteFD(fd uintptr) bool {

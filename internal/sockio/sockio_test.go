@@ -406,3 +406,129 @@ func TestTryWrite(t *testing.T) {
 		t.Fatalf("the reader got %d bytes (%v), not what was written", len(got), err)
 	}
 }
+
+// TestWriteAwait: WriteAwait writes as Write does and returns only once
+// the answer can be read (a peek that does not wait finds it), however
+// late the answer comes; a write that fills the buffer finishes as Write
+// does; a passed write deadline and a close fail it as they fail Write;
+// and what ends the wait is left to the next Read.
+func TestWriteAwait(t *testing.T) {
+	t.Run("answer", func(t *testing.T) {
+		a, b := pair(t)
+		s := New(a)
+		if s == nil {
+			t.Skip("no raw socket calls on this platform")
+		}
+		go func() { // answers each 4-byte request, later and later
+			p := make([]byte, 4)
+			for i := 0; ; i++ {
+				if _, err := io.ReadFull(b, p); err != nil {
+					return
+				}
+				time.Sleep(time.Duration(i%4) * 5 * time.Millisecond)
+				if _, err := b.Write(bytes.ToUpper(p)); err != nil {
+					return
+				}
+			}
+		}()
+		p := make([]byte, 4)
+		for i := range 20 {
+			req := fmt.Appendf(nil, "r%03d", i)
+			if n, waited, err := s.WriteAwait(req); n != 4 || !waited || err != nil {
+				t.Fatalf("WriteAwait %d = %d, %v, %v; want 4, true, nil", i, n, waited, err)
+			}
+			if s.Idle() {
+				t.Fatalf("request %d: WriteAwait returned before the answer", i)
+			}
+			if _, err := io.ReadFull(s, p); err != nil || !bytes.Equal(p, bytes.ToUpper(req)) {
+				t.Fatalf("request %d: read %q, %v", i, p, err)
+			}
+		}
+	})
+	t.Run("full buffer", func(t *testing.T) {
+		a, b := pair(t)
+		s := New(a)
+		if s == nil {
+			t.Skip("no raw socket calls on this platform")
+		}
+		big := pattern(32 << 20)
+		got := make(chan []byte, 1)
+		go func() {
+			all, _ := io.ReadAll(io.LimitReader(b, int64(len(big))))
+			got <- all
+			_, _ = b.Write([]byte("done"))
+		}()
+		if n, waited, err := s.WriteAwait(big); n != len(big) || waited || err != nil {
+			t.Fatalf("WriteAwait of %d bytes = %d, %v, %v; want all, false (the write waited), nil", len(big), n, waited, err)
+		}
+		if all := <-got; !bytes.Equal(all, big) {
+			t.Fatalf("the reader got %d bytes, not what was written", len(all))
+		}
+		p := make([]byte, 4)
+		if _, err := io.ReadFull(s, p); err != nil || string(p) != "done" {
+			t.Fatalf("read after: %q, %v", p, err)
+		}
+	})
+	t.Run("write deadline passed", func(t *testing.T) {
+		a, b := pair(t)
+		s := New(a)
+		if s == nil {
+			t.Skip("no raw socket calls on this platform")
+		}
+		_ = a.SetWriteDeadline(time.Now().Add(-time.Second))
+		_ = a.SetReadDeadline(time.Now().Add(5 * time.Second)) // a wait would end
+		if n, _, err := s.WriteAwait([]byte("x")); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("WriteAwait past the write deadline = %d, %v; want 0, os.ErrDeadlineExceeded", n, err)
+		}
+		_ = b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if n, _ := b.Read(make([]byte, 1)); n != 0 {
+			t.Fatal("a byte was sent past the write deadline")
+		}
+	})
+	t.Run("closed", func(t *testing.T) {
+		a, _ := pair(t)
+		s := New(a)
+		if s == nil {
+			t.Skip("no raw socket calls on this platform")
+		}
+		_ = a.Close()
+		if _, _, err := s.WriteAwait([]byte("x")); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("WriteAwait on a closed connection: %v, want net.ErrClosed", err)
+		}
+	})
+	t.Run("read deadline ends the wait", func(t *testing.T) {
+		a, b := pair(t)
+		s := New(a)
+		if s == nil {
+			t.Skip("no raw socket calls on this platform")
+		}
+		_ = a.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+		if n, waited, err := s.WriteAwait([]byte("ping")); n != 4 || !waited || err != nil {
+			t.Fatalf("WriteAwait with no answer = %d, %v, %v; want 4, true, nil", n, waited, err)
+		}
+		if _, err := s.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("Read after the wait's deadline: %v, want os.ErrDeadlineExceeded", err)
+		}
+		p := make([]byte, 4)
+		if _, err := io.ReadFull(b, p); err != nil || string(p) != "ping" {
+			t.Fatalf("the peer read %q, %v", p, err)
+		}
+	})
+	t.Run("peer closes", func(t *testing.T) {
+		a, b := pair(t)
+		s := New(a)
+		if s == nil {
+			t.Skip("no raw socket calls on this platform")
+		}
+		go func() {
+			_, _ = io.ReadFull(b, make([]byte, 4))
+			_ = b.Close()
+		}()
+		if n, _, err := s.WriteAwait([]byte("ping")); n != 4 || err != nil {
+			t.Fatalf("WriteAwait = %d, %v", n, err)
+		}
+		if n, err := s.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+			t.Fatalf("Read after the peer's close = %d, %v; want 0, EOF", n, err)
+		}
+	})
+}
