@@ -407,6 +407,18 @@ func TestTryWrite(t *testing.T) {
 	}
 }
 
+// conn returns a Conn over one end of a loopback connection, that end
+// and the other, or skips the test where there are no raw calls.
+func conn(t *testing.T) (*Conn, *net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	a, b := pair(t)
+	s := New(a)
+	if s == nil {
+		t.Skip("no raw socket calls on this platform")
+	}
+	return s, a, b
+}
+
 // TestWriteAwait: WriteAwait writes as Write does and returns only once
 // the answer can be read (a peek that does not wait finds it), however
 // late the answer comes; a write that fills the buffer finishes as Write
@@ -414,11 +426,7 @@ func TestTryWrite(t *testing.T) {
 // and what ends the wait is left to the next Read.
 func TestWriteAwait(t *testing.T) {
 	t.Run("answer", func(t *testing.T) {
-		a, b := pair(t)
-		s := New(a)
-		if s == nil {
-			t.Skip("no raw socket calls on this platform")
-		}
+		s, _, b := conn(t)
 		go func() { // answers each 4-byte request, later and later
 			p := make([]byte, 4)
 			for i := 0; ; i++ {
@@ -446,11 +454,7 @@ func TestWriteAwait(t *testing.T) {
 		}
 	})
 	t.Run("full buffer", func(t *testing.T) {
-		a, b := pair(t)
-		s := New(a)
-		if s == nil {
-			t.Skip("no raw socket calls on this platform")
-		}
+		s, _, b := conn(t)
 		big := pattern(32 << 20)
 		got := make(chan []byte, 1)
 		go func() {
@@ -470,11 +474,7 @@ func TestWriteAwait(t *testing.T) {
 		}
 	})
 	t.Run("write deadline passed", func(t *testing.T) {
-		a, b := pair(t)
-		s := New(a)
-		if s == nil {
-			t.Skip("no raw socket calls on this platform")
-		}
+		s, a, b := conn(t)
 		_ = a.SetWriteDeadline(time.Now().Add(-time.Second))
 		_ = a.SetReadDeadline(time.Now().Add(5 * time.Second)) // a wait would end
 		if n, _, err := s.WriteAwait([]byte("x")); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -486,22 +486,14 @@ func TestWriteAwait(t *testing.T) {
 		}
 	})
 	t.Run("closed", func(t *testing.T) {
-		a, _ := pair(t)
-		s := New(a)
-		if s == nil {
-			t.Skip("no raw socket calls on this platform")
-		}
+		s, a, _ := conn(t)
 		_ = a.Close()
 		if _, _, err := s.WriteAwait([]byte("x")); !errors.Is(err, net.ErrClosed) {
 			t.Fatalf("WriteAwait on a closed connection: %v, want net.ErrClosed", err)
 		}
 	})
 	t.Run("read deadline ends the wait", func(t *testing.T) {
-		a, b := pair(t)
-		s := New(a)
-		if s == nil {
-			t.Skip("no raw socket calls on this platform")
-		}
+		s, a, b := conn(t)
 		_ = a.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
 		if n, waited, err := s.WriteAwait([]byte("ping")); n != 4 || !waited || err != nil {
 			t.Fatalf("WriteAwait with no answer = %d, %v, %v; want 4, true, nil", n, waited, err)
@@ -515,11 +507,7 @@ func TestWriteAwait(t *testing.T) {
 		}
 	})
 	t.Run("peer closes", func(t *testing.T) {
-		a, b := pair(t)
-		s := New(a)
-		if s == nil {
-			t.Skip("no raw socket calls on this platform")
-		}
+		s, _, b := conn(t)
 		go func() {
 			_, _ = io.ReadFull(b, make([]byte, 4))
 			_ = b.Close()
