@@ -42,7 +42,8 @@ type Conn struct {
 	pfn  func(fd uintptr) bool
 
 	// WriteAwait's state: afn is its read callback, asent whether that
-	// callback has run its write, aerr the write's wait error.
+	// callback has run its write, aerr that raw write's own error (a
+	// write deadline passed, a close).
 	afn   func(fd uintptr) bool
 	asent bool
 	aerr  error
