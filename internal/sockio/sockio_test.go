@@ -38,6 +38,18 @@ func pair(t testing.TB) (a, b *net.TCPConn) {
 	return c.(*net.TCPConn), s.(*net.TCPConn)
 }
 
+// conn returns a Conn over one end of a loopback connection, that end
+// and the other, or skips the test where there are no raw calls.
+func conn(t *testing.T) (*Conn, *net.TCPConn, *net.TCPConn) {
+	t.Helper()
+	a, b := pair(t)
+	s := New(a)
+	if s == nil {
+		t.Skip("no raw socket calls on this platform")
+	}
+	return s, a, b
+}
+
 // rw is what a scenario reads and writes with: the connection itself, or
 // a Conn over it.
 type rw interface {
@@ -45,14 +57,11 @@ type rw interface {
 }
 
 func ends(t *testing.T, kind string) (rw, *net.TCPConn, *net.TCPConn) {
-	a, b := pair(t)
 	if kind == "net" {
+		a, b := pair(t)
 		return a, a, b
 	}
-	s := New(a)
-	if s == nil {
-		t.Skip("no raw socket calls on this platform")
-	}
+	s, a, b := conn(t)
 	return s, a, b
 }
 
@@ -220,11 +229,7 @@ func TestSameAsNetConn(t *testing.T) {
 // TestErrorShape: errors come as net.Conn's do, a *net.OpError naming the
 // operation and both addresses.
 func TestErrorShape(t *testing.T) {
-	a, _ := pair(t)
-	s := New(a)
-	if s == nil {
-		t.Skip("no raw socket calls on this platform")
-	}
+	s, a, _ := conn(t)
 	_ = a.SetReadDeadline(time.Unix(1, 0))
 	_, err := s.Read(make([]byte, 1))
 	var oe *net.OpError
@@ -292,11 +297,7 @@ func TestIdle(t *testing.T) {
 		{"closed here", func(local, _ *net.TCPConn) { _ = local.Close() }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, b := pair(t)
-			s := New(a)
-			if s == nil {
-				t.Skip("no raw socket calls on this platform")
-			}
+			s, a, b := conn(t)
 			tc.do(a, b)
 			time.Sleep(10 * time.Millisecond) // let loopback deliver
 			if got := s.Idle(); got != tc.want {
@@ -366,11 +367,7 @@ func BenchmarkPingPong(b *testing.B) {
 // deadline that has passed fails it as it fails Write; and what it wrote
 // arrives in order.
 func TestTryWrite(t *testing.T) {
-	a, b := pair(t)
-	s := New(a)
-	if s == nil {
-		t.Skip("no raw socket calls on this platform")
-	}
+	s, a, b := conn(t)
 	if n, err := s.TryWrite([]byte("hello")); n != 5 || err != nil {
 		t.Fatalf("TryWrite on an empty buffer = %d, %v; want 5, nil", n, err)
 	}
@@ -405,18 +402,6 @@ func TestTryWrite(t *testing.T) {
 	if _, err := io.ReadFull(b, got); err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("the reader got %d bytes (%v), not what was written", len(got), err)
 	}
-}
-
-// conn returns a Conn over one end of a loopback connection, that end
-// and the other, or skips the test where there are no raw calls.
-func conn(t *testing.T) (*Conn, *net.TCPConn, *net.TCPConn) {
-	t.Helper()
-	a, b := pair(t)
-	s := New(a)
-	if s == nil {
-		t.Skip("no raw socket calls on this platform")
-	}
-	return s, a, b
 }
 
 // TestWriteAwait: WriteAwait writes as Write does and returns only once

@@ -7,9 +7,11 @@ import "syscall"
 const supported = true
 
 // Under the race detector the calls go through package syscall's Read
-// and Write, which tell the detector what the kernel read and wrote; on
-// a socket they do what recv(2) and send(2) do, and what differs from the
-// raw calls is the scheduler's bookkeeping and the file layer's checks.
+// and Write, which tell the detector what the kernel read and wrote. On
+// a socket they do what recv(2) and send(2) do; what differs from the
+// raw calls is the scheduler's bookkeeping, the file layer's checks and
+// the SIGPIPE a write to a gone peer raises (the runtime ignores it for
+// a socket, so the write still fails with EPIPE).
 func sysRead(fd uintptr, p []byte) (int, syscall.Errno) {
 	return errnoOf(syscall.Read(int(fd), p))
 }
