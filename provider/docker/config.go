@@ -31,10 +31,15 @@ type Config struct {
 	// Port is the TCP port the home listens on inside its container.
 	// Default 8080.
 	Port int `yaml:"port"`
-	// Network is "bridge" (default: the port is published on 127.0.0.1 at
-	// a port the engine picks), "host" (the home listens on the host's
-	// 127.0.0.1:{port} itself) or the name of a network the gateway can
+	// Network is where a home's container is attached. "home" (default):
+	// a network of its own, NAME-ID, made with the container and removed
+	// with the home, so that no home's container can reach another's; the
+	// port is published on 127.0.0.1 at a port the engine picks. "bridge":
+	// the engine's shared default network, port published the same way.
+	// "host": the host's network (the home listens on the host's
+	// 127.0.0.1:{port} itself). Any other name: a network the gateway can
 	// reach containers on (the endpoint is the container's address there).
+	// Every mode but home lets the homes' containers reach each other.
 	Network string `yaml:"network"`
 	// Env are KEY=VALUE entries of every home's environment, before the
 	// home's own.
@@ -51,6 +56,24 @@ type Config struct {
 	// engine freezes its processes, which keep their memory and resume at
 	// once).
 	Suspend string `yaml:"suspend"`
+	// PidsMax caps the processes and threads of each home's container
+	// together (the engine's pids limit): a fork bomb in a home fails
+	// there. A home's options.pids_max wins. Default 1024; -1: no limit
+	// from the gateway (the engine's own default, if it has one).
+	PidsMax int64 `yaml:"pids_max"`
+	// CapAdd are the Linux capabilities every home's container keeps
+	// ("NET_BIND_SERVICE", "CHOWN"); every other one is dropped. A home's
+	// options.cap_add adds to them. Default none: no capability at all.
+	CapAdd []string `yaml:"cap_add"`
+	// User is who every home's container runs as: "uid", "uid:gid" or a
+	// user of the image. A home's options.user wins. Default: the image's
+	// own user (often root, though without capabilities).
+	User string `yaml:"user"`
+	// ReadOnly makes every home's root file system read-only, with an
+	// empty tmpfs at /tmp (64 MiB, counted in the container's memory);
+	// volumes stay as they are mounted. A home's options.read_only wins.
+	// Default false.
+	ReadOnly bool `yaml:"read_only"`
 }
 
 // Pull policies and suspend modes.
@@ -61,6 +84,18 @@ const (
 	SuspendStop  = "stop"
 	SuspendPause = "pause"
 )
+
+// Network modes with a meaning of their own; any other value names a
+// network.
+const (
+	NetworkHome   = "home"
+	NetworkBridge = "bridge"
+	NetworkHost   = "host"
+)
+
+// DefaultPidsMax is the pids limit of a home's container when neither
+// the section nor the home sets one.
+const DefaultPidsMax = 1024
 
 // DefaultHost is the engine's address when neither host nor $DOCKER_HOST
 // names one.
@@ -81,7 +116,7 @@ func (c *Config) Defaults() {
 		c.Port = 8080
 	}
 	if c.Network == "" {
-		c.Network = "bridge"
+		c.Network = NetworkHome
 	}
 	if c.StopTimeout == 0 {
 		c.StopTimeout = 10 * time.Second
@@ -91,6 +126,9 @@ func (c *Config) Defaults() {
 	}
 	if c.Suspend == "" {
 		c.Suspend = SuspendStop
+	}
+	if c.PidsMax == 0 {
+		c.PidsMax = DefaultPidsMax
 	}
 }
 
@@ -118,7 +156,16 @@ func (c *Config) Check() map[string]string {
 		ps["suspend"] = fmt.Sprintf("want stop or pause, got %q", c.Suspend)
 	}
 	if c.Network == "none" {
-		ps["network"] = "a home without a network cannot be reached: use bridge, host or a named network"
+		ps["network"] = "a home without a network cannot be reached: use home, bridge, host or a named network"
+	}
+	if c.PidsMax < -1 {
+		ps["pids_max"] = fmt.Sprintf("want a number of processes, or -1 for none, got %d", c.PidsMax)
+	}
+	checkCaps(ps, "cap_add", c.CapAdd)
+	if c.User != "" {
+		if err := checkUser(c.User); err != nil {
+			ps["user"] = err.Error()
+		}
 	}
 	for i, kv := range c.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -143,11 +190,31 @@ type HomeOptions struct {
 	// "/host/path:/path[:ro]". Named volumes outlive the container, so a
 	// roll keeps them.
 	Volumes []string `json:"volumes,omitempty"`
-	// Memory is the container's memory limit: a byte count with an
-	// optional k, m or g suffix ("512m").
+	// MemoryMax caps the container's memory, in bytes: a number, or a
+	// string read as exec homes' memory_max is ("256MiB", "1G" = 10^9).
+	// Past it the engine's kernel reclaims, then kills a process of the
+	// home. Default (zero): no limit.
+	MemoryMax Size `json:"memory_max,omitempty"`
+	// CPUMax caps the container's CPU time, in cores: 0.5 is half of one
+	// core, 2 is two. Default (zero): no limit.
+	CPUMax float64 `json:"cpu_max,omitempty"`
+	// Memory is the older spelling of MemoryMax: a byte count with an
+	// optional k, m or g suffix, powers of 1024 ("512m"). Not both.
 	Memory string `json:"memory,omitempty"`
-	// CPUs is the container's CPU limit, in CPUs (0.5, 1, 2).
+	// CPUs is the older spelling of CPUMax. Not both.
 	CPUs float64 `json:"cpus,omitempty"`
+	// PidsMax is this home's pids limit (as the section's pids_max; -1:
+	// none from the gateway). Default (zero): the section's.
+	PidsMax int64 `json:"pids_max,omitempty"`
+	// CapAdd are capabilities this home's container keeps beyond the
+	// section's cap_add. Default none.
+	CapAdd []string `json:"cap_add,omitempty"`
+	// User is who this home's container runs as (as the section's user).
+	// Default: the section's.
+	User string `json:"user,omitempty"`
+	// ReadOnly makes this home's root file system read-only (true) or
+	// writable (false), whatever the section says. Default: the section's.
+	ReadOnly *bool `json:"read_only,omitempty"`
 }
 
 // Check returns the problems of a home's options, by field.
@@ -167,9 +234,30 @@ func (o *HomeOptions) Check() map[string]string {
 		if _, err := parseBytes(o.Memory); err != nil {
 			ps["memory"] = err.Error()
 		}
+		if o.MemoryMax != 0 {
+			ps["memory"] = "memory is the older spelling of memory_max: set one of them"
+		}
+	}
+	if o.MemoryMax < 0 || (o.MemoryMax > 0 && o.MemoryMax < 1<<20) {
+		ps["memory_max"] = fmt.Sprintf("want at least 1MiB, got %d bytes", o.MemoryMax)
 	}
 	if o.CPUs < 0 {
 		ps["cpus"] = "must not be negative"
+	}
+	if o.CPUs != 0 && o.CPUMax != 0 {
+		ps["cpus"] = "cpus is the older spelling of cpu_max: set one of them"
+	}
+	if o.CPUMax < 0 || (o.CPUMax > 0 && o.CPUMax < 0.01) {
+		ps["cpu_max"] = fmt.Sprintf("want at least 0.01 (cores), got %g", o.CPUMax)
+	}
+	if o.PidsMax < -1 {
+		ps["pids_max"] = fmt.Sprintf("want a number of processes, or -1 for none, got %d", o.PidsMax)
+	}
+	checkCaps(ps, "cap_add", o.CapAdd)
+	if o.User != "" {
+		if err := checkUser(o.User); err != nil {
+			ps["user"] = err.Error()
+		}
 	}
 	if len(o.Command) > 0 && strings.TrimSpace(o.Command[0]) == "" {
 		ps["command"] = "must not start with an empty word"

@@ -44,6 +44,10 @@ const (
 	LabelHome    = "wakegate.home"
 	LabelVersion = "wakegate.version"
 	LabelImage   = "wakegate.image"
+	// LabelIsolation is a digest of what the container is allowed (its
+	// network, capabilities, user, root file system and limits): a stopped
+	// container made with other settings is made again.
+	LabelIsolation = "wakegate.isolation"
 )
 
 // logLines is how many of a container's last log lines a failure names.
@@ -113,6 +117,10 @@ func New(cfg Config, o Options) (*Provider, error) {
 		p.dir = filepath.Join(o.DataDir, "docker")
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if cfg.Network != NetworkHome {
+		p.log.Warn("docker: homes share a network: each home's container can open the others' ports past the gateway; "+
+			"set providers.docker.network: home to give each home a network of its own", "network", cfg.Network)
+	}
 	return p, nil
 }
 
@@ -254,25 +262,24 @@ func (p *Provider) create(ctx context.Context, op string, s provider.Spec) (stri
 	if err != nil {
 		return "", &provider.Error{Op: op, Reason: provider.ReasonBadConfig, Err: err}
 	}
+	if err := p.ensureNetwork(ctx, op, s.ID); err != nil {
+		return "", err
+	}
+	is := p.isolationOf(s, o)
 	stop := int(p.cfg.StopTimeout / time.Second)
 	cfg := &container.Config{
 		Image: img,
 		Env:   p.env(s, o),
 		Cmd:   p.command(s, o),
 		Labels: map[string]string{LabelGateway: p.cfg.Name, LabelHome: s.ID,
-			LabelVersion: s.Version, LabelImage: img},
+			LabelVersion: s.Version, LabelImage: img, LabelIsolation: is.digest()},
 		ExposedPorts: network.PortSet{port: {}},
 		StopTimeout:  &stop,
 	}
-	hc := &container.HostConfig{NetworkMode: container.NetworkMode(p.cfg.Network), Binds: o.Volumes}
-	if p.cfg.Network == "bridge" {
+	hc := &container.HostConfig{Binds: o.Volumes}
+	is.apply(cfg, hc)
+	if p.publishes() {
 		hc.PortBindings = network.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1")}}}
-	}
-	if o.Memory != "" {
-		hc.Memory, _ = parseBytes(o.Memory) // checked at load
-	}
-	if o.CPUs > 0 {
-		hc.NanoCPUs = int64(o.CPUs * 1e9)
 	}
 	res, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: p.containerName(s.ID), Config: cfg, HostConfig: hc})
 	if err != nil {
@@ -350,13 +357,19 @@ func (p *Provider) start(ctx context.Context, op string, s provider.Spec, c *con
 	return provider.Result{Endpoint: ep, Ref: now.ID, State: provider.StateRunning}, nil
 }
 
+// publishes reports whether the home's port is published on the host's
+// loopback, where the gateway reaches it.
+func (p *Provider) publishes() bool {
+	return p.cfg.Network == NetworkHome || p.cfg.Network == NetworkBridge
+}
+
 // endpoint is where the gateway reaches c's home.
 func (p *Provider) endpoint(c *container.InspectResponse) (string, error) {
 	port := strconv.Itoa(p.cfg.Port)
-	switch p.cfg.Network {
-	case "host":
+	switch {
+	case p.cfg.Network == NetworkHost:
 		return "http://127.0.0.1:" + port, nil
-	case "bridge":
+	case p.publishes():
 		if c.NetworkSettings != nil {
 			for k, bs := range c.NetworkSettings.Ports {
 				if k.Num() != uint16(p.cfg.Port) || k.Proto() != network.TCP {
@@ -397,7 +410,8 @@ func (p *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, 
 		if err != nil {
 			return provider.Result{}, err
 		}
-		if c.Config.Labels[LabelVersion] != s.Version || c.Config.Labels[LabelImage] != p.image(s, o) {
+		if c.Config.Labels[LabelVersion] != s.Version || c.Config.Labels[LabelImage] != p.image(s, o) ||
+			c.Config.Labels[LabelIsolation] != p.isolationOf(s, o).digest() {
 			if err := p.remove(ctx, "wake", s.ID, c.ID); err != nil {
 				return provider.Result{}, err
 			}
@@ -524,17 +538,22 @@ func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Resu
 	return p.start(ctx, "recreate", s, c)
 }
 
-// Remove deletes the home's container: the home is gone for good. Named
-// volumes stay, for an operator to delete.
+// Remove deletes the home's container and its own network: the home is
+// gone for good. Named volumes stay, for an operator to delete.
 func (p *Provider) Remove(ctx context.Context, s provider.Spec) error {
 	c, err := p.find(ctx, "remove", s.ID)
-	if err != nil || c == nil {
+	if err != nil {
 		p.forgetStopped(s.ID)
 		return err
 	}
-	err = p.remove(ctx, "remove", s.ID, c.ID)
+	if c != nil {
+		err = p.remove(ctx, "remove", s.ID, c.ID)
+	}
 	p.forgetStopped(s.ID)
-	return err
+	if err != nil {
+		return err
+	}
+	return p.removeNetwork(ctx, "remove", s.ID)
 }
 
 // Version asks the running home which version it runs: GET /version.

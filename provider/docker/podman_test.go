@@ -152,20 +152,25 @@ func (e *engine) podman(args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// images builds wakegate without cgo into an otherwise empty root file
-// system and imports it as the test images: tags 1, 2 and 3 run it, tag
-// broken runs a command it does not know.
+// images builds wakegate and the tests' probe (testdata/probe) without
+// cgo into an otherwise empty root file system and imports it as the test
+// images: tags 1, 2 and 3 run wakegate, tag broken runs a command it does
+// not know.
 func (e *engine) images() error {
-	bin := filepath.Join(e.dir, "build", "wakegate")
 	_, file, _, _ := runtime.Caller(0)
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build (CGO_ENABLED=0): %w\n%s", err, out)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	bin := filepath.Join(e.dir, "build", "wakegate")
+	probe := filepath.Join(e.dir, "build", "probe")
+	for _, b := range [][2]string{{bin, "."}, {probe, "./provider/docker/testdata/probe"}} {
+		build := exec.Command("go", "build", "-o", b[0], b[1])
+		build.Dir = root
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s (CGO_ENABLED=0): %w\n%s", b[1], err, out)
+		}
 	}
 	rootfs := filepath.Join(e.dir, "rootfs.tar")
-	if err := tarOne(rootfs, bin, "wakegate"); err != nil {
+	if err := tarFiles(rootfs, [2]string{bin, "wakegate"}, [2]string{probe, "probe"}); err != nil {
 		return err
 	}
 	for _, tag := range []string{"1", "2", "3"} {
@@ -177,27 +182,29 @@ func (e *engine) images() error {
 	return err
 }
 
-// tarOne writes a tar at path holding the file src as name (mode 0755),
-// with /tmp beside it.
-func tarOne(path, src, name string) error {
+// tarFiles writes a tar at path holding each file {src, name} as name
+// (mode 0755), with /tmp beside them.
+func tarFiles(path string, files ...[2]string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
 	tw := tar.NewWriter(f)
 	if err := tw.WriteHeader(&tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}); err != nil {
 		return err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
+	for _, sf := range files {
+		data, err := os.ReadFile(sf[0])
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: sf[1], Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return err
