@@ -80,7 +80,7 @@ func (p *Provider) ownNetwork(ctx context.Context, op, id string) (bool, error) 
 	l := res.Network.Labels
 	if l[LabelGateway] != p.cfg.Name || l[LabelHome] != id {
 		return false, &provider.Error{Op: op, Reason: provider.ReasonConflict,
-			Err: fmt.Errorf("home %s: network %s exists without this gateway's labels", id, name),
+			Err:  fmt.Errorf("home %s: network %s exists without this gateway's labels", id, name),
 			Hint: fmt.Sprintf("remove the network (docker network rm %s), or give this gateway another providers.docker.name", name)}
 	}
 	return true, nil
