@@ -255,6 +255,33 @@ func TestChecks(t *testing.T) {
 	if ps := f.CheckHome(provider.Settings{Options: []byte(`{"image": "a:{version}", "volumes": ["data:/data", "/srv/x:/x:ro"], "memory": "512m", "cpus": 1.5}`)}); len(ps) != 0 {
 		t.Errorf("good options refused: %v", ps)
 	}
+	if ps := f.CheckHome(provider.Settings{Options: []byte(`{"memory_max": "256MiB", "cpu_max": 0.5, "pids_max": 100, ` +
+		`"cap_add": ["net_bind_service", "CAP_CHOWN"], "user": "1000:1000", "read_only": true}`)}); len(ps) != 0 {
+		t.Errorf("good isolation options refused: %v", ps)
+	}
+	got = map[string]bool{}
+	for _, p := range f.CheckHome(provider.Settings{Options: []byte(`{"memory_max": "12k", "cpu_max": -1, "pids_max": -2, ` +
+		`"cap_add": ["NET_BIND"], "user": "a b", "memory": "1g", "cpus": 1}`)}) {
+		got[p.Field] = true
+	}
+	for _, want := range []string{"options.memory_max", "options.cpu_max", "options.pids_max", "options.cap_add[0]",
+		"options.user", "options.memory", "options.cpus"} {
+		if !got[want] {
+			t.Errorf("home: no problem for %s (got %v)", want, got)
+		}
+	}
+	if err := yaml.Unmarshal([]byte("{pids_max: -5, cap_add: [ALL], user: ':1'}"), &node); err != nil {
+		t.Fatal(err)
+	}
+	got = map[string]bool{}
+	for _, p := range f.CheckSection(node.Content[0]) {
+		got[p.Field] = true
+	}
+	for _, want := range []string{"pids_max", "cap_add[0]", "user"} {
+		if !got[want] {
+			t.Errorf("section: no problem for %s (got %v)", want, got)
+		}
+	}
 	if ps := f.CheckHome(provider.Settings{Options: []byte(`{"region": "x"}`)}); len(ps) != 1 || ps[0].Field != "options" {
 		t.Errorf("unknown option: %v", ps)
 	}

@@ -248,6 +248,9 @@ func TestGatewayRestartAdoptsContainer(t *testing.T) {
 	if cs := r.e.containers(t, r.name); len(cs) != 1 || cs[0].Home != "d1" {
 		t.Fatalf("containers after d2's removal: %+v, want d1's only", cs)
 	}
+	if nets := r.e.networks(t, r.name); len(nets) != 1 || nets[0] != r.name+"-d1" {
+		t.Fatalf("networks after d2's removal: %v, want d1's only", nets)
+	}
 }
 
 // TestGatewayReportsExitedContainer: a home whose container exits at
