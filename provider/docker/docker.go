@@ -7,7 +7,10 @@
 //
 // DESIGN rules that live here: 29 (a stop is proven by the engine's state
 // of the container), 31 (a home's container sees its own environment and
-// relay token; what it prints reaches operators only as escaped excerpts).
+// relay token; what it prints reaches operators only as escaped excerpts;
+// it is on a network of its own, network.go, without capabilities or new
+// privileges and under a pids limit, limits.go), 34 (the pids limit is
+// every container's by default).
 package docker
 
 import (
