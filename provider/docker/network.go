@@ -14,8 +14,10 @@ import (
 // A home's own network (network: home) holds its container alone: no
 // other home's container is on it, and the engine keeps traffic from
 // crossing between bridge networks. Docker does so for every pair of
-// bridge networks; Podman's netavark only between networks that carry its
-// isolate option, which the provider sets (Docker ignores it). The
+// bridge networks; for Podman the provider also sets netavark's isolate
+// option, which drops traffic between networks that carry it (Docker
+// ignores it). The tests' netavark 1.4 kept two homes apart without it
+// too; it is set for hosts that would route between them. The
 // gateway reaches the container through its port published on 127.0.0.1,
 // as on the default bridge.
 
