@@ -250,7 +250,8 @@ func (w *WakeConfig) validate(k checker) {
 
 func (p *ProbeConfig) validate(k checker) {
 	k.oneOf("kind", p.Kind, "auto", "ws", "http", "tcp")
-	k.nonNegative(namedDuration{"attempt_timeout", p.AttemptTimeout}, namedDuration{"max_pause", p.MaxPause},
+	k.nonNegative(namedDuration{"attempt_timeout", p.AttemptTimeout}, namedDuration{"ws_timeout", p.WSTimeout},
+		namedDuration{"max_pause", p.MaxPause},
 		namedDuration{"min_pause", p.MinPause}, namedDuration{"port_watch", *p.PortWatch},
 		namedDuration{"settle", p.Settle})
 }

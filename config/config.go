@@ -332,11 +332,12 @@ type ProbeConfig struct {
 	// Settle, a GET of Path answered 2xx or 3xx, or a GET of the health
 	// path of an app inside the home answered as its kind's rules accept
 	// (an app with strip_prefix is served there): it fits plain HTTP
-	// servers and WebSocket services alike. A home that completes the
-	// upgrade is judged by the WebSocket alone: a socket closed within
-	// Settle fails the attempt, whatever a GET would answer; the GET of
-	// Path is tried only when the upgrade is refused with an ordinary
-	// HTTP answer. An auto probe that gets
+	// servers and WebSocket services alike. The upgrade goes first, its
+	// handshake bounded by WSTimeout. A home that completes the upgrade
+	// is judged by the WebSocket alone: a socket closed within Settle
+	// fails the attempt, whatever a GET would answer; the GETs are tried
+	// only when the upgrade is refused with an ordinary HTTP answer, left
+	// unanswered for WSTimeout or closed without an answer. An auto probe that gets
 	// nothing but 404s (the upgrade and every GET) for 5s ends the wake
 	// there (wake_failed, with a hint), rather than at the ready timeout;
 	// a home that 404s for a moment while it boots is still waited
@@ -351,6 +352,14 @@ type ProbeConfig struct {
 	// AttemptTimeout bounds one probe attempt. Default 2s; zero means the
 	// default.
 	AttemptTimeout time.Duration `yaml:"attempt_timeout"`
+	// WSTimeout bounds the WebSocket handshake of an auto probe: an
+	// upgrade the home receives but leaves unanswered that long (a dev
+	// server such as Vite that wants its own subprotocol), or closes
+	// without an answer, falls back to the GETs in the same attempt, and
+	// the wake's log line says so with the setting that skips the wait
+	// (probe kind http). At most half of AttemptTimeout is used. Default
+	// 1s; zero means the default.
+	WSTimeout time.Duration `yaml:"ws_timeout"`
 	// Settle is how long a ws or auto probe's socket must stay open when no
 	// first frame arrives: long enough that a broker which accepts the
 	// upgrade and then closes it (1011) is caught. Default 300ms; zero

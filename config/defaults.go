@@ -122,6 +122,7 @@ func (p *ProbeConfig) defaults() {
 	def(&p.Kind, "auto")
 	def(&p.Path, "/node/{target}/")
 	def(&p.AttemptTimeout, 2*time.Second)
+	def(&p.WSTimeout, time.Second)
 	def(&p.Settle, 300*time.Millisecond)
 	def(&p.MinPause, 2*time.Millisecond)
 	def(&p.MaxPause, 100*time.Millisecond)
