@@ -3,11 +3,13 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -216,6 +218,19 @@ func (p *ProxyConfig) validate(k checker) {
 	}
 	if *p.BodySpool < 0 {
 		k.bad("body_spool", "must not be negative (0 keeps request bodies off the disk)")
+	}
+	if msg := checkHostRule(p.HostHeader); msg != "" {
+		k.bad("host_header", "%s", msg)
+	}
+	for _, rules := range []struct {
+		field string
+		m     map[string]string
+	}{{"host_headers.homes", p.HostHeaders.Homes}, {"host_headers.apps", p.HostHeaders.Apps}} {
+		for _, name := range slices.Sorted(maps.Keys(rules.m)) {
+			if msg := checkHostRule(rules.m[name]); msg != "" {
+				k.bad(rules.field+"."+name, "%s", msg)
+			}
+		}
 	}
 }
 

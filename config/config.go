@@ -264,6 +264,28 @@ type ProxyConfig struct {
 	// RelayHeader is the header that carries a home's relay token to it.
 	// Default "X-Wakegate-Relay"; empty means the default.
 	RelayHeader string `yaml:"relay_header"`
+	// HostHeader is the Host a forwarded request carries
+	// (docs/headers.md): "auto" (the client's, except toward an https
+	// upstream, which gets its own address), "client" (the client's,
+	// toward every upstream), "upstream" (the upstream's host:port), or a
+	// fixed host[:port]. The client's Host lets an app that compares
+	// Origin with Host (Jupyter, code-server) accept the browser's
+	// requests with no setting of its own. Default "auto"; empty means
+	// the default.
+	HostHeader string `yaml:"host_header"`
+	// HostHeaders override HostHeader per route, with the same values:
+	// homes by target, apps by slug (an app inside a home follows its
+	// own rule, not its home's). Default none.
+	HostHeaders HostHeaderRoutes `yaml:"host_headers"`
+}
+
+// HostHeaderRoutes are per-route Host rules (ProxyConfig.HostHeaders).
+type HostHeaderRoutes struct {
+	// Homes are rules for /node/{target}, by target. Default none.
+	Homes map[string]string `yaml:"homes"`
+	// Apps are rules for /apps/{slug} (and an app's own host), by slug.
+	// Default none.
+	Apps map[string]string `yaml:"apps"`
 }
 
 // WakeConfig configures the wake engine.

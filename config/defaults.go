@@ -97,6 +97,7 @@ func (p *ProxyConfig) defaults() {
 	defPtr(&p.BodySpool, 32<<20)
 	def(&p.IdleConnTimeout, 90*time.Second)
 	def(&p.RelayHeader, "X-Wakegate-Relay")
+	def(&p.HostHeader, HostAuto)
 }
 
 func (w *WakeConfig) defaults() {

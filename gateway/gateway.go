@@ -288,8 +288,41 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		MinRateGrace:        cfg.Server.MinRateGrace,
 		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
 		BodyBuffer: int64(*cfg.Proxy.BodyBuffer), BodySpool: int64(*cfg.Proxy.BodySpool), SpoolDir: cfg.Proxy.BodySpoolDir,
-		Log: g.log.With("component", "proxy"),
+		Host:      hostPolicy(cfg.Proxy),
+		Protected: g.protected,
+		Log:       g.log.With("component", "proxy"),
 	})
+}
+
+// hostPolicy is the proxy's Host rule set of proxy.host_header and
+// proxy.host_headers (docs/headers.md).
+func hostPolicy(p config.ProxyConfig) proxy.HostPolicy {
+	rule := func(v string) string {
+		if v == config.HostAuto {
+			return proxy.HostAuto
+		}
+		return v // client, upstream and fixed values are spelled alike
+	}
+	hp := proxy.HostPolicy{Default: rule(p.HostHeader)}
+	conv := func(m map[string]string) map[string]string {
+		if len(m) == 0 {
+			return nil
+		}
+		out := make(map[string]string, len(m))
+		for k, v := range m {
+			out[k] = rule(v)
+		}
+		return out
+	}
+	hp.Homes, hp.Apps = conv(p.HostHeaders.Homes), conv(p.HostHeaders.Apps)
+	return hp
+}
+
+// protected reports whether the canonical header name n is one an access
+// policy sets (proxy.Options.Protected), by the policies now: a reload
+// that changes them applies at once.
+func (g *Gateway) protected(n string) bool {
+	return g.gate != nil && g.gate.Set().Protects(n)
 }
 
 // portWatch maps the config's "zero is off" to the probe's "negative is off".

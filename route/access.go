@@ -133,12 +133,21 @@ func (p *Path) admit(w http.ResponseWriter, r *http.Request, kind, name string, 
 	} else {
 		c = set.ForApp(name)
 	}
+	// No client sets a header a policy sets (X-User), on any route
+	// (DESIGN rule 22): the proxy removes their underscore spellings.
+	for _, k := range set.IdentityHeaders() {
+		delete(r.Header, k)
+	}
+	// A page opened with a token in its query names it in every Referer.
+	set.StripReferer(r)
 	// The gateway's cookies go to no home, whatever policy decides the
 	// route (once it has read them): under path routing every home shares
 	// the visitor's cookies for this origin, so a public home would
-	// otherwise read a token meant for another one.
+	// otherwise read a token meant for another one. So do a jwt policy's
+	// bearer and query tokens, on routes it does not decide.
 	if c.Name == access.PolicyPublic {
 		access.StripCookies(r.Header, set.GatewayCookies(), "")
+		set.StripForeign(r, c)
 		return true
 	}
 	d, err := c.Policy.Check(r.Context(), r, s)
@@ -147,6 +156,7 @@ func (p *Path) admit(w http.ResponseWriter, r *http.Request, kind, name string, 
 		return false
 	}
 	access.StripCookies(r.Header, set.GatewayCookies(), c.KeepCookie)
+	set.StripForeign(r, c)
 	if p := c.QueryParam; p != "" && strings.Contains(r.URL.RawQuery, p+"=") {
 		q := r.URL.Query()
 		q.Del(p)
