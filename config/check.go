@@ -140,7 +140,7 @@ func (l *LogConfig) validate(k checker) {
 func (s *ServerConfig) validate(k checker) {
 	k.nonNegative(namedDuration{"drain_delay", s.DrainDelay}, namedDuration{"drain_grace", s.DrainGrace},
 		namedDuration{"idle_timeout", s.IdleTimeout}, namedDuration{"read_header_timeout", s.ReadHeaderTimeout},
-		namedDuration{"min_rate_grace", s.MinRateGrace})
+		namedDuration{"min_rate_grace", s.MinRateGrace}, namedDuration{"min_rate_window", s.MinRateWindow})
 	k.oneOf("drain_websockets", s.DrainWebSockets, "start", "end")
 	k.oneOf("http1_server", s.HTTP1Server, "wakegate", "net/http")
 	if msg := checkRootRedirect(s.RootRedirect); msg != "" {

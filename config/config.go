@@ -143,12 +143,15 @@ type ServerConfig struct {
 	// unusual, and HTTP/2) to Go's server; "net/http", Go's server for
 	// everything.
 	HTTP1Server string `yaml:"http1_server"`
-	// MinBodyRate is the least average rate, in bytes per second (units as
-	// ByteSize), at which a request body must arrive once MinRateGrace has
-	// passed; time spent waiting on the upstream does not count. A body
-	// slower than that is cut: 408 when nothing was answered yet, else the
-	// connection is closed. Default 240 (when unset); zero turns the check
-	// off.
+	// MinBodyRate is the least rate, in bytes per second (units as
+	// ByteSize), at which a request body must arrive, kept over a sliding
+	// window: each byte earns the body 1/rate seconds of waiting, at most
+	// MinRateGrace plus MinRateWindow banked, and the body starts with
+	// MinRateGrace. A body that stops is so cut within MinRateGrace plus
+	// MinRateWindow of its last byte, however much it sent before; time
+	// spent waiting on the upstream does not count. A cut body is
+	// answered 408 when nothing was answered yet, else its connection is
+	// closed. Default 240 (when unset); zero turns the check off.
 	MinBodyRate *ByteSize `yaml:"min_body_rate"`
 	// MinResponseRate is the least rate, in bytes per second (units as
 	// ByteSize), at which a client must read a response. With the
@@ -183,6 +186,10 @@ type ServerConfig struct {
 	// may fall behind MinResponseRate. Default 5s; zero means the
 	// default.
 	MinRateGrace time.Duration `yaml:"min_rate_grace"`
+	// MinRateWindow is how much waiting a request body's earlier bytes
+	// may bank for a later stall, beyond MinRateGrace (see MinBodyRate).
+	// Default 5s; zero means the default.
+	MinRateWindow time.Duration `yaml:"min_rate_window"`
 	// MaxConnsPerClient caps the open connections of one client IP. A
 	// connection past the cap is closed at once and counted in
 	// wakegate_conns_refused_total. A trusted proxy's connections are not

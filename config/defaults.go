@@ -84,6 +84,7 @@ func (s *ServerConfig) defaults() {
 	defPtr(&s.MinBodyRate, 240)
 	defPtr(&s.MinResponseRate, 240)
 	def(&s.MinRateGrace, 5*time.Second)
+	def(&s.MinRateWindow, 5*time.Second)
 	def(&s.MaxConnsPerClient, 1024)
 }
 

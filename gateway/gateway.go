@@ -284,7 +284,7 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
 		HomeResponseHeaderTimeout: cfg.Proxy.HomeResponseHeaderTimeout,
 		MinBodyRate:               int64(*cfg.Server.MinBodyRate), MinResponseRate: int64(*cfg.Server.MinResponseRate),
-		MinRateGrace:        cfg.Server.MinRateGrace,
+		MinRateGrace: cfg.Server.MinRateGrace, MinRateWindow: cfg.Server.MinRateWindow,
 		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
 		BodyBuffer: int64(*cfg.Proxy.BodyBuffer), BodySpool: int64(*cfg.Proxy.BodySpool), SpoolDir: cfg.Proxy.BodySpoolDir,
 		Log: g.log.With("component", "proxy"),

@@ -117,6 +117,11 @@ type Options struct {
 	MinResponseRate int64
 	// MinRateGrace is the time allowed before the rates apply.
 	MinRateGrace time.Duration
+	// MinRateWindow is how much time a request body's earlier bytes may
+	// bank for a later stall (rate.go): past the grace, a body that
+	// stops is cut within MinRateGrace plus this, whatever arrived
+	// before. Zero means DefaultMinRateWindow.
+	MinRateWindow time.Duration
 	// BodyBuffer is how much of a request body, in bytes, is read into
 	// memory before a route's Acquire takes a forwarding slot (spool.go).
 	// Zero: bodies are not read ahead; they arrive while the slot is held.
@@ -278,7 +283,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		}
 	}
 	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut, route.body)
+		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, p.opts.MinRateWindow, &route.bodyCut, route.body)
 	}
 	if route.body != nil {
 		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.failed} // clientbody.go
