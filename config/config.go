@@ -199,8 +199,11 @@ type ServerConfig struct {
 	// the default.
 	MaxConnsPerClient int `yaml:"max_conns_per_client"`
 	// TrustedProxies are the CIDRs whose X-Forwarded-* and X-Request-Id
-	// headers are trusted; a bare address is a network of one. Default
-	// none: they are always set afresh.
+	// headers are trusted; a bare address is a network of one. A trusted
+	// peer names the client every limit counts, so never trust an address
+	// an exec home can connect from (loopback, any address of this
+	// machine): check-config and the start warn of it. Default none: they
+	// are always set afresh.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// WebSocketOrigins are the Origin values (scheme://host[:port]) allowed to
 	// open WebSockets, besides the request's own host. Default none: same
