@@ -217,6 +217,17 @@ func (p *ProxyConfig) validate(k checker) {
 	if *p.BodySpool < 0 {
 		k.bad("body_spool", "must not be negative (0 keeps request bodies off the disk)")
 	}
+	for _, b := range []struct {
+		name string
+		v    ByteSize
+	}{{"body_budget_client", *p.BodyBudgetClient}, {"body_budget_total", *p.BodyBudgetTotal}} {
+		switch {
+		case b.v < 0:
+			k.bad(b.name, "must not be negative (0 turns the budget off)")
+		case b.v > 0 && b.v < *p.BodyBuffer:
+			k.bad(b.name, "must be at least body_buffer (%d), or no body could be read ahead", int64(*p.BodyBuffer))
+		}
+	}
 }
 
 func (w *WakeConfig) validate(k checker) {

@@ -265,6 +265,24 @@ type ProxyConfig struct {
 	// Default 32MiB (when unset); zero keeps bodies off the disk: past
 	// body_buffer, a body arrives while its request holds a slot.
 	BodySpool *ByteSize `yaml:"body_spool"`
+	// BodyBudgetClient is the most one client address's request bodies
+	// may hold at once in the read-ahead (body_buffer in memory and
+	// body_spool on disk together), in bytes (units as ByteSize). A body
+	// is admitted with what it can hold at most (its length up to
+	// body_buffer plus body_spool; a body of unknown length reserves its
+	// memory first and its spool a MiB at a time, and streams the rest
+	// when a piece does not fit). A new body past the budget gets 503
+	// body_budget_full with Retry-After (413 body_over_budget when it
+	// could never fit); bodies already admitted are never touched. This
+	// is what keeps one client from holding the spool disk: a body that
+	// stalls is cut by min_body_rate within min_rate_grace and
+	// min_rate_window, and until then it counts here. Default 128MiB
+	// (when unset); zero turns the per-client budget off. Shown in status
+	// and in wakegate_body_budget_bytes.
+	BodyBudgetClient *ByteSize `yaml:"body_budget_client"`
+	// BodyBudgetTotal is the same budget over all clients together.
+	// Default 1GiB (when unset); zero turns it off.
+	BodyBudgetTotal *ByteSize `yaml:"body_budget_total"`
 	// BodySpoolDir is the folder of those temporary files. Default empty:
 	// the system's temporary directory ($TMPDIR, else /tmp).
 	BodySpoolDir string `yaml:"body_spool_dir"`

@@ -96,6 +96,8 @@ func (p *ProxyConfig) defaults() {
 	defPtr(&p.MaxConnsPerHome, 256)
 	defPtr(&p.BodyBuffer, 64<<10)
 	defPtr(&p.BodySpool, 32<<20)
+	defPtr(&p.BodyBudgetClient, 128<<20)
+	defPtr(&p.BodyBudgetTotal, 1<<30)
 	def(&p.IdleConnTimeout, 90*time.Second)
 	def(&p.RelayHeader, "X-Wakegate-Relay")
 }

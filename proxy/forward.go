@@ -134,6 +134,10 @@ type Options struct {
 	// SpoolDir is where those temporary files are made; "" is the
 	// system's temporary directory.
 	SpoolDir string
+	// BodyBudgetClient and BodyBudgetTotal bound what the read-ahead
+	// (BodyBuffer and BodySpool) holds at once for one client address
+	// and for all (budget.go); zero: no bound.
+	BodyBudgetClient, BodyBudgetTotal int64
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream.
 	MaxIdleConnsPerHost int
 	// IdleConnTimeout closes idle pooled connections.
@@ -184,6 +188,8 @@ type Proxy struct {
 	// spliced counts the bodies sent by the direct path through the
 	// writers' ReadFrom (direct_splice.go), for tests.
 	spliced atomic.Int64
+	// budget is the body budget (budget.go); nil for none.
+	budget *bodyBudget
 }
 
 type routeKey struct{}
@@ -218,6 +224,7 @@ func New(o Options) *Proxy {
 	}
 	conns := newConnPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
 	p := &Proxy{opts: o, transport: tr, homes: homes, conns: conns, relays: map[*relay]struct{}{}, stops: map[<-chan struct{}]*stopWatch{}, bufs: newBufferPool()}
+	p.budget = newBodyBudget(o.BodyBudgetClient, o.BodyBudgetTotal)
 	p.stripped = []string{http.CanonicalHeaderKey(o.RelayHeader)}
 	for _, h := range o.StripHeaders {
 		p.stripped = append(p.stripped, http.CanonicalHeaderKey(h))
@@ -291,6 +298,10 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 	if route.Acquire != nil {
 		if !isUpgrade(r) {
 			sp, err := p.spool(r) // spool.go
+			if br := (*budgetRefused)(nil); errors.As(err, &br) {
+				p.bodyRefused(w, r, route, br.fe) // budget.go
+				return
+			}
 			if err != nil {
 				p.answerError(w, r, route, r.URL.Path, err)
 				return
