@@ -142,7 +142,7 @@ func (l *LogConfig) validate(k checker) {
 func (s *ServerConfig) validate(k checker) {
 	k.nonNegative(namedDuration{"drain_delay", s.DrainDelay}, namedDuration{"drain_grace", s.DrainGrace},
 		namedDuration{"idle_timeout", s.IdleTimeout}, namedDuration{"read_header_timeout", s.ReadHeaderTimeout},
-		namedDuration{"min_rate_grace", s.MinRateGrace})
+		namedDuration{"min_rate_grace", s.MinRateGrace}, namedDuration{"min_rate_window", s.MinRateWindow})
 	k.oneOf("drain_websockets", s.DrainWebSockets, "start", "end")
 	k.oneOf("http1_server", s.HTTP1Server, "wakegate", "net/http")
 	if msg := checkRootRedirect(s.RootRedirect); msg != "" {
@@ -230,6 +230,17 @@ func (p *ProxyConfig) validate(k checker) {
 			if msg := checkHostRule(rules.m[name]); msg != "" {
 				k.bad(rules.field+"."+name, "%s", msg)
 			}
+		}
+	}
+	for _, b := range []struct {
+		name string
+		v    ByteSize
+	}{{"body_budget_client", *p.BodyBudgetClient}, {"body_budget_total", *p.BodyBudgetTotal}} {
+		switch {
+		case b.v < 0:
+			k.bad(b.name, "must not be negative (0 turns the budget off)")
+		case b.v > 0 && b.v < *p.BodyBuffer:
+			k.bad(b.name, "must be at least body_buffer (%d), or no body could be read ahead", int64(*p.BodyBuffer))
 		}
 	}
 }

@@ -143,12 +143,15 @@ type ServerConfig struct {
 	// unusual, and HTTP/2) to Go's server; "net/http", Go's server for
 	// everything.
 	HTTP1Server string `yaml:"http1_server"`
-	// MinBodyRate is the least average rate, in bytes per second (units as
-	// ByteSize), at which a request body must arrive once MinRateGrace has
-	// passed; time spent waiting on the upstream does not count. A body
-	// slower than that is cut: 408 when nothing was answered yet, else the
-	// connection is closed. Default 240 (when unset); zero turns the check
-	// off.
+	// MinBodyRate is the least rate, in bytes per second (units as
+	// ByteSize), at which a request body must arrive, kept over a sliding
+	// window: each byte earns the body 1/rate seconds of waiting, at most
+	// MinRateGrace plus MinRateWindow banked, and the body starts with
+	// MinRateGrace. A body that stops is so cut within MinRateGrace plus
+	// MinRateWindow of its last byte, however much it sent before; time
+	// spent waiting on the upstream does not count. A cut body is
+	// answered 408 when nothing was answered yet, else its connection is
+	// closed. Default 240 (when unset); zero turns the check off.
 	MinBodyRate *ByteSize `yaml:"min_body_rate"`
 	// MinResponseRate is the least rate, in bytes per second (units as
 	// ByteSize), at which a client must read a response. With the
@@ -183,6 +186,10 @@ type ServerConfig struct {
 	// may fall behind MinResponseRate. Default 5s; zero means the
 	// default.
 	MinRateGrace time.Duration `yaml:"min_rate_grace"`
+	// MinRateWindow is how much waiting a request body's earlier bytes
+	// may bank for a later stall, beyond MinRateGrace (see MinBodyRate).
+	// Default 5s; zero means the default.
+	MinRateWindow time.Duration `yaml:"min_rate_window"`
 	// MaxConnsPerClient caps the open connections of one client IP. A
 	// connection past the cap is closed at once and counted in
 	// wakegate_conns_refused_total. A trusted proxy's connections are not
@@ -192,8 +199,11 @@ type ServerConfig struct {
 	// the default.
 	MaxConnsPerClient int `yaml:"max_conns_per_client"`
 	// TrustedProxies are the CIDRs whose X-Forwarded-* and X-Request-Id
-	// headers are trusted; a bare address is a network of one. Default
-	// none: they are always set afresh.
+	// headers are trusted; a bare address is a network of one. A trusted
+	// peer names the client every limit counts, so never trust an address
+	// an exec home can connect from (loopback, any address of this
+	// machine): check-config and the start warn of it. Default none: they
+	// are always set afresh.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// WebSocketOrigins are the Origin values (scheme://host[:port]) allowed to
 	// open WebSockets, besides the request's own host. Default none: same
@@ -255,6 +265,24 @@ type ProxyConfig struct {
 	// Default 32MiB (when unset); zero keeps bodies off the disk: past
 	// body_buffer, a body arrives while its request holds a slot.
 	BodySpool *ByteSize `yaml:"body_spool"`
+	// BodyBudgetClient is the most one client address's request bodies
+	// may hold at once in the read-ahead (body_buffer in memory and
+	// body_spool on disk together), in bytes (units as ByteSize). A body
+	// is admitted with what it can hold at most (its length up to
+	// body_buffer plus body_spool; a body of unknown length reserves its
+	// memory first and its spool a MiB at a time, and streams the rest
+	// when a piece does not fit). A new body past the budget gets 503
+	// body_budget_full with Retry-After (413 body_over_budget when it
+	// could never fit); bodies already admitted are never touched. This
+	// is what keeps one client from holding the spool disk: a body that
+	// stalls is cut by min_body_rate within min_rate_grace and
+	// min_rate_window, and until then it counts here. Default 128MiB
+	// (when unset); zero turns the per-client budget off. Shown in status
+	// and in wakegate_body_budget_bytes.
+	BodyBudgetClient *ByteSize `yaml:"body_budget_client"`
+	// BodyBudgetTotal is the same budget over all clients together.
+	// Default 1GiB (when unset); zero turns it off.
+	BodyBudgetTotal *ByteSize `yaml:"body_budget_total"`
 	// BodySpoolDir is the folder of those temporary files. Default empty:
 	// the system's temporary directory ($TMPDIR, else /tmp).
 	BodySpoolDir string `yaml:"body_spool_dir"`

@@ -173,6 +173,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 		return nil, err
 	}
 	g.homeConns = route.NewHomeConns(*cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
+	if err := g.registerBodyBudget(); err != nil {
+		return nil, err
+	}
 	if err := g.metrics.Register(g.homeConns.Collectors()...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -285,9 +288,10 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
 		HomeResponseHeaderTimeout: cfg.Proxy.HomeResponseHeaderTimeout,
 		MinBodyRate:               int64(*cfg.Server.MinBodyRate), MinResponseRate: int64(*cfg.Server.MinResponseRate),
-		MinRateGrace:        cfg.Server.MinRateGrace,
+		MinRateGrace: cfg.Server.MinRateGrace, MinRateWindow: cfg.Server.MinRateWindow,
 		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
 		BodyBuffer: int64(*cfg.Proxy.BodyBuffer), BodySpool: int64(*cfg.Proxy.BodySpool), SpoolDir: cfg.Proxy.BodySpoolDir,
+		BodyBudgetClient: int64(*cfg.Proxy.BodyBudgetClient), BodyBudgetTotal: int64(*cfg.Proxy.BodyBudgetTotal),
 		Host:      hostPolicy(cfg.Proxy),
 		Protected: g.protected,
 		Log:       g.log.With("component", "proxy"),

@@ -120,6 +120,11 @@ type Options struct {
 	MinResponseRate int64
 	// MinRateGrace is the time allowed before the rates apply.
 	MinRateGrace time.Duration
+	// MinRateWindow is how much time a request body's earlier bytes may
+	// bank for a later stall (rate.go): past the grace, a body that
+	// stops is cut within MinRateGrace plus this, whatever arrived
+	// before. Zero means DefaultMinRateWindow.
+	MinRateWindow time.Duration
 	// BodyBuffer is how much of a request body, in bytes, is read into
 	// memory before a route's Acquire takes a forwarding slot (spool.go).
 	// Zero: bodies are not read ahead; they arrive while the slot is held.
@@ -132,6 +137,10 @@ type Options struct {
 	// SpoolDir is where those temporary files are made; "" is the
 	// system's temporary directory.
 	SpoolDir string
+	// BodyBudgetClient and BodyBudgetTotal bound what the read-ahead
+	// (BodyBuffer and BodySpool) holds at once for one client address
+	// and for all (budget.go); zero: no bound.
+	BodyBudgetClient, BodyBudgetTotal int64
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream.
 	MaxIdleConnsPerHost int
 	// IdleConnTimeout closes idle pooled connections.
@@ -192,6 +201,8 @@ type Proxy struct {
 	// spliced counts the bodies sent by the direct path through the
 	// writers' ReadFrom (direct_splice.go), for tests.
 	spliced atomic.Int64
+	// budget is the body budget (budget.go); nil for none.
+	budget *bodyBudget
 }
 
 type routeKey struct{}
@@ -226,6 +237,7 @@ func New(o Options) *Proxy {
 	}
 	conns := newConnPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
 	p := &Proxy{opts: o, transport: tr, homes: homes, conns: conns, relays: map[*relay]struct{}{}, stops: map[<-chan struct{}]*stopWatch{}, bufs: newBufferPool()}
+	p.budget = newBodyBudget(o.BodyBudgetClient, o.BodyBudgetTotal)
 	p.stripped = []string{http.CanonicalHeaderKey(o.RelayHeader)}
 	for _, h := range o.StripHeaders {
 		p.stripped = append(p.stripped, http.CanonicalHeaderKey(h))
@@ -291,7 +303,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		}
 	}
 	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut, route.body)
+		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, p.opts.MinRateWindow, &route.bodyCut, route.body)
 	}
 	if route.body != nil {
 		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.failed} // clientbody.go
@@ -299,6 +311,10 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 	if route.Acquire != nil {
 		if !isUpgrade(r) {
 			sp, err := p.spool(r) // spool.go
+			if br := (*budgetRefused)(nil); errors.As(err, &br) {
+				p.bodyRefused(w, r, route, br.fe) // budget.go
+				return
+			}
 			if err != nil {
 				p.answerError(w, r, route, r.URL.Path, err)
 				return

@@ -196,12 +196,24 @@ func (p *Path) deny(w http.ResponseWriter, r *http.Request, policy string, s acc
 	proxy.WriteClassified(w, r, proxy.StatusOf(err))
 }
 
-// limited answers a request over a limit of scope and counts it.
+// limited answers a request over a limit of scope and counts it; the
+// access log names the limit, and the operator's log the setting that
+// sets it.
 func (p *Path) limited(w http.ResponseWriter, r *http.Request, scope string, err *fault.Error) {
 	p.gate.counters.RateLimited(scope).Inc()
+	proxy.MarkLimit(w, scope)
 	p.log.Info("request limited", "scope", scope, "path", r.URL.Path, "client", p.gate.ip.Of(r),
-		"retry_after", err.RetryAfter.Round(time.Millisecond), "request_id", r.Header.Get("X-Request-Id"))
+		"retry_after", err.RetryAfter.Round(time.Millisecond), "request_id", r.Header.Get("X-Request-Id"),
+		"hint", limitHints[scope])
 	proxy.WriteClassified(w, r, proxy.StatusOf(err))
+}
+
+// limitHints say, per scope, which setting to raise when a limit refuses
+// requests that are not abuse.
+var limitHints = map[string]string{
+	"client": "the client sent more requests than limits.client_rate and limits.client_burst allow: raise them, " +
+		"or set client_rate to 0 and rely on limits.conn_rate, which a browser's keep-alive requests do not spend",
+	"waiting": "more callers waited for this home's wake than limits.max_waiting_per_home allows: raise it",
 }
 
 // waitSlot counts a caller waiting for home id's wake; false (with r
