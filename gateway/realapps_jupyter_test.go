@@ -30,7 +30,9 @@ func realJupyterCell(code, want string) chromedp.Action[chromedp.Void] {
 }
 
 // TestRealAppJupyter runs Debian's Jupyter Notebook in a sleeping home
-// under host routing, with no origin flag: Chromium opens the tree cold,
+// under host routing, with no origin flag (allow_remote_access is the
+// same for every deployment: Jupyter otherwise answers 403 to any Host
+// but localhost and addresses, nb.localhost among them): Chromium opens the tree cold,
 // creates a notebook through the page's own API call, and runs a cell over
 // the kernel WebSocket through the gateway. With the notebook open past
 // the home's idle timeout the home stays up (the kernel socket is a
@@ -47,12 +49,13 @@ homes:
   - id: nb
     idle_timeout: 3s
     command: [%q, "--no-browser", "--allow-root", "--ip=127.0.0.1", "--port={port}", "--port-retries=0",
-      "--NotebookApp.token=", "--NotebookApp.password="]
+      "--NotebookApp.token=", "--NotebookApp.password=", "--NotebookApp.allow_remote_access=True"]
 apps:
   - slug: nb
     home: nb
 `, realJupyter))
-	ctx := realBrowser(t, "jupyter.png")
+	browser := realBrowser(t, "jupyter.png")
+	ctx, closeTab := realTab(t, browser)
 	base := "http://nb.localhost:" + port
 
 	start := time.Now()
@@ -90,14 +93,13 @@ apps:
 	if status, sessions := realHomeStatus(t, a, "nb"); status != "running" || sessions < 1 {
 		t.Fatalf("with the notebook open past the idle timeout: status %q, %d sessions", status, sessions)
 	}
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatal(err)
-	}
+	closeTab()
 	testbin.Eventually(t, "the home suspends once the tab is closed", func() bool {
 		status, _ := realHomeStatus(t, a, "nb")
 		return status == "suspended"
 	})
 
+	ctx, _ = realTab(t, browser)
 	start = time.Now()
 	err = chromedp.Do(ctx, chromedp.Navigate(notebook), realJupyterCell("print(7 * 8)", "56"))
 	if err != nil {

@@ -39,7 +39,7 @@ srv.listen(Number(process.argv[2]), "127.0.0.1");
 // TestRealAppSocketIO runs a socket.io app (npm socket.io) in a sleeping
 // home under host routing: Chromium connects cold, long-polling upgrades
 // to WebSocket through the gateway, messages go both ways, and the home
-// counts a session while the page is open and none once it is closed.
+// counts a session while the page is open and none once its tab is closed.
 func TestRealAppSocketIO(t *testing.T) {
 	realTimed(t)
 	sio, node := realNodeModule(t, "socket.io")
@@ -59,7 +59,8 @@ apps:
   - slug: chat
     home: chat
 `, node, server, sio, dir))
-	ctx := realBrowser(t, "socketio.png")
+	browser := realBrowser(t, "socketio.png")
+	ctx, closeTab := realTab(t, browser)
 
 	start := time.Now()
 	err := chromedp.Do(ctx,
@@ -74,7 +75,7 @@ apps:
 		t.Errorf("first transport %q (%v), want polling", first, err)
 	}
 	err = chromedp.Do(ctx,
-		chromedp.Evaluate[chromedp.Void](`window.say("over the socket")`),
+		chromedp.Evaluate[chromedp.Void](`void window.say("over the socket")`),
 		realPoll(`window.got.indexOf("echo:over the socket") >= 0`, 10*time.Second))
 	if err != nil {
 		t.Fatalf("echo: %v", err)
@@ -83,10 +84,8 @@ apps:
 		t.Errorf("while the page is open: status %q, %d sessions; want running with a session", status, sessions)
 	}
 
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatal(err)
-	}
-	testbin.Eventually(t, "no session once the page is closed", func() bool {
+	closeTab()
+	testbin.Eventually(t, "no session once the tab is closed", func() bool {
 		_, sessions := realHomeStatus(t, a, "chat")
 		return sessions == 0
 	})

@@ -110,6 +110,8 @@ func realBrowser(t *testing.T, shot string) context.Context {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
+		// A page left is ended, its sockets closed, not kept frozen.
+		chromedp.Flag("disable-features", "BackForwardCache"),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	}
@@ -126,6 +128,18 @@ func realBrowser(t *testing.T, shot string) context.Context {
 		}
 	})
 	return ctx
+}
+
+// realTab opens a tab of ctx's browser and returns its context and the
+// function that closes it, as a user closes a tab.
+func realTab(t *testing.T, ctx context.Context) (context.Context, context.CancelFunc) {
+	t.Helper()
+	if err := chromedp.Do(ctx); err != nil { // the browser runs before a second tab opens
+		t.Fatalf("chromium: %v", err)
+	}
+	tab, closeTab := chromedp.NewContext(ctx)
+	t.Cleanup(closeTab)
+	return tab, closeTab
 }
 
 // realScreenshot keeps the page's screenshot in the test's artifact folder
