@@ -21,9 +21,11 @@ import (
 type JWT struct {
 	cfg    JWTConfig
 	parser *jwt.Parser
-	keys   jwt.Keyfunc
-	jwks   keyfunc.Keyfunc // nil with a shared secret
-	stop   context.CancelFunc
+	// lenient checks only signatures (credentials.go).
+	lenient *jwt.Parser
+	keys    jwt.Keyfunc
+	jwks    keyfunc.Keyfunc // nil with a shared secret
+	stop    context.CancelFunc
 }
 
 // NewJWT builds a jwt policy from cfg (defaults filled). With a JWKS URL it
@@ -39,7 +41,8 @@ func NewJWT(cfg JWTConfig, onRefreshError func(error)) (*JWT, error) {
 	if cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
-	p := &JWT{cfg: cfg, parser: jwt.NewParser(opts...)}
+	p := &JWT{cfg: cfg, parser: jwt.NewParser(opts...),
+		lenient: jwt.NewParser(jwt.WithValidMethods(cfg.Algorithms), jwt.WithoutClaimsValidation())}
 	if cfg.Secret != "" {
 		secret := []byte(cfg.Secret)
 		p.keys = func(*jwt.Token) (any, error) { return secret, nil }

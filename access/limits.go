@@ -31,6 +31,21 @@ type LimitsConfig struct {
 	// WakeBurst is how many wakes a home may be asked for at once above
 	// WakeRate. Default 5; zero means the default.
 	WakeBurst int `yaml:"wake_burst"`
+	// ConnRate is the new connections per second one client address may
+	// open on average, counted when a connection is accepted; one past it
+	// is closed at once, before any request, and counted in
+	// wakegate_rate_limited_total{scope="conn"}. This is the per-client
+	// flood limit that leaves a browser alone: a browser opens a few
+	// connections per origin and sends every request of a page over them
+	// (keep-alive), while a flood of requests either opens connections
+	// (and meets this) or is held to one request at a time per connection,
+	// at most server.max_conns_per_client connections. A trusted proxy's
+	// connections are not counted. Default 0: no limit (the embedded
+	// config.yaml sets 20).
+	ConnRate float64 `yaml:"conn_rate"`
+	// ConnBurst is how many connections a client may open at once above
+	// ConnRate. Default 10×ConnRate (at least 1); zero means the default.
+	ConnBurst int `yaml:"conn_burst"`
 	// MaxWaitingPerHome caps the callers waiting for one home to wake;
 	// the excess gets 503 at once. Default 4096; zero means the default.
 	MaxWaitingPerHome int `yaml:"max_waiting_per_home"`
@@ -47,6 +62,7 @@ type LimitsConfig struct {
 // Defaults fills every unset field of c.
 func (c *LimitsConfig) Defaults() {
 	def(&c.ClientBurst, max(1, int(20*c.ClientRate)))
+	def(&c.ConnBurst, max(1, int(10*c.ConnRate)))
 	def(&c.WakeBurst, 5)
 	def(&c.MaxWaitingPerHome, 4096)
 	def(&c.MaxHolds, 4096)
@@ -59,13 +75,16 @@ func (c *LimitsConfig) Problems() []Problem {
 	if c.ClientRate < 0 {
 		ps = append(ps, Problem{Field: "client_rate", Msg: "must not be negative (0 turns the limit off)"})
 	}
+	if c.ConnRate < 0 {
+		ps = append(ps, Problem{Field: "conn_rate", Msg: "must not be negative (0 turns the limit off)"})
+	}
 	if c.WakeRate < 0 {
 		ps = append(ps, Problem{Field: "wake_rate", Msg: "must not be negative (0 turns the limit off)"})
 	}
 	for _, f := range []struct {
 		n string
 		v int
-	}{{"client_burst", c.ClientBurst}, {"wake_burst", c.WakeBurst}, {"max_waiting_per_home", c.MaxWaitingPerHome},
+	}{{"client_burst", c.ClientBurst}, {"conn_burst", c.ConnBurst}, {"wake_burst", c.WakeBurst}, {"max_waiting_per_home", c.MaxWaitingPerHome},
 		{"max_holds", c.MaxHolds}, {"max_clients", c.MaxClients}} {
 		if f.v < 1 {
 			ps = append(ps, Problem{Field: f.n, Msg: fmt.Sprintf("must be at least 1, got %d", f.v)})
@@ -78,6 +97,7 @@ func (c *LimitsConfig) Problems() []Problem {
 type Limits struct {
 	cfg     LimitsConfig
 	clients *lru // client address -> *rate.Limiter
+	conns   *lru // client address -> *rate.Limiter of its new connections
 	wakes   *lru // home id -> *rate.Limiter
 
 	mu      sync.Mutex
@@ -87,7 +107,8 @@ type Limits struct {
 
 // NewLimits returns the limits of cfg (defaults filled).
 func NewLimits(cfg LimitsConfig) *Limits {
-	return &Limits{cfg: cfg, clients: newLRU(cfg.MaxClients), wakes: newLRU(cfg.MaxClients),
+	return &Limits{cfg: cfg, clients: newLRU(cfg.MaxClients), conns: newLRU(cfg.MaxClients),
+		wakes:   newLRU(cfg.MaxClients),
 		waiting: map[string]int{}}
 }
 
@@ -99,6 +120,17 @@ func (l *Limits) Client(client string) time.Duration {
 	}
 	return take(l.clients.get(client, func() *rate.Limiter {
 		return rate.NewLimiter(rate.Limit(l.cfg.ClientRate), l.cfg.ClientBurst)
+	}))
+}
+
+// Conn takes one new connection from client's budget: 0 when it may be
+// served, else how long until one would be allowed.
+func (l *Limits) Conn(client string) time.Duration {
+	if l.cfg.ConnRate <= 0 {
+		return 0
+	}
+	return take(l.conns.get(client, func() *rate.Limiter {
+		return rate.NewLimiter(rate.Limit(l.cfg.ConnRate), l.cfg.ConnBurst)
 	}))
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Set holds the named policies and picks one per route. It is built once
@@ -16,6 +17,13 @@ type Set struct {
 	homes    map[string]HomeRule // by target
 	apps     map[string]string   // slug to policy name
 	cookies  []string            // every jwt policy's cookie, sorted, no repeats
+	// jwts are the jwt policies; params their query parameters, no
+	// repeats (credentials.go).
+	jwts   []*JWT
+	params []string
+	// identity are the headers the policies set, canonical, sorted, no
+	// repeats.
+	identity []string
 }
 
 // Chosen is the policy of one route.
@@ -55,8 +63,17 @@ func NewSet(cfg Config, clientIP func(*http.Request) string, onError func(error)
 				return nil, fmt.Errorf("access policy %s: %w", pc.Name, err)
 			}
 			p = j
+			s.jwts = append(s.jwts, j)
+			if q := j.QueryParam(); q != "" && !slices.Contains(s.params, q) {
+				s.params = append(s.params, q)
+			}
 		case "forward_auth":
 			p = NewForwardAuth(pc.ForwardAuth, clientIP)
+			for _, h := range pc.ForwardAuth.ResponseHeaders {
+				if h = http.CanonicalHeaderKey(strings.TrimSpace(h)); !slices.Contains(s.identity, h) {
+					s.identity = append(s.identity, h)
+				}
+			}
 		default:
 			s.Close()
 			return nil, fmt.Errorf("access policy %s: unknown type %q", pc.Name, pc.Type)
@@ -68,6 +85,7 @@ func NewSet(cfg Config, clientIP func(*http.Request) string, onError func(error)
 		}
 	}
 	sort.Strings(s.cookies)
+	sort.Strings(s.identity)
 	for _, h := range cfg.Homes {
 		s.homes[h.Target] = h
 	}

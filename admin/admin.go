@@ -148,6 +148,23 @@ type About struct {
 	// Containment says how the processes of local (exec) homes are kept
 	// track of and why: what the machine offers. "" without exec homes.
 	Containment string
+	// BodyBudget is what request bodies read ahead of their forward hold
+	// now against their budget; nil when the backend does not say.
+	BodyBudget *BodyBudget
+}
+
+// BodyBudget is what request bodies read ahead of their forward (in
+// memory and spool files) hold against proxy.body_budget_client and
+// proxy.body_budget_total.
+type BodyBudget struct {
+	// UsedBytes is reserved now, by Clients client addresses.
+	UsedBytes int64 `json:"used_bytes"`
+	Clients   int   `json:"clients"`
+	// PerClientBytes and TotalBytes are the budgets; 0 is none.
+	PerClientBytes int64 `json:"per_client_bytes"`
+	TotalBytes     int64 `json:"total_bytes"`
+	// Refused counts the bodies refused since the start (503 or 413).
+	Refused int64 `json:"refused"`
 }
 
 // Options configures a Server.

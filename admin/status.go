@@ -36,6 +36,9 @@ type Status struct {
 	// subreaper), and why: what this machine offers.
 	Containment string      `json:"containment,omitempty"`
 	Counts      StatusCount `json:"counts"`
+	// BodyBudget is what request bodies being read ahead hold against
+	// their budget (proxy.body_budget_client, body_budget_total).
+	BodyBudget *BodyBudget `json:"body_budget,omitempty"`
 	// Homes and Apps are filled with ?full=true.
 	Homes []HomeView `json:"homes,omitempty"`
 	Apps  []AppView  `json:"apps,omitempty"`
@@ -89,7 +92,7 @@ func (s *Server) status(ctx context.Context, full bool) (Status, error) {
 	apps := s.b.ListApps()
 	st := Status{Instance: ab.Instance, Version: ab.Version, StartedAt: ab.StartedAt.UTC(),
 		UptimeS: time.Since(ab.StartedAt).Round(time.Millisecond).Seconds(), Draining: ab.Draining,
-		Problems: problems(homes, apps, ab.Draining), Warnings: ab.Warnings, Containment: ab.Containment, Counts: StatusCount{Homes: len(homes), Apps: len(apps)}}
+		Problems: problems(homes, apps, ab.Draining), Warnings: ab.Warnings, Containment: ab.Containment, BodyBudget: ab.BodyBudget, Counts: StatusCount{Homes: len(homes), Apps: len(apps)}}
 	for _, h := range homes {
 		st.Counts.Sessions += h.Sessions
 		if registry.Status(h.Status) == registry.StatusRunning {

@@ -31,6 +31,8 @@ import (
 // and WAKEGATE_TOKEN. Without an address, the admin socket in
 // $WAKEGATE_DATA_DIR or else ./data (the default data_dir) is used when it
 // is there, else http://127.0.0.1:8081.
+// The socket is used only when root, the CLI's own user or
+// $WAKEGATE_ADMIN_OWNER owns it and listens on it (adminsock.go).
 // On the socket the gateway knows the caller by its user, so no token is
 // needed. Exit status: 0 healthy or done, 1 unhealthy or
 // failed, 2 usage error; status exits 3 when it got no status to judge
@@ -104,13 +106,21 @@ func isSocket(path string) bool {
 	return err == nil && fi.Mode()&os.ModeSocket != 0
 }
 
-// socketClient calls the admin API on the Unix socket at path.
-func socketClient(path string) *adminClient {
-	var d net.Dialer
+// socketClient calls the admin API on the Unix socket at path, once its
+// owner is one the CLI trusts (adminsock.go); each connection is checked
+// again for the process behind it.
+func socketClient(path string) (*adminClient, error) {
+	owners, err := socketOwners()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSocketOwner(path, owners); err != nil {
+		return nil, err
+	}
 	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return d.DialContext(ctx, "unix", path)
+		return dialTrusted(ctx, path, owners)
 	}}
-	return &adminClient{base: "http://admin.sock", http: &http.Client{Transport: tr}, sockPath: path}
+	return &adminClient{base: "http://admin.sock", http: &http.Client{Transport: tr}, sockPath: path}, nil
 }
 
 // adminFlags adds --admin and --token to fs and returns the function that
@@ -129,7 +139,7 @@ func adminFlags(fs *flag.FlagSet) func() (*adminClient, error) {
 			}
 		}
 		if p := socketPath(a); p != "" {
-			return socketClient(p), nil
+			return socketClient(p)
 		}
 		if a == "" {
 			a = "http://127.0.0.1:8081"

@@ -160,6 +160,9 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
+	for _, n := range cfg.HostNotes() { // docs/headers.md
+		fmt.Fprintln(stdout, "note:", n)
+	}
 	fmt.Fprintln(stdout, "config ok")
 	return 0
 }

@@ -152,3 +152,27 @@ func TestCheckConfigWarnsEmptyConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigWarnsTrustedProxyHomesReach checks check-config warns
+// when server.trusted_proxies covers an address an exec home can connect
+// from (loopback, an address of this machine): such a home could send
+// X-Forwarded-For and spend another client's budget. A proxy elsewhere,
+// or no exec home, gets no warning.
+func TestCheckConfigWarnsTrustedProxyHomesReach(t *testing.T) {
+	const home = "homes:\n  - id: files\n    command: [\"/bin/sleep\", \"600\", \"{port}\"]\n"
+	for _, c := range []struct {
+		name, body string
+		warn       bool
+	}{
+		{"loopback with an exec home", "server:\n  trusted_proxies: [127.0.0.1]\n" + home, true},
+		{"all of v6 loopback", "server:\n  trusted_proxies: [\"::1/128\"]\n" + home, true},
+		{"everything", "server:\n  trusted_proxies: [0.0.0.0/0]\n" + home, true},
+		{"a proxy elsewhere", "server:\n  trusted_proxies: [192.0.2.10]\n" + home, false},
+		{"loopback, no exec home", "server:\n  trusted_proxies: [127.0.0.1]\n", false},
+	} {
+		errs := checkConfigWarnings(t, c.name, c.body)
+		if got := strings.Contains(errs, "server.trusted_proxies"); got != c.warn {
+			t.Errorf("%s: warned %t, want %t\n%s", c.name, got, c.warn, errs)
+		}
+	}
+}

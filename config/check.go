@@ -3,11 +3,13 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -140,7 +142,7 @@ func (l *LogConfig) validate(k checker) {
 func (s *ServerConfig) validate(k checker) {
 	k.nonNegative(namedDuration{"drain_delay", s.DrainDelay}, namedDuration{"drain_grace", s.DrainGrace},
 		namedDuration{"idle_timeout", s.IdleTimeout}, namedDuration{"read_header_timeout", s.ReadHeaderTimeout},
-		namedDuration{"min_rate_grace", s.MinRateGrace})
+		namedDuration{"min_rate_grace", s.MinRateGrace}, namedDuration{"min_rate_window", s.MinRateWindow})
 	k.oneOf("drain_websockets", s.DrainWebSockets, "start", "end")
 	k.oneOf("http1_server", s.HTTP1Server, "wakegate", "net/http")
 	if msg := checkRootRedirect(s.RootRedirect); msg != "" {
@@ -217,6 +219,30 @@ func (p *ProxyConfig) validate(k checker) {
 	if *p.BodySpool < 0 {
 		k.bad("body_spool", "must not be negative (0 keeps request bodies off the disk)")
 	}
+	if msg := checkHostRule(p.HostHeader); msg != "" {
+		k.bad("host_header", "%s", msg)
+	}
+	for _, rules := range []struct {
+		field string
+		m     map[string]string
+	}{{"host_headers.homes", p.HostHeaders.Homes}, {"host_headers.apps", p.HostHeaders.Apps}} {
+		for _, name := range slices.Sorted(maps.Keys(rules.m)) {
+			if msg := checkHostRule(rules.m[name]); msg != "" {
+				k.bad(rules.field+"."+name, "%s", msg)
+			}
+		}
+	}
+	for _, b := range []struct {
+		name string
+		v    ByteSize
+	}{{"body_budget_client", *p.BodyBudgetClient}, {"body_budget_total", *p.BodyBudgetTotal}} {
+		switch {
+		case b.v < 0:
+			k.bad(b.name, "must not be negative (0 turns the budget off)")
+		case b.v > 0 && b.v < *p.BodyBuffer:
+			k.bad(b.name, "must be at least body_buffer (%d), or no body could be read ahead", int64(*p.BodyBuffer))
+		}
+	}
 }
 
 func (w *WakeConfig) validate(k checker) {
@@ -250,7 +276,8 @@ func (w *WakeConfig) validate(k checker) {
 
 func (p *ProbeConfig) validate(k checker) {
 	k.oneOf("kind", p.Kind, "auto", "ws", "http", "tcp")
-	k.nonNegative(namedDuration{"attempt_timeout", p.AttemptTimeout}, namedDuration{"max_pause", p.MaxPause},
+	k.nonNegative(namedDuration{"attempt_timeout", p.AttemptTimeout}, namedDuration{"ws_timeout", p.WSTimeout},
+		namedDuration{"max_pause", p.MaxPause},
 		namedDuration{"min_pause", p.MinPause}, namedDuration{"port_watch", *p.PortWatch},
 		namedDuration{"settle", p.Settle})
 }

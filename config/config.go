@@ -143,12 +143,15 @@ type ServerConfig struct {
 	// unusual, and HTTP/2) to Go's server; "net/http", Go's server for
 	// everything.
 	HTTP1Server string `yaml:"http1_server"`
-	// MinBodyRate is the least average rate, in bytes per second (units as
-	// ByteSize), at which a request body must arrive once MinRateGrace has
-	// passed; time spent waiting on the upstream does not count. A body
-	// slower than that is cut: 408 when nothing was answered yet, else the
-	// connection is closed. Default 240 (when unset); zero turns the check
-	// off.
+	// MinBodyRate is the least rate, in bytes per second (units as
+	// ByteSize), at which a request body must arrive, kept over a sliding
+	// window: each byte earns the body 1/rate seconds of waiting, at most
+	// MinRateGrace plus MinRateWindow banked, and the body starts with
+	// MinRateGrace. A body that stops is so cut within MinRateGrace plus
+	// MinRateWindow of its last byte, however much it sent before; time
+	// spent waiting on the upstream does not count. A cut body is
+	// answered 408 when nothing was answered yet, else its connection is
+	// closed. Default 240 (when unset); zero turns the check off.
 	MinBodyRate *ByteSize `yaml:"min_body_rate"`
 	// MinResponseRate is the least rate, in bytes per second (units as
 	// ByteSize), at which a client must read a response. With the
@@ -183,6 +186,10 @@ type ServerConfig struct {
 	// may fall behind MinResponseRate. Default 5s; zero means the
 	// default.
 	MinRateGrace time.Duration `yaml:"min_rate_grace"`
+	// MinRateWindow is how much waiting a request body's earlier bytes
+	// may bank for a later stall, beyond MinRateGrace (see MinBodyRate).
+	// Default 5s; zero means the default.
+	MinRateWindow time.Duration `yaml:"min_rate_window"`
 	// MaxConnsPerClient caps the open connections of one client IP. A
 	// connection past the cap is closed at once and counted in
 	// wakegate_conns_refused_total. A trusted proxy's connections are not
@@ -192,8 +199,11 @@ type ServerConfig struct {
 	// the default.
 	MaxConnsPerClient int `yaml:"max_conns_per_client"`
 	// TrustedProxies are the CIDRs whose X-Forwarded-* and X-Request-Id
-	// headers are trusted; a bare address is a network of one. Default
-	// none: they are always set afresh.
+	// headers are trusted; a bare address is a network of one. A trusted
+	// peer names the client every limit counts, so never trust an address
+	// an exec home can connect from (loopback, any address of this
+	// machine): check-config and the start warn of it. Default none: they
+	// are always set afresh.
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// WebSocketOrigins are the Origin values (scheme://host[:port]) allowed to
 	// open WebSockets, besides the request's own host. Default none: same
@@ -255,6 +265,24 @@ type ProxyConfig struct {
 	// Default 32MiB (when unset); zero keeps bodies off the disk: past
 	// body_buffer, a body arrives while its request holds a slot.
 	BodySpool *ByteSize `yaml:"body_spool"`
+	// BodyBudgetClient is the most one client address's request bodies
+	// may hold at once in the read-ahead (body_buffer in memory and
+	// body_spool on disk together), in bytes (units as ByteSize). A body
+	// is admitted with what it can hold at most (its length up to
+	// body_buffer plus body_spool; a body of unknown length reserves its
+	// memory first and its spool a MiB at a time, and streams the rest
+	// when a piece does not fit). A new body past the budget gets 503
+	// body_budget_full with Retry-After (413 body_over_budget when it
+	// could never fit); bodies already admitted are never touched. This
+	// is what keeps one client from holding the spool disk: a body that
+	// stalls is cut by min_body_rate within min_rate_grace and
+	// min_rate_window, and until then it counts here. Default 128MiB
+	// (when unset); zero turns the per-client budget off. Shown in status
+	// and in wakegate_body_budget_bytes.
+	BodyBudgetClient *ByteSize `yaml:"body_budget_client"`
+	// BodyBudgetTotal is the same budget over all clients together.
+	// Default 1GiB (when unset); zero turns it off.
+	BodyBudgetTotal *ByteSize `yaml:"body_budget_total"`
 	// BodySpoolDir is the folder of those temporary files. Default empty:
 	// the system's temporary directory ($TMPDIR, else /tmp).
 	BodySpoolDir string `yaml:"body_spool_dir"`
@@ -264,6 +292,28 @@ type ProxyConfig struct {
 	// RelayHeader is the header that carries a home's relay token to it.
 	// Default "X-Wakegate-Relay"; empty means the default.
 	RelayHeader string `yaml:"relay_header"`
+	// HostHeader is the Host a forwarded request carries
+	// (docs/headers.md): "auto" (the client's, except toward an https
+	// upstream, which gets its own address), "client" (the client's,
+	// toward every upstream), "upstream" (the upstream's host:port), or a
+	// fixed host[:port]. The client's Host lets an app that compares
+	// Origin with Host (Jupyter, code-server) accept the browser's
+	// requests with no setting of its own. Default "auto"; empty means
+	// the default.
+	HostHeader string `yaml:"host_header"`
+	// HostHeaders override HostHeader per route, with the same values:
+	// homes by target, apps by slug (an app inside a home follows its
+	// own rule, not its home's). Default none.
+	HostHeaders HostHeaderRoutes `yaml:"host_headers"`
+}
+
+// HostHeaderRoutes are per-route Host rules (ProxyConfig.HostHeaders).
+type HostHeaderRoutes struct {
+	// Homes are rules for /node/{target}, by target. Default none.
+	Homes map[string]string `yaml:"homes"`
+	// Apps are rules for /apps/{slug} (and an app's own host), by slug.
+	// Default none.
+	Apps map[string]string `yaml:"apps"`
 }
 
 // WakeConfig configures the wake engine.
@@ -332,11 +382,12 @@ type ProbeConfig struct {
 	// Settle, a GET of Path answered 2xx or 3xx, or a GET of the health
 	// path of an app inside the home answered as its kind's rules accept
 	// (an app with strip_prefix is served there): it fits plain HTTP
-	// servers and WebSocket services alike. A home that completes the
-	// upgrade is judged by the WebSocket alone: a socket closed within
-	// Settle fails the attempt, whatever a GET would answer; the GET of
-	// Path is tried only when the upgrade is refused with an ordinary
-	// HTTP answer. An auto probe that gets
+	// servers and WebSocket services alike. The upgrade goes first, its
+	// handshake bounded by WSTimeout. A home that completes the upgrade
+	// is judged by the WebSocket alone: a socket closed within Settle
+	// fails the attempt, whatever a GET would answer; the GETs are tried
+	// only when the upgrade is refused with an ordinary HTTP answer, left
+	// unanswered for WSTimeout or closed without an answer. An auto probe that gets
 	// nothing but 404s (the upgrade and every GET) for 5s ends the wake
 	// there (wake_failed, with a hint), rather than at the ready timeout;
 	// a home that 404s for a moment while it boots is still waited
@@ -351,6 +402,14 @@ type ProbeConfig struct {
 	// AttemptTimeout bounds one probe attempt. Default 2s; zero means the
 	// default.
 	AttemptTimeout time.Duration `yaml:"attempt_timeout"`
+	// WSTimeout bounds the WebSocket handshake of an auto probe: an
+	// upgrade the home receives but leaves unanswered that long (a dev
+	// server such as Vite that wants its own subprotocol), or closes
+	// without an answer, falls back to the GETs in the same attempt, and
+	// the wake's log line says so with the setting that skips the wait
+	// (probe kind http). At most half of AttemptTimeout is used. Default
+	// 1s; zero means the default.
+	WSTimeout time.Duration `yaml:"ws_timeout"`
 	// Settle is how long a ws or auto probe's socket must stay open when no
 	// first frame arrives: long enough that a broker which accepts the
 	// upgrade and then closes it (1011) is caught. Default 300ms; zero

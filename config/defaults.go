@@ -84,6 +84,7 @@ func (s *ServerConfig) defaults() {
 	defPtr(&s.MinBodyRate, 240)
 	defPtr(&s.MinResponseRate, 240)
 	def(&s.MinRateGrace, 5*time.Second)
+	def(&s.MinRateWindow, 5*time.Second)
 	def(&s.MaxConnsPerClient, 1024)
 }
 
@@ -95,8 +96,11 @@ func (p *ProxyConfig) defaults() {
 	defPtr(&p.MaxConnsPerHome, 256)
 	defPtr(&p.BodyBuffer, 64<<10)
 	defPtr(&p.BodySpool, 32<<20)
+	defPtr(&p.BodyBudgetClient, 128<<20)
+	defPtr(&p.BodyBudgetTotal, 1<<30)
 	def(&p.IdleConnTimeout, 90*time.Second)
 	def(&p.RelayHeader, "X-Wakegate-Relay")
+	def(&p.HostHeader, HostAuto)
 }
 
 func (w *WakeConfig) defaults() {
@@ -122,6 +126,7 @@ func (p *ProbeConfig) defaults() {
 	def(&p.Kind, "auto")
 	def(&p.Path, "/node/{target}/")
 	def(&p.AttemptTimeout, 2*time.Second)
+	def(&p.WSTimeout, time.Second)
 	def(&p.Settle, 300*time.Millisecond)
 	def(&p.MinPause, 2*time.Millisecond)
 	def(&p.MaxPause, 100*time.Millisecond)

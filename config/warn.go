@@ -36,7 +36,47 @@ func (c *Config) FileWarnings() []string {
 			"running config declares, so it is refused unless confirmed (wakegate reload --allow-remove-all)", c.file))
 	}
 	out = append(out, c.unreachableHomes()...)
-	return append(out, c.missingPrograms()...)
+	out = append(out, c.missingPrograms()...)
+	return append(out, c.trustedProxyHomesReach()...)
+}
+
+// trustedProxyHomesReach warns when server.trusted_proxies covers an
+// address an exec home can connect to the gateway from: loopback, or any
+// address of this machine (a process may bind its socket to any of them
+// before it connects). Such a home is then a trusted proxy: the
+// X-Forwarded-For it sends names the client that limits count, the logs
+// name and homes receive, so it can spend another client's rate budget or
+// pose as another client. See docs/security-edge.md.
+func (c *Config) trustedProxyHomesReach() []string {
+	execHomes := false
+	for i := range c.Homes {
+		execHomes = execHomes || c.Homes[i].Provider == "exec"
+	}
+	if !execHomes || len(c.Server.trusted) == 0 {
+		return nil
+	}
+	local := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				local = append(local, n.IP)
+			}
+		}
+	}
+	var out []string
+	for i, n := range c.Server.trusted {
+		for _, ip := range local {
+			if n.Contains(ip) {
+				out = append(out, fmt.Sprintf("server.trusted_proxies[%d] (%s) covers %s, an address this machine's "+
+					"exec homes can connect from: a home that sends X-Forwarded-For is then trusted as a proxy and can "+
+					"spend another client's rate budget or pose as another client; trust only the address of a proxy "+
+					"on another machine or network namespace, or leave trusted_proxies empty "+
+					"(docs/security-edge.md)", i, c.Server.TrustedProxies[i], ip))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // missingPrograms warns of each exec home whose program cannot be found

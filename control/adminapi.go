@@ -172,6 +172,10 @@ func (a *AdminAPI[H]) About() admin.About {
 		}
 		ab.Containment = string(mode) + ": " + why
 	}
+	if b, ok := in.(interface{ BodyBudget() admin.BodyBudget }); ok {
+		bb := b.BodyBudget()
+		ab.BodyBudget = &bb
+	}
 	return ab
 }
 

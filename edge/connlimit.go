@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,6 +23,10 @@ type ConnLimit struct {
 	max     int
 	client  access.ClientIP
 	refused prometheus.Counter
+	// rate, when set, takes a new connection of ip from its client's
+	// connection rate (limits.conn_rate): 0, or how long until one would
+	// be allowed, and the connection is then closed at once (SetRate).
+	rate func(ip netip.Addr) time.Duration
 
 	mu   sync.Mutex
 	open map[netip.Addr]int
@@ -33,6 +38,13 @@ type ConnLimit struct {
 func NewConnLimit(max int, client access.ClientIP, refused prometheus.Counter) *ConnLimit {
 	return &ConnLimit{max: max, client: client, refused: refused, open: map[netip.Addr]int{}}
 }
+
+// SetRate has each new connection of a client taken from its rate as
+// well (limits.conn_rate): rate returns 0 to let it in, else how long
+// until one would be, and the connection is then closed at once (before
+// any request: no access log line, but rate itself counts and logs it).
+// Call it before the listener serves.
+func (l *ConnLimit) SetRate(rate func(ip netip.Addr) time.Duration) { l.rate = rate }
 
 // Listener returns ln with its accepted connections counted against the
 // cap: one past its client's cap is closed at once.
@@ -71,11 +83,16 @@ func (l *ConnLimit) take(addr net.Addr) (netip.Addr, bool) {
 		return netip.Addr{}, true
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.open[ip] >= l.max {
+		l.mu.Unlock()
 		return netip.Addr{}, false
 	}
 	l.open[ip]++
+	l.mu.Unlock()
+	if l.rate != nil && l.rate(ip) > 0 {
+		l.Release(ip)
+		return netip.Addr{}, false
+	}
 	return ip, true
 }
 

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"fmt"
+	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,14 +41,43 @@ func (g *Gateway) newGate() error {
 			size(func(_, _, h int) int { return h }))); err != nil {
 		return fmt.Errorf("access metrics: %w", err)
 	}
-	for _, s := range []string{"client", "wake", "waiting"} {
+	for _, s := range []string{"client", "conn", "wake", "waiting"} {
 		g.metrics.RateLimited(s)
+	}
+	if cfg.Limits.ConnRate > 0 {
+		g.connLimit.SetRate(g.connRate(lim))
 	}
 	if set.Default() == access.PolicyPublic {
 		g.log.Info("access.default is public: every home and app that no access rule names is open to anyone")
 	}
 	g.gate = gt
 	return nil
+}
+
+// connRate is the public listener's connection rate (limits.conn_rate):
+// it takes each new connection of a client from lim, and counts and logs
+// the ones refused, at most one log line per second (a flood would
+// otherwise write one per connection), with the setting to raise.
+func (g *Gateway) connRate(lim *access.Limits) func(ip netip.Addr) time.Duration {
+	counter := g.metrics.RateLimited("conn")
+	var lastLog atomic.Int64
+	var since atomic.Int64
+	return func(ip netip.Addr) time.Duration {
+		d := lim.Conn(ip.String())
+		if d <= 0 {
+			return 0
+		}
+		counter.Inc()
+		since.Add(1)
+		now := time.Now().UnixNano()
+		if last := lastLog.Load(); now-last >= int64(time.Second) && lastLog.CompareAndSwap(last, now) {
+			g.log.Info("connection limited", "scope", "conn", "client", ip.String(), "refused", since.Swap(0),
+				"retry_after", d.Round(time.Millisecond),
+				"hint", "the client opened connections faster than limits.conn_rate and limits.conn_burst allow: "+
+					"raise them if this client is not a flood (a proxy in front? list it in server.trusted_proxies)")
+		}
+		return d
+	}
 }
 
 // admitWake is the engine's wake admission (wake.Options.AdmitWake): the
@@ -62,4 +93,25 @@ func (g *Gateway) clientIP() access.ClientIP {
 		c.Trusted = trustedProxies(g.cfg.Server.TrustedNets()).hasAddr
 	}
 	return c
+}
+
+// registerBodyBudget registers the body budget's figures (proxy/budget.go)
+// as metrics.
+func (g *Gateway) registerBodyBudget() error {
+	p := g.proxy
+	err := g.metrics.Register(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wakegate_body_budget_bytes",
+			Help: "Bytes request bodies being read ahead hold now, in memory and spool files " +
+				"(bounded by proxy.body_budget_client per client and proxy.body_budget_total)."},
+			func() float64 { return float64(p.BodyBudget().Used) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "wakegate_body_budget_clients",
+			Help: "Client addresses whose request bodies are being read ahead."},
+			func() float64 { return float64(p.BodyBudget().Clients) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "wakegate_body_budget_refused_total",
+			Help: "Request bodies refused for the body budget (503 body_budget_full or 413 body_over_budget)."},
+			func() float64 { return float64(p.BodyBudget().Refused) }))
+	if err != nil {
+		return fmt.Errorf("body budget metrics: %w", err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/wake"
@@ -86,7 +87,14 @@ type adminInstance struct{ g *Gateway }
 
 var _ control.InstanceState = adminInstance{}
 
-func (i adminInstance) Draining() bool   { return i.g.draining.Load() }
+func (i adminInstance) Draining() bool { return i.g.draining.Load() }
+
+// BodyBudget is what request bodies read ahead hold against their budget.
+func (i adminInstance) BodyBudget() admin.BodyBudget {
+	b := i.g.proxy.BodyBudget()
+	return admin.BodyBudget{UsedBytes: b.Used, Clients: b.Clients, PerClientBytes: b.PerClient,
+		TotalBytes: b.Total, Refused: b.Refused}
+}
 func (i adminInstance) Degraded() string { return i.g.storeDegraded() }
 
 // Warnings are what the configuration leaves shared between tenants and

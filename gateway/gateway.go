@@ -173,6 +173,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 		return nil, err
 	}
 	g.homeConns = route.NewHomeConns(*cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
+	if err := g.registerBodyBudget(); err != nil {
+		return nil, err
+	}
 	if err := g.metrics.Register(g.homeConns.Collectors()...); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -240,7 +243,8 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		MaxConcurrent: cfg.Wake.MaxConcurrent, FailureBackoff: cfg.Wake.FailureBackoff,
 		FailureBackoffMax: cfg.Wake.FailureBackoffMax,
 		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
-			Settle: pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
+			WSTimeout: pc.WSTimeout,
+			Settle:    pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: g.log.With("component", "wake"),
 		Events:    wake.NewBus(256),
 		Roll:      wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
@@ -284,11 +288,45 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
 		HomeResponseHeaderTimeout: cfg.Proxy.HomeResponseHeaderTimeout,
 		MinBodyRate:               int64(*cfg.Server.MinBodyRate), MinResponseRate: int64(*cfg.Server.MinResponseRate),
-		MinRateGrace:        cfg.Server.MinRateGrace,
+		MinRateGrace: cfg.Server.MinRateGrace, MinRateWindow: cfg.Server.MinRateWindow,
 		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
 		BodyBuffer: int64(*cfg.Proxy.BodyBuffer), BodySpool: int64(*cfg.Proxy.BodySpool), SpoolDir: cfg.Proxy.BodySpoolDir,
-		Log: g.log.With("component", "proxy"),
+		BodyBudgetClient: int64(*cfg.Proxy.BodyBudgetClient), BodyBudgetTotal: int64(*cfg.Proxy.BodyBudgetTotal),
+		Host:      hostPolicy(cfg.Proxy),
+		Protected: g.protected,
+		Log:       g.log.With("component", "proxy"),
 	})
+}
+
+// hostPolicy is the proxy's Host rule set of proxy.host_header and
+// proxy.host_headers (docs/headers.md).
+func hostPolicy(p config.ProxyConfig) proxy.HostPolicy {
+	rule := func(v string) string {
+		if v == config.HostAuto {
+			return proxy.HostAuto
+		}
+		return v // client, upstream and fixed values are spelled alike
+	}
+	hp := proxy.HostPolicy{Default: rule(p.HostHeader)}
+	conv := func(m map[string]string) map[string]string {
+		if len(m) == 0 {
+			return nil
+		}
+		out := make(map[string]string, len(m))
+		for k, v := range m {
+			out[k] = rule(v)
+		}
+		return out
+	}
+	hp.Homes, hp.Apps = conv(p.HostHeaders.Homes), conv(p.HostHeaders.Apps)
+	return hp
+}
+
+// protected reports whether the canonical header name n is one an access
+// policy sets (proxy.Options.Protected), by the policies now: a reload
+// that changes them applies at once.
+func (g *Gateway) protected(n string) bool {
+	return g.gate != nil && g.gate.Set().Protects(n)
 }
 
 // portWatch maps the config's "zero is off" to the probe's "negative is off".

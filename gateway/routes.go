@@ -99,8 +99,15 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			ip, ok := g.connLimit.TakeForwarded(r)
 			if !ok {
 				g.metrics.ConnsRefused().Inc()
-				g.writeError(w, r, fault.New(fault.Limited, "too_many_connections",
+				rw.MarkLimit("conns")
+				g.log.Info("request limited", "scope", "conns", "path", r.URL.Path,
+					"request_id", r.Header.Get("X-Request-Id"),
+					"hint", "the client a trusted proxy forwards for has server.max_conns_per_client requests open: raise it")
+				g.writeError(rw, r, fault.New(fault.Limited, "too_many_connections",
 					"This client has too many connections open."))
+				if access && !probe {
+					g.accessLog(r, rw, time.Now())
+				}
 				return
 			}
 			rw.SetClient(ip)
@@ -130,30 +137,39 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			}
 			r.URL.Path, r.URL.RawPath = p, raw
 		}
-		if !g.path.ClientAllowed(w, r) { // route/access.go
-			return
-		}
 		var start time.Time
 		if access {
 			start = time.Now()
 		}
-		next.ServeHTTP(rw, r)
+		if g.path.ClientAllowed(rw, r) { // route/access.go
+			next.ServeHTTP(rw, r)
+		}
 		status, fwd, headerAt := rw.Answer()
 		g.metrics.Observe(r.URL.Path, status, fwd, headerAt)
-		if !access || probe {
-			return
+		if access && !probe {
+			g.accessLog(r, rw, start)
 		}
-		if status == 0 {
-			status = http.StatusSwitchingProtocols // hijacked
-		}
-		level := accessLevel(r, status)
-		if !g.log.Enabled(r.Context(), level) {
-			return // no record to build
-		}
-		g.log.Log(r.Context(), level, "access", "method", r.Method, "path", r.URL.Path, "status", status,
-			"bytes", rw.Bytes(), "ms", float64(time.Since(start).Microseconds())/1000,
-			"remote", r.RemoteAddr, "request_id", r.Header.Get("X-Request-Id"))
 	})
+}
+
+// accessLog writes the access log line of r, answered through rw since
+// start; a request a limit refused names that limit.
+func (g *Gateway) accessLog(r *http.Request, rw *route.Recorder, start time.Time) {
+	status, _, _ := rw.Answer()
+	if status == 0 {
+		status = http.StatusSwitchingProtocols // hijacked
+	}
+	level := accessLevel(r, status)
+	if !g.log.Enabled(r.Context(), level) {
+		return // no record to build
+	}
+	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status,
+		"bytes", rw.Bytes(), "ms", float64(time.Since(start).Microseconds()) / 1000,
+		"remote", r.RemoteAddr, "request_id", r.Header.Get("X-Request-Id")}
+	if l := rw.Limit(); l != "" {
+		attrs = append(attrs, "limit", l)
+	}
+	g.log.Log(r.Context(), level, "access", attrs...)
 }
 
 // framingProblem is what the framing watch found wrong on r's

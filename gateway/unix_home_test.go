@@ -91,8 +91,8 @@ func TestUnixSocketHomeThroughGateway(t *testing.T) {
 	base := "http://" + gw.addr + "/node/sock"
 
 	_, who, _ := e2eGetWhoami(t, c, base+"/whoami", nil)
-	if who.Host != "localhost" {
-		t.Errorf("the home saw Host %q, want the stand-in localhost", who.Host)
+	if who.Host != gw.addr {
+		t.Errorf("the home saw Host %q, want the client's %s", who.Host, gw.addr)
 	}
 	st, err := os.Lstat(sock)
 	if err != nil || st.Mode()&os.ModeSocket == 0 {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/textproto"
@@ -17,7 +16,6 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/internal/h1head"
 )
 
@@ -45,8 +43,11 @@ func (p *Proxy) direct(r *http.Request, route *Route) bool {
 	if hasBody(r) && (r.ContentLength == 0 || r.ContentLength < 0 && bodyless(r.Method)) {
 		return false // the Transport would probe the body first
 	}
-	host := route.Upstream.Host
+	// The outbound Host goes on the wire as it is: one the Transport
+	// would change (a zone, an IDN) or refuse takes ReverseProxy.
+	host := route.out.host
 	if strings.IndexByte(host, '%') >= 0 || !httpguts.ValidHostHeader(host) ||
+		strings.IndexByte(route.Upstream.Host, '%') >= 0 ||
 		!plainQuery(r.URL.RawQuery) || !plainText(r.URL.RawQuery) || !plainText(r.Host) {
 		return false
 	}
@@ -103,12 +104,8 @@ type directReq struct {
 	w     http.ResponseWriter
 	r     *http.Request
 	route *Route
-	// host is the upstream's host, the outbound Host.
-	host string
 	// path and raw are the outbound path (Route.upstreamPath).
 	path, raw string
-	trusted   bool
-	realIP    string
 	// length is the body's length, -1 for chunked; 0 without a body.
 	length int64
 	// blk holds the response's fields as wire bytes for a client writer
@@ -127,15 +124,10 @@ type BlockWriter interface {
 
 // serveDirect forwards r to route's upstream and answers w.
 func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route) {
-	d := &directReq{p: p, w: w, r: r, route: route, host: endpoint.HostHeader(route.Upstream.Host)}
+	d := &directReq{p: p, w: w, r: r, route: route}
 	d.path, d.raw = route.upstreamPath(r.URL)
-	d.trusted = p.trustedPeer(r)
-	d.realIP = p.clientIP(r)
 	if hasBody(r) {
 		d.length = r.ContentLength
-	}
-	if !plainText(d.realIP) {
-		d.realIP = newlineToSpace.Replace(d.realIP) // as Header.Write cleans a value
 	}
 	if bw := blockWriter(w); bw != nil && !p.noBlock && r.Method != http.MethodHead { // HEAD: never plain (readPlainResponse)
 		d.bw = bw
@@ -217,7 +209,10 @@ func (d *directReq) roundTrip() (*http.Response, error) {
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("retry toward %s: not a plain http upstream", u.Redacted())
 	}
-	d.host = endpoint.HostHeader(u.Host)
+	route.out.host = d.p.outHost(route, u)
+	if h := route.out.host; strings.IndexByte(h, '%') >= 0 || !httpguts.ValidHostHeader(h) {
+		return nil, fmt.Errorf("retry toward %s: Host %q cannot go as it is", u.Redacted(), h)
+	}
 	res, err = d.send(fwd, u)
 	if err != nil {
 		route.failed(r)
@@ -251,7 +246,7 @@ func (d *directReq) start(bw *bufio.Writer) error {
 		_, _ = bw.WriteString(r.URL.RawQuery)
 	}
 	_, _ = bw.WriteString(" HTTP/1.1\r\nHost: ")
-	_, _ = bw.WriteString(d.host)
+	_, _ = bw.WriteString(d.route.out.host)
 	_, _ = bw.WriteString("\r\n")
 	conn := r.Header["Connection"]
 	if ua := r.Header["User-Agent"]; len(ua) > 0 && ua[0] != "" && !listed(conn, "User-Agent") {
@@ -267,7 +262,7 @@ func (d *directReq) start(bw *bufio.Writer) error {
 	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
 		_, _ = bw.WriteString("Content-Length: 0\r\n") // many servers expect a length for these
 	}
-	untrusted := !d.trusted
+	untrusted := !d.route.out.trusted
 	for k, vs := range r.Header {
 		if d.skip(k, conn, untrusted) {
 			continue
@@ -285,7 +280,7 @@ func (d *directReq) start(bw *bufio.Writer) error {
 }
 
 // writeGatewayFields writes the fields rewrite sets: Te, the relay token,
-// X-Forwarded-*, X-Real-Ip and X-Request-Id.
+// the plan's X-Forwarded-*, X-Real-Ip (headers.go) and X-Request-Id.
 func (d *directReq) writeGatewayFields(bw *bufio.Writer) {
 	r := d.r
 	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
@@ -294,28 +289,13 @@ func (d *directReq) writeGatewayFields(bw *bufio.Writer) {
 	if tok := d.route.RelayToken; tok != "" {
 		writeField(bw, d.p.stripped[0], tok)
 	}
-	if peer, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		if prior := r.Header["X-Forwarded-For"]; d.trusted && len(prior) > 0 {
-			// A trusted proxy's chain is kept and extended (SetXForwarded).
-			peer = strings.Join(prior, ", ") + ", " + peer
-		}
-		writeField(bw, "X-Forwarded-For", textproto.TrimString(peer))
+	plan := &d.route.out
+	if plan.xff != "" {
+		writeField(bw, "X-Forwarded-For", textproto.TrimString(plan.xff))
 	}
-	fwdHost, proto := r.Host, "http"
-	if r.TLS != nil {
-		proto = "https"
-	}
-	if d.trusted {
-		if v := r.Header.Get("X-Forwarded-Host"); v != "" {
-			fwdHost = v
-		}
-		if v := r.Header.Get("X-Forwarded-Proto"); v != "" {
-			proto = v
-		}
-	}
-	writeField(bw, "X-Forwarded-Host", textproto.TrimString(fwdHost))
-	writeField(bw, "X-Forwarded-Proto", textproto.TrimString(proto))
-	writeField(bw, "X-Real-Ip", textproto.TrimString(d.realIP))
+	writeField(bw, "X-Forwarded-Host", textproto.TrimString(plan.xfHost))
+	writeField(bw, "X-Forwarded-Proto", textproto.TrimString(plan.xfProto))
+	writeField(bw, "X-Real-Ip", textproto.TrimString(plan.realIP))
 	if id := r.Header.Get("X-Request-Id"); id != "" {
 		writeField(bw, "X-Request-Id", textproto.TrimString(id))
 	}

@@ -434,7 +434,9 @@ func TestDirectRetryAndFailure(t *testing.T) {
 	up := newUpstream(t, nil)
 	dead := deadURL(t)
 	var failures, retries atomic.Int64
-	s, _ := front(t, testOptions(), func() *Route {
+	o := testOptions()
+	o.Host.Default = HostUpstream // the retry's Host is the fresh upstream's
+	s, _ := front(t, o, func() *Route {
 		return &Route{Name: "x", Upstream: dead,
 			OnFailure: func() { failures.Add(1) },
 			Retry: func(context.Context) (*url.URL, error) {

@@ -78,6 +78,9 @@ type Route struct {
 	// body is the request body as Serve owns it (body.go), with the
 	// failure to read it (clientbody.go); nil without one.
 	body *ownedBody
+	// out is the outbound header plan (headers.go), made once in Serve
+	// for whichever path forwards the request.
+	out outHead
 }
 
 // Options configure a Proxy.
@@ -117,6 +120,11 @@ type Options struct {
 	MinResponseRate int64
 	// MinRateGrace is the time allowed before the rates apply.
 	MinRateGrace time.Duration
+	// MinRateWindow is how much time a request body's earlier bytes may
+	// bank for a later stall (rate.go): past the grace, a body that
+	// stops is cut within MinRateGrace plus this, whatever arrived
+	// before. Zero means DefaultMinRateWindow.
+	MinRateWindow time.Duration
 	// BodyBuffer is how much of a request body, in bytes, is read into
 	// memory before a route's Acquire takes a forwarding slot (spool.go).
 	// Zero: bodies are not read ahead; they arrive while the slot is held.
@@ -129,12 +137,26 @@ type Options struct {
 	// SpoolDir is where those temporary files are made; "" is the
 	// system's temporary directory.
 	SpoolDir string
+	// BodyBudgetClient and BodyBudgetTotal bound what the read-ahead
+	// (BodyBuffer and BodySpool) holds at once for one client address
+	// and for all (budget.go); zero: no bound.
+	BodyBudgetClient, BodyBudgetTotal int64
 	// MaxIdleConnsPerHost is the keep-alive pool per upstream.
 	MaxIdleConnsPerHost int
 	// IdleConnTimeout closes idle pooled connections.
 	IdleConnTimeout time.Duration
 	// Log receives proxy errors.
 	Log *slog.Logger
+	// Host says which Host each route's requests carry (headers.go);
+	// the zero value gives every route the client's Host (an https
+	// upstream its own).
+	Host HostPolicy
+	// Protected reports whether the canonical header name n is one that
+	// an access policy sets on forwarded requests (forward_auth's
+	// response_headers): its spellings with underscores are removed from
+	// every request, as the gateway's own are. The access gate removes
+	// the name itself before it sets the policy's values. nil: none.
+	Protected func(n string) bool
 }
 
 // Proxy forwards requests to routes.
@@ -179,6 +201,8 @@ type Proxy struct {
 	// spliced counts the bodies sent by the direct path through the
 	// writers' ReadFrom (direct_splice.go), for tests.
 	spliced atomic.Int64
+	// budget is the body budget (budget.go); nil for none.
+	budget *bodyBudget
 }
 
 type routeKey struct{}
@@ -213,6 +237,7 @@ func New(o Options) *Proxy {
 	}
 	conns := newConnPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
 	p := &Proxy{opts: o, transport: tr, homes: homes, conns: conns, relays: map[*relay]struct{}{}, stops: map[<-chan struct{}]*stopWatch{}, bufs: newBufferPool()}
+	p.budget = newBodyBudget(o.BodyBudgetClient, o.BodyBudgetTotal)
 	p.stripped = []string{http.CanonicalHeaderKey(o.RelayHeader)}
 	for _, h := range o.StripHeaders {
 		p.stripped = append(p.stripped, http.CanonicalHeaderKey(h))
@@ -221,7 +246,7 @@ func New(o Options) *Proxy {
 	p.fwdHomes = &forwarder{pool: conns, headerTimeout: homes.ResponseHeaderTimeout, fallback: homes}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      retryTransport{apps: p.fwdApps, homes: p.fwdHomes},
+		Transport:      retryTransport{apps: p.fwdApps, homes: p.fwdHomes, p: p},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
@@ -278,7 +303,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		}
 	}
 	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, &route.bodyCut, route.body)
+		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, p.opts.MinRateWindow, &route.bodyCut, route.body)
 	}
 	if route.body != nil {
 		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.failed} // clientbody.go
@@ -286,6 +311,10 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 	if route.Acquire != nil {
 		if !isUpgrade(r) {
 			sp, err := p.spool(r) // spool.go
+			if br := (*budgetRefused)(nil); errors.As(err, &br) {
+				p.bodyRefused(w, r, route, br.fe) // budget.go
+				return
+			}
 			if err != nil {
 				p.answerError(w, r, route, r.URL.Path, err)
 				return
@@ -315,6 +344,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 	if route.RelayToken != "" {
 		w = &infoMaskWriter{ResponseWriter: w, secret: route.RelayToken} // leak.go
 	}
+	p.plan(r, route) // headers.go
 	if p.direct(r, route) {
 		p.serveDirect(w, r, route) // direct.go
 		return
@@ -373,31 +403,23 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Scheme = target.Scheme
 	out.URL.Host = target.Host
 	out.URL.Path, out.URL.RawPath = route.upstreamPath(pr.In.URL)
-	out.Host = endpoint.HostHeader(target.Host)
+	out.Host = route.out.host
 	for _, h := range p.stripped {
 		delete(out.Header, h) // canonical already
 	}
-	trusted := p.trustedPeer(pr.In)
-	p.scrub(out.Header, !trusted)
+	plan := &route.out
+	p.scrub(out.Header, !plan.trusted)
 	if route.RelayToken != "" {
 		out.Header.Set(p.opts.RelayHeader, route.RelayToken)
 	}
-	if trusted {
-		// A trusted proxy's chain is kept and extended; its proto and host win.
-		if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 {
-			out.Header["X-Forwarded-For"] = prior
-		}
-		pr.SetXForwarded()
-		if v := pr.In.Header.Get("X-Forwarded-Proto"); v != "" {
-			out.Header.Set("X-Forwarded-Proto", v)
-		}
-		if v := pr.In.Header.Get("X-Forwarded-Host"); v != "" {
-			out.Header.Set("X-Forwarded-Host", v)
-		}
-	} else {
-		pr.SetXForwarded()
+	// ReverseProxy removed the caller's Forwarded and X-Forwarded-*
+	// before Rewrite; the plan has them (a trusted proxy's extended).
+	if plan.xff != "" {
+		out.Header["X-Forwarded-For"] = []string{plan.xff}
 	}
-	out.Header.Set("X-Real-Ip", p.clientIP(pr.In))
+	out.Header["X-Forwarded-Host"] = []string{plan.xfHost}
+	out.Header["X-Forwarded-Proto"] = []string{plan.xfProto}
+	out.Header["X-Real-Ip"] = []string{plan.realIP}
 	if id := pr.In.Header.Get("X-Request-Id"); id != "" {
 		out.Header.Set("X-Request-Id", id)
 	}
@@ -429,48 +451,6 @@ func (route *Route) upstreamPath(in *url.URL) (path, raw string) {
 		}
 	}
 	return path, raw
-}
-
-// identityHeaders name the client's address or the original request
-// (besides X-Forwarded-*); they are kept only from trusted proxies (DESIGN
-// rule 22).
-var identityHeaders = map[string]bool{"X-Real-Ip": true, "True-Client-Ip": true, "Cf-Connecting-Ip": true,
-	"Fly-Client-Ip": true, "X-Client-Ip": true, "X-Original-Forwarded-For": true, "Forwarded": true,
-	"X-Original-Url": true, "X-Rewrite-Url": true, "X-Cluster-Client-Ip": true}
-
-// scrub removes from an outbound request's headers h the identity
-// headers when the peer is untrusted, and always the underscore spellings
-// (X_Forwarded_For, X_Wakegate_Relay) of identity and gateway headers,
-// which servers that map "_" to "-" (CGI, some frameworks) would read as
-// the real ones.
-func (p *Proxy) scrub(h http.Header, untrusted bool) {
-	for k := range h {
-		if p.scrubbed(k, untrusted) {
-			delete(h, k)
-		}
-	}
-}
-
-// scrubbed reports whether scrub removes the field named k.
-func (p *Proxy) scrubbed(k string, untrusted bool) bool {
-	n := k
-	under := strings.IndexByte(k, '_') >= 0
-	if under {
-		n = http.CanonicalHeaderKey(strings.ReplaceAll(k, "_", "-"))
-	}
-	identity := identityHeaders[n] || strings.HasPrefix(n, "X-Forwarded-")
-	return (untrusted && identity) || (under && (identity || p.isStripped(n)))
-}
-
-// isStripped reports whether canonical header name n is one of the
-// headers removed from every request.
-func (p *Proxy) isStripped(n string) bool {
-	for _, s := range p.stripped {
-		if s == n {
-			return true
-		}
-	}
-	return false
 }
 
 // clientIP is r's client address for X-Real-Ip.
@@ -584,7 +564,10 @@ func (p *Proxy) answerError(w http.ResponseWriter, r *http.Request, route *Route
 // be replayed.
 // Homes go through their own transport, whose response header timeout
 // is the homes' one.
-type retryTransport struct{ apps, homes http.RoundTripper }
+type retryTransport struct {
+	apps, homes http.RoundTripper
+	p           *Proxy
+}
 
 func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	route := routeFrom(req.Context())
@@ -612,7 +595,9 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	route.Upstream = u
 	again := req.Clone(req.Context())
-	again.URL.Scheme, again.URL.Host, again.Host = u.Scheme, u.Host, endpoint.HostHeader(u.Host)
+	again.URL.Scheme, again.URL.Host = u.Scheme, u.Host
+	route.out.host = t.p.outHost(route, u)
+	again.Host = route.out.host
 	if req.GetBody != nil {
 		if again.Body, err = req.GetBody(); err != nil {
 			return nil, err

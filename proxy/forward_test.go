@@ -194,7 +194,7 @@ func TestForwardPathAndHeaders(t *testing.T) {
 	got := up.last(t)
 	checks := []struct{ what, got, want string }{
 		{"request URI", got.URI, "/base/x/y%3Fz?q=1&r=%20"},
-		{"host", got.Host, up.Listener.Addr().String()},
+		{"host (the client's)", got.Host, strings.TrimPrefix(s.URL, "http://")},
 		{"relay header", strings.Join(got.Header.Values("X-Wakegate-Relay"), ","), testToken},
 		{"probe header", strings.Join(got.Header.Values("X-Wakegate-Probe"), ","), ""},
 		{"X-Forwarded-For (untrusted peer)", got.Header.Get("X-Forwarded-For"), "127.0.0.1"},
@@ -543,7 +543,9 @@ func TestForwardRetriesUnreachedReplayableRequests(t *testing.T) {
 	up := newUpstream(t, nil)
 	dead := deadURL(t)
 	var retries atomic.Int64
-	s, _ := front(t, testOptions(), func() *Route {
+	o := testOptions()
+	o.Host.Default = HostUpstream // the retry's Host is the fresh upstream's
+	s, _ := front(t, o, func() *Route {
 		return &Route{Name: "a", Upstream: dead, Retry: func(ctx context.Context) (*url.URL, error) {
 			retries.Add(1)
 			return up.url(t, ""), nil

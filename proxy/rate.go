@@ -25,41 +25,50 @@ var errBodyTooSlow = errors.New("the request body arrived slower than the minimu
 var bodyTooSlow = Classified{Status: http.StatusRequestTimeout, Code: "body_too_slow",
 	Message: "The request body arrived too slowly."}
 
-// rateBody enforces the minimum request body rate. Only the time spent
-// waiting inside Read counts (not the time the upstream takes to accept
-// what was read): the body may take grace plus its size at rate.
+// rateBody enforces the minimum request body rate over a sliding window.
+// Only the time spent waiting inside Read counts (not the time the
+// upstream takes to accept what was read). The body holds a credit of
+// waiting time: grace to begin with, plus 1/rate seconds for each byte
+// received, never more than grace plus window; each wait spends it, and
+// a read that outwaits it is cut. A body that keeps the rate never runs
+// out, while one that stops is cut within grace plus window of its last
+// byte, however much it sent before (a credit earned over the whole body
+// let a client that sent 32MiB at speed and then stalled hold its
+// connection and its spool for days).
 type rateBody struct {
 	body   io.ReadCloser
 	rc     *http.ResponseController
 	rate   float64 // bytes per second
-	grace  time.Duration
-	read   int64
-	waited time.Duration
-	cut    *atomic.Bool // set once the body was cut
-	owner  *ownedBody   // the body as Serve owns it (body.go)
+	credit time.Duration
+	most   time.Duration // the credit's cap: grace plus window
+	cut    *atomic.Bool  // set once the body was cut
+	owner  *ownedBody    // the body as Serve owns it (body.go)
 	// done: the deadline is lifted (or was never settable); Close may set
 	// it from another goroutine than Read's.
 	done atomic.Bool
 }
 
-func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace time.Duration, cut *atomic.Bool, owner *ownedBody) *rateBody {
-	return &rateBody{body: body, rc: http.NewResponseController(w), rate: float64(rate), grace: grace, cut: cut, owner: owner}
+func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace, window time.Duration, cut *atomic.Bool, owner *ownedBody) *rateBody {
+	if window <= 0 {
+		window = DefaultMinRateWindow
+	}
+	return &rateBody{body: body, rc: http.NewResponseController(w), rate: float64(rate), credit: grace,
+		most: grace + window, cut: cut, owner: owner}
 }
 
 func (b *rateBody) Read(p []byte) (int, error) {
 	if b.done.Load() {
 		return b.body.Read(p)
 	}
-	allowed := b.grace + time.Duration(float64(b.read)/b.rate*float64(time.Second)) - b.waited
 	start := time.Now()
-	deadline := start.Add(max(allowed, 0))
+	deadline := start.Add(max(b.credit, 0))
 	if err := b.rc.SetReadDeadline(deadline); err != nil {
 		b.done.Store(true) // this connection cannot be timed: no floor
 		return b.body.Read(p)
 	}
 	n, err := b.body.Read(p)
-	b.waited += time.Since(start)
-	b.read += int64(n)
+	earned := time.Duration(float64(n) / b.rate * float64(time.Second))
+	b.credit = min(b.credit-time.Since(start)+earned, b.most)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded),
 		// The exchange ended the body (ownedBody.end) while this read
@@ -255,3 +264,6 @@ func (w *rateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func LiftWriteDeadline(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 }
+
+// DefaultMinRateWindow is Options.MinRateWindow when unset.
+const DefaultMinRateWindow = 5 * time.Second

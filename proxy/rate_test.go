@@ -320,7 +320,7 @@ func TestRateCutNotTakenForTheExchangesEnd(t *testing.T) {
 		c := &deadlineConn{moved: make(chan struct{}), expired: make(chan struct{}), release: make(chan struct{})}
 		owner := newOwnedBody(c, c)
 		var cut atomic.Bool
-		b := newRateBody(owner, c, 100, 20*time.Millisecond, &cut, owner)
+		b := newRateBody(owner, c, 100, 20*time.Millisecond, 0, &cut, owner)
 		done := make(chan error, 1)
 		go func() {
 			_, err := b.Read(make([]byte, 1))
@@ -340,7 +340,7 @@ func TestRateCutNotTakenForTheExchangesEnd(t *testing.T) {
 		c := &deadlineConn{moved: make(chan struct{})}
 		owner := newOwnedBody(c, c)
 		var cut atomic.Bool
-		b := newRateBody(owner, c, 100, time.Minute, &cut, owner)
+		b := newRateBody(owner, c, 100, time.Minute, 0, &cut, owner)
 		done := make(chan error, 1)
 		go func() {
 			_, err := b.Read(make([]byte, 1))

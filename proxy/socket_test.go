@@ -71,7 +71,8 @@ func newUnixUpstream(t *testing.T) (*upstream, *url.URL) {
 // TestForwardToUnixSocket forwards plain requests (the upstream
 // forwarder, whose pool reuses the socket connection), a request through
 // ReverseProxy (Expect: 100-continue) and a WebSocket to a home on a Unix
-// socket, which sees Host: localhost.
+// socket, which sees Host: localhost when its rule is the upstream's
+// address.
 func TestForwardToUnixSocket(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		name := "reverseproxy"
@@ -81,6 +82,7 @@ func TestForwardToUnixSocket(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			up, target := newUnixUpstream(t)
 			o := testOptions()
+			o.Host.Default = HostUpstream
 			p := New(o)
 			p.noDirect = !direct
 			t.Cleanup(p.Close)

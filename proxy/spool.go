@@ -33,9 +33,19 @@ type spooled struct {
 	// disk is why nothing went to disk past memory (the temporary file
 	// could not be made), for the log; the rest then streams.
 	disk error
+	// budget, client and held are the body budget's reservation
+	// (budget.go), given back at Close.
+	budget *bodyBudget
+	client string
+	held   int64
+	// grow reserves n more bytes of spool; nil when the whole body was
+	// reserved at once.
+	grow func(n int64) bool
 }
 
 func (s *spooled) Close() error {
+	s.budget.give(s.client, s.held)
+	s.held = 0
 	if s.file != nil {
 		_ = s.file.Close()
 	}
@@ -59,27 +69,33 @@ func (p *Proxy) spool(r *http.Request) (*spooled, error) {
 	if r.ContentLength >= 0 {
 		n = min(n, r.ContentLength)
 	}
+	s, err := p.reserve(r, n)
+	if err != nil {
+		return nil, err
+	}
 	// Not pooled: the forward may hand the buffer to a reader that
 	// outlives it.
 	mem := make([]byte, n)
 	k, eof, err := readUpTo(body, mem)
 	if err != nil {
+		_ = s.Close()
 		return nil, err
 	}
-	s := &spooled{size: int64(k)}
+	s.size = int64(k)
 	parts := []io.Reader{bytes.NewReader(mem[:k])}
 	whole := eof || s.size == r.ContentLength
 	if !whole && p.opts.BodySpool > 0 {
-		f, size, err := p.spoolFile(body)
+		f, size, ended, err := p.spoolFile(body, s.grow)
 		switch {
 		case f != nil:
 			s.file = f
 			s.size += size
-			whole = size < p.opts.BodySpool || s.size == r.ContentLength
+			whole = ended || s.size == r.ContentLength
 			parts = append(parts, f)
 		case errors.Is(err, errSpoolCreate):
 			s.disk = err
 		default:
+			_ = s.Close()
 			return nil, err
 		}
 	}
@@ -104,18 +120,71 @@ func (p *Proxy) spool(r *http.Request) (*spooled, error) {
 // of the body was read into it, so the body is forwarded as it comes.
 var errSpoolCreate = errors.New("creating the request body's temporary file")
 
+// reserve takes the body budget's reservation of r's read-ahead (see
+// budget.go), mem bytes of memory to begin with, and returns the spooled
+// body that holds it; the error is the refusal to answer.
+func (p *Proxy) reserve(r *http.Request, mem int64) (*spooled, error) {
+	s := &spooled{budget: p.budget}
+	if p.budget == nil {
+		return s, nil
+	}
+	s.client = p.clientIP(r)
+	want := mem
+	if r.ContentLength >= 0 {
+		want = min(r.ContentLength, p.opts.BodyBuffer+p.opts.BodySpool)
+	} else {
+		s.grow = func(n int64) bool {
+			if !p.budget.take(s.client, n) {
+				return false
+			}
+			s.held += n
+			return true
+		}
+	}
+	if p.budget.never(want) {
+		p.budget.refused.Add(1)
+		return nil, &budgetRefused{overBudget(true)}
+	}
+	if !p.budget.take(s.client, want) {
+		p.budget.refused.Add(1)
+		return nil, &budgetRefused{overBudget(false)}
+	}
+	s.held = want
+	return s, nil
+}
+
 // spoolFile copies up to BodySpool more bytes of body into an unlinked
-// temporary file, rewound, and returns it with the bytes it holds.
-func (p *Proxy) spoolFile(body io.Reader) (*os.File, int64, error) {
+// temporary file, rewound, and returns it with the bytes it holds and
+// whether body ended there. grow, when set, reserves each piece of the
+// file from the body budget first; one it refuses ends the copy, and the
+// rest of the body streams.
+func (p *Proxy) spoolFile(body io.Reader, grow func(int64) bool) (*os.File, int64, bool, error) {
 	f, err := os.CreateTemp(p.opts.SpoolDir, "wakegate-body-*")
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", errSpoolCreate, err)
+		return nil, 0, false, fmt.Errorf("%w: %w", errSpoolCreate, err)
 	}
 	// Unlinked at once: the file goes with its descriptor, even when the
 	// process dies.
 	_ = os.Remove(f.Name())
 	buf := p.bufs.Get()
-	n, err := io.CopyBuffer(onlyWriter{f}, io.LimitReader(readerOnly{body}, p.opts.BodySpool), buf)
+	var n int64
+	ended := false
+	for n < p.opts.BodySpool {
+		piece := p.opts.BodySpool - n
+		if grow != nil {
+			piece = min(piece, spoolPiece)
+			if !grow(piece) {
+				break
+			}
+		}
+		var k int64
+		k, err = io.CopyBuffer(onlyWriter{f}, io.LimitReader(readerOnly{body}, piece), buf)
+		n += k
+		if err != nil || k < piece {
+			ended = err == nil
+			break
+		}
+	}
 	p.bufs.Put(buf)
 	if err == nil {
 		if _, serr := f.Seek(0, io.SeekStart); serr != nil {
@@ -124,9 +193,9 @@ func (p *Proxy) spoolFile(body io.Reader) (*os.File, int64, error) {
 	}
 	if err != nil {
 		_ = f.Close()
-		return nil, 0, err
+		return nil, 0, false, err
 	}
-	return f, n, nil
+	return f, n, ended, nil
 }
 
 // readUpTo reads r into buf until buf is full or r ends (eof).

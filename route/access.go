@@ -133,12 +133,21 @@ func (p *Path) admit(w http.ResponseWriter, r *http.Request, kind, name string, 
 	} else {
 		c = set.ForApp(name)
 	}
+	// No client sets a header a policy sets (X-User), on any route
+	// (DESIGN rule 22): the proxy removes their underscore spellings.
+	for _, k := range set.IdentityHeaders() {
+		delete(r.Header, k)
+	}
+	// A page opened with a token in its query names it in every Referer.
+	set.StripReferer(r)
 	// The gateway's cookies go to no home, whatever policy decides the
 	// route (once it has read them): under path routing every home shares
 	// the visitor's cookies for this origin, so a public home would
-	// otherwise read a token meant for another one.
+	// otherwise read a token meant for another one. So do a jwt policy's
+	// bearer and query tokens, on routes it does not decide.
 	if c.Name == access.PolicyPublic {
 		access.StripCookies(r.Header, set.GatewayCookies(), "")
+		set.StripForeign(r, c)
 		return true
 	}
 	d, err := c.Policy.Check(r.Context(), r, s)
@@ -147,6 +156,7 @@ func (p *Path) admit(w http.ResponseWriter, r *http.Request, kind, name string, 
 		return false
 	}
 	access.StripCookies(r.Header, set.GatewayCookies(), c.KeepCookie)
+	set.StripForeign(r, c)
 	if p := c.QueryParam; p != "" && strings.Contains(r.URL.RawQuery, p+"=") {
 		q := r.URL.Query()
 		q.Del(p)
@@ -186,12 +196,24 @@ func (p *Path) deny(w http.ResponseWriter, r *http.Request, policy string, s acc
 	proxy.WriteClassified(w, r, proxy.StatusOf(err))
 }
 
-// limited answers a request over a limit of scope and counts it.
+// limited answers a request over a limit of scope and counts it; the
+// access log names the limit, and the operator's log the setting that
+// sets it.
 func (p *Path) limited(w http.ResponseWriter, r *http.Request, scope string, err *fault.Error) {
 	p.gate.counters.RateLimited(scope).Inc()
+	proxy.MarkLimit(w, scope)
 	p.log.Info("request limited", "scope", scope, "path", r.URL.Path, "client", p.gate.ip.Of(r),
-		"retry_after", err.RetryAfter.Round(time.Millisecond), "request_id", r.Header.Get("X-Request-Id"))
+		"retry_after", err.RetryAfter.Round(time.Millisecond), "request_id", r.Header.Get("X-Request-Id"),
+		"hint", limitHints[scope])
 	proxy.WriteClassified(w, r, proxy.StatusOf(err))
+}
+
+// limitHints say, per scope, which setting to raise when a limit refuses
+// requests that are not abuse.
+var limitHints = map[string]string{
+	"client": "the client sent more requests than limits.client_rate and limits.client_burst allow: raise them, " +
+		"or set client_rate to 0 and rely on limits.conn_rate, which a browser's keep-alive requests do not spend",
+	"waiting": "more callers waited for this home's wake than limits.max_waiting_per_home allows: raise it",
 }
 
 // waitSlot counts a caller waiting for home id's wake; false (with r

@@ -36,6 +36,9 @@ type Recorder struct {
 	// allocation for the three.
 	route proxy.Route
 	reqID [1]string
+	// limit names the limit that refused the request (MarkLimit), for
+	// the access log; "" when none did.
+	limit string
 }
 
 // Releases are what every request of a listener gives back when it is
@@ -109,6 +112,13 @@ func (r *Recorder) SetRequestID(req *http.Request, pre string, n uint64) {
 	r.reqID[0] = string(id)
 	req.Header["X-Request-Id"] = r.reqID[:1:1]
 }
+
+// MarkLimit records that the limit of scope refused the request
+// (proxy.LimitMarker).
+func (r *Recorder) MarkLimit(scope string) { r.limit = scope }
+
+// Limit is the limit that refused the request, "" for none.
+func (r *Recorder) Limit() string { return r.limit }
 
 // Bytes is how many bytes of the response body were written.
 func (r *Recorder) Bytes() int64 { return r.bytes }

@@ -265,7 +265,11 @@ func (p *Path) serveReadySignal(w http.ResponseWriter, r *http.Request) {
 // writeError answers r with err through the one mapper: the caller gets a
 // code, a sentence and the request id; the log gets the cause.
 func (p *Path) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	proxy.WriteClassified(w, r, p.classify(r, err))
+	c := p.classify(r, err)
+	if c.Code == wake.CodeWakeRateLimited {
+		proxy.MarkLimit(w, "wake")
+	}
+	proxy.WriteClassified(w, r, c)
 }
 
 // classify maps err to its public answer and logs the cause and the hint,

@@ -83,6 +83,42 @@ if ! command -v python3 >/dev/null; then
   fi
 fi
 
+# The real-app tests (gateway/realapps_*_test.go, -run TestRealApp) run
+# third-party apps behind sleeping homes in Chromium: Debian's Jupyter
+# Notebook, and from npm, pinned, a Vite dev server and socket.io. The npm
+# packages go into a cache outside the checkout ($WAKEGATE_TEST_NPM), kept
+# for later runs; the tests skip without them unless CI=true.
+if ! command -v jupyter-notebook >/dev/null; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "test.sh: installing jupyter-notebook"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends jupyter-notebook >/dev/null
+  else
+    echo "test.sh: jupyter-notebook is missing; its real-app test skips (as root: apt-get install jupyter-notebook)" >&2
+  fi
+fi
+if ! command -v npm >/dev/null && [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+  echo "test.sh: installing nodejs and npm"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+if [[ -z ${WAKEGATE_TEST_NPM:-} ]]; then
+  if [[ $(id -u) -eq 0 ]]; then WAKEGATE_TEST_NPM=/var/cache/wakegate-test/npm
+  else WAKEGATE_TEST_NPM="${XDG_CACHE_HOME:-$HOME/.cache}/wakegate-test/npm"; fi
+fi
+export WAKEGATE_TEST_NPM
+npm_pkgs='{"name":"wakegate-test-apps","private":true,"dependencies":{"vite":"8.4.1","socket.io":"4.8.4","socket.io-client":"4.8.4"}}'
+if command -v npm >/dev/null; then
+  mkdir -p "$WAKEGATE_TEST_NPM"
+  if [[ $(cat "$WAKEGATE_TEST_NPM/package.json" 2>/dev/null) != "$npm_pkgs" || ! -d $WAKEGATE_TEST_NPM/node_modules/vite ]]; then
+    echo "test.sh: installing the real-app tests' npm packages into $WAKEGATE_TEST_NPM"
+    printf '%s\n' "$npm_pkgs" >"$WAKEGATE_TEST_NPM/package.json"
+    (cd "$WAKEGATE_TEST_NPM" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+  fi
+else
+  echo "test.sh: npm is missing; the Vite and socket.io real-app tests skip" >&2
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [[ -n $unformatted ]]; then

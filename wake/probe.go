@@ -81,6 +81,14 @@ type ProbeSpec struct {
 	// AttemptTimeout bounds one attempt: dial, handshake and, for ws, the
 	// settle window. Zero or negative: 2s.
 	AttemptTimeout time.Duration
+	// WSTimeout bounds an auto probe's WebSocket handshake (dial, upgrade
+	// request and its answer); an upgrade left unanswered that long, or
+	// one the home closes without an answer, falls back to the GETs
+	// within the same attempt. The settle window after a 101 is not
+	// counted. Unused by the other kinds (a ws probe's handshake has the
+	// whole attempt). Zero or negative: 1s; a value above half of
+	// AttemptTimeout is lowered to it, so the GETs keep time.
+	WSTimeout time.Duration
 	// Settle is how long an upgraded ws probe waits. It passes early when a
 	// first message arrives, and passes at the end of the window if the
 	// socket is still open. It must be shorter than AttemptTimeout. Unused
@@ -137,6 +145,10 @@ type ProbeResult struct {
 	// Last is the last attempt's error, nil when the last attempt passed.
 	// An attempt cut short by a cancelled ctx reports context.Canceled.
 	Last error
+	// Note, for an auto probe that passed on a GET after its WebSocket
+	// upgrade got no answer, says so and names the setting that skips the
+	// upgrade; "" otherwise. It is for the operator's log.
+	Note string
 }
 
 // Probe repeats attempts until one passes or ctx is done. Each attempt is
@@ -183,6 +195,7 @@ func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult
 		res.Status = status
 		res.Last = err
 		if err == nil {
+			res.Note = run.note
 			return res, nil
 		}
 		if !cut {
@@ -309,6 +322,10 @@ func probeDefaults(s ProbeSpec) ProbeSpec {
 	if s.AttemptTimeout <= 0 {
 		s.AttemptTimeout = probeDefaultAttemptTimeout
 	}
+	if s.WSTimeout <= 0 {
+		s.WSTimeout = probeDefaultWSTimeout
+	}
+	s.WSTimeout = min(s.WSTimeout, s.AttemptTimeout/2)
 	if s.Settle <= 0 {
 		s.Settle = probeDefaultSettle
 	}
@@ -358,6 +375,9 @@ type probeRun struct {
 	// notFound follows a run of auto attempts that got only 404s
 	// (probe_auto.go).
 	notFound notFoundRun
+	// note is the passing auto attempt's account of an upgrade that got no
+	// answer (ProbeResult.Note).
+	note string
 	// transport and client are set for http and auto probes only.
 	transport *http.Transport
 	client    *http.Client
@@ -484,7 +504,8 @@ func probeHostPort(ep string) (string, error) {
 func (r *probeRun) attempt(ctx context.Context) (int, error) {
 	switch r.spec.Kind {
 	case ProbeWS:
-		return r.attemptWS(ctx, r.target)
+		status, _, err := r.attemptWS(ctx, r.target, r.spec.AttemptTimeout)
+		return status, err
 	case ProbeHTTP:
 		code, err := r.attemptHTTP(ctx, r.target, r.spec.API)
 		if len(r.spec.Statuses) > 0 && code != 0 {
@@ -612,9 +633,12 @@ func (c probeConn) SetDeadline(t time.Time) error {
 	return c.Conn.SetDeadline(t)
 }
 
-// attemptWS upgrades at target, then waits for a first message or the
-// settle window, and closes with a normal-closure frame.
-func (r *probeRun) attemptWS(ctx context.Context, target string) (int, error) {
+// attemptWS upgrades at target, its handshake bounded by handshake, then
+// waits for a first message or the settle window, and closes with a
+// normal-closure frame. dialled says whether the connection opened (an
+// error with dialled and no status is an upgrade the home got but did not
+// answer).
+func (r *probeRun) attemptWS(ctx context.Context, target string, handshake time.Duration) (status int, dialled bool, err error) {
 	// The handshake honours only ctx's deadline, and the settle read only
 	// its own deadline, so a cancellation of ctx (the ready signal or the
 	// caller) expires the connection's read deadline instead.
@@ -626,12 +650,13 @@ func (r *probeRun) attemptWS(ctx context.Context, target string) (int, error) {
 		}
 	}()
 	d := websocket.Dialer{
-		HandshakeTimeout: r.spec.AttemptTimeout,
+		HandshakeTimeout: handshake,
 		NetDialContext: func(dialCtx context.Context, network, addr string) (net.Conn, error) {
 			c, err := r.dial(dialCtx, network, addr)
 			if err != nil {
 				return nil, err
 			}
+			dialled = true
 			stopWatch = context.AfterFunc(ctx, func() {
 				defer close(watchDone)
 				_ = c.SetReadDeadline(time.Unix(1, 0)) // already expired
@@ -648,19 +673,18 @@ func (r *probeRun) attemptWS(ctx context.Context, target string) (int, error) {
 		header.Set("Host", endpoint.StandInHost)
 	}
 	conn, resp, err := d.DialContext(ctx, target, header)
-	status := 0
 	if resp != nil {
 		status = resp.StatusCode
 		_ = resp.Body.Close()
 	}
 	if err != nil {
 		if errors.Is(err, websocket.ErrBadHandshake) && resp != nil {
-			return status, fmt.Errorf("%w: %w", errWSProbe, probeStatusError(status))
+			return status, dialled, fmt.Errorf("%w: %w", errWSProbe, probeStatusError(status))
 		}
 		if ctx.Err() != nil {
-			return status, fmt.Errorf("ws dial: %w: %w", ctx.Err(), err)
+			return status, dialled, fmt.Errorf("ws dial: %w: %w", ctx.Err(), err)
 		}
-		return status, fmt.Errorf("ws dial: %w", err)
+		return status, dialled, fmt.Errorf("ws dial: %w", err)
 	}
 	defer func() {
 		msg := websocket.FormatCloseMessage(websocket.CloseNormalClosure, "")
@@ -669,27 +693,27 @@ func (r *probeRun) attemptWS(ctx context.Context, target string) (int, error) {
 	}()
 
 	if err := conn.SetReadDeadline(time.Now().Add(r.spec.Settle)); err != nil {
-		return status, fmt.Errorf("ws settle: %w", err)
+		return status, dialled, fmt.Errorf("ws settle: %w", err)
 	}
 	// Checked after the deadline is set: a cancellation that came before
 	// it is caught here, one after it expires the deadline.
 	if ctx.Err() != nil {
-		return status, fmt.Errorf("ws settle: %w", ctx.Err())
+		return status, dialled, fmt.Errorf("ws settle: %w", ctx.Err())
 	}
 	_, _, err = conn.NextReader()
 	if err == nil {
-		return status, nil // a first message arrived
+		return status, dialled, nil // a first message arrived
 	}
 	if ctx.Err() != nil {
-		return status, fmt.Errorf("ws settle: %w: %w", ctx.Err(), err)
+		return status, dialled, fmt.Errorf("ws settle: %w: %w", ctx.Err(), err)
 	}
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		return status, nil // the socket stayed open through the window
+		return status, dialled, nil // the socket stayed open through the window
 	}
 	if ce, ok := errors.AsType[*websocket.CloseError](err); ok {
 		ce.Text = fault.Excerpt(ce.Text) // the home's words, bound for logs and records
 	}
-	return status, fmt.Errorf("ws settle: %w", err)
+	return status, dialled, fmt.Errorf("ws settle: %w", err)
 }
 
 // parseEndpoint parses a provider's endpoint into the URL the proxy and

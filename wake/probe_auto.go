@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -50,41 +51,69 @@ func (r *probeRun) newAuto() error {
 	return nil
 }
 
-// attemptAuto is one attempt of an auto probe, until one step passes:
-// the GETs of the health paths of the apps inside the home, then the
-// upgrade, then the GET of Path. A home that completes the upgrade speaks
-// WebSocket and is judged by it alone (a first frame, or a settle window
-// without a close): a page that answers 200 does not vouch for a broker
-// that closes every socket. Only a home that refuses the upgrade with an
-// ordinary HTTP answer is judged by the GET. The apps' paths go first because they
-// are the home's real serving path when it has apps, and a home that
-// serves only them (behind strip_prefix) is then proven by one request
-// instead of logging two 404s at every wake. A step that got no HTTP answer
-// at all (refused, reset, timed out) ends the attempt: the others would
-// meet the same.
+// attemptAuto is one attempt of an auto probe: the WebSocket upgrade at
+// WSPath first, its handshake bounded by WSTimeout, then, only when the
+// upgrade got no 101, the GETs of the health paths of the apps inside the
+// home and of Path, passing on the first that does (DESIGN rule 36).
+//
+// A home that completes the upgrade speaks WebSocket and is judged by it
+// alone (a first frame, or a settle window without a close): a GET never
+// vouches for a broker that answered an upgrade, so a 101 followed by a
+// close fails the attempt whatever the GETs would answer. A home that
+// refuses the upgrade with an ordinary HTTP answer, leaves it unanswered
+// for WSTimeout, or drops the connection without a word (a dev server
+// that wants its own subprotocol) is judged by the GETs. A connection
+// that could not be opened at all (refused, a missing socket file) ends
+// the attempt: the GETs would meet the same, and the port watch takes
+// over.
 func (r *probeRun) attemptAuto(ctx context.Context) (int, error) {
-	var apps []autoGet
-	for _, g := range r.alts {
-		status, err := r.judgedGet(ctx, g)
-		if err == nil || status == 0 || ctx.Err() != nil {
-			return status, err
-		}
-		apps = append(apps, autoGet{target: g.target, status: status, err: err})
-	}
-	status, err := r.attemptWS(ctx, r.wsTarget)
+	r.note = ""
+	status, dialled, err := r.attemptWS(ctx, r.wsTarget, r.spec.WSTimeout)
 	if err == nil {
 		return status, nil
 	}
-	if status == 0 || status == http.StatusSwitchingProtocols || ctx.Err() != nil {
+	if ctx.Err() != nil || (status == 0 && !dialled) {
 		return status, err
 	}
 	ae := &autoProbeError{ws: err, wsStatus: status}
-	status, err = r.judgedGet(ctx, probeAlt{target: r.target, api: r.spec.API, statuses: r.spec.Statuses})
-	if err == nil {
-		return status, nil
+	switch status {
+	case http.StatusSwitchingProtocols:
+		ae.broker = true
+		return status, ae
+	case 0:
+		ae.ws, ae.unanswered = r.unansweredError(err), true
 	}
-	ae.gets = append(append(ae.gets, autoGet{target: r.target, status: status, err: err}), apps...)
+	gets := append(slices.Clip(r.alts), probeAlt{target: r.target, api: r.spec.API, statuses: r.spec.Statuses})
+	for _, g := range gets {
+		status, err = r.judgedGet(ctx, g)
+		if err == nil {
+			if ae.unanswered {
+				r.note = fmt.Sprintf("%v; fell back to GET %s → %d; "+
+					"set probe kind: http (homes[].probe.kind or wake.probe.kind) to skip the upgrade and this wait at every wake",
+					ae.ws, probeURLPath(g.target), status)
+			}
+			return status, nil
+		}
+		ae.gets = append(ae.gets, autoGet{target: g.target, status: status, err: err})
+		if ctx.Err() != nil {
+			break
+		}
+	}
 	return status, ae
+}
+
+// errUpgradeUnanswered is an auto probe's upgrade that the home received
+// and did not answer within WSTimeout.
+var errUpgradeUnanswered = errors.New("no answer")
+
+// unansweredError is the error of an upgrade the home received and
+// answered with nothing: it waited out WSTimeout, or the home closed the
+// connection first.
+func (r *probeRun) unansweredError(err error) error {
+	if ne, ok := errors.AsType[net.Error](err); (ok && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("ws upgrade unanswered after %v (wake.probe.ws_timeout): %w", r.spec.WSTimeout, errUpgradeUnanswered)
+	}
+	return fmt.Errorf("ws upgrade closed without an answer: %w", err)
 }
 
 // judgedGet is one GET of an auto attempt, judged by g's statuses when it
@@ -114,6 +143,9 @@ type autoProbeError struct {
 	ws       error
 	wsStatus int
 	gets     []autoGet
+	// broker: the home completed the upgrade and then closed the socket
+	// (no GET was tried). unanswered: the upgrade got no answer at all.
+	broker, unanswered bool
 }
 
 func (e *autoProbeError) Error() string {
@@ -188,6 +220,11 @@ func (a *Apps) homeProbePaths(id string) []ProbePath {
 
 // autoHint is the likely fix for a failed auto attempt.
 func autoHint(ae *autoProbeError) string {
+	if ae.broker {
+		return "the home accepted the WebSocket upgrade at /node/{target} and closed the socket within the settle window " +
+			"(wake.probe.settle): a broker that drops sockets is not ready, and no GET vouches for it; see the home's log, " +
+			"or, if the home is not a WebSocket service at that path, set its probe kind to http (homes[].probe.kind)"
+	}
 	if ae.allNotFound() {
 		return "the home answers HTTP but 404 at /node/{target} to both a WebSocket upgrade and a GET: " +
 			"the gateway forwards /node/{target}/... with that prefix kept, so serve under that path, " +
@@ -196,6 +233,10 @@ func autoHint(ae *autoProbeError) string {
 	var ps probeStatusError
 	if errors.As(ae, &ps) && (int(ps) == http.StatusUnauthorized || int(ps) == http.StatusForbidden) {
 		return "the home refused the probe's credentials: check the home's relay token"
+	}
+	if ae.unanswered {
+		return "the home left the WebSocket upgrade at /node/{target} unanswered (wake.probe.ws_timeout) and its GETs did not pass: " +
+			"set its probe to http with a path it answers 2xx or 3xx (homes[].probe: {kind: http, path: ...})"
 	}
 	return "the home answered the readiness probe, but no answer passed (2xx or 3xx, or a WebSocket upgrade): " +
 		"see the statuses above and the home's log, or set the probe's path (wake.probe.path)"

@@ -124,10 +124,12 @@ func TestProbeAutoStatuses(t *testing.T) {
 	}
 }
 
-// TestProbeAutoAppPathFirst: the auto probe of a home with an app tries
-// the app's health path first, so a home that serves only its app is
-// proven by that one GET: it sees no upgrade and no 404 at /node/{target}.
-func TestProbeAutoAppPathFirst(t *testing.T) {
+// TestProbeAutoUpgradeThenAppPath: the auto probe of a home with an app
+// tries the upgrade first (a GET must not vouch for a broker that would
+// answer it, DESIGN rule 36), and once the upgrade is refused, the app's
+// health path before the home's own path: a home that serves only its
+// app is proven in one attempt, with no GET of /node/{target}.
+func TestProbeAutoUpgradeThenAppPath(t *testing.T) {
 	t.Parallel()
 	var (
 		mu   sync.Mutex
@@ -151,7 +153,7 @@ func TestProbeAutoAppPathFirst(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(seen, " ") != "/" {
-		t.Fatalf("the home was sent %q; want the app's path alone", seen)
+	if strings.Join(seen, " ") != "/node/x /" {
+		t.Fatalf("the home was sent %q; want the upgrade, then the app's path", seen)
 	}
 }

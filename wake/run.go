@@ -607,6 +607,9 @@ func (w *wakeRun) finish(err error) {
 	if w.f.cause == CauseWaited && w.rec.Runner != "" && w.rec.Runner != e.o.Instance {
 		attrs = append(attrs, "runner", w.rec.Runner) // the gateway that woke it
 	}
+	if w.probe.Note != "" {
+		attrs = append(attrs, "probe", w.probe.Note)
+	}
 	if w.probe.Signalled {
 		attrs = append(attrs, "ready_signal", true)
 		ev.Signalled = true

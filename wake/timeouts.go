@@ -50,6 +50,7 @@ const (
 // bounds.
 const (
 	probeDefaultAttemptTimeout = 2 * time.Second
+	probeDefaultWSTimeout      = time.Second
 	probeDefaultSettle         = 300 * time.Millisecond
 	probeDefaultMinPause       = 2 * time.Millisecond
 	probeDefaultMaxPause       = 100 * time.Millisecond
