@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/internal/homesdir"
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/tlsfront"
 )
@@ -139,6 +140,8 @@ func (e *ExecConfig) defaults() {
 	def(&e.Users.Mode, execprov.UsersAuto)
 	def(&e.Containment, string(execprov.ContainAuto))
 	def(&e.Users.Range, fmt.Sprintf("%d-%d", execprov.DefaultUsersFirst, execprov.DefaultUsersLast))
+	def(&e.Users.MachineDir, homesdir.DefaultMachineDir)
+	def(&e.PidsMax, execprov.DefaultPidsMax)
 }
 
 func (a *AdminConfig) defaults() {

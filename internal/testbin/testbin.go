@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+
+	"github.com/wakegate/wakegate/internal/homesdir"
 )
 
 var (
@@ -263,12 +265,20 @@ func listensOn(pid, port int) bool {
 	return false
 }
 
-// KillHomes kills every process whose command line names dataDir, the home
-// processes an exec provider started there (a gateway that was killed, or
-// that ran with exec.keep_running_on_shutdown, leaves them running), and
-// everything in the cgroups of those homes, which it removes.
+// KillHomes kills every process whose working directory is under dataDir
+// or under its home folders in the machine-wide folder of root gateways
+// (homesdir.Of), the home processes an exec provider started there (a
+// gateway that was killed, or that ran with
+// exec.keep_running_on_shutdown, leaves them running), and everything in
+// the cgroups of those homes, which it removes, and then those home
+// folders.
 func KillHomes(dataDir string) {
 	defer removeHomeCgroups(dataDir)
+	moved := ""
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		moved = homesdir.Of(homesdir.DefaultMachineDir, abs)
+		defer os.RemoveAll(moved)
+	}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid := 0
@@ -279,7 +289,7 @@ func KillHomes(dataDir string) {
 		if err != nil {
 			continue
 		}
-		if cwd == dataDir || hasPrefixDir(cwd, dataDir) {
+		if cwd == dataDir || hasPrefixDir(cwd, dataDir) || (moved != "" && hasPrefixDir(cwd, moved)) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
