@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/internal/homesdir"
+	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/tlsfront"
 )

@@ -11,9 +11,9 @@ import (
 func TestSharedUserMatters(t *testing.T) {
 	root := os.Geteuid() == 0
 	for _, c := range []struct {
-		why    string
-		n      int
-		want   bool
+		why  string
+		n    int
+		want bool
 	}{
 		{"", 3, false},
 		{"not root", 0, false},

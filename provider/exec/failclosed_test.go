@@ -130,4 +130,3 @@ func TestUIDsUniqueAcrossGateways(t *testing.T) {
 		t.Fatalf("New with a uid of another gateway's home: %v", err)
 	}
 }
-
