@@ -1531,6 +1531,9 @@ func (e *Provider) watch(h *home, p *proc) error {
 			_ = waitChild(p.cmd) // reaps; the status is in ProcessState
 			if ps := p.cmd.ProcessState; ps != nil {
 				status = ps.String()
+				if c := e.exitCause(h, p, ps.ExitCode()); c != "" {
+					status += " (" + c + ")"
+				}
 			}
 		}
 		if n := e.limits.oomKills(h); p.oomBase >= 0 && n > p.oomBase {
