@@ -1332,10 +1332,11 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 		return nil, fmt.Errorf("start %s: %w", args[0], err)
 	}
 	if cred != nil && !e.limits.pidsInCgroup(h) {
+		// Where the kernel refuses (no CAP_SYS_RESOURCE in a container),
+		// the home runs without a cap, and the operator is told.
 		if err := capNproc(cmd.Process.Pid, sp.limits.pids); err != nil {
-			_ = cmd.Process.Kill()
-			_ = waitChild(cmd)
-			return nil, fmt.Errorf("process cap of the home: %w", err)
+			e.log.Warn("exec: home runs without a process cap", "home", h.id, "err", err,
+				"hint", "run the gateway with a cgroup per home (exec.containment auto or cgroup, root, cgroup v2 or a v1 pids hierarchy)")
 		}
 	}
 	id, err := childIdentity(cmd)
