@@ -66,6 +66,9 @@ func wakeOK(t *testing.T, addr, target string) {
 	}
 }
 
+// homesdirBin is where a root gateway copies a {self} other users cannot run.
+const homesdirBin = "/var/lib/wakegate/bin/"
+
 // closedAbove reports whether a folder above path is closed to other users.
 func closedAbove(path string) bool {
 	for d := filepath.Dir(path); d != "/"; d = filepath.Dir(d) {
@@ -85,24 +88,53 @@ func TestGoRunLayoutRunsTheDemoHomeAsItsOwnUser(t *testing.T) {
 		t.Skip("needs root: the case is a root gateway")
 	}
 	t.Parallel()
-	// testbin.Build builds in a 0700 folder, testbin.Serve puts data_dir
-	// in a 0700 one: the layout of go run in a checkout under /root.
-	p := testbin.Serve(t, `
-listen: "%ADDR%"
-data_dir: "%DATA%"
-admin: {listen: ""}
-homes:
-  - id: demo
-    target: demo
-    version: "1"
-`)
-	data := filepath.Join(p.Cmd.Dir, "data")
-	for _, p := range []string{data, testbin.Build(t)} {
+	// The binary in a folder only root may pass, as go run builds it, and
+	// data_dir in a 0700 folder, as a checkout under /root is.
+	base := t.TempDir() // 0700
+	bin := filepath.Join(base, "go-build", "exe", "wakegate")
+	copyFile(t, testbin.Build(t), bin, 0o755)
+	if err := os.Chmod(filepath.Dir(filepath.Dir(bin)), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(base, "checkout", "data")
+	addr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
+	cfgPath := filepath.Join(base, "checkout", "config.yaml")
+	config := fmt.Sprintf("listen: %q\ndata_dir: %q\nadmin: {listen: \"\"}\nhomes:\n  - id: demo\n    target: demo\n    version: \"1\"\n", addr, data)
+	if err := os.MkdirAll(filepath.Dir(cfgPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := &testbin.SyncBuffer{}
+	cmd := exec.Command(bin, "serve", "--config", cfgPath)
+	cmd.Dir = filepath.Dir(cfgPath)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		testbin.KillHomes(data)
+		if t.Failed() {
+			t.Logf("gateway output:\n%s", out.String())
+		}
+	})
+	testbin.Eventually(t, "the gateway answers /healthz", func() bool {
+		res, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	for _, p := range []string{data, bin} {
 		if !closedAbove(p) {
 			t.Fatalf("no folder above %s is closed to other users; the test needs one", p)
 		}
 	}
-	wakeOK(t, p.Addr, "demo")
+	wakeOK(t, addr, "demo")
 	pid := homePID(t, data, "demo")
 	uid := procUID(t, pid)
 	if uid == 0 {
@@ -113,8 +145,9 @@ homes:
 	if out, err := cat.CombinedOutput(); err == nil {
 		t.Errorf("the demo home's user (uid %d) read state.db (%d bytes)", uid, len(out))
 	}
-	if out := p.Output(); strings.Contains(out, "as the gateway's own user") || strings.Contains(out, "run as root") {
-		t.Errorf("the gateway says homes share its user:\n%s", out)
+	if log := out.String(); strings.Contains(log, "as the gateway's own user") || strings.Contains(log, "run as root") ||
+		!strings.Contains(log, "{self} runs as "+homesdirBin) {
+		t.Errorf("the gateway says homes share its user, or not that it runs a copy of {self}:\n%s", log)
 	}
 }
 

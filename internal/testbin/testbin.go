@@ -45,7 +45,7 @@ func Main(m *testing.M) int {
 }
 
 // Build compiles the wakegate binary (once per test process) and returns
-// its path. Main removes it when the package's tests are done.
+// its path, in a folder every user may pass (0711) but not list. Main removes it when the package's tests are done.
 func Build(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -53,6 +53,12 @@ func Build(t testing.TB) string {
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		dir, err := os.MkdirTemp("", "wakegate-bin-")
 		if err != nil {
+			buildErr = err
+			return
+		}
+		// Other users may run it: a root gateway's homes run {self} (and a
+		// command naming this path) as users of their own.
+		if err := os.Chmod(dir, 0o711); err != nil {
 			buildErr = err
 			return
 		}
