@@ -304,3 +304,20 @@ homes:
 		return true
 	})
 }
+
+// Homes run as root only when the config says so (exec.users.mode off),
+// and then the start log says it, with the way back.
+func TestUsersOffUnderRootIsSaid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the case is a root gateway")
+	}
+	t.Parallel()
+	gw := e2eStartInProcess(t, `  users: {mode: "off"}
+homes:
+  - id: demo
+`)
+	testbin.Eventually(t, "the start log says the homes run as root", func() bool {
+		return strings.Contains(gw.logs.String(), `msg="exec homes run as root`) &&
+			strings.Contains(gw.logs.String(), "set exec.users.mode auto")
+	})
+}
