@@ -283,7 +283,7 @@ func KillHomes(dataDir string) {
 	moved := ""
 	if abs, err := filepath.Abs(dataDir); err == nil {
 		moved = homesdir.Of(homesdir.DefaultMachineDir, abs)
-		defer os.RemoveAll(moved)
+		defer func() { _ = os.RemoveAll(moved) }()
 	}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {

@@ -137,7 +137,7 @@ func machineSelf(machineDir, self string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone once renamed
 	if _, err := io.Copy(tmp, in); err != nil {
 		tmp.Close()
 		return "", err
