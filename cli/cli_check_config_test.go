@@ -176,3 +176,37 @@ func TestCheckConfigWarnsTrustedProxyHomesReach(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckConfigWarnsHomeUserCannotRun: run as root (as serve would be),
+// check-config warns of an exec home whose program the home's own user
+// cannot run (under a folder closed to other users, as a shim under
+// /root is), naming the home, the program, what is closed and the fixes,
+// as serve does; and of exec homes that run as root because
+// exec.users.mode is off.
+func TestCheckConfigWarnsHomeUserCannotRun(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only a root gateway gives homes users of their own")
+	}
+	dir := filepath.Join(t.TempDir(), "root-only")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	shim := filepath.Join(dir, "python3")
+	if err := os.WriteFile(shim, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	errs := checkHomeWarnings(t, "closed", `command: ["`+shim+`", "{port}"]`)
+	for _, want := range []string{"warning: home files: its program " + shim, "closed to the home's own user",
+		dir + " is closed", "chmod o+x", "exec.users.mode off"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	if errs := checkHomeWarnings(t, "open", `command: ["/bin/sh", "-c", "exec x {port}"]`); strings.Contains(errs, "closed to the home's own user") {
+		t.Errorf("a program every user may run is warned of:\n%s", errs)
+	}
+	errs = checkConfigWarnings(t, "off", "exec:\n  users: {mode: \"off\"}\nhomes:\n  - id: files\n    command: [\"/bin/sh\", \"-c\", \"exec x {port}\"]\n")
+	if !strings.Contains(errs, "exec.users.mode is off: a gateway run as root runs its exec homes (files) as root") {
+		t.Errorf("check-config with exec.users.mode off as root:\n%s", errs)
+	}
+}

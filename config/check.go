@@ -303,6 +303,9 @@ func (e *ExecConfig) validate(k checker) {
 		uk.bad("range", "want FIRST-LAST, uids with 0 < FIRST <= LAST < 2147483648, got %q", e.Users.Range)
 	}
 	e.Users.first, e.Users.last = first, last
+	if !filepath.IsAbs(e.Users.MachineDir) {
+		uk.bad("machine_dir", "want an absolute path, got %q", e.Users.MachineDir)
+	}
 }
 
 // envNameRE is a portable environment variable name.

@@ -501,6 +501,15 @@ type ExecConfig struct {
 	// (root, with cgroup v2 mounted, pure or hybrid), else a subreaper.
 	// status says which is used and why. Default auto.
 	Containment string `yaml:"containment"`
+	// PidsMax caps how many processes and threads each exec home may
+	// have at once, all its processes together: a fork past it fails
+	// (EAGAIN), so a fork bomb in one home leaves the gateway and the
+	// other homes serving. It is pids.max of the home's cgroup (v2, or the
+	// cgroup v1 pids hierarchy) where it has one, else RLIMIT_NPROC of its
+	// own uid (only with a user per home). A home's options.pids_max
+	// overrides it; status shows each home's cap and what holds it.
+	// Default 1024; zero means the default; negative: no cap.
+	PidsMax int `yaml:"pids_max"`
 }
 
 // ExecUsersConfig says which user each exec home runs as.
@@ -511,18 +520,37 @@ type ExecUsersConfig struct {
 	// folder (mode 0700); data_dir and data_dir/homes become 0711 and the
 	// gateway keeps each home's log and process record in data_dir/exec
 	// (0700), so a home reads neither the store, nor secret files, nor
-	// another home's folder. When it cannot (not root; data_dir, or the
-	// wakegate binary when a command runs {self}, closed to other users),
-	// homes run as the gateway's user and the gateway says why at start
-	// and in status. "dynamic": the same, but the gateway refuses to start
-	// when it cannot. "off": homes run as the gateway's user.
+	// another home's folder. A root gateway never runs a home as root in
+	// this mode: where data_dir lies under a folder other users cannot
+	// pass (under /root, a mktemp -d folder), the home folders go to
+	// machine_dir/homes/<hash of data_dir> (data_dir/homes links there),
+	// and where they cannot run the wakegate binary of a {self} command
+	// (go run's build folder), they run a root-owned copy of it in
+	// machine_dir/bin; where even that fails, every exec home is refused
+	// with the cause and the fix (log, status, the wake's error). A
+	// gateway that is not root runs homes as its own user and says so at
+	// start and in status. "dynamic": the same, but the gateway refuses to
+	// start where homes cannot have users of their own (also when it is
+	// not root). "off": homes run as the gateway's user, on purpose; under
+	// a root gateway they run as root, and check-config, the start log and
+	// status say so.
 	Mode string `yaml:"mode"`
 	// Range is the uids handed to homes, "FIRST-LAST". A home keeps the uid
-	// it was given (data_dir/exec/users.json) and no uid is ever given to a
-	// second home; uids naming accounts of the system are skipped. Give
-	// each gateway on one machine a range of its own. Default
-	// "61184-65519".
+	// it was given (data_dir/exec/users.json). Every root gateway of the
+	// machine registers the uids it hands out in machine_dir/uids.json
+	// (under a lock), so no uid is ever held by two homes, of one gateway
+	// or of two, whatever their ranges; uids naming accounts of the system
+	// and uids a live process runs as are skipped. A uid of this
+	// gateway's users file that the registry gives another gateway's home
+	// is refused at start, naming both. Default "61184-65519".
 	Range string `yaml:"range"`
+	// MachineDir is the machine-wide folder of root gateways (root-owned,
+	// 0711, made when missing; refused when another user owns or may
+	// write to it or a folder above it): the uid registry, the home
+	// folders of a data_dir other users cannot pass, and copies of the
+	// wakegate binary for {self} commands. Every gateway of one machine
+	// should use the same one. Default "/var/lib/wakegate".
+	MachineDir string `yaml:"machine_dir"`
 
 	first, last uint32 // Range, parsed
 }
@@ -644,7 +672,8 @@ type HomeConfig struct {
 	// process of the home; cpu_max, their CPU in cores, such as 0.5, past
 	// which they are throttled. The two limits need a cgroup per home with
 	// the memory or cpu controller, cgroup v2's or cgroup v1's: they are
-	// refused where the machine has none). Default none.
+	// refused where the machine has none; pids_max, the home's process
+	// cap, which overrides exec.pids_max, negative for none). Default none.
 	Options map[string]any `yaml:"options"`
 	// Probe is how this home's readiness is proven: a kind ("auto", "ws",
 	// "http" or "tcp"), or a mapping of kind, path (the http probe's path,

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/homesdir"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/tlsfront"
@@ -144,6 +145,8 @@ func (e *ExecConfig) defaults() {
 	def(&e.Users.Mode, execprov.UsersAuto)
 	def(&e.Containment, string(execprov.ContainAuto))
 	def(&e.Users.Range, fmt.Sprintf("%d-%d", execprov.DefaultUsersFirst, execprov.DefaultUsersLast))
+	def(&e.Users.MachineDir, homesdir.DefaultMachineDir)
+	def(&e.PidsMax, execprov.DefaultPidsMax)
 }
 
 func (a *AdminConfig) defaults() {

@@ -24,6 +24,7 @@ func (c *Config) ProviderRegistry() *provider.Registry {
 		RestartBudget: e.RestartBudget, RestartWindow: e.RestartWindow,
 		VersionCommand: e.VersionCommand, SuspendSignal: e.SuspendSignal,
 		InheritEnv: e.InheritEnv, Containment: execprov.Containment(e.Containment), SocketActivation: e.SocketActivation, Users: execprov.Users{Mode: e.Users.Mode, First: e.Users.first, Last: e.Users.last},
+		MachineDir: e.Users.MachineDir, PidsMax: e.PidsMax,
 	}))
 	r.MustRegister("static", provider.StaticFactory())
 	r.MustRegister("http", httpprov.Factory())

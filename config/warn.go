@@ -22,7 +22,9 @@ func (c *Config) Warnings() []string {
 			out = append(out, w)
 		}
 	}
-	return append(out, c.IsolationWarnings()...)
+	out = append(out, c.IsolationWarnings()...)
+	// The gateway logs these at start with the homes it runs.
+	return append(out, c.homeUserWarnings()...)
 }
 
 // FileWarnings are the warnings of Warnings that the gateway does not log
@@ -75,6 +77,59 @@ func (c *Config) trustedProxyHomesReach() []string {
 				break
 			}
 		}
+	}
+	return out
+}
+
+// homeUserWarnings warns, for a root gateway (check-config run as root,
+// as serve would be), of exec homes that run as root because
+// exec.users.mode is off, and of each exec home whose program, found on
+// the gateway's PATH, the home's own user cannot run (a version manager's
+// shim under /root): its wakes would fail with "permission denied". A
+// gateway that is not root runs homes as its own user, which may run
+// what it may.
+func (c *Config) homeUserWarnings() []string {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	var out, off []string
+	for i := range c.Homes {
+		h := &c.Homes[i]
+		if h.Provider != "exec" {
+			continue
+		}
+		if c.Exec.Users.Mode == execprov.UsersOff {
+			off = append(off, h.ID)
+			continue
+		}
+		if u, _ := h.Options["user"].(string); u != "" {
+			continue
+		}
+		cmd, field := h.Command, fmt.Sprintf("homes[%d].command[0]", i)
+		if len(cmd) == 0 {
+			cmd, field = c.Exec.Command, "exec.command[0]"
+		}
+		if len(cmd) == 0 || strings.Contains(cmd[0], "{") {
+			continue
+		}
+		path, err := exec.LookPath(cmd[0])
+		if err != nil {
+			continue // missingPrograms says so
+		}
+		if path, err = filepath.Abs(path); err != nil {
+			continue
+		}
+		if closed := execprov.ClosedToOthers(path, true); closed != "" {
+			out = append(out, fmt.Sprintf("home %s: its program %s (%s) is closed to the home's own user (%s is closed "+
+				"to other users), so every wake of the home fails with \"permission denied\"; name a program every user "+
+				"may run (an absolute path such as /usr/bin/python3), chmod o+x what is closed, or set exec.users.mode "+
+				"off to run homes as root", h.ID, path, field, closed))
+		}
+	}
+	if len(off) > 0 {
+		out = append(out, fmt.Sprintf("exec.users.mode is off: a gateway run as root runs its exec homes (%s) as root, "+
+			"and each can do anything root can on this machine; set exec.users.mode auto to give each home a user of its own",
+			strings.Join(off, ", ")))
 	}
 	return out
 }

@@ -160,7 +160,7 @@ func TestAdminLogsCLI(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}()
-	logFile := filepath.Join(a.data, "homes", "demo", "home.log")
+	logFile := homeFile(a.data, "demo", "home.log")
 	br := bufio.NewReader(stdout)
 	// The stream may open after the first append: append until a line
 	// arrives.
@@ -209,7 +209,7 @@ func TestAdminCLIEscapesHomeText(t *testing.T) {
 	if code, out, errs := admRunCLI(t, env, "home", "wake", "demo"); code != 0 {
 		t.Fatalf("wake: %d\n%s%s", code, out, errs)
 	}
-	logFile := filepath.Join(a.data, "homes", "demo", "home.log")
+	logFile := homeFile(a.data, "demo", "home.log")
 	appendLog(t, logFile, "\x1b]0;OWNED\a hostile \x1b[2J\u202eevil\u009b\n")
 	const want = `\x1b]0;OWNED\x07 hostile \x1b[2J\u202eevil\u009b`
 	check := func(what, out string) {

@@ -162,7 +162,7 @@ func TestAdminHomeLogs(t *testing.T) {
 		return strings.Contains(strings.Join(logs("").Lines, "\n"), "listening addr=")
 	})
 	// The home writes its token: the line is served masked.
-	logFile := filepath.Join(a.data, "homes", "demo", "home.log")
+	logFile := homeFile(a.data, "demo", "home.log")
 	appendLog(t, logFile, "token="+token+" in a line\n")
 	if l := logs("?lines=1").Lines; len(l) != 1 || l[0] != "token="+admin.MaskedSecret+" in a line" {
 		t.Fatalf("last line %q: want the token masked", l)

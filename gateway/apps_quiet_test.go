@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -52,7 +51,7 @@ apps:
 	})
 
 	// From now on the home hears only observations: two lines each.
-	homeLog := filepath.Join(a.data, "homes", "files", "home.log")
+	homeLog := homeFile(a.data, "files", "home.log")
 	lines := func() int {
 		b, err := os.ReadFile(homeLog)
 		if err != nil {

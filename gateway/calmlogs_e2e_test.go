@@ -16,11 +16,7 @@ import (
 // the user's request does.
 func TestCalmLogsOfAnOrdinaryLife(t *testing.T) {
 	t.Parallel()
-	// The test's folders are closed to other users, so its home runs as
-	// the gateway's user: this operator says so (exec.users, continuing
-	// the exec section the helper opens).
-	gw := e2eStartInProcess(t, `  users: {mode: "off"}
-wake:
+	gw := e2eStartInProcess(t, `wake:
   idle_timeout: 1s
 homes:
   - id: demo

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -30,7 +29,7 @@ func TestDashboardHomeDetail(t *testing.T) {
 		)
 	}
 	if err == nil {
-		appendLog(t, filepath.Join(a.data, "homes", "demo", "home.log"),
+		appendLog(t, homeFile(a.data, "demo", "home.log"),
 			"127.0.0.1 - - [01/Dec/2026 18:00:00] \"GET /healthz HTTP/1.1\" 200 -\na line written while the detail is open\n")
 		err = chromedp.Do(ctx, admPoll(`document.getElementById("detail-log").textContent.indexOf("a line written while the detail is open") >= 0`))
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -36,11 +35,8 @@ http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 // home, not only remembered by the gateway that rolled it.
 func TestReleaseSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	py, _ := settingsPython(t)
-	script := filepath.Join(t.TempDir(), "release2.py")
-	if err := os.WriteFile(script, []byte(releaseHome), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// Readable by a home of its own user (a root gateway's).
+	py, script := testbin.PythonScript(t, "release2.py", releaseHome)
 	data := filepath.Join(t.TempDir(), "data")
 	demo := fmt.Sprintf("[%q, \"demo-home\", \"--addr\", \"127.0.0.1:{port}\", \"--target\", \"{target}\", \"--version\", \"{version}\"]",
 		testbin.Build(t))

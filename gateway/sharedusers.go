@@ -7,7 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/provider"
-	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/route"
 )
 
@@ -43,26 +42,43 @@ func (g *Gateway) sharedUser() (why string, homes int) {
 
 // sharedUserMatters says whether n exec homes that share the gateway's
 // user for the reason why deserve a warning: two or more can reach each
-// other; a single one matters only under a root gateway, where it runs as
-// root, unless the operator chose that (exec.users.mode off).
-func sharedUserMatters(why string, n int, chosen bool) bool {
-	return why != "" && (n >= 2 || (n == 1 && os.Geteuid() == 0 && !chosen))
+// other; a single one matters under a root gateway, where it runs as
+// root: that happens only when the operator chose it (exec.users.mode
+// off), and is said every time (design rule 34).
+func sharedUserMatters(why string, n int) bool {
+	return why != "" && (n >= 2 || (n == 1 && os.Geteuid() == 0))
 }
 
-// sharedUserChosen reports whether the operator turned per-home users off.
-func (g *Gateway) sharedUserChosen() bool { return g.cfg.Exec.Users.Mode == execprov.UsersOff }
-
-// sharedUserWarning is the one warning of status about exec homes that
-// share the gateway's user (sharedUserMatters): each can then reach the
-// others and the gateway's files. "" otherwise.
-func (g *Gateway) sharedUserWarning() string {
-	why, n := g.sharedUser()
-	if !sharedUserMatters(why, n, g.sharedUserChosen()) {
+// refusedHomes says why this root gateway refuses every exec home ("" when
+// it does not): it could not give them users of their own.
+func (g *Gateway) refusedHomes() string {
+	r, ok := g.providers["exec"].(interface{ RefusedHomes() string })
+	if !ok {
 		return ""
 	}
+	return r.RefusedHomes()
+}
+
+// sharedUserWarning is the one warning of status about exec homes that
+// are refused, or that share the gateway's user (sharedUserMatters): each
+// can then reach the others and the gateway's files, and under a root
+// gateway it is root. "" otherwise.
+func (g *Gateway) sharedUserWarning() string {
+	why, n := g.sharedUser()
 	homes := "homes run"
 	if n == 1 {
 		homes = "home runs"
+	}
+	switch {
+	case n > 0 && g.refusedHomes() != "":
+		return fmt.Sprintf("every exec home is refused (%d declared): the gateway runs as root, could not give homes "+
+			"users of their own, and never runs one as root unless exec.users.mode is off: %s", n, g.refusedHomes())
+	case !sharedUserMatters(why, n):
+		return ""
+	case os.Geteuid() == 0:
+		return fmt.Sprintf("%d exec %s as root because %s: each can do anything root can on this machine "+
+			"(read the store and secret files, signal or replace the gateway); set exec.users.mode auto to give each "+
+			"home a user of its own", n, homes, why)
 	}
 	return fmt.Sprintf("%d exec %s as the gateway's user (uid %d) because %s: each can read what that user can "+
 		"(data_dir/state.db, secret files, the other homes' folders and logs) and signal the gateway; "+
@@ -70,19 +86,27 @@ func (g *Gateway) sharedUserWarning() string {
 		n, homes, os.Geteuid(), why)
 }
 
-// logSharedUser says at start, once, that exec homes run as the gateway's
-// user, with the cause and the ways out (sharedUserMatters): a single home
-// of a gateway that is not root reaching the gateway's files is the
-// operator's own, but one running as root is not.
+// logSharedUser says at start, once, that exec homes are refused, run as
+// root, or run as the gateway's user (sharedUserMatters), with the cause
+// and the ways out: a single home of a gateway that is not root reaching
+// the gateway's files is the operator's own, but one running as root is
+// not.
 func (g *Gateway) logSharedUser() {
 	why, n := g.sharedUser()
-	if !sharedUserMatters(why, n, g.sharedUserChosen()) {
-		return
+	switch {
+	case n > 0 && g.refusedHomes() != "":
+		g.log.Error("exec homes are refused: the gateway runs as root and could not give them users of their own",
+			"exec_homes", n, "cause", g.refusedHomes())
+	case !sharedUserMatters(why, n):
+	case os.Geteuid() == 0:
+		g.log.Warn("exec homes run as root: each can do anything root can on this machine",
+			"exec_homes", n, "cause", why, "hint", "set exec.users.mode auto to give each home a user of its own")
+	default:
+		g.log.Warn("exec homes run as the gateway's own user: each can read the gateway's store and secret files, "+
+			"the other homes' folders, and signal the gateway",
+			"uid", os.Geteuid(), "exec_homes", n, "cause", why,
+			"hint", "run the gateway as root with exec.users.mode auto (a user per home), or run homes in containers")
 	}
-	g.log.Warn("exec homes run as the gateway's own user: each can read the gateway's store and secret files, "+
-		"the other homes' folders, and signal the gateway",
-		"uid", os.Geteuid(), "exec_homes", n, "cause", why,
-		"hint", "run the gateway as root with exec.users.mode auto (a user per home), or run homes in containers")
 }
 
 // logClosedPrograms says at start, once per home, that an exec home's

@@ -7,24 +7,23 @@ import (
 
 // TestSharedUserMatters: homes that share the gateway's user are worth a
 // warning when two or more can reach each other, or when a root gateway
-// runs its one home as root without being told to.
+// runs its one home as root, even when told to.
 func TestSharedUserMatters(t *testing.T) {
 	root := os.Geteuid() == 0
 	for _, c := range []struct {
-		why    string
-		n      int
-		chosen bool
-		want   bool
+		why  string
+		n    int
+		want bool
 	}{
-		{"", 3, false, false},
-		{"not root", 0, false, false},
-		{"not root", 1, false, root},
-		{"exec.users.mode is off", 1, true, false},
-		{"not root", 2, false, true},
-		{"exec.users.mode is off", 2, true, true},
+		{"", 3, false},
+		{"not root", 0, false},
+		{"not root", 1, root},
+		{"exec.users.mode is off", 1, root},
+		{"not root", 2, true},
+		{"exec.users.mode is off", 2, true},
 	} {
-		if got := sharedUserMatters(c.why, c.n, c.chosen); got != c.want {
-			t.Errorf("sharedUserMatters(%q, %d, %t) = %t under uid %d, want %t", c.why, c.n, c.chosen, got, os.Geteuid(), c.want)
+		if got := sharedUserMatters(c.why, c.n); got != c.want {
+			t.Errorf("sharedUserMatters(%q, %d) = %t under uid %d, want %t", c.why, c.n, got, os.Geteuid(), c.want)
 		}
 	}
 }

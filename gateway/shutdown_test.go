@@ -227,9 +227,19 @@ homes:
 
 // shutdownRecordedPID reads the pid the exec provider recorded for the
 // home whose directory is homeDir (its home.ref).
+// homeFile is the path of the provider's file name (home.log, home.ref)
+// of exec home id under data_dir data: in data/exec/<id> when homes have
+// users of their own (data/exec exists), else in the home's folder.
+func homeFile(data, id, name string) string {
+	if st, err := os.Stat(filepath.Join(data, "exec")); err == nil && st.IsDir() {
+		return filepath.Join(data, "exec", id, name)
+	}
+	return filepath.Join(data, "homes", id, name)
+}
+
 func shutdownRecordedPID(t *testing.T, homeDir string) int {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(homeDir, "home.ref"))
+	b, err := os.ReadFile(homeFile(filepath.Dir(filepath.Dir(homeDir)), filepath.Base(homeDir), "home.ref"))
 	if err != nil {
 		t.Fatalf("recorded process: %v", err)
 	}

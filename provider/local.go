@@ -43,6 +43,13 @@ type Usage struct {
 	// never.
 	CPUThrottled        int64   `json:"cpu_throttled,omitempty"`
 	CPUThrottledSeconds float64 `json:"cpu_throttled_s,omitempty"`
+	// PidsMax is the home's process cap (exec.pids_max, options.pids_max):
+	// how many processes and threads it may have at once; omitted when it
+	// has none. PidsCap says what holds it: "cgroup" (pids.max of its
+	// cgroup v2), "cgroup_v1" (of the v1 pids hierarchy) or "rlimit_nproc"
+	// (RLIMIT_NPROC of its own uid).
+	PidsMax int64  `json:"pids_max,omitempty"`
+	PidsCap string `json:"pids_cap,omitempty"`
 }
 
 // UsageReporter is a provider that can say what a home's processes use.

@@ -64,9 +64,14 @@ func (l *LogBuffer) Lines(msg string) []string {
 }
 
 // HomePIDs returns the live processes whose working directory is dir: the
-// homes an exec provider runs there. Zombies do not count.
+// homes an exec provider runs there. dir may name the folder through a
+// link (data_dir/homes of a root gateway whose data_dir other users cannot
+// pass links to the machine-wide folder). Zombies do not count.
 func HomePIDs(t testing.TB, dir string) []int {
 	t.Helper()
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)

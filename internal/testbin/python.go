@@ -10,21 +10,34 @@ import (
 
 // PythonScript writes source to a file named name in a temporary folder
 // and returns the real path of python3 (a home's command must name the
-// interpreter, not a shim) and the script's path. The test is skipped when
-// python3 is missing.
+// interpreter, not a shim) and the script's path. The script and the
+// folders above it are open to other users (0644, o+x up to the system's
+// temp folder): a home of a root gateway runs it as a user of its own.
+// The test is skipped when python3 is missing.
 func PythonScript(t testing.TB, name, source string) (python, script string) {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is needed for this test's home")
 	}
+	// A root gateway's home runs as a user of its own, which cannot run
+	// an interpreter under /root (a version manager's): the system's.
+	if _, serr := os.Stat("/usr/bin/python3"); serr == nil && os.Geteuid() == 0 {
+		py = "/usr/bin/python3"
+	}
 	out, err := exec.Command(py, "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
 		t.Skipf("python3: %v", err)
 	}
-	script = filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(script, []byte(source), 0o600); err != nil {
+	dir := t.TempDir()
+	script = filepath.Join(dir, name)
+	if err := os.WriteFile(script, []byte(source), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for d := dir; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil {
+			_ = os.Chmod(d, st.Mode().Perm()|0o001)
+		}
 	}
 	return strings.TrimSpace(string(out)), script
 }

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+
+	"github.com/wakegate/wakegate/internal/homesdir"
 )
 
 var (
@@ -43,7 +45,7 @@ func Main(m *testing.M) int {
 }
 
 // Build compiles the wakegate binary (once per test process) and returns
-// its path. Main removes it when the package's tests are done.
+// its path, in a folder every user may pass (0711) but not list. Main removes it when the package's tests are done.
 func Build(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -51,6 +53,12 @@ func Build(t testing.TB) string {
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		dir, err := os.MkdirTemp("", "wakegate-bin-")
 		if err != nil {
+			buildErr = err
+			return
+		}
+		// Other users may run it: a root gateway's homes run {self} (and a
+		// command naming this path) as users of their own.
+		if err := os.Chmod(dir, 0o711); err != nil {
 			buildErr = err
 			return
 		}
@@ -263,12 +271,20 @@ func listensOn(pid, port int) bool {
 	return false
 }
 
-// KillHomes kills every process whose command line names dataDir, the home
-// processes an exec provider started there (a gateway that was killed, or
-// that ran with exec.keep_running_on_shutdown, leaves them running), and
-// everything in the cgroups of those homes, which it removes.
+// KillHomes kills every process whose working directory is under dataDir
+// or under its home folders in the machine-wide folder of root gateways
+// (homesdir.Of), the home processes an exec provider started there (a
+// gateway that was killed, or that ran with
+// exec.keep_running_on_shutdown, leaves them running), and everything in
+// the cgroups of those homes, which it removes, and then those home
+// folders.
 func KillHomes(dataDir string) {
 	defer removeHomeCgroups(dataDir)
+	moved := ""
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		moved = homesdir.Of(homesdir.DefaultMachineDir, abs)
+		defer func() { _ = os.RemoveAll(moved) }()
+	}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid := 0
@@ -279,7 +295,7 @@ func KillHomes(dataDir string) {
 		if err != nil {
 			continue
 		}
-		if cwd == dataDir || hasPrefixDir(cwd, dataDir) {
+		if cwd == dataDir || hasPrefixDir(cwd, dataDir) || (moved != "" && hasPrefixDir(cwd, moved)) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

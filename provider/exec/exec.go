@@ -86,6 +86,22 @@ type Config struct {
 	// Users says which user a home's processes run as: one of their own
 	// per home (see Users), or the gateway's. Zero: the gateway's.
 	Users Users
+	// MachineDir is the machine-wide folder of root gateways whose homes
+	// have users of their own (see machine.go): the registry of the uids
+	// every gateway of the machine hands out, the home folders of a
+	// data_dir other users cannot pass, and the copy of {self} homes run
+	// when other users cannot run the gateway's own binary. Default
+	// (empty): /var/lib/wakegate.
+	MachineDir string
+	// PidsMax caps how many processes (and threads) each home may have
+	// at once, all its processes together; a fork past it fails with
+	// EAGAIN and the gateway and other homes are untouched. It is the
+	// pids controller of the home's cgroup (v2, or the v1 pids hierarchy)
+	// where the home has one, and otherwise RLIMIT_NPROC of its first
+	// process, which counts every process of the home's own uid (only
+	// where it has one). A home's option pids_max overrides it. Default
+	// (zero): 1024; negative: no cap.
+	PidsMax int
 	// LogMaxBytes caps the per-home log <homedir>/home.log (the home's
 	// stdout and stderr), in bytes. When full it is rotated to home.log.1
 	// (one old file kept). Default (zero) 1 MiB. The cap is enforced every
@@ -171,9 +187,13 @@ type Provider struct {
 	self   string
 	client *http.Client
 	// users hands each home a uid of its own; nil when homes run as the
-	// gateway's user, for the reason sharedWhy.
+	// gateway's user, for the reason sharedWhy, or when every home is
+	// refused, for the reason refused.
 	users     *userTable
 	sharedWhy string
+	refused   string
+	// homesDir holds the homes' folders (userSetup.homes).
+	homesDir string
 	// contain is how the processes of each home are kept track of.
 	contain containment
 	// limits is how the homes' memory and CPU can be limited.
@@ -394,9 +414,24 @@ func New(cfg Config, log *slog.Logger) (*Provider, error) {
 	if err != nil && usesSelf(cfg.Command, cfg.VersionCommand) {
 		return nil, fmt.Errorf("exec provider: {self}: %w", err)
 	}
-	users, why, err := setUpUsers(cfg, self)
+	// Nothing a home is not given reaches it: descriptors the gateway
+	// inherited are closed at every exec (fds.go).
+	if err := closeInheritedOnExec(); err != nil {
+		return nil, fmt.Errorf("exec provider: %w", err)
+	}
+	us, err := setUpUsers(cfg, self)
 	if err != nil {
 		return nil, fmt.Errorf("exec provider: %w", err)
+	}
+	switch {
+	case us.refused != "":
+		log.Error("exec: every home is refused: the gateway runs as root and cannot give homes users of their own",
+			"cause", us.refused)
+	case us.moved != "":
+		log.Info("exec: laid out for homes of their own users", "what", us.moved)
+	}
+	if cfg.PidsMax == 0 {
+		cfg.PidsMax = DefaultPidsMax
 	}
 	if cfg.Containment, err = ParseContainment(string(cfg.Containment)); err != nil {
 		return nil, fmt.Errorf("exec provider: %w", err)
@@ -419,9 +454,11 @@ func New(cfg Config, log *slog.Logger) (*Provider, error) {
 	e := &Provider{
 		cfg:       cfg,
 		log:       log,
-		self:      self,
-		users:     users,
-		sharedWhy: why,
+		self:      us.self,
+		users:     us.table,
+		sharedWhy: us.shared,
+		refused:   us.refused,
+		homesDir:  us.homes,
 		contain:   contain,
 		limits:    limits,
 		client: provider.HomeClient(&http.Client{Transport: &http.Transport{
@@ -867,7 +904,7 @@ func (e *Provider) homeFor(id string) (*home, error) {
 	}
 	h := e.homes[id]
 	if h == nil {
-		dir := filepath.Join(e.cfg.DataDir, "homes", id)
+		dir := filepath.Join(e.homesDir, id)
 		sys := dir
 		if e.users != nil {
 			sys = filepath.Join(e.cfg.DataDir, "exec", id)
@@ -1162,7 +1199,7 @@ func (e *Provider) adopt(h *home, ref execRef, s provider.Spec) (*proc, error) {
 	p.spec.env, p.spec.dir, p.spec.relayToken = append([]string(nil), s.Env...), s.Dir, s.RelayToken
 	p.spec.user = homeUser(s.Options)
 	p.spec.activate = e.homeActivated(s.Options)
-	p.spec.limits = limitsOf(s.Options)
+	p.spec.limits = limitsOf(s.Options, e.cfg.PidsMax)
 	if h.cgroup != "" {
 		p.cgroup = e.contain.cgroupOfStart(h, p.PID)
 	}
@@ -1183,7 +1220,7 @@ func (e *Provider) specFor(s provider.Spec) runSpec {
 	}
 	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target,
 		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options),
-		activate: e.homeActivated(s.Options), limits: limitsOf(s.Options)}
+		activate: e.homeActivated(s.Options), limits: limitsOf(s.Options, e.cfg.PidsMax)}
 }
 
 // spawn starts a process for h from sp, in its own process group, with its
@@ -1226,8 +1263,9 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 			return nil, err
 		}
 	} else if UsesSocket(sp.command) {
-		if at.socket, err = SocketPathOf(e.cfg.DataDir, h.id); err != nil {
-			return nil, err
+		at.socket = filepath.Join(h.dir, socketFile)
+		if err := endpoint.CheckSocketPath(at.socket); err != nil {
+			return nil, fmt.Errorf("home %s listens on {socket}: %w; use a shorter data_dir (or home id), or {port} instead of {socket}", h.id, err)
 		}
 		// A socket left by an earlier process would refuse the new
 		// listener's bind. The home creates the new one, as its user.
@@ -1292,6 +1330,14 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", args[0], cred.Uid, err)
 		}
 		return nil, fmt.Errorf("start %s: %w", args[0], err)
+	}
+	if cred != nil && !e.limits.pidsInCgroup(h) {
+		// Where the kernel refuses (no CAP_SYS_RESOURCE in a container),
+		// the home runs without a cap, and the operator is told.
+		if err := capNproc(cmd.Process.Pid, sp.limits.pids); err != nil {
+			e.log.Warn("exec: home runs without a process cap", "home", h.id, "err", err,
+				"hint", "run the gateway with a cgroup per home (exec.containment auto or cgroup, root, cgroup v2 or a v1 pids hierarchy)")
+		}
 	}
 	id, err := childIdentity(cmd)
 	if err != nil {
@@ -1486,6 +1532,9 @@ func (e *Provider) watch(h *home, p *proc) error {
 			_ = waitChild(p.cmd) // reaps; the status is in ProcessState
 			if ps := p.cmd.ProcessState; ps != nil {
 				status = ps.String()
+				if c := e.exitCause(h, p, ps.ExitCode()); c != "" {
+					status += " (" + c + ")"
+				}
 			}
 		}
 		if n := e.limits.oomKills(h); p.oomBase >= 0 && n > p.oomBase {

@@ -25,7 +25,7 @@ func Factory(cfg Config) provider.Factory {
 			var o HomeOptions
 			if err := provider.DecodeOptions(s.Options, &o); err != nil {
 				ps = append(ps, provider.Problemf("options", "provider exec takes only options.user, options.socket_activation, "+
-					"options.memory_max and options.cpu_max: %v", err))
+					"options.memory_max, options.cpu_max and options.pids_max: %v", err))
 			} else {
 				if o.User != "" {
 					if _, _, err := lookupHomeUser(o.User); err != nil {

@@ -86,22 +86,31 @@ func parseMemorySize(s string) (int64, error) {
 	return int64(v), nil
 }
 
+// DefaultPidsMax is the process cap of a home when neither the provider
+// (Config.PidsMax) nor the home (option pids_max) sets one.
+const DefaultPidsMax = 1024
+
 // homeLimits are the limits a home's options set; zero: none.
 type homeLimits struct {
 	memory int64   // bytes
 	cpu    float64 // cores
+	pids   int64   // processes and threads at once
 }
 
 func (l homeLimits) any() bool { return l.memory > 0 || l.cpu > 0 }
 
 // limitsOf reads the limits of a home's options (CheckHome refused
-// unreadable ones).
-func limitsOf(opts []byte) homeLimits {
+// unreadable ones); its process cap is pidsMax (Config.PidsMax) unless
+// the options set one.
+func limitsOf(opts []byte, pidsMax int) homeLimits {
 	var o HomeOptions
 	if provider.DecodeOptions(opts, &o) != nil {
-		return homeLimits{}
+		o = HomeOptions{}
 	}
-	return homeLimits{memory: int64(o.MemoryMax), cpu: o.CPUMax}
+	if o.PidsMax != 0 {
+		pidsMax = o.PidsMax
+	}
+	return homeLimits{memory: int64(o.MemoryMax), cpu: o.CPUMax, pids: int64(max(pidsMax, 0))}
 }
 
 // checkLimits returns the problems of a home's limits: bad values, or a
@@ -232,6 +241,11 @@ type limitSupport struct {
 	memV1, cpuV1 string
 	// memWhy and cpuWhy say why a limit cannot be had; "" when it can.
 	memWhy, cpuWhy string
+	// pidsV2, pidsV1 and pidsWhy: the same for the process cap, which
+	// falls back to RLIMIT_NPROC where neither is had.
+	pidsV2  bool
+	pidsV1  string
+	pidsWhy string
 }
 
 // setUpLimits finds, for containment c, how the homes' memory and CPU can
@@ -241,10 +255,10 @@ func setUpLimits(c containment) limitSupport {
 	var s limitSupport
 	if c.mode != ContainCgroup {
 		s.memWhy = "a limit needs a cgroup per home, and the homes have none (containment: " + c.why + ")"
-		s.cpuWhy = s.memWhy
+		s.cpuWhy, s.pidsWhy = s.memWhy, s.memWhy
 		return s
 	}
-	for _, ctl := range []string{"memory", "cpu"} {
+	for _, ctl := range []string{"memory", "cpu", "pids"} {
 		v2, v1, why := false, "", ""
 		if hasController(c.root, ctl) {
 			err := os.WriteFile(filepath.Join(c.root, "cgroup.subtree_control"), []byte("+"+ctl), 0)
@@ -269,10 +283,13 @@ func setUpLimits(c containment) limitSupport {
 				why = fmt.Sprintf("no cgroup v2 %s controller for the homes' cgroups, and %v", ctl, err)
 			}
 		}
-		if ctl == "memory" {
+		switch ctl {
+		case "memory":
 			s.memV2, s.memV1, s.memWhy = v2, v1, why
-		} else {
+		case "cpu":
 			s.cpuV2, s.cpuV1, s.cpuWhy = v2, v1, why
+		default:
+			s.pidsV2, s.pidsV1, s.pidsWhy = v2, v1, why
 		}
 		if v1 != "" {
 			removeEmpty(v1)
@@ -361,6 +378,49 @@ func (s limitSupport) apply(h *home, lim homeLimits) error {
 	case lim.cpu > 0:
 		return fmt.Errorf("cpu_max: %s", s.cpuWhy)
 	}
+	pids := "max"
+	if lim.pids > 0 {
+		pids = strconv.FormatInt(lim.pids, 10)
+	}
+	switch {
+	case s.pidsV2:
+		if err := writeCg(h.cgroup, "pids.max", pids); err != nil {
+			return err
+		}
+	case s.pidsV1 != "":
+		dir := filepath.Join(s.pidsV1, cgroupPrefix+h.id)
+		if lim.pids > 0 || exists(dir) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("pids_max: %w", err)
+			}
+			if err := writeCg(dir, "pids.max", pids); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pidsInCgroup reports whether h's process cap is its cgroup's (v2 or
+// v1); otherwise it is RLIMIT_NPROC of its uid (capNproc).
+func (s limitSupport) pidsInCgroup(h *home) bool {
+	return h.cgroup != "" && (s.pidsV2 || s.pidsV1 != "")
+}
+
+// capNproc sets RLIMIT_NPROC of a home's first process pid, for a home
+// with a uid of its own and no pids cgroup: it counts every process and
+// thread of that uid, which are the home's alone. It is set as the
+// process starts, before its program can have forked much: children it
+// forked first (within microseconds of the start) are not held by it,
+// but their own forks count against it.
+func capNproc(pid int, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	lim := unix.Rlimit{Cur: uint64(n), Max: uint64(n)}
+	if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &lim, nil); err != nil {
+		return fmt.Errorf("RLIMIT_NPROC of pid %d: %w", pid, err)
+	}
 	return nil
 }
 
@@ -371,7 +431,7 @@ func (s limitSupport) apply(h *home, lim homeLimits) error {
 // leaves every process inside, and whatever they start after stays there.
 func (s limitSupport) enter(h *home, run string) error {
 	var dirs []string
-	for _, root := range []string{s.memV1, s.cpuV1} {
+	for _, root := range []string{s.memV1, s.cpuV1, s.pidsV1} {
 		if root != "" && exists(filepath.Join(root, cgroupPrefix+h.id)) {
 			dirs = append(dirs, filepath.Join(root, cgroupPrefix+h.id))
 		}
@@ -452,7 +512,16 @@ func statField(file, key string) int64 {
 // usage adds to u what h's limits and their cgroups say: the limits, the
 // memory in use where v2 does not count it, CPU throttling, OOM kills.
 func (s limitSupport) usage(h *home, lim homeLimits, u *provider.Usage) {
-	u.MemoryMaxBytes, u.CPUMax = lim.memory, lim.cpu
+	u.MemoryMaxBytes, u.CPUMax, u.PidsMax = lim.memory, lim.cpu, lim.pids
+	if lim.pids > 0 && h.cgroup != "" {
+		u.PidsCap = "rlimit_nproc"
+		switch {
+		case s.pidsV2:
+			u.PidsCap = "cgroup"
+		case s.pidsV1 != "":
+			u.PidsCap = "cgroup_v1"
+		}
+	}
 	if n := s.oomKills(h); n > 0 {
 		u.OOMKills = n
 	}
@@ -480,7 +549,7 @@ func (s limitSupport) usage(h *home, lim homeLimits, u *provider.Usage) {
 
 // remove removes the homes' empty cgroups v1 and their roots, at Close.
 func (s limitSupport) remove(ids []string) {
-	for _, root := range []string{s.memV1, s.cpuV1} {
+	for _, root := range []string{s.memV1, s.cpuV1, s.pidsV1} {
 		if root == "" {
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/wakegate/wakegate/internal/homesdir"
 	"github.com/wakegate/wakegate/provider"
 )
 
@@ -57,6 +58,10 @@ const usersFile = "users.json"
 type userTable struct {
 	path        string
 	first, last uint32
+	// registry is the machine-wide record of uids every gateway of the
+	// machine hands out; dataDir is this gateway's, as recorded there.
+	registry *uidRegistry
+	dataDir  string
 
 	mu    sync.Mutex
 	homes map[string]uint32
@@ -99,30 +104,28 @@ func openUserTable(path string, first, last uint32) (*userTable, error) {
 }
 
 // uidFor returns home id's uid, allocating and recording one the first
-// time: the lowest uid of the range that no home has and no account of
-// the system names.
+// time: the lowest uid of the range that no home of any gateway of the
+// machine has (uidRegistry.allocate), no account of the system names and
+// no live process runs as.
 func (t *userTable) uidFor(id string) (uint32, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if uid, ok := t.homes[id]; ok {
 		return uid, nil
 	}
-	taken := make(map[uint32]bool, len(t.homes))
-	for _, uid := range t.homes {
-		taken[uid] = true
+	if t.registry == nil {
+		return 0, fmt.Errorf("home %s: no uid registry", id)
 	}
-	for uid := t.first; uid >= t.first && uid <= t.last; uid++ {
-		if taken[uid] || systemAccount(uid) {
-			continue
-		}
-		t.homes[id] = uid
-		if err := t.save(); err != nil {
-			delete(t.homes, id)
-			return 0, err
-		}
-		return uid, nil
+	uid, err := t.registry.allocate(t.dataDir, id, t.first, t.last)
+	if err != nil {
+		return 0, err
 	}
-	return 0, fmt.Errorf("no free uid left in %d-%d for home %s: widen exec.users.range", t.first, t.last, id)
+	t.homes[id] = uid
+	if err := t.save(); err != nil {
+		delete(t.homes, id)
+		return 0, err
+	}
+	return uid, nil
 }
 
 // save writes the table atomically; t.mu is held.
@@ -183,6 +186,10 @@ type HomeOptions struct {
 	// hierarchy); refused where the machine has none. Default (zero): no
 	// limit.
 	CPUMax float64 `json:"cpu_max,omitempty"`
+	// PidsMax caps how many processes and threads the home may have at
+	// once (see Config.PidsMax). Default (zero): the provider's;
+	// negative: no cap.
+	PidsMax int `json:"pids_max,omitempty"`
 }
 
 // homeUser is the user option of a home's options; "" when none (or
@@ -216,6 +223,9 @@ func lookupHomeUser(name string) (uid, gid uint32, err error) {
 // userOf is how h's processes run: as account name when set, else as the
 // uid exec.users handed h; nil for the gateway's own user.
 func (e *Provider) userOf(h *home, name string) (*syscall.Credential, error) {
+	if e.refused != "" {
+		return nil, fmt.Errorf("home %s is refused, not run as root: %s", h.id, e.refused)
+	}
 	if name != "" {
 		if e.users == nil {
 			return nil, fmt.Errorf("home runs as user %q, which needs exec.users auto or dynamic under a root gateway: %s", name, e.sharedWhy)
@@ -256,6 +266,13 @@ func unreachable(path string, program bool) string {
 	}
 }
 
+// ClosedToOthers returns what on the way to path (its parent folders,
+// outermost first, and path itself when it is a program) a user other
+// than the owner cannot pass or run, space-separated; "" when nothing: a
+// home with a user of its own cannot run a program for which it says
+// something.
+func ClosedToOthers(path string, program bool) string { return unreachable(path, program) }
+
 // runsSelf reports whether a template's program is {self}.
 func runsSelf(templates ...[]string) bool {
 	for _, t := range templates {
@@ -266,63 +283,138 @@ func runsSelf(templates ...[]string) bool {
 	return false
 }
 
+// userSetup is what setUpUsers decided.
+type userSetup struct {
+	// table hands each home a uid of its own; nil when homes run as the
+	// gateway's user (for the reason shared) or are refused (refused).
+	table *userTable
+	// shared says why homes run as the gateway's user, where they do.
+	shared string
+	// refused says why a root gateway runs no home: it could not give
+	// them users of their own, and never runs one as root unless
+	// exec.users.mode is off.
+	refused string
+	// homes is the folder of the home folders: data_dir/homes, or its
+	// place under Config.MachineDir (machineHomes).
+	homes string
+	// self is {self} as homes run it: the gateway's executable, or its
+	// copy under Config.MachineDir (machineSelf).
+	self string
+	// moved says what was laid out under Config.MachineDir and why; ""
+	// when nothing was.
+	moved string
+}
+
 // setUpUsers decides whether each home runs as a user of its own, from
-// cfg.Users and what the machine allows; it prepares data_dir for it (the
-// gateway's files stay unreadable to homes: data_dir and data_dir/homes
-// 0711, data_dir/exec 0700). It returns the table, or nil and the reason
-// homes share the gateway's user.
-func setUpUsers(cfg Config, self string) (*userTable, string, error) {
+// cfg.Users and what the machine allows, and prepares for it. A root
+// gateway never falls back to running homes as root (design rule 34):
+// where data_dir lies under a folder other users cannot pass, the home
+// folders are laid out under cfg.MachineDir (machineHomes), and where
+// they cannot run the gateway's binary ({self}), they run a copy of it
+// there (machineSelf); when even that fails, mode auto refuses every home
+// (userSetup.refused) and mode dynamic refuses to start. data_dir and
+// data_dir/homes become 0711 and data_dir/exec 0700, so the gateway's
+// files stay unreadable to homes.
+func setUpUsers(cfg Config, self string) (userSetup, error) {
+	us := userSetup{homes: filepath.Join(cfg.DataDir, "homes"), self: self}
 	mode := cfg.Users.Mode
 	if mode == "" || mode == UsersOff {
-		return nil, "exec.users.mode is off", nil
+		us.shared = "exec.users.mode is off"
+		return us, nil
 	}
 	if mode != UsersAuto && mode != UsersDynamic {
-		return nil, "", fmt.Errorf("users mode %q: want off, auto or dynamic", mode)
+		return us, fmt.Errorf("users mode %q: want off, auto or dynamic", mode)
 	}
 	first, last := cfg.Users.First, cfg.Users.Last
 	if first == 0 && last == 0 {
 		first, last = DefaultUsersFirst, DefaultUsersLast
 	}
 	if first == 0 || first > last {
-		return nil, "", fmt.Errorf("users range %d-%d: want FIRST-LAST with 0 < FIRST <= LAST", first, last)
+		return us, fmt.Errorf("users range %d-%d: want FIRST-LAST with 0 < FIRST <= LAST", first, last)
 	}
-	why := ""
-	switch {
-	case os.Geteuid() != 0:
-		why = fmt.Sprintf("the gateway runs as uid %d, not root, so it cannot start homes as other users", os.Geteuid())
-	default:
-		if d := unreachable(cfg.DataDir, false); d != "" {
-			why = fmt.Sprintf("%s closed to other users, so a home's user could not reach its folder under %s: "+
-				"chmod o+x %s (or move data_dir)", d, cfg.DataDir, d)
-		} else if runsSelf(cfg.Command, cfg.VersionCommand) {
-			if p := unreachable(self, true); p != "" {
-				why = fmt.Sprintf("%s closed to other users, so a home's user could not run {self} (%s): "+
-					"chmod o+x %s (or install wakegate where every user may run it)", p, self, p)
+	if os.Geteuid() != 0 {
+		why := fmt.Sprintf("the gateway runs as uid %d, not root, so it cannot start homes as other users", os.Geteuid())
+		if mode == UsersDynamic {
+			return us, fmt.Errorf("users mode dynamic: %s", why)
+		}
+		us.shared = why
+		return us, nil
+	}
+	machine := cfg.MachineDir
+	if machine == "" {
+		machine = homesdir.DefaultMachineDir
+	}
+	var moved []string
+	refuse := func(what string, err error, fix string) (userSetup, error) {
+		why := fmt.Sprintf("%s, and %v: %s, or set exec.users.mode off to run homes as root on purpose", what, err, fix)
+		if mode == UsersDynamic {
+			return us, fmt.Errorf("users mode dynamic: %s", why)
+		}
+		us.refused = why
+		return us, nil
+	}
+	if d := unreachable(cfg.DataDir, false); d != "" {
+		dir, err := machineHomes(machine, cfg.DataDir)
+		if err == nil {
+			if c := unreachable(filepath.Join(dir, "x"), false); c != "" {
+				err = fmt.Errorf("%s is closed to other users", c)
 			}
 		}
-	}
-	if why != "" {
-		if mode == UsersDynamic {
-			return nil, "", fmt.Errorf("users mode dynamic: %s", why)
+		if err != nil {
+			return refuse(fmt.Sprintf("%s is closed to other users, so a home's user could not reach its folder under %s", d, cfg.DataDir),
+				err, fmt.Sprintf("chmod o+x %s, or move data_dir, or fix exec.users.machine_dir (%s)", d, machine))
 		}
-		return nil, why, nil
+		us.homes = dir
+		moved = append(moved, fmt.Sprintf("home folders in %s (data_dir/homes links there), because %s is closed to other users", dir, d))
 	}
-	for _, d := range []struct {
+	if runsSelf(cfg.Command, cfg.VersionCommand) {
+		if p := unreachable(self, true); p != "" {
+			cp, err := machineSelf(machine, self)
+			if err == nil {
+				if c := unreachable(cp, true); c != "" {
+					err = fmt.Errorf("%s is closed to other users", c)
+				}
+			}
+			if err != nil {
+				return refuse(fmt.Sprintf("%s is closed to other users, so a home's user could not run {self} (%s)", p, self),
+					err, fmt.Sprintf("chmod o+x %s, or install wakegate where every user may run it", p))
+			}
+			us.self = cp
+			moved = append(moved, fmt.Sprintf("{self} runs as %s, because %s is closed to other users", cp, p))
+		}
+	}
+	us.moved = strings.Join(moved, "; ")
+	dirs := []struct {
 		path string
 		mode os.FileMode
-	}{{cfg.DataDir, 0o711}, {filepath.Join(cfg.DataDir, "homes"), 0o711}, {filepath.Join(cfg.DataDir, "exec"), 0o700}} {
+	}{{cfg.DataDir, 0o711}, {filepath.Join(cfg.DataDir, "exec"), 0o700}}
+	if us.homes == filepath.Join(cfg.DataDir, "homes") {
+		dirs = append(dirs, struct {
+			path string
+			mode os.FileMode
+		}{us.homes, 0o711})
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(d.path, d.mode); err != nil {
-			return nil, "", fmt.Errorf("home users: %w", err)
+			return us, fmt.Errorf("home users: %w", err)
 		}
 		if err := os.Chmod(d.path, d.mode); err != nil {
-			return nil, "", fmt.Errorf("home users: %w", err)
+			return us, fmt.Errorf("home users: %w", err)
 		}
+	}
+	if err := ensureRootDir(machine, 0o711); err != nil {
+		return refuse("the uids of homes are registered machine-wide in "+machine, err, "fix exec.users.machine_dir ("+machine+")")
 	}
 	t, err := openUserTable(filepath.Join(cfg.DataDir, "exec", usersFile), first, last)
 	if err != nil {
-		return nil, "", err
+		return us, err
 	}
-	return t, "", nil
+	t.registry, t.dataDir = &uidRegistry{dir: machine}, cfg.DataDir
+	if err := t.registry.claim(cfg.DataDir, t.homes); err != nil {
+		return us, err
+	}
+	us.table = t
+	return us, nil
 }
 
 // prepareFolder makes h's folder (and its TMPDIR, .tmp inside it) belong
@@ -385,6 +477,11 @@ func (e *Provider) tmpDir(h *home) string {
 // files, other homes' folders) and signal the gateway. "" when each home
 // runs as a user of its own, or when exec.users is off on purpose.
 func (e *Provider) SharedUser() string { return e.sharedWhy }
+
+// RefusedHomes says why this root gateway refuses every exec home (it
+// could not give them users of their own, and never runs one as root
+// unless exec.users.mode is off); "" when it does not.
+func (e *Provider) RefusedHomes() string { return e.refused }
 
 // ProgramClosed implements provider.UserIsolation: under a user per home,
 // the program of s's command, found on the PATH the home gets as a start

@@ -1,0 +1,200 @@
+package execprov
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/internal/homesdir"
+)
+
+// uidRegistry is the machine-wide record of which home of which gateway
+// holds each uid, shared by every root gateway of the machine through
+// MachineDir/uids.json under an exclusive flock of MachineDir/uids.lock:
+// two gateways never hand out one uid, whatever ranges they are given
+// (design rule 34).
+type uidRegistry struct {
+	dir string // MachineDir
+}
+
+// uidOwner is who holds a uid: a home of the gateway with a data_dir.
+type uidOwner struct {
+	DataDir string `json:"data_dir"`
+	Home    string `json:"home"`
+}
+
+// registryRecord is the form of uids.json.
+type registryRecord struct {
+	UIDs map[string]uidOwner `json:"uids"`
+}
+
+// locked runs fn with the registry read and locked; fn's changes are
+// written when it returns true.
+func (r uidRegistry) locked(fn func(uids map[uint32]uidOwner) (bool, error)) error {
+	lock, err := os.OpenFile(filepath.Join(r.dir, "uids.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("uid registry: %w", err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return fmt.Errorf("uid registry: lock %s: %w", lock.Name(), err)
+	}
+	defer func() { _ = unix.Flock(int(lock.Fd()), unix.LOCK_UN) }()
+	path := filepath.Join(r.dir, "uids.json")
+	uids := map[uint32]uidOwner{}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("uid registry: %w", err)
+	default:
+		var rec registryRecord
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return fmt.Errorf("uid registry %s is not readable (%v): restore it, or remove it for every gateway "+
+				"of the machine to register its homes' uids again as it starts", path, err)
+		}
+		for k, o := range rec.UIDs {
+			uid, err := strconv.ParseUint(k, 10, 32)
+			if err != nil || uid == 0 {
+				return fmt.Errorf("uid registry %s: uid %q: want a number above 0", path, k)
+			}
+			uids[uint32(uid)] = o
+		}
+	}
+	changed, err := fn(uids)
+	if err != nil || !changed {
+		return err
+	}
+	rec := registryRecord{UIDs: make(map[string]uidOwner, len(uids))}
+	for uid, o := range uids {
+		rec.UIDs[strconv.FormatUint(uint64(uid), 10)] = o
+	}
+	out, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("uid registry: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(out, '\n'), 0o600); err != nil {
+		return fmt.Errorf("uid registry: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("uid registry: %w", err)
+	}
+	return nil
+}
+
+// claim registers the uids a gateway's users file already gives its homes
+// (a gateway that ran before the registry, or whose entries were lost).
+// A uid registered to a home of another gateway is an error that names
+// both: the two homes share a user, and each can reach the other.
+func (r uidRegistry) claim(dataDir string, homes map[string]uint32) error {
+	return r.locked(func(uids map[uint32]uidOwner) (bool, error) {
+		changed := false
+		for id, uid := range homes {
+			me := uidOwner{DataDir: dataDir, Home: id}
+			o, ok := uids[uid]
+			switch {
+			case !ok:
+				uids[uid] = me
+				changed = true
+			case o != me && stale(o, uid, liveUIDs()):
+				uids[uid] = me
+				changed = true
+			case o != me:
+				return false, fmt.Errorf("home users: uid %d of home %s is also the uid of home %s of the gateway "+
+					"with data_dir %s (%s): the two homes would share a user; give this gateway's exec.users.range "+
+					"no uid of the other's, remove home %s from %s, and start again (it is given a new uid, and files "+
+					"it wrote keep the old one)", uid, id, o.Home, o.DataDir, filepath.Join(r.dir, "uids.json"),
+					id, filepath.Join(dataDir, "exec", usersFile))
+			}
+		}
+		return changed, nil
+	})
+}
+
+// allocate registers and returns the lowest uid of first-last that no
+// home of any gateway of the machine holds, no account of the system
+// names and no live process runs as. When none is left, uids of homes
+// whose gateway no longer records them (its data_dir was removed) are
+// taken back first, their folders under MachineDir removed with them.
+func (r uidRegistry) allocate(dataDir, id string, first, last uint32) (uint32, error) {
+	var got uint32
+	err := r.locked(func(uids map[uint32]uidOwner) (bool, error) {
+		for pass := 0; pass < 2; pass++ {
+			live := liveUIDs()
+			for uid := first; uid >= first && uid <= last; uid++ {
+				if _, taken := uids[uid]; taken || live[uid] || systemAccount(uid) {
+					continue
+				}
+				uids[uid] = uidOwner{DataDir: dataDir, Home: id}
+				got = uid
+				return true, nil
+			}
+			if pass == 0 && !r.reclaim(uids, first, last) {
+				break
+			}
+		}
+		return false, fmt.Errorf("no free uid left in %d-%d for home %s (the homes of every gateway of this machine "+
+			"hold them, see %s): widen exec.users.range", first, last, id, filepath.Join(r.dir, "uids.json"))
+	})
+	return got, err
+}
+
+// reclaim drops the stale entries of first-last (see stale) and removes
+// the folders of their homes under MachineDir that the uid owns, so the
+// next holder of the uid reads nothing of theirs. It reports whether it
+// dropped any.
+func (r uidRegistry) reclaim(uids map[uint32]uidOwner, first, last uint32) bool {
+	dropped, live := false, liveUIDs()
+	for uid, o := range uids {
+		if uid < first || uid > last || !stale(o, uid, live) {
+			continue
+		}
+		dir := filepath.Join(homesdir.Of(r.dir, o.DataDir), o.Home)
+		if st, err := os.Lstat(dir); err == nil && st.IsDir() && st.Sys().(*syscall.Stat_t).Uid == uid {
+			_ = os.RemoveAll(dir)
+		}
+		delete(uids, uid)
+		dropped = true
+	}
+	return dropped
+}
+
+// stale reports whether the registry's owner o of uid is gone: its
+// gateway's users file no longer exists or gives the home another uid,
+// and no process runs as uid (live).
+func stale(o uidOwner, uid uint32, live map[uint32]bool) bool {
+	b, err := os.ReadFile(filepath.Join(o.DataDir, "exec", usersFile))
+	if err == nil {
+		var rec usersRecord
+		if json.Unmarshal(b, &rec) != nil || rec.Homes[o.Home] == uid {
+			return false
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	return !live[uid]
+}
+
+// liveUIDs are the uids processes of the machine run as now.
+func liveUIDs() map[uint32]bool {
+	out := map[uint32]bool{}
+	ents, _ := os.ReadDir("/proc")
+	for _, en := range ents {
+		if en.Name()[0] < '0' || en.Name()[0] > '9' {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join("/proc", en.Name())); err == nil {
+			out[st.Sys().(*syscall.Stat_t).Uid] = true
+		}
+	}
+	return out
+}
