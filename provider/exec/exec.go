@@ -1166,6 +1166,11 @@ func (e *Provider) adopt(h *home, ref execRef, s provider.Spec) (*proc, error) {
 	if h.cgroup != "" {
 		p.cgroup = e.contain.cgroupOfStart(h, p.PID)
 	}
+	// Another gateway started it: this one's folder of the home's own
+	// files (home.ref, home.log) may not exist yet.
+	if err := os.MkdirAll(h.sys, 0o700); err != nil {
+		return nil, fmt.Errorf("home dir: %w", err)
+	}
 	if err := e.watch(h, p); err != nil {
 		if errors.Is(err, errProcGone) {
 			return nil, nil
