@@ -223,6 +223,8 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		if g.engine != nil {
 			g.engine.ProviderChanged(id, r)
 		}
+	}, func(id string) bool {
+		return g.engine == nil || g.engine.MayRestart(id)
 	})
 	if err != nil {
 		return err

@@ -295,6 +295,8 @@ type Engine struct {
 
 	adopting adopter // refreshes of adopted homes (refresh_start.go)
 
+	lease leaseClock // this gateway's heartbeat as its lease on the homes it runs (lease.go)
+
 	// apps is the app observer built on this engine, if any: an auto
 	// probe also tries the health paths of the apps inside a home.
 	apps atomic.Pointer[Apps]
