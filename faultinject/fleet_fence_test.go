@@ -133,3 +133,48 @@ func TestFleetPausedRunnerDoesNotRestart(t *testing.T) {
 	t.Logf("runner paused %s (TTL %s): gw-1 took over after %s; after the suspend through gw-2, 0 processes; %d samples, at most %d process",
 		(5 * heartbeatTTL / 2).Round(time.Second), heartbeatTTL, took.Round(100*time.Millisecond), n, most)
 }
+
+func TestFleetCutOffRunnerDoesNotRestart(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	relay := startRelay(t, srv.Addr())
+	urls := []string{"redis://" + relay.addr() + "/0", srv.URL(), srv.URL()}
+	gws := fleetConfigsVia(t, urls, fiOptions{admin: true,
+		wake: map[string]any{"idle_timeout": "0s", "warm_ttl": "1s", "retry_after": "1s"}})
+	for _, g := range gws {
+		g.start(t)
+	}
+	store := openFleetStore(t, srv)
+	c := fleetClient()
+	mustGet(t, gws[0], c)
+	samp := sampleHome(gws, fiHome)
+	defer samp.stop()
+
+	relay.freeze()
+	t.Cleanup(relay.heal)
+	took := waitRunner(t, store, gws[1], "gw-1", 5*heartbeatTTL)
+	suspendThrough(t, store, gws[1])
+	settlesAtZero(t, gws, 5*time.Second, 2*time.Second)
+	relay.heal()
+	healed := time.Now()
+	// Requests through both after the link healed: one process at most,
+	// and the cut-off gateway never starts a copy of its own.
+	for time.Since(healed) < 2*heartbeatTTL {
+		for _, g := range gws[:2] {
+			res, _, err := g.get(c, fiWhoami)
+			if err == nil && res.StatusCode/100 == 5 && res.Header.Get("Retry-After") == "" {
+				t.Fatalf("%s answered %d without Retry-After", g.url, res.StatusCode)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	samp.stop()
+	n, most, two, last := samp.report()
+	if most > 1 {
+		t.Fatalf("two processes of the home at once: %v", two)
+	}
+	if last != 1 {
+		t.Fatalf("%d processes of the home once requests came through both gateways, want 1", last)
+	}
+	t.Logf("gw-0's link to Redis frozen: gw-1 took over after %s; suspend, heal, requests through both: %d samples, at most %d process",
+		took.Round(100*time.Millisecond), n, most)
+}

@@ -19,6 +19,18 @@ import (
 // fleetConfigs writes n fleet configs (gw-0...) for srv, not yet started.
 func fleetConfigs(t *testing.T, srv *registrytest.RedisServer, n int, o fiOptions) []*fiGateway {
 	t.Helper()
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = srv.URL()
+	}
+	return fleetConfigsVia(t, urls, o)
+}
+
+// fleetConfigsVia is fleetConfigs for one gateway per Redis URL of urls
+// (a relay's, to cut one gateway's link).
+func fleetConfigsVia(t *testing.T, urls []string, o fiOptions) []*fiGateway {
+	t.Helper()
+	n := len(urls)
 	gws := make([]*fiGateway, n)
 	for i := range gws {
 		oi := o
@@ -27,7 +39,7 @@ func fleetConfigs(t *testing.T, srv *registrytest.RedisServer, n int, o fiOption
 			oi.extra[k] = v
 		}
 		oi.extra["instance"] = fmt.Sprintf("gw-%d", i)
-		oi.extra["redis"] = map[string]any{"url": srv.URL(), "prefix": "fleet"}
+		oi.extra["redis"] = map[string]any{"url": urls[i], "prefix": "fleet"}
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("gw-%d", i))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
