@@ -51,6 +51,10 @@ type faultRun struct {
 	samp   *procSampler
 
 	paused []atomic.Bool // a paused or dead gateway's client stops counting
+	// faulted counts the faults of each gateway: a request that spans
+	// one (sent before its gateway was paused, answered after) counts
+	// neither its answer nor its wait.
+	faulted []atomic.Int64
 
 	requests   atomic.Int64
 	ok         atomic.Int64
@@ -93,8 +97,10 @@ func (r *faultRun) drive(i int, stop <-chan struct{}, wg *sync.WaitGroup) {
 			last = time.Now()
 			continue
 		}
+		before := r.faulted[i].Load()
 		res, body, err := r.gws[i].get(c, fiWhoami)
-		if r.paused[i].Load() {
+		if r.paused[i].Load() || r.faulted[i].Load() != before {
+			last = time.Now()
 			continue // the answer of a gateway being paused or killed
 		}
 		r.requests.Add(1)
@@ -180,6 +186,7 @@ func (r *faultRun) healed(name string, ended time.Time, skip int) {
 func (r *faultRun) pauseRunner(d time.Duration) {
 	n := r.wakeThrough(0)
 	g := r.gws[n]
+	r.faulted[n].Add(1)
 	r.paused[n].Store(true)
 	if err := g.Signal(syscall.SIGSTOP); err != nil {
 		r.t.Fatal(err)
@@ -199,6 +206,7 @@ func (r *faultRun) pauseRunner(d time.Duration) {
 func (r *faultRun) freezeRunnerLink(d time.Duration, quiet bool) {
 	n := r.wakeThrough(1)
 	if quiet {
+		r.faulted[n].Add(1)
 		r.paused[n].Store(true)
 	}
 	r.relays[n].freeze()
@@ -231,6 +239,7 @@ func (r *faultRun) pauseRedis(d time.Duration) {
 // SIGKILLs gw-0 0.3 s into it (the home boots for 1 s) and starts gw-0
 // again once the others serve.
 func (r *faultRun) killMidColdWake() {
+	r.faulted[0].Add(1)
 	r.paused[0].Store(true)
 	defer r.paused[0].Store(false)
 	deadline := time.Now().Add(faultHeal)
@@ -292,7 +301,7 @@ func TestFleetFaultSchedule(t *testing.T) {
 	long := os.Getenv("WAKEGATE_FAULTS") == "long"
 	locks := os.Getenv("WAKEGATE_FAULTS_LOCKS") == "1"
 	srv := registrytest.StartVolatileRedis(t)
-	r := &faultRun{t: t, srv: srv, paused: make([]atomic.Bool, 3)}
+	r := &faultRun{t: t, srv: srv, paused: make([]atomic.Bool, 3), faulted: make([]atomic.Int64, 3)}
 	urls := make([]string, 3)
 	for i := range urls {
 		r.relays = append(r.relays, startRelay(t, srv.Addr()))
