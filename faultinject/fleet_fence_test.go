@@ -178,3 +178,28 @@ func TestFleetCutOffRunnerDoesNotRestart(t *testing.T) {
 	t.Logf("gw-0's link to Redis frozen: gw-1 took over after %s; suspend, heal, requests through both: %d samples, at most %d process",
 		took.Round(100*time.Millisecond), n, most)
 }
+
+// A runner paused past its heartbeat, whose home another gateway took
+// over, that then shuts down leaves the home's process to the new runner:
+// its quiesce stops only what it still holds.
+func TestFleetDemotedRunnerShutdownLeavesTheHome(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	gws := ownerFleet(t, srv, "0s")
+	store := openFleetStore(t, srv)
+	mustGet(t, gws[0], fleetClient())
+	before := countIn(homeDirs(gws))
+	if len(before) != 1 {
+		t.Fatalf("home processes %v, want one", before)
+	}
+	resume := pause(t, gws[0])
+	waitRunner(t, store, gws[1], "gw-1", 5*heartbeatTTL)
+	resume()
+	gws[0].stop(t)
+	after := countIn(homeDirs(gws))
+	if len(after) != 1 || after[0] != before[0] {
+		t.Fatalf("home processes %v after the demoted runner shut down, want the one gw-1 runs (%v)", after, before)
+	}
+	mustGet(t, gws[1], fleetClient())
+	mustGet(t, gws[2], fleetClient())
+	t.Logf("gw-0 paused, gw-1 took over pid %d; gw-0 shut down and left it running", before[0])
+}

@@ -650,6 +650,28 @@ func (g *Gateway) quiesceHomes() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*g.cfg.Exec.StopGrace+quiesceSlack)
 	defer cancel()
+	if g.fleet != nil && g.engine != nil {
+		// In a fleet, only what this gateway still holds: a home another
+		// gateway took over (this one was paused or cut off) is its, and
+		// this gateway's provider lets it be.
+		all := homesOf
+		homesOf = func(name string) []string {
+			ids := all(name)
+			held := g.engine.Holds(ctx, ids)
+			if l, ok := g.providers[name].(interface{ Let(id string) }); ok && len(held) < len(ids) {
+				keep := make(map[string]bool, len(held))
+				for _, id := range held {
+					keep[id] = true
+				}
+				for _, id := range ids {
+					if !keep[id] {
+						l.Let(id)
+					}
+				}
+			}
+			return held
+		}
+	}
 	stopped := 0
 	var released []string
 	for _, q := range g.providers.quiesce(ctx, homesOf) {

@@ -112,3 +112,46 @@ func (e *Engine) MayRestart(id string) bool {
 func (e *Engine) notRunner(rec registry.Home) bool {
 	return e.local(rec.Provider) && rec.Runner != e.o.Instance
 }
+
+// Holds returns those of ids whose process this gateway may stop at its
+// shutdown: every home outside a fleet or not machine-local, and in a
+// fleet the homes whose record names this gateway as runner, or none. It
+// reads the records in one listing. When they cannot be read, every home
+// is kept while this gateway's heartbeat holds (no orphan is left), and
+// the machine-local ones are left alone once it lapsed (another gateway
+// may run them now).
+func (e *Engine) Holds(ctx context.Context, ids []string) []string {
+	if e.o.Peers == nil {
+		return ids
+	}
+	runners := map[string]string{}
+	recs, err := e.o.Store.ListHomes(ctx)
+	if err != nil && e.lease.held() {
+		return ids
+	}
+	for _, r := range recs {
+		runners[r.ID] = r.Runner
+	}
+	out := ids[:0:0]
+	for _, id := range ids {
+		h := e.home(id)
+		if h == nil || !e.local(h.spec.Provider) {
+			out = append(out, id)
+			continue
+		}
+		if err != nil {
+			e.o.Log.Warn("fleet: shutdown leaves the home's process alone: the records cannot be read and this gateway's heartbeat lapsed",
+				"home", id, "err", err)
+			continue
+		}
+		switch runner, ok := runners[id]; {
+		case !ok || runner == e.o.Instance || runner == "":
+			// No record or no runner: nobody else acts on it, and this
+			// gateway's provider would leave an orphan.
+			out = append(out, id)
+		default:
+			e.o.Log.Info("fleet: shutdown leaves the home's process to the gateway that runs it now", "home", id, "runner", runner)
+		}
+	}
+	return out
+}
