@@ -80,14 +80,14 @@ type StatusCount struct {
 func (s *Server) status(ctx context.Context, full bool) (Status, error) {
 	ab := s.b.About()
 	homes, err := s.b.ListHomes(ctx)
-	if err != nil && ab.Degraded != "" {
+	if err != nil && ab.Degraded == "" {
+		ab.Degraded = "the store does not answer: " + err.Error()
+	}
+	if err != nil {
 		// The store is down: say so rather than fail the status itself.
 		return Status{Instance: ab.Instance, Version: ab.Version, StartedAt: ab.StartedAt.UTC(),
 			UptimeS: time.Since(ab.StartedAt).Round(time.Millisecond).Seconds(), Draining: ab.Draining,
 			Degraded: ab.Degraded, Problems: []string{ab.Degraded}}, nil
-	}
-	if err != nil {
-		return Status{}, err
 	}
 	apps := s.b.ListApps()
 	st := Status{Instance: ab.Instance, Version: ab.Version, StartedAt: ab.StartedAt.UTC(),

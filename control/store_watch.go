@@ -57,6 +57,10 @@ func StoreUnavailable(store registry.Store) string {
 // readiness comes back by itself once the disk takes writes again (space
 // freed, remounted read-write), even with no other write to prove it.
 func WatchStore(ctx context.Context, store registry.Store, log *slog.Logger) {
+	if p, ok := store.(registry.Pinger); ok {
+		watchReach(ctx, p, log)
+		return
+	}
 	wh, ok := store.(registry.WriteHealth)
 	if !ok {
 		return
@@ -87,6 +91,42 @@ func WatchStore(ctx context.Context, store registry.Store, log *slog.Logger) {
 		}
 		if err == nil && !down.IsZero() {
 			log.Info("store writable again: /readyz answers 200", "was_down", time.Since(down).Round(time.Millisecond).String())
+			down = time.Time{}
+		}
+	}
+}
+
+// storePingBound bounds the store watch's question to a shared store: a
+// store that takes longer is unreachable (/readyz answers 503).
+const storePingBound = time.Second
+
+// watchReach asks the shared store whether it answers every
+// storeWatchPeriod, bounded by storePingBound, until ctx ends, and logs
+// each change once. While it does not, /readyz answers 503 "degraded:
+// store unreachable" and the admin status names the cause.
+func watchReach(ctx context.Context, p registry.Pinger, log *slog.Logger) {
+	t := time.NewTicker(storeWatchPeriod)
+	defer t.Stop()
+	var down time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, storePingBound)
+		err := p.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil && down.IsZero():
+			down = time.Now()
+			log.Error("store unreachable: /readyz answers 503; warm homes keep serving, wakes answer 503 with Retry-After",
+				"err", err.Error(), "hint", "check that the fleet's Redis runs and answers (a paused or overloaded server, or a link that drops packets)")
+		case err == nil && !down.IsZero():
+			log.Info("store reachable again: /readyz answers 200", "was_down", time.Since(down).Round(time.Millisecond).String())
 			down = time.Time{}
 		}
 	}

@@ -191,6 +191,13 @@ func TestFleetOwnerKilledIsTakenOver(t *testing.T) {
 		t.Fatalf("home processes %v after the takeover, want the one that ran (%v), adopted", after, before)
 	}
 	noRestartAsCrash(t, gws[1:])
+	// The adopter keeps the process's record and log in its own data_dir,
+	// which it never started the home in (issue 47, finding 7).
+	for i, g := range gws[1:] {
+		if strings.Contains(g.Output(), "no such file or directory") {
+			t.Fatalf("gw-%d, adopting the home, could not write its own files of it:\n%s", i+1, g.Output())
+		}
+	}
 	t.Logf("runner SIGKILLed: taken over after %s; statuses %v; one process throughout (pid %d kept)",
 		took.Round(100*time.Millisecond), statuses, after[0])
 }

@@ -163,7 +163,7 @@ func TestFleetRedisDown(t *testing.T) {
 	}
 	srv.Kill()
 	for _, g := range gws {
-		testbin.Eventually(t, "/readyz says degraded", func() bool { return readyz(g) == "degraded" })
+		testbin.Eventually(t, "/readyz says degraded: store unreachable", func() bool { return readyz(g) == "degraded: store unreachable" })
 	}
 
 	// Warm routes: zero errors across more than three warm TTLs.

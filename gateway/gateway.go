@@ -226,6 +226,8 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		if g.engine != nil {
 			g.engine.ProviderChanged(id, r)
 		}
+	}, func(id string) bool {
+		return g.engine == nil || g.engine.MayRestart(id)
 	})
 	if err != nil {
 		return err
@@ -686,6 +688,28 @@ func (g *Gateway) quiesceHomes() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*g.cfg.Exec.StopGrace+quiesceSlack)
 	defer cancel()
+	if g.fleet != nil && g.engine != nil {
+		// In a fleet, only what this gateway still holds: a home another
+		// gateway took over (this one was paused or cut off) is its, and
+		// this gateway's provider lets it be.
+		all := homesOf
+		homesOf = func(name string) []string {
+			ids := all(name)
+			held := g.engine.Holds(ctx, ids)
+			if l, ok := g.providers[name].(interface{ Let(id string) }); ok && len(held) < len(ids) {
+				keep := make(map[string]bool, len(held))
+				for _, id := range held {
+					keep[id] = true
+				}
+				for _, id := range ids {
+					if !keep[id] {
+						l.Let(id)
+					}
+				}
+			}
+			return held
+		}
+	}
 	stopped := 0
 	var released []string
 	for _, q := range g.providers.quiesce(ctx, homesOf) {

@@ -13,9 +13,10 @@ import (
 type providers map[string]provider.Provider
 
 // buildProviders builds every available provider of cfg's registry, with
-// dataDir (absolute) and onChange for their Env. On error, what was built
-// is closed.
-func buildProviders(cfg *config.Config, dataDir string, log *slog.Logger, onChange func(string, provider.Result)) (providers, error) {
+// dataDir (absolute), onChange and mayRestart for their Env. On error,
+// what was built is closed.
+func buildProviders(cfg *config.Config, dataDir string, log *slog.Logger, onChange func(string, provider.Result),
+	mayRestart func(string) bool) (providers, error) {
 	reg := cfg.ProviderRegistry()
 	out := providers{}
 	for _, name := range cfg.AvailableProviders(reg) {
@@ -23,7 +24,8 @@ func buildProviders(cfg *config.Config, dataDir string, log *slog.Logger, onChan
 		if n, ok := cfg.Providers[name]; ok {
 			sec = &n
 		}
-		p, err := reg.Build(name, provider.Env{DataDir: dataDir, Log: log.With("provider", name), OnChange: onChange}, sec)
+		p, err := reg.Build(name, provider.Env{DataDir: dataDir, Log: log.With("provider", name), OnChange: onChange,
+			MayRestart: mayRestart}, sec)
 		if err != nil {
 			out.close(log)
 			return nil, err

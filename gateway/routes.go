@@ -58,8 +58,11 @@ func (g *Gateway) router() http.Handler {
 			return
 		}
 		if g.degraded() != "" {
-			// Still ready: warm homes serve; wakes answer 503 meanwhile.
-			_, _ = w.Write([]byte("degraded\n"))
+			// The fleet's store does not answer: warm homes still serve
+			// here, but the edge should send new traffic elsewhere, as
+			// with a store that takes no writes.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("degraded: store unreachable\n"))
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))

@@ -96,6 +96,14 @@ type Env struct {
 	// not be called while a lock of the provider is held, and returns
 	// quickly. Never nil.
 	OnChange func(id string, r Result)
+	// MayRestart is asked before the provider restarts a home's process
+	// after an exit it saw by itself (not one of its own stops). False: the
+	// gateway no longer holds the home (another gateway of its fleet runs
+	// or stopped it, or its own heartbeat lapsed), and the provider lets
+	// the home be: no restart, no report. It may read and write the store,
+	// so it is never called while a lock of the provider is held. Nil:
+	// always restart.
+	MayRestart func(id string) bool
 }
 
 // Settings are a home's own settings for its provider: the per-home part

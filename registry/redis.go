@@ -132,6 +132,9 @@ type Redis struct {
 	// down is why the change subscription last failed, nil while it is
 	// connected (Unavailable).
 	down atomic.Pointer[error]
+	// silent is why the last Ping failed, nil once one passes
+	// (redis_reach.go).
+	silent atomic.Pointer[error]
 	// onDrop receives the verdicts other gateways dropped
 	// (redis_verdicts.go).
 	onDrop atomic.Pointer[func(id string)]
@@ -235,9 +238,12 @@ func (r *Redis) Close() error {
 func (r *Redis) Changed(key string) <-chan struct{} { return r.changes.Changed(key) }
 
 // Unavailable returns why the store's server does not answer (as seen by
-// its change subscription), or nil while it does.
+// its change subscription, or by the last Ping), or nil while it does.
 func (r *Redis) Unavailable() error {
 	if p := r.down.Load(); p != nil {
+		return *p
+	}
+	if p := r.silent.Load(); p != nil {
 		return *p
 	}
 	return nil

@@ -141,6 +141,14 @@ func stateGauges(eng EngineState, st State) []prometheus.Collector {
 			Name: "wakegate_idle_ticks_total",
 			Help: "Rounds of the engine's idle loop (suspends, session reports, eager rolls) that finished.",
 		}, func() float64 { return float64(eng.Stats().IdleTicks) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "wakegate_fleet_fenced_exits_total",
+			Help: "Exits of a home's process this gateway saw and did not answer with a restart: it no longer held the home in its fleet (heartbeat lapsed, or another gateway runs or stopped it).",
+		}, func() float64 { return float64(eng.Stats().FencedExits) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "wakegate_fleet_fenced_stops_total",
+			Help: "Processes this gateway had started for a home that had passed to another gateway of its fleet, and stopped once it learnt so.",
+		}, func() float64 { return float64(eng.Stats().FencedStops) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "wakegate_sessions",
 			Help: "Live sessions on this instance (requests, WebSockets and leases), over all homes.",

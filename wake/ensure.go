@@ -295,6 +295,8 @@ type Engine struct {
 
 	adopting adopter // refreshes of adopted homes (refresh_start.go)
 
+	lease leaseClock // this gateway's heartbeat as its lease on the homes it runs (lease.go)
+
 	// apps is the app observer built on this engine, if any: an auto
 	// probe also tries the health paths of the apps inside a home.
 	apps atomic.Pointer[Apps]
@@ -351,16 +353,22 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 			ID: s.ID, Target: s.Target, Provider: s.Provider, Version: s.Version,
 			Status: registry.StatusSleeping, Owner: e.o.Instance,
 		}, registry.Cond{})
+		if errors.Is(err, registry.ErrConflict) {
+			// Another gateway of the fleet created it a moment before
+			// (they started together): its record is this one's.
+			rec, err = e.o.Store.GetHome(ctx, s.ID)
+		}
 		if err != nil {
 			return fmt.Errorf("register home %s: %w", s.ID, err)
 		}
 	case err != nil:
 		return fmt.Errorf("register home %s: %w", s.ID, err)
-	case rec.Target != s.Target:
-		// The config is the source of truth for a home's route.
-		cond := registry.CondOf(rec)
-		rec.Target = s.Target
-		if rec, err = e.o.Store.PutHome(ctx, rec, cond); err != nil {
+	}
+	if rec.Target != s.Target {
+		// The config is the source of truth for a home's route. A peer
+		// that writes the record meanwhile (its own registration, a
+		// wake) leaves the route as it found it: set it again.
+		if rec, err = registry.UpdateHome(ctx, e.o.Store, rec, rec.Owner, func(r *registry.Home) { r.Target = s.Target }); err != nil {
 			return fmt.Errorf("register home %s: %w", s.ID, err)
 		}
 	}

@@ -307,13 +307,14 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(e.ctx, providerChangeTimeout)
 	defer cancel()
-	takenOver := ""
+	takenOver, runner := false, ""
 	_, err := registry.UpdateHome(ctx, e.o.Store, registry.Home{ID: id}, e.o.Instance, func(rec *registry.Home) {
-		takenOver = ""
-		if e.local(rec.Provider) && rec.Runner != "" && rec.Runner != e.o.Instance {
-			// Another gateway took the home over (this one's heartbeat
-			// ran out): what its process does is that gateway's to record.
-			takenOver = rec.Runner
+		takenOver, runner = false, ""
+		if e.notRunner(*rec) {
+			// Another gateway took the home over, or stopped it (this
+			// one's heartbeat ran out): what its process does is that
+			// gateway's to record.
+			takenOver, runner = true, rec.Runner
 			return
 		}
 		if r.State == provider.StateFailed {
@@ -328,12 +329,13 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	if err != nil {
 		e.o.Log.Warn("record provider change", "home", id, "state", string(r.State), "err", err)
 	}
-	if takenOver != "" && r.State != provider.StateFailed {
+	if takenOver && r.State != provider.StateFailed {
 		// The process this gateway's provider just restarted is a copy:
 		// the home is another gateway's now. It goes, and this gateway's
 		// provider lets the home be.
+		e.lease.fencedStops.Add(1)
 		e.o.Log.Warn("fleet: the home was taken over by another gateway; stopping the copy restarted here",
-			"home", id, "runner", takenOver)
+			"home", id, "runner", runner)
 		if prov, ok := e.o.Providers[h.spec.Provider]; ok {
 			spec := h.providerSpec(registry.Home{ProviderRef: r.Ref}, h.spec.Version, release{})
 			// Not on the provider's goroutine, which waits for this call.

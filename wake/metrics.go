@@ -59,6 +59,11 @@ type Stats struct {
 	// Homes is how many homes are registered now, Awake how many of them
 	// have the status running.
 	Homes, Awake int
+	// FencedExits counts exits of a home's process this gateway saw and
+	// did not answer with a restart, because it no longer held the home
+	// in its fleet; FencedStops the processes it had started for a home
+	// that had passed to another gateway, and stopped (lease.go).
+	FencedExits, FencedStops uint64
 }
 
 // engineCounts are the counters of the warm path and the idle loop: one
@@ -76,5 +81,6 @@ func (e *Engine) Stats() Stats {
 	e.homes.mu.Unlock()
 	return Stats{WarmHits: e.counts.warmHits.Load(), WarmMisses: e.counts.warmMisses.Load(),
 		IdleTicks: e.counts.idleTicks.Load(), IdleVisits: uint64(e.homes.visits.Load()),
-		Homes: int(e.homes.n.Load()), Awake: awake}
+		Homes: int(e.homes.n.Load()), Awake: awake,
+		FencedExits: e.lease.fencedExits.Load(), FencedStops: e.lease.fencedStops.Load()}
 }

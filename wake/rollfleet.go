@@ -59,11 +59,13 @@ func (s *sessionReports) low(id string) (uint64, int) {
 // the report, which others subtracts from the fleet's count.
 func (r *roller) reportSessions(ctx context.Context, counts map[string]int, ttl time.Duration) error {
 	r.reports.begin(counts)
+	sent := time.Now()
 	err := r.e.o.Store.ReportSessions(ctx, r.e.o.Instance, counts, ttl)
 	r.reports.end(counts, time.Now().Add(ttl), err == nil)
 	if err != nil {
 		return fmt.Errorf("report sessions: %w", err)
 	}
+	r.e.lease.renewed(sent, ttl)
 	return nil
 }
 

@@ -148,6 +148,12 @@ type Config struct {
 	// its log). It should return quickly: the supervisor waits for it.
 	// Nil: nobody is told.
 	OnChange func(id string, r provider.Result)
+	// MayRestart, when set, is asked (with no lock of the provider held)
+	// before the supervisor restarts a home whose process exited by
+	// itself. False: the gateway no longer holds the home in its fleet;
+	// the supervisor stops watching it without a restart or a report, and
+	// only a later Wake, Recreate or Stop acts on it again. Nil: always.
+	MayRestart func(id string) bool
 }
 
 // Defaults of Config.
@@ -1203,6 +1209,11 @@ func (e *Provider) adopt(h *home, ref execRef, s provider.Spec) (*proc, error) {
 	if h.cgroup != "" {
 		p.cgroup = e.contain.cgroupOfStart(h, p.PID)
 	}
+	// Another gateway started it: this one's folder of the home's own
+	// files (home.ref, home.log) may not exist yet.
+	if err := os.MkdirAll(h.sys, 0o700); err != nil {
+		return nil, fmt.Errorf("home dir: %w", err)
+	}
 	if err := e.watch(h, p); err != nil {
 		if errors.Is(err, errProcGone) {
 			return nil, nil
@@ -1926,6 +1937,23 @@ func (e *Provider) handleExit(ev exitEvent) {
 		e.mu.Unlock()
 		e.log.Debug("exec: process gone", "home", h.id, "pid", p.PID, "status", p.status)
 		return
+	}
+	if e.cfg.MayRestart != nil {
+		e.mu.Unlock()
+		may := e.cfg.MayRestart(h.id)
+		e.mu.Lock()
+		if h.proc != p || !h.wanted {
+			e.mu.Unlock()
+			return // stopped or replaced while the fleet was asked
+		}
+		if !may {
+			h.wanted, h.proc = false, nil
+			e.mu.Unlock()
+			e.note(h, "wakegate: pid %d %s; this gateway no longer holds the home: not restarted", p.PID, p.status)
+			e.log.Warn("exec: home exited; this gateway no longer holds it in the fleet, so it is not restarted",
+				"home", h.id, "pid", p.PID, "status", p.status)
+			return
+		}
 	}
 	now := time.Now()
 	kept := h.restarts[:0]

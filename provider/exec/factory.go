@@ -14,7 +14,7 @@ func Factory(cfg Config) provider.Factory {
 	return provider.Factory{
 		New: func(env provider.Env, _ provider.Section) (provider.Provider, error) {
 			c := cfg
-			c.DataDir, c.OnChange = env.DataDir, env.OnChange
+			c.DataDir, c.OnChange, c.MayRestart = env.DataDir, env.OnChange, env.MayRestart
 			return New(c, env.Log)
 		},
 		CheckHome: func(s provider.Settings) []provider.Problem {

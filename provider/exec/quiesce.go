@@ -86,3 +86,16 @@ func (e *Provider) homeDirs() (names map[string]bool, listed bool) {
 	}
 	return names, true
 }
+
+// Let makes the provider let home id be without a signal: it stops
+// watching its process and forgets it, so that neither a restart nor
+// Quiesce acts on it. The gateway lets a home be that another gateway of
+// its fleet took over (DESIGN rule 32); a later Wake knows it again.
+func (e *Provider) Let(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if h := e.homes[id]; h != nil {
+		h.wanted, h.proc = false, nil
+		delete(e.homes, id)
+	}
+}

@@ -178,3 +178,17 @@ func (s *RedisServer) Restart() {
 		s.t.Fatalf("restart redis-server: %v", err)
 	}
 }
+
+// Signal sends sig to the running server: SIGSTOP pauses it (its clients'
+// connections stay open and get no answer), SIGCONT resumes it.
+func (s *RedisServer) Signal(sig os.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.t.Fatal("redis-server does not run")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal redis-server: %v", err)
+	}
+}
