@@ -106,6 +106,8 @@ func (f *Fleet[H]) answerPeer(ctx context.Context, from, body string) string {
 	switch err := json.Unmarshal([]byte(body), &q); {
 	case err != nil:
 		a.Err = "unreadable question: " + err.Error()
+	case q.Op == opQuiesce:
+		return f.answerQuiesce(from, q.Home) // fleet_stopping.go
 	case q.Op != "stop":
 		a.Err = "unknown question " + q.Op
 	default:

@@ -345,7 +345,8 @@ func openFleetStore(t *testing.T, srv *registrytest.RedisServer) *registry.Redis
 func TestFleetLeaseHolderDiesMidWake(t *testing.T) {
 	srv := registrytest.StartRedis(t)
 	// The home boots for 3s; the wake's lease is the ready timeout (4s)
-	// plus the engine's slack (30s): B takes over once it expires.
+	// plus the engine's slack (30s), but it dies with A's heartbeat: B
+	// takes over once that runs out (fleet_locks_test.go).
 	gws := fleetStart(t, srv, 2, fiOptions{boot: "3s",
 		wake: map[string]any{"ready_timeout": "4s", "wake_timeout": "5s", "retry_after": "1s"}})
 	a, b := gws[0], gws[1]

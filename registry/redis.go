@@ -141,6 +141,10 @@ type Redis struct {
 	// asks carries the questions between instances (redis_fleet.go).
 	asks asks
 
+	// cleanups undo lock commands that got no reply
+	// (redis_lockcleanup.go).
+	cleanups lockCleanups
+
 	ps   *redis.PubSub // the change subscription, read by listen
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -225,6 +229,7 @@ func (r *Redis) Close() error {
 		r.stop()
 		_ = r.ps.Close()
 		r.wg.Wait()
+		r.cleanups.stop()
 		if cerr := r.c.Close(); cerr != nil {
 			err = fmt.Errorf("registry: close redis store: %w", cerr)
 		}

@@ -13,7 +13,13 @@ import (
 
 // Lock takes the named lock for holder for ttl, with a fencing token from
 // the lock's counter on the server (never reused). It returns ErrLocked at
-// once when a live lease holds it, the same holder's included.
+// once when a live lease holds it, the same holder's included. When holder
+// is an instance with a live session report (a gateway's heartbeat), the
+// lease also dies with that heartbeat: another holder takes it once the
+// report lapses, whatever is left of ttl. A lock command that got no reply
+// (a timeout, a broken connection) is undone by this store as soon as the
+// server answers again (redis_lockcleanup.go), so a late execution never holds
+// the lock for a whole ttl.
 func (r *Redis) Lock(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
 	if err := checkLeaseArgs(name, holder, ttl); err != nil {
 		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
@@ -21,9 +27,14 @@ func (r *Redis) Lock(ctx context.Context, name, holder string, ttl time.Duration
 	if err := ctx.Err(); err != nil {
 		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
 	}
-	res, err := lockScript.Run(ctx, r.c, []string{r.keys.locks, r.keys.lockseq},
-		name, holder, ttl.Milliseconds(), r.nowArg()).Slice()
+	attempt := newAttempt()
+	res, err := lockScript.Run(ctx, r.c, []string{r.keys.locks, r.keys.lockseq, r.keys.sessions},
+		name, holder, ttl.Milliseconds(), r.nowArg(), attempt).Slice()
 	if err != nil {
+		if unanswered(err) {
+			// The server may still run the command: undo it once it answers.
+			r.abandon(name, attempt, ttl)
+		}
 		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, r.fail(ctx, err))
 	}
 	tok, exp, who, err := leaseReply(res)

@@ -15,8 +15,13 @@ import "github.com/redis/go-redis/v9"
 // Stored forms:
 //   - records (homes, apps, claims, the target): JSON in one hash per kind,
 //     read by the scripts for their "generation" and "owner" fields;
-//   - a lease: "token|expires_ms|holder" in the locks hash, and the last
-//     token of each lock name in the lockseq hash (HINCRBY: never reused);
+//   - a lease: "token|expires_ms|holder" in the locks hash, the holder
+//     followed by "\x1f<attempt>\x1f<beat>" when the lease was taken by a
+//     gateway of this version: attempt is the taker's nonce (so that a lock
+//     command the client gave up on can be undone, abandonScript) and beat
+//     is "1" when the lease dies with the holder's heartbeat (its session
+//     report); and the last token of each lock name in the lockseq hash
+//     (HINCRBY: never reused);
 //   - a session report: "expires_ms|reported_ms|{json counts}" in the
 //     sessions hash, one field per instance; an instance with no session
 //     keeps a report of "{}" (its heartbeat), until it expires;
@@ -31,8 +36,16 @@ local function now(arg)
 end
 local function lease(raw)
   if not raw then return nil end
-  local tok, exp, holder = string.match(raw, '^(%d+)|(%d+)|(.*)$')
-  return {token = tonumber(tok), expires = tonumber(exp), holder = holder}
+  local tok, exp, rest = string.match(raw, '^(%d+)|(%d+)|(.*)$')
+  local holder, attempt, beat = string.match(rest, '^([^\31]*)\31([^\31]*)\31(.*)$')
+  if not holder then holder, attempt, beat = rest, '', '' end
+  return {token = tonumber(tok), expires = tonumber(exp), holder = holder, attempt = attempt, beat = beat, rest = rest}
+end
+local function beating(sessions, instance, n)
+  local rep = redis.call('HGET', sessions, instance)
+  if not rep then return false end
+  local exp = tonumber(string.match(rep, '^(%d+)|'))
+  return exp ~= nil and n < exp
 end
 `
 
@@ -76,18 +89,41 @@ redis.call('PUBLISH', ARGV[8], ARGV[9])
 return 'ok'
 `)
 
-// lockScript takes a lock unless a live lease holds it.
-// KEYS: locks hash, lockseq hash. ARGV: name, holder, ttl ms, now.
+// lockScript takes a lock unless a live lease holds it. A lease bound to
+// its holder's heartbeat is live only while the holder's session report
+// is: a gateway that died holding a lock frees it within its heartbeat's
+// TTL, not at the end of the lease. The new lease is bound when its holder
+// has a live report (a gateway of a fleet; a holder that reports nothing
+// keeps a plain lease).
+// KEYS: locks hash, lockseq hash, sessions hash. ARGV: name, holder, ttl
+// ms, now, attempt.
 // Reply: {token, expires ms, holder}; token 0 means held (by holder until
 // expires).
 var lockScript = redis.NewScript(luaNow + `
 local n = now(ARGV[4])
 local cur = lease(redis.call('HGET', KEYS[1], ARGV[1]))
-if cur and n < cur.expires then return {0, cur.expires, cur.holder} end
+if cur and n < cur.expires and (cur.beat ~= '1' or beating(KEYS[3], cur.holder, n)) then
+  return {0, cur.expires, cur.holder}
+end
+local beat = ''
+if beating(KEYS[3], ARGV[2], n) then beat = '1' end
 local tok = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 local exp = n + tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%d|%s', tok, exp, ARGV[2]))
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%d|%s\31%s\31%s', tok, exp, ARGV[2], ARGV[5], beat))
 return {tok, exp, ARGV[2]}
+`)
+
+// abandonScript undoes a lock command whose reply the client never had:
+// the lease goes if that very command took it (its attempt matches), and
+// the release is announced; anything else is left alone.
+// KEYS: locks hash. ARGV: name, attempt, channel.
+// Reply: 1 when a lease was released, 0 otherwise.
+var abandonScript = redis.NewScript(luaNow + `
+local cur = lease(redis.call('HGET', KEYS[1], ARGV[1]))
+if not cur or cur.attempt ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('PUBLISH', ARGV[3], ARGV[1])
+return 1
 `)
 
 // renewScript extends a live lease, keeping its token.
@@ -102,7 +138,7 @@ if cur.holder ~= ARGV[2] or cur.token ~= tonumber(ARGV[3]) then
 end
 if n >= cur.expires then return {0, 'expired'} end
 local exp = n + tonumber(ARGV[4])
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%d|%s', cur.token, exp, cur.holder))
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%d|%s', cur.token, exp, cur.rest))
 return {1, exp}
 `)
 

@@ -300,6 +300,11 @@ type Engine struct {
 	// apps is the app observer built on this engine, if any: an auto
 	// probe also tries the health paths of the apps inside a home.
 	apps atomic.Pointer[Apps]
+
+	// beatUntil is when this gateway's last heartbeat the store took may
+	// lapse, as engine time (stopping.go); 0 before the first, and always
+	// outside a fleet.
+	beatUntil atomic.Int64
 }
 
 // New returns an Engine. Close it to stop its goroutines.
@@ -510,9 +515,11 @@ func (e *Engine) WarmAwake(id string) (Awake, bool) {
 // warmHit answers from h's warm verdict when it is fresh, and counts the
 // hit.
 func (e *Engine) warmHit(h *home) (Awake, bool) {
-	if v := h.warm.Load(); v != nil && e.now() < v.until {
-		e.counts.warmHits.Add(1)
-		return Awake{Endpoint: v.endpoint}, true
+	if v := h.warm.Load(); v != nil {
+		if now := e.now(); now < v.until && e.beatValid(now) {
+			e.counts.warmHits.Add(1)
+			return Awake{Endpoint: v.endpoint}, true
+		}
 	}
 	return Awake{}, false
 }

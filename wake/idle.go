@@ -149,8 +149,12 @@ func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 	// The roller keeps the report: rolls subtract it from the fleet's count.
 	// A disk that refuses writes is logged once per change by the
 	// gateway's store watch, not at every report.
-	if err := e.roll.reportSessions(ctx, e.o.Sessions.Snapshot(), ttl); err != nil && ctx.Err() == nil &&
-		!errors.Is(err, registry.ErrUnwritable) {
+	at := e.now()
+	err := e.roll.reportSessions(ctx, e.o.Sessions.Snapshot(), ttl)
+	if err == nil {
+		e.beatSent(at, ttl)
+	}
+	if err != nil && ctx.Err() == nil && !errors.Is(err, registry.ErrUnwritable) {
 		e.o.Log.Warn("report sessions", "err", err)
 	}
 }
@@ -202,6 +206,11 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			}
 			if !mayRun(l.rec.Status) {
 				return nil // nothing runs: already suspended, asleep or failed
+			}
+			// The fleet's handshake: the record says stopping, and no
+			// gateway admits a new request to the process (stopping.go).
+			if err := e.quiesce(ctx, l); err != nil {
+				return err
 			}
 			start := time.Now()
 			s, err := l.stopHome(ctx, e.o.Providers[l.rec.Provider], modeSuspend, func(r *registry.Home) {

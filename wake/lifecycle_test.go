@@ -51,22 +51,30 @@ func lcListener(t *testing.T) (addr string, accepted *atomic.Int64) {
 // proven by a tcp probe.
 func lcEngine(t *testing.T, store registry.Store, instance, endpoint string, bus *wake.Bus) *wake.Engine {
 	t.Helper()
-	e := wake.New(wake.Options{
-		Store:     store,
-		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": endpoint}}},
-		Sessions:  proxy.NewSessions(), Instance: instance,
-		WarmTTL: time.Minute, ReadyTimeout: 20 * time.Second, RetryAfter: time.Second,
-		MaxConcurrent: 4, FailureBackoff: time.Second,
-		Probe:       wake.ProbeSpec{Kind: wake.ProbeTCP},
-		RelayHeader: "X-Wakegate-Relay",
-		Log:         slog.New(slog.DiscardHandler),
-		Events:      bus,
-	})
+	o := lcOptions(t, store, proxy.NewSessions(), endpoint)
+	o.Instance, o.Events = instance, bus
+	e := wake.New(o)
 	t.Cleanup(e.Close)
 	if err := e.Register(context.Background(), wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// lcOptions are the options of lcEngine: one static home h1 at endpoint,
+// proven by a tcp probe, with sessions.
+func lcOptions(t *testing.T, store registry.Store, sessions *proxy.Sessions, endpoint string) wake.Options {
+	t.Helper()
+	return wake.Options{
+		Store:     store,
+		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": endpoint}}},
+		Sessions:  sessions, Instance: "gw-a",
+		WarmTTL: time.Minute, ReadyTimeout: 20 * time.Second, RetryAfter: time.Second,
+		MaxConcurrent: 4, FailureBackoff: time.Second,
+		Probe:       wake.ProbeSpec{Kind: wake.ProbeTCP},
+		RelayHeader: "X-Wakegate-Relay",
+		Log:         slog.New(slog.DiscardHandler),
+	}
 }
 
 func lcStore(t *testing.T) *registry.Bolt {
