@@ -47,7 +47,7 @@ func IsolationWarningsOf(nodesDomain string, homes []HomeOwnership, owner func(t
 			out = append(out, fmt.Sprintf("path routing serves homes of %d owners (%s) on one origin: "+
 				"a page in one home can read the others' pages with the visitor's credentials, and their cookies and storage; "+
 				"give each home its own origin with hosts.nodes_domain (and hosts.apps_domain for apps in homes), "+
-				"or give homes of one owner the same access.homes[].owner (README: Security model)",
+				"or give homes of one owner the same access.homes[].owner (docs/security.md)",
 				len(owners), someNames(owners)))
 		}
 	}

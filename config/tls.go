@@ -129,7 +129,7 @@ type HTTP2Limits struct {
 // HostsConfig configures host routing: {slug}.{apps_domain} reaches an
 // app and {target}.{nodes_domain} a home, with no prefix to strip. Each
 // host is an origin of its own, which is how homes of different owners
-// are kept apart in browsers (README: Security model).
+// are kept apart in browsers (docs/security.md).
 type HostsConfig struct {
 	// AppsDomain is the parent domain of app hosts. Default none (off).
 	AppsDomain string `yaml:"apps_domain"`

@@ -167,7 +167,7 @@ func TestStoreCheckAndBackup(t *testing.T) {
 	if code != 1 || !strings.Contains(out, path) {
 		t.Fatalf("check of a damaged store: exit %d\n%s", code, out)
 	}
-	// Restore as the README says: the backup replaces the damaged file.
+	// Restore as docs/store.md says: the backup replaces the damaged file.
 	raw, err := os.ReadFile(backup)
 	if err != nil {
 		t.Fatal(err)

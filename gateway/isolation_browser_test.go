@@ -124,7 +124,7 @@ func TestIsolationHostRoutingBrowser(t *testing.T) {
 }
 
 // Under path routing every home shares the gateway's origin, with the
-// limits README's security model states: the jwt cookie, set for the
+// limits docs/security.md states: the jwt cookie, set for the
 // whole origin, is never delivered to alice's home nor readable by her
 // page (HttpOnly); but alice's page may read bob's pages, because the
 // browser sees one origin.

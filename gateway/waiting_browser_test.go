@@ -3,7 +3,9 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -35,7 +37,16 @@ document.addEventListener("DOMContentLoaded", function () {
     reducedMotion: Array.prototype.some.call(document.styleSheets, function (s) {
       return Array.prototype.some.call(s.cssRules, function (r) { return r.conditionText && r.conditionText.indexOf("prefers-reduced-motion") >= 0; }); })}));
   rec("page:" + b.dataset.phase);
-  new MutationObserver(function () { rec(b.dataset.phase); }).observe(b, {attributes: true, attributeFilter: ["data-phase"]});
+  new MutationObserver(function () {
+    rec(b.dataset.phase);
+    if (b.dataset.phase !== "ready") return;
+    // What the page shows the moment it knows the home is ready, before
+    // its reload: the bar's painted share of its track, and the time.
+    var fill = document.getElementById("fill"), track = document.getElementById("bar");
+    sessionStorage.setItem("ready", JSON.stringify({
+      bar: fill.getBoundingClientRect().width / track.getBoundingClientRect().width,
+      timing: document.getElementById("timing").textContent}));
+  }).observe(b, {attributes: true, attributeFilter: ["data-phase"]});
 });`
 
 // wtBrowser is admBrowser with wtRecorder installed in every document.
@@ -109,7 +120,27 @@ func TestWaitingPageBrowserBoot(t *testing.T) {
 	if n := routesWakeStarts(gw, "slow"); n != 1 {
 		t.Errorf("%d wakes; want 1", n)
 	}
-	t.Logf("phases seen: %v", seen)
+	// At ready the bar reads complete at once, and the time shown is the
+	// wait's own: at least the home's 2 s boot.
+	var ready struct {
+		Bar    float64
+		Timing string
+	}
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("ready") || "{}"`))
+	if err != nil || json.Unmarshal([]byte(raw), &ready) != nil {
+		t.Fatalf("the page's state at ready: %q (%v)", raw, err)
+	}
+	if ready.Bar < 0.99 {
+		t.Errorf("at ready the bar shows %.0f%%; want it complete", ready.Bar*100)
+	}
+	var secs float64
+	if m := regexp.MustCompile(`([0-9.]+) s`).FindStringSubmatch(ready.Timing); m != nil {
+		secs, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if secs < 2 {
+		t.Errorf("at ready the page says %q; the wait took the home's 2 s boot at least", ready.Timing)
+	}
+	t.Logf("phases seen: %v; at ready: %+v", seen, ready)
 }
 
 // TestWaitingPageBrowserCrash opens a home that crashes in headless

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -285,5 +286,60 @@ func TestWaitingPageTemplate(t *testing.T) {
 	_, err := config.Load("gw.yaml", []byte("homes:\n  - id: a\n    display_name: \"a\\nb\"\n"))
 	if err == nil || !strings.Contains(err.Error(), "gw.yaml:3: homes[0].display_name") {
 		t.Errorf("display name with a newline: %v", err)
+	}
+}
+
+// TestWaitingPageCountsTheWait: a browser held for wake.hold whose app is
+// still unpublished when the hold ends, its home up but the app slow to
+// answer its first request (a development server compiling its page),
+// gets a waiting page whose clock starts at the time it has already
+// waited, not at zero: the home's wake is over, but the caller's wait is
+// not, and the page that says "0.0 s" once ready is wrong.
+func TestWaitingPageCountsTheWait(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("/usr/bin/python3 is not installed")
+	}
+	// The app's pages take 3 s; the home's own paths answer at once.
+	script := `import http.server, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if not self.path.startswith("/node/"):
+            time.sleep(3)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+`
+	cmd := fmt.Sprintf(`["/usr/bin/python3", "-c", %q, "{port}"]`, script)
+	gw := e2eStartWithCommand(t, cmd, `
+wake:
+  idle_timeout: 0s
+  hold: 400ms
+homes:
+  - id: desk
+    probe:
+      kind: tcp
+apps:
+  - slug: desk
+    home: desk
+    health:
+      timeout: 10s
+`)
+	c := e2eClient(t)
+	// An API caller wakes the home and is answered by it.
+	if res, body := e2eGet(t, c, "http://"+gw.addr+"/node/desk/", nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("waking the home: %d %s", res.StatusCode, body)
+	}
+	res, body := e2eGet(t, c, "http://"+gw.addr+"/apps/desk/", wtNav)
+	m := regexp.MustCompile(`t0 = Date\.now\(\) -\s*(\d+)`).FindSubmatch(body)
+	if res.StatusCode != http.StatusServiceUnavailable || m == nil {
+		t.Fatalf("%d, want the waiting page with its clock:\n%s", res.StatusCode, body)
+	}
+	if ms, _ := strconv.Atoi(string(m[1])); ms < 400 {
+		t.Errorf("the page's clock starts at %d ms; the browser had waited the 400 ms hold before it", ms)
 	}
 }

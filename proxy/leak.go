@@ -18,7 +18,7 @@ import (
 // the relay copies them without parsing frames (relay_pump.go), and a
 // compressed message could not be masked without inflating it. Masking is
 // a net for an accidental echo of the home's own token, not the guard that
-// keeps it secret; the README says so.
+// keeps it secret; docs/security.md says so.
 
 // infoMaskWriter masks secret in the headers of 1xx responses before they
 // are written.

@@ -100,19 +100,19 @@ func (e *OpenError) Hint() string {
 	case ProblemInUse:
 		return "one data_dir serves one gateway: stop the other gateway first, or give this one another data_dir"
 	case ProblemDamaged:
-		return fmt.Sprintf("keep the file as it is; restore the last backup over it (wakegate store backup makes one; README, \"Restoring the store\"), "+
+		return fmt.Sprintf("keep the file as it is; restore the last backup over it (wakegate store backup makes one; docs/store.md, \"Restoring the store\"), "+
 			"or start with wakegate serve --reset-store, which moves the file aside and begins with an empty store; "+
 			"wakegate store check --file %s shows what is wrong", e.Path)
 	case ProblemBadRecord:
 		return fmt.Sprintf("drop the records that cannot be read with the gateway stopped: wakegate store drop --file %s %s "+
 			"(a home or app of the config is registered again at start; one registered through the admin API must be registered again), "+
-			"or restore the last backup over the file (README, \"Restoring the store\"); "+
+			"or restore the last backup over the file (docs/store.md, \"Restoring the store\"); "+
 			"wakegate store check --file %s lists every problem", e.Path, strings.Join(e.Records, " "), e.Path)
 	case ProblemEmpty:
-		return fmt.Sprintf("restore the last backup to %s (wakegate store backup makes one; README, \"Restoring the store\"), "+
+		return fmt.Sprintf("restore the last backup to %s (wakegate store backup makes one; docs/store.md, \"Restoring the store\"), "+
 			"or start with wakegate serve --reset-store, which moves the empty file aside and begins with an empty store", e.Path)
 	default:
-		return fmt.Sprintf("restore the last backup to %s (README, \"Restoring the store\"), "+
+		return fmt.Sprintf("restore the last backup to %s (docs/store.md, \"Restoring the store\"), "+
 			"or start with wakegate serve --reset-store to begin with an empty store", e.Path)
 	}
 }

@@ -230,7 +230,8 @@ func (p *Path) waitSlot(w http.ResponseWriter, r *http.Request, id string) (done
 // holdSlot counts a browser held for wake.hold before the waiting page.
 // Past limits.max_holds the wake is started and the waiting page served at
 // once (r answered, false); else release ends the hold.
-func (p *Path) holdSlot(w http.ResponseWriter, r *http.Request, id string, route *proxy.Route) (release func(), ok bool) {
+// since is when the navigation began to wait, for the page's clock.
+func (p *Path) holdSlot(w http.ResponseWriter, r *http.Request, id string, route *proxy.Route, since time.Time) (release func(), ok bool) {
 	release, ok = p.gate.limits.Hold()
 	if ok {
 		return release, true
@@ -239,6 +240,6 @@ func (p *Path) holdSlot(w http.ResponseWriter, r *http.Request, id string, route
 		p.writeError(w, r, err)
 		return nil, false
 	}
-	p.serveWaitingPage(w, r, route)
+	p.serveWaitingPage(w, r, route, since)
 	return nil, false
 }

@@ -89,6 +89,7 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 		return false
 	}
 	nav := isNavigation(r)
+	waitFrom := time.Now() // when a navigation began to wait, for the waiting page's clock
 	budget := p.conf().WakeTimeout
 	if nav {
 		budget = p.conf().Hold
@@ -113,7 +114,7 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 		running := err == nil && hs.Status == registry.StatusRunning && !hs.Waking
 		if _, err := p.engine.EnsureAwake(ctx, id); err != nil {
 			if fe, ok := fault.As(err); nav && ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
-				p.serveWaitingPage(w, r, route)
+				p.serveWaitingPage(w, r, route, waitFrom)
 				return false
 			}
 			p.writeError(w, r, err)
@@ -130,7 +131,7 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 		return true
 	}
 	if nav && app.home != nil && ctx.Err() != nil && r.Context().Err() == nil && st.Phase == wake.PhaseStarting {
-		p.serveWaitingPage(w, r, route)
+		p.serveWaitingPage(w, r, route, waitFrom)
 		return false
 	}
 	p.writeAppNotReady(w, r, st)

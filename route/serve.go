@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
@@ -122,7 +123,8 @@ func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route 
 	}
 	defer done()
 	if isNavigation(r) {
-		release, ok := p.holdSlot(w, r, id, route)
+		since := time.Now()
+		release, ok := p.holdSlot(w, r, id, route, since)
 		if !ok {
 			return
 		}
@@ -132,7 +134,7 @@ func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route 
 		release()
 		if err != nil {
 			if fe, ok := fault.As(err); ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
-				p.serveWaitingPage(w, r, route)
+				p.serveWaitingPage(w, r, route, since)
 				return
 			}
 			p.writeError(w, r, err)

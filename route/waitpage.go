@@ -84,14 +84,22 @@ func (s waitSubject) root() string {
 }
 
 // serveWaitingPage answers a browser's navigation, whose route's home is
-// waking, with the waiting page (503, Retry-After).
-func (p *Path) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *proxy.Route) {
+// waking, with the waiting page (503, Retry-After). since is when the
+// navigation began to wait: the page's clock starts at that wait at least,
+// so that a page served once the home's own wake is over (an app whose
+// route still waits for its self-probe) does not say 0 s to a browser
+// that has waited the whole hold.
+func (p *Path) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *proxy.Route, since time.Time) {
 	s, ok := p.waitSubjectOf(route.Kind, route.Name)
 	if !ok {
 		p.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no such home or app."))
 		return
 	}
-	p.renderWaiting(w, r, s, p.waitView(r.Context(), s, false), r.URL.RequestURI())
+	v := p.waitView(r.Context(), s, false)
+	if waited := time.Since(since); v.Phase != wake.ViewFailed && waited > v.Elapsed {
+		v.Elapsed = waited
+	}
+	p.renderWaiting(w, r, s, v, r.URL.RequestURI())
 }
 
 // renderWaiting writes the waiting page of s in state v; retry is the
