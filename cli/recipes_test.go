@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,8 +124,10 @@ func recipeHomeUID(t *testing.T, gw *testbin.Proc) int {
 	if m == nil {
 		t.Fatalf("no Uid in the home's status:\n%s", b)
 	}
-	uid := 0
-	fmt.Sscan(string(m[1]), &uid)
+	uid, err := strconv.Atoi(string(m[1]))
+	if err != nil {
+		t.Fatalf("the home's Uid %q: %v", m[1], err)
+	}
 	return uid
 }
 
