@@ -318,12 +318,12 @@ func TestRecipeWebSocket(t *testing.T) {
 
 // TestRecipeSocket runs docs/recipes.md's socket recipe: the demo home on
 // a Unix socket in its folder, reached through the gateway over HTTP and
-// WebSocket with Host: localhost.
+// WebSocket; forwarded requests carry the client's Host (docs/headers.md).
 func TestRecipeSocket(t *testing.T) {
 	recipe := readmeRecipes(t)["socket"]
 	_, base := recipeServe(t, recipe)
 	status, body := recipeGet(t, base+"/node/chat/whoami")
-	if status != http.StatusOK || !strings.Contains(body, `"host":"localhost"`) {
+	if status != http.StatusOK || !strings.Contains(body, `"host":"`+strings.TrimPrefix(base, "http://")+`"`) {
 		t.Fatalf("GET whoami: %d %s", status, body)
 	}
 	conn, res, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(base, "http")+"/node/chat/ws", nil)
