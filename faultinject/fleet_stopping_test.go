@@ -3,9 +3,6 @@ package faultinject
 import (
 	"context"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,18 +34,12 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 `
 
 func TestFleetIdleSuspendSparesRequestsOnOtherGateways(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("python3 is not installed")
-	}
-	script := filepath.Join(t.TempDir(), "slow.py")
-	if err := os.WriteFile(script, []byte(slowPython), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	python, script := testbin.PythonScript(t, "slow.py", slowPython)
 	srv := registrytest.StartRedis(t)
 	// A plain python server, which dies at once on SIGTERM (the demo home
 	// would drain its requests first and hide a stop under them).
 	gws := fleetStart(t, srv, 2, fiOptions{admin: true,
-		exec: map[string]any{"command": []string{"/usr/bin/env", "python3", script, "{port}"}},
+		exec: map[string]any{"command": []string{python, script, "{port}"}},
 		home: map[string]any{"probe": "http"},
 		wake: map[string]any{"idle_timeout": "2s", "retry_after": "1s",
 			"probe": map[string]any{"kind": "http", "path": "/"}}})

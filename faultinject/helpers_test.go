@@ -203,8 +203,16 @@ func (g *fiGateway) stop(t testing.TB) {
 }
 
 // homeDir is the directory of home id under the gateway's data_dir: the
-// working directory of its process.
-func (g *fiGateway) homeDir(id string) string { return filepath.Join(g.data, "homes", id) }
+// working directory of its process. data_dir/homes is a link when the
+// gateway keeps its homes' folders elsewhere (a data_dir other users
+// cannot pass): the process's working directory is the link's target.
+func (g *fiGateway) homeDir(id string) string {
+	homes := filepath.Join(g.data, "homes")
+	if real, err := filepath.EvalSymlinks(homes); err == nil {
+		homes = real
+	}
+	return filepath.Join(homes, id)
+}
 
 // homePIDs returns the live processes of home id.
 func (g *fiGateway) homePIDs(t testing.TB, id string) []int {
