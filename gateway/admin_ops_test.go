@@ -164,7 +164,7 @@ admin:
 // answer for the same home does not).
 func TestAdminErrorBody(t *testing.T) {
 	t.Parallel()
-	missing := filepath.Join(t.TempDir(), "no-such-home-command")
+	missing := filepath.Join(testbin.OpenDir(t), "no-such-home-command")
 	gw := e2eStartWithCommand(t, fmt.Sprintf("[%q, \"{port}\"]", missing), admConfig(`
 wake:
   idle_timeout: 0s

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -44,7 +45,12 @@ func opsErr(t *testing.T, body []byte) string {
 func TestAppStartEndsOnWakeOutcome(t *testing.T) {
 	t.Parallel()
 	py, script := testbin.PythonScript(t, "second_time.py", opsSecondTime)
-	marker := filepath.Join(t.TempDir(), "ran-once")
+	// The home's own user writes the marker.
+	markerDir := testbin.OpenDir(t)
+	if err := os.Chmod(markerDir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(markerDir, "ran-once")
 	a := admStart(t, fmt.Sprintf(`
 wake:
   idle_timeout: 0s

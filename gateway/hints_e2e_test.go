@@ -84,7 +84,7 @@ func TestHintAutoProbeNotFound(t *testing.T) {
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
-	gw := e2eStartWithCommand(t, `["python3", "-m", "http.server", "--bind", "127.0.0.1", "{port}"]`, `
+	gw := e2eStartWithCommand(t, `["`+testbin.Python(t)+`", "-m", "http.server", "--bind", "127.0.0.1", "{port}"]`, `
 wake:
   ready_timeout: 20s
 homes:

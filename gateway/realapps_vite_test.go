@@ -80,6 +80,9 @@ homes:
 apps:
   - slug: web
     home: vite
+    health:
+      start_period: 2m   # the first GET / compiles the page: slow on a busy machine
+      timeout: 10s
 `, realRepoLimits(t), node, filepath.Join(viteDir, "bin", "vite.js"), project))
 	ctx := realBrowser(t, "vite.png")
 	page := "http://web.localhost:" + port + "/"

@@ -16,12 +16,23 @@ import (
 // The test is skipped when python3 is missing.
 func PythonScript(t testing.TB, name, source string) (python, script string) {
 	t.Helper()
+	python = Python(t)
+	script = filepath.Join(OpenDir(t), name)
+	if err := os.WriteFile(script, []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return python, script
+}
+
+// Python returns the real path of a python3 that a home of its own user
+// may run: the system's under a root gateway, not a version manager's
+// shim under /root. The test is skipped when python3 is missing.
+func Python(t testing.TB) string {
+	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("python3 is needed for this test's home")
 	}
-	// A root gateway's home runs as a user of its own, which cannot run
-	// an interpreter under /root (a version manager's): the system's.
 	if _, serr := os.Stat("/usr/bin/python3"); serr == nil && os.Geteuid() == 0 {
 		py = "/usr/bin/python3"
 	}
@@ -29,15 +40,19 @@ func PythonScript(t testing.TB, name, source string) (python, script string) {
 	if err != nil {
 		t.Skipf("python3: %v", err)
 	}
+	return strings.TrimSpace(string(out))
+}
+
+// OpenDir returns a new temporary folder that other users may pass (o+x
+// on it and on the folders above it up to the system's temp folder), for
+// files a home of its own user must reach.
+func OpenDir(t testing.TB) string {
+	t.Helper()
 	dir := t.TempDir()
-	script = filepath.Join(dir, name)
-	if err := os.WriteFile(script, []byte(source), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for d := dir; d != filepath.Clean(os.TempDir()) && d != "/"; d = filepath.Dir(d) {
 		if st, err := os.Stat(d); err == nil {
 			_ = os.Chmod(d, st.Mode().Perm()|0o001)
 		}
 	}
-	return strings.TrimSpace(string(out)), script
+	return dir
 }

@@ -413,8 +413,13 @@ func New(cfg Config, log *slog.Logger) (*Provider, error) {
 		return nil, fmt.Errorf("exec provider: data_dir: %w", err)
 	}
 	cfg.DataDir = dir
-	if err := os.MkdirAll(filepath.Join(dir, "homes"), 0o700); err != nil {
-		return nil, fmt.Errorf("exec provider: %w", err)
+	// data_dir/homes may be a link to the machine's folder of this
+	// data_dir's homes (machine.go), whose target machineHomes makes
+	// again if it was removed.
+	if st, lerr := os.Lstat(filepath.Join(dir, "homes")); lerr != nil || st.Mode()&fs.ModeSymlink == 0 {
+		if err := os.MkdirAll(filepath.Join(dir, "homes"), 0o700); err != nil {
+			return nil, fmt.Errorf("exec provider: %w", err)
+		}
 	}
 	self, err := os.Executable()
 	if err != nil && usesSelf(cfg.Command, cfg.VersionCommand) {

@@ -87,7 +87,7 @@ func machineHomes(machineDir, dataDir string) (string, error) {
 			return "", fmt.Errorf("both %s and %s hold home folders: move what %s holds into %s, remove it, and start again",
 				link, dst, link, dst)
 		}
-		if err := os.Rename(link, dst); err != nil {
+		if err := moveTree(link, dst); err != nil {
 			return "", fmt.Errorf("moving the home folders %s to %s: %w; move them yourself and start again", link, dst, err)
 		}
 	default:
@@ -203,4 +203,80 @@ func sameContent(path, sum string) bool {
 		return false
 	}
 	return hex.EncodeToString(h.Sum(nil)) == sum
+}
+
+// moveTree moves the folder src to dst: a rename where both are on one
+// file system, otherwise a copy that keeps every entry's mode and owner
+// (home folders belong to their homes' users), then the removal of src.
+func moveTree(src, dst string) error {
+	err := os.Rename(src, dst)
+	if !errors.Is(err, syscall.EXDEV) {
+		return err
+	}
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, werr error) error {
+		if werr != nil {
+			return werr
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			if err := os.Mkdir(to, info.Mode().Perm()); err != nil {
+				return err
+			}
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, to); err != nil {
+				return err
+			}
+		case info.Mode().IsRegular():
+			if err := copyFile(p, to, info.Mode().Perm()); err != nil {
+				return err
+			}
+		default:
+			return nil // a socket or a pipe of a stopped home is not kept
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			if err := os.Lchown(to, int(st.Uid), int(st.Gid)); err != nil {
+				return err
+			}
+		}
+		if d.IsDir() {
+			return os.Chmod(to, info.Mode().Perm())
+		}
+		return nil
+	})
+	if err != nil {
+		_ = os.RemoveAll(dst)
+		return fmt.Errorf("copy across file systems: %w", err)
+	}
+	return os.RemoveAll(src)
+}
+
+// copyFile copies the regular file src to a new file dst of mode perm.
+func copyFile(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = in.Close() }()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return err
+	}
+	return out.Close()
 }
