@@ -153,6 +153,13 @@ echo "== go test (the raw socket calls)"
 go test -count=1 -timeout 10m "$@" ./internal/sockio ./h1serve ./proxy
 WAKEGATE_SOAK=15s go test -count=1 -timeout 10m -run 'TestSlowReadersLeaveTheHomeFree|TestAdversarialSoak' "$@" ./gateway
 
+# The real third-party apps (Jupyter, a Vite dev server, socket.io) behind
+# sleeping homes, driven in Chromium: a step of their own, without the race
+# detector, so that what they time is the gateway and not the machine's
+# load (gateway/realapps_*_test.go skip under -race).
+echo "== go test (real apps in Chromium)"
+go test -count=1 -timeout 10m -run 'TestRealApp' "$@" ./gateway
+
 # Every fuzz target runs for a few seconds, one at a time, on top of its
 # seed corpus (which go test above already ran): a change that breaks what
 # a target checks (net/http agreement, framing, decoders) fails the build
