@@ -3,10 +3,8 @@ package execprov
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,62 +27,8 @@ import (
 // cpu_max 0.5 runs at most 50 ms in each 100 ms.
 const cpuPeriod = 100000
 
-// MemorySize is a memory size in bytes: a JSON number, or a string of a
-// number and a unit (K, M, G, T for powers of 1000; Ki, Mi, Gi, Ti, or KB
-// and the like read as powers of 1024, as the kernel's own files do).
-type MemorySize int64
-
-// UnmarshalJSON reads a number of bytes or a string with a unit.
-func (m *MemorySize) UnmarshalJSON(b []byte) error {
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err == nil {
-		v, err := strconv.ParseInt(string(n), 10, 64)
-		if err != nil {
-			return fmt.Errorf("memory size %s: want a whole number of bytes", n)
-		}
-		*m = MemorySize(v)
-		return nil
-	}
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("memory size: want a number of bytes or a string such as \"256MiB\", got %s", b)
-	}
-	v, err := parseMemorySize(s)
-	if err != nil {
-		return err
-	}
-	*m = MemorySize(v)
-	return nil
-}
-
-// parseMemorySize reads "256MiB", "1G", "512k" or "1048576".
-func parseMemorySize(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
-	num, unit := t, ""
-	if i >= 0 {
-		num, unit = t[:i], strings.TrimSpace(t[i:])
-	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("memory size %q: want a number and a unit such as 256MiB", s)
-	}
-	mult := map[string]float64{
-		"": 1, "b": 1,
-		"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12,
-		"ki": 1 << 10, "mi": 1 << 20, "gi": 1 << 30, "ti": 1 << 40,
-		"kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40,
-		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-	}[strings.ToLower(unit)]
-	if mult == 0 {
-		return 0, fmt.Errorf("memory size %q: unknown unit %q (want K, M, G, Ki, Mi, Gi, KiB, MiB or GiB)", s, unit)
-	}
-	v := f * mult
-	if v > math.MaxInt64/2 {
-		return 0, fmt.Errorf("memory size %q: too large", s)
-	}
-	return int64(v), nil
-}
+// MemorySize is a memory size in bytes (provider.MemorySize).
+type MemorySize = provider.MemorySize
 
 // DefaultPidsMax is the process cap of a home when neither the provider
 // (Config.PidsMax) nor the home (option pids_max) sets one.
