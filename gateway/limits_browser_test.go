@@ -81,7 +81,7 @@ func lbDefaultLimits(t *testing.T) string {
 // browser does not retry a script answered 429, so one limited request
 // leaves the page broken. It must load whole, every module counted.
 func TestDefaultLimitsServeAModulePage(t *testing.T) {
-	t.Parallel()
+	realTimed(t) // a page of many modules in Chromium: the real apps' step, without -race
 	admChromium(t)
 	py, err := exec.LookPath("python3")
 	if err != nil {

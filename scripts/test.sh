@@ -158,7 +158,7 @@ WAKEGATE_SOAK=15s go test -count=1 -timeout 10m -run 'TestSlowReadersLeaveTheHom
 # detector, so that what they time is the gateway and not the machine's
 # load (gateway/realapps_*_test.go skip under -race).
 echo "== go test (real apps in Chromium)"
-go test -count=1 -timeout 10m -run 'TestRealApp' "$@" ./gateway
+go test -count=1 -timeout 10m -run 'TestRealApp|TestDefaultLimitsServeAModulePage' "$@" ./gateway
 
 # Every fuzz target runs for a few seconds, one at a time, on top of its
 # seed corpus (which go test above already ran): a change that breaks what
