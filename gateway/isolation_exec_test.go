@@ -70,6 +70,36 @@ func wakeOK(t *testing.T, addr, target string) {
 const homesdirBin = "/var/lib/wakegate/bin/"
 
 // closedAbove reports whether a folder above path is closed to other users.
+// startServing starts cmd, a gateway serving at addr with data_dir data,
+// and waits until it answers /healthz; at the test's end it is stopped,
+// its homes ended, and its output logged when the test failed. It
+// returns the gateway's output.
+func startServing(t *testing.T, cmd *exec.Cmd, data, addr string) *testbin.SyncBuffer {
+	t.Helper()
+	out := &testbin.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		testbin.KillHomes(data)
+		if t.Failed() {
+			t.Logf("gateway output:\n%s", out.String())
+		}
+	})
+	testbin.Eventually(t, "the gateway answers /healthz", func() bool {
+		res, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
+	return out
+}
+
 func closedAbove(path string) bool {
 	for d := filepath.Dir(path); d != "/"; d = filepath.Dir(d) {
 		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o001 == 0 {
@@ -106,29 +136,9 @@ func TestGoRunLayoutRunsTheDemoHomeAsItsOwnUser(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := &testbin.SyncBuffer{}
 	cmd := exec.Command(bin, "serve", "--config", cfgPath)
 	cmd.Dir = filepath.Dir(cfgPath)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		testbin.KillHomes(data)
-		if t.Failed() {
-			t.Logf("gateway output:\n%s", out.String())
-		}
-	})
-	testbin.Eventually(t, "the gateway answers /healthz", func() bool {
-		res, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK
-	})
+	out := startServing(t, cmd, data, addr)
 	for _, p := range []string{data, bin} {
 		if !closedAbove(p) {
 			t.Fatalf("no folder above %s is closed to other users; the test needs one", p)
@@ -197,27 +207,7 @@ homes:
 	cmd := exec.Command(testbin.Build(t), "serve", "--config", cfgPath)
 	cmd.Dir = base
 	cmd.ExtraFiles = []*os.File{f} // descriptor 3 of the gateway, not close-on-exec
-	out := &testbin.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		testbin.KillHomes(data)
-		if t.Failed() {
-			t.Logf("gateway output:\n%s", out.String())
-		}
-	})
-	testbin.Eventually(t, "the gateway answers /healthz", func() bool {
-		res, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		res.Body.Close()
-		return res.StatusCode == http.StatusOK
-	})
+	startServing(t, cmd, data, addr)
 	for home, want := range map[string][]string{"plain": {"0", "1", "2"}, "activated": {"0", "1", "2", "3"}} {
 		wakeOK(t, addr, home)
 		b, err := os.ReadFile(filepath.Join(data, "homes", home, "fds.json"))
