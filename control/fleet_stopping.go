@@ -22,32 +22,32 @@ const opQuiesce = "quiesce"
 
 // quiesced is a gateway's answer to opQuiesce.
 type quiesced struct {
-	Sessions int    `json:"sessions"`
-	Err      string `json:"err,omitempty"`
+	wake.Quiet
+	Err string `json:"err,omitempty"`
 }
 
 // homeQuiescer is the engine's part of the answer.
 type homeQuiescer interface {
-	QuiesceHome(id string) int
+	QuiesceHome(id string) wake.Quiet
 }
 
 // Quiesce asks every other live gateway to quiesce home id and sums their
 // sessions on it (wake.StopBarrier). A gateway that does not answer within
 // wait counts only while its heartbeat is still live after the wait: one
 // whose heartbeat lapsed no longer trusts its warm verdicts.
-func (p *fleetPeers) Quiesce(ctx context.Context, id string, wait time.Duration) (int, error) {
+func (p *fleetPeers) Quiesce(ctx context.Context, id string, wait time.Duration) (wake.Quiet, error) {
+	var total wake.Quiet
 	reps, err := p.f.Reports(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("live gateways: %w", err)
+		return total, fmt.Errorf("live gateways: %w", err)
 	}
 	body, err := json.Marshal(peerStop{Op: opQuiesce, Home: id})
 	if err != nil {
-		return 0, err
+		return total, err
 	}
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
-		total  int
 		silent []string
 		errs   []error
 	)
@@ -75,7 +75,8 @@ func (p *fleetPeers) Quiesce(ctx context.Context, id string, wait time.Duration)
 				} else if a.Err != "" {
 					errs = append(errs, fmt.Errorf("%s: %s", to, a.Err))
 				}
-				total += a.Sessions
+				total.Sessions += a.Sessions
+				total.Waiting += a.Waiting
 			}
 		}(r.Instance)
 	}
@@ -104,7 +105,7 @@ func (p *fleetPeers) Quiesce(ctx context.Context, id string, wait time.Duration)
 func (f *Fleet[H]) answerQuiesce(from, id string) string {
 	var a quiesced
 	if q, ok := f.engine.(homeQuiescer); ok {
-		a.Sessions = q.QuiesceHome(id)
+		a.Quiet = q.QuiesceHome(id)
 	} else {
 		a.Err = "this gateway cannot quiesce a home"
 	}

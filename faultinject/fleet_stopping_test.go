@@ -2,9 +2,11 @@ package faultinject
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry/registrytest"
@@ -79,4 +81,113 @@ func TestFleetIdleSuspendSparesRequestsOnOtherGateways(t *testing.T) {
 	}
 	t.Logf("25 requests of 1.5s through gw-1, each sent when its report said no session, while gw-0 decided idle: statuses %v; %d suspends, %d backed off",
 		statuses, suspends, backoffs)
+}
+
+// slowHomeOptions is a fleet with the slow python home, woken by HTTP
+// probes, never suspended for idleness; roll adds a roll section.
+func slowHomeOptions(t *testing.T, roll map[string]any) fiOptions {
+	python, script := testbin.PythonScript(t, "slow.py", slowPython)
+	o := fiOptions{admin: true,
+		exec: map[string]any{"command": []string{python, script, "{port}"}},
+		home: map[string]any{"probe": "http", "version": "1"},
+		wake: map[string]any{"idle_timeout": "0s", "retry_after": "1s",
+			"probe": map[string]any{"kind": "http", "path": "/"}}}
+	if roll != nil {
+		o.extra = map[string]any{"roll": roll}
+	}
+	return o
+}
+
+// slowThrough sends a slow request through g and returns its outcome on
+// the channel, once.
+func slowThrough(g *fiGateway) <-chan string {
+	out := make(chan string, 1)
+	go func() {
+		c := fleetClient()
+		c.Timeout = 20 * time.Second
+		res, body, err := g.get(c, "/node/"+fiTarget+"/slow")
+		switch {
+		case err != nil:
+			out <- err.Error()
+		case res.StatusCode != http.StatusOK:
+			out <- res.Status + " " + strings.TrimSpace(body)
+		default:
+			out <- ""
+		}
+	}()
+	return out
+}
+
+// A roll replaces the home's process: the fleet's handshake comes before
+// the recreate, so a request in flight through another gateway, which its
+// session report does not show yet, keeps the home on its version.
+func TestFleetRollSparesRequestsOnOtherGateways(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	gws := fleetStart(t, srv, 2, slowHomeOptions(t, map[string]any{"mode": "lazy"}))
+	c := fleetClient()
+	mustGet(t, gws[0], c)
+	mustGet(t, gws[1], c)
+	store := openFleetStore(t, srv)
+	var bad []string
+	refused := 0
+	for v := 2; v <= 6; v++ {
+		testbin.Eventually(t, "gw-1 reports no session", func() bool {
+			n, err := store.FleetSessions(context.Background(), fiHome)
+			return err == nil && n == 0
+		})
+		gws[0].mustAdmin(t, http.MethodPut, "/admin/target", fmt.Sprintf(`{"version":"%d"}`, v), http.StatusOK, http.StatusCreated)
+		done := slowThrough(gws[1])
+		time.Sleep(200 * time.Millisecond) // the request is at the home; gw-1's report does not show it yet
+		code, body := gws[0].adminSend(t, http.MethodPost, "/admin/homes/"+fiHome+"/roll", "")
+		if code == http.StatusConflict {
+			refused++
+		}
+		if msg := <-done; msg != "" {
+			bad = append(bad, fmt.Sprintf("target %d (roll answered %d %s): %s", v, code, strings.TrimSpace(body), msg))
+		}
+	}
+	if len(bad) > 0 {
+		t.Fatalf("slow requests through gw-1 cut by rolls through gw-0: %v\ngw-0:\n%s", bad, gws[0].Output())
+	}
+	if refused == 0 {
+		t.Fatalf("no roll was refused while gw-1 served a request: the handshake never met one\ngw-0:\n%s", gws[0].Output())
+	}
+	t.Logf("5 rolls through gw-0 while gw-1 served a 1.5 s request: %d refused as busy, every request answered 200", refused)
+}
+
+// A gateway's shutdown in a fleet stops its homes (DESIGN rule 20) only
+// after the fleet's handshake: a home another gateway still serves is
+// handed over running, and that gateway's request completes and the next
+// ones are served by the same process.
+func TestFleetShutdownHandsOverAHomeInUse(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	gws := fleetStart(t, srv, 2, slowHomeOptions(t, nil))
+	c := fleetClient()
+	mustGet(t, gws[0], c) // gw-0 runs the home
+	mustGet(t, gws[1], c)
+	before := countIn(homeDirs(gws))
+	if len(before) != 1 {
+		t.Fatalf("home processes %v, want one", before)
+	}
+	done := slowThrough(gws[1])
+	time.Sleep(200 * time.Millisecond)
+	gws[0].stop(t)
+	if msg := <-done; msg != "" {
+		t.Fatalf("a request through gw-1 was cut by gw-0's shutdown: %s\ngw-0:\n%s", msg, gws[0].Output())
+	}
+	if !strings.Contains(gws[0].Output(), "hands a home in use elsewhere over") {
+		t.Fatalf("gw-0 did not hand the home over:\n%s", gws[0].Output())
+	}
+	mustGet(t, gws[1], c)
+	store := openFleetStore(t, srv)
+	testbin.Eventually(t, "gw-1 runs the home", func() bool {
+		h, err := store.GetHome(context.Background(), fiHome)
+		return err == nil && h.Runner == "gw-1"
+	})
+	if after := countIn(homeDirs(gws)); len(after) != 1 || after[0] != before[0] {
+		t.Fatalf("home processes %v after the hand-over, want the same one %v", after, before)
+	}
+	// With nobody else on it, a shutdown stops the home under its lock.
+	gws[1].stop(t)
+	testbin.Eventually(t, "no home process left", func() bool { return len(countIn(homeDirs(gws))) == 0 })
 }

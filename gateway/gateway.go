@@ -688,17 +688,22 @@ func (g *Gateway) quiesceHomes() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*g.cfg.Exec.StopGrace+quiesceSlack)
 	defer cancel()
+	handed, stoppedHere := 0, 0
 	if g.fleet != nil && g.engine != nil {
 		// In a fleet, only what this gateway still holds: a home another
 		// gateway took over (this one was paused or cut off) is its, and
-		// this gateway's provider lets it be.
+		// this gateway's provider lets it be. What it holds goes through
+		// the fleet's stopping handshake first: a home another gateway
+		// still serves is handed over running, not stopped under its
+		// requests (wake/stopping.go).
 		all := homesOf
 		homesOf = func(name string) []string {
 			ids := all(name)
-			held := g.engine.Holds(ctx, ids)
-			if l, ok := g.providers[name].(interface{ Let(id string) }); ok && len(held) < len(ids) {
-				keep := make(map[string]bool, len(held))
-				for _, id := range held {
+			stopped, kept, rest := g.engine.ShutdownStop(ctx, g.engine.Holds(ctx, ids))
+			handed, stoppedHere = handed+len(kept), stoppedHere+len(stopped)
+			if l, ok := g.providers[name].(interface{ Let(id string) }); ok && len(rest) < len(ids) {
+				keep := make(map[string]bool, len(rest))
+				for _, id := range rest {
 					keep[id] = true
 				}
 				for _, id := range ids {
@@ -707,11 +712,15 @@ func (g *Gateway) quiesceHomes() {
 					}
 				}
 			}
-			return held
+			return rest
 		}
 	}
 	stopped := 0
 	var released []string
+	defer func() {
+		g.log.Info("homes stopped; their desired state is kept for the next start", "homes", stopped+stoppedHere,
+			"handed_over", handed)
+	}()
 	for _, q := range g.providers.quiesce(ctx, homesOf) {
 		if q.Err != nil || !q.Proven {
 			g.log.Warn("home not proven stopped at shutdown", "home", q.ID, "err", q.Err)
@@ -723,5 +732,4 @@ func (g *Gateway) quiesceHomes() {
 		}
 	}
 	g.fleet.Release(released)
-	g.log.Info("homes stopped; their desired state is kept for the next start", "homes", stopped)
 }

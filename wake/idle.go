@@ -209,7 +209,7 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			}
 			// The fleet's handshake: the record says stopping, and no
 			// gateway admits a new request to the process (stopping.go).
-			if err := e.quiesce(ctx, l); err != nil {
+			if err := e.quiesce(ctx, l, markSuspend); err != nil {
 				return err
 			}
 			start := time.Now()

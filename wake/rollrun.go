@@ -72,6 +72,12 @@ func (r *roller) busy(ctx context.Context, w *wakeRun) string {
 	if others > 0 {
 		return fmt.Sprintf("%d session(s) on other instances", others)
 	}
+	// The reports above may be a second old: the fleet's handshake decides
+	// (stopping.go), after which no gateway admits a new request to the
+	// process the recreate replaces.
+	if err := r.e.quiesce(ctx, w.held, markRoll); err != nil {
+		return err.Error()
+	}
 	return ""
 }
 

@@ -3,8 +3,10 @@ package wake
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -29,6 +31,12 @@ import (
 //     heartbeat could have lapsed (beatValid), and the ones it answers
 //     from after that are proven again first.
 //
+// The same handshake comes before every other stop of a running home's
+// process: a roll's recreate (the mark is restoring, and callers waiting
+// for this very wake are not users, rule 8) and a gateway's shutdown in a
+// fleet (the mark keeps the desired state; a home still in use elsewhere
+// is handed over to the fleet running instead of stopped).
+//
 // The warm path touches none of this: it reads one more atomic (the
 // heartbeat's deadline) and no store. Without a fleet (one gateway on the
 // embedded store) the same steps run with no one to ask.
@@ -40,19 +48,43 @@ type StopBarrier interface {
 	// to home id's process and answers with the sessions they still have
 	// on it, summed, waiting for each at most wait. A gateway that does
 	// not answer in time while its heartbeat is still live is an error.
-	Quiesce(ctx context.Context, id string, wait time.Duration) (int, error)
+	Quiesce(ctx context.Context, id string, wait time.Duration) (Quiet, error)
+}
+
+// Quiet is a gateway's answer to the stopping handshake, or the fleet's
+// answers summed.
+type Quiet struct {
+	// Sessions counts the live sessions on the home: in-flight requests,
+	// WebSockets, leases, and callers waiting for its next wake.
+	Sessions int `json:"sessions"`
+	// Waiting counts the callers among Sessions that wait for a wake of
+	// the home and have sent nothing to its process.
+	Waiting int `json:"waiting,omitempty"`
+}
+
+// users is how many of q's sessions use the running process: all of them
+// for a suspend, and all but the callers waiting for the wake that asks
+// when that wake is a roll (rule 8).
+func (q Quiet) users(roll bool) int {
+	if roll {
+		return max(q.Sessions-q.Waiting, 0)
+	}
+	return q.Sessions
 }
 
 // QuiesceHome is this gateway's answer to another gateway's Quiesce: it
 // drops home id's warm verdict, so that new requests wait for the home's
 // lock, and then returns its live sessions on the home.
-func (e *Engine) QuiesceHome(id string) int {
+func (e *Engine) QuiesceHome(id string) Quiet {
 	h := e.home(id)
 	if h == nil {
-		return 0
+		return Quiet{}
 	}
 	h.warm.Store(nil)
-	return e.o.Sessions.Count(id)
+	// Waiting is read first: a caller that leaves the slow path for the
+	// process after this read is still counted in Sessions.
+	w := int(h.waiting.Load())
+	return Quiet{Sessions: e.o.Sessions.Count(id), Waiting: w}
 }
 
 // heartbeatTTL is the TTL of this gateway's session reports (its
@@ -79,35 +111,166 @@ func (e *Engine) beatSent(at, ttl time.Duration) {
 	e.beatUntil.Store(int64(at + ttl))
 }
 
-// quiesce is steps 2 to 4 of the handshake for the suspend l holds: it
-// marks the record stopping, asks the fleet, and returns nil when the stop
-// may go on. Otherwise the record is put back as it was and the error
-// says why (fault.Busy).
-func (e *Engine) quiesce(ctx context.Context, l *held) error {
+// stopMark is the record a stop's handshake writes before it asks the
+// fleet: what the record says while the process may go.
+type stopMark struct {
+	// op names the stop in errors and logs: "suspend", "roll", "shutdown".
+	op string
+	// status is the status written: suspending for a suspend or a
+	// shutdown, restoring for a roll (a concurrent wake joins it).
+	status registry.Status
+	// keepWanted keeps the desired state (a roll, a shutdown); otherwise
+	// the home is no longer wanted running (a suspend).
+	keepWanted bool
+	// roll says the stop is a roll's recreate, inside a wake of the home:
+	// callers waiting for that wake are not its users.
+	roll bool
+}
+
+var (
+	markSuspend  = stopMark{op: "suspend", status: registry.StatusSuspending}
+	markRoll     = stopMark{op: "roll", status: registry.StatusRestoring, keepWanted: true, roll: true}
+	markShutdown = stopMark{op: "shutdown", status: registry.StatusSuspending, keepWanted: true}
+)
+
+// quiesce is steps 2 to 4 of the handshake for the stop l holds the lock
+// for: it writes m, asks the fleet, and returns nil when the stop may go
+// on. Otherwise the record is put back as it was and the error says why
+// (fault.Busy).
+func (e *Engine) quiesce(ctx context.Context, l *held, m stopMark) error {
 	id := l.h.spec.ID
 	before := l.rec
 	if err := l.save(ctx, func(r *registry.Home) {
-		r.WantRunning = false
-		r.Status = registry.StatusSuspending
+		if !m.keepWanted {
+			r.WantRunning = false
+		}
+		r.Status = m.status
 		r.Verdict = registry.VerdictNone
 	}); err != nil {
-		return fmt.Errorf("suspend %s: mark stopping: %w", id, err)
+		return fmt.Errorf("%s %s: mark stopping: %w", m.op, id, err)
 	}
-	n, err := 0, error(nil)
+	var (
+		q   Quiet
+		err error
+	)
 	if b, ok := e.o.Peers.(StopBarrier); ok {
-		n, err = b.Quiesce(ctx, id, e.heartbeatTTL())
+		q, err = b.Quiesce(ctx, id, e.heartbeatTTL())
 	}
+	n := q.users(m.roll)
 	if err == nil && n == 0 {
 		return nil
 	}
 	if rerr := l.saveRetry(ctx, func(r *registry.Home) {
 		r.WantRunning, r.Status, r.Verdict = before.WantRunning, before.Status, before.Verdict
 	}); rerr != nil {
-		e.o.Log.Warn("suspend backed off but the record could not be put back", "home", id, "err", rerr)
+		e.o.Log.Warn(m.op+" backed off but the record could not be put back", "home", id, "err", rerr)
 	}
-	e.o.Log.Info("suspend backed off: the fleet still uses the home", "home", id, "sessions", n, "err", err)
+	e.o.Log.Info(m.op+" backed off: the fleet still uses the home", "home", id, "sessions", n, "err", err)
 	if err != nil {
-		return errBusy(fmt.Errorf("suspend %s: the fleet did not confirm the home idle: %w", id, err))
+		return errBusy(fmt.Errorf("%s %s: the fleet did not confirm the home idle: %w", m.op, id, err))
 	}
-	return errBusy(fmt.Errorf("suspend %s: %d session(s) on the fleet's gateways once it was marked stopping", id, n))
+	return errBusy(fmt.Errorf("%s %s: %d session(s) on the fleet's gateways once it was marked stopping", m.op, id, n))
+}
+
+// shutdownParallel bounds how many homes a shutdown's handshake takes down
+// at once, as the exec provider's own quiesce does.
+const shutdownParallel = 8
+
+// ShutdownStop is the stopping handshake of a gateway's shutdown in a
+// fleet (DESIGN rules 20 and 33), for the homes of ids whose process this
+// gateway runs. Under each home's lock it marks the home stopping with its
+// desired state kept and asks the fleet:
+//
+//   - a home no gateway uses is stopped there, under the lock, and its
+//     record names no runner, so that the next request on any gateway
+//     wakes it again (stopped);
+//   - a home another gateway still uses is handed over: its process is
+//     left running, its record names no runner, and the next wake on
+//     another gateway adopts it (kept: the caller's provider must let it
+//     be);
+//   - anything else (no fleet, not a local home, a lock that could not be
+//     had, a home with no process to speak of) is left to the provider's
+//     own quiesce (rest).
+func (e *Engine) ShutdownStop(ctx context.Context, ids []string) (stopped, kept, rest []string) {
+	if _, ok := e.o.Peers.(StopBarrier); !ok {
+		return nil, nil, ids
+	}
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, shutdownParallel)
+	)
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out := e.shutdownStop(ctx, id)
+			mu.Lock()
+			defer mu.Unlock()
+			switch out {
+			case shutStopped:
+				stopped = append(stopped, id)
+			case shutKept:
+				kept = append(kept, id)
+			default:
+				rest = append(rest, id)
+			}
+		})
+	}
+	wg.Wait()
+	return stopped, kept, rest
+}
+
+// shutOutcome is what a shutdown's handshake did with one home.
+type shutOutcome int
+
+const (
+	shutRest shutOutcome = iota
+	shutStopped
+	shutKept
+)
+
+// shutdownStop is ShutdownStop for one home.
+func (e *Engine) shutdownStop(ctx context.Context, id string) shutOutcome {
+	h := e.home(id)
+	if h == nil || !e.local(h.spec.Provider) {
+		return shutRest
+	}
+	prov := e.o.Providers[h.spec.Provider]
+	out := shutRest
+	err := e.runLocked(ctx, h, lifecycleOp{name: "shutdown", wait: true, lease: suspendLease,
+		run: func(ctx context.Context, l *held) error {
+			h.warm.Store(nil)
+			if !mayRun(l.rec.Status) || (l.rec.Runner != "" && l.rec.Runner != e.o.Instance) {
+				return nil
+			}
+			before := l.rec.Status
+			norunner := func(r *registry.Home) {
+				r.Status = before
+				r.Runner, r.RunnerMachine = "", ""
+			}
+			if err := e.quiesce(ctx, l, markShutdown); err != nil {
+				if !fault.Is(err, fault.Busy) {
+					return err
+				}
+				// In use elsewhere: the process stays, for the fleet.
+				out = shutKept
+				e.o.Log.Info("fleet: shutdown hands a home in use elsewhere over to the fleet, running", "home", id)
+				return l.saveRetry(ctx, norunner)
+			}
+			spec := h.providerSpec(l.rec, l.rec.Version, e.roll.releaseOf(l.rec))
+			proven, err := prov.Stop(ctx, spec)
+			if err != nil || !proven {
+				return fmt.Errorf("shutdown %s: stop: proven %v: %w", id, proven, err)
+			}
+			out = shutStopped
+			return l.saveRetry(ctx, norunner)
+		}})
+	if err != nil {
+		e.o.Log.Warn("fleet: shutdown handshake", "home", id, "err", err)
+		if out == shutRest {
+			return shutRest
+		}
+	}
+	return out
 }

@@ -27,7 +27,7 @@ func TestQuiesceHomeDropsVerdictThenCounts(t *testing.T) {
 		t.Fatal("no warm verdict after the wake")
 	}
 	c := sessions.Begin("h1") // a request in flight, counted before it looked at the verdict
-	if n := e.QuiesceHome("h1"); n != 1 {
+	if n := e.QuiesceHome("h1").Sessions; n != 1 {
 		t.Fatalf("quiesce answered %d sessions, want 1", n)
 	}
 	if e.Warm("h1") {
@@ -37,10 +37,10 @@ func TestQuiesceHomeDropsVerdictThenCounts(t *testing.T) {
 		t.Fatal("the warm path answered after quiesce")
 	}
 	sessions.End(c)
-	if n := e.QuiesceHome("h1"); n != 0 {
+	if n := e.QuiesceHome("h1").Sessions; n != 0 {
 		t.Fatalf("quiesce answered %d sessions once the request ended, want 0", n)
 	}
-	if n := e.QuiesceHome("nope"); n != 0 {
+	if n := e.QuiesceHome("nope").Sessions; n != 0 {
 		t.Fatalf("quiesce of an unknown home answered %d", n)
 	}
 	// One gateway alone runs the same suspend: it marks and stops.
