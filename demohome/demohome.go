@@ -120,6 +120,11 @@ type Options struct {
 	// {"target","version","addr"} (flag --notify-ready). Best effort: the
 	// outcome is only logged. Empty means no notification.
 	NotifyReady string
+	// RequestLog, when set, is a file to which the home appends a line
+	// for every request it serves: the arrival time in Unix nanoseconds,
+	// its pid and the path (flag --request-log). A fault test reads it to
+	// learn which process got which request, and when. Empty: none.
+	RequestLog string
 }
 
 // withDefaults returns o with every empty field set to its default.
@@ -152,6 +157,7 @@ func ParseFlags(args []string) (Options, error) {
 	fs.IntVar(&o.ListenFD, "listen-fd", 0, "serve on this inherited listening socket (a file descriptor, 3 or more) instead of listening on --addr")
 	fs.StringVar(&o.Unix, "unix", "", "listen on a Unix socket at this path instead of --addr")
 	fs.StringVar(&o.FailOnce, "fail-once", "", "if this marker file is missing, create it and exit with an error before listening")
+	fs.StringVar(&o.RequestLog, "request-log", "", "append a line per request (unix nanoseconds, pid, path) to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			var b strings.Builder
@@ -237,6 +243,7 @@ type Handler struct {
 	wsWG        sync.WaitGroup // one per tracked WebSocket handler
 	pages       int64          // pages served (servePage)
 	started     time.Time      // when the handler was made: the home's start
+	reqLog      io.Writer      // Options.RequestLog, opened by Run; nil: none
 }
 
 // NewHandler returns a Handler for o, with empty fields set to their defaults.
@@ -307,6 +314,9 @@ func (h *Handler) markListening(t time.Time) {
 func (h *Handler) count(path string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.reqLog != nil {
+		fmt.Fprintf(h.reqLog, "%d %d %s\n", time.Now().UnixNano(), os.Getpid(), path)
+	}
 	h.requests++
 	if _, ok := h.paths[path]; !ok && len(h.paths) >= maxTrackedPaths {
 		path = otherPathsKey
@@ -785,6 +795,15 @@ func Run(ctx context.Context, o Options, logw io.Writer) error {
 		return err
 	}
 	h := NewHandler(o)
+	if o.RequestLog != "" {
+		f, err := os.OpenFile(o.RequestLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("demo-home: --request-log: %w", err)
+		}
+		defer f.Close()
+		h.reqLog = f
+	}
 	h.markListening(time.Now())
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: readHeaderLimit}
 	serveDone := make(chan error, 1)

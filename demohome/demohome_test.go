@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -915,5 +917,39 @@ func TestRunUnixSocket(t *testing.T) {
 	}
 	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket left after Run returned: %v", err)
+	}
+}
+
+func TestRunLogsEveryRequest(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "requests.log")
+	before := time.Now().UnixNano()
+	sink, stop := startRun(t, Options{Addr: "127.0.0.1:0", RequestLog: logPath})
+	addr := waitAddr(t, sink)
+	for _, p := range []string{"/node/alice/whoami", "/healthz"} {
+		res, err := http.Get("http://" + addr + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("request log %q, want two lines", b)
+	}
+	var at int64
+	var pid int
+	var path string
+	if _, err := fmt.Sscanf(lines[0], "%d %d %s", &at, &pid, &path); err != nil {
+		t.Fatalf("line %q: %v", lines[0], err)
+	}
+	if at < before || pid != os.Getpid() || path != "/node/alice/whoami" {
+		t.Fatalf("line %q: want a time after %d, pid %d and the path", lines[0], before, os.Getpid())
 	}
 }

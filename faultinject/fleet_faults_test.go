@@ -1,10 +1,15 @@
 package faultinject
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,34 +18,107 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry/registrytest"
+	"gopkg.in/yaml.v3"
 )
 
-// The fleet fault suite (DESIGN rules 28 and 32, issue 47): three gateways
-// started together on a real redis-server, each through a TCP relay of its
-// own, one exec home, a process counter sampling /proc every 20 ms, clients
-// driving requests through every gateway throughout, and a schedule of
-// faults. The checker fails the run on two processes of the home at any
-// sample, on any 5xx without Retry-After, on a home unserved for longer
-// than the heartbeat TTL plus one wake after a fault ends, and on a final
-// state where a gateway's admin API disagrees with the processes that
-// exist.
+// The fleet fault suite (DESIGN rules 28, 32 and 33, issue 47): three
+// gateways started together on a real redis-server, each through a TCP
+// relay of its own, one exec home (the demo home, logging every request it
+// serves), a process counter sampling /proc every 20 ms, clients driving
+// requests through every gateway throughout, and a schedule of faults:
+// the runner paused for two heartbeat TTLs, its link to Redis frozen and
+// healed, Redis restarted empty, the runner paused for five TTLs, idle
+// suspends racing slow requests through the other gateways, a gateway
+// SIGKILLed 0.3 s into a cold wake, Redis paused, and admin suspends
+// between them. The checker fails the run on two processes of the home at
+// any sample, on any 5xx without Retry-After, on a home unserved for
+// longer than the heartbeat TTL plus one wake after a fault ends, on any
+// request that reached the home's process after the fleet confirmed its
+// stop, and on a final state where a gateway's admin API disagrees with
+// the processes that exist.
 //
-// WAKEGATE_FAULTS=long adds the longer faults (a runner paused for five
-// TTLs, more rounds). WAKEGATE_FAULTS_LOCKS=1 adds the faults whose fix is
-// the wake lock that dies with its holder and the fleet-wide stopping
-// handshake (a runner SIGKILLed in a cold wake, Redis paused, idle
-// suspends racing slow requests): they fail without that fix.
+// WAKEGATE_FAULTS=long runs the schedule three times.
 
 // faultHeal bounds the time from the end of a fault to the home served
 // again through every live gateway: the heartbeat TTL plus one wake.
 const faultHeal = heartbeatTTL + 5*time.Second
 
-// checkNoForwardToStopping is the checker's hook for "no request is
-// forwarded to a home in stopping" (DESIGN rule 33): it needs the
-// stopping state of the fleet-wide suspend handshake, which this suite
-// does not see yet. It returns the forwards it found.
-func checkNoForwardToStopping(*testing.T, []*fiGateway) int { return 0 }
+// requestLog is the demo home's request log, in its working directory:
+// a line per request with its arrival (Unix nanoseconds), the pid that
+// served it and the path.
+const requestLog = "requests.log"
+
+// suspendLine is a gateway's log line of a suspend that went through: its
+// time is written once the process is down, and ms is the stop's own
+// length, which began when the fleet's handshake had confirmed the home
+// unused.
+var suspendLine = regexp.MustCompile(`(?m)^time=(\S+) level=INFO msg=suspend .*\bhome=(\S+) .*\bms=([0-9.]+)`)
+
+// checkNoForwardToStopping is the checker of "no request is forwarded to
+// a home in stopping" (DESIGN rule 33): from the gateways' logs it takes
+// every suspend that went through, the window from the handshake's
+// confirmation to the process's end, and from the home's request logs
+// every request that reached a process inside one. It returns those
+// requests, as lines for the failure message.
+func checkNoForwardToStopping(t *testing.T, logs []string, dirs []string) (windows int, forwards []string) {
+	t.Helper()
+	type window struct{ from, to int64 }
+	var ws []window
+	// Log times have millisecond precision: the window is narrowed by
+	// that much at each end, so that it holds only what surely came after.
+	const slack = int64(2 * time.Millisecond)
+	for _, out := range logs {
+		for _, line := range strings.Split(out, "\n") {
+			if !strings.Contains(line, "msg=suspend ") {
+				continue
+			}
+			m := suspendLine.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("a suspend's log line the checker cannot read: %q", line)
+			}
+			if m[2] != fiHome {
+				continue
+			}
+			end, err := time.Parse(time.RFC3339Nano, m[1])
+			ms, perr := strconv.ParseFloat(m[3], 64)
+			if err != nil || perr != nil {
+				t.Fatalf("suspend line %q: %v %v", line, err, perr)
+			}
+			to := end.UnixNano() - slack
+			from := end.UnixNano() - int64(ms*float64(time.Millisecond)) + slack
+			if from < to {
+				ws = append(ws, window{from, to})
+			}
+		}
+	}
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, requestLog))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var at int64
+			var pid int
+			var path string
+			if _, err := fmt.Sscanf(line, "%d %d %s", &at, &pid, &path); err != nil {
+				continue
+			}
+			for _, w := range ws {
+				if at > w.from && at < w.to {
+					forwards = append(forwards, fmt.Sprintf("%s to pid %d at %s, inside a stop from %s to %s", path, pid,
+						time.Unix(0, at).Format("15:04:05.000000"), time.Unix(0, w.from).Format("15:04:05.000"),
+						time.Unix(0, w.to).Format("15:04:05.000")))
+				}
+			}
+		}
+	}
+	return len(ws), forwards
+}
 
 // faultRun is the state of one run of the suite.
 type faultRun struct {
@@ -51,6 +129,8 @@ type faultRun struct {
 	samp   *procSampler
 
 	paused []atomic.Bool // a paused or dead gateway's client stops counting
+	quiet  atomic.Bool   // every client stops sending (the idle race drives its own)
+	logs   []string      // the output of gateway runs that ended (killed)
 	// faulted counts the faults of each gateway: a request that spans
 	// one (sent before its gateway was paused, answered after) counts
 	// neither its answer nor its wait.
@@ -92,7 +172,7 @@ func (r *faultRun) drive(i int, stop <-chan struct{}, wg *sync.WaitGroup) {
 			return
 		default:
 		}
-		if r.paused[i].Load() {
+		if r.paused[i].Load() || r.quiet.Load() {
 			time.Sleep(50 * time.Millisecond)
 			last = time.Now()
 			continue
@@ -254,6 +334,7 @@ func (r *faultRun) killMidColdWake() {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	r.gws[0].kill(r.t)
+	r.logs = append(r.logs, r.gws[0].Output())
 	r.healed("gw-0 SIGKILLed 0.3 s into a cold wake", time.Now(), 0)
 	r.gws[0].start(r.t)
 }
@@ -265,6 +346,75 @@ func (r *faultRun) suspendThrough(i int) {
 	if code/100 != 2 && code != http.StatusConflict && code != http.StatusServiceUnavailable {
 		r.t.Fatalf("suspend through gw-%d: %d %s", i, code, body)
 	}
+}
+
+// setIdle sets the home's idle timeout to d on every gateway, through a
+// reload of its config file.
+func (r *faultRun) setIdle(d string) {
+	for i, g := range r.gws {
+		b, err := os.ReadFile(g.config)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		var cfg map[string]any
+		if err := yaml.Unmarshal(b, &cfg); err != nil {
+			r.t.Fatal(err)
+		}
+		homes, _ := cfg["homes"].([]any)
+		h, _ := homes[0].(map[string]any)
+		h["idle_timeout"] = d
+		if b, err = yaml.Marshal(cfg); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(g.config, b, 0o600); err != nil {
+			r.t.Fatal(err)
+		}
+		if code, body := g.adminSend(r.t, http.MethodPost, "/admin/reload", ""); code != http.StatusOK {
+			r.t.Fatalf("reload gw-%d with the home's idle_timeout %s: %d %s", i, d, code, body)
+		}
+	}
+}
+
+// idleRace gives the home a short idle timeout and sends n slow requests
+// through the gateways that do not run it, each the moment the fleet's
+// session reports say the home has none, while its runner, which sees no
+// request of its own, decides it idle at every tick. Every request must be
+// answered 200: one in flight keeps the home up, one that meets a
+// stopping home waits for the next wake.
+func (r *faultRun) idleRace(n int) {
+	r.quiet.Store(true)
+	defer r.quiet.Store(false)
+	runner := r.wakeThrough(0)
+	r.setIdle("1s")
+	defer r.setIdle("0s")
+	store := openFleetStore(r.t, r.srv)
+	c := fleetClient()
+	c.Timeout = 30 * time.Second
+	// A request of its own starts the runner's idle clock: a home that
+	// never had a session here is not idle here.
+	if _, _, err := r.gws[runner].get(c, fiWhoami); err != nil {
+		r.t.Fatal(err)
+	}
+	for i := range n {
+		testbin.Eventually(r.t, "the fleet reports no session on the home", func() bool {
+			s, err := store.FleetSessions(context.Background(), fiHome)
+			return err == nil && s == 0
+		})
+		g := (runner + 1 + i%2) % len(r.gws)
+		res, body, err := r.gws[g].get(c, "/node/"+fiTarget+"/slow?d=1500ms")
+		r.requests.Add(1)
+		switch {
+		case err != nil:
+			r.t.Fatalf("idle race: a slow request through gw-%d: %v", g, err)
+		case res.StatusCode != http.StatusOK:
+			r.t.Fatalf("idle race: a slow request through gw-%d while gw-%d decided idle: %d %s", g, runner, res.StatusCode, body)
+		}
+		r.ok.Add(1)
+	}
+	r.faults++
+	out := r.gws[runner].Output()
+	r.t.Logf("fault %d (idle suspends of gw-%d racing %d slow requests): %d backed off, %d suspended", r.faults, runner, n,
+		strings.Count(out, "suspend backed off"), len(suspendLine.FindAllString(out, -1)))
 }
 
 // adminAgrees fails the run unless every gateway's admin API says the
@@ -299,7 +449,6 @@ func (r *faultRun) adminAgrees() {
 
 func TestFleetFaultSchedule(t *testing.T) {
 	long := os.Getenv("WAKEGATE_FAULTS") == "long"
-	locks := os.Getenv("WAKEGATE_FAULTS_LOCKS") == "1"
 	srv := registrytest.StartVolatileRedis(t)
 	r := &faultRun{t: t, srv: srv, paused: make([]atomic.Bool, 3), faulted: make([]atomic.Int64, 3)}
 	urls := make([]string, 3)
@@ -307,7 +456,7 @@ func TestFleetFaultSchedule(t *testing.T) {
 		r.relays = append(r.relays, startRelay(t, srv.Addr()))
 		urls[i] = "redis://" + r.relays[i].addr() + "/0"
 	}
-	r.gws = fleetConfigsVia(t, urls, fiOptions{admin: true, boot: "1s",
+	r.gws = fleetConfigsVia(t, urls, fiOptions{admin: true, boot: "1s", args: []string{"--request-log", requestLog},
 		wake: map[string]any{"idle_timeout": "0s", "warm_ttl": "1s", "retry_after": "1s"}})
 	started := time.Now()
 	if i, out := startTogether(t, r.gws); i >= 0 {
@@ -338,26 +487,29 @@ func TestFleetFaultSchedule(t *testing.T) {
 	for round := range rounds {
 		r.pauseRunner(2 * heartbeatTTL)
 		r.suspendThrough(round % 3)
-		r.freezeRunnerLink(2*heartbeatTTL, !locks)
+		r.freezeRunnerLink(2*heartbeatTTL, false)
 		r.suspendThrough((round + 1) % 3)
 		r.restartRedisEmpty()
 		r.pauseRunner(5 * heartbeatTTL)
-		if locks {
-			r.killMidColdWake()
-			r.pauseRedis(3 * time.Second)
-		}
+		r.idleRace(6)
+		r.killMidColdWake()
+		r.pauseRedis(3 * time.Second)
 	}
 
 	close(stop)
 	wg.Wait()
 	r.samp.stop()
-	forwards := checkNoForwardToStopping(t, r.gws)
+	dirs := homeDirs(r.gws)
+	windows, forwards := checkNoForwardToStopping(t, append(r.logs, outputs(r.gws)...), dirs)
 	r.adminAgrees()
 	samples, most, two, _ := r.samp.report()
 	t.Logf("fault schedule (%s): %d faults, %d requests (%d answered 200), %d samples of the home's processes, at most %d at once, "+
-		"worst time to heal after a fault ended %s, longest a live gateway went without serving the home %s (%s), forwards to a stopping home %d, %s in all",
+		"worst time to heal after a fault ended %s, longest a live gateway went without serving the home %s (%s), suspends checked %d, forwards to a stopping home %d, %s in all",
 		map[bool]string{false: "short", true: "long"}[long], r.faults, r.requests.Load(), r.ok.Load(), samples, most,
-		r.worstHeal.Round(10*time.Millisecond), r.maxGap.Round(10*time.Millisecond), r.gapAt, forwards, time.Since(started).Round(time.Second))
+		r.worstHeal.Round(10*time.Millisecond), r.maxGap.Round(10*time.Millisecond), r.gapAt, windows, len(forwards), time.Since(started).Round(time.Second))
+	if len(forwards) > 0 {
+		t.Fatalf("%d requests reached the home's process after the fleet confirmed its stop: %v", len(forwards), forwards)
+	}
 	if r.maxGap > faultHeal {
 		t.Fatalf("a live gateway went %s without serving the home (%s), want at most the heartbeat TTL plus one wake (%s)", r.maxGap, r.gapAt, faultHeal)
 	}
@@ -367,4 +519,13 @@ func TestFleetFaultSchedule(t *testing.T) {
 	if n := r.noRetry.Load(); n > 0 {
 		t.Fatalf("%d answers 5xx without Retry-After; first: %s", n, *r.firstNoRet.Load())
 	}
+}
+
+// outputs is what every gateway printed in its current run.
+func outputs(gws []*fiGateway) []string {
+	out := make([]string, len(gws))
+	for i, g := range gws {
+		out[i] = g.Output()
+	}
+	return out
 }
