@@ -390,6 +390,7 @@ func (r *faultRun) idleRace(n int) {
 	store := openFleetStore(r.t, r.srv)
 	c := fleetClient()
 	c.Timeout = 30 * time.Second
+	backoffs0, suspends0 := decided(r.gws[runner].Output())
 	// A request of its own starts the runner's idle clock: a home that
 	// never had a session here is not idle here.
 	if _, _, err := r.gws[runner].get(c, fiWhoami); err != nil {
@@ -412,9 +413,15 @@ func (r *faultRun) idleRace(n int) {
 		r.ok.Add(1)
 	}
 	r.faults++
-	out := r.gws[runner].Output()
+	backoffs, suspends := decided(r.gws[runner].Output())
 	r.t.Logf("fault %d (idle suspends of gw-%d racing %d slow requests): %d backed off, %d suspended", r.faults, runner, n,
-		strings.Count(out, "suspend backed off"), len(suspendLine.FindAllString(out, -1)))
+		backoffs-backoffs0, suspends-suspends0)
+}
+
+// decided counts in a gateway's output the suspends it backed off and
+// the ones that went through.
+func decided(out string) (backoffs, suspends int) {
+	return strings.Count(out, "suspend backed off"), len(suspendLine.FindAllString(out, -1))
 }
 
 // adminAgrees fails the run unless every gateway's admin API says the

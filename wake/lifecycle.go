@@ -192,9 +192,9 @@ func (l *held) save(ctx context.Context, change func(*registry.Home)) error {
 }
 
 // saveRetry is save that tries again, with a growing pause, while the
-// store fails for a reason other than a conflict, a missing record or a
-// disk that refuses writes (a store briefly unavailable), until ctx is
-// done. It returns the last error.
+// store fails for a reason other than a conflict, a missing record, a lost
+// lock or a disk that refuses writes (a store briefly unavailable), until
+// ctx is done. It returns the last error.
 func (l *held) saveRetry(ctx context.Context, change func(*registry.Home)) error {
 	pause := saveRetryFirst
 	var t *time.Timer
@@ -208,8 +208,12 @@ func (l *held) saveRetry(ctx context.Context, change func(*registry.Home)) error
 		// A disk that refuses writes (read-only, full) is not tried again
 		// for the whole deadline: the store says so at once, the caller
 		// fails fast, and the store's watch notices when it takes writes.
+		// A lock whose lease is lost (expired while the store did not
+		// answer, or taken over) never takes a write again: the
+		// operation ends at once and its callers' next request takes the
+		// lock afresh, instead of waiting on a write that cannot succeed.
 		if err == nil || errors.Is(err, registry.ErrConflict) || errors.Is(err, registry.ErrNotFound) ||
-			errors.Is(err, registry.ErrUnwritable) || ctx.Err() != nil {
+			errors.Is(err, registry.ErrLeaseLost) || errors.Is(err, registry.ErrUnwritable) || ctx.Err() != nil {
 			return err
 		}
 		l.e.o.Log.Warn("store write failed; trying again", "home", l.h.spec.ID, "pause", pause.String(), "err", err)
@@ -240,6 +244,8 @@ const (
 	// even when the stopped intent cannot be stored, because a process
 	// left running that no record names is worse than a record that still
 	// says the home should run (the next wake or adoption settles it).
+	// Not when the lock's lease is lost: the home may be another
+	// gateway's by then, and its process is that gateway's to settle.
 	modeAbort
 )
 
@@ -266,7 +272,9 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 		r.Verdict = registry.VerdictNone
 	}
 	if err := l.save(ctx, intent); err != nil {
-		if mode != modeAbort {
+		if mode != modeAbort || errors.Is(err, registry.ErrLeaseLost) {
+			// With the lock lost, another gateway may own the home by
+			// now: its process is not this gateway's to stop (rule 32).
 			return stopped{}, err
 		}
 		l.e.o.Log.Warn("stopping the home although its stopped intent could not be stored", "home", l.h.spec.ID, "err", err)
