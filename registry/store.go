@@ -1,14 +1,16 @@
-// Package registry holds wakegate's state: homes, apps registered at
-// runtime, the roll target, lifecycle locks and session counts. One Store
-// interface has an embedded bbolt implementation (Bolt) and is designed so
-// that a Redis implementation can serve a fleet of gateways without
-// changing callers.
+// Package registry holds wakegate's state behind one contract: homes, apps
+// registered at runtime, the roll target, lifecycle locks and session
+// counts. The contract (Store, its records, errors, Cond and Fence, the
+// change notifications and the optional capabilities) lives here; its
+// backends live beneath it: registry/bolt (the embedded bbolt store of one
+// gateway) and registry/redis (the store a fleet of gateways shares). Both
+// pass the conformance suite in registry/registrytest.
 //
 // DESIGN rules that live here: 15 (compare-and-set on generation and
-// owner), 16 (lifecycle locks as leases with fencing tokens), the fleet
-// half of 1 (one wake per fleet), the store's half of 28 (the runner in a
-// home's record, the epoch that tells a lost store) and 30 (a store that
-// cannot be trusted is refused).
+// owner: Cond.Check), 16 (lifecycle locks as leases with fencing tokens:
+// Fence.Check), the fleet half of 1 (one wake per fleet), the store's half
+// of 28 (the runner in a home's record, the epoch that tells a lost store)
+// and 30 (a store that cannot be trusted is refused).
 package registry
 
 import (
@@ -140,6 +142,22 @@ type Cond struct {
 	Fence      Fence
 }
 
+// Record is a stored record written with a compare-and-set: a home, an
+// app, an app's desired state, a claim or the target.
+type Record interface {
+	// Stamp returns the record's generation and owner token.
+	Stamp() (generation uint64, owner string)
+}
+
+// Stamp returns h's generation and owner token.
+func (h Home) Stamp() (uint64, string) { return h.Generation, h.Owner }
+
+// Stamp returns a's generation and owner token.
+func (a App) Stamp() (uint64, string) { return a.Generation, a.Owner }
+
+// Stamp returns t's generation and owner token.
+func (t Target) Stamp() (uint64, string) { return t.Generation, t.Owner }
+
 // CondOf returns the condition that matches h as it was read.
 func CondOf(h Home) Cond { return Cond{Generation: h.Generation, Owner: h.Owner} }
 
@@ -250,49 +268,3 @@ type Store interface {
 	// Close releases the store's resources.
 	Close() error
 }
-
-// Fleet is what a store shared by several gateways offers beside Store.
-// A gateway asks its store for it (store.(registry.Fleet)) and runs alone
-// when the store does not offer it; the Redis store does, the embedded
-// store does not.
-type Fleet interface {
-	// SetVersion records instance's software version for the fleet's
-	// instance list.
-	SetVersion(ctx context.Context, instance, version string) error
-	// Reports lists the live instances' session reports.
-	Reports(ctx context.Context) ([]InstanceReport, error)
-	// DropVerdict announces to every instance that home id's warm verdict
-	// is gone.
-	DropVerdict(ctx context.Context, id string) error
-	// OnVerdictDropped sets the function called with the id of every
-	// verdict another instance drops (nil stops the calls).
-	OnVerdictDropped(fn func(id string))
-	// AddAdminLease stores an operator's lease on home for ttl, counted
-	// among the home's sessions by every instance.
-	AddAdminLease(ctx context.Context, home string, ttl time.Duration) (uint64, time.Time, error)
-	// EndAdminLease ends a stored lease and reports whether it was live.
-	EndAdminLease(ctx context.Context, home string, lease uint64) (bool, error)
-	// Epoch returns the store's epoch, creating it when it is missing: a
-	// value that changes (or comes back new) tells a gateway that the
-	// store lost its data (redis_fleet.go).
-	Epoch(ctx context.Context) (string, error)
-	// Persistence says what the server keeps across its own restart.
-	Persistence(ctx context.Context) (Persistence, error)
-	// Ask sends body to instance to and returns its answer (OnAsked),
-	// waiting until ctx ends.
-	Ask(ctx context.Context, to, body string) (string, error)
-	// OnAsked sets the function that answers what other instances Ask
-	// this one (nil: questions go unanswered).
-	OnAsked(fn func(ctx context.Context, from, body string) string)
-}
-
-// Health is a store that knows whether its backend answers: Unavailable
-// says why it does not, or nil while it does.
-type Health interface {
-	Unavailable() error
-}
-
-var (
-	_ Fleet  = (*Redis)(nil)
-	_ Health = (*Redis)(nil)
-)

@@ -1,4 +1,4 @@
-package registry
+package bolt
 
 import (
 	"bytes"
@@ -9,13 +9,15 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
 // Bucket and key names of the bbolt file.
 var (
-	bucketHomes    = []byte("homes")    // home id -> JSON Home
-	bucketTarget   = []byte("target")   // keyTarget -> JSON Target
+	bucketHomes    = []byte("homes")    // home id -> JSON registry.Home
+	bucketTarget   = []byte("target")   // keyTarget -> JSON registry.Target
 	bucketLocks    = []byte("locks")    // lock name -> JSON boltLock
 	bucketLockSeq  = []byte("lockseq")  // lock name -> last fencing token, 8 bytes big endian
 	bucketSessions = []byte("sessions") // instance -> JSON boltSessions
@@ -26,8 +28,8 @@ var (
 // second process opening the same file fails fast instead of hanging.
 const boltLockTimeout = time.Second
 
-// BoltOptions tunes a Bolt store.
-type BoltOptions struct {
+// Options tunes a Store store.
+type Options struct {
 	// Now is the clock used for lease and session-report expiry.
 	// Default (nil): time.Now.
 	Now func() time.Time
@@ -39,35 +41,35 @@ type BoltOptions struct {
 	MustHoldData string
 }
 
-// Bolt is a Store backed by a bbolt file; it survives restarts.
+// Store is a registry.Store backed by a bbolt file; it survives restarts.
 //
 // One process at a time may open the file (bbolt holds an exclusive file
-// lock), so Bolt serves a single gateway; a fleet shares a Redis store.
+// lock), so Store serves a single gateway; a fleet shares a Redis store.
 // Writes are serialised by bbolt, each in one transaction, which makes every
 // compare-and-set, lock and report atomic. A method checks its context before
 // it starts and again once its transaction is open; a transaction itself is
 // short and is not interrupted.
 //
-// Lock semantics specific to this implementation, shared by any Store that
+// Lock semantics specific to this implementation, shared by any registry.Store that
 // passes the conformance suite:
 //   - Locks are not re-entrant: a holder that calls Lock again on a lease it
-//     still holds gets ErrLocked, like any other holder.
+//     still holds gets registry.ErrLocked, like any other holder.
 //   - A lease whose TTL has run out is lost even if nobody took it yet: Renew
-//     and Unlock of it return ErrLeaseLost, and the holder must Lock again
+//     and Unlock of it return registry.ErrLeaseLost, and the holder must Lock again
 //     (receiving a new fencing token).
 //   - Fencing tokens are never reused for a name, across unlocks, expiries
 //     and restarts.
-type Bolt struct {
-	db  *bolt.DB
+type Store struct {
+	db  *bbolt.DB
 	now func() time.Time
 	// released names the lifecycle locks found, and released, at open
-	// (bolt_open.go, clearDead).
+	// (open.go, clearDead).
 	released []string
-	// changes are Changed's waiters (bolt_fence.go).
-	changes changes
-	// health is whether the disk takes writes (bolt_health.go).
+	// changes are Changed's waiters (fence.go).
+	changes registry.Changes
+	// health is whether the disk takes writes (health.go).
 	health writeHealth
-	// migrated is what OpenBolt did to an older format (bolt_schema.go).
+	// migrated is what Open did to an older format (schema.go).
 	migrated Migrated
 }
 
@@ -86,7 +88,7 @@ type boltSessions struct {
 
 // Close releases the file and its lock. Calling it again is a no-op; other
 // methods fail after it.
-func (b *Bolt) Close() error {
+func (b *Store) Close() error {
 	removePIDFile(b.db.Path())
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("registry: close bolt store %s: %w", b.db.Path(), err)
@@ -94,20 +96,20 @@ func (b *Bolt) Close() error {
 	return nil
 }
 
-// ReleasedLocks names the lifecycle locks that OpenBolt found and
+// ReleasedLocks names the lifecycle locks that Open found and
 // released: leases of a process that ended without releasing them.
-func (b *Bolt) ReleasedLocks() []string { return append([]string(nil), b.released...) }
+func (b *Store) ReleasedLocks() []string { return append([]string(nil), b.released...) }
 
 // clock returns the current time without its monotonic reading, so that the
 // value returned to callers equals the one stored.
-func (b *Bolt) clock() time.Time { return b.now().Round(0) }
+func (b *Store) clock() time.Time { return b.now().Round(0) }
 
 // view runs fn in a read transaction after checking ctx.
-func (b *Bolt) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+func (b *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return boltUnavailable(b.db.View(func(tx *bolt.Tx) error {
+	return boltUnavailable(b.db.View(func(tx *bbolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -117,11 +119,11 @@ func (b *Bolt) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 
 // update runs fn in a write transaction after checking ctx, both before and
 // after waiting for the writer lock. An error from fn rolls back every write.
-func (b *Bolt) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+func (b *Store) update(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := b.db.Update(func(tx *bolt.Tx) error {
+	err := b.db.Update(func(tx *bbolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -134,68 +136,38 @@ func (b *Bolt) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	return boltUnavailable(err)
 }
 
-// validateHome reports the first required field of h that is empty.
-func validateHome(h Home) error {
-	if h.ID == "" {
-		return errors.New("id is empty")
-	}
-	if h.Target == "" {
-		return errors.New("target is empty")
-	}
-	return nil
-}
-
-// checkCond compares a stored record's generation and owner (found reports
-// whether one exists) with a writer's cond. A create (cond.Generation 0)
-// fails with ErrConflict on an existing record; an update of a missing
-// record fails with ErrNotFound; any other mismatch is ErrConflict.
-func checkCond(found bool, gen uint64, owner string, cond Cond) error {
-	switch {
-	case cond.Generation == 0 && found:
-		return fmt.Errorf("create: exists at generation %d: %w", gen, ErrConflict)
-	case cond.Generation == 0:
-		return nil
-	case !found:
-		return fmt.Errorf("expected generation %d: %w", cond.Generation, ErrNotFound)
-	case gen != cond.Generation || owner != cond.Owner:
-		return fmt.Errorf("stored generation %d owner %q, expected generation %d owner %q: %w",
-			gen, owner, cond.Generation, cond.Owner, ErrConflict)
-	}
-	return nil
-}
-
 // GetHome returns one home by id.
-func (b *Bolt) GetHome(ctx context.Context, id string) (Home, error) {
-	return boltGet[Home](ctx, b, bucketHomes, "home", id)
+func (b *Store) GetHome(ctx context.Context, id string) (registry.Home, error) {
+	return boltGet[registry.Home](ctx, b, bucketHomes, "home", id)
 }
 
 // ListHomes returns every home, ordered by id.
-func (b *Bolt) ListHomes(ctx context.Context) ([]Home, error) {
-	return boltList[Home](ctx, b, bucketHomes, "homes")
+func (b *Store) ListHomes(ctx context.Context) ([]registry.Home, error) {
+	return boltList[registry.Home](ctx, b, bucketHomes, "homes")
 }
 
 // boltDecode reads the JSON record stored under key in bucket inside tx;
 // found is false when there is none.
-func boltDecode[T any](tx *bolt.Tx, bucket []byte, kind, key string) (v T, found bool, err error) {
+func boltDecode[T any](tx *bbolt.Tx, bucket []byte, kind, key string) (v T, found bool, err error) {
 	raw := tx.Bucket(bucket).Get([]byte(key))
 	if raw == nil {
 		return v, false, nil
 	}
-	if err := decodeRecord(raw, &v); err != nil {
+	if err := registry.Decode(raw, &v); err != nil {
 		return v, true, fmt.Errorf("decode stored %s: %w", kind, err)
 	}
 	return v, true, nil
 }
 
-// boltGet reads one record, or ErrNotFound.
-func boltGet[T any](ctx context.Context, b *Bolt, bucket []byte, kind, key string) (T, error) {
+// boltGet reads one record, or registry.ErrNotFound.
+func boltGet[T any](ctx context.Context, b *Store, bucket []byte, kind, key string) (T, error) {
 	var v T
-	err := b.view(ctx, func(tx *bolt.Tx) error {
+	err := b.view(ctx, func(tx *bbolt.Tx) error {
 		var found bool
 		var err error
 		v, found, err = boltDecode[T](tx, bucket, kind, key)
 		if err == nil && !found {
-			err = ErrNotFound
+			err = registry.ErrNotFound
 		}
 		return err
 	})
@@ -208,12 +180,12 @@ func boltGet[T any](ctx context.Context, b *Bolt, bucket []byte, kind, key strin
 
 // boltList reads every record of a bucket in key order (bbolt iterates in
 // byte order, which is the order of ids and slugs).
-func boltList[T any](ctx context.Context, b *Bolt, bucket []byte, kind string) ([]T, error) {
+func boltList[T any](ctx context.Context, b *Store, bucket []byte, kind string) ([]T, error) {
 	out := []T{}
-	err := b.view(ctx, func(tx *bolt.Tx) error {
+	err := b.view(ctx, func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, raw []byte) error {
 			var v T
-			if err := decodeRecord(raw, &v); err != nil {
+			if err := registry.Decode(raw, &v); err != nil {
 				return fmt.Errorf("decode stored %s %s: %w", kind, k, err)
 			}
 			out = append(out, v)
@@ -229,41 +201,32 @@ func boltList[T any](ctx context.Context, b *Bolt, bucket []byte, kind string) (
 // PutHome writes h if the stored record matches cond. The record written
 // and returned has Generation cond.Generation+1 and Owner h.Owner. A home
 // needs a non-empty ID and Target.
-func (b *Bolt) PutHome(ctx context.Context, h Home, cond Cond) (Home, error) {
+func (b *Store) PutHome(ctx context.Context, h registry.Home, cond registry.Cond) (registry.Home, error) {
 	if h.ID == "" {
-		return Home{}, errors.New("registry: put home: id is empty")
+		return registry.Home{}, errors.New("registry: put home: id is empty")
 	}
-	if err := validateHome(h); err != nil {
-		return Home{}, fmt.Errorf("registry: put home %s: %w", h.ID, err)
+	if err := h.Validate(); err != nil {
+		return registry.Home{}, fmt.Errorf("registry: put home %s: %w", h.ID, err)
 	}
-	return boltPut(ctx, b, bucketHomes, "home", h.ID, cond, h, func(h *Home, gen uint64) { h.Generation = gen })
+	return boltPut(ctx, b, bucketHomes, "home", h.ID, cond, h, func(h *registry.Home, gen uint64) { h.Generation = gen })
 }
 
-// DeleteHome removes a home if the stored record matches cond; ErrNotFound
+// DeleteHome removes a home if the stored record matches cond; registry.ErrNotFound
 // when there is none. A cond with Generation 0 never matches a stored home.
-func (b *Bolt) DeleteHome(ctx context.Context, id string, cond Cond) error {
-	return boltDelete[Home](ctx, b, bucketHomes, "home", id, cond)
+func (b *Store) DeleteHome(ctx context.Context, id string, cond registry.Cond) error {
+	return boltDelete[registry.Home](ctx, b, bucketHomes, "home", id, cond)
 }
-
-// boltRecord is a stored record written with a compare-and-set.
-type boltRecord interface {
-	// stamp returns the record's generation and owner token.
-	stamp() (uint64, string)
-}
-
-func (h Home) stamp() (uint64, string) { return h.Generation, h.Owner }
-func (a App) stamp() (uint64, string)  { return a.Generation, a.Owner }
 
 // boltPut writes v under key if the stored record matches cond; the record
 // written and returned has generation cond.Generation+1 (set by setGen).
-func boltPut[T boltRecord](ctx context.Context, b *Bolt, bucket []byte, kind, key string, cond Cond, v T, setGen func(*T, uint64)) (T, error) {
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+func boltPut[T registry.Record](ctx context.Context, b *Store, bucket []byte, kind, key string, cond registry.Cond, v T, setGen func(*T, uint64)) (T, error) {
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		stored, found, err := boltDecode[T](tx, bucket, kind, key)
 		if err != nil {
 			return err
 		}
-		gen, owner := stored.stamp()
-		if err := checkCond(found, gen, owner, cond); err != nil {
+		gen, owner := stored.Stamp()
+		if err := cond.Check(found, gen, owner); err != nil {
 			return err
 		}
 		if err := b.checkFence(tx, cond.Fence); err != nil {
@@ -280,24 +243,24 @@ func boltPut[T boltRecord](ctx context.Context, b *Bolt, bucket []byte, kind, ke
 		var zero T
 		return zero, fmt.Errorf("registry: put %s %s: %w", kind, key, err)
 	}
-	b.changes.fire(kind + ":" + key)
+	b.changes.Fire(kind + ":" + key)
 	return v, nil
 }
 
-// boltDelete removes the record under key if it matches cond; ErrNotFound
+// boltDelete removes the record under key if it matches cond; registry.ErrNotFound
 // when there is none. A cond with Generation 0 never matches a stored record.
-func boltDelete[T boltRecord](ctx context.Context, b *Bolt, bucket []byte, kind, key string, cond Cond) error {
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+func boltDelete[T registry.Record](ctx context.Context, b *Store, bucket []byte, kind, key string, cond registry.Cond) error {
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		stored, found, err := boltDecode[T](tx, bucket, kind, key)
 		if err != nil {
 			return err
 		}
 		if !found {
-			return ErrNotFound
+			return registry.ErrNotFound
 		}
-		if gen, owner := stored.stamp(); gen != cond.Generation || owner != cond.Owner {
+		if gen, owner := stored.Stamp(); gen != cond.Generation || owner != cond.Owner {
 			return fmt.Errorf("stored generation %d owner %q, expected generation %d owner %q: %w",
-				gen, owner, cond.Generation, cond.Owner, ErrConflict)
+				gen, owner, cond.Generation, cond.Owner, registry.ErrConflict)
 		}
 		if err := b.checkFence(tx, cond.Fence); err != nil {
 			return err
@@ -307,50 +270,50 @@ func boltDelete[T boltRecord](ctx context.Context, b *Bolt, bucket []byte, kind,
 	if err != nil {
 		return fmt.Errorf("registry: delete %s %s: %w", kind, key, err)
 	}
-	b.changes.fire(kind + ":" + key)
+	b.changes.Fire(kind + ":" + key)
 	return nil
 }
 
-// GetTarget returns the roll target, or ErrNotFound when none is set.
-func (b *Bolt) GetTarget(ctx context.Context) (Target, error) {
-	var t Target
-	err := b.view(ctx, func(tx *bolt.Tx) error {
+// GetTarget returns the roll target, or registry.ErrNotFound when none is set.
+func (b *Store) GetTarget(ctx context.Context) (registry.Target, error) {
+	var t registry.Target
+	err := b.view(ctx, func(tx *bbolt.Tx) error {
 		var found bool
 		var err error
 		t, found, err = getTarget(tx)
 		if err == nil && !found {
-			err = ErrNotFound
+			err = registry.ErrNotFound
 		}
 		return err
 	})
 	if err != nil {
-		return Target{}, fmt.Errorf("registry: get target: %w", err)
+		return registry.Target{}, fmt.Errorf("registry: get target: %w", err)
 	}
 	return t, nil
 }
 
 // getTarget reads the target inside tx.
-func getTarget(tx *bolt.Tx) (Target, bool, error) {
+func getTarget(tx *bbolt.Tx) (registry.Target, bool, error) {
 	raw := tx.Bucket(bucketTarget).Get(keyTarget)
 	if raw == nil {
-		return Target{}, false, nil
+		return registry.Target{}, false, nil
 	}
-	var t Target
+	var t registry.Target
 	if err := json.Unmarshal(raw, &t); err != nil {
-		return Target{}, true, fmt.Errorf("decode stored target: %w", err)
+		return registry.Target{}, true, fmt.Errorf("decode stored target: %w", err)
 	}
 	return t, true, nil
 }
 
 // PutTarget writes the target if the stored one matches cond. The record
 // written and returned has Generation cond.Generation+1 and Owner t.Owner.
-func (b *Bolt) PutTarget(ctx context.Context, t Target, cond Cond) (Target, error) {
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+func (b *Store) PutTarget(ctx context.Context, t registry.Target, cond registry.Cond) (registry.Target, error) {
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		stored, found, err := getTarget(tx)
 		if err != nil {
 			return err
 		}
-		if err := checkCond(found, stored.Generation, stored.Owner, cond); err != nil {
+		if err := cond.Check(found, stored.Generation, stored.Owner); err != nil {
 			return err
 		}
 		if err := b.checkFence(tx, cond.Fence); err != nil {
@@ -364,14 +327,14 @@ func (b *Bolt) PutTarget(ctx context.Context, t Target, cond Cond) (Target, erro
 		return tx.Bucket(bucketTarget).Put(keyTarget, raw)
 	})
 	if err != nil {
-		return Target{}, fmt.Errorf("registry: put target: %w", err)
+		return registry.Target{}, fmt.Errorf("registry: put target: %w", err)
 	}
-	b.changes.fire(TargetKey)
+	b.changes.Fire(registry.TargetKey)
 	return t, nil
 }
 
 // getLock reads the stored lease of name inside tx.
-func getLock(tx *bolt.Tx, name string) (boltLock, bool, error) {
+func getLock(tx *bbolt.Tx, name string) (boltLock, bool, error) {
 	raw := tx.Bucket(bucketLocks).Get([]byte(name))
 	if raw == nil {
 		return boltLock{}, false, nil
@@ -384,7 +347,7 @@ func getLock(tx *bolt.Tx, name string) (boltLock, bool, error) {
 }
 
 // putLock stores the lease of name inside tx.
-func putLock(tx *bolt.Tx, name string, l boltLock) error {
+func putLock(tx *bbolt.Tx, name string, l boltLock) error {
 	raw, err := json.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("encode lock: %w", err)
@@ -393,7 +356,7 @@ func putLock(tx *bolt.Tx, name string, l boltLock) error {
 }
 
 // nextToken advances and returns the fencing token of name inside tx.
-func nextToken(tx *bolt.Tx, name string) (uint64, error) {
+func nextToken(tx *bbolt.Tx, name string) (uint64, error) {
 	seq := tx.Bucket(bucketLockSeq)
 	var last uint64
 	if raw := seq.Get([]byte(name)); raw != nil {
@@ -411,22 +374,22 @@ func nextToken(tx *bolt.Tx, name string) (uint64, error) {
 }
 
 // Lock takes the named lock for holder for ttl, with a fencing token greater
-// than every token issued for name before. It returns ErrLocked at once when
+// than every token issued for name before. It returns registry.ErrLocked at once when
 // a live lease exists, including one held by the same holder (locks are not
 // re-entrant). An expired lease is taken over.
-func (b *Bolt) Lock(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
-	if err := checkLeaseArgs(name, holder, ttl); err != nil {
-		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+func (b *Store) Lock(ctx context.Context, name, holder string, ttl time.Duration) (registry.Lease, error) {
+	if err := registry.CheckLease(name, holder, ttl); err != nil {
+		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
 	}
-	var lease Lease
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+	var lease registry.Lease
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		now := b.clock()
 		cur, found, err := getLock(tx, name)
 		if err != nil {
 			return err
 		}
 		if found && now.Before(cur.Expires) {
-			return fmt.Errorf("held by %s until %s: %w", cur.Holder, cur.Expires.Format(time.RFC3339Nano), ErrLocked)
+			return fmt.Errorf("held by %s until %s: %w", cur.Holder, cur.Expires.Format(time.RFC3339Nano), registry.ErrLocked)
 		}
 		token, err := nextToken(tx, name)
 		if err != nil {
@@ -436,53 +399,40 @@ func (b *Bolt) Lock(ctx context.Context, name, holder string, ttl time.Duration)
 		if err := putLock(tx, name, l); err != nil {
 			return err
 		}
-		lease = Lease{Name: name, Holder: holder, Token: token, ExpiresAt: l.Expires}
+		lease = registry.Lease{Name: name, Holder: holder, Token: token, ExpiresAt: l.Expires}
 		return nil
 	})
 	if err != nil {
-		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
 	}
 	return lease, nil
 }
 
-// checkLeaseArgs validates the arguments of Lock.
-func checkLeaseArgs(name, holder string, ttl time.Duration) error {
-	switch {
-	case name == "":
-		return errors.New("lock name is empty")
-	case holder == "":
-		return errors.New("holder is empty")
-	case ttl <= 0:
-		return fmt.Errorf("ttl %s is not positive", ttl)
-	}
-	return nil
-}
-
 // currentLease reports whether l is the live lease stored for its name at
-// now, as ErrLeaseLost wrapped with the reason when it is not.
-func currentLease(tx *bolt.Tx, l Lease, now time.Time) error {
+// now, as registry.ErrLeaseLost wrapped with the reason when it is not.
+func currentLease(tx *bbolt.Tx, l registry.Lease, now time.Time) error {
 	cur, found, err := getLock(tx, l.Name)
 	switch {
 	case err != nil:
 		return err
 	case !found:
-		return fmt.Errorf("not held: %w", ErrLeaseLost)
+		return fmt.Errorf("not held: %w", registry.ErrLeaseLost)
 	case cur.Holder != l.Holder || cur.Token != l.Token:
 		return fmt.Errorf("held by %s with token %d, not %s with token %d: %w",
-			cur.Holder, cur.Token, l.Holder, l.Token, ErrLeaseLost)
+			cur.Holder, cur.Token, l.Holder, l.Token, registry.ErrLeaseLost)
 	case !now.Before(cur.Expires):
-		return fmt.Errorf("expired at %s: %w", cur.Expires.Format(time.RFC3339Nano), ErrLeaseLost)
+		return fmt.Errorf("expired at %s: %w", cur.Expires.Format(time.RFC3339Nano), registry.ErrLeaseLost)
 	}
 	return nil
 }
 
-// Renew extends a held lease to now+ttl, keeping its token; ErrLeaseLost if
+// Renew extends a held lease to now+ttl, keeping its token; registry.ErrLeaseLost if
 // it is no longer current, including when its TTL ran out.
-func (b *Bolt) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+func (b *Store) Renew(ctx context.Context, l registry.Lease, ttl time.Duration) (registry.Lease, error) {
 	if ttl <= 0 {
-		return Lease{}, fmt.Errorf("registry: renew lock %s: ttl %s is not positive", l.Name, ttl)
+		return registry.Lease{}, fmt.Errorf("registry: renew lock %s: ttl %s is not positive", l.Name, ttl)
 	}
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		now := b.clock()
 		if err := currentLease(tx, l, now); err != nil {
 			return err
@@ -491,17 +441,17 @@ func (b *Bolt) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, er
 		return putLock(tx, l.Name, boltLock{Holder: l.Holder, Token: l.Token, Expires: l.ExpiresAt})
 	})
 	if err != nil {
-		return Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, err)
+		return registry.Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, err)
 	}
 	return l, nil
 }
 
-// Unlock releases a held lease; ErrLeaseLost if it is no longer current,
+// Unlock releases a held lease; registry.ErrLeaseLost if it is no longer current,
 // including when its TTL ran out (the expired record is then cleared if
 // nobody took it over). The name's fencing sequence is kept.
-func (b *Bolt) Unlock(ctx context.Context, l Lease) error {
+func (b *Store) Unlock(ctx context.Context, l registry.Lease) error {
 	var lost error
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		cur, found, err := getLock(tx, l.Name)
 		if err != nil {
 			return err
@@ -515,7 +465,7 @@ func (b *Bolt) Unlock(ctx context.Context, l Lease) error {
 		return tx.Bucket(bucketLocks).Delete([]byte(l.Name))
 	})
 	if err == nil {
-		b.changes.fire(l.Name)
+		b.changes.Fire(l.Name)
 	}
 	if err == nil {
 		err = lost
@@ -530,8 +480,8 @@ func (b *Bolt) Unlock(ctx context.Context, l Lease) error {
 // its previous report; the report expires ttl from now. Zero counts are
 // dropped, negative ones are an error. Expired reports of every instance
 // are pruned in the same transaction.
-func (b *Bolt) ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error {
-	if err := checkReport(instance, counts, ttl); err != nil {
+func (b *Store) ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error {
+	if err := registry.CheckReport(instance, counts, ttl); err != nil {
 		return fmt.Errorf("registry: report sessions of %s: %w", instance, err)
 	}
 	kept := make(map[string]int, len(counts))
@@ -540,7 +490,7 @@ func (b *Bolt) ReportSessions(ctx context.Context, instance string, counts map[s
 			kept[home] = n
 		}
 	}
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		now := b.clock()
 		bucket := tx.Bucket(bucketSessions)
 		if err := pruneSessions(bucket, now); err != nil {
@@ -561,24 +511,8 @@ func (b *Bolt) ReportSessions(ctx context.Context, instance string, counts map[s
 	return nil
 }
 
-// checkReport validates the arguments of ReportSessions.
-func checkReport(instance string, counts map[string]int, ttl time.Duration) error {
-	if instance == "" {
-		return errors.New("instance is empty")
-	}
-	if ttl <= 0 {
-		return fmt.Errorf("ttl %s is not positive", ttl)
-	}
-	for home, n := range counts {
-		if n < 0 {
-			return fmt.Errorf("home %s: negative count %d", home, n)
-		}
-	}
-	return nil
-}
-
 // pruneSessions deletes the reports in bucket that expired by now.
-func pruneSessions(bucket *bolt.Bucket, now time.Time) error {
+func pruneSessions(bucket *bbolt.Bucket, now time.Time) error {
 	var expired [][]byte
 	err := bucket.ForEach(func(k, v []byte) error {
 		var s boltSessions
@@ -603,9 +537,9 @@ func pruneSessions(bucket *bolt.Bucket, now time.Time) error {
 
 // FleetSessions returns the sum of unexpired session counts for a home over
 // every instance; 0 when none reports it.
-func (b *Bolt) FleetSessions(ctx context.Context, homeID string) (int, error) {
+func (b *Store) FleetSessions(ctx context.Context, homeID string) (int, error) {
 	total := 0
-	err := b.view(ctx, func(tx *bolt.Tx) error {
+	err := b.view(ctx, func(tx *bbolt.Tx) error {
 		now := b.clock()
 		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
 			var s boltSessions
@@ -624,4 +558,4 @@ func (b *Bolt) FleetSessions(ctx context.Context, homeID string) (int, error) {
 	return total, nil
 }
 
-var _ Store = (*Bolt)(nil)
+var _ registry.Store = (*Store)(nil)
