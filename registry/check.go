@@ -35,7 +35,22 @@ func (c Cond) Check(found bool, gen uint64, owner string) error {
 		return nil
 	case !found:
 		return fmt.Errorf("expected generation %d: %w", c.Generation, ErrNotFound)
-	case gen != c.Generation || owner != c.Owner:
+	}
+	return c.mismatch(gen, owner)
+}
+
+// CheckDelete is Check for a delete: a missing record is ErrNotFound, and
+// a cond with Generation 0 never matches a stored record.
+func (c Cond) CheckDelete(found bool, gen uint64, owner string) error {
+	if !found {
+		return ErrNotFound
+	}
+	return c.mismatch(gen, owner)
+}
+
+// mismatch is ErrConflict unless gen and owner are c's.
+func (c Cond) mismatch(gen uint64, owner string) error {
+	if gen != c.Generation || owner != c.Owner {
 		return fmt.Errorf("stored generation %d owner %q, expected generation %d owner %q: %w",
 			gen, owner, c.Generation, c.Owner, ErrConflict)
 	}

@@ -198,3 +198,11 @@ func ForceClaim(ctx context.Context, s Store, target, home, owner string) (prev 
 	}
 	return Claim{}, fmt.Errorf("claim target %s: %d attempts met other writers: %w", target, claimAttempts, ErrConflict)
 }
+
+// validate refuses a claim without its target or home.
+func (c *Claim) validate() error {
+	if c.Target == "" || c.Home == "" {
+		return errors.New("target and home are required")
+	}
+	return nil
+}

@@ -214,10 +214,28 @@ type Lease struct {
 //   - Session counts are reported per gateway instance and expire with a TTL,
 //     so a crashed instance does not pin homes awake for ever.
 //   - The target index (Claims, claims.go) is written with the same
-//     compare-and-set as homes, apps and the target.
+//     compare-and-set as homes, apps and the target: every kind of record
+//     is one shape (Tables, Records; records.go).
 type Store interface {
-	Claims
+	// Tables are the records, every kind in one shape: Records[T] over
+	// them (Homes, Apps, AppStates, TargetIndex, Targets).
+	Tables
+	// TypedRecords are the same records through typed methods, which
+	// every backend takes from Typed.
+	TypedRecords
+	Locker
+	SessionReports
 	Notifier
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// TypedRecords are a store's records through one method per kind and
+// operation (GetHome, PutApp, ...). A backend does not write them: it
+// embeds Typed, which implements them over its Tables.
+type TypedRecords interface {
+	Claims
 
 	// GetHome returns one home by id.
 	GetHome(ctx context.Context, id string) (Home, error)
@@ -249,7 +267,11 @@ type Store interface {
 	GetTarget(ctx context.Context) (Target, error)
 	// PutTarget writes the target if the stored one matches cond.
 	PutTarget(ctx context.Context, t Target, cond Cond) (Target, error)
+}
 
+// Locker takes lifecycle locks: leases with a TTL and a fencing token
+// (DESIGN rules 16 and 32).
+type Locker interface {
 	// Lock takes the named lock for holder for ttl. It returns ErrLocked at
 	// once when another holder's lease is live; it does not wait.
 	Lock(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
@@ -257,14 +279,14 @@ type Store interface {
 	Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
 	// Unlock releases a held lease; ErrLeaseLost if it is no longer current.
 	Unlock(ctx context.Context, l Lease) error
+}
 
+// SessionReports are every instance's live session counts.
+type SessionReports interface {
 	// ReportSessions records this instance's live session count per home,
 	// replacing its previous report. Counts expire after ttl.
 	ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error
 	// FleetSessions returns the sum of unexpired session counts for a home
 	// over every instance.
 	FleetSessions(ctx context.Context, homeID string) (int, error)
-
-	// Close releases the store's resources.
-	Close() error
 }

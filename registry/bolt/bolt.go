@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,12 +15,12 @@ import (
 
 // Bucket and key names of the bbolt file.
 var (
-	bucketHomes    = []byte("homes")    // home id -> JSON registry.Home
-	bucketTarget   = []byte("target")   // keyTarget -> JSON registry.Target
-	bucketLocks    = []byte("locks")    // lock name -> JSON boltLock
-	bucketLockSeq  = []byte("lockseq")  // lock name -> last fencing token, 8 bytes big endian
-	bucketSessions = []byte("sessions") // instance -> JSON boltSessions
-	keyTarget      = []byte("target")
+	bucketHomes    = []byte(registry.KindHome.Table)   // home id -> JSON registry.Home
+	bucketTarget   = []byte(registry.KindTarget.Table) // keyTarget -> JSON registry.Target
+	bucketLocks    = []byte("locks")                   // lock name -> JSON boltLock
+	bucketLockSeq  = []byte("lockseq")                 // lock name -> last fencing token, 8 bytes big endian
+	bucketSessions = []byte("sessions")                // instance -> JSON boltSessions
+	keyTarget      = []byte(registry.TargetRecord)
 )
 
 // boltLockTimeout bounds the wait for the file lock of a bbolt file, so a
@@ -60,6 +59,9 @@ type Options struct {
 //   - Fencing tokens are never reused for a name, across unlocks, expiries
 //     and restarts.
 type Store struct {
+	// Typed is the typed record methods over this store's Tables.
+	registry.Typed
+
 	db  *bbolt.DB
 	now func() time.Time
 	// released names the lifecycle locks found, and released, at open
@@ -134,203 +136,6 @@ func (b *Store) update(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 		return &unwritableErr{err: err}
 	}
 	return boltUnavailable(err)
-}
-
-// GetHome returns one home by id.
-func (b *Store) GetHome(ctx context.Context, id string) (registry.Home, error) {
-	return boltGet[registry.Home](ctx, b, bucketHomes, "home", id)
-}
-
-// ListHomes returns every home, ordered by id.
-func (b *Store) ListHomes(ctx context.Context) ([]registry.Home, error) {
-	return boltList[registry.Home](ctx, b, bucketHomes, "homes")
-}
-
-// boltDecode reads the JSON record stored under key in bucket inside tx;
-// found is false when there is none.
-func boltDecode[T any](tx *bbolt.Tx, bucket []byte, kind, key string) (v T, found bool, err error) {
-	raw := tx.Bucket(bucket).Get([]byte(key))
-	if raw == nil {
-		return v, false, nil
-	}
-	if err := registry.Decode(raw, &v); err != nil {
-		return v, true, fmt.Errorf("decode stored %s: %w", kind, err)
-	}
-	return v, true, nil
-}
-
-// boltGet reads one record, or registry.ErrNotFound.
-func boltGet[T any](ctx context.Context, b *Store, bucket []byte, kind, key string) (T, error) {
-	var v T
-	err := b.view(ctx, func(tx *bbolt.Tx) error {
-		var found bool
-		var err error
-		v, found, err = boltDecode[T](tx, bucket, kind, key)
-		if err == nil && !found {
-			err = registry.ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("registry: get %s %s: %w", kind, key, err)
-	}
-	return v, nil
-}
-
-// boltList reads every record of a bucket in key order (bbolt iterates in
-// byte order, which is the order of ids and slugs).
-func boltList[T any](ctx context.Context, b *Store, bucket []byte, kind string) ([]T, error) {
-	out := []T{}
-	err := b.view(ctx, func(tx *bbolt.Tx) error {
-		return tx.Bucket(bucket).ForEach(func(k, raw []byte) error {
-			var v T
-			if err := registry.Decode(raw, &v); err != nil {
-				return fmt.Errorf("decode stored %s %s: %w", kind, k, err)
-			}
-			out = append(out, v)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("registry: list %s: %w", kind, err)
-	}
-	return out, nil
-}
-
-// PutHome writes h if the stored record matches cond. The record written
-// and returned has Generation cond.Generation+1 and Owner h.Owner. A home
-// needs a non-empty ID and Target.
-func (b *Store) PutHome(ctx context.Context, h registry.Home, cond registry.Cond) (registry.Home, error) {
-	if h.ID == "" {
-		return registry.Home{}, errors.New("registry: put home: id is empty")
-	}
-	if err := h.Validate(); err != nil {
-		return registry.Home{}, fmt.Errorf("registry: put home %s: %w", h.ID, err)
-	}
-	return boltPut(ctx, b, bucketHomes, "home", h.ID, cond, h, func(h *registry.Home, gen uint64) { h.Generation = gen })
-}
-
-// DeleteHome removes a home if the stored record matches cond; registry.ErrNotFound
-// when there is none. A cond with Generation 0 never matches a stored home.
-func (b *Store) DeleteHome(ctx context.Context, id string, cond registry.Cond) error {
-	return boltDelete[registry.Home](ctx, b, bucketHomes, "home", id, cond)
-}
-
-// boltPut writes v under key if the stored record matches cond; the record
-// written and returned has generation cond.Generation+1 (set by setGen).
-func boltPut[T registry.Record](ctx context.Context, b *Store, bucket []byte, kind, key string, cond registry.Cond, v T, setGen func(*T, uint64)) (T, error) {
-	err := b.update(ctx, func(tx *bbolt.Tx) error {
-		stored, found, err := boltDecode[T](tx, bucket, kind, key)
-		if err != nil {
-			return err
-		}
-		gen, owner := stored.Stamp()
-		if err := cond.Check(found, gen, owner); err != nil {
-			return err
-		}
-		if err := b.checkFence(tx, cond.Fence); err != nil {
-			return err
-		}
-		setGen(&v, cond.Generation+1)
-		raw, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", kind, err)
-		}
-		return tx.Bucket(bucket).Put([]byte(key), raw)
-	})
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("registry: put %s %s: %w", kind, key, err)
-	}
-	b.changes.Fire(kind + ":" + key)
-	return v, nil
-}
-
-// boltDelete removes the record under key if it matches cond; registry.ErrNotFound
-// when there is none. A cond with Generation 0 never matches a stored record.
-func boltDelete[T registry.Record](ctx context.Context, b *Store, bucket []byte, kind, key string, cond registry.Cond) error {
-	err := b.update(ctx, func(tx *bbolt.Tx) error {
-		stored, found, err := boltDecode[T](tx, bucket, kind, key)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return registry.ErrNotFound
-		}
-		if gen, owner := stored.Stamp(); gen != cond.Generation || owner != cond.Owner {
-			return fmt.Errorf("stored generation %d owner %q, expected generation %d owner %q: %w",
-				gen, owner, cond.Generation, cond.Owner, registry.ErrConflict)
-		}
-		if err := b.checkFence(tx, cond.Fence); err != nil {
-			return err
-		}
-		return tx.Bucket(bucket).Delete([]byte(key))
-	})
-	if err != nil {
-		return fmt.Errorf("registry: delete %s %s: %w", kind, key, err)
-	}
-	b.changes.Fire(kind + ":" + key)
-	return nil
-}
-
-// GetTarget returns the roll target, or registry.ErrNotFound when none is set.
-func (b *Store) GetTarget(ctx context.Context) (registry.Target, error) {
-	var t registry.Target
-	err := b.view(ctx, func(tx *bbolt.Tx) error {
-		var found bool
-		var err error
-		t, found, err = getTarget(tx)
-		if err == nil && !found {
-			err = registry.ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return registry.Target{}, fmt.Errorf("registry: get target: %w", err)
-	}
-	return t, nil
-}
-
-// getTarget reads the target inside tx.
-func getTarget(tx *bbolt.Tx) (registry.Target, bool, error) {
-	raw := tx.Bucket(bucketTarget).Get(keyTarget)
-	if raw == nil {
-		return registry.Target{}, false, nil
-	}
-	var t registry.Target
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return registry.Target{}, true, fmt.Errorf("decode stored target: %w", err)
-	}
-	return t, true, nil
-}
-
-// PutTarget writes the target if the stored one matches cond. The record
-// written and returned has Generation cond.Generation+1 and Owner t.Owner.
-func (b *Store) PutTarget(ctx context.Context, t registry.Target, cond registry.Cond) (registry.Target, error) {
-	err := b.update(ctx, func(tx *bbolt.Tx) error {
-		stored, found, err := getTarget(tx)
-		if err != nil {
-			return err
-		}
-		if err := cond.Check(found, stored.Generation, stored.Owner); err != nil {
-			return err
-		}
-		if err := b.checkFence(tx, cond.Fence); err != nil {
-			return err
-		}
-		t.Generation = cond.Generation + 1
-		raw, err := json.Marshal(t)
-		if err != nil {
-			return fmt.Errorf("encode target: %w", err)
-		}
-		return tx.Bucket(bucketTarget).Put(keyTarget, raw)
-	})
-	if err != nil {
-		return registry.Target{}, fmt.Errorf("registry: put target: %w", err)
-	}
-	b.changes.Fire(registry.TargetKey)
-	return t, nil
 }
 
 // getLock reads the stored lease of name inside tx.

@@ -13,6 +13,8 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
 // Opening a bbolt store is where a damaged disk shows first, so it is done
@@ -152,6 +154,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	b := &Store{db: db, now: opts.Now, migrated: migrated}
+	b.Typed = registry.Typed{Tables: b}
 	if b.now == nil {
 		b.now = time.Now
 	}

@@ -3,7 +3,7 @@ package bolt
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
@@ -11,144 +11,122 @@ import (
 	"github.com/wakegate/wakegate/registry"
 )
 
-// bucketApps holds the apps registered at runtime: slug -> JSON registry.App.
-var bucketApps = []byte("apps")
+// Every kind of record has a bucket of its own, named by its
+// registry.Kind's Table, records keyed by id, slug or target, as JSON.
+var (
+	bucketApps      = []byte(registry.KindApp.Table)      // slug -> JSON registry.App
+	bucketAppStates = []byte(registry.KindAppState.Table) // slug -> JSON registry.AppState
+	// bucketClaims holds the target index: target -> JSON registry.Claim.
+	// It is created by the first write of a claim, so that a store written
+	// before the index existed opens unchanged.
+	bucketClaims = []byte(registry.KindClaim.Table)
+)
 
-// bucketAppStates holds the operators' desired states: slug -> JSON registry.AppState.
-var bucketAppStates = []byte("appstates")
-
-// bucketClaims holds the target index: target -> JSON registry.Claim. It is
-// created by the first write of a claim, so that a store written before
-// the index existed opens unchanged.
-var bucketClaims = []byte("claims")
-
-// GetApp returns one stored app by slug.
-func (b *Store) GetApp(ctx context.Context, slug string) (registry.App, error) {
-	return boltGet[registry.App](ctx, b, bucketApps, "app", slug)
-}
-
-// ListApps returns every stored app, ordered by slug.
-func (b *Store) ListApps(ctx context.Context) ([]registry.App, error) {
-	return boltList[registry.App](ctx, b, bucketApps, "apps")
-}
-
-// PutApp writes a if the stored record matches cond. The record written and
-// returned has Generation cond.Generation+1 and Owner a.Owner. An app needs
-// a non-empty Slug.
-func (b *Store) PutApp(ctx context.Context, a registry.App, cond registry.Cond) (registry.App, error) {
-	if a.Slug == "" {
-		return registry.App{}, errors.New("registry: put app: slug is empty")
-	}
-	return boltPut(ctx, b, bucketApps, "app", a.Slug, cond, a, func(a *registry.App, gen uint64) { a.Generation = gen })
-}
-
-// DeleteApp removes an app if the stored record matches cond; registry.ErrNotFound
-// when there is none. A cond with Generation 0 never matches a stored app.
-func (b *Store) DeleteApp(ctx context.Context, slug string, cond registry.Cond) error {
-	return boltDelete[registry.App](ctx, b, bucketApps, "app", slug, cond)
-}
-
-// GetAppState returns the desired state stored for slug.
-func (b *Store) GetAppState(ctx context.Context, slug string) (registry.AppState, error) {
-	return boltGet[registry.AppState](ctx, b, bucketAppStates, "appstate", slug)
-}
-
-// ListAppStates returns every stored desired state, ordered by slug.
-func (b *Store) ListAppStates(ctx context.Context) ([]registry.AppState, error) {
-	return boltList[registry.AppState](ctx, b, bucketAppStates, "appstates")
-}
-
-// PutAppState writes s if the stored record matches cond.
-func (b *Store) PutAppState(ctx context.Context, s registry.AppState, cond registry.Cond) (registry.AppState, error) {
-	if err := s.Validate(); err != nil {
-		return registry.AppState{}, fmt.Errorf("registry: put app state %s: %w", s.Slug, err)
-	}
-	return boltPut(ctx, b, bucketAppStates, "appstate", s.Slug, cond, s, func(s *registry.AppState, gen uint64) { s.Generation = gen })
-}
-
-// GetClaim returns the claim on target.
-func (b *Store) GetClaim(ctx context.Context, target string) (registry.Claim, error) {
-	var c registry.Claim
+// GetRecord returns the stored JSON of key in k's bucket (see
+// registry.Tables).
+func (b *Store) GetRecord(ctx context.Context, k registry.Kind, key string) ([]byte, error) {
+	var raw []byte
 	err := b.view(ctx, func(tx *bbolt.Tx) error {
-		if tx.Bucket(bucketClaims) == nil {
+		bk := tx.Bucket([]byte(k.Table))
+		if bk == nil {
 			return registry.ErrNotFound
 		}
-		var found bool
-		var err error
-		c, found, err = boltDecode[registry.Claim](tx, bucketClaims, "claim", target)
-		if err == nil && !found {
-			err = registry.ErrNotFound
+		v := bk.Get([]byte(key))
+		if v == nil {
+			return registry.ErrNotFound
 		}
-		return err
-	})
-	if err != nil {
-		return registry.Claim{}, fmt.Errorf("registry: get claim %s: %w", target, err)
-	}
-	return c, nil
-}
-
-// ListClaims returns every claim, ordered by target.
-func (b *Store) ListClaims(ctx context.Context) ([]registry.Claim, error) {
-	out := []registry.Claim{}
-	err := b.view(ctx, func(tx *bbolt.Tx) error {
-		bucket := tx.Bucket(bucketClaims)
-		if bucket == nil {
-			return nil
-		}
-		return bucket.ForEach(func(k, raw []byte) error {
-			var c registry.Claim
-			if err := registry.Decode(raw, &c); err != nil {
-				return fmt.Errorf("decode stored claim %s: %w", k, err)
-			}
-			out = append(out, c)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("registry: list claims: %w", err)
-	}
-	return out, nil
-}
-
-// PutClaim writes c if the stored claim on c.Target matches cond. The
-// record written and returned has Generation cond.Generation+1 and Owner
-// c.Owner. A claim needs a non-empty Target and Home.
-func (b *Store) PutClaim(ctx context.Context, c registry.Claim, cond registry.Cond) (registry.Claim, error) {
-	if c.Target == "" || c.Home == "" {
-		return registry.Claim{}, fmt.Errorf("registry: put claim %q: target and home are required", c.Target)
-	}
-	if err := b.ensureClaims(ctx); err != nil {
-		return registry.Claim{}, err
-	}
-	return boltPut(ctx, b, bucketClaims, "claim", c.Target, cond, c, func(c *registry.Claim, gen uint64) { c.Generation = gen })
-}
-
-// DeleteClaim removes the claim on target if it matches cond; registry.ErrNotFound
-// when there is none. A cond with Generation 0 never matches a stored
-// claim.
-func (b *Store) DeleteClaim(ctx context.Context, target string, cond registry.Cond) error {
-	if err := b.ensureClaims(ctx); err != nil {
-		return err
-	}
-	return boltDelete[registry.Claim](ctx, b, bucketClaims, "claim", target, cond)
-}
-
-// ensureClaims creates the claims bucket when it does not exist yet.
-func (b *Store) ensureClaims(ctx context.Context) error {
-	var exists bool
-	if err := b.view(ctx, func(tx *bbolt.Tx) error { exists = tx.Bucket(bucketClaims) != nil; return nil }); err != nil {
-		return fmt.Errorf("registry: claims: %w", err)
-	}
-	if exists {
+		raw = bytes.Clone(v)
 		return nil
+	})
+	return raw, err
+}
+
+// EachRecord calls fn with every record of k's bucket in key order
+// (bbolt iterates in byte order, which is the order of ids and slugs),
+// inside one read transaction.
+func (b *Store) EachRecord(ctx context.Context, k registry.Kind, fn func(key string, raw []byte) error) error {
+	return b.view(ctx, func(tx *bbolt.Tx) error {
+		bk := tx.Bucket([]byte(k.Table))
+		if bk == nil {
+			return nil
+		}
+		return bk.ForEach(func(key, raw []byte) error { return fn(string(key), raw) })
+	})
+}
+
+// stamp is what a compare-and-set reads of a stored record.
+type stamp struct {
+	Generation uint64 `json:"generation"`
+	Owner      string `json:"owner"`
+}
+
+// readStamp reads the generation and owner of the record stored under key
+// in bk (nil: a bucket not created yet); found is false when there is
+// none.
+func readStamp(bk *bbolt.Bucket, k registry.Kind, key string) (st stamp, found bool, err error) {
+	if bk == nil {
+		return st, false, nil
 	}
+	raw := bk.Get([]byte(key))
+	if raw == nil {
+		return st, false, nil
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return st, true, fmt.Errorf("decode stored %s: %w", k.Name, err)
+	}
+	return st, true, nil
+}
+
+// PutRecord writes raw under key if the stored record matches cond and
+// cond's fence is the live lease of its lock, in one transaction, then
+// announces the change (see registry.Tables).
+func (b *Store) PutRecord(ctx context.Context, k registry.Kind, key string, raw []byte, cond registry.Cond) error {
 	err := b.update(ctx, func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketClaims)
-		return err
+		bk, err := tx.CreateBucketIfNotExists([]byte(k.Table))
+		if err != nil {
+			return fmt.Errorf("create bucket %s: %w", k.Table, err)
+		}
+		st, found, err := readStamp(bk, k, key)
+		if err != nil {
+			return err
+		}
+		if err := cond.Check(found, st.Generation, st.Owner); err != nil {
+			return err
+		}
+		if err := b.checkFence(tx, cond.Fence); err != nil {
+			return err
+		}
+		return bk.Put([]byte(key), raw)
 	})
 	if err != nil {
-		return fmt.Errorf("registry: create the claims index: %w", err)
+		return err
 	}
+	b.changes.Fire(k.ChangeKey(key))
+	return nil
+}
+
+// DeleteRecord removes the record under key if it matches cond;
+// registry.ErrNotFound when there is none. A cond with Generation 0 never
+// matches a stored record.
+func (b *Store) DeleteRecord(ctx context.Context, k registry.Kind, key string, cond registry.Cond) error {
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
+		bk := tx.Bucket([]byte(k.Table))
+		st, found, err := readStamp(bk, k, key)
+		if err != nil {
+			return err
+		}
+		if err := cond.CheckDelete(found, st.Generation, st.Owner); err != nil {
+			return err
+		}
+		if err := b.checkFence(tx, cond.Fence); err != nil {
+			return err
+		}
+		return bk.Delete([]byte(key))
+	})
+	if err != nil {
+		return err
+	}
+	b.changes.Fire(k.ChangeKey(key))
 	return nil
 }
 

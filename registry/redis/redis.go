@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -126,6 +125,9 @@ func redactURL(raw string) string {
 // that does not answer gives registry.ErrUnavailable within the client's timeouts;
 // the client reconnects by itself when it is back.
 type Store struct {
+	// Typed is the typed record methods over this store's Tables.
+	registry.Typed
+
 	c       goredis.UniversalClient
 	o       Options
 	keys    redisKeys
@@ -155,25 +157,25 @@ type Store struct {
 
 // redisKeys are the store's keys, all under one hash tag.
 type redisKeys struct {
-	homes, apps, claims, target, locks, lockseq, sessions, channel string
-	blobs, blobTimes, blobKeys, versions                           string
-	adminLeases, adminLeaseSeq                                     string
-	appStates, epoch, schema                                       string
+	// tag begins every key; the records of a kind are in the hash
+	// tag+Kind.Table (hash).
+	tag                                  string
+	locks, lockseq, sessions, channel    string
+	blobs, blobTimes, blobKeys, versions string
+	adminLeases, adminLeaseSeq           string
+	epoch, schema                        string
 }
 
 func newRedisKeys(prefix string) redisKeys {
 	tag := "{" + prefix + "}:"
 	return redisKeys{
-		homes: tag + "homes", apps: tag + "apps", claims: tag + "claims", target: tag + "target",
+		tag:   tag,
 		locks: tag + "locks", lockseq: tag + "lockseq", sessions: tag + "sessions", channel: tag + "changes",
 		blobs: tag + "blobs", blobTimes: tag + "blobtimes", blobKeys: tag + "blobkeys",
 		versions: tag + "versions", adminLeases: tag + "adminleases", adminLeaseSeq: tag + "adminleaseseq",
-		appStates: tag + "appstates", epoch: tag + "epoch", schema: tag + "schema",
+		epoch: tag + "epoch", schema: tag + "schema",
 	}
 }
-
-// targetField is the target's field in its hash.
-const targetField = "target"
 
 // redisOpenTimeout bounds the first contact with the server at open.
 const redisOpenTimeout = 5 * time.Second
@@ -187,6 +189,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("registry: open redis store: %w", err)
 	}
 	r := &Store{c: goredis.NewUniversalClient(uo), o: o, keys: newRedisKeys(o.Prefix)}
+	r.Typed = registry.Typed{Tables: r}
 	octx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
 	defer cancel()
 	if err := r.c.Ping(octx).Err(); err != nil {
@@ -325,42 +328,40 @@ func (r *Store) fail(ctx context.Context, err error) error {
 	return fmt.Errorf("redis at %s: %w: %w", r.where(), err, registry.ErrUnavailable)
 }
 
-// get reads one record of hash key.
-func redisGet[T any](ctx context.Context, r *Store, hash, kind, key string) (T, error) {
-	var v T
-	raw, err := r.c.HGet(ctx, hash, key).Result()
+// hash returns the Redis hash that holds the records of k.
+func (r *Store) hash(k registry.Kind) string { return r.keys.tag + k.Table }
+
+// GetRecord returns the stored JSON of key in k's hash (see
+// registry.Tables).
+func (r *Store) GetRecord(ctx context.Context, k registry.Kind, key string) ([]byte, error) {
+	raw, err := r.c.HGet(ctx, r.hash(k), key).Bytes()
 	switch {
 	case errors.Is(err, goredis.Nil):
-		return v, fmt.Errorf("registry: get %s %s: %w", kind, key, registry.ErrNotFound)
+		return nil, registry.ErrNotFound
 	case err != nil:
-		return v, fmt.Errorf("registry: get %s %s: %w", kind, key, r.fail(ctx, err))
+		return nil, r.fail(ctx, err)
 	}
-	if err := registry.Decode([]byte(raw), &v); err != nil {
-		return v, fmt.Errorf("registry: get %s %s: decode stored %s: %w", kind, key, kind, err)
-	}
-	return v, nil
+	return raw, nil
 }
 
-// redisList reads every record of hash, ordered by key.
-func redisList[T any](ctx context.Context, r *Store, hash, kind string) ([]T, error) {
-	all, err := r.c.HGetAll(ctx, hash).Result()
+// EachRecord calls fn with every record of k's hash, read in one command,
+// in key order.
+func (r *Store) EachRecord(ctx context.Context, k registry.Kind, fn func(key string, raw []byte) error) error {
+	all, err := r.c.HGetAll(ctx, r.hash(k)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("registry: list %s: %w", kind, r.fail(ctx, err))
+		return r.fail(ctx, err)
 	}
 	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
+	for key := range all {
+		keys = append(keys, key)
 	}
 	slices.Sort(keys)
-	out := make([]T, 0, len(keys))
-	for _, k := range keys {
-		var v T
-		if err := registry.Decode([]byte(all[k]), &v); err != nil {
-			return nil, fmt.Errorf("registry: list %s: decode stored %s %s: %w", kind, kind, k, err)
+	for _, key := range keys {
+		if err := fn(key, []byte(all[key])); err != nil {
+			return err
 		}
-		out = append(out, v)
 	}
-	return out, nil
+	return nil
 }
 
 // cas runs casScript for one record: op "put" writes raw, "del" deletes.
@@ -389,137 +390,17 @@ func (r *Store) cas(ctx context.Context, hash, key, op string, raw []byte, cond 
 	return fmt.Errorf("unexpected reply %q from the store's script", res)
 }
 
-// redisPut writes v if the stored record matches cond; the record written
-// and returned has generation cond.Generation+1 (set by setGen).
-func redisPut[T any](ctx context.Context, r *Store, hash, kind, key string, cond registry.Cond, v T, setGen func(*T, uint64)) (T, error) {
-	setGen(&v, cond.Generation+1)
-	raw, err := json.Marshal(v)
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("registry: put %s %s: encode: %w", kind, key, err)
-	}
-	if err := r.cas(ctx, hash, key, "put", raw, cond, kind+":"+key); err != nil {
-		var zero T
-		return zero, fmt.Errorf("registry: put %s %s: %w", kind, key, err)
-	}
-	return v, nil
+// PutRecord writes raw under key if the stored record matches cond, checked
+// on the server with the fence in one script (casScript), which announces
+// the change.
+func (r *Store) PutRecord(ctx context.Context, k registry.Kind, key string, raw []byte, cond registry.Cond) error {
+	return r.cas(ctx, r.hash(k), key, "put", raw, cond, k.ChangeKey(key))
 }
 
-// redisDelete removes the record under key if it matches cond.
-func (r *Store) redisDelete(ctx context.Context, hash, kind, key string, cond registry.Cond) error {
-	if err := r.cas(ctx, hash, key, "del", nil, cond, kind+":"+key); err != nil {
-		return fmt.Errorf("registry: delete %s %s: %w", kind, key, err)
-	}
-	return nil
-}
-
-// GetHome returns one home by id.
-func (r *Store) GetHome(ctx context.Context, id string) (registry.Home, error) {
-	return redisGet[registry.Home](ctx, r, r.keys.homes, "home", id)
-}
-
-// ListHomes returns every home, ordered by id.
-func (r *Store) ListHomes(ctx context.Context) ([]registry.Home, error) {
-	return redisList[registry.Home](ctx, r, r.keys.homes, "homes")
-}
-
-// PutHome writes h if the stored record matches cond (see registry.Store).
-func (r *Store) PutHome(ctx context.Context, h registry.Home, cond registry.Cond) (registry.Home, error) {
-	if err := h.Validate(); err != nil {
-		return registry.Home{}, fmt.Errorf("registry: put home %s: %w", h.ID, err)
-	}
-	return redisPut(ctx, r, r.keys.homes, "home", h.ID, cond, h, func(h *registry.Home, gen uint64) { h.Generation = gen })
-}
-
-// DeleteHome removes a home if the stored record matches cond.
-func (r *Store) DeleteHome(ctx context.Context, id string, cond registry.Cond) error {
-	return r.redisDelete(ctx, r.keys.homes, "home", id, cond)
-}
-
-// GetApp returns one stored app by slug.
-func (r *Store) GetApp(ctx context.Context, slug string) (registry.App, error) {
-	return redisGet[registry.App](ctx, r, r.keys.apps, "app", slug)
-}
-
-// ListApps returns every stored app, ordered by slug.
-func (r *Store) ListApps(ctx context.Context) ([]registry.App, error) {
-	return redisList[registry.App](ctx, r, r.keys.apps, "apps")
-}
-
-// PutApp writes a if the stored record matches cond (see registry.Store).
-func (r *Store) PutApp(ctx context.Context, a registry.App, cond registry.Cond) (registry.App, error) {
-	if a.Slug == "" {
-		return registry.App{}, errors.New("registry: put app: slug is empty")
-	}
-	return redisPut(ctx, r, r.keys.apps, "app", a.Slug, cond, a, func(a *registry.App, gen uint64) { a.Generation = gen })
-}
-
-// DeleteApp removes an app if the stored record matches cond.
-func (r *Store) DeleteApp(ctx context.Context, slug string, cond registry.Cond) error {
-	return r.redisDelete(ctx, r.keys.apps, "app", slug, cond)
-}
-
-// GetClaim returns the claim on target.
-func (r *Store) GetClaim(ctx context.Context, target string) (registry.Claim, error) {
-	return redisGet[registry.Claim](ctx, r, r.keys.claims, "claim", target)
-}
-
-// ListClaims returns every claim, ordered by target.
-func (r *Store) ListClaims(ctx context.Context) ([]registry.Claim, error) {
-	return redisList[registry.Claim](ctx, r, r.keys.claims, "claims")
-}
-
-// PutClaim writes c if the stored claim matches cond (see registry.Store).
-func (r *Store) PutClaim(ctx context.Context, c registry.Claim, cond registry.Cond) (registry.Claim, error) {
-	if c.Target == "" || c.Home == "" {
-		return registry.Claim{}, fmt.Errorf("registry: put claim %q: target and home are required", c.Target)
-	}
-	return redisPut(ctx, r, r.keys.claims, "claim", c.Target, cond, c, func(c *registry.Claim, gen uint64) { c.Generation = gen })
-}
-
-// DeleteClaim removes the claim on target if it matches cond.
-func (r *Store) DeleteClaim(ctx context.Context, target string, cond registry.Cond) error {
-	return r.redisDelete(ctx, r.keys.claims, "claim", target, cond)
-}
-
-// GetTarget returns the roll target, or registry.ErrNotFound when none is set.
-func (r *Store) GetTarget(ctx context.Context) (registry.Target, error) {
-	t, err := redisGet[registry.Target](ctx, r, r.keys.target, "target", targetField)
-	if err != nil {
-		return registry.Target{}, err
-	}
-	return t, nil
-}
-
-// PutTarget writes the target if the stored one matches cond.
-func (r *Store) PutTarget(ctx context.Context, t registry.Target, cond registry.Cond) (registry.Target, error) {
-	t.Generation = cond.Generation + 1
-	raw, err := json.Marshal(t)
-	if err != nil {
-		return registry.Target{}, fmt.Errorf("registry: put target: encode: %w", err)
-	}
-	if err := r.cas(ctx, r.keys.target, targetField, "put", raw, cond, registry.TargetKey); err != nil {
-		return registry.Target{}, fmt.Errorf("registry: put target: %w", err)
-	}
-	return t, nil
-}
-
-// GetAppState returns the desired state stored for slug.
-func (r *Store) GetAppState(ctx context.Context, slug string) (registry.AppState, error) {
-	return redisGet[registry.AppState](ctx, r, r.keys.appStates, "appstate", slug)
-}
-
-// ListAppStates returns every stored desired state, ordered by slug.
-func (r *Store) ListAppStates(ctx context.Context) ([]registry.AppState, error) {
-	return redisList[registry.AppState](ctx, r, r.keys.appStates, "appstates")
-}
-
-// PutAppState writes s if the stored record matches cond (see registry.Store).
-func (r *Store) PutAppState(ctx context.Context, s registry.AppState, cond registry.Cond) (registry.AppState, error) {
-	if err := s.Validate(); err != nil {
-		return registry.AppState{}, fmt.Errorf("registry: put app state %s: %w", s.Slug, err)
-	}
-	return redisPut(ctx, r, r.keys.appStates, "appstate", s.Slug, cond, s, func(s *registry.AppState, gen uint64) { s.Generation = gen })
+// DeleteRecord removes the record under key if it matches cond, as
+// PutRecord writes.
+func (r *Store) DeleteRecord(ctx context.Context, k registry.Kind, key string, cond registry.Cond) error {
+	return r.cas(ctx, r.hash(k), key, "del", nil, cond, k.ChangeKey(key))
 }
 
 var _ registry.Store = (*Store)(nil)
