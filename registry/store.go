@@ -1,16 +1,3 @@
-// Package registry holds wakegate's state behind one contract: homes, apps
-// registered at runtime, the roll target, lifecycle locks and session
-// counts. The contract (Store, its records, errors, Cond and Fence, the
-// change notifications and the optional capabilities) lives here; its
-// backends live beneath it: registry/bolt (the embedded bbolt store of one
-// gateway) and registry/redis (the store a fleet of gateways shares). Both
-// pass the conformance suite in registry/registrytest.
-//
-// DESIGN rules that live here: 15 (compare-and-set on generation and
-// owner: Cond.Check), 16 (lifecycle locks as leases with fencing tokens:
-// Fence.Check), the fleet half of 1 (one wake per fleet), the store's half
-// of 28 (the runner in a home's record, the epoch that tells a lost store)
-// and 30 (a store that cannot be trusted is refused).
 package registry
 
 import (
