@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/control"
-	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 )
 
 // The store commands work on the embedded store, data_dir/state.db:
@@ -76,15 +76,15 @@ func storePath(config string) (string, error) {
 // printOpenError prints why a store could not be read, and what to do.
 func printOpenError(w io.Writer, cmd string, err error) {
 	fmt.Fprintf(w, "store %s: %v\n", cmd, err)
-	var oe *registry.OpenError
+	var oe *bolt.OpenError
 	if !errors.As(err, &oe) {
 		return
 	}
 	hint := oe.Hint()
-	if oe.Problem == registry.ProblemInUse && cmd == "drop" {
+	if oe.Problem == bolt.ProblemInUse && cmd == "drop" {
 		hint = "stop the gateway first: drop writes to the file, which one process holds at a time"
 	}
-	if oe.Problem == registry.ProblemInUse && cmd == "check" {
+	if oe.Problem == bolt.ProblemInUse && cmd == "check" {
 		hint = "check reads the file with no gateway running; to check a running gateway's store, " +
 			"take a backup (wakegate store backup FILE) and check that: wakegate store check --file FILE"
 	}
@@ -111,7 +111,7 @@ func storeCheck(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	r, err := registry.CheckBolt(path)
+	r, err := bolt.Check(path)
 	if err != nil {
 		printOpenError(stderr, "check", err)
 		return 1
@@ -120,7 +120,7 @@ func storeCheck(args []string, stdout, stderr io.Writer) int {
 }
 
 // printReport prints a check's report and returns the exit status.
-func printReport(w io.Writer, r registry.BoltReport) int {
+func printReport(w io.Writer, r bolt.Report) int {
 	fmt.Fprintf(w, "store %s: %d bytes\n", r.Path, r.Size)
 	for _, name := range r.Buckets() {
 		fmt.Fprintf(w, "  %s: %d\n", name, r.Records[name])
@@ -156,7 +156,7 @@ func storeDrop(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if err := registry.DropRecords(path, refs); err != nil {
+	if err := bolt.DropRecords(path, refs); err != nil {
 		printOpenError(stderr, "drop", err)
 		return 1
 	}
@@ -189,9 +189,9 @@ func storeBackup(args []string, stdout, stderr io.Writer) int {
 		printConfigError(stderr, err)
 		return 1
 	}
-	n, err := registry.BackupBolt(path, dst)
-	var oe *registry.OpenError
-	if errors.As(err, &oe) && oe.Problem == registry.ProblemInUse {
+	n, err := bolt.BackupFile(path, dst)
+	var oe *bolt.OpenError
+	if errors.As(err, &oe) && oe.Problem == bolt.ProblemInUse {
 		// A gateway holds the store: it writes the copy.
 		c, cerr := client()
 		if cerr != nil {
@@ -204,7 +204,7 @@ func storeBackup(args []string, stdout, stderr io.Writer) int {
 		printOpenError(stderr, "backup", err)
 		return 1
 	}
-	r, err := registry.CheckBolt(dst)
+	r, err := bolt.Check(dst)
 	if err != nil || len(r.Problems) > 0 {
 		fmt.Fprintf(stderr, "store backup: the copy %s does not pass its check (%v %v)\n", dst, err, r.Problems)
 		return 1
@@ -232,7 +232,7 @@ func (c *adminClient) backup(dst string) (int64, error) {
 		return 0, fmt.Errorf("admin request: %s: %s", res.Status, body)
 	}
 	want, _ := strconv.ParseInt(res.Header.Get("Content-Length"), 10, 64)
-	return registry.WriteFileAtomic(dst, func(w io.Writer) (int64, error) {
+	return bolt.WriteFileAtomic(dst, func(w io.Writer) (int64, error) {
 		n, err := io.Copy(w, res.Body)
 		if err == nil && want > 0 && n != want {
 			err = fmt.Errorf("the copy ended after %d of %d bytes", n, want)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/redis"
 )
 
 // RedisConfig selects the shared store of a fleet. Without url and addrs
@@ -89,8 +89,8 @@ func (r *RedisConfig) validate(k checker) {
 
 // Options returns the store's options; the password reference is resolved
 // (validate checked that it resolves).
-func (r *RedisConfig) Options() (registry.RedisOptions, error) {
-	o := registry.RedisOptions{
+func (r *RedisConfig) Options() (redis.Options, error) {
+	o := redis.Options{
 		URL: r.URL, Addrs: r.Addrs, MasterName: r.MasterName, Cluster: r.Cluster, Prefix: r.Prefix,
 		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout,
 		PoolTimeout: r.PoolTimeout, PoolSize: r.PoolSize,

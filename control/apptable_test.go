@@ -12,6 +12,7 @@ import (
 
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -87,7 +88,7 @@ func startListener(t *testing.T, p *SelfProber) *listener {
 func newTestTable(t *testing.T) (*AppTable[*testRoute], *SelfProber) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	st, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

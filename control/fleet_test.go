@@ -10,7 +10,7 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
-	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -31,7 +31,7 @@ func TestFleetPeersOverRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	join := func(instance string) *Fleet[Route] {
-		r, err := registry.OpenRedis(ctx, registry.RedisOptions{URL: srv.URL(), Instance: instance})
+		r, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Instance: instance})
 		if err != nil {
 			t.Fatalf("open redis as %s: %v", instance, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 )
 
 // StoreFile is the embedded store's file name inside data_dir.
@@ -20,25 +21,25 @@ const StoreFile = "state.db"
 
 // openStore opens the embedded store under dataDir. A store file that
 // exists but cannot be trusted (empty, damaged, holding records that do
-// not decode) is refused and left as it is (registry.OpenError says what
+// not decode) is refused and left as it is (bolt.OpenError says what
 // to do), and so is a missing one while data_dir holds home folders: either
 // would forget every home and the roll target. The config's ResetStore
 // says the operator chose to start afresh: a refused file is then moved
 // aside (named in the log) and a new store begins; a sound file is opened
 // as always. Locks a crashed gateway left are released and logged.
-func OpenStore(dataDir string, resetStore bool, log *slog.Logger) (*registry.Bolt, error) {
+func OpenStore(dataDir string, resetStore bool, log *slog.Logger) (*bolt.Store, error) {
 	path := filepath.Join(dataDir, StoreFile)
 	homes := homeFolders(dataDir)
-	opts := registry.BoltOptions{}
+	opts := bolt.Options{}
 	if !resetStore {
 		opts.MustHoldData = homes
 	}
 	_, statErr := os.Stat(path)
 	fresh := statErr != nil
-	b, err := registry.OpenBolt(path, opts)
-	var oe *registry.OpenError
+	b, err := bolt.Open(path, opts)
+	var oe *bolt.OpenError
 	if err != nil && resetStore && errors.As(err, &oe) &&
-		(oe.Problem == registry.ProblemEmpty || oe.Problem == registry.ProblemDamaged || oe.Problem == registry.ProblemBadRecord) {
+		(oe.Problem == bolt.ProblemEmpty || oe.Problem == bolt.ProblemDamaged || oe.Problem == bolt.ProblemBadRecord) {
 		aside := fmt.Sprintf("%s.refused-%s", path, time.Now().UTC().Format("20060102T150405Z"))
 		if rerr := os.Rename(path, aside); rerr != nil {
 			return nil, fmt.Errorf("--reset-store: move the refused store aside: %w (the store was refused: %w)", rerr, err)
@@ -47,14 +48,14 @@ func OpenStore(dataDir string, resetStore bool, log *slog.Logger) (*registry.Bol
 			"stored homes, apps registered through the admin API and the roll target are forgotten",
 			"store", path, "moved_to", aside, "why", err.Error())
 		fresh = true
-		b, err = registry.OpenBolt(path, registry.BoltOptions{})
+		b, err = bolt.Open(path, bolt.Options{})
 	}
 	if err != nil {
 		return nil, err
 	}
 	if m := b.Migration(); m.Backup != "" {
 		log.Info("store migrated to this version's format; the file as it was is kept", "store", path,
-			"from_version", m.From, "to_version", registry.BoltSchema, "copy", m.Backup)
+			"from_version", m.From, "to_version", bolt.Schema, "copy", m.Backup)
 	}
 	if names := b.ReleasedLocks(); len(names) > 0 {
 		log.Info("released lifecycle locks left by a gateway that did not stop cleanly", "locks", strings.Join(names, ","))

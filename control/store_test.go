@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -31,8 +32,8 @@ func TestOpenStoreRefusesUntrusted(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "homes", "h1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	problem := func(err error) registry.OpenProblem {
-		var oe *registry.OpenError
+	problem := func(err error) bolt.OpenProblem {
+		var oe *bolt.OpenError
 		if !errors.As(err, &oe) {
 			t.Fatalf("not an OpenError: %v", err)
 		}
@@ -43,7 +44,7 @@ func TestOpenStoreRefusesUntrusted(t *testing.T) {
 	if b, err := OpenStore(dir, false, log); err == nil {
 		_ = b.Close()
 		t.Fatal("a missing store beside home folders was opened")
-	} else if p := problem(err); p != registry.ProblemMissing {
+	} else if p := problem(err); p != bolt.ProblemMissing {
 		t.Fatalf("missing store: problem %q", p)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
@@ -57,7 +58,7 @@ func TestOpenStoreRefusesUntrusted(t *testing.T) {
 	if b, err := OpenStore(dir, false, log); err == nil {
 		_ = b.Close()
 		t.Fatal("an empty store was opened")
-	} else if p := problem(err); p != registry.ProblemEmpty {
+	} else if p := problem(err); p != bolt.ProblemEmpty {
 		t.Fatalf("empty store: problem %q", p)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {

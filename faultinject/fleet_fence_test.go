@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -24,7 +25,7 @@ const heartbeatTTL = 4 * time.Second
 
 // waitRunner drives requests for the home through g until the record names
 // runner, or fails t after limit.
-func waitRunner(t *testing.T, store *registry.Redis, g *fiGateway, runner string, limit time.Duration) time.Duration {
+func waitRunner(t *testing.T, store *redis.Store, g *fiGateway, runner string, limit time.Duration) time.Duration {
 	t.Helper()
 	c := fleetClient()
 	c.Timeout = 5 * time.Second
@@ -43,7 +44,7 @@ func waitRunner(t *testing.T, store *registry.Redis, g *fiGateway, runner string
 
 // suspendThrough asks g's admin API to suspend the home once no gateway
 // reports a session on it.
-func suspendThrough(t *testing.T, store *registry.Redis, g *fiGateway) {
+func suspendThrough(t *testing.T, store *redis.Store, g *fiGateway) {
 	t.Helper()
 	testbin.Eventually(t, "no session reported", func() bool {
 		n, err := store.FleetSessions(context.Background(), fiHome)

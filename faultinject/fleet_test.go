@@ -20,6 +20,7 @@ import (
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -330,11 +331,11 @@ func TestFleetSessionsAcrossInstances(t *testing.T) {
 }
 
 // openFleetStore opens the fleet tests' store on srv, to watch it.
-func openFleetStore(t *testing.T, srv *registrytest.RedisServer) *registry.Redis {
+func openFleetStore(t *testing.T, srv *registrytest.RedisServer) *redis.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := registry.OpenRedis(ctx, registry.RedisOptions{URL: srv.URL(), Prefix: "fleet"})
+	r, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: "fleet"})
 	if err != nil {
 		t.Fatalf("open the fleet's store: %v", err)
 	}

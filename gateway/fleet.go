@@ -10,6 +10,7 @@ import (
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
+	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/route"
 )
 
@@ -37,7 +38,7 @@ func (g *Gateway) openFleetStore() error {
 	o.Instance = g.cfg.Instance
 	ctx, cancel := context.WithTimeout(context.Background(), fleetOpenTimeout)
 	defer cancel()
-	r, err := registry.OpenRedis(ctx, o)
+	r, err := redis.Open(ctx, o)
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -30,7 +31,7 @@ func BenchmarkFleetWakeOverhead(b *testing.B) {
 	gwA, gwB := e2eStartInProcess(b, conf("gw-a")), e2eStartInProcess(b, conf("gw-b"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	store, err := registry.OpenRedis(ctx, registry.RedisOptions{URL: srv.URL()})
+	store, err := redis.Open(ctx, redis.Options{URL: srv.URL()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func BenchmarkFleetWakeOverhead(b *testing.B) {
 }
 
 // waitWaking waits until the stored demo home says a wake holds its lease.
-func waitWaking(b *testing.B, store *registry.Redis) {
+func waitWaking(b *testing.B, store *redis.Store) {
 	b.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {

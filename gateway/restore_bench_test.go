@@ -12,6 +12,7 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 )
 
 // restoreConfig is the config of a gateway whose data lives in dir, with
@@ -67,7 +68,7 @@ func seedStoredHomes(tb testing.TB, dir string, n int) {
 		tb.Fatal(err)
 	}
 	g.Close()
-	b, err := registry.OpenBolt(filepath.Join(dir, control.StoreFile), registry.BoltOptions{})
+	b, err := bolt.Open(filepath.Join(dir, control.StoreFile), bolt.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

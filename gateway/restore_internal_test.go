@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 )
 
 // readCounter is a store that counts the reads a restore makes of it.
@@ -49,7 +50,7 @@ func TestRestoreReadsTheIndexOnce(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
 	seedStoredHomes(t, dir, n)
-	b, err := registry.OpenBolt(filepath.Join(dir, control.StoreFile), registry.BoltOptions{})
+	b, err := bolt.Open(filepath.Join(dir, control.StoreFile), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 )
 
 const (
@@ -414,7 +415,7 @@ func TestWakeE2EWebSocketBlocksIdleSuspend(t *testing.T) {
 		return len(testbin.HomePIDs(t, gw.homeDir())) == 0 && gw.g.Engine().Sleeping(wkHome)
 	})
 	gw.stop()
-	store, err := registry.OpenBolt(filepath.Join(gw.data, "state.db"), registry.BoltOptions{})
+	store, err := bolt.Open(filepath.Join(gw.data, "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,7 +581,7 @@ func TestWakeE2EReusedPidNotSignalled(t *testing.T) {
 	})
 	spid := sleeper.Process.Pid
 
-	store, err := registry.OpenBolt(filepath.Join(dir, "data", "state.db"), registry.BoltOptions{})
+	store, err := bolt.Open(filepath.Join(dir, "data", "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,11 @@
 package registry
 
 import (
-	"context"
-	"errors"
 	"net/url"
 	"regexp"
 	"strings"
 	"time"
 )
-
-// bucketApps holds the apps registered at runtime: slug -> JSON App.
-var bucketApps = []byte("apps")
 
 // App is one app: the same record is an entry of the config file (apps:),
 // the body of the admin API's PUT /admin/apps/{slug} and the stored record
@@ -209,29 +204,3 @@ func (a App) Stopped() bool { return a.DesiredState == AppStopped }
 
 // AppCond returns the condition that matches a as it was read.
 func AppCond(a App) Cond { return Cond{Generation: a.Generation, Owner: a.Owner} }
-
-// GetApp returns one stored app by slug.
-func (b *Bolt) GetApp(ctx context.Context, slug string) (App, error) {
-	return boltGet[App](ctx, b, bucketApps, "app", slug)
-}
-
-// ListApps returns every stored app, ordered by slug.
-func (b *Bolt) ListApps(ctx context.Context) ([]App, error) {
-	return boltList[App](ctx, b, bucketApps, "apps")
-}
-
-// PutApp writes a if the stored record matches cond. The record written and
-// returned has Generation cond.Generation+1 and Owner a.Owner. An app needs
-// a non-empty Slug.
-func (b *Bolt) PutApp(ctx context.Context, a App, cond Cond) (App, error) {
-	if a.Slug == "" {
-		return App{}, errors.New("registry: put app: slug is empty")
-	}
-	return boltPut(ctx, b, bucketApps, "app", a.Slug, cond, a, func(a *App, gen uint64) { a.Generation = gen })
-}
-
-// DeleteApp removes an app if the stored record matches cond; ErrNotFound
-// when there is none. A cond with Generation 0 never matches a stored app.
-func (b *Bolt) DeleteApp(ctx context.Context, slug string, cond Cond) error {
-	return boltDelete[App](ctx, b, bucketApps, "app", slug, cond)
-}

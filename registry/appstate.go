@@ -1,9 +1,7 @@
 package registry
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -29,17 +27,15 @@ func (s AppState) Stopped() bool { return s.DesiredState == AppStopped }
 // AppStateCond returns the condition that matches s as it was read.
 func AppStateCond(s AppState) Cond { return Cond{Generation: s.Generation, Owner: s.Owner} }
 
-func (s AppState) stamp() (uint64, string) { return s.Generation, s.Owner }
+// Stamp returns s's generation and owner token.
+func (s AppState) Stamp() (uint64, string) { return s.Generation, s.Owner }
 
 // AppStateKey is the change key of app slug's desired state. A change of
 // it is also announced on AnyAppKey.
 func AppStateKey(slug string) string { return changeAppState + slug }
 
-// bucketAppStates holds the operators' desired states: slug -> JSON AppState.
-var bucketAppStates = []byte("appstates")
-
-// validateAppState refuses a record no reader could use.
-func validateAppState(s AppState) error {
+// Validate refuses a record no reader could use.
+func (s AppState) Validate() error {
 	switch {
 	case s.Slug == "":
 		return errors.New("slug is empty")
@@ -47,40 +43,4 @@ func validateAppState(s AppState) error {
 		return errors.New("desired state must be running or stopped, got " + s.DesiredState)
 	}
 	return nil
-}
-
-// GetAppState returns the desired state stored for slug.
-func (b *Bolt) GetAppState(ctx context.Context, slug string) (AppState, error) {
-	return boltGet[AppState](ctx, b, bucketAppStates, "appstate", slug)
-}
-
-// ListAppStates returns every stored desired state, ordered by slug.
-func (b *Bolt) ListAppStates(ctx context.Context) ([]AppState, error) {
-	return boltList[AppState](ctx, b, bucketAppStates, "appstates")
-}
-
-// PutAppState writes s if the stored record matches cond.
-func (b *Bolt) PutAppState(ctx context.Context, s AppState, cond Cond) (AppState, error) {
-	if err := validateAppState(s); err != nil {
-		return AppState{}, fmt.Errorf("registry: put app state %s: %w", s.Slug, err)
-	}
-	return boltPut(ctx, b, bucketAppStates, "appstate", s.Slug, cond, s, func(s *AppState, gen uint64) { s.Generation = gen })
-}
-
-// GetAppState returns the desired state stored for slug.
-func (r *Redis) GetAppState(ctx context.Context, slug string) (AppState, error) {
-	return redisGet[AppState](ctx, r, r.keys.appStates, "appstate", slug)
-}
-
-// ListAppStates returns every stored desired state, ordered by slug.
-func (r *Redis) ListAppStates(ctx context.Context) ([]AppState, error) {
-	return redisList[AppState](ctx, r, r.keys.appStates, "appstates")
-}
-
-// PutAppState writes s if the stored record matches cond (see Store).
-func (r *Redis) PutAppState(ctx context.Context, s AppState, cond Cond) (AppState, error) {
-	if err := validateAppState(s); err != nil {
-		return AppState{}, fmt.Errorf("registry: put app state %s: %w", s.Slug, err)
-	}
-	return redisPut(ctx, r, r.keys.appStates, "appstate", s.Slug, cond, s, func(s *AppState, gen uint64) { s.Generation = gen })
 }

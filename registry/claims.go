@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // The target index: one record per target, naming the home that routes
@@ -29,11 +27,6 @@ import (
 // release that does not happen (a crash) leaves a stale claim, which the
 // next claimant takes over.
 
-// bucketClaims holds the target index: target -> JSON Claim. It is
-// created by the first write of a claim, so that a store written before
-// the index existed opens unchanged.
-var bucketClaims = []byte("claims")
-
 // Claim is the index record of one target.
 type Claim struct {
 	// Target is the name in /node/{target}; the record's key.
@@ -49,7 +42,8 @@ type Claim struct {
 // ClaimCond returns the condition that matches c as it was read.
 func ClaimCond(c Claim) Cond { return Cond{Generation: c.Generation, Owner: c.Owner} }
 
-func (c Claim) stamp() (uint64, string) { return c.Generation, c.Owner }
+// Stamp returns c's generation and owner token.
+func (c Claim) Stamp() (uint64, string) { return c.Generation, c.Owner }
 
 // Claims is the target index of a Store, with the Store's contract:
 // writes are compare-and-set on generation and owner (Cond), a missing
@@ -205,88 +199,10 @@ func ForceClaim(ctx context.Context, s Store, target, home, owner string) (prev 
 	return Claim{}, fmt.Errorf("claim target %s: %d attempts met other writers: %w", target, claimAttempts, ErrConflict)
 }
 
-// GetClaim returns the claim on target.
-func (b *Bolt) GetClaim(ctx context.Context, target string) (Claim, error) {
-	var c Claim
-	err := b.view(ctx, func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketClaims) == nil {
-			return ErrNotFound
-		}
-		var found bool
-		var err error
-		c, found, err = boltDecode[Claim](tx, bucketClaims, "claim", target)
-		if err == nil && !found {
-			err = ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return Claim{}, fmt.Errorf("registry: get claim %s: %w", target, err)
-	}
-	return c, nil
-}
-
-// ListClaims returns every claim, ordered by target.
-func (b *Bolt) ListClaims(ctx context.Context) ([]Claim, error) {
-	out := []Claim{}
-	err := b.view(ctx, func(tx *bolt.Tx) error {
-		bucket := tx.Bucket(bucketClaims)
-		if bucket == nil {
-			return nil
-		}
-		return bucket.ForEach(func(k, raw []byte) error {
-			var c Claim
-			if err := decodeRecord(raw, &c); err != nil {
-				return fmt.Errorf("decode stored claim %s: %w", k, err)
-			}
-			out = append(out, c)
-			return nil
-		})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("registry: list claims: %w", err)
-	}
-	return out, nil
-}
-
-// PutClaim writes c if the stored claim on c.Target matches cond. The
-// record written and returned has Generation cond.Generation+1 and Owner
-// c.Owner. A claim needs a non-empty Target and Home.
-func (b *Bolt) PutClaim(ctx context.Context, c Claim, cond Cond) (Claim, error) {
+// validate refuses a claim without its target or home.
+func (c *Claim) validate() error {
 	if c.Target == "" || c.Home == "" {
-		return Claim{}, fmt.Errorf("registry: put claim %q: target and home are required", c.Target)
-	}
-	if err := b.ensureClaims(ctx); err != nil {
-		return Claim{}, err
-	}
-	return boltPut(ctx, b, bucketClaims, "claim", c.Target, cond, c, func(c *Claim, gen uint64) { c.Generation = gen })
-}
-
-// DeleteClaim removes the claim on target if it matches cond; ErrNotFound
-// when there is none. A cond with Generation 0 never matches a stored
-// claim.
-func (b *Bolt) DeleteClaim(ctx context.Context, target string, cond Cond) error {
-	if err := b.ensureClaims(ctx); err != nil {
-		return err
-	}
-	return boltDelete[Claim](ctx, b, bucketClaims, "claim", target, cond)
-}
-
-// ensureClaims creates the claims bucket when it does not exist yet.
-func (b *Bolt) ensureClaims(ctx context.Context) error {
-	var exists bool
-	if err := b.view(ctx, func(tx *bolt.Tx) error { exists = tx.Bucket(bucketClaims) != nil; return nil }); err != nil {
-		return fmt.Errorf("registry: claims: %w", err)
-	}
-	if exists {
-		return nil
-	}
-	err := b.update(ctx, func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(bucketClaims)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("registry: create the claims index: %w", err)
+		return errors.New("target and home are required")
 	}
 	return nil
 }

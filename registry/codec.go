@@ -9,7 +9,7 @@ import (
 // Records are stored as the JSON that encoding/json writes for them. A
 // gateway with 100,000 homes reads every home record and every target
 // claim at start, and encoding/json's reflection made that most of the
-// start. decodeRecord reads the two records read in bulk (Home and Claim)
+// start. Decode reads the two records read in bulk (Home and Claim)
 // with a decoder written for the shape the store writes: one flat object
 // of known keys, in any order, whose values are strings, integers, booleans
 // and times (nested settings and lists are handed to encoding/json). The
@@ -18,8 +18,8 @@ import (
 // json.Unmarshal: every record decodes exactly as json.Unmarshal decodes
 // it, errors included (TestDecodeRecordMatchesJSON, FuzzDecodeHome).
 
-// decodeRecord decodes the stored record raw into v, which is zero.
-func decodeRecord[T any](raw []byte, v *T) error {
+// Decode decodes the stored record raw into v, which is zero.
+func Decode[T any](raw []byte, v *T) error {
 	switch p := any(v).(type) {
 	case *Home:
 		if decodeHome(raw, p) {

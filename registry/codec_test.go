@@ -55,7 +55,7 @@ func TestDecodeRecordMatchesJSON(t *testing.T) {
 	for _, in := range inputs {
 		var want, got Home
 		werr := json.Unmarshal([]byte(in), &want)
-		gerr := decodeRecord([]byte(in), &got)
+		gerr := Decode([]byte(in), &got)
 		if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s:\n got %+v, %v\nwant %+v, %v", in, got, gerr, want, werr)
 		}
@@ -64,7 +64,7 @@ func TestDecodeRecordMatchesJSON(t *testing.T) {
 		`{"target":"t","target":"u"}`, `{"generation":"7"}`} {
 		var want, got Claim
 		werr := json.Unmarshal([]byte(in), &want)
-		gerr := decodeRecord([]byte(in), &got)
+		gerr := Decode([]byte(in), &got)
 		if (werr == nil) != (gerr == nil) || got != want {
 			t.Errorf("claim %s: got %+v, %v; want %+v, %v", in, got, gerr, want, werr)
 		}
@@ -124,7 +124,7 @@ func decodesAsJSON(t *testing.T, in []byte) {
 	t.Helper()
 	var want, got Home
 	werr := json.Unmarshal(in, &want)
-	gerr := decodeRecord(in, &got)
+	gerr := Decode(in, &got)
 	if (werr == nil) != (gerr == nil) {
 		t.Fatalf("%q: error %v, encoding/json %v", in, gerr, werr)
 	}
@@ -154,7 +154,7 @@ func BenchmarkDecodeHome(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			var h Home
-			if err := decodeRecord(raw, &h); err != nil {
+			if err := Decode(raw, &h); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -37,10 +37,10 @@ func (c Cond) Fenced(l Lease) Cond {
 	return c
 }
 
-// fenceLost explains why a stored lease (found reports whether the lock has
+// Check explains why a stored lease (found reports whether the lock has
 // one: holder token and expiry) does not admit a write fenced by f at now,
 // as ErrLeaseLost; nil when it does, or when f is zero.
-func fenceLost(f Fence, found bool, token uint64, expires, now time.Time) error {
+func (f Fence) Check(found bool, token uint64, expires, now time.Time) error {
 	switch {
 	case f.Lock == "":
 		return nil
@@ -94,15 +94,15 @@ type Notifier interface {
 	Changed(key string) <-chan struct{}
 }
 
-// changes is an in-process Notifier: one channel per key with waiters,
+// Changes is an in-process Notifier: one channel per key with waiters,
 // closed and forgotten on the key's next change.
-type changes struct {
+type Changes struct {
 	mu      sync.Mutex
 	waiters map[string]chan struct{}
 }
 
 // Changed returns the channel closed at key's next change.
-func (c *changes) Changed(key string) <-chan struct{} {
+func (c *Changes) Changed(key string) <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.waiters == nil {
@@ -124,9 +124,9 @@ const AnyHomeKey = changeHome + "*"
 // homes.
 const AnyAppKey = changeApp + "*"
 
-// fire wakes the waiters of key, and of AnyHomeKey or AnyAppKey for a
+// Fire wakes the waiters of key, and of AnyHomeKey or AnyAppKey for a
 // home's or an app's key.
-func (c *changes) fire(key string) {
+func (c *Changes) Fire(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	keys := []string{key}
@@ -144,8 +144,8 @@ func (c *changes) fire(key string) {
 	}
 }
 
-// fireAll wakes every waiter (a store that may have missed changes).
-func (c *changes) fireAll() {
+// FireAll wakes every waiter (a store that may have missed changes).
+func (c *Changes) FireAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, ch := range c.waiters {

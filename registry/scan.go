@@ -1,12 +1,8 @@
 package registry
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"sort"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // HomeScanner is a Store that walks its homes in id order from a point,
@@ -37,37 +33,3 @@ func ScanHomes(ctx context.Context, s Store, after string, fn func(Home) bool) e
 	}
 	return nil
 }
-
-// ScanHomes walks the stored homes in id order with a bbolt cursor, from
-// the first id after after.
-func (b *Bolt) ScanHomes(ctx context.Context, after string, fn func(Home) bool) error {
-	err := b.view(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketHomes).Cursor()
-		k, raw := c.First()
-		if after != "" {
-			k, raw = c.Seek([]byte(after))
-			if k != nil && bytes.Equal(k, []byte(after)) {
-				k, raw = c.Next()
-			}
-		}
-		for ; k != nil; k, raw = c.Next() {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			var h Home
-			if err := decodeRecord(raw, &h); err != nil {
-				return fmt.Errorf("decode stored home %s: %w", k, err)
-			}
-			if !fn(h) {
-				return nil
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("registry: scan homes: %w", err)
-	}
-	return nil
-}
-
-var _ HomeScanner = (*Bolt)(nil)

@@ -1,14 +1,3 @@
-// Package registry holds wakegate's state: homes, apps registered at
-// runtime, the roll target, lifecycle locks and session counts. One Store
-// interface has an embedded bbolt implementation (Bolt) and is designed so
-// that a Redis implementation can serve a fleet of gateways without
-// changing callers.
-//
-// DESIGN rules that live here: 15 (compare-and-set on generation and
-// owner), 16 (lifecycle locks as leases with fencing tokens), the fleet
-// half of 1 (one wake per fleet), the store's half of 28 (the runner in a
-// home's record, the epoch that tells a lost store) and 30 (a store that
-// cannot be trusted is refused).
 package registry
 
 import (
@@ -140,6 +129,22 @@ type Cond struct {
 	Fence      Fence
 }
 
+// Record is a stored record written with a compare-and-set: a home, an
+// app, an app's desired state, a claim or the target.
+type Record interface {
+	// Stamp returns the record's generation and owner token.
+	Stamp() (generation uint64, owner string)
+}
+
+// Stamp returns h's generation and owner token.
+func (h Home) Stamp() (uint64, string) { return h.Generation, h.Owner }
+
+// Stamp returns a's generation and owner token.
+func (a App) Stamp() (uint64, string) { return a.Generation, a.Owner }
+
+// Stamp returns t's generation and owner token.
+func (t Target) Stamp() (uint64, string) { return t.Generation, t.Owner }
+
 // CondOf returns the condition that matches h as it was read.
 func CondOf(h Home) Cond { return Cond{Generation: h.Generation, Owner: h.Owner} }
 
@@ -196,10 +201,28 @@ type Lease struct {
 //   - Session counts are reported per gateway instance and expire with a TTL,
 //     so a crashed instance does not pin homes awake for ever.
 //   - The target index (Claims, claims.go) is written with the same
-//     compare-and-set as homes, apps and the target.
+//     compare-and-set as homes, apps and the target: every kind of record
+//     is one shape (Tables, Records; records.go).
 type Store interface {
-	Claims
+	// Tables are the records, every kind in one shape: Records[T] over
+	// them (Homes, Apps, AppStates, TargetIndex, Targets).
+	Tables
+	// TypedRecords are the same records through typed methods, which
+	// every backend takes from Typed.
+	TypedRecords
+	Locker
+	SessionReports
 	Notifier
+
+	// Close releases the store's resources.
+	Close() error
+}
+
+// TypedRecords are a store's records through one method per kind and
+// operation (GetHome, PutApp, ...). A backend does not write them: it
+// embeds Typed, which implements them over its Tables.
+type TypedRecords interface {
+	Claims
 
 	// GetHome returns one home by id.
 	GetHome(ctx context.Context, id string) (Home, error)
@@ -231,7 +254,11 @@ type Store interface {
 	GetTarget(ctx context.Context) (Target, error)
 	// PutTarget writes the target if the stored one matches cond.
 	PutTarget(ctx context.Context, t Target, cond Cond) (Target, error)
+}
 
+// Locker takes lifecycle locks: leases with a TTL and a fencing token
+// (DESIGN rules 16 and 32).
+type Locker interface {
 	// Lock takes the named lock for holder for ttl. It returns ErrLocked at
 	// once when another holder's lease is live; it does not wait.
 	Lock(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
@@ -239,60 +266,14 @@ type Store interface {
 	Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error)
 	// Unlock releases a held lease; ErrLeaseLost if it is no longer current.
 	Unlock(ctx context.Context, l Lease) error
+}
 
+// SessionReports are every instance's live session counts.
+type SessionReports interface {
 	// ReportSessions records this instance's live session count per home,
 	// replacing its previous report. Counts expire after ttl.
 	ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error
 	// FleetSessions returns the sum of unexpired session counts for a home
 	// over every instance.
 	FleetSessions(ctx context.Context, homeID string) (int, error)
-
-	// Close releases the store's resources.
-	Close() error
 }
-
-// Fleet is what a store shared by several gateways offers beside Store.
-// A gateway asks its store for it (store.(registry.Fleet)) and runs alone
-// when the store does not offer it; the Redis store does, the embedded
-// store does not.
-type Fleet interface {
-	// SetVersion records instance's software version for the fleet's
-	// instance list.
-	SetVersion(ctx context.Context, instance, version string) error
-	// Reports lists the live instances' session reports.
-	Reports(ctx context.Context) ([]InstanceReport, error)
-	// DropVerdict announces to every instance that home id's warm verdict
-	// is gone.
-	DropVerdict(ctx context.Context, id string) error
-	// OnVerdictDropped sets the function called with the id of every
-	// verdict another instance drops (nil stops the calls).
-	OnVerdictDropped(fn func(id string))
-	// AddAdminLease stores an operator's lease on home for ttl, counted
-	// among the home's sessions by every instance.
-	AddAdminLease(ctx context.Context, home string, ttl time.Duration) (uint64, time.Time, error)
-	// EndAdminLease ends a stored lease and reports whether it was live.
-	EndAdminLease(ctx context.Context, home string, lease uint64) (bool, error)
-	// Epoch returns the store's epoch, creating it when it is missing: a
-	// value that changes (or comes back new) tells a gateway that the
-	// store lost its data (redis_fleet.go).
-	Epoch(ctx context.Context) (string, error)
-	// Persistence says what the server keeps across its own restart.
-	Persistence(ctx context.Context) (Persistence, error)
-	// Ask sends body to instance to and returns its answer (OnAsked),
-	// waiting until ctx ends.
-	Ask(ctx context.Context, to, body string) (string, error)
-	// OnAsked sets the function that answers what other instances Ask
-	// this one (nil: questions go unanswered).
-	OnAsked(fn func(ctx context.Context, from, body string) string)
-}
-
-// Health is a store that knows whether its backend answers: Unavailable
-// says why it does not, or nil while it does.
-type Health interface {
-	Unavailable() error
-}
-
-var (
-	_ Fleet  = (*Redis)(nil)
-	_ Health = (*Redis)(nil)
-)

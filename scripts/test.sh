@@ -42,7 +42,7 @@ if ! command -v h2spec >/dev/null && [[ ! -x $gobin/h2spec ]]; then
   echo "test.sh: installing h2spec"
   go install "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
 fi
-# The fleet tests (registry/redis_test.go, faultinject/fleet*_test.go) run
+# The fleet tests (registry/redis/redis_test.go, faultinject/fleet*_test.go) run
 # real redis-server processes on loopback ports (the Sentinel test runs its
 # sentinels as redis-server --sentinel); they skip without it unless
 # CI=true.

@@ -16,7 +16,7 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
-	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -44,7 +44,7 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 		_ = ln.Close()
 		<-accepted
 	})
-	store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestMetricsCountUnprovenStopOfFailedWake(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	_ = ln.Close() // every probe attempt is refused
-	store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -106,7 +107,7 @@ type rigOptions struct {
 type rig struct {
 	t     *testing.T
 	data  string
-	store *registry.Bolt
+	store *bolt.Store
 	exec  *execprov.Provider
 	sess  *proxy.Sessions
 	eng   *wake.Engine
@@ -149,7 +150,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		}
 	})
 	var err error
-	if r.store, err = registry.OpenBolt(filepath.Join(r.data, "state.db"), registry.BoltOptions{}); err != nil {
+	if r.store, err = bolt.Open(filepath.Join(r.data, "state.db"), bolt.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.store.Close() })

@@ -10,7 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
-	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -23,7 +23,7 @@ func warmEngine(b *testing.B) *wake.Engine {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = ln.Close() })
-	store, err := registry.OpenBolt(filepath.Join(b.TempDir(), "state.db"), registry.BoltOptions{})
+	store, err := bolt.Open(filepath.Join(b.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -113,7 +114,7 @@ func TestWakeFailureAfterGiveUpIsTheGiveUp(t *testing.T) {
 // one-second backoff.
 func giveUpEngine(t *testing.T, prov provider.Provider) (*wake.Engine, registry.Store) {
 	t.Helper()
-	store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	store, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 )
 
 // refusedLocks is the bolt store, telling when a lock was refused.
@@ -50,7 +51,7 @@ func TestWakeWaitsOnTheHoldersBroadcast(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	bolt, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	bolt, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -77,9 +78,9 @@ func lcOptions(t *testing.T, store registry.Store, sessions *proxy.Sessions, end
 	}
 }
 
-func lcStore(t *testing.T) *registry.Bolt {
+func lcStore(t *testing.T) *bolt.Store {
 	t.Helper()
-	s, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	s, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -63,7 +64,7 @@ func (s *failingStore) failures() int {
 type frig struct {
 	t     *testing.T
 	data  string
-	bolt  *registry.Bolt
+	bolt  *bolt.Store
 	store *failingStore
 	exec  *execprov.Provider
 	eng   *wake.Engine
@@ -95,7 +96,7 @@ func (r *frig) start(fail func(registry.Home) bool) {
 	t := r.t
 	t.Helper()
 	var err error
-	if r.bolt, err = registry.OpenBolt(filepath.Join(r.data, "state.db"), registry.BoltOptions{}); err != nil {
+	if r.bolt, err = bolt.Open(filepath.Join(r.data, "state.db"), bolt.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	r.store = &failingStore{Store: r.bolt, fail: fail}

@@ -16,6 +16,7 @@ import (
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -90,7 +91,7 @@ func TestRefreshSuspendedOutOfBand(t *testing.T) {
 type noticeRig struct {
 	t     *testing.T
 	dir   string
-	store *registry.Bolt
+	store *bolt.Store
 	eng   *wake.Engine
 }
 
@@ -98,7 +99,7 @@ func newNoticeRig(t *testing.T, budget int) *noticeRig {
 	data := t.TempDir()
 	r := &noticeRig{t: t, dir: filepath.Join(data, "homes", rigHome)}
 	var err error
-	if r.store, err = registry.OpenBolt(filepath.Join(data, "state.db"), registry.BoltOptions{}); err != nil {
+	if r.store, err = bolt.Open(filepath.Join(data, "state.db"), bolt.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.store.Close() })

@@ -21,6 +21,7 @@ import (
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -31,7 +32,7 @@ type rollRig struct {
 	t     testing.TB
 	bin   string
 	data  string
-	store *registry.Bolt
+	store *bolt.Store
 	exec  *execprov.Provider
 	sess  *proxy.Sessions
 	eng   *wake.Engine
@@ -109,7 +110,7 @@ func newRollRig(t testing.TB, bin string, mode wake.RollMode) *rollRig {
 		}
 	})
 	var err error
-	if r.store, err = registry.OpenBolt(filepath.Join(r.data, "state.db"), registry.BoltOptions{}); err != nil {
+	if r.store, err = bolt.Open(filepath.Join(r.data, "state.db"), bolt.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.store.Close() })

@@ -10,6 +10,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 )
 
 // slowReports is the bolt store whose session reports wait for release:
@@ -31,7 +32,7 @@ func (s slowReports) ReportSessions(ctx context.Context, instance string, counts
 // while the report is in flight it subtracts the smaller of the old and the
 // new report, erring towards not rolling.
 func TestOthersDoesNotWaitForReportInFlight(t *testing.T) {
-	bolt, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	bolt, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

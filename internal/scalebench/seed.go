@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 )
 
 // storeFile is the embedded store's file inside a gateway's data_dir
@@ -16,7 +17,7 @@ const storeFile = "state.db"
 // seed gives the large gateway n homes h000000.. registered through the
 // admin API, the quick way: one is registered through the API, then the
 // gateway stops, and the store receives n-1 copies of that home's record
-// and target claim in one transaction (registry.Bolt.SeedHomes) before the
+// and target claim in one transaction (bolt.Store.SeedHomes) before the
 // gateway starts again on it. The records are what n registrations would
 // have stored; what registration through the API costs is then not
 // measured (-seed=false measures it).
@@ -28,7 +29,7 @@ func seed(ctx context.Context, o options, g *gw, n int) error {
 		return fmt.Errorf("register %s: %d %v %s", first, code, err, b)
 	}
 	g.stop()
-	s, err := registry.OpenBolt(filepath.Join(filepath.Dir(g.cfg), "data", storeFile), registry.BoltOptions{})
+	s, err := bolt.Open(filepath.Join(filepath.Dir(g.cfg), "data", storeFile), bolt.Options{})
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/wakegate/wakegate/provider/fly/flyfake"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -224,7 +225,7 @@ func (g *guest) stop() {
 type engineRig struct {
 	t     *testing.T
 	w     world
-	store *registry.Bolt
+	store *bolt.Store
 	sess  *proxy.Sessions
 	eng   *wake.Engine
 	bus   *wake.Bus
@@ -238,7 +239,7 @@ func newEngineRig(t *testing.T, w world, tm rigTimes) *engineRig {
 	t.Helper()
 	r := &engineRig{t: t, w: w, sess: proxy.NewSessions(), bus: wake.NewBus(64)}
 	var err error
-	if r.store, err = registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{}); err != nil {
+	if r.store, err = bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.store.Close() })

@@ -11,6 +11,7 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -41,7 +42,7 @@ func TestRefreshNormalisesControlPlaneStates(t *testing.T) {
 	} {
 		t.Run(tc.state, func(t *testing.T) {
 			cp := newControlPlane(t)
-			store, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+			store, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -32,7 +32,7 @@ import (
 )
 
 // Backend is what the storage needs of a store: blobs, leases and change
-// announcements. *registry.Redis is one.
+// announcements. *redis.Store is one.
 type Backend interface {
 	registry.Blobs
 	registry.Notifier

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
+	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -21,11 +22,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // openRedis opens a store of its own on srv (one gateway's client),
 // closed when t ends.
-func openRedis(t *testing.T, srv *registrytest.RedisServer, prefix string) *registry.Redis {
+func openRedis(t *testing.T, srv *registrytest.RedisServer, prefix string) *redis.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := registry.OpenRedis(ctx, registry.RedisOptions{URL: srv.URL(), Prefix: prefix})
+	r, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: prefix})
 	if err != nil {
 		t.Fatalf("open redis store: %v", err)
 	}
@@ -46,7 +47,7 @@ func newStorage(t *testing.T, b certstore.Backend, holder string, ttl, poll time
 
 // fleet is two storages, as two gateways with their own clients on one
 // Redis see it.
-func fleet(t *testing.T, ttl, poll time.Duration) (a, b *certstore.Storage, ra, rb *registry.Redis) {
+func fleet(t *testing.T, ttl, poll time.Duration) (a, b *certstore.Storage, ra, rb *redis.Store) {
 	t.Helper()
 	srv := registrytest.StartRedis(t)
 	prefix := fmt.Sprintf("cs-%d", time.Now().UnixNano())
@@ -215,7 +216,7 @@ func TestStorageLockContext(t *testing.T) {
 // counting is a backend that counts renewals and can stop answering
 // them, as a gateway that froze or lost its network would.
 type counting struct {
-	*registry.Redis
+	*redis.Store
 	renewed chan struct{}
 	frozen  atomic.Bool
 }
@@ -224,7 +225,7 @@ func (c *counting) Renew(ctx context.Context, l registry.Lease, ttl time.Duratio
 	if c.frozen.Load() {
 		return registry.Lease{}, fmt.Errorf("frozen: %w", registry.ErrUnavailable)
 	}
-	l, err := c.Redis.Renew(ctx, l, ttl)
+	l, err := c.Store.Renew(ctx, l, ttl)
 	if err == nil {
 		select {
 		case c.renewed <- struct{}{}:
@@ -241,7 +242,7 @@ func (c *counting) Renew(ctx context.Context, l registry.Lease, ttl time.Duratio
 func TestStorageLockRenewedAndExpires(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	srv := registrytest.StartRedis(t)
-	ca := &counting{Redis: openRedis(t, srv, "renew"), renewed: make(chan struct{})}
+	ca := &counting{Store: openRedis(t, srv, "renew"), renewed: make(chan struct{})}
 	a := newStorage(t, ca, "gw-a", ttl, 50*time.Millisecond)
 	b := newStorage(t, openRedis(t, srv, "renew"), "gw-b", ttl, 50*time.Millisecond)
 	ctx := context.Background()

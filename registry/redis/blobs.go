@@ -1,4 +1,4 @@
-package registry
+package redis
 
 import (
 	"context"
@@ -8,39 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/registry"
 )
-
-// Blobs are opaque values under slash-separated keys ("a/b/c"), kept with
-// the time they were written: the shape of what certmagic stores
-// (certificates, keys, ACME accounts), shared by every gateway of a fleet.
-// A key is a "file"; its leading components are implied "directories".
-//
-// Contract: safe for concurrent use; every method honours ctx; a missing
-// key gives ErrNotFound (wrapped); a server that does not answer gives
-// ErrUnavailable (wrapped). Values are small (a certificate, a key).
-type Blobs interface {
-	// PutBlob stores value at key, replacing any value there.
-	PutBlob(ctx context.Context, key string, value []byte) error
-	// GetBlob returns the value at key.
-	GetBlob(ctx context.Context, key string) ([]byte, error)
-	// DeleteBlobs removes key and every key under key+"/"; removing
-	// nothing is not an error.
-	DeleteBlobs(ctx context.Context, key string) error
-	// BlobsUnder returns every key under prefix+"/" (every key when
-	// prefix is ""), ordered.
-	BlobsUnder(ctx context.Context, prefix string) ([]string, error)
-	// StatBlob returns the size and write time of the value at key.
-	StatBlob(ctx context.Context, key string) (BlobInfo, error)
-}
-
-// BlobInfo describes a stored blob.
-type BlobInfo struct {
-	// Size is the value's length in bytes.
-	Size int64
-	// Modified is when it was last written, by the server's clock.
-	Modified time.Time
-}
 
 // The Redis store keeps blobs in three keys under its hash tag: values in
 // one hash, write times (milliseconds) in another, and every key in a
@@ -49,7 +20,7 @@ type BlobInfo struct {
 
 // blobPutScript writes one blob.
 // KEYS: values hash, times hash, keys sorted set. ARGV: key, value, now.
-var blobPutScript = redis.NewScript(luaNow + `
+var blobPutScript = goredis.NewScript(luaNow + `
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], string.format('%d', now(ARGV[3])))
 redis.call('ZADD', KEYS[3], 0, ARGV[1])
@@ -60,7 +31,7 @@ return 'ok'
 // KEYS: values hash, times hash, keys sorted set. ARGV: key, lex min and
 // lex max of the keys under it.
 // Reply: the number of blobs deleted.
-var blobDeleteScript = redis.NewScript(`
+var blobDeleteScript = goredis.NewScript(`
 local gone = {ARGV[1]}
 for _, k in ipairs(redis.call('ZRANGEBYLEX', KEYS[3], ARGV[2], ARGV[3])) do table.insert(gone, k) end
 local n = 0
@@ -89,8 +60,8 @@ func checkBlobKey(key string) error {
 	return nil
 }
 
-// PutBlob stores value at key (see Blobs).
-func (r *Redis) PutBlob(ctx context.Context, key string, value []byte) error {
+// PutBlob stores value at key (see registry.Blobs).
+func (r *Store) PutBlob(ctx context.Context, key string, value []byte) error {
 	if err := checkBlobKey(key); err != nil {
 		return fmt.Errorf("registry: put blob: %w", err)
 	}
@@ -102,20 +73,20 @@ func (r *Redis) PutBlob(ctx context.Context, key string, value []byte) error {
 	return nil
 }
 
-// GetBlob returns the value at key (see Blobs).
-func (r *Redis) GetBlob(ctx context.Context, key string) ([]byte, error) {
+// GetBlob returns the value at key (see registry.Blobs).
+func (r *Store) GetBlob(ctx context.Context, key string) ([]byte, error) {
 	v, err := r.c.HGet(ctx, r.keys.blobs, key).Bytes()
 	switch {
-	case errors.Is(err, redis.Nil):
-		return nil, fmt.Errorf("registry: get blob %s: %w", key, ErrNotFound)
+	case errors.Is(err, goredis.Nil):
+		return nil, fmt.Errorf("registry: get blob %s: %w", key, registry.ErrNotFound)
 	case err != nil:
 		return nil, fmt.Errorf("registry: get blob %s: %w", key, r.fail(ctx, err))
 	}
 	return v, nil
 }
 
-// DeleteBlobs removes key and every key under it (see Blobs).
-func (r *Redis) DeleteBlobs(ctx context.Context, key string) error {
+// DeleteBlobs removes key and every key under it (see registry.Blobs).
+func (r *Store) DeleteBlobs(ctx context.Context, key string) error {
 	if err := checkBlobKey(key); err != nil {
 		return fmt.Errorf("registry: delete blobs: %w", err)
 	}
@@ -127,10 +98,10 @@ func (r *Redis) DeleteBlobs(ctx context.Context, key string) error {
 	return nil
 }
 
-// BlobsUnder returns every key under prefix (see Blobs).
-func (r *Redis) BlobsUnder(ctx context.Context, prefix string) ([]string, error) {
+// BlobsUnder returns every key under prefix (see registry.Blobs).
+func (r *Store) BlobsUnder(ctx context.Context, prefix string) ([]string, error) {
 	lo, hi := blobRange(prefix)
-	keys, err := r.c.ZRangeByLex(ctx, r.keys.blobKeys, &redis.ZRangeBy{Min: lo, Max: hi}).Result()
+	keys, err := r.c.ZRangeByLex(ctx, r.keys.blobKeys, &goredis.ZRangeBy{Min: lo, Max: hi}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("registry: list blobs under %q: %w", prefix, r.fail(ctx, err))
 	}
@@ -138,26 +109,26 @@ func (r *Redis) BlobsUnder(ctx context.Context, prefix string) ([]string, error)
 }
 
 // StatBlob returns the size and write time of the value at key (see
-// Blobs).
-func (r *Redis) StatBlob(ctx context.Context, key string) (BlobInfo, error) {
-	var size *redis.IntCmd
-	var at *redis.StringCmd
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+// registry.Blobs).
+func (r *Store) StatBlob(ctx context.Context, key string) (registry.BlobInfo, error) {
+	var size *goredis.IntCmd
+	var at *goredis.StringCmd
+	_, err := r.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		size = p.HStrLen(ctx, r.keys.blobs, key)
 		at = p.HGet(ctx, r.keys.blobTimes, key)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return BlobInfo{}, fmt.Errorf("registry: stat blob %s: %w", key, r.fail(ctx, err))
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return registry.BlobInfo{}, fmt.Errorf("registry: stat blob %s: %w", key, r.fail(ctx, err))
 	}
 	ms, perr := strconv.ParseInt(at.Val(), 10, 64)
 	if size.Val() == 0 && at.Err() != nil {
-		return BlobInfo{}, fmt.Errorf("registry: stat blob %s: %w", key, ErrNotFound)
+		return registry.BlobInfo{}, fmt.Errorf("registry: stat blob %s: %w", key, registry.ErrNotFound)
 	}
 	if perr != nil {
-		return BlobInfo{}, fmt.Errorf("registry: stat blob %s: stored write time %q: %w", key, at.Val(), perr)
+		return registry.BlobInfo{}, fmt.Errorf("registry: stat blob %s: stored write time %q: %w", key, at.Val(), perr)
 	}
-	return BlobInfo{Size: size.Val(), Modified: time.UnixMilli(ms).UTC()}, nil
+	return registry.BlobInfo{Size: size.Val(), Modified: time.UnixMilli(ms).UTC()}, nil
 }
 
-var _ Blobs = (*Redis)(nil)
+var _ registry.Blobs = (*Store)(nil)

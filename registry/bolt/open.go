@@ -1,4 +1,4 @@
-package registry
+package bolt
 
 import (
 	"errors"
@@ -11,15 +11,17 @@ import (
 	"syscall"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
 // Opening a bbolt store is where a damaged disk shows first, so it is done
 // in steps that never write to a file that has not been proven sound:
 //
 //  1. Only an absent file becomes a new, empty store, and only when the
-//     caller does not say the store must hold data (BoltOptions.MustHoldData).
+//     caller does not say the store must hold data (Options.MustHoldData).
 //     An empty (0-byte) file is always refused: bbolt never leaves one
 //     behind, so something emptied it, and starting on it would forget
 //     every stored home and the roll target.
@@ -48,7 +50,7 @@ const (
 	ProblemBadRecord OpenProblem = "holding records that cannot be read"
 )
 
-// OpenError is why OpenBolt refused a store, for the operator: the file,
+// OpenError is why Open refused a store, for the operator: the file,
 // the problem, the process that holds it (for ProblemInUse, when known) and
 // the underlying cause. Hint says what to do.
 type OpenError struct {
@@ -57,7 +59,7 @@ type OpenError struct {
 	// PID is the process holding the store (ProblemInUse), 0 when unknown.
 	PID int
 	// Why adds the caller's reason for ProblemEmpty and ProblemMissing
-	// (BoltOptions.MustHoldData).
+	// (Options.MustHoldData).
 	Why string
 	// Records names the records that do not decode (ProblemBadRecord), as
 	// bucket/key ("homes/h1").
@@ -117,20 +119,20 @@ func (e *OpenError) Hint() string {
 	}
 }
 
-// OpenBolt opens (creating if needed) the bbolt file at path, creating its
+// Open opens (creating if needed) the bbolt file at path, creating its
 // parent directories with mode 0700 and the file with mode 0600, in the
 // steps written above. It returns an *OpenError when the file is damaged,
 // holds records that do not decode, is held by another process (after
 // waiting about a second), is empty, or is missing while opts.MustHoldData
 // says it should hold data.
-func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
+func Open(path string, opts Options) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("registry: open bolt store: path is empty")
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("registry: open bolt store %s: create directory: %w", path, err)
 	}
-	migrated := Migrated{From: BoltSchema}
+	migrated := Migrated{From: Schema}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && opts.MustHoldData != "":
@@ -151,7 +153,8 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bolt{db: db, now: opts.Now, migrated: migrated}
+	b := &Store{db: db, now: opts.Now, migrated: migrated}
+	b.Typed = registry.Typed{Tables: b}
 	if b.now == nil {
 		b.now = time.Now
 	}
@@ -166,11 +169,11 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 // openBoltFile opens path with bbolt, read-only or for writing, turning a
 // lock held elsewhere into ProblemInUse and any other failure (a panic of
 // bbolt's included) into ProblemDamaged.
-func openBoltFile(path string, readOnly bool) (*bolt.DB, error) {
-	var db *bolt.DB
+func openBoltFile(path string, readOnly bool) (*bbolt.DB, error) {
+	var db *bbolt.DB
 	err := guardBolt(func() error {
 		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: boltLockTimeout, ReadOnly: readOnly})
+		db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: boltLockTimeout, ReadOnly: readOnly})
 		return err
 	})
 	var pathErr *os.PathError
@@ -191,9 +194,9 @@ func openBoltFile(path string, readOnly bool) (*bolt.DB, error) {
 // verifyBolt opens the existing file at path read-only and checks every
 // page, the format version and every record of it (step 2). A file of an
 // older format is copied next to itself before anything migrates it
-// (bolt_schema.go).
+// (schema.go).
 func verifyBolt(path string) (Migrated, error) {
-	m := Migrated{From: BoltSchema}
+	m := Migrated{From: Schema}
 	db, err := openBoltFile(path, true)
 	if err != nil {
 		return m, err
@@ -208,8 +211,8 @@ func verifyBolt(path string) (Migrated, error) {
 	var bad []string
 	var first error
 	err = guardBolt(func() error {
-		return db.View(func(tx *bolt.Tx) error {
-			return tx.ForEach(func(name []byte, bk *bolt.Bucket) error {
+		return db.View(func(tx *bbolt.Tx) error {
+			return tx.ForEach(func(name []byte, bk *bbolt.Bucket) error {
 				return bk.ForEach(func(k, v []byte) error {
 					if v == nil {
 						return nil
@@ -231,7 +234,7 @@ func verifyBolt(path string) (Migrated, error) {
 	if len(bad) > 0 {
 		return m, &OpenError{Path: path, Problem: ProblemBadRecord, Records: bad, Err: first}
 	}
-	if m.From < BoltSchema {
+	if m.From < Schema {
 		if m.Backup, err = backupBeforeMigration(path, db, m.From); err != nil {
 			return m, fmt.Errorf("registry: open bolt store %s: %w", path, err)
 		}
@@ -241,13 +244,13 @@ func verifyBolt(path string) (Migrated, error) {
 
 // checkPages runs bbolt's consistency check over db and compares the size
 // its meta page claims with the file's, reporting the first problem.
-func checkPages(db *bolt.DB) error {
+func checkPages(db *bbolt.DB) error {
 	fi, err := os.Stat(db.Path())
 	if err != nil {
 		return err
 	}
 	return guardBolt(func() error {
-		return db.View(func(tx *bolt.Tx) error {
+		return db.View(func(tx *bbolt.Tx) error {
 			if tx.Size() > fi.Size() {
 				return fmt.Errorf("the file is %d bytes, shorter than the %d its pages need (truncated)", fi.Size(), tx.Size())
 			}
@@ -278,9 +281,9 @@ func guardBolt(fn func() error) (err error) {
 
 // prepare creates the buckets a store needs and clears what a dead process
 // left (step 3).
-func (b *Bolt) prepare() error {
+func (b *Store) prepare() error {
 	return guardBolt(func() error {
-		return b.db.Update(func(tx *bolt.Tx) error {
+		return b.db.Update(func(tx *bbolt.Tx) error {
 			for _, name := range [][]byte{bucketHomes, bucketApps, bucketAppStates, bucketTarget, bucketLocks, bucketLockSeq, bucketSessions} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return fmt.Errorf("create bucket %s: %w", name, err)
@@ -290,7 +293,7 @@ func (b *Bolt) prepare() error {
 			if err != nil {
 				return err
 			}
-			if v < BoltSchema {
+			if v < Schema {
 				if err := migrateBolt(tx, v); err != nil {
 					return err
 				}
@@ -308,7 +311,7 @@ func (b *Bolt) prepare() error {
 // SIGKILL): waiting for their leases to expire would only hold the homes
 // back. Fencing tokens are kept, so a new lease is still newer than any
 // before it.
-func clearDead(tx *bolt.Tx) ([]string, error) {
+func clearDead(tx *bbolt.Tx) ([]string, error) {
 	var names []string
 	for _, bucket := range [][]byte{bucketLocks, bucketSessions} {
 		bk := tx.Bucket(bucket)

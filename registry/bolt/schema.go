@@ -1,11 +1,11 @@
-package registry
+package bolt
 
 import (
 	"fmt"
 	"os"
 	"strconv"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 )
 
 // A bbolt store records the version of its format (the buckets and the
@@ -20,17 +20,17 @@ import (
 // (state.db.v0.bak: bbolt's Tx.WriteTo, synced) and then migrated forward
 // in one transaction; a file of a newer version is refused naming both,
 // and left as it is: a newer wakegate may store what this one would
-// misread. A change of any bucket or record shape raises BoltSchema and
+// misread. A change of any bucket or record shape raises Schema and
 // adds its migration step to migrateBolt; TestBoltFixtures fails until
 // it does.
 
-// BoltSchema is the version of the bbolt format this wakegate writes.
-const BoltSchema = 1
+// Schema is the version of the bbolt format this wakegate writes.
+const Schema = 1
 
 var (
 	bucketMeta = []byte("meta")   // the store's own keys
 	keySchema  = []byte("schema") // meta: the format version, decimal
-	keyProbe   = []byte("probe")  // meta: the time of the last probe write (bolt_health.go)
+	keyProbe   = []byte("probe")  // meta: the time of the last probe write (health.go)
 )
 
 // ProblemNewer: the file was written by a newer wakegate.
@@ -38,7 +38,7 @@ const ProblemNewer OpenProblem = "of a newer format"
 
 // schemaOf reads the format version of the store in tx: 0 when it has
 // none.
-func schemaOf(tx *bolt.Tx) (int, error) {
+func schemaOf(tx *bbolt.Tx) (int, error) {
 	bk := tx.Bucket(bucketMeta)
 	if bk == nil {
 		return 0, nil
@@ -55,11 +55,11 @@ func schemaOf(tx *bolt.Tx) (int, error) {
 }
 
 // checkSchema reads the version of the opened, read-only db and refuses
-// one newer than BoltSchema; it returns the version found.
-func checkSchema(path string, db *bolt.DB) (int, error) {
+// one newer than Schema; it returns the version found.
+func checkSchema(path string, db *bbolt.DB) (int, error) {
 	var v int
 	err := guardBolt(func() error {
-		return db.View(func(tx *bolt.Tx) error {
+		return db.View(func(tx *bbolt.Tx) error {
 			var err error
 			v, err = schemaOf(tx)
 			return err
@@ -68,9 +68,9 @@ func checkSchema(path string, db *bolt.DB) (int, error) {
 	if err != nil {
 		return 0, &OpenError{Path: path, Problem: ProblemBadRecord, Records: []string{"meta/schema"}, Err: err}
 	}
-	if v > BoltSchema {
+	if v > Schema {
 		return v, &OpenError{Path: path, Problem: ProblemNewer,
-			Err: fmt.Errorf("it has format version %d; this wakegate reads and writes version %d", v, BoltSchema)}
+			Err: fmt.Errorf("it has format version %d; this wakegate reads and writes version %d", v, Schema)}
 	}
 	return v, nil
 }
@@ -79,7 +79,7 @@ func checkSchema(path string, db *bolt.DB) (int, error) {
 // to path.v{from}.bak (through a temp file, synced, renamed) and returns
 // that name. An existing copy of an earlier attempt is replaced: the file
 // it was made from is still unmigrated.
-func backupBeforeMigration(path string, db *bolt.DB, from int) (string, error) {
+func backupBeforeMigration(path string, db *bbolt.DB, from int) (string, error) {
 	dst := fmt.Sprintf("%s.v%d.bak", path, from)
 	_, err := WriteFileAtomic(dst, copyOf(db))
 	if err != nil {
@@ -90,8 +90,8 @@ func backupBeforeMigration(path string, db *bolt.DB, from int) (string, error) {
 }
 
 // migrateBolt brings the store in tx from format version from to
-// BoltSchema, one step at a time, and records the version.
-func migrateBolt(tx *bolt.Tx, from int) error {
+// Schema, one step at a time, and records the version.
+func migrateBolt(tx *bbolt.Tx, from int) error {
 	bk, err := tx.CreateBucketIfNotExists(bucketMeta)
 	if err != nil {
 		return fmt.Errorf("create bucket meta: %w", err)
@@ -100,16 +100,16 @@ func migrateBolt(tx *bolt.Tx, from int) error {
 	// target. From 0 to 1 there is none: version 1 is version 0 with its
 	// version recorded.
 	_ = from
-	return bk.Put(keySchema, []byte(strconv.Itoa(BoltSchema)))
+	return bk.Put(keySchema, []byte(strconv.Itoa(Schema)))
 }
 
-// Migrated says what OpenBolt did to bring an older file forward: the
-// version it had and where its copy was written; From is BoltSchema when
+// Migrated says what Open did to bring an older file forward: the
+// version it had and where its copy was written; From is Schema when
 // nothing was done.
 type Migrated struct {
 	From   int
 	Backup string
 }
 
-// Migration reports the migration OpenBolt made, if any.
-func (b *Bolt) Migration() Migrated { return b.migrated }
+// Migration reports the migration Open made, if any.
+func (b *Store) Migration() Migrated { return b.migrated }

@@ -1,4 +1,4 @@
-package registry_test
+package bolt_test
 
 import (
 	"context"
@@ -10,17 +10,18 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
 // openTestBolt opens a Bolt store at path on clk and closes it when t ends.
-func openTestBolt(t *testing.T, path string, clk *registrytest.Clock) *registry.Bolt {
+func openTestBolt(t *testing.T, path string, clk *registrytest.Clock) *bolt.Store {
 	t.Helper()
-	b, err := registry.OpenBolt(path, registry.BoltOptions{Now: clk.Now})
+	b, err := bolt.Open(path, bolt.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -62,7 +63,7 @@ func TestBoltSurvivesReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.db")
 	clk := registrytest.NewClock()
-	b, err := registry.OpenBolt(path, registry.BoltOptions{Now: clk.Now})
+	b, err := bolt.Open(path, bolt.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -127,17 +128,17 @@ func TestBoltSurvivesReopen(t *testing.T) {
 
 func TestBoltSecondOpenFails(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	first, err := registry.OpenBolt(path, registry.BoltOptions{})
+	first, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	second, err := registry.OpenBolt(path, registry.BoltOptions{})
+	second, err := bolt.Open(path, bolt.Options{})
 	if err == nil {
 		_ = second.Close()
 		t.Fatal("second open of a held file succeeded")
 	}
-	var oe *registry.OpenError
-	if !errors.Is(err, bolterrors.ErrTimeout) || !errors.As(err, &oe) || oe.Problem != registry.ProblemInUse ||
+	var oe *bolt.OpenError
+	if !errors.Is(err, bolterrors.ErrTimeout) || !errors.As(err, &oe) || oe.Problem != bolt.ProblemInUse ||
 		oe.PID != os.Getpid() || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second open: %v; want in use by pid %d, naming %s", err, os.Getpid(), path)
 	}
@@ -151,7 +152,7 @@ func TestBoltSecondOpenFails(t *testing.T) {
 }
 
 func TestBoltClosed(t *testing.T) {
-	b, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -169,19 +170,19 @@ func TestBoltClosed(t *testing.T) {
 
 func TestBoltCorruptRecord(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	b, err := registry.OpenBolt(path, registry.BoltOptions{})
+	b, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	raw, err := bolt.Open(path, 0o600, nil)
+	raw, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatalf("open raw: %v", err)
 	}
-	err = raw.Update(func(tx *bolt.Tx) error {
-		// "homes" is the bucket of home records in bolt.go.
+	err = raw.Update(func(tx *bbolt.Tx) error {
+		// "homes" is the bucket of home records in bbolt.go.
 		return tx.Bucket([]byte("homes")).Put([]byte("h1"), []byte("{not json"))
 	})
 	if cerr := raw.Close(); err == nil {
@@ -193,15 +194,15 @@ func TestBoltCorruptRecord(t *testing.T) {
 
 	// A record that does not decode keeps the store from opening, named
 	// with the way to drop it, rather than failing every later read.
-	_, err = registry.OpenBolt(path, registry.BoltOptions{})
-	var oe *registry.OpenError
-	if !errors.As(err, &oe) || oe.Problem != registry.ProblemBadRecord || !slices.Equal(oe.Records, []string{"homes/h1"}) {
+	_, err = bolt.Open(path, bolt.Options{})
+	var oe *bolt.OpenError
+	if !errors.As(err, &oe) || oe.Problem != bolt.ProblemBadRecord || !slices.Equal(oe.Records, []string{"homes/h1"}) {
 		t.Fatalf("open with a corrupt home: %v; want the record homes/h1 named", err)
 	}
 }
 
 func TestBoltDefaultClock(t *testing.T) {
-	b, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+	b, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -219,7 +220,7 @@ func TestBoltDefaultClock(t *testing.T) {
 
 func TestBoltUnavailable(t *testing.T) {
 	registrytest.RunUnavailable(t, func(t *testing.T) (registry.Store, func(), func()) {
-		b, err := registry.OpenBolt(filepath.Join(t.TempDir(), "state.db"), registry.BoltOptions{})
+		b, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}

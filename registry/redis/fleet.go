@@ -1,4 +1,4 @@
-package registry
+package redis
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
 // What gateways of one fleet need from each other beyond records:
@@ -29,9 +31,6 @@ import (
 //     "ask:<to>\x1f<from>\x1f<id>\x1f<body>" and come back as
 //     "answer:<to>\x1f<id>\x1f<body>".
 
-// ErrNoAnswer means the instance asked did not answer in time.
-var ErrNoAnswer = errors.New("registry: no answer from the instance asked")
-
 const (
 	askPrefix    = "ask:"
 	answerPrefix = "answer:"
@@ -40,7 +39,7 @@ const (
 
 // Epoch returns the store's epoch, writing a new random one when it is
 // missing (the store is new, or lost its data).
-func (r *Redis) Epoch(ctx context.Context) (string, error) {
+func (r *Store) Epoch(ctx context.Context) (string, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	fresh := hex.EncodeToString(b[:])
@@ -51,7 +50,7 @@ func (r *Redis) Epoch(ctx context.Context) (string, error) {
 	if set {
 		// A new epoch: the store is new or lost its data, its format
 		// version with it. Record it again, as the open did.
-		if err := r.c.SetNX(ctx, r.keys.schema, strconv.Itoa(RedisSchema), 0).Err(); err != nil {
+		if err := r.c.SetNX(ctx, r.keys.schema, strconv.Itoa(Schema), 0).Err(); err != nil {
 			return "", fmt.Errorf("registry: store format version: %w", r.fail(ctx, err))
 		}
 	}
@@ -62,39 +61,24 @@ func (r *Redis) Epoch(ctx context.Context) (string, error) {
 	return v, nil
 }
 
-// Persistence is what a Redis server keeps across its own restart.
-type Persistence struct {
-	// Known is false when the server does not let its settings be read
-	// (CONFIG is renamed or refused, as on some managed services).
-	Known bool
-	// AOF is true with an append-only file (appendonly yes).
-	AOF bool
-	// Snapshots are the server's RDB save points ("" when none).
-	Snapshots string
-}
-
-// Keeps reports whether a restart of the server keeps the records: an
-// append-only file or snapshots are on, or the settings are unknown.
-func (p Persistence) Keeps() bool { return !p.Known || p.AOF || strings.TrimSpace(p.Snapshots) != "" }
-
 // Persistence reads the server's persistence settings.
-func (r *Redis) Persistence(ctx context.Context) (Persistence, error) {
+func (r *Store) Persistence(ctx context.Context) (registry.Persistence, error) {
 	aof, err := r.c.ConfigGet(ctx, "appendonly").Result()
 	if err != nil {
-		var rerr redis.Error
+		var rerr goredis.Error
 		if errors.As(err, &rerr) {
-			return Persistence{}, nil // CONFIG refused: unknown
+			return registry.Persistence{}, nil // CONFIG refused: unknown
 		}
-		return Persistence{}, fmt.Errorf("registry: read persistence settings: %w", r.fail(ctx, err))
+		return registry.Persistence{}, fmt.Errorf("registry: read persistence settings: %w", r.fail(ctx, err))
 	}
 	save, err := r.c.ConfigGet(ctx, "save").Result()
 	if err != nil {
-		return Persistence{}, fmt.Errorf("registry: read persistence settings: %w", r.fail(ctx, err))
+		return registry.Persistence{}, fmt.Errorf("registry: read persistence settings: %w", r.fail(ctx, err))
 	}
 	if len(aof) == 0 {
-		return Persistence{}, nil
+		return registry.Persistence{}, nil
 	}
-	return Persistence{Known: true, AOF: strings.EqualFold(aof["appendonly"], "yes"), Snapshots: save["save"]}, nil
+	return registry.Persistence{Known: true, AOF: strings.EqualFold(aof["appendonly"], "yes"), Snapshots: save["save"]}, nil
 }
 
 // asks are the questions this instance sent and waits to have answered,
@@ -107,9 +91,9 @@ type asks struct {
 }
 
 // Ask sends body to instance to and waits for its answer until ctx ends
-// (ErrNoAnswer then). Nobody keeps the question: an instance that is not
+// (registry.ErrNoAnswer then). Nobody keeps the question: an instance that is not
 // subscribed at that moment never sees it.
-func (r *Redis) Ask(ctx context.Context, to, body string) (string, error) {
+func (r *Store) Ask(ctx context.Context, to, body string) (string, error) {
 	id := fmt.Sprintf("%s-%d", r.o.Instance, r.asks.seq.Add(1))
 	ch := make(chan string, 1)
 	r.asks.mu.Lock()
@@ -131,14 +115,14 @@ func (r *Redis) Ask(ctx context.Context, to, body string) (string, error) {
 	case a := <-ch:
 		return a, nil
 	case <-ctx.Done():
-		return "", fmt.Errorf("registry: ask %s: %w (%w)", to, ErrNoAnswer, ctx.Err())
+		return "", fmt.Errorf("registry: ask %s: %w (%w)", to, registry.ErrNoAnswer, ctx.Err())
 	}
 }
 
 // OnAsked sets fn to answer the questions other instances send this one;
 // nil leaves them unanswered. fn runs on a goroutine of its own per
 // question, with a context that ends when the store closes.
-func (r *Redis) OnAsked(fn func(ctx context.Context, from, body string) string) {
+func (r *Store) OnAsked(fn func(ctx context.Context, from, body string) string) {
 	if fn == nil {
 		r.asks.answer.Store(nil)
 		return
@@ -149,7 +133,7 @@ func (r *Redis) OnAsked(fn func(ctx context.Context, from, body string) string) 
 // asked handles a change message that is a question to this instance or
 // an answer to one of its questions; it reports whether the message was
 // either (whoever it was for).
-func (r *Redis) asked(ctx context.Context, payload string) bool {
+func (r *Store) asked(ctx context.Context, payload string) bool {
 	if rest, ok := strings.CutPrefix(payload, answerPrefix); ok {
 		parts := strings.SplitN(rest, askSep, 3)
 		if len(parts) == 3 && parts[0] == r.o.Instance {
@@ -185,3 +169,8 @@ func (r *Redis) asked(ctx context.Context, payload string) bool {
 	}()
 	return true
 }
+
+var (
+	_ registry.Fleet  = (*Store)(nil)
+	_ registry.Health = (*Store)(nil)
+)

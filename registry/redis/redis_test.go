@@ -1,4 +1,4 @@
-package registry_test
+package redis_test
 
 import (
 	"context"
@@ -8,16 +8,17 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
 // openTestRedis opens a Redis store on srv under a prefix of its own (an
 // empty store), closed when t ends.
-func openTestRedis(t *testing.T, srv *registrytest.RedisServer, prefix string, now func() time.Time) *registry.Redis {
+func openTestRedis(t *testing.T, srv *registrytest.RedisServer, prefix string, now func() time.Time) *redis.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := registry.OpenRedis(ctx, registry.RedisOptions{URL: srv.URL(), Prefix: prefix, Now: now})
+	r, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: prefix, Now: now})
 	if err != nil {
 		t.Fatalf("open redis store: %v", err)
 	}

@@ -1,4 +1,4 @@
-package registry
+package bolt
 
 import (
 	"context"
@@ -11,30 +11,22 @@ import (
 	"syscall"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 
-	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/registry"
 )
 
-// ErrUnwritable means the store cannot write: its disk is read-only, full,
-// over quota, or failing with I/O errors. Nothing was written. Reads go
-// on. It is also ErrUnavailable (errors.Is answers true for both), so a
-// caller that serves from what it knows while a store is down does the
-// same here; one that needs a write fails fast, without a retry loop.
-var ErrUnwritable = fault.NewSentinel("registry: store unwritable", fault.Unavailable, "store_unavailable",
-	"the gateway cannot write its state; nothing was changed").
-	Hinted("the store's disk is read-only, full or failing: free space or remount it read-write; " +
-		"the gateway notices by itself (a small write is tried every second) and /readyz answers 200 again")
-
-// unwritableErr is a write that failed on the disk: it is ErrUnwritable
-// and ErrUnavailable, and unwraps to the disk's error too.
+// unwritableErr is a write that failed on the disk: it is registry.ErrUnwritable
+// and registry.ErrUnavailable, and unwraps to the disk's error too.
 type unwritableErr struct{ err error }
 
 func (e *unwritableErr) Error() string {
 	return fmt.Sprintf("the store file cannot be written: %v", e.err)
 }
 
-func (e *unwritableErr) Unwrap() []error { return []error{e.err, ErrUnwritable, ErrUnavailable} }
+func (e *unwritableErr) Unwrap() []error {
+	return []error{e.err, registry.ErrUnwritable, registry.ErrUnavailable}
+}
 
 // diskFailure reports whether err is the disk refusing a write (as
 // opposed to a conflict, a missing record or a closed store).
@@ -47,7 +39,7 @@ func diskFailure(err error) bool {
 	return errors.Is(err, fs.ErrPermission) // a file made read-only under the gateway
 }
 
-// writeHealth is what a Bolt store knows about its disk's writes: a write
+// writeHealth is what a Store store knows about its disk's writes: a write
 // failed on the disk (cause, since when), or none did since the last probe
 // passed. A failure sticks until ProbeWrite passes: on a full disk a small
 // write may still fit in the file's free pages while any write that needs
@@ -80,9 +72,9 @@ func (h *writeHealth) clear() {
 }
 
 // Unwritable says why a write of the store failed on its disk (wrapping
-// ErrUnwritable) and since when, or nil while none did since the last
+// registry.ErrUnwritable) and since when, or nil while none did since the last
 // probe passed (ProbeWrite).
-func (b *Bolt) Unwritable() (time.Time, error) {
+func (b *Store) Unwritable() (time.Time, error) {
 	b.health.mu.Lock()
 	defer b.health.mu.Unlock()
 	if b.health.cause == nil {
@@ -102,7 +94,7 @@ const (
 // as much free space as the file's next growth (at least 64 KiB, at most
 // 16 MiB), then one small write (a timestamp under meta/probe), synced to
 // disk like every commit. When both pass, Unwritable turns nil.
-func (b *Bolt) ProbeWrite(ctx context.Context) error {
+func (b *Store) ProbeWrite(ctx context.Context) error {
 	path := b.db.Path()
 	if fi, err := os.Stat(path); err == nil {
 		need := min(max(fi.Size(), probeMinFree), probeMaxFree)
@@ -114,7 +106,7 @@ func (b *Bolt) ProbeWrite(ctx context.Context) error {
 			}
 		}
 	}
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		bk, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
@@ -127,12 +119,4 @@ func (b *Bolt) ProbeWrite(ctx context.Context) error {
 	return err
 }
 
-// WriteHealth is a store whose own disk can refuse writes (the embedded
-// store): Unwritable says why, and since when; ProbeWrite tries a small
-// write.
-type WriteHealth interface {
-	Unwritable() (time.Time, error)
-	ProbeWrite(ctx context.Context) error
-}
-
-var _ WriteHealth = (*Bolt)(nil)
+var _ registry.WriteHealth = (*Store)(nil)

@@ -1,6 +1,6 @@
-package registry
+package redis
 
-import "github.com/redis/go-redis/v9"
+import goredis "github.com/redis/go-redis/v9"
 
 // The Redis store's scripts. Each runs atomically on the server: the check
 // of generation, owner and fence and the write it guards are one step for
@@ -55,7 +55,7 @@ end
 // cond generation, cond owner, record JSON, fence lock, fence token,
 // channel, change key, now.
 // Reply: "ok", "notfound", "conflict:<why>" or "lost:<why>".
-var casScript = redis.NewScript(luaNow + `
+var casScript = goredis.NewScript(luaNow + `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local gen, owner = 0, ''
 if cur then
@@ -99,7 +99,7 @@ return 'ok'
 // ms, now, attempt.
 // Reply: {token, expires ms, holder}; token 0 means held (by holder until
 // expires).
-var lockScript = redis.NewScript(luaNow + `
+var lockScript = goredis.NewScript(luaNow + `
 local n = now(ARGV[4])
 local cur = lease(redis.call('HGET', KEYS[1], ARGV[1]))
 if cur and n < cur.expires and (cur.beat ~= '1' or beating(KEYS[3], cur.holder, n)) then
@@ -118,7 +118,7 @@ return {tok, exp, ARGV[2]}
 // the release is announced; anything else is left alone.
 // KEYS: locks hash. ARGV: name, attempt, channel.
 // Reply: 1 when a lease was released, 0 otherwise.
-var abandonScript = redis.NewScript(luaNow + `
+var abandonScript = goredis.NewScript(luaNow + `
 local cur = lease(redis.call('HGET', KEYS[1], ARGV[1]))
 if not cur or cur.attempt ~= ARGV[2] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
@@ -129,7 +129,7 @@ return 1
 // renewScript extends a live lease, keeping its token.
 // KEYS: locks hash. ARGV: name, holder, token, ttl ms, now.
 // Reply: {1, expires ms} or {0, why}.
-var renewScript = redis.NewScript(luaNow + `
+var renewScript = goredis.NewScript(luaNow + `
 local n = now(ARGV[5])
 local cur = lease(redis.call('HGET', KEYS[1], ARGV[1]))
 if not cur then return {0, 'not held'} end
@@ -147,7 +147,7 @@ return {1, exp}
 // KEYS: locks hash. ARGV: name, holder, token, channel, now.
 // Reply: "ok", "expired" (ours, released, but it had expired) or
 // "lost:<why>" (not ours: nothing done).
-var unlockScript = redis.NewScript(luaNow + `
+var unlockScript = goredis.NewScript(luaNow + `
 local cur = lease(redis.call('HGET', KEYS[1], ARGV[1]))
 if not cur then return 'lost:not held' end
 if cur.holder ~= ARGV[2] or cur.token ~= tonumber(ARGV[3]) then
@@ -163,7 +163,7 @@ return 'ok'
 // reports of every instance, with their versions.
 // KEYS: sessions hash, versions hash. ARGV: instance, counts JSON ("{}"
 // for none), ttl ms, now.
-var reportScript = redis.NewScript(luaNow + `
+var reportScript = goredis.NewScript(luaNow + `
 local n = now(ARGV[4])
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
@@ -182,7 +182,7 @@ return 'ok'
 // KEYS: sessions hash, versions hash. ARGV: now.
 // Reply: a flat list of instance, expires ms, reported ms, counts JSON,
 // version ("" when unknown).
-var sessionsScript = redis.NewScript(luaNow + `
+var sessionsScript = goredis.NewScript(luaNow + `
 local n = now(ARGV[1])
 local all = redis.call('HGETALL', KEYS[1])
 local out = {}

@@ -1,4 +1,4 @@
-package registry
+package bolt
 
 import (
 	"encoding/json"
@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
-// BoltReport is what CheckBolt found in a store file.
-type BoltReport struct {
+// Report is what Check found in a store file.
+type Report struct {
 	// Path and Size are the file's.
 	Path string
 	Size int64
@@ -27,7 +29,7 @@ type BoltReport struct {
 }
 
 // Buckets returns the bucket names of the report, sorted.
-func (r BoltReport) Buckets() []string {
+func (r Report) Buckets() []string {
 	names := make([]string, 0, len(r.Records))
 	for n := range r.Records {
 		names = append(names, n)
@@ -41,34 +43,34 @@ func (r BoltReport) Buckets() []string {
 func checkRecord(bucket string, k, raw []byte) (known bool, err error) {
 	switch bucket {
 	case string(bucketHomes):
-		var h Home
-		if h, err = decodeAs[Home](raw); err == nil && h.ID != string(k) {
+		var h registry.Home
+		if h, err = decodeAs[registry.Home](raw); err == nil && h.ID != string(k) {
 			err = fmt.Errorf("record id %q differs from its key", h.ID)
 		} else if err == nil {
-			err = validateHome(h)
+			err = h.Validate()
 		}
 	case string(bucketApps):
-		var a App
-		if a, err = decodeAs[App](raw); err == nil && a.Slug != string(k) {
+		var a registry.App
+		if a, err = decodeAs[registry.App](raw); err == nil && a.Slug != string(k) {
 			err = fmt.Errorf("record slug %q differs from its key", a.Slug)
 		}
 	case string(bucketAppStates):
-		var s AppState
-		if s, err = decodeAs[AppState](raw); err == nil && s.Slug != string(k) {
+		var s registry.AppState
+		if s, err = decodeAs[registry.AppState](raw); err == nil && s.Slug != string(k) {
 			err = fmt.Errorf("record slug %q differs from its key", s.Slug)
 		} else if err == nil {
-			err = validateAppState(s)
+			err = s.Validate()
 		}
 	case string(bucketClaims):
-		var c Claim
-		if c, err = decodeAs[Claim](raw); err == nil && c.Target != string(k) {
+		var c registry.Claim
+		if c, err = decodeAs[registry.Claim](raw); err == nil && c.Target != string(k) {
 			err = fmt.Errorf("record target %q differs from its key", c.Target)
 		}
 	case string(bucketTarget):
 		if string(k) != string(keyTarget) {
 			return true, errors.New("unknown key")
 		}
-		_, err = decodeAs[Target](raw)
+		_, err = decodeAs[registry.Target](raw)
 	case string(bucketLocks):
 		_, err = decodeAs[boltLock](raw)
 	case string(bucketSessions):
@@ -102,13 +104,13 @@ func decodeAs[T any](raw []byte) (T, error) {
 	return v, nil
 }
 
-// CheckBolt opens the store file at path read-only (it writes nothing,
+// Check opens the store file at path read-only (it writes nothing,
 // and fails with ProblemInUse while a gateway holds the file), checks
 // every page, then reads and checks every record of every bucket. A file
 // that cannot be opened is an *OpenError; problems found inside an opened
 // file are listed in the report.
-func CheckBolt(path string) (BoltReport, error) {
-	r := BoltReport{Path: path, Records: map[string]int{}}
+func Check(path string) (Report, error) {
+	r := Report{Path: path, Records: map[string]int{}}
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -129,8 +131,8 @@ func CheckBolt(path string) (BoltReport, error) {
 		return r, nil
 	}
 	err = guardBolt(func() error {
-		return db.View(func(tx *bolt.Tx) error {
-			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		return db.View(func(tx *bbolt.Tx) error {
+			return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
 				r.checkBucket(string(name), b)
 				return nil
 			})
@@ -143,7 +145,7 @@ func CheckBolt(path string) (BoltReport, error) {
 }
 
 // checkBucket counts and checks the records of one bucket.
-func (r *BoltReport) checkBucket(name string, b *bolt.Bucket) {
+func (r *Report) checkBucket(name string, b *bbolt.Bucket) {
 	r.Records[name] = 0
 	known := true
 	_ = b.ForEach(func(k, v []byte) error {
@@ -167,9 +169,9 @@ func (r *BoltReport) checkBucket(name string, b *bolt.Bucket) {
 // transaction, while the store stays open for reads and writes. size, when
 // not nil, is told the copy's size before the first byte is written. It
 // returns the bytes written.
-func (b *Bolt) Backup(w io.Writer, size func(int64)) (int64, error) {
+func (b *Store) Backup(w io.Writer, size func(int64)) (int64, error) {
 	var n int64
-	err := b.db.View(func(tx *bolt.Tx) error {
+	err := b.db.View(func(tx *bbolt.Tx) error {
 		if size != nil {
 			size(tx.Size())
 		}
@@ -183,11 +185,11 @@ func (b *Bolt) Backup(w io.Writer, size func(int64)) (int64, error) {
 	return n, nil
 }
 
-// BackupBolt copies the store file at path, which no process may hold for
-// writing (a running gateway backs up through Bolt.Backup), to dst: the
+// BackupFile copies the store file at path, which no process may hold for
+// writing (a running gateway backs up through Store.Backup), to dst: the
 // file is opened read-only and checked, the copy is written to a temp file
 // next to dst, synced, and renamed onto dst. It returns the bytes written.
-func BackupBolt(path, dst string) (int64, error) {
+func BackupFile(path, dst string) (int64, error) {
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		if err == nil {
 			return 0, &OpenError{Path: path, Problem: ProblemEmpty}
@@ -206,10 +208,10 @@ func BackupBolt(path, dst string) (int64, error) {
 }
 
 // copyOf writes a consistent copy of db, read in one transaction.
-func copyOf(db *bolt.DB) func(w io.Writer) (int64, error) {
+func copyOf(db *bbolt.DB) func(w io.Writer) (int64, error) {
 	return func(w io.Writer) (int64, error) {
 		var n int64
-		err := db.View(func(tx *bolt.Tx) error {
+		err := db.View(func(tx *bbolt.Tx) error {
 			var err error
 			n, err = tx.WriteTo(w)
 			return err
@@ -275,7 +277,7 @@ func DropRecords(path string, refs []string) error {
 		return &OpenError{Path: path, Problem: ProblemDamaged, Err: err}
 	}
 	return guardBolt(func() error {
-		return db.Update(func(tx *bolt.Tx) error {
+		return db.Update(func(tx *bbolt.Tx) error {
 			for _, ref := range refs {
 				bucket, key, ok := strings.Cut(ref, "/")
 				if !ok || bucket == "" || key == "" {

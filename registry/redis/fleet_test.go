@@ -1,4 +1,4 @@
-package registry_test
+package redis_test
 
 import (
 	"context"
@@ -7,18 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
 // openInstance opens a store on srv under prefix for gateway instance.
-func openInstance(t *testing.T, srv *registrytest.RedisServer, prefix, instance string) *registry.Redis {
+func openInstance(t *testing.T, srv *registrytest.RedisServer, prefix, instance string) *redis.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := registry.OpenRedis(ctx, registry.RedisOptions{URL: srv.URL(), Prefix: prefix, Instance: instance})
+	r, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: prefix, Instance: instance})
 	if err != nil {
 		t.Fatalf("open redis store: %v", err)
 	}
@@ -58,10 +59,10 @@ func TestRedisEpochChangesWhenTheDataIsLost(t *testing.T) {
 		t.Fatalf("epoch read by the first instance: %q %v, want %q", ea2, err, again)
 	}
 	// The new epoch brings the format version back with it.
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	defer func() { _ = c.Close() }()
-	if v, err := c.Get(ctx, "{epoch}:schema").Result(); err != nil || v != strconv.Itoa(registry.RedisSchema) {
-		t.Fatalf("format version after the server came back empty: %q %v, want %d", v, err, registry.RedisSchema)
+	if v, err := c.Get(ctx, "{epoch}:schema").Result(); err != nil || v != strconv.Itoa(redis.Schema) {
+		t.Fatalf("format version after the server came back empty: %q %v, want %d", v, err, redis.Schema)
 	}
 }
 

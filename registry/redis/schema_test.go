@@ -1,4 +1,4 @@
-package registry_test
+package redis_test
 
 import (
 	"context"
@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -26,7 +27,7 @@ import (
 // loadRedisFixture writes the fixture's hashes under prefix on srv, with
 // no format version (as a gateway from before versions left them), and
 // returns a client of srv and the fixture.
-func loadRedisFixture(t *testing.T, srv *registrytest.RedisServer, prefix string) (*redis.Client, map[string]map[string]string) {
+func loadRedisFixture(t *testing.T, srv *registrytest.RedisServer, prefix string) (*goredis.Client, map[string]map[string]string) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "redis-v1.json"))
 	if err != nil {
@@ -36,7 +37,7 @@ func loadRedisFixture(t *testing.T, srv *registrytest.RedisServer, prefix string
 	if err := json.Unmarshal(raw, &fx); err != nil {
 		t.Fatal(err)
 	}
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
 	for hash, fields := range fx {
@@ -107,12 +108,12 @@ func TestRedisNewerFormatIsRefused(t *testing.T) {
 	}
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	r, err := registry.OpenRedis(octx, registry.RedisOptions{URL: srv.URL(), Prefix: "fx"})
+	r, err := redis.Open(octx, redis.Options{URL: srv.URL(), Prefix: "fx"})
 	if err == nil {
 		_ = r.Close()
 		t.Fatal("opened a store of a newer format")
 	}
-	if !errors.Is(err, registry.ErrNewerSchema) || !strings.Contains(err.Error(), "format version 2") || !strings.Contains(err.Error(), "version 1") {
+	if !errors.Is(err, redis.ErrNewerSchema) || !strings.Contains(err.Error(), "format version 2") || !strings.Contains(err.Error(), "version 1") {
 		t.Fatalf("open: %v; want it refused naming versions 2 and 1", err)
 	}
 	if v, _ := c.Get(ctx, "{fx}:schema").Result(); v != "2" {

@@ -1,4 +1,4 @@
-package registry
+package redis
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // tells the fleet: every other gateway drops its verdict of that home at
 // once, instead of forwarding to it until the verdict runs out. The drop
 // travels on the change channel as "verdict:<origin>/<home>"; the origin
-// (RedisOptions.Instance) ignores its own.
+// (Options.Instance) ignores its own.
 
 // verdictDropPrefix starts the change channel's payload of a dropped
 // verdict.
@@ -21,7 +21,7 @@ const verdictDropPrefix = "verdict:"
 // verdict of home id. It is a notice, not a record: a gateway that is not
 // subscribed at that moment does not learn of it (its verdict runs out
 // within the warm TTL, and a failed forward drops it anyway).
-func (r *Redis) DropVerdict(ctx context.Context, id string) error {
+func (r *Store) DropVerdict(ctx context.Context, id string) error {
 	if err := r.c.Publish(ctx, r.keys.channel, verdictDropPrefix+r.o.Instance+"/"+id).Err(); err != nil {
 		return fmt.Errorf("registry: announce the dropped verdict of %s: %w", id, r.fail(ctx, err))
 	}
@@ -31,7 +31,7 @@ func (r *Redis) DropVerdict(ctx context.Context, id string) error {
 // OnVerdictDropped sets fn to receive the id of every home whose verdict
 // another gateway dropped (DropVerdict); nil stops it. fn runs on the
 // store's subscription and must return at once.
-func (r *Redis) OnVerdictDropped(fn func(id string)) {
+func (r *Store) OnVerdictDropped(fn func(id string)) {
 	if fn == nil {
 		r.onDrop.Store(nil)
 		return
@@ -41,7 +41,7 @@ func (r *Redis) OnVerdictDropped(fn func(id string)) {
 
 // verdictDropped handles a change message; it reports whether the message
 // was a dropped verdict.
-func (r *Redis) verdictDropped(payload string) bool {
+func (r *Store) verdictDropped(payload string) bool {
 	rest, ok := strings.CutPrefix(payload, verdictDropPrefix)
 	if !ok {
 		return false

@@ -1,4 +1,4 @@
-package registry_test
+package bolt_test
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -18,7 +19,7 @@ import (
 // returning its bytes.
 func seedBolt(t *testing.T, path string) []byte {
 	t.Helper()
-	b, err := registry.OpenBolt(path, registry.BoltOptions{})
+	b, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,23 +46,23 @@ func TestOpenBoltRefusesWhatItCannotTrust(t *testing.T) {
 		// content is the file's bytes given a sound store's; nil removes it.
 		content func(sound []byte) []byte
 		must    string // BoltOptions.MustHoldData
-		want    registry.OpenProblem
+		want    bolt.OpenProblem
 	}{
-		{"garbage", func([]byte) []byte { return garbage }, "", registry.ProblemDamaged},
-		{"truncated in half", func(s []byte) []byte { return s[:len(s)/2] }, "", registry.ProblemDamaged},
-		{"meta pages only", func(s []byte) []byte { return s[:8192] }, "", registry.ProblemDamaged},
-		{"one page", func(s []byte) []byte { return s[:4096] }, "", registry.ProblemDamaged},
+		{"garbage", func([]byte) []byte { return garbage }, "", bolt.ProblemDamaged},
+		{"truncated in half", func(s []byte) []byte { return s[:len(s)/2] }, "", bolt.ProblemDamaged},
+		{"meta pages only", func(s []byte) []byte { return s[:8192] }, "", bolt.ProblemDamaged},
+		{"one page", func(s []byte) []byte { return s[:4096] }, "", bolt.ProblemDamaged},
 		{"a zeroed meta page and garbage", func(s []byte) []byte {
 			c := bytes.Clone(s)
 			copy(c[4096:], garbage[:len(c)-4096])
 			clear(c[:4096])
 			return c
-		}, "", registry.ProblemDamaged},
-		{"empty", func([]byte) []byte { return []byte{} }, "", registry.ProblemEmpty},
-		{"empty, data expected", func([]byte) []byte { return []byte{} }, "homes exist", registry.ProblemEmpty},
-		{"one corrupted record byte", corruptRecord, "", registry.ProblemBadRecord},
-		{"missing, data expected", func([]byte) []byte { return nil }, "homes exist", registry.ProblemMissing},
-		{"damaged, data expected", func([]byte) []byte { return garbage }, "homes exist", registry.ProblemDamaged},
+		}, "", bolt.ProblemDamaged},
+		{"empty", func([]byte) []byte { return []byte{} }, "", bolt.ProblemEmpty},
+		{"empty, data expected", func([]byte) []byte { return []byte{} }, "homes exist", bolt.ProblemEmpty},
+		{"one corrupted record byte", corruptRecord, "", bolt.ProblemBadRecord},
+		{"missing, data expected", func([]byte) []byte { return nil }, "homes exist", bolt.ProblemMissing},
+		{"damaged, data expected", func([]byte) []byte { return garbage }, "homes exist", bolt.ProblemDamaged},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,12 +75,12 @@ func TestOpenBoltRefusesWhatItCannotTrust(t *testing.T) {
 			} else if err := os.WriteFile(path, content, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			b, err := registry.OpenBolt(path, registry.BoltOptions{MustHoldData: tc.must})
+			b, err := bolt.Open(path, bolt.Options{MustHoldData: tc.must})
 			if err == nil {
 				_ = b.Close()
 				t.Fatal("opened")
 			}
-			var oe *registry.OpenError
+			var oe *bolt.OpenError
 			if !errors.As(err, &oe) || oe.Problem != tc.want || oe.Path != path || oe.Hint() == "" {
 				t.Fatalf("err %v (%#v), want %s naming %s", err, oe, tc.want, path)
 			}
@@ -115,7 +116,7 @@ func corruptRecord(sound []byte) []byte {
 
 func TestOpenBoltMissingBecomesNewStore(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
-	b, err := registry.OpenBolt(path, registry.BoltOptions{})
+	b, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,24 +133,24 @@ func TestOpenBoltNamesTheBadRecordAndDropRepairs(t *testing.T) {
 	if err := os.WriteFile(path, corruptRecord(seedBolt(t, path)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := registry.OpenBolt(path, registry.BoltOptions{})
-	var oe *registry.OpenError
-	if !errors.As(err, &oe) || oe.Problem != registry.ProblemBadRecord || len(oe.Records) != 1 || oe.Records[0] != "homes/h2" {
+	_, err := bolt.Open(path, bolt.Options{})
+	var oe *bolt.OpenError
+	if !errors.As(err, &oe) || oe.Problem != bolt.ProblemBadRecord || len(oe.Records) != 1 || oe.Records[0] != "homes/h2" {
 		t.Fatalf("open: %v; want the record homes/h2 named", err)
 	}
 	if want := "wakegate store drop --file " + path + " homes/h2"; !strings.Contains(oe.Hint(), want) {
 		t.Fatalf("hint %q lacks %q", oe.Hint(), want)
 	}
-	if err := registry.DropRecords(path, []string{"homes/nope"}); err == nil {
+	if err := bolt.DropRecords(path, []string{"homes/nope"}); err == nil {
 		t.Fatal("dropped a record that does not exist")
 	}
-	if err := registry.DropRecords(path, []string{"nobucket/h2"}); err == nil {
+	if err := bolt.DropRecords(path, []string{"nobucket/h2"}); err == nil {
 		t.Fatal("dropped from a bucket that is not the store's")
 	}
-	if err := registry.DropRecords(path, []string{"homes/h2"}); err != nil {
+	if err := bolt.DropRecords(path, []string{"homes/h2"}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := registry.OpenBolt(path, registry.BoltOptions{})
+	b, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatalf("open after the drop: %v", err)
 	}
@@ -165,8 +166,8 @@ func TestOpenBoltDirectoryInPlaceIsNotDamage(t *testing.T) {
 	if err := os.Mkdir(path, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	_, err := registry.OpenBolt(path, registry.BoltOptions{})
-	var oe *registry.OpenError
+	_, err := bolt.Open(path, bolt.Options{})
+	var oe *bolt.OpenError
 	if err == nil || errors.As(err, &oe) || !strings.Contains(err.Error(), path) {
 		t.Fatalf("open of a directory: %v; want a plain error naming %s", err, path)
 	}

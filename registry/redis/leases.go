@@ -1,4 +1,4 @@
-package registry
+package redis
 
 import (
 	"context"
@@ -9,23 +9,25 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
 // Lock takes the named lock for holder for ttl, with a fencing token from
-// the lock's counter on the server (never reused). It returns ErrLocked at
+// the lock's counter on the server (never reused). It returns registry.ErrLocked at
 // once when a live lease holds it, the same holder's included. When holder
 // is an instance with a live session report (a gateway's heartbeat), the
 // lease also dies with that heartbeat: another holder takes it once the
 // report lapses, whatever is left of ttl. A lock command that got no reply
 // (a timeout, a broken connection) is undone by this store as soon as the
-// server answers again (redis_lockcleanup.go), so a late execution never holds
+// server answers again (lockcleanup.go), so a late execution never holds
 // the lock for a whole ttl.
-func (r *Redis) Lock(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
-	if err := checkLeaseArgs(name, holder, ttl); err != nil {
-		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+func (r *Store) Lock(ctx context.Context, name, holder string, ttl time.Duration) (registry.Lease, error) {
+	if err := registry.CheckLease(name, holder, ttl); err != nil {
+		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
 	}
 	attempt := newAttempt()
 	res, err := lockScript.Run(ctx, r.c, []string{r.keys.locks, r.keys.lockseq, r.keys.sessions},
@@ -35,17 +37,17 @@ func (r *Redis) Lock(ctx context.Context, name, holder string, ttl time.Duration
 			// The server may still run the command: undo it once it answers.
 			r.abandon(name, attempt, ttl)
 		}
-		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, r.fail(ctx, err))
+		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, r.fail(ctx, err))
 	}
 	tok, exp, who, err := leaseReply(res)
 	if err != nil {
-		return Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
 	}
 	if tok == 0 {
-		return Lease{}, fmt.Errorf("registry: lock %s: held by %s until %s: %w", name, who,
-			exp.Format(time.RFC3339Nano), ErrLocked)
+		return registry.Lease{}, fmt.Errorf("registry: lock %s: held by %s until %s: %w", name, who,
+			exp.Format(time.RFC3339Nano), registry.ErrLocked)
 	}
-	return Lease{Name: name, Holder: holder, Token: tok, ExpiresAt: exp}, nil
+	return registry.Lease{Name: name, Holder: holder, Token: tok, ExpiresAt: exp}, nil
 }
 
 // leaseReply decodes lockScript's reply.
@@ -62,35 +64,35 @@ func leaseReply(res []any) (token uint64, expires time.Time, holder string, err 
 	return uint64(tok), time.UnixMilli(ms).UTC(), holder, nil
 }
 
-// Renew extends a held lease to now+ttl, keeping its token; ErrLeaseLost
+// Renew extends a held lease to now+ttl, keeping its token; registry.ErrLeaseLost
 // if it is no longer current, including when its TTL ran out.
-func (r *Redis) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+func (r *Store) Renew(ctx context.Context, l registry.Lease, ttl time.Duration) (registry.Lease, error) {
 	if ttl <= 0 {
-		return Lease{}, fmt.Errorf("registry: renew lock %s: ttl %s is not positive", l.Name, ttl)
+		return registry.Lease{}, fmt.Errorf("registry: renew lock %s: ttl %s is not positive", l.Name, ttl)
 	}
 	if err := ctx.Err(); err != nil {
-		return Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, err)
+		return registry.Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, err)
 	}
 	res, err := renewScript.Run(ctx, r.c, []string{r.keys.locks},
 		l.Name, l.Holder, l.Token, ttl.Milliseconds(), r.nowArg()).Slice()
 	if err != nil {
-		return Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, r.fail(ctx, err))
+		return registry.Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, r.fail(ctx, err))
 	}
 	if len(res) != 2 {
-		return Lease{}, fmt.Errorf("registry: renew lock %s: unexpected reply %v", l.Name, res)
+		return registry.Lease{}, fmt.Errorf("registry: renew lock %s: unexpected reply %v", l.Name, res)
 	}
 	if ok, _ := res[0].(int64); ok != 1 {
-		return Lease{}, fmt.Errorf("registry: renew lock %s: %v: %w", l.Name, res[1], ErrLeaseLost)
+		return registry.Lease{}, fmt.Errorf("registry: renew lock %s: %v: %w", l.Name, res[1], registry.ErrLeaseLost)
 	}
 	ms, _ := res[1].(int64)
 	l.ExpiresAt = time.UnixMilli(ms).UTC()
 	return l, nil
 }
 
-// Unlock releases a held lease and announces it; ErrLeaseLost if it is no
+// Unlock releases a held lease and announces it; registry.ErrLeaseLost if it is no
 // longer current (when it had expired but nobody took it, it is released
 // all the same).
-func (r *Redis) Unlock(ctx context.Context, l Lease) error {
+func (r *Store) Unlock(ctx context.Context, l registry.Lease) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("registry: unlock %s: %w", l.Name, err)
 	}
@@ -104,9 +106,9 @@ func (r *Redis) Unlock(ctx context.Context, l Lease) error {
 	case "ok":
 		return nil
 	case "expired":
-		return fmt.Errorf("registry: unlock %s: expired: %w", l.Name, ErrLeaseLost)
+		return fmt.Errorf("registry: unlock %s: expired: %w", l.Name, registry.ErrLeaseLost)
 	case "lost":
-		return fmt.Errorf("registry: unlock %s: %s: %w", l.Name, detail, ErrLeaseLost)
+		return fmt.Errorf("registry: unlock %s: %s: %w", l.Name, detail, registry.ErrLeaseLost)
 	}
 	return fmt.Errorf("registry: unlock %s: unexpected reply %q", l.Name, res)
 }
@@ -114,8 +116,8 @@ func (r *Redis) Unlock(ctx context.Context, l Lease) error {
 // ReportSessions records instance's live session count per home, replacing
 // its previous report; the report expires ttl from now (the heartbeat's
 // TTL: a dead instance's counts vanish with it). Zero counts are dropped.
-func (r *Redis) ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error {
-	if err := checkReport(instance, counts, ttl); err != nil {
+func (r *Store) ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error {
+	if err := registry.CheckReport(instance, counts, ttl); err != nil {
 		return fmt.Errorf("registry: report sessions of %s: %w", instance, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -139,24 +141,9 @@ func (r *Redis) ReportSessions(ctx context.Context, instance string, counts map[
 	return nil
 }
 
-// InstanceReport is one live instance's session report.
-type InstanceReport struct {
-	// Instance names the gateway.
-	Instance string `json:"instance"`
-	// ReportedAt is when the instance last reported (its heartbeat).
-	ReportedAt time.Time `json:"reported_at"`
-	// Expires is when the report lapses unless the instance reports again.
-	Expires time.Time `json:"expires"`
-	// Sessions is the instance's live session count per home.
-	Sessions map[string]int `json:"sessions"`
-	// Version is the wakegate version the instance runs ("" when it did
-	// not say: SetVersion).
-	Version string `json:"version,omitempty"`
-}
-
 // SetVersion records the wakegate version instance runs, listed with its
 // session report (Reports) and dropped when the report expires.
-func (r *Redis) SetVersion(ctx context.Context, instance, version string) error {
+func (r *Store) SetVersion(ctx context.Context, instance, version string) error {
 	if err := r.c.HSet(ctx, r.keys.versions, instance, version).Err(); err != nil {
 		return fmt.Errorf("registry: record the version of %s: %w", instance, r.fail(ctx, err))
 	}
@@ -164,7 +151,7 @@ func (r *Redis) SetVersion(ctx context.Context, instance, version string) error 
 }
 
 // Reports returns every unexpired session report, ordered by instance.
-func (r *Redis) Reports(ctx context.Context) ([]InstanceReport, error) {
+func (r *Store) Reports(ctx context.Context) ([]registry.InstanceReport, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("registry: session reports: %w", err)
 	}
@@ -172,14 +159,14 @@ func (r *Redis) Reports(ctx context.Context) ([]InstanceReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry: session reports: %w", r.fail(ctx, err))
 	}
-	out := make([]InstanceReport, 0, len(res)/5)
+	out := make([]registry.InstanceReport, 0, len(res)/5)
 	for i := 0; i+4 < len(res); i += 5 {
 		exp, err1 := strconv.ParseInt(res[i+1], 10, 64)
 		at, err2 := strconv.ParseInt(res[i+2], 10, 64)
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, fmt.Errorf("registry: session report of %s: times %q %q: %w", res[i], res[i+1], res[i+2], err)
 		}
-		rep := InstanceReport{Instance: res[i], ReportedAt: time.UnixMilli(at).UTC(), Expires: time.UnixMilli(exp).UTC(),
+		rep := registry.InstanceReport{Instance: res[i], ReportedAt: time.UnixMilli(at).UTC(), Expires: time.UnixMilli(exp).UTC(),
 			Sessions: map[string]int{}, Version: res[i+4]}
 		if err := json.Unmarshal([]byte(res[i+3]), &rep.Sessions); err != nil {
 			return nil, fmt.Errorf("registry: session report of %s: %w", res[i], err)
@@ -193,7 +180,7 @@ func (r *Redis) Reports(ctx context.Context) ([]InstanceReport, error) {
 // FleetSessions returns the sum of a home's sessions over every
 // instance's unexpired report, and its live stored leases
 // (AddAdminLease); 0 when there are none.
-func (r *Redis) FleetSessions(ctx context.Context, homeID string) (int, error) {
+func (r *Store) FleetSessions(ctx context.Context, homeID string) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("registry: fleet sessions of %s: %w", homeID, err)
 	}
@@ -205,6 +192,6 @@ func (r *Redis) FleetSessions(ctx context.Context, homeID string) (int, error) {
 }
 
 // sortReports orders reports by instance.
-func sortReports(reps []InstanceReport) {
-	slices.SortFunc(reps, func(a, b InstanceReport) int { return strings.Compare(a.Instance, b.Instance) })
+func sortReports(reps []registry.InstanceReport) {
+	slices.SortFunc(reps, func(a, b registry.InstanceReport) int { return strings.Compare(a.Instance, b.Instance) })
 }

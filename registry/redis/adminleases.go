@@ -1,11 +1,11 @@
-package registry
+package redis
 
 import (
 	"context"
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // An operator's lease on a home (POST /admin/homes/{id}/leases) is, in a
@@ -19,7 +19,7 @@ import (
 // adminLeaseAddScript stores a lease.
 // KEYS: leases hash, lease counter. ARGV: home, ttl ms, now.
 // Reply: {lease id, expires ms}.
-var adminLeaseAddScript = redis.NewScript(luaNow + `
+var adminLeaseAddScript = goredis.NewScript(luaNow + `
 local id = redis.call('INCR', KEYS[2])
 local exp = now(ARGV[3]) + tonumber(ARGV[2])
 redis.call('HSET', KEYS[1], ARGV[1] .. '/' .. id, string.format('%d', exp))
@@ -29,7 +29,7 @@ return {id, exp}
 // adminLeaseEndScript ends a lease.
 // KEYS: leases hash. ARGV: home, lease id, now.
 // Reply: 1 if the lease was live, 0 if it was unknown or had expired.
-var adminLeaseEndScript = redis.NewScript(luaNow + `
+var adminLeaseEndScript = goredis.NewScript(luaNow + `
 local f = ARGV[1] .. '/' .. ARGV[2]
 local exp = redis.call('HGET', KEYS[1], f)
 if not exp then return 0 end
@@ -41,7 +41,7 @@ return 1
 // fleetSessionsScript sums a home's sessions over the unexpired session
 // reports and its live stored leases, and prunes expired leases.
 // KEYS: sessions hash, leases hash. ARGV: home, now.
-var fleetSessionsScript = redis.NewScript(luaNow + `
+var fleetSessionsScript = goredis.NewScript(luaNow + `
 local n = now(ARGV[2])
 local total = 0
 local reports = redis.call('HGETALL', KEYS[1])
@@ -67,7 +67,7 @@ return total
 
 // AddAdminLease stores an operator's lease on home for ttl (see the top
 // of this file) and returns its id, unique in the fleet, and its expiry.
-func (r *Redis) AddAdminLease(ctx context.Context, home string, ttl time.Duration) (uint64, time.Time, error) {
+func (r *Store) AddAdminLease(ctx context.Context, home string, ttl time.Duration) (uint64, time.Time, error) {
 	if home == "" || ttl <= 0 {
 		return 0, time.Time{}, fmt.Errorf("registry: add lease on %q for %s: a home and a positive ttl are required", home, ttl)
 	}
@@ -84,7 +84,7 @@ func (r *Redis) AddAdminLease(ctx context.Context, home string, ttl time.Duratio
 
 // EndAdminLease ends a stored lease on home; it reports whether the lease
 // was live (false when unknown or expired).
-func (r *Redis) EndAdminLease(ctx context.Context, home string, lease uint64) (bool, error) {
+func (r *Store) EndAdminLease(ctx context.Context, home string, lease uint64) (bool, error) {
 	n, err := adminLeaseEndScript.Run(ctx, r.c, []string{r.keys.adminLeases}, home, lease, r.nowArg()).Int()
 	if err != nil {
 		return false, fmt.Errorf("registry: end lease %d on %s: %w", lease, home, r.fail(ctx, err))

@@ -1,11 +1,13 @@
-package registry
+package bolt
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
 // SeedHomes stores homes and the claims on their targets in one write
@@ -13,15 +15,15 @@ import (
 // one by one would store, minus one transaction per record. It is for
 // benchmarks and tests that need a store holding many homes (the scale
 // benchmark's 100,000), and refuses to replace a record that exists.
-func (b *Bolt) SeedHomes(ctx context.Context, homes []Home, claims []Claim) error {
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+func (b *Store) SeedHomes(ctx context.Context, homes []registry.Home, claims []registry.Claim) error {
+	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		hb := tx.Bucket(bucketHomes)
 		cb, err := tx.CreateBucketIfNotExists(bucketClaims)
 		if err != nil {
 			return err
 		}
 		for _, h := range homes {
-			if err := validateHome(h); err != nil {
+			if err := h.Validate(); err != nil {
 				return fmt.Errorf("home %s: %w", h.ID, err)
 			}
 			h.Generation = 1
@@ -44,9 +46,9 @@ func (b *Bolt) SeedHomes(ctx context.Context, homes []Home, claims []Claim) erro
 }
 
 // seedPut creates the record key in bucket, refusing one that exists.
-func seedPut(bucket *bolt.Bucket, key string, v any) error {
+func seedPut(bucket *bbolt.Bucket, key string, v any) error {
 	if bucket.Get([]byte(key)) != nil {
-		return fmt.Errorf("%s: %w", key, ErrConflict)
+		return fmt.Errorf("%s: %w", key, registry.ErrConflict)
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {

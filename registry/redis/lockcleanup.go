@@ -1,4 +1,4 @@
-package registry
+package redis
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // A lock command whose reply the client never had (it timed out, or the
@@ -49,14 +49,14 @@ func newAttempt() string {
 // unanswered reports whether err means the server gave no reply to a
 // command (so it may run it later), rather than a reply that is an error.
 func unanswered(err error) bool {
-	var rerr redis.Error
+	var rerr goredis.Error
 	return err != nil && !errors.As(err, &rerr)
 }
 
 // abandon undoes the lock command attempt on name in the background: it
 // tries until the server answers, the lease the command could have taken
 // has run out (ttl from now), or the store is closed.
-func (r *Redis) abandon(name, attempt string, ttl time.Duration) {
+func (r *Store) abandon(name, attempt string, ttl time.Duration) {
 	c := &r.cleanups
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,7 +77,7 @@ func (r *Redis) abandon(name, attempt string, ttl time.Duration) {
 
 // abandonUntil runs abandonScript for attempt until it gets a reply or ctx
 // ends.
-func (r *Redis) abandonUntil(ctx context.Context, name, attempt string) {
+func (r *Store) abandonUntil(ctx context.Context, name, attempt string) {
 	pause := abandonPause
 	t := time.NewTimer(pause)
 	defer t.Stop()

@@ -1,9 +1,8 @@
-package registry
+package redis
 
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -14,13 +13,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
-// RedisOptions configure a Redis store. Durations are filled by the
+// Options configure a Redis store. Durations are filled by the
 // gateway's config defaults (RedisDefaults); zero fields are filled here
 // the same way, so a test can set only what it needs.
-type RedisOptions struct {
+type Options struct {
 	// URL is redis://[user:password@]host:port[/db] or rediss://... (TLS).
 	// With MasterName it names the credentials and database only, and
 	// Addrs lists the sentinels. Required unless Addrs is set.
@@ -59,7 +60,7 @@ type RedisOptions struct {
 }
 
 // withDefaults fills the zero fields of o.
-func (o RedisOptions) withDefaults() RedisOptions {
+func (o Options) withDefaults() Options {
 	if o.Prefix == "" {
 		o.Prefix = "wakegate"
 	}
@@ -72,8 +73,8 @@ func (o RedisOptions) withDefaults() RedisOptions {
 }
 
 // universal turns o into go-redis's universal options.
-func (o RedisOptions) universal() (*redis.UniversalOptions, error) {
-	u := &redis.UniversalOptions{
+func (o Options) universal() (*goredis.UniversalOptions, error) {
+	u := &goredis.UniversalOptions{
 		Addrs: o.Addrs, MasterName: o.MasterName, IsClusterMode: o.Cluster,
 		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
 		PoolTimeout: o.PoolTimeout, PoolSize: o.PoolSize,
@@ -84,7 +85,7 @@ func (o RedisOptions) universal() (*redis.UniversalOptions, error) {
 		Protocol: 2, DisableIdentity: true,
 	}
 	if o.URL != "" {
-		p, err := redis.ParseURL(o.URL)
+		p, err := goredis.ParseURL(o.URL)
 		if err != nil {
 			return nil, fmt.Errorf("redis url %s: %w", redactURL(o.URL), err)
 		}
@@ -114,38 +115,41 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
-// Redis is a Store on a Redis server (or Sentinel-managed primary, or
-// Cluster) shared by every gateway of a fleet. See redis_scripts.go for
+// Store is a registry.Store on a Redis server (or Sentinel-managed primary, or
+// Cluster) shared by every gateway of a fleet. See scripts.go for
 // what it stores and how each write is checked on the server.
 //
 // Reads are single commands; every guarded write, lock, renewal, release
 // and session report is one Lua script. Changes are announced on one
 // pub/sub channel that every instance subscribes to (Changed). A server
-// that does not answer gives ErrUnavailable within the client's timeouts;
+// that does not answer gives registry.ErrUnavailable within the client's timeouts;
 // the client reconnects by itself when it is back.
-type Redis struct {
-	c       redis.UniversalClient
-	o       RedisOptions
+type Store struct {
+	// Typed is the typed record methods over this store's Tables.
+	registry.Typed
+
+	c       goredis.UniversalClient
+	o       Options
 	keys    redisKeys
-	changes changes
+	changes registry.Changes
 
 	// down is why the change subscription last failed, nil while it is
 	// connected (Unavailable).
 	down atomic.Pointer[error]
 	// silent is why the last Ping failed, nil once one passes
-	// (redis_reach.go).
+	// (reach.go).
 	silent atomic.Pointer[error]
 	// onDrop receives the verdicts other gateways dropped
-	// (redis_verdicts.go).
+	// (verdicts.go).
 	onDrop atomic.Pointer[func(id string)]
-	// asks carries the questions between instances (redis_fleet.go).
+	// asks carries the questions between instances (fleet.go).
 	asks asks
 
 	// cleanups undo lock commands that got no reply
-	// (redis_lockcleanup.go).
+	// (lockcleanup.go).
 	cleanups lockCleanups
 
-	ps   *redis.PubSub // the change subscription, read by listen
+	ps   *goredis.PubSub // the change subscription, read by listen
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 	once sync.Once
@@ -153,38 +157,39 @@ type Redis struct {
 
 // redisKeys are the store's keys, all under one hash tag.
 type redisKeys struct {
-	homes, apps, claims, target, locks, lockseq, sessions, channel string
-	blobs, blobTimes, blobKeys, versions                           string
-	adminLeases, adminLeaseSeq                                     string
-	appStates, epoch, schema                                       string
+	// tag begins every key; the records of a kind are in the hash
+	// tag+Kind.Table (hash).
+	tag                                  string
+	locks, lockseq, sessions, channel    string
+	blobs, blobTimes, blobKeys, versions string
+	adminLeases, adminLeaseSeq           string
+	epoch, schema                        string
 }
 
 func newRedisKeys(prefix string) redisKeys {
 	tag := "{" + prefix + "}:"
 	return redisKeys{
-		homes: tag + "homes", apps: tag + "apps", claims: tag + "claims", target: tag + "target",
+		tag:   tag,
 		locks: tag + "locks", lockseq: tag + "lockseq", sessions: tag + "sessions", channel: tag + "changes",
 		blobs: tag + "blobs", blobTimes: tag + "blobtimes", blobKeys: tag + "blobkeys",
 		versions: tag + "versions", adminLeases: tag + "adminleases", adminLeaseSeq: tag + "adminleaseseq",
-		appStates: tag + "appstates", epoch: tag + "epoch", schema: tag + "schema",
+		epoch: tag + "epoch", schema: tag + "schema",
 	}
 }
-
-// targetField is the target's field in its hash.
-const targetField = "target"
 
 // redisOpenTimeout bounds the first contact with the server at open.
 const redisOpenTimeout = 5 * time.Second
 
-// OpenRedis connects to the server o names, checks that it answers, and
+// Open connects to the server o names, checks that it answers, and
 // subscribes to the change channel. Close it to stop its subscription.
-func OpenRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
+func Open(ctx context.Context, o Options) (*Store, error) {
 	o = o.withDefaults()
 	uo, err := o.universal()
 	if err != nil {
 		return nil, fmt.Errorf("registry: open redis store: %w", err)
 	}
-	r := &Redis{c: redis.NewUniversalClient(uo), o: o, keys: newRedisKeys(o.Prefix)}
+	r := &Store{c: goredis.NewUniversalClient(uo), o: o, keys: newRedisKeys(o.Prefix)}
+	r.Typed = registry.Typed{Tables: r}
 	octx, cancel := context.WithTimeout(ctx, redisOpenTimeout)
 	defer cancel()
 	if err := r.c.Ping(octx).Err(); err != nil {
@@ -212,7 +217,7 @@ func OpenRedis(ctx context.Context, o RedisOptions) (*Redis, error) {
 }
 
 // where names the server for messages (no password).
-func (r *Redis) where() string {
+func (r *Store) where() string {
 	if r.o.URL != "" {
 		return redactURL(r.o.URL)
 	}
@@ -221,7 +226,7 @@ func (r *Redis) where() string {
 
 // Close stops the change subscription and closes the client. Calling it
 // again is a no-op.
-func (r *Redis) Close() error {
+func (r *Store) Close() error {
 	var err error
 	r.once.Do(func() {
 		// Cancelling does not interrupt a blocked read: closing the
@@ -233,18 +238,18 @@ func (r *Redis) Close() error {
 		if cerr := r.c.Close(); cerr != nil {
 			err = fmt.Errorf("registry: close redis store: %w", cerr)
 		}
-		r.changes.fireAll()
+		r.changes.FireAll()
 	})
 	return err
 }
 
 // Changed returns a channel closed at the next change of key on any
-// instance sharing the server (see Notifier).
-func (r *Redis) Changed(key string) <-chan struct{} { return r.changes.Changed(key) }
+// instance sharing the server (see registry.Notifier).
+func (r *Store) Changed(key string) <-chan struct{} { return r.changes.Changed(key) }
 
 // Unavailable returns why the store's server does not answer (as seen by
 // its change subscription, or by the last Ping), or nil while it does.
-func (r *Redis) Unavailable() error {
+func (r *Store) Unavailable() error {
 	if p := r.down.Load(); p != nil {
 		return *p
 	}
@@ -261,7 +266,7 @@ const redisResubscribePause = 250 * time.Millisecond
 // listen delivers the change channel's messages to Changed's waiters until
 // ctx ends. When the subscription comes back after a failure, every waiter
 // is woken: changes may have been missed meanwhile.
-func (r *Redis) listen(ctx context.Context, ps *redis.PubSub) {
+func (r *Store) listen(ctx context.Context, ps *goredis.PubSub) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	<-t.C
@@ -271,13 +276,13 @@ func (r *Redis) listen(ctx context.Context, ps *redis.PubSub) {
 			return
 		}
 		switch m := msg.(type) {
-		case *redis.Message:
+		case *goredis.Message:
 			if !r.verdictDropped(m.Payload) && !r.asked(ctx, m.Payload) {
-				r.changes.fire(m.Payload)
+				r.changes.Fire(m.Payload)
 			}
-		case *redis.Subscription:
+		case *goredis.Subscription:
 			if r.down.Swap(nil) != nil {
-				r.changes.fireAll()
+				r.changes.FireAll()
 			}
 		}
 		if err == nil {
@@ -295,7 +300,7 @@ func (r *Redis) listen(ctx context.Context, ps *redis.PubSub) {
 }
 
 // nowArg is the scripts' "now" argument: "" for the server's clock.
-func (r *Redis) nowArg() string {
+func (r *Store) nowArg() string {
 	if r.o.Now == nil {
 		return ""
 	}
@@ -303,67 +308,65 @@ func (r *Redis) nowArg() string {
 }
 
 // fail sorts an error of the client: the caller's context first, then a
-// server that does not answer (ErrUnavailable); a reply error of the
+// server that does not answer (registry.ErrUnavailable); a reply error of the
 // server that says it cannot serve now (loading, failing over) is
 // unavailable too.
-func (r *Redis) fail(ctx context.Context, err error) error {
+func (r *Store) fail(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return fmt.Errorf("%w (%w)", cerr, err)
 	}
-	var rerr redis.Error
+	var rerr goredis.Error
 	if errors.As(err, &rerr) {
 		msg := rerr.Error()
 		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY"} {
 			if strings.HasPrefix(msg, p) {
-				return fmt.Errorf("%w: %w", err, ErrUnavailable)
+				return fmt.Errorf("%w: %w", err, registry.ErrUnavailable)
 			}
 		}
 		return err
 	}
-	return fmt.Errorf("redis at %s: %w: %w", r.where(), err, ErrUnavailable)
+	return fmt.Errorf("redis at %s: %w: %w", r.where(), err, registry.ErrUnavailable)
 }
 
-// get reads one record of hash key.
-func redisGet[T any](ctx context.Context, r *Redis, hash, kind, key string) (T, error) {
-	var v T
-	raw, err := r.c.HGet(ctx, hash, key).Result()
+// hash returns the Redis hash that holds the records of k.
+func (r *Store) hash(k registry.Kind) string { return r.keys.tag + k.Table }
+
+// GetRecord returns the stored JSON of key in k's hash (see
+// registry.Tables).
+func (r *Store) GetRecord(ctx context.Context, k registry.Kind, key string) ([]byte, error) {
+	raw, err := r.c.HGet(ctx, r.hash(k), key).Bytes()
 	switch {
-	case errors.Is(err, redis.Nil):
-		return v, fmt.Errorf("registry: get %s %s: %w", kind, key, ErrNotFound)
+	case errors.Is(err, goredis.Nil):
+		return nil, registry.ErrNotFound
 	case err != nil:
-		return v, fmt.Errorf("registry: get %s %s: %w", kind, key, r.fail(ctx, err))
+		return nil, r.fail(ctx, err)
 	}
-	if err := decodeRecord([]byte(raw), &v); err != nil {
-		return v, fmt.Errorf("registry: get %s %s: decode stored %s: %w", kind, key, kind, err)
-	}
-	return v, nil
+	return raw, nil
 }
 
-// redisList reads every record of hash, ordered by key.
-func redisList[T any](ctx context.Context, r *Redis, hash, kind string) ([]T, error) {
-	all, err := r.c.HGetAll(ctx, hash).Result()
+// EachRecord calls fn with every record of k's hash, read in one command,
+// in key order.
+func (r *Store) EachRecord(ctx context.Context, k registry.Kind, fn func(key string, raw []byte) error) error {
+	all, err := r.c.HGetAll(ctx, r.hash(k)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("registry: list %s: %w", kind, r.fail(ctx, err))
+		return r.fail(ctx, err)
 	}
 	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
+	for key := range all {
+		keys = append(keys, key)
 	}
 	slices.Sort(keys)
-	out := make([]T, 0, len(keys))
-	for _, k := range keys {
-		var v T
-		if err := decodeRecord([]byte(all[k]), &v); err != nil {
-			return nil, fmt.Errorf("registry: list %s: decode stored %s %s: %w", kind, kind, k, err)
+	for _, key := range keys {
+		if err := fn(key, []byte(all[key])); err != nil {
+			return err
 		}
-		out = append(out, v)
 	}
-	return out, nil
+	return nil
 }
 
 // cas runs casScript for one record: op "put" writes raw, "del" deletes.
 // change is the key announced on success.
-func (r *Redis) cas(ctx context.Context, hash, key, op string, raw []byte, cond Cond, change string) error {
+func (r *Store) cas(ctx context.Context, hash, key, op string, raw []byte, cond registry.Cond, change string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -378,128 +381,26 @@ func (r *Redis) cas(ctx context.Context, hash, key, op string, raw []byte, cond 
 	case "ok":
 		return nil
 	case "notfound":
-		return fmt.Errorf("expected generation %d: %w", cond.Generation, ErrNotFound)
+		return fmt.Errorf("expected generation %d: %w", cond.Generation, registry.ErrNotFound)
 	case "conflict":
-		return fmt.Errorf("%s: %w", detail, ErrConflict)
+		return fmt.Errorf("%s: %w", detail, registry.ErrConflict)
 	case "lost":
-		return fmt.Errorf("%s: %w", detail, ErrLeaseLost)
+		return fmt.Errorf("%s: %w", detail, registry.ErrLeaseLost)
 	}
 	return fmt.Errorf("unexpected reply %q from the store's script", res)
 }
 
-// redisPut writes v if the stored record matches cond; the record written
-// and returned has generation cond.Generation+1 (set by setGen).
-func redisPut[T any](ctx context.Context, r *Redis, hash, kind, key string, cond Cond, v T, setGen func(*T, uint64)) (T, error) {
-	setGen(&v, cond.Generation+1)
-	raw, err := json.Marshal(v)
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("registry: put %s %s: encode: %w", kind, key, err)
-	}
-	if err := r.cas(ctx, hash, key, "put", raw, cond, kind+":"+key); err != nil {
-		var zero T
-		return zero, fmt.Errorf("registry: put %s %s: %w", kind, key, err)
-	}
-	return v, nil
+// PutRecord writes raw under key if the stored record matches cond, checked
+// on the server with the fence in one script (casScript), which announces
+// the change.
+func (r *Store) PutRecord(ctx context.Context, k registry.Kind, key string, raw []byte, cond registry.Cond) error {
+	return r.cas(ctx, r.hash(k), key, "put", raw, cond, k.ChangeKey(key))
 }
 
-// redisDelete removes the record under key if it matches cond.
-func (r *Redis) redisDelete(ctx context.Context, hash, kind, key string, cond Cond) error {
-	if err := r.cas(ctx, hash, key, "del", nil, cond, kind+":"+key); err != nil {
-		return fmt.Errorf("registry: delete %s %s: %w", kind, key, err)
-	}
-	return nil
+// DeleteRecord removes the record under key if it matches cond, as
+// PutRecord writes.
+func (r *Store) DeleteRecord(ctx context.Context, k registry.Kind, key string, cond registry.Cond) error {
+	return r.cas(ctx, r.hash(k), key, "del", nil, cond, k.ChangeKey(key))
 }
 
-// GetHome returns one home by id.
-func (r *Redis) GetHome(ctx context.Context, id string) (Home, error) {
-	return redisGet[Home](ctx, r, r.keys.homes, "home", id)
-}
-
-// ListHomes returns every home, ordered by id.
-func (r *Redis) ListHomes(ctx context.Context) ([]Home, error) {
-	return redisList[Home](ctx, r, r.keys.homes, "homes")
-}
-
-// PutHome writes h if the stored record matches cond (see Store).
-func (r *Redis) PutHome(ctx context.Context, h Home, cond Cond) (Home, error) {
-	if err := validateHome(h); err != nil {
-		return Home{}, fmt.Errorf("registry: put home %s: %w", h.ID, err)
-	}
-	return redisPut(ctx, r, r.keys.homes, "home", h.ID, cond, h, func(h *Home, gen uint64) { h.Generation = gen })
-}
-
-// DeleteHome removes a home if the stored record matches cond.
-func (r *Redis) DeleteHome(ctx context.Context, id string, cond Cond) error {
-	return r.redisDelete(ctx, r.keys.homes, "home", id, cond)
-}
-
-// GetApp returns one stored app by slug.
-func (r *Redis) GetApp(ctx context.Context, slug string) (App, error) {
-	return redisGet[App](ctx, r, r.keys.apps, "app", slug)
-}
-
-// ListApps returns every stored app, ordered by slug.
-func (r *Redis) ListApps(ctx context.Context) ([]App, error) {
-	return redisList[App](ctx, r, r.keys.apps, "apps")
-}
-
-// PutApp writes a if the stored record matches cond (see Store).
-func (r *Redis) PutApp(ctx context.Context, a App, cond Cond) (App, error) {
-	if a.Slug == "" {
-		return App{}, errors.New("registry: put app: slug is empty")
-	}
-	return redisPut(ctx, r, r.keys.apps, "app", a.Slug, cond, a, func(a *App, gen uint64) { a.Generation = gen })
-}
-
-// DeleteApp removes an app if the stored record matches cond.
-func (r *Redis) DeleteApp(ctx context.Context, slug string, cond Cond) error {
-	return r.redisDelete(ctx, r.keys.apps, "app", slug, cond)
-}
-
-// GetClaim returns the claim on target.
-func (r *Redis) GetClaim(ctx context.Context, target string) (Claim, error) {
-	return redisGet[Claim](ctx, r, r.keys.claims, "claim", target)
-}
-
-// ListClaims returns every claim, ordered by target.
-func (r *Redis) ListClaims(ctx context.Context) ([]Claim, error) {
-	return redisList[Claim](ctx, r, r.keys.claims, "claims")
-}
-
-// PutClaim writes c if the stored claim matches cond (see Store).
-func (r *Redis) PutClaim(ctx context.Context, c Claim, cond Cond) (Claim, error) {
-	if c.Target == "" || c.Home == "" {
-		return Claim{}, fmt.Errorf("registry: put claim %q: target and home are required", c.Target)
-	}
-	return redisPut(ctx, r, r.keys.claims, "claim", c.Target, cond, c, func(c *Claim, gen uint64) { c.Generation = gen })
-}
-
-// DeleteClaim removes the claim on target if it matches cond.
-func (r *Redis) DeleteClaim(ctx context.Context, target string, cond Cond) error {
-	return r.redisDelete(ctx, r.keys.claims, "claim", target, cond)
-}
-
-// GetTarget returns the roll target, or ErrNotFound when none is set.
-func (r *Redis) GetTarget(ctx context.Context) (Target, error) {
-	t, err := redisGet[Target](ctx, r, r.keys.target, "target", targetField)
-	if err != nil {
-		return Target{}, err
-	}
-	return t, nil
-}
-
-// PutTarget writes the target if the stored one matches cond.
-func (r *Redis) PutTarget(ctx context.Context, t Target, cond Cond) (Target, error) {
-	t.Generation = cond.Generation + 1
-	raw, err := json.Marshal(t)
-	if err != nil {
-		return Target{}, fmt.Errorf("registry: put target: encode: %w", err)
-	}
-	if err := r.cas(ctx, r.keys.target, targetField, "put", raw, cond, TargetKey); err != nil {
-		return Target{}, fmt.Errorf("registry: put target: %w", err)
-	}
-	return t, nil
-}
-
-var _ Store = (*Redis)(nil)
+var _ registry.Store = (*Store)(nil)

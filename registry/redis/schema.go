@@ -1,4 +1,4 @@
-package registry
+package redis
 
 import (
 	"context"
@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // A Redis store records the version of its format (its keys and the shape
 // of their records) under {prefix}:schema, a decimal number, like the
-// bbolt file's meta/schema (bolt_schema.go):
+// bbolt file's meta/schema (schema.go):
 //
 //	(none)  written before versions were recorded: the format of version 1.
 //	1       the hashes homes, apps, appstates, claims and target, records
@@ -24,10 +24,10 @@ import (
 // misread. During a rolling deploy both versions share the server, so a
 // format change that the previous version cannot read must come in two
 // releases: first one that reads both shapes, then one that raises
-// RedisSchema and writes the new one.
+// Schema and writes the new one.
 
-// RedisSchema is the version of the Redis format this wakegate writes.
-const RedisSchema = 1
+// Schema is the version of the Redis format this wakegate writes.
+const Schema = 1
 
 // ErrNewerSchema means a store was written by a newer wakegate, in a
 // format this one does not read.
@@ -35,12 +35,12 @@ var ErrNewerSchema = errors.New("registry: store of a newer format")
 
 // checkSchema reads the server's format version, records this one's where
 // there is none, and refuses a newer one.
-func (r *Redis) checkSchema(ctx context.Context) error {
-	if _, err := r.c.SetNX(ctx, r.keys.schema, strconv.Itoa(RedisSchema), 0).Result(); err != nil {
+func (r *Store) checkSchema(ctx context.Context) error {
+	if _, err := r.c.SetNX(ctx, r.keys.schema, strconv.Itoa(Schema), 0).Result(); err != nil {
 		return fmt.Errorf("registry: open redis store at %s: record the format version: %w", r.where(), r.fail(ctx, err))
 	}
 	raw, err := r.c.Get(ctx, r.keys.schema).Result()
-	if errors.Is(err, redis.Nil) {
+	if errors.Is(err, goredis.Nil) {
 		// Deleted between the two commands: nothing to refuse.
 		return nil
 	}
@@ -50,12 +50,12 @@ func (r *Redis) checkSchema(ctx context.Context) error {
 	v, err := strconv.Atoi(raw)
 	if err != nil || v < 1 {
 		return fmt.Errorf("registry: open redis store at %s: %s holds %q, not a format version: "+
-			"set it to %d if this server holds a wakegate store of today's format", r.where(), r.keys.schema, raw, RedisSchema)
+			"set it to %d if this server holds a wakegate store of today's format", r.where(), r.keys.schema, raw, Schema)
 	}
-	if v > RedisSchema {
+	if v > Schema {
 		return fmt.Errorf("registry: open redis store at %s: %s says format version %d; this wakegate reads and writes version %d: "+
 			"run a wakegate of version %d's format or newer (a rolling deploy goes forward, not back): %w",
-			r.where(), r.keys.schema, v, RedisSchema, v, ErrNewerSchema)
+			r.where(), r.keys.schema, v, Schema, v, ErrNewerSchema)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package registry_test
+package redis_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package registry_test
+package bolt_test
 
 import (
 	"bytes"
@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/registry/bolt"
 )
 
 // The fixtures under testdata are stores as wakegate wrote them:
@@ -40,7 +41,7 @@ func fixtureCopy(t *testing.T, name string) (string, []byte) {
 }
 
 // wantFixtureRecords checks that b holds the fixtures' records.
-func wantFixtureRecords(t *testing.T, b *registry.Bolt) {
+func wantFixtureRecords(t *testing.T, b *bolt.Store) {
 	t.Helper()
 	ctx := context.Background()
 	hs, err := b.ListHomes(ctx)
@@ -70,7 +71,7 @@ func wantFixtureRecords(t *testing.T, b *registry.Bolt) {
 
 func TestBoltFixtureV0IsMigratedAfterABackup(t *testing.T) {
 	path, _ := fixtureCopy(t, "bolt-v0.db")
-	b, err := registry.OpenBolt(path, registry.BoltOptions{})
+	b, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestBoltFixtureV0IsMigratedAfterABackup(t *testing.T) {
 	wantFixtureRecords(t, b)
 	// The backup is the store as it was: sound, the same records, no
 	// version.
-	r, err := registry.CheckBolt(m.Backup)
+	r, err := bolt.Check(m.Backup)
 	if err != nil || len(r.Problems) > 0 || r.Records["homes"] != 2 {
 		t.Fatalf("backup check %+v, %v", r, err)
 	}
@@ -93,11 +94,11 @@ func TestBoltFixtureV0IsMigratedAfterABackup(t *testing.T) {
 
 func TestBoltFixtureV1ReadsAndWritesTheSameRecords(t *testing.T) {
 	path, _ := fixtureCopy(t, "bolt-v1.db")
-	b, err := registry.OpenBolt(path, registry.BoltOptions{})
+	b, err := bolt.Open(path, bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := b.Migration(); m.From != registry.BoltSchema || m.Backup != "" {
+	if m := b.Migration(); m.From != bolt.Schema || m.Backup != "" {
 		t.Fatalf("a current store was migrated: %+v", m)
 	}
 	wantFixtureRecords(t, b)
@@ -107,7 +108,7 @@ func TestBoltFixtureV1ReadsAndWritesTheSameRecords(t *testing.T) {
 	// Every record, decoded and encoded again by this wakegate, is the
 	// bytes stored: a change of the record format must raise BoltSchema
 	// (and bring a fixture of its own).
-	db, err := bolt.Open(filepath.Join("testdata", "bolt-v1.db"), 0o600, &bolt.Options{ReadOnly: true})
+	db, err := bbolt.Open(filepath.Join("testdata", "bolt-v1.db"), 0o600, &bbolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestBoltFixtureV1ReadsAndWritesTheSameRecords(t *testing.T) {
 		"target": func(raw []byte) (any, error) { var v registry.Target; err := json.Unmarshal(raw, &v); return v, err },
 	}
 	n := 0
-	err = db.View(func(tx *bolt.Tx) error {
+	err = db.View(func(tx *bbolt.Tx) error {
 		for bucket, decode := range encode {
 			err := tx.Bucket([]byte(bucket)).ForEach(func(k, raw []byte) error {
 				v, err := decode(raw)
@@ -152,11 +153,11 @@ func TestBoltFixtureV1ReadsAndWritesTheSameRecords(t *testing.T) {
 
 func TestBoltNewerFormatIsRefused(t *testing.T) {
 	path, _ := fixtureCopy(t, "bolt-v1.db")
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("schema"), []byte("2")) })
+	err = db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte("meta")).Put([]byte("schema"), []byte("2")) })
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -164,9 +165,9 @@ func TestBoltNewerFormatIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(path)
-	_, err = registry.OpenBolt(path, registry.BoltOptions{})
-	var oe *registry.OpenError
-	if !errors.As(err, &oe) || oe.Problem != registry.ProblemNewer ||
+	_, err = bolt.Open(path, bolt.Options{})
+	var oe *bolt.OpenError
+	if !errors.As(err, &oe) || oe.Problem != bolt.ProblemNewer ||
 		!strings.Contains(err.Error(), "format version 2") || !strings.Contains(err.Error(), "version 1") || oe.Hint() == "" {
 		t.Fatalf("open of a newer store: %v; want it refused naming versions 2 and 1", err)
 	}

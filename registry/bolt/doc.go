@@ -1,0 +1,20 @@
+// Package bolt is the embedded store: registry.Store on one bbolt file in
+// data_dir, for a gateway that runs alone (a fleet shares registry/redis).
+//
+// What lives here: the records in buckets, each write one bbolt
+// transaction (bolt.go, records.go); the fence checked in the same
+// transaction as generation and owner (fence.go); the open in steps that
+// refuses a file it cannot trust and says the way out (open.go), its
+// format version and migrations (schema.go), the offline check, backup
+// and drop of records (check.go); the disk's write health (health.go); a
+// cursor over homes (records.go, ScanHomes) and the seed of many homes in
+// one transaction for benchmarks (seed.go).
+//
+// DESIGN rules that live here: 15 and the fence of 32 for this backend
+// (registry.Cond.Check and registry.Fence.Check, run inside one
+// transaction), 30 (a store file that is empty, truncated, damaged, of a
+// newer format or holding records that do not decode is refused with the
+// way out: OpenError.Hint), and the lock half of 16 on one machine (leases
+// with strictly increasing fencing tokens; the leases of a process that
+// died are cleared at open, since the file lock proves it gone).
+package bolt
