@@ -11,11 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -264,25 +262,6 @@ type proc struct {
 	// that, and was set aside for the installer to hand back. Both are
 	// guarded by Provider.mu.
 	installed, exitedEarly bool
-}
-
-// runSpec is what a process was started from; a restart reuses it.
-type runSpec struct {
-	command []string
-	version string
-	target  string
-	env     []string // the home's own, after Config.Env
-	dir     string   // the working directory; "" for the home's folder
-	// relayToken is the home's own relay token, given to it in
-	// WAKEGATE_RELAY_TOKEN; "" for none.
-	relayToken string
-	// user is the account the home runs as (option user); "" for the uid
-	// exec.users hands it, or the gateway's user.
-	user string
-	// activate starts the process with socket activation.
-	activate bool
-	// limits are the home's memory and CPU limits.
-	limits homeLimits
 }
 
 // exitEvent tells the supervisor that a watched process is gone.
@@ -805,224 +784,6 @@ func (e *Provider) trySettled(h *home, fn func()) (<-chan struct{}, error) {
 	return nil, nil
 }
 
-// specFor is what a Wake or Recreate with s starts.
-func (e *Provider) specFor(s provider.Spec) runSpec {
-	cmd := s.Command
-	if len(cmd) == 0 {
-		cmd = e.cfg.Command
-	}
-	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target,
-		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options),
-		activate: e.homeActivated(s.Options), limits: limitsOf(s.Options, e.cfg.PidsMax)}
-}
-
-// spawn starts a process for h from sp, in its own process group, with its
-// output in the home's log, and starts watching it.
-func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
-	if len(sp.command) == 0 || sp.command[0] == "" {
-		return nil, errors.New("empty command")
-	}
-	cred, err := e.userOf(h, sp.user)
-	if err != nil {
-		return nil, err
-	}
-	if cred != nil {
-		if err := prepareFolder(h, cred.Uid, cred.Gid); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.MkdirAll(h.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("home dir: %w", err)
-	}
-	if err := os.MkdirAll(h.sys, 0o700); err != nil {
-		return nil, fmt.Errorf("home dir: %w", err)
-	}
-	var at listenAt
-	var sock *os.File
-	if sp.activate {
-		if UsesSocket(sp.command) {
-			return nil, errors.New("socket activation passes a TCP socket, and the command names {socket}: use {port}, or turn socket_activation off")
-		}
-		e.mu.Lock()
-		prefer := 0
-		if h.proc != nil {
-			prefer = h.proc.port
-		}
-		e.mu.Unlock()
-		if r, ok := readRefFile(h); ok && prefer == 0 {
-			prefer = r.Port
-		}
-		if sock, at.port, err = e.activationSocket(h, prefer); err != nil {
-			return nil, err
-		}
-	} else if UsesSocket(sp.command) {
-		at.socket = filepath.Join(h.dir, socketFile)
-		if err := endpoint.CheckSocketPath(at.socket); err != nil {
-			return nil, fmt.Errorf("home %s listens on {socket}: %w; use a shorter data_dir (or home id), or {port} instead of {socket}", h.id, err)
-		}
-		// A socket left by an earlier process would refuse the new
-		// listener's bind. The home creates the new one, as its user.
-		if err := os.Remove(at.socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("remove stale socket: %w", err)
-		}
-	} else if at.port, err = e.freePort(); err != nil {
-		return nil, err
-	}
-	args := e.expand(sp.command, h, at, sp)
-	if _, err := h.log.rotateIfFull(); err != nil {
-		e.log.Warn("exec: log rotation failed", "home", h.id, "err", err)
-	}
-	out, err := h.log.openAppend()
-	if err != nil {
-		return nil, err
-	}
-	defer out.Close() // the child has its own copy
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Dir = h.dir
-	if sp.dir != "" {
-		cmd.Dir = sp.dir
-	}
-	cmd.Env = e.homeEnv(h, at, sp)
-	cmd.Stdout = out
-	cmd.Stderr = out
-	if sock != nil {
-		if err := activate(cmd, sock); err != nil {
-			return nil, err
-		}
-	}
-	// Its own session, and so its own process group: a signal to the
-	// gateway's group (Ctrl-C, a service manager stopping the gateway)
-	// does not reach the home, and Stop can signal the home together with
-	// its children. Outside the gateway's session, no process of the home
-	// can join the gateway's group (which the orphan scan takes for the
-	// gateway's own), the home has no controlling terminal, and a home
-	// suspended with SIGSTOP does not get the SIGHUP the kernel sends a
-	// stopped group that loses its last parent in its session: it outlives
-	// a gateway that dies, for the next start to adopt. Its own user when
-	// it has one (cred), without supplementary groups.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
-	var cg string
-	if h.cgroup != "" {
-		cg = runCgroup(h)
-		fd, err := cgOpen(cg)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = unix.Close(fd) }()
-		// The child is cloned into the home's cgroup: nothing it starts,
-		// however detached, leaves it.
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
-	}
-	if err := e.limits.apply(h, sp.limits); err != nil {
-		return nil, fmt.Errorf("limits of the home: %w", err)
-	}
-	oomBase := e.limits.oomKills(h)
-	if err := startChild(cmd); err != nil {
-		if cred != nil && errors.Is(err, fs.ErrPermission) {
-			return nil, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
-				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", args[0], cred.Uid, err)
-		}
-		return nil, fmt.Errorf("start %s: %w", args[0], err)
-	}
-	if cred != nil && !e.limits.pidsInCgroup(h) {
-		// Where the kernel refuses (no CAP_SYS_RESOURCE in a container),
-		// the home runs without a cap, and the operator is told.
-		if err := capNproc(cmd.Process.Pid, sp.limits.pids); err != nil {
-			e.log.Warn("exec: home runs without a process cap", "home", h.id, "err", err,
-				"hint", "run the gateway with a cgroup per home (exec.containment auto or cgroup, root, cgroup v2 or a v1 pids hierarchy)")
-		}
-	}
-	id, err := childIdentity(cmd)
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = waitChild(cmd)
-		return nil, err
-	}
-	if err := e.limits.enter(h, cg); err != nil {
-		_ = cgKill(cg)
-		_ = cmd.Process.Kill()
-		_ = waitChild(cmd)
-		return nil, fmt.Errorf("limits of the home: %w", err)
-	}
-	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, started: time.Now(), exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
-	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
-	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
-	if err := e.watch(h, p); err != nil {
-		// Only after Close: nobody would record this process.
-		_ = e.signal(p, unix.SIGKILL)
-		_ = waitChild(cmd)
-		return nil, err
-	}
-	return p, nil
-}
-
-// clearLeft ends what an earlier process of h left behind (see left),
-// for a home with no live process: everything in a home's cgroup, or
-// every orphan naming it, is the home's, and a home that does not run
-// has nothing there.
-func (e *Provider) clearLeft(h *home) error {
-	found, remain := e.endLeft(h, nil, h.cgroup)
-	if remain {
-		return fmt.Errorf("processes %v the home left behind are still there after SIGKILL", found)
-	}
-	if len(found) > 0 {
-		e.note(h, "wakegate: processes %v the home's earlier process left behind were still running; killed them", found)
-		e.log.Warn("exec: processes an earlier process of the home left behind were still running; killed them", "home", h.id, "pids", found)
-	}
-	return nil
-}
-
-// childIdentity records the identity of a just-started child. The child
-// cannot be reaped before its watcher does, so its pid is not reused yet;
-// if it has already exited (a zombie has no exe link) the executable is
-// taken from the command's resolved path.
-func childIdentity(cmd *exec.Cmd) (procIdentity, error) {
-	pid := cmd.Process.Pid
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
-	}
-	st, err := parseProcStat(raw)
-	if err != nil {
-		return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
-	}
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	if err != nil {
-		exe, err = filepath.EvalSymlinks(cmd.Path)
-		if err != nil {
-			return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
-		}
-		if exe, err = filepath.Abs(exe); err != nil {
-			return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
-		}
-	}
-	return procIdentity{PID: pid, Exe: cleanExe(exe), Start: st.Start, Boot: bootID()}, nil
-}
-
-// expand substitutes the placeholders in a command template.
-func (e *Provider) expand(tmpl []string, h *home, at listenAt, sp runSpec) []string {
-	ps := strconv.Itoa(at.port)
-	ep := "http://127.0.0.1:" + ps
-	if at.socket != "" {
-		ps, ep = "", endpoint.Unix(at.socket)
-	}
-	r := strings.NewReplacer(
-		"{port}", ps,
-		"{socket}", at.socket,
-		"{target}", sp.target,
-		"{version}", sp.version,
-		"{data_dir}", h.dir,
-		"{id}", h.id,
-		"{self}", e.self,
-		"{endpoint}", ep,
-	)
-	out := make([]string, len(tmpl))
-	for i, a := range tmpl {
-		out[i] = r.Replace(a)
-	}
-	return out
-}
-
 // note writes one line of the provider's own into the home's log.
 func (e *Provider) note(h *home, format string, args ...any) {
 	line := time.Now().UTC().Format(time.RFC3339) + " " + fmt.Sprintf(format, args...) + "\n"
@@ -1030,9 +791,5 @@ func (e *Provider) note(h *home, format string, args ...any) {
 		e.log.Warn("exec: writing home log", "home", h.id, "err", err)
 	}
 }
-
-// testHookAfterSpawn, when set (by tests), runs between a wake's start of
-// a process and its installation as the home's.
-var testHookAfterSpawn func(*proc)
 
 var _ provider.Provider = (*Provider)(nil)
