@@ -48,12 +48,61 @@ func (e *Provider) specFor(s provider.Spec) runSpec {
 		activate: e.homeActivated(s.Options), limits: limitsOf(s.Options, e.cfg.PidsMax)}
 }
 
-// spawn starts a process for h from sp, in its own process group, with its
-// output in the home's log, and starts watching it.
+// spawn starts a process for h from sp and starts watching it. It reads
+// as its steps: the home's user and folders (design rules 31 and 34),
+// where it listens, the command with its clean environment, descriptors
+// and session, in the home's log (31, 34, 29), its cgroup (29), its limits
+// and the start, its process cap (34), its identity (17), and the watcher
+// that tells the supervisor when it is gone (18). A step that fails leaves
+// no process behind.
 func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 	if len(sp.command) == 0 || sp.command[0] == "" {
 		return nil, errors.New("empty command")
 	}
+	cred, err := e.prepareHome(h, sp)
+	if err != nil {
+		return nil, err
+	}
+	at, sock, err := e.listenFor(h, sp)
+	if err != nil {
+		return nil, err
+	}
+	args := e.expand(sp.command, h, at, sp)
+	cmd, out, err := e.command(h, sp, at, sock, cred, args)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close() // the child has its own copy
+	cg, release, err := e.intoCgroup(h, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	oomBase, err := e.start(h, sp, cmd, cred)
+	if err != nil {
+		return nil, err
+	}
+	e.capProcesses(h, sp, cmd, cred)
+	id, err := e.identify(h, cmd, cg)
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, started: time.Now(), exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
+	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
+	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
+	if err := e.watch(h, p); err != nil {
+		// Only after Close: nobody would record this process.
+		_ = e.signal(p, unix.SIGKILL)
+		_ = waitChild(cmd)
+		return nil, err
+	}
+	return p, nil
+}
+
+// prepareHome is spawn's first step: the user the home runs as (nil for
+// the gateway's own), and the home's folders, made and handed to that
+// user.
+func (e *Provider) prepareHome(h *home, sp runSpec) (*syscall.Credential, error) {
 	cred, err := e.userOf(h, sp.user)
 	if err != nil {
 		return nil, err
@@ -69,11 +118,18 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 	if err := os.MkdirAll(h.sys, 0o700); err != nil {
 		return nil, fmt.Errorf("home dir: %w", err)
 	}
-	var at listenAt
-	var sock *os.File
-	if sp.activate {
+	return cred, nil
+}
+
+// listenFor is where the process of h will listen: the socket the
+// provider binds for it under socket activation (sock, kept on its port
+// across starts), its Unix socket for a command that names {socket}, or a
+// free loopback port.
+func (e *Provider) listenFor(h *home, sp runSpec) (at listenAt, sock *os.File, err error) {
+	switch {
+	case sp.activate:
 		if UsesSocket(sp.command) {
-			return nil, errors.New("socket activation passes a TCP socket, and the command names {socket}: use {port}, or turn socket_activation off")
+			return at, nil, errors.New("socket activation passes a TCP socket, and the command names {socket}: use {port}, or turn socket_activation off")
 		}
 		e.mu.Lock()
 		prefer := 0
@@ -84,31 +140,38 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 		if r, ok := readRefFile(h); ok && prefer == 0 {
 			prefer = r.Port
 		}
-		if sock, at.port, err = e.activationSocket(h, prefer); err != nil {
-			return nil, err
-		}
-	} else if UsesSocket(sp.command) {
+		sock, at.port, err = e.activationSocket(h, prefer)
+		return at, sock, err
+	case UsesSocket(sp.command):
 		at.socket = filepath.Join(h.dir, socketFile)
 		if err := endpoint.CheckSocketPath(at.socket); err != nil {
-			return nil, fmt.Errorf("home %s listens on {socket}: %w; use a shorter data_dir (or home id), or {port} instead of {socket}", h.id, err)
+			return at, nil, fmt.Errorf("home %s listens on {socket}: %w; use a shorter data_dir (or home id), or {port} instead of {socket}", h.id, err)
 		}
 		// A socket left by an earlier process would refuse the new
 		// listener's bind. The home creates the new one, as its user.
 		if err := os.Remove(at.socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("remove stale socket: %w", err)
+			return at, nil, fmt.Errorf("remove stale socket: %w", err)
 		}
-	} else if at.port, err = e.freePort(); err != nil {
-		return nil, err
+		return at, nil, nil
+	default:
+		at.port, err = e.freePort()
+		return at, nil, err
 	}
-	args := e.expand(sp.command, h, at, sp)
+}
+
+// command is the process to start for h: args in the home's folder (or
+// sp.dir), with the home's own environment and nothing else (homeEnv),
+// its output appended to the home's log (out, for the caller to close once
+// the child is started), the listening socket as its only descriptor
+// beyond stdio under socket activation, and its own session as cred.
+func (e *Provider) command(h *home, sp runSpec, at listenAt, sock *os.File, cred *syscall.Credential, args []string) (*exec.Cmd, *os.File, error) {
 	if _, err := h.log.rotateIfFull(); err != nil {
 		e.log.Warn("exec: log rotation failed", "home", h.id, "err", err)
 	}
 	out, err := h.log.openAppend()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer out.Close() // the child has its own copy
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = h.dir
 	if sp.dir != "" {
@@ -119,7 +182,8 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 	cmd.Stderr = out
 	if sock != nil {
 		if err := activate(cmd, sock); err != nil {
-			return nil, err
+			_ = out.Close()
+			return nil, nil, err
 		}
 	}
 	// Its own session, and so its own process group: a signal to the
@@ -133,59 +197,76 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 	// a gateway that dies, for the next start to adopt. Its own user when
 	// it has one (cred), without supplementary groups.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
-	var cg string
-	if h.cgroup != "" {
-		cg = runCgroup(h)
-		fd, err := cgOpen(cg)
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = unix.Close(fd) }()
-		// The child is cloned into the home's cgroup: nothing it starts,
-		// however detached, leaves it.
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	return cmd, out, nil
+}
+
+// intoCgroup makes cmd start inside a cgroup of this start within the
+// home's (cg), where the home has one: nothing it starts, however
+// detached, leaves it. release closes what it opened, once the child is
+// started.
+func (e *Provider) intoCgroup(h *home, cmd *exec.Cmd) (cg string, release func(), err error) {
+	if h.cgroup == "" {
+		return "", func() {}, nil
 	}
+	cg = runCgroup(h)
+	fd, err := cgOpen(cg)
+	if err != nil {
+		return "", nil, err
+	}
+	// The child is cloned into the home's cgroup.
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	return cg, func() { _ = unix.Close(fd) }, nil
+}
+
+// start sets the home's memory, CPU and process limits and starts cmd. It
+// returns the home's count of kills for its memory limit before the start
+// (proc.oomBase).
+func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential) (oomBase int64, err error) {
 	if err := e.limits.apply(h, sp.limits); err != nil {
-		return nil, fmt.Errorf("limits of the home: %w", err)
+		return 0, fmt.Errorf("limits of the home: %w", err)
 	}
-	oomBase := e.limits.oomKills(h)
+	oomBase = e.limits.oomKills(h)
 	if err := startChild(cmd); err != nil {
 		if cred != nil && errors.Is(err, fs.ErrPermission) {
-			return nil, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
-				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", args[0], cred.Uid, err)
+			return 0, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
+				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", cmd.Args[0], cred.Uid, err)
 		}
-		return nil, fmt.Errorf("start %s: %w", args[0], err)
+		return 0, fmt.Errorf("start %s: %w", cmd.Args[0], err)
 	}
-	if cred != nil && !e.limits.pidsInCgroup(h) {
-		// Where the kernel refuses (no CAP_SYS_RESOURCE in a container),
-		// the home runs without a cap, and the operator is told.
-		if err := capNproc(cmd.Process.Pid, sp.limits.pids); err != nil {
-			e.log.Warn("exec: home runs without a process cap", "home", h.id, "err", err,
-				"hint", "run the gateway with a cgroup per home (exec.containment auto or cgroup, root, cgroup v2 or a v1 pids hierarchy)")
-		}
+	return oomBase, nil
+}
+
+// capProcesses caps the processes of a home of its own user that has no
+// cgroup pids controller with RLIMIT_NPROC of its first process. Where the
+// kernel refuses (no CAP_SYS_RESOURCE in a container), the home runs
+// without a cap, and the operator is told.
+func (e *Provider) capProcesses(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential) {
+	if cred == nil || e.limits.pidsInCgroup(h) {
+		return
 	}
+	if err := capNproc(cmd.Process.Pid, sp.limits.pids); err != nil {
+		e.log.Warn("exec: home runs without a process cap", "home", h.id, "err", err,
+			"hint", "run the gateway with a cgroup per home (exec.containment auto or cgroup, root, cgroup v2 or a v1 pids hierarchy)")
+	}
+}
+
+// identify records the identity of the just-started cmd (design rule 17)
+// and moves it under the home's limits in cg. On an error the child is
+// killed and reaped.
+func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string) (procIdentity, error) {
 	id, err := childIdentity(cmd)
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = waitChild(cmd)
-		return nil, err
+		return procIdentity{}, err
 	}
 	if err := e.limits.enter(h, cg); err != nil {
 		_ = cgKill(cg)
 		_ = cmd.Process.Kill()
 		_ = waitChild(cmd)
-		return nil, fmt.Errorf("limits of the home: %w", err)
+		return procIdentity{}, fmt.Errorf("limits of the home: %w", err)
 	}
-	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, started: time.Now(), exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
-	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
-	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
-	if err := e.watch(h, p); err != nil {
-		// Only after Close: nobody would record this process.
-		_ = e.signal(p, unix.SIGKILL)
-		_ = waitChild(cmd)
-		return nil, err
-	}
-	return p, nil
+	return id, nil
 }
 
 // childIdentity records the identity of a just-started child. The child
