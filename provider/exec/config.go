@@ -53,7 +53,7 @@ type Config struct {
 	// per home (see Users), or the gateway's. Zero: the gateway's.
 	Users Users
 	// MachineDir is the machine-wide folder of root gateways whose homes
-	// have users of their own (see machine.go): the registry of the uids
+	// have users of their own (see package homeuser): the registry of the uids
 	// every gateway of the machine hands out, the home folders of a
 	// data_dir other users cannot pass, and the copy of {self} homes run
 	// when other users cannot run the gateway's own binary. Default

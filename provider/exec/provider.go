@@ -18,6 +18,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/homeuser"
 )
 
 // errClosed is returned by every operation after Close.
@@ -41,10 +42,10 @@ type Provider struct {
 	// users hands each home a uid of its own; nil when homes run as the
 	// gateway's user, for the reason sharedWhy, or when every home is
 	// refused, for the reason refused.
-	users     *userTable
+	users     *homeuser.Table
 	sharedWhy string
 	refused   string
-	// homesDir holds the homes' folders (userSetup.homes).
+	// homesDir holds the homes' folders (homeuser.Layout.Homes).
 	homesDir string
 	// contain is how the processes of each home are kept track of.
 	contain containment
@@ -149,7 +150,7 @@ func New(cfg Config, log *slog.Logger) (*Provider, error) {
 	}
 	dir := cfg.DataDir
 	// data_dir/homes may be a link to the machine's folder of this
-	// data_dir's homes (machine.go), whose target machineHomes makes
+	// data_dir's homes (package homeuser), whose target homeuser.SetUp makes
 	// again if it was removed.
 	if st, lerr := os.Lstat(filepath.Join(dir, "homes")); lerr != nil || st.Mode()&fs.ModeSymlink == 0 {
 		if err := os.MkdirAll(filepath.Join(dir, "homes"), 0o700); err != nil {
@@ -165,16 +166,17 @@ func New(cfg Config, log *slog.Logger) (*Provider, error) {
 	if err := closeInheritedOnExec(); err != nil {
 		return nil, fmt.Errorf("exec provider: %w", err)
 	}
-	us, err := setUpUsers(cfg, self)
+	us, err := homeuser.SetUp(homeuser.Params{Users: cfg.Users, DataDir: cfg.DataDir, MachineDir: cfg.MachineDir,
+		Self: self, RunsSelf: runsSelf(cfg.Command, cfg.VersionCommand)})
 	if err != nil {
 		return nil, fmt.Errorf("exec provider: %w", err)
 	}
 	switch {
-	case us.refused != "":
+	case us.Refused != "":
 		log.Error("exec: every home is refused: the gateway runs as root and cannot give homes users of their own",
-			"cause", us.refused)
-	case us.moved != "":
-		log.Info("exec: laid out for homes of their own users", "what", us.moved)
+			"cause", us.Refused)
+	case us.Moved != "":
+		log.Info("exec: laid out for homes of their own users", "what", us.Moved)
 	}
 	if cfg.Containment, err = ParseContainment(string(cfg.Containment)); err != nil {
 		return nil, fmt.Errorf("exec provider: %w", err)
@@ -197,11 +199,11 @@ func New(cfg Config, log *slog.Logger) (*Provider, error) {
 	e := &Provider{
 		cfg:       cfg,
 		log:       log,
-		self:      us.self,
-		users:     us.table,
-		sharedWhy: us.shared,
-		refused:   us.refused,
-		homesDir:  us.homes,
+		self:      us.Self,
+		users:     us.Table,
+		sharedWhy: us.Shared,
+		refused:   us.Refused,
+		homesDir:  us.Homes,
 		contain:   contain,
 		limits:    limits,
 		client: provider.HomeClient(&http.Client{Transport: &http.Transport{

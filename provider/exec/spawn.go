@@ -16,6 +16,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/homeuser"
 )
 
 // runSpec is what a process was started from; a restart reuses it.
@@ -108,7 +109,7 @@ func (e *Provider) prepareHome(h *home, sp runSpec) (*syscall.Credential, error)
 		return nil, err
 	}
 	if cred != nil {
-		if err := prepareFolder(h, cred.Uid, cred.Gid); err != nil {
+		if err := homeuser.PrepareFolder(h.dir, cred.Uid, cred.Gid); err != nil {
 			return nil, err
 		}
 	}
