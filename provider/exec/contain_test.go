@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 )
 
 // detachStyles are home commands whose process starts a child that leaves
@@ -99,8 +100,8 @@ func containModes(t *testing.T) []Containment {
 
 // cgroupsHere reports whether the gateway may make a cgroup per home here.
 func cgroupsHere(t *testing.T) bool {
-	root, _, err := cgroupRoot(t.TempDir())
-	cgRemove(root)
+	root, _, err := cgroup.Root(t.TempDir())
+	cgroup.Remove(root)
 	if err != nil {
 		t.Logf("no cgroup per home here: %v", err)
 	}
@@ -116,7 +117,7 @@ func noCgroupLeft(t *testing.T, e *Provider) {
 			e.Close()
 			if _, err := os.Stat(root); err == nil {
 				t.Errorf("cgroup %s is left behind", root)
-				cgRemove(root)
+				cgroup.Remove(root)
 			}
 		})
 	}

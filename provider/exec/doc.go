@@ -10,8 +10,8 @@
 // wanted before any signal), the local half of 20 (quiesce at shutdown,
 // adoption of homes that still run: quiesce.go), 29 (everything a home
 // starts is the home: a cgroup per home or the gateway as subreaper,
-// contain.go, cgroup.go, subreaper.go) and 31's local part (a clean
+// contain.go, package cgroup, subreaper.go) and 31's local part (a clean
 // environment, env.go; a user per home, users.go and package homeuser; a home's output reaches
 // operators only as escaped excerpts, logfile.go). A home's memory and CPU
-// limits (limits.go) live in the cgroup of rule 29.
+// limits (limits.go, package cgroup) live in the cgroup of rule 29.
 package execprov

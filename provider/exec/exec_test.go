@@ -29,6 +29,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 )
 
 // The test binary doubles as the homes it runs: with EXEC_TEST_HOME=1 in
@@ -254,25 +255,25 @@ func testDataDir(t *testing.T) string {
 // removeCgroups ends every process in the homes' cgroups of the provider
 // with data dir dir, and removes those cgroups.
 func removeCgroups(t *testing.T, dir string) {
-	root, _, err := cgroupRootPath(dir)
+	root, _, err := cgroup.RootPath(dir)
 	if err != nil {
 		return
 	}
-	homes, _ := filepath.Glob(filepath.Join(root, cgroupPrefix+"*"))
+	homes, _ := filepath.Glob(filepath.Join(root, cgroup.Prefix+"*"))
 	for _, h := range homes {
-		if pop, _ := cgPopulated(h); pop {
+		if pop, _ := cgroup.Populated(h); pop {
 			t.Logf("cleanup kills what is left in cgroup %s", h)
-			_ = cgKill(h)
+			_ = cgroup.Kill(h)
 			for i := 0; i < 250; i++ {
-				if pop, _ := cgPopulated(h); !pop {
+				if pop, _ := cgroup.Populated(h); !pop {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		}
-		cgRemove(h)
+		cgroup.Remove(h)
 	}
-	cgRemove(root)
+	cgroup.Remove(root)
 	if _, err := os.Stat(root); err == nil {
 		t.Errorf("cgroup %s is left behind", root)
 	}

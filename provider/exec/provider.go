@@ -18,6 +18,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 	"github.com/wakegate/wakegate/provider/exec/homeuser"
 )
 
@@ -50,7 +51,7 @@ type Provider struct {
 	// contain is how the processes of each home are kept track of.
 	contain containment
 	// limits is how the homes' memory and CPU can be limited.
-	limits limitSupport
+	limits cgroup.Support
 
 	exits     chan exitEvent
 	done      chan struct{}
@@ -101,7 +102,7 @@ type home struct {
 	// limits are those of the last process installed, kept once it has
 	// ended: until a stop removes its cgroup, the usage of a home the
 	// supervisor gave up on still names the memory_max that killed it.
-	limits homeLimits
+	limits cgroup.Limits
 }
 
 // proc is one started or adopted process.
@@ -270,13 +271,13 @@ func (e *Provider) Close() error {
 		e.mu.Lock()
 		ids := make([]string, 0, len(e.homes))
 		for _, h := range e.homes {
-			cgRemove(h.cgroup)
+			cgroup.Remove(h.cgroup)
 			ids = append(ids, h.id)
 		}
 		e.closeSocketsLocked()
 		e.mu.Unlock()
-		e.limits.remove(ids)
-		cgRemove(e.contain.root)
+		e.limits.RemoveHomes(ids)
+		cgroup.Remove(e.contain.root)
 	})
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 	"github.com/wakegate/wakegate/provider/exec/homeuser"
 )
 
@@ -35,7 +36,7 @@ type runSpec struct {
 	// activate starts the process with socket activation.
 	activate bool
 	// limits are the home's memory and CPU limits.
-	limits homeLimits
+	limits cgroup.Limits
 }
 
 // specFor is what a Wake or Recreate with s starts.
@@ -210,7 +211,7 @@ func (e *Provider) intoCgroup(h *home, cmd *exec.Cmd) (cg string, release func()
 		return "", func() {}, nil
 	}
 	cg = runCgroup(h)
-	fd, err := cgOpen(cg)
+	fd, err := cgroup.Open(cg)
 	if err != nil {
 		return "", nil, err
 	}
@@ -223,10 +224,10 @@ func (e *Provider) intoCgroup(h *home, cmd *exec.Cmd) (cg string, release func()
 // returns the home's count of kills for its memory limit before the start
 // (proc.oomBase).
 func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential) (oomBase int64, err error) {
-	if err := e.limits.apply(h, sp.limits); err != nil {
+	if err := e.limits.Apply(h.cgroup, h.id, sp.limits); err != nil {
 		return 0, fmt.Errorf("limits of the home: %w", err)
 	}
-	oomBase = e.limits.oomKills(h)
+	oomBase = e.limits.OOMKills(h.cgroup, h.id)
 	if err := startChild(cmd); err != nil {
 		if cred != nil && errors.Is(err, fs.ErrPermission) {
 			return 0, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
@@ -242,10 +243,10 @@ func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Crede
 // kernel refuses (no CAP_SYS_RESOURCE in a container), the home runs
 // without a cap, and the operator is told.
 func (e *Provider) capProcesses(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential) {
-	if cred == nil || e.limits.pidsInCgroup(h) {
+	if cred == nil || e.limits.PidsInCgroup(h.cgroup) {
 		return
 	}
-	if err := capNproc(cmd.Process.Pid, sp.limits.pids); err != nil {
+	if err := cgroup.CapNproc(cmd.Process.Pid, sp.limits.Pids); err != nil {
 		e.log.Warn("exec: home runs without a process cap", "home", h.id, "err", err,
 			"hint", "run the gateway with a cgroup per home (exec.containment auto or cgroup, root, cgroup v2 or a v1 pids hierarchy)")
 	}
@@ -261,8 +262,8 @@ func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string) (procIdentity, er
 		_ = waitChild(cmd)
 		return procIdentity{}, err
 	}
-	if err := e.limits.enter(h, cg); err != nil {
-		_ = cgKill(cg)
+	if err := e.limits.Enter(h.id, cg); err != nil {
+		_ = cgroup.Kill(cg)
 		_ = cmd.Process.Kill()
 		_ = waitChild(cmd)
 		return procIdentity{}, fmt.Errorf("limits of the home: %w", err)

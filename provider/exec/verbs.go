@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 )
 
 // Wake returns the running home, resuming it if it is suspended; adopts the
@@ -164,12 +165,12 @@ func (e *Provider) stop(ctx context.Context, s provider.Spec) (bool, error) {
 		if err := e.leftBehind(h, s); err != nil {
 			return false, err
 		}
-		cgRemove(h.cgroup)
+		cgroup.Remove(h.cgroup)
 		return true, nil
 	}
 	proven, err := e.terminate(ctx, h, p)
 	if proven {
-		cgRemove(h.cgroup)
+		cgroup.Remove(h.cgroup)
 		e.mu.Lock()
 		if h.proc == p {
 			h.proc = nil

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 )
 
 // watch starts the goroutine that waits for p to be gone, reaps it when it
@@ -76,11 +78,11 @@ func (e *Provider) watch(h *home, p *proc) error {
 				}
 			}
 		}
-		if n := e.limits.oomKills(h); p.oomBase >= 0 && n > p.oomBase {
-			status += fmt.Sprintf(" (killed by the kernel: the home went over its memory_max of %d bytes)", p.spec.limits.memory)
+		if n := e.limits.OOMKills(h.cgroup, h.id); p.oomBase >= 0 && n > p.oomBase {
+			status += fmt.Sprintf(" (killed by the kernel: the home went over its memory_max of %d bytes)", p.spec.limits.Memory)
 		}
 		if p.cgroup != h.cgroup {
-			cgRemove(p.cgroup)
+			cgroup.Remove(p.cgroup)
 		}
 		p.status = status
 		close(p.exited)
