@@ -12,6 +12,6 @@
 // starts is the home: a cgroup per home or the gateway as subreaper,
 // contain.go, package cgroup, subreaper.go) and 31's local part (a clean
 // environment, env.go; a user per home, users.go and package homeuser; a home's output reaches
-// operators only as escaped excerpts, logfile.go). A home's memory and CPU
+// operators only as escaped excerpts, package homelog). A home's memory and CPU
 // limits (limits.go, package cgroup) live in the cgroup of rule 29.
 package execprov

@@ -19,6 +19,7 @@ import (
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/homelog"
 	"github.com/wakegate/wakegate/provider/exec/homeuser"
 )
 
@@ -73,7 +74,7 @@ type home struct {
 	// dir when homes run as the gateway's user, else a folder of the
 	// gateway's (DataDir/exec/<id>) that the home cannot write to.
 	sys string
-	log *logFile
+	log *homelog.Log
 	// cgroup is the home's own cgroup directory; "" without cgroups.
 	cgroup string
 	// socket is the home's listening socket under socket activation, on
@@ -299,7 +300,7 @@ func (e *Provider) homeFor(id string) (*home, error) {
 		if e.users != nil {
 			sys = filepath.Join(e.cfg.DataDir, "exec", id)
 		}
-		h = &home{id: id, dir: dir, sys: sys, log: newLogFile(filepath.Join(sys, "home.log"), e.cfg.LogMaxBytes),
+		h = &home{id: id, dir: dir, sys: sys, log: homelog.New(filepath.Join(sys, "home.log"), e.cfg.LogMaxBytes),
 			cgroup: e.contain.cgroupDir(id)}
 		e.homes[id] = h
 	}

@@ -167,10 +167,10 @@ func (e *Provider) listenFor(h *home, sp runSpec) (at listenAt, sock *os.File, e
 // the child is started), the listening socket as its only descriptor
 // beyond stdio under socket activation, and its own session as cred.
 func (e *Provider) command(h *home, sp runSpec, at listenAt, sock *os.File, cred *syscall.Credential, args []string) (*exec.Cmd, *os.File, error) {
-	if _, err := h.log.rotateIfFull(); err != nil {
+	if _, err := h.log.RotateIfFull(); err != nil {
 		e.log.Warn("exec: log rotation failed", "home", h.id, "err", err)
 	}
-	out, err := h.log.openAppend()
+	out, err := h.log.OpenAppend()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -52,7 +52,7 @@ func (e *Provider) redeliver(h *home, p *proc) {
 // if that process was the home's current one and the home is wanted.
 func (e *Provider) handleExit(ev exitEvent) {
 	h, p := ev.home, ev.proc
-	tail := h.log.tail(reasonLogLines)
+	tail := h.log.Tail(reasonLogLines)
 	e.mu.Lock()
 	if !p.installed {
 		// A process that exits at once can be gone before the wake that
@@ -221,7 +221,7 @@ func (e *Provider) rotateLogs() {
 	}
 	e.mu.Unlock()
 	for _, h := range logs {
-		if _, err := h.log.rotateIfFull(); err != nil {
+		if _, err := h.log.RotateIfFull(); err != nil {
 			e.log.Warn("exec: log rotation failed", "home", h.id, "err", err)
 		}
 	}
