@@ -5,7 +5,7 @@
 // because its files drive os/exec, which a package named exec would shadow
 // for them and for every caller that uses both.
 //
-// DESIGN rules that live here: 17 (never a signal by pid alone: procid.go),
+// DESIGN rules that live here: 17 (never a signal by pid alone: package procid),
 // 18 (the restart budget of the supervisor), 19 (stop marks the home not
 // wanted before any signal), the local half of 20 (quiesce at shutdown,
 // adoption of homes that still run: quiesce.go), 29 (everything a home

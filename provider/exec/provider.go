@@ -21,6 +21,7 @@ import (
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
 	"github.com/wakegate/wakegate/provider/exec/homelog"
 	"github.com/wakegate/wakegate/provider/exec/homeuser"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // errClosed is returned by every operation after Close.
@@ -29,7 +30,7 @@ var errClosed = errors.New("exec provider closed")
 // Provider runs homes as local processes. Each home is one process (and its
 // process group) started from a command template, listening on a loopback
 // port, with its own data directory and capped log. The process identity
-// (pid, start time, boot; see procIdentity) is the provider ref, so a
+// (pid, start time, boot; see procid.Identity) is the provider ref, so a
 // restarted gateway adopts homes that still run instead of starting them
 // again.
 //
@@ -108,7 +109,7 @@ type home struct {
 
 // proc is one started or adopted process.
 type proc struct {
-	procIdentity
+	procid.Identity
 	listenAt
 	spec runSpec
 	cmd  *exec.Cmd // nil when adopted: not a child of this gateway

@@ -10,11 +10,12 @@ import (
 
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // execRef is the persisted provider ref of an exec home.
 type execRef struct {
-	procIdentity
+	procid.Identity
 	Port    int    `json:"port,omitempty"`
 	Socket  string `json:"socket,omitempty"` // the Unix socket, instead of Port
 	Version string `json:"version"`
@@ -68,24 +69,24 @@ func (e *Provider) current(ctx context.Context, h *home, s provider.Spec, wanted
 
 // live returns the home's process and its /proc reading if it is alive,
 // without adopting it; nil when there is none.
-func (e *Provider) live(ctx context.Context, h *home, s provider.Spec) (*proc, procStat, error) {
+func (e *Provider) live(ctx context.Context, h *home, s provider.Spec) (*proc, procid.Stat, error) {
 	var p *proc
 	if err := e.settled(ctx, h, func() { p = h.proc }); err != nil {
-		return nil, procStat{}, err
+		return nil, procid.Stat{}, err
 	}
 	if p == nil {
 		ref, _, found, err := e.recorded(h, s)
 		if err != nil || !found {
-			return nil, procStat{}, err
+			return nil, procid.Stat{}, err
 		}
 		p = ref.proc()
 	}
-	st, err := lookupProc(p.procIdentity)
+	st, err := procid.Lookup(p.Identity)
 	if err != nil {
-		if errors.Is(err, errProcGone) {
-			return nil, procStat{}, nil
+		if errors.Is(err, procid.ErrGone) {
+			return nil, procid.Stat{}, nil
 		}
-		return nil, procStat{}, err
+		return nil, procid.Stat{}, err
 	}
 	return p, st, nil
 }
@@ -95,7 +96,7 @@ func (e *Provider) live(ctx context.Context, h *home, s provider.Spec) (*proc, p
 // h, from its record in h's directory (newer than s.Ref when the caller did
 // not persist the Result of a restart). found is false when neither names
 // a live process; a pid now used by another process is logged and skipped.
-func (e *Provider) recorded(h *home, s provider.Spec) (ref execRef, st procStat, found bool, err error) {
+func (e *Provider) recorded(h *home, s provider.Spec) (ref execRef, st procid.Stat, found bool, err error) {
 	var refs []execRef
 	if r, ok := parseRef(s.Ref); ok {
 		refs = append(refs, r)
@@ -106,13 +107,13 @@ func (e *Provider) recorded(h *home, s provider.Spec) (ref execRef, st procStat,
 		refs = append(refs, r)
 	}
 	for i, r := range refs {
-		st, err := lookupProc(r.procIdentity)
-		if err == nil && cleanExe(st.Exe) != r.Exe {
+		st, err := procid.Lookup(r.Identity)
+		if err == nil && procid.CleanExe(st.Exe) != r.Exe {
 			// Pid, start time and boot match, the executable does not
 			// (design rule 17): not adopted. A home that execs another
 			// program has it recorded once the provider sees it
 			// (refreshExe), so its own record matches.
-			err = fmt.Errorf("pid %d runs %s, recorded %s: %w", r.PID, cleanExe(st.Exe), r.Exe, errProcChanged)
+			err = fmt.Errorf("pid %d runs %s, recorded %s: %w", r.PID, procid.CleanExe(st.Exe), r.Exe, procid.ErrChanged)
 		}
 		switch {
 		case err == nil:
@@ -120,17 +121,17 @@ func (e *Provider) recorded(h *home, s provider.Spec) (ref execRef, st procStat,
 				e.log.Warn("exec: ref names no live process; using the provider's own record", "home", h.id, "pid", r.PID)
 			}
 			return r, st, true, nil
-		case errors.Is(err, errProcChanged) && i+1 < len(refs):
+		case errors.Is(err, procid.ErrChanged) && i+1 < len(refs):
 			// The provider's own record, next, may name the program the
 			// home execs into.
 			e.log.Debug("exec: recorded process runs another program; trying the provider's own record", "home", h.id, "err", err)
-		case errors.Is(err, errProcReused), errors.Is(err, errProcChanged):
+		case errors.Is(err, procid.ErrReused), errors.Is(err, procid.ErrChanged):
 			e.log.Warn("exec: recorded process identity does not match; not adopting", "home", h.id, "err", err)
-		case !errors.Is(err, errProcGone):
-			return execRef{}, procStat{}, false, err
+		case !errors.Is(err, procid.ErrGone):
+			return execRef{}, procid.Stat{}, false, err
 		}
 	}
-	return execRef{}, procStat{}, false, nil
+	return execRef{}, procid.Stat{}, false, nil
 }
 
 // adopt starts watching the live process ref names, which this gateway did
@@ -158,7 +159,7 @@ func (e *Provider) adopt(h *home, ref execRef, s provider.Spec) (*proc, error) {
 		return nil, fmt.Errorf("home dir: %w", err)
 	}
 	if err := e.watch(h, p); err != nil {
-		if errors.Is(err, errProcGone) {
+		if errors.Is(err, procid.ErrGone) {
 			return nil, nil
 		}
 		return nil, err
@@ -183,16 +184,16 @@ func (e *Provider) leftBehind(h *home, s provider.Spec) error {
 		refs = append(refs, r)
 	}
 	for _, r := range refs {
-		if r.Boot != "" && r.Boot != bootID() {
+		if r.Boot != "" && r.Boot != procid.BootID() {
 			continue
 		}
-		if st, err := readProcStat(r.PID); err == nil && st.Start != r.Start {
+		if st, err := procid.ReadStat(r.PID); err == nil && st.Start != r.Start {
 			continue // reused: the old group is gone
 		}
-		if groupGone(r.PID) {
+		if procid.GroupGone(r.PID) {
 			continue
 		}
-		left, _ := groupMembers(r.PID)
+		left, _ := procid.GroupMembers(r.PID)
 		return fmt.Errorf("pid %d is gone, but processes %v of its process group run on; "+
 			"they are not signalled, as only their group id ties them to the home: end them by hand", r.PID, left)
 	}
@@ -231,8 +232,8 @@ func (e *Provider) record(h *home, p *proc) {
 // p's identity in memory keeps the executable it was started with. A p
 // that is no longer h's process leaves the record alone: it names p's
 // replacement.
-func (e *Provider) refreshExe(h *home, p *proc, st procStat) {
-	now := cleanExe(st.Exe)
+func (e *Provider) refreshExe(h *home, p *proc, st procid.Stat) {
+	now := procid.CleanExe(st.Exe)
 	if now == "" || now == p.Exe {
 		return
 	}
@@ -261,9 +262,9 @@ func writeRefFile(h *home, p *proc) error { return writeRef(h, p, p.Exe) }
 // writeRef records p as h's last process, running exe, atomically.
 func writeRef(h *home, p *proc, exe string) error {
 	path := filepath.Join(h.sys, refFile)
-	id := p.procIdentity
+	id := p.Identity
 	id.Exe = exe
-	ref, _ := json.Marshal(execRef{procIdentity: id, Port: p.port, Socket: p.socket, Version: p.spec.version})
+	ref, _ := json.Marshal(execRef{Identity: id, Port: p.port, Socket: p.socket, Version: p.spec.version})
 	// A temp file of its own: two writers (a start and a status) never
 	// write into one file.
 	f, err := os.CreateTemp(h.sys, refFile+".*.tmp")
@@ -288,7 +289,7 @@ func writeRef(h *home, p *proc, exe string) error {
 
 // result is the running Result of p, with its ref.
 func (p *proc) result() provider.Result {
-	ref, _ := json.Marshal(execRef{procIdentity: p.procIdentity, Port: p.port, Socket: p.socket, Version: p.spec.version})
+	ref, _ := json.Marshal(execRef{Identity: p.Identity, Port: p.port, Socket: p.socket, Version: p.spec.version})
 	return provider.Result{Endpoint: p.endpoint(), Ref: string(ref), State: provider.StateRunning, Queued: p.spec.activate}
 }
 
@@ -318,9 +319,9 @@ func parseRef(s string) (execRef, bool) {
 // proc is an unwatched, adopted-style process record for the ref.
 func (r execRef) proc() *proc {
 	return &proc{
-		procIdentity: r.procIdentity,
-		listenAt:     listenAt{port: r.Port, socket: r.Socket},
-		spec:         runSpec{version: r.Version},
-		exited:       make(chan struct{}),
+		Identity: r.Identity,
+		listenAt: listenAt{port: r.Port, socket: r.Socket},
+		spec:     runSpec{version: r.Version},
+		exited:   make(chan struct{}),
 	}
 }

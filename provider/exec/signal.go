@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // signal sends sig to p's process group (to p alone if it leads none),
 // after re-reading /proc/<pid> and checking its identity (pid, start time,
 // boot) against the record. On a mismatch nothing is signalled and the
-// error wraps errProcGone.
+// error wraps procid.ErrGone.
 func (e *Provider) signal(p *proc, sig unix.Signal) error {
-	st, err := lookupProc(p.procIdentity)
+	st, err := procid.Lookup(p.Identity)
 	if err != nil {
-		if errors.Is(err, errProcReused) {
+		if errors.Is(err, procid.ErrReused) {
 			e.log.Warn("exec: not signalling: pid belongs to another process", "pid", p.PID, "signal", sig.String(), "err", err)
 		}
 		return err
@@ -27,7 +29,7 @@ func (e *Provider) signal(p *proc, sig unix.Signal) error {
 	}
 	if err := unix.Kill(target, sig); err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("pid %d: %w", p.PID, errProcGone)
+			return fmt.Errorf("pid %d: %w", p.PID, procid.ErrGone)
 		}
 		return fmt.Errorf("signal %s to pid %d: %w", sig, p.PID, err)
 	}
@@ -35,10 +37,10 @@ func (e *Provider) signal(p *proc, sig unix.Signal) error {
 }
 
 // resume makes sure p, the process of h, runs: SIGCONT to it and the rest
-// of the home if it is stopped (resumed), which the log says. errProcGone
+// of the home if it is stopped (resumed), which the log says. procid.ErrGone
 // when p no longer lives.
 func (e *Provider) resume(ctx context.Context, h *home, p *proc) (resumed bool, err error) {
-	st, err := lookupProc(p.procIdentity)
+	st, err := procid.Lookup(p.Identity)
 	if err != nil {
 		return false, err
 	}
@@ -68,7 +70,7 @@ func (e *Provider) waitState(ctx context.Context, p *proc, ok func(byte) bool) e
 	tick := time.NewTicker(procPollInterval)
 	defer tick.Stop()
 	for {
-		st, err := lookupProc(p.procIdentity)
+		st, err := procid.Lookup(p.Identity)
 		if err != nil {
 			return err
 		}
@@ -128,7 +130,7 @@ func (e *Provider) terminate(ctx context.Context, h *home, p *proc) (bool, error
 	if werr != nil {
 		return false, werr
 	}
-	left, _ := groupMembers(p.PID)
+	left, _ := procid.GroupMembers(p.PID)
 	if unknown := e.unknownLeft(h, p); len(unknown) > 0 {
 		return false, unknownError(unknown)
 	}
@@ -144,12 +146,12 @@ func (e *Provider) signalGroup(p *proc, sig unix.Signal) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, errProcReused):
+	case errors.Is(err, procid.ErrReused):
 		return fmt.Errorf("not stopped: %w", err)
-	case !errors.Is(err, errProcGone):
+	case !errors.Is(err, procid.ErrGone):
 		return err
 	}
-	// p is gone and its pid is free (a reused pid is errProcReused): the
+	// p is gone and its pid is free (a reused pid is procid.ErrReused): the
 	// kernel keeps a pid from being handed out while a process group of
 	// that id has members, so the members of group p.PID are what p's
 	// group left behind. p died a moment ago, during this stop.
@@ -169,8 +171,8 @@ func (e *Provider) waitGone(ctx context.Context, h *home, p *proc) (bool, error)
 	select {
 	case <-p.exited:
 	case <-t.C:
-		_, err := lookupProc(p.procIdentity)
-		return errors.Is(err, errProcGone) && !errors.Is(err, errProcReused) && groupGone(p.PID) &&
+		_, err := procid.Lookup(p.Identity)
+		return errors.Is(err, procid.ErrGone) && !errors.Is(err, procid.ErrReused) && procid.GroupGone(p.PID) &&
 			len(e.left(h, p, h.cgroup)) == 0 && len(e.unknownLeft(h, p)) == 0, nil
 	case <-ctx.Done():
 		return false, ctx.Err()
@@ -178,16 +180,16 @@ func (e *Provider) waitGone(ctx context.Context, h *home, p *proc) (bool, error)
 		return false, errClosed
 	}
 	reused := false
-	switch _, err := lookupProc(p.procIdentity); {
-	case errors.Is(err, errProcReused):
+	switch _, err := procid.Lookup(p.Identity); {
+	case errors.Is(err, procid.ErrReused):
 		// Seen exiting, and its pid handed out again since: the kernel
 		// does that only once no process group has that id.
 		reused = true
-	case !errors.Is(err, errProcGone):
+	case !errors.Is(err, procid.ErrGone):
 		return false, nil
 	}
 	done := func() bool {
-		return (reused || groupGone(p.PID)) && len(e.left(h, p, h.cgroup)) == 0 && len(e.unknownLeft(h, p)) == 0
+		return (reused || procid.GroupGone(p.PID)) && len(e.left(h, p, h.cgroup)) == 0 && len(e.unknownLeft(h, p)) == 0
 	}
 	tick := time.NewTicker(procPollInterval)
 	defer tick.Stop()
@@ -208,7 +210,7 @@ func (e *Provider) waitGone(ctx context.Context, h *home, p *proc) (bool, error)
 // discard kills a process this provider just started but did not install
 // and waits (bounded) until it is gone; its watcher reaps it.
 func (e *Provider) discard(p *proc) {
-	if err := e.signal(p, unix.SIGKILL); err != nil && !errors.Is(err, errProcGone) {
+	if err := e.signal(p, unix.SIGKILL); err != nil && !errors.Is(err, procid.ErrGone) {
 		e.log.Warn("exec: discarding spare process", "pid", p.PID, "err", err)
 	}
 	t := time.NewTimer(e.cfg.StopGrace)

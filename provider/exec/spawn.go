@@ -18,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
 	"github.com/wakegate/wakegate/provider/exec/homeuser"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // runSpec is what a process was started from; a restart reuses it.
@@ -89,7 +90,7 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &proc{procIdentity: id, listenAt: at, spec: sp, cmd: cmd, started: time.Now(), exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
+	p := &proc{Identity: id, listenAt: at, spec: sp, cmd: cmd, started: time.Now(), exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
 	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
 	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
 	if err := e.watch(h, p); err != nil {
@@ -255,18 +256,18 @@ func (e *Provider) capProcesses(h *home, sp runSpec, cmd *exec.Cmd, cred *syscal
 // identify records the identity of the just-started cmd (design rule 17)
 // and moves it under the home's limits in cg. On an error the child is
 // killed and reaped.
-func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string) (procIdentity, error) {
+func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string) (procid.Identity, error) {
 	id, err := childIdentity(cmd)
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = waitChild(cmd)
-		return procIdentity{}, err
+		return procid.Identity{}, err
 	}
 	if err := e.limits.Enter(h.id, cg); err != nil {
 		_ = cgroup.Kill(cg)
 		_ = cmd.Process.Kill()
 		_ = waitChild(cmd)
-		return procIdentity{}, fmt.Errorf("limits of the home: %w", err)
+		return procid.Identity{}, fmt.Errorf("limits of the home: %w", err)
 	}
 	return id, nil
 }
@@ -275,27 +276,27 @@ func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string) (procIdentity, er
 // cannot be reaped before its watcher does, so its pid is not reused yet;
 // if it has already exited (a zombie has no exe link) the executable is
 // taken from the command's resolved path.
-func childIdentity(cmd *exec.Cmd) (procIdentity, error) {
+func childIdentity(cmd *exec.Cmd) (procid.Identity, error) {
 	pid := cmd.Process.Pid
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+		return procid.Identity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
 	}
-	st, err := parseProcStat(raw)
+	st, err := procid.ParseStat(raw)
 	if err != nil {
-		return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+		return procid.Identity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
 	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {
 		exe, err = filepath.EvalSymlinks(cmd.Path)
 		if err != nil {
-			return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+			return procid.Identity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
 		}
 		if exe, err = filepath.Abs(exe); err != nil {
-			return procIdentity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+			return procid.Identity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
 		}
 	}
-	return procIdentity{PID: pid, Exe: cleanExe(exe), Start: st.Start, Boot: bootID()}, nil
+	return procid.Identity{PID: pid, Exe: procid.CleanExe(exe), Start: st.Start, Boot: procid.BootID()}, nil
 }
 
 // expand substitutes the placeholders in a command template.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // supervise restarts wanted homes whose process exits, within the budget.
@@ -204,7 +205,7 @@ type homeProc struct {
 // refreshAll records again the program each of procs runs (refreshExe).
 func (e *Provider) refreshAll(procs []homeProc) {
 	for _, hp := range procs {
-		if st, err := lookupProc(hp.p.procIdentity); err == nil {
+		if st, err := procid.Lookup(hp.p.Identity); err == nil {
 			e.refreshExe(hp.h, hp.p, st)
 		}
 	}

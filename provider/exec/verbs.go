@@ -9,6 +9,7 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // Wake returns the running home, resuming it if it is suspended; adopts the
@@ -46,7 +47,7 @@ func (e *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, 
 			r := p.result()
 			r.WasRunning = !resumed
 			return r, nil
-		} else if !errors.Is(err, errProcGone) {
+		} else if !errors.Is(err, procid.ErrGone) {
 			return provider.Result{}, err
 		}
 	} else if err := e.clearLeft(h); err != nil {
@@ -105,7 +106,7 @@ func (e *Provider) suspend(ctx context.Context, s provider.Spec) error {
 		return err
 	}
 	if p == nil {
-		return fmt.Errorf("not running: %w", errProcGone)
+		return fmt.Errorf("not running: %w", procid.ErrGone)
 	}
 	if err := e.signal(p, unix.SIGSTOP); err != nil {
 		return err
@@ -117,7 +118,7 @@ func (e *Provider) suspend(ctx context.Context, s provider.Spec) error {
 	// A suspended home is the one most likely to be adopted by a later
 	// gateway: its record names the program it runs now, which a stopped
 	// process cannot change.
-	if st, err := lookupProc(p.procIdentity); err == nil {
+	if st, err := procid.Lookup(p.Identity); err == nil {
 		e.refreshExe(h, p, st)
 	}
 	return nil
@@ -262,7 +263,7 @@ func (e *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result
 		}
 	}
 	if p != nil {
-		st, err := lookupProc(p.procIdentity)
+		st, err := procid.Lookup(p.Identity)
 		switch {
 		case err == nil:
 			if watched {
@@ -273,7 +274,7 @@ func (e *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result
 				r.State = provider.StateSuspended
 			}
 			return r, nil
-		case !errors.Is(err, errProcGone):
+		case !errors.Is(err, procid.ErrGone):
 			return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
 		case pending:
 			return provider.Result{State: provider.StateUnknown, Reason: "the home's process exited a moment ago; the provider restarts it or gives up on it"}, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // Version asks the running home which version it runs: the trimmed stdout
@@ -38,7 +39,7 @@ func (e *Provider) version(ctx context.Context, s provider.Spec) (string, error)
 		return "", err
 	}
 	if p == nil {
-		return "", fmt.Errorf("not running: %w", errProcGone)
+		return "", fmt.Errorf("not running: %w", procid.ErrGone)
 	}
 	if st.State == 'T' {
 		return "", errors.New("home is suspended")

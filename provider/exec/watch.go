@@ -9,12 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // watch starts the goroutine that waits for p to be gone, reaps it when it
 // is a child, closes p.exited and tells the supervisor. It uses a pidfd in
 // Go's poller (no thread per home); without pidfd support it polls /proc.
-// errProcGone: p (adopted) is not the process the ref names.
+// procid.ErrGone: p (adopted) is not the process the ref names.
 func (e *Provider) watch(h *home, p *proc) error {
 	var pidfd *os.File
 	if fd, err := unix.PidfdOpen(p.PID, unix.PIDFD_NONBLOCK); err == nil {
@@ -22,13 +23,13 @@ func (e *Provider) watch(h *home, p *proc) error {
 		if p.cmd == nil {
 			// The pidfd pins the process it was opened on: check that this
 			// is still the recorded one.
-			if _, err := lookupProc(p.procIdentity); err != nil {
+			if _, err := procid.Lookup(p.Identity); err != nil {
 				pidfd.Close()
 				return err
 			}
 		}
 	} else if p.cmd == nil && errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("pid %d: %w", p.PID, errProcGone)
+		return fmt.Errorf("pid %d: %w", p.PID, procid.ErrGone)
 	} else {
 		e.log.Debug("exec: pidfd unavailable, polling /proc", "pid", p.PID, "err", err)
 	}
@@ -55,7 +56,7 @@ func (e *Provider) watch(h *home, p *proc) error {
 			e.mu.Unlock()
 			pidfd.Close()
 			if gone && p.cmd == nil {
-				if _, err := lookupProc(p.procIdentity); err == nil {
+				if _, err := procid.Lookup(p.Identity); err == nil {
 					gone = e.pollGone(p) // not expected; trust /proc
 				}
 			}
@@ -120,7 +121,7 @@ func (e *Provider) pollGone(p *proc) bool {
 	t := time.NewTicker(procPollInterval * 10)
 	defer t.Stop()
 	for {
-		if _, err := lookupProc(p.procIdentity); errors.Is(err, errProcGone) {
+		if _, err := procid.Lookup(p.Identity); errors.Is(err, procid.ErrGone) {
 			return true
 		}
 		select {
@@ -147,10 +148,10 @@ func (e *Provider) endLeftovers(h *home, p *proc) {
 	if p.cmd == nil {
 		return // adopted: its group id is all that ties its group to it
 	}
-	if groupGone(p.PID) {
+	if procid.GroupGone(p.PID) {
 		return
 	}
-	left, _ := groupMembers(p.PID)
+	left, _ := procid.GroupMembers(p.PID)
 	if err := unix.Kill(-p.PID, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		e.log.Warn("exec: ending the processes the home left behind", "home", h.id, "pid", p.PID, "err", err)
 		return
@@ -163,7 +164,7 @@ func (e *Provider) endLeftovers(h *home, p *proc) {
 	defer deadline.Stop()
 	tick := time.NewTicker(procPollInterval)
 	defer tick.Stop()
-	for !groupGone(p.PID) {
+	for !procid.GroupGone(p.PID) {
 		select {
 		case <-tick.C:
 		case <-deadline.C:
