@@ -1387,7 +1387,7 @@ func groupMember(t *testing.T, dir string, r provider.Result) procid.Stat {
 }
 
 // rawStat reads /proc/<pid>/stat, whatever the process's state: unlike
-// readProcStat, it does not go through the liveness rules under test.
+// procid.ReadStat, it does not go through the liveness rules under test.
 func rawStat(pid int) (procid.Stat, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {

@@ -74,7 +74,7 @@ func TestHeadlessProcessLives(t *testing.T) {
 	eventually(t, "the main thread to exit", func() bool { return headless(pid) })
 	st, err := procid.ReadStat(pid)
 	if err != nil {
-		t.Fatalf("readProcStat of a process whose main thread exited: %v, want it live", err)
+		t.Fatalf("procid.ReadStat of a process whose main thread exited: %v, want it live", err)
 	}
 	if procid.Dead(st.State) || st.Exe != procid.CleanExe(self) {
 		t.Errorf("read %+v, want a live state and exe %s", st, self)
@@ -90,7 +90,7 @@ func TestHeadlessProcessLives(t *testing.T) {
 		return err == nil && raw.Threads == 1
 	})
 	if _, err := procid.ReadStat(pid); !errors.Is(err, procid.ErrGone) {
-		t.Errorf("readProcStat of the killed process: %v, want procid.ErrGone", err)
+		t.Errorf("procid.ReadStat of the killed process: %v, want procid.ErrGone", err)
 	}
 	if !procid.GroupGone(pid) {
 		t.Error("the killed process's group is not gone")
