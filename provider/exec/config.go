@@ -128,16 +128,6 @@ const (
 	defaultStopGrace     = 5 * time.Second
 	defaultRestartBudget = 3
 	defaultRestartWindow = 60 * time.Second
-	// tendInterval is how often the log caps are enforced, and the
-	// records of just started processes refreshed.
-	tendInterval = time.Second
-	// procPollInterval paces the /proc poll loop used where pidfd is not
-	// available, and the checks for a SIGSTOP or SIGCONT taking effect.
-	procPollInterval = 20 * time.Millisecond
-	// maxVersionBytes bounds a version answer.
-	maxVersionBytes = 4096
-	// reasonLogLines is how many log lines a failure reason quotes.
-	reasonLogLines = 5
 )
 
 // fill checks cfg and fills its defaults, once: the rest of the provider

@@ -8,6 +8,9 @@ import (
 	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
+// reasonLogLines is how many log lines a failure reason quotes.
+const reasonLogLines = 5
+
 // supervise restarts wanted homes whose process exits, within the budget.
 func (e *Provider) supervise() {
 	defer e.wg.Done()
@@ -156,6 +159,10 @@ func (e *Provider) notify(id string, r provider.Result) {
 		e.cfg.OnChange(id, r)
 	}
 }
+
+// tendInterval is how often the log caps are enforced, and the records
+// of just started processes refreshed.
+const tendInterval = time.Second
 
 // tend rotates full home logs and refreshes the records of just started
 // processes (refreshStarted), every tendInterval, until the provider closes.

@@ -16,6 +16,9 @@ import (
 	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
+// maxVersionBytes bounds a version answer.
+const maxVersionBytes = 4096
+
 // Version asks the running home which version it runs: the trimmed stdout
 // of VersionCommand, or the trimmed body of GET {endpoint}/version.
 func (e *Provider) Version(ctx context.Context, s provider.Spec) (string, error) {

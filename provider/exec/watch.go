@@ -12,6 +12,10 @@ import (
 	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
+// procPollInterval paces the /proc poll loop used where pidfd is not
+// available, and the checks for a SIGSTOP or SIGCONT taking effect.
+const procPollInterval = 20 * time.Millisecond
+
 // watch starts the goroutine that waits for p to be gone, reaps it when it
 // is a child, closes p.exited and tells the supervisor. It uses a pidfd in
 // Go's poller (no thread per home); without pidfd support it polls /proc.
