@@ -350,5 +350,3 @@ func (e *Provider) note(h *home, format string, args ...any) {
 		e.log.Warn("exec: writing home log", "home", h.id, "err", err)
 	}
 }
-
-var _ provider.Provider = (*Provider)(nil)

@@ -285,3 +285,5 @@ func (e *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result
 	}
 	return provider.Result{State: provider.StateStopped}, nil
 }
+
+var _ provider.Provider = (*Provider)(nil)
