@@ -3,12 +3,17 @@ package execprov
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 )
 
 // Containment says how the exec provider finds every process a home
@@ -59,11 +64,6 @@ type containment struct {
 	why string
 }
 
-// cgroupPrefix names a home's cgroup under the root: no controller's
-// interface file (memory.max, cgroup.procs, ...) starts with it, whatever
-// the home's id.
-const cgroupPrefix = "home-"
-
 // chooseContainment detects what the machine offers and sets up the mode
 // asked for; dataDir names this gateway's cgroup, so that two gateways
 // on one machine keep their homes apart.
@@ -71,10 +71,10 @@ func chooseContainment(want Containment, dataDir string) (containment, error) {
 	var root, what string
 	err := errors.New("containment subreaper chosen in the config")
 	if want != ContainSubreaper {
-		root, what, err = cgroupRoot(dataDir)
+		root, what, err = cgroup.Root(dataDir)
 	}
 	if err == nil {
-		mount, mroot, _ := cgroup2Mount()
+		mount, mroot, _ := cgroup.Mount()
 		return containment{mode: ContainCgroup, root: root, mount: mount, mroot: mroot,
 			why: what + "; each home runs in a cgroup of its own under " + root + ", and a stop ends it with cgroup.kill"}, nil
 	}
@@ -100,14 +100,14 @@ func chooseContainment(want Containment, dataDir string) (containment, error) {
 func (e *Provider) left(h *home, p *proc, cg string) []int {
 	switch e.contain.mode {
 	case ContainCgroup:
-		if pop, err := cgPopulated(cg); err != nil || !pop {
+		if pop, err := cgroup.Populated(cg); err != nil || !pop {
 			if err != nil {
 				e.log.Warn("exec: reading the home's cgroup", "home", h.id, "err", err)
 				return []int{-1}
 			}
 			return nil
 		}
-		pids, _ := cgProcsTree(cg)
+		pids, _ := cgroup.ProcsTree(cg)
 		if len(pids) == 0 {
 			return []int{-1} // populated, though not one pid is listed yet
 		}
@@ -132,7 +132,7 @@ func (e *Provider) signalLeft(h *home, p *proc, cg string, sig unix.Signal) {
 	switch e.contain.mode {
 	case ContainCgroup:
 		if sig == unix.SIGKILL {
-			if err := cgKill(cg); err != nil {
+			if err := cgroup.Kill(cg); err != nil {
 				e.log.Warn("exec: killing the home's cgroup", "home", h.id, "err", err)
 			}
 			// cgroup.kill signals each process through its main thread;
@@ -140,7 +140,7 @@ func (e *Provider) signalLeft(h *home, p *proc, cg string, sig unix.Signal) {
 			// lives) is not reached that way, while the signal to the
 			// process below is.
 		}
-		pids, _ := cgProcsTree(cg)
+		pids, _ := cgroup.ProcsTree(cg)
 		e.contain.cgSignal(pids, cg, sig)
 	case ContainSubreaper:
 		scan := orphans(h.id, pidOf(p), e.childPIDs(p))
@@ -204,3 +204,68 @@ func (e *Provider) endLeft(h *home, p *proc, cg string) (found []int, remain boo
 func (e *Provider) Containment() (string, string) { return string(e.contain.mode), e.contain.why }
 
 var _ provider.ContainmentReporter = (*Provider)(nil)
+
+// cgroupDir is the cgroup of home id; "" without cgroups.
+func (c containment) cgroupDir(id string) string {
+	if c.mode != ContainCgroup {
+		return ""
+	}
+	return filepath.Join(c.root, cgroup.Prefix+id)
+}
+
+// cgSignal sends sig to each of pids that is in cgroup dir (or one of its
+// children). A process is signalled through a pidfd, after its membership
+// is read again: a pid that was freed and handed to another process
+// meanwhile is not signalled.
+func (c containment) cgSignal(pids []int, dir string, sig unix.Signal) {
+	for _, pid := range pids {
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue
+		}
+		if c.inCgroup(pid, dir) {
+			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+		}
+		_ = unix.Close(fd)
+	}
+}
+
+// inCgroup reports whether pid is in cgroup dir or a child of it now.
+func (c containment) inCgroup(pid int, dir string) bool {
+	a := c.cgroupOfProc(pid)
+	return a != "" && (a == dir || strings.HasPrefix(a, dir+"/"))
+}
+
+// cgroupOfProc is the cgroup v2 directory pid is in; "" when unknown.
+func (c containment) cgroupOfProc(pid int) string {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			if rel, ok := strings.CutPrefix(p, c.mroot); ok {
+				return filepath.Join(c.mount, rel)
+			}
+		}
+	}
+	return ""
+}
+
+// runCgroup makes a new cgroup for one process of home h, inside the
+// home's: the home's cgroup holds every process of every start, and each
+// start's own one tells what a process left behind when it exits apart
+// from the next start's processes.
+func runCgroup(h *home) string {
+	return filepath.Join(h.cgroup, "run-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+}
+
+// cgroupOfStart returns the cgroup of pid inside home h's cgroup (the one
+// of its start), or h's cgroup when pid is in none of them.
+func (c containment) cgroupOfStart(h *home, pid int) string {
+	a := c.cgroupOfProc(pid)
+	if filepath.Dir(a) == h.cgroup && strings.HasPrefix(filepath.Base(a), "run-") {
+		return a
+	}
+	return h.cgroup
+}

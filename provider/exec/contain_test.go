@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // detachStyles are home commands whose process starts a child that leaves
@@ -35,7 +37,7 @@ func detachCommand(style string) []string {
 
 // detached waits for the pid the home wrote and returns that process,
 // which the test kills at its end whatever happens.
-func detached(t *testing.T, dir, id string) procStat {
+func detached(t *testing.T, dir, id string) procid.Stat {
 	t.Helper()
 	var pid int
 	deadline := time.Now().Add(10 * time.Second)
@@ -99,8 +101,8 @@ func containModes(t *testing.T) []Containment {
 
 // cgroupsHere reports whether the gateway may make a cgroup per home here.
 func cgroupsHere(t *testing.T) bool {
-	root, _, err := cgroupRoot(t.TempDir())
-	cgRemove(root)
+	root, _, err := cgroup.Root(t.TempDir())
+	cgroup.Remove(root)
 	if err != nil {
 		t.Logf("no cgroup per home here: %v", err)
 	}
@@ -116,7 +118,7 @@ func noCgroupLeft(t *testing.T, e *Provider) {
 			e.Close()
 			if _, err := os.Stat(root); err == nil {
 				t.Errorf("cgroup %s is left behind", root)
-				cgRemove(root)
+				cgroup.Remove(root)
 			}
 		})
 	}
@@ -163,7 +165,7 @@ func TestDetachedChildrenStopped(t *testing.T) {
 					if err != nil || !proven {
 						t.Fatalf("%s = %v, %v; want proven", end, proven, err)
 					}
-					if running(child.procIdentity) {
+					if running(child.Identity) {
 						t.Fatalf("the detached child %d runs on after a proven %s (%s)", child.PID, end, whyUnseen(child.PID, "h1"))
 					}
 				})
@@ -176,7 +178,7 @@ func TestDetachedChildrenStopped(t *testing.T) {
 // gateway's own pid is the subreaper's), state and whether its
 // environment names home id.
 func whyUnseen(pid int, id string) string {
-	st, err := readProcStat(pid)
+	st, err := procid.ReadStat(pid)
 	if err != nil {
 		return err.Error()
 	}
@@ -213,7 +215,7 @@ func TestDetachedChildOfExitedHomeEnded(t *testing.T) {
 				t.Fatalf("after the exit: %+v, want a restart", nr)
 			}
 			detached(t, dir, "h1") // the restart's own child
-			if running(child.procIdentity) {
+			if running(child.Identity) {
 				t.Fatalf("the first start's detached child %d runs on next to the restart", child.PID)
 			}
 			s.Ref = nr.Ref
@@ -248,7 +250,7 @@ func TestSubreaperHonestAboutUnknownProcess(t *testing.T) {
 	if !strings.Contains(err.Error(), "name no home") {
 		t.Errorf("Stop's error %q does not say why", err)
 	}
-	if !running(child.procIdentity) {
+	if !running(child.Identity) {
 		t.Fatal("the child the gateway cannot attribute is gone: the test proves nothing")
 	}
 	killIfSame(t, child.PID, child.Start)
@@ -309,7 +311,7 @@ func TestAdoptedHomeStoppedWithDetachedChild(t *testing.T) {
 	if proven, err := second.Stop(context.Background(), s); err != nil || !proven {
 		t.Fatalf("Stop of the adopted home = %v, %v; want proven", proven, err)
 	}
-	if running(child.procIdentity) {
+	if running(child.Identity) {
 		t.Fatalf("the adopted home's detached child %d runs on after a proven stop", child.PID)
 	}
 }
@@ -372,7 +374,7 @@ func TestDetachedChildOfOwnUserStopped(t *testing.T) {
 			if proven, err := e.Stop(context.Background(), s); err != nil || !proven {
 				t.Fatalf("Stop = %v, %v; want proven", proven, err)
 			}
-			if running(child.procIdentity) {
+			if running(child.Identity) {
 				t.Fatalf("the detached child %d of a home with its own user runs on after a proven stop", child.PID)
 			}
 		})

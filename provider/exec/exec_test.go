@@ -29,6 +29,8 @@ import (
 
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // The test binary doubles as the homes it runs: with EXEC_TEST_HOME=1 in
@@ -174,7 +176,7 @@ func runTestHome(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if st, err := readProcStat(os.Getpid()); err == nil {
+	if st, err := procid.ReadStat(os.Getpid()); err == nil {
 		f, err := os.OpenFile(filepath.Join(*data, "pids"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err == nil {
 			fmt.Fprintf(f, "%d %d\n", st.PID, st.Start)
@@ -254,25 +256,25 @@ func testDataDir(t *testing.T) string {
 // removeCgroups ends every process in the homes' cgroups of the provider
 // with data dir dir, and removes those cgroups.
 func removeCgroups(t *testing.T, dir string) {
-	root, _, err := cgroupRootPath(dir)
+	root, _, err := cgroup.RootPath(dir)
 	if err != nil {
 		return
 	}
-	homes, _ := filepath.Glob(filepath.Join(root, cgroupPrefix+"*"))
+	homes, _ := filepath.Glob(filepath.Join(root, cgroup.Prefix+"*"))
 	for _, h := range homes {
-		if pop, _ := cgPopulated(h); pop {
+		if pop, _ := cgroup.Populated(h); pop {
 			t.Logf("cleanup kills what is left in cgroup %s", h)
-			_ = cgKill(h)
+			_ = cgroup.Kill(h)
 			for i := 0; i < 250; i++ {
-				if pop, _ := cgPopulated(h); !pop {
+				if pop, _ := cgroup.Populated(h); !pop {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		}
-		cgRemove(h)
+		cgroup.Remove(h)
 	}
-	cgRemove(root)
+	cgroup.Remove(root)
 	if _, err := os.Stat(root); err == nil {
 		t.Errorf("cgroup %s is left behind", root)
 	}
@@ -306,7 +308,7 @@ func killIfSame(t *testing.T, pid int, start uint64) {
 	if err != nil {
 		return
 	}
-	st, err := parseProcStat(raw)
+	st, err := procid.ParseStat(raw)
 	if err != nil || st.Start != start {
 		return
 	}
@@ -457,8 +459,8 @@ func wake(t *testing.T, e *Provider, s provider.Spec) provider.Result {
 	return r
 }
 
-func alive(id procIdentity) bool {
-	_, err := lookupProc(id)
+func alive(id procid.Identity) bool {
+	_, err := procid.Lookup(id)
 	return err == nil
 }
 
@@ -467,12 +469,12 @@ func alive(id procIdentity) bool {
 // identity rules under test. It lives while one of its threads is not a
 // zombie: a process whose main thread exited alone shows as a zombie in
 // /proc/<pid>/stat, its other threads still running.
-func running(id procIdentity) bool {
+func running(id procid.Identity) bool {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", id.PID))
 	if err != nil {
 		return false
 	}
-	if st, err := parseProcStat(raw); err != nil || st.Start != id.Start {
+	if st, err := procid.ParseStat(raw); err != nil || st.Start != id.Start {
 		return false
 	}
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", id.PID))
@@ -620,7 +622,7 @@ func TestAdoptAfterGatewayRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := mustRef(t, r1)
-	if !alive(ref.procIdentity) {
+	if !alive(ref.Identity) {
 		t.Fatal("Close stopped the home")
 	}
 
@@ -652,7 +654,7 @@ func TestAdoptAfterGatewayRestart(t *testing.T) {
 	if err != nil || !proven {
 		t.Fatalf("Stop = %v, %v", proven, err)
 	}
-	if alive(mustRef(t, r3).procIdentity) {
+	if alive(mustRef(t, r3).Identity) {
 		t.Fatal("home still alive after a proven stop")
 	}
 }
@@ -693,7 +695,7 @@ func TestAdoptDespiteStaleRef(t *testing.T) {
 	if err != nil || !proven {
 		t.Fatalf("Stop with a stale ref = %v, %v", proven, err)
 	}
-	if alive(mustRef(t, r2).procIdentity) {
+	if alive(mustRef(t, r2).Identity) {
 		t.Fatal("Stop with a stale ref left the restarted process running")
 	}
 }
@@ -712,7 +714,7 @@ func TestStopProvenAndGone(t *testing.T) {
 	if err != nil || !proven {
 		t.Fatalf("Stop = %v, %v", proven, err)
 	}
-	if alive(mustRef(t, r).procIdentity) {
+	if alive(mustRef(t, r).Identity) {
 		t.Fatal("process alive after a proven stop")
 	}
 	if _, err := get(r.Endpoint, "/version"); err == nil {
@@ -754,7 +756,7 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	if err != nil || !proven {
 		t.Fatalf("Stop = %v, %v", proven, err)
 	}
-	if alive(mustRef(t, r).procIdentity) {
+	if alive(mustRef(t, r).Identity) {
 		t.Fatal("process alive after a proven stop")
 	}
 	e.mu.Lock()
@@ -772,7 +774,7 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	if proven, err := e.Stop(ended, provider.Spec{ID: "h1", Ref: r.Ref}); proven || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Stop with an ended ctx = %v, %v", proven, err)
 	}
-	if !alive(mustRef(t, r).procIdentity) {
+	if !alive(mustRef(t, r).Identity) {
 		t.Fatal("Stop with an ended ctx signalled the home")
 	}
 
@@ -792,13 +794,13 @@ func TestStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	if err != nil || !proven {
 		t.Fatalf("Stop after SIGKILL = %v, %v", proven, err)
 	}
-	if alive(mustRef(t, r).procIdentity) {
+	if alive(mustRef(t, r).Identity) {
 		t.Fatal("process alive after a proven stop")
 	}
 }
 
 // startSleeper starts a process that is not a home, killed at cleanup.
-func startSleeper(t *testing.T) procStat {
+func startSleeper(t *testing.T) procid.Stat {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -815,8 +817,8 @@ func startSleeper(t *testing.T) procStat {
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := readProcStat(cmd.Process.Pid)
-		if err == nil && st.Exe == cleanExe(self) {
+		st, err := procid.ReadStat(cmd.Process.Pid)
+		if err == nil && st.Exe == procid.CleanExe(self) {
 			return st
 		}
 		if time.Now().After(deadline) {
@@ -833,13 +835,13 @@ func TestReusedPidNeverSignalled(t *testing.T) {
 	e := newExec(t, cfg)
 	victim := startSleeper(t)
 
-	forged := map[string]procIdentity{
+	forged := map[string]procid.Identity{
 		"other start time": {PID: victim.PID, Exe: victim.Exe, Start: victim.Start + 1, Boot: victim.Boot},
 		"other boot":       {PID: victim.PID, Exe: victim.Exe, Start: victim.Start, Boot: "an-earlier-boot"},
 	}
 	for name, id := range forged {
 		t.Run(name, func(t *testing.T) {
-			refJSON, err := json.Marshal(execRef{procIdentity: id, Port: 1, Version: "v1"})
+			refJSON, err := json.Marshal(execRef{Identity: id, Port: 1, Version: "v1"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -869,7 +871,7 @@ func TestReusedPidNeverSignalled(t *testing.T) {
 				t.Fatalf("Recreate: %v", err)
 			}
 
-			vs, err := readProcStat(victim.PID)
+			vs, err := procid.ReadStat(victim.PID)
 			if err != nil || vs.Start != victim.Start {
 				t.Fatalf("the foreign process is gone: %v", err)
 			}
@@ -1077,7 +1079,7 @@ func TestRecreateWithNewVersion(t *testing.T) {
 	if err != nil || r2.State != provider.StateRunning {
 		t.Fatalf("Recreate = %+v, %v", r2, err)
 	}
-	if alive(mustRef(t, r1).procIdentity) {
+	if alive(mustRef(t, r1).Identity) {
 		t.Fatal("old process survived the recreate")
 	}
 	if v := waitReady(t, r2.Endpoint); v != "v2" {
@@ -1130,7 +1132,7 @@ func TestSuspendAndWake(t *testing.T) {
 	if err := e.Suspend(context.Background(), s); err != nil {
 		t.Fatalf("Suspend: %v", err)
 	}
-	ps, err := readProcStat(mustRef(t, r).PID)
+	ps, err := procid.ReadStat(mustRef(t, r).PID)
 	if err != nil || ps.State != 'T' {
 		t.Fatalf("process state %c, %v; want T", ps.State, err)
 	}
@@ -1267,7 +1269,7 @@ type wrapped struct {
 	r   provider.Result
 	// now is the home's process as it runs now: another executable than
 	// the recorded wrapper's.
-	now procStat
+	now procid.Stat
 }
 
 // wakeWrapped wakes home h1 through wrapperCommand, with SuspendSignal as
@@ -1286,8 +1288,8 @@ func wakeWrapped(t *testing.T, suspend bool) wrapped {
 	}
 	waitReady(t, r.Endpoint)
 	s.Ref = r.Ref
-	id := mustRef(t, r).procIdentity
-	now, err := readProcStat(id.PID)
+	id := mustRef(t, r).Identity
+	now, err := procid.ReadStat(id.PID)
 	if err != nil || now.Exe == id.Exe {
 		t.Fatalf("the home did not exec: %+v, %v (recorded %s)", now, err, id.Exe)
 	}
@@ -1302,12 +1304,12 @@ func TestStopOfWrappedHomeProven(t *testing.T) {
 		t.Run(fmt.Sprintf("suspend_signal=%v", suspend), func(t *testing.T) {
 			w := wakeWrapped(t, suspend)
 			e, r, s := w.e, w.r, w.s
-			id := mustRef(t, r).procIdentity
+			id := mustRef(t, r).Identity
 			if suspend {
 				if err := e.Suspend(context.Background(), s); err != nil {
 					t.Fatalf("Suspend of a wrapped home: %v", err)
 				}
-				if st, err := readProcStat(id.PID); err != nil || st.State != 'T' {
+				if st, err := procid.ReadStat(id.PID); err != nil || st.State != 'T' {
 					t.Fatalf("after Suspend the home is %+v, %v; want stopped (T)", st, err)
 				}
 				wake(t, e, s)
@@ -1356,7 +1358,7 @@ func TestStopProvenOnlyWhenGroupGone(t *testing.T) {
 			if err != nil || !proven {
 				t.Fatalf("Stop = %v, %v; want proven", proven, err)
 			}
-			if running(member.procIdentity) {
+			if running(member.Identity) {
 				t.Fatal("a proven stop left a process of the home's group running")
 			}
 		})
@@ -1366,7 +1368,7 @@ func TestStopProvenOnlyWhenGroupGone(t *testing.T) {
 // groupMember returns the process whose pid home h1 of r wrote to
 // {data_dir}/stubborn, checked to be in the home's process group, and
 // kills it when the test ends.
-func groupMember(t *testing.T, dir string, r provider.Result) procStat {
+func groupMember(t *testing.T, dir string, r provider.Result) procid.Stat {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "stubborn"))
 	if err != nil {
@@ -1385,13 +1387,13 @@ func groupMember(t *testing.T, dir string, r provider.Result) procStat {
 }
 
 // rawStat reads /proc/<pid>/stat, whatever the process's state: unlike
-// readProcStat, it does not go through the liveness rules under test.
-func rawStat(pid int) (procStat, error) {
+// procid.ReadStat, it does not go through the liveness rules under test.
+func rawStat(pid int) (procid.Stat, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return procStat{}, err
+		return procid.Stat{}, err
 	}
-	st, err := parseProcStat(raw)
+	st, err := procid.ParseStat(raw)
 	st.PID = pid
 	return st, err
 }
@@ -1437,7 +1439,7 @@ func TestStopOfChangedIdentityNotProven(t *testing.T) {
 	}
 	recorded := other
 	recorded.Start--
-	p := &proc{procIdentity: recorded, listenAt: listenAt{port: 1}, exited: make(chan struct{})}
+	p := &proc{Identity: recorded, listenAt: listenAt{port: 1}, exited: make(chan struct{})}
 	e.mu.Lock()
 	h.proc, h.wanted = p, true
 	e.mu.Unlock()
@@ -1445,7 +1447,7 @@ func TestStopOfChangedIdentityNotProven(t *testing.T) {
 	if proven || err == nil {
 		t.Fatalf("Stop = %v, %v; want not proven, with the reason", proven, err)
 	}
-	if st, err := readProcStat(other.PID); err != nil || st.Start != other.Start || st.State == 'T' {
+	if st, err := procid.ReadStat(other.PID); err != nil || st.Start != other.Start || st.State == 'T' {
 		t.Fatalf("the other process was touched: %+v, %v", st, err)
 	}
 }
@@ -1467,7 +1469,7 @@ func TestCrashLeavesNoGroup(t *testing.T) {
 	if c := ch.next(t); c.State != provider.StateRunning {
 		t.Fatalf("after the exit: %+v, want a restart", c)
 	}
-	if running(member.procIdentity) {
+	if running(member.Identity) {
 		t.Fatal("the old process's group member runs on next to its restart")
 	}
 }
@@ -1503,13 +1505,13 @@ func TestStopReportsLeftBehindGroup(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	member, err := readProcStat(memberPID)
+	member, err := procid.ReadStat(memberPID)
 	if err != nil || member.Pgrp != leader.PID {
 		t.Fatalf("member %+v, %v; want it in group %d", member, err, leader.PID)
 	}
 	t.Cleanup(func() { killIfSame(t, member.PID, member.Start) })
 	e := newExec(t, testConfig(dir))
-	ref, err := json.Marshal(execRef{procIdentity: leader, Port: 1, Version: "v1"})
+	ref, err := json.Marshal(execRef{Identity: leader, Port: 1, Version: "v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1517,7 +1519,7 @@ func TestStopReportsLeftBehindGroup(t *testing.T) {
 	if proven || err == nil || !strings.Contains(err.Error(), strconv.Itoa(member.PID)) {
 		t.Fatalf("Stop = %v, %v; want not proven, naming the process left behind", proven, err)
 	}
-	if st, err := readProcStat(member.PID); err != nil || st.Start != member.Start || st.State == 'T' {
+	if st, err := procid.ReadStat(member.PID); err != nil || st.Start != member.Start || st.State == 'T' {
 		t.Fatalf("the process left behind was signalled: %+v, %v", st, err)
 	}
 }

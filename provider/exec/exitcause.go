@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/wakegate/wakegate/provider/exec/homeuser"
 )
 
 // exitCause explains a home's exit status 126 or 127, which a shell (or
@@ -118,7 +120,7 @@ func (e *Provider) programProblem(h *home, prog, path string) string {
 		return fmt.Sprintf("%s is not executable (no x bit): chmod +x %s", full, full)
 	}
 	if e.users != nil {
-		if c := unreachable(full, true); c != "" {
+		if c := homeuser.ClosedToOthers(full, true); c != "" {
 			return fmt.Sprintf("%s is closed to the home's own user (%s closed to other users): name a program every user "+
 				"may run (such as /usr/bin/python3 rather than a shim under /root), chmod o+rx what is closed, or set "+
 				"exec.users.mode off", full, c)

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/homeuser"
 )
 
 // Factory is the exec provider's provider.Factory: cfg is the exec section,
@@ -28,7 +29,7 @@ func Factory(cfg Config) provider.Factory {
 					"options.memory_max, options.cpu_max and options.pids_max: %v", err))
 			} else {
 				if o.User != "" {
-					if _, _, err := lookupHomeUser(o.User); err != nil {
+					if _, _, err := homeuser.Lookup(o.User); err != nil {
 						ps = append(ps, provider.Problemf("options.user", "%v", err))
 					}
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/homesdir"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/homeuser"
 )
 
 // closedDataDir is, for a test run as root (others skip), a data_dir under
@@ -64,7 +65,7 @@ func TestClosedLayoutStillGivesHomesUsersOfTheirOwn(t *testing.T) {
 	if st, err := os.Stat(e.self); err != nil || st.Mode().Perm() != 0o755 || st.Sys().(*syscall.Stat_t).Uid != 0 {
 		t.Errorf("copy of {self}: %v %v, want root's, 0755", st, err)
 	}
-	for _, p := range []string{filepath.Join(data, "exec", usersFile), filepath.Join(data, "exec", "h1", "home.log")} {
+	for _, p := range []string{filepath.Join(data, "exec", homeuser.File), filepath.Join(data, "exec", "h1", "home.log")} {
 		if got, ok := readAs(t, r.Endpoint, p); ok {
 			t.Errorf("the home read %s: %q", p, got)
 		}
@@ -120,7 +121,7 @@ func TestUIDsUniqueAcrossGateways(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken := `{"homes": {"x": ` + strconv.Itoa(uids[0]) + `}}`
-	if err := os.WriteFile(filepath.Join(c, "exec", usersFile), []byte(taken), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(c, "exec", homeuser.File), []byte(taken), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(c)

@@ -60,7 +60,7 @@ func TestAdoptionChecksExecutable(t *testing.T) {
 	if err == nil && st.State == provider.StateRunning && mustRef(t, st).PID == ref.PID {
 		t.Fatalf("Status adopted pid %d, which runs %s, on a record that says %s", ref.PID, ref.Exe, forged.Exe)
 	}
-	if !alive(ref.procIdentity) {
+	if !alive(ref.Identity) {
 		t.Fatal("the process that did not match was signalled")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 )
 
 // limitsOrSkip skips a test of controller ctl's limit where this machine
@@ -27,8 +28,8 @@ func limitsOrSkip(t *testing.T, cfg Config, ctl string) {
 			return
 		}
 		s := setUpLimits(c)
-		s.remove(nil)
-		cgRemove(c.root)
+		s.RemoveHomes(nil)
+		cgroup.Remove(c.root)
 	})
 }
 

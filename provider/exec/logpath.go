@@ -10,6 +10,6 @@ func (e *Provider) LogFiles(id string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := filepath.Clean(h.log.path)
+	p := filepath.Clean(h.log.Path())
 	return []string{p + ".1", p}, nil
 }

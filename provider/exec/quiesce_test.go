@@ -48,7 +48,7 @@ func TestQuiesce(t *testing.T) {
 		t.Error("Quiesce looked up the never-ran home, which has no directory and so no process to stop")
 	}
 	for name, r := range map[string]provider.Result{"started": started, "adopted": adopted, "left": left} {
-		if alive(mustRef(t, r).procIdentity) {
+		if alive(mustRef(t, r).Identity) {
 			t.Errorf("the %s home's process is alive after Quiesce", name)
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
 // orphanScan is what one scan of /proc finds of a home when the gateway
@@ -62,11 +64,11 @@ func orphans(id string, p int, skip map[int]bool) orphanScan {
 		if err != nil {
 			continue
 		}
-		st, err := parseProcStat(raw)
+		st, err := procid.ParseStat(raw)
 		if err != nil {
 			continue
 		}
-		_, tid, ok := lives(pid, st)
+		_, tid, ok := procid.Lives(pid, st)
 		if !ok {
 			continue
 		}
@@ -74,7 +76,7 @@ func orphans(id string, p int, skip map[int]bool) orphanScan {
 		if st.PPid != self || skip[pid] {
 			continue
 		}
-		env, err := os.ReadFile(taskFile(pid, tid, "environ"))
+		env, err := os.ReadFile(procid.TaskFile(pid, tid, "environ"))
 		switch adoptedKind(env, err, want, st.Pgrp == group) {
 		case adoptedMine:
 			mine[pid] = true
@@ -122,7 +124,7 @@ func adoptedKind(env []byte, err error, want []byte, gatewayGroup bool) adopted 
 		return adoptedMine
 	case gatewayGroup:
 		return adoptedOther
-	case err != nil && procVanished(err):
+	case err != nil && procid.Vanished(err):
 		return adoptedExiting
 	case err != nil || !hasEnvPrefix(env, []byte(EnvHome+"=")):
 		return adoptedUnknown
@@ -306,8 +308,8 @@ func reapable(pid, self, group int) bool {
 	if err != nil {
 		return false
 	}
-	st, err := parseProcStat(raw)
-	if err != nil || st.PPid != self || st.Pgrp == group || !dead(st.State) || st.Threads > 1 {
+	st, err := procid.ParseStat(raw)
+	if err != nil || st.PPid != self || st.Pgrp == group || !procid.Dead(st.State) || st.Threads > 1 {
 		return false
 	}
 	children.mu.Lock()

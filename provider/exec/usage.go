@@ -7,13 +7,14 @@ import (
 	"strings"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 )
 
 // Usage reads what home id's processes use from its cgroup.
 func (e *Provider) Usage(id string) (provider.Usage, bool) {
 	e.mu.Lock()
 	h := e.homes[id]
-	var lim homeLimits
+	var lim cgroup.Limits
 	if h != nil {
 		lim = h.limits
 	}
@@ -35,8 +36,8 @@ func (e *Provider) Usage(id string) (provider.Usage, bool) {
 	if b, err := os.ReadFile(filepath.Join(h.cgroup, "memory.current")); err == nil {
 		u.MemoryBytes, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	}
-	e.limits.usage(h, lim, &u)
-	pids, _ := cgProcsTree(h.cgroup)
+	e.limits.Usage(h.cgroup, h.id, lim, &u)
+	pids, _ := cgroup.ProcsTree(h.cgroup)
 	u.Processes = len(pids)
 	return u, true
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/homeuser"
 )
 
 // openToOthers makes dir and its parents up to the system's temp dir
@@ -23,7 +24,7 @@ import (
 func openToOthers(t *testing.T, dir string) {
 	t.Helper()
 	root := filepath.Clean(os.TempDir())
-	if closed := unreachable(filepath.Join(root, "x"), false); closed != "" {
+	if closed := homeuser.ClosedToOthers(filepath.Join(root, "x"), false); closed != "" {
 		t.Skipf("%s closed to other users: a home's own user could not reach a folder under it", closed)
 	}
 	for d := dir; d != root && d != "/" && d != "."; d = filepath.Dir(d) {
@@ -140,7 +141,7 @@ func TestHomesRunAsUsersOfTheirOwn(t *testing.T) {
 	}
 	for _, p := range []string{
 		filepath.Join(dir, "homes", "h2", "private"), filepath.Join(dir, "exec", "h1", "home.ref"),
-		filepath.Join(dir, "exec", "h2", "home.log"), filepath.Join(dir, "exec", usersFile),
+		filepath.Join(dir, "exec", "h2", "home.log"), filepath.Join(dir, "exec", homeuser.File),
 	} {
 		if got, ok := readAs(t, r1.Endpoint, p); ok {
 			t.Errorf("home h1 read %s: %q", p, got)
@@ -160,11 +161,13 @@ func TestHomesRunAsUsersOfTheirOwn(t *testing.T) {
 	if again := info(t, r1.Endpoint); again.UID != in1.UID {
 		t.Fatalf("h1 restarted as uid %d, had %d", again.UID, in1.UID)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "exec", usersFile))
+	b, err := os.ReadFile(filepath.Join(dir, "exec", homeuser.File))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec usersRecord
+	var rec struct {
+		Homes map[string]uint32 `json:"homes"`
+	}
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Homes["h1"] != uint32(in1.UID) || rec.Homes["h2"] != uint32(in2.UID) {
 		t.Fatalf("users file %s: %v", b, err)
 	}
@@ -195,7 +198,7 @@ func TestUsersAutoSaysWhyHomesShareTheUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := `{"homes": {"a": 61184, "b": 61184}}`
-	if err := os.WriteFile(filepath.Join(cfg.DataDir, "exec", usersFile), []byte(bad), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, "exec", homeuser.File), []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "uid 61184 to homes") {

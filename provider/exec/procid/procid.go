@@ -1,4 +1,12 @@
-package execprov
+// Package procid names a process so that it is never mistaken for another:
+// pid, start time and boot (Identity), read from /proc (ReadStat, Lookup),
+// with the process groups and zombies of the exec provider's homes read
+// the same way (GroupGone, GroupMembers, Lives).
+//
+// DESIGN rules that live here: 17 (a process is never signalled by pid
+// alone: Lookup matches pid, start time and boot, and the caller the
+// executable, before any signal).
+package procid
 
 import (
 	"bytes"
@@ -12,20 +20,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errProcGone reports that no live process matches a recorded identity:
+// ErrGone reports that no live process matches a recorded identity:
 // the pid is free, reused by another process, or a zombie.
-var errProcGone = errors.New("process gone")
+var ErrGone = errors.New("process gone")
 
-// errProcReused reports that the recorded pid now belongs to another
-// process (a different start time). It wraps errProcGone.
-var errProcReused = fmt.Errorf("pid reused by another process: %w", errProcGone)
+// ErrReused reports that the recorded pid now belongs to another
+// process (a different start time). It wraps ErrGone.
+var ErrReused = fmt.Errorf("pid reused by another process: %w", ErrGone)
 
-// errProcChanged reports that a recorded pid, start time and boot name a
+// ErrChanged reports that a recorded pid, start time and boot name a
 // live process that runs another program than the one recorded: it is not
-// adopted or signalled on that record. It wraps errProcGone.
-var errProcChanged = fmt.Errorf("process runs another program: %w", errProcGone)
+// adopted or signalled on that record. It wraps ErrGone.
+var ErrChanged = fmt.Errorf("process runs another program: %w", ErrGone)
 
-// procIdentity names one process. A pid alone is reused by the kernel; a
+// Identity names one process. A pid alone is reused by the kernel; a
 // pid and the tick the process started at are not, within one boot (the
 // pid would have to be freed and handed out again inside the same clock
 // tick), and the boot id tells boots apart. So pid, start time and boot
@@ -35,10 +43,10 @@ var errProcChanged = fmt.Errorf("process runs another program: %w", errProcGone)
 // a wrapper that execs its program (env, a version manager's shim,
 // `sh -c 'exec ...'`) keeps both and changes its executable, and it is
 // still the process that was started; the provider records the program it
-// runs then (Provider.refreshExe). A process named only by a record (adopted
+// runs then (execprov's refreshExe). A process named only by a record (adopted
 // after a gateway restart) must also run the recorded executable
-// (Provider.recorded).
-type procIdentity struct {
+// (execprov's recorded).
+type Identity struct {
 	PID int `json:"pid"`
 	// Exe is the resolved path of the executable, from /proc/<pid>/exe,
 	// when the identity was read; an exec changes it since.
@@ -52,10 +60,10 @@ type procIdentity struct {
 	Boot string `json:"boot,omitempty"`
 }
 
-// bootID returns the kernel's random id of the current boot
+// BootID returns the kernel's random id of the current boot
 // (/proc/sys/kernel/random/boot_id), or "" when it cannot be read. It is
 // read once: it cannot change while this process runs.
-var bootID = sync.OnceValue(func() string {
+var BootID = sync.OnceValue(func() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return ""
@@ -63,9 +71,9 @@ var bootID = sync.OnceValue(func() string {
 	return strings.TrimSpace(string(b))
 })
 
-// procStat is what one reading of /proc/<pid> says about a process.
-type procStat struct {
-	procIdentity
+// Stat is what one reading of /proc/<pid> says about a process.
+type Stat struct {
+	Identity
 	// State is field 3 of /proc/<pid>/stat: R, S, D, T (stopped by a
 	// signal), t (tracing stop), Z (zombie), X (dead), ...
 	State byte
@@ -77,51 +85,51 @@ type procStat struct {
 	Threads int
 }
 
-// readProcStat reads /proc/<pid>/stat and /proc/<pid>/exe. A zombie or dead
-// process is reported as errProcGone: it runs nothing and its exe is gone.
+// ReadStat reads /proc/<pid>/stat and /proc/<pid>/exe. A zombie or dead
+// process is reported as ErrGone: it runs nothing and its exe is gone.
 // A process whose main thread exited while others run on is not (see
-// lives): its state and executable are a live thread's.
-func readProcStat(pid int) (procStat, error) {
+// Lives): its state and executable are a live thread's.
+func ReadStat(pid int) (Stat, error) {
 	if pid <= 0 {
-		return procStat{}, fmt.Errorf("pid %d: %w", pid, errProcGone)
+		return Stat{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
 	}
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		if procVanished(err) {
-			return procStat{}, fmt.Errorf("pid %d: %w", pid, errProcGone)
+		if Vanished(err) {
+			return Stat{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
 		}
-		return procStat{}, fmt.Errorf("read stat of pid %d: %w", pid, err)
+		return Stat{}, fmt.Errorf("read stat of pid %d: %w", pid, err)
 	}
-	st, err := parseProcStat(raw)
+	st, err := ParseStat(raw)
 	if err != nil {
-		return procStat{}, fmt.Errorf("parse stat of pid %d: %w", pid, err)
+		return Stat{}, fmt.Errorf("parse stat of pid %d: %w", pid, err)
 	}
-	state, tid, ok := lives(pid, st)
+	state, tid, ok := Lives(pid, st)
 	if !ok {
-		return procStat{}, fmt.Errorf("pid %d is a zombie: %w", pid, errProcGone)
+		return Stat{}, fmt.Errorf("pid %d is a zombie: %w", pid, ErrGone)
 	}
 	st.State = state
-	exe, err := os.Readlink(taskFile(pid, tid, "exe"))
+	exe, err := os.Readlink(TaskFile(pid, tid, "exe"))
 	if err != nil {
-		if procVanished(err) {
+		if Vanished(err) {
 			// The process exited between the two reads.
-			return procStat{}, fmt.Errorf("pid %d: %w", pid, errProcGone)
+			return Stat{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
 		}
-		return procStat{}, fmt.Errorf("read exe of pid %d: %w", pid, err)
+		return Stat{}, fmt.Errorf("read exe of pid %d: %w", pid, err)
 	}
 	st.PID = pid
-	st.Exe = cleanExe(exe)
-	st.Boot = bootID()
+	st.Exe = CleanExe(exe)
+	st.Boot = BootID()
 	return st, nil
 }
 
-// dead reports whether a state read from /proc is a zombie's or a dead
+// Dead reports whether a state read from /proc is a zombie's or a dead
 // task's.
-func dead(state byte) bool {
+func Dead(state byte) bool {
 	return state == 'Z' || state == 'X' || state == 'x'
 }
 
-// lives reports whether process pid, whose /proc/<pid>/stat says st, runs
+// Lives reports whether process pid, whose /proc/<pid>/stat says st, runs
 // anything, with its state and the thread whose files stand for it (tid;
 // pid itself but in the case below). A zombie runs nothing, with one
 // exception: when the main thread of a process exits on its own
@@ -133,8 +141,8 @@ func dead(state byte) bool {
 // does a process whose main thread has exited ahead of the others on the
 // way out of an exit_group: it is gone once its last thread is, which
 // also frees the files its threads share.
-func lives(pid int, st procStat) (state byte, tid int, ok bool) {
-	if !dead(st.State) {
+func Lives(pid int, st Stat) (state byte, tid int, ok bool) {
+	if !Dead(st.State) {
 		return st.State, pid, true
 	}
 	if st.Threads <= 1 {
@@ -153,115 +161,115 @@ func lives(pid int, st procStat) (state byte, tid int, ok bool) {
 		if err != nil {
 			continue
 		}
-		ts, err := parseProcStat(raw)
-		if err == nil && !dead(ts.State) {
+		ts, err := ParseStat(raw)
+		if err == nil && !Dead(ts.State) {
 			return ts.State, id, true
 		}
 	}
 	return st.State, pid, false
 }
 
-// taskFile is the path of file name of process pid as thread tid sees it
-// (see lives): /proc/<pid>/<name> when tid is pid.
-func taskFile(pid, tid int, name string) string {
+// TaskFile is the path of file name of process pid as thread tid sees it
+// (see Lives): /proc/<pid>/<name> when tid is pid.
+func TaskFile(pid, tid int, name string) string {
 	if tid == pid {
 		return fmt.Sprintf("/proc/%d/%s", pid, name)
 	}
 	return fmt.Sprintf("/proc/%d/task/%d/%s", pid, tid, name)
 }
 
-// procVanished reports whether err, from reading a file of /proc/<pid>,
+// Vanished reports whether err, from reading a file of /proc/<pid>,
 // says the process is gone: the entry is missing (ENOENT), or the process
 // is being torn down while it is read (ESRCH, which a read of
 // /proc/<pid>/stat returns for a process killed a moment before).
-func procVanished(err error) bool {
+func Vanished(err error) bool {
 	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH)
 }
 
-// parseProcStat parses the content of /proc/<pid>/stat. The command name
+// ParseStat parses the content of /proc/<pid>/stat. The command name
 // (field 2) is in parentheses and may itself contain spaces and
 // parentheses, so the fields after it are found from the last ')'.
-func parseProcStat(raw []byte) (procStat, error) {
+func ParseStat(raw []byte) (Stat, error) {
 	end := bytes.LastIndexByte(raw, ')')
 	if end < 0 {
-		return procStat{}, errors.New("no ')' after the command name")
+		return Stat{}, errors.New("no ')' after the command name")
 	}
 	// rest[0] is field 3 (state), rest[i] is field i+3.
 	rest := strings.Fields(string(raw[end+1:]))
 	if len(rest) < 20 {
-		return procStat{}, fmt.Errorf("%d fields after the command name, want at least 20", len(rest))
+		return Stat{}, fmt.Errorf("%d fields after the command name, want at least 20", len(rest))
 	}
 	if len(rest[0]) != 1 {
-		return procStat{}, fmt.Errorf("state %q is not one character", rest[0])
+		return Stat{}, fmt.Errorf("state %q is not one character", rest[0])
 	}
 	ppid, err := strconv.Atoi(rest[4-3])
 	if err != nil {
-		return procStat{}, fmt.Errorf("parent %q: %w", rest[4-3], err)
+		return Stat{}, fmt.Errorf("parent %q: %w", rest[4-3], err)
 	}
 	pgrp, err := strconv.Atoi(rest[5-3])
 	if err != nil {
-		return procStat{}, fmt.Errorf("process group %q: %w", rest[5-3], err)
+		return Stat{}, fmt.Errorf("process group %q: %w", rest[5-3], err)
 	}
 	threads, err := strconv.Atoi(rest[20-3])
 	if err != nil {
-		return procStat{}, fmt.Errorf("threads %q: %w", rest[20-3], err)
+		return Stat{}, fmt.Errorf("threads %q: %w", rest[20-3], err)
 	}
 	start, err := strconv.ParseUint(rest[22-3], 10, 64)
 	if err != nil {
-		return procStat{}, fmt.Errorf("start time %q: %w", rest[22-3], err)
+		return Stat{}, fmt.Errorf("start time %q: %w", rest[22-3], err)
 	}
-	return procStat{
-		procIdentity: procIdentity{Start: start},
-		State:        rest[0][0],
-		Pgrp:         pgrp,
-		PPid:         ppid,
-		Threads:      threads,
+	return Stat{
+		Identity: Identity{Start: start},
+		State:    rest[0][0],
+		Pgrp:     pgrp,
+		PPid:     ppid,
+		Threads:  threads,
 	}, nil
 }
 
-// cleanExe drops the " (deleted)" the kernel appends to /proc/<pid>/exe
+// CleanExe drops the " (deleted)" the kernel appends to /proc/<pid>/exe
 // when the executable was replaced on disk after the process started (a
 // gateway upgrade replacing the binary that {self} names). The process is
 // still the one that was started; pid and start time keep it unique.
-func cleanExe(exe string) string {
+func CleanExe(exe string) string {
 	return strings.TrimSuffix(exe, " (deleted)")
 }
 
-// lookupProc returns the live process that id names (same pid, start time
-// and boot; see procIdentity), or an error wrapping errProcGone when there
+// Lookup returns the live process that id names (same pid, start time
+// and boot; see Identity), or an error wrapping ErrGone when there
 // is none: the machine restarted since, the pid is free or a zombie, or it
-// was reused (errProcReused). The returned Exe is the process's current
+// was reused (ErrReused). The returned Exe is the process's current
 // executable, which may differ from id.Exe after an exec.
-func lookupProc(id procIdentity) (procStat, error) {
-	if id.Boot != "" && bootID() != "" && id.Boot != bootID() {
-		return procStat{}, fmt.Errorf("pid %d was recorded before the machine restarted: %w", id.PID, errProcGone)
+func Lookup(id Identity) (Stat, error) {
+	if id.Boot != "" && BootID() != "" && id.Boot != BootID() {
+		return Stat{}, fmt.Errorf("pid %d was recorded before the machine restarted: %w", id.PID, ErrGone)
 	}
-	st, err := readProcStat(id.PID)
+	st, err := ReadStat(id.PID)
 	if err != nil {
-		return procStat{}, err
+		return Stat{}, err
 	}
 	if st.Start != id.Start {
-		return procStat{}, fmt.Errorf("pid %d is now %s started at tick %d, recorded %s started at tick %d: %w",
-			id.PID, st.Exe, st.Start, id.Exe, id.Start, errProcReused)
+		return Stat{}, fmt.Errorf("pid %d is now %s started at tick %d, recorded %s started at tick %d: %w",
+			id.PID, st.Exe, st.Start, id.Exe, id.Start, ErrReused)
 	}
 	return st, nil
 }
 
-// groupGone reports whether process group pgid has no live member. A
+// GroupGone reports whether process group pgid has no live member. A
 // zombie member does not count: it runs nothing and waits for its parent
 // (often init, after the group's leader died) to reap it. One whose main
-// thread alone exited does (see lives).
-func groupGone(pgid int) bool {
+// thread alone exited does (see Lives).
+func GroupGone(pgid int) bool {
 	if err := unix.Kill(-pgid, 0); errors.Is(err, unix.ESRCH) {
 		return true
 	}
-	left, err := groupMembers(pgid)
+	left, err := GroupMembers(pgid)
 	return err == nil && len(left) == 0
 }
 
-// groupMembers returns the live processes of group pgid (see lives), from
+// GroupMembers returns the live processes of group pgid (see Lives), from
 // a scan of /proc.
-func groupMembers(pgid int) ([]int, error) {
+func GroupMembers(pgid int) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("members of process group %d: %w", pgid, err)
@@ -276,11 +284,11 @@ func groupMembers(pgid int) ([]int, error) {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		st, err := parseProcStat(raw)
+		st, err := ParseStat(raw)
 		if err != nil || st.Pgrp != pgid {
 			continue
 		}
-		if _, _, ok := lives(pid, st); ok {
+		if _, _, ok := Lives(pid, st); ok {
 			pids = append(pids, pid)
 		}
 	}

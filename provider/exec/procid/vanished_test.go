@@ -1,4 +1,4 @@
-package execprov
+package procid
 
 import (
 	"errors"
@@ -22,11 +22,11 @@ func TestProcVanished(t *testing.T) {
 		{&fs.PathError{Op: "open", Path: "/proc/1/stat", Err: unix.EACCES}, false},
 		{errors.New("something else"), false},
 	} {
-		if got := procVanished(c.err); got != c.gone {
-			t.Errorf("procVanished(%v) = %v, want %v", c.err, got, c.gone)
+		if got := Vanished(c.err); got != c.gone {
+			t.Errorf("Vanished(%v) = %v, want %v", c.err, got, c.gone)
 		}
 	}
-	if _, err := readProcStat(1 << 30); !errors.Is(err, errProcGone) {
-		t.Errorf("readProcStat of a pid that cannot exist: %v, want errProcGone", err)
+	if _, err := ReadStat(1 << 30); !errors.Is(err, ErrGone) {
+		t.Errorf("ReadStat of a pid that cannot exist: %v, want ErrGone", err)
 	}
 }

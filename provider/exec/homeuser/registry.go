@@ -1,4 +1,4 @@
-package execprov
+package homeuser
 
 import (
 	"encoding/json"
@@ -113,7 +113,7 @@ func (r uidRegistry) claim(dataDir string, homes map[string]uint32) error {
 					"with data_dir %s (%s): the two homes would share a user; give this gateway's exec.users.range "+
 					"no uid of the other's, remove home %s from %s, and start again (it is given a new uid, and files "+
 					"it wrote keep the old one)", uid, id, o.Home, o.DataDir, filepath.Join(r.dir, "uids.json"),
-					id, filepath.Join(dataDir, "exec", usersFile))
+					id, filepath.Join(dataDir, "exec", File))
 			}
 		}
 		return changed, nil
@@ -172,7 +172,7 @@ func (r uidRegistry) reclaim(uids map[uint32]uidOwner, first, last uint32) bool 
 // gateway's users file no longer exists or gives the home another uid,
 // and no process runs as uid (live).
 func stale(o uidOwner, uid uint32, live map[uint32]bool) bool {
-	b, err := os.ReadFile(filepath.Join(o.DataDir, "exec", usersFile))
+	b, err := os.ReadFile(filepath.Join(o.DataDir, "exec", File))
 	if err == nil {
 		var rec usersRecord
 		if json.Unmarshal(b, &rec) != nil || rec.Homes[o.Home] == uid {

@@ -1,4 +1,13 @@
-package execprov
+// Package homelog is the log of an exec home: the file its stdout and
+// stderr append to, capped by rotation from the outside (the home must
+// outlive a gateway restart, so no pipe runs through the gateway), with the
+// provider's own notes between the home's lines, and the last lines quoted
+// only as escaped excerpts.
+//
+// DESIGN rules that live here: 31's "nothing it prints can reach the
+// operator's powers" for a home's output (Log.Tail quotes it escaped and
+// bounded).
+package homelog
 
 import (
 	"bytes"
@@ -13,33 +22,36 @@ import (
 	"github.com/wakegate/wakegate/fault"
 )
 
-// logFile is a home's size-capped log, <homedir>/home.log, with one older
+// Log is a home's size-capped log, <homedir>/home.log, with one older
 // generation kept in home.log.1.
 //
 // The home's stdout and stderr are the file itself (opened O_APPEND), not a
 // pipe through the gateway: a pipe would break when the gateway restarts
 // and kill the home with SIGPIPE on its next write, and the home must
 // survive a gateway restart to be adopted. So the cap is enforced from the
-// outside: rotateIfFull, called periodically and before each of the
+// outside: RotateIfFull, called periodically and before each of the
 // provider's own writes, copies the newest LogMaxBytes to home.log.1 and
 // truncates home.log. Because the home appends, its next write lands at the
 // new end of the file. The log may overshoot the cap by what the home
 // writes between two checks, and lines written during the copy itself are
 // lost; home.log.1 never exceeds the cap.
-type logFile struct {
+type Log struct {
 	path string
 	max  int64
 
 	mu sync.Mutex // serialises rotation and the provider's own writes
 }
 
-// newLogFile returns the capped log at path; max must be positive.
-func newLogFile(path string, max int64) *logFile {
-	return &logFile{path: path, max: max}
+// New returns the capped log at path; max must be positive.
+func New(path string, max int64) *Log {
+	return &Log{path: path, max: max}
 }
 
-// openAppend opens the log for a child's stdout and stderr, creating it 0600.
-func (l *logFile) openAppend() (*os.File, error) {
+// Path is where the log is; its older generation is Path()+".1".
+func (l *Log) Path() string { return l.path }
+
+// OpenAppend opens the log for a child's stdout and stderr, creating it 0600.
+func (l *Log) OpenAppend() (*os.File, error) {
 	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", l.path, err)
@@ -50,7 +62,7 @@ func (l *logFile) openAppend() (*os.File, error) {
 // Write appends p to the log, rotating first when p would take the log past
 // its cap. It is the provider's own writer (start and exit notes); the
 // home's output goes to the file directly.
-func (l *logFile) Write(p []byte) (int, error) {
+func (l *Log) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	size, err := l.size()
@@ -62,7 +74,7 @@ func (l *logFile) Write(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	f, err := l.openAppend()
+	f, err := l.OpenAppend()
 	if err != nil {
 		return 0, err
 	}
@@ -76,9 +88,9 @@ func (l *logFile) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// rotateIfFull rotates the log when it has reached its cap, and reports
+// RotateIfFull rotates the log when it has reached its cap, and reports
 // whether it did.
-func (l *logFile) rotateIfFull() (bool, error) {
+func (l *Log) RotateIfFull() (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	size, err := l.size()
@@ -92,7 +104,7 @@ func (l *logFile) rotateIfFull() (bool, error) {
 }
 
 // size is the current size of home.log; a missing file is empty.
-func (l *logFile) size() (int64, error) {
+func (l *Log) size() (int64, error) {
 	fi, err := os.Stat(l.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -105,7 +117,7 @@ func (l *logFile) size() (int64, error) {
 
 // rotateLocked replaces home.log.1 with the newest l.max bytes of home.log
 // (from the first whole line when that cuts a line) and truncates home.log.
-func (l *logFile) rotateLocked() error {
+func (l *Log) rotateLocked() error {
 	data, cut, err := readTail(l.path, l.max)
 	if err != nil {
 		return err
@@ -130,7 +142,7 @@ func (l *logFile) rotateLocked() error {
 	return nil
 }
 
-// tail returns up to n of the last non-empty lines the home wrote to the
+// Tail returns up to n of the last non-empty lines the home wrote to the
 // log (looking into home.log.1 when home.log has fewer; a line repeated in
 // a row is one, with its count), joined by " | ",
 // each an escaped excerpt of at most 200 bytes (fault.Excerpt): a short
@@ -138,7 +150,7 @@ func (l *logFile) rotateLocked() error {
 // survives. The
 // provider's own lines (isNote) are left out: they say what the provider
 // did, which the reason says already. Errors give "".
-func (l *logFile) tail(n int) string {
+func (l *Log) Tail(n int) string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	const window = 4096

@@ -1,4 +1,4 @@
-package execprov
+package homelog
 
 import (
 	"bytes"
@@ -6,12 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wakegate/wakegate/fault"
 )
 
 func TestLogFileWriteRotatesAtCap(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "home.log")
-	l := newLogFile(path, 100)
+	l := New(path, 100)
 	lines := []string{}
 	for i := 0; i < 12; i++ {
 		line := strings.Repeat(string(rune('a'+i)), 29) + "\n" // 30 bytes
@@ -41,10 +43,10 @@ func TestLogFileWriteRotatesAtCap(t *testing.T) {
 	if string(old) != strings.Join(lines[6:9], "") {
 		t.Fatalf("home.log.1 = %q", old)
 	}
-	if got := l.tail(2); got != strings.TrimSpace(lines[10])+" | "+strings.TrimSpace(lines[11]) {
+	if got := l.Tail(2); got != strings.TrimSpace(lines[10])+" | "+strings.TrimSpace(lines[11]) {
 		t.Fatalf("tail(2) = %q", got)
 	}
-	if got := l.tail(4); !strings.HasPrefix(got, strings.TrimSpace(lines[8])+" | ") {
+	if got := l.Tail(4); !strings.HasPrefix(got, strings.TrimSpace(lines[8])+" | ") {
 		t.Fatalf("tail(4) does not reach into home.log.1: %q", got)
 	}
 }
@@ -52,9 +54,9 @@ func TestLogFileWriteRotatesAtCap(t *testing.T) {
 func TestLogFileRotateKeepsAppenderWriting(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "home.log")
-	l := newLogFile(path, 1000)
+	l := New(path, 1000)
 	// The child's side: an O_APPEND descriptor held across the rotation.
-	child, err := l.openAppend()
+	child, err := l.OpenAppend()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +67,8 @@ func TestLogFileRotateKeepsAppenderWriting(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rotated, err := l.rotateIfFull(); err != nil || !rotated {
-		t.Fatalf("rotateIfFull = %v, %v", rotated, err)
+	if rotated, err := l.RotateIfFull(); err != nil || !rotated {
+		t.Fatalf("RotateIfFull = %v, %v", rotated, err)
 	}
 	old, err := os.ReadFile(path + ".1")
 	if err != nil {
@@ -86,25 +88,25 @@ func TestLogFileRotateKeepsAppenderWriting(t *testing.T) {
 	if string(cur) != "after\n" {
 		t.Fatalf("home.log after rotation = %q, want the appender's line at offset 0", cur)
 	}
-	if rotated, err := l.rotateIfFull(); err != nil || rotated {
-		t.Fatalf("rotateIfFull under the cap = %v, %v", rotated, err)
+	if rotated, err := l.RotateIfFull(); err != nil || rotated {
+		t.Fatalf("RotateIfFull under the cap = %v, %v", rotated, err)
 	}
 }
 
 func TestLogFileMissing(t *testing.T) {
-	l := newLogFile(filepath.Join(t.TempDir(), "home.log"), 100)
-	if got := l.tail(3); got != "" {
+	l := New(filepath.Join(t.TempDir(), "home.log"), 100)
+	if got := l.Tail(3); got != "" {
 		t.Fatalf("tail of a missing log = %q", got)
 	}
-	if rotated, err := l.rotateIfFull(); err != nil || rotated {
-		t.Fatalf("rotateIfFull of a missing log = %v, %v", rotated, err)
+	if rotated, err := l.RotateIfFull(); err != nil || rotated {
+		t.Fatalf("RotateIfFull of a missing log = %v, %v", rotated, err)
 	}
 }
 
 // TestTailLeavesOutProviderNotes checks that a failure reason quotes what
 // the home wrote, not the provider's own lines in the same log.
 func TestTailLeavesOutProviderNotes(t *testing.T) {
-	l := newLogFile(filepath.Join(t.TempDir(), "home.log"), 1<<20)
+	l := New(filepath.Join(t.TempDir(), "home.log"), 1<<20)
 	text := "2026-11-30T11:39:34Z wakegate: started pid 1 on port 2, version \"1\": /bin/sh -c exit 3\n" +
 		"config file missing\n" +
 		"2026-11-30T11:39:34Z wakegate: pid 1 exit status 3 unexpectedly; restarting\n" +
@@ -112,7 +114,7 @@ func TestTailLeavesOutProviderNotes(t *testing.T) {
 	if _, err := l.Write([]byte(text)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := l.tail(5), "config file missing | wakegate: a line of the home's own"; got != want {
+	if got, want := l.Tail(5), "config file missing | wakegate: a line of the home's own"; got != want {
 		t.Fatalf("tail = %q, want %q", got, want)
 	}
 }
@@ -121,12 +123,29 @@ func TestTailLeavesOutProviderNotes(t *testing.T) {
 // restart writes the same line each time; the reason quotes it once, with
 // how many times it came in a row, and still reaches the lines before it.
 func TestTailSaysARepeatedLineOnce(t *testing.T) {
-	l := newLogFile(filepath.Join(t.TempDir(), "home.log"), 1<<20)
+	l := New(filepath.Join(t.TempDir(), "home.log"), 1<<20)
 	text := "loading config\n" + strings.Repeat("error: port in use\n", 5)
 	if _, err := l.Write([]byte(text)); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := l.tail(5), "loading config | error: port in use (5 times)"; got != want {
+	if got, want := l.Tail(5), "loading config | error: port in use (5 times)"; got != want {
 		t.Fatalf("tail = %q, want %q", got, want)
+	}
+}
+
+// The last log lines a failure reason quotes are escaped and bounded: a
+// home's terminal escapes never reach the record or the operator's
+// terminal as written.
+func TestLogTailEscapesHomeText(t *testing.T) {
+	l := New(filepath.Join(t.TempDir(), "home.log"), 1<<20)
+	if _, err := l.Write([]byte("boom \x1b]0;owned\a\x1b[2J\n" + strings.Repeat("z", 500) + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	got := l.Tail(2)
+	if strings.ContainsAny(got, "\x1b\a") || !strings.Contains(got, `boom \x1b]0;owned\a\x1b[2J`) {
+		t.Errorf("tail = %q; want the escapes written as text", got)
+	}
+	if len(got) > 2*fault.ExcerptBytes+10 {
+		t.Errorf("tail is %d bytes; want each line cut to %d", len(got), fault.ExcerptBytes)
 	}
 }

@@ -1,4 +1,4 @@
-package execprov
+package homeuser
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package execprov
+package cgroup
 
 import (
 	"bufio"
@@ -12,16 +12,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// cgroupRoot finds the cgroup v2 hierarchy and creates, in the gateway's
+// Root finds the cgroup v2 hierarchy and creates, in the gateway's
 // own cgroup, the cgroup of this gateway's homes. what names the kind of
 // hierarchy (pure v2, or hybrid with v2 at its mount point).
-func cgroupRoot(dataDir string) (root, what string, err error) {
-	root, what, err = cgroupRootPath(dataDir)
+func Root(dataDir string) (root, what string, err error) {
+	root, what, err = RootPath(dataDir)
 	if err != nil {
 		return "", what, err
 	}
@@ -35,17 +34,17 @@ func cgroupRoot(dataDir string) (root, what string, err error) {
 	// Empty cgroups of homes that ended while no gateway ran go.
 	ents, _ := os.ReadDir(root)
 	for _, en := range ents {
-		if en.IsDir() && strings.HasPrefix(en.Name(), cgroupPrefix) {
-			cgRemove(filepath.Join(root, en.Name()))
+		if en.IsDir() && strings.HasPrefix(en.Name(), Prefix) {
+			Remove(filepath.Join(root, en.Name()))
 		}
 	}
 	return root, what, nil
 }
 
-// cgroupRootPath is where cgroupRoot makes the cgroup of the homes of
+// RootPath is where Root makes the cgroup of the homes of
 // the gateway with dataDir.
-func cgroupRootPath(dataDir string) (root, what string, err error) {
-	mount, mroot, err := cgroup2Mount()
+func RootPath(dataDir string) (root, what string, err error) {
+	mount, mroot, err := Mount()
 	if err != nil {
 		return "", "", err
 	}
@@ -53,7 +52,7 @@ func cgroupRootPath(dataDir string) (root, what string, err error) {
 	if mount != "/sys/fs/cgroup" {
 		what = "hybrid cgroups (v2 at " + mount + ")"
 	}
-	own, err := ownCgroup()
+	own, err := Own()
 	if err != nil {
 		return "", what, err
 	}
@@ -65,9 +64,9 @@ func cgroupRootPath(dataDir string) (root, what string, err error) {
 	return filepath.Join(mount, rel, "wakegate-"+hex.EncodeToString(sum[:4])), what, nil
 }
 
-// cgroup2Mount returns where the cgroup v2 hierarchy is mounted (the one
+// Mount returns where the cgroup v2 hierarchy is mounted (the one
 // at /sys/fs/cgroup first) and which part of it is mounted there.
-func cgroup2Mount() (mount, root string, err error) {
+func Mount() (mount, root string, err error) {
 	raw, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return "", "", fmt.Errorf("no cgroup v2: %w", err)
@@ -89,8 +88,8 @@ func cgroup2Mount() (mount, root string, err error) {
 	return mount, root, nil
 }
 
-// ownCgroup is the gateway's own cgroup v2 path ("0::" in /proc/self/cgroup).
-func ownCgroup() (string, error) {
+// Own is the gateway's own cgroup v2 path ("0::" in /proc/self/cgroup).
+func Own() (string, error) {
 	raw, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", fmt.Errorf("the gateway's cgroup: %w", err)
@@ -103,17 +102,9 @@ func ownCgroup() (string, error) {
 	return "", errors.New("the gateway is in no cgroup v2")
 }
 
-// cgroupDir is the cgroup of home id; "" without cgroups.
-func (c containment) cgroupDir(id string) string {
-	if c.mode != ContainCgroup {
-		return ""
-	}
-	return filepath.Join(c.root, cgroupPrefix+id)
-}
-
-// cgPopulated reads "populated" from a cgroup's cgroup.events: whether a
+// Populated reads "populated" from a cgroup's cgroup.events: whether a
 // live process is in it. A missing cgroup is empty.
-func cgPopulated(dir string) (bool, error) {
+func Populated(dir string) (bool, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
@@ -129,8 +120,8 @@ func cgPopulated(dir string) (bool, error) {
 	return false, fmt.Errorf("cgroup events of %s: no populated line", dir)
 }
 
-// cgProcs lists the processes in a cgroup.
-func cgProcs(dir string) ([]int, error) {
+// Procs lists the processes in a cgroup.
+func Procs(dir string) ([]int, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -147,8 +138,8 @@ func cgProcs(dir string) ([]int, error) {
 	return pids, nil
 }
 
-// cgKill sends SIGKILL to every process of a cgroup, however it detached.
-func cgKill(dir string) error {
+// Kill sends SIGKILL to every process of a cgroup, however it detached.
+func Kill(dir string) error {
 	err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cgroup kill: %w", err)
@@ -156,64 +147,25 @@ func cgKill(dir string) error {
 	return nil
 }
 
-// cgProcsTree lists the processes in a cgroup and its children.
-func cgProcsTree(dir string) ([]int, error) {
-	pids, err := cgProcs(dir)
+// ProcsTree lists the processes in a cgroup and its children.
+func ProcsTree(dir string) ([]int, error) {
+	pids, err := Procs(dir)
 	if err != nil {
 		return nil, err
 	}
 	ents, _ := os.ReadDir(dir)
 	for _, en := range ents {
 		if en.IsDir() {
-			more, _ := cgProcs(filepath.Join(dir, en.Name()))
+			more, _ := Procs(filepath.Join(dir, en.Name()))
 			pids = append(pids, more...)
 		}
 	}
 	return pids, nil
 }
 
-// cgSignal sends sig to each of pids that is in cgroup dir (or one of its
-// children). A process is signalled through a pidfd, after its membership
-// is read again: a pid that was freed and handed to another process
-// meanwhile is not signalled.
-func (c containment) cgSignal(pids []int, dir string, sig unix.Signal) {
-	for _, pid := range pids {
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue
-		}
-		if c.inCgroup(pid, dir) {
-			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
-		}
-		_ = unix.Close(fd)
-	}
-}
-
-// inCgroup reports whether pid is in cgroup dir or a child of it now.
-func (c containment) inCgroup(pid int, dir string) bool {
-	a := c.cgroupOfProc(pid)
-	return a != "" && (a == dir || strings.HasPrefix(a, dir+"/"))
-}
-
-// cgroupOfProc is the cgroup v2 directory pid is in; "" when unknown.
-func (c containment) cgroupOfProc(pid int) string {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			if rel, ok := strings.CutPrefix(p, c.mroot); ok {
-				return filepath.Join(c.mount, rel)
-			}
-		}
-	}
-	return ""
-}
-
-// cgRemove removes an empty cgroup and its empty children; one that is
+// Remove removes an empty cgroup and its empty children; one that is
 // not empty stays.
-func cgRemove(dir string) {
+func Remove(dir string) {
 	if dir == "" {
 		return
 	}
@@ -226,28 +178,10 @@ func cgRemove(dir string) {
 	_ = unix.Rmdir(dir)
 }
 
-// runCgroup makes a new cgroup for one process of home h, inside the
-// home's: the home's cgroup holds every process of every start, and each
-// start's own one tells what a process left behind when it exits apart
-// from the next start's processes.
-func runCgroup(h *home) string {
-	return filepath.Join(h.cgroup, "run-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-}
-
-// cgroupOfStart returns the cgroup of pid inside home h's cgroup (the one
-// of its start), or h's cgroup when pid is in none of them.
-func (c containment) cgroupOfStart(h *home, pid int) string {
-	a := c.cgroupOfProc(pid)
-	if filepath.Dir(a) == h.cgroup && strings.HasPrefix(filepath.Base(a), "run-") {
-		return a
-	}
-	return h.cgroup
-}
-
-// cgOpen creates the cgroup dir if needed and opens it for
+// Open creates the cgroup dir if needed and opens it for
 // CLONE_INTO_CGROUP: a child then starts inside it, with no moment
 // outside in which it could fork.
-func cgOpen(dir string) (int, error) {
+func Open(dir string) (int, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return -1, fmt.Errorf("home cgroup: %w", err)
 	}
@@ -257,3 +191,8 @@ func cgOpen(dir string) (int, error) {
 	}
 	return fd, nil
 }
+
+// Prefix names a home's cgroup under the root: no controller's
+// interface file (memory.max, cgroup.procs, ...) starts with it, whatever
+// the home's id.
+const Prefix = "home-"

@@ -1,0 +1,344 @@
+package execprov
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/homeuser"
+	"github.com/wakegate/wakegate/provider/exec/procid"
+)
+
+// runSpec is what a process was started from; a restart reuses it.
+type runSpec struct {
+	command []string
+	version string
+	target  string
+	env     []string // the home's own, after Config.Env
+	dir     string   // the working directory; "" for the home's folder
+	// relayToken is the home's own relay token, given to it in
+	// WAKEGATE_RELAY_TOKEN; "" for none.
+	relayToken string
+	// user is the account the home runs as (option user); "" for the uid
+	// exec.users hands it, or the gateway's user.
+	user string
+	// activate starts the process with socket activation.
+	activate bool
+	// limits are the home's memory and CPU limits.
+	limits cgroup.Limits
+}
+
+// specFor is what a Wake or Recreate with s starts.
+func (e *Provider) specFor(s provider.Spec) runSpec {
+	cmd := s.Command
+	if len(cmd) == 0 {
+		cmd = e.cfg.Command
+	}
+	return runSpec{command: append([]string(nil), cmd...), version: s.Version, target: s.Target,
+		env: append([]string(nil), s.Env...), dir: s.Dir, relayToken: s.RelayToken, user: homeUser(s.Options),
+		activate: e.homeActivated(s.Options), limits: limitsOf(s.Options, e.cfg.PidsMax)}
+}
+
+// spawn starts a process for h from sp and starts watching it. It reads
+// as its steps: the home's user and folders (design rules 31 and 34),
+// where it listens, the command with its clean environment, descriptors
+// and session, in the home's log (31, 34, 29), its cgroup (29), its limits
+// and the start, its process cap (34), its identity (17), and the watcher
+// that tells the supervisor when it is gone (18). A step that fails leaves
+// no process behind.
+func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
+	if len(sp.command) == 0 || sp.command[0] == "" {
+		return nil, errors.New("empty command")
+	}
+	cred, err := e.prepareHome(h, sp)
+	if err != nil {
+		return nil, err
+	}
+	at, sock, err := e.listenFor(h, sp)
+	if err != nil {
+		return nil, err
+	}
+	args := e.expand(sp.command, h, at, sp)
+	cmd, out, err := e.command(h, sp, at, sock, cred, args)
+	if err != nil {
+		return nil, err
+	}
+	defer out.Close() // the child has its own copy
+	cg, release, err := e.intoCgroup(h, cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	oomBase, err := e.start(h, sp, cmd, cred)
+	if err != nil {
+		return nil, err
+	}
+	e.capProcesses(h, sp, cmd, cred)
+	id, err := e.identify(h, cmd, cg)
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{Identity: id, listenAt: at, spec: sp, cmd: cmd, started: time.Now(), exited: make(chan struct{}), cgroup: cg, oomBase: oomBase}
+	e.note(h, "wakegate: started pid %d on %s, version %q: %s", p.PID, at, sp.version, strings.Join(args, " "))
+	e.log.Info("exec: started home", "home", h.id, "pid", p.PID, at.attr(), "version", sp.version)
+	if err := e.watch(h, p); err != nil {
+		// Only after Close: nobody would record this process.
+		_ = e.signal(p, unix.SIGKILL)
+		_ = waitChild(cmd)
+		return nil, err
+	}
+	return p, nil
+}
+
+// prepareHome is spawn's first step: the user the home runs as (nil for
+// the gateway's own), and the home's folders, made and handed to that
+// user.
+func (e *Provider) prepareHome(h *home, sp runSpec) (*syscall.Credential, error) {
+	cred, err := e.userOf(h, sp.user)
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := homeuser.PrepareFolder(h.dir, cred.Uid, cred.Gid); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("home dir: %w", err)
+	}
+	if err := os.MkdirAll(h.sys, 0o700); err != nil {
+		return nil, fmt.Errorf("home dir: %w", err)
+	}
+	return cred, nil
+}
+
+// listenFor is where the process of h will listen: the socket the
+// provider binds for it under socket activation (sock, kept on its port
+// across starts), its Unix socket for a command that names {socket}, or a
+// free loopback port.
+func (e *Provider) listenFor(h *home, sp runSpec) (at listenAt, sock *os.File, err error) {
+	switch {
+	case sp.activate:
+		if UsesSocket(sp.command) {
+			return at, nil, errors.New("socket activation passes a TCP socket, and the command names {socket}: use {port}, or turn socket_activation off")
+		}
+		e.mu.Lock()
+		prefer := 0
+		if h.proc != nil {
+			prefer = h.proc.port
+		}
+		e.mu.Unlock()
+		if r, ok := readRefFile(h); ok && prefer == 0 {
+			prefer = r.Port
+		}
+		sock, at.port, err = e.activationSocket(h, prefer)
+		return at, sock, err
+	case UsesSocket(sp.command):
+		at.socket = filepath.Join(h.dir, socketFile)
+		if err := endpoint.CheckSocketPath(at.socket); err != nil {
+			return at, nil, fmt.Errorf("home %s listens on {socket}: %w; use a shorter data_dir (or home id), or {port} instead of {socket}", h.id, err)
+		}
+		// A socket left by an earlier process would refuse the new
+		// listener's bind. The home creates the new one, as its user.
+		if err := os.Remove(at.socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return at, nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+		return at, nil, nil
+	default:
+		at.port, err = e.freePort()
+		return at, nil, err
+	}
+}
+
+// command is the process to start for h: args in the home's folder (or
+// sp.dir), with the home's own environment and nothing else (homeEnv),
+// its output appended to the home's log (out, for the caller to close once
+// the child is started), the listening socket as its only descriptor
+// beyond stdio under socket activation, and its own session as cred.
+func (e *Provider) command(h *home, sp runSpec, at listenAt, sock *os.File, cred *syscall.Credential, args []string) (*exec.Cmd, *os.File, error) {
+	if _, err := h.log.RotateIfFull(); err != nil {
+		e.log.Warn("exec: log rotation failed", "home", h.id, "err", err)
+	}
+	out, err := h.log.OpenAppend()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = h.dir
+	if sp.dir != "" {
+		cmd.Dir = sp.dir
+	}
+	cmd.Env = e.homeEnv(h, at, sp)
+	cmd.Stdout = out
+	cmd.Stderr = out
+	if sock != nil {
+		if err := activate(cmd, sock); err != nil {
+			_ = out.Close()
+			return nil, nil, err
+		}
+	}
+	// Its own session, and so its own process group: a signal to the
+	// gateway's group (Ctrl-C, a service manager stopping the gateway)
+	// does not reach the home, and Stop can signal the home together with
+	// its children. Outside the gateway's session, no process of the home
+	// can join the gateway's group (which the orphan scan takes for the
+	// gateway's own), the home has no controlling terminal, and a home
+	// suspended with SIGSTOP does not get the SIGHUP the kernel sends a
+	// stopped group that loses its last parent in its session: it outlives
+	// a gateway that dies, for the next start to adopt. Its own user when
+	// it has one (cred), without supplementary groups.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
+	return cmd, out, nil
+}
+
+// intoCgroup makes cmd start inside a cgroup of this start within the
+// home's (cg), where the home has one: nothing it starts, however
+// detached, leaves it. release closes what it opened, once the child is
+// started.
+func (e *Provider) intoCgroup(h *home, cmd *exec.Cmd) (cg string, release func(), err error) {
+	if h.cgroup == "" {
+		return "", func() {}, nil
+	}
+	cg = runCgroup(h)
+	fd, err := cgroup.Open(cg)
+	if err != nil {
+		return "", nil, err
+	}
+	// The child is cloned into the home's cgroup.
+	cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+	return cg, func() { _ = unix.Close(fd) }, nil
+}
+
+// start sets the home's memory, CPU and process limits and starts cmd. It
+// returns the home's count of kills for its memory limit before the start
+// (proc.oomBase).
+func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential) (oomBase int64, err error) {
+	if err := e.limits.Apply(h.cgroup, h.id, sp.limits); err != nil {
+		return 0, fmt.Errorf("limits of the home: %w", err)
+	}
+	oomBase = e.limits.OOMKills(h.cgroup, h.id)
+	if err := startChild(cmd); err != nil {
+		if cred != nil && errors.Is(err, fs.ErrPermission) {
+			return 0, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
+				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", cmd.Args[0], cred.Uid, err)
+		}
+		return 0, fmt.Errorf("start %s: %w", cmd.Args[0], err)
+	}
+	return oomBase, nil
+}
+
+// capProcesses caps the processes of a home of its own user that has no
+// cgroup pids controller with RLIMIT_NPROC of its first process. Where the
+// kernel refuses (no CAP_SYS_RESOURCE in a container), the home runs
+// without a cap, and the operator is told.
+func (e *Provider) capProcesses(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential) {
+	if cred == nil || e.limits.PidsInCgroup(h.cgroup) {
+		return
+	}
+	if err := cgroup.CapNproc(cmd.Process.Pid, sp.limits.Pids); err != nil {
+		e.log.Warn("exec: home runs without a process cap", "home", h.id, "err", err,
+			"hint", "run the gateway with a cgroup per home (exec.containment auto or cgroup, root, cgroup v2 or a v1 pids hierarchy)")
+	}
+}
+
+// identify records the identity of the just-started cmd (design rule 17)
+// and moves it under the home's limits in cg. On an error the child is
+// killed and reaped.
+func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string) (procid.Identity, error) {
+	id, err := childIdentity(cmd)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = waitChild(cmd)
+		return procid.Identity{}, err
+	}
+	if err := e.limits.Enter(h.id, cg); err != nil {
+		_ = cgroup.Kill(cg)
+		_ = cmd.Process.Kill()
+		_ = waitChild(cmd)
+		return procid.Identity{}, fmt.Errorf("limits of the home: %w", err)
+	}
+	return id, nil
+}
+
+// childIdentity records the identity of a just-started child. The child
+// cannot be reaped before its watcher does, so its pid is not reused yet;
+// if it has already exited (a zombie has no exe link) the executable is
+// taken from the command's resolved path.
+func childIdentity(cmd *exec.Cmd) (procid.Identity, error) {
+	pid := cmd.Process.Pid
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procid.Identity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+	}
+	st, err := procid.ParseStat(raw)
+	if err != nil {
+		return procid.Identity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		exe, err = filepath.EvalSymlinks(cmd.Path)
+		if err != nil {
+			return procid.Identity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+		}
+		if exe, err = filepath.Abs(exe); err != nil {
+			return procid.Identity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
+		}
+	}
+	return procid.Identity{PID: pid, Exe: procid.CleanExe(exe), Start: st.Start, Boot: procid.BootID()}, nil
+}
+
+// expand substitutes the placeholders in a command template.
+func (e *Provider) expand(tmpl []string, h *home, at listenAt, sp runSpec) []string {
+	ps := strconv.Itoa(at.port)
+	ep := "http://127.0.0.1:" + ps
+	if at.socket != "" {
+		ps, ep = "", endpoint.Unix(at.socket)
+	}
+	r := strings.NewReplacer(
+		"{port}", ps,
+		"{socket}", at.socket,
+		"{target}", sp.target,
+		"{version}", sp.version,
+		"{data_dir}", h.dir,
+		"{id}", h.id,
+		"{self}", e.self,
+		"{endpoint}", ep,
+	)
+	out := make([]string, len(tmpl))
+	for i, a := range tmpl {
+		out[i] = r.Replace(a)
+	}
+	return out
+}
+
+// clearLeft ends what an earlier process of h left behind (see left),
+// for a home with no live process: everything in a home's cgroup, or
+// every orphan naming it, is the home's, and a home that does not run
+// has nothing there.
+func (e *Provider) clearLeft(h *home) error {
+	found, remain := e.endLeft(h, nil, h.cgroup)
+	if remain {
+		return fmt.Errorf("processes %v the home left behind are still there after SIGKILL", found)
+	}
+	if len(found) > 0 {
+		e.note(h, "wakegate: processes %v the home's earlier process left behind were still running; killed them", found)
+		e.log.Warn("exec: processes an earlier process of the home left behind were still running; killed them", "home", h.id, "pids", found)
+	}
+	return nil
+}
+
+// testHookAfterSpawn, when set (by tests), runs between a wake's start of
+// a process and its installation as the home's.
+var testHookAfterSpawn func(*proc)

@@ -1,0 +1,289 @@
+package execprov
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/procid"
+)
+
+// Wake returns the running home, resuming it if it is suspended; adopts the
+// process s.Ref names if it still runs (the gateway restarted), or else the
+// last one the provider recorded in the home's directory; or starts a new
+// process. It does not wait for the home to be ready.
+func (e *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	r, err := e.wake(ctx, s)
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("exec wake %s: %w", s.ID, err)
+	}
+	return r, nil
+}
+
+func (e *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Result{}, err
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	p, err := e.current(ctx, h, s, true)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if p != nil {
+		if resumed, err := e.resume(ctx, h, p); err == nil {
+			e.mu.Lock()
+			if h.proc == p {
+				h.wanted = true
+				h.failed = ""
+			}
+			e.mu.Unlock()
+			r := p.result()
+			r.WasRunning = !resumed
+			return r, nil
+		} else if !errors.Is(err, procid.ErrGone) {
+			return provider.Result{}, err
+		}
+	} else if err := e.clearLeft(h); err != nil {
+		return provider.Result{}, err
+	}
+	np, err := e.spawn(h, e.specFor(s))
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if testHookAfterSpawn != nil {
+		testHookAfterSpawn(np)
+	}
+	e.mu.Lock()
+	cur := h.proc
+	installed := cur == p || cur == nil
+	early := false
+	if installed {
+		h.wanted, h.failed = true, ""
+		early = e.installLocked(h, np)
+	}
+	e.mu.Unlock()
+	if !installed {
+		// The supervisor restarted the home meanwhile: keep its process.
+		e.discard(np)
+		return cur.result(), nil
+	}
+	e.record(h, np)
+	if early {
+		e.redeliver(h, np)
+	}
+	return np.result(), nil
+}
+
+// Suspend sends SIGSTOP to the home's process group and returns once the
+// process is seen stopped. ErrUnsupported unless SuspendSignal is set.
+func (e *Provider) Suspend(ctx context.Context, s provider.Spec) error {
+	if !e.cfg.SuspendSignal {
+		return provider.ErrUnsupported
+	}
+	if err := e.suspend(ctx, s); err != nil {
+		return fmt.Errorf("exec suspend %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+func (e *Provider) suspend(ctx context.Context, s provider.Spec) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return err
+	}
+	p, err := e.current(ctx, h, s, true)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("not running: %w", procid.ErrGone)
+	}
+	if err := e.signal(p, unix.SIGSTOP); err != nil {
+		return err
+	}
+	e.signalLeft(h, p, h.cgroup, unix.SIGSTOP)
+	if err := e.waitState(ctx, p, func(state byte) bool { return state == 'T' }); err != nil {
+		return err
+	}
+	// A suspended home is the one most likely to be adopted by a later
+	// gateway: its record names the program it runs now, which a stopped
+	// process cannot change.
+	if st, err := procid.Lookup(p.Identity); err == nil {
+		e.refreshExe(h, p, st)
+	}
+	return nil
+}
+
+// Stop marks the home not wanted, then sends SIGTERM to its process group,
+// waits up to StopGrace, and sends SIGKILL. proven is true once the recorded
+// process is verified gone with every live member of its process group.
+// When no live process matches the record nothing is signalled, and proven
+// is true unless processes of the recorded process's group run on (see
+// leftBehind). A ctx that ends during the grace sends SIGKILL at once and
+// returns the ctx error; one already ended when Stop is called changes
+// nothing.
+func (e *Provider) Stop(ctx context.Context, s provider.Spec) (proven bool, err error) {
+	proven, err = e.stop(ctx, s)
+	if err != nil {
+		return proven, fmt.Errorf("exec stop %s: %w", s.ID, err)
+	}
+	return proven, nil
+}
+
+func (e *Provider) stop(ctx context.Context, s provider.Spec) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return false, err
+	}
+	// Before any signal: the supervisor must not restart it.
+	if err := e.settled(ctx, h, func() { h.wanted = false }); err != nil {
+		return false, err
+	}
+	p, err := e.current(ctx, h, s, false)
+	if err != nil {
+		return false, err
+	}
+	if p == nil {
+		if err := e.clearLeft(h); err != nil {
+			return false, err
+		}
+		if unknown := e.unknownLeft(h, nil); len(unknown) > 0 {
+			return false, unknownError(unknown)
+		}
+		if err := e.leftBehind(h, s); err != nil {
+			return false, err
+		}
+		cgroup.Remove(h.cgroup)
+		return true, nil
+	}
+	proven, err := e.terminate(ctx, h, p)
+	if proven {
+		cgroup.Remove(h.cgroup)
+		e.mu.Lock()
+		if h.proc == p {
+			h.proc = nil
+		}
+		e.mu.Unlock()
+		e.note(h, "wakegate: stopped pid %d", p.PID)
+	}
+	return proven, err
+}
+
+// Recreate stops the home (it must be proven gone), then starts it with
+// s.Command (or the configured template) and s.Version, keeping its data
+// directory.
+func (e *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	r, err := e.recreate(ctx, s)
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("exec recreate %s: %w", s.ID, err)
+	}
+	return r, nil
+}
+
+func (e *Provider) recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	proven, err := e.stop(ctx, s)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if !proven {
+		return provider.Result{}, errors.New("old process not proven gone")
+	}
+	if err := ctx.Err(); err != nil {
+		return provider.Result{}, err
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	np, err := e.spawn(h, e.specFor(s))
+	if err != nil {
+		return provider.Result{}, err
+	}
+	e.mu.Lock()
+	installed := h.proc == nil
+	early := false
+	if installed {
+		h.wanted, h.failed = true, ""
+		early = e.installLocked(h, np)
+	}
+	e.mu.Unlock()
+	if !installed {
+		e.discard(np)
+		return provider.Result{}, errors.New("home changed while recreating")
+	}
+	e.record(h, np)
+	if early {
+		e.redeliver(h, np)
+	}
+	return np.result(), nil
+}
+
+// Status reports running, suspended (the process is SIGSTOPped), stopped,
+// or failed with the reason, without changing anything. A home that this
+// gateway has not woken yet is judged from s.Ref.
+func (e *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+	}
+	h, err := e.homeFor(s.ID)
+	if err != nil {
+		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+	}
+	var p *proc
+	var failed string
+	var wanted bool
+	if err := e.settled(ctx, h, func() { p, failed, wanted = h.proc, h.failed, h.wanted }); err != nil {
+		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
+	}
+	watched := p != nil // this provider holds a pidfd on it
+	// A process this provider watches and wants running that is gone has
+	// exited a moment ago: the supervisor has yet to restart it or give up
+	// on it, and either is about to be reported. It is not stopped.
+	pending := p != nil && wanted
+	if p == nil {
+		ref, _, found, err := e.recorded(h, s)
+		if err != nil {
+			return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		}
+		if found {
+			p = ref.proc()
+		}
+	}
+	if p != nil {
+		st, err := procid.Lookup(p.Identity)
+		switch {
+		case err == nil:
+			if watched {
+				e.refreshExe(h, p, st)
+			}
+			r := p.result()
+			if st.State == 'T' {
+				r.State = provider.StateSuspended
+			}
+			return r, nil
+		case !errors.Is(err, procid.ErrGone):
+			return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, fmt.Errorf("exec status %s: %w", s.ID, err)
+		case pending:
+			return provider.Result{State: provider.StateUnknown, Reason: "the home's process exited a moment ago; the provider restarts it or gives up on it"}, nil
+		}
+	}
+	if failed != "" {
+		return provider.Result{State: provider.StateFailed, Reason: failed}, nil
+	}
+	return provider.Result{State: provider.StateStopped}, nil
+}
+
+var _ provider.Provider = (*Provider)(nil)
