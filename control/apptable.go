@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -297,7 +298,7 @@ func (t *AppTable[A]) SelfProbe(ctx context.Context, slug string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("self-probe %s: %w", slug, err)
 	}
-	if !wake.StatusPasses(code, ac.API()) {
+	if !probe.StatusPasses(code, ac.API()) {
 		return code, fmt.Errorf("self-probe %s: status %d %s", slug, code, http.StatusText(code))
 	}
 	if !r.SetPublished(true) {

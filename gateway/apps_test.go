@@ -20,6 +20,7 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -319,7 +320,7 @@ func TestAppStatusRulesByKind(t *testing.T) {
 	}
 	for _, code := range []int{400, 404, 500, 503} {
 		for _, api := range []bool{false, true} {
-			if wake.StatusPasses(code, api) {
+			if probe.StatusPasses(code, api) {
 				t.Errorf("status %d passes (api %v)", code, api)
 			}
 		}

@@ -7,9 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -163,7 +166,7 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.Health.Timeout.Duration())
 	defer cancel()
 	if s.Health.Type == registry.HealthTCP {
-		hp, err := probeHostPort(base)
+		hp, err := probe.HostPort(base)
 		if err != nil {
 			return err
 		}
@@ -174,7 +177,7 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 		_ = c.Close()
 		return nil
 	}
-	target, err := probeURL(base, s.Health.Path, map[string]string{"http": "http", "https": "https"})
+	target, err := probe.URL(base, s.Health.Path, map[string]string{"http": "http", "https": "https"})
 	if err != nil {
 		return err
 	}
@@ -191,10 +194,10 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 	if err != nil {
 		return fmt.Errorf("health check: %w", err)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, probeDrainLimit))
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, probe.DrainLimit))
 	_ = res.Body.Close()
-	if !StatusPasses(res.StatusCode, s.API()) {
-		return fmt.Errorf("health check GET %s: %w", s.Health.Path, probeStatusError(res.StatusCode))
+	if !probe.StatusPasses(res.StatusCode, s.API()) {
+		return fmt.Errorf("health check GET %s: %w", s.Health.Path, probe.StatusError(res.StatusCode))
 	}
 	return nil
 }
@@ -228,6 +231,24 @@ func selfProbeHint(s registry.App, code int) string {
 // HealthCheckUserAgent is the User-Agent of direct health checks.
 const HealthCheckUserAgent = "wakegate-health-check"
 
-// StatusPasses applies the route status rules of DESIGN rule 12: 2xx and
-// 3xx pass; for API apps 401 and 403 pass too; nothing else does.
-func StatusPasses(code int, api bool) bool { return probeStatusPasses(code, api) }
+// homeProbePaths are the GETs an auto probe of home id adds to its own:
+// the direct health check path of each app inside the home that is
+// checked over http (its base path joined to its health path), in slug
+// order, with the app's status rules. An app behind strip_prefix is
+// served at such a path, not under /node/{target}.
+func (a *Apps) homeProbePaths(id string) []probe.Path {
+	set := a.tab.Load()
+	var out []probe.Path
+	for _, slug := range set.order {
+		ap := set.byslug[slug]
+		if ap == nil || ap.spec.Home != id || ap.spec.Health.Type == registry.HealthTCP {
+			continue
+		}
+		p := path.Join("/", ap.spec.Path, ap.spec.Health.Path)
+		if strings.HasSuffix(ap.spec.Health.Path, "/") && !strings.HasSuffix(p, "/") {
+			p += "/"
+		}
+		out = append(out, probe.Path{Path: p, API: ap.spec.API()})
+	}
+	return out
+}

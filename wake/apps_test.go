@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -75,7 +76,7 @@ func (r *standInRoutes) SelfProbe(ctx context.Context, slug string) (int, error)
 	}
 	_, _ = io.Copy(io.Discard, res.Body)
 	_ = res.Body.Close()
-	if !wake.StatusPasses(res.StatusCode, s.API()) {
+	if !probe.StatusPasses(res.StatusCode, s.API()) {
 		return res.StatusCode, fmt.Errorf("status %d", res.StatusCode)
 	}
 	r.mu.Lock()

@@ -21,6 +21,7 @@ import (
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
@@ -89,7 +90,7 @@ type rigOptions struct {
 	warmTTL      time.Duration // default 1m
 	idle         time.Duration // home idle timeout; default 0 (never)
 	tick         time.Duration // idle loop tick; 0: the loop does not run
-	probe        wake.ProbeSpec
+	probe        probe.Spec
 	maxWakes     int                           // wake.Options.MaxConcurrent; default 4
 	backoffMax   time.Duration                 // wake.Options.FailureBackoffMax; default 0 (no cap)
 	extraArgs    []string                      // appended to the demo home's command
@@ -493,7 +494,7 @@ func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
 func TestEngineReadySignalNeverPassesAlone(t *testing.T) {
 	// The http probe asks a path the demo home answers 404: it never passes.
 	r := newRig(t, rigOptions{readyTimeout: 2 * time.Second,
-		probe: wake.ProbeSpec{Kind: wake.ProbeHTTP, Path: "/node/{target}/never-ready"}})
+		probe: probe.Spec{Kind: probe.HTTP, Path: "/node/{target}/never-ready"}})
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,9 +1,10 @@
 // Package wake is the lifecycle engine: it makes sure a home is awake before
 // a request is forwarded to it (warm verdicts, one coalesced wake per home,
-// readiness probes), and suspends homes nobody uses.
+// proven ready by package probe), and suspends homes nobody uses.
 //
-// DESIGN rules that live here: 1-7 (one wake per home, warm verdicts,
-// readiness through the real path, what a wake records, the hold), 8-10
+// DESIGN rules that live here: 1-2 and 4-7 (one wake per home, warm
+// verdicts, what a wake records, the hold; rule 3, readiness through the
+// real path, and 36 live in package probe, which a wake runs), 8-10
 // (rolls, rollback and the brake), 11-13 (the app phase ladder, status
 // rules and refreshes), 16 (one lifecycle operation per home), the
 // engine's side of 18 (a home the provider gave up on) and of 28 (one
@@ -26,6 +27,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -68,7 +70,7 @@ type Options struct {
 	// Probe is the probe template; Endpoint and Header are set per home,
 	// and Kind when the home overrides it. Path is the http probe's path and
 	// may contain {target}; a ws probe always upgrades at /node/{target}.
-	Probe ProbeSpec
+	Probe probe.Spec
 	// RelayHeader carries the relay token.
 	RelayHeader string
 	// Log receives one line per wake and suspend.
@@ -116,7 +118,7 @@ type HomeSpec struct {
 	RelayToken  string        // the resolved secret; "" for none
 	IdleTimeout time.Duration // zero: never suspended
 	// Probe is how this home's readiness is proven; "" means Options.Probe.
-	Probe ProbeKind
+	Probe probe.Kind
 	// ProbePath, ProbeStatuses and ProbeSettle override the probe
 	// template's Path, Statuses and Settle for this home; zero keeps the
 	// template's.
@@ -769,3 +771,8 @@ func (e *Engine) Redo(ctx context.Context, id string) (*url.URL, error) {
 }
 
 func probePath(tmpl, target string) string { return strings.ReplaceAll(tmpl, "{target}", target) }
+
+// parseEndpoint parses a provider's endpoint into the URL the proxy and
+// the probes use: a socket endpoint (unix:///path) becomes its stand-in
+// http URL (internal/endpoint).
+func parseEndpoint(ep string) (*url.URL, error) { return url.Parse(endpoint.HTTP(ep)) }

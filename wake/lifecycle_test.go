@@ -13,6 +13,7 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -71,7 +72,7 @@ func lcOptions(t *testing.T, store registry.Store, sessions *proxy.Sessions, end
 		Sessions:  sessions, Instance: "gw-a",
 		WarmTTL: time.Minute, ReadyTimeout: 20 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: time.Second,
-		Probe:       wake.ProbeSpec{Kind: wake.ProbeTCP},
+		Probe:       probe.Spec{Kind: probe.TCP},
 		RelayHeader: "X-Wakegate-Relay",
 		Log:         slog.New(slog.DiscardHandler),
 	}
@@ -216,7 +217,7 @@ func TestWakeCutByCloseIsShuttingDown(t *testing.T) {
 		Sessions:  proxy.NewSessions(), Instance: "test",
 		WarmTTL: time.Minute, ReadyTimeout: time.Hour, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",
 		Log: slog.New(slog.DiscardHandler),
 	})
 	t.Cleanup(e.Close)

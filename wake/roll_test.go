@@ -17,6 +17,7 @@ import (
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
@@ -544,7 +545,7 @@ func TestRollNeverRollsHomeWithNoVersion(t *testing.T) {
 		Sessions:  proxy.NewSessions(), Instance: "test",
 		WarmTTL: time.Minute, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: time.Second,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: demohome.RelayHeader,
+		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: demohome.RelayHeader,
 		Log:  slog.New(slog.DiscardHandler),
 		Roll: wake.RollOptions{Mode: wake.RollLazy},
 	})

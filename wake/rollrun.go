@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -206,7 +207,7 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 		return nil, err
 	}
 	t1 := time.Now()
-	w.probe, err = Probe(ctx, w.probeSpec(res.Endpoint), ready)
+	w.probe, err = probe.Run(ctx, w.probeSpec(res.Endpoint), ready)
 	w.probeAt += time.Since(t1)
 	if err != nil {
 		return nil, fmt.Errorf("version %s not ready: %w", version, err)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -31,7 +32,7 @@ type wakeRun struct {
 	*held                    // the lock and the record, once the lock is held
 	providerAt time.Duration // time spent in provider.Wake
 	probeAt    time.Duration // time spent probing
-	probe      ProbeResult
+	probe      probe.Result
 	stop       *stopped // the stop of a half-woken home, if there was one
 	stopErr    error
 	// halfWoken is the provider of a home this wake started, or tried to,
@@ -48,7 +49,7 @@ type wakeRun struct {
 	cannotStart string
 	// lastAttempt is the probe's last failed attempt, for the progress
 	// line (wake_progress.go).
-	lastAttempt atomic.Pointer[ProbeResult]
+	lastAttempt atomic.Pointer[probe.Result]
 }
 
 // runWake is the one wake of h. It owns f and completes it exactly once.
@@ -446,7 +447,7 @@ var errGaveUp = errors.New("the provider gave up on the home")
 // probing a dead endpoint until the ready timeout; the new endpoint and ref
 // are stored. It returns the endpoint that passed. A provider that gives
 // up on the home ends ctx (the flight's abort).
-func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.URL) (ProbeResult, *url.URL, error) {
+func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.URL) (probe.Result, *url.URL, error) {
 	for {
 		pctx, cancel := context.WithCancel(ctx)
 		var next *provider.Result
@@ -460,7 +461,7 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 			case <-pctx.Done():
 			}
 		}()
-		res, err := Probe(pctx, w.probeSpec(raw), w.f.ready)
+		res, err := probe.Run(pctx, w.probeSpec(raw), w.f.ready)
 		cancel()
 		<-watched
 		// Moves are bounded by ctx (the ready timeout) and by the
@@ -510,7 +511,7 @@ func (w *wakeRun) spec() provider.Spec {
 
 // probeSpec is the readiness probe of this home at endpoint, the same for a
 // wake, a roll and a rollback.
-func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
+func (w *wakeRun) probeSpec(endpoint string) probe.Spec {
 	e, h := w.e, w.h
 	spec := e.o.Probe
 	spec.Endpoint = endpoint
@@ -528,9 +529,9 @@ func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
 	}
 	spec.Path = probePath(spec.Path, h.spec.Target)
 	switch spec.Kind {
-	case "", ProbeWS: // "" is ws inside Probe
+	case "", probe.WS: // "" is ws inside Probe
 		spec.Path = "/node/" + h.spec.Target
-	case ProbeAuto:
+	case probe.Auto:
 		spec.WSPath = "/node/" + h.spec.Target
 		if a := e.apps.Load(); a != nil {
 			spec.AltPaths = a.homeProbePaths(h.spec.ID)
@@ -585,9 +586,9 @@ func (w *wakeRun) failQueued(prov provider.Provider) {
 }
 
 func (w *wakeRun) timeout(what string, err error) error {
-	if errors.Is(err, ErrProbeNotFound) {
+	if errors.Is(err, probe.ErrNotFound) {
 		// The probe gave up before the time ran out: the home serves
-		// none of the probed paths (probe_auto.go).
+		// none of the probed paths (probe/auto.go).
 		return errWakeFailed(w.e.o.RetryAfter, fmt.Errorf("%s: %w", what, err))
 	}
 	return errWakeTimeout(w.e.o.RetryAfter, what, err)
