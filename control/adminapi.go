@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -39,7 +40,7 @@ type AdminDeps[H Route] struct {
 	// optional capabilities (logs, restarts, usage, containment) add to a
 	// home's detail.
 	Providers map[string]provider.Provider
-	// AppObserver is the observer of the apps (wake.Apps); AppRoutes the
+	// AppObserver is the observer of the apps (appstatus.Apps); AppRoutes the
 	// app route table.
 	AppObserver AppObserver
 	AppRoutes   AppRoutes
@@ -89,20 +90,20 @@ type SessionView interface {
 
 var _ SessionView = (*proxy.Sessions)(nil)
 
-// AppObserver is what the admin API asks of the app observer (wake.Apps):
+// AppObserver is what the admin API asks of the app observer (appstatus.Apps):
 // statuses, observations and operations.
 type AppObserver interface {
-	List() []wake.AppStatus
-	Status(slug string) (wake.AppStatus, bool)
-	PhaseHistory(slug string) []wake.PhaseChange
-	Schedule(slug string) (wake.ObserveSchedule, bool)
-	Refresh(ctx context.Context, slug string, waitFor wake.Phase) (wake.AppStatus, error)
-	Start(ctx context.Context, slug string, budget time.Duration) (wake.AppStatus, error)
-	Stop(ctx context.Context, slug string, budget time.Duration) (wake.AppStatus, error)
-	Restart(ctx context.Context, slug string, budget time.Duration) (wake.AppStatus, error)
+	List() []appstatus.Status
+	Status(slug string) (appstatus.Status, bool)
+	PhaseHistory(slug string) []appstatus.PhaseChange
+	Schedule(slug string) (appstatus.ObserveSchedule, bool)
+	Refresh(ctx context.Context, slug string, waitFor appstatus.Phase) (appstatus.Status, error)
+	Start(ctx context.Context, slug string, budget time.Duration) (appstatus.Status, error)
+	Stop(ctx context.Context, slug string, budget time.Duration) (appstatus.Status, error)
+	Restart(ctx context.Context, slug string, budget time.Duration) (appstatus.Status, error)
 }
 
-var _ AppObserver = (*wake.Apps)(nil)
+var _ AppObserver = (*appstatus.Apps)(nil)
 
 // ServedApp is an app the route table serves: as registered, with its
 // stored generation (0 for an app of the config).

@@ -51,6 +51,6 @@
 // every conflict, and a target routes one home,
 // whoever holds its claim in the store's target index. Rules 11-13 (an
 // app's phase ladder, the statuses that pass, coalesced refreshes) live in
-// wake (wake.Apps); the AppTable is the route table that ladder checks
-// and the owner of the loops that run it.
+// package appstatus (appstatus.Apps); the AppTable is the route table
+// that ladder checks and the owner of the loops that run it.
 package control

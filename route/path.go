@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -24,7 +25,7 @@ import (
 type Path struct {
 	homes    Homes
 	apps     Apps
-	observer *wake.Apps
+	observer *appstatus.Apps
 	engine   *wake.Engine
 	sessions *proxy.Sessions
 	proxy    *proxy.Proxy
@@ -120,7 +121,7 @@ type DisplayNames interface {
 type Options struct {
 	Homes    Homes
 	Apps     Apps
-	Observer *wake.Apps // statuses, refreshes and waits of apps
+	Observer *appstatus.Apps // statuses, refreshes and waits of apps
 	Engine   *wake.Engine
 	Sessions *proxy.Sessions
 	Proxy    *proxy.Proxy

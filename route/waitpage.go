@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/wake"
@@ -200,7 +201,7 @@ func (p *Path) waitView(ctx context.Context, s waitSubject, refresh bool) wake.W
 		}
 	}
 	st, _ := p.observer.Status(slug)
-	if st.Phase == wake.PhaseFailed || st.Phase == wake.PhaseStopped {
+	if st.Phase == appstatus.PhaseFailed || st.Phase == appstatus.PhaseStopped {
 		return wake.WakeView{Phase: wake.ViewFailed, Err: appNotReady(st, p.conf().RetryAfter)}
 	}
 	return wake.WakeView{Phase: wake.ViewProbing, Elapsed: v.Elapsed}

@@ -5,11 +5,11 @@
 // DESIGN rules that live here: 1-2 and 4-7 (one wake per home, warm
 // verdicts, what a wake records, the hold; rule 3, readiness through the
 // real path, and 36 live in package probe, which a wake runs), 8-10
-// (rolls, rollback and the brake), 11-13 (the app phase ladder, status
-// rules and refreshes), 16 (one lifecycle operation per home), the
+// (rolls, rollback and the brake), 16 (one lifecycle operation per home), the
 // engine's side of 18 (a home the provider gave up on) and of 28 (one
 // runner per machine-local home in a fleet, owner.go; the heal of a store
-// that lost its data, reseed.go).
+// that lost its data, reseed.go). The app status ladder (11-13) lives in
+// package appstatus, which asks the engine through a small interface.
 package wake
 
 import (
@@ -299,9 +299,9 @@ type Engine struct {
 
 	lease leaseClock // this gateway's heartbeat as its lease on the homes it runs (lease.go)
 
-	// apps is the app observer built on this engine, if any: an auto
-	// probe also tries the health paths of the apps inside a home.
-	apps atomic.Pointer[Apps]
+	// appPaths, when set, names the health paths of the apps inside a
+	// home, which an auto probe of the home also tries (UseAppPaths).
+	appPaths atomic.Pointer[AppPaths]
 
 	// beatUntil is when this gateway's last heartbeat the store took may
 	// lapse, as engine time (stopping.go); 0 before the first, and always

@@ -533,8 +533,8 @@ func (w *wakeRun) probeSpec(endpoint string) probe.Spec {
 		spec.Path = "/node/" + h.spec.Target
 	case probe.Auto:
 		spec.WSPath = "/node/" + h.spec.Target
-		if a := e.apps.Load(); a != nil {
-			spec.AltPaths = a.homeProbePaths(h.spec.ID)
+		if p := e.appPaths.Load(); p != nil {
+			spec.AltPaths = (*p).HomeProbePaths(h.spec.ID)
 		}
 	}
 	if h.spec.RelayToken != "" {

@@ -1,4 +1,4 @@
-package wake
+package appstatus
 
 import (
 	"context"
@@ -47,7 +47,7 @@ func appTestUnixHome(t *testing.T, path string) (hits, badHost *atomic.Int64) {
 func TestAppHealthCheckUnixSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "home.sock")
 	hits, badHost := appTestUnixHome(t, sock)
-	a := NewApps(AppsOptions{})
+	a := New(Options{})
 	defer a.Close()
 	guard, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

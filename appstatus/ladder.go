@@ -1,4 +1,4 @@
-package wake
+package appstatus
 
 import (
 	"context"
@@ -39,13 +39,13 @@ import (
 
 // rung is the outcome of one rung: pass is true when the ladder goes on.
 type rung struct {
-	st   AppStatus
+	st   Status
 	pass bool
 }
 
 // ladder walks the rungs in order and returns the first that does not
 // pass, or ready.
-func (a *Apps) ladder(ctx context.Context, ap *observedApp) AppStatus {
+func (a *Apps) ladder(ctx context.Context, ap *observedApp) Status {
 	s := ap.spec
 	ap.mu.Lock()
 	stopped := ap.stopped
@@ -68,8 +68,8 @@ func (a *Apps) ladder(ctx context.Context, ap *observedApp) AppStatus {
 const msgStopped = "the app is stopped (its desired state is stopped)"
 
 // appStatus is an observation of s that ends now.
-func appStatus(s registry.App, p Phase, reason, format string, args ...any) AppStatus {
-	return AppStatus{Slug: s.Slug, Phase: p, Reason: reason, Message: fmt.Sprintf(format, args...), ObservedAt: time.Now()}
+func appStatus(s registry.App, p Phase, reason, format string, args ...any) Status {
+	return Status{Slug: s.Slug, Phase: p, Reason: reason, Message: fmt.Sprintf(format, args...), ObservedAt: time.Now()}
 }
 
 // runtimeRung checks the app's runtime and its desired state (rungs 1 and
@@ -88,7 +88,7 @@ func (a *Apps) runtimeRung(ctx context.Context, ap *observedApp, stopped bool) (
 		}
 		return s.Upstream, ap.since, rung{pass: true}
 	}
-	hs, err := a.o.Engine.HomeState(ctx, s.Home)
+	hs, err := a.o.Homes.HomeState(ctx, s.Home)
 	switch {
 	case err != nil:
 		return fail(PhaseUnknown, ReasonRuntimeUnknown, "the state of home %s could not be read: %v", s.Home, err)
@@ -141,7 +141,7 @@ func (a *Apps) healthRung(ctx context.Context, s registry.App, base string, sinc
 }
 
 // probeRung sends the self-probe through the gateway's own path (rung 6).
-func (a *Apps) probeRung(ctx context.Context, s registry.App) AppStatus {
+func (a *Apps) probeRung(ctx context.Context, s registry.App) Status {
 	pctx, cancel := context.WithTimeout(ctx, s.Health.Timeout.Duration())
 	code, err := a.o.Routes.SelfProbe(pctx, s.Slug)
 	cancel()
@@ -187,7 +187,7 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 	}
 	req.Host = endpoint.HostHeader(req.URL.Host)
 	if s.Home != "" {
-		a.o.Engine.setRelayHeader(s.Home, req.Header)
+		a.o.Homes.SetRelayHeader(s.Home, req.Header)
 	}
 	req.Header.Set("User-Agent", HealthCheckUserAgent)
 	res, err := a.client.Do(req)
@@ -200,14 +200,6 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 		return fmt.Errorf("health check GET %s: %w", s.Health.Path, probe.StatusError(res.StatusCode))
 	}
 	return nil
-}
-
-// setRelayHeader adds home id's relay token to hdr under the relay header,
-// when the home has one.
-func (e *Engine) setRelayHeader(id string, hdr http.Header) {
-	if h := e.home(id); h != nil && h.spec.RelayToken != "" {
-		hdr.Set(e.o.RelayHeader, h.spec.RelayToken)
-	}
 }
 
 // selfProbeHint is the likely fix of a self-probe that got code although
@@ -231,12 +223,12 @@ func selfProbeHint(s registry.App, code int) string {
 // HealthCheckUserAgent is the User-Agent of direct health checks.
 const HealthCheckUserAgent = "wakegate-health-check"
 
-// homeProbePaths are the GETs an auto probe of home id adds to its own:
+// HomeProbePaths are the GETs an auto probe of home id adds to its own:
 // the direct health check path of each app inside the home that is
 // checked over http (its base path joined to its health path), in slug
 // order, with the app's status rules. An app behind strip_prefix is
 // served at such a path, not under /node/{target}.
-func (a *Apps) homeProbePaths(id string) []probe.Path {
+func (a *Apps) HomeProbePaths(id string) []probe.Path {
 	set := a.tab.Load()
 	var out []probe.Path
 	for _, slug := range set.order {
