@@ -78,8 +78,6 @@ type WakeEngine interface {
 	Events() *wake.Bus
 }
 
-var _ WakeEngine = (*wake.Engine)(nil)
-
 // SessionView is what the admin API reads of the sessions counted on
 // this gateway (proxy.Sessions).
 type SessionView interface {
@@ -87,8 +85,6 @@ type SessionView interface {
 	IdleSince(id string) time.Time
 	Kinds(id string) proxy.SessionKinds
 }
-
-var _ SessionView = (*proxy.Sessions)(nil)
 
 // AppObserver is what the admin API asks of the app observer (appstatus.Apps):
 // statuses, observations and operations.

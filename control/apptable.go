@@ -52,13 +52,21 @@ type Draining interface {
 	Draining() bool
 }
 
+// AppEngine is what an AppTable asks of the wake engine: the homes its
+// apps run in, for their observer, and the bus its publications and
+// withdrawals go to.
+type AppEngine interface {
+	appstatus.Homes
+	Events() *wake.Bus
+}
+
 // AppTableOptions are what an AppTable is built from; every field is
 // required.
 type AppTableOptions[A AppRoute] struct {
 	Routes AppRouteMaker[A]
 	// Engine answers for the runtime of apps in homes; its events carry
 	// the table's publications and withdrawals.
-	Engine *wake.Engine
+	Engine AppEngine
 	// Store keeps the apps' desired states; Instance names this gateway
 	// as their writer.
 	Store    registry.Store

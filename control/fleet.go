@@ -34,8 +34,6 @@ type FleetEngine interface {
 	Events() *wake.Bus
 }
 
-var _ FleetEngine = (*wake.Engine)(nil)
-
 // FleetOptions are a Fleet's inputs besides the engine and the registrar
 // (Attach).
 type FleetOptions struct {

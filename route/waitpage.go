@@ -276,12 +276,11 @@ type waitWatch struct {
 // Changed returns the engine's signals of the next change of s's home and
 // of its app.
 func (ww waitWatch) Changed() (home, app <-chan struct{}) {
-	bus := ww.p.engine.Events()
 	if id := ww.s.homeID(ww.p); id != "" {
-		home = bus.Changed(id)
+		home = ww.p.engine.Changed(id)
 	}
 	if ww.s.app != nil {
-		app = bus.Changed(ww.s.app.cfg.Slug)
+		app = ww.p.engine.Changed(ww.s.app.cfg.Slug)
 	}
 	return home, app
 }

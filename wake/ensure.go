@@ -419,6 +419,10 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 // Events returns the engine's event bus (nil when none was configured).
 func (e *Engine) Events() *Bus { return e.o.Events }
 
+// Changed returns a channel closed at the next change of key, a home's id
+// or an app's slug (Bus.Changed; nil when the engine has no bus).
+func (e *Engine) Changed(key string) <-chan struct{} { return e.o.Events.Changed(key) }
+
 // HomeState is a read-only view of one home, for app status.
 type HomeState struct {
 	// Status is the stored lifecycle status.
