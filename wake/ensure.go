@@ -192,14 +192,30 @@ type home struct {
 	noRoll atomic.Bool
 }
 
-// flight is one wake in progress; every caller joins it.
+// flight is the coalescer's record of the one wake of a home in progress,
+// as singleflight's call is: every caller joins it, waits for done (on its
+// own context) and then reads res and err, which the run sets once before
+// it closes done; joined counts the callers after the first. Nothing is
+// cached by the flight: the run records the verdict. The state the run
+// keeps while it goes, which its callers, the home's ready signal and the
+// provider's callbacks reach through the flight, is the run's own
+// (runState).
 type flight struct {
-	done    chan struct{}
+	done   chan struct{}
+	res    Awake
+	err    error
+	joined atomic.Int32 // callers that joined after the first
+	*runState
+}
+
+// runState is what one wake's run keeps while it goes and lets others
+// reach: its context, its phase, and the signals of the home (ready) and
+// of the provider (moved, a give-up) that steer it.
+type runState struct {
 	ready   chan struct{} // closed by POST /_wakegate/ready
 	once    sync.Once
 	started time.Time
 	phase   atomic.Value // string: "queued", "starting", "probing"
-	joined  atomic.Int32 // callers that joined after the first
 	cause   string       // why it runs: "cold" or "adopt"
 	// moved receives the provider's new result when it restarts the home's
 	// process during the wake, so the probe follows it.
@@ -218,8 +234,6 @@ type flight struct {
 	ref     string
 	woke    bool
 	pending *provider.Result
-	res     Awake
-	err     error
 	// early is closed, with earlyAt set, once the home's process was
 	// started on a socket that queues connections (provider.Result.Queued):
 	// callers of EnsureQueued go at once, their requests waiting in the
@@ -230,14 +244,14 @@ type flight struct {
 }
 
 // releaseEarly lets the callers of EnsureQueued go to endpoint, once.
-func (f *flight) releaseEarly(endpoint *url.URL) {
+func (f *runState) releaseEarly(endpoint *url.URL) {
 	if f.earlyGone.CompareAndSwap(false, true) {
 		f.earlyAt = endpoint
 		close(f.early)
 	}
 }
 
-func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
+func (f *runState) signalReady() { f.once.Do(func() { close(f.ready) }) }
 
 // gaveUp takes a provider's give-up r on the home while f runs, with the
 // home's mu held. It ends the wake when r is about the process the wake
@@ -245,7 +259,7 @@ func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
 // older process (one that failed before this wake started a new one) is
 // stale: it must not fail the new wake. One that arrives before the
 // provider's wake returns is kept until the wake's process is known.
-func (f *flight) gaveUp(r provider.Result) bool {
+func (f *runState) gaveUp(r provider.Result) bool {
 	switch {
 	case r.Ref == "" || (f.woke && r.Ref == f.ref):
 		f.abort(&gaveUpError{reason: r.Reason})
@@ -259,7 +273,7 @@ func (f *flight) gaveUp(r provider.Result) bool {
 // startedOn records ref, the process the provider's wake returned, with the
 // home's mu held, and returns a give-up that arrived before it, if any, for
 // the caller to deliver again.
-func (f *flight) startedOn(ref string) *provider.Result {
+func (f *runState) startedOn(ref string) *provider.Result {
 	f.ref, f.woke = ref, true
 	p := f.pending
 	f.pending = nil
@@ -649,8 +663,8 @@ func (e *Engine) join(h *home, cause string, operator bool) (*flight, *verdict, 
 			return nil, nil, errWakeRateLimited(d)
 		}
 	}
-	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), early: make(chan struct{}),
-		started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}
+	f := &flight{done: make(chan struct{}), runState: &runState{ready: make(chan struct{}),
+		early: make(chan struct{}), started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}}
 	f.ctx, f.abort = context.WithCancelCause(e.ctx)
 	f.phase.Store("queued")
 	h.flight = f
