@@ -43,9 +43,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // Backend is everything the admin API asks of the control plane.
@@ -128,7 +128,7 @@ type Instance interface {
 	// About returns the instance's name, version and state.
 	About() About
 	// Events returns the engine's event bus (nil when there is none).
-	Events() *wake.Bus
+	Events() *events.Bus
 }
 
 // About is what the status route says of the instance itself.

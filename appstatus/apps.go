@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/registry"
@@ -128,7 +129,7 @@ type Options struct {
 	// Routes is the gateway's route table. Required.
 	Routes Routes
 	// Events receives app.phase events; nil publishes none.
-	Events *wake.Bus
+	Events *events.Bus
 	// Log receives phase changes; nil is slog.Default().
 	Log *slog.Logger
 	// Desired stores an operator's desired state of an app (stopped or
@@ -413,7 +414,7 @@ func (a *Apps) observe(ap *observedApp, f *observation) {
 		ap.phases.addLocked(PhaseChange{At: ob.ObservedAt, Phase: ob.Phase, Reason: ob.Reason, Message: ob.Message})
 		// Published under the app's lock, so that its events keep the
 		// order of what happened to it (a stop's withdrawal comes after).
-		a.o.Events.Publish(wake.Event{Type: wake.EventAppPhase, App: ap.spec.Slug, Home: ap.spec.Home,
+		a.o.Events.Publish(events.Event{Type: wake.EventAppPhase, App: ap.spec.Slug, Home: ap.spec.Home,
 			Phase: string(ob.Phase), Reason: ob.Reason, Message: ob.Message, Time: ob.ObservedAt})
 	}
 	ap.mu.Unlock()

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // Event types of apps registered and removed at runtime.
@@ -67,7 +67,7 @@ func (a *Apps) Put(s registry.App) *Pulse {
 	// moment it is (a request for the app), and its events come after
 	// the registration.
 	a.o.Log.Info("app registered", "app", s.Slug, "replaced", prev != nil)
-	a.o.Events.Publish(wake.Event{Type: EventAppRegistered, App: s.Slug, Home: s.Home, Message: msg})
+	a.o.Events.Publish(events.Event{Type: EventAppRegistered, App: s.Slug, Home: s.Home, Message: msg})
 	a.tab.Store(set)
 	return &ap.pulse
 }
@@ -91,7 +91,7 @@ func (a *Apps) Remove(slug string) bool {
 	a.setMu.Unlock()
 	prev.end()
 	a.o.Log.Info("app removed", "app", slug)
-	a.o.Events.Publish(wake.Event{Type: EventAppRemoved, App: slug, Home: prev.spec.Home, Message: "the app was removed"})
+	a.o.Events.Publish(events.Event{Type: EventAppRemoved, App: slug, Home: prev.spec.Home, Message: "the app was removed"})
 	return true
 }
 

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/events"
 )
 
 // When an app is observed (the gateway's observation loop waits with
@@ -189,7 +189,7 @@ func (a *Apps) AwaitObservation(ctx context.Context, slug string) bool {
 // event of the home (a wake started, ended or failed, a suspend, a roll),
 // until Apps closes. An event dropped for this subscriber only delays the
 // kick to the app's next due observation.
-func (a *Apps) followHomes(sub *wake.Subscription) {
+func (a *Apps) followHomes(sub *events.Subscription) {
 	defer a.wg.Done()
 	defer sub.Close()
 	for {

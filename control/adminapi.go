@@ -7,6 +7,7 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -75,7 +76,7 @@ type WakeEngine interface {
 	Refresh(ctx context.Context, id string) (wake.RefreshResult, error)
 	Target(ctx context.Context) (registry.Target, error)
 	SetTarget(ctx context.Context, t registry.Target) (registry.Target, error)
-	Events() *wake.Bus
+	Events() *events.Bus
 }
 
 // SessionView is what the admin API reads of the sessions counted on
@@ -177,7 +178,7 @@ func (a *AdminAPI[H]) About() admin.About {
 }
 
 // Events returns the engine's event bus.
-func (a *AdminAPI[H]) Events() *wake.Bus { return a.d.Engine.Events() }
+func (a *AdminAPI[H]) Events() *events.Bus { return a.d.Engine.Events() }
 
 // FleetInstances lists the live gateways of the fleet from their session
 // reports (the heartbeat), for the admin status; nil for a gateway on its

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -57,7 +58,7 @@ type Draining interface {
 // withdrawals go to.
 type AppEngine interface {
 	appstatus.Homes
-	Events() *wake.Bus
+	Events() *events.Bus
 }
 
 // AppTableOptions are what an AppTable is built from; every field is
@@ -107,7 +108,7 @@ type AppTable[A AppRoute] struct {
 	onChange func()
 
 	log      *slog.Logger
-	events   *wake.Bus
+	events   *events.Bus
 	store    registry.Store
 	instance string
 	draining Draining
@@ -312,7 +313,7 @@ func (t *AppTable[A]) SelfProbe(ctx context.Context, slug string) (int, error) {
 	}
 	if !r.SetPublished(true) {
 		t.log.Info("route published", "app", slug, "status", code)
-		t.events.Publish(wake.Event{Type: wake.EventRoutePublished, App: slug, Home: ac.Home,
+		t.events.Publish(events.Event{Type: wake.EventRoutePublished, App: slug, Home: ac.Home,
 			Message: "the self-probe through the gateway passed (" + strconv.Itoa(code) + ")"})
 	}
 	return code, nil
@@ -330,7 +331,7 @@ func (t *AppTable[A]) Withdraw(slug, reason string) {
 	} else {
 		t.log.Info("route withdrawn", "app", slug, "reason", reason, "note", msg)
 	}
-	t.events.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.Config().Home, Reason: reason,
+	t.events.Publish(events.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.Config().Home, Reason: reason,
 		Message: msg})
 }
 

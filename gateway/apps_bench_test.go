@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -22,7 +23,7 @@ func BenchmarkAppPublish(b *testing.B) {
 	gw.waitReason(b, "x", appstatus.ReasonUnhealthy)
 	sub := gw.g.Engine().Events().Subscribe(64)
 	defer sub.Close()
-	next := func(typ string) wake.Event {
+	next := func(typ string) events.Event {
 		deadline := time.After(testbin.WaitLimit)
 		for {
 			select {

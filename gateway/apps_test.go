@@ -19,6 +19,7 @@ import (
 
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
@@ -406,7 +407,7 @@ func TestAppRefreshTimeoutReturnsLastStatus(t *testing.T) {
 }
 
 // appEvents collects app x's events from sub until want of them arrived.
-func appEvents(t *testing.T, sub *wake.Subscription, app string, want int) []string {
+func appEvents(t *testing.T, sub *events.Subscription, app string, want int) []string {
 	t.Helper()
 	var out []string
 	deadline := time.After(testbin.WaitLimit)

@@ -34,6 +34,7 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/edge"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/h1serve"
 	"github.com/wakegate/wakegate/probe"
@@ -249,7 +250,7 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 			WSTimeout: pc.WSTimeout,
 			Settle:    pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: g.log.With("component", "wake"),
-		Events:    wake.NewBus(256),
+		Events:    events.NewBus(256),
 		Roll:      wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
 		Metrics:   em,
 		AdmitWake: g.admitWake,

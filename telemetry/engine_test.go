@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -54,7 +55,7 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 	for i := range homes {
 		static.Endpoints[fmt.Sprintf("h%d", i)] = "http://" + ln.Addr().String()
 	}
-	bus := wake.NewBus(16)
+	bus := events.NewBus(16)
 	stuck := bus.Subscribe(1) // a subscriber that never reads
 	t.Cleanup(stuck.Close)
 	em := NewEngine()

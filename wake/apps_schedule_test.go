@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -167,7 +168,7 @@ func TestAppScheduleHomeChangeKicks(t *testing.T) {
 	if err := r.eng.Suspend(ctx, rigHome); err != nil {
 		t.Fatal(err)
 	}
-	bus.Publish(wake.Event{Type: wake.EventSuspend, Home: rigHome})
+	bus.Publish(events.Event{Type: wake.EventSuspend, Home: rigHome})
 	testbin.Eventually(t, "the app observed with its home asleep", func() bool {
 		st, _ := apps.Status("kick")
 		return st.Reason == appstatus.ReasonHomeSleeping

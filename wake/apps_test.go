@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
@@ -34,7 +35,7 @@ import (
 // sends upstream, as the gateway does for an app without strip_prefix.
 type standInRoutes struct {
 	eng      *wake.Engine
-	bus      *wake.Bus
+	bus      *events.Bus
 	specs    map[string]registry.App
 	offline  map[string]bool
 	fullPath map[string]bool
@@ -84,7 +85,7 @@ func (r *standInRoutes) SelfProbe(ctx context.Context, slug string) (int, error)
 	defer r.mu.Unlock()
 	if !r.public[slug] {
 		r.public[slug] = true
-		r.bus.Publish(wake.Event{Type: wake.EventRoutePublished, App: slug})
+		r.bus.Publish(events.Event{Type: wake.EventRoutePublished, App: slug})
 	}
 	return res.StatusCode, nil
 }
@@ -94,7 +95,7 @@ func (r *standInRoutes) Withdraw(slug, reason string) {
 	defer r.mu.Unlock()
 	if r.public[slug] {
 		r.public[slug] = false
-		r.bus.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Reason: reason})
+		r.bus.Publish(events.Event{Type: wake.EventRouteWithdrawn, App: slug, Reason: reason})
 	}
 }
 
@@ -105,7 +106,7 @@ func testApp(slug string) registry.App {
 	return a
 }
 
-func newApps(t *testing.T, eng *wake.Engine, specs ...registry.App) (*appstatus.Apps, *wake.Bus) {
+func newApps(t *testing.T, eng *wake.Engine, specs ...registry.App) (*appstatus.Apps, *events.Bus) {
 	t.Helper()
 	a, rt := newAppsWithRoutes(t, eng, specs...)
 	return a, rt.bus
@@ -114,7 +115,7 @@ func newApps(t *testing.T, eng *wake.Engine, specs ...registry.App) (*appstatus.
 // newAppsWithRoutes is newApps returning the route table stand-in too.
 func newAppsWithRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*appstatus.Apps, *standInRoutes) {
 	t.Helper()
-	bus := wake.NewBus(64)
+	bus := events.NewBus(64)
 	rt := &standInRoutes{eng: eng, bus: bus, specs: map[string]registry.App{}, public: map[string]bool{},
 		offline: map[string]bool{}, fullPath: map[string]bool{}}
 	for _, s := range specs {
@@ -134,7 +135,7 @@ func newAppsWithRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*
 
 // appTrail returns the events of the bus so far, as "type phase/reason",
 // after the apps' registrations.
-func appTrail(bus *wake.Bus) []string {
+func appTrail(bus *events.Bus) []string {
 	var out []string
 	for _, e := range bus.Recent() {
 		if e.Type == appstatus.EventAppRegistered {

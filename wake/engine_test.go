@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/demohome"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
@@ -40,7 +41,7 @@ const (
 // waitEvents waits until at least n events of the given types were
 // published (a wake publishes its event, after its log line, just after it
 // releases its callers) and returns every one of those types seen so far.
-func (r *rig) waitEvents(n int, types ...string) []wake.Event {
+func (r *rig) waitEvents(n int, types ...string) []events.Event {
 	r.t.Helper()
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
@@ -55,7 +56,7 @@ func (r *rig) waitEvents(n int, types ...string) []wake.Event {
 		}
 	}
 	for {
-		var got []wake.Event
+		var got []events.Event
 		for _, ev := range r.seen {
 			if slices.Contains(types, ev.Type) {
 				got = append(got, ev)
@@ -112,9 +113,9 @@ type rig struct {
 	sess  *proxy.Sessions
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
-	bus   *wake.Bus
-	sub   *wake.Subscription
-	seen  []wake.Event // events read from sub, in order
+	bus   *events.Bus
+	sub   *events.Subscription
+	seen  []events.Event // events read from sub, in order
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -140,7 +141,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.command != nil {
 		command = o.command
 	}
-	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}, bus: wake.NewBus(64)}
+	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}, bus: events.NewBus(64)}
 	r.sub = r.bus.Subscribe(4096)
 	t.Cleanup(r.sub.Close)
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -76,7 +77,7 @@ type Options struct {
 	// Log receives one line per wake and suspend.
 	Log *slog.Logger
 	// Events receives wake, suspend and failure events; nil publishes none.
-	Events *Bus
+	Events *events.Bus
 	// Roll configures rolls onto the registered target (roll.go); the zero
 	// value turns rolls off.
 	Roll RollOptions
@@ -431,7 +432,7 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 }
 
 // Events returns the engine's event bus (nil when none was configured).
-func (e *Engine) Events() *Bus { return e.o.Events }
+func (e *Engine) Events() *events.Bus { return e.o.Events }
 
 // Changed returns a channel closed at the next change of key, a home's id
 // or an app's slug (Bus.Changed; nil when the engine has no bus).
@@ -668,7 +669,7 @@ func (e *Engine) join(h *home, cause string, operator bool) (*flight, *verdict, 
 	f.ctx, f.abort = context.WithCancelCause(e.ctx)
 	f.phase.Store("queued")
 	h.flight = f
-	e.o.Events.Publish(Event{Type: EventWakeStart, Home: h.spec.ID, Cause: f.cause})
+	e.o.Events.Publish(events.Event{Type: EventWakeStart, Home: h.spec.ID, Cause: f.cause})
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -23,13 +24,13 @@ func closed(ch <-chan struct{}) bool {
 // Touch, never for other keys, and is not dropped when every subscriber's
 // buffer is full: 10,000 events past a stuck subscriber still close it.
 func TestBusChangedNeverDrops(t *testing.T) {
-	b := wake.NewBus(4)
+	b := events.NewBus(4)
 	stuck := b.Subscribe(1)
 	defer stuck.Close()
 
 	h1, h2, app := b.Changed("h1"), b.Changed("h2"), b.Changed("shop")
 	for range 10_000 {
-		b.Publish(wake.Event{Type: wake.EventWakeStart, Home: "h9"})
+		b.Publish(events.Event{Type: wake.EventWakeStart, Home: "h9"})
 	}
 	if closed(h1) || closed(h2) || closed(app) {
 		t.Fatal("an event about another home woke a watcher")
@@ -37,11 +38,11 @@ func TestBusChangedNeverDrops(t *testing.T) {
 	if b.Dropped() == 0 {
 		t.Fatal("the stuck subscriber dropped nothing: the test does not load the bus")
 	}
-	b.Publish(wake.Event{Type: wake.EventWakeReady, Home: "h1"})
+	b.Publish(events.Event{Type: wake.EventWakeReady, Home: "h1"})
 	if !closed(h1) || closed(h2) {
 		t.Fatalf("after h1's event: h1 closed %v, h2 closed %v", closed(h1), closed(h2))
 	}
-	b.Publish(wake.Event{Type: wake.EventAppPhase, App: "shop", Home: "h2"})
+	b.Publish(events.Event{Type: wake.EventAppPhase, App: "shop", Home: "h2"})
 	if !closed(app) || !closed(h2) {
 		t.Fatal("an app's event must wake the watchers of the app and of its home")
 	}
@@ -54,7 +55,7 @@ func TestBusChangedNeverDrops(t *testing.T) {
 	if !closed(again) {
 		t.Fatal("Touch did not wake the watcher")
 	}
-	var nilBus *wake.Bus
+	var nilBus *events.Bus
 	if nilBus.Changed("h1") != nil {
 		t.Fatal("a nil bus must return a channel that never fires")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
@@ -50,7 +51,7 @@ func lcListener(t *testing.T) (addr string, accepted *atomic.Int64) {
 
 // lcEngine is an engine on store with one static home h1 at endpoint,
 // proven by a tcp probe.
-func lcEngine(t *testing.T, store registry.Store, instance, endpoint string, bus *wake.Bus) *wake.Engine {
+func lcEngine(t *testing.T, store registry.Store, instance, endpoint string, bus *events.Bus) *wake.Engine {
 	t.Helper()
 	o := lcOptions(t, store, proxy.NewSessions(), endpoint)
 	o.Instance, o.Events = instance, bus

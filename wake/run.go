@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -687,7 +688,7 @@ func (w *wakeRun) timeout(what string, err error) error {
 func (w *wakeRun) finish(err error) {
 	e := w.e
 	total := time.Since(w.start)
-	ev := Event{Home: w.h.spec.ID, Cause: w.f.cause, Joined: int(w.f.joined.Load()),
+	ev := events.Event{Home: w.h.spec.ID, Cause: w.f.cause, Joined: int(w.f.joined.Load()),
 		TotalMS: ms(total), ProviderMS: ms(w.providerAt), ProbeMS: ms(w.probeAt)}
 	attrs := []any{
 		"home", w.h.spec.ID, "cause", w.f.cause, "joined", w.f.joined.Load(),
