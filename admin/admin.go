@@ -42,9 +42,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // Backend is everything the admin API asks of the control plane.
@@ -111,7 +112,7 @@ type Apps interface {
 	DeleteApp(ctx context.Context, slug string, ifMatch uint64) error
 	// RefreshApp observes slug now and, with a wait phase, until it is in
 	// that phase. An app that failed is no error: its view says so.
-	RefreshApp(ctx context.Context, slug string, wait wake.Phase) (AppView, error)
+	RefreshApp(ctx context.Context, slug string, wait appstatus.Phase) (AppView, error)
 	// StartApp, StopApp and RestartApp run an app operation and wait up to
 	// budget (0: the engine's default) for its phase. When the wait runs
 	// out they return the app's view with a fault.Timeout error.
@@ -127,7 +128,7 @@ type Instance interface {
 	// About returns the instance's name, version and state.
 	About() About
 	// Events returns the engine's event bus (nil when there is none).
-	Events() *wake.Bus
+	Events() *events.Bus
 }
 
 // About is what the status route says of the instance itself.

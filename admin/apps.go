@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/fault"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // AppView is an app as the admin API shows it: its config and its last
@@ -50,7 +50,7 @@ type AppView struct {
 	Generation uint64 `json:"generation,omitempty"`
 	// Phases are the app's last phase changes here, newest first (only in
 	// the answer of GET /admin/apps/{slug}).
-	Phases []wake.PhaseChange `json:"phases,omitempty"`
+	Phases []appstatus.PhaseChange `json:"phases,omitempty"`
 	// Checks is the app's health-check schedule here (only in the answer
 	// of GET /admin/apps/{slug}).
 	Checks *AppChecks `json:"checks,omitempty"`
@@ -76,7 +76,7 @@ type AppChecks struct {
 }
 
 // ChecksOf is the view of an app's observation schedule s.
-func ChecksOf(s wake.ObserveSchedule) *AppChecks {
+func ChecksOf(s appstatus.ObserveSchedule) *AppChecks {
 	at := func(t time.Time) *time.Time {
 		if t.IsZero() {
 			return nil
@@ -90,8 +90,8 @@ func ChecksOf(s wake.ObserveSchedule) *AppChecks {
 
 // RouteView is one entry of the route table.
 type RouteView struct {
-	Slug  string          `json:"slug"`
-	State wake.RouteState `json:"state"`
+	Slug  string               `json:"slug"`
+	State appstatus.RouteState `json:"state"`
 }
 
 // MaxAppWait bounds the ?wait= of an app operation.
@@ -136,7 +136,7 @@ func (s *Server) writeAppResult(w http.ResponseWriter, r *http.Request, v AppVie
 func (s *Server) listApps(w http.ResponseWriter, r *http.Request) {
 	apps := s.b.ListApps()
 	if ph := r.URL.Query().Get("phase"); ph != "" {
-		if !slices.Contains(appPhases, wake.Phase(ph)) {
+		if !slices.Contains(appPhases, appstatus.Phase(ph)) {
 			s.fail(w, r, fault.New(fault.Invalid, "invalid",
 				fmt.Sprintf("phase: want one of starting, ready, stopped, failed, unknown; got %q", ph)).WithField("phase"))
 			return
@@ -147,7 +147,7 @@ func (s *Server) listApps(w http.ResponseWriter, r *http.Request) {
 }
 
 // appPhases are the values of ?phase=.
-var appPhases = []wake.Phase{wake.PhaseStarting, wake.PhaseReady, wake.PhaseStopped, wake.PhaseFailed, wake.PhaseUnknown}
+var appPhases = []appstatus.Phase{appstatus.PhaseStarting, appstatus.PhaseReady, appstatus.PhaseStopped, appstatus.PhaseFailed, appstatus.PhaseUnknown}
 
 func (s *Server) getApp(w http.ResponseWriter, r *http.Request) {
 	v, err := s.b.GetApp(chi.URLParam(r, "slug"))
@@ -185,9 +185,9 @@ func (s *Server) putApp(w http.ResponseWriter, r *http.Request) {
 // with the last status when it runs out. A failed app is answered with 200
 // and its failed phase.
 func (s *Server) refreshApp(w http.ResponseWriter, r *http.Request) {
-	wait := wake.Phase(r.URL.Query().Get("wait"))
+	wait := appstatus.Phase(r.URL.Query().Get("wait"))
 	switch wait {
-	case "", wake.PhaseReady, wake.PhaseStopped, wake.PhaseStarting, wake.PhaseFailed:
+	case "", appstatus.PhaseReady, appstatus.PhaseStopped, appstatus.PhaseStarting, appstatus.PhaseFailed:
 	default:
 		s.fail(w, r, fault.New(fault.Invalid, "invalid",
 			"wait: want ready, stopped, starting or failed, got "+strconv.Quote(string(wait))).WithField("wait"))

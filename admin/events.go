@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // eventPing is how often an idle event stream gets a comment line, so that
@@ -60,7 +60,7 @@ type eventStream struct {
 }
 
 // send writes ev unless the client already has it.
-func (st *eventStream) send(ev wake.Event) error {
+func (st *eventStream) send(ev events.Event) error {
 	if ev.Seq <= st.after {
 		return nil
 	}
@@ -77,7 +77,7 @@ func (st *eventStream) send(ev wake.Event) error {
 
 // follow writes each new event of sub, and a ping when idle, until the
 // request ends or a write fails.
-func (st *eventStream) follow(r *http.Request, sub *wake.Subscription) {
+func (st *eventStream) follow(r *http.Request, sub *events.Subscription) {
 	ping := time.NewTicker(eventPing)
 	defer ping.Stop()
 	for {

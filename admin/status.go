@@ -8,9 +8,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/web"
 )
 
@@ -136,7 +136,7 @@ func problems(homes []HomeView, apps []AppView, draining bool) []string {
 	}
 	for _, ap := range apps {
 		switch {
-		case ap.Phase == string(wake.PhaseFailed):
+		case ap.Phase == string(appstatus.PhaseFailed):
 			out = append(out, fmt.Sprintf("app %s is failed: %s", ap.Slug, ap.Message))
 		case ap.Hint != "":
 			// Held back by a mistake an operator can correct (the hint).

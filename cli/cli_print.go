@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -150,9 +151,9 @@ func printAppDetail(w io.Writer, body []byte) error {
 // routeWords says what a route state means.
 func routeWords(state string) string {
 	switch state {
-	case string(wake.RoutePublished):
+	case string(appstatus.RoutePublished):
 		return "published (everyone reaches the app)"
-	case string(wake.RouteCandidate):
+	case string(appstatus.RouteCandidate):
 		return "candidate (only the gateway's self-probe reaches the app)"
 	case "":
 		return "none (not routed yet)"

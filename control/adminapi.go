@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -39,7 +41,7 @@ type AdminDeps[H Route] struct {
 	// optional capabilities (logs, restarts, usage, containment) add to a
 	// home's detail.
 	Providers map[string]provider.Provider
-	// AppObserver is the observer of the apps (wake.Apps); AppRoutes the
+	// AppObserver is the observer of the apps (appstatus.Apps); AppRoutes the
 	// app route table.
 	AppObserver AppObserver
 	AppRoutes   AppRoutes
@@ -74,10 +76,8 @@ type WakeEngine interface {
 	Refresh(ctx context.Context, id string) (wake.RefreshResult, error)
 	Target(ctx context.Context) (registry.Target, error)
 	SetTarget(ctx context.Context, t registry.Target) (registry.Target, error)
-	Events() *wake.Bus
+	Events() *events.Bus
 }
-
-var _ WakeEngine = (*wake.Engine)(nil)
 
 // SessionView is what the admin API reads of the sessions counted on
 // this gateway (proxy.Sessions).
@@ -87,22 +87,20 @@ type SessionView interface {
 	Kinds(id string) proxy.SessionKinds
 }
 
-var _ SessionView = (*proxy.Sessions)(nil)
-
-// AppObserver is what the admin API asks of the app observer (wake.Apps):
+// AppObserver is what the admin API asks of the app observer (appstatus.Apps):
 // statuses, observations and operations.
 type AppObserver interface {
-	List() []wake.AppStatus
-	Status(slug string) (wake.AppStatus, bool)
-	PhaseHistory(slug string) []wake.PhaseChange
-	Schedule(slug string) (wake.ObserveSchedule, bool)
-	Refresh(ctx context.Context, slug string, waitFor wake.Phase) (wake.AppStatus, error)
-	Start(ctx context.Context, slug string, budget time.Duration) (wake.AppStatus, error)
-	Stop(ctx context.Context, slug string, budget time.Duration) (wake.AppStatus, error)
-	Restart(ctx context.Context, slug string, budget time.Duration) (wake.AppStatus, error)
+	List() []appstatus.Status
+	Status(slug string) (appstatus.Status, bool)
+	PhaseHistory(slug string) []appstatus.PhaseChange
+	Schedule(slug string) (appstatus.ObserveSchedule, bool)
+	Refresh(ctx context.Context, slug string, waitFor appstatus.Phase) (appstatus.Status, error)
+	Start(ctx context.Context, slug string, budget time.Duration) (appstatus.Status, error)
+	Stop(ctx context.Context, slug string, budget time.Duration) (appstatus.Status, error)
+	Restart(ctx context.Context, slug string, budget time.Duration) (appstatus.Status, error)
 }
 
-var _ AppObserver = (*wake.Apps)(nil)
+var _ AppObserver = (*appstatus.Apps)(nil)
 
 // ServedApp is an app the route table serves: as registered, with its
 // stored generation (0 for an app of the config).
@@ -180,7 +178,7 @@ func (a *AdminAPI[H]) About() admin.About {
 }
 
 // Events returns the engine's event bus.
-func (a *AdminAPI[H]) Events() *wake.Bus { return a.d.Engine.Events() }
+func (a *AdminAPI[H]) Events() *events.Bus { return a.d.Engine.Events() }
 
 // FleetInstances lists the live gateways of the fleet from their session
 // reports (the heartbeat), for the admin status; nil for a gateway on its

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // The app side of the admin API: views of apps, their registration through
@@ -24,7 +24,7 @@ func (a *AdminAPI[H]) app(slug string) (ServedApp, error) {
 }
 
 // appView is ar as the admin API shows it, with its status st.
-func (a *AdminAPI[H]) appView(ar ServedApp, st wake.AppStatus) admin.AppView {
+func (a *AdminAPI[H]) appView(ar ServedApp, st appstatus.Status) admin.AppView {
 	v := admin.AppView{Slug: ar.App.Slug, Kind: ar.App.Kind, Home: ar.App.Home, Upstream: safeURL(ar.App.Upstream),
 		URL: a.d.AppRoutes.URL(ar.App.Slug), Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
 		ProbeStatus: st.ProbeStatus, Operation: st.Operation, Stale: st.Stale, Hint: st.Hint, Source: "config"}
@@ -36,7 +36,7 @@ func (a *AdminAPI[H]) appView(ar ServedApp, st wake.AppStatus) admin.AppView {
 		v.ObservedAt = &t
 	}
 	if v.Phase == "" {
-		v.Phase = string(wake.PhaseUnknown)
+		v.Phase = string(appstatus.PhaseUnknown)
 	}
 	return v
 }
@@ -100,7 +100,7 @@ func (a *AdminAPI[H]) DeleteApp(ctx context.Context, slug string, ifMatch uint64
 
 // RefreshApp observes the app now and, with wait, until it is in that
 // phase.
-func (a *AdminAPI[H]) RefreshApp(ctx context.Context, slug string, wait wake.Phase) (admin.AppView, error) {
+func (a *AdminAPI[H]) RefreshApp(ctx context.Context, slug string, wait appstatus.Phase) (admin.AppView, error) {
 	ar, err := a.app(slug)
 	if err != nil {
 		return admin.AppView{}, err
@@ -125,9 +125,9 @@ func (a *AdminAPI[H]) RestartApp(ctx context.Context, slug string, budget time.D
 	return a.operate(ctx, slug, budget, a.d.AppObserver.Restart)
 }
 
-// operate runs one of wake.Apps' operations on the app at slug.
+// operate runs one of appstatus.Apps' operations on the app at slug.
 func (a *AdminAPI[H]) operate(ctx context.Context, slug string, budget time.Duration,
-	op func(context.Context, string, time.Duration) (wake.AppStatus, error)) (admin.AppView, error) {
+	op func(context.Context, string, time.Duration) (appstatus.Status, error)) (admin.AppView, error) {
 	ar, err := a.app(slug)
 	if err != nil {
 		return admin.AppView{}, err
@@ -143,7 +143,7 @@ func (a *AdminAPI[H]) operate(ctx context.Context, slug string, budget time.Dura
 // longer shown), with a timeout error when the wait ran out (the view
 // shows the operation phase the app was in), and the error alone when the
 // app was not observed.
-func (a *AdminAPI[H]) appResult(ar ServedApp, st wake.AppStatus, err error) (admin.AppView, error) {
+func (a *AdminAPI[H]) appResult(ar ServedApp, st appstatus.Status, err error) (admin.AppView, error) {
 	if err == nil {
 		if cur, ok := a.d.AppObserver.Status(ar.App.Slug); ok {
 			st = cur
@@ -157,7 +157,7 @@ func (a *AdminAPI[H]) appResult(ar ServedApp, st wake.AppStatus, err error) (adm
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return v, err
-	case st.Phase == wake.PhaseFailed:
+	case st.Phase == appstatus.PhaseFailed:
 		return v, nil
 	}
 	return v, err
@@ -168,9 +168,9 @@ func (a *AdminAPI[H]) ListRoutes() []admin.RouteView {
 	sts := a.d.AppObserver.List()
 	out := make([]admin.RouteView, len(sts))
 	for i, st := range sts {
-		state := wake.RouteCandidate
+		state := appstatus.RouteCandidate
 		if a.d.AppRoutes.Published(st.Slug) {
-			state = wake.RoutePublished
+			state = appstatus.RoutePublished
 		}
 		out[i] = admin.RouteView{Slug: st.Slug, State: state}
 	}

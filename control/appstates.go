@@ -57,7 +57,7 @@ func (t *AppTable[A]) LoadStates(ctx context.Context) error {
 	return nil
 }
 
-// storeState writes slug's desired state (wake.AppsOptions.Desired).
+// storeState writes slug's desired state (appstatus.Options.Desired).
 // A concurrent writer's record is read again and overwritten: the last
 // operator's word wins.
 func (t *AppTable[A]) storeState(ctx context.Context, slug string, stopped bool) error {

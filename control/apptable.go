@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -35,7 +38,7 @@ type AppRoute interface {
 	// whether it was published before.
 	SetPublished(on bool) (was bool)
 	// SetPulse gives the app the observer's record of its answers.
-	SetPulse(p *wake.AppPulse)
+	SetPulse(p *appstatus.Pulse)
 }
 
 // AppRouteMaker builds the candidate route of an app whose defaults are
@@ -50,13 +53,21 @@ type Draining interface {
 	Draining() bool
 }
 
+// AppEngine is what an AppTable asks of the wake engine: the homes its
+// apps run in, for their observer, and the bus its publications and
+// withdrawals go to.
+type AppEngine interface {
+	appstatus.Homes
+	Events() *events.Bus
+}
+
 // AppTableOptions are what an AppTable is built from; every field is
 // required.
 type AppTableOptions[A AppRoute] struct {
 	Routes AppRouteMaker[A]
 	// Engine answers for the runtime of apps in homes; its events carry
 	// the table's publications and withdrawals.
-	Engine *wake.Engine
+	Engine AppEngine
 	// Store keeps the apps' desired states; Instance names this gateway
 	// as their writer.
 	Store    registry.Store
@@ -68,8 +79,8 @@ type AppTableOptions[A AppRoute] struct {
 }
 
 // AppTable is this instance's app route table (DESIGN rules 11-14): one
-// route per app, by slug, with the observer of the apps (wake.Apps) and
-// one observation loop per app. It is the wake.AppRoutes the observer
+// route per app, by slug, with the observer of the apps (appstatus.Apps) and
+// one observation loop per app. It is the appstatus.Routes the observer
 // walks its ladder against, the Apps the registrar changes and the table
 // the request path reads (route.Apps).
 //
@@ -88,16 +99,16 @@ type AppTable[A AppRoute] struct {
 	// change serialises installs and removals; the registrar holds it
 	// across the store write that goes with one.
 	change sync.Mutex
-	apps   *wake.Apps // the observer: statuses, refreshes, operations
-	states appStates  // the stored desired states (appstates.go)
-	loops  appLoops   // one observation loop per app
+	apps   *appstatus.Apps // the observer: statuses, refreshes, operations
+	states appStates       // the stored desired states (appstates.go)
+	loops  appLoops        // one observation loop per app
 	probe  *SelfProber
 	build  AppRouteMaker[A]
 	// onChange, when set, runs after every change of the table.
 	onChange func()
 
 	log      *slog.Logger
-	events   *wake.Bus
+	events   *events.Bus
 	store    registry.Store
 	instance string
 	draining Draining
@@ -109,7 +120,7 @@ func NewAppTable[A AppRoute](o AppTableOptions[A]) *AppTable[A] {
 	t := &AppTable[A]{probe: o.Prober, build: o.Routes, log: o.Log, events: o.Engine.Events(),
 		store: o.Store, instance: o.Instance, draining: o.Draining}
 	t.routes.Store(&map[string]A{})
-	t.apps = wake.NewApps(wake.AppsOptions{Engine: o.Engine, Routes: t, Events: t.events,
+	t.apps = appstatus.New(appstatus.Options{Homes: o.Engine, Routes: t, Events: t.events,
 		Log: o.Log.With("component", "apps"), Desired: t.storeState})
 	return t
 }
@@ -129,7 +140,7 @@ func (t *AppTable[A]) All() map[string]A { return *t.routes.Load() }
 
 // Observer is the app observer: statuses, refreshes, waits and the start,
 // stop and restart operations.
-func (t *AppTable[A]) Observer() *wake.Apps { return t.apps }
+func (t *AppTable[A]) Observer() *appstatus.Apps { return t.apps }
 
 // OnChange has f run after every change of the table (host names follow
 // the apps). Set it before Run.
@@ -252,7 +263,7 @@ func (t *AppTable[A]) intervals() map[string]time.Duration {
 
 // observe is one app's observation loop: it observes the app at once and
 // then whenever the observer's schedule says (every health interval, less
-// often while the app passes; wake/apps_schedule.go), until ctx is done.
+// often while the app passes; appstatus/schedule.go), until ctx is done.
 // Observations are skipped while the gateway drains.
 func (t *AppTable[A]) observe(ctx context.Context, slug string, _ time.Duration) {
 	for {
@@ -272,21 +283,21 @@ func (t *AppTable[A]) Close() {
 }
 
 // RouteState returns slug's route state; ok is false until the gateway
-// listens (wake.AppRoutes).
-func (t *AppTable[A]) RouteState(slug string) (wake.RouteState, bool) {
+// listens (appstatus.Routes).
+func (t *AppTable[A]) RouteState(slug string) (appstatus.RouteState, bool) {
 	r, ok := t.Lookup(slug)
 	if !ok || !t.probe.Ready() {
 		return "", false
 	}
 	if r.Published() {
-		return wake.RoutePublished, true
+		return appstatus.RoutePublished, true
 	}
-	return wake.RouteCandidate, true
+	return appstatus.RouteCandidate, true
 }
 
 // SelfProbe sends GET /apps/{slug}{health.path} through the gateway's own
 // listener with the probe token and publishes the route when the status
-// passes the app kind's rules (wake.AppRoutes).
+// passes the app kind's rules (appstatus.Routes).
 func (t *AppTable[A]) SelfProbe(ctx context.Context, slug string) (int, error) {
 	r, ok := t.Lookup(slug)
 	if !ok || !t.probe.Ready() {
@@ -297,18 +308,18 @@ func (t *AppTable[A]) SelfProbe(ctx context.Context, slug string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("self-probe %s: %w", slug, err)
 	}
-	if !wake.StatusPasses(code, ac.API()) {
+	if !probe.StatusPasses(code, ac.API()) {
 		return code, fmt.Errorf("self-probe %s: status %d %s", slug, code, http.StatusText(code))
 	}
 	if !r.SetPublished(true) {
 		t.log.Info("route published", "app", slug, "status", code)
-		t.events.Publish(wake.Event{Type: wake.EventRoutePublished, App: slug, Home: ac.Home,
+		t.events.Publish(events.Event{Type: wake.EventRoutePublished, App: slug, Home: ac.Home,
 			Message: "the self-probe through the gateway passed (" + strconv.Itoa(code) + ")"})
 	}
 	return code, nil
 }
 
-// Withdraw unpublishes slug's route (wake.AppRoutes).
+// Withdraw unpublishes slug's route (appstatus.Routes).
 func (t *AppTable[A]) Withdraw(slug, reason string) {
 	r, ok := t.Lookup(slug)
 	if !ok || !r.SetPublished(false) {
@@ -320,14 +331,14 @@ func (t *AppTable[A]) Withdraw(slug, reason string) {
 	} else {
 		t.log.Info("route withdrawn", "app", slug, "reason", reason, "note", msg)
 	}
-	t.events.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.Config().Home, Reason: reason,
+	t.events.Publish(events.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.Config().Home, Reason: reason,
 		Message: msg})
 }
 
 // RouteEntry is one entry of the route table as the operator sees it.
 type RouteEntry struct {
-	Slug  string          `json:"slug"`
-	State wake.RouteState `json:"state"`
+	Slug  string               `json:"slug"`
+	State appstatus.RouteState `json:"state"`
 }
 
 // Routes returns a snapshot of the route table, by slug in the observer's
@@ -336,9 +347,9 @@ func (t *AppTable[A]) Routes() []RouteEntry {
 	list := t.apps.List()
 	out := make([]RouteEntry, 0, len(list))
 	for _, st := range list {
-		state := wake.RouteCandidate
+		state := appstatus.RouteCandidate
 		if t.Published(st.Slug) {
-			state = wake.RoutePublished
+			state = appstatus.RoutePublished
 		}
 		out = append(out, RouteEntry{Slug: st.Slug, State: state})
 	}
@@ -350,9 +361,9 @@ func (t *AppTable[A]) Routes() []RouteEntry {
 // home suspended when idle, the app stopped, replaced or removed).
 func withdrawnNote(reason string) (string, bool) {
 	switch reason {
-	case wake.ReasonHomeSleeping, wake.ReasonHomeWaking:
+	case appstatus.ReasonHomeSleeping, appstatus.ReasonHomeWaking:
 		return "the app's home sleeps; the route is withdrawn until the next wake proves it again", false
-	case wake.ReasonStopped:
+	case appstatus.ReasonStopped:
 		return "the app is stopped; the route is withdrawn until it is started", false
 	case "replaced", "removed":
 		return "the app was " + reason + "; its route is withdrawn", false
@@ -432,8 +443,8 @@ func (l *appLoops) stop(slug string) {
 }
 
 var (
-	_ wake.AppRoutes = (*AppTable[AppRoute])(nil)
-	_ Apps           = (*AppTable[AppRoute])(nil)
+	_ appstatus.Routes = (*AppTable[AppRoute])(nil)
+	_ Apps             = (*AppTable[AppRoute])(nil)
 )
 
 // Served returns the app served at slug (AppRoutes).

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
@@ -22,16 +23,16 @@ type testRoute struct {
 	cfg       registry.App
 	gen       uint64
 	published atomic.Bool
-	pulse     atomic.Pointer[wake.AppPulse]
+	pulse     atomic.Pointer[appstatus.Pulse]
 }
 
-func (r *testRoute) Config() *registry.App     { return &r.cfg }
-func (r *testRoute) Prefix() string            { return "/apps/" + r.cfg.Slug }
-func (r *testRoute) Generation() uint64        { return r.gen }
-func (r *testRoute) HomeID() string            { return "" }
-func (r *testRoute) Published() bool           { return r.published.Load() }
-func (r *testRoute) SetPublished(on bool) bool { return r.published.Swap(on) }
-func (r *testRoute) SetPulse(p *wake.AppPulse) { r.pulse.Store(p) }
+func (r *testRoute) Config() *registry.App       { return &r.cfg }
+func (r *testRoute) Prefix() string              { return "/apps/" + r.cfg.Slug }
+func (r *testRoute) Generation() uint64          { return r.gen }
+func (r *testRoute) HomeID() string              { return "" }
+func (r *testRoute) Published() bool             { return r.published.Load() }
+func (r *testRoute) SetPublished(on bool) bool   { return r.published.Swap(on) }
+func (r *testRoute) SetPulse(p *appstatus.Pulse) { r.pulse.Store(p) }
 
 // testMaker builds the table's entries.
 type testMaker struct{}
@@ -129,7 +130,7 @@ func TestAppTableOnlyAPassingSelfProbePublishes(t *testing.T) {
 	}
 
 	l := startListener(t, p)
-	if st, ok := tab.RouteState("docs"); !ok || st != wake.RouteCandidate {
+	if st, ok := tab.RouteState("docs"); !ok || st != appstatus.RouteCandidate {
 		t.Fatalf("route state %q, %v; want a candidate", st, ok)
 	}
 	l.own.Store(http.StatusNotFound)
@@ -146,14 +147,14 @@ func TestAppTableOnlyAPassingSelfProbePublishes(t *testing.T) {
 	if got := *l.lastOwn.Load(); got != "/apps/docs/health" {
 		t.Errorf("self-probe path %q, want /apps/docs/health", got)
 	}
-	if st, _ := tab.RouteState("docs"); st != wake.RoutePublished || !tab.Published("docs") {
+	if st, _ := tab.RouteState("docs"); st != appstatus.RoutePublished || !tab.Published("docs") {
 		t.Fatalf("route state %q after a passing self-probe; want published", st)
 	}
 	if l.admits.Load() != 2 || l.leaked.Load() != 0 {
 		t.Errorf("admitted %d self-probes (want 2), %d kept the probe header", l.admits.Load(), l.leaked.Load())
 	}
 
-	tab.Withdraw("docs", wake.ReasonStopped)
+	tab.Withdraw("docs", appstatus.ReasonStopped)
 	if tab.Published("docs") {
 		t.Fatal("still published after Withdraw")
 	}

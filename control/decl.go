@@ -4,6 +4,7 @@ import (
 	"reflect"
 
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -13,7 +14,7 @@ import (
 // token.
 func DeclSpec(d config.HomeDecl, token string) wake.HomeSpec {
 	return wake.HomeSpec{ID: d.ID, Target: d.Target, Provider: d.Provider, Version: d.Version,
-		RelayToken: token, IdleTimeout: d.IdleTimeout, Probe: wake.ProbeKind(d.Probe.Kind),
+		RelayToken: token, IdleTimeout: d.IdleTimeout, Probe: probe.Kind(d.Probe.Kind),
 		ProbePath: d.Probe.Path, ProbeStatuses: d.Probe.Statuses, ProbeSettle: d.Probe.Settle.Duration(),
 		ReadyTimeout: d.ReadyTimeout, Settings: d.Settings}
 }

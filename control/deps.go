@@ -75,8 +75,6 @@ type Engine interface {
 	Forget(ctx context.Context, id string)
 }
 
-var _ Engine = (*wake.Engine)(nil)
-
 // Sessions counts who uses a home (proxy.Sessions): a reload does not
 // remove a home in use.
 type Sessions interface {

@@ -16,9 +16,10 @@
 //
 // It changes the gateway's home table and asks the engine, the store
 // and the sessions through small interfaces of its own (deps.go for the
-// registrar, adminapi.go for the admin side, FleetEngine and FleetStore for
-// the fleet), which the gateway, the engine and the sessions implement; it
-// never imports the gateway, and it reads the data plane only through
+// registrar, adminapi.go for the admin side, AppEngine for the app table,
+// FleetEngine and FleetStore for the fleet), which the gateway, the engine
+// and the sessions implement (the gateway checks that they do,
+// gateway/capabilities.go); it never imports the gateway, and it reads the data plane only through
 // those interfaces. Only the adminapi*.go files know package admin: they
 // convert its requests into the control plane's declarations
 // (config.HomeDecl, registry.App) and its answers into admin's views; the
@@ -51,6 +52,6 @@
 // every conflict, and a target routes one home,
 // whoever holds its claim in the store's target index. Rules 11-13 (an
 // app's phase ladder, the statuses that pass, coalesced refreshes) live in
-// wake (wake.Apps); the AppTable is the route table that ladder checks
-// and the owner of the loops that run it.
+// package appstatus (appstatus.Apps); the AppTable is the route table
+// that ladder checks and the owner of the loops that run it.
 package control

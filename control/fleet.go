@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -31,10 +32,8 @@ type FleetEngine interface {
 	Release(ctx context.Context, ids []string)
 	// Drop drops home id's warm verdict here.
 	Drop(id string)
-	Events() *wake.Bus
+	Events() *events.Bus
 }
-
-var _ FleetEngine = (*wake.Engine)(nil)
 
 // FleetOptions are a Fleet's inputs besides the engine and the registrar
 // (Attach).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -40,7 +41,7 @@ func (f *Fleet[H]) shareVerdicts(ctx context.Context) {
 	r := f.store
 	r.OnVerdictDropped(f.engine.Drop)
 	defer r.OnVerdictDropped(nil)
-	var events <-chan wake.Event
+	var events <-chan events.Event
 	if bus := f.engine.Events(); bus != nil {
 		sub := bus.Subscribe(fleetDropQueue)
 		defer sub.Close()

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -18,10 +20,10 @@ func BenchmarkAppPublish(b *testing.B) {
 	const interval = 200 * time.Millisecond
 	up := newTestUpstream(b, "/h", statusHandler(http.StatusServiceUnavailable))
 	gw := startAppGateway(b, "apps:\n"+appEntry("x", up.URL, "api", "    health: {path: /h, interval: 200ms}\n    min_refresh: 1ms\n    failure_threshold: 1\n"))
-	gw.waitReason(b, "x", wake.ReasonUnhealthy)
+	gw.waitReason(b, "x", appstatus.ReasonUnhealthy)
 	sub := gw.g.Engine().Events().Subscribe(64)
 	defer sub.Close()
-	next := func(typ string) wake.Event {
+	next := func(typ string) events.Event {
 		deadline := time.After(testbin.WaitLimit)
 		for {
 			select {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // TestAppQuietHome: an app in a python3 -m http.server home (which logs
@@ -42,7 +42,7 @@ apps:
 		t.Fatalf("first request: %d", res.StatusCode)
 	}
 	apps := a.g.Apps()
-	sched := func() wake.ObserveSchedule {
+	sched := func() appstatus.ObserveSchedule {
 		s, _ := apps.Schedule("files")
 		return s
 	}
@@ -95,7 +95,7 @@ apps:
 	}
 	testbin.Eventually(t, "the sleeping home's app route withdrawn", func() bool {
 		st, _ := apps.Status("files")
-		return st.Reason == wake.ReasonHomeSleeping && st.Route == wake.RouteCandidate
+		return st.Reason == appstatus.ReasonHomeSleeping && st.Route == appstatus.RouteCandidate
 	})
 	if s := sched(); s.Streak != 0 || s.Interval != 50*time.Millisecond {
 		t.Fatalf("schedule after the suspend: %+v; want the 50ms interval", s)

@@ -17,9 +17,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -148,7 +151,7 @@ func (gw *appGateway) get(t testing.TB, path string, hdr map[string]string) (int
 }
 
 // status returns the app's stored status.
-func (gw *appGateway) status(t testing.TB, slug string) wake.AppStatus {
+func (gw *appGateway) status(t testing.TB, slug string) appstatus.Status {
 	t.Helper()
 	st, ok := gw.g.Apps().Status(slug)
 	if !ok {
@@ -158,9 +161,9 @@ func (gw *appGateway) status(t testing.TB, slug string) wake.AppStatus {
 }
 
 // waitPhase waits (guarded by testbin's limit) for slug's phase and reason.
-func (gw *appGateway) waitReason(t testing.TB, slug, reason string) wake.AppStatus {
+func (gw *appGateway) waitReason(t testing.TB, slug, reason string) appstatus.Status {
 	t.Helper()
-	var st wake.AppStatus
+	var st appstatus.Status
 	testbin.Eventually(t, slug+" reason "+reason, func() bool {
 		st = gw.status(t, slug)
 		return st.Reason == reason
@@ -168,7 +171,7 @@ func (gw *appGateway) waitReason(t testing.TB, slug, reason string) wake.AppStat
 	return st
 }
 
-func (gw *appGateway) route(slug string) wake.RouteState {
+func (gw *appGateway) route(slug string) appstatus.RouteState {
 	for _, r := range gw.g.Routes() {
 		if r.Slug == slug {
 			return r.State
@@ -185,20 +188,20 @@ func appEntry(slug, upstream, kind, extra string) string {
 func TestAppPublishedOnlyAfterSelfProbe(t *testing.T) {
 	up := newTestUpstream(t, "/healthz", statusHandler(http.StatusServiceUnavailable))
 	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "api", "    strip_prefix: true\n    health: {path: /healthz, interval: 50ms}\n    min_refresh: 10ms\n"))
-	st := gw.waitReason(t, "x", wake.ReasonUnhealthy)
-	if st.Phase != wake.PhaseFailed || st.Route != wake.RouteCandidate {
+	st := gw.waitReason(t, "x", appstatus.ReasonUnhealthy)
+	if st.Phase != appstatus.PhaseFailed || st.Route != appstatus.RouteCandidate {
 		t.Fatalf("unhealthy upstream: %+v", st)
 	}
 	code, reason, body := gw.get(t, "/apps/x/healthz", nil)
-	if code != http.StatusServiceUnavailable || reason != wake.ReasonUnhealthy || !strings.Contains(body, `"code":"app_failed"`) {
+	if code != http.StatusServiceUnavailable || reason != appstatus.ReasonUnhealthy || !strings.Contains(body, `"code":"app_failed"`) {
 		t.Fatalf("before the self-probe passed: %d %q %s; want 503 naming the reason", code, reason, body)
 	}
 	if n := up.probes.Load(); n != 0 {
 		t.Fatalf("an unhealthy app was self-probed %d times (the ladder stops at health)", n)
 	}
 	up.set(statusHandler(http.StatusOK))
-	st = gw.waitReason(t, "x", wake.ReasonReady)
-	if st.Phase != wake.PhaseReady || st.Route != wake.RoutePublished || st.ProbeStatus != 200 {
+	st = gw.waitReason(t, "x", appstatus.ReasonReady)
+	if st.Phase != appstatus.PhaseReady || st.Route != appstatus.RoutePublished || st.ProbeStatus != 200 {
 		t.Fatalf("healthy upstream: %+v", st)
 	}
 	if up.probes.Load() == 0 {
@@ -226,19 +229,19 @@ func TestAppHealthyDirectlyButNotThroughGatewayNeverPublishes(t *testing.T) {
 	// through the gateway gets 404.
 	up := newTestUpstream(t, "/healthz", onlyAt("/healthz", http.StatusOK))
 	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "ui", "    health: {path: /healthz, interval: 20ms}\n    min_refresh: 1ms\n"))
-	st := gw.waitReason(t, "x", wake.ReasonProbeFailed)
-	if st.Phase != wake.PhaseStarting || st.ProbeStatus != http.StatusNotFound || !strings.Contains(st.Message, "404") {
+	st := gw.waitReason(t, "x", appstatus.ReasonProbeFailed)
+	if st.Phase != appstatus.PhaseStarting || st.ProbeStatus != http.StatusNotFound || !strings.Contains(st.Message, "404") {
 		t.Fatalf("status %+v; want starting/probe-failed naming 404", st)
 	}
 	testbin.Eventually(t, "more self-probes", func() bool { return up.probes.Load() >= 5 })
 	if up.health.Load() == 0 {
 		t.Fatal("no direct health check reached the upstream")
 	}
-	if r := gw.route("x"); r != wake.RouteCandidate {
+	if r := gw.route("x"); r != appstatus.RouteCandidate {
 		t.Fatalf("route %s after failed self-probes; want candidate", r)
 	}
 	code, reason, body := gw.get(t, "/apps/x/healthz", map[string]string{"Accept": "text/html"})
-	if code != http.StatusServiceUnavailable || reason != wake.ReasonProbeFailed || !strings.Contains(body, "<html") || !strings.Contains(body, "404") {
+	if code != http.StatusServiceUnavailable || reason != appstatus.ReasonProbeFailed || !strings.Contains(body, "<html") || !strings.Contains(body, "404") {
 		t.Fatalf("user request: %d %q %s; want a 503 page with the reason and the status seen", code, reason, body)
 	}
 }
@@ -263,8 +266,8 @@ func TestAppProbeHeaderFromOutsideIsOrdinary(t *testing.T) {
 	y := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
 	gw := startAppGateway(t, "apps:\n"+appEntry("x", x.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n")+
 		appEntry("y", y.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n"))
-	gw.waitReason(t, "x", wake.ReasonProbeFailed)
-	gw.waitReason(t, "y", wake.ReasonReady)
+	gw.waitReason(t, "x", appstatus.ReasonProbeFailed)
+	gw.waitReason(t, "y", appstatus.ReasonReady)
 	token := gw.g.ProbeToken()
 	if len(token) < 32 {
 		t.Fatalf("probe token %q is too short", token)
@@ -279,7 +282,7 @@ func TestAppProbeHeaderFromOutsideIsOrdinary(t *testing.T) {
 	before := len(x.seenHeaders())
 	for name, hdr := range cases {
 		code, reason, body := gw.get(t, "/apps/x/other", hdr)
-		if code != http.StatusServiceUnavailable || reason != wake.ReasonProbeFailed {
+		if code != http.StatusServiceUnavailable || reason != appstatus.ReasonProbeFailed {
 			t.Errorf("%s: candidate answered %d %q %s; want 503 probe-failed", name, code, reason, body)
 		}
 		if code, _, body := gw.get(t, "/apps/y/other", hdr); code != http.StatusOK {
@@ -310,16 +313,16 @@ func TestAppStatusRulesByKind(t *testing.T) {
 	up := newTestUpstream(t, "/h", statusHandler(http.StatusUnauthorized))
 	gw := startAppGateway(t, "apps:\n"+appEntry("api", up.URL, "api", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n")+
 		appEntry("ui", up.URL, "ui", "    health: {path: /h, interval: 20ms}\n    min_refresh: 1ms\n"))
-	if st := gw.waitReason(t, "api", wake.ReasonReady); st.Route != wake.RoutePublished || st.ProbeStatus != 401 {
+	if st := gw.waitReason(t, "api", appstatus.ReasonReady); st.Route != appstatus.RoutePublished || st.ProbeStatus != 401 {
 		t.Fatalf("API app answering 401: %+v; want ready and published", st)
 	}
-	st := gw.waitReason(t, "ui", wake.ReasonUnhealthy)
-	if st.Phase == wake.PhaseReady || st.Route != wake.RouteCandidate || !strings.Contains(st.Message, "401") {
+	st := gw.waitReason(t, "ui", appstatus.ReasonUnhealthy)
+	if st.Phase == appstatus.PhaseReady || st.Route != appstatus.RouteCandidate || !strings.Contains(st.Message, "401") {
 		t.Fatalf("UI app answering 401: %+v; want not ready", st)
 	}
 	for _, code := range []int{400, 404, 500, 503} {
 		for _, api := range []bool{false, true} {
-			if wake.StatusPasses(code, api) {
+			if probe.StatusPasses(code, api) {
 				t.Errorf("status %d passes (api %v)", code, api)
 			}
 		}
@@ -330,10 +333,10 @@ func TestAppStartPeriod(t *testing.T) {
 	up := newTestUpstream(t, "/h", statusHandler(http.StatusInternalServerError))
 	gw := startAppGateway(t, "apps:\n"+appEntry("grace", up.URL, "ui", "    health: {path: /h, interval: 20ms, start_period: 1h}\n")+
 		appEntry("nograce", up.URL, "ui", "    health: {path: /h, interval: 20ms}\n"))
-	if st := gw.waitReason(t, "grace", wake.ReasonHealthStarting); st.Phase != wake.PhaseStarting {
+	if st := gw.waitReason(t, "grace", appstatus.ReasonHealthStarting); st.Phase != appstatus.PhaseStarting {
 		t.Fatalf("unhealthy inside the start period: %+v; want starting", st)
 	}
-	if st := gw.waitReason(t, "nograce", wake.ReasonUnhealthy); st.Phase != wake.PhaseFailed || !strings.Contains(st.Message, "500") {
+	if st := gw.waitReason(t, "nograce", appstatus.ReasonUnhealthy); st.Phase != appstatus.PhaseFailed || !strings.Contains(st.Message, "500") {
 		t.Fatalf("unhealthy after the start period: %+v; want failed", st)
 	}
 }
@@ -351,7 +354,7 @@ func TestAppConcurrentRefreshesShareOneProbe(t *testing.T) {
 	const n = 50
 	var started, wg sync.WaitGroup
 	started.Add(n)
-	results := make(chan wake.AppStatus, n)
+	results := make(chan appstatus.Status, n)
 	for range n {
 		wg.Go(func() {
 			started.Done()
@@ -368,7 +371,7 @@ func TestAppConcurrentRefreshesShareOneProbe(t *testing.T) {
 	wg.Wait()
 	close(results)
 	for st := range results {
-		if st.Phase != wake.PhaseReady {
+		if st.Phase != appstatus.PhaseReady {
 			t.Errorf("a refresh returned %+v", st)
 		}
 	}
@@ -380,7 +383,7 @@ func TestAppConcurrentRefreshesShareOneProbe(t *testing.T) {
 func TestAppRefreshTimeoutReturnsLastStatus(t *testing.T) {
 	up := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
 	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "api", "    health: {path: /h, interval: 1h, timeout: 1h}\n    min_refresh: 1ms\n    refresh_timeout: 200ms\n"))
-	ready := gw.waitReason(t, "x", wake.ReasonReady)
+	ready := gw.waitReason(t, "x", appstatus.ReasonReady)
 	release := make(chan struct{})
 	defer close(release)
 	up.set(func(w http.ResponseWriter, r *http.Request) {
@@ -398,13 +401,13 @@ func TestAppRefreshTimeoutReturnsLastStatus(t *testing.T) {
 	if guard.Err() != nil {
 		t.Fatal("the refresh was not bounded by refresh_timeout")
 	}
-	if !st.Stale || st.Phase != wake.PhaseReady || !st.ObservedAt.Equal(ready.ObservedAt) {
+	if !st.Stale || st.Phase != appstatus.PhaseReady || !st.ObservedAt.Equal(ready.ObservedAt) {
 		t.Fatalf("timed-out refresh returned %+v; want the last stored status %+v, marked stale", st, ready)
 	}
 }
 
 // appEvents collects app x's events from sub until want of them arrived.
-func appEvents(t *testing.T, sub *wake.Subscription, app string, want int) []string {
+func appEvents(t *testing.T, sub *events.Subscription, app string, want int) []string {
 	t.Helper()
 	var out []string
 	deadline := time.After(testbin.WaitLimit)
@@ -429,10 +432,10 @@ func appEvents(t *testing.T, sub *wake.Subscription, app string, want int) []str
 func TestAppUnpublishedAfterFailuresAndRepublished(t *testing.T) {
 	up := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
 	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "api", "    health: {path: /h, interval: 1h}\n    min_refresh: 1h\n    failure_threshold: 3\n"))
-	gw.waitReason(t, "x", wake.ReasonReady)
+	gw.waitReason(t, "x", appstatus.ReasonReady)
 	sub := gw.g.Engine().Events().Subscribe(64)
 	defer sub.Close()
-	observe := func() wake.AppStatus {
+	observe := func() appstatus.Status {
 		st, err := gw.g.Apps().RefreshSince(context.Background(), "x", time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -442,16 +445,16 @@ func TestAppUnpublishedAfterFailuresAndRepublished(t *testing.T) {
 	up.stop()
 	for i := 1; i <= 3; i++ {
 		st := observe()
-		want := wake.RoutePublished
+		want := appstatus.RoutePublished
 		if i == 3 {
-			want = wake.RouteCandidate
+			want = appstatus.RouteCandidate
 		}
-		if st.Reason != wake.ReasonEndpointNotReady || st.Route != want {
+		if st.Reason != appstatus.ReasonEndpointNotReady || st.Route != want {
 			t.Fatalf("observation %d of a dead upstream: %+v; want endpoint-not-ready with route %s", i, st, want)
 		}
 	}
 	code, reason, body := gw.get(t, "/apps/x/y", nil)
-	if code != http.StatusServiceUnavailable || reason != wake.ReasonEndpointNotReady {
+	if code != http.StatusServiceUnavailable || reason != appstatus.ReasonEndpointNotReady {
 		t.Fatalf("unpublished app answered %d %q", code, reason)
 	}
 	// The caller learns the phase and a sentence; the upstream's address
@@ -478,7 +481,7 @@ func TestAppUnpublishedAfterFailuresAndRepublished(t *testing.T) {
 		return false
 	})
 	up.restart(t)
-	if st := observe(); st.Phase != wake.PhaseReady || st.Route != wake.RoutePublished {
+	if st := observe(); st.Phase != appstatus.PhaseReady || st.Route != appstatus.RoutePublished {
 		t.Fatalf("recovered upstream: %+v; want ready and published again", st)
 	}
 	got := appEvents(t, sub, "x", 4)
@@ -503,8 +506,8 @@ apps:
     health: {interval: 20ms}
     min_refresh: 1ms
 `)
-	st := gw.waitReason(t, "demo", wake.ReasonHomeSleeping)
-	if st.Phase != wake.PhaseStarting || st.Route != wake.RouteCandidate {
+	st := gw.waitReason(t, "demo", appstatus.ReasonHomeSleeping)
+	if st.Phase != appstatus.PhaseStarting || st.Route != appstatus.RouteCandidate {
 		t.Fatalf("sleeping home: %+v", st)
 	}
 	// A browser gets the waiting page at once (hold 0s); the page's poll
@@ -517,7 +520,7 @@ apps:
 		_, _, body := gw.get(t, "/_wakegate/wake/app/demo", nil)
 		return strings.Contains(body, `"ready":true`)
 	})
-	if st := gw.status(t, "demo"); st.Route != wake.RoutePublished {
+	if st := gw.status(t, "demo"); st.Route != appstatus.RoutePublished {
 		t.Fatalf("poll said ready with route %s", st.Route)
 	}
 	code, _, body = gw.get(t, "/apps/demo/whoami", nil)
@@ -528,7 +531,7 @@ apps:
 	// is presented as sleeping and unpublished again.
 	testbin.Eventually(t, "the home to be suspended and the route withdrawn", func() bool {
 		st := gw.status(t, "demo")
-		return st.Reason == wake.ReasonHomeSleeping && st.Route == wake.RouteCandidate
+		return st.Reason == appstatus.ReasonHomeSleeping && st.Route == appstatus.RouteCandidate
 	})
 	// An API request wakes it again and is answered once a self-probe of
 	// the woken home passed.
@@ -536,7 +539,7 @@ apps:
 	if code != http.StatusOK {
 		t.Fatalf("API request to the sleeping app: %d %s", code, body)
 	}
-	if st := gw.status(t, "demo"); st.Route != wake.RoutePublished {
+	if st := gw.status(t, "demo"); st.Route != appstatus.RoutePublished {
 		t.Fatalf("answered while the route is %s", st.Route)
 	}
 }
@@ -574,7 +577,7 @@ apps:
 		}
 	}()
 	st, err := g.Apps().RefreshSince(context.Background(), "x", time.Now())
-	if err != nil || st.Phase != wake.PhaseStarting || st.Reason != wake.ReasonRoutePending {
+	if err != nil || st.Phase != appstatus.PhaseStarting || st.Reason != appstatus.ReasonRoutePending {
 		t.Fatalf("before Serve: %+v, %v; want starting/route-pending", st, err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -592,6 +595,6 @@ apps:
 	}()
 	testbin.Eventually(t, "the app is ready once the gateway serves", func() bool {
 		st, _ = g.Apps().RefreshSince(context.Background(), "x", time.Now())
-		return st.Phase == wake.PhaseReady
+		return st.Phase == appstatus.PhaseReady
 	})
 }

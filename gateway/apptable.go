@@ -3,10 +3,10 @@ package gateway
 import (
 	"net/http"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/route"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // appTable is the app route table (control.AppTable over the request
@@ -55,7 +55,7 @@ func (p selfProbes) hygiene(r *http.Request) (*http.Request, bool) {
 
 // Apps returns the app observer: statuses, refreshes, waits and the start,
 // stop and restart operations (for the admin API).
-func (g *Gateway) Apps() *wake.Apps { return g.routeTab.Observer() }
+func (g *Gateway) Apps() *appstatus.Apps { return g.routeTab.Observer() }
 
 // AppRoute is one entry of the route table.
 type AppRoute = control.RouteEntry

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/tlsfront"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // Certificate operations: the front door's obtained, renewed and failed
@@ -51,7 +51,7 @@ const maxExpiryNames = 100
 
 // publishCertEvent puts a certificate event on the engine's event stream.
 func (g *Gateway) publishCertEvent(ev tlsfront.Event) {
-	e := wake.Event{Type: "certificate.obtained", Message: "certificate obtained for " + ev.Identifier}
+	e := events.Event{Type: "certificate.obtained", Message: "certificate obtained for " + ev.Identifier}
 	switch {
 	case ev.Name == "cert_failed":
 		e.Type, e.Message = "certificate.failed", "certificate not obtained for "+ev.Identifier

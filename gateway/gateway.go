@@ -34,8 +34,10 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/edge"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/h1serve"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -244,11 +246,11 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		WarmTTL: cfg.Wake.WarmTTL, ReadyTimeout: cfg.Wake.ReadyTimeout, RetryAfter: cfg.Wake.RetryAfter,
 		MaxConcurrent: cfg.Wake.MaxConcurrent, FailureBackoff: cfg.Wake.FailureBackoff,
 		FailureBackoffMax: cfg.Wake.FailureBackoffMax,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeKind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
+		Probe: probe.Spec{Kind: probe.Kind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
 			WSTimeout: pc.WSTimeout,
 			Settle:    pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: g.log.With("component", "wake"),
-		Events:    wake.NewBus(256),
+		Events:    events.NewBus(256),
 		Roll:      wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
 		Metrics:   em,
 		AdmitWake: g.admitWake,

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // hintPython runs a real `python3 -m http.server` serving an empty
@@ -47,12 +47,12 @@ apps:
     upstream: %s
     health: {interval: 1h, timeout: 2s}
 `, py))
-	var st wake.AppStatus
+	var st appstatus.Status
 	testbin.Eventually(t, "the app's self-probe to get 404", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		st, _ = gw.g.Apps().Refresh(ctx, "py", "")
-		return st.Reason == wake.ReasonProbeFailed && st.ProbeStatus == http.StatusNotFound
+		return st.Reason == appstatus.ReasonProbeFailed && st.ProbeStatus == http.StatusNotFound
 	})
 	if !strings.Contains(st.Hint, "strip_prefix: true") {
 		t.Fatalf("hint %q does not name strip_prefix", st.Hint)

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/appstatus"
 )
 
 // Hostile traffic through the real gateway: upstreams that answer before
@@ -240,7 +240,7 @@ func hostileGateway(t *testing.T, up *hostileUpstream, http1 string, tlsOn bool)
 		conf += "tls:\n  mode: internal\n  names: [soak.test]\n  http_listen: \"\"\n"
 	}
 	gw := startAppGateway(t, conf)
-	gw.waitReason(t, "h", wake.ReasonReady)
+	gw.waitReason(t, "h", appstatus.ReasonReady)
 	w := soakWire{addr: strings.TrimPrefix(gw.base, "http://")}
 	if tlsOn {
 		pemRoot, err := os.ReadFile(filepath.Join(gw.data, "internal-ca", "root.crt"))

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -154,8 +155,8 @@ func TestRuntimeAppRegistry(t *testing.T) {
 	}
 	// Unhealthy inside its start period: 503 with the phase, never 200.
 	res, body := e2eGet(t, pub, appURL, nil)
-	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("X-Wakegate-App-Phase") != string(wake.PhaseStarting) ||
-		res.Header.Get("X-Wakegate-App-Reason") != wake.ReasonHealthStarting {
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("X-Wakegate-App-Phase") != string(appstatus.PhaseStarting) ||
+		res.Header.Get("X-Wakegate-App-Reason") != appstatus.ReasonHealthStarting {
 		t.Fatalf("before the app is healthy: %d %v %s", res.StatusCode, res.Header, body)
 	}
 	if n := up.count("/apps/live/x"); n != 0 {
@@ -173,7 +174,7 @@ func TestRuntimeAppRegistry(t *testing.T) {
 	if v := admDecode[rtAppView](t, body); v.Phase != "ready" || v.Route != "published" {
 		t.Fatalf("published app: %s", body)
 	}
-	rtWantEvents(t, a, "live", wake.EventAppRegistered, wake.EventAppPhase, wake.EventRoutePublished)
+	rtWantEvents(t, a, "live", appstatus.EventAppRegistered, wake.EventAppPhase, wake.EventRoutePublished)
 
 	// Replace: a stale If-Match is refused and changes nothing.
 	spec["health"] = map[string]any{"path": "/gated/b", "interval": "20ms"}
@@ -232,7 +233,7 @@ func TestRuntimeAppRegistry(t *testing.T) {
 			t.Fatal("the deleted app is still in the route table")
 		}
 	}
-	rtWantEvents(t, a, "live", wake.EventRouteWithdrawn, wake.EventAppRemoved)
+	rtWantEvents(t, a, "live", wake.EventRouteWithdrawn, appstatus.EventAppRemoved)
 	// The phase gauge counts the two apps left (demo and ctl).
 	testbin.Eventually(t, "wakegate_app_phase to count two apps", func() bool {
 		return admValue(a.scrape(t), "wakegate_app_phase", nil) == 2

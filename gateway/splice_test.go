@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // TestLargeBodiesThroughGateway checks bodies of 256 KiB and 1 MiB, which
@@ -39,7 +39,7 @@ func TestLargeBodiesThroughGateway(t *testing.T) {
 	// own listener has passed; the requests below go around it.
 	testbin.Eventually(t, "the app ready", func() bool {
 		st, ok := gw.g.Apps().Status("big")
-		return ok && st.Phase == wake.PhaseReady
+		return ok && st.Phase == appstatus.PhaseReady
 	})
 	front := httptest.NewServer(gw.g.Handler())
 	defer front.Close()

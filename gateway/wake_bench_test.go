@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
@@ -209,7 +210,7 @@ func BenchmarkColdStampede(b *testing.B) {
 }
 
 // readyAt drains sub and returns the time of the last wake.ready event.
-func readyAt(sub *wake.Subscription) (time.Time, bool) {
+func readyAt(sub *events.Subscription) (time.Time, bool) {
 	var at time.Time
 	for {
 		select {

@@ -4,8 +4,8 @@ import (
 	"net/url"
 	"sync/atomic"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // App is one app's entry in the app route table, as the request path
@@ -24,7 +24,7 @@ type App struct {
 	published atomic.Bool
 	// pulse records the app's answers to forwarded requests (passive
 	// observations); set once the observer has the app.
-	pulse atomic.Pointer[wake.AppPulse]
+	pulse atomic.Pointer[appstatus.Pulse]
 }
 
 // NewApp returns the candidate route of ac, whose defaults are filled and
@@ -70,10 +70,10 @@ func (a *App) Published() bool { return a.published.Load() }
 func (a *App) SetPublished(on bool) (was bool) { return a.published.Swap(on) }
 
 // Pulse is the app's record of answers to forwarded requests.
-func (a *App) Pulse() *wake.AppPulse { return a.pulse.Load() }
+func (a *App) Pulse() *appstatus.Pulse { return a.pulse.Load() }
 
 // SetPulse sets the app's pulse, once the observer has the app.
-func (a *App) SetPulse(p *wake.AppPulse) { a.pulse.Store(p) }
+func (a *App) SetPulse(p *appstatus.Pulse) { a.pulse.Store(p) }
 
 // HomeID is the id of the home the app runs in, "" for an app with an
 // upstream.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/proxy"
@@ -97,7 +98,7 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
 	since := time.Now().Add(-app.cfg.MinRefresh.Duration())
-	if st, _ := p.observer.Status(slug); st.Reason == wake.ReasonHomeSleeping || st.Reason == wake.ReasonHomeWaking {
+	if st, _ := p.observer.Status(slug); st.Reason == appstatus.ReasonHomeSleeping || st.Reason == appstatus.ReasonHomeWaking {
 		// The stored observation saw the home down; it may have woken
 		// since (a /node request, a wake that finished): observe again.
 		since = time.Now()
@@ -130,7 +131,7 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 	if p.published(app) {
 		return true
 	}
-	if nav && app.home != nil && ctx.Err() != nil && r.Context().Err() == nil && st.Phase == wake.PhaseStarting {
+	if nav && app.home != nil && ctx.Err() != nil && r.Context().Err() == nil && st.Phase == appstatus.PhaseStarting {
 		p.serveWaitingPage(w, r, route, waitFrom)
 		return false
 	}
@@ -140,7 +141,7 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 
 // writeAppNotReady answers 503 for an app whose route is not published:
 // JSON for API callers, a page for browsers (appNotReady).
-func (p *Path) writeAppNotReady(w http.ResponseWriter, r *http.Request, st wake.AppStatus) {
+func (p *Path) writeAppNotReady(w http.ResponseWriter, r *http.Request, st appstatus.Status) {
 	p.writeError(w, r, appNotReady(st, p.conf().RetryAfter))
 }
 
@@ -150,18 +151,18 @@ func (p *Path) writeAppNotReady(w http.ResponseWriter, r *http.Request, st wake.
 // observation's own message, which may name an upstream's address or a
 // path, is the cause: it goes to the log with the request id, never to the
 // caller (DESIGN rule 23).
-func appNotReady(st wake.AppStatus, retry time.Duration) error {
+func appNotReady(st appstatus.Status, retry time.Duration) error {
 	kind, msg := fault.NotReady, "The app is starting; try again shortly."
 	switch {
-	case st.Reason == wake.ReasonProbeFailed && st.ProbeStatus != 0:
+	case st.Reason == appstatus.ReasonProbeFailed && st.ProbeStatus != 0:
 		// The status seen is the app's own answer, no internal detail.
 		msg = fmt.Sprintf("The app is starting; its last check through the gateway got %d %s.",
 			st.ProbeStatus, http.StatusText(st.ProbeStatus))
-	case st.Phase == wake.PhaseStopped:
+	case st.Phase == appstatus.PhaseStopped:
 		msg = "The app is stopped."
-	case st.Phase == wake.PhaseFailed:
+	case st.Phase == appstatus.PhaseFailed:
 		kind, msg = fault.Failed, "The app is not working at the moment."
-	case st.Phase == wake.PhaseUnknown:
+	case st.Phase == appstatus.PhaseUnknown:
 		msg = "The app has not been checked yet; try again shortly."
 	}
 	e := fault.Wrap(kind, "app_"+string(st.Phase), msg, fmt.Errorf("app %s is %s (%s): %s", st.Slug, st.Phase, st.Reason, st.Message)).

@@ -8,9 +8,12 @@
 //	connection slot (homeconns.go) -> proxy
 //
 // It reads the home and app tables (Homes, Apps: the entries it reads,
-// Home and App, are its own), the wake engine and its settings as values,
-// and calls nothing back in the gateway that built it; it imports neither
-// gateway nor control.
+// Home and App, are its own) and its settings as values; it asks the wake
+// engine, the app observer, the session count and the proxy through small
+// interfaces of its own (deps.go: Engine, Observer, Sessions, Forwarder),
+// which the gateway fills with the concrete values, and calls nothing
+// back in the gateway that built it; it imports neither gateway nor
+// control.
 //
 // DESIGN rules that live here:
 //

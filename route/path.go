@@ -11,7 +11,6 @@ import (
 
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/web"
 )
 
@@ -24,10 +23,10 @@ import (
 type Path struct {
 	homes    Homes
 	apps     Apps
-	observer *wake.Apps
-	engine   *wake.Engine
-	sessions *proxy.Sessions
-	proxy    *proxy.Proxy
+	observer Observer
+	engine   Engine
+	sessions Sessions
+	proxy    Forwarder
 	conns    *HomeConns
 	gate     *Gate
 	records  HomeRecords
@@ -120,10 +119,10 @@ type DisplayNames interface {
 type Options struct {
 	Homes    Homes
 	Apps     Apps
-	Observer *wake.Apps // statuses, refreshes and waits of apps
-	Engine   *wake.Engine
-	Sessions *proxy.Sessions
-	Proxy    *proxy.Proxy
+	Observer Observer // statuses, refreshes and waits of apps
+	Engine   Engine
+	Sessions Sessions
+	Proxy    Forwarder
 	Conns    *HomeConns
 	Gate     *Gate
 	Records  HomeRecords

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -65,7 +66,7 @@ func BenchmarkPathSteps(b *testing.B) {
 	r := httptest.NewRequest(http.MethodGet, "http://gw.example/apps/bench/small", nil)
 	home := NewHome(wake.HomeSpec{ID: "demo", Target: "demo"})
 	app := NewApp(registry.App{Slug: "bench", Upstream: "http://127.0.0.1:9/"}, 0, nil)
-	app.SetPulse(&wake.AppPulse{})
+	app.SetPulse(&appstatus.Pulse{})
 
 	b.Run("route/alloc", func(b *testing.B) {
 		b.ReportAllocs()

@@ -5,7 +5,7 @@ import (
 )
 
 // notePassive records, after a request for app was forwarded, that the app
-// answered it (a passive observation, wake.AppPulse): any status the
+// answered it (a passive observation, appstatus.Pulse): any status the
 // upstream sent below 500, except the gateway's own answers to the
 // caller's body (408, 413). It reads what w's Exchange already holds: no
 // clock read, lock or allocation on the request path.

@@ -100,7 +100,7 @@ func terminalPhase(phase string) bool {
 // at once and at every change of phase, until one that ends the wait
 // (ready, failed, asleep), the caller leaves, drain closes, or
 // waitStreamMax passes. It looks again only when src says that something
-// changed for its home or app (wake.Bus.Changed, which never drops), and,
+// changed for its home or app (events.Bus.Changed, which never drops), and,
 // when refreshes is set (an app), every waitRefreshEvery to ask for a
 // fresh observation of the app.
 func StreamWake(w http.ResponseWriter, r *http.Request, src WaitSource, refreshes bool, drain <-chan struct{}) {

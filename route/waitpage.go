@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/wake"
@@ -200,7 +201,7 @@ func (p *Path) waitView(ctx context.Context, s waitSubject, refresh bool) wake.W
 		}
 	}
 	st, _ := p.observer.Status(slug)
-	if st.Phase == wake.PhaseFailed || st.Phase == wake.PhaseStopped {
+	if st.Phase == appstatus.PhaseFailed || st.Phase == appstatus.PhaseStopped {
 		return wake.WakeView{Phase: wake.ViewFailed, Err: appNotReady(st, p.conf().RetryAfter)}
 	}
 	return wake.WakeView{Phase: wake.ViewProbing, Elapsed: v.Elapsed}
@@ -275,12 +276,11 @@ type waitWatch struct {
 // Changed returns the engine's signals of the next change of s's home and
 // of its app.
 func (ww waitWatch) Changed() (home, app <-chan struct{}) {
-	bus := ww.p.engine.Events()
 	if id := ww.s.homeID(ww.p); id != "" {
-		home = bus.Changed(id)
+		home = ww.p.engine.Changed(id)
 	}
 	if ww.s.app != nil {
-		app = bus.Changed(ww.s.app.cfg.Slug)
+		app = ww.p.engine.Changed(ww.s.app.cfg.Slug)
 	}
 	return home, app
 }

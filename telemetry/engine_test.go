@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry/bolt"
@@ -53,7 +55,7 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 	for i := range homes {
 		static.Endpoints[fmt.Sprintf("h%d", i)] = "http://" + ln.Addr().String()
 	}
-	bus := wake.NewBus(16)
+	bus := events.NewBus(16)
 	stuck := bus.Subscribe(1) // a subscriber that never reads
 	t.Cleanup(stuck.Close)
 	em := NewEngine()
@@ -64,7 +66,7 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 		Sessions: proxy.NewSessions(), Instance: "storm",
 		WarmTTL: time.Hour, ReadyTimeout: time.Minute, RetryAfter: time.Second,
 		MaxConcurrent: 64, FailureBackoff: time.Second,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",
 		Log: slog.New(slog.DiscardHandler), Events: bus, Metrics: em,
 	})
 	t.Cleanup(eng.Close)
@@ -151,7 +153,7 @@ func TestMetricsCountUnprovenStopOfFailedWake(t *testing.T) {
 		Sessions: proxy.NewSessions(), Instance: "stop",
 		WarmTTL: time.Hour, ReadyTimeout: 200 * time.Millisecond, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",
 		Log: slog.New(slog.DiscardHandler), Metrics: em,
 	})
 	t.Cleanup(eng.Close)

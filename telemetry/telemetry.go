@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/h1serve"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -65,7 +66,7 @@ type State interface {
 // EngineState is what the gauges read of the wake engine.
 type EngineState interface {
 	Stats() wake.Stats
-	Events() *wake.Bus
+	Events() *events.Bus
 }
 
 // Metrics are the gateway's metrics.

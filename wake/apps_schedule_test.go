@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -30,7 +32,7 @@ func newCountingUpstream(t *testing.T) *countingUpstream {
 	u.status.Store(http.StatusOK)
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.hits.Add(1)
-		if r.UserAgent() == wake.HealthCheckUserAgent {
+		if r.UserAgent() == appstatus.HealthCheckUserAgent {
 			u.mu.Lock()
 			u.checks = append(u.checks, time.Now())
 			u.mu.Unlock()
@@ -69,7 +71,7 @@ func TestAppScheduleBacksOff(t *testing.T) {
 	ctx := context.Background()
 	ms := time.Millisecond
 	for i, want := range []time.Duration{10 * ms, 20 * ms, 40 * ms, 80 * ms, 80 * ms} {
-		if st, _ := apps.RefreshSince(ctx, "quiet", time.Now()); st.Phase != wake.PhaseReady {
+		if st, _ := apps.RefreshSince(ctx, "quiet", time.Now()); st.Phase != appstatus.PhaseReady {
 			t.Fatalf("observation %d: %+v", i+1, st)
 		}
 		sch, _ := apps.Schedule("quiet")
@@ -92,7 +94,7 @@ func TestAppScheduleBacksOff(t *testing.T) {
 	}
 
 	up.status.Store(http.StatusInternalServerError)
-	if st, _ := apps.RefreshSince(ctx, "quiet", time.Now()); st.Phase == wake.PhaseReady {
+	if st, _ := apps.RefreshSince(ctx, "quiet", time.Now()); st.Phase == appstatus.PhaseReady {
 		t.Fatalf("observation of a failing app: %+v", st)
 	}
 	sch, _ = apps.Schedule("quiet")
@@ -166,10 +168,10 @@ func TestAppScheduleHomeChangeKicks(t *testing.T) {
 	if err := r.eng.Suspend(ctx, rigHome); err != nil {
 		t.Fatal(err)
 	}
-	bus.Publish(wake.Event{Type: wake.EventSuspend, Home: rigHome})
+	bus.Publish(events.Event{Type: wake.EventSuspend, Home: rigHome})
 	testbin.Eventually(t, "the app observed with its home asleep", func() bool {
 		st, _ := apps.Status("kick")
-		return st.Reason == wake.ReasonHomeSleeping
+		return st.Reason == appstatus.ReasonHomeSleeping
 	})
 	if sch, _ := apps.Schedule("kick"); sch.Streak != 0 {
 		t.Fatalf("after the home's suspend: %+v; want the streak reset", sch)

@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -32,7 +35,7 @@ import (
 // sends upstream, as the gateway does for an app without strip_prefix.
 type standInRoutes struct {
 	eng      *wake.Engine
-	bus      *wake.Bus
+	bus      *events.Bus
 	specs    map[string]registry.App
 	offline  map[string]bool
 	fullPath map[string]bool
@@ -40,16 +43,16 @@ type standInRoutes struct {
 	public   map[string]bool
 }
 
-func (r *standInRoutes) RouteState(slug string) (wake.RouteState, bool) {
+func (r *standInRoutes) RouteState(slug string) (appstatus.RouteState, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.offline[slug] {
 		return "", false
 	}
 	if r.public[slug] {
-		return wake.RoutePublished, true
+		return appstatus.RoutePublished, true
 	}
-	return wake.RouteCandidate, true
+	return appstatus.RouteCandidate, true
 }
 
 func (r *standInRoutes) SelfProbe(ctx context.Context, slug string) (int, error) {
@@ -75,14 +78,14 @@ func (r *standInRoutes) SelfProbe(ctx context.Context, slug string) (int, error)
 	}
 	_, _ = io.Copy(io.Discard, res.Body)
 	_ = res.Body.Close()
-	if !wake.StatusPasses(res.StatusCode, s.API()) {
+	if !probe.StatusPasses(res.StatusCode, s.API()) {
 		return res.StatusCode, fmt.Errorf("status %d", res.StatusCode)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.public[slug] {
 		r.public[slug] = true
-		r.bus.Publish(wake.Event{Type: wake.EventRoutePublished, App: slug})
+		r.bus.Publish(events.Event{Type: wake.EventRoutePublished, App: slug})
 	}
 	return res.StatusCode, nil
 }
@@ -92,7 +95,7 @@ func (r *standInRoutes) Withdraw(slug, reason string) {
 	defer r.mu.Unlock()
 	if r.public[slug] {
 		r.public[slug] = false
-		r.bus.Publish(wake.Event{Type: wake.EventRouteWithdrawn, App: slug, Reason: reason})
+		r.bus.Publish(events.Event{Type: wake.EventRouteWithdrawn, App: slug, Reason: reason})
 	}
 }
 
@@ -103,22 +106,26 @@ func testApp(slug string) registry.App {
 	return a
 }
 
-func newApps(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.Apps, *wake.Bus) {
+func newApps(t *testing.T, eng *wake.Engine, specs ...registry.App) (*appstatus.Apps, *events.Bus) {
 	t.Helper()
 	a, rt := newAppsWithRoutes(t, eng, specs...)
 	return a, rt.bus
 }
 
 // newAppsWithRoutes is newApps returning the route table stand-in too.
-func newAppsWithRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*wake.Apps, *standInRoutes) {
+func newAppsWithRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*appstatus.Apps, *standInRoutes) {
 	t.Helper()
-	bus := wake.NewBus(64)
+	bus := events.NewBus(64)
 	rt := &standInRoutes{eng: eng, bus: bus, specs: map[string]registry.App{}, public: map[string]bool{},
 		offline: map[string]bool{}, fullPath: map[string]bool{}}
 	for _, s := range specs {
 		rt.specs[s.Slug] = s
 	}
-	a := wake.NewApps(wake.AppsOptions{Engine: eng, Routes: rt, Events: bus})
+	o := appstatus.Options{Routes: rt, Events: bus}
+	if eng != nil { // a nil *wake.Engine is not a nil Homes
+		o.Homes = eng
+	}
+	a := appstatus.New(o)
 	t.Cleanup(a.Close)
 	for _, s := range specs {
 		a.Put(s)
@@ -128,10 +135,10 @@ func newAppsWithRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*
 
 // appTrail returns the events of the bus so far, as "type phase/reason",
 // after the apps' registrations.
-func appTrail(bus *wake.Bus) []string {
+func appTrail(bus *events.Bus) []string {
 	var out []string
 	for _, e := range bus.Recent() {
-		if e.Type == wake.EventAppRegistered {
+		if e.Type == appstatus.EventAppRegistered {
 			continue
 		}
 		s := e.Type
@@ -154,25 +161,25 @@ func TestAppHomeStartStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Phase != wake.PhaseStarting || st.Reason != wake.ReasonHomeSleeping || st.Route != wake.RouteCandidate {
+	if st.Phase != appstatus.PhaseStarting || st.Reason != appstatus.ReasonHomeSleeping || st.Route != appstatus.RouteCandidate {
 		t.Fatalf("sleeping home: %+v", st)
 	}
 	st, err = apps.Start(ctx, "demo", 0)
-	if err != nil || st.Phase != wake.PhaseReady || st.Route != wake.RoutePublished {
+	if err != nil || st.Phase != appstatus.PhaseReady || st.Route != appstatus.RoutePublished {
 		t.Fatalf("start: %+v, %v", st, err)
 	}
 	if st, _ := apps.Status("demo"); st.Operation != "" {
 		t.Fatalf("operation %q left over after start", st.Operation)
 	}
 	st, err = apps.Stop(ctx, "demo", 0)
-	if err != nil || st.Phase != wake.PhaseStopped || st.Route != wake.RouteCandidate {
+	if err != nil || st.Phase != appstatus.PhaseStopped || st.Route != appstatus.RouteCandidate {
 		t.Fatalf("stop: %+v, %v", st, err)
 	}
 	if hs, err := r.eng.HomeState(ctx, rigHome); err != nil || hs.Status != "suspended" {
 		t.Fatalf("home after stop: %+v, %v", hs, err)
 	}
 	// Stopped stays stopped: observations do not wake the home.
-	if st, _ := apps.RefreshSince(ctx, "demo", time.Now()); st.Phase != wake.PhaseStopped {
+	if st, _ := apps.RefreshSince(ctx, "demo", time.Now()); st.Phase != appstatus.PhaseStopped {
 		t.Fatalf("refresh after stop: %+v", st)
 	}
 	trail := strings.Join(appTrail(bus), ",")
@@ -194,17 +201,17 @@ func TestAppWaitForReadyEndsEarlyOnFailed(t *testing.T) {
 	apps, _ := newApps(t, nil, s)
 	guard, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
 	defer cancel()
-	st, err := apps.Refresh(guard, "x", wake.PhaseReady)
-	if err == nil || st.Phase != wake.PhaseFailed || st.Reason != wake.ReasonUnhealthy || !strings.Contains(err.Error(), "failed") {
+	st, err := apps.Refresh(guard, "x", appstatus.PhaseReady)
+	if err == nil || st.Phase != appstatus.PhaseFailed || st.Reason != appstatus.ReasonUnhealthy || !strings.Contains(err.Error(), "failed") {
 		t.Fatalf("wait for ready of a failed app: %+v, %v; want the failed status and an error", st, err)
 	}
 	if guard.Err() != nil {
 		t.Fatal("the wait for ready did not end early on failed")
 	}
-	if _, err := apps.Refresh(guard, "nope", ""); !errors.Is(err, wake.ErrNoApp) {
+	if _, err := apps.Refresh(guard, "nope", ""); !errors.Is(err, appstatus.ErrNoApp) {
 		t.Fatalf("unknown app: %v", err)
 	}
-	if _, err := apps.Restart(guard, "x", 0); !errors.Is(err, wake.ErrNotHome) {
+	if _, err := apps.Restart(guard, "x", 0); !errors.Is(err, appstatus.ErrNotHome) {
 		t.Fatalf("restart of a URL app: %v", err)
 	}
 	// A URL app's runtime always runs; the failure is the health rung's.
@@ -223,10 +230,10 @@ func TestAppStoppedBeforeItsFirstObservation(t *testing.T) {
 	stopped.Upstream, running.Upstream = up.URL, up.URL
 	apps, _ := newApps(t, nil, stopped, running)
 	apps.SetDesired("s", true)
-	if st, ok := apps.Status("s"); !ok || st.Phase != wake.PhaseStopped || st.Reason != wake.ReasonStopped {
+	if st, ok := apps.Status("s"); !ok || st.Phase != appstatus.PhaseStopped || st.Reason != appstatus.ReasonStopped {
 		t.Fatalf("a stopped app before its first observation: %+v", st)
 	}
-	if st, ok := apps.Status("r"); !ok || st.Phase != wake.PhaseUnknown || st.Reason != wake.ReasonNotObserved {
+	if st, ok := apps.Status("r"); !ok || st.Phase != appstatus.PhaseUnknown || st.Reason != appstatus.ReasonNotObserved {
 		t.Fatalf("an app never observed: %+v, want unknown/not-observed", st)
 	}
 }
@@ -310,29 +317,29 @@ func TestAppLadderReasons(t *testing.T) {
 		app     registry.App
 		routes  func(*standInRoutes)
 		observe bool // false: the status before any observation
-		phase   wake.Phase
+		phase   appstatus.Phase
 		reason  string
 	}{
-		{"never observed", nil, app(ok.URL, "", nil), nil, false, wake.PhaseUnknown, wake.ReasonNotObserved},
-		{"home failed", homes.eng, app("", "h2", nil), nil, true, wake.PhaseFailed, wake.ReasonRuntimeFailed},
-		{"home failed, app stopped", homes.eng, app("", "h2", stopped), nil, true, wake.PhaseFailed, wake.ReasonRuntimeFailed},
-		{"home unknown", homes.eng, app("", "h1", nil), nil, true, wake.PhaseUnknown, wake.ReasonRuntimeUnknown},
-		{"home unknown, app stopped", homes.eng, app("", "h1", stopped), nil, true, wake.PhaseUnknown, wake.ReasonRuntimeUnknown},
-		{"home not registered", homes.eng, app("", "nobody", nil), nil, true, wake.PhaseUnknown, wake.ReasonRuntimeUnknown},
-		{"app stopped", nil, app(ok.URL, "", stopped), nil, true, wake.PhaseStopped, wake.ReasonStopped},
-		{"sleeping home, app stopped", homes.eng, app("", "h3", stopped), nil, true, wake.PhaseStopped, wake.ReasonStopped},
-		{"home waking", slow.eng, app("", rigHome, nil), nil, true, wake.PhaseStarting, wake.ReasonHomeWaking},
-		{"home sleeping", homes.eng, app("", "h3", nil), nil, true, wake.PhaseStarting, wake.ReasonHomeSleeping},
+		{"never observed", nil, app(ok.URL, "", nil), nil, false, appstatus.PhaseUnknown, appstatus.ReasonNotObserved},
+		{"home failed", homes.eng, app("", "h2", nil), nil, true, appstatus.PhaseFailed, appstatus.ReasonRuntimeFailed},
+		{"home failed, app stopped", homes.eng, app("", "h2", stopped), nil, true, appstatus.PhaseFailed, appstatus.ReasonRuntimeFailed},
+		{"home unknown", homes.eng, app("", "h1", nil), nil, true, appstatus.PhaseUnknown, appstatus.ReasonRuntimeUnknown},
+		{"home unknown, app stopped", homes.eng, app("", "h1", stopped), nil, true, appstatus.PhaseUnknown, appstatus.ReasonRuntimeUnknown},
+		{"home not registered", homes.eng, app("", "nobody", nil), nil, true, appstatus.PhaseUnknown, appstatus.ReasonRuntimeUnknown},
+		{"app stopped", nil, app(ok.URL, "", stopped), nil, true, appstatus.PhaseStopped, appstatus.ReasonStopped},
+		{"sleeping home, app stopped", homes.eng, app("", "h3", stopped), nil, true, appstatus.PhaseStopped, appstatus.ReasonStopped},
+		{"home waking", slow.eng, app("", rigHome, nil), nil, true, appstatus.PhaseStarting, appstatus.ReasonHomeWaking},
+		{"home sleeping", homes.eng, app("", "h3", nil), nil, true, appstatus.PhaseStarting, appstatus.ReasonHomeSleeping},
 		{"unhealthy in the start period", nil, app(failing.URL, "", func(a *registry.App) {
 			a.Health.StartPeriod = registry.Duration(time.Hour)
-		}), nil, true, wake.PhaseStarting, wake.ReasonHealthStarting},
-		{"unhealthy", nil, app(failing.URL, "", nil), nil, true, wake.PhaseFailed, wake.ReasonUnhealthy},
-		{"endpoint refuses", nil, app(closed.URL, "", nil), nil, true, wake.PhaseStarting, wake.ReasonEndpointNotReady},
+		}), nil, true, appstatus.PhaseStarting, appstatus.ReasonHealthStarting},
+		{"unhealthy", nil, app(failing.URL, "", nil), nil, true, appstatus.PhaseFailed, appstatus.ReasonUnhealthy},
+		{"endpoint refuses", nil, app(closed.URL, "", nil), nil, true, appstatus.PhaseStarting, appstatus.ReasonEndpointNotReady},
 		{"no route yet", nil, app(ok.URL, "", nil), func(r *standInRoutes) { r.offline["x"] = true }, true,
-			wake.PhaseStarting, wake.ReasonRoutePending},
+			appstatus.PhaseStarting, appstatus.ReasonRoutePending},
 		{"self-probe fails", nil, app(ok.URL, "", nil), func(r *standInRoutes) { r.fullPath["x"] = true }, true,
-			wake.PhaseStarting, wake.ReasonProbeFailed},
-		{"ready", nil, app(ok.URL, "", nil), nil, true, wake.PhaseReady, wake.ReasonReady},
+			appstatus.PhaseStarting, appstatus.ReasonProbeFailed},
+		{"ready", nil, app(ok.URL, "", nil), nil, true, appstatus.PhaseReady, appstatus.ReasonReady},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			apps, rt := newAppsWithRoutes(t, tc.eng, tc.app)
@@ -349,7 +356,7 @@ func TestAppLadderReasons(t *testing.T) {
 			if st.Phase != tc.phase || st.Reason != tc.reason || st.Message == "" || st.Stale {
 				t.Fatalf("status %+v; want %s/%s with a message", st, tc.phase, tc.reason)
 			}
-			if tc.reason == wake.ReasonProbeFailed && st.ProbeStatus != http.StatusNotFound {
+			if tc.reason == appstatus.ReasonProbeFailed && st.ProbeStatus != http.StatusNotFound {
 				t.Fatalf("probe status %d; want the 404 the self-probe saw", st.ProbeStatus)
 			}
 			if tc.name == "home unknown" {
@@ -357,8 +364,8 @@ func TestAppLadderReasons(t *testing.T) {
 				// runtime: a wait for ready says so at once.
 				guard, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
 				defer cancel()
-				st, err := apps.Refresh(guard, "x", wake.PhaseReady)
-				if err == nil || guard.Err() != nil || st.Phase != wake.PhaseUnknown || !strings.Contains(err.Error(), "not known") {
+				st, err := apps.Refresh(guard, "x", appstatus.PhaseReady)
+				if err == nil || guard.Err() != nil || st.Phase != appstatus.PhaseUnknown || !strings.Contains(err.Error(), "not known") {
 					t.Fatalf("wait for ready of an app whose home is unknown: %+v, %v; want an early error", st, err)
 				}
 			}
@@ -405,8 +412,8 @@ func TestAppRegisteredComesFirst(t *testing.T) {
 				seen = append(seen, e.Type)
 			}
 		}
-		if len(seen) == 0 || seen[0] != wake.EventAppRegistered {
-			t.Fatalf("%s: events %v, want %s first", s.Slug, seen, wake.EventAppRegistered)
+		if len(seen) == 0 || seen[0] != appstatus.EventAppRegistered {
+			t.Fatalf("%s: events %v, want %s first", s.Slug, seen, appstatus.EventAppRegistered)
 		}
 	}
 }

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/demohome"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
@@ -40,7 +42,7 @@ const (
 // waitEvents waits until at least n events of the given types were
 // published (a wake publishes its event, after its log line, just after it
 // releases its callers) and returns every one of those types seen so far.
-func (r *rig) waitEvents(n int, types ...string) []wake.Event {
+func (r *rig) waitEvents(n int, types ...string) []events.Event {
 	r.t.Helper()
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
@@ -55,7 +57,7 @@ func (r *rig) waitEvents(n int, types ...string) []wake.Event {
 		}
 	}
 	for {
-		var got []wake.Event
+		var got []events.Event
 		for _, ev := range r.seen {
 			if slices.Contains(types, ev.Type) {
 				got = append(got, ev)
@@ -90,7 +92,7 @@ type rigOptions struct {
 	warmTTL      time.Duration // default 1m
 	idle         time.Duration // home idle timeout; default 0 (never)
 	tick         time.Duration // idle loop tick; 0: the loop does not run
-	probe        wake.ProbeSpec
+	probe        probe.Spec
 	maxWakes     int                           // wake.Options.MaxConcurrent; default 4
 	backoffMax   time.Duration                 // wake.Options.FailureBackoffMax; default 0 (no cap)
 	extraArgs    []string                      // appended to the demo home's command
@@ -112,9 +114,9 @@ type rig struct {
 	sess  *proxy.Sessions
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
-	bus   *wake.Bus
-	sub   *wake.Subscription
-	seen  []wake.Event // events read from sub, in order
+	bus   *events.Bus
+	sub   *events.Subscription
+	seen  []events.Event // events read from sub, in order
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -140,7 +142,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.command != nil {
 		command = o.command
 	}
-	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}, bus: wake.NewBus(64)}
+	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}, bus: events.NewBus(64)}
 	r.sub = r.bus.Subscribe(4096)
 	t.Cleanup(r.sub.Close)
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -494,7 +496,7 @@ func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
 func TestEngineReadySignalNeverPassesAlone(t *testing.T) {
 	// The http probe asks a path the demo home answers 404: it never passes.
 	r := newRig(t, rigOptions{readyTimeout: 2 * time.Second,
-		probe: wake.ProbeSpec{Kind: wake.ProbeHTTP, Path: "/node/{target}/never-ready"}})
+		probe: probe.Spec{Kind: probe.HTTP, Path: "/node/{target}/never-ready"}})
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,14 +1,15 @@
 // Package wake is the lifecycle engine: it makes sure a home is awake before
 // a request is forwarded to it (warm verdicts, one coalesced wake per home,
-// readiness probes), and suspends homes nobody uses.
+// proven ready by package probe), and suspends homes nobody uses.
 //
-// DESIGN rules that live here: 1-7 (one wake per home, warm verdicts,
-// readiness through the real path, what a wake records, the hold), 8-10
-// (rolls, rollback and the brake), 11-13 (the app phase ladder, status
-// rules and refreshes), 16 (one lifecycle operation per home), the
+// DESIGN rules that live here: 1-2 and 4-7 (one wake per home, warm
+// verdicts, what a wake records, the hold; rule 3, readiness through the
+// real path, and 36 live in package probe, which a wake runs), 8-10
+// (rolls, rollback and the brake), 16 (one lifecycle operation per home), the
 // engine's side of 18 (a home the provider gave up on) and of 28 (one
 // runner per machine-local home in a fleet, owner.go; the heal of a store
-// that lost its data, reseed.go).
+// that lost its data, reseed.go). The app status ladder (11-13) lives in
+// package appstatus, which asks the engine through a small interface.
 package wake
 
 import (
@@ -25,7 +26,9 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -68,13 +71,13 @@ type Options struct {
 	// Probe is the probe template; Endpoint and Header are set per home,
 	// and Kind when the home overrides it. Path is the http probe's path and
 	// may contain {target}; a ws probe always upgrades at /node/{target}.
-	Probe ProbeSpec
+	Probe probe.Spec
 	// RelayHeader carries the relay token.
 	RelayHeader string
 	// Log receives one line per wake and suspend.
 	Log *slog.Logger
 	// Events receives wake, suspend and failure events; nil publishes none.
-	Events *Bus
+	Events *events.Bus
 	// Roll configures rolls onto the registered target (roll.go); the zero
 	// value turns rolls off.
 	Roll RollOptions
@@ -116,7 +119,7 @@ type HomeSpec struct {
 	RelayToken  string        // the resolved secret; "" for none
 	IdleTimeout time.Duration // zero: never suspended
 	// Probe is how this home's readiness is proven; "" means Options.Probe.
-	Probe ProbeKind
+	Probe probe.Kind
 	// ProbePath, ProbeStatuses and ProbeSettle override the probe
 	// template's Path, Statuses and Settle for this home; zero keeps the
 	// template's.
@@ -190,14 +193,30 @@ type home struct {
 	noRoll atomic.Bool
 }
 
-// flight is one wake in progress; every caller joins it.
+// flight is the coalescer's record of the one wake of a home in progress,
+// as singleflight's call is: every caller joins it, waits for done (on its
+// own context) and then reads res and err, which the run sets once before
+// it closes done; joined counts the callers after the first. Nothing is
+// cached by the flight: the run records the verdict. The state the run
+// keeps while it goes, which its callers, the home's ready signal and the
+// provider's callbacks reach through the flight, is the run's own
+// (runState).
 type flight struct {
-	done    chan struct{}
+	done   chan struct{}
+	res    Awake
+	err    error
+	joined atomic.Int32 // callers that joined after the first
+	*runState
+}
+
+// runState is what one wake's run keeps while it goes and lets others
+// reach: its context, its phase, and the signals of the home (ready) and
+// of the provider (moved, a give-up) that steer it.
+type runState struct {
 	ready   chan struct{} // closed by POST /_wakegate/ready
 	once    sync.Once
 	started time.Time
 	phase   atomic.Value // string: "queued", "starting", "probing"
-	joined  atomic.Int32 // callers that joined after the first
 	cause   string       // why it runs: "cold" or "adopt"
 	// moved receives the provider's new result when it restarts the home's
 	// process during the wake, so the probe follows it.
@@ -216,8 +235,6 @@ type flight struct {
 	ref     string
 	woke    bool
 	pending *provider.Result
-	res     Awake
-	err     error
 	// early is closed, with earlyAt set, once the home's process was
 	// started on a socket that queues connections (provider.Result.Queued):
 	// callers of EnsureQueued go at once, their requests waiting in the
@@ -228,14 +245,14 @@ type flight struct {
 }
 
 // releaseEarly lets the callers of EnsureQueued go to endpoint, once.
-func (f *flight) releaseEarly(endpoint *url.URL) {
+func (f *runState) releaseEarly(endpoint *url.URL) {
 	if f.earlyGone.CompareAndSwap(false, true) {
 		f.earlyAt = endpoint
 		close(f.early)
 	}
 }
 
-func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
+func (f *runState) signalReady() { f.once.Do(func() { close(f.ready) }) }
 
 // gaveUp takes a provider's give-up r on the home while f runs, with the
 // home's mu held. It ends the wake when r is about the process the wake
@@ -243,7 +260,7 @@ func (f *flight) signalReady() { f.once.Do(func() { close(f.ready) }) }
 // older process (one that failed before this wake started a new one) is
 // stale: it must not fail the new wake. One that arrives before the
 // provider's wake returns is kept until the wake's process is known.
-func (f *flight) gaveUp(r provider.Result) bool {
+func (f *runState) gaveUp(r provider.Result) bool {
 	switch {
 	case r.Ref == "" || (f.woke && r.Ref == f.ref):
 		f.abort(&gaveUpError{reason: r.Reason})
@@ -257,7 +274,7 @@ func (f *flight) gaveUp(r provider.Result) bool {
 // startedOn records ref, the process the provider's wake returned, with the
 // home's mu held, and returns a give-up that arrived before it, if any, for
 // the caller to deliver again.
-func (f *flight) startedOn(ref string) *provider.Result {
+func (f *runState) startedOn(ref string) *provider.Result {
 	f.ref, f.woke = ref, true
 	p := f.pending
 	f.pending = nil
@@ -297,9 +314,9 @@ type Engine struct {
 
 	lease leaseClock // this gateway's heartbeat as its lease on the homes it runs (lease.go)
 
-	// apps is the app observer built on this engine, if any: an auto
-	// probe also tries the health paths of the apps inside a home.
-	apps atomic.Pointer[Apps]
+	// appPaths, when set, names the health paths of the apps inside a
+	// home, which an auto probe of the home also tries (UseAppPaths).
+	appPaths atomic.Pointer[AppPaths]
 
 	// beatUntil is when this gateway's last heartbeat the store took may
 	// lapse, as engine time (stopping.go); 0 before the first, and always
@@ -415,7 +432,11 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 }
 
 // Events returns the engine's event bus (nil when none was configured).
-func (e *Engine) Events() *Bus { return e.o.Events }
+func (e *Engine) Events() *events.Bus { return e.o.Events }
+
+// Changed returns a channel closed at the next change of key, a home's id
+// or an app's slug (Bus.Changed; nil when the engine has no bus).
+func (e *Engine) Changed(key string) <-chan struct{} { return e.o.Events.Changed(key) }
 
 // HomeState is a read-only view of one home, for app status.
 type HomeState struct {
@@ -643,12 +664,12 @@ func (e *Engine) join(h *home, cause string, operator bool) (*flight, *verdict, 
 			return nil, nil, errWakeRateLimited(d)
 		}
 	}
-	f := &flight{done: make(chan struct{}), ready: make(chan struct{}), early: make(chan struct{}),
-		started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}
+	f := &flight{done: make(chan struct{}), runState: &runState{ready: make(chan struct{}),
+		early: make(chan struct{}), started: time.Now(), cause: cause, moved: make(chan provider.Result, 1)}}
 	f.ctx, f.abort = context.WithCancelCause(e.ctx)
 	f.phase.Store("queued")
 	h.flight = f
-	e.o.Events.Publish(Event{Type: EventWakeStart, Home: h.spec.ID, Cause: f.cause})
+	e.o.Events.Publish(events.Event{Type: EventWakeStart, Home: h.spec.ID, Cause: f.cause})
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -769,3 +790,8 @@ func (e *Engine) Redo(ctx context.Context, id string) (*url.URL, error) {
 }
 
 func probePath(tmpl, target string) string { return strings.ReplaceAll(tmpl, "{target}", target) }
+
+// parseEndpoint parses a provider's endpoint into the URL the proxy and
+// the probes use: a socket endpoint (unix:///path) becomes its stand-in
+// http URL (internal/endpoint).
+func parseEndpoint(ep string) (*url.URL, error) { return url.Parse(endpoint.HTTP(ep)) }

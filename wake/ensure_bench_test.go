@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry/bolt"
@@ -34,7 +35,7 @@ func warmEngine(b *testing.B) *wake.Engine {
 		Sessions: proxy.NewSessions(), Instance: "bench",
 		WarmTTL: time.Hour, ReadyTimeout: 5 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second,
-		Probe:       wake.ProbeSpec{Kind: wake.ProbeTCP},
+		Probe:       probe.Spec{Kind: probe.TCP},
 		RelayHeader: "X-Wakegate-Relay",
 		Log:         slog.New(slog.DiscardHandler),
 	})

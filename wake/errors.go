@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 )
 
@@ -149,8 +150,8 @@ func hintFor(err error) string {
 	if err == nil {
 		return ""
 	}
-	if ae, ok := errorsAsAuto(err); ok {
-		return autoHint(ae)
+	if h, ok := probe.AutoHint(err); ok {
+		return h
 	}
 	if pe, ok := provider.AsError(err); ok && pe.Hint != "" {
 		return pe.Hint
@@ -165,18 +166,8 @@ func hintFor(err error) string {
 			return "the provider refused the gateway's credentials: check the provider's token"
 		}
 	}
-	var ps probeStatusError
-	if errors.As(err, &ps) {
-		switch {
-		case int(ps) == http.StatusNotFound && errors.Is(err, errWSProbe):
-			return "the home answered 404 to the WebSocket readiness probe at /node/{target}: if it does not serve WebSockets there, " +
-				"set probe: auto (tries a WebSocket upgrade, then HTTP GETs) or probe: http for it"
-		case int(ps) == http.StatusNotFound:
-			return "the home answered 404 to the readiness probe: check the probe path"
-		case int(ps) == http.StatusUnauthorized || int(ps) == http.StatusForbidden:
-			return "the home refused the probe's credentials: check the home's relay token"
-		}
-		return "the home answered the readiness probe with an error status: see the home's log"
+	if h := probe.StatusHint(err); h != "" {
+		return h
 	}
 	switch {
 	case errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist):

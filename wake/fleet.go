@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -63,7 +64,7 @@ func (w *wakeRun) fromLocal(ctx context.Context) (Awake, bool) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, localProofTimeout)
 	defer cancel()
-	if _, err := Probe(pctx, w.probeSpec(v.endpoint.String()), nil); err != nil {
+	if _, err := probe.Run(pctx, w.probeSpec(v.endpoint.String()), nil); err != nil {
 		w.e.o.Log.Warn("wake: the store does not answer and the home's last endpoint did not pass its probe",
 			"home", w.h.spec.ID, "err", err.Error())
 		return Awake{}, false

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -124,7 +125,7 @@ func giveUpEngine(t *testing.T, prov provider.Provider) (*wake.Engine, registry.
 		Sessions: proxy.NewSessions(), Instance: "giveup",
 		WarmTTL: time.Hour, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second, FailureBackoffMax: time.Second,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",
 		Log: slog.New(slog.DiscardHandler),
 	})
 	t.Cleanup(eng.Close)

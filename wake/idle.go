@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -222,7 +223,7 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			}
 			e.o.Metrics.Suspended(s.how)
 			e.o.Log.Info("suspend", "home", id, "how", s.how, "proven", s.proven, "ms", ms(time.Since(start)))
-			e.o.Events.Publish(Event{Type: EventSuspend, Home: id, Reason: s.how, TotalMS: ms(time.Since(start))})
+			e.o.Events.Publish(events.Event{Type: EventSuspend, Home: id, Reason: s.how, TotalMS: ms(time.Since(start))})
 			return nil
 		}})
 }
@@ -367,6 +368,6 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		e.setStatus(h, registry.StatusFailed)
 		e.o.Metrics.HomeFailed()
 		e.o.Log.Error("home failed", "home", id, "reason", r.Reason)
-		e.o.Events.Publish(Event{Type: EventHomeFailed, Home: id, Message: r.Reason})
+		e.o.Events.Publish(events.Event{Type: EventHomeFailed, Home: id, Message: r.Reason})
 	}
 }

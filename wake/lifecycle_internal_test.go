@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -63,7 +64,7 @@ func TestWakeWaitsOnTheHoldersBroadcast(t *testing.T) {
 		Sessions:  proxy.NewSessions(), Instance: "me",
 		WarmTTL: time.Minute, ReadyTimeout: time.Hour, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second,
-		Probe: ProbeSpec{Kind: ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",
 		Log: slog.New(slog.DiscardHandler),
 	})
 	t.Cleanup(e.Close)

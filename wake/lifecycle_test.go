@@ -11,8 +11,10 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
@@ -50,7 +52,7 @@ func lcListener(t *testing.T) (addr string, accepted *atomic.Int64) {
 
 // lcEngine is an engine on store with one static home h1 at endpoint,
 // proven by a tcp probe.
-func lcEngine(t *testing.T, store registry.Store, instance, endpoint string, bus *wake.Bus) *wake.Engine {
+func lcEngine(t *testing.T, store registry.Store, instance, endpoint string, bus *events.Bus) *wake.Engine {
 	t.Helper()
 	o := lcOptions(t, store, proxy.NewSessions(), endpoint)
 	o.Instance, o.Events = instance, bus
@@ -72,7 +74,7 @@ func lcOptions(t *testing.T, store registry.Store, sessions *proxy.Sessions, end
 		Sessions:  sessions, Instance: "gw-a",
 		WarmTTL: time.Minute, ReadyTimeout: 20 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: time.Second,
-		Probe:       wake.ProbeSpec{Kind: wake.ProbeTCP},
+		Probe:       probe.Spec{Kind: probe.TCP},
 		RelayHeader: "X-Wakegate-Relay",
 		Log:         slog.New(slog.DiscardHandler),
 	}
@@ -217,7 +219,7 @@ func TestWakeCutByCloseIsShuttingDown(t *testing.T) {
 		Sessions:  proxy.NewSessions(), Instance: "test",
 		WarmTTL: time.Minute, ReadyTimeout: time.Hour, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: "X-Wakegate-Relay",
+		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",
 		Log: slog.New(slog.DiscardHandler),
 	})
 	t.Cleanup(e.Close)

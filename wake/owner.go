@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -120,7 +121,7 @@ func (w *wakeRun) viaRunner(ctx context.Context) (a Awake, ok bool, err error) {
 		if u, perr := parseEndpoint(w.rec.Endpoint); perr == nil && u.Host != "" {
 			w.setPhase("probing at its runner")
 			pctx, cancel := context.WithTimeout(ctx, runnerProbeTimeout)
-			_, perr = Probe(pctx, w.probeSpec(w.rec.Endpoint), nil)
+			_, perr = probe.Run(pctx, w.probeSpec(w.rec.Endpoint), nil)
 			cancel()
 			if perr == nil {
 				w.f.cause = CauseVerify

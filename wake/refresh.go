@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -267,7 +268,7 @@ func (e *Engine) reportRefresh(res RefreshResult, cause string) {
 		e.o.Log.Debug("refresh", attrs...)
 	}
 	if len(res.Changed) > 0 {
-		e.o.Events.Publish(Event{Type: EventRefresh, Home: res.Home, Cause: cause, Reason: string(res.Provider),
+		e.o.Events.Publish(events.Event{Type: EventRefresh, Home: res.Home, Cause: cause, Reason: string(res.Provider),
 			Phase: string(res.After), Message: res.Message})
 	}
 }

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/demohome"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
@@ -37,7 +39,7 @@ type rollRig struct {
 	sess  *proxy.Sessions
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
-	bus   *wake.Bus
+	bus   *events.Bus
 	ops   *rollOps
 }
 
@@ -102,7 +104,7 @@ func newRollRig(t testing.TB, bin string, mode wake.RollMode) *rollRig {
 		bin = testbin.Build(t)
 	}
 	r := &rollRig{t: t, bin: bin, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{},
-		bus: wake.NewBus(64), ops: &rollOps{}}
+		bus: events.NewBus(64), ops: &rollOps{}}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -222,7 +224,7 @@ func rollIndex(lines []string, from int, parts ...string) int {
 	return -1
 }
 
-func rollEvents(b *wake.Bus, home string) []string {
+func rollEvents(b *events.Bus, home string) []string {
 	var out []string
 	for _, ev := range b.Recent() {
 		if ev.Home == home && strings.HasPrefix(ev.Type, "roll.") {
@@ -545,7 +547,7 @@ func TestRollNeverRollsHomeWithNoVersion(t *testing.T) {
 		Sessions:  proxy.NewSessions(), Instance: "test",
 		WarmTTL: time.Minute, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: time.Second,
-		Probe: wake.ProbeSpec{Kind: wake.ProbeTCP}, RelayHeader: demohome.RelayHeader,
+		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: demohome.RelayHeader,
 		Log:  slog.New(slog.DiscardHandler),
 		Roll: wake.RollOptions{Mode: wake.RollLazy},
 	})

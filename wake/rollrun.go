@@ -7,7 +7,9 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -96,14 +98,14 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		return Awake{}, err
 	}
 	r.stats.Started.Add(1)
-	e.o.Events.Publish(Event{Type: EventRollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause})
+	e.o.Events.Publish(events.Event{Type: EventRollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause})
 	e.o.Log.Info("roll", "home", id, "step", "start", "version", t.Version, "prior_version", prior)
 
 	endpoint, err := r.attempt(ctx, w, prov, t.Version, releaseOf(t), w.f.ready)
 	if errors.Is(err, provider.ErrUnsupported) {
 		r.stats.Unsupported.Add(1)
 		e.o.Log.Warn("roll: the home's provider cannot recreate it; waking without a roll", "home", id)
-		e.o.Events.Publish(Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
+		e.o.Events.Publish(events.Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
 			Reason: "unsupported", Message: "the provider cannot recreate homes; woken without a roll"})
 		return Awake{}, errRollUnsupported
 	}
@@ -113,7 +115,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		e.o.Metrics.Rolled("done")
 		total := time.Since(w.start)
 		e.o.Log.Info("roll", "home", id, "step", "done", "version", t.Version, "prior_version", prior, "total_ms", ms(total))
-		e.o.Events.Publish(Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
+		e.o.Events.Publish(events.Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
 			Cause: w.f.cause, TotalMS: ms(total)})
 		return Awake{Endpoint: endpoint}, nil
 	}
@@ -149,7 +151,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 		msg := rollText(rollErr)
 		e.o.Log.Error("roll", "alert", EventRollRolledBack, "home", id, "bad_version", t.Version,
 			"restored_version", prior, "err", msg, "hint", rolledBackHint(id, t.Version, prior, rollErr))
-		e.o.Events.Publish(Event{Type: EventRollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
+		e.o.Events.Publish(events.Event{Type: EventRollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
 			Message: "roll to " + t.Version + " failed and was rolled back to " + prior + ": " + msg})
 		return Awake{Endpoint: endpoint}, nil
 	}
@@ -180,7 +182,7 @@ func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provide
 	e.o.Log.Error("roll", "alert", EventRollIncident, "home", id, "bad_version", t.Version,
 		"prior_version", prior, "stop_proven", s.proven, "err", msg, "hint", fe.Hint)
 	proven := s.proven
-	e.o.Events.Publish(Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
+	e.o.Events.Publish(events.Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
 		StopProven: &proven, Message: "roll to " + t.Version + " and rollback to " + prior + " failed: " + msg})
 	return Awake{}, fe
 }
@@ -212,7 +214,7 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 		return nil, err
 	}
 	t1 := time.Now()
-	w.probe, err = Probe(ctx, w.probeSpec(res.Endpoint), ready)
+	w.probe, err = probe.Run(ctx, w.probeSpec(res.Endpoint), ready)
 	w.probeAt += time.Since(t1)
 	if err != nil {
 		return nil, fmt.Errorf("version %s not ready: %w", version, err)

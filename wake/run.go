@@ -14,7 +14,9 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -31,7 +33,7 @@ type wakeRun struct {
 	*held                    // the lock and the record, once the lock is held
 	providerAt time.Duration // time spent in provider.Wake
 	probeAt    time.Duration // time spent probing
-	probe      ProbeResult
+	probe      probe.Result
 	stop       *stopped // the stop of a half-woken home, if there was one
 	stopErr    error
 	// halfWoken is the provider of a home this wake started, or tried to,
@@ -48,7 +50,14 @@ type wakeRun struct {
 	cannotStart string
 	// lastAttempt is the probe's last failed attempt, for the progress
 	// line (wake_progress.go).
-	lastAttempt atomic.Pointer[ProbeResult]
+	lastAttempt atomic.Pointer[probe.Result]
+
+	// What the steps found (wakeSteps): the home's provider, what its
+	// wake returned and where the home listens, and the wake's outcome.
+	prov     provider.Provider
+	woken    provider.Result
+	endpoint *url.URL
+	out      Awake
 }
 
 // runWake is the one wake of h. It owns f and completes it exactly once.
@@ -246,35 +255,96 @@ func (w *wakeRun) settleStopLocked() {
 	w.h.lastStop = ls
 }
 
-// run wakes the home; the lifecycle lock is held and w.rec was read after
-// it was taken.
+// wakeStep is one step of a wake. It returns done when the wake's outcome
+// is known without the steps after it (w.out, or err); an error always
+// ends the wake.
+type wakeStep struct {
+	what string // what it does, and the DESIGN rule it serves
+	run  func(w *wakeRun, ctx context.Context) (done bool, err error)
+}
+
+// wakeSteps are the steps of one wake, in order. They run under the
+// home's lifecycle lock, held across the fleet, with the record read after
+// it was taken: one wake per home (rule 1), which every caller that
+// arrives meanwhile joins (ensure.go).
+var wakeSteps = []wakeStep{
+	{"trust a proof of ready made by someone else while this wake waited (rule 2)", (*wakeRun).stepProvenByOther},
+	{"serve a machine-local home from the gateway that runs it (rule 28)", (*wakeRun).stepViaRunner},
+	{"roll a stale home with no users onto the target instead (rules 8, 9)", (*wakeRun).stepRoll},
+	{"record the home waking", (*wakeRun).stepMarkWaking},
+	{"ask the provider to wake the home (rule 1)", (*wakeRun).stepProviderWake},
+	{"record a new endpoint or ref, never the target (rule 4)", (*wakeRun).stepRecordWhere},
+	{"probe through the real serving path (rule 3)", (*wakeRun).stepProbe},
+	{"record wake latency, ready time and the verdict healthy (rule 5)", (*wakeRun).stepCommitReady},
+}
+
+// run wakes the home, one step after another (wakeSteps); the lifecycle
+// lock is held and w.rec was read after it was taken. A failure from the
+// provider's wake on is the half-woken home's (w.halfWoken), which
+// stopAfterRelease stops (rule 5).
 func (w *wakeRun) run(ctx context.Context) (Awake, error) {
-	e, h := w.e, w.h
-	// Someone else (another instance, or an operation that held the lock
-	// before this one) proved the home ready within the warm TTL: trust it.
-	if a, ok := w.provenByOther(); ok {
-		if w.f.cause == "cold" {
-			w.f.cause = CauseWaited
+	for _, step := range wakeSteps {
+		done, err := step.run(w, ctx)
+		if err != nil {
+			return w.out, err
 		}
-		return a, nil
+		if done {
+			return w.out, nil
+		}
 	}
-	// A machine-local home that another live gateway runs is served from
-	// that gateway's process, never adopted here (owner.go).
-	if a, ok, err := w.viaRunner(ctx); ok || err != nil {
-		return a, err
+	return w.out, nil
+}
+
+// stepProvenByOther: someone else (another instance, or an operation that
+// held the lock before this one) proved the home ready within the warm
+// TTL: trust it.
+func (w *wakeRun) stepProvenByOther(context.Context) (bool, error) {
+	a, ok := w.provenByOther()
+	if !ok {
+		return false, nil
 	}
-	prov := e.o.Providers[w.rec.Provider]
-	// A stale home with no users is rolled onto the target instead of
-	// woken, inside this same flight and lock (roll.go).
-	if a, rolled, err := e.roll.maybeRoll(ctx, w, prov); rolled {
-		return a, err
+	if w.f.cause == "cold" {
+		w.f.cause = CauseWaited
 	}
-	if err := w.save(ctx, func(r *registry.Home) {
+	w.out = a
+	return true, nil
+}
+
+// stepViaRunner: a machine-local home that another live gateway runs is
+// served from that gateway's process, never adopted here (owner.go).
+func (w *wakeRun) stepViaRunner(ctx context.Context) (bool, error) {
+	a, ok, err := w.viaRunner(ctx)
+	if ok || err != nil {
+		w.out = a
+	}
+	return ok, err
+}
+
+// stepRoll: a stale home with no users is rolled onto the target instead
+// of woken, inside this same flight and lock (roll.go).
+func (w *wakeRun) stepRoll(ctx context.Context) (bool, error) {
+	w.prov = w.e.o.Providers[w.rec.Provider]
+	a, rolled, err := w.e.roll.maybeRoll(ctx, w, w.prov)
+	if !rolled {
+		return false, nil
+	}
+	w.out = a
+	return true, err
+}
+
+// stepMarkWaking records that the home should run and is waking.
+func (w *wakeRun) stepMarkWaking(ctx context.Context) (bool, error) {
+	err := w.save(ctx, func(r *registry.Home) {
 		r.WantRunning = true
 		r.Status = registry.StatusWaking
-	}); err != nil {
-		return Awake{}, err
-	}
+	})
+	return false, err
+}
+
+// stepProviderWake asks the provider to start or resume the home, and
+// reads where it listens.
+func (w *wakeRun) stepProviderWake(ctx context.Context) (bool, error) {
+	prov := w.prov
 	w.setPhase("starting")
 	t0 := time.Now()
 	res, err := prov.Wake(ctx, w.spec())
@@ -286,10 +356,11 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 			w.cannotStart = cannotStartReason + err.Error()
 		}
 		if ctx.Err() != nil {
-			return Awake{}, w.timeout("starting the home", err)
+			return false, w.timeout("starting the home", err)
 		}
-		return Awake{}, errWakeFailed(e.o.RetryAfter, err)
+		return false, errWakeFailed(w.e.o.RetryAfter, err)
 	}
+	w.woken = res
 	if res.WasRunning && w.f.cause == "cold" {
 		// Nothing was started or resumed: the home ran all along, and
 		// this wake only proves it again (its warm verdict had expired).
@@ -299,8 +370,9 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 	endpoint, err := parseEndpoint(res.Endpoint)
 	if err != nil || endpoint.Host == "" {
 		w.halfWoken = prov
-		return Awake{}, fmt.Errorf("wake %s: provider returned endpoint %q: %w", h.spec.ID, res.Endpoint, err)
+		return false, fmt.Errorf("wake %s: provider returned endpoint %q: %w", w.h.spec.ID, res.Endpoint, err)
 	}
+	w.endpoint = endpoint
 	if res.Queued && !res.WasRunning {
 		// Requests may wait in the home's accept queue while it boots:
 		// the callers that can (EnsureQueued) go now, before the record
@@ -309,33 +381,52 @@ func (w *wakeRun) run(ctx context.Context) (Awake, error) {
 		// for the probe.
 		w.f.releaseEarly(endpoint)
 	}
-	// A new endpoint or ref is stored; the target never changes. A home
-	// whose record cannot say where it runs is stopped: a restart would
-	// not find it.
-	if res.Endpoint != w.rec.Endpoint || res.Ref != w.rec.ProviderRef || w.runner() != w.rec.Runner {
-		if err := w.saveRetry(ctx, func(r *registry.Home) {
-			r.Endpoint, r.ProviderRef = res.Endpoint, res.Ref
-			w.e.setRunner(r)
-		}); err != nil {
-			w.fail(ctx, prov)
-			return Awake{}, w.storeFailed("record where the home runs", err)
-		}
+	return false, nil
+}
+
+// stepRecordWhere stores a new endpoint or ref; the target never changes.
+// A home whose record cannot say where it runs is stopped: a restart
+// would not find it.
+func (w *wakeRun) stepRecordWhere(ctx context.Context) (bool, error) {
+	res := w.woken
+	if res.Endpoint == w.rec.Endpoint && res.Ref == w.rec.ProviderRef && w.runner() == w.rec.Runner {
+		return false, nil
 	}
+	if err := w.saveRetry(ctx, func(r *registry.Home) {
+		r.Endpoint, r.ProviderRef = res.Endpoint, res.Ref
+		w.e.setRunner(r)
+	}); err != nil {
+		w.fail(ctx, w.prov)
+		return false, w.storeFailed("record where the home runs", err)
+	}
+	return false, nil
+}
+
+// stepProbe proves the home ready, following the provider's restarts of
+// its process (probeFollowing).
+func (w *wakeRun) stepProbe(ctx context.Context) (bool, error) {
 	w.setPhase("probing")
 	t1 := time.Now()
-	w.probe, endpoint, err = w.probeFollowing(ctx, res.Endpoint, endpoint)
+	var err error
+	w.probe, w.endpoint, err = w.probeFollowing(ctx, w.woken.Endpoint, w.endpoint)
 	w.probeAt = time.Since(t1)
 	if err != nil {
-		w.halfWoken = prov
-		return Awake{}, w.timeout("waiting for the home to be ready", err)
+		w.halfWoken = w.prov
+		return false, w.timeout("waiting for the home to be ready", err)
 	}
-	// A home that serves while its record says it is waking would be
-	// neither suspended nor adopted as running: it is stopped instead.
+	return false, nil
+}
+
+// stepCommitReady records the home ready. A home that serves while its
+// record says it is waking would be neither suspended nor adopted as
+// running: it is stopped instead.
+func (w *wakeRun) stepCommitReady(ctx context.Context) (bool, error) {
 	if err := w.commitReady(ctx, ""); err != nil {
-		w.fail(ctx, prov)
-		return Awake{}, w.storeFailed("record the home ready", err)
+		w.fail(ctx, w.prov)
+		return false, w.storeFailed("record the home ready", err)
 	}
-	return Awake{Endpoint: endpoint}, nil
+	w.out = Awake{Endpoint: w.endpoint}
+	return true, nil
 }
 
 // storeFailed is the error of a wake that stopped its home because a
@@ -446,7 +537,7 @@ var errGaveUp = errors.New("the provider gave up on the home")
 // probing a dead endpoint until the ready timeout; the new endpoint and ref
 // are stored. It returns the endpoint that passed. A provider that gives
 // up on the home ends ctx (the flight's abort).
-func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.URL) (ProbeResult, *url.URL, error) {
+func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.URL) (probe.Result, *url.URL, error) {
 	for {
 		pctx, cancel := context.WithCancel(ctx)
 		var next *provider.Result
@@ -460,7 +551,7 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 			case <-pctx.Done():
 			}
 		}()
-		res, err := Probe(pctx, w.probeSpec(raw), w.f.ready)
+		res, err := probe.Run(pctx, w.probeSpec(raw), w.f.ready)
 		cancel()
 		<-watched
 		// Moves are bounded by ctx (the ready timeout) and by the
@@ -510,7 +601,7 @@ func (w *wakeRun) spec() provider.Spec {
 
 // probeSpec is the readiness probe of this home at endpoint, the same for a
 // wake, a roll and a rollback.
-func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
+func (w *wakeRun) probeSpec(endpoint string) probe.Spec {
 	e, h := w.e, w.h
 	spec := e.o.Probe
 	spec.Endpoint = endpoint
@@ -528,12 +619,12 @@ func (w *wakeRun) probeSpec(endpoint string) ProbeSpec {
 	}
 	spec.Path = probePath(spec.Path, h.spec.Target)
 	switch spec.Kind {
-	case "", ProbeWS: // "" is ws inside Probe
+	case "", probe.WS: // "" is ws inside Probe
 		spec.Path = "/node/" + h.spec.Target
-	case ProbeAuto:
+	case probe.Auto:
 		spec.WSPath = "/node/" + h.spec.Target
-		if a := e.apps.Load(); a != nil {
-			spec.AltPaths = a.homeProbePaths(h.spec.ID)
+		if p := e.appPaths.Load(); p != nil {
+			spec.AltPaths = (*p).HomeProbePaths(h.spec.ID)
 		}
 	}
 	if h.spec.RelayToken != "" {
@@ -585,9 +676,9 @@ func (w *wakeRun) failQueued(prov provider.Provider) {
 }
 
 func (w *wakeRun) timeout(what string, err error) error {
-	if errors.Is(err, ErrProbeNotFound) {
+	if errors.Is(err, probe.ErrNotFound) {
 		// The probe gave up before the time ran out: the home serves
-		// none of the probed paths (probe_auto.go).
+		// none of the probed paths (probe/auto.go).
 		return errWakeFailed(w.e.o.RetryAfter, fmt.Errorf("%s: %w", what, err))
 	}
 	return errWakeTimeout(w.e.o.RetryAfter, what, err)
@@ -597,7 +688,7 @@ func (w *wakeRun) timeout(what string, err error) error {
 func (w *wakeRun) finish(err error) {
 	e := w.e
 	total := time.Since(w.start)
-	ev := Event{Home: w.h.spec.ID, Cause: w.f.cause, Joined: int(w.f.joined.Load()),
+	ev := events.Event{Home: w.h.spec.ID, Cause: w.f.cause, Joined: int(w.f.joined.Load()),
 		TotalMS: ms(total), ProviderMS: ms(w.providerAt), ProbeMS: ms(w.probeAt)}
 	attrs := []any{
 		"home", w.h.spec.ID, "cause", w.f.cause, "joined", w.f.joined.Load(),

@@ -46,23 +46,6 @@ const (
 	reportSlack = time.Second
 )
 
-// The readiness probe's defaults (ProbeSpec documents each) and its own
-// bounds.
-const (
-	probeDefaultAttemptTimeout = 2 * time.Second
-	probeDefaultWSTimeout      = time.Second
-	probeDefaultSettle         = 300 * time.Millisecond
-	probeDefaultMinPause       = 2 * time.Millisecond
-	probeDefaultMaxPause       = 100 * time.Millisecond
-	probeDefaultPortWatch      = 2 * time.Millisecond
-
-	// probeDrainLimit bounds how much of a response body is read before
-	// the body is closed.
-	probeDrainLimit = 64 << 10
-	// probeCloseWait bounds the write of the WebSocket close frame.
-	probeCloseWait = 100 * time.Millisecond
-)
-
 // minBackoffRetry is the least Retry-After of a wake refused by the
 // failure backoff.
 const minBackoffRetry = time.Second

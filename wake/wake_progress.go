@@ -4,13 +4,15 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/wakegate/wakegate/probe"
 )
 
 // defaultProgressEvery is the pause between two progress lines of one wake.
 const defaultProgressEvery = 5 * time.Second
 
 // noteAttempt keeps the probe's last failed attempt for the progress line.
-func (w *wakeRun) noteAttempt(r ProbeResult) { w.lastAttempt.Store(&r) }
+func (w *wakeRun) noteAttempt(r probe.Result) { w.lastAttempt.Store(&r) }
 
 // reportProgress logs one line every Options.ProgressEvery while the wake
 // runs: its phase, the time since it began and, while probing, what the

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/demohome"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
@@ -228,7 +229,7 @@ type engineRig struct {
 	store *bolt.Store
 	sess  *proxy.Sessions
 	eng   *wake.Engine
-	bus   *wake.Bus
+	bus   *events.Bus
 }
 
 // rigTimes are an engine rig's timings; zero fields: no idle suspend, no
@@ -237,7 +238,7 @@ type rigTimes struct{ idle, tick, ready time.Duration }
 
 func newEngineRig(t *testing.T, w world, tm rigTimes) *engineRig {
 	t.Helper()
-	r := &engineRig{t: t, w: w, sess: proxy.NewSessions(), bus: wake.NewBus(64)}
+	r := &engineRig{t: t, w: w, sess: proxy.NewSessions(), bus: events.NewBus(64)}
 	var err error
 	if r.store, err = bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{}); err != nil {
 		t.Fatal(err)

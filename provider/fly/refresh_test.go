@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
@@ -177,7 +178,7 @@ func TestRefreshAtStart(t *testing.T) {
 	w.srv.SetState(machine, "stopped")
 	w.srv.Reset()
 	r.start(rigTimes{})
-	var ev wake.Event
+	var ev events.Event
 	testbin.Eventually(t, "the refresh at start", func() bool {
 		for _, e := range r.bus.Recent() {
 			if e.Type == wake.EventRefresh && e.Home == home {

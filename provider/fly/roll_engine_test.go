@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/fly"
@@ -130,7 +131,7 @@ func TestEngineRollWhileLeaseHeld(t *testing.T) {
 		if !strings.Contains(fe.Hint, "lease") {
 			t.Errorf("incident hint %q does not say another client holds the lease", fe.Hint)
 		}
-		var incident []wake.Event
+		var incident []events.Event
 		for _, ev := range r.bus.Recent() {
 			if ev.Home == home && ev.Type == wake.EventRollIncident {
 				incident = append(incident, ev)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
@@ -50,7 +51,7 @@ func TestRefreshNormalisesControlPlaneStates(t *testing.T) {
 			eng := wake.New(wake.Options{
 				Store: store, Providers: map[string]provider.Provider{"http": newClient(t, cp.base, nil)}, Sessions: noSessions{},
 				Instance: "test", WarmTTL: time.Hour, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
-				MaxConcurrent: 2, FailureBackoff: time.Second, Probe: wake.ProbeSpec{Kind: wake.ProbeHTTP, Path: "/"},
+				MaxConcurrent: 2, FailureBackoff: time.Second, Probe: probe.Spec{Kind: probe.HTTP, Path: "/"},
 				Log: slog.New(slog.DiscardHandler),
 			})
 			t.Cleanup(eng.Close)

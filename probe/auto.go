@@ -1,4 +1,4 @@
-package wake
+package probe
 
 import (
 	"cmp"
@@ -8,12 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/wakegate/wakegate/registry"
 )
 
 // probeAlt is one GET of an auto probe: its URL and status rules, or the
@@ -32,14 +29,14 @@ func (r *probeRun) newAuto() error {
 		return fmt.Errorf("settle %v must be shorter than attempt timeout %v", s.Settle, s.AttemptTimeout)
 	}
 	var err error
-	if r.wsTarget, err = probeURL(s.Endpoint, cmp.Or(s.WSPath, s.Path), probeWSSchemes); err != nil {
+	if r.wsTarget, err = URL(s.Endpoint, cmp.Or(s.WSPath, s.Path), probeWSSchemes); err != nil {
 		return err
 	}
-	if r.target, err = probeURL(s.Endpoint, s.Path, probeHTTPSchemes); err != nil {
+	if r.target, err = URL(s.Endpoint, s.Path, probeHTTPSchemes); err != nil {
 		return err
 	}
 	for _, p := range s.AltPaths {
-		t, err := probeURL(s.Endpoint, p.Path, probeHTTPSchemes)
+		t, err := URL(s.Endpoint, p.Path, probeHTTPSchemes)
 		if err != nil {
 			return fmt.Errorf("alternative path %q: %w", p.Path, err)
 		}
@@ -124,7 +121,7 @@ func (r *probeRun) judgedGet(ctx context.Context, g probeAlt) (int, error) {
 	if len(g.statuses) > 0 && status != 0 {
 		err = nil
 		if !slices.Contains(g.statuses, status) {
-			err = fmt.Errorf("http get: %w", probeStatusError(status))
+			err = fmt.Errorf("http get: %w", StatusError(status))
 		}
 	}
 	return status, err
@@ -196,65 +193,19 @@ func errorsAsAuto(err error) (*autoProbeError, bool) {
 	return ae, ok
 }
 
-// homeProbePaths are the GETs an auto probe of home id adds to its own:
-// the direct health check path of each app inside the home that is
-// checked over http (its base path joined to its health path), in slug
-// order, with the app's status rules. An app behind strip_prefix is
-// served at such a path, not under /node/{target}.
-func (a *Apps) homeProbePaths(id string) []ProbePath {
-	set := a.tab.Load()
-	var out []ProbePath
-	for _, slug := range set.order {
-		ap := set.byslug[slug]
-		if ap == nil || ap.spec.Home != id || ap.spec.Health.Type == registry.HealthTCP {
-			continue
-		}
-		p := path.Join("/", ap.spec.Path, ap.spec.Health.Path)
-		if strings.HasSuffix(ap.spec.Health.Path, "/") && !strings.HasSuffix(p, "/") {
-			p += "/"
-		}
-		out = append(out, ProbePath{Path: p, API: ap.spec.API()})
-	}
-	return out
-}
-
-// autoHint is the likely fix for a failed auto attempt.
-func autoHint(ae *autoProbeError) string {
-	if ae.broker {
-		return "the home accepted the WebSocket upgrade at /node/{target} and closed the socket within the settle window " +
-			"(wake.probe.settle): a broker that drops sockets is not ready, and no GET vouches for it; see the home's log, " +
-			"or, if the home is not a WebSocket service at that path, set its probe kind to http (homes[].probe.kind)"
-	}
-	if ae.allNotFound() {
-		return "the home answers HTTP but 404 at /node/{target} to both a WebSocket upgrade and a GET: " +
-			"the gateway forwards /node/{target}/... with that prefix kept, so serve under that path, " +
-			"or reach the home through an app (apps[].home) with strip_prefix: true, whose health path the probe then tries too"
-	}
-	var ps probeStatusError
-	if errors.As(ae, &ps) && (int(ps) == http.StatusUnauthorized || int(ps) == http.StatusForbidden) {
-		return "the home refused the probe's credentials: check the home's relay token"
-	}
-	if ae.unanswered {
-		return "the home left the WebSocket upgrade at /node/{target} unanswered (wake.probe.ws_timeout) and its GETs did not pass: " +
-			"set its probe to http with a path it answers 2xx or 3xx (homes[].probe: {kind: http, path: ...})"
-	}
-	return "the home answered the readiness probe, but no answer passed (2xx or 3xx, or a WebSocket upgrade): " +
-		"see the statuses above and the home's log, or set the probe's path (wake.probe.path)"
-}
-
 // DefaultNotFoundSettle is how long an auto probe goes on while the home
-// answers 404 to everything it tries (ProbeSpec.NotFoundSettle): long
+// answers 404 to everything it tries (Spec.NotFoundSettle): long
 // enough for a server that 404s while its routes load, far shorter than
 // the ready timeout.
 const DefaultNotFoundSettle = 5 * time.Second
 
 // NotFoundMinAttempts is the least number of all-404 attempts in a row
-// before an auto probe gives up early (ProbeSpec.NotFoundSettle).
+// before an auto probe gives up early (Spec.NotFoundSettle).
 const NotFoundMinAttempts = 3
 
-// ErrProbeNotFound is the cause of an auto probe that gave up because the
+// ErrNotFound is the cause of an auto probe that gave up because the
 // home answered 404 to every upgrade and GET for NotFoundSettle.
-var ErrProbeNotFound = errors.New("the home answers 404 to every probed path")
+var ErrNotFound = errors.New("the home answers 404 to every probed path")
 
 // notFoundRun follows the all-404 attempts in a row of one auto probe.
 type notFoundRun struct {
@@ -280,5 +231,5 @@ func (n *notFoundRun) note(err error, settle time.Duration) error {
 		return nil
 	}
 	return fmt.Errorf("wake: probe auto: %w (%d attempts over %s): %w",
-		ErrProbeNotFound, n.attempts, now.Sub(n.since).Round(time.Millisecond), ae)
+		ErrNotFound, n.attempts, now.Sub(n.since).Round(time.Millisecond), ae)
 }

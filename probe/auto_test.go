@@ -1,4 +1,4 @@
-package wake
+package probe
 
 import (
 	"context"
@@ -66,20 +66,20 @@ func TestProbeAutoRealServers(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		spec   ProbeSpec
+		spec   Spec
 		status int
 	}{
-		{"python serving its /node path", ProbeSpec{Endpoint: pyNode, WSPath: "/node/py", Path: "/node/py/"}, http.StatusOK},
-		{"python serving an app at its root", ProbeSpec{Endpoint: pyRoot, WSPath: "/node/py", Path: "/node/py/",
-			AltPaths: []ProbePath{{Path: "/"}}}, http.StatusOK},
-		{"demo home upgrades", ProbeSpec{Endpoint: demo, WSPath: "/node/demo", Path: "/node/demo/"}, http.StatusSwitchingProtocols},
+		{"python serving its /node path", Spec{Endpoint: pyNode, WSPath: "/node/py", Path: "/node/py/"}, http.StatusOK},
+		{"python serving an app at its root", Spec{Endpoint: pyRoot, WSPath: "/node/py", Path: "/node/py/",
+			AltPaths: []Path{{Path: "/"}}}, http.StatusOK},
+		{"demo home upgrades", Spec{Endpoint: demo, WSPath: "/node/demo", Path: "/node/demo/"}, http.StatusSwitchingProtocols},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.spec.Kind = ProbeAuto
+			c.spec.Kind = Auto
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			res, err := Probe(ctx, c.spec, nil)
+			res, err := Run(ctx, c.spec, nil)
 			if err != nil {
 				t.Fatalf("probe: %v", err)
 			}
@@ -100,10 +100,10 @@ func TestProbeAutoNotFoundHint(t *testing.T) {
 	// Wait until the server answers, so the failure below is its answer.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := Probe(ctx, ProbeSpec{Kind: ProbeTCP, Endpoint: py}, nil); err != nil {
+	if _, err := Run(ctx, Spec{Kind: TCP, Endpoint: py}, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: py, WSPath: "/node/py", Path: "/node/py/",
+	_, err := Run(ctx, Spec{Kind: Auto, Endpoint: py, WSPath: "/node/py", Path: "/node/py/",
 		NotFoundSettle: time.Second}, nil)
 	if err == nil {
 		t.Fatal("probe passed on a server that answers 404")
@@ -113,10 +113,10 @@ func TestProbeAutoNotFoundHint(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	if !errors.Is(err, ErrProbeNotFound) || ctx.Err() != nil {
+	if !errors.Is(err, ErrNotFound) || ctx.Err() != nil {
 		t.Errorf("error %q: want the early give-up on 404s, before the deadline", err)
 	}
-	if h := hintFor(err); !strings.Contains(h, "strip_prefix: true") {
+	if h := Hint(err); !strings.Contains(h, "strip_prefix: true") {
 		t.Errorf("hint %q does not suggest strip_prefix", h)
 	}
 }
@@ -127,24 +127,24 @@ func TestProbeWSNotFoundHint(t *testing.T) {
 	py := probeTestPython(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := Probe(ctx, ProbeSpec{Kind: ProbeTCP, Endpoint: py}, nil); err != nil {
+	if _, err := Run(ctx, Spec{Kind: TCP, Endpoint: py}, nil); err != nil {
 		t.Fatal(err)
 	}
 	answered, cancelAnswered := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancelAnswered()
 	// The probe ends at the home's first 404, however long the attempts
 	// take on a loaded machine: the deadline is the backstop.
-	onAttempt := func(r ProbeResult) {
-		var ps probeStatusError
+	onAttempt := func(r Result) {
+		var ps StatusError
 		if errors.As(r.Last, &ps) && int(ps) == http.StatusNotFound {
 			cancelAnswered()
 		}
 	}
-	_, err := Probe(answered, ProbeSpec{Kind: ProbeWS, Endpoint: py, Path: "/node/py", OnAttempt: onAttempt}, nil)
+	_, err := Run(answered, Spec{Kind: WS, Endpoint: py, Path: "/node/py", OnAttempt: onAttempt}, nil)
 	if err == nil {
 		t.Fatal("ws probe passed on a plain HTTP server")
 	}
-	h := hintFor(err)
+	h := Hint(err)
 	for _, want := range []string{"probe: auto", "probe: http"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("hint %q lacks %q", h, want)
@@ -158,11 +158,11 @@ func TestProbeWSNotFoundHint(t *testing.T) {
 func TestProbeFailureHintFollowsAnswer(t *testing.T) {
 	t.Parallel()
 	notFound := &autoProbeError{
-		ws: probeStatusError(http.StatusNotFound), wsStatus: http.StatusNotFound,
-		gets: []autoGet{{target: "http://h/node/x/", status: http.StatusNotFound, err: probeStatusError(http.StatusNotFound)}},
+		ws: StatusError(http.StatusNotFound), wsStatus: http.StatusNotFound,
+		gets: []autoGet{{target: "http://h/node/x/", status: http.StatusNotFound, err: StatusError(http.StatusNotFound)}},
 	}
 	cut := &autoProbeError{
-		ws: probeStatusError(http.StatusNotFound), wsStatus: http.StatusNotFound,
+		ws: StatusError(http.StatusNotFound), wsStatus: http.StatusNotFound,
 		gets: []autoGet{{target: "http://h/node/x/", err: context.DeadlineExceeded}},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -176,12 +176,12 @@ func TestProbeFailureHintFollowsAnswer(t *testing.T) {
 		{"no earlier answer", nil, "no answer passed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &probeRun{spec: ProbeSpec{Kind: ProbeAuto}, target: "http://h/node/x/", answer: tc.answer}
-			err := r.fail(ctx, ProbeResult{Attempts: 3, Last: cut})
+			r := &probeRun{spec: Spec{Kind: Auto}, target: "http://h/node/x/", answer: tc.answer}
+			err := r.fail(ctx, Result{Attempts: 3, Last: cut})
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("%v: want the ctx error in the chain", err)
 			}
-			if h := hintFor(err); !strings.Contains(h, tc.want) {
+			if h := Hint(err); !strings.Contains(h, tc.want) {
 				t.Fatalf("hint %q: want %q", h, tc.want)
 			}
 		})
@@ -215,7 +215,7 @@ func TestProbeAutoDeadBrokerIsNotReady(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/"}, nil)
+	res, err := Run(ctx, Spec{Kind: Auto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/"}, nil)
 	if err == nil {
 		t.Fatalf("a broker that closes every socket with 1011 was declared ready (status %d)", res.Status)
 	}
@@ -243,7 +243,7 @@ func TestProbeAutoRefusedUpgradeFallsBack(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/"}, nil)
+	res, err := Run(ctx, Spec{Kind: Auto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/"}, nil)
 	if err != nil || res.Status != http.StatusOK {
 		t.Fatalf("probe = %d, %v; want a pass on the GET", res.Status, err)
 	}

@@ -1,4 +1,4 @@
-package wake
+package appstatus
 
 import (
 	"context"
@@ -14,10 +14,10 @@ import (
 // or ctx runs out. A budget of
 // zero is DefaultWaitReady for ready and DefaultWaitStopped otherwise.
 // Observations are shared with every other caller (Refresh).
-func (a *Apps) waitPhase(ctx context.Context, slug string, phase Phase, budget time.Duration) (AppStatus, error) {
+func (a *Apps) waitPhase(ctx context.Context, slug string, phase Phase, budget time.Duration) (Status, error) {
 	ap := a.app(slug)
 	if ap == nil {
-		return AppStatus{}, fmt.Errorf("wait for %s: %w", slug, ErrNoApp)
+		return Status{}, fmt.Errorf("wait for %s: %w", slug, ErrNoApp)
 	}
 	if budget <= 0 {
 		budget = DefaultWaitStopped
@@ -67,13 +67,13 @@ var ErrNotHome = fault.NewSentinel("the app does not run in a home", fault.Inval
 // An operation on an app is one or two halves (a restart is a stop, then
 // a start). A half sets the desired state, acts on the app's home (for a
 // home app) and waits for the phase that state leads to. Its phases, shown
-// in AppStatus.Operation, are "{operation}.{act}" then "{operation}.{wait}",
+// in Status.Operation, are "{operation}.{act}" then "{operation}.{wait}",
 // e.g. "start.wake", "start.waitReady", "restart.waitStopped".
 type opHalf struct {
 	act, wait string // the names of its two phases
 	stopped   bool   // the desired state it sets
 	phase     Phase  // the phase it waits for
-	home      func(ctx context.Context, e *Engine, id string) error
+	home      func(ctx context.Context, e Homes, id string) error
 }
 
 // startHalf wakes the home and waits for ready. The wake is an
@@ -82,7 +82,7 @@ type opHalf struct {
 // outcome, so a wake that fails ends the operation at once with its cause.
 func startHalf() opHalf {
 	return opHalf{act: "wake", wait: "waitReady", phase: PhaseReady,
-		home: func(ctx context.Context, e *Engine, id string) error {
+		home: func(ctx context.Context, e Homes, id string) error {
 			_, err := e.WakeNow(ctx, id, "app-start")
 			return err
 		}}
@@ -92,13 +92,13 @@ func startHalf() opHalf {
 // stopped.
 func stopHalf() opHalf {
 	return opHalf{act: "suspend", wait: "waitStopped", stopped: true, phase: PhaseStopped,
-		home: func(ctx context.Context, e *Engine, id string) error { return e.Suspend(ctx, id) }}
+		home: func(ctx context.Context, e Homes, id string) error { return e.Suspend(ctx, id) }}
 }
 
 // Start sets slug's desired state to running, wakes its home (for a home
 // app) and waits until it is ready (budget as waitPhase). The operation's
 // phases are start.wake and start.waitReady.
-func (a *Apps) Start(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
+func (a *Apps) Start(ctx context.Context, slug string, budget time.Duration) (Status, error) {
 	return a.operate(ctx, slug, "start", budget, startHalf())
 }
 
@@ -107,14 +107,14 @@ func (a *Apps) Start(ctx context.Context, slug string, budget time.Duration) (Ap
 // suspends its home (for a home app; refused while the home has sessions)
 // and waits until it is stopped. The operation's phases are stop.suspend
 // and stop.waitStopped.
-func (a *Apps) Stop(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
+func (a *Apps) Stop(ctx context.Context, slug string, budget time.Duration) (Status, error) {
 	return a.operate(ctx, slug, "stop", budget, stopHalf())
 }
 
 // Restart stops slug and starts it again; its phases are those of stop and
 // start prefixed with "restart." (restart.waitStopped, restart.waitReady).
 // budget bounds the whole operation. Only an app inside a home restarts.
-func (a *Apps) Restart(ctx context.Context, slug string, budget time.Duration) (AppStatus, error) {
+func (a *Apps) Restart(ctx context.Context, slug string, budget time.Duration) (Status, error) {
 	return a.operate(ctx, slug, "restart", budget, stopHalf(), startHalf())
 }
 
@@ -123,13 +123,13 @@ func (a *Apps) Restart(ctx context.Context, slug string, budget time.Duration) (
 // app at a time: a second one waits for the first to end. budget (zero:
 // the default wait of the last half's phase) runs from the call, and
 // bounds that wait and every half together.
-func (a *Apps) operate(ctx context.Context, slug, name string, budget time.Duration, halves ...opHalf) (AppStatus, error) {
+func (a *Apps) operate(ctx context.Context, slug, name string, budget time.Duration, halves ...opHalf) (Status, error) {
 	ap := a.app(slug)
 	if ap == nil {
-		return AppStatus{}, fmt.Errorf("%s %s: %w", name, slug, ErrNoApp)
+		return Status{}, fmt.Errorf("%s %s: %w", name, slug, ErrNoApp)
 	}
 	if len(halves) > 1 && ap.spec.Home == "" {
-		return AppStatus{}, fmt.Errorf("%s %s: %w", name, slug, ErrNotHome)
+		return Status{}, fmt.Errorf("%s %s: %w", name, slug, ErrNotHome)
 	}
 	if budget <= 0 {
 		budget = DefaultWaitStopped
@@ -146,7 +146,7 @@ func (a *Apps) operate(ctx context.Context, slug, name string, budget time.Durat
 		st, _ := a.Status(slug)
 		return st, fmt.Errorf("%s %s: another operation on the app did not end in time: %w", name, slug, ctx.Err())
 	}
-	var st AppStatus
+	var st Status
 	for _, h := range halves {
 		var err error
 		if st, err = a.runHalf(ctx, ap, name, h); err != nil {
@@ -158,7 +158,7 @@ func (a *Apps) operate(ctx context.Context, slug, name string, budget time.Durat
 
 // runHalf runs one half of the operation name on ap.
 // ctx carries the operation's deadline, which also ends the wait.
-func (a *Apps) runHalf(ctx context.Context, ap *observedApp, name string, h opHalf) (AppStatus, error) {
+func (a *Apps) runHalf(ctx context.Context, ap *observedApp, name string, h opHalf) (Status, error) {
 	slug, home := ap.spec.Slug, ap.spec.Home
 	if a.o.Desired != nil {
 		if err := a.o.Desired(ctx, slug, h.stopped); err != nil {
@@ -172,7 +172,7 @@ func (a *Apps) runHalf(ctx context.Context, ap *observedApp, name string, h opHa
 		a.o.Routes.Withdraw(slug, ReasonStopped)
 	}
 	if home != "" {
-		if err := h.home(ctx, a.o.Engine, home); err != nil {
+		if err := h.home(ctx, a.o.Homes, home); err != nil {
 			st, _ := a.Status(slug)
 			return st, fmt.Errorf("%s %s: %s home %s: %w", name, slug, h.act, home, err)
 		}

@@ -1,19 +1,15 @@
-package wake
+package probe
 
 import (
 	"context"
 	"net"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/wakegate/wakegate/internal/endpoint"
-	"github.com/wakegate/wakegate/registry"
 )
 
 // probeTestUnixHome serves, on a Unix socket at path, the probe path over
@@ -57,15 +53,15 @@ func probeTestUnixHome(t *testing.T, path string) (hits, badHost *atomic.Int64) 
 func TestProbeUnixSocketEachKind(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "home.sock")
 	hits, badHost := probeTestUnixHome(t, sock)
-	for _, kind := range []ProbeKind{ProbeHTTP, ProbeWS, ProbeTCP, ProbeAuto} {
+	for _, kind := range []Kind{HTTP, WS, TCP, Auto} {
 		t.Run(string(kind), func(t *testing.T) {
-			spec := ProbeSpec{Kind: kind, Endpoint: "unix://" + sock, Path: probeTestPath, Header: probeTestRelay()}
+			spec := Spec{Kind: kind, Endpoint: "unix://" + sock, Path: probeTestPath, Header: probeTestRelay()}
 			before := hits.Load()
-			res, err := Probe(probeTestGuard(t), spec, nil)
+			res, err := Run(probeTestGuard(t), spec, nil)
 			if err != nil {
 				t.Fatalf("probe: %v (result %+v)", err, res)
 			}
-			if kind != ProbeTCP && hits.Load() == before {
+			if kind != TCP && hits.Load() == before {
 				t.Errorf("the home saw no probe")
 			}
 		})
@@ -83,15 +79,15 @@ func TestProbeUnixSocketWatchesForTheSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "home.sock")
 	ctx, cancel := context.WithTimeout(probeTestGuard(t), 30*time.Second)
 	defer cancel()
-	spec := ProbeSpec{Kind: ProbeHTTP, Endpoint: "unix://" + sock, Path: probeTestPath, Header: probeTestRelay(),
+	spec := Spec{Kind: HTTP, Endpoint: "unix://" + sock, Path: probeTestPath, Header: probeTestRelay(),
 		MinPause: 20 * time.Second, MaxPause: 20 * time.Second, PortWatch: 10 * time.Millisecond}
 	type outcome struct {
-		res ProbeResult
+		res Result
 		err error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := Probe(ctx, spec, nil)
+		res, err := Run(ctx, spec, nil)
 		done <- outcome{res, err}
 	}()
 	time.Sleep(100 * time.Millisecond) // the first attempt finds no socket
@@ -103,37 +99,5 @@ func TestProbeUnixSocketWatchesForTheSocket(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the probe waited out its pause: the socket was not watched")
-	}
-}
-
-// TestAppHealthCheckUnixSocket runs an app's direct health checks (http
-// and tcp) against a home on a Unix socket, as the ladder builds their
-// base from the home's endpoint.
-func TestAppHealthCheckUnixSocket(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "home.sock")
-	hits, badHost := probeTestUnixHome(t, sock)
-	a := NewApps(AppsOptions{})
-	defer a.Close()
-	base := endpoint.HTTP("unix://"+sock) + "/node"
-	for _, typ := range []string{registry.HealthHTTP, registry.HealthTCP} {
-		app := registry.App{Slug: "s", Upstream: "http://unused", Kind: "api",
-			Health: registry.AppHealth{Type: typ, Path: "/alice", Timeout: registry.Duration(5 * time.Second)}}
-		// The test home wants the relay header, which a home's app gets
-		// from the engine; this one has no home, so the path alone fails
-		// with 404 and passes only as a tcp check or with the header.
-		err := a.check(probeTestGuard(t), app, base)
-		switch typ {
-		case registry.HealthTCP:
-			if err != nil {
-				t.Errorf("tcp check: %v", err)
-			}
-		default:
-			if err == nil || !strings.Contains(err.Error(), "404") {
-				t.Errorf("http check: %v, want the home's 404 (it was reached)", err)
-			}
-		}
-	}
-	if badHost.Load() != 0 || hits.Load() != 0 {
-		t.Errorf("host mismatches %d, authorised hits %d", badHost.Load(), hits.Load())
 	}
 }

@@ -1,4 +1,4 @@
-package wake
+package probe
 
 import (
 	"context"
@@ -19,32 +19,32 @@ import (
 	"github.com/wakegate/wakegate/internal/endpoint"
 )
 
-// ProbeKind selects how readiness is proven.
-type ProbeKind string
+// Kind selects how readiness is proven.
+type Kind string
 
 const (
-	// ProbeWS upgrades to a WebSocket at the probe path and passes when a
+	// WS upgrades to a WebSocket at the probe path and passes when a
 	// first message arrives or the socket stays open through the settle
 	// window. It is the default for homes: it proves the real serving path.
-	ProbeWS ProbeKind = "ws"
-	// ProbeHTTP sends GET to the health path and judges the status.
-	ProbeHTTP ProbeKind = "http"
-	// ProbeTCP passes when a TCP connection to the endpoint opens.
-	ProbeTCP ProbeKind = "tcp"
-	// ProbeAuto serves plain HTTP servers and WebSocket services alike:
+	WS Kind = "ws"
+	// HTTP sends GET to the health path and judges the status.
+	HTTP Kind = "http"
+	// TCP passes when a TCP connection to the endpoint opens.
+	TCP Kind = "tcp"
+	// Auto serves plain HTTP servers and WebSocket services alike:
 	// each attempt tries a GET at each of AltPaths (the apps inside the
-	// home), then a WebSocket upgrade at WSPath (as ProbeWS), then a GET
-	// at Path (as ProbeHTTP), and passes on the first that does. A refused
+	// home), then a WebSocket upgrade at WSPath (as WS), then a GET
+	// at Path (as HTTP), and passes on the first that does. A refused
 	// connection ends the attempt at once, so the port watch applies. It
 	// is the configuration's default (wake.probe.kind).
-	ProbeAuto ProbeKind = "auto"
+	Auto Kind = "auto"
 )
 
-// ProbeSpec says what to probe and how. Zero values are replaced by the
+// Spec says what to probe and how. Zero values are replaced by the
 // defaults inside Probe, so a spec can be passed as it was configured.
-type ProbeSpec struct {
-	// Kind is the probe kind. Default (zero): ProbeWS.
-	Kind ProbeKind
+type Spec struct {
+	// Kind is the probe kind. Default (zero): WS.
+	Kind Kind
 	// Endpoint is the upstream base URL, for example http://127.0.0.1:8080.
 	// The ws probe dials it as ws:// (https becomes wss://); the http probe
 	// accepts ws and wss as http and https. The tcp probe dials its host
@@ -62,7 +62,7 @@ type ProbeSpec struct {
 	// each with its own status rules: the health paths of the apps that
 	// run in the home, which are also its real serving path. Unused by the
 	// other kinds. Zero: none.
-	AltPaths []ProbePath
+	AltPaths []Path
 	// Header is sent on every ws and http attempt, typically the relay
 	// token in X-Wakegate-Relay; a Host entry sets the request host. The
 	// ws probe refuses Upgrade, Connection and Sec-Websocket-* headers.
@@ -109,7 +109,7 @@ type ProbeSpec struct {
 	PortWatch time.Duration
 	// NotFoundSettle is how long an auto probe goes on while every answer
 	// of every attempt is 404 (the upgrade and each GET) before it gives
-	// up with ErrProbeNotFound, instead of waiting out its ctx: a home
+	// up with ErrNotFound, instead of waiting out its ctx: a home
 	// that answers 404 everywhere for that long serves none of the probed
 	// paths, and more time will not change that. At least
 	// NotFoundMinAttempts such attempts are made. Any other answer starts
@@ -119,19 +119,19 @@ type ProbeSpec struct {
 	NotFoundSettle time.Duration
 	// OnAttempt, if set, is called after each attempt that did not pass,
 	// with the result so far; it must return quickly. Zero: none.
-	OnAttempt func(ProbeResult)
+	OnAttempt func(Result)
 }
 
-// ProbePath is one GET of an auto probe: a path joined to the endpoint like
-// ProbeSpec.Path, and the status rules it is judged by (API as in
-// ProbeSpec).
-type ProbePath struct {
+// Path is one GET of an auto probe: a path joined to the endpoint like
+// Spec.Path, and the status rules it is judged by (API as in
+// Spec).
+type Path struct {
 	Path string
 	API  bool
 }
 
-// ProbeResult reports what a probe saw.
-type ProbeResult struct {
+// Result reports what a probe saw.
+type Result struct {
 	// Attempts is the number of attempts made.
 	Attempts int
 	// Status is the HTTP status of the last attempt: the http response
@@ -169,8 +169,8 @@ type ProbeResult struct {
 // wraps both ctx.Err() and the last attempt's error. No goroutine or timer
 // started by Probe outlives the call, and the probe's connections are
 // closed before it returns.
-func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult, error) {
-	var res ProbeResult
+func Run(ctx context.Context, s Spec, ready <-chan struct{}) (Result, error) {
+	var res Result
 	s = probeDefaults(s)
 	run, err := probeNewRun(s)
 	if err != nil {
@@ -221,7 +221,7 @@ func Probe(ctx context.Context, s ProbeSpec, ready <-chan struct{}) (ProbeResult
 
 // probePauser is the pause between two attempts of one Probe call.
 type probePauser struct {
-	spec  ProbeSpec
+	spec  Spec
 	run   *probeRun
 	ready <-chan struct{} // nil once its signal was taken
 	pause time.Duration
@@ -233,7 +233,7 @@ type probePauser struct {
 // should run (false: ctx ended). refused says whether the attempt's
 // connection was refused (or its socket file is missing), which turns on
 // the port watch.
-func (p *probePauser) wait(ctx context.Context, refused bool, res *ProbeResult) bool {
+func (p *probePauser) wait(ctx context.Context, refused bool, res *Result) bool {
 	if probeClosed(p.ready) {
 		// The signal came during the attempt: the next one runs at once.
 		p.ready, res.Signalled = nil, true
@@ -315,9 +315,9 @@ func (r *probeRun) portOpen(ctx context.Context) bool {
 }
 
 // probeDefaults fills the zero fields of s with their defaults.
-func probeDefaults(s ProbeSpec) ProbeSpec {
+func probeDefaults(s Spec) Spec {
 	if s.Kind == "" {
-		s.Kind = ProbeWS
+		s.Kind = WS
 	}
 	if s.AttemptTimeout <= 0 {
 		s.AttemptTimeout = probeDefaultAttemptTimeout
@@ -359,7 +359,7 @@ func probeClosed(ch <-chan struct{}) bool {
 
 // probeRun holds what the attempts of one Probe call share.
 type probeRun struct {
-	spec     ProbeSpec
+	spec     Spec
 	target   string // URL for ws and http, host:port for tcp
 	hostport string // the endpoint's host:port, for the port watch
 	// dial dials through endpoint.Target: a socket endpoint's stand-in
@@ -376,7 +376,7 @@ type probeRun struct {
 	// (probe_auto.go).
 	notFound notFoundRun
 	// note is the passing auto attempt's account of an upgrade that got no
-	// answer (ProbeResult.Note).
+	// answer (Result.Note).
 	note string
 	// transport and client are set for http and auto probes only.
 	transport *http.Transport
@@ -384,31 +384,31 @@ type probeRun struct {
 }
 
 // probeNewRun checks s and builds the dialer and, for http, the client.
-func probeNewRun(s ProbeSpec) (*probeRun, error) {
+func probeNewRun(s Spec) (*probeRun, error) {
 	r := &probeRun{spec: s, dial: endpoint.Dialer(&net.Dialer{})}
 	var err error
 	switch s.Kind {
-	case ProbeWS:
+	case WS:
 		if s.Settle >= s.AttemptTimeout {
 			return nil, fmt.Errorf("settle %v must be shorter than attempt timeout %v", s.Settle, s.AttemptTimeout)
 		}
-		r.target, err = probeURL(s.Endpoint, s.Path, probeWSSchemes)
-	case ProbeHTTP:
-		r.target, err = probeURL(s.Endpoint, s.Path, probeHTTPSchemes)
+		r.target, err = URL(s.Endpoint, s.Path, probeWSSchemes)
+	case HTTP:
+		r.target, err = URL(s.Endpoint, s.Path, probeHTTPSchemes)
 		if err == nil {
 			r.newClient()
 		}
-	case ProbeAuto:
+	case Auto:
 		err = r.newAuto()
-	case ProbeTCP:
-		r.target, err = probeHostPort(s.Endpoint)
+	case TCP:
+		r.target, err = HostPort(s.Endpoint)
 	default:
 		return nil, fmt.Errorf("unknown probe kind %q", s.Kind)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if r.hostport, err = probeHostPort(s.Endpoint); err != nil {
+	if r.hostport, err = HostPort(s.Endpoint); err != nil {
 		r.spec.PortWatch = -1 // no port to watch; pauses run their full length
 	}
 	return r, nil
@@ -437,9 +437,9 @@ func (r *probeRun) newClient() {
 	}
 }
 
-// probeURL joins endpoint and path and maps the endpoint's scheme through
+// URL joins endpoint and path and maps the endpoint's scheme through
 // schemes; a scheme that is not a key of schemes is refused.
-func probeURL(ep, path string, schemes map[string]string) (string, error) {
+func URL(ep, path string, schemes map[string]string) (string, error) {
 	u, err := url.Parse(endpoint.HTTP(ep))
 	if err != nil {
 		return "", fmt.Errorf("parse endpoint: %w", err)
@@ -469,9 +469,9 @@ func probeURL(ep, path string, schemes map[string]string) (string, error) {
 	return u.String(), nil
 }
 
-// probeHostPort returns the host:port a tcp probe dials: endpoint itself when
+// HostPort returns the host:port a tcp probe dials: endpoint itself when
 // it has no scheme, otherwise the URL's host with its port or the scheme's.
-func probeHostPort(ep string) (string, error) {
+func HostPort(ep string) (string, error) {
 	if !strings.Contains(ep, "://") {
 		if _, _, err := net.SplitHostPort(ep); err != nil {
 			return "", fmt.Errorf("endpoint %q: %w", ep, err)
@@ -503,20 +503,20 @@ func probeHostPort(ep string) (string, error) {
 // saw (0 if none) and nil if the attempt passed.
 func (r *probeRun) attempt(ctx context.Context) (int, error) {
 	switch r.spec.Kind {
-	case ProbeWS:
+	case WS:
 		status, _, err := r.attemptWS(ctx, r.target, r.spec.AttemptTimeout)
 		return status, err
-	case ProbeHTTP:
+	case HTTP:
 		code, err := r.attemptHTTP(ctx, r.target, r.spec.API)
 		if len(r.spec.Statuses) > 0 && code != 0 {
 			// The home's own list decides, whatever the rules said.
 			if slices.Contains(r.spec.Statuses, code) {
 				return code, nil
 			}
-			return code, fmt.Errorf("http get: %w", probeStatusError(code))
+			return code, fmt.Errorf("http get: %w", StatusError(code))
 		}
 		return code, err
-	case ProbeAuto:
+	case Auto:
 		return r.attemptAuto(ctx)
 	default:
 		return 0, r.attemptTCP(ctx)
@@ -528,7 +528,7 @@ func (r *probeRun) attempt(ctx context.Context) (int, error) {
 // refused dial, a 404) is wrapped too: it is what the home said, so it
 // comes before the cut attempt when the chain is searched (errors.As finds
 // the 404s, not the deadline, and the hint follows them).
-func (r *probeRun) fail(ctx context.Context, res ProbeResult) error {
+func (r *probeRun) fail(ctx context.Context, res Result) error {
 	msg := fmt.Sprintf("wake: probe %s %s: not ready after %d attempts: %v; last attempt: %v",
 		r.spec.Kind, r.target, res.Attempts, ctx.Err(), res.Last)
 	if r.answer != nil && r.answer != res.Last {
@@ -587,16 +587,19 @@ func (r *probeRun) attemptHTTP(ctx context.Context, target string, api bool) (in
 	if err != nil {
 		return 0, fmt.Errorf("http get: %w", err)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, probeDrainLimit))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, DrainLimit))
 	_ = resp.Body.Close()
-	if probeStatusPasses(resp.StatusCode, api) {
+	if StatusPasses(resp.StatusCode, api) {
 		return resp.StatusCode, nil
 	}
-	return resp.StatusCode, fmt.Errorf("http get: %w", probeStatusError(resp.StatusCode))
+	return resp.StatusCode, fmt.Errorf("http get: %w", StatusError(resp.StatusCode))
 }
 
-// probeStatusPasses applies the UI and API status rules.
-func probeStatusPasses(code int, api bool) bool {
+// StatusPasses applies the status rules of DESIGN rule 12 to an answer
+// of a probe, a health check or the self-probe: 2xx and 3xx pass; with
+// api, 401 and 403 pass too (an API's auth boundary answered); nothing
+// else does.
+func StatusPasses(code int, api bool) bool {
 	switch {
 	case code >= 200 && code < 400:
 		return true
@@ -610,10 +613,10 @@ func probeStatusPasses(code int, api bool) bool {
 // errWSProbe marks a failed WebSocket handshake of a ws probe.
 var errWSProbe = errors.New("ws handshake")
 
-// probeStatusError is an HTTP status that does not pass.
-type probeStatusError int
+// StatusError is an HTTP status that does not pass.
+type StatusError int
 
-func (e probeStatusError) Error() string {
+func (e StatusError) Error() string {
 	return fmt.Sprintf("status %d %s", int(e), http.StatusText(int(e)))
 }
 
@@ -679,7 +682,7 @@ func (r *probeRun) attemptWS(ctx context.Context, target string, handshake time.
 	}
 	if err != nil {
 		if errors.Is(err, websocket.ErrBadHandshake) && resp != nil {
-			return status, dialled, fmt.Errorf("%w: %w", errWSProbe, probeStatusError(status))
+			return status, dialled, fmt.Errorf("%w: %w", errWSProbe, StatusError(status))
 		}
 		if ctx.Err() != nil {
 			return status, dialled, fmt.Errorf("ws dial: %w: %w", ctx.Err(), err)
@@ -715,8 +718,3 @@ func (r *probeRun) attemptWS(ctx context.Context, target string, handshake time.
 	}
 	return status, dialled, fmt.Errorf("ws settle: %w", err)
 }
-
-// parseEndpoint parses a provider's endpoint into the URL the proxy and
-// the probes use: a socket endpoint (unix:///path) becomes its stand-in
-// http URL (internal/endpoint).
-func parseEndpoint(ep string) (*url.URL, error) { return url.Parse(endpoint.HTTP(ep)) }

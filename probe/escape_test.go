@@ -1,4 +1,4 @@
-package wake
+package probe
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func TestProbeQuotesCloseReasonEscaped(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := Probe(ctx, ProbeSpec{Kind: ProbeWS, Endpoint: srv.URL, Path: "/node/x", Settle: time.Second}, nil)
+	_, err := Run(ctx, Spec{Kind: WS, Endpoint: srv.URL, Path: "/node/x", Settle: time.Second}, nil)
 	if err == nil {
 		t.Fatal("the probe passed a home that closes at once")
 	}

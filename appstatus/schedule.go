@@ -1,9 +1,11 @@
-package wake
+package appstatus
 
 import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/wakegate/wakegate/events"
 )
 
 // When an app is observed (the gateway's observation loop waits with
@@ -16,7 +18,7 @@ import (
 //     in a row (interval, 2×interval, 4×interval, ...) up to
 //     health.max_interval: a steady app costs its home a few requests a
 //     minute, not one every interval.
-//   - A forwarded request the app answered (AppPulse.Beat) counts as a
+//   - A forwarded request the app answered (Pulse.Beat) counts as a
 //     passed observation of a ready app: the next active one is due a
 //     pause after the last answer, so an app in use is not checked at all.
 //   - Any change of the app's home (a wake started, ended or failed, a
@@ -33,14 +35,14 @@ const pulseGrain = 100 * time.Millisecond
 // not registered.
 const unregisteredPause = 100 * time.Millisecond
 
-// AppPulse records the last time a forwarded request got an answer from
+// Pulse records the last time a forwarded request got an answer from
 // the app (a passive observation). The request path calls Beat; it takes
-// no lock and allocates nothing. The zero value and a nil *AppPulse are
+// no lock and allocates nothing. The zero value and a nil *Pulse are
 // ready to use (nil ignores beats).
-type AppPulse struct{ at atomic.Int64 } // unix nanoseconds; 0: never
+type Pulse struct{ at atomic.Int64 } // unix nanoseconds; 0: never
 
 // Beat records that the app answered a forwarded request at at.
-func (p *AppPulse) Beat(at time.Time) {
+func (p *Pulse) Beat(at time.Time) {
 	if p == nil {
 		return
 	}
@@ -51,7 +53,7 @@ func (p *AppPulse) Beat(at time.Time) {
 }
 
 // last returns the last beat (zero when none).
-func (p *AppPulse) last() time.Time {
+func (p *Pulse) last() time.Time {
 	if n := p.at.Load(); n != 0 {
 		return time.Unix(0, n)
 	}
@@ -187,7 +189,7 @@ func (a *Apps) AwaitObservation(ctx context.Context, slug string) bool {
 // event of the home (a wake started, ended or failed, a suspend, a roll),
 // until Apps closes. An event dropped for this subscriber only delays the
 // kick to the app's next due observation.
-func (a *Apps) followHomes(sub *Subscription) {
+func (a *Apps) followHomes(sub *events.Subscription) {
 	defer a.wg.Done()
 	defer sub.Close()
 	for {

@@ -1,4 +1,4 @@
-package wake
+package probe
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func TestProbePortWatchEndsPause(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := Probe(ctx, ProbeSpec{Kind: ProbeHTTP, Endpoint: "http://" + addr, Path: "/",
+	res, err := Run(ctx, Spec{Kind: HTTP, Endpoint: "http://" + addr, Path: "/",
 		MinPause: time.Hour, MaxPause: time.Hour}, nil)
 	<-started
 	if err != nil {
@@ -62,7 +62,7 @@ func TestProbePortWatchOff(t *testing.T) {
 	ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	res, err := Probe(ctx, ProbeSpec{Kind: ProbeHTTP, Endpoint: "http://" + addr,
+	res, err := Run(ctx, Spec{Kind: HTTP, Endpoint: "http://" + addr,
 		MinPause: time.Hour, MaxPause: time.Hour, PortWatch: -1}, nil)
 	if err == nil || res.Attempts != 1 {
 		t.Fatalf("err = %v, attempts = %d; want a failure after exactly 1 attempt", err, res.Attempts)

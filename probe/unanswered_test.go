@@ -1,4 +1,4 @@
-package wake
+package probe
 
 import (
 	"bufio"
@@ -83,7 +83,7 @@ func TestProbeAutoUnansweredUpgrade(t *testing.T) {
 	srv := newSilentUpgradeServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.url(), WSPath: "/node/vite", Path: "/node/vite/",
+	res, err := Run(ctx, Spec{Kind: Auto, Endpoint: srv.url(), WSPath: "/node/vite", Path: "/node/vite/",
 		AttemptTimeout: 2 * time.Second, WSTimeout: 200 * time.Millisecond}, nil)
 	if err != nil {
 		t.Fatalf("probe: %v (%+v)", err, res)
@@ -138,8 +138,8 @@ func TestProbeAutoBrokerNotVouchedByGet(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: "http://" + ln.Addr().String(), WSPath: "/node/b",
-		Path: "/node/b/", AltPaths: []ProbePath{{Path: "/health"}}}, nil)
+	res, err := Run(ctx, Spec{Kind: Auto, Endpoint: "http://" + ln.Addr().String(), WSPath: "/node/b",
+		Path: "/node/b/", AltPaths: []Path{{Path: "/health"}}}, nil)
 	if err == nil {
 		t.Fatalf("probe passed: %+v", res)
 	}
@@ -150,7 +150,7 @@ func TestProbeAutoBrokerNotVouchedByGet(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != websocket.CloseInternalServerErr {
 		t.Errorf("error %v does not carry the broker's close", err)
 	}
-	if h := hintFor(err); !strings.Contains(h, "settle") {
+	if h := Hint(err); !strings.Contains(h, "settle") {
 		t.Errorf("hint %q does not name the settle window", h)
 	}
 	mu.Lock()

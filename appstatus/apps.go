@@ -1,4 +1,4 @@
-package wake
+package appstatus
 
 import (
 	"context"
@@ -10,9 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wake"
 )
 
 // Phase is an app's observed phase.
@@ -28,7 +30,7 @@ const (
 )
 
 // Reason codes of an app's phase, one per rung of the ladder
-// (apps_ladder.go).
+// (ladder.go).
 const (
 	ReasonNotObserved      = "not-observed"       // unknown: no observation yet
 	ReasonStopped          = "stopped"            // stopped: desired state is stopped
@@ -61,8 +63,8 @@ const (
 	DefaultWaitStopped = 60 * time.Second
 )
 
-// AppStatus is an app's observed status.
-type AppStatus struct {
+// Status is an app's observed status.
+type Status struct {
 	Slug  string `json:"slug"`
 	Phase Phase  `json:"phase"`
 	// Reason is a stable code (Reason* constants); Message a sentence.
@@ -86,9 +88,9 @@ type AppStatus struct {
 	Hint string `json:"hint,omitempty"`
 }
 
-// AppRoutes is a gateway instance's route table as app status sees it.
+// Routes is a gateway instance's route table as app status sees it.
 // Implementations are safe for concurrent use.
-type AppRoutes interface {
+type Routes interface {
 	// RouteState returns the state of slug's route; ok is false when the
 	// table cannot route slug yet (no entry, or not listening).
 	RouteState(slug string) (state RouteState, ok bool)
@@ -102,15 +104,32 @@ type AppRoutes interface {
 	Withdraw(slug, reason string)
 }
 
-// AppsOptions configure Apps.
-type AppsOptions struct {
-	// Engine answers for the runtime of home apps. Required when any app
-	// has a home.
-	Engine *Engine
+// Homes is what the ladder and the operations ask of the lifecycle engine
+// about the homes that apps run in. *wake.Engine implements it.
+type Homes interface {
+	// HomeState returns what the store and the engine know of home id.
+	HomeState(ctx context.Context, id string) (wake.HomeState, error)
+	// SetRelayHeader adds home id's relay token to hdr, when it has one.
+	SetRelayHeader(id string, hdr http.Header)
+	// WakeNow wakes home id for an operator (cause names why) and waits
+	// for the outcome.
+	WakeNow(ctx context.Context, id, cause string) (wake.Awake, error)
+	// Suspend suspends home id; it is refused while the home has sessions.
+	Suspend(ctx context.Context, id string) error
+	// UseAppPaths has the auto probes of homes also try the apps' health
+	// paths p names.
+	UseAppPaths(p wake.AppPaths)
+}
+
+// Options configure Apps.
+type Options struct {
+	// Homes answers for the runtime of home apps (the lifecycle engine,
+	// *wake.Engine). Required when any app has a home.
+	Homes Homes
 	// Routes is the gateway's route table. Required.
-	Routes AppRoutes
+	Routes Routes
 	// Events receives app.phase events; nil publishes none.
-	Events *Bus
+	Events *events.Bus
 	// Log receives phase changes; nil is slog.Default().
 	Log *slog.Logger
 	// Desired stores an operator's desired state of an app (stopped or
@@ -123,8 +142,8 @@ type AppsOptions struct {
 // Apps observes apps: it walks the ladder of checks, keeps each app's last
 // status, coalesces and caches refreshes, and runs start, stop and restart.
 type Apps struct {
-	o      AppsOptions
-	tab    atomic.Pointer[appSet] // copy on write (apps_runtime.go)
+	o      Options
+	tab    atomic.Pointer[appSet] // copy on write (runtime.go)
 	setMu  sync.Mutex             // serialises changes of tab
 	client *http.Client
 	tr     *http.Transport
@@ -148,21 +167,21 @@ type observedApp struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	st      AppStatus
+	st      Status
 	stStart time.Time // when the stored observation started
 	flight  *observation
 	fails   int  // failed observations in a row
 	stopped bool // desired state
 	op      string
-	opLock  chan struct{} // held by the operation in progress (apps_ops.go)
+	opLock  chan struct{} // held by the operation in progress (ops.go)
 	changed chan struct{} // closed and replaced whenever st changes
-	phases  phaseHistory  // its last phase changes (apps_history.go)
+	phases  phaseHistory  // its last phase changes (history.go)
 
-	// The schedule of its observations (apps_schedule.go).
+	// The schedule of its observations (schedule.go).
 	streak       int       // ready observations in a row
 	observations uint64    // active observations run
 	lastObs      time.Time // when the last one ended
-	pulse        AppPulse  // passive observations: forwarded requests answered
+	pulse        Pulse     // passive observations: forwarded requests answered
 	kick         chan struct{}
 }
 
@@ -171,13 +190,13 @@ type observedApp struct {
 type observation struct {
 	start    time.Time
 	done     chan struct{}
-	st       AppStatus
+	st       Status
 	timedOut bool
 }
 
-// NewApps returns Apps observing no app yet (Put registers them). Close it
+// New returns Apps observing no app yet (Put registers them). Close it
 // to stop its goroutines.
-func NewApps(o AppsOptions) *Apps {
+func New(o Options) *Apps {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
@@ -187,8 +206,8 @@ func NewApps(o AppsOptions) *Apps {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.tab.Store(&appSet{byslug: map[string]*observedApp{}})
-	if o.Engine != nil {
-		o.Engine.apps.Store(a)
+	if o.Homes != nil {
+		o.Homes.UseAppPaths(a)
 	}
 	if o.Events != nil {
 		a.wg.Add(1)
@@ -205,10 +224,10 @@ func (a *Apps) Close() {
 }
 
 // Status returns slug's last stored status without observing it.
-func (a *Apps) Status(slug string) (AppStatus, bool) {
+func (a *Apps) Status(slug string) (Status, bool) {
 	ap := a.app(slug)
 	if ap == nil {
-		return AppStatus{}, false
+		return Status{}, false
 	}
 	ap.mu.Lock()
 	defer ap.mu.Unlock()
@@ -217,7 +236,7 @@ func (a *Apps) Status(slug string) (AppStatus, bool) {
 
 // current is ap's stored status with the live route state and operation;
 // ap.mu is held.
-func (a *Apps) current(ap *observedApp) AppStatus {
+func (a *Apps) current(ap *observedApp) Status {
 	st := ap.st
 	if ap.stopped && st.Phase == PhaseUnknown && st.Reason == ReasonNotObserved {
 		// Stopped by the operator's stored word before its first
@@ -234,9 +253,9 @@ func (a *Apps) current(ap *observedApp) AppStatus {
 }
 
 // List returns every app's last stored status, by slug.
-func (a *Apps) List() []AppStatus {
+func (a *Apps) List() []Status {
 	order := a.tab.Load().order
-	out := make([]AppStatus, 0, len(order))
+	out := make([]Status, 0, len(order))
 	for _, slug := range order {
 		st, _ := a.Status(slug)
 		out = append(out, st)
@@ -287,10 +306,10 @@ var ErrNoApp = fault.NewSentinel("no such app", fault.NotFound, "app_not_found",
 // stored, joining the one in flight if any, and returns the status. When
 // waitFor is not empty it then waits, as waitPhase with the default
 // budget, for that phase.
-func (a *Apps) Refresh(ctx context.Context, slug string, waitFor Phase) (AppStatus, error) {
+func (a *Apps) Refresh(ctx context.Context, slug string, waitFor Phase) (Status, error) {
 	ap := a.app(slug)
 	if ap == nil {
-		return AppStatus{}, fmt.Errorf("refresh %s: %w", slug, ErrNoApp)
+		return Status{}, fmt.Errorf("refresh %s: %w", slug, ErrNoApp)
 	}
 	st := a.refresh(ctx, ap, time.Now().Add(-ap.spec.MinRefresh.Duration()))
 	if waitFor == "" {
@@ -305,15 +324,15 @@ func (a *Apps) Refresh(ctx context.Context, slug string, waitFor Phase) (AppStat
 // observation. The observation runs detached from ctx, bounded by
 // refresh_timeout; a caller whose ctx ends first, or whose observation ran
 // out of time, gets the last stored status marked Stale.
-func (a *Apps) RefreshSince(ctx context.Context, slug string, since time.Time) (AppStatus, error) {
+func (a *Apps) RefreshSince(ctx context.Context, slug string, since time.Time) (Status, error) {
 	ap := a.app(slug)
 	if ap == nil {
-		return AppStatus{}, fmt.Errorf("refresh %s: %w", slug, ErrNoApp)
+		return Status{}, fmt.Errorf("refresh %s: %w", slug, ErrNoApp)
 	}
 	return a.refresh(ctx, ap, since), nil
 }
 
-func (a *Apps) refresh(ctx context.Context, ap *observedApp, since time.Time) AppStatus {
+func (a *Apps) refresh(ctx context.Context, ap *observedApp, since time.Time) Status {
 	for {
 		ap.mu.Lock()
 		if !ap.stStart.IsZero() && !ap.stStart.Before(since) {
@@ -395,7 +414,7 @@ func (a *Apps) observe(ap *observedApp, f *observation) {
 		ap.phases.addLocked(PhaseChange{At: ob.ObservedAt, Phase: ob.Phase, Reason: ob.Reason, Message: ob.Message})
 		// Published under the app's lock, so that its events keep the
 		// order of what happened to it (a stop's withdrawal comes after).
-		a.o.Events.Publish(Event{Type: EventAppPhase, App: ap.spec.Slug, Home: ap.spec.Home,
+		a.o.Events.Publish(events.Event{Type: wake.EventAppPhase, App: ap.spec.Slug, Home: ap.spec.Home,
 			Phase: string(ob.Phase), Reason: ob.Reason, Message: ob.Message, Time: ob.ObservedAt})
 	}
 	ap.mu.Unlock()

@@ -1,4 +1,4 @@
-package wake
+package probe
 
 import (
 	"net/http"
@@ -15,18 +15,18 @@ func BenchmarkProbe(b *testing.B) {
 
 	cases := []struct {
 		name string
-		spec ProbeSpec
+		spec Spec
 	}{
-		{"http", ProbeSpec{Kind: ProbeHTTP, Endpoint: httpSrv.URL, Path: probeTestPath, Header: probeTestRelay()}},
-		{"ws-first-frame", ProbeSpec{Kind: ProbeWS, Endpoint: wsSrv.URL, Path: probeTestPath, Header: probeTestRelay(), Settle: time.Second}},
-		{"tcp", ProbeSpec{Kind: ProbeTCP, Endpoint: tcpAddr}},
+		{"http", Spec{Kind: HTTP, Endpoint: httpSrv.URL, Path: probeTestPath, Header: probeTestRelay()}},
+		{"ws-first-frame", Spec{Kind: WS, Endpoint: wsSrv.URL, Path: probeTestPath, Header: probeTestRelay(), Settle: time.Second}},
+		{"tcp", Spec{Kind: TCP, Endpoint: tcpAddr}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			ready := make(chan struct{})
 			b.ReportAllocs()
 			for b.Loop() {
-				res, err := Probe(b.Context(), c.spec, ready)
+				res, err := Run(b.Context(), c.spec, ready)
 				if err != nil || res.Attempts != 1 {
 					b.Fatalf("probe: %v (result %+v)", err, res)
 				}

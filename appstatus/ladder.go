@@ -1,4 +1,4 @@
-package wake
+package appstatus
 
 import (
 	"context"
@@ -7,9 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -36,13 +39,13 @@ import (
 
 // rung is the outcome of one rung: pass is true when the ladder goes on.
 type rung struct {
-	st   AppStatus
+	st   Status
 	pass bool
 }
 
 // ladder walks the rungs in order and returns the first that does not
 // pass, or ready.
-func (a *Apps) ladder(ctx context.Context, ap *observedApp) AppStatus {
+func (a *Apps) ladder(ctx context.Context, ap *observedApp) Status {
 	s := ap.spec
 	ap.mu.Lock()
 	stopped := ap.stopped
@@ -65,8 +68,8 @@ func (a *Apps) ladder(ctx context.Context, ap *observedApp) AppStatus {
 const msgStopped = "the app is stopped (its desired state is stopped)"
 
 // appStatus is an observation of s that ends now.
-func appStatus(s registry.App, p Phase, reason, format string, args ...any) AppStatus {
-	return AppStatus{Slug: s.Slug, Phase: p, Reason: reason, Message: fmt.Sprintf(format, args...), ObservedAt: time.Now()}
+func appStatus(s registry.App, p Phase, reason, format string, args ...any) Status {
+	return Status{Slug: s.Slug, Phase: p, Reason: reason, Message: fmt.Sprintf(format, args...), ObservedAt: time.Now()}
 }
 
 // runtimeRung checks the app's runtime and its desired state (rungs 1 and
@@ -85,7 +88,7 @@ func (a *Apps) runtimeRung(ctx context.Context, ap *observedApp, stopped bool) (
 		}
 		return s.Upstream, ap.since, rung{pass: true}
 	}
-	hs, err := a.o.Engine.HomeState(ctx, s.Home)
+	hs, err := a.o.Homes.HomeState(ctx, s.Home)
 	switch {
 	case err != nil:
 		return fail(PhaseUnknown, ReasonRuntimeUnknown, "the state of home %s could not be read: %v", s.Home, err)
@@ -138,7 +141,7 @@ func (a *Apps) healthRung(ctx context.Context, s registry.App, base string, sinc
 }
 
 // probeRung sends the self-probe through the gateway's own path (rung 6).
-func (a *Apps) probeRung(ctx context.Context, s registry.App) AppStatus {
+func (a *Apps) probeRung(ctx context.Context, s registry.App) Status {
 	pctx, cancel := context.WithTimeout(ctx, s.Health.Timeout.Duration())
 	code, err := a.o.Routes.SelfProbe(pctx, s.Slug)
 	cancel()
@@ -163,7 +166,7 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.Health.Timeout.Duration())
 	defer cancel()
 	if s.Health.Type == registry.HealthTCP {
-		hp, err := probeHostPort(base)
+		hp, err := probe.HostPort(base)
 		if err != nil {
 			return err
 		}
@@ -174,7 +177,7 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 		_ = c.Close()
 		return nil
 	}
-	target, err := probeURL(base, s.Health.Path, map[string]string{"http": "http", "https": "https"})
+	target, err := probe.URL(base, s.Health.Path, map[string]string{"http": "http", "https": "https"})
 	if err != nil {
 		return err
 	}
@@ -184,27 +187,19 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 	}
 	req.Host = endpoint.HostHeader(req.URL.Host)
 	if s.Home != "" {
-		a.o.Engine.setRelayHeader(s.Home, req.Header)
+		a.o.Homes.SetRelayHeader(s.Home, req.Header)
 	}
 	req.Header.Set("User-Agent", HealthCheckUserAgent)
 	res, err := a.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("health check: %w", err)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, probeDrainLimit))
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, probe.DrainLimit))
 	_ = res.Body.Close()
-	if !StatusPasses(res.StatusCode, s.API()) {
-		return fmt.Errorf("health check GET %s: %w", s.Health.Path, probeStatusError(res.StatusCode))
+	if !probe.StatusPasses(res.StatusCode, s.API()) {
+		return fmt.Errorf("health check GET %s: %w", s.Health.Path, probe.StatusError(res.StatusCode))
 	}
 	return nil
-}
-
-// setRelayHeader adds home id's relay token to hdr under the relay header,
-// when the home has one.
-func (e *Engine) setRelayHeader(id string, hdr http.Header) {
-	if h := e.home(id); h != nil && h.spec.RelayToken != "" {
-		hdr.Set(e.o.RelayHeader, h.spec.RelayToken)
-	}
 }
 
 // selfProbeHint is the likely fix of a self-probe that got code although
@@ -228,6 +223,24 @@ func selfProbeHint(s registry.App, code int) string {
 // HealthCheckUserAgent is the User-Agent of direct health checks.
 const HealthCheckUserAgent = "wakegate-health-check"
 
-// StatusPasses applies the route status rules of DESIGN rule 12: 2xx and
-// 3xx pass; for API apps 401 and 403 pass too; nothing else does.
-func StatusPasses(code int, api bool) bool { return probeStatusPasses(code, api) }
+// HomeProbePaths are the GETs an auto probe of home id adds to its own:
+// the direct health check path of each app inside the home that is
+// checked over http (its base path joined to its health path), in slug
+// order, with the app's status rules. An app behind strip_prefix is
+// served at such a path, not under /node/{target}.
+func (a *Apps) HomeProbePaths(id string) []probe.Path {
+	set := a.tab.Load()
+	var out []probe.Path
+	for _, slug := range set.order {
+		ap := set.byslug[slug]
+		if ap == nil || ap.spec.Home != id || ap.spec.Health.Type == registry.HealthTCP {
+			continue
+		}
+		p := path.Join("/", ap.spec.Path, ap.spec.Health.Path)
+		if strings.HasSuffix(ap.spec.Health.Path, "/") && !strings.HasSuffix(p, "/") {
+			p += "/"
+		}
+		out = append(out, probe.Path{Path: p, API: ap.spec.API()})
+	}
+	return out
+}

@@ -1,4 +1,4 @@
-package wake
+package appstatus
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -32,7 +33,7 @@ func (a *Apps) newApp(s registry.App) *observedApp {
 	ap := &observedApp{spec: s, since: time.Now(), stopped: s.Stopped(), changed: make(chan struct{}),
 		kick: make(chan struct{}, 1), opLock: make(chan struct{}, 1)}
 	ap.ctx, ap.cancel = context.WithCancel(a.ctx)
-	ap.st = AppStatus{Slug: s.Slug, Phase: PhaseUnknown, Reason: ReasonNotObserved,
+	ap.st = Status{Slug: s.Slug, Phase: PhaseUnknown, Reason: ReasonNotObserved,
 		Message: "the app has not been observed yet", Route: RouteCandidate}
 	return ap
 }
@@ -45,8 +46,8 @@ func (a *Apps) newApp(s registry.App) *observedApp {
 // publishes app.registered before the app can be observed, so that the
 // event stream keeps the order of what happened to it, and returns the
 // app's pulse, which the caller beats whenever a forwarded request got
-// an answer from the app (apps_schedule.go).
-func (a *Apps) Put(s registry.App) *AppPulse {
+// an answer from the app (schedule.go).
+func (a *Apps) Put(s registry.App) *Pulse {
 	a.setMu.Lock()
 	defer a.setMu.Unlock()
 	old := a.tab.Load()
@@ -66,7 +67,7 @@ func (a *Apps) Put(s registry.App) *AppPulse {
 	// moment it is (a request for the app), and its events come after
 	// the registration.
 	a.o.Log.Info("app registered", "app", s.Slug, "replaced", prev != nil)
-	a.o.Events.Publish(Event{Type: EventAppRegistered, App: s.Slug, Home: s.Home, Message: msg})
+	a.o.Events.Publish(events.Event{Type: EventAppRegistered, App: s.Slug, Home: s.Home, Message: msg})
 	a.tab.Store(set)
 	return &ap.pulse
 }
@@ -90,7 +91,7 @@ func (a *Apps) Remove(slug string) bool {
 	a.setMu.Unlock()
 	prev.end()
 	a.o.Log.Info("app removed", "app", slug)
-	a.o.Events.Publish(Event{Type: EventAppRemoved, App: slug, Home: prev.spec.Home, Message: "the app was removed"})
+	a.o.Events.Publish(events.Event{Type: EventAppRemoved, App: slug, Home: prev.spec.Home, Message: "the app was removed"})
 	return true
 }
 

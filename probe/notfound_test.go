@@ -1,8 +1,9 @@
-package wake
+package probe
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,16 +17,16 @@ import (
 // TestProbeAutoGivesUpOnNotFound: a real Python HTTP server that serves
 // nothing under /node/{target} answers 404 to every upgrade and GET; the
 // auto probe gives up after the not-found window, long before its ctx
-// ends, with ErrProbeNotFound and the hint that names the 404s.
+// ends, with ErrNotFound and the hint that names the 404s.
 func TestProbeAutoGivesUpOnNotFound(t *testing.T) {
 	t.Parallel()
 	py := probeTestPython(t, t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*testbin.WaitLimit)
 	defer cancel()
-	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: py, WSPath: "/node/py", Path: "/node/py/",
-		AltPaths: []ProbePath{{Path: "/healthz"}}}, nil)
-	if !errors.Is(err, ErrProbeNotFound) {
-		t.Fatalf("probe of a server that answers 404 everywhere: %v; want ErrProbeNotFound", err)
+	res, err := Run(ctx, Spec{Kind: Auto, Endpoint: py, WSPath: "/node/py", Path: "/node/py/",
+		AltPaths: []Path{{Path: "/healthz"}}}, nil)
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("probe of a server that answers 404 everywhere: %v; want ErrNotFound", err)
 	}
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the probe waited out its ctx: %v", err)
@@ -38,11 +39,11 @@ func TestProbeAutoGivesUpOnNotFound(t *testing.T) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
-	if h := hintFor(err); !strings.Contains(h, "404") || !strings.Contains(h, "strip_prefix: true") {
+	if h := Hint(err); !strings.Contains(h, "404") || !strings.Contains(h, "strip_prefix: true") {
 		t.Errorf("hint %q does not name the 404s and strip_prefix", h)
 	}
-	if h := hintFor(errWakeFailed(time.Second, err)); h == "" {
-		t.Error("the wake's error carries no hint")
+	if h := Hint(fmt.Errorf("wake: %w", err)); h == "" {
+		t.Error("a wrapped probe error carries no hint")
 	}
 }
 
@@ -71,7 +72,7 @@ func TestProbeAutoWaitsOutBriefNotFound(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*testbin.WaitLimit)
 	defer cancel()
-	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/"}, nil)
+	res, err := Run(ctx, Spec{Kind: Auto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/"}, nil)
 	if err != nil {
 		t.Fatalf("probe of a server that 404s for a second: %v", err)
 	}
@@ -100,19 +101,19 @@ func TestProbeAutoStatuses(t *testing.T) {
 		name     string
 		path     string
 		statuses []int
-		alts     []ProbePath
+		alts     []Path
 		pass     int // the status it passes on; 0: it fails
 	}{
 		{"listed status passes", "/node/x/", []int{http.StatusTeapot}, nil, http.StatusTeapot},
 		{"no list: the rules refuse 418", "/node/x/", nil, nil, 0},
 		{"a 200 not in the list fails", "/ok", []int{http.StatusTeapot}, nil, 0},
-		{"an app's path keeps its rules", "/node/x/", []int{http.StatusAccepted}, []ProbePath{{Path: "/ok"}}, http.StatusOK},
+		{"an app's path keeps its rules", "/node/x/", []int{http.StatusAccepted}, []Path{{Path: "/ok"}}, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: tc.path,
+			res, err := Run(ctx, Spec{Kind: Auto, Endpoint: srv.URL, WSPath: "/node/x", Path: tc.path,
 				Statuses: tc.statuses, AltPaths: tc.alts}, nil)
 			switch {
 			case tc.pass != 0 && (err != nil || res.Status != tc.pass):
@@ -146,8 +147,8 @@ func TestProbeAutoUpgradeThenAppPath(t *testing.T) {
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
 	defer cancel()
-	res, err := Probe(ctx, ProbeSpec{Kind: ProbeAuto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/",
-		AltPaths: []ProbePath{{Path: "/"}}}, nil)
+	res, err := Run(ctx, Spec{Kind: Auto, Endpoint: srv.URL, WSPath: "/node/x", Path: "/node/x/",
+		AltPaths: []Path{{Path: "/"}}}, nil)
 	if err != nil || res.Attempts != 1 || res.Status != http.StatusOK {
 		t.Fatalf("probe: %+v, %v; want a pass at the first attempt", res, err)
 	}

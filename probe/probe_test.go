@@ -1,4 +1,4 @@
-package wake
+package probe
 
 import (
 	"context"
@@ -198,9 +198,9 @@ func probeTestCode(t *testing.T, codes <-chan int) int {
 }
 
 func TestProbeDefaults(t *testing.T) {
-	got := probeDefaults(ProbeSpec{})
-	want := ProbeSpec{
-		Kind:           ProbeWS,
+	got := probeDefaults(Spec{})
+	want := Spec{
+		Kind:           WS,
 		AttemptTimeout: 2 * time.Second,
 		Settle:         300 * time.Millisecond,
 		MinPause:       2 * time.Millisecond,
@@ -210,34 +210,34 @@ func TestProbeDefaults(t *testing.T) {
 		got.MinPause != want.MinPause || got.MaxPause != want.MaxPause {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
-	raised := probeDefaults(ProbeSpec{MinPause: time.Second})
+	raised := probeDefaults(Spec{MinPause: time.Second})
 	if raised.MaxPause != time.Second {
 		t.Errorf("MaxPause below MinPause: got %v, want it raised to %v", raised.MaxPause, time.Second)
 	}
-	kept := probeDefaults(ProbeSpec{Kind: ProbeTCP, AttemptTimeout: 5 * time.Second, MinPause: time.Millisecond, MaxPause: time.Minute})
-	if kept.Kind != ProbeTCP || kept.AttemptTimeout != 5*time.Second || kept.MinPause != time.Millisecond || kept.MaxPause != time.Minute {
+	kept := probeDefaults(Spec{Kind: TCP, AttemptTimeout: 5 * time.Second, MinPause: time.Millisecond, MaxPause: time.Minute})
+	if kept.Kind != TCP || kept.AttemptTimeout != 5*time.Second || kept.MinPause != time.Millisecond || kept.MaxPause != time.Minute {
 		t.Errorf("set fields changed: %+v", kept)
 	}
 }
 
 func TestProbeURL(t *testing.T) {
 	cases := []struct {
-		kind     ProbeKind
+		kind     Kind
 		endpoint string
 		path     string
 		want     string
 	}{
-		{ProbeWS, "http://127.0.0.1:8080", "/node/alice", "ws://127.0.0.1:8080/node/alice"},
-		{ProbeWS, "https://home.internal", "/node/alice", "wss://home.internal/node/alice"},
-		{ProbeWS, "http://127.0.0.1:8080/base/", "/node/a%2Fb", "ws://127.0.0.1:8080/base/node/a%2Fb"},
-		{ProbeHTTP, "http://127.0.0.1:8080", "/healthz?deep=1", "http://127.0.0.1:8080/healthz?deep=1"},
-		{ProbeHTTP, "ws://127.0.0.1:8080/", "", "http://127.0.0.1:8080/"},
-		{ProbeTCP, "http://127.0.0.1:8080/x", "", "127.0.0.1:8080"},
-		{ProbeTCP, "https://home.internal", "", "home.internal:443"},
-		{ProbeTCP, "127.0.0.1:9", "", "127.0.0.1:9"},
+		{WS, "http://127.0.0.1:8080", "/node/alice", "ws://127.0.0.1:8080/node/alice"},
+		{WS, "https://home.internal", "/node/alice", "wss://home.internal/node/alice"},
+		{WS, "http://127.0.0.1:8080/base/", "/node/a%2Fb", "ws://127.0.0.1:8080/base/node/a%2Fb"},
+		{HTTP, "http://127.0.0.1:8080", "/healthz?deep=1", "http://127.0.0.1:8080/healthz?deep=1"},
+		{HTTP, "ws://127.0.0.1:8080/", "", "http://127.0.0.1:8080/"},
+		{TCP, "http://127.0.0.1:8080/x", "", "127.0.0.1:8080"},
+		{TCP, "https://home.internal", "", "home.internal:443"},
+		{TCP, "127.0.0.1:9", "", "127.0.0.1:9"},
 	}
 	for _, c := range cases {
-		r, err := probeNewRun(probeDefaults(ProbeSpec{Kind: c.kind, Endpoint: c.endpoint, Path: c.path}))
+		r, err := probeNewRun(probeDefaults(Spec{Kind: c.kind, Endpoint: c.endpoint, Path: c.path}))
 		if err != nil {
 			t.Errorf("%s %s %s: %v", c.kind, c.endpoint, c.path, err)
 			continue
@@ -250,16 +250,16 @@ func TestProbeURL(t *testing.T) {
 }
 
 func TestProbeRejectsUnusableSpec(t *testing.T) {
-	cases := map[string]ProbeSpec{
+	cases := map[string]Spec{
 		"unknown kind":          {Kind: "icmp", Endpoint: "http://127.0.0.1:1"},
-		"no endpoint":           {Kind: ProbeHTTP},
-		"ftp scheme":            {Kind: ProbeWS, Endpoint: "ftp://127.0.0.1:1"},
-		"path with host":        {Kind: ProbeHTTP, Endpoint: "http://127.0.0.1:1", Path: "http://elsewhere/"},
-		"tcp without port":      {Kind: ProbeTCP, Endpoint: "127.0.0.1"},
-		"settle beyond timeout": {Kind: ProbeWS, Endpoint: "http://127.0.0.1:1", Settle: time.Second, AttemptTimeout: time.Second},
+		"no endpoint":           {Kind: HTTP},
+		"ftp scheme":            {Kind: WS, Endpoint: "ftp://127.0.0.1:1"},
+		"path with host":        {Kind: HTTP, Endpoint: "http://127.0.0.1:1", Path: "http://elsewhere/"},
+		"tcp without port":      {Kind: TCP, Endpoint: "127.0.0.1"},
+		"settle beyond timeout": {Kind: WS, Endpoint: "http://127.0.0.1:1", Settle: time.Second, AttemptTimeout: time.Second},
 	}
 	for name, spec := range cases {
-		res, err := Probe(probeTestGuard(t), spec, nil)
+		res, err := Run(probeTestGuard(t), spec, nil)
 		if err == nil {
 			t.Errorf("%s: no error", name)
 		}
@@ -277,20 +277,20 @@ func TestProbeEachKindPasses(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		spec   ProbeSpec
+		spec   Spec
 		hits   *atomic.Int64
 		status int
 	}{
-		{"http", ProbeSpec{Kind: ProbeHTTP, Endpoint: httpSrv.URL, Path: probeTestPath}, httpHits, http.StatusOK},
-		{"ws first frame", ProbeSpec{Endpoint: wsFirst.URL, Path: probeTestPath}, wsFirstHits, http.StatusSwitchingProtocols},
-		{"ws quiet", ProbeSpec{Kind: ProbeWS, Endpoint: wsQuiet.URL, Path: probeTestPath, Settle: 20 * time.Millisecond}, wsQuietHits, http.StatusSwitchingProtocols},
-		{"tcp", ProbeSpec{Kind: ProbeTCP, Endpoint: "http://" + tcpAddr}, accepted, 0},
+		{"http", Spec{Kind: HTTP, Endpoint: httpSrv.URL, Path: probeTestPath}, httpHits, http.StatusOK},
+		{"ws first frame", Spec{Endpoint: wsFirst.URL, Path: probeTestPath}, wsFirstHits, http.StatusSwitchingProtocols},
+		{"ws quiet", Spec{Kind: WS, Endpoint: wsQuiet.URL, Path: probeTestPath, Settle: 20 * time.Millisecond}, wsQuietHits, http.StatusSwitchingProtocols},
+		{"tcp", Spec{Kind: TCP, Endpoint: "http://" + tcpAddr}, accepted, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.spec.Header = probeTestRelay()
 			before := c.hits.Load()
-			res, err := Probe(probeTestGuard(t), c.spec, nil)
+			res, err := Run(probeTestGuard(t), c.spec, nil)
 			if err != nil {
 				t.Fatalf("probe: %v (result %+v)", err, res)
 			}
@@ -357,10 +357,10 @@ func TestProbeHTTPStatusRules(t *testing.T) {
 			if api {
 				want = c.apiPass
 			}
-			spec := ProbeSpec{Kind: ProbeHTTP, Endpoint: srv.URL, Path: "/status/" + strconv.Itoa(c.code), API: api}
+			spec := Spec{Kind: HTTP, Endpoint: srv.URL, Path: "/status/" + strconv.Itoa(c.code), API: api}
 			// An expired context allows exactly one attempt, which is all a
 			// status rule needs.
-			res, err := Probe(probeTestExpired(t), spec, nil)
+			res, err := Run(probeTestExpired(t), spec, nil)
 			if res.Attempts != 1 || res.Status != c.code {
 				t.Errorf("status %d api=%v: result %+v, want one attempt seeing %d", c.code, api, res, c.code)
 			}
@@ -380,8 +380,8 @@ func TestProbeHTTPStatusRules(t *testing.T) {
 func TestProbeWSFirstFramePassesAtOnce(t *testing.T) {
 	srv, hits, codes := probeTestWS(t, probeTestWSOptions{first: true})
 	// The settle window outlasts the guard: only the first frame can pass.
-	spec := ProbeSpec{Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay(), Settle: 30 * time.Second, AttemptTimeout: time.Minute}
-	res, err := Probe(probeTestGuard(t), spec, nil)
+	spec := Spec{Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay(), Settle: 30 * time.Second, AttemptTimeout: time.Minute}
+	res, err := Run(probeTestGuard(t), spec, nil)
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}
@@ -395,8 +395,8 @@ func TestProbeWSFirstFramePassesAtOnce(t *testing.T) {
 
 func TestProbeWSQuietPassesAfterSettle(t *testing.T) {
 	srv, hits, codes := probeTestWS(t, probeTestWSOptions{})
-	spec := ProbeSpec{Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay(), Settle: 20 * time.Millisecond}
-	res, err := Probe(probeTestGuard(t), spec, nil)
+	spec := Spec{Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay(), Settle: 20 * time.Millisecond}
+	res, err := Run(probeTestGuard(t), spec, nil)
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}
@@ -415,17 +415,17 @@ func TestProbeWSFailures(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		spec   ProbeSpec
+		spec   Spec
 		status int
 	}{
-		{"handshake 404 on another target", ProbeSpec{Endpoint: open.URL, Path: "/node/bob", Header: probeTestRelay()}, http.StatusNotFound},
-		{"handshake 404 without the relay token", ProbeSpec{Endpoint: open.URL, Path: probeTestPath}, http.StatusNotFound},
-		{"handshake 503", ProbeSpec{Endpoint: never.URL, Path: probeTestPath, Header: probeTestRelay()}, http.StatusServiceUnavailable},
-		{"closed during settle", ProbeSpec{Endpoint: hangUp.URL, Path: probeTestPath, Header: probeTestRelay(), Settle: 5 * time.Second, AttemptTimeout: 10 * time.Second}, http.StatusSwitchingProtocols},
+		{"handshake 404 on another target", Spec{Endpoint: open.URL, Path: "/node/bob", Header: probeTestRelay()}, http.StatusNotFound},
+		{"handshake 404 without the relay token", Spec{Endpoint: open.URL, Path: probeTestPath}, http.StatusNotFound},
+		{"handshake 503", Spec{Endpoint: never.URL, Path: probeTestPath, Header: probeTestRelay()}, http.StatusServiceUnavailable},
+		{"closed during settle", Spec{Endpoint: hangUp.URL, Path: probeTestPath, Header: probeTestRelay(), Settle: 5 * time.Second, AttemptTimeout: 10 * time.Second}, http.StatusSwitchingProtocols},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := Probe(probeTestExpired(t), c.spec, nil)
+			res, err := Run(probeTestExpired(t), c.spec, nil)
 			if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("want a failure wrapping the deadline, got %v", err)
 			}
@@ -454,18 +454,18 @@ func TestProbePassesAfterAttempts(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		spec   ProbeSpec
+		spec   Spec
 		hits   *atomic.Int64
 		status int
 	}{
-		{"http", ProbeSpec{Kind: ProbeHTTP, Endpoint: httpSrv.URL}, httpHits, http.StatusNoContent},
-		{"ws", ProbeSpec{Kind: ProbeWS, Endpoint: wsSrv.URL}, wsHits, http.StatusSwitchingProtocols},
+		{"http", Spec{Kind: HTTP, Endpoint: httpSrv.URL}, httpHits, http.StatusNoContent},
+		{"ws", Spec{Kind: WS, Endpoint: wsSrv.URL}, wsHits, http.StatusSwitchingProtocols},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.spec.Path = probeTestPath
 			c.spec.Header = probeTestRelay()
-			res, err := Probe(probeTestGuard(t), c.spec, nil)
+			res, err := Run(probeTestGuard(t), c.spec, nil)
 			if err != nil {
 				t.Fatalf("probe: %v", err)
 			}
@@ -491,23 +491,23 @@ func TestProbeDoneContextMakesOneAttempt(t *testing.T) {
 	cases := []struct {
 		name    string
 		ctx     context.Context
-		spec    ProbeSpec
+		spec    Spec
 		hits    *atomic.Int64
 		pass    bool
 		wantErr error
 	}{
-		{"http never ready, deadline passed", probeTestExpired(t), ProbeSpec{Kind: ProbeHTTP, Endpoint: never.URL}, neverHits, false, context.DeadlineExceeded},
-		{"http never ready, cancelled", cancelled, ProbeSpec{Kind: ProbeHTTP, Endpoint: never.URL}, neverHits, false, context.Canceled},
-		{"http healthy, deadline passed", probeTestExpired(t), ProbeSpec{Kind: ProbeHTTP, Endpoint: healthy.URL}, healthyHits, true, nil},
-		{"ws never ready, deadline passed", probeTestExpired(t), ProbeSpec{Endpoint: wsNever.URL}, wsNeverHits, false, context.DeadlineExceeded},
-		{"ws healthy, cancelled", cancelled, ProbeSpec{Endpoint: wsHealthy.URL, Settle: 20 * time.Millisecond}, wsHealthyHits, true, nil},
+		{"http never ready, deadline passed", probeTestExpired(t), Spec{Kind: HTTP, Endpoint: never.URL}, neverHits, false, context.DeadlineExceeded},
+		{"http never ready, cancelled", cancelled, Spec{Kind: HTTP, Endpoint: never.URL}, neverHits, false, context.Canceled},
+		{"http healthy, deadline passed", probeTestExpired(t), Spec{Kind: HTTP, Endpoint: healthy.URL}, healthyHits, true, nil},
+		{"ws never ready, deadline passed", probeTestExpired(t), Spec{Endpoint: wsNever.URL}, wsNeverHits, false, context.DeadlineExceeded},
+		{"ws healthy, cancelled", cancelled, Spec{Endpoint: wsHealthy.URL, Settle: 20 * time.Millisecond}, wsHealthyHits, true, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.spec.Path = probeTestPath
 			c.spec.Header = probeTestRelay()
 			before := c.hits.Load()
-			res, err := Probe(c.ctx, c.spec, nil)
+			res, err := Run(c.ctx, c.spec, nil)
 			if got := c.hits.Load() - before; got != 1 {
 				t.Errorf("server saw %d attempts, want exactly 1", got)
 			}
@@ -533,7 +533,7 @@ func TestProbeDoneContextMakesOneAttempt(t *testing.T) {
 // 230, ... 950 ms: 15 of them before the 1s deadline.
 func TestProbeClosedPortUntilDeadline(t *testing.T) {
 	addr := probeTestClosedAddr(t)
-	for _, kind := range []ProbeKind{ProbeTCP, ProbeHTTP, ProbeWS} {
+	for _, kind := range []Kind{TCP, HTTP, WS} {
 		t.Run(string(kind), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
@@ -542,8 +542,8 @@ func TestProbeClosedPortUntilDeadline(t *testing.T) {
 				// and under fake time the watch would dial the closed port
 				// hundreds of times in an instant, hitting whatever parallel
 				// test reuses that port number.
-				spec := ProbeSpec{Kind: kind, Endpoint: "http://" + addr, Path: probeTestPath, MinPause: 10 * time.Millisecond, MaxPause: 80 * time.Millisecond, PortWatch: -1}
-				res, err := Probe(ctx, spec, nil)
+				spec := Spec{Kind: kind, Endpoint: "http://" + addr, Path: probeTestPath, MinPause: 10 * time.Millisecond, MaxPause: 80 * time.Millisecond, PortWatch: -1}
+				res, err := Run(ctx, spec, nil)
 				if !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("error %v does not wrap the deadline", err)
 				}
@@ -576,10 +576,10 @@ func TestProbeSignalInPause(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			close(ready)
 		}()
-		spec := ProbeSpec{Kind: ProbeTCP, Endpoint: addr, MinPause: 10 * time.Millisecond, MaxPause: 80 * time.Millisecond, PortWatch: -1}
+		spec := Spec{Kind: TCP, Endpoint: addr, MinPause: 10 * time.Millisecond, MaxPause: 80 * time.Millisecond, PortWatch: -1}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		res, err := Probe(ctx, spec, ready)
+		res, err := Run(ctx, spec, ready)
 		if err == nil {
 			t.Fatal("a ready signal made a probe of a closed port pass")
 		}
@@ -607,9 +607,9 @@ func TestProbeReadySignalRunsNextAttemptAtOnce(t *testing.T) {
 		}
 		return http.StatusServiceUnavailable
 	})
-	spec := ProbeSpec{Kind: ProbeHTTP, Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay(),
+	spec := Spec{Kind: HTTP, Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay(),
 		MinPause: time.Hour, MaxPause: time.Hour}
-	res, err := Probe(probeTestGuard(t), spec, ready)
+	res, err := Run(probeTestGuard(t), spec, ready)
 	if err != nil {
 		t.Fatalf("probe: %v (result %+v, hits %d)", err, res, hits.Load())
 	}
@@ -638,16 +638,16 @@ func TestProbeReadySignalNeverPassesAlone(t *testing.T) {
 				}
 				return http.StatusNotFound
 			})
-			spec := ProbeSpec{Kind: ProbeHTTP, Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay()}
+			spec := Spec{Kind: HTTP, Endpoint: srv.URL, Path: probeTestPath, Header: probeTestRelay()}
 			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 			defer cancel()
-			res, err := Probe(ctx, spec, ready)
+			res, err := Run(ctx, spec, ready)
 			if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("probe of a home that signals but answers 404: %v (result %+v), want a failure at the deadline", err, res)
 			}
 			// The last attempt may be cut short by the deadline; the 404s
 			// before it are in the error.
-			var ps probeStatusError
+			var ps StatusError
 			if !res.Signalled || res.Attempts < 2 || hits.Load() < 2 || !errors.As(err, &ps) || int(ps) != http.StatusNotFound {
 				t.Errorf("result %+v, error %v, server hits %d; want signalled, attempts going on, the 404 in the error", res, err, hits.Load())
 			}
@@ -700,10 +700,10 @@ func probeTestHold(t *testing.T, trip func()) string {
 func TestProbeCutShort(t *testing.T) {
 	servers := []struct {
 		name  string
-		kind  ProbeKind
+		kind  Kind
 		start func(t *testing.T, trip func()) (endpoint string, codes <-chan int)
 	}{
-		{"http response", ProbeHTTP, func(t *testing.T, trip func()) (string, <-chan int) {
+		{"http response", HTTP, func(t *testing.T, trip func()) (string, <-chan int) {
 			release := make(chan struct{})
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				trip()
@@ -716,10 +716,10 @@ func TestProbeCutShort(t *testing.T) {
 			t.Cleanup(func() { close(release) })
 			return srv.URL, nil
 		}},
-		{"ws handshake", ProbeWS, func(t *testing.T, trip func()) (string, <-chan int) {
+		{"ws handshake", WS, func(t *testing.T, trip func()) (string, <-chan int) {
 			return "http://" + probeTestHold(t, trip), nil
 		}},
-		{"ws settle", ProbeWS, func(t *testing.T, trip func()) (string, <-chan int) {
+		{"ws settle", WS, func(t *testing.T, trip func()) (string, <-chan int) {
 			srv, _, codes := probeTestWS(t, probeTestWSOptions{ponged: trip})
 			return srv.URL, codes
 		}},
@@ -731,9 +731,9 @@ func TestProbeCutShort(t *testing.T) {
 			var once sync.Once
 			trip := func() { once.Do(cancel) }
 			endpoint, codes := s.start(t, trip)
-			spec := ProbeSpec{Kind: s.kind, Endpoint: endpoint, Path: probeTestPath, Header: probeTestRelay(),
+			spec := Spec{Kind: s.kind, Endpoint: endpoint, Path: probeTestPath, Header: probeTestRelay(),
 				AttemptTimeout: time.Hour, Settle: time.Hour - time.Minute}
-			res, err := Probe(ctx, spec, make(chan struct{}))
+			res, err := Run(ctx, spec, make(chan struct{}))
 			if res.Attempts != 1 || !errors.Is(res.Last, context.Canceled) {
 				t.Errorf("result %+v, want one attempt cut short with context.Canceled", res)
 			}
@@ -760,26 +760,26 @@ func TestProbeLeavesNoGoroutines(t *testing.T) {
 
 	baseline := runtime.NumGoroutine()
 
-	specs := []ProbeSpec{
-		{Kind: ProbeHTTP, Endpoint: ok.URL, Path: probeTestPath, Header: relay},
-		{Kind: ProbeWS, Endpoint: wsFirst.URL, Path: probeTestPath, Header: relay},
-		{Kind: ProbeWS, Endpoint: wsQuiet.URL, Path: probeTestPath, Header: relay, Settle: 5 * time.Millisecond},
-		{Kind: ProbeTCP, Endpoint: tcpAddr},
+	specs := []Spec{
+		{Kind: HTTP, Endpoint: ok.URL, Path: probeTestPath, Header: relay},
+		{Kind: WS, Endpoint: wsFirst.URL, Path: probeTestPath, Header: relay},
+		{Kind: WS, Endpoint: wsQuiet.URL, Path: probeTestPath, Header: relay, Settle: 5 * time.Millisecond},
+		{Kind: TCP, Endpoint: tcpAddr},
 	}
 	for _, s := range specs {
-		if _, err := Probe(probeTestGuard(t), s, make(chan struct{})); err != nil {
+		if _, err := Run(probeTestGuard(t), s, make(chan struct{})); err != nil {
 			t.Fatalf("probe %s: %v", s.Kind, err)
 		}
 	}
-	failing := []ProbeSpec{
-		{Kind: ProbeHTTP, Endpoint: bad.URL, Path: probeTestPath, Header: relay},
-		{Kind: ProbeWS, Endpoint: ok.URL, Path: probeTestPath, Header: relay},
-		{Kind: ProbeTCP, Endpoint: closed},
-		{Kind: ProbeWS, Endpoint: "http://" + closed},
+	failing := []Spec{
+		{Kind: HTTP, Endpoint: bad.URL, Path: probeTestPath, Header: relay},
+		{Kind: WS, Endpoint: ok.URL, Path: probeTestPath, Header: relay},
+		{Kind: TCP, Endpoint: closed},
+		{Kind: WS, Endpoint: "http://" + closed},
 	}
 	for _, s := range failing {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-		_, err := Probe(ctx, s, make(chan struct{}))
+		_, err := Run(ctx, s, make(chan struct{}))
 		cancel()
 		if err == nil {
 			t.Fatalf("probe %s %s passed, want a failure", s.Kind, s.Endpoint)
@@ -788,7 +788,7 @@ func TestProbeLeavesNoGoroutines(t *testing.T) {
 	ready := make(chan struct{})
 	close(ready)
 	sctx, scancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	res, err := Probe(sctx, ProbeSpec{Kind: ProbeHTTP, Endpoint: bad.URL, Path: probeTestPath, Header: relay}, ready)
+	res, err := Run(sctx, Spec{Kind: HTTP, Endpoint: bad.URL, Path: probeTestPath, Header: relay}, ready)
 	scancel()
 	if err == nil || !res.Signalled {
 		t.Fatalf("signalled probe of a failing home: %v (%+v), want a signalled failure", err, res)
