@@ -180,10 +180,9 @@ func (d *directReq) putBlock() {
 	}
 }
 
-// roundTrip sends the request and reads the response's head, with
-// retryTransport's rules: every failed forward is reported to the route,
-// and one whose upstream could not be reached, with no body, is sent once
-// more to the upstream the route's Retry returns.
+// roundTrip sends the request and reads the response's head; a failed
+// send goes to the one retry decision (retry.go), and is sent once more,
+// as it is, when that gives a fresh upstream the direct path can reach.
 func (d *directReq) roundTrip() (*http.Response, error) {
 	route, r := d.route, d.r
 	fwd := d.p.fwdApps
@@ -194,22 +193,13 @@ func (d *directReq) roundTrip() (*http.Response, error) {
 	if err == nil {
 		return res, nil
 	}
-	if route.bodyCut.Load() || route.clientBodyFailed() != nil {
-		return nil, err // a body cut for its rate, or unreadable, is the client's failure
-	}
-	route.failed(r)
-	if route.Retry == nil || !unreached(err) || hasBody(r) {
+	u, err := d.p.retryUpstream(route, r, err) // retry.go
+	if u == nil {
 		return nil, err
 	}
-	u, rerr := route.Retry(r.Context())
-	if rerr != nil {
-		return nil, rerr
-	}
-	route.Upstream = u
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("retry toward %s: not a plain http upstream", u.Redacted())
 	}
-	route.out.host = d.p.outHost(route, u)
 	if h := route.out.host; strings.IndexByte(h, '%') >= 0 || !httpguts.ValidHostHeader(h) {
 		return nil, fmt.Errorf("retry toward %s: Host %q cannot go as it is", u.Redacted(), h)
 	}

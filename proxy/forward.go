@@ -558,10 +558,9 @@ func (p *Proxy) answerError(w http.ResponseWriter, r *http.Request, route *Route
 	WriteClassified(w, r, c)
 }
 
-// retryTransport reports every failed forward to the route (OnFailure),
-// and retries once, on a fresh upstream from the route, a request whose
-// upstream could not be reached before any response, when the request can
-// be replayed.
+// retryTransport is ReverseProxy's transport: a failed forward goes to
+// the one retry decision (retry.go), and a clone of the request, with the
+// fresh upstream and its Host, is sent once more when it says so.
 // Homes go through their own transport, whose response header timeout
 // is the homes' one.
 type retryTransport struct {
@@ -582,21 +581,15 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		return res, nil
 	}
-	if route == nil || route.bodyCut.Load() || route.clientBodyFailed() != nil {
-		return nil, err // a body cut for its rate, or unreadable, is the client's failure
-	}
-	route.failed(req)
-	if route.Retry == nil || !unreached(err) || !replayable(req) {
+	if route == nil {
 		return nil, err
 	}
-	u, rerr := route.Retry(req.Context())
-	if rerr != nil {
-		return nil, rerr
+	u, err := t.p.retryUpstream(route, req, err) // retry.go
+	if u == nil {
+		return nil, err
 	}
-	route.Upstream = u
 	again := req.Clone(req.Context())
 	again.URL.Scheme, again.URL.Host = u.Scheme, u.Host
-	route.out.host = t.p.outHost(route, u)
 	again.Host = route.out.host
 	if req.GetBody != nil {
 		if again.Body, err = req.GetBody(); err != nil {
@@ -608,18 +601,6 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		route.failed(again)
 	}
 	return res, err
-}
-
-// failed tells the route's owner that a forward of req failed, unless the
-// failure is the caller going away.
-func (route *Route) failed(req *http.Request) {
-	if route.OnFailure != nil && req.Context().Err() == nil {
-		route.OnFailure()
-	}
-}
-
-func replayable(req *http.Request) bool {
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
 // maskHeaders replaces the secret wherever it appears in header values.
