@@ -252,16 +252,20 @@ func (d *directReq) start(bw *bufio.Writer) error {
 	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
 		_, _ = bw.WriteString("Content-Length: 0\r\n") // many servers expect a length for these
 	}
-	untrusted := !d.route.out.trusted
+	plan := &d.route.out
 	for k, vs := range r.Header {
-		if d.skip(k, conn, untrusted) {
+		if skip(k) || !d.p.forwards(plan, k) || listed(conn, k) {
 			continue
 		}
 		for _, v := range vs {
 			writeField(bw, k, textproto.TrimString(v))
 		}
 	}
-	d.writeGatewayFields(bw)
+	for f := range planFields { // the plan's own fields (headers.go)
+		if plan.sets(f) {
+			writeField(bw, d.p.name(f), plan.vals[f])
+		}
+	}
 	_, _ = bw.WriteString("\r\n")
 	if d.length != 0 {
 		return bw.Flush()
@@ -269,44 +273,17 @@ func (d *directReq) start(bw *bufio.Writer) error {
 	return nil
 }
 
-// writeGatewayFields writes the fields rewrite sets: Te, the relay token,
-// the plan's X-Forwarded-*, X-Real-Ip (headers.go) and X-Request-Id.
-func (d *directReq) writeGatewayFields(bw *bufio.Writer) {
-	r := d.r
-	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
-		_, _ = bw.WriteString("Te: trailers\r\n")
-	}
-	if tok := d.route.RelayToken; tok != "" {
-		writeField(bw, d.p.stripped[0], tok)
-	}
-	plan := &d.route.out
-	if plan.xff != "" {
-		writeField(bw, "X-Forwarded-For", textproto.TrimString(plan.xff))
-	}
-	writeField(bw, "X-Forwarded-Host", textproto.TrimString(plan.xfHost))
-	writeField(bw, "X-Forwarded-Proto", textproto.TrimString(plan.xfProto))
-	writeField(bw, "X-Real-Ip", textproto.TrimString(plan.realIP))
-	if id := r.Header.Get("X-Request-Id"); id != "" {
-		writeField(bw, "X-Request-Id", textproto.TrimString(id))
-	}
-}
-
-// skip reports whether the inbound field k is not copied to the outbound
-// request: written by start itself, hop-by-hop (named so or listed in
-// conn, the Connection values), stripped, scrubbed, or replaced by the
-// gateway's own fields.
-func (d *directReq) skip(k string, conn []string, untrusted bool) bool {
+// skip reports whether the inbound field k is the byte writer's to leave
+// out: written by start itself, or hop-by-hop, as ReverseProxy leaves it
+// out (so are the fields the Connection values list). What the plan
+// leaves out is the plan's (forwards).
+func skip(k string) bool {
 	switch k {
 	case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer",
-		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade",
-		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip":
+		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
 		return true
-	case "X-Request-Id":
-		if d.r.Header.Get("X-Request-Id") != "" {
-			return true // written by writeGatewayFields
-		}
 	}
-	return d.p.isStripped(k) || d.p.scrubbed(k, untrusted) || listed(conn, k)
+	return false
 }
 
 // listed reports whether the field named k (canonical) is among the

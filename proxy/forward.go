@@ -393,7 +393,8 @@ func routeFrom(ctx context.Context) *Route {
 	return r
 }
 
-// rewrite builds the outbound request. Hop-by-hop headers (including any
+// rewrite builds the outbound request: its URL, and its fields by the
+// request's outbound plan (headers.go). Hop-by-hop headers (including any
 // named in Connection) were already removed by ReverseProxy, so nothing set
 // here can be removed by the caller.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -404,25 +405,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Host = target.Host
 	out.URL.Path, out.URL.RawPath = route.upstreamPath(pr.In.URL)
 	out.Host = route.out.host
-	for _, h := range p.stripped {
-		delete(out.Header, h) // canonical already
-	}
-	plan := &route.out
-	p.scrub(out.Header, !plan.trusted)
-	if route.RelayToken != "" {
-		out.Header.Set(p.opts.RelayHeader, route.RelayToken)
-	}
-	// ReverseProxy removed the caller's Forwarded and X-Forwarded-*
-	// before Rewrite; the plan has them (a trusted proxy's extended).
-	if plan.xff != "" {
-		out.Header["X-Forwarded-For"] = []string{plan.xff}
-	}
-	out.Header["X-Forwarded-Host"] = []string{plan.xfHost}
-	out.Header["X-Forwarded-Proto"] = []string{plan.xfProto}
-	out.Header["X-Real-Ip"] = []string{plan.realIP}
-	if id := pr.In.Header.Get("X-Request-Id"); id != "" {
-		out.Header.Set("X-Request-Id", id)
-	}
+	p.apply(&route.out, out.Header) // headers.go
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // do not add Go's default
 	}
