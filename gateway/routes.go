@@ -129,7 +129,7 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		}
 		if r.RequestURI != "*" {
 			sent := r.URL.EscapedPath()
-			p, raw, err := proxy.CanonicalPath(sent)
+			p, raw, err := edge.CanonicalPath(sent)
 			if err != nil {
 				g.writeError(w, r, badPath(err))
 				return
@@ -214,7 +214,7 @@ func redirectCanonical(w http.ResponseWriter, r *http.Request, raw string) {
 // rule it broke (a fixed phrase) but not the path.
 func badPath(err error) error {
 	msg := "The request path is not canonical."
-	var pe *proxy.PathError
+	var pe *edge.PathError
 	if errors.As(err, &pe) {
 		msg = "The request path is refused: " + pe.Reason + "."
 	}

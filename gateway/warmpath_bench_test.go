@@ -20,7 +20,6 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/proxy"
 )
 
 // benchGateway builds (without serving) a gateway with one app and one
@@ -128,7 +127,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("canonical_path", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_, _, _ = proxy.CanonicalPath(r.URL.EscapedPath())
+			_, _, _ = edge.CanonicalPath(r.URL.EscapedPath())
 		}
 	})
 	b.Run("client_allowed/rate_off/old", func(b *testing.B) {

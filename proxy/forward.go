@@ -1,20 +1,3 @@
-// Package proxy is wakegate's data plane: it forwards HTTP and WebSocket
-// requests to a resolved upstream with header hygiene, counts sessions, and
-// maps every error to one status. It knows nothing of how a route was
-// resolved; the gateway hands it a Route.
-//
-// A request body has one reader at a time, and none after its request
-// (DESIGN rule 26): Serve owns it for the request, an exchange's body
-// writer reads it only while the exchange lasts and is stopped and waited
-// for before the exchange ends, and a read after the end gets an error.
-// body.go writes the rule down for every path (direct, forwarder,
-// ReverseProxy, net/http's Transport).
-//
-// Other DESIGN rules that live here: 21 (canonical paths), 22 (identity
-// headers kept only from trusted proxies), 23 on the public side (a code,
-// a sentence and a request id), 27 (a slow client holds a home's capacity
-// only while the exchange needs it: the read-ahead in spool.go) and the
-// data plane's part of 31 (the relay token masked in answers).
 package proxy
 
 import (
