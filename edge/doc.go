@@ -10,7 +10,11 @@
 // as allowed: it guards the operator's connections the same way, at
 // accept.
 //
-// On the request: canonical paths (rule 21, canon.go): a path that is not
-// canonical is redirected to its canonical form or refused, never
-// rerouted.
+// On the request, before routing (hygiene.go; the gateway wires it):
+// canonical paths (rule 21, canon.go), a path that is not canonical is
+// redirected to its canonical form or refused, never rerouted; the
+// framing watch's refusal (24); and the one trusted-peer rule (22,
+// trusted.go): only a trusted proxy's forwarding headers and request id
+// are kept, and the proxy's outbound plan and the client-address
+// resolver are handed the same check.
 package edge

@@ -109,13 +109,13 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("trusted_peer/none", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = g.trustedPeer(r)
+			_ = edge.TrustedProxies(g.cfg.Server.TrustedNets()).Peer(r)
 		}
 	})
 	b.Run("trusted_peer/one_cidr", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = gTrust.trustedPeer(r)
+			_ = edge.TrustedProxies(gTrust.cfg.Server.TrustedNets()).Peer(r)
 		}
 	})
 	b.Run("framing_check", func(b *testing.B) {
@@ -132,7 +132,7 @@ func BenchmarkWarmSteps(b *testing.B) {
 	})
 	b.Run("client_allowed/rate_off/old", func(b *testing.B) {
 		b.ReportAllocs()
-		ip := access.ClientIP{Trusted: func(a netip.Addr) bool { return trustedProxies(g.cfg.Server.TrustedNets()).has(a.AsSlice()) }}
+		ip := access.ClientIP{Trusted: func(a netip.Addr) bool { return edge.TrustedProxies(g.cfg.Server.TrustedNets()).Has(a.AsSlice()) }}
 		for b.Loop() {
 			_ = g.gate.Limits().Client(ip.Of(r))
 		}

@@ -73,8 +73,9 @@ type Options struct {
 	// StripHeaders are removed from every inbound request before forwarding
 	// (the internal probe header, the caller's gateway credentials).
 	StripHeaders []string
-	// Trusted reports whether the socket peer is a trusted proxy whose
-	// forwarding headers are kept. nil trusts nobody.
+	// Trusted reports whether the socket peer's address is a trusted
+	// proxy's, whose forwarding headers are kept: the edge's one rule
+	// (edge.TrustedProxies.Has). nil trusts nobody.
 	Trusted func(ip net.IP) bool
 	// ClientIP resolves the real client address (through trusted
 	// proxies), sent as X-Real-Ip. nil: the socket peer.
@@ -428,18 +429,6 @@ func (p *Proxy) clientIP(r *http.Request) string {
 		return host
 	}
 	return r.RemoteAddr
-}
-
-func (p *Proxy) trustedPeer(r *http.Request) bool {
-	if p.opts.Trusted == nil {
-		return false
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && p.opts.Trusted(ip)
 }
 
 func (p *Proxy) modifyResponse(res *http.Response) error {

@@ -129,7 +129,6 @@ func (p *Proxy) name(f planField) string {
 // plan fills route's outbound header plan for r.
 func (p *Proxy) plan(r *http.Request, route *Route) {
 	h := &route.out
-	h.trusted = p.trustedPeer(r)
 	h.inHost = r.Host
 	h.host = p.outHost(route, route.Upstream)
 	h.has = 0
@@ -139,7 +138,9 @@ func (p *Proxy) plan(r *http.Request, route *Route) {
 	if route.RelayToken != "" {
 		h.set(fieldRelay, route.RelayToken)
 	}
-	if peer, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+	peer, _, err := net.SplitHostPort(r.RemoteAddr)
+	h.trusted = err == nil && p.trusts(peer)
+	if err == nil {
 		if prior := r.Header["X-Forwarded-For"]; h.trusted && len(prior) > 0 {
 			// A trusted proxy's chain is kept and extended.
 			peer = strings.Join(prior, ", ") + ", " + peer
@@ -168,6 +169,17 @@ func (p *Proxy) plan(r *http.Request, route *Route) {
 	if id := r.Header.Get("X-Request-Id"); id != "" {
 		h.set(fieldRequestID, id)
 	}
+}
+
+// trusts reports whether the socket peer at host (its address) is a
+// trusted proxy, by Options.Trusted; a peer that is no IP (a zoned
+// address, a Unix socket's) is not.
+func (p *Proxy) trusts(host string) bool {
+	if p.opts.Trusted == nil {
+		return false // no address to parse on every request
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && p.opts.Trusted(ip)
 }
 
 // replaced reports whether the inbound field k (canonical) is left out
