@@ -12,12 +12,14 @@
 // could not be reached is retried once, on a fresh wake, and only when it
 // can be replayed, as DESIGN's "One request, warm and cold" walks it).
 //
-// A request body has one reader at a time, and none after its request
-// (DESIGN rule 26): Serve owns it for the request, an exchange's body
+// Plain HTTP/1.1 requests are carried by the proxy's own client
+// (h1client: the forwarder and its connection pool). A request body has
+// one reader at a time, and none after its request (DESIGN rule 26):
+// Serve owns it for the request (h1client.OwnedBody), an exchange's body
 // writer reads it only while the exchange lasts and is stopped and waited
 // for before the exchange ends, and a read after the end gets an error.
-// body.go writes the rule down for every path (direct, forwarder,
-// ReverseProxy, net/http's Transport).
+// h1client/body.go writes the rule down for every path (direct,
+// forwarder, ReverseProxy, net/http's Transport).
 //
 // Other DESIGN rules that live here: 23 on the public side (a code, a
 // sentence and a request id), 27 (a slow client holds a home's capacity

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // DialError is an upstream that could not be reached: the connection was
@@ -104,7 +105,7 @@ func isTimeout(err error) bool {
 // by the upstream: a failed dial, or a connection refused or reset before
 // any byte of the response arrived.
 func unreached(err error) bool {
-	var pa *partialAnswer
+	var pa *h1client.PartialAnswer
 	if errors.As(err, &pa) {
 		return false // a reset after the upstream began to answer
 	}

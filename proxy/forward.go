@@ -17,6 +17,7 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // Route is where one request goes.
@@ -58,9 +59,9 @@ type Route struct {
 	// bodyCut is set when the request body was cut for arriving slower
 	// than the minimum rate (rate.go).
 	bodyCut atomic.Bool
-	// body is the request body as Serve owns it (body.go), with the
+	// body is the request body as Serve owns it (h1client/body.go), with the
 	// failure to read it (clientbody.go); nil without one.
-	body *ownedBody
+	body *h1client.OwnedBody
 	// out is the outbound header plan (headers.go), made once in Serve
 	// for whichever path forwards the request.
 	out outHead
@@ -151,11 +152,11 @@ type Proxy struct {
 	// homes is transport with the homes' response header timeout, for
 	// routes with a HomeID.
 	homes *http.Transport
-	// conns is the pool of the upstream forwarder (upstream.go), which
+	// conns is the pool of the upstream forwarder (h1client/forwarder.go), which
 	// carries plain HTTP/1.1 requests; the transports carry the rest.
-	conns    *connPool
+	conns    *h1client.Pool
 	stripped []string // canonical names
-	// blocks are the direct path's head blocks (headBlock); blocked
+	// blocks are the direct path's head blocks (HeadBlock); blocked
 	// counts the heads written as blocks.
 	blocks  sync.Pool
 	blocked atomic.Int64
@@ -174,7 +175,7 @@ type Proxy struct {
 
 	// apps and homes carry plain HTTP/1.1 requests, for routes without
 	// and with a HomeID (their response header timeouts differ).
-	fwdApps, fwdHomes *forwarder
+	fwdApps, fwdHomes *h1client.Forwarder
 	// noDirect sends every request through ReverseProxy (direct.go); set
 	// only by tests, which compare the two paths.
 	noDirect bool
@@ -219,15 +220,15 @@ func New(o Options) *Proxy {
 	if o.HomeResponseHeaderTimeout > 0 {
 		homes.ResponseHeaderTimeout = o.HomeResponseHeaderTimeout
 	}
-	conns := newConnPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
+	conns := h1client.NewPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
 	p := &Proxy{opts: o, transport: tr, homes: homes, conns: conns, relays: map[*relay]struct{}{}, stops: map[<-chan struct{}]*stopWatch{}, bufs: newBufferPool()}
 	p.budget = newBodyBudget(o.BodyBudgetClient, o.BodyBudgetTotal)
 	p.stripped = []string{http.CanonicalHeaderKey(o.RelayHeader)}
 	for _, h := range o.StripHeaders {
 		p.stripped = append(p.stripped, http.CanonicalHeaderKey(h))
 	}
-	p.fwdApps = &forwarder{pool: conns, headerTimeout: tr.ResponseHeaderTimeout, fallback: tr}
-	p.fwdHomes = &forwarder{pool: conns, headerTimeout: homes.ResponseHeaderTimeout, fallback: homes}
+	p.fwdApps = h1client.NewForwarder(conns, tr.ResponseHeaderTimeout, tr, bodyOf)
+	p.fwdHomes = h1client.NewForwarder(conns, homes.ResponseHeaderTimeout, homes, bodyOf)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      retryTransport{apps: p.fwdApps, homes: p.fwdHomes, p: p},
@@ -245,7 +246,7 @@ func (p *Proxy) Close() {
 	p.parker.stop()
 	p.transport.CloseIdleConnections()
 	p.homes.CloseIdleConnections()
-	p.conns.closeIdle()
+	p.conns.CloseIdle()
 }
 
 // DropIdle closes the idle pooled connections to the upstream at base (a
@@ -255,7 +256,7 @@ func (p *Proxy) DropIdle(base *url.URL) int {
 	if base == nil || base.Scheme != "http" {
 		return 0
 	}
-	return p.conns.dropIdle(hostPort(base))
+	return p.conns.DropIdle(h1client.HostPort(base))
 }
 
 // Serve forwards r to route. It returns when the exchange is over: for a
@@ -276,12 +277,12 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 			return
 		}
 	}
-	if hasBody(r) {
+	if h1client.HasBody(r) {
 		// Every read of the body goes through route.body, which ends, at
-		// the latest, when Serve returns (body.go).
-		route.body = newOwnedBody(r.Body, w)
+		// the latest, when Serve returns (h1client/body.go).
+		route.body = h1client.NewOwnedBody(r.Body, w)
 		r.Body = route.body
-		defer route.body.end()
+		defer route.body.End()
 		if max := p.opts.MaxBodyBytes; max > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, max)
 		}
@@ -290,7 +291,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, p.opts.MinRateWindow, &route.bodyCut, route.body)
 	}
 	if route.body != nil {
-		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.failed} // clientbody.go
+		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.Failed} // clientbody.go
 	}
 	if route.Acquire != nil {
 		if !isUpgrade(r) {
@@ -358,18 +359,16 @@ func SameHostOrigin(origin string, r *http.Request) bool {
 }
 
 func isUpgrade(r *http.Request) bool {
-	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header, "Connection", "upgrade")
+	return r.Header.Get("Upgrade") != "" && h1client.HeaderHasToken(r.Header, "Connection", "upgrade")
 }
 
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h[name] {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
+// bodyOf is the request body, as Serve owns it, of the route in ctx (nil
+// for none): the forwarder's, for ReverseProxy's outbound requests.
+func bodyOf(ctx context.Context) *h1client.OwnedBody {
+	if route := routeFrom(ctx); route != nil {
+		return route.body
 	}
-	return false
+	return nil
 }
 
 func routeFrom(ctx context.Context) *Route {

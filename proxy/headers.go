@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // What a home or an app receives (DESIGN rules 22 and 35) is decided here,
@@ -162,7 +163,7 @@ func (p *Proxy) plan(r *http.Request, route *Route) {
 	h.set(fieldXFHost, xfHost)
 	h.set(fieldXFProto, xfProto)
 	realIP := p.clientIP(r)
-	if !plainText(realIP) {
+	if !h1client.PlainText(realIP) {
 		realIP = newlineToSpace.Replace(realIP) // as Header.Write cleans a value
 	}
 	h.set(fieldRealIP, realIP)

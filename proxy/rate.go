@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // Minimum data rates, in the manner of Kestrel's MinRequestBodyDataRate and
@@ -40,15 +42,15 @@ type rateBody struct {
 	rc     *http.ResponseController
 	rate   float64 // bytes per second
 	credit time.Duration
-	most   time.Duration // the credit's cap: grace plus window
-	cut    *atomic.Bool  // set once the body was cut
-	owner  *ownedBody    // the body as Serve owns it (body.go)
+	most   time.Duration       // the credit's cap: grace plus window
+	cut    *atomic.Bool        // set once the body was cut
+	owner  *h1client.OwnedBody // the body as Serve owns it (h1client/body.go)
 	// done: the deadline is lifted (or was never settable); Close may set
 	// it from another goroutine than Read's.
 	done atomic.Bool
 }
 
-func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace, window time.Duration, cut *atomic.Bool, owner *ownedBody) *rateBody {
+func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace, window time.Duration, cut *atomic.Bool, owner *h1client.OwnedBody) *rateBody {
 	if window <= 0 {
 		window = DefaultMinRateWindow
 	}
@@ -71,10 +73,10 @@ func (b *rateBody) Read(p []byte) (int, error) {
 	b.credit = min(b.credit-time.Since(start)+earned, b.most)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded),
-		// The exchange ended the body (ownedBody.end) while this read
+		// The exchange ended the body (OwnedBody.End) while this read
 		// was failing on its own deadline: the client was too slow all
 		// the same.
-		errors.Is(err, errBodyStopped) && b.owner.cutAfter(deadline):
+		errors.Is(err, h1client.ErrBodyStopped) && b.owner.CutAfter(deadline):
 		b.cut.Store(true)
 		return n, errBodyTooSlow
 	case err != nil:
@@ -87,8 +89,8 @@ func (b *rateBody) Read(p []byte) (int, error) {
 // server's own read of the connection, which begins at the end of the
 // body, must not inherit it.
 func (b *rateBody) finish() {
-	if b.owner.wasCut() {
-		return // the connection closes after this response (body.go)
+	if b.owner.WasCut() {
+		return // the connection closes after this response (h1client/body.go)
 	}
 	if b.done.CompareAndSwap(false, true) {
 		_ = b.rc.SetReadDeadline(time.Time{})

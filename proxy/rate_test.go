@@ -17,6 +17,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/h1test"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // rateOptions are test options with the minimum rates on: 100 bytes per
@@ -310,15 +311,15 @@ func (c *deadlineConn) Read([]byte) (int, error) {
 func (c *deadlineConn) Close() error { return nil }
 
 // A read that fails on the body rate's own deadline is the client's slow
-// body even when its exchange ends the body (ownedBody.end) before the
+// body even when its exchange ends the body (OwnedBody.End) before the
 // failure has come back up to the rate check, which then sees
-// errBodyStopped: the request is answered 408, not taken for a caller that
+// ErrBodyStopped: the request is answered 408, not taken for a caller that
 // went away. A read that the exchange ends before the rate's deadline is
 // only stopped.
 func TestRateCutNotTakenForTheExchangesEnd(t *testing.T) {
 	t.Run("the rate's deadline first", func(t *testing.T) {
 		c := &deadlineConn{moved: make(chan struct{}), expired: make(chan struct{}), release: make(chan struct{})}
-		owner := newOwnedBody(c, c)
+		owner := h1client.NewOwnedBody(c, c)
 		var cut atomic.Bool
 		b := newRateBody(owner, c, 100, 20*time.Millisecond, 0, &cut, owner)
 		done := make(chan error, 1)
@@ -328,8 +329,8 @@ func TestRateCutNotTakenForTheExchangesEnd(t *testing.T) {
 		}()
 		<-c.expired // the read failed on the rate's deadline
 		ended := make(chan struct{})
-		go func() { owner.end(); close(ended) }()
-		testbin.Eventually(t, "the exchange's end cutting the read", func() bool { return owner.cut.Load() })
+		go func() { owner.End(); close(ended) }()
+		testbin.Eventually(t, "the exchange's end cutting the read", func() bool { return owner.WasCut() })
 		close(c.release)
 		if err := <-done; !errors.Is(err, errBodyTooSlow) || !cut.Load() {
 			t.Fatalf("read: %v, marked cut %v; want errBodyTooSlow and the body marked cut for its rate", err, cut.Load())
@@ -338,7 +339,7 @@ func TestRateCutNotTakenForTheExchangesEnd(t *testing.T) {
 	})
 	t.Run("the exchange's end first", func(t *testing.T) {
 		c := &deadlineConn{moved: make(chan struct{})}
-		owner := newOwnedBody(c, c)
+		owner := h1client.NewOwnedBody(c, c)
 		var cut atomic.Bool
 		b := newRateBody(owner, c, 100, time.Minute, 0, &cut, owner)
 		done := make(chan error, 1)
@@ -347,9 +348,9 @@ func TestRateCutNotTakenForTheExchangesEnd(t *testing.T) {
 			done <- err
 		}()
 		time.Sleep(20 * time.Millisecond) // the read waits on the client
-		owner.end()
-		if err := <-done; !errors.Is(err, errBodyStopped) || cut.Load() {
-			t.Fatalf("read: %v, marked cut %v; want errBodyStopped and no cut for the rate", err, cut.Load())
+		owner.End()
+		if err := <-done; !errors.Is(err, h1client.ErrBodyStopped) || cut.Load() {
+			t.Fatalf("read: %v, marked cut %v; want h1client.ErrBodyStopped and no cut for the rate", err, cut.Load())
 		}
 	})
 }
