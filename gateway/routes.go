@@ -9,6 +9,7 @@ import (
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/proxy/minrate"
 	"github.com/wakegate/wakegate/route"
 )
 
@@ -82,8 +83,8 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		defer rw.End()
 		if minResponseRate {
 			// The last response on this connection may have left a write
-			// deadline for its buffered tail (proxy/rate.go).
-			proxy.LiftWriteDeadline(w)
+			// deadline for its buffered tail (proxy/minrate).
+			minrate.LiftWriteDeadline(w)
 		}
 		// The probe header goes first, from every request; only the
 		// gateway's own self-probe keeps its mark (route/apps.go).

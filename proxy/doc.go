@@ -23,6 +23,7 @@
 //
 // Other DESIGN rules that live here: 23 on the public side (a code, a
 // sentence and a request id), 27 (a slow client holds a home's capacity
-// only while the exchange needs it: the read-ahead in spool.go) and the
+// only while the exchange needs it: the read-ahead in spool.go; the
+// minimum rates in minrate) and the
 // data plane's part of 31 (the relay token masked in answers).
 package proxy

@@ -191,3 +191,8 @@ func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
 	w.WriteHeader(c.Status)
 	_ = json.NewEncoder(w).Encode(errorBody{Error: errorDetail{Code: c.Code, Message: c.Message, Field: c.Field, RequestID: reqID}})
 }
+
+// bodyTooSlow is the answer to a request whose body was cut for arriving
+// slower than the minimum rate (minrate.ErrBodyTooSlow).
+var bodyTooSlow = Classified{Status: http.StatusRequestTimeout, Code: "body_too_slow",
+	Message: "The request body arrived too slowly."}

@@ -18,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/proxy/h1client"
+	"github.com/wakegate/wakegate/proxy/minrate"
 )
 
 // Route is where one request goes.
@@ -57,7 +58,7 @@ type Route struct {
 	// rel is the relay of a WebSocket upgrade (relay.go); nil otherwise.
 	rel *relay
 	// bodyCut is set when the request body was cut for arriving slower
-	// than the minimum rate (rate.go).
+	// than the minimum rate (proxy/minrate).
 	bodyCut atomic.Bool
 	// body is the request body as Serve owns it (h1client/body.go), with the
 	// failure to read it (clientbody.go); nil without one.
@@ -96,7 +97,7 @@ type Options struct {
 	// reported to the route (OnFailure), which drops the home's verdict.
 	HomeResponseHeaderTimeout time.Duration
 	// MinBodyRate is the least rate, in bytes per second, at which a
-	// request body must arrive once MinRateGrace has passed (rate.go); a
+	// request body must arrive once MinRateGrace has passed (proxy/minrate); a
 	// slower body is cut and answered 408 body_too_slow. Zero: no floor.
 	MinBodyRate int64
 	// MinResponseRate is the least rate, in bytes per second, at which a
@@ -106,9 +107,9 @@ type Options struct {
 	// MinRateGrace is the time allowed before the rates apply.
 	MinRateGrace time.Duration
 	// MinRateWindow is how much time a request body's earlier bytes may
-	// bank for a later stall (rate.go): past the grace, a body that
+	// bank for a later stall (proxy/minrate): past the grace, a body that
 	// stops is cut within MinRateGrace plus this, whatever arrived
-	// before. Zero means DefaultMinRateWindow.
+	// before. Zero means minrate.DefaultWindow.
 	MinRateWindow time.Duration
 	// BodyBuffer is how much of a request body, in bytes, is read into
 	// memory before a route's Acquire takes a forwarding slot (spool.go).
@@ -288,7 +289,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		}
 	}
 	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, p.opts.MinRateWindow, &route.bodyCut, route.body)
+		r.Body = minrate.NewBody(r.Body, w, rate, p.opts.MinRateGrace, p.opts.MinRateWindow, &route.bodyCut, route.body)
 	}
 	if route.body != nil {
 		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.Failed} // clientbody.go
@@ -319,8 +320,8 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		}
 		defer release()
 	}
-	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) && !setWriteFloor(w, rate, p.opts.MinRateGrace) {
-		w = newRateWriter(w, rate, p.opts.MinRateGrace) // rate.go
+	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) && !minrate.SetWriteFloor(w, rate, p.opts.MinRateGrace) {
+		w = minrate.NewWriter(w, rate, p.opts.MinRateGrace) // proxy/minrate
 	}
 	if isWebSocket(r) {
 		// The relay takes the upgrade over at the 101 (relay_pump.go).

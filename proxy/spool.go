@@ -102,7 +102,7 @@ func (p *Proxy) spool(r *http.Request) (*spooled, error) {
 	}
 	if whole {
 		// Closing the caller's body now lifts the body rate's read
-		// deadline (rate.go) before the forward, which may take long.
+		// deadline (proxy/minrate) before the forward, which may take long.
 		_ = body.Close()
 		s.done = true
 		r.ContentLength = s.size

@@ -91,7 +91,7 @@ func (b *OwnedBody) End() {
 		return
 	}
 	// A read is in progress, blocked on the client or about to return.
-	// Any deadline it set (rateBody) was set before it took mu, so before
+	// Any deadline it set (minrate.Body) was set before it took mu, so before
 	// this one.
 	b.cutAt.Store(time.Now().UnixNano())
 	b.cut.Store(true)
