@@ -1,12 +1,3 @@
-// Package edge holds what guards a connection of the public listener
-// before a request reaches routing: the framing watcher that refuses
-// ambiguous framing above TLS (DESIGN rule 24), the per-client connection
-// cap, and the HTTPS listener that does handshakes off the accept loop and
-// bounds HTTP/2 rapid resets. Its connection wrappers keep ReadFrom, so
-// that large bodies still move in the kernel. Beside them, the admin
-// socket's listener (adminsocket.go), which accepts only the peers the
-// kernel names as allowed: it guards the operator's connections the same
-// way, at accept.
 package edge
 
 import (

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/route"
 )
 
@@ -90,7 +91,7 @@ func (g *Gateway) admitWake(id string) time.Duration { return g.gate.AdmitWake(i
 func (g *Gateway) clientIP() access.ClientIP {
 	c := access.ClientIP{Header: g.cfg.Access.ClientIPHeader}
 	if len(g.cfg.Server.TrustedNets()) > 0 { // server.trusted_proxies is restart-only
-		c.Trusted = trustedProxies(g.cfg.Server.TrustedNets()).hasAddr
+		c.Trusted = edge.TrustedProxies(g.cfg.Server.TrustedNets()).HasAddr
 	}
 	return c
 }

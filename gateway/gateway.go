@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"path/filepath"
 	"sync"
@@ -278,7 +277,7 @@ func (g *Gateway) homeStopped(id, endpoint string) {
 // newProxy builds the data plane from the proxy and server sections.
 func (g *Gateway) newProxy() *proxy.Proxy {
 	cfg := g.cfg
-	trusted := trustedProxies(cfg.Server.TrustedNets()).has
+	trusted := edge.TrustedProxies(cfg.Server.TrustedNets()).Has
 	if len(cfg.Server.TrustedNets()) == 0 {
 		trusted = nil // the proxy then parses no peer address per request
 	}
@@ -339,31 +338,6 @@ func portWatch(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-// trustedProxies are the networks of server.trusted_proxies: a peer in one
-// may send X-Forwarded-* and X-Request-Id headers that are kept.
-type trustedProxies []*net.IPNet
-
-// has reports whether ip is in one of t's networks.
-func (t trustedProxies) has(ip net.IP) bool {
-	for _, n := range t {
-		if n.Contains(ip) {
-			return true
-		}
-	}
-	return false
-}
-
-// hasAddr is has for an address as netip holds it; it copies the address
-// on the stack, where has's net.IP would be a new slice.
-func (t trustedProxies) hasAddr(ip netip.Addr) bool {
-	if ip.Is4() {
-		b := ip.As4()
-		return t.has(b[:])
-	}
-	b := ip.As16()
-	return t.has(b[:])
 }
 
 // allowOrigin returns the check of a WebSocket's Origin: the request's own

@@ -1,17 +1,15 @@
 package gateway
 
 import (
-	"errors"
 	"net/http"
-	"net/netip"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
-	"github.com/wakegate/wakegate/h1serve"
 	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/proxy/minrate"
 	"github.com/wakegate/wakegate/route"
 )
 
@@ -71,9 +69,9 @@ func (g *Gateway) router() http.Handler {
 	return r
 }
 
-// hygiene runs before routing: it refuses ambiguous framing and paths that
-// do not canonicalise, sets the request id, tracks the request for the drain
-// and writes the access log.
+// hygiene runs before routing: it sets the request id, refuses what the
+// edge refuses (ambiguous framing, paths that do not canonicalise: edge's
+// Shape), tracks the request for the drain and writes the access log.
 func (g *Gateway) hygiene(next http.Handler) http.Handler {
 	access := *g.cfg.Log.Access
 	minResponseRate := *g.cfg.Server.MinResponseRate > 0
@@ -85,15 +83,15 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 		defer rw.End()
 		if minResponseRate {
 			// The last response on this connection may have left a write
-			// deadline for its buffered tail (proxy/rate.go).
-			proxy.LiftWriteDeadline(w)
+			// deadline for its buffered tail (proxy/minrate).
+			minrate.LiftWriteDeadline(w)
 		}
 		// The probe header goes first, from every request; only the
 		// gateway's own self-probe keeps its mark (route/apps.go).
 		r, probe := g.routeTab.probe.hygiene(r)
 		// The request id comes before any answer, refusals included.
-		trusted := g.trustedPeer(r)
-		if id := r.Header.Get("X-Request-Id"); id == "" || !trusted || len(id) > 128 {
+		trusted := edge.TrustedProxies(g.cfg.Server.TrustedNets()).Peer(r)
+		if !edge.KeepsRequestID(r, trusted) {
 			rw.SetRequestID(r, g.reqPre, g.reqSeq.Add(1))
 		}
 		if trusted {
@@ -115,30 +113,11 @@ func (g *Gateway) hygiene(next http.Handler) http.Handler {
 			}
 			rw.SetClient(ip)
 		}
-		// The framing watch is on net/http's connections only (the
-		// loop's parser refuses what it would find), and a miss walks
-		// the whole context: the loop's requests skip it.
-		if err := framingProblem(w, r); err != nil {
-			w.Header().Set("Connection", "close")
-			msg := "A request may not carry both Content-Length and Transfer-Encoding."
-			if !edge.IsConflict(err) {
-				msg = "The framing of a request on this connection could not be followed."
-			}
-			g.writeError(w, r, fault.New(fault.Invalid, "bad_framing", msg))
-			return
-		}
-		if r.RequestURI != "*" {
-			sent := r.URL.EscapedPath()
-			p, raw, err := proxy.CanonicalPath(sent)
+		if ok, err := edge.Shape(w, r); !ok { // framing and canonical path (DESIGN rules 24, 21)
 			if err != nil {
-				g.writeError(w, r, badPath(err))
-				return
+				g.writeError(w, r, err)
 			}
-			if raw != sent { // never a silent reroute (DESIGN rule 21)
-				redirectCanonical(w, r, raw)
-				return
-			}
-			r.URL.Path, r.URL.RawPath = p, raw
+			return
 		}
 		var start time.Time
 		if access {
@@ -173,50 +152,4 @@ func (g *Gateway) accessLog(r *http.Request, rw *route.Recorder, start time.Time
 		attrs = append(attrs, "limit", l)
 	}
 	g.log.Log(r.Context(), level, "access", attrs...)
-}
-
-// framingProblem is what the framing watch found wrong on r's
-// connection, for a request net/http serves; nil for the loop's.
-func framingProblem(w http.ResponseWriter, r *http.Request) error {
-	if h1serve.Serves(w) {
-		return nil
-	}
-	return edge.FramingProblem(r.Context())
-}
-
-// trustedPeer reports whether r's peer is a trusted proxy.
-func (g *Gateway) trustedPeer(r *http.Request) bool {
-	if len(g.cfg.Server.TrustedNets()) == 0 {
-		return false // no address to parse on every request
-	}
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil || ap.Addr().Zone() != "" {
-		return false // not an IP peer; a zoned one is not trusted either
-	}
-	return trustedProxies(g.cfg.Server.TrustedNets()).hasAddr(ap.Addr())
-}
-
-// redirectCanonical answers a request whose path is not canonical with a
-// 308 to its canonical form raw (an absolute path: the canonical form has
-// no "//" at its start, so the Location never names another host), so a
-// cache in front and the gateway agree on which route a URL names.
-func redirectCanonical(w http.ResponseWriter, r *http.Request, raw string) {
-	loc := raw
-	if r.URL.RawQuery != "" {
-		loc += "?" + r.URL.RawQuery
-	}
-	w.Header().Set("Location", loc)
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusPermanentRedirect)
-}
-
-// badPath answers a request whose path CanonicalPath refused, naming the
-// rule it broke (a fixed phrase) but not the path.
-func badPath(err error) error {
-	msg := "The request path is not canonical."
-	var pe *proxy.PathError
-	if errors.As(err, &pe) {
-		msg = "The request path is refused: " + pe.Reason + "."
-	}
-	return fault.Wrap(fault.Invalid, "bad_path", msg, err)
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/proxy"
 )
 
 // benchGateway builds (without serving) a gateway with one app and one
@@ -110,13 +109,13 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("trusted_peer/none", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = g.trustedPeer(r)
+			_ = edge.TrustedProxies(g.cfg.Server.TrustedNets()).Peer(r)
 		}
 	})
 	b.Run("trusted_peer/one_cidr", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = gTrust.trustedPeer(r)
+			_ = edge.TrustedProxies(gTrust.cfg.Server.TrustedNets()).Peer(r)
 		}
 	})
 	b.Run("framing_check", func(b *testing.B) {
@@ -128,12 +127,12 @@ func BenchmarkWarmSteps(b *testing.B) {
 	b.Run("canonical_path", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_, _, _ = proxy.CanonicalPath(r.URL.EscapedPath())
+			_, _, _ = edge.CanonicalPath(r.URL.EscapedPath())
 		}
 	})
 	b.Run("client_allowed/rate_off/old", func(b *testing.B) {
 		b.ReportAllocs()
-		ip := access.ClientIP{Trusted: func(a netip.Addr) bool { return trustedProxies(g.cfg.Server.TrustedNets()).has(a.AsSlice()) }}
+		ip := access.ClientIP{Trusted: func(a netip.Addr) bool { return edge.TrustedProxies(g.cfg.Server.TrustedNets()).Has(a.AsSlice()) }}
 		for b.Loop() {
 			_ = g.gate.Limits().Client(ip.Of(r))
 		}

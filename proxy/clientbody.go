@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // clientBody records a failure to read the caller's request body (a
@@ -16,16 +17,13 @@ import (
 // a healthy home look broken by sending a bad body.
 type clientBody struct {
 	io.ReadCloser
-	err *atomic.Pointer[bodyError]
+	err *atomic.Pointer[h1client.BodyError]
 }
-
-// bodyError is the first read error of a request body.
-type bodyError struct{ err error }
 
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && !errors.Is(err, errBodyStopped) {
-		b.err.CompareAndSwap(nil, &bodyError{err: err})
+	if err != nil && err != io.EOF && !errors.Is(err, h1client.ErrBodyStopped) {
+		b.err.CompareAndSwap(nil, &h1client.BodyError{Err: err})
 	}
 	return n, err
 }
@@ -36,8 +34,8 @@ func (route *Route) clientBodyFailed() error {
 	if route == nil || route.body == nil {
 		return nil
 	}
-	if be := route.body.failed.Load(); be != nil {
-		return be.err
+	if be := route.body.Failed.Load(); be != nil {
+		return be.Err
 	}
 	return nil
 }

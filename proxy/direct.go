@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/http/httputil"
 	"net/textproto"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/wakegate/wakegate/internal/h1head"
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // The direct path carries a plain request (no upgrade, no Expect, an http
@@ -25,7 +25,7 @@ import (
 // pooled writer (no cloned request, no copied header map). The response's
 // fields go to the client as wire bytes when its writer takes them so
 // (BlockWriter: h1serve's loop), checked and cleaned as they are read
-// (headBlock), and into the client's header map otherwise. What it sends
+// (HeadBlock), and into the client's header map otherwise. What it sends
 // and answers is what ReverseProxy with rewrite, the forwarder,
 // modifyResponse, errorHandler and retryTransport send and answer; a
 // request with anything unusual (a field that would need cleaning, a query
@@ -34,13 +34,13 @@ import (
 // direct reports whether r goes by the direct path.
 func (p *Proxy) direct(r *http.Request, route *Route) bool {
 	if p.noDirect || route.rel != nil || route.Upstream == nil || route.Upstream.Scheme != "http" ||
-		r.URL.Opaque != "" || len(r.Trailer) > 0 || r.Method == http.MethodConnect || !plainText(r.Method) {
+		r.URL.Opaque != "" || len(r.Trailer) > 0 || r.Method == http.MethodConnect || !h1client.PlainText(r.Method) {
 		return false
 	}
 	if _, up := r.Header["Upgrade"]; up || r.Header.Get("Expect") != "" {
 		return false
 	}
-	if hasBody(r) && (r.ContentLength == 0 || r.ContentLength < 0 && bodyless(r.Method)) {
+	if h1client.HasBody(r) && (r.ContentLength == 0 || r.ContentLength < 0 && bodyless(r.Method)) {
 		return false // the Transport would probe the body first
 	}
 	// The outbound Host goes on the wire as it is: one the Transport
@@ -48,10 +48,10 @@ func (p *Proxy) direct(r *http.Request, route *Route) bool {
 	host := route.out.host
 	if strings.IndexByte(host, '%') >= 0 || !httpguts.ValidHostHeader(host) ||
 		strings.IndexByte(route.Upstream.Host, '%') >= 0 ||
-		!plainQuery(r.URL.RawQuery) || !plainText(r.URL.RawQuery) || !plainText(r.Host) {
+		!plainQuery(r.URL.RawQuery) || !h1client.PlainText(r.URL.RawQuery) || !h1client.PlainText(r.Host) {
 		return false
 	}
-	if !plainFields(r.Header) {
+	if !h1client.PlainFields(r.Header) {
 		return false
 	}
 	for _, v := range r.Header["Connection"] {
@@ -97,8 +97,8 @@ func isHex(c byte) bool {
 
 var newlineToSpace = strings.NewReplacer("\n", " ", "\r", " ")
 
-// directReq is one request on the direct path: the sender of its
-// outbound request (upstream.go).
+// directReq is one request on the direct path: the Sender of its
+// outbound request (h1client/forwarder.go).
 type directReq struct {
 	p     *Proxy
 	w     http.ResponseWriter
@@ -110,7 +110,7 @@ type directReq struct {
 	length int64
 	// blk holds the response's fields as wire bytes for a client writer
 	// that takes them so (BlockWriter); nil: a header map.
-	blk *headBlock
+	blk *h1client.HeadBlock
 	bw  BlockWriter
 }
 
@@ -126,16 +126,16 @@ type BlockWriter interface {
 func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route) {
 	d := &directReq{p: p, w: w, r: r, route: route}
 	d.path, d.raw = route.upstreamPath(r.URL)
-	if hasBody(r) {
+	if h1client.HasBody(r) {
 		d.length = r.ContentLength
 	}
 	if bw := blockWriter(w); bw != nil && !p.noBlock && r.Method != http.MethodHead { // HEAD: never plain (readPlainResponse)
 		d.bw = bw
-		d.blk, _ = p.blocks.Get().(*headBlock)
+		d.blk, _ = p.blocks.Get().(*h1client.HeadBlock)
 		if d.blk == nil {
-			d.blk = new(headBlock)
+			d.blk = new(h1client.HeadBlock)
 		}
-		d.blk.stripped = p.stripped
+		d.blk.Stripped = p.stripped
 	}
 	res, err := d.roundTrip()
 	if err != nil {
@@ -180,10 +180,9 @@ func (d *directReq) putBlock() {
 	}
 }
 
-// roundTrip sends the request and reads the response's head, with
-// retryTransport's rules: every failed forward is reported to the route,
-// and one whose upstream could not be reached, with no body, is sent once
-// more to the upstream the route's Retry returns.
+// roundTrip sends the request and reads the response's head; a failed
+// send goes to the one retry decision (retry.go), and is sent once more,
+// as it is, when that gives a fresh upstream the direct path can reach.
 func (d *directReq) roundTrip() (*http.Response, error) {
 	route, r := d.route, d.r
 	fwd := d.p.fwdApps
@@ -194,22 +193,13 @@ func (d *directReq) roundTrip() (*http.Response, error) {
 	if err == nil {
 		return res, nil
 	}
-	if route.bodyCut.Load() || route.clientBodyFailed() != nil {
-		return nil, err // a body cut for its rate, or unreadable, is the client's failure
-	}
-	route.failed(r)
-	if route.Retry == nil || !unreached(err) || hasBody(r) {
+	u, err := d.p.retryUpstream(route, r, err) // retry.go
+	if u == nil {
 		return nil, err
 	}
-	u, rerr := route.Retry(r.Context())
-	if rerr != nil {
-		return nil, rerr
-	}
-	route.Upstream = u
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("retry toward %s: not a plain http upstream", u.Redacted())
 	}
-	route.out.host = d.p.outHost(route, u)
 	if h := route.out.host; strings.IndexByte(h, '%') >= 0 || !httpguts.ValidHostHeader(h) {
 		return nil, fmt.Errorf("retry toward %s: Host %q cannot go as it is", u.Redacted(), h)
 	}
@@ -220,18 +210,18 @@ func (d *directReq) roundTrip() (*http.Response, error) {
 	return res, err
 }
 
-func (d *directReq) send(fwd *forwarder, u *url.URL) (*http.Response, error) {
-	res, err := fwd.send(d.r.Context(), hostPort(u), d.r, d)
-	if ns, ok := err.(errNotSent); ok {
-		err = ns.error
+func (d *directReq) send(fwd *h1client.Forwarder, u *url.URL) (*http.Response, error) {
+	res, err := fwd.Send(d.r.Context(), h1client.HostPort(u), d.r, d)
+	if ns, ok := err.(h1client.NotSent); ok {
+		err = ns.Unwrap()
 	}
 	return res, err
 }
 
-// start writes the head of the outbound request, and flushes it when a
+// Start writes the head of the outbound request, and flushes it when a
 // body follows (the Transport does, so the upstream sees the head before
 // a slow body).
-func (d *directReq) start(bw *bufio.Writer) error {
+func (d *directReq) Start(bw *bufio.Writer) error {
 	r := d.r
 	_, _ = bw.WriteString(r.Method)
 	_ = bw.WriteByte(' ')
@@ -250,7 +240,7 @@ func (d *directReq) start(bw *bufio.Writer) error {
 	_, _ = bw.WriteString("\r\n")
 	conn := r.Header["Connection"]
 	if ua := r.Header["User-Agent"]; len(ua) > 0 && ua[0] != "" && !listed(conn, "User-Agent") {
-		writeField(bw, "User-Agent", textproto.TrimString(ua[0]))
+		h1client.WriteField(bw, "User-Agent", textproto.TrimString(ua[0]))
 	}
 	switch {
 	case d.length > 0:
@@ -262,16 +252,20 @@ func (d *directReq) start(bw *bufio.Writer) error {
 	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
 		_, _ = bw.WriteString("Content-Length: 0\r\n") // many servers expect a length for these
 	}
-	untrusted := !d.route.out.trusted
+	plan := &d.route.out
 	for k, vs := range r.Header {
-		if d.skip(k, conn, untrusted) {
+		if skip(k) || !d.p.forwards(plan, k) || listed(conn, k) {
 			continue
 		}
 		for _, v := range vs {
-			writeField(bw, k, textproto.TrimString(v))
+			h1client.WriteField(bw, k, textproto.TrimString(v))
 		}
 	}
-	d.writeGatewayFields(bw)
+	for f := range planFields { // the plan's own fields (headers.go)
+		if plan.sets(f) {
+			h1client.WriteField(bw, d.p.name(f), plan.vals[f])
+		}
+	}
 	_, _ = bw.WriteString("\r\n")
 	if d.length != 0 {
 		return bw.Flush()
@@ -279,44 +273,17 @@ func (d *directReq) start(bw *bufio.Writer) error {
 	return nil
 }
 
-// writeGatewayFields writes the fields rewrite sets: Te, the relay token,
-// the plan's X-Forwarded-*, X-Real-Ip (headers.go) and X-Request-Id.
-func (d *directReq) writeGatewayFields(bw *bufio.Writer) {
-	r := d.r
-	if httpguts.HeaderValuesContainsToken(r.Header["Te"], "trailers") {
-		_, _ = bw.WriteString("Te: trailers\r\n")
-	}
-	if tok := d.route.RelayToken; tok != "" {
-		writeField(bw, d.p.stripped[0], tok)
-	}
-	plan := &d.route.out
-	if plan.xff != "" {
-		writeField(bw, "X-Forwarded-For", textproto.TrimString(plan.xff))
-	}
-	writeField(bw, "X-Forwarded-Host", textproto.TrimString(plan.xfHost))
-	writeField(bw, "X-Forwarded-Proto", textproto.TrimString(plan.xfProto))
-	writeField(bw, "X-Real-Ip", textproto.TrimString(plan.realIP))
-	if id := r.Header.Get("X-Request-Id"); id != "" {
-		writeField(bw, "X-Request-Id", textproto.TrimString(id))
-	}
-}
-
-// skip reports whether the inbound field k is not copied to the outbound
-// request: written by start itself, hop-by-hop (named so or listed in
-// conn, the Connection values), stripped, scrubbed, or replaced by the
-// gateway's own fields.
-func (d *directReq) skip(k string, conn []string, untrusted bool) bool {
+// skip reports whether the inbound field k is the byte writer's to leave
+// out: written by start itself, or hop-by-hop, as ReverseProxy leaves it
+// out (so are the fields the Connection values list). What the plan
+// leaves out is the plan's (forwards).
+func skip(k string) bool {
 	switch k {
 	case "Host", "User-Agent", "Content-Length", "Transfer-Encoding", "Trailer",
-		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade",
-		"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Real-Ip":
+		"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Upgrade":
 		return true
-	case "X-Request-Id":
-		if d.r.Header.Get("X-Request-Id") != "" {
-			return true // written by writeGatewayFields
-		}
 	}
-	return d.p.isStripped(k) || d.p.scrubbed(k, untrusted) || listed(conn, k)
+	return false
 }
 
 // listed reports whether the field named k (canonical) is among the
@@ -332,15 +299,15 @@ func listed(conn []string, k string) bool {
 	return false
 }
 
-func (d *directReq) closes() bool { return false }
+func (d *directReq) Closes() bool { return false }
 
-func (d *directReq) owner() *ownedBody { return d.route.body }
+func (d *directReq) Owner() *h1client.OwnedBody { return d.route.body }
 
-func (d *directReq) block() *headBlock { return d.blk }
+func (d *directReq) Block() *h1client.HeadBlock { return d.blk }
 
-// write writes the body, when there is one, with its framing, and
+// Write writes the body, when there is one, with its framing, and
 // flushes.
-func (d *directReq) write(bw *bufio.Writer, body io.ReadCloser) error {
+func (d *directReq) Write(bw *bufio.Writer, body io.ReadCloser) error {
 	switch {
 	case body == nil:
 	case d.length > 0:
@@ -367,9 +334,9 @@ func (d *directReq) write(bw *bufio.Writer, body io.ReadCloser) error {
 	return bw.Flush()
 }
 
-// got1xx passes an informational response to the client, as ReverseProxy
+// Got1xx passes an informational response to the client, as ReverseProxy
 // does: its fields go out with it and are cleared after.
-func (d *directReq) got1xx(code int, h http.Header) error {
+func (d *directReq) Got1xx(code int, h http.Header) error {
 	out := d.w.Header()
 	copyHeader(out, h)
 	d.w.WriteHeader(code)
@@ -392,25 +359,6 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
-// hopHeaders are the hop-by-hop fields ReverseProxy removes.
-var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
-// removeHopByHop removes from h the fields its Connection lists and the
-// hop-by-hop ones.
-func removeHopByHop(h http.Header) {
-	for _, f := range h["Connection"] {
-		for sf := range strings.SplitSeq(f, ",") {
-			if sf = textproto.TrimString(sf); sf != "" {
-				h.Del(sf)
-			}
-		}
-	}
-	for _, f := range hopHeaders {
-		h.Del(f)
-	}
-}
-
 // answer writes res to the client: its head (hop-by-hop fields removed,
 // adjustResponse's changes), its body, then its trailers.
 func (d *directReq) answer(res *http.Response) {
@@ -418,15 +366,15 @@ func (d *directReq) answer(res *http.Response) {
 	h := w.Header()
 	announced := len(res.Trailer)
 	sse := false
-	if res.Header == nil { // the fields are in d.blk (headBlock)
-		sse = d.blk.eventStream
+	if res.Header == nil { // the fields are in d.blk (h1client.HeadBlock)
+		sse = d.blk.EventStream
 		if tok := d.route.RelayToken; tok != "" { // as adjustResponse does
 			maskBlock(&d.blk.Block, tok)
 			res.Body = &trailerMask{ReadCloser: newMaskReader(res.Body, tok), res: res, secret: tok}
 		}
 		d.writeBlock(res.StatusCode)
 	} else {
-		removeHopByHop(res.Header)
+		h1client.RemoveHopByHop(res.Header)
 		d.p.adjustResponse(res, d.route)
 		copyHeader(h, res.Header)
 		if announced > 0 {
@@ -436,7 +384,7 @@ func (d *directReq) answer(res *http.Response) {
 			}
 			h.Add("Trailer", strings.Join(keys, ", "))
 		}
-		sse = eventStream(res.Header.Get("Content-Type"))
+		sse = h1client.EventStream(res.Header.Get("Content-Type"))
 		w.WriteHeader(res.StatusCode)
 	}
 	d.putBlock()
@@ -465,7 +413,7 @@ func (d *directReq) answer(res *http.Response) {
 
 // writeBlock writes the head whose fields are in d.blk (masked already),
 // with the wake's wait added as adjustResponse would; a writer that does not take the
-// block gets the fields in its header map.
+// Block gets the fields in its header map.
 func (d *directReq) writeBlock(code int) {
 	b := d.blk
 	if waited := d.route.Waited; waited > 0 {
@@ -526,13 +474,4 @@ func (d *directReq) copyBody(w http.ResponseWriter, res *http.Response, sse bool
 	}
 }
 
-// eventStream reports whether the media type of ct is text/event-stream.
-func eventStream(ct string) bool {
-	if !strings.Contains(strings.ToLower(ct), "event-stream") {
-		return false
-	}
-	base, _, _ := mime.ParseMediaType(ct)
-	return base == "text/event-stream"
-}
-
-var _ sender = (*directReq)(nil)
+var _ h1client.Sender = (*directReq)(nil)

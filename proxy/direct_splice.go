@@ -2,8 +2,9 @@ package proxy
 
 import (
 	"io"
-	"net"
 	"net/http"
+
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // spliceMin is the least known length of a response body that the direct
@@ -26,44 +27,13 @@ func (d *directReq) spliceBody(w http.ResponseWriter, res *http.Response) (ok bo
 		// others copy with the pooled buffers.
 		return false, nil
 	}
-	b, isUp := res.Body.(*upBody)
-	if !isUp {
-		return false, nil
-	}
-	// A TCP or Unix stream connection: the kernel splices from either
-	// (a home on {socket} is reached over the latter).
-	var src io.Reader
-	switch c := b.c.Conn.(type) {
-	case *net.TCPConn:
-		src = c
-	case *net.UnixConn:
-		src = c
-	}
 	rf, isRF := w.(io.ReaderFrom)
-	if src == nil || !isRF {
+	if !isRF {
 		return false, nil
 	}
-	left := res.ContentLength
-	// What the connection's reader already holds goes first; the body's
-	// framing reader is bypassed for good.
-	if k := min(int64(b.c.br.Buffered()), left); k > 0 {
-		p, _ := b.c.br.Peek(int(k))
-		n, werr := w.Write(p)
-		_, _ = b.c.br.Discard(n)
-		left -= int64(n)
-		if werr != nil {
-			return true, werr
-		}
-	}
-	n, err := rf.ReadFrom(&io.LimitedReader{R: src, N: left})
-	if err == nil && n != left {
-		err = io.ErrUnexpectedEOF // the upstream closed before the end
-	}
-	if err != nil {
-		return true, err
+	if ok, err = h1client.Splice(w, rf, res); !ok || err != nil {
+		return ok, err
 	}
 	d.p.spliced.Add(1)
-	b.eof = true
-	b.finish(true)
 	return true, nil
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/internal/h1test"
+	"github.com/wakegate/wakegate/proxy/minrate"
 )
 
 // The direct path must send and answer exactly what ReverseProxy does.
@@ -483,7 +484,7 @@ func TestBlockWriterFindsTheLoop(t *testing.T) {
 	type verdicts struct{ bare, masked, twiceMasked, rated, maskedRated bool }
 	got := make(chan verdicts, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		rated := newRateWriter(w, 240, time.Second)
+		rated := minrate.NewWriter(w, 240, time.Second)
 		got <- verdicts{
 			bare:   blockWriter(w) != nil,
 			masked: blockWriter(&infoMaskWriter{ResponseWriter: w, secret: "s"}) != nil,

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // DialError is an upstream that could not be reached: the connection was
@@ -104,7 +105,7 @@ func isTimeout(err error) bool {
 // by the upstream: a failed dial, or a connection refused or reset before
 // any byte of the response arrived.
 func unreached(err error) bool {
-	var pa *partialAnswer
+	var pa *h1client.PartialAnswer
 	if errors.As(err, &pa) {
 		return false // a reset after the upstream began to answer
 	}
@@ -190,3 +191,8 @@ func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
 	w.WriteHeader(c.Status)
 	_ = json.NewEncoder(w).Encode(errorBody{Error: errorDetail{Code: c.Code, Message: c.Message, Field: c.Field, RequestID: reqID}})
 }
+
+// bodyTooSlow is the answer to a request whose body was cut for arriving
+// slower than the minimum rate (minrate.ErrBodyTooSlow).
+var bodyTooSlow = Classified{Status: http.StatusRequestTimeout, Code: "body_too_slow",
+	Message: "The request body arrived too slowly."}

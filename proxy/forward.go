@@ -1,20 +1,3 @@
-// Package proxy is wakegate's data plane: it forwards HTTP and WebSocket
-// requests to a resolved upstream with header hygiene, counts sessions, and
-// maps every error to one status. It knows nothing of how a route was
-// resolved; the gateway hands it a Route.
-//
-// A request body has one reader at a time, and none after its request
-// (DESIGN rule 26): Serve owns it for the request, an exchange's body
-// writer reads it only while the exchange lasts and is stopped and waited
-// for before the exchange ends, and a read after the end gets an error.
-// body.go writes the rule down for every path (direct, forwarder,
-// ReverseProxy, net/http's Transport).
-//
-// Other DESIGN rules that live here: 21 (canonical paths), 22 (identity
-// headers kept only from trusted proxies), 23 on the public side (a code,
-// a sentence and a request id), 27 (a slow client holds a home's capacity
-// only while the exchange needs it: the read-ahead in spool.go) and the
-// data plane's part of 31 (the relay token masked in answers).
 package proxy
 
 import (
@@ -34,6 +17,8 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/proxy/h1client"
+	"github.com/wakegate/wakegate/proxy/minrate"
 )
 
 // Route is where one request goes.
@@ -73,11 +58,11 @@ type Route struct {
 	// rel is the relay of a WebSocket upgrade (relay.go); nil otherwise.
 	rel *relay
 	// bodyCut is set when the request body was cut for arriving slower
-	// than the minimum rate (rate.go).
+	// than the minimum rate (proxy/minrate).
 	bodyCut atomic.Bool
-	// body is the request body as Serve owns it (body.go), with the
+	// body is the request body as Serve owns it (h1client/body.go), with the
 	// failure to read it (clientbody.go); nil without one.
-	body *ownedBody
+	body *h1client.OwnedBody
 	// out is the outbound header plan (headers.go), made once in Serve
 	// for whichever path forwards the request.
 	out outHead
@@ -90,8 +75,9 @@ type Options struct {
 	// StripHeaders are removed from every inbound request before forwarding
 	// (the internal probe header, the caller's gateway credentials).
 	StripHeaders []string
-	// Trusted reports whether the socket peer is a trusted proxy whose
-	// forwarding headers are kept. nil trusts nobody.
+	// Trusted reports whether the socket peer's address is a trusted
+	// proxy's, whose forwarding headers are kept: the edge's one rule
+	// (edge.TrustedProxies.Has). nil trusts nobody.
 	Trusted func(ip net.IP) bool
 	// ClientIP resolves the real client address (through trusted
 	// proxies), sent as X-Real-Ip. nil: the socket peer.
@@ -111,7 +97,7 @@ type Options struct {
 	// reported to the route (OnFailure), which drops the home's verdict.
 	HomeResponseHeaderTimeout time.Duration
 	// MinBodyRate is the least rate, in bytes per second, at which a
-	// request body must arrive once MinRateGrace has passed (rate.go); a
+	// request body must arrive once MinRateGrace has passed (proxy/minrate); a
 	// slower body is cut and answered 408 body_too_slow. Zero: no floor.
 	MinBodyRate int64
 	// MinResponseRate is the least rate, in bytes per second, at which a
@@ -121,9 +107,9 @@ type Options struct {
 	// MinRateGrace is the time allowed before the rates apply.
 	MinRateGrace time.Duration
 	// MinRateWindow is how much time a request body's earlier bytes may
-	// bank for a later stall (rate.go): past the grace, a body that
+	// bank for a later stall (proxy/minrate): past the grace, a body that
 	// stops is cut within MinRateGrace plus this, whatever arrived
-	// before. Zero means DefaultMinRateWindow.
+	// before. Zero means minrate.DefaultWindow.
 	MinRateWindow time.Duration
 	// BodyBuffer is how much of a request body, in bytes, is read into
 	// memory before a route's Acquire takes a forwarding slot (spool.go).
@@ -167,11 +153,11 @@ type Proxy struct {
 	// homes is transport with the homes' response header timeout, for
 	// routes with a HomeID.
 	homes *http.Transport
-	// conns is the pool of the upstream forwarder (upstream.go), which
+	// conns is the pool of the upstream forwarder (h1client/forwarder.go), which
 	// carries plain HTTP/1.1 requests; the transports carry the rest.
-	conns    *connPool
+	conns    *h1client.Pool
 	stripped []string // canonical names
-	// blocks are the direct path's head blocks (headBlock); blocked
+	// blocks are the direct path's head blocks (HeadBlock); blocked
 	// counts the heads written as blocks.
 	blocks  sync.Pool
 	blocked atomic.Int64
@@ -190,7 +176,7 @@ type Proxy struct {
 
 	// apps and homes carry plain HTTP/1.1 requests, for routes without
 	// and with a HomeID (their response header timeouts differ).
-	fwdApps, fwdHomes *forwarder
+	fwdApps, fwdHomes *h1client.Forwarder
 	// noDirect sends every request through ReverseProxy (direct.go); set
 	// only by tests, which compare the two paths.
 	noDirect bool
@@ -235,15 +221,15 @@ func New(o Options) *Proxy {
 	if o.HomeResponseHeaderTimeout > 0 {
 		homes.ResponseHeaderTimeout = o.HomeResponseHeaderTimeout
 	}
-	conns := newConnPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
+	conns := h1client.NewPool(tr.DialContext, o.MaxIdleConnsPerHost, o.IdleConnTimeout)
 	p := &Proxy{opts: o, transport: tr, homes: homes, conns: conns, relays: map[*relay]struct{}{}, stops: map[<-chan struct{}]*stopWatch{}, bufs: newBufferPool()}
 	p.budget = newBodyBudget(o.BodyBudgetClient, o.BodyBudgetTotal)
 	p.stripped = []string{http.CanonicalHeaderKey(o.RelayHeader)}
 	for _, h := range o.StripHeaders {
 		p.stripped = append(p.stripped, http.CanonicalHeaderKey(h))
 	}
-	p.fwdApps = &forwarder{pool: conns, headerTimeout: tr.ResponseHeaderTimeout, fallback: tr}
-	p.fwdHomes = &forwarder{pool: conns, headerTimeout: homes.ResponseHeaderTimeout, fallback: homes}
+	p.fwdApps = h1client.NewForwarder(conns, tr.ResponseHeaderTimeout, tr, bodyOf)
+	p.fwdHomes = h1client.NewForwarder(conns, homes.ResponseHeaderTimeout, homes, bodyOf)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      retryTransport{apps: p.fwdApps, homes: p.fwdHomes, p: p},
@@ -261,7 +247,7 @@ func (p *Proxy) Close() {
 	p.parker.stop()
 	p.transport.CloseIdleConnections()
 	p.homes.CloseIdleConnections()
-	p.conns.closeIdle()
+	p.conns.CloseIdle()
 }
 
 // DropIdle closes the idle pooled connections to the upstream at base (a
@@ -271,7 +257,7 @@ func (p *Proxy) DropIdle(base *url.URL) int {
 	if base == nil || base.Scheme != "http" {
 		return 0
 	}
-	return p.conns.dropIdle(hostPort(base))
+	return p.conns.DropIdle(h1client.HostPort(base))
 }
 
 // Serve forwards r to route. It returns when the exchange is over: for a
@@ -292,21 +278,21 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 			return
 		}
 	}
-	if hasBody(r) {
+	if h1client.HasBody(r) {
 		// Every read of the body goes through route.body, which ends, at
-		// the latest, when Serve returns (body.go).
-		route.body = newOwnedBody(r.Body, w)
+		// the latest, when Serve returns (h1client/body.go).
+		route.body = h1client.NewOwnedBody(r.Body, w)
 		r.Body = route.body
-		defer route.body.end()
+		defer route.body.End()
 		if max := p.opts.MaxBodyBytes; max > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, max)
 		}
 	}
 	if rate := p.opts.MinBodyRate; rate > 0 && r.Body != nil && r.Body != http.NoBody {
-		r.Body = newRateBody(r.Body, w, rate, p.opts.MinRateGrace, p.opts.MinRateWindow, &route.bodyCut, route.body)
+		r.Body = minrate.NewBody(r.Body, w, rate, p.opts.MinRateGrace, p.opts.MinRateWindow, &route.bodyCut, route.body)
 	}
 	if route.body != nil {
-		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.failed} // clientbody.go
+		r.Body = &clientBody{ReadCloser: r.Body, err: &route.body.Failed} // clientbody.go
 	}
 	if route.Acquire != nil {
 		if !isUpgrade(r) {
@@ -334,8 +320,8 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
 		}
 		defer release()
 	}
-	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) && !setWriteFloor(w, rate, p.opts.MinRateGrace) {
-		w = newRateWriter(w, rate, p.opts.MinRateGrace) // rate.go
+	if rate := p.opts.MinResponseRate; rate > 0 && !isUpgrade(r) && !minrate.SetWriteFloor(w, rate, p.opts.MinRateGrace) {
+		w = minrate.NewWriter(w, rate, p.opts.MinRateGrace) // proxy/minrate
 	}
 	if isWebSocket(r) {
 		// The relay takes the upgrade over at the 101 (relay_pump.go).
@@ -374,18 +360,16 @@ func SameHostOrigin(origin string, r *http.Request) bool {
 }
 
 func isUpgrade(r *http.Request) bool {
-	return r.Header.Get("Upgrade") != "" && headerHasToken(r.Header, "Connection", "upgrade")
+	return r.Header.Get("Upgrade") != "" && h1client.HeaderHasToken(r.Header, "Connection", "upgrade")
 }
 
-func headerHasToken(h http.Header, name, token string) bool {
-	for _, v := range h[name] {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
+// bodyOf is the request body, as Serve owns it, of the route in ctx (nil
+// for none): the forwarder's, for ReverseProxy's outbound requests.
+func bodyOf(ctx context.Context) *h1client.OwnedBody {
+	if route := routeFrom(ctx); route != nil {
+		return route.body
 	}
-	return false
+	return nil
 }
 
 func routeFrom(ctx context.Context) *Route {
@@ -393,7 +377,8 @@ func routeFrom(ctx context.Context) *Route {
 	return r
 }
 
-// rewrite builds the outbound request. Hop-by-hop headers (including any
+// rewrite builds the outbound request: its URL, and its fields by the
+// request's outbound plan (headers.go). Hop-by-hop headers (including any
 // named in Connection) were already removed by ReverseProxy, so nothing set
 // here can be removed by the caller.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
@@ -404,25 +389,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	out.URL.Host = target.Host
 	out.URL.Path, out.URL.RawPath = route.upstreamPath(pr.In.URL)
 	out.Host = route.out.host
-	for _, h := range p.stripped {
-		delete(out.Header, h) // canonical already
-	}
-	plan := &route.out
-	p.scrub(out.Header, !plan.trusted)
-	if route.RelayToken != "" {
-		out.Header.Set(p.opts.RelayHeader, route.RelayToken)
-	}
-	// ReverseProxy removed the caller's Forwarded and X-Forwarded-*
-	// before Rewrite; the plan has them (a trusted proxy's extended).
-	if plan.xff != "" {
-		out.Header["X-Forwarded-For"] = []string{plan.xff}
-	}
-	out.Header["X-Forwarded-Host"] = []string{plan.xfHost}
-	out.Header["X-Forwarded-Proto"] = []string{plan.xfProto}
-	out.Header["X-Real-Ip"] = []string{plan.realIP}
-	if id := pr.In.Header.Get("X-Request-Id"); id != "" {
-		out.Header.Set("X-Request-Id", id)
-	}
+	p.apply(&route.out, out.Header) // headers.go
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // do not add Go's default
 	}
@@ -462,18 +429,6 @@ func (p *Proxy) clientIP(r *http.Request) string {
 		return host
 	}
 	return r.RemoteAddr
-}
-
-func (p *Proxy) trustedPeer(r *http.Request) bool {
-	if p.opts.Trusted == nil {
-		return false
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && p.opts.Trusted(ip)
 }
 
 func (p *Proxy) modifyResponse(res *http.Response) error {
@@ -558,10 +513,9 @@ func (p *Proxy) answerError(w http.ResponseWriter, r *http.Request, route *Route
 	WriteClassified(w, r, c)
 }
 
-// retryTransport reports every failed forward to the route (OnFailure),
-// and retries once, on a fresh upstream from the route, a request whose
-// upstream could not be reached before any response, when the request can
-// be replayed.
+// retryTransport is ReverseProxy's transport: a failed forward goes to
+// the one retry decision (retry.go), and a clone of the request, with the
+// fresh upstream and its Host, is sent once more when it says so.
 // Homes go through their own transport, whose response header timeout
 // is the homes' one.
 type retryTransport struct {
@@ -582,21 +536,15 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err == nil {
 		return res, nil
 	}
-	if route == nil || route.bodyCut.Load() || route.clientBodyFailed() != nil {
-		return nil, err // a body cut for its rate, or unreadable, is the client's failure
-	}
-	route.failed(req)
-	if route.Retry == nil || !unreached(err) || !replayable(req) {
+	if route == nil {
 		return nil, err
 	}
-	u, rerr := route.Retry(req.Context())
-	if rerr != nil {
-		return nil, rerr
+	u, err := t.p.retryUpstream(route, req, err) // retry.go
+	if u == nil {
+		return nil, err
 	}
-	route.Upstream = u
 	again := req.Clone(req.Context())
 	again.URL.Scheme, again.URL.Host = u.Scheme, u.Host
-	route.out.host = t.p.outHost(route, u)
 	again.Host = route.out.host
 	if req.GetBody != nil {
 		if again.Body, err = req.GetBody(); err != nil {
@@ -608,18 +556,6 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		route.failed(again)
 	}
 	return res, err
-}
-
-// failed tells the route's owner that a forward of req failed, unless the
-// failure is the caller going away.
-func (route *Route) failed(req *http.Request) {
-	if route.OnFailure != nil && req.Context().Err() == nil {
-		route.OnFailure()
-	}
-}
-
-func replayable(req *http.Request) bool {
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 }
 
 // maskHeaders replaces the secret wherever it appears in header values.

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // An upgraded WebSocket is relayed by two pumps, one per direction, that
@@ -622,7 +624,7 @@ func rawOf(c syscall.Conn) syscall.RawConn {
 
 // upgradeType is the protocol h asks to switch to ("" for none).
 func upgradeType(h http.Header) string {
-	if !headerHasToken(h, "Connection", "upgrade") {
+	if !h1client.HeaderHasToken(h, "Connection", "upgrade") {
 		return ""
 	}
 	return h.Get("Upgrade")

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // Request buffering: a request that takes one of its home's forwarding
@@ -61,7 +62,7 @@ func (s *spooled) Close() error {
 // long, malformed, the caller gone), to be answered as the caller's.
 func (p *Proxy) spool(r *http.Request) (*spooled, error) {
 	limit := p.opts.BodyBuffer
-	if limit <= 0 || !hasBody(r) {
+	if limit <= 0 || !h1client.HasBody(r) {
 		return nil, nil
 	}
 	body := r.Body
@@ -101,7 +102,7 @@ func (p *Proxy) spool(r *http.Request) (*spooled, error) {
 	}
 	if whole {
 		// Closing the caller's body now lifts the body rate's read
-		// deadline (rate.go) before the forward, which may take long.
+		// deadline (proxy/minrate) before the forward, which may take long.
 		_ = body.Close()
 		s.done = true
 		r.ContentLength = s.size

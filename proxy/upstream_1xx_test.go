@@ -16,10 +16,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // hintsFlood is how many 103 Early Hints the flooding upstream sends in
-// place of an answer: well past max1xx.
+// place of an answer: well past h1client.Max1xx.
 const hintsFlood = 50
 
 // newFloodUpstream answers the first request on each connection with 200
@@ -68,7 +70,7 @@ func once(t *testing.T, ids []string) {
 // TestForwarder1xxFloodIsNotSentAgain: a reused connection whose upstream
 // answers with a flood of 1xx and then closes has answered: the request is
 // not sent again on a fresh connection, and the caller sees at most
-// max1xx informational responses. net/http's Transport, the fallback,
+// h1client.Max1xx informational responses. net/http's Transport, the fallback,
 // does not send it again either (it leaves counting 1xx to a caller that
 // watches them, so only the forwarder's count is checked).
 func TestForwarder1xxFloodIsNotSentAgain(t *testing.T) {
@@ -79,7 +81,7 @@ func TestForwarder1xxFloodIsNotSentAgain(t *testing.T) {
 			var idle func(n int)
 			if name == "forwarder" {
 				f := newTestForwarder(t)
-				rt, idle = f, func(n int) { waitIdle(t, f.pool, n) }
+				rt, idle = f, func(n int) { waitIdle(t, f.Pool(), n) }
 			} else {
 				tr := &http.Transport{}
 				t.Cleanup(tr.CloseIdleConnections)
@@ -108,8 +110,8 @@ func TestForwarder1xxFloodIsNotSentAgain(t *testing.T) {
 				res.Body.Close()
 				t.Fatalf("a response without a final status was taken: %d", res.StatusCode)
 			}
-			if name == "forwarder" && hints > max1xx {
-				t.Errorf("the caller got %d informational responses, want at most %d", hints, max1xx)
+			if name == "forwarder" && hints > h1client.Max1xx {
+				t.Errorf("the caller got %d informational responses, want at most %d", hints, h1client.Max1xx)
 			}
 			once(t, ids())
 			if n := up.conns.Load(); n != 1 {
@@ -123,7 +125,7 @@ func TestForwarder1xxFloodIsNotSentAgain(t *testing.T) {
 // same budget as the final head, so a few large ones cannot take more
 // than one head may.
 func TestForwarder1xxShareTheHeaderBudget(t *testing.T) {
-	pad := strings.Repeat("a", maxResponseHeaderBytes/3+1)
+	pad := strings.Repeat("a", h1client.MaxResponseHeaderBytes/3+1)
 	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, _ int64) {
 		if readReq(br) == nil {
 			return
@@ -137,14 +139,14 @@ func TestForwarder1xxShareTheHeaderBudget(t *testing.T) {
 	})
 	f := newTestForwarder(t)
 	code, _, err := get(t, f, up.base()+"/")
-	if !errors.Is(err, errHeaderTooLarge) {
-		t.Fatalf("three 1xx heads of a third of the budget each: %d, %v; want %v", code, err, errHeaderTooLarge)
+	if !errors.Is(err, h1client.ErrHeaderTooLarge) {
+		t.Fatalf("three 1xx heads of a third of the budget each: %d, %v; want %v", code, err, h1client.ErrHeaderTooLarge)
 	}
 }
 
 // TestProxy1xxFloodIsNotSentAgain: the same through the whole proxy, on
 // the direct path and through ReverseProxy: the client gets a 502 after at
-// most max1xx 103s, and the upstream sees each request id once.
+// most h1client.Max1xx 103s, and the upstream sees each request id once.
 func TestProxy1xxFloodIsNotSentAgain(t *testing.T) {
 	for _, direct := range []bool{true, false} {
 		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) {
@@ -182,8 +184,8 @@ func TestProxy1xxFloodIsNotSentAgain(t *testing.T) {
 			if res.StatusCode != http.StatusBadGateway {
 				t.Errorf("flooded request: %d, want 502", res.StatusCode)
 			}
-			if hints > max1xx {
-				t.Errorf("the client got %d informational responses, want at most %d", hints, max1xx)
+			if hints > h1client.Max1xx {
+				t.Errorf("the client got %d informational responses, want at most %d", hints, h1client.Max1xx)
 			}
 			once(t, ids())
 		})

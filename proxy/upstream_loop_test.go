@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/h1serve"
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // TestForwarderCancelThroughTheLoop: a request served by the loop whose
@@ -32,8 +33,8 @@ func TestForwarderCancelThroughTheLoop(t *testing.T) {
 	}))
 	defer up.Close()
 	d := &net.Dialer{}
-	f := &forwarder{pool: newConnPool(d.DialContext, 4, time.Minute), fallback: http.DefaultTransport}
-	defer f.pool.close()
+	f := h1client.NewForwarder(h1client.NewPool(d.DialContext, 4, time.Minute), 0, http.DefaultTransport, nil)
+	defer f.Pool().Close()
 
 	result := make(chan error, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -80,7 +81,7 @@ func TestForwarderCancelThroughTheLoop(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the upstream's request did not end after the client left")
 	}
-	if n := f.pool.idleCount(); n != 0 {
+	if n := f.Pool().Idle(); n != 0 {
 		t.Errorf("%d idle connections after a cut exchange, want 0", n)
 	}
 }

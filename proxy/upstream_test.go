@@ -19,17 +19,19 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // newTestForwarder returns a forwarder with its own pool (at most 4 idle
 // connections per host), falling back to a Transport of its own.
-func newTestForwarder(t *testing.T) *forwarder {
+func newTestForwarder(t *testing.T) *h1client.Forwarder {
 	t.Helper()
 	d := &net.Dialer{Timeout: 5 * time.Second}
 	tr := &http.Transport{}
-	f := &forwarder{pool: newConnPool(d.DialContext, 4, time.Minute), fallback: tr}
+	f := h1client.NewForwarder(h1client.NewPool(d.DialContext, 4, time.Minute), 0, tr, nil)
 	t.Cleanup(func() {
-		f.pool.close()
+		f.Pool().Close()
 		tr.CloseIdleConnections()
 	})
 	return f
@@ -38,20 +40,14 @@ func newTestForwarder(t *testing.T) *forwarder {
 // idle is how many connections p's forwarder holds idle.
 // waitIdle waits, up to 5 seconds, for the pool to hold n idle
 // connections.
-func waitIdle(t *testing.T, p *connPool, n int) {
+func waitIdle(t *testing.T, p *h1client.Pool, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); p.idleCount() != n; {
+	for deadline := time.Now().Add(5 * time.Second); p.Idle() != n; {
 		if time.Now().After(deadline) {
-			t.Fatalf("the pool holds %d idle connections, want %d", p.idleCount(), n)
+			t.Fatalf("the pool holds %d idle connections, want %d", p.Idle(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
-}
-
-func (p *connPool) idleCount() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.nidle
 }
 
 // rawUpstream is a loopback TCP server whose connections are served by
@@ -195,7 +191,7 @@ func TestForwarderBodies(t *testing.T) {
 	if n := up.conns.Load(); n != 1 {
 		t.Errorf("the upstream accepted %d connections, want 1 (reused)", n)
 	}
-	if n := p.conns.idleCount(); n != 1 {
+	if n := p.conns.Idle(); n != 1 {
 		t.Errorf("the forwarder holds %d idle connections, want 1", n)
 	}
 }
@@ -241,7 +237,7 @@ func TestForwarderNoBodyAnswers(t *testing.T) {
 	if n := up.conns.Load(); n != 1 {
 		t.Errorf("the upstream accepted %d connections, want 1", n)
 	}
-	if n := p.conns.idleCount(); n != 1 {
+	if n := p.conns.Idle(); n != 1 {
 		t.Errorf("the forwarder holds %d idle connections, want 1", n)
 	}
 }
@@ -276,7 +272,7 @@ func TestForwarderTrailersAndInformational(t *testing.T) {
 	if got := res.Trailer.Get("X-Sum"); got != "42" {
 		t.Errorf("trailer X-Sum %q, want 42", got)
 	}
-	if n := p.conns.idleCount(); n != 1 {
+	if n := p.conns.Idle(); n != 1 {
 		t.Errorf("the forwarder holds %d idle connections, want 1", n)
 	}
 }
@@ -294,7 +290,7 @@ func TestForwarderConnectionClose(t *testing.T) {
 		if err != nil || code != 200 || body != "bye" {
 			t.Fatalf("request %d: %d %q %v", i, code, body, err)
 		}
-		if n := f.pool.idleCount(); n != 0 {
+		if n := f.Pool().Idle(); n != 0 {
 			t.Fatalf("request %d: %d idle connections kept after Connection: close", i, n)
 		}
 	}
@@ -418,7 +414,7 @@ func TestForwarderAbandonedBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if n := f.pool.idleCount(); n != 0 {
+	if n := f.Pool().Idle(); n != 0 {
 		t.Fatalf("%d idle connections after an abandoned body, want 0", n)
 	}
 	<-writeFailed // only a closed connection ends the upstream's writes
@@ -442,8 +438,8 @@ func TestForwarderCancelWhileWaiting(t *testing.T) {
 		defer up.Close()
 		defer close(release)
 		d := &net.Dialer{}
-		f := &forwarder{pool: newConnPool(d.DialContext, 4, time.Minute), fallback: http.DefaultTransport}
-		defer f.pool.close()
+		f := h1client.NewForwarder(h1client.NewPool(d.DialContext, 4, time.Minute), 0, http.DefaultTransport, nil)
+		defer f.Pool().Close()
 		cases := []struct {
 			name string
 			body io.Reader
@@ -471,7 +467,7 @@ func TestForwarderCancelWhileWaiting(t *testing.T) {
 				t.Errorf("%s: %v, want context.Canceled", tc.name, err)
 			}
 		}
-		if n := f.pool.idleCount(); n != 0 {
+		if n := f.Pool().Idle(); n != 0 {
 			t.Errorf("%d idle connections after cancelled requests, want 0", n)
 		}
 	}()
@@ -515,7 +511,7 @@ func TestForwarderConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if n := p.conns.idleCount(); n > o.MaxIdleConnsPerHost {
+	if n := p.conns.Idle(); n > o.MaxIdleConnsPerHost {
 		t.Errorf("%d idle connections, above the bound %d", n, o.MaxIdleConnsPerHost)
 	}
 }
@@ -571,7 +567,7 @@ func TestForwarderEarlyAnswer(t *testing.T) {
 	if res.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status %d, want 413", res.StatusCode)
 	}
-	if n := f.pool.idleCount(); n != 0 {
+	if n := f.Pool().Idle(); n != 0 {
 		t.Errorf("%d idle connections after an answer to an unread body", n)
 	}
 }
@@ -633,7 +629,7 @@ func TestForwarderBrokenRequestBody(t *testing.T) {
 		t.Fatalf("round trip: %v; want the body's read error before the deadline", err)
 	}
 	<-got
-	if n := f.pool.idleCount(); n != 0 {
+	if n := f.Pool().Idle(); n != 0 {
 		t.Errorf("%d idle connections after a broken request body", n)
 	}
 }

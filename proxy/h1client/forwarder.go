@@ -1,4 +1,4 @@
-package proxy
+package h1client
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"github.com/wakegate/wakegate/internal/ctxhook"
 )
 
-// forwarder forwards a plain HTTP/1.1 request on the calling goroutine: it
+// Forwarder forwards a plain HTTP/1.1 request on the calling goroutine: it
 // takes an idle pooled connection to the upstream (or dials one), writes
 // the request through a pooled bufio.Writer, reads the response with the
 // connection's own reader, and hands the connection back to the pool when
@@ -36,16 +36,28 @@ import (
 // found by the response read, and the request is sent again once on a
 // fresh connection when nothing of it was written, or when it is
 // idempotent and has no body (net/http's rule).
-type forwarder struct {
-	pool *connPool
+type Forwarder struct {
+	pool *Pool
 	// headerTimeout bounds waiting for the response headers; zero: none.
 	headerTimeout time.Duration
 	fallback      http.RoundTripper
+	// owner finds, in an outbound request's context, its body as the
+	// server owns it (OwnedBody); nil: none.
+	owner func(ctx context.Context) *OwnedBody
 }
 
-// max1xx is how many informational responses one request may get before
+// NewForwarder returns a Forwarder on pool whose response headers must
+// arrive within headerTimeout (zero: no bound), which hands what it does
+// not carry to fallback. owner finds the body of a request RoundTrip
+// forwards as its server owns it (nil: none).
+func NewForwarder(pool *Pool, headerTimeout time.Duration, fallback http.RoundTripper,
+	owner func(ctx context.Context) *OwnedBody) *Forwarder {
+	return &Forwarder{pool: pool, headerTimeout: headerTimeout, fallback: fallback, owner: owner}
+}
+
+// Max1xx is how many informational responses one request may get before
 // its final one, as in net/http.
-const max1xx = 5
+const Max1xx = 5
 
 // aLongTimeAgo is a deadline in the past, which interrupts a blocked read
 // or write at once.
@@ -56,13 +68,16 @@ var (
 	errUnexpected101 = errors.New("upstream switched protocols on a request that asked for no upgrade")
 )
 
+// Pool is the pool of connections the forwarder takes from.
+func (u *Forwarder) Pool() *Pool { return u.pool }
+
 // RoundTrip forwards req and returns the upstream's response.
-func (u *forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
+func (u *Forwarder) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !plainHTTP1(req) {
 		return fallback(u.fallback, req)
 	}
-	res, err := u.send(req.Context(), hostPort(req.URL), req, reqSender{req})
-	if ns, ok := err.(errNotSent); ok {
+	res, err := u.Send(req.Context(), HostPort(req.URL), req, reqSender{req: req, owner: u.owner})
+	if ns, ok := err.(NotSent); ok {
 		closeRequestBody(req)
 		err = ns.error
 	}
@@ -77,50 +92,51 @@ func fallback(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
 	trace := &httptrace.ClientTrace{GotFirstResponseByte: func() { answered.Store(true) }}
 	res, err := rt.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 	if err != nil && answered.Load() {
-		err = &partialAnswer{err}
+		err = &PartialAnswer{err}
 	}
 	return res, err
 }
 
-// sender writes one outbound request: the forwarder's RoundTrip sends an
+// Sender writes one outbound request: the forwarder's RoundTrip sends an
 // *http.Request (reqSender), the direct path writes the head straight from
 // the inbound request (direct.go).
-type sender interface {
-	// start writes, on the round trip's goroutine, what may be written
+type Sender interface {
+	// Start writes, on the round trip's goroutine, what may be written
 	// before the body: the direct path's head, nothing for reqSender.
-	start(bw *bufio.Writer) error
-	// write writes the rest of the request to bw and flushes it. body is
+	Start(bw *bufio.Writer) error
+	// Write writes the rest of the request to bw and flushes it. body is
 	// the request body to send (through the exchange's recorder), nil for
 	// none; with a body, write runs on a goroutine of its own.
-	write(bw *bufio.Writer, body io.ReadCloser) error
-	// got1xx passes an informational response on.
-	got1xx(code int, h http.Header) error
-	// closes reports whether the request asks the upstream to close the
+	Write(bw *bufio.Writer, body io.ReadCloser) error
+	// Got1xx passes an informational response on.
+	Got1xx(code int, h http.Header) error
+	// Closes reports whether the request asks the upstream to close the
 	// connection after the response.
-	closes() bool
-	// owner is the request body as Serve owns it (body.go), nil for a
+	Closes() bool
+	// Owner is the request body as Serve owns it (body.go), nil for a
 	// request that did not come through Serve.
-	owner() *ownedBody
-	// block is where a plain response's fields go as wire bytes
-	// (headBlock); nil: into a header map.
-	block() *headBlock
+	Owner() *OwnedBody
+	// Block is where a plain response's fields go as wire bytes
+	// (HeadBlock); nil: into a header map.
+	Block() *HeadBlock
 }
 
-// errNotSent marks a failure to get a connection (nothing of the request
+// NotSent marks a failure to get a connection (nothing of the request
 // was sent); the callers of send unwrap it.
-type errNotSent struct{ error }
+type NotSent struct{ error }
 
-func (e errNotSent) Unwrap() error { return e.error }
+// Unwrap is the failure to get a connection.
+func (e NotSent) Unwrap() error { return e.error }
 
 // send carries req, written by s, to addr: on an idle pooled connection
 // or a new one, and once more on a fresh connection when a reused one
 // turns out stale (staleRetry). req gives the method, body and header
 // that the response framing and the retry rule read.
-func (u *forwarder) send(ctx context.Context, addr string, req *http.Request, s sender) (*http.Response, error) {
+func (u *Forwarder) Send(ctx context.Context, addr string, req *http.Request, s Sender) (*http.Response, error) {
 	c, err := u.pool.get(ctx, addr)
 	for retried := false; ; retried = true {
 		if err != nil {
-			return nil, errNotSent{err}
+			return nil, NotSent{err}
 		}
 		var res *http.Response
 		res, err = u.exchange(ctx, c, req, s)
@@ -139,20 +155,20 @@ func plainHTTP1(req *http.Request) bool {
 	return req.URL.Scheme == "http" && req.Header.Get("Upgrade") == "" && req.Header.Get("Expect") == ""
 }
 
-// hostPort is the address to dial for u.
-func hostPort(u *url.URL) string {
+// HostPort is the address to dial for u.
+func HostPort(u *url.URL) string {
 	if u.Port() != "" {
 		return u.Host
 	}
 	return net.JoinHostPort(u.Hostname(), "80")
 }
 
-func hasBody(req *http.Request) bool {
+func HasBody(req *http.Request) bool {
 	return req.Body != nil && req.Body != http.NoBody
 }
 
 func closeRequestBody(req *http.Request) {
-	if hasBody(req) {
+	if HasBody(req) {
 		_ = req.Body.Close()
 	}
 }
@@ -163,7 +179,7 @@ func closeRequestBody(req *http.Request) {
 // merely time out, and either nothing of req was written or req is
 // idempotent with no body.
 func staleRetry(req *http.Request, c *upConn, err error) bool {
-	if !c.reused || c.answered || isTimeout(err) || hasBody(req) {
+	if !c.reused || c.answered || timeout(err) || HasBody(req) {
 		return false
 	}
 	return c.written == 0 || idempotent(req)
@@ -181,18 +197,18 @@ func idempotent(req *http.Request) bool {
 
 // exchange sends req on c and reads the response headers. On success the
 // response's body owns c; on failure c is closed.
-func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, s sender) (*http.Response, error) {
+func (u *Forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, s Sender) (*http.Response, error) {
 	c.written = 0
-	c.headerLeft = maxResponseHeaderBytes
+	c.headerLeft = MaxResponseHeaderBytes
 	c.answered = false
 	stop := ctxhook.AfterFunc(ctx, c.interrupt)
 	var wr *bodyWriter
 	bw := u.pool.writer(c)
-	if err := s.start(bw); err != nil {
+	if err := s.Start(bw); err != nil {
 		u.pool.putWriter(bw)
 		return nil, u.fail(ctx, c, stop, nil, err)
 	}
-	if hasBody(req) {
+	if HasBody(req) {
 		wr = u.startWriter(c, bw, req, s)
 	} else {
 		// The write that ends a request without a body waits for the
@@ -204,7 +220,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 		if c.await && u.headerTimeout > 0 {
 			c.headerDeadline(time.Now(), u.headerTimeout) // bounds the wait
 		}
-		err := s.write(bw, nil)
+		err := s.Write(bw, nil)
 		c.await = false
 		u.pool.putWriter(bw)
 		if err != nil {
@@ -218,7 +234,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 	if err != nil {
 		err = u.fail(ctx, c, stop, wr, err)
 		if c.answered {
-			err = &partialAnswer{err}
+			err = &PartialAnswer{err}
 		}
 		return nil, err
 	}
@@ -229,7 +245,7 @@ func (u *forwarder) exchange(ctx context.Context, c *upConn, req *http.Request, 
 			_ = c.SetDeadline(aLongTimeAgo)
 		}
 	}
-	b := &upBody{pool: u.pool, c: c, stop: stop, wr: wr, reusable: !res.Close && !s.closes()}
+	b := &upBody{pool: u.pool, c: c, stop: stop, wr: wr, reusable: !res.Close && !s.Closes()}
 	if res.Body == http.NoBody {
 		b.finish(true)
 		return res, nil
@@ -250,18 +266,18 @@ func bodyHeld(c *upConn, res *http.Response) bool {
 	return res.Body == http.NoBody || (res.ContentLength >= 0 && int64(c.br.Buffered()) >= res.ContentLength)
 }
 
-// partialAnswer is the failure of an exchange whose upstream had already
+// PartialAnswer is the failure of an exchange whose upstream had already
 // sent something back (a 1xx, part of a head): the request reached it and
 // was acted on, so it is never sent again (unreached is false for it).
-type partialAnswer struct{ error }
+type PartialAnswer struct{ error }
 
-func (e *partialAnswer) Unwrap() error { return e.error }
+func (e *PartialAnswer) Unwrap() error { return e.error }
 
 // fail closes c after a failed exchange, ends its body writer (wr, nil for
 // none), and returns the error to report: the context's when the caller
 // went away, else the request write's when the write failed on its own,
 // else err.
-func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wr *bodyWriter, err error) error {
+func (u *Forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wr *bodyWriter, err error) error {
 	stop()
 	_ = c.Close()
 	if wr != nil {
@@ -283,7 +299,7 @@ func (u *forwarder) fail(ctx context.Context, c *upConn, stop func() bool, wr *b
 type bodyWriter struct {
 	c       *upConn
 	rec     *readRecorder
-	owner   *ownedBody // nil for a request that did not come through Serve
+	owner   *OwnedBody // nil for a request that did not come through Serve
 	done    chan error
 	err     error
 	ended   bool
@@ -291,16 +307,16 @@ type bodyWriter struct {
 }
 
 // startWriter starts writing req's body, with s, through bw on c.
-func (u *forwarder) startWriter(c *upConn, bw *bufio.Writer, req *http.Request, s sender) *bodyWriter {
+func (u *Forwarder) startWriter(c *upConn, bw *bufio.Writer, req *http.Request, s Sender) *bodyWriter {
 	// The body is read through a recorder: when reading the caller's body
 	// fails (a malformed chunk, a cut connection), the upstream waits for
 	// a body that never comes, so the exchange is cut at once and the read
 	// error is what the round trip returns.
-	wr := &bodyWriter{c: c, rec: &readRecorder{rc: req.Body}, owner: s.owner(), done: make(chan error, 1)}
+	wr := &bodyWriter{c: c, rec: &readRecorder{rc: req.Body}, owner: s.Owner(), done: make(chan error, 1)}
 	go func() {
-		err := s.write(bw, wr.rec)
+		err := s.Write(bw, wr.rec)
 		u.pool.putWriter(bw)
-		if err != nil && wr.rec.err != nil && !errors.Is(wr.rec.err, errBodyStopped) {
+		if err != nil && wr.rec.err != nil && !errors.Is(wr.rec.err, ErrBodyStopped) {
 			_ = c.SetDeadline(aLongTimeAgo)
 		}
 		wr.done <- err
@@ -311,7 +327,7 @@ func (u *forwarder) startWriter(c *upConn, bw *bufio.Writer, req *http.Request, 
 // end returns the writer's error once it has ended. A writer still running
 // is stopped first: no more of the body is read, its write to the
 // upstream is cut, and a read of the client's body in progress is cut
-// (ownedBody.end); without an owner the body is closed, as a RoundTripper
+// (OwnedBody.End); without an owner the body is closed, as a RoundTripper
 // may. The upstream then has part of the body: c must not be reused.
 func (w *bodyWriter) end() error {
 	if w.ended {
@@ -327,7 +343,7 @@ func (w *bodyWriter) end() error {
 	w.rec.stopped.Store(true)
 	_ = w.c.SetWriteDeadline(aLongTimeAgo)
 	if w.owner != nil {
-		w.owner.end()
+		w.owner.End()
 	} else {
 		_ = w.rec.rc.Close()
 	}
@@ -338,7 +354,7 @@ func (w *bodyWriter) end() error {
 // stoppedErr reports whether err is what stopping the writer, or closing
 // its connection, gave it rather than a failure of its own.
 func (w *bodyWriter) stoppedErr(err error) bool {
-	return errors.Is(err, net.ErrClosed) || errors.Is(err, errBodyStopped) ||
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, ErrBodyStopped) ||
 		(w.stopped && errors.Is(err, os.ErrDeadlineExceeded))
 }
 
@@ -346,9 +362,9 @@ func (w *bodyWriter) stoppedErr(err error) bool {
 // informational responses to s. The 1xx heads count against the same
 // header budget as the final head: an upstream cannot stretch one answer
 // past it with informational responses.
-func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error) {
+func readResponse(c *upConn, req *http.Request, s Sender) (*http.Response, error) {
 	for n := 0; ; n++ {
-		res, handled, err := readPlainResponse(c.br, req, s.block())
+		res, handled, err := readPlainResponse(c.br, req, s.Block())
 		if !handled {
 			res, err = http.ReadResponse(c.br, req)
 		}
@@ -363,10 +379,10 @@ func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error
 			c.headerLeft = -1
 			return res, nil
 		}
-		if n == max1xx {
+		if n == Max1xx {
 			return nil, errTooMany1xx
 		}
-		if err := s.got1xx(code, res.Header); err != nil {
+		if err := s.Got1xx(code, res.Header); err != nil {
 			return nil, err
 		}
 	}
@@ -375,22 +391,25 @@ func readResponse(c *upConn, req *http.Request, s sender) (*http.Response, error
 // reqSender sends an *http.Request (ReverseProxy's outbound request),
 // and passes 1xx responses to its trace, from which ReverseProxy relays
 // them to the client.
-type reqSender struct{ req *http.Request }
-
-func (s reqSender) start(*bufio.Writer) error { return nil }
-
-func (s reqSender) closes() bool { return s.req.Close }
-
-func (s reqSender) block() *headBlock { return nil }
-
-func (s reqSender) owner() *ownedBody {
-	if route := routeFrom(s.req.Context()); route != nil {
-		return route.body
-	}
-	return nil
+type reqSender struct {
+	req   *http.Request
+	owner func(ctx context.Context) *OwnedBody
 }
 
-func (s reqSender) write(bw *bufio.Writer, body io.ReadCloser) error {
+func (s reqSender) Start(*bufio.Writer) error { return nil }
+
+func (s reqSender) Closes() bool { return s.req.Close }
+
+func (s reqSender) Block() *HeadBlock { return nil }
+
+func (s reqSender) Owner() *OwnedBody {
+	if s.owner == nil {
+		return nil
+	}
+	return s.owner(s.req.Context())
+}
+
+func (s reqSender) Write(bw *bufio.Writer, body io.ReadCloser) error {
 	if body == nil {
 		return writeRequest(s.req, bw)
 	}
@@ -399,7 +418,7 @@ func (s reqSender) write(bw *bufio.Writer, body io.ReadCloser) error {
 	return writeRequest(&out, bw)
 }
 
-func (s reqSender) got1xx(code int, h http.Header) error {
+func (s reqSender) Got1xx(code int, h http.Header) error {
 	if trace := httptrace.ContextClientTrace(s.req.Context()); trace != nil && trace.Got1xxResponse != nil {
 		return trace.Got1xxResponse(code, textproto.MIMEHeader(h))
 	}
@@ -409,7 +428,7 @@ func (s reqSender) got1xx(code int, h http.Header) error {
 // upBody is a response body that gives its connection back to the pool
 // once read to its end, and closes the connection when closed before.
 type upBody struct {
-	pool     *connPool
+	pool     *Pool
 	c        *upConn
 	rc       io.ReadCloser // the body as http.ReadResponse framed it
 	stop     func() bool   // ends the context watch
@@ -483,7 +502,7 @@ type readRecorder struct {
 
 func (r *readRecorder) Read(p []byte) (int, error) {
 	if r.stopped.Load() {
-		return 0, errBodyStopped
+		return 0, ErrBodyStopped
 	}
 	n, err := r.rc.Read(p)
 	if err != nil && err != io.EOF && r.err == nil {
@@ -494,4 +513,60 @@ func (r *readRecorder) Read(p []byte) (int, error) {
 
 func (r *readRecorder) Close() error { return r.rc.Close() }
 
-var _ http.RoundTripper = (*forwarder)(nil)
+var _ http.RoundTripper = (*Forwarder)(nil)
+
+// timeout reports whether err is a timeout.
+func timeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Splice sends the body of res, a response the Forwarder read, from the
+// upstream's connection through rf (the client writer's ReadFrom, w's
+// own), when that connection is a TCP or Unix stream: what its reader
+// holds already is written to w first, then the rest of the body's
+// length, res.ContentLength, is read from the connection itself, the
+// body's framing reader bypassed for good. ok false: nothing was done (a
+// body of another kind, or another connection); copy the body. Otherwise
+// err is the failure of the copy; on success the connection is back in
+// the pool, having given exactly the body's length.
+func Splice(w io.Writer, rf io.ReaderFrom, res *http.Response) (ok bool, err error) {
+	b, isUp := res.Body.(*upBody)
+	if !isUp {
+		return false, nil
+	}
+	// A TCP or Unix stream connection: the kernel splices from either
+	// (a home on {socket} is reached over the latter).
+	var src io.Reader
+	switch c := b.c.Conn.(type) {
+	case *net.TCPConn:
+		src = c
+	case *net.UnixConn:
+		src = c
+	}
+	if src == nil {
+		return false, nil
+	}
+	left := res.ContentLength
+	// What the connection's reader already holds goes first; the body's
+	// framing reader is bypassed for good.
+	if k := min(int64(b.c.br.Buffered()), left); k > 0 {
+		p, _ := b.c.br.Peek(int(k))
+		n, werr := w.Write(p)
+		_, _ = b.c.br.Discard(n)
+		left -= int64(n)
+		if werr != nil {
+			return true, werr
+		}
+	}
+	n, err := rf.ReadFrom(&io.LimitedReader{R: src, N: left})
+	if err == nil && n != left {
+		err = io.ErrUnexpectedEOF // the upstream closed before the end
+	}
+	if err != nil {
+		return true, err
+	}
+	b.eof = true
+	b.finish(true)
+	return true, nil
+}

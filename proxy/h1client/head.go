@@ -1,9 +1,10 @@
-package proxy
+package h1client
 
 import (
 	"bufio"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -20,9 +21,9 @@ import (
 // http.ReadResponse. A failed first read is returned as ReadResponse
 // would return it.
 //
-// With blk, the fields go into blk instead of a header map (headBlock),
+// With blk, the fields go into blk instead of a header map (HeadBlock),
 // and the response's Header is nil.
-func readPlainResponse(br *bufio.Reader, req *http.Request, blk *headBlock) (res *http.Response, handled bool, err error) {
+func readPlainResponse(br *bufio.Reader, req *http.Request, blk *HeadBlock) (res *http.Response, handled bool, err error) {
 	if req.Method == http.MethodHead {
 		return nil, false, nil
 	}
@@ -132,16 +133,16 @@ func readFields(rest string) (hdr http.Header, length int64, closes bool) {
 	return hdr, f.length, closes
 }
 
-// headBlock is where the direct path has a plain response's fields go
+// HeadBlock is where the direct path has a plain response's fields go
 // when its client's writer takes them as wire bytes (h1serve's): the
 // fields the answer would keep, with the hop-by-hop ones and the
 // stripped ones left out already, as answer leaves them in a map.
-type headBlock struct {
+type HeadBlock struct {
 	h1head.Block
-	// stripped are the canonical names the proxy strips from responses.
-	stripped []string
-	// eventStream: the first Content-Type is text/event-stream.
-	eventStream bool
+	// Stripped are the canonical names the proxy strips from responses.
+	Stripped []string
+	// EventStream: the first Content-Type is text/event-stream.
+	EventStream bool
 	typeSeen    bool
 	buf         [512]byte
 }
@@ -150,12 +151,12 @@ type headBlock struct {
 // length, -1 when the head must be read into a map (not plain, framed
 // otherwise than by one Content-Length, or a Connection that names a
 // field to remove), and whether the upstream closes the connection.
-func (b *headBlock) read(rest string) (length int64, closes bool) {
+func (b *HeadBlock) read(rest string) (length int64, closes bool) {
 	if b.Fields == nil {
 		b.Fields = b.buf[:0]
 	}
 	b.Reset()
-	b.eventStream, b.typeSeen = false, false
+	b.EventStream, b.typeSeen = false, false
 	f := plainFraming{length: -1}
 	ok := b.Append(rest, func(key []byte, v string) (keep, ok bool) {
 		if framing, ok := f.field(string(key), v); framing {
@@ -178,10 +179,10 @@ func (b *headBlock) read(rest string) (length int64, closes bool) {
 			return false, true // hop-by-hop (removeHopByHop)
 		case "Content-Type":
 			if !b.typeSeen {
-				b.typeSeen, b.eventStream = true, eventStream(v)
+				b.typeSeen, b.EventStream = true, EventStream(v)
 			}
 		}
-		for _, s := range b.stripped {
+		for _, s := range b.Stripped {
 			if string(key) == s {
 				return false, true
 			}
@@ -214,3 +215,31 @@ func (b *lengthBody) Read(p []byte) (int, error) { return h1head.ReadBody(b.br, 
 // Close leaves the rest unread: the forwarder's body closes the
 // connection when the body did not end.
 func (b *lengthBody) Close() error { return nil }
+
+// EventStream reports whether the media type of ct is text/event-stream.
+func EventStream(ct string) bool {
+	if !strings.Contains(strings.ToLower(ct), "event-stream") {
+		return false
+	}
+	base, _, _ := mime.ParseMediaType(ct)
+	return base == "text/event-stream"
+}
+
+// hopHeaders are the hop-by-hop fields ReverseProxy removes.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// RemoveHopByHop removes from h the fields its Connection lists and the
+// hop-by-hop ones.
+func RemoveHopByHop(h http.Header) {
+	for _, f := range h["Connection"] {
+		for sf := range strings.SplitSeq(f, ",") {
+			if sf = textproto.TrimString(sf); sf != "" {
+				h.Del(sf)
+			}
+		}
+	}
+	for _, f := range hopHeaders {
+		h.Del(f)
+	}
+}

@@ -1,4 +1,4 @@
-package proxy
+package h1client
 
 import (
 	"bufio"
@@ -82,7 +82,7 @@ var blockStripped = []string{"X-Wakegate-Relay", "X-Internal"}
 func checkBlockResponse(t *testing.T, b []byte) bool {
 	t.Helper()
 	req := &http.Request{Method: "GET"}
-	blk := &headBlock{stripped: blockStripped}
+	blk := &HeadBlock{Stripped: blockStripped}
 	got, handled, gerr := readPlainResponse(bufio.NewReader(bytes.NewReader(b)), req, blk)
 	if !handled || gerr != nil {
 		return false
@@ -94,7 +94,7 @@ func checkBlockResponse(t *testing.T, b []byte) bool {
 	if got.Header != nil {
 		t.Fatalf("%q: a block response has a header map %v", b, got.Header)
 	}
-	removeHopByHop(want.Header)
+	RemoveHopByHop(want.Header)
 	for _, k := range blockStripped {
 		delete(want.Header, k)
 	}
@@ -107,9 +107,9 @@ func checkBlockResponse(t *testing.T, b []byte) bool {
 	}
 	if got.StatusCode != want.StatusCode || got.Status != want.Status || got.ContentLength != want.ContentLength ||
 		blk.Length != want.ContentLength || got.Close != want.Close || !maps.EqualFunc(fields, want.Header, slices.Equal) ||
-		blk.eventStream != eventStream(want.Header.Get("Content-Type")) {
+		blk.EventStream != EventStream(want.Header.Get("Content-Type")) {
 		t.Fatalf("%q:\n block %d len=%d/%d close=%v sse=%v %q\n want  %d len=%d close=%v %q", b,
-			got.StatusCode, got.ContentLength, blk.Length, got.Close, blk.eventStream, fields,
+			got.StatusCode, got.ContentLength, blk.Length, got.Close, blk.EventStream, fields,
 			want.StatusCode, want.ContentLength, want.Close, want.Header)
 	}
 	gb, gberr := io.ReadAll(got.Body)

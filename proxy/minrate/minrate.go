@@ -1,4 +1,14 @@
-package proxy
+// Package minrate keeps the minimum data rates of the proxy's clients
+// (DESIGN rule 27: minimum rates are enforced in seconds whatever the body
+// size), in the manner of Kestrel's MinRequestBodyDataRate and
+// MinResponseDataRate: a client that sends a request body (Body), or
+// reads a response (Writer, or the server's own writer through
+// WriteFloorer), slower than a floor after a grace period is cut, so that
+// a trickle of bytes can neither hold a connection and a goroutine for
+// ever nor keep a home counted as in use. Both work through the
+// connection's deadlines (http.ResponseController), so a stalled client
+// is cut by the runtime's poller with no timer of ours.
+package minrate
 
 import (
 	"errors"
@@ -7,25 +17,15 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
-// Minimum data rates, in the manner of Kestrel's MinRequestBodyDataRate and
-// MinResponseDataRate: a client that sends a request body, or reads a
-// response, slower than a floor (after a grace period) is cut, so that a
-// trickle of bytes can neither hold a connection and a goroutine for ever
-// nor keep a home counted as in use. Both work through the connection's
-// deadlines (http.ResponseController), so a stalled client is cut by the
-// runtime's poller with no timer of ours.
-
-// errBodyTooSlow is what a request body's Read returns once the body
+// ErrBodyTooSlow is what a request body's Read returns once the body
 // arrived slower than the floor.
-var errBodyTooSlow = errors.New("the request body arrived slower than the minimum rate")
+var ErrBodyTooSlow = errors.New("the request body arrived slower than the minimum rate")
 
-// bodyTooSlow is the answer to a request whose body was cut.
-var bodyTooSlow = Classified{Status: http.StatusRequestTimeout, Code: "body_too_slow",
-	Message: "The request body arrived too slowly."}
-
-// rateBody enforces the minimum request body rate over a sliding window.
+// Body enforces the minimum request body rate over a sliding window.
 // Only the time spent waiting inside Read counts (not the time the
 // upstream takes to accept what was read). The body holds a credit of
 // waiting time: grace to begin with, plus 1/rate seconds for each byte
@@ -35,28 +35,28 @@ var bodyTooSlow = Classified{Status: http.StatusRequestTimeout, Code: "body_too_
 // byte, however much it sent before (a credit earned over the whole body
 // let a client that sent 32MiB at speed and then stalled hold its
 // connection and its spool for days).
-type rateBody struct {
+type Body struct {
 	body   io.ReadCloser
 	rc     *http.ResponseController
 	rate   float64 // bytes per second
 	credit time.Duration
-	most   time.Duration // the credit's cap: grace plus window
-	cut    *atomic.Bool  // set once the body was cut
-	owner  *ownedBody    // the body as Serve owns it (body.go)
+	most   time.Duration       // the credit's cap: grace plus window
+	cut    *atomic.Bool        // set once the body was cut
+	owner  *h1client.OwnedBody // the body as Serve owns it (h1client/body.go)
 	// done: the deadline is lifted (or was never settable); Close may set
 	// it from another goroutine than Read's.
 	done atomic.Bool
 }
 
-func newRateBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace, window time.Duration, cut *atomic.Bool, owner *ownedBody) *rateBody {
+func NewBody(body io.ReadCloser, w http.ResponseWriter, rate int64, grace, window time.Duration, cut *atomic.Bool, owner *h1client.OwnedBody) *Body {
 	if window <= 0 {
-		window = DefaultMinRateWindow
+		window = DefaultWindow
 	}
-	return &rateBody{body: body, rc: http.NewResponseController(w), rate: float64(rate), credit: grace,
+	return &Body{body: body, rc: http.NewResponseController(w), rate: float64(rate), credit: grace,
 		most: grace + window, cut: cut, owner: owner}
 }
 
-func (b *rateBody) Read(p []byte) (int, error) {
+func (b *Body) Read(p []byte) (int, error) {
 	if b.done.Load() {
 		return b.body.Read(p)
 	}
@@ -71,12 +71,12 @@ func (b *rateBody) Read(p []byte) (int, error) {
 	b.credit = min(b.credit-time.Since(start)+earned, b.most)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded),
-		// The exchange ended the body (ownedBody.end) while this read
+		// The exchange ended the body (OwnedBody.End) while this read
 		// was failing on its own deadline: the client was too slow all
 		// the same.
-		errors.Is(err, errBodyStopped) && b.owner.cutAfter(deadline):
+		errors.Is(err, h1client.ErrBodyStopped) && b.owner.CutAfter(deadline):
 		b.cut.Store(true)
-		return n, errBodyTooSlow
+		return n, ErrBodyTooSlow
 	case err != nil:
 		b.finish()
 	}
@@ -86,16 +86,16 @@ func (b *rateBody) Read(p []byte) (int, error) {
 // finish lifts the deadline once the body is read (or given up on): the
 // server's own read of the connection, which begins at the end of the
 // body, must not inherit it.
-func (b *rateBody) finish() {
-	if b.owner.wasCut() {
-		return // the connection closes after this response (body.go)
+func (b *Body) finish() {
+	if b.owner.WasCut() {
+		return // the connection closes after this response (h1client/body.go)
 	}
 	if b.done.CompareAndSwap(false, true) {
 		_ = b.rc.SetReadDeadline(time.Time{})
 	}
 }
 
-func (b *rateBody) Close() error {
+func (b *Body) Close() error {
 	if !b.cut.Load() {
 		b.finish()
 	}
@@ -105,15 +105,15 @@ func (b *rateBody) Close() error {
 // WriteFloorer is a response writer that keeps a minimum rate itself, in
 // time across the whole response (h1serve's, on a plain TCP connection:
 // a timed-out write there can go on, so the client is measured by what it
-// took, not by how long one write blocked). See setWriteFloor.
+// took, not by how long one write blocked). See SetWriteFloor.
 type WriteFloorer interface {
 	SetWriteFloor(rate int64, grace time.Duration) bool
 }
 
-// setWriteFloor asks w, or a writer it wraps, to keep the minimum response
+// SetWriteFloor asks w, or a writer it wraps, to keep the minimum response
 // rate; false when none can (net/http's writer, a TLS connection), and
-// the rateWriter's pieces apply instead.
-func setWriteFloor(w http.ResponseWriter, rate int64, grace time.Duration) bool {
+// the Writer's pieces apply instead.
+func SetWriteFloor(w http.ResponseWriter, rate int64, grace time.Duration) bool {
 	for range 16 {
 		switch x := w.(type) {
 		case WriteFloorer:
@@ -127,8 +127,8 @@ func setWriteFloor(w http.ResponseWriter, rate int64, grace time.Duration) bool 
 	return false
 }
 
-// rateWriter enforces the minimum response rate where the server's writer
-// cannot (setWriteFloor): behind net/http's writer, or on TLS, a write
+// Writer enforces the minimum response rate where the server's writer
+// cannot (SetWriteFloor): behind net/http's writer, or on TLS, a write
 // that times out spoils the connection for good, so each deadline must be
 // final and allow a whole piece at the rate. A response goes to the
 // connection in pieces of at most piece bytes (about a second of data at
@@ -140,7 +140,7 @@ func setWriteFloor(w http.ResponseWriter, rate int64, grace time.Duration) bool 
 // The server's buffered tail is flushed after the handler returns, under
 // the deadline the last piece set; the next request on the connection
 // lifts it (LiftWriteDeadline).
-type rateWriter struct {
+type Writer struct {
 	http.ResponseWriter
 	rc    *http.ResponseController
 	rate  float64
@@ -153,8 +153,8 @@ type rateWriter struct {
 	off      bool // the connection cannot be timed
 }
 
-func newRateWriter(w http.ResponseWriter, rate int64, grace time.Duration) *rateWriter {
-	return &rateWriter{ResponseWriter: w, rc: http.NewResponseController(w), rate: float64(rate), grace: grace,
+func NewWriter(w http.ResponseWriter, rate int64, grace time.Duration) *Writer {
+	return &Writer{ResponseWriter: w, rc: http.NewResponseController(w), rate: float64(rate), grace: grace,
 		piece: ratePiece(rate, minWritePiece)}
 }
 
@@ -179,7 +179,7 @@ const (
 // arm makes the write deadline allow n more bytes, written from now:
 // grace plus n and the server's buffer at the rate. A deadline set before
 // is kept while it falls within the last half of the grace of that.
-func (w *rateWriter) arm(n int64) {
+func (w *Writer) arm(n int64) {
 	if w.off {
 		return
 	}
@@ -198,7 +198,7 @@ func (w *rateWriter) arm(n int64) {
 // the connection, and so may write with any one write or flush.
 const responseBuffer = 4 << 10
 
-func (w *rateWriter) Write(p []byte) (int, error) {
+func (w *Writer) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
 		k := int(min(int64(len(p)), w.piece))
@@ -213,7 +213,7 @@ func (w *rateWriter) Write(p []byte) (int, error) {
 	return written, nil
 }
 
-func (w *rateWriter) WriteHeader(code int) {
+func (w *Writer) WriteHeader(code int) {
 	w.arm(0)
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -223,7 +223,7 @@ func (w *rateWriter) WriteHeader(code int) {
 // the upstream's connection) one piece at a time, each under its own
 // deadline, so the floor holds through a long body as it does for a
 // copy's writes. Any other source is copied through Write.
-func (w *rateWriter) ReadFrom(src io.Reader) (int64, error) {
+func (w *Writer) ReadFrom(src io.Reader) (int64, error) {
 	rf, ok := w.ResponseWriter.(io.ReaderFrom)
 	lr, known := src.(*io.LimitedReader)
 	if !ok || !known {
@@ -249,21 +249,21 @@ func (w *rateWriter) ReadFrom(src io.Reader) (int64, error) {
 type writeOnly struct{ io.Writer }
 
 // FlushError flushes under the deadline of the buffered bytes.
-func (w *rateWriter) FlushError() error {
+func (w *Writer) FlushError() error {
 	w.arm(0)
 	return w.rc.Flush()
 }
 
 // Unwrap lets http.ResponseController reach the wrapped writer.
-func (w *rateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *Writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // LiftWriteDeadline clears a write deadline a previous response on the
-// same connection left for its buffered tail (see rateWriter). The gateway
+// same connection left for its buffered tail (see Writer). The gateway
 // calls it at the start of every request when a minimum response rate is
 // set.
 func LiftWriteDeadline(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 }
 
-// DefaultMinRateWindow is Options.MinRateWindow when unset.
-const DefaultMinRateWindow = 5 * time.Second
+// DefaultWindow is Options.MinRateWindow when unset.
+const DefaultWindow = 5 * time.Second

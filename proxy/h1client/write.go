@@ -1,4 +1,4 @@
-package proxy
+package h1client
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 // and without req.Write's general-purpose checks that the request gets
 // here already met; anything unusual goes through req.Write.
 func writeRequest(req *http.Request, bw *bufio.Writer) error {
-	if hasBody(req) || !writeHead(req, bw) {
+	if HasBody(req) || !writeHead(req, bw) {
 		if err := req.Write(bw); err != nil {
 			return err
 		}
@@ -41,10 +41,10 @@ func writeHead(req *http.Request, bw *bufio.Writer) bool {
 		return false
 	}
 	uri := req.URL.RequestURI()
-	if !plainText(uri) || !plainText(req.Method) {
+	if !PlainText(uri) || !PlainText(req.Method) {
 		return false
 	}
-	if !plainFields(req.Header) {
+	if !PlainFields(req.Header) {
 		return false
 	}
 	_, _ = bw.WriteString(req.Method)
@@ -56,13 +56,13 @@ func writeHead(req *http.Request, bw *bufio.Writer) bool {
 	if ua, ok := req.Header["User-Agent"]; !ok {
 		_, _ = bw.WriteString("User-Agent: Go-http-client/1.1\r\n")
 	} else if len(ua) > 0 && ua[0] != "" {
-		writeField(bw, "User-Agent", textproto.TrimString(ua[0]))
+		WriteField(bw, "User-Agent", textproto.TrimString(ua[0]))
 	}
 	switch req.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch: // many servers expect a length for these
 		_, _ = bw.WriteString("Content-Length: 0\r\n")
 	}
-	if req.Close && !headerHasToken(req.Header, "Connection", "close") {
+	if req.Close && !HeaderHasToken(req.Header, "Connection", "close") {
 		_, _ = bw.WriteString("Connection: close\r\n")
 	}
 	for k, vs := range req.Header {
@@ -70,29 +70,29 @@ func writeHead(req *http.Request, bw *bufio.Writer) bool {
 			continue
 		}
 		for _, v := range vs {
-			writeField(bw, k, textproto.TrimString(v))
+			WriteField(bw, k, textproto.TrimString(v))
 		}
 	}
 	_, _ = bw.WriteString("\r\n")
 	return true
 }
 
-func writeField(bw *bufio.Writer, k, v string) {
+func WriteField(bw *bufio.Writer, k, v string) {
 	_, _ = bw.WriteString(k)
 	_, _ = bw.WriteString(": ")
 	_, _ = bw.WriteString(v)
 	_, _ = bw.WriteString("\r\n")
 }
 
-// plainFields reports whether every field of h has a valid name and a
-// value that can go out as it is (plainText).
-func plainFields(h http.Header) bool {
+// PlainFields reports whether every field of h has a valid name and a
+// value that can go out as it is (PlainText).
+func PlainFields(h http.Header) bool {
 	for k, vs := range h {
 		if !httpguts.ValidHeaderFieldName(k) {
 			return false
 		}
 		for _, v := range vs {
-			if !plainText(v) {
+			if !PlainText(v) {
 				return false
 			}
 		}
@@ -100,13 +100,25 @@ func plainFields(h http.Header) bool {
 	return true
 }
 
-// plainText reports whether s has no control byte but tab (so no CR, LF
+// PlainText reports whether s has no control byte but tab (so no CR, LF
 // or NUL): it can go on a request line or in a field value as it is.
-func plainText(s string) bool {
+func PlainText(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false
 		}
 	}
 	return true
+}
+
+// HeaderHasToken reports whether a value of h's field name lists token.
+func HeaderHasToken(h http.Header, name, token string) bool {
+	for _, v := range h[name] {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }

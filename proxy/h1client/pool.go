@@ -1,4 +1,4 @@
-package proxy
+package h1client
 
 import (
 	"bufio"
@@ -12,13 +12,13 @@ import (
 	"github.com/wakegate/wakegate/internal/sockio"
 )
 
-// maxResponseHeaderBytes bounds the status line and headers of an upstream
+// MaxResponseHeaderBytes bounds the status line and headers of an upstream
 // response, as net/http's Transport does by default.
-const maxResponseHeaderBytes = 10 << 20
+const MaxResponseHeaderBytes = 10 << 20
 
-// errHeaderTooLarge is an upstream whose response headers pass
-// maxResponseHeaderBytes.
-var errHeaderTooLarge = errors.New("upstream response headers exceed the limit")
+// ErrHeaderTooLarge is an upstream whose response headers pass
+// MaxResponseHeaderBytes.
+var ErrHeaderTooLarge = errors.New("upstream response headers exceed the limit")
 
 // upConn is one plain HTTP/1.1 connection to an upstream, owned by one
 // round trip at a time, or idle in its pool. Its reader stays with it (it
@@ -110,7 +110,7 @@ func (c *upConn) Read(p []byte) (int, error) {
 		return c.read(p)
 	}
 	if c.headerLeft == 0 {
-		return 0, errHeaderTooLarge
+		return 0, ErrHeaderTooLarge
 	}
 	if int64(len(p)) > c.headerLeft {
 		p = p[:c.headerLeft]
@@ -130,10 +130,10 @@ func (c *upConn) read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// connPool keeps idle upstream connections per host (LIFO, at most
+// Pool keeps idle upstream connections per host (LIFO, at most
 // maxIdle each) and closes those idle past idleTimeout with one timer,
 // armed only while some connection is idle.
-type connPool struct {
+type Pool struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	maxIdle     int
 	idleTimeout time.Duration
@@ -146,17 +146,17 @@ type connPool struct {
 	closed bool
 }
 
-func newConnPool(dial func(ctx context.Context, network, addr string) (net.Conn, error),
-	maxIdle int, idleTimeout time.Duration) *connPool {
+func NewPool(dial func(ctx context.Context, network, addr string) (net.Conn, error),
+	maxIdle int, idleTimeout time.Duration) *Pool {
 	if maxIdle <= 0 {
 		maxIdle = 2 // net/http's default per host
 	}
-	return &connPool{dial: dial, maxIdle: maxIdle, idleTimeout: idleTimeout, idle: map[string][]*upConn{}}
+	return &Pool{dial: dial, maxIdle: maxIdle, idleTimeout: idleTimeout, idle: map[string][]*upConn{}}
 }
 
 // get returns an idle connection to addr that is still open, or dials a
 // new one.
-func (p *connPool) get(ctx context.Context, addr string) (*upConn, error) {
+func (p *Pool) get(ctx context.Context, addr string) (*upConn, error) {
 	for {
 		c := p.takeIdle(addr)
 		if c == nil {
@@ -175,7 +175,7 @@ func (p *connPool) get(ctx context.Context, addr string) (*upConn, error) {
 }
 
 // dialNew dials a fresh connection to addr.
-func (p *connPool) dialNew(ctx context.Context, addr string) (*upConn, error) {
+func (p *Pool) dialNew(ctx context.Context, addr string) (*upConn, error) {
 	nc, err := p.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -194,7 +194,7 @@ func (p *connPool) dialNew(ctx context.Context, addr string) (*upConn, error) {
 	return c, nil
 }
 
-func (p *connPool) takeIdle(addr string) *upConn {
+func (p *Pool) takeIdle(addr string) *upConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	list := p.idle[addr]
@@ -210,7 +210,7 @@ func (p *connPool) takeIdle(addr string) *upConn {
 
 // put gives c back to the pool after a complete exchange, or closes it
 // when the pool is full or closed.
-func (p *connPool) put(c *upConn) {
+func (p *Pool) put(c *upConn) {
 	c.idleSince = time.Now()
 	p.mu.Lock()
 	list := p.idle[c.key]
@@ -229,7 +229,7 @@ func (p *connPool) put(c *upConn) {
 
 // sweepIdle closes the connections idle past the timeout and re-arms the
 // timer while some remain.
-func (p *connPool) sweepIdle() {
+func (p *Pool) sweepIdle() {
 	cutoff := time.Now().Add(-p.idleTimeout)
 	var stale []*upConn
 	p.mu.Lock()
@@ -268,17 +268,17 @@ func (p *connPool) sweepIdle() {
 	}
 }
 
-// close closes every idle connection and stops the timer; connections in
+// Close closes every idle connection and stops the timer; connections in
 // use are closed when their exchange ends.
-func (p *connPool) close() {
+func (p *Pool) Close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
-	p.closeIdle()
+	p.CloseIdle()
 }
 
-// closeIdle closes the idle connections and lets the pool keep working.
-func (p *connPool) closeIdle() {
+// CloseIdle closes the idle connections and lets the pool keep working.
+func (p *Pool) CloseIdle() {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle = map[string][]*upConn{}
@@ -296,7 +296,7 @@ func (p *connPool) closeIdle() {
 }
 
 // writer returns a pooled bufio.Writer writing to c.
-func (p *connPool) writer(c *upConn) *bufio.Writer {
+func (p *Pool) writer(c *upConn) *bufio.Writer {
 	if bw, ok := p.writers.Get().(*bufio.Writer); ok {
 		bw.Reset(c)
 		return bw
@@ -305,7 +305,7 @@ func (p *connPool) writer(c *upConn) *bufio.Writer {
 }
 
 // putWriter gives bw back.
-func (p *connPool) putWriter(bw *bufio.Writer) {
+func (p *Pool) putWriter(bw *bufio.Writer) {
 	bw.Reset(nil)
 	p.writers.Put(bw)
 }
@@ -326,10 +326,10 @@ func (c *upConn) alive() bool {
 	return true
 }
 
-// dropIdle closes the idle connections to addr, leaving the others. A
+// DropIdle closes the idle connections to addr, leaving the others. A
 // home that stopped closed its end of them: they would sit half-closed
 // until the idle timeout.
-func (p *connPool) dropIdle(addr string) int {
+func (p *Pool) DropIdle(addr string) int {
 	p.mu.Lock()
 	list := p.idle[addr]
 	delete(p.idle, addr)
@@ -339,4 +339,11 @@ func (p *connPool) dropIdle(addr string) int {
 		_ = c.Close()
 	}
 	return len(list)
+}
+
+// Idle is how many connections the pool holds idle.
+func (p *Pool) Idle() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nidle
 }
