@@ -5,9 +5,11 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/fault"
 )
 
@@ -70,6 +72,11 @@ type configField struct {
 	pin func(to, from *Config)
 }
 
+// kept is a restart-only field read and pinned whole through at.
+func kept[T any](name string, at func(c *Config) *T) configField {
+	return configField{name: name, get: func(c *Config) any { return *at(c) }, pin: func(to, from *Config) { *at(to) = *at(from) }}
+}
+
 // reloadable are the settings outside homes, apps and access that a reload
 // applies; the gateway hands them to the request path and the engine.
 var reloadable = []configField{
@@ -85,34 +92,28 @@ var reloadable = []configField{
 // restartOnly are the settings a running gateway cannot change: its
 // listeners, store, providers, engine, TLS, logging and limiter tables.
 var restartOnly = []configField{
-	{"listen", func(c *Config) any { return c.Listen }, func(t, f *Config) { t.Listen = f.Listen }},
-	{"data_dir", func(c *Config) any { return c.DataDir }, func(t, f *Config) { t.DataDir = f.DataDir }},
-	{"instance", func(c *Config) any { return c.Instance }, func(t, f *Config) { t.Instance = f.Instance }},
-	{"public_url", func(c *Config) any { return c.PublicURL }, func(t, f *Config) { t.PublicURL = f.PublicURL }},
-	{"log", func(c *Config) any { return c.Log }, func(t, f *Config) { t.Log = f.Log }},
-	{"server", func(c *Config) any { return c.Server }, func(t, f *Config) { t.Server = f.Server }},
-	{"proxy", func(c *Config) any { return c.Proxy }, func(t, f *Config) { t.Proxy = f.Proxy }},
-	{"exec", func(c *Config) any { return c.Exec }, func(t, f *Config) { t.Exec = f.Exec }},
+	kept("listen", func(c *Config) *string { return &c.Listen }),
+	kept("data_dir", func(c *Config) *string { return &c.DataDir }),
+	kept("instance", func(c *Config) *string { return &c.Instance }),
+	kept("public_url", func(c *Config) *string { return &c.PublicURL }),
+	kept("log", func(c *Config) *LogConfig { return &c.Log }),
+	kept("server", func(c *Config) *ServerConfig { return &c.Server }),
+	kept("proxy", func(c *Config) *ProxyConfig { return &c.Proxy }),
+	kept("exec", func(c *Config) *ExecConfig { return &c.Exec }),
 	{"providers", func(c *Config) any { return providerSections(c) }, func(t, f *Config) { t.Providers = f.Providers }},
-	{"admin", func(c *Config) any { return c.Admin }, func(t, f *Config) { t.Admin = f.Admin }},
-	{"roll", func(c *Config) any { return c.Roll }, func(t, f *Config) { t.Roll = f.Roll }},
-	{"tls", func(c *Config) any { return c.TLS }, func(t, f *Config) { t.TLS = f.TLS }},
-	{"hosts", func(c *Config) any { return c.Hosts }, func(t, f *Config) { t.Hosts = f.Hosts }},
-	{"redis", func(c *Config) any { return c.Redis }, func(t, f *Config) { t.Redis = f.Redis }},
-	{"limits", func(c *Config) any { return c.Limits }, func(t, f *Config) { t.Limits = f.Limits }},
-	{"access.client_ip_header", func(c *Config) any { return c.Access.ClientIPHeader },
-		func(t, f *Config) { t.Access.ClientIPHeader = f.Access.ClientIPHeader }},
-	{"wake.warm_ttl", func(c *Config) any { return c.Wake.WarmTTL }, func(t, f *Config) { t.Wake.WarmTTL = f.Wake.WarmTTL }},
-	{"wake.ready_timeout", func(c *Config) any { return c.Wake.ReadyTimeout },
-		func(t, f *Config) { t.Wake.ReadyTimeout = f.Wake.ReadyTimeout }},
-	{"wake.retry_after", func(c *Config) any { return c.Wake.RetryAfter },
-		func(t, f *Config) { t.Wake.RetryAfter = f.Wake.RetryAfter }},
-	{"wake.max_concurrent", func(c *Config) any { return c.Wake.MaxConcurrent },
-		func(t, f *Config) { t.Wake.MaxConcurrent = f.Wake.MaxConcurrent }},
-	{"wake.failure_backoff", func(c *Config) any { return c.Wake.FailureBackoff },
-		func(t, f *Config) { t.Wake.FailureBackoff = f.Wake.FailureBackoff }},
-	{"wake.failure_backoff_max", func(c *Config) any { return c.Wake.FailureBackoffMax },
-		func(t, f *Config) { t.Wake.FailureBackoffMax = f.Wake.FailureBackoffMax }},
+	kept("admin", func(c *Config) *AdminConfig { return &c.Admin }),
+	kept("roll", func(c *Config) *RollConfig { return &c.Roll }),
+	kept("tls", func(c *Config) *TLSConfig { return &c.TLS }),
+	kept("hosts", func(c *Config) *HostsConfig { return &c.Hosts }),
+	kept("redis", func(c *Config) *RedisConfig { return &c.Redis }),
+	kept("limits", func(c *Config) *access.LimitsConfig { return &c.Limits }),
+	kept("access.client_ip_header", func(c *Config) *string { return &c.Access.ClientIPHeader }),
+	kept("wake.warm_ttl", func(c *Config) *time.Duration { return &c.Wake.WarmTTL }),
+	kept("wake.ready_timeout", func(c *Config) *time.Duration { return &c.Wake.ReadyTimeout }),
+	kept("wake.retry_after", func(c *Config) *time.Duration { return &c.Wake.RetryAfter }),
+	kept("wake.max_concurrent", func(c *Config) *int { return &c.Wake.MaxConcurrent }),
+	kept("wake.failure_backoff", func(c *Config) *time.Duration { return &c.Wake.FailureBackoff }),
+	kept("wake.failure_backoff_max", func(c *Config) *time.Duration { return &c.Wake.FailureBackoffMax }),
 	{"wake.probe", func(c *Config) any { p := c.Wake.Probe; p.Kind = ""; return p }, func(t, f *Config) {
 		kind := t.Wake.Probe.Kind
 		t.Wake.Probe = f.Wake.Probe

@@ -41,12 +41,12 @@ func decodeHome(raw []byte, h *Home) bool {
 	s := recScan{b: raw}
 	var seen uint32
 	ok := s.object(func(key []byte) bool {
-		f := homeField(key)
-		if f < 0 || seen&(1<<f) != 0 {
+		f, ok := s.homeField(key, h)
+		if f == 0 || seen&f != 0 {
 			return false
 		}
-		seen |= 1 << f
-		return s.homeValue(f, h)
+		seen |= f
+		return ok
 	})
 	if ok && h.Target == h.ID {
 		// Most homes route at their id: one string serves both, which a
@@ -56,125 +56,86 @@ func decodeHome(raw []byte, h *Home) bool {
 	return ok
 }
 
-// homeField is the index of a home record's key, -1 for one the fast
-// decoder does not know.
-func homeField(key []byte) int {
+// homeField reads the value of a home record's key into h, and returns
+// the key's bit among the record's fields: 0 for a key the fast decoder
+// does not know.
+func (s *recScan) homeField(key []byte, h *Home) (f uint32, ok bool) {
 	switch string(key) {
 	case "id":
-		return 0
-	case "target":
-		return 1
-	case "provider":
-		return 2
-	case "provider_ref":
-		return 3
-	case "endpoint":
-		return 4
-	case "relay_token_ref":
-		return 5
-	case "version":
-		return 6
-	case "status":
-		return 7
-	case "verdict":
-		return 8
-	case "reason":
-		return 9
-	case "want_running":
-		return 10
-	case "last_wake_at":
-		return 11
-	case "last_wake_latency":
-		return 12
-	case "last_ready_at":
-		return 13
-	case "dynamic":
-		return 14
-	case "idle_timeout":
-		return 15
-	case "probe":
-		return 16
-	case "settings":
-		return 17
-	case "command":
-		return 18
-	case "image":
-		return 19
-	case "generation":
-		return 20
-	case "owner":
-		return 21
-	case "runner":
-		return 22
-	case "runner_machine":
-		return 23
-	}
-	return -1
-}
-
-// homeValue reads the value of field f (homeField) into h.
-func (s *recScan) homeValue(f int, h *Home) bool {
-	ok := true
-	switch f {
-	case 0:
+		f = 1 << 0
 		h.ID, ok = s.str()
-	case 1:
+	case "target":
+		f = 1 << 1
 		h.Target, ok = s.str()
-	case 2:
-		h.Provider, ok = s.common("exec", "static", "fly", "http")
-	case 3:
+	case "provider":
+		f = 1 << 2
+		h.Provider, ok = common(s, "exec", "static", "fly", "http")
+	case "provider_ref":
+		f = 1 << 3
 		h.ProviderRef, ok = s.str()
-	case 4:
+	case "endpoint":
+		f = 1 << 4
 		h.Endpoint, ok = s.str()
-	case 5:
+	case "relay_token_ref":
+		f = 1 << 5
 		h.RelayTokenRef, ok = s.str()
-	case 6:
-		h.Version, ok = s.common("1")
-	case 7:
-		var st string
-		st, ok = s.common(string(StatusSleeping), string(StatusRunning), string(StatusSuspended), string(StatusWaking),
-			string(StatusSuspending), string(StatusRestoring), string(StatusFailed), string(StatusUnknown))
-		h.Status = Status(st)
-	case 8:
-		var v string
-		v, ok = s.common(string(VerdictHealthy), string(VerdictDegraded))
-		h.Verdict = Verdict(v)
-	case 9:
+	case "version":
+		f = 1 << 6
+		h.Version, ok = common(s, "1")
+	case "status":
+		f = 1 << 7
+		h.Status, ok = common(s, StatusSleeping, StatusRunning, StatusSuspended, StatusWaking,
+			StatusSuspending, StatusRestoring, StatusFailed, StatusUnknown)
+	case "verdict":
+		f = 1 << 8
+		h.Verdict, ok = common(s, VerdictHealthy, VerdictDegraded)
+	case "reason":
+		f = 1 << 9
 		h.Reason, ok = s.str()
-	case 10:
+	case "want_running":
+		f = 1 << 10
 		h.WantRunning, ok = s.boolean()
-	case 11:
+	case "last_wake_at":
+		f = 1 << 11
 		h.LastWakeAt, ok = s.time()
-	case 12:
-		var n int64
-		n, ok = s.int()
-		h.LastWakeLatency = time.Duration(n)
-	case 13:
+	case "last_wake_latency":
+		f = 1 << 12
+		h.LastWakeLatency, ok = s.duration()
+	case "last_ready_at":
+		f = 1 << 13
 		h.LastReadyAt, ok = s.time()
-	case 14:
+	case "dynamic":
+		f = 1 << 14
 		h.Dynamic, ok = s.boolean()
-	case 15:
-		var n int64
-		n, ok = s.int()
-		h.IdleTimeout = time.Duration(n)
-	case 16:
-		h.Probe, ok = s.common("auto", "ws", "http", "tcp")
-	case 17:
+	case "idle_timeout":
+		f = 1 << 15
+		h.IdleTimeout, ok = s.duration()
+	case "probe":
+		f = 1 << 16
+		h.Probe, ok = common(s, "auto", "ws", "http", "tcp")
+	case "settings":
+		f = 1 << 17
 		ok = s.nested(&h.Settings)
-	case 18:
+	case "command":
+		f = 1 << 18
 		ok = s.nested(&h.Command)
-	case 19:
+	case "image":
+		f = 1 << 19
 		h.Image, ok = s.str()
-	case 20:
+	case "generation":
+		f = 1 << 20
 		h.Generation, ok = s.uint()
-	case 21:
+	case "owner":
+		f = 1 << 21
 		h.Owner, ok = s.str()
-	case 22:
+	case "runner":
+		f = 1 << 22
 		h.Runner, ok = s.str()
-	case 23:
+	case "runner_machine":
+		f = 1 << 23
 		h.RunnerMachine, ok = s.str()
 	}
-	return ok
+	return f, ok
 }
 
 // decodeClaim is the fast decoder of a claim record, like decodeHome.
@@ -321,17 +282,17 @@ func (s *recScan) str() (string, bool) {
 
 // common reads a string that is usually one of known (statuses, provider
 // names): those are not allocated again for every record.
-func (s *recScan) common(known ...string) (string, bool) {
+func common[T ~string](s *recScan, known ...T) (T, bool) {
 	v, ok := s.raw()
 	if !ok {
 		return "", false
 	}
 	for _, k := range known {
-		if string(v) == k {
+		if string(v) == string(k) {
 			return k, true
 		}
 	}
-	return string(v), true
+	return T(v), true
 }
 
 func (s *recScan) boolean() (bool, bool) {
@@ -376,6 +337,13 @@ func (s *recScan) uint() (uint64, bool) {
 		}
 	}
 	return n, true
+}
+
+// duration reads a time.Duration, which encoding/json writes as its
+// integer nanoseconds.
+func (s *recScan) duration() (time.Duration, bool) {
+	n, ok := s.int()
+	return time.Duration(n), ok
 }
 
 // int reads a signed integer that fits in 64 bits.

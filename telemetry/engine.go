@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -12,6 +13,13 @@ import (
 // wakeCauses bounds the cause label to the engine's known causes; any
 // other is counted as "other".
 var wakeCauses = map[string]bool{"cold": true, wake.CauseVerify: true, wake.CauseWaited: true, "adopt": true, "roll": true, "admin": true}
+
+// rollOutcomes and refreshOutcomes bound the outcome labels of rolls and
+// refreshes; any other is counted as "other".
+var (
+	rollOutcomes    = []string{"done", "rolled_back", "incident"}
+	refreshOutcomes = []string{"changed", "unchanged", "unknown"}
+)
 
 // Engine holds the wake engine's counts, made where things happen: the
 // engine calls its methods (it implements wake.Metrics), so a count never
@@ -31,54 +39,39 @@ type Engine struct {
 // present (at 0) so that dashboards see them before the first event.
 func NewEngine() *Engine {
 	m := &Engine{
-		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wakegate_wakes_total",
-			Help: "Wakes finished, by outcome (ready, failed) and cause (cold, verify: a running home only proven ready again, waited: another gateway or operation woke the home while this wake waited, adopt, roll, admin, other).",
-		}, []string{"outcome", "cause"}),
+		wakes: counterVec("wakegate_wakes_total",
+			"Wakes finished, by outcome (ready, failed) and cause (cold, verify: a running home only proven ready again, waited: another gateway or operation woke the home while this wake waited, adopt, roll, admin, other).",
+			"outcome", "cause"),
 		wakeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "wakegate_wake_seconds",
 			Help:    "Time of successful wakes, split into phase provider (start or resume), probe (readiness) and total; re-verifications of running homes (cause verify) and waits for another gateway's wake (cause waited) are not timed here.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"phase"}),
-		joined: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wakegate_wake_joined_total",
-			Help: "Callers that joined a wake already in flight instead of starting one.",
-		}),
-		stops: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wakegate_wake_stop_total",
-			Help: "Stops of half-woken homes after a failed wake or rollback, by whether the provider proved the home down (proven=false: a process may be left running).",
-		}, []string{"proven"}),
-		suspends: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wakegate_suspends_total",
-			Help: "Homes suspended (how=suspend) or stopped (how=stop) while idle or on request.",
-		}, []string{"how"}),
-		rolls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wakegate_rolls_total",
-			Help: "Rolls finished, by outcome (done, rolled_back, incident).",
-		}, []string{"outcome"}),
-		homeFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "wakegate_home_failures_total",
-			Help: "Homes the provider gave up on (restart budget spent).",
-		}),
-		refreshes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wakegate_refreshes_total",
-			Help: "Refreshes of a home from its provider's state (an operator's, or at start), by outcome (changed, unchanged, unknown: the provider did not say).",
-		}, []string{"outcome"}),
+		joined: counter("wakegate_wake_joined_total",
+			"Callers that joined a wake already in flight instead of starting one."),
+		stops: counterVec("wakegate_wake_stop_total",
+			"Stops of half-woken homes after a failed wake or rollback, by whether the provider proved the home down (proven=false: a process may be left running).",
+			"proven"),
+		suspends: counterVec("wakegate_suspends_total",
+			"Homes suspended (how=suspend) or stopped (how=stop) while idle or on request.",
+			"how"),
+		rolls: counterVec("wakegate_rolls_total",
+			"Rolls finished, by outcome (done, rolled_back, incident).",
+			"outcome"),
+		homeFailures: counter("wakegate_home_failures_total",
+			"Homes the provider gave up on (restart budget spent)."),
+		refreshes: counterVec("wakegate_refreshes_total",
+			"Refreshes of a home from its provider's state (an operator's, or at start), by outcome (changed, unchanged, unknown: the provider did not say).",
+			"outcome"),
 	}
-	for _, o := range []string{"changed", "unchanged", "unknown"} {
-		m.refreshes.WithLabelValues(o)
-	}
+	present(m.refreshes, refreshOutcomes...)
 	for _, o := range []string{"ready", "failed"} {
 		for c := range wakeCauses {
 			m.wakes.WithLabelValues(o, c)
 		}
 	}
-	for _, o := range []string{"done", "rolled_back", "incident"} {
-		m.rolls.WithLabelValues(o)
-	}
-	for _, p := range []string{"true", "false"} {
-		m.stops.WithLabelValues(p)
-	}
+	present(m.rolls, rollOutcomes...)
+	present(m.stops, "true", "false")
 	return m
 }
 
@@ -123,9 +116,7 @@ func (m *Engine) Suspended(how string) {
 
 // Rolled counts a finished roll.
 func (m *Engine) Rolled(outcome string) {
-	switch outcome {
-	case "done", "rolled_back", "incident":
-	default:
+	if !slices.Contains(rollOutcomes, outcome) {
 		outcome = "other"
 	}
 	m.rolls.WithLabelValues(outcome).Inc()
@@ -136,9 +127,7 @@ func (m *Engine) HomeFailed() { m.homeFailures.Inc() }
 
 // Refreshed counts a finished refresh of a home.
 func (m *Engine) Refreshed(outcome string) {
-	switch outcome {
-	case "changed", "unchanged", "unknown":
-	default:
+	if !slices.Contains(refreshOutcomes, outcome) {
 		outcome = "other"
 	}
 	m.refreshes.WithLabelValues(outcome).Inc()

@@ -85,10 +85,9 @@ type Metrics struct {
 // em, and the gauges read from eng and st when scraped.
 func New(em *Engine, eng EngineState, st State) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
-	req := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "wakegate_requests_total",
-		Help: "Requests served on the public listener, by route kind and status class.",
-	}, []string{"kind", "code"})
+	req := counterVec("wakegate_requests_total",
+		"Requests served on the public listener, by route kind and status class.",
+		"kind", "code")
 	for k := range nKinds {
 		for c, class := range statusClasses {
 			m.requests[k][c] = req.WithLabelValues(kindNames[k], class)
@@ -101,19 +100,14 @@ func New(em *Engine, eng EngineState, st State) *Metrics {
 	}, []string{"kind"})
 	m.upstream[KindApp] = up.WithLabelValues("app")
 	m.upstream[KindNode] = up.WithLabelValues("node")
-	m.rateLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "wakegate_rate_limited_total",
-		Help: "Requests refused with 429, by scope (admin_auth: failed admin token checks).",
-	}, []string{"scope"})
-	m.rateLimited.WithLabelValues("admin_auth")
-	m.connsRefused = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "wakegate_conns_refused_total",
-		Help: "Public connections closed on accept because their client IP had server.max_conns_per_client open.",
-	})
-	m.authFailures = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "wakegate_admin_auth_failures_total",
-		Help: "Admin requests refused for a missing or wrong token.",
-	})
+	m.rateLimited = counterVec("wakegate_rate_limited_total",
+		"Requests refused with 429, by scope (admin_auth: failed admin token checks).",
+		"scope")
+	present(m.rateLimited, "admin_auth")
+	m.connsRefused = counter("wakegate_conns_refused_total",
+		"Public connections closed on accept because their client IP had server.max_conns_per_client open.")
+	m.authFailures = counter("wakegate_admin_auth_failures_total",
+		"Admin requests refused for a missing or wrong token.")
 	m.reg.MustRegister(em.collectors()...)
 	m.reg.MustRegister(req, up, m.rateLimited, m.connsRefused, m.authFailures)
 	m.reg.MustRegister(&phaseCollector{st: st, desc: prometheus.NewDesc("wakegate_app_phase",
@@ -130,60 +124,49 @@ func New(em *Engine, eng EngineState, st State) *Metrics {
 // and misses, idle ticks, dropped events) and the gateway's state.
 func stateGauges(eng EngineState, st State) []prometheus.Collector {
 	return []prometheus.Collector{
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "wakegate_warm_hits_total",
-			Help: "Requests for homes answered by a fresh warm verdict (no store read, provider call or probe).",
-		}, func() float64 { return float64(eng.Stats().WarmHits) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "wakegate_warm_misses_total",
-			Help: "Requests for homes that found no fresh warm verdict and joined or started a wake.",
-		}, func() float64 { return float64(eng.Stats().WarmMisses) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "wakegate_idle_ticks_total",
-			Help: "Rounds of the engine's idle loop (suspends, session reports, eager rolls) that finished.",
-		}, func() float64 { return float64(eng.Stats().IdleTicks) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "wakegate_fleet_fenced_exits_total",
-			Help: "Exits of a home's process this gateway saw and did not answer with a restart: it no longer held the home in its fleet (heartbeat lapsed, or another gateway runs or stopped it).",
-		}, func() float64 { return float64(eng.Stats().FencedExits) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "wakegate_fleet_fenced_stops_total",
-			Help: "Processes this gateway had started for a home that had passed to another gateway of its fleet, and stopped once it learnt so.",
-		}, func() float64 { return float64(eng.Stats().FencedStops) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "wakegate_sessions",
-			Help: "Live sessions on this instance (requests, WebSockets and leases), over all homes.",
-		}, func() float64 { return float64(st.Sessions()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "wakegate_http1_loop_requests_total",
-			Help: "Plain HTTP/1.1 requests served on the gateway's own loop (server.http1_server: wakegate).",
-		}, func() float64 { return float64(st.HTTP1Stats().Requests) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "wakegate_http1_handoffs_total",
-			Help: "Connections the gateway's HTTP/1.1 loop handed to Go's server: an upgrade, Expect, a chunked or HTTP/1.0 request, anything unusual, or HTTP/2 over TLS.",
-		}, func() float64 { return float64(st.HTTP1Stats().HandedOff) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "wakegate_homes",
-			Help: "Homes registered on this instance.",
-		}, func() float64 { return float64(st.Homes()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "wakegate_events_dropped_total",
-			Help: "Engine events dropped for slow subscribers (event streams, the waiting pages).",
-		}, func() float64 {
-			if b := eng.Events(); b != nil {
-				return float64(b.Dropped())
-			}
-			return 0
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "wakegate_draining",
-			Help: "1 while the gateway drains for shutdown.",
-		}, func() float64 {
-			if st.Draining() {
-				return 1
-			}
-			return 0
-		}),
+		counterFunc("wakegate_warm_hits_total",
+			"Requests for homes answered by a fresh warm verdict (no store read, provider call or probe).",
+			func() float64 { return float64(eng.Stats().WarmHits) }),
+		counterFunc("wakegate_warm_misses_total",
+			"Requests for homes that found no fresh warm verdict and joined or started a wake.",
+			func() float64 { return float64(eng.Stats().WarmMisses) }),
+		counterFunc("wakegate_idle_ticks_total",
+			"Rounds of the engine's idle loop (suspends, session reports, eager rolls) that finished.",
+			func() float64 { return float64(eng.Stats().IdleTicks) }),
+		counterFunc("wakegate_fleet_fenced_exits_total",
+			"Exits of a home's process this gateway saw and did not answer with a restart: it no longer held the home in its fleet (heartbeat lapsed, or another gateway runs or stopped it).",
+			func() float64 { return float64(eng.Stats().FencedExits) }),
+		counterFunc("wakegate_fleet_fenced_stops_total",
+			"Processes this gateway had started for a home that had passed to another gateway of its fleet, and stopped once it learnt so.",
+			func() float64 { return float64(eng.Stats().FencedStops) }),
+		gaugeFunc("wakegate_sessions",
+			"Live sessions on this instance (requests, WebSockets and leases), over all homes.",
+			func() float64 { return float64(st.Sessions()) }),
+		counterFunc("wakegate_http1_loop_requests_total",
+			"Plain HTTP/1.1 requests served on the gateway's own loop (server.http1_server: wakegate).",
+			func() float64 { return float64(st.HTTP1Stats().Requests) }),
+		counterFunc("wakegate_http1_handoffs_total",
+			"Connections the gateway's HTTP/1.1 loop handed to Go's server: an upgrade, Expect, a chunked or HTTP/1.0 request, anything unusual, or HTTP/2 over TLS.",
+			func() float64 { return float64(st.HTTP1Stats().HandedOff) }),
+		gaugeFunc("wakegate_homes",
+			"Homes registered on this instance.",
+			func() float64 { return float64(st.Homes()) }),
+		counterFunc("wakegate_events_dropped_total",
+			"Engine events dropped for slow subscribers (event streams, the waiting pages).",
+			func() float64 {
+				if b := eng.Events(); b != nil {
+					return float64(b.Dropped())
+				}
+				return 0
+			}),
+		gaugeFunc("wakegate_draining",
+			"1 while the gateway drains for shutdown.",
+			func() float64 {
+				if st.Draining() {
+					return 1
+				}
+				return 0
+			}),
 	}
 }
 
@@ -273,4 +256,29 @@ func (m *Metrics) Register(cs ...prometheus.Collector) error {
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: false})
+}
+
+// counter, counterVec, counterFunc and gaugeFunc make a metric from its
+// name and help (and labels, or the function read when scraped).
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func counterFunc(name, help string, f func() float64) prometheus.CounterFunc {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+}
+
+func gaugeFunc(name, help string, f func() float64) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+}
+
+// present makes each of values, of vec's one label, exist at 0.
+func present(vec *prometheus.CounterVec, values ...string) {
+	for _, v := range values {
+		vec.WithLabelValues(v)
+	}
 }

@@ -158,24 +158,31 @@ func (c *Config) Check() map[string]string {
 	if c.Network == "none" {
 		ps["network"] = "a home without a network cannot be reached: use home, bridge, host or a named network"
 	}
-	if c.PidsMax < -1 {
-		ps["pids_max"] = fmt.Sprintf("want a number of processes, or -1 for none, got %d", c.PidsMax)
-	}
-	checkCaps(ps, "cap_add", c.CapAdd)
-	if c.User != "" {
-		if err := checkUser(c.User); err != nil {
-			ps["user"] = err.Error()
-		}
-	}
-	for i, kv := range c.Env {
+	checkProcess(ps, c.Env, c.Command, c.PidsMax, c.CapAdd, c.User)
+	return ps
+}
+
+// checkProcess checks, into ps, what the section and a home's options both
+// say of a container's process: its environment, command, pids limit,
+// added capabilities and user.
+func checkProcess(ps map[string]string, env, command []string, pidsMax int64, capAdd []string, user string) {
+	for i, kv := range env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			ps[fmt.Sprintf("env[%d]", i)] = fmt.Sprintf("want KEY=VALUE, got %q", kv)
 		}
 	}
-	if len(c.Command) > 0 && strings.TrimSpace(c.Command[0]) == "" {
+	if len(command) > 0 && strings.TrimSpace(command[0]) == "" {
 		ps["command"] = "must not start with an empty word"
 	}
-	return ps
+	if pidsMax < -1 {
+		ps["pids_max"] = fmt.Sprintf("want a number of processes, or -1 for none, got %d", pidsMax)
+	}
+	checkCaps(ps, "cap_add", capAdd)
+	if user != "" {
+		if err := checkUser(user); err != nil {
+			ps["user"] = err.Error()
+		}
+	}
 }
 
 // HomeOptions are a docker home's options.
@@ -220,11 +227,7 @@ type HomeOptions struct {
 // Check returns the problems of a home's options, by field.
 func (o *HomeOptions) Check() map[string]string {
 	ps := map[string]string{}
-	for i, kv := range o.Env {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			ps[fmt.Sprintf("env[%d]", i)] = fmt.Sprintf("want KEY=VALUE, got %q", kv)
-		}
-	}
+	checkProcess(ps, o.Env, o.Command, o.PidsMax, o.CapAdd, o.User)
 	for i, v := range o.Volumes {
 		if err := checkVolume(v); err != nil {
 			ps[fmt.Sprintf("volumes[%d]", i)] = err.Error()
@@ -249,18 +252,6 @@ func (o *HomeOptions) Check() map[string]string {
 	}
 	if o.CPUMax < 0 || (o.CPUMax > 0 && o.CPUMax < 0.01) {
 		ps["cpu_max"] = fmt.Sprintf("want at least 0.01 (cores), got %g", o.CPUMax)
-	}
-	if o.PidsMax < -1 {
-		ps["pids_max"] = fmt.Sprintf("want a number of processes, or -1 for none, got %d", o.PidsMax)
-	}
-	checkCaps(ps, "cap_add", o.CapAdd)
-	if o.User != "" {
-		if err := checkUser(o.User); err != nil {
-			ps["user"] = err.Error()
-		}
-	}
-	if len(o.Command) > 0 && strings.TrimSpace(o.Command[0]) == "" {
-		ps["command"] = "must not start with an empty word"
 	}
 	return ps
 }

@@ -179,6 +179,24 @@ func (p *Provider) inspect(ctx context.Context, op, id, ref string) (*container.
 	return &c, nil
 }
 
+// createNew makes the home's container for s and reads it back; one
+// removed as soon as it was made is a not-found error.
+func (p *Provider) createNew(ctx context.Context, op string, s provider.Spec) (*container.InspectResponse, error) {
+	ref, err := p.create(ctx, op, s)
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.inspect(ctx, op, s.ID, ref)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, &provider.Error{Op: op, Reason: provider.ReasonNotFound,
+			Err: fmt.Errorf("container %s of home %s was removed as it was made", short(ref), s.ID)}
+	}
+	return c, nil
+}
+
 // homeOptions decodes s's options (checked at load already).
 func homeOptions(op string, s provider.Spec) (HomeOptions, error) {
 	var o HomeOptions
@@ -422,16 +440,8 @@ func (p *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, 
 		}
 	}
 	if c == nil {
-		ref, err := p.create(ctx, "wake", s)
-		if err != nil {
+		if c, err = p.createNew(ctx, "wake", s); err != nil {
 			return provider.Result{}, err
-		}
-		if c, err = p.inspect(ctx, "wake", s.ID, ref); err != nil {
-			return provider.Result{}, err
-		}
-		if c == nil {
-			return provider.Result{}, &provider.Error{Op: "wake", Reason: provider.ReasonNotFound,
-				Err: fmt.Errorf("container %s of home %s was removed as it was made", short(ref), s.ID)}
 		}
 	}
 	return p.start(ctx, "wake", s, c)
@@ -527,16 +537,8 @@ func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Resu
 			return provider.Result{}, err
 		}
 	}
-	ref, err := p.create(ctx, "recreate", s)
-	if err != nil {
+	if c, err = p.createNew(ctx, "recreate", s); err != nil {
 		return provider.Result{}, err
-	}
-	if c, err = p.inspect(ctx, "recreate", s.ID, ref); err != nil {
-		return provider.Result{}, err
-	}
-	if c == nil {
-		return provider.Result{}, &provider.Error{Op: "recreate", Reason: provider.ReasonNotFound,
-			Err: fmt.Errorf("container %s of home %s was removed as it was made", short(ref), s.ID)}
 	}
 	return p.start(ctx, "recreate", s, c)
 }

@@ -60,9 +60,21 @@ func (e *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, 
 	if testHookAfterSpawn != nil {
 		testHookAfterSpawn(np)
 	}
+	if cur, ok := e.install(h, np, p); !ok {
+		// The supervisor restarted the home meanwhile: keep its process.
+		return cur.result(), nil
+	}
+	return np.result(), nil
+}
+
+// install makes np the home's process if the home still holds prev (or no
+// process), records it, and hands the supervisor again an exit of np that
+// came before the install. Otherwise np is killed and install returns the
+// process the home holds now, and false.
+func (e *Provider) install(h *home, np, prev *proc) (*proc, bool) {
 	e.mu.Lock()
 	cur := h.proc
-	installed := cur == p || cur == nil
+	installed := cur == prev || cur == nil
 	early := false
 	if installed {
 		h.wanted, h.failed = true, ""
@@ -70,15 +82,14 @@ func (e *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, 
 	}
 	e.mu.Unlock()
 	if !installed {
-		// The supervisor restarted the home meanwhile: keep its process.
 		e.discard(np)
-		return cur.result(), nil
+		return cur, false
 	}
 	e.record(h, np)
 	if early {
 		e.redeliver(h, np)
 	}
-	return np.result(), nil
+	return np, true
 }
 
 // Suspend sends SIGSTOP to the home's process group and returns once the
@@ -212,21 +223,8 @@ func (e *Provider) recreate(ctx context.Context, s provider.Spec) (provider.Resu
 	if err != nil {
 		return provider.Result{}, err
 	}
-	e.mu.Lock()
-	installed := h.proc == nil
-	early := false
-	if installed {
-		h.wanted, h.failed = true, ""
-		early = e.installLocked(h, np)
-	}
-	e.mu.Unlock()
-	if !installed {
-		e.discard(np)
+	if _, ok := e.install(h, np, nil); !ok {
 		return provider.Result{}, errors.New("home changed while recreating")
-	}
-	e.record(h, np)
-	if early {
-		e.redeliver(h, np)
 	}
 	return np.result(), nil
 }

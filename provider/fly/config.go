@@ -237,36 +237,25 @@ func expand(t string, vars map[string]string) string {
 	return strings.NewReplacer(pairs...).Replace(t)
 }
 
-func validName(s string) bool {
-	if s == "" || len(s) > 63 {
-		return false
-	}
-	for _, r := range s {
-		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
-			return false
-		}
-	}
-	return true
-}
+// validName, validMachineID and validKey check an app's name (1-63 of
+// [a-z0-9-]), a machine id (1-64 of [a-zA-Z0-9]) and a metadata key (1-64
+// of [a-zA-Z0-9_-]).
+func validName(s string) bool      { return validChars(s, 63, false, "-") }
+func validMachineID(s string) bool { return validChars(s, 64, true, "") }
+func validKey(s string) bool       { return validChars(s, 64, true, "_-") }
 
-func validMachineID(s string) bool {
-	if s == "" || len(s) > 64 {
+// validChars reports whether s has 1 to most characters, each a lowercase
+// ASCII letter, a digit, an uppercase letter when upper, or one of extra.
+func validChars(s string, most int, upper bool, extra string) bool {
+	if s == "" || len(s) > most {
 		return false
 	}
 	for _, r := range s {
-		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
-			return false
-		}
-	}
-	return true
-}
-
-func validKey(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '_' && r != '-' {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case upper && r >= 'A' && r <= 'Z':
+		case strings.ContainsRune(extra, r):
+		default:
 			return false
 		}
 	}

@@ -43,29 +43,13 @@ func (r Report) Buckets() []string {
 func checkRecord(bucket string, k, raw []byte) (known bool, err error) {
 	switch bucket {
 	case string(bucketHomes):
-		var h registry.Home
-		if h, err = decodeAs[registry.Home](raw); err == nil && h.ID != string(k) {
-			err = fmt.Errorf("record id %q differs from its key", h.ID)
-		} else if err == nil {
-			err = h.Validate()
-		}
+		err = checkKeyed(raw, k, "id", func(h *registry.Home) string { return h.ID }, (*registry.Home).Validate)
 	case string(bucketApps):
-		var a registry.App
-		if a, err = decodeAs[registry.App](raw); err == nil && a.Slug != string(k) {
-			err = fmt.Errorf("record slug %q differs from its key", a.Slug)
-		}
+		err = checkKeyed(raw, k, "slug", func(a *registry.App) string { return a.Slug }, nil)
 	case string(bucketAppStates):
-		var s registry.AppState
-		if s, err = decodeAs[registry.AppState](raw); err == nil && s.Slug != string(k) {
-			err = fmt.Errorf("record slug %q differs from its key", s.Slug)
-		} else if err == nil {
-			err = s.Validate()
-		}
+		err = checkKeyed(raw, k, "slug", func(s *registry.AppState) string { return s.Slug }, (*registry.AppState).Validate)
 	case string(bucketClaims):
-		var c registry.Claim
-		if c, err = decodeAs[registry.Claim](raw); err == nil && c.Target != string(k) {
-			err = fmt.Errorf("record target %q differs from its key", c.Target)
-		}
+		err = checkKeyed(raw, k, "target", func(c *registry.Claim) string { return c.Target }, nil)
 	case string(bucketTarget):
 		if string(k) != string(keyTarget) {
 			return true, errors.New("unknown key")
@@ -93,6 +77,21 @@ func checkRecord(bucket string, k, raw []byte) (known bool, err error) {
 		return false, nil
 	}
 	return true, err
+}
+
+// checkKeyed decodes raw as a record whose key field (named field) must be
+// k, and holds it to valid, if given.
+func checkKeyed[T any](raw, k []byte, field string, key func(*T) string, valid func(*T) error) error {
+	v, err := decodeAs[T](raw)
+	switch {
+	case err != nil:
+		return err
+	case key(&v) != string(k):
+		return fmt.Errorf("record %s %q differs from its key", field, key(&v))
+	case valid != nil:
+		return valid(&v)
+	}
+	return nil
 }
 
 // decodeAs decodes one JSON record.

@@ -81,47 +81,45 @@ func readStamp(bk *bbolt.Bucket, k registry.Kind, key string) (st stamp, found b
 // cond's fence is the live lease of its lock, in one transaction, then
 // announces the change (see registry.Tables).
 func (b *Store) PutRecord(ctx context.Context, k registry.Kind, key string, raw []byte, cond registry.Cond) error {
-	err := b.update(ctx, func(tx *bbolt.Tx) error {
-		bk, err := tx.CreateBucketIfNotExists([]byte(k.Table))
-		if err != nil {
-			return fmt.Errorf("create bucket %s: %w", k.Table, err)
-		}
-		st, found, err := readStamp(bk, k, key)
-		if err != nil {
-			return err
-		}
-		if err := cond.Check(found, st.Generation, st.Owner); err != nil {
-			return err
-		}
-		if err := b.checkFence(tx, cond.Fence); err != nil {
-			return err
-		}
-		return bk.Put([]byte(key), raw)
-	})
-	if err != nil {
-		return err
-	}
-	b.changes.Fire(k.ChangeKey(key))
-	return nil
+	return b.writeRecord(ctx, k, key, raw, false, cond)
 }
 
 // DeleteRecord removes the record under key if it matches cond;
 // registry.ErrNotFound when there is none. A cond with Generation 0 never
 // matches a stored record.
 func (b *Store) DeleteRecord(ctx context.Context, k registry.Kind, key string, cond registry.Cond) error {
+	return b.writeRecord(ctx, k, key, nil, true, cond)
+}
+
+// writeRecord puts raw under key, or with del removes key, if the stored
+// record matches cond (cond.Check, or cond.CheckDelete with del) and cond's
+// fence is the live lease of its lock, in one transaction; then it
+// announces the change.
+func (b *Store) writeRecord(ctx context.Context, k registry.Kind, key string, raw []byte, del bool, cond registry.Cond) error {
 	err := b.update(ctx, func(tx *bbolt.Tx) error {
 		bk := tx.Bucket([]byte(k.Table))
+		check := cond.CheckDelete
+		if !del {
+			var err error
+			if bk, err = tx.CreateBucketIfNotExists([]byte(k.Table)); err != nil {
+				return fmt.Errorf("create bucket %s: %w", k.Table, err)
+			}
+			check = cond.Check
+		}
 		st, found, err := readStamp(bk, k, key)
 		if err != nil {
 			return err
 		}
-		if err := cond.CheckDelete(found, st.Generation, st.Owner); err != nil {
+		if err := check(found, st.Generation, st.Owner); err != nil {
 			return err
 		}
 		if err := b.checkFence(tx, cond.Fence); err != nil {
 			return err
 		}
-		return bk.Delete([]byte(key))
+		if del {
+			return bk.Delete([]byte(key))
+		}
+		return bk.Put([]byte(key), raw)
 	})
 	if err != nil {
 		return err

@@ -531,44 +531,39 @@ func (s *Server) Injected() int {
 // reports whether the state was reached. Tests wait for an observed state
 // with it rather than sleeping.
 func (s *Server) AwaitState(id, state string, timeout time.Duration) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		s.mu.Lock()
+	return s.await(timeout, func() bool {
 		m, ok := s.machines[id]
-		reached := ok && m.state == state
-		ch := s.changed
-		s.mu.Unlock()
-		if reached {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-t.C:
-			return false
-		case <-s.done:
-			return false
-		}
-	}
+		return ok && m.state == state
+	})
 }
 
 // AwaitCall blocks until at least n calls whose String is call (e.g.
 // "wait suspended", "lease") were received, or until timeout; it reports
 // whether they were.
 func (s *Server) AwaitCall(call string, n int, timeout time.Duration) bool {
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		s.mu.Lock()
+	return s.await(timeout, func() bool {
 		seen := 0
 		for _, c := range s.calls {
 			if c.String() == call {
 				seen++
 			}
 		}
+		return seen >= n
+	})
+}
+
+// await checks reached (under the lock) at once and after every change,
+// until it holds, timeout passes or the server closes; it reports whether
+// reached held.
+func (s *Server) await(timeout time.Duration, reached func() bool) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		ok := reached()
 		ch := s.changed
 		s.mu.Unlock()
-		if seen >= n {
+		if ok {
 			return true
 		}
 		select {

@@ -262,10 +262,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request, m *machine) {
 		writeError(w, http.StatusPreconditionFailed, "machine is %s", m.state)
 		return
 	}
-	s.setLocked(m, "stopping")
-	if !m.wedged {
-		s.laterLocked(m, s.o.Delays.Stop, func() { s.setLocked(m, "stopped") })
-	}
+	s.passLocked(m, "stopping", "stopped", s.o.Delays.Stop)
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 }
 
@@ -286,11 +283,17 @@ func (s *Server) suspend(w http.ResponseWriter, r *http.Request, m *machine) {
 		writeError(w, http.StatusPreconditionFailed, "unable to suspend machine from current state: '%s'", m.state)
 		return
 	}
-	s.setLocked(m, "suspending")
-	if !m.wedged {
-		s.laterLocked(m, s.o.Delays.Suspend, func() { s.setLocked(m, "suspended") })
-	}
+	s.passLocked(m, "suspending", "suspended", s.o.Delays.Suspend)
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// passLocked puts m in the passing state via, and in state to after d
+// unless m is wedged (it then stays in via).
+func (s *Server) passLocked(m *machine, via, to string, d time.Duration) {
+	s.setLocked(m, via)
+	if !m.wedged {
+		s.laterLocked(m, d, func() { s.setLocked(m, to) })
+	}
 }
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request, m *machine) {
