@@ -1,6 +1,6 @@
 // Package admin serves wakegate's admin API (/admin/...), /metrics and the
 // dashboard (/, /assets/...) over a narrow interface. The control plane
-// implements Backend (control.AdminAPI), the gateway opens the admin
+// implements Backend (adminapi.Backend), the gateway opens the admin
 // listener and mounts Server.Handler on it; this package knows nothing of
 // either's internals.
 //

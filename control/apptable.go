@@ -447,7 +447,14 @@ var (
 	_ Apps             = (*AppTable[AppRoute])(nil)
 )
 
-// Served returns the app served at slug (AppRoutes).
+// ServedApp is an app the route table serves: as registered, with its
+// stored generation (0 for an app of the config).
+type ServedApp struct {
+	App        registry.App
+	Generation uint64
+}
+
+// Served returns the app served at slug (adminapi.AppRoutes).
 func (t *AppTable[A]) Served(slug string) (ServedApp, bool) {
 	ar, ok := t.Lookup(slug)
 	if !ok {
@@ -456,7 +463,7 @@ func (t *AppTable[A]) Served(slug string) (ServedApp, bool) {
 	return ServedApp{App: *ar.Config(), Generation: ar.Generation()}, true
 }
 
-// AllServed returns every app served, in no order (AppRoutes).
+// AllServed returns every app served, in no order (adminapi.AppRoutes).
 func (t *AppTable[A]) AllServed() []ServedApp {
 	all := t.All()
 	out := make([]ServedApp, 0, len(all))

@@ -6,26 +6,24 @@
 // path reads (AppTable: the apps' routes, one observation loop per app,
 // their stored desired states, and the self-probe that publishes a route,
 // selfprobe.go), the conversions between a home's declaration, its stored
-// record and the engine's spec (decl.go), and the
-// admin API's backend (AdminAPI, admin.Backend): the operator's views of
-// homes and apps, the actions on them, leases, the fleet's instances,
-// reload and the log of access refusals (Denials). Beside the registrar:
-// Fleet, this gateway's part in a fleet sharing one Redis (fleet*.go), and
-// the embedded store's opening, backup and health (store.go,
-// store_watch.go).
+// record and the engine's spec (decl.go), and what a reload did
+// (ReloadSummary, reload.go). Beside the registrar: Fleet, this gateway's
+// part in a fleet sharing one Redis (fleet*.go), and the embedded store's
+// opening, backup and health (store.go, store_watch.go). The admin API's
+// backend, which turns the operator's requests into the registrar's
+// declarations and the control plane's state into admin's views, is a
+// package of its own that builds on this one, control/adminapi.
 //
 // It changes the gateway's home table and asks the engine, the store
 // and the sessions through small interfaces of its own (deps.go for the
-// registrar, adminapi.go for the admin side, AppEngine for the app table,
-// FleetEngine and FleetStore for the fleet), which the gateway, the engine
-// and the sessions implement (the gateway checks that they do,
-// gateway/capabilities.go); it never imports the gateway, and it reads the data plane only through
-// those interfaces. Only the adminapi*.go files know package admin: they
-// convert its requests into the control plane's declarations
-// (config.HomeDecl, registry.App) and its answers into admin's views; the
-// registrar speaks the control plane's own types. A store's optional
-// powers are found by capability (registry.Fleet, Health, WriteHealth, a
-// store that can back itself up), never by its type.
+// registrar, AppEngine for the app table, FleetEngine and FleetStore for
+// the fleet), which the gateway, the engine and the sessions implement
+// (the gateway checks that they do, gateway/capabilities.go); it never
+// imports the gateway, adminapi or package admin, and it reads the data
+// plane only through those interfaces. The registrar speaks the control
+// plane's own types. A store's optional powers are found by capability
+// (registry.Fleet, Health, WriteHealth, a store that can back itself up),
+// never by its type.
 //
 // DESIGN rules that live here: 15 (every record a registration writes is
 // a compare-and-set on generation and owner; a stale writer gets a
@@ -43,13 +41,10 @@
 // homes, is refused with the way out, and moved aside only on
 // --reset-store, store.go; a reload applies its homes and apps here,
 // after config.RemovesEverything refused a file that would remove
-// everything, and ReloadSummary answers and logs what it did, reload.go). The
-// admin side carries 15 to the operator (an If-Match that names a stale
-// generation is a conflict, fault.StaleIfMatch) and 31's operator side (a
-// home's views hold no secret: endpoints lose their user info and query,
-// the relay token is masked in its log). Beside them, two rules of this
-// package's own: the config wins over the store and the admin API on
-// every conflict, and a target routes one home,
+// everything, and ReloadSummary answers and logs what it did, reload.go).
+// The operator's side of 15 and 31 lives in control/adminapi. Beside
+// them, two rules of this package's own: the config wins over the store
+// and the admin API on every conflict, and a target routes one home,
 // whoever holds its claim in the store's target index. Rules 11-13 (an
 // app's phase ladder, the statuses that pass, coalesced refreshes) live in
 // package appstatus (appstatus.Apps); the AppTable is the route table

@@ -110,7 +110,7 @@ func (r *Registrar[H]) RegisterConfigHomes(ctx context.Context, homes []config.H
 			return fmt.Errorf("home %s: options: %w", hc.ID, err)
 		}
 		spec := DeclSpec(d, "")
-		if err := resolveToken(&spec, hc.RelayToken); err != nil {
+		if err := ResolveToken(&spec, hc.RelayToken); err != nil {
 			return fmt.Errorf("home %s: relay_token: %w", hc.ID, err)
 		}
 		prev, err := r.ClaimConfigTarget(ctx, hc.ID, hc.Target)
@@ -127,8 +127,8 @@ func (r *Registrar[H]) RegisterConfigHomes(ctx context.Context, homes []config.H
 	return nil
 }
 
-// resolveToken resolves spec's relay token reference (none when ref is "").
-func resolveToken(spec *wake.HomeSpec, ref string) error {
+// ResolveToken resolves spec's relay token reference (none when ref is "").
+func ResolveToken(spec *wake.HomeSpec, ref string) error {
 	if ref == "" {
 		return nil
 	}
@@ -185,7 +185,7 @@ func (r *Registrar[H]) restoreHome(ctx context.Context, rec registry.Home, holds
 		return
 	}
 	spec := DeclSpec(DeclFromRecord(rec, &r.cfg.Wake), "")
-	if err := resolveToken(&spec, rec.RelayTokenRef); err != nil {
+	if err := ResolveToken(&spec, rec.RelayTokenRef); err != nil {
 		r.log.Warn("stored dynamic home not restored: relay_token", "home", rec.ID, "err", err)
 		return
 	}
@@ -291,6 +291,16 @@ func (r *Registrar[H]) RemoveHome(ctx context.Context, h H, ifMatch uint64) erro
 	r.d.Homes.Forget(id)
 	r.log.Info("home removed", "home", id)
 	return nil
+}
+
+// WakeDefaults are the config's wake settings, which fill what a home's
+// declaration leaves out.
+func (r *Registrar[H]) WakeDefaults() *config.WakeConfig { return &r.cfg.Wake }
+
+// CheckHome checks d with the config's rules (config.HomeDecl.Check)
+// against the providers this gateway built.
+func (r *Registrar[H]) CheckHome(d config.HomeDecl) []provider.Problem {
+	return d.Check(r.provs, r.d.Avail)
 }
 
 // ConfigHomeIDs lists the homes the config declares, sorted.

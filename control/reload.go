@@ -26,7 +26,7 @@ type ReloadChanges struct {
 	AppsAdded, AppsChanged, AppsRemoved []string
 }
 
-// ReloadSummary is what a reload did, as its answer (Admin, adminapi.go)
+// ReloadSummary is what a reload did, as its answer (adminapi.ReloadView)
 // and its log line tell it.
 type ReloadSummary struct {
 	// File is the config file read.

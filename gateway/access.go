@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wakegate/wakegate/access"
-	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/control/adminapi"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/route"
 )
@@ -24,7 +24,7 @@ func (g *Gateway) newGate() error {
 	if err != nil {
 		return err
 	}
-	g.denials = control.NewDenials(control.DenialsKept)
+	g.denials = adminapi.NewDenials(adminapi.DenialsKept)
 	gt := route.NewGate(set, access.NewLimits(cfg.Limits), ip, cfg.Limits.ClientRate > 0, g.denials, g.metrics)
 	lim := gt.Limits()
 	size := func(pick func(c, w, h int) int) func() float64 {

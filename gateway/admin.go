@@ -16,7 +16,7 @@ import (
 )
 
 // adminServer is the admin listener: the admin API of package admin over
-// the control plane (control.AdminAPI, built in controlplane.go), /metrics
+// the control plane (adminapi.Backend, built in controlplane.go), /metrics
 // and the dashboard. It is a listener of its own, never the public one, and it
 // serves through the drain so that operators can watch it.
 type adminServer struct {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/control/adminapi"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/wake"
@@ -13,10 +14,10 @@ import (
 // which must have those powers.
 var (
 	_ control.Engine      = (*wake.Engine)(nil)
-	_ control.WakeEngine  = (*wake.Engine)(nil)
+	_ adminapi.Engine     = (*wake.Engine)(nil)
 	_ control.FleetEngine = (*wake.Engine)(nil)
 	_ control.AppEngine   = (*wake.Engine)(nil)
-	_ control.SessionView = (*proxy.Sessions)(nil)
+	_ adminapi.Sessions   = (*proxy.Sessions)(nil)
 	_ route.Engine        = (*wake.Engine)(nil)
 	_ route.Observer      = (*appstatus.Apps)(nil)
 	_ route.Sessions      = (*proxy.Sessions)(nil)

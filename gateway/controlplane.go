@@ -6,6 +6,7 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/control/adminapi"
 	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -39,15 +40,15 @@ func (c controlHomes) Forget(id string)                     { c.g.homeConns.Forg
 // adminBackend returns the admin API's backend: the control plane over
 // g's registrar, store, engine, tables and sessions. Serve builds it when
 // the admin listener starts (the version is set by then).
-func (g *Gateway) adminBackend() *control.AdminAPI[*route.Home] {
-	d := control.AdminDeps[*route.Home]{Registrar: g.reg, Store: g.store, Engine: g.engine, Sessions: g.sessions,
-		Providers: g.providers, AppObserver: g.Apps(), AppRoutes: adminApps{g.routeTab.AppTable, g}, Leases: adminLeases{g},
+func (g *Gateway) adminBackend() *adminapi.Backend[*route.Home] {
+	d := adminapi.Deps[*route.Home]{Registrar: g.reg, Homes: controlHomes{g}, Store: g.store, Engine: g.engine,
+		Sessions: g.sessions, Providers: g.providers, AppObserver: g.Apps(), AppRoutes: adminApps{g.routeTab.AppTable, g}, Leases: adminLeases{g},
 		Reloader: g, Denials: g.denials, Instance: adminInstance{g},
 		Name: g.cfg.Instance, Version: g.version, Started: g.started, Log: g.log}
 	if g.fleet != nil { // a nil registry.Fleet, not a typed nil, tells "no fleet"
 		d.Fleet = g.fleet
 	}
-	return control.NewAdminAPI(d)
+	return adminapi.New(d)
 }
 
 // adminApps is g's app route table as the admin API reads it, with the
@@ -57,7 +58,7 @@ type adminApps struct {
 	g *Gateway
 }
 
-var _ control.AppRoutes = adminApps{}
+var _ adminapi.AppRoutes = adminApps{}
 
 func (a adminApps) URL(slug string) string { return a.g.appURL(slug) }
 
@@ -65,7 +66,7 @@ func (a adminApps) URL(slug string) string { return a.g.appURL(slug) }
 // one (control/fleet_leases.go), else among g's sessions.
 type adminLeases struct{ g *Gateway }
 
-var _ control.Leases = adminLeases{}
+var _ adminapi.Leases = adminLeases{}
 
 func (l adminLeases) AddLease(id string, ttl time.Duration) (uint64, error) {
 	if lease, ok, err := l.g.fleet.AddLease(id, ttl); ok {
@@ -85,7 +86,7 @@ func (l adminLeases) EndLease(id string, lease uint64) (bool, error) {
 // adminInstance is g's own state as the admin status shows it.
 type adminInstance struct{ g *Gateway }
 
-var _ control.InstanceState = adminInstance{}
+var _ adminapi.InstanceState = adminInstance{}
 
 func (i adminInstance) Draining() bool { return i.g.draining.Load() }
 

@@ -32,6 +32,7 @@ import (
 
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/control/adminapi"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
@@ -103,11 +104,11 @@ type Gateway struct {
 	closeWait time.Duration
 
 	metrics     *telemetry.Metrics
-	connLimit   *edge.ConnLimit  // open connections per client
-	gate        *route.Gate      // access policies and limits (route/access.go)
-	denials     *control.Denials // the gate's recent refusals, for the admin API
-	path        *route.Path      // the request path of homes and apps (route/)
-	admin       *adminServer     // admin.go; nil when the admin listener is off
+	connLimit   *edge.ConnLimit   // open connections per client
+	gate        *route.Gate       // access policies and limits (route/access.go)
+	denials     *adminapi.Denials // the gate's recent refusals, for the admin API
+	path        *route.Path       // the request path of homes and apps (route/)
+	admin       *adminServer      // admin.go; nil when the admin listener is off
 	adminAddr   chan net.Addr
 	adminSocket chan string // holds the admin socket's path once it listens
 	started     time.Time

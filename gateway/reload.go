@@ -9,6 +9,7 @@ import (
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/control/adminapi"
 	"github.com/wakegate/wakegate/fault"
 )
 
@@ -95,7 +96,7 @@ func (g *Gateway) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.R
 		if set != nil {
 			set.Close()
 		}
-		res := sum.Admin()
+		res := adminapi.ReloadView(&sum)
 		g.log.Error("config reload stopped part way", "file", next.File(), "err", err, "done", fmt.Sprintf("%+v", res))
 		return res, fmt.Errorf("reload %s: %w", next.File(), err)
 	}
@@ -108,7 +109,7 @@ func (g *Gateway) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.R
 	g.engine.SetIdleTick(idleTick(next))
 	sum.Sort()
 	sum.Log(g.log)
-	return sum.Admin(), nil
+	return adminapi.ReloadView(&sum), nil
 }
 
 // newAccessSet builds the access policies of cfg, as newGate does.

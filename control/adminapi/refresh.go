@@ -1,4 +1,4 @@
-package control
+package adminapi
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 // RefreshHome asks home id's provider for its state, makes the stored
 // record agree (wake.Engine.Refresh), and answers what it found with the
 // home as it is afterwards.
-func (a *AdminAPI[H]) RefreshHome(ctx context.Context, id string) (admin.RefreshView, error) {
+func (a *Backend[H]) RefreshHome(ctx context.Context, id string) (admin.RefreshView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.RefreshView{}, err

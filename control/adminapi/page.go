@@ -1,4 +1,4 @@
-package control
+package adminapi
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // store with a cursor, and no more (the total is the number of routed
 // homes); filters run in memory (pageFiltered). A page of everything (no
 // limit) is the whole list.
-func (a *AdminAPI[H]) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
+func (a *Backend[H]) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
 	if q.Limit == 0 {
 		hs, err := a.ListHomes(ctx)
 		if err != nil {
@@ -28,9 +28,9 @@ func (a *AdminAPI[H]) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.H
 	if q.Filtered() {
 		return a.pageFiltered(ctx, q)
 	}
-	p := admin.HomePage{Homes: []admin.HomeView{}, Total: a.homes().Count()}
+	p := admin.HomePage{Homes: []admin.HomeView{}, Total: a.d.Homes.Count()}
 	err := registry.ScanHomes(ctx, a.d.Store, q.After, func(rec registry.Home) bool {
-		h, ok := a.homes().WithID(rec.ID)
+		h, ok := a.d.Homes.WithID(rec.ID)
 		if !ok {
 			return true // stored, not routed here
 		}
@@ -54,14 +54,14 @@ func (a *AdminAPI[H]) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.H
 // are read, one each. A home whose record no longer matches (another
 // gateway of a fleet changed it, and this one has not read it since) is
 // left out of the page.
-func (a *AdminAPI[H]) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
+func (a *Backend[H]) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin.HomePage, error) {
 	p := admin.HomePage{Homes: []admin.HomeView{}}
 	type match struct {
 		id string
 		h  H
 	}
 	var next []match
-	a.homes().Each(func(h H) bool {
+	a.d.Homes.Each(func(h H) bool {
 		s := h.Spec()
 		b, ok := a.d.Engine.Brief(s.ID)
 		if !ok || !q.Match(briefView(s, b)) {
@@ -105,7 +105,7 @@ func briefView(s wake.HomeSpec, b wake.Brief) admin.HomeView {
 }
 
 // brief is what the list's filters read of h (admin.HomeQuery.Match).
-func (a *AdminAPI[H]) brief(h H, rec registry.Home) admin.HomeView {
+func (a *Backend[H]) brief(h H, rec registry.Home) admin.HomeView {
 	s := h.Spec()
 	v := admin.HomeView{ID: s.ID, Target: s.Target, Version: rec.Version, Status: string(rec.Status)}
 	if _, _, waking := a.d.Engine.Progress(s.ID); waking {

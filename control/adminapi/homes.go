@@ -1,4 +1,4 @@
-package control
+package adminapi
 
 import (
 	"cmp"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -19,14 +20,11 @@ import (
 )
 
 // The home side of the admin API: views of homes and the actions on them.
-// Registration itself is the registrar's (registrar.go).
-
-// homes is the home table the registrar changes.
-func (a *AdminAPI[H]) homes() Homes[H] { return a.d.Registrar.d.Homes }
+// Registration itself is the registrar's (control/registrar.go).
 
 // home returns the home with id, or a fault.NotFound naming it.
-func (a *AdminAPI[H]) home(id string) (H, error) {
-	h, ok := a.homes().WithID(id)
+func (a *Backend[H]) home(id string) (H, error) {
+	h, ok := a.d.Homes.WithID(id)
 	if !ok {
 		var none H
 		return none, fault.New(fault.NotFound, "home_not_found", "no home with id "+strconv.Quote(id)).WithField("id")
@@ -35,7 +33,7 @@ func (a *AdminAPI[H]) home(id string) (H, error) {
 }
 
 // view is h as the admin API shows it, from its stored record rec.
-func (a *AdminAPI[H]) view(h H, rec registry.Home) admin.HomeView {
+func (a *Backend[H]) view(h H, rec registry.Home) admin.HomeView {
 	s := h.Spec()
 	v := admin.HomeView{ID: s.ID, Target: s.Target, Provider: rec.Provider, Version: rec.Version,
 		Status: string(rec.Status), Verdict: string(rec.Verdict), Reason: rec.Reason, WantRunning: rec.WantRunning,
@@ -77,7 +75,7 @@ func safeURL(s string) string {
 }
 
 // ListHomes returns every routed home, by id.
-func (a *AdminAPI[H]) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
+func (a *Backend[H]) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 	recs, err := a.d.Store.ListHomes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list homes: %w", err)
@@ -86,8 +84,8 @@ func (a *AdminAPI[H]) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 	for _, r := range recs {
 		byID[r.ID] = r
 	}
-	out := make([]admin.HomeView, 0, a.homes().Count())
-	a.homes().Each(func(h H) bool {
+	out := make([]admin.HomeView, 0, a.d.Homes.Count())
+	a.d.Homes.Each(func(h H) bool {
 		s := h.Spec()
 		rec, ok := byID[s.ID]
 		if !ok {
@@ -101,7 +99,7 @@ func (a *AdminAPI[H]) ListHomes(ctx context.Context) ([]admin.HomeView, error) {
 }
 
 // detail is h's view with its stored record read now and its restarts.
-func (a *AdminAPI[H]) detail(ctx context.Context, h H) (admin.HomeView, error) {
+func (a *Backend[H]) detail(ctx context.Context, h H) (admin.HomeView, error) {
 	s := h.Spec()
 	rec, err := a.d.Store.GetHome(ctx, s.ID)
 	if err != nil {
@@ -121,7 +119,7 @@ func (a *AdminAPI[H]) detail(ctx context.Context, h H) (admin.HomeView, error) {
 }
 
 // GetHome returns home id.
-func (a *AdminAPI[H]) GetHome(ctx context.Context, id string) (admin.HomeView, error) {
+func (a *Backend[H]) GetHome(ctx context.Context, id string) (admin.HomeView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.HomeView{}, err
@@ -130,7 +128,7 @@ func (a *AdminAPI[H]) GetHome(ctx context.Context, id string) (admin.HomeView, e
 }
 
 // PutHome registers or replaces a home through the registrar.
-func (a *AdminAPI[H]) PutHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (admin.HomeView, bool, error) {
+func (a *Backend[H]) PutHome(ctx context.Context, id string, req admin.HomeRequest, ifMatch uint64) (admin.HomeView, bool, error) {
 	d, spec, err := a.homeDecl(id, req)
 	if err != nil {
 		return admin.HomeView{}, false, err
@@ -148,10 +146,9 @@ func (a *AdminAPI[H]) PutHome(ctx context.Context, id string, req admin.HomeRequ
 // the config's rules (config.HomeDecl.Check) check it, naming every bad
 // field. spec is the declaration as the engine registers it, its relay
 // token resolved.
-func (a *AdminAPI[H]) homeDecl(id string, req admin.HomeRequest) (config.HomeDecl, wake.HomeSpec, error) {
-	r := a.d.Registrar
+func (a *Backend[H]) homeDecl(id string, req admin.HomeRequest) (config.HomeDecl, wake.HomeSpec, error) {
 	var bad fault.FieldErrors
-	w := &r.cfg.Wake
+	w := a.d.Registrar.WakeDefaults()
 	d := config.HomeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
 		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: *w.IdleTimeout,
 		Settings: provider.Settings{Command: req.Command, Env: req.Env, Dir: req.WorkingDir, Options: req.Options}}
@@ -174,7 +171,7 @@ func (a *AdminAPI[H]) homeDecl(id string, req admin.HomeRequest) (config.HomeDec
 		}
 		*t.out = v
 	}
-	for _, p := range d.Check(r.provs, r.d.Avail) {
+	for _, p := range a.d.Registrar.CheckHome(d) {
 		if p.Field == "target" && req.Target == "" {
 			if !config.ValidHomeID(id) {
 				continue // the id's own problem says it
@@ -185,15 +182,15 @@ func (a *AdminAPI[H]) homeDecl(id string, req admin.HomeRequest) (config.HomeDec
 		}
 		bad.Add(p.Field, "%s", p.Msg)
 	}
-	spec := DeclSpec(d, "")
-	if err := resolveToken(&spec, req.RelayToken); err != nil {
+	spec := control.DeclSpec(d, "")
+	if err := control.ResolveToken(&spec, req.RelayToken); err != nil {
 		bad.Add("relay_token", "%v", err)
 	}
 	return d, spec, bad.Invalid()
 }
 
 // DeleteHome removes a home through the registrar.
-func (a *AdminAPI[H]) DeleteHome(ctx context.Context, id string, ifMatch uint64) error {
+func (a *Backend[H]) DeleteHome(ctx context.Context, id string, ifMatch uint64) error {
 	h, err := a.home(id)
 	if err != nil {
 		return err
@@ -202,7 +199,7 @@ func (a *AdminAPI[H]) DeleteHome(ctx context.Context, id string, ifMatch uint64)
 }
 
 // WakeHome wakes a home: with wait, until it is ready (bounded by ctx).
-func (a *AdminAPI[H]) WakeHome(ctx context.Context, id string, wait bool) (admin.HomeView, error) {
+func (a *Backend[H]) WakeHome(ctx context.Context, id string, wait bool) (admin.HomeView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.HomeView{}, err
@@ -219,7 +216,7 @@ func (a *AdminAPI[H]) WakeHome(ctx context.Context, id string, wait bool) (admin
 }
 
 // SuspendHome suspends a home.
-func (a *AdminAPI[H]) SuspendHome(ctx context.Context, id string) (admin.HomeView, error) {
+func (a *Backend[H]) SuspendHome(ctx context.Context, id string) (admin.HomeView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.HomeView{}, err
@@ -231,7 +228,7 @@ func (a *AdminAPI[H]) SuspendHome(ctx context.Context, id string) (admin.HomeVie
 }
 
 // RollHome rolls a home onto the target now.
-func (a *AdminAPI[H]) RollHome(ctx context.Context, id string) (admin.HomeView, error) {
+func (a *Backend[H]) RollHome(ctx context.Context, id string) (admin.HomeView, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.HomeView{}, err
@@ -243,7 +240,7 @@ func (a *AdminAPI[H]) RollHome(ctx context.Context, id string) (admin.HomeView, 
 }
 
 // AddLease holds a session on a home for ttl.
-func (a *AdminAPI[H]) AddLease(id string, ttl time.Duration) (uint64, error) {
+func (a *Backend[H]) AddLease(id string, ttl time.Duration) (uint64, error) {
 	if _, err := a.home(id); err != nil {
 		return 0, err
 	}
@@ -251,7 +248,7 @@ func (a *AdminAPI[H]) AddLease(id string, ttl time.Duration) (uint64, error) {
 }
 
 // EndLease ends a live lease.
-func (a *AdminAPI[H]) EndLease(id string, lease uint64) error {
+func (a *Backend[H]) EndLease(id string, lease uint64) error {
 	if _, err := a.home(id); err != nil {
 		return err
 	}
@@ -266,7 +263,7 @@ func (a *AdminAPI[H]) EndLease(id string, lease uint64) error {
 }
 
 // GetTarget returns the stored roll target.
-func (a *AdminAPI[H]) GetTarget(ctx context.Context) (registry.Target, error) {
+func (a *Backend[H]) GetTarget(ctx context.Context) (registry.Target, error) {
 	t, err := a.d.Engine.Target(ctx)
 	if fault.Is(err, fault.NotFound) {
 		return t, fault.New(fault.NotFound, "no_target", "no roll target is registered").
@@ -278,7 +275,7 @@ func (a *AdminAPI[H]) GetTarget(ctx context.Context) (registry.Target, error) {
 // SetTarget registers the roll target. ifMatch, when not 0, must be the
 // stored target's generation; the engine then writes with its own
 // compare-and-set.
-func (a *AdminAPI[H]) SetTarget(ctx context.Context, t registry.Target, ifMatch uint64) (registry.Target, error) {
+func (a *Backend[H]) SetTarget(ctx context.Context, t registry.Target, ifMatch uint64) (registry.Target, error) {
 	if ifMatch != 0 {
 		cur, err := a.d.Engine.Target(ctx)
 		if err != nil && !fault.Is(err, fault.NotFound) {

@@ -1,4 +1,4 @@
-package control
+package adminapi
 
 import (
 	"cmp"
@@ -58,4 +58,4 @@ func (l *Denials) view() admin.DenialLog {
 }
 
 // AccessDenials returns the gateway's last access refusals.
-func (a *AdminAPI[H]) AccessDenials() admin.DenialLog { return a.d.Denials.view() }
+func (a *Backend[H]) AccessDenials() admin.DenialLog { return a.d.Denials.view() }

@@ -1,4 +1,4 @@
-package control
+package adminapi
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -14,29 +16,52 @@ import (
 	"github.com/wakegate/wakegate/wake"
 )
 
-// The admin API's backend (admin.Backend) is the control plane itself:
-// AdminAPI answers the operator's reads and writes from the route tables,
-// the registrar, the engine and the store. The adminapi*.go files are the
-// only ones of this package that know package admin: they turn its
-// requests into the control plane's own declarations (config.HomeDecl, registry.App)
-// and its answers into admin's views.
-
-// AdminAPI is the control plane as package admin sees it. Build it with
-// NewAdminAPI; it holds no state of its own beyond its dependencies.
-type AdminAPI[H Route] struct {
-	d AdminDeps[H]
+// Home is a home as the gateway's home table routes it (route.Home).
+type Home interface {
+	// Spec is the home as the engine registered it (its relay token
+	// resolved).
+	Spec() wake.HomeSpec
 }
 
-// AdminDeps is what the admin API reads and acts on, each a capability the
+// Homes is the gateway's home table as the admin API reads it; the
+// registrar changes it.
+type Homes[H Home] interface {
+	// WithID returns the home with id.
+	WithID(id string) (H, bool)
+	// Count is how many homes are routed.
+	Count() int
+	// Each calls fn for every routed home, in no order, until it returns
+	// false.
+	Each(fn func(h H) bool)
+}
+
+// Registrar is the one path by which homes and apps join and leave the
+// gateway (control.Registrar), as the admin API's writes use it.
+type Registrar[H Home] interface {
+	// WakeDefaults are the config's wake settings, which fill what a
+	// home's declaration leaves out.
+	WakeDefaults() *config.WakeConfig
+	// CheckHome checks a home's declaration with the config's rules and
+	// the providers this gateway built.
+	CheckHome(d config.HomeDecl) []provider.Problem
+	PutAPIHome(ctx context.Context, d config.HomeDecl, spec wake.HomeSpec, ifMatch uint64) (h H, created bool, err error)
+	RemoveHome(ctx context.Context, h H, ifMatch uint64) error
+	AppFromRequest(slug string, ac registry.App) (registry.App, error)
+	PutAPIApp(ctx context.Context, ac registry.App, ifMatch uint64) (gen uint64, created bool, err error)
+	RemoveAPIApp(ctx context.Context, slug string, ifMatch uint64) error
+}
+
+// Deps is what the admin API reads and acts on, each a capability the
 // gateway hands over at assembly.
-type AdminDeps[H Route] struct {
-	// Registrar registers and removes homes and apps; its home table is
-	// the one the admin API lists.
-	Registrar *Registrar[H]
+type Deps[H Home] struct {
+	// Registrar registers and removes homes and apps; Homes is the home
+	// table it changes, the one the admin API lists.
+	Registrar Registrar[H]
+	Homes     Homes[H]
 	// Store holds the homes' records (statuses, versions, wakes).
 	Store    registry.Store
-	Engine   WakeEngine
-	Sessions SessionView
+	Engine   Engine
+	Sessions Sessions
 	// Providers are the providers the gateway built, by name: their
 	// optional capabilities (logs, restarts, usage, containment) add to a
 	// home's detail.
@@ -60,9 +85,9 @@ type AdminDeps[H Route] struct {
 	Log           *slog.Logger
 }
 
-// WakeEngine is what the admin API asks of the wake engine (wake.Engine):
+// Engine is what the admin API asks of the wake engine (wake.Engine):
 // what it knows of each home and the operator's actions on one.
-type WakeEngine interface {
+type Engine interface {
 	Warm(id string) bool
 	Progress(id string) (phase string, elapsed time.Duration, ok bool)
 	Brief(id string) (wake.Brief, bool)
@@ -79,9 +104,9 @@ type WakeEngine interface {
 	Events() *events.Bus
 }
 
-// SessionView is what the admin API reads of the sessions counted on
+// Sessions is what the admin API reads of the sessions counted on
 // this gateway (proxy.Sessions).
-type SessionView interface {
+type Sessions interface {
 	Count(id string) int
 	IdleSince(id string) time.Time
 	Kinds(id string) proxy.SessionKinds
@@ -102,19 +127,12 @@ type AppObserver interface {
 
 var _ AppObserver = (*appstatus.Apps)(nil)
 
-// ServedApp is an app the route table serves: as registered, with its
-// stored generation (0 for an app of the config).
-type ServedApp struct {
-	App        registry.App
-	Generation uint64
-}
-
 // AppRoutes is the app route table as the admin API reads it.
 type AppRoutes interface {
 	// Served returns the app served at slug.
-	Served(slug string) (ServedApp, bool)
+	Served(slug string) (control.ServedApp, bool)
 	// AllServed returns every app served, in no order.
-	AllServed() []ServedApp
+	AllServed() []control.ServedApp
 	// Published reports whether slug's route passed its self-probe.
 	Published(slug string) bool
 	// URL is where the public reaches the app at slug.
@@ -154,72 +172,3 @@ type InstanceState interface {
 	// the way out.
 	Warnings() []string
 }
-
-// NewAdminAPI returns the admin API's backend over d.
-func NewAdminAPI[H Route](d AdminDeps[H]) *AdminAPI[H] { return &AdminAPI[H]{d: d} }
-
-// About reports the instance for GET /admin/status.
-func (a *AdminAPI[H]) About() admin.About {
-	in := a.d.Instance
-	ab := admin.About{Instance: a.d.Name, Version: a.d.Version, StartedAt: a.d.Started, Draining: in.Draining(),
-		Degraded: in.Degraded(), Warnings: in.Warnings()}
-	if c, ok := a.d.Providers["exec"].(provider.ContainmentReporter); ok {
-		mode, why := c.Containment()
-		if mode == "" {
-			mode = "process group only"
-		}
-		ab.Containment = string(mode) + ": " + why
-	}
-	if b, ok := in.(interface{ BodyBudget() admin.BodyBudget }); ok {
-		bb := b.BodyBudget()
-		ab.BodyBudget = &bb
-	}
-	return ab
-}
-
-// Events returns the engine's event bus.
-func (a *AdminAPI[H]) Events() *events.Bus { return a.d.Engine.Events() }
-
-// FleetInstances lists the live gateways of the fleet from their session
-// reports (the heartbeat), for the admin status; nil for a gateway on its
-// own store.
-func (a *AdminAPI[H]) FleetInstances(ctx context.Context) ([]admin.FleetInstance, error) {
-	if a.d.Fleet == nil {
-		return nil, nil
-	}
-	reps, err := a.d.Fleet.Reports(ctx)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	out := make([]admin.FleetInstance, 0, len(reps))
-	for _, rep := range reps {
-		fi := admin.FleetInstance{Instance: rep.Instance, Version: rep.Version, Homes: rep.Sessions,
-			HeartbeatAgeS: max(now.Sub(rep.ReportedAt), 0).Round(time.Millisecond).Seconds()}
-		for _, n := range rep.Sessions {
-			fi.Sessions += n
-		}
-		out = append(out, fi)
-	}
-	return out, nil
-}
-
-// Admin is s as the admin API answers it.
-func (s *ReloadSummary) Admin() admin.Reload {
-	return admin.Reload{File: s.File, HomesAdded: s.HomesAdded, HomesChanged: s.HomesChanged,
-		HomesRemoved: s.HomesRemoved, HomesKept: s.HomesKept, AppsAdded: s.AppsAdded,
-		AppsChanged: s.AppsChanged, AppsRemoved: s.AppsRemoved, Applied: s.Applied, NeedRestart: s.NeedRestart}
-}
-
-// Reload reads the config file again and applies it (admin.Reloader).
-func (a *AdminAPI[H]) Reload(ctx context.Context, opts admin.ReloadOptions) (admin.Reload, error) {
-	return a.d.Reloader.Reload(ctx, opts)
-}
-
-var (
-	_ admin.Backend   = (*AdminAPI[Route])(nil)
-	_ admin.HomePager = (*AdminAPI[Route])(nil)
-	_ admin.Denials   = (*AdminAPI[Route])(nil)
-	_ admin.Fleet     = (*AdminAPI[Route])(nil)
-	_ admin.Reloader  = (*AdminAPI[Route])(nil)
-)

@@ -1,4 +1,4 @@
-package control_test
+package adminapi_test
 
 import (
 	"strconv"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/admin"
-	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/control/adminapi"
 )
 
 // TestDenialsRing proves that the denial log shows the last refusals
@@ -15,8 +15,8 @@ import (
 // also when the request path adds from many goroutines at once.
 func TestDenialsRing(t *testing.T) {
 	const kept = 4
-	d := control.NewDenials(kept)
-	api := control.NewAdminAPI(control.AdminDeps[control.Route]{Denials: d})
+	d := adminapi.NewDenials(kept)
+	api := adminapi.New(adminapi.Deps[adminapi.Home]{Denials: d})
 	if v := api.AccessDenials(); len(v.Recent) != 0 || len(v.Counts) != 0 || v.Recent == nil || v.Counts == nil {
 		t.Fatalf("empty log %+v; want empty lists, not null", v)
 	}

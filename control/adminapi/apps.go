@@ -1,4 +1,4 @@
-package control
+package adminapi
 
 import (
 	"context"
@@ -8,23 +8,24 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/registry"
 )
 
 // The app side of the admin API: views of apps, their registration through
-// the registrar (apps.go), observations and operations.
+// the registrar (control/apps.go), observations and operations.
 
 // app returns the app routed at slug, or a fault.NotFound naming it.
-func (a *AdminAPI[H]) app(slug string) (ServedApp, error) {
+func (a *Backend[H]) app(slug string) (control.ServedApp, error) {
 	ar, ok := a.d.AppRoutes.Served(slug)
 	if !ok {
-		return ServedApp{}, AppNotFound(slug)
+		return control.ServedApp{}, control.AppNotFound(slug)
 	}
 	return ar, nil
 }
 
 // appView is ar as the admin API shows it, with its status st.
-func (a *AdminAPI[H]) appView(ar ServedApp, st appstatus.Status) admin.AppView {
+func (a *Backend[H]) appView(ar control.ServedApp, st appstatus.Status) admin.AppView {
 	v := admin.AppView{Slug: ar.App.Slug, Kind: ar.App.Kind, Home: ar.App.Home, Upstream: safeURL(ar.App.Upstream),
 		URL: a.d.AppRoutes.URL(ar.App.Slug), Phase: string(st.Phase), Reason: st.Reason, Message: st.Message, Route: string(st.Route),
 		ProbeStatus: st.ProbeStatus, Operation: st.Operation, Stale: st.Stale, Hint: st.Hint, Source: "config"}
@@ -42,7 +43,7 @@ func (a *AdminAPI[H]) appView(ar ServedApp, st appstatus.Status) admin.AppView {
 }
 
 // current is the view of the app at slug with its last stored status.
-func (a *AdminAPI[H]) current(slug string) (admin.AppView, error) {
+func (a *Backend[H]) current(slug string) (admin.AppView, error) {
 	ar, err := a.app(slug)
 	if err != nil {
 		return admin.AppView{}, err
@@ -52,7 +53,7 @@ func (a *AdminAPI[H]) current(slug string) (admin.AppView, error) {
 }
 
 // ListApps returns every routed app, by slug.
-func (a *AdminAPI[H]) ListApps() []admin.AppView {
+func (a *Backend[H]) ListApps() []admin.AppView {
 	routes := a.d.AppRoutes.AllServed()
 	out := make([]admin.AppView, 0, len(routes))
 	for _, r := range routes {
@@ -64,7 +65,7 @@ func (a *AdminAPI[H]) ListApps() []admin.AppView {
 }
 
 // GetApp returns the app at slug with its phase history.
-func (a *AdminAPI[H]) GetApp(slug string) (admin.AppView, error) {
+func (a *Backend[H]) GetApp(slug string) (admin.AppView, error) {
 	v, err := a.current(slug)
 	if err == nil {
 		v.Phases = a.d.AppObserver.PhaseHistory(slug)
@@ -76,7 +77,7 @@ func (a *AdminAPI[H]) GetApp(slug string) (admin.AppView, error) {
 }
 
 // PutApp checks body as an app for slug and registers it.
-func (a *AdminAPI[H]) PutApp(ctx context.Context, slug string, body admin.Body, ifMatch uint64) (admin.AppView, bool, error) {
+func (a *Backend[H]) PutApp(ctx context.Context, slug string, body admin.Body, ifMatch uint64) (admin.AppView, bool, error) {
 	var req registry.App
 	if err := body.Decode(&req); err != nil {
 		return admin.AppView{}, false, err
@@ -94,13 +95,13 @@ func (a *AdminAPI[H]) PutApp(ctx context.Context, slug string, body admin.Body, 
 }
 
 // DeleteApp removes an app registered through the admin API.
-func (a *AdminAPI[H]) DeleteApp(ctx context.Context, slug string, ifMatch uint64) error {
+func (a *Backend[H]) DeleteApp(ctx context.Context, slug string, ifMatch uint64) error {
 	return a.d.Registrar.RemoveAPIApp(ctx, slug, ifMatch)
 }
 
 // RefreshApp observes the app now and, with wait, until it is in that
 // phase.
-func (a *AdminAPI[H]) RefreshApp(ctx context.Context, slug string, wait appstatus.Phase) (admin.AppView, error) {
+func (a *Backend[H]) RefreshApp(ctx context.Context, slug string, wait appstatus.Phase) (admin.AppView, error) {
 	ar, err := a.app(slug)
 	if err != nil {
 		return admin.AppView{}, err
@@ -110,23 +111,23 @@ func (a *AdminAPI[H]) RefreshApp(ctx context.Context, slug string, wait appstatu
 }
 
 // StartApp starts the app (waking its home) and waits until it is ready.
-func (a *AdminAPI[H]) StartApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
+func (a *Backend[H]) StartApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
 	return a.operate(ctx, slug, budget, a.d.AppObserver.Start)
 }
 
 // StopApp stops the app (suspending its home) and waits until it is
 // stopped.
-func (a *AdminAPI[H]) StopApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
+func (a *Backend[H]) StopApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
 	return a.operate(ctx, slug, budget, a.d.AppObserver.Stop)
 }
 
 // RestartApp stops the app and starts it again.
-func (a *AdminAPI[H]) RestartApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
+func (a *Backend[H]) RestartApp(ctx context.Context, slug string, budget time.Duration) (admin.AppView, error) {
 	return a.operate(ctx, slug, budget, a.d.AppObserver.Restart)
 }
 
 // operate runs one of appstatus.Apps' operations on the app at slug.
-func (a *AdminAPI[H]) operate(ctx context.Context, slug string, budget time.Duration,
+func (a *Backend[H]) operate(ctx context.Context, slug string, budget time.Duration,
 	op func(context.Context, string, time.Duration) (appstatus.Status, error)) (admin.AppView, error) {
 	ar, err := a.app(slug)
 	if err != nil {
@@ -143,7 +144,7 @@ func (a *AdminAPI[H]) operate(ctx context.Context, slug string, budget time.Dura
 // longer shown), with a timeout error when the wait ran out (the view
 // shows the operation phase the app was in), and the error alone when the
 // app was not observed.
-func (a *AdminAPI[H]) appResult(ar ServedApp, st appstatus.Status, err error) (admin.AppView, error) {
+func (a *Backend[H]) appResult(ar control.ServedApp, st appstatus.Status, err error) (admin.AppView, error) {
 	if err == nil {
 		if cur, ok := a.d.AppObserver.Status(ar.App.Slug); ok {
 			st = cur
@@ -164,7 +165,7 @@ func (a *AdminAPI[H]) appResult(ar ServedApp, st appstatus.Status, err error) (a
 }
 
 // ListRoutes returns the route table.
-func (a *AdminAPI[H]) ListRoutes() []admin.RouteView {
+func (a *Backend[H]) ListRoutes() []admin.RouteView {
 	sts := a.d.AppObserver.List()
 	out := make([]admin.RouteView, len(sts))
 	for i, st := range sts {

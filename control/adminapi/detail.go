@@ -1,4 +1,4 @@
-package control
+package adminapi
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // suspendIn is how long until the idle suspend of home h (running, stored
 // as rec): nil when none is due (sessions, not running, or never idle).
-func (a *AdminAPI[H]) suspendIn(h H, rec registry.Home) *float64 {
+func (a *Backend[H]) suspendIn(h H, rec registry.Home) *float64 {
 	s := h.Spec()
 	if rec.Status != registry.StatusRunning || s.IdleTimeout <= 0 {
 		return nil
@@ -30,7 +30,7 @@ func (a *AdminAPI[H]) suspendIn(h H, rec registry.Home) *float64 {
 }
 
 // enrich adds to v what only the answers about one home carry.
-func (a *AdminAPI[H]) enrich(ctx context.Context, h H, rec registry.Home, v *admin.HomeView) {
+func (a *Backend[H]) enrich(ctx context.Context, h H, rec registry.Home, v *admin.HomeView) {
 	s := h.Spec()
 	v.Wakes = a.d.Engine.WakeHistory(s.ID)
 	k := a.d.Sessions.Kinds(s.ID)
@@ -52,7 +52,7 @@ func (a *AdminAPI[H]) enrich(ctx context.Context, h H, rec registry.Home, v *adm
 }
 
 // HomeLog says where an exec home's log is; the relay token is masked.
-func (a *AdminAPI[H]) HomeLog(id string) (admin.LogSource, error) {
+func (a *Backend[H]) HomeLog(id string) (admin.LogSource, error) {
 	h, err := a.home(id)
 	if err != nil {
 		return admin.LogSource{}, err
