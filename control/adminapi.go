@@ -12,6 +12,7 @@ import (
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // The admin API's backend (admin.Backend) is the control plane itself:
@@ -65,10 +66,10 @@ type AdminDeps[H Route] struct {
 type WakeEngine interface {
 	Warm(id string) bool
 	Progress(id string) (phase string, elapsed time.Duration, ok bool)
-	Brief(id string) (wake.Brief, bool)
-	LastWake(id string) *wake.WakeRecord
+	Brief(id string) (wakerecord.Brief, bool)
+	LastWake(id string) *wakerecord.Record
 	LastStop(id string) *wake.WakeStop
-	WakeHistory(id string) []wake.WakeRecord
+	WakeHistory(id string) []wakerecord.Record
 	WakeNow(ctx context.Context, id, cause string) (wake.Awake, error)
 	StartNow(id, cause string) error
 	Suspend(ctx context.Context, id string) error

@@ -31,6 +31,7 @@ import (
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // SessionCounter reports the live sessions of homes on this instance.
@@ -164,7 +165,7 @@ type home struct {
 	flight *flight
 	// status mirrors the stored status for cheap checks (no-wake rules).
 	status registry.Status
-	// version mirrors the stored version (brief.go).
+	// version mirrors the stored version (record.go).
 	version string
 	limiter *rate.Limiter
 	fails   int
@@ -180,10 +181,10 @@ type home struct {
 	lockedHere bool
 	// lastStop is the stop of the home after its last failed wake.
 	lastStop *WakeStop
-	// history is the home's last wakes (history.go).
-	history wakeHistory
+	// history is the home's last wakes (record.go).
+	history wakerecord.History
 	// ended is the last wake that ended on this engine, nil before the
-	// first; a waiting page reads it (View in view.go).
+	// first; a waiting page reads it (View in record.go).
 	ended *wakeEnd
 
 	// waiting counts callers inside EnsureAwake's slow path for this
