@@ -10,6 +10,7 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/wakerecord"
@@ -74,7 +75,7 @@ type WakeEngine interface {
 	StartNow(id, cause string) error
 	Suspend(ctx context.Context, id string) error
 	Roll(ctx context.Context, id string) (registry.Home, error)
-	Refresh(ctx context.Context, id string) (wake.RefreshResult, error)
+	Refresh(ctx context.Context, id string) (refresh.Result, error)
 	Target(ctx context.Context) (registry.Target, error)
 	SetTarget(ctx context.Context, t registry.Target) (registry.Target, error)
 	Events() *events.Bus

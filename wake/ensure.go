@@ -30,6 +30,7 @@ import (
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wakerecord"
 )
@@ -311,7 +312,10 @@ type Engine struct {
 
 	roll roller // rolls onto the target (roll.go)
 
-	adopting adopter // refreshes of adopted homes (refresh_start.go)
+	// refresher refreshes homes from their providers; adopting runs the
+	// refreshes of the homes adopted at start (adopt.go).
+	refresher *refresh.Refresher
+	adopting  *refresh.Queue
 
 	lease leaseClock // this gateway's heartbeat as its lease on the homes it runs (lease.go)
 
@@ -336,6 +340,8 @@ func New(o Options) *Engine {
 	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent), epoch: time.Now(), homes: newHomeSet()}
 	e.roll.e = e
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.refresher = &refresh.Refresher{Homes: refreshHomes{e}, Metrics: o.Metrics, Log: o.Log, Events: o.Events}
+	e.adopting = &refresh.Queue{Ctx: e.ctx, WG: &e.wg, Refresher: e.refresher, Log: o.Log}
 	return e
 }
 
@@ -414,7 +420,7 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 		// A home left running by a previous gateway, or in the middle of a
 		// wake or a roll (it crashed, or could not record the outcome), is
 		// adopted now: by a wake, or by a refresh from its provider's
-		// state (refresh_start.go).
+		// state (adopt.go).
 		e.adopt(h, rec.Status)
 	case registry.StatusSuspending:
 		// A suspend that did not finish (the gateway died, or could not

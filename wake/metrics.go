@@ -26,7 +26,7 @@ type Metrics interface {
 	Rolled(outcome string)
 	// HomeFailed counts a home its provider gave up on.
 	HomeFailed()
-	// Refreshed counts a finished refresh (refresh.go): "changed" (the
+	// Refreshed counts a finished refresh (package refresh): "changed" (the
 	// record or the verdict followed the provider), "unchanged", or
 	// "unknown" (the provider did not say).
 	Refreshed(outcome string)
