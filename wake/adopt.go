@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
@@ -75,7 +76,7 @@ type refreshHeld struct{ *held }
 
 func (l refreshHeld) ID() string            { return l.h.spec.ID }
 func (l refreshHeld) Record() registry.Home { return l.rec }
-func (l refreshHeld) MayRun() bool          { return mayRun(l.rec.Status) }
+func (l refreshHeld) MayRun() bool          { return ownership.MayRun(l.rec.Status) }
 func (l refreshHeld) DropVerdict() bool     { return l.h.warm.Swap(nil) != nil }
 func (l refreshHeld) Touch()                { l.e.o.Sessions.Touch(l.h.spec.ID) }
 
@@ -88,7 +89,7 @@ func (l refreshHeld) Provider() (provider.Provider, provider.Spec, error) {
 }
 
 func (l refreshHeld) RunnerElsewhere(ctx context.Context) (string, error) {
-	return l.e.runnerElsewhere(ctx, l.rec)
+	return l.e.own.RunnerElsewhere(ctx, l.rec)
 }
 
 func (l refreshHeld) Save(ctx context.Context, change func(*registry.Home)) error {

@@ -77,7 +77,7 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 	takenOver, runner := false, ""
 	_, err := registry.UpdateHome(ctx, e.o.Store, registry.Home{ID: id}, e.o.Instance, func(rec *registry.Home) {
 		takenOver, runner = false, ""
-		if e.notRunner(*rec) {
+		if e.own.NotRunner(*rec) {
 			// Another gateway took the home over, or stopped it (this
 			// one's heartbeat ran out): what its process does is that
 			// gateway's to record.
@@ -100,7 +100,7 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		// The process this gateway's provider just restarted is a copy:
 		// the home is another gateway's now. It goes, and this gateway's
 		// provider lets the home be.
-		e.lease.fencedStops.Add(1)
+		e.own.Lease.FencedStops.Add(1)
 		e.o.Log.Warn("fleet: the home was taken over by another gateway; stopping the copy restarted here",
 			"home", id, "runner", runner)
 		if prov, ok := e.o.Providers[h.spec.Provider]; ok {

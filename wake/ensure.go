@@ -5,11 +5,14 @@
 // DESIGN rules that live here: 1-2 and 4-7 (one wake per home, warm
 // verdicts, what a wake records, the hold; rule 3, readiness through the
 // real path, and 36 live in package probe, which a wake runs), 8-10
-// (rolls, rollback and the brake), 16 (one lifecycle operation per home), the
-// engine's side of 18 (a home the provider gave up on) and of 28 (one
-// runner per machine-local home in a fleet, owner.go; the heal of a store
-// that lost its data, reseed.go). The app status ladder (11-13) lives in
-// package appstatus, which asks the engine through a small interface.
+// (rolls, rollback and the brake), 16 (one lifecycle operation per home),
+// the engine's side of 18 (a home the provider gave up on, changed.go) and
+// of 28 (the wake that forwards to a home's runner and the stop asked of
+// it, owner.go; who runs a home, the lease of rule 32 and the heal of a
+// store that lost its data live in package ownership). The app status
+// ladder (11-13) lives in package appstatus, which asks the engine through
+// a small interface; a refresh from the provider in package refresh, and
+// what is told of past and current wakes in package wakerecord.
 package wake
 
 import (
@@ -28,6 +31,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/refresh"
@@ -101,11 +105,13 @@ type Options struct {
 	// return at once.
 	OnMissing func(id string)
 	// Machine names the machine this gateway runs on (host name and
-	// boot), recorded with the homes it runs (owner.go). "" when unknown.
+	// boot), recorded with the homes it runs (package ownership). "" when
+	// unknown.
 	Machine string
 	// Peers is the rest of the fleet, for the ownership of homes whose
-	// process lives on one machine (owner.go). Nil: a gateway alone.
-	Peers Peers
+	// process lives on one machine (package ownership). Nil: a gateway
+	// alone.
+	Peers ownership.Peers
 	// ProgressEvery is how often a wake that is still running logs one
 	// progress line (phase, elapsed time, the probe's last answer). Zero:
 	// 5s; negative: never.
@@ -317,7 +323,10 @@ type Engine struct {
 	refresher *refresh.Refresher
 	adopting  *refresh.Queue
 
-	lease leaseClock // this gateway's heartbeat as its lease on the homes it runs (lease.go)
+	// own answers the fleet's ownership questions of machine-local homes,
+	// and keeps this gateway's heartbeat as its lease on the homes it runs
+	// (package ownership; owner.go).
+	own *ownership.Owner
 
 	// appPaths, when set, names the health paths of the apps inside a
 	// home, which an auto probe of the home also tries (UseAppPaths).
@@ -339,6 +348,8 @@ func New(o Options) *Engine {
 	}
 	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent), epoch: time.Now(), homes: newHomeSet()}
 	e.roll.e = e
+	e.own = &ownership.Owner{Peers: o.Peers, Providers: o.Providers, Store: o.Store, Instance: o.Instance,
+		Machine: o.Machine, Log: o.Log}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.refresher = &refresh.Refresher{Homes: refreshHomes{e}, Metrics: o.Metrics, Log: o.Log, Events: o.Events}
 	e.adopting = &refresh.Queue{Ctx: e.ctx, WG: &e.wg, Refresher: e.refresher, Log: o.Log}
@@ -411,7 +422,7 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 	// needs none (the idle loop looks at running homes only, and a wake
 	// starts the clock), so a gateway of many sleeping homes keeps no
 	// session counter for each.
-	if mayRun(rec.Status) {
+	if ownership.MayRun(rec.Status) {
 		e.o.Sessions.Touch(s.ID)
 	}
 	e.homes.put(h)

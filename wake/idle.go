@@ -9,6 +9,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -202,7 +203,7 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			if err := e.fleetBusy(ctx, id); err != nil {
 				return err
 			}
-			if !mayRun(l.rec.Status) {
+			if !ownership.MayRun(l.rec.Status) {
 				return nil // nothing runs: already suspended, asleep or failed
 			}
 			// The fleet's handshake: the record says stopping, and no
@@ -223,21 +224,6 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			e.o.Events.Publish(events.Event{Type: EventSuspend, Home: id, Reason: s.how, TotalMS: ms(time.Since(start))})
 			return nil
 		}})
-}
-
-// mayRun reports whether a home whose record, read under its lifecycle
-// lock, has status st may have a process running. Besides running, a
-// status of an operation in progress (waking, restoring, suspending) read
-// under the lock means the operation that wrote it ended without recording
-// its outcome (a failed store write, a crash): the home may run, and a
-// suspend stops it rather than answer that it did what it did not.
-func mayRun(st registry.Status) bool {
-	switch st {
-	case registry.StatusRunning, registry.StatusWaking, registry.StatusRestoring,
-		registry.StatusSuspending, registry.StatusUnknown:
-		return true
-	}
-	return false
 }
 
 func (e *Engine) setStatus(h *home, s registry.Status) {

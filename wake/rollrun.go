@@ -212,7 +212,7 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 	}
 	if err := w.save(ctx, func(h *registry.Home) {
 		h.Endpoint, h.ProviderRef = res.Endpoint, res.Ref
-		w.e.setRunner(h)
+		w.e.own.SetRunner(h)
 	}); err != nil {
 		return nil, err
 	}
