@@ -57,15 +57,9 @@ type refreshHomes struct{ e *Engine }
 // home is in flight: that wake records what it finds.
 func (r refreshHomes) Hold(ctx context.Context, id string, fn func(context.Context, refresh.Held) error) error {
 	e := r.e
-	h := e.home(id)
-	if h == nil {
-		return errHomeNotFound(id)
-	}
-	h.mu.Lock()
-	waking := h.flight != nil
-	h.mu.Unlock()
-	if waking {
-		return errBusy(fmt.Errorf("refresh %s: a wake of the home is in progress; it records what it finds", id))
+	h, err := e.notWaking(id, "refresh %s: a wake of the home is in progress; it records what it finds")
+	if err != nil {
+		return err
 	}
 	return e.runLocked(ctx, h, lifecycleOp{name: "refresh", lease: refresh.Lease, detach: refresh.Timeout,
 		run: func(ctx context.Context, l *held) error { return fn(ctx, refreshHeld{l}) }})

@@ -174,21 +174,32 @@ func (e *Engine) idle(h *home) bool {
 	return !since.IsZero() && time.Since(since) >= h.spec.IdleTimeout
 }
 
+// notWaking returns home id for an operation that a wake in flight
+// settles itself: fault.NotFound for an unknown home, fault.Busy, with
+// busy (a format of the home's id), while a wake of it is in flight.
+func (e *Engine) notWaking(id, busy string) (*home, error) {
+	h := e.home(id)
+	if h == nil {
+		return nil, errHomeNotFound(id)
+	}
+	h.mu.Lock()
+	waking := h.flight != nil
+	h.mu.Unlock()
+	if waking {
+		return nil, errBusy(fmt.Errorf(busy, id))
+	}
+	return h, nil
+}
+
 // Suspend suspends home id (or stops it where the provider cannot suspend)
 // unless it has sessions (fault.Busy). It holds the home's lifecycle lock
 // throughout, and once the lock is held it runs to its end even if ctx
 // ends; a request that arrives meanwhile waits for the lock and wakes the
 // home again.
 func (e *Engine) Suspend(ctx context.Context, id string) error {
-	h := e.home(id)
-	if h == nil {
-		return errHomeNotFound(id)
-	}
-	h.mu.Lock()
-	waking := h.flight != nil
-	h.mu.Unlock()
-	if waking {
-		return errBusy(fmt.Errorf("suspend %s: a wake of the home is in progress; suspend it once the wake is done", id))
+	h, err := e.notWaking(id, "suspend %s: a wake of the home is in progress; suspend it once the wake is done")
+	if err != nil {
+		return err
 	}
 	return e.runLocked(ctx, h, lifecycleOp{name: "suspend", lease: suspendLease, detach: suspendTimeout,
 		run: func(ctx context.Context, l *held) error {
