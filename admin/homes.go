@@ -13,7 +13,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // HomeView is a home as the admin API shows it: no secrets.
@@ -78,12 +78,12 @@ type HomeView struct {
 	SuspendInS *float64 `json:"suspend_in_s,omitempty"`
 	// LastWake is the last wake that finished on this instance, with its
 	// phase timings; omitted when none did since the gateway started.
-	LastWake *wake.WakeRecord `json:"last_wake,omitempty"`
+	LastWake *wakerecord.Record `json:"last_wake,omitempty"`
 
 	// The fields below are only in the answers about one home (detail.go).
 
 	// Wakes are the home's last wakes on this instance, newest first.
-	Wakes []wake.WakeRecord `json:"wakes,omitempty"`
+	Wakes []wakerecord.Record `json:"wakes,omitempty"`
 	// SessionKinds are its live sessions here by kind.
 	SessionKinds *SessionKinds `json:"session_kinds,omitempty"`
 	// VerdictAgeS is how many seconds ago the home was last proven ready.

@@ -5,15 +5,15 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/refresh"
 )
 
 // RefreshView is the answer of POST /admin/homes/{id}/refresh: what the
 // refresh found (the provider's state) and changed, and the home as it is
 // afterwards.
 type RefreshView struct {
-	Refresh wake.RefreshResult `json:"refresh"`
-	Home    HomeView           `json:"home"`
+	Refresh refresh.Result `json:"refresh"`
+	Home    HomeView       `json:"home"`
 }
 
 // refreshHome asks the home's provider for its state and makes the record

@@ -11,7 +11,7 @@ import (
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // printHomeDetail prints one home for people: its state, sessions, roll
@@ -82,7 +82,7 @@ func printHomeDetail(w io.Writer, body []byte) error {
 }
 
 // printWakes prints wakes, newest first, with their phase timings.
-func printWakes(w io.Writer, wakes []wake.WakeRecord) {
+func printWakes(w io.Writer, wakes []wakerecord.Record) {
 	if len(wakes) == 0 {
 		fmt.Fprintln(w, "\nNo wake finished here since the gateway started.")
 		return

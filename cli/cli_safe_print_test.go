@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/admin"
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // hostile is text a home controls, full of terminal controls.
@@ -19,7 +19,7 @@ const hostile = "\x1b]0;OWNED\a\x1b[31m\u202e\u009b\r"
 func TestPrintersEscapeHomeText(t *testing.T) {
 	h := admin.HomeView{ID: "h1", Target: hostile, Status: "failed", Reason: hostile + "\nlast line", Version: hostile,
 		Verdict: hostile, Provider: hostile}
-	h.Wakes = []wake.WakeRecord{{Cause: hostile, Outcome: hostile, Error: hostile}}
+	h.Wakes = []wakerecord.Record{{Cause: hostile, Outcome: hostile, Error: hostile}}
 	h.LastWake = &h.Wakes[0]
 	a := admin.AppView{Slug: "a", Kind: hostile, Phase: hostile, Reason: hostile, Message: hostile, Hint: hostile}
 	var out bytes.Buffer

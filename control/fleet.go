@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/events"
+	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // FleetStore is a shared store with the fleet capability (registry.Fleet):
@@ -113,7 +113,7 @@ func (f *Fleet[H]) Attach(e FleetEngine, reg *Registrar[H]) {
 
 // Peers are the fleet's live gateways and the runners of its homes, for
 // the engine (wake.Options.Peers).
-func (f *Fleet[H]) Peers() wake.Peers { return &f.peers }
+func (f *Fleet[H]) Peers() ownership.Peers { return &f.peers }
 
 // Reports lists the live gateways of the fleet from their session reports
 // (the heartbeat).

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // The fleet's side of the ownership of machine-local homes (wake/owner.go):
@@ -29,7 +29,7 @@ const peersLiveFor = 500 * time.Millisecond
 // to bound the wait for a runner's answer.
 const peerStopSlack = 5 * time.Second
 
-// fleetPeers implements wake.Peers over the fleet's store.
+// fleetPeers implements ownership.Peers over the fleet's store.
 type fleetPeers struct {
 	f        registry.Fleet
 	instance string
@@ -149,4 +149,4 @@ func (f *Fleet[H]) Release(ids []string) {
 	f.engine.Release(ctx, ids)
 }
 
-var _ wake.Peers = (*fleetPeers)(nil)
+var _ ownership.Peers = (*fleetPeers)(nil)

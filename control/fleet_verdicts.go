@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/events"
+	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -55,7 +56,7 @@ func (f *Fleet[H]) shareVerdicts(ctx context.Context) {
 		case id = <-f.drops:
 		case ev := <-events:
 			switch ev.Type {
-			case wake.EventSuspend, wake.EventHomeFailed, wake.EventRollStart, wake.EventRefresh:
+			case wake.EventSuspend, wake.EventHomeFailed, wake.EventRollStart, refresh.Event:
 				id = ev.Home
 			default:
 				continue

@@ -10,7 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/refresh"
 )
 
 // TestAdminRefresh: POST /admin/homes/{id}/refresh on a real gateway. The
@@ -58,7 +58,7 @@ func TestAdminRefresh(t *testing.T) {
 	})
 	r := v.Refresh
 	if r.Home != "demo" || r.Before != "running" || r.Provider != "suspended" || r.After != "suspended" ||
-		!slices.Contains(r.Changed, wake.ChangedVerdict) || !slices.Contains(r.Changed, wake.ChangedStatus) || r.Message == "" {
+		!slices.Contains(r.Changed, refresh.ChangedVerdict) || !slices.Contains(r.Changed, refresh.ChangedStatus) || r.Message == "" {
 		t.Errorf("refresh %+v, want running -> suspended with the verdict dropped", r)
 	}
 	if v.Home.ID != "demo" || v.Home.Status != "suspended" || v.Home.Warm || hdr.Get("ETag") == "" {

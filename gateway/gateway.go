@@ -37,6 +37,7 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/h1serve"
+	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -235,7 +236,7 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		return err
 	}
 	pc := cfg.Wake.Probe
-	var peers wake.Peers
+	var peers ownership.Peers
 	var onMissing func(string)
 	if g.fleet != nil {
 		peers, onMissing = g.fleet.Peers(), g.fleet.Kick

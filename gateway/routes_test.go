@@ -9,6 +9,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // routesDemoHome runs a demo home for target on addr, outside any
@@ -143,7 +144,7 @@ homes:
 `, dead, dead))
 	for _, ua := range []string{"UptimeRobot/2.0", routesBrowser} {
 		code, out := routesWakeStatus(t, gw, "demo", ua)
-		if code != http.StatusOK || out["phase"] != wake.ViewAsleep || out["ready"] != false {
+		if code != http.StatusOK || out["phase"] != wakerecord.Asleep || out["ready"] != false {
 			t.Fatalf("%s's poll of a sleeping home: %d %v; want 200 asleep", ua, code, out)
 		}
 	}
@@ -166,12 +167,12 @@ homes:
 			t.Fatalf("navigation to %s: %d %s; want the waiting page", id, res.StatusCode, body)
 		}
 	}
-	if code, out := routesWakeStatus(t, gw, "b", routesBrowser); code != http.StatusOK || out["phase"] != wake.ViewQueued {
+	if code, out := routesWakeStatus(t, gw, "b", routesBrowser); code != http.StatusOK || out["phase"] != wakerecord.Queued {
 		t.Fatalf("b's poll under the cap while a wakes: %d %v; want phase queued", code, out)
 	}
 	testbin.Eventually(t, "a's wake to fail", func() bool {
 		_, out := routesWakeStatus(t, gw, "a", routesBrowser)
-		return out["phase"] == wake.ViewFailed
+		return out["phase"] == wakerecord.Failed
 	})
 	starts := routesWakeStarts(gw, "a")
 	for range 3 {

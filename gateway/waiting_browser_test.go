@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // wtRecorder runs in every document the browser loads: it records in
@@ -105,8 +105,8 @@ func TestWaitingPageBrowserBoot(t *testing.T) {
 	if loc != url {
 		t.Errorf("landed on %s; want %s", loc, url)
 	}
-	if len(seen) < 2 || !strings.HasPrefix(seen[0], "page:") || seen[len(seen)-1] != wake.ViewReady ||
-		!slices.Contains(seen, wake.ViewProbing) && seen[0] != "page:"+wake.ViewProbing {
+	if len(seen) < 2 || !strings.HasPrefix(seen[0], "page:") || seen[len(seen)-1] != wakerecord.Ready ||
+		!slices.Contains(seen, wakerecord.Probing) && seen[0] != "page:"+wakerecord.Probing {
 		t.Errorf("phases seen %v; want the waiting page, probing, then ready", seen)
 	}
 	if !marks["progressbar"] || !marks["live"] || !marks["reducedMotion"] {
@@ -188,7 +188,7 @@ func TestWaitingPageBrowserCrash(t *testing.T) {
 	if id == "" || !strings.Contains(gw.logs.String(), "request_id="+id+" cause=") {
 		t.Errorf("request id %q is not the one under which the log has the cause", id)
 	}
-	if len(seen) == 0 || seen[len(seen)-1] != wake.ViewFailed {
+	if len(seen) == 0 || seen[len(seen)-1] != wakerecord.Failed {
 		t.Errorf("phases seen %v; want failed last", seen)
 	}
 	// The stream ended with the failure: its access line is written when

@@ -15,7 +15,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/httpprov"
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // TestWaitingStreamShowsStarting: while the provider's wake call runs (a
@@ -89,12 +89,12 @@ homes:
 		done <- res.StatusCode
 	}()
 	testbin.Eventually(t, "the control plane to hold the wake", woke.Load)
-	if v, _ := gw.g.Engine().View("held"); v.Phase != wake.ViewStarting {
+	if v, _ := gw.g.Engine().View("held"); v.Phase != wakerecord.Starting {
 		t.Fatalf("phase while the provider's wake call runs: %q, want starting", v.Phase)
 	}
 	// The public stream says the same: its first report is starting.
 	first := wtFirstPhase(t, gw, "held")
-	if first != wake.ViewStarting {
+	if first != wakerecord.Starting {
 		t.Fatalf("the status stream's first phase: %q, want starting", first)
 	}
 	close(release)
@@ -102,7 +102,7 @@ homes:
 		t.Fatalf("the held caller: %d, want 200 once the control plane answered", code)
 	}
 	events, _ := wtEvents(t, gw, "held")
-	if last := events[len(events)-1]; last["phase"] != wake.ViewReady {
+	if last := events[len(events)-1]; last["phase"] != wakerecord.Ready {
 		t.Fatalf("the stream after the wake: %v, want ready", events)
 	}
 }

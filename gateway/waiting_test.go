@@ -18,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // wtCrashMark is what the crashing home writes before it exits: an
@@ -153,7 +154,7 @@ func TestWaitingStreamPhases(t *testing.T) {
 			last := events[len(events)-1]
 			switch target {
 			case "slow":
-				if !slices.Contains(phases, wake.ViewProbing) || last["phase"] != wake.ViewReady || last["ready"] != true {
+				if !slices.Contains(phases, wakerecord.Probing) || last["phase"] != wakerecord.Ready || last["ready"] != true {
 					t.Fatalf("phases %v; want probing, then ready", phases)
 				}
 				if !strings.Contains(string(body), "Alice&#39;s &lt;notebook&gt;") || strings.Contains(string(body), "<notebook>") {
@@ -161,7 +162,7 @@ func TestWaitingStreamPhases(t *testing.T) {
 				}
 			case "crash":
 				id, _ := last["request_id"].(string)
-				if last["phase"] != wake.ViewFailed || last["code"] != wake.CodeHomeFailed || last["error"] == "" || id == "" {
+				if last["phase"] != wakerecord.Failed || last["code"] != wake.CodeHomeFailed || last["error"] == "" || id == "" {
 					t.Fatalf("last report %v; want failed, home_failed, a sentence and a request id", last)
 				}
 				// The operator finds the cause under the request id shown.
@@ -180,7 +181,7 @@ func TestWaitingStreamPhases(t *testing.T) {
 	}
 	// Watching a failed home again starts no wake.
 	for range 3 {
-		if events, _ := wtEvents(t, gw, "crash"); len(events) != 1 || events[0]["phase"] != wake.ViewFailed {
+		if events, _ := wtEvents(t, gw, "crash"); len(events) != 1 || events[0]["phase"] != wakerecord.Failed {
 			t.Fatalf("stream of the failed home: %v", events)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // The request path asks the engine, the app observer, the session count
@@ -43,7 +44,7 @@ type Engine interface {
 	// HomeState returns what the store and the engine know of home id.
 	HomeState(ctx context.Context, id string) (wake.HomeState, error)
 	// View is where the wake of home id stands.
-	View(id string) (wake.WakeView, bool)
+	View(id string) (wakerecord.View, bool)
 	// ExpectedWake is how long a wake of home id is expected to take.
 	ExpectedWake(id string) time.Duration
 	// Ready takes home id's ready signal if token is its relay token.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // The waiting page's status stream and the pieces of its public status
@@ -55,22 +55,22 @@ type WaitSource interface {
 	Changed() (home, app <-chan struct{})
 	// View is where the wake stands; refresh asks for a fresh
 	// observation of an app whose home is ready (it never wakes a home).
-	View(ctx context.Context, refresh bool) wake.WakeView
+	View(ctx context.Context, refresh bool) wakerecord.View
 	// Report is v as the public may see it; a failure's cause goes to
 	// the log with r's request id.
-	Report(r *http.Request, v wake.WakeView) WaitReport
+	Report(r *http.Request, v wakerecord.View) WaitReport
 }
 
 // PhaseText is a phase as the page says it before its script runs.
 func PhaseText(phase string) string {
 	switch phase {
-	case wake.ViewQueued:
+	case wakerecord.Queued:
 		return "Waiting for a free slot…"
-	case wake.ViewProbing:
+	case wakerecord.Probing:
 		return "Checking that it answers…"
-	case wake.ViewReady, wake.ViewAsleep:
+	case wakerecord.Ready, wakerecord.Asleep:
 		return "Opening…"
-	case wake.ViewFailed:
+	case wakerecord.Failed:
 		return "The start failed."
 	}
 	return "Starting…"
@@ -93,7 +93,7 @@ func LocalPath(p string) bool {
 
 // terminalPhase reports whether a status stream ends after phase.
 func terminalPhase(phase string) bool {
-	return phase == wake.ViewReady || phase == wake.ViewFailed || phase == wake.ViewAsleep
+	return phase == wakerecord.Ready || phase == wakerecord.Failed || phase == wakerecord.Asleep
 }
 
 // StreamWake serves src's status as Server-Sent Events: an event "phase"

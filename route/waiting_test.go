@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // phases is a WaitSource that steps through a list of phases, one per
@@ -28,14 +28,14 @@ func (p *phases) Changed() (home, app <-chan struct{}) {
 	return p.next, nil
 }
 
-func (p *phases) View(context.Context, bool) wake.WakeView {
+func (p *phases) View(context.Context, bool) wakerecord.View {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return wake.WakeView{Phase: p.list[p.at]}
+	return wakerecord.View{Phase: p.list[p.at]}
 }
 
-func (p *phases) Report(_ *http.Request, v wake.WakeView) WaitReport {
-	return WaitReport{Phase: v.Phase, Ready: v.Phase == wake.ViewReady}
+func (p *phases) Report(_ *http.Request, v wakerecord.View) WaitReport {
+	return WaitReport{Phase: v.Phase, Ready: v.Phase == wakerecord.Ready}
 }
 
 // step moves to the next phase and signals the change.
@@ -70,7 +70,7 @@ func openStream(t *testing.T, src *phases, drain <-chan struct{}) (context.Conte
 // TestStreamWakeEndsAtReady reads a real status stream over loopback:
 // one event per phase, in order, and the stream ends after ready.
 func TestStreamWakeEndsAtReady(t *testing.T) {
-	src := &phases{list: []string{wake.ViewStarting, wake.ViewProbing, wake.ViewReady}, next: make(chan struct{})}
+	src := &phases{list: []string{wakerecord.Starting, wakerecord.Probing, wakerecord.Ready}, next: make(chan struct{})}
 	ctx, res := openStream(t, src, nil)
 	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("content type %q", ct)
@@ -98,7 +98,7 @@ func TestStreamWakeEndsAtReady(t *testing.T) {
 
 // TestStreamWakeEndsAtDrain ends a stream that waits when drain closes.
 func TestStreamWakeEndsAtDrain(t *testing.T) {
-	src := &phases{list: []string{wake.ViewStarting}, next: make(chan struct{})}
+	src := &phases{list: []string{wakerecord.Starting}, next: make(chan struct{})}
 	drain := make(chan struct{})
 	ctx, res := openStream(t, src, drain)
 	sc := bufio.NewScanner(res.Body)

@@ -14,7 +14,7 @@ import (
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 	"github.com/wakegate/wakegate/web"
 )
 
@@ -97,7 +97,7 @@ func (p *Path) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *p
 		return
 	}
 	v := p.waitView(r.Context(), s, false)
-	if waited := time.Since(since); v.Phase != wake.ViewFailed && waited > v.Elapsed {
+	if waited := time.Since(since); v.Phase != wakerecord.Failed && waited > v.Elapsed {
 		v.Elapsed = waited
 	}
 	p.renderWaiting(w, r, s, v, r.URL.RequestURI())
@@ -105,7 +105,7 @@ func (p *Path) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *p
 
 // renderWaiting writes the waiting page of s in state v; retry is the
 // page's own URL (a local path).
-func (p *Path) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSubject, v wake.WakeView, retry string) {
+func (p *Path) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSubject, v wakerecord.View, retry string) {
 	retryAfter := p.conf().RetryAfter
 	d := web.Waiting{Name: p.displayName(s), Phase: v.Phase, PhaseText: PhaseText(v.Phase),
 		StatusURL: s.statusURL(), RetryURL: retry, RequestID: r.Header.Get("X-Request-Id"),
@@ -113,7 +113,7 @@ func (p *Path) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSubje
 		Nonce: web.NewNonce()}
 	d.RefreshURL = d.StatusURL + "?to=" + url.QueryEscape(retry)
 	status := http.StatusServiceUnavailable
-	if v.Phase == wake.ViewFailed {
+	if v.Phase == wakerecord.Failed {
 		c := p.classify(r, v.Err) // the cause goes to the log, with the request id
 		d.Code, d.Message, status = c.Code, c.Message, c.Status
 		if c.RetryAfter > 0 {
@@ -173,22 +173,22 @@ func (p *Path) expectedWake(ctx context.Context, s waitSubject) time.Duration {
 // is published, failed when its phase is failed or stopped. refresh asks
 // for a fresh observation of an app whose home is ready (it never wakes
 // the home).
-func (p *Path) waitView(ctx context.Context, s waitSubject, refresh bool) wake.WakeView {
+func (p *Path) waitView(ctx context.Context, s waitSubject, refresh bool) wakerecord.View {
 	if s.app == nil {
 		v, ok := p.engine.View(s.homeID(p))
 		if !ok {
-			return wake.WakeView{Phase: wake.ViewAsleep}
+			return wakerecord.View{Phase: wakerecord.Asleep}
 		}
 		return v
 	}
 	app, slug := s.app, s.app.cfg.Slug
 	if p.published(app) {
-		return wake.WakeView{Phase: wake.ViewReady}
+		return wakerecord.View{Phase: wakerecord.Ready}
 	}
-	var v wake.WakeView
+	var v wakerecord.View
 	if id := s.homeID(p); id != "" {
 		var ok bool
-		if v, ok = p.engine.View(id); ok && v.Phase != wake.ViewReady {
+		if v, ok = p.engine.View(id); ok && v.Phase != wakerecord.Ready {
 			return v
 		}
 	}
@@ -197,24 +197,24 @@ func (p *Path) waitView(ctx context.Context, s waitSubject, refresh bool) wake.W
 		_, _ = p.observer.Refresh(rctx, slug, "")
 		cancel()
 		if p.published(app) {
-			return wake.WakeView{Phase: wake.ViewReady}
+			return wakerecord.View{Phase: wakerecord.Ready}
 		}
 	}
 	st, _ := p.observer.Status(slug)
 	if st.Phase == appstatus.PhaseFailed || st.Phase == appstatus.PhaseStopped {
-		return wake.WakeView{Phase: wake.ViewFailed, Err: appNotReady(st, p.conf().RetryAfter)}
+		return wakerecord.View{Phase: wakerecord.Failed, Err: appNotReady(st, p.conf().RetryAfter)}
 	}
-	return wake.WakeView{Phase: wake.ViewProbing, Elapsed: v.Elapsed}
+	return wakerecord.View{Phase: wakerecord.Probing, Elapsed: v.Elapsed}
 }
 
 // report is v as the public may see it; a failure's cause goes to the log
 // with r's request id.
-func (p *Path) report(r *http.Request, v wake.WakeView) WaitReport {
+func (p *Path) report(r *http.Request, v wakerecord.View) WaitReport {
 	rep := WaitReport{Phase: v.Phase, ElapsedMS: v.Elapsed.Milliseconds()}
 	switch v.Phase {
-	case wake.ViewReady:
+	case wakerecord.Ready:
 		rep.Ready, rep.ElapsedMS = true, 0
-	case wake.ViewFailed:
+	case wakerecord.Failed:
 		c := p.classify(r, v.Err)
 		rep.Code, rep.Error, rep.RequestID = c.Code, c.Message, r.Header.Get("X-Request-Id")
 	}
@@ -259,7 +259,7 @@ func (p *Path) refreshWaiting(w http.ResponseWriter, r *http.Request, s waitSubj
 		to = s.root()
 	}
 	v := p.waitView(r.Context(), s, true)
-	if v.Phase == wake.ViewReady || v.Phase == wake.ViewAsleep {
+	if v.Phase == wakerecord.Ready || v.Phase == wakerecord.Asleep {
 		w.Header().Set("Cache-Control", "no-store")
 		http.Redirect(w, r, to, http.StatusSeeOther)
 		return
@@ -286,11 +286,11 @@ func (ww waitWatch) Changed() (home, app <-chan struct{}) {
 }
 
 // View is where s's wake stands.
-func (ww waitWatch) View(ctx context.Context, refresh bool) wake.WakeView {
+func (ww waitWatch) View(ctx context.Context, refresh bool) wakerecord.View {
 	return ww.p.waitView(ctx, ww.s, refresh)
 }
 
 // Report is v as the public may see it.
-func (ww waitWatch) Report(r *http.Request, v wake.WakeView) WaitReport {
+func (ww waitWatch) Report(r *http.Request, v wakerecord.View) WaitReport {
 	return ww.p.report(r, v)
 }

@@ -5,11 +5,14 @@
 // DESIGN rules that live here: 1-2 and 4-7 (one wake per home, warm
 // verdicts, what a wake records, the hold; rule 3, readiness through the
 // real path, and 36 live in package probe, which a wake runs), 8-10
-// (rolls, rollback and the brake), 16 (one lifecycle operation per home), the
-// engine's side of 18 (a home the provider gave up on) and of 28 (one
-// runner per machine-local home in a fleet, owner.go; the heal of a store
-// that lost its data, reseed.go). The app status ladder (11-13) lives in
-// package appstatus, which asks the engine through a small interface.
+// (rolls, rollback and the brake), 16 (one lifecycle operation per home),
+// the engine's side of 18 (a home the provider gave up on, changed.go) and
+// of 28 (the wake that forwards to a home's runner and the stop asked of
+// it, owner.go; who runs a home, the lease of rule 32 and the heal of a
+// store that lost its data live in package ownership). The app status
+// ladder (11-13) lives in package appstatus, which asks the engine through
+// a small interface; a refresh from the provider in package refresh, and
+// what is told of past and current wakes in package wakerecord.
 package wake
 
 import (
@@ -28,9 +31,12 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // SessionCounter reports the live sessions of homes on this instance.
@@ -99,11 +105,13 @@ type Options struct {
 	// return at once.
 	OnMissing func(id string)
 	// Machine names the machine this gateway runs on (host name and
-	// boot), recorded with the homes it runs (owner.go). "" when unknown.
+	// boot), recorded with the homes it runs (package ownership). "" when
+	// unknown.
 	Machine string
 	// Peers is the rest of the fleet, for the ownership of homes whose
-	// process lives on one machine (owner.go). Nil: a gateway alone.
-	Peers Peers
+	// process lives on one machine (package ownership). Nil: a gateway
+	// alone.
+	Peers ownership.Peers
 	// ProgressEvery is how often a wake that is still running logs one
 	// progress line (phase, elapsed time, the probe's last answer). Zero:
 	// 5s; negative: never.
@@ -164,7 +172,7 @@ type home struct {
 	flight *flight
 	// status mirrors the stored status for cheap checks (no-wake rules).
 	status registry.Status
-	// version mirrors the stored version (brief.go).
+	// version mirrors the stored version (record.go).
 	version string
 	limiter *rate.Limiter
 	fails   int
@@ -180,10 +188,10 @@ type home struct {
 	lockedHere bool
 	// lastStop is the stop of the home after its last failed wake.
 	lastStop *WakeStop
-	// history is the home's last wakes (history.go).
-	history wakeHistory
+	// history is the home's last wakes (record.go).
+	history wakerecord.History
 	// ended is the last wake that ended on this engine, nil before the
-	// first; a waiting page reads it (View in view.go).
+	// first; a waiting page reads it (View in record.go).
 	ended *wakeEnd
 
 	// waiting counts callers inside EnsureAwake's slow path for this
@@ -310,9 +318,15 @@ type Engine struct {
 
 	roll roller // rolls onto the target (roll.go)
 
-	adopting adopter // refreshes of adopted homes (refresh_start.go)
+	// refresher refreshes homes from their providers; adopting runs the
+	// refreshes of the homes adopted at start (adopt.go).
+	refresher *refresh.Refresher
+	adopting  *refresh.Queue
 
-	lease leaseClock // this gateway's heartbeat as its lease on the homes it runs (lease.go)
+	// own answers the fleet's ownership questions of machine-local homes,
+	// and keeps this gateway's heartbeat as its lease on the homes it runs
+	// (package ownership; owner.go).
+	own *ownership.Owner
 
 	// appPaths, when set, names the health paths of the apps inside a
 	// home, which an auto probe of the home also tries (UseAppPaths).
@@ -334,7 +348,11 @@ func New(o Options) *Engine {
 	}
 	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent), epoch: time.Now(), homes: newHomeSet()}
 	e.roll.e = e
+	e.own = &ownership.Owner{Peers: o.Peers, Providers: o.Providers, Store: o.Store, Instance: o.Instance,
+		Machine: o.Machine, Log: o.Log}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.refresher = &refresh.Refresher{Homes: refreshHomes{e}, Metrics: o.Metrics, Log: o.Log, Events: o.Events}
+	e.adopting = &refresh.Queue{Ctx: e.ctx, WG: &e.wg, Refresher: e.refresher, Log: o.Log}
 	return e
 }
 
@@ -404,7 +422,7 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 	// needs none (the idle loop looks at running homes only, and a wake
 	// starts the clock), so a gateway of many sleeping homes keeps no
 	// session counter for each.
-	if mayRun(rec.Status) {
+	if ownership.MayRun(rec.Status) {
 		e.o.Sessions.Touch(s.ID)
 	}
 	e.homes.put(h)
@@ -413,7 +431,7 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 		// A home left running by a previous gateway, or in the middle of a
 		// wake or a roll (it crashed, or could not record the outcome), is
 		// adopted now: by a wake, or by a refresh from its provider's
-		// state (refresh_start.go).
+		// state (adopt.go).
 		e.adopt(h, rec.Status)
 	case registry.StatusSuspending:
 		// A suspend that did not finish (the gateway died, or could not

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // A watcher that looks at a home's View only when Bus.Changed fires sees
@@ -24,7 +24,7 @@ func TestViewChangesWakeWatchers(t *testing.T) {
 		done <- err
 	}()
 	deadline := time.After(30 * time.Second)
-	for v.Phase != wake.ViewReady && v.Phase != wake.ViewFailed {
+	for v.Phase != wakerecord.Ready && v.Phase != wakerecord.Failed {
 		select {
 		case <-ch:
 		case <-deadline:
@@ -39,7 +39,7 @@ func TestViewChangesWakeWatchers(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if seen[0] != wake.ViewAsleep || seen[len(seen)-1] != wake.ViewReady || !slices.Contains(seen, wake.ViewProbing) {
+	if seen[0] != wakerecord.Asleep || seen[len(seen)-1] != wakerecord.Ready || !slices.Contains(seen, wakerecord.Probing) {
 		t.Fatalf("phases seen by the watcher: %v, want asleep, …, probing, ready", seen)
 	}
 }

@@ -7,11 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
-	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -176,21 +174,32 @@ func (e *Engine) idle(h *home) bool {
 	return !since.IsZero() && time.Since(since) >= h.spec.IdleTimeout
 }
 
+// notWaking returns home id for an operation that a wake in flight
+// settles itself: fault.NotFound for an unknown home, fault.Busy, with
+// busy (a format of the home's id), while a wake of it is in flight.
+func (e *Engine) notWaking(id, busy string) (*home, error) {
+	h := e.home(id)
+	if h == nil {
+		return nil, errHomeNotFound(id)
+	}
+	h.mu.Lock()
+	waking := h.flight != nil
+	h.mu.Unlock()
+	if waking {
+		return nil, errBusy(fmt.Errorf(busy, id))
+	}
+	return h, nil
+}
+
 // Suspend suspends home id (or stops it where the provider cannot suspend)
 // unless it has sessions (fault.Busy). It holds the home's lifecycle lock
 // throughout, and once the lock is held it runs to its end even if ctx
 // ends; a request that arrives meanwhile waits for the lock and wakes the
 // home again.
 func (e *Engine) Suspend(ctx context.Context, id string) error {
-	h := e.home(id)
-	if h == nil {
-		return errHomeNotFound(id)
-	}
-	h.mu.Lock()
-	waking := h.flight != nil
-	h.mu.Unlock()
-	if waking {
-		return errBusy(fmt.Errorf("suspend %s: a wake of the home is in progress; suspend it once the wake is done", id))
+	h, err := e.notWaking(id, "suspend %s: a wake of the home is in progress; suspend it once the wake is done")
+	if err != nil {
+		return err
 	}
 	return e.runLocked(ctx, h, lifecycleOp{name: "suspend", lease: suspendLease, detach: suspendTimeout,
 		run: func(ctx context.Context, l *held) error {
@@ -205,7 +214,7 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			if err := e.fleetBusy(ctx, id); err != nil {
 				return err
 			}
-			if !mayRun(l.rec.Status) {
+			if !ownership.MayRun(l.rec.Status) {
 				return nil // nothing runs: already suspended, asleep or failed
 			}
 			// The fleet's handshake: the record says stopping, and no
@@ -228,21 +237,6 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 		}})
 }
 
-// mayRun reports whether a home whose record, read under its lifecycle
-// lock, has status st may have a process running. Besides running, a
-// status of an operation in progress (waking, restoring, suspending) read
-// under the lock means the operation that wrote it ended without recording
-// its outcome (a failed store write, a crash): the home may run, and a
-// suspend stops it rather than answer that it did what it did not.
-func mayRun(st registry.Status) bool {
-	switch st {
-	case registry.StatusRunning, registry.StatusWaking, registry.StatusRestoring,
-		registry.StatusSuspending, registry.StatusUnknown:
-		return true
-	}
-	return false
-}
-
 func (e *Engine) setStatus(h *home, s registry.Status) {
 	h.mu.Lock()
 	e.setStatusLocked(h, s)
@@ -257,117 +251,4 @@ func (e *Engine) setStatusLocked(h *home, s registry.Status) {
 	}
 	h.status = s
 	e.homes.statusChanged(h, s)
-}
-
-// follow hands a restarted process's result to the wake's probe, replacing
-// one it has not taken yet.
-func follow(f *flight, r provider.Result) {
-	select {
-	case f.moved <- r:
-	default:
-		select {
-		case <-f.moved:
-		default:
-		}
-		select {
-		case f.moved <- r:
-		default:
-		}
-	}
-}
-
-// ProviderChanged is the providers' callback for a home whose process
-// changed on its own (restarted after a crash, or given up). The verdict is
-// dropped so the next request proves the home again.
-func (e *Engine) ProviderChanged(id string, r provider.Result) {
-	h := e.home(id)
-	if h == nil {
-		return
-	}
-	h.warm.Store(nil)
-	// A wake in flight follows a restarted process. One of a home its
-	// provider gave up on ends at once, whatever step it is in, and every
-	// caller gets the provider's reason instead of waiting for the ready
-	// timeout.
-	h.mu.Lock()
-	if f := h.flight; f != nil {
-		if r.State == provider.StateFailed {
-			if !f.gaveUp(r) {
-				// About an older process, or not known yet: the wake
-				// goes on and writes its own outcome.
-				h.mu.Unlock()
-				return
-			}
-		} else {
-			f.ref = r.Ref
-			follow(f, r)
-		}
-	}
-	if r.State == provider.StateFailed {
-		h.failed = r.Reason
-		if h.flight == nil {
-			// Given up on after it ran: its restart budget is spent, so
-			// requests get the failure until the backoff's next attempt
-			// or an operator's start (a wake in flight settles its own).
-			h.fails++
-			h.limiter.SetLimit(rate.Every(e.failurePause(h.fails)))
-			h.limiter.Allow()
-		}
-	}
-	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(e.ctx, providerChangeTimeout)
-	defer cancel()
-	takenOver, runner := false, ""
-	_, err := registry.UpdateHome(ctx, e.o.Store, registry.Home{ID: id}, e.o.Instance, func(rec *registry.Home) {
-		takenOver, runner = false, ""
-		if e.notRunner(*rec) {
-			// Another gateway took the home over, or stopped it (this
-			// one's heartbeat ran out): what its process does is that
-			// gateway's to record.
-			takenOver, runner = true, rec.Runner
-			return
-		}
-		if r.State == provider.StateFailed {
-			rec.Status, rec.Reason, rec.Verdict = registry.StatusFailed, r.Reason, registry.VerdictNone
-			rec.Runner, rec.RunnerMachine = "", ""
-			return
-		}
-		// Restarted: the new process's endpoint and ref replace the dead
-		// one's, so a gateway restart adopts the right process.
-		rec.Endpoint, rec.ProviderRef = r.Endpoint, r.Ref
-	})
-	if err != nil {
-		e.o.Log.Warn("record provider change", "home", id, "state", string(r.State), "err", err)
-	}
-	if takenOver && r.State != provider.StateFailed {
-		// The process this gateway's provider just restarted is a copy:
-		// the home is another gateway's now. It goes, and this gateway's
-		// provider lets the home be.
-		e.lease.fencedStops.Add(1)
-		e.o.Log.Warn("fleet: the home was taken over by another gateway; stopping the copy restarted here",
-			"home", id, "runner", runner)
-		if prov, ok := e.o.Providers[h.spec.Provider]; ok {
-			spec := h.providerSpec(registry.Home{ProviderRef: r.Ref}, h.spec.Version, release{})
-			// Not on the provider's goroutine, which waits for this call.
-			if e.ctx.Err() != nil {
-				return
-			}
-			e.wg.Add(1)
-			go func() {
-				defer e.wg.Done()
-				sctx, cancel := context.WithTimeout(e.ctx, stopTimeout)
-				defer cancel()
-				if _, err := prov.Stop(sctx, spec); err != nil {
-					e.o.Log.Warn("fleet: stop the copy of a home taken over", "home", id, "err", err)
-				}
-			}()
-		}
-		return
-	}
-	if r.State == provider.StateFailed {
-		e.setStatus(h, registry.StatusFailed)
-		e.o.Metrics.HomeFailed()
-		e.o.Log.Error("home failed", "home", id, "reason", r.Reason)
-		e.o.Events.Publish(events.Event{Type: EventHomeFailed, Home: id, Message: r.Reason})
-	}
 }

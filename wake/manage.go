@@ -152,7 +152,7 @@ func (e *Engine) Forget(ctx context.Context, id string) {
 	if h == nil {
 		return
 	}
-	if e.local(h.spec.Provider) {
+	if e.own.Local(h.spec.Provider) {
 		h.warm.Store(nil)
 		spec := h.providerSpec(registry.Home{}, "", release{})
 		proven, err := e.o.Providers[h.spec.Provider].Stop(ctx, spec)

@@ -26,7 +26,7 @@ type Metrics interface {
 	Rolled(outcome string)
 	// HomeFailed counts a home its provider gave up on.
 	HomeFailed()
-	// Refreshed counts a finished refresh (refresh.go): "changed" (the
+	// Refreshed counts a finished refresh (package refresh): "changed" (the
 	// record or the verdict followed the provider), "unchanged", or
 	// "unknown" (the provider did not say).
 	Refreshed(outcome string)
@@ -62,7 +62,7 @@ type Stats struct {
 	// FencedExits counts exits of a home's process this gateway saw and
 	// did not answer with a restart, because it no longer held the home
 	// in its fleet; FencedStops the processes it had started for a home
-	// that had passed to another gateway, and stopped (lease.go).
+	// that had passed to another gateway, and stopped (ownership.Lease).
 	FencedExits, FencedStops uint64
 }
 
@@ -82,5 +82,5 @@ func (e *Engine) Stats() Stats {
 	return Stats{WarmHits: e.counts.warmHits.Load(), WarmMisses: e.counts.warmMisses.Load(),
 		IdleTicks: e.counts.idleTicks.Load(), IdleVisits: uint64(e.homes.visits.Load()),
 		Homes: int(e.homes.n.Load()), Awake: awake,
-		FencedExits: e.lease.fencedExits.Load(), FencedStops: e.lease.fencedStops.Load()}
+		FencedExits: e.own.Lease.FencedExits.Load(), FencedStops: e.own.Lease.FencedStops.Load()}
 }

@@ -15,17 +15,18 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
 )
 
 // refresh refreshes the rig's home and fails the test on error.
-func (r *rig) refresh() wake.RefreshResult {
+func (r *rig) refresh() refresh.Result {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var res wake.RefreshResult
+	var res refresh.Result
 	var err error
 	// The lock of the wake that just answered may still be held.
 	testbin.Eventually(r.t, "a refresh not refused as busy", func() bool {
@@ -57,7 +58,7 @@ func TestRefreshSuspendedOutOfBand(t *testing.T) {
 
 	res := r.refresh()
 	if res.Before != registry.StatusRunning || res.Provider != provider.StateSuspended || res.After != registry.StatusSuspended ||
-		!slices.Contains(res.Changed, wake.ChangedVerdict) || !slices.Contains(res.Changed, wake.ChangedStatus) {
+		!slices.Contains(res.Changed, refresh.ChangedVerdict) || !slices.Contains(res.Changed, refresh.ChangedStatus) {
 		t.Fatalf("refresh %+v, want running -> suspended with the verdict dropped", res)
 	}
 	if r.eng.Warm(rigHome) {
@@ -66,7 +67,7 @@ func TestRefreshSuspendedOutOfBand(t *testing.T) {
 	if rec := r.record(); rec.Status != registry.StatusSuspended || rec.Verdict != registry.VerdictNone {
 		t.Errorf("record %s/%s, want suspended with no verdict", rec.Status, rec.Verdict)
 	}
-	if ev := r.waitEvents(1, wake.EventRefresh); ev[0].Reason != string(provider.StateSuspended) || ev[0].Cause != "admin" {
+	if ev := r.waitEvents(1, refresh.Event); ev[0].Reason != string(provider.StateSuspended) || ev[0].Cause != "admin" {
 		t.Errorf("refresh event %+v", ev[0])
 	}
 	if again := r.refresh(); len(again.Changed) != 0 {
@@ -161,9 +162,9 @@ func TestRefreshKilledOutOfBand(t *testing.T) {
 		changed []string
 	}{
 		{"no restart budget: failed", -1, provider.StateFailed, registry.StatusFailed,
-			[]string{wake.ChangedVerdict, wake.ChangedStatus}},
+			[]string{refresh.ChangedVerdict, refresh.ChangedStatus}},
 		{"restarted: a new endpoint", 3, provider.StateRunning, registry.StatusRunning,
-			[]string{wake.ChangedVerdict, wake.ChangedEndpoint}},
+			[]string{refresh.ChangedVerdict, refresh.ChangedEndpoint}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newNoticeRig(t, tc.budget)
@@ -175,7 +176,7 @@ func TestRefreshKilledOutOfBand(t *testing.T) {
 			if err := syscall.Kill(-pids[0], syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			var res wake.RefreshResult
+			var res refresh.Result
 			testbin.Eventually(t, "a refresh that sees the kill", func() bool {
 				var err error
 				res, err = r.eng.Refresh(context.Background(), rigHome)

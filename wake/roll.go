@@ -257,7 +257,7 @@ func (r *roller) eager(ctx context.Context) {
 		if err != nil || !stale(rec.Version, t) {
 			continue
 		}
-		if e.local(rec.Provider) && rec.Runner != "" && rec.Runner != e.o.Instance {
+		if e.own.Local(rec.Provider) && rec.Runner != "" && rec.Runner != e.o.Instance {
 			continue // its runner's own loop rolls it (owner.go)
 		}
 		if n, err := r.others(ctx, id); err != nil || n > 0 {

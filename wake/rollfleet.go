@@ -65,7 +65,7 @@ func (r *roller) reportSessions(ctx context.Context, counts map[string]int, ttl 
 	if err != nil {
 		return fmt.Errorf("report sessions: %w", err)
 	}
-	r.e.lease.renewed(sent, ttl)
+	r.e.own.Lease.Renewed(sent, ttl)
 	return nil
 }
 

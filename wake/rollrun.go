@@ -86,6 +86,7 @@ func (r *roller) busy(ctx context.Context, w *wakeRun) string {
 // roll recreates the home on target t, and on failure records t as bad and
 // rolls back to the home's prior version.
 func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target) (Awake, error) {
+	run := w.f.runState
 	e := r.e
 	id := w.h.spec.ID
 	prior := w.rec.Version
@@ -98,10 +99,10 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		return Awake{}, err
 	}
 	r.stats.Started.Add(1)
-	e.o.Events.Publish(events.Event{Type: EventRollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause})
+	e.o.Events.Publish(events.Event{Type: EventRollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause})
 	e.o.Log.Info("roll", "home", id, "step", "start", "version", t.Version, "prior_version", prior)
 
-	endpoint, err := r.attempt(ctx, w, prov, t.Version, releaseOf(t), w.f.ready)
+	endpoint, err := r.attempt(ctx, w, prov, t.Version, releaseOf(t), run.ready)
 	if errors.Is(err, provider.ErrUnsupported) {
 		r.stats.Unsupported.Add(1)
 		e.o.Log.Warn("roll: the home's provider cannot recreate it; waking without a roll", "home", id)
@@ -116,7 +117,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		total := time.Since(w.start)
 		e.o.Log.Info("roll", "home", id, "step", "done", "version", t.Version, "prior_version", prior, "total_ms", ms(total))
 		e.o.Events.Publish(events.Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
-			Cause: w.f.cause, TotalMS: ms(total)})
+			Cause: run.cause, TotalMS: ms(total)})
 		return Awake{Endpoint: endpoint}, nil
 	}
 
@@ -133,6 +134,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 // unknown (roll.incident).
 func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target,
 	prior string, priorRel release, rollErr error) (Awake, error) {
+	run := w.f.runState
 	e := r.e
 	id := w.h.spec.ID
 	w.setPhase("rolling back")
@@ -143,7 +145,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 	}
 	rctx, cancel := context.WithTimeout(e.ctx, w.h.readyTimeout(e))
 	defer cancel()
-	endpoint, rbErr := r.attempt(rctx, w, prov, prior, priorRel, w.f.ready)
+	endpoint, rbErr := r.attempt(rctx, w, prov, prior, priorRel, run.ready)
 	if rbErr == nil {
 		w.recordReady(rctx, prior, priorRel)
 		r.stats.RolledBack.Add(1)
@@ -151,7 +153,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 		msg := rollText(rollErr)
 		e.o.Log.Error("roll", "alert", EventRollRolledBack, "home", id, "bad_version", t.Version,
 			"restored_version", prior, "err", msg, "hint", rolledBackHint(id, t.Version, prior, rollErr))
-		e.o.Events.Publish(events.Event{Type: EventRollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
+		e.o.Events.Publish(events.Event{Type: EventRollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause,
 			Message: "roll to " + t.Version + " failed and was rolled back to " + prior + ": " + msg})
 		return Awake{Endpoint: endpoint}, nil
 	}
@@ -162,6 +164,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 // leaves the home unknown and degraded for a later wake to prove.
 func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target,
 	prior string, rollErr, rbErr error) (Awake, error) {
+	run := w.f.runState
 	e := r.e
 	id := w.h.spec.ID
 	msg := "roll: " + rollText(rollErr) + "; rollback: " + rollText(rbErr)
@@ -182,7 +185,7 @@ func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provide
 	e.o.Log.Error("roll", "alert", EventRollIncident, "home", id, "bad_version", t.Version,
 		"prior_version", prior, "stop_proven", s.proven, "err", msg, "hint", fe.Hint)
 	proven := s.proven
-	e.o.Events.Publish(events.Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: w.f.cause,
+	e.o.Events.Publish(events.Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause,
 		StopProven: &proven, Message: "roll to " + t.Version + " and rollback to " + prior + " failed: " + msg})
 	return Awake{}, fe
 }
@@ -209,7 +212,7 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 	}
 	if err := w.save(ctx, func(h *registry.Home) {
 		h.Endpoint, h.ProviderRef = res.Endpoint, res.Ref
-		w.e.setRunner(h)
+		w.e.own.SetRunner(h)
 	}); err != nil {
 		return nil, err
 	}

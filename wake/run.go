@@ -394,7 +394,7 @@ func (w *wakeRun) stepRecordWhere(ctx context.Context) (bool, error) {
 	}
 	if err := w.saveRetry(ctx, func(r *registry.Home) {
 		r.Endpoint, r.ProviderRef = res.Endpoint, res.Ref
-		w.e.setRunner(r)
+		w.e.own.SetRunner(r)
 	}); err != nil {
 		w.fail(ctx, w.prov)
 		return false, w.storeFailed("record where the home runs", err)
@@ -565,7 +565,7 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 		}
 		if serr := w.saveRetry(ctx, func(r *registry.Home) {
 			r.Endpoint, r.ProviderRef = next.Endpoint, next.Ref
-			w.e.setRunner(r)
+			w.e.own.SetRunner(r)
 		}); serr != nil {
 			return res, endpoint, serr
 		}
@@ -578,21 +578,10 @@ func (w *wakeRun) probeFollowing(ctx context.Context, raw string, endpoint *url.
 // gateway's provider started or adopted its process: this gateway for a
 // machine-local home in a fleet, "" otherwise.
 func (w *wakeRun) runner() string {
-	if w.e.local(w.rec.Provider) {
+	if w.e.own.Local(w.rec.Provider) {
 		return w.e.o.Instance
 	}
 	return ""
-}
-
-// setRunner names this gateway (and its machine) as the runner of r, whose
-// process this gateway's provider started or adopted, when r's provider
-// is machine-local in a fleet; otherwise r has no runner.
-func (e *Engine) setRunner(r *registry.Home) {
-	if e.local(r.Provider) {
-		r.Runner, r.RunnerMachine = e.o.Instance, e.o.Machine
-		return
-	}
-	r.Runner, r.RunnerMachine = "", ""
 }
 
 func (w *wakeRun) spec() provider.Spec {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -233,7 +234,7 @@ const (
 // shutdownStop is ShutdownStop for one home.
 func (e *Engine) shutdownStop(ctx context.Context, id string) shutOutcome {
 	h := e.home(id)
-	if h == nil || !e.local(h.spec.Provider) {
+	if h == nil || !e.own.Local(h.spec.Provider) {
 		return shutRest
 	}
 	prov := e.o.Providers[h.spec.Provider]
@@ -241,7 +242,7 @@ func (e *Engine) shutdownStop(ctx context.Context, id string) shutOutcome {
 	err := e.runLocked(ctx, h, lifecycleOp{name: "shutdown", wait: true, lease: suspendLease,
 		run: func(ctx context.Context, l *held) error {
 			h.warm.Store(nil)
-			if !mayRun(l.rec.Status) || (l.rec.Runner != "" && l.rec.Runner != e.o.Instance) {
+			if !ownership.MayRun(l.rec.Status) || (l.rec.Runner != "" && l.rec.Runner != e.o.Instance) {
 				return nil
 			}
 			before := l.rec.Status

@@ -12,8 +12,10 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // Home is a home as the gateway's home table routes it (route.Home).
@@ -90,15 +92,15 @@ type Deps[H Home] struct {
 type Engine interface {
 	Warm(id string) bool
 	Progress(id string) (phase string, elapsed time.Duration, ok bool)
-	Brief(id string) (wake.Brief, bool)
-	LastWake(id string) *wake.WakeRecord
+	Brief(id string) (wakerecord.Brief, bool)
+	LastWake(id string) *wakerecord.Record
 	LastStop(id string) *wake.WakeStop
-	WakeHistory(id string) []wake.WakeRecord
+	WakeHistory(id string) []wakerecord.Record
 	WakeNow(ctx context.Context, id, cause string) (wake.Awake, error)
 	StartNow(id, cause string) error
 	Suspend(ctx context.Context, id string) error
 	Roll(ctx context.Context, id string) (registry.Home, error)
-	Refresh(ctx context.Context, id string) (wake.RefreshResult, error)
+	Refresh(ctx context.Context, id string) (refresh.Result, error)
 	Target(ctx context.Context) (registry.Target, error)
 	SetTarget(ctx context.Context, t registry.Target) (registry.Target, error)
 	Events() *events.Bus

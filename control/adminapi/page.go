@@ -10,6 +10,7 @@ import (
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // PageHomes answers one page of GET /admin/homes in id order
@@ -48,7 +49,7 @@ func (a *Backend[H]) PageHomes(ctx context.Context, q admin.HomeQuery) (admin.Ho
 }
 
 // pageFiltered answers a page with filters. The filters run on what the
-// route table and the engine hold in memory (id, target, and wake.Brief:
+// route table and the engine hold in memory (id, target, and wakerecord.Brief:
 // status, version, a wake in flight), so that counting the matches among
 // 100,000 homes reads no record; then the records of the page's homes
 // are read, one each. A home whose record no longer matches (another
@@ -96,7 +97,7 @@ func (a *Backend[H]) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin
 
 // briefView is what the list's filters read of the home of s, from
 // memory.
-func briefView(s wake.HomeSpec, b wake.Brief) admin.HomeView {
+func briefView(s wake.HomeSpec, b wakerecord.Brief) admin.HomeView {
 	v := admin.HomeView{ID: s.ID, Target: s.Target, Version: b.Version, Status: string(b.Status)}
 	if b.Waking {
 		v.Wake = &admin.WakeProgress{}

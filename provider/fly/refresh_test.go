@@ -11,15 +11,16 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/fly"
+	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
 
 // refresh refreshes the home, trying again while the lock of the operation
 // that just answered is still held.
-func (r *engineRig) refresh(id string) wake.RefreshResult {
+func (r *engineRig) refresh(id string) refresh.Result {
 	r.t.Helper()
-	var res wake.RefreshResult
+	var res refresh.Result
 	var err error
 	testbin.Eventually(r.t, "a refresh not refused as busy", func() bool {
 		res, err = r.eng.Refresh(context.Background(), id)
@@ -56,15 +57,15 @@ func TestRefreshFollowsMachineState(t *testing.T) {
 		after    registry.Status
 		changed  []string
 	}{
-		{registry.StatusRunning, "suspended", provider.StateSuspended, registry.StatusSuspended, []string{wake.ChangedVerdict, wake.ChangedStatus}},
-		{registry.StatusRunning, "suspending", provider.StateSuspended, registry.StatusSuspended, []string{wake.ChangedVerdict, wake.ChangedStatus}},
-		{registry.StatusRunning, "stopped", provider.StateStopped, registry.StatusSuspended, []string{wake.ChangedVerdict, wake.ChangedStatus}},
-		{registry.StatusRunning, "stopping", provider.StateStopped, registry.StatusSuspended, []string{wake.ChangedVerdict, wake.ChangedStatus}},
-		{registry.StatusRunning, "destroyed", provider.StateFailed, registry.StatusFailed, []string{wake.ChangedVerdict, wake.ChangedStatus}},
+		{registry.StatusRunning, "suspended", provider.StateSuspended, registry.StatusSuspended, []string{refresh.ChangedVerdict, refresh.ChangedStatus}},
+		{registry.StatusRunning, "suspending", provider.StateSuspended, registry.StatusSuspended, []string{refresh.ChangedVerdict, refresh.ChangedStatus}},
+		{registry.StatusRunning, "stopped", provider.StateStopped, registry.StatusSuspended, []string{refresh.ChangedVerdict, refresh.ChangedStatus}},
+		{registry.StatusRunning, "stopping", provider.StateStopped, registry.StatusSuspended, []string{refresh.ChangedVerdict, refresh.ChangedStatus}},
+		{registry.StatusRunning, "destroyed", provider.StateFailed, registry.StatusFailed, []string{refresh.ChangedVerdict, refresh.ChangedStatus}},
 		{registry.StatusRunning, "replacing", provider.StateRunning, registry.StatusRunning, nil},
-		{registry.StatusSuspended, "started", provider.StateRunning, registry.StatusRunning, []string{wake.ChangedStatus}},
-		{registry.StatusSuspended, "starting", provider.StateRunning, registry.StatusRunning, []string{wake.ChangedStatus}},
-		{registry.StatusSuspended, "replacing", provider.StateRunning, registry.StatusRunning, []string{wake.ChangedStatus}},
+		{registry.StatusSuspended, "started", provider.StateRunning, registry.StatusRunning, []string{refresh.ChangedStatus}},
+		{registry.StatusSuspended, "starting", provider.StateRunning, registry.StatusRunning, []string{refresh.ChangedStatus}},
+		{registry.StatusSuspended, "replacing", provider.StateRunning, registry.StatusRunning, []string{refresh.ChangedStatus}},
 		{registry.StatusSuspended, "stopped", provider.StateStopped, registry.StatusSuspended, nil},
 	} {
 		t.Run(string(tc.record)+"/"+tc.machine, func(t *testing.T) {
@@ -92,7 +93,7 @@ func TestRefreshFollowsMachineState(t *testing.T) {
 				t.Errorf("reason %q does not say the machine is destroyed", rec.Reason)
 			}
 			if len(tc.changed) > 0 {
-				ev := r.events(wake.EventRefresh)
+				ev := r.events(refresh.Event)
 				if len(ev) != 1 {
 					t.Errorf("refresh events %v, want one", ev)
 				}
@@ -181,7 +182,7 @@ func TestRefreshAtStart(t *testing.T) {
 	var ev events.Event
 	testbin.Eventually(t, "the refresh at start", func() bool {
 		for _, e := range r.bus.Recent() {
-			if e.Type == wake.EventRefresh && e.Home == home {
+			if e.Type == refresh.Event && e.Home == home {
 				ev = e
 				return true
 			}

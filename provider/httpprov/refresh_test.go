@@ -11,6 +11,7 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/wake"
@@ -65,7 +66,7 @@ func TestRefreshNormalisesControlPlaneStates(t *testing.T) {
 				}
 			}
 			cp.setState(alice.ID, tc.state)
-			var res wake.RefreshResult
+			var res refresh.Result
 			testbin.Eventually(t, "a refresh not refused as busy", func() bool {
 				res, err = eng.Refresh(ctxFor(t, 20*time.Second), alice.ID)
 				return !fault.Is(err, fault.Busy)

@@ -1,4 +1,4 @@
-package wake
+package ownership
 
 import "testing"
 
@@ -12,8 +12,8 @@ func TestMachineOnlyEndpoints(t *testing.T) {
 		"https://h1.internal:443":      false,
 		"http://home-h1.example.org/x": false,
 	} {
-		if got := machineOnly(ep); got != want {
-			t.Errorf("machineOnly(%q) = %v, want %v", ep, got, want)
+		if got := MachineOnly(ep); got != want {
+			t.Errorf("MachineOnly(%q) = %v, want %v", ep, got, want)
 		}
 	}
 }

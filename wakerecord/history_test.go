@@ -1,4 +1,4 @@
-package wake
+package wakerecord
 
 import (
 	"strconv"
@@ -9,11 +9,11 @@ import (
 func TestWakeHistoryRing(t *testing.T) {
 	for _, n := range []int{0, 1, HistorySize - 1, HistorySize, HistorySize + 7} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
-			var h wakeHistory
+			var h History
 			for i := range n {
-				h.add(WakeRecord{Joined: i})
+				h.Add(Record{Joined: i})
 			}
-			got := h.list()
+			got := h.List()
 			if want := min(n, HistorySize); len(got) != want {
 				t.Fatalf("%d records, want %d", len(got), want)
 			}

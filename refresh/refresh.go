@@ -1,9 +1,10 @@
-package wake
+package refresh
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -36,27 +37,26 @@ import (
 //   - The provider does not answer, or answers a state it cannot name
 //     (unknown): nothing changes, and the result says why.
 
-// EventRefresh is published when a refresh changed a home's record or
-// dropped its verdict; Reason is the provider's state, Message what
-// changed.
-const EventRefresh = "home.refreshed"
+// Event is published when a refresh changed a home's record or dropped its
+// verdict; Reason is the provider's state, Message what changed.
+const Event = "home.refreshed"
 
-// What a refresh changed (RefreshResult.Changed).
+// What a refresh changed (Result.Changed).
 const (
 	ChangedStatus   = "status"
 	ChangedVerdict  = "verdict_dropped"
 	ChangedEndpoint = "endpoint"
 )
 
-// refreshLease is the lease of a refresh's lifecycle lock, and
-// refreshTimeout bounds a refresh once its lock is held.
+// Lease is the lease of a refresh's lifecycle lock, and Timeout bounds a
+// refresh once its lock is held.
 const (
-	refreshLease   = time.Minute
-	refreshTimeout = 30 * time.Second
+	Lease   = time.Minute
+	Timeout = 30 * time.Second
 )
 
-// RefreshResult is what a refresh of one home found and did.
-type RefreshResult struct {
+// Result is what a refresh of one home found and did.
+type Result struct {
 	Home string `json:"home"`
 	// Before and After are the stored status before and after the refresh.
 	Before registry.Status `json:"before"`
@@ -76,62 +76,99 @@ type RefreshResult struct {
 	Message string `json:"message"`
 }
 
-// Refresh asks home id's provider for the home's state and makes the
-// stored record agree (see the top of this file). It returns what it found
-// and did; a provider that does not answer is no error (the result says
-// unknown, why, and the likely fix). fault.NotFound for an unknown home,
-// fault.Busy while a wake or another operation on the home runs.
-func (e *Engine) Refresh(ctx context.Context, id string) (RefreshResult, error) {
-	return e.refresh(ctx, id, "admin")
+// Homes is the lifecycle engine as a refresh needs it.
+type Homes interface {
+	// Hold runs fn on home id under the home's lifecycle lock, on a
+	// context bounded by Timeout once the lock is held. It is refused
+	// (fault.Busy) while a wake of the home is in flight or another
+	// operation holds the lock; fault.NotFound for an unknown home.
+	Hold(ctx context.Context, id string, fn func(ctx context.Context, h Held) error) error
 }
 
-// refresh is Refresh with the cause its event and log line carry: "admin"
-// for an operator's, "adopt" for the pass at start (refresh_start.go).
-func (e *Engine) refresh(ctx context.Context, id, cause string) (RefreshResult, error) {
-	h := e.home(id)
-	if h == nil {
-		return RefreshResult{}, errHomeNotFound(id)
-	}
-	h.mu.Lock()
-	waking := h.flight != nil
-	h.mu.Unlock()
-	if waking {
-		return RefreshResult{}, errBusy(fmt.Errorf("refresh %s: a wake of the home is in progress; it records what it finds", id))
-	}
-	var res RefreshResult
-	err := e.runLocked(ctx, h, lifecycleOp{name: "refresh", lease: refreshLease, detach: refreshTimeout,
-		run: func(ctx context.Context, l *held) error {
-			var err error
-			res, err = l.refresh(ctx)
-			return err
-		}})
+// Held is one home under its lifecycle lock.
+type Held interface {
+	// ID is the home's id.
+	ID() string
+	// Record is the home's record as read under the lock and last saved.
+	Record() registry.Home
+	// Provider returns the home's provider and its spec of the home at
+	// the record's version; an error for a provider the engine lacks.
+	Provider() (provider.Provider, provider.Spec, error)
+	// RunnerElsewhere names the live gateway of the fleet that runs the
+	// home's process, "" when none but this one does.
+	RunnerElsewhere(ctx context.Context) (string, error)
+	// MayRun reports whether the record's status says the home may have a
+	// running process.
+	MayRun() bool
+	// DropVerdict drops the home's warm verdict and reports whether it
+	// had one.
+	DropVerdict() bool
+	// Save writes change to the record under the lock, trying again while
+	// the store is briefly unavailable.
+	Save(ctx context.Context, change func(*registry.Home)) error
+	// SetFailed keeps reason as why the provider gave up on the home
+	// ("" clears it).
+	SetFailed(reason string)
+	// Touch starts the home's idle clock.
+	Touch()
+}
+
+// Metrics counts the refreshes.
+type Metrics interface {
+	// Refreshed counts a finished refresh: "changed" (the record or the
+	// verdict followed the provider), "unchanged", or "unknown" (the
+	// provider did not say).
+	Refreshed(outcome string)
+}
+
+// Refresher refreshes homes; all its fields are needed.
+type Refresher struct {
+	Homes   Homes
+	Metrics Metrics
+	Log     *slog.Logger
+	Events  *events.Bus
+}
+
+// Refresh asks home id's provider for the home's state and makes the
+// stored record agree (see the top of this file), with the cause its event
+// and log line carry: "admin" for an operator's, "adopt" for the pass at
+// start (Queue). It returns what it found and did; a provider that does
+// not answer is no error (the result says unknown, why, and the likely
+// fix). fault.NotFound for an unknown home, fault.Busy while a wake or
+// another operation on the home runs.
+func (r *Refresher) Refresh(ctx context.Context, id, cause string) (Result, error) {
+	var res Result
+	err := r.Homes.Hold(ctx, id, func(ctx context.Context, h Held) error {
+		var err error
+		res, err = refresh(ctx, h)
+		return err
+	})
 	if err != nil {
-		return RefreshResult{}, err
+		return Result{}, err
 	}
-	e.reportRefresh(res, cause)
+	r.report(res, cause)
 	return res, nil
 }
 
 // refresh reads the provider's state of the home and reconciles the
 // record read under the lock with it.
-func (l *held) refresh(ctx context.Context) (RefreshResult, error) {
-	e, h := l.e, l.h
-	res := RefreshResult{Home: h.spec.ID, Before: l.rec.Status, After: l.rec.Status}
-	prov, ok := e.o.Providers[l.rec.Provider]
-	if !ok {
-		return res, fmt.Errorf("refresh %s: unknown provider %q", h.spec.ID, l.rec.Provider)
+func refresh(ctx context.Context, h Held) (Result, error) {
+	rec := h.Record()
+	res := Result{Home: h.ID(), Before: rec.Status, After: rec.Status}
+	prov, spec, err := h.Provider()
+	if err != nil {
+		return res, fmt.Errorf("refresh %s: %w", h.ID(), err)
 	}
-	if runner, err := e.runnerElsewhere(ctx, l.rec); err != nil || runner != "" {
+	if runner, err := h.RunnerElsewhere(ctx); err != nil || runner != "" {
 		if err != nil {
-			return res, fmt.Errorf("refresh %s: %w", h.spec.ID, err)
+			return res, fmt.Errorf("refresh %s: %w", h.ID(), err)
 		}
 		// Its provider here knows nothing of a process another gateway
-		// runs (owner.go): that gateway's refresh is the one to ask.
+		// runs: that gateway's refresh is the one to ask.
 		res.Provider = provider.StateUnknown
 		res.Message = "the home's process is run by gateway " + runner + "; refresh it there. Nothing was changed"
 		return res, nil
 	}
-	spec := h.providerSpec(l.rec, l.rec.Version, e.roll.releaseOf(l.rec))
 	st, err := prov.Status(ctx, spec)
 	res.Provider = provider.NormalizeState(string(st.State))
 	res.Reason = st.Reason
@@ -146,19 +183,18 @@ func (l *held) refresh(ctx context.Context) (RefreshResult, error) {
 	}
 	switch res.Provider {
 	case provider.StateSuspended, provider.StateStopped, provider.StateFailed:
-		return res, l.refreshDown(ctx, &res)
+		return res, down(ctx, h, &res)
 	case provider.StateRunning:
-		return res, l.refreshUp(ctx, &res, st)
+		return res, up(ctx, h, &res, st)
 	}
 	res.Message = "the provider reports a state the gateway cannot name; nothing was changed (the next wake settles it)"
 	return res, nil
 }
 
-// refreshDown records that the provider has the home down (res.Provider is
+// down records that the provider has the home down (res.Provider is
 // suspended, stopped or failed).
-func (l *held) refreshDown(ctx context.Context, res *RefreshResult) error {
-	h := l.h
-	if h.warm.Swap(nil) != nil {
+func down(ctx context.Context, h Held, res *Result) error {
+	if h.DropVerdict() {
 		res.Changed = append(res.Changed, ChangedVerdict)
 	}
 	want, reason := registry.StatusSuspended, ""
@@ -168,47 +204,45 @@ func (l *held) refreshDown(ctx context.Context, res *RefreshResult) error {
 			reason = "the provider reports the home failed"
 		}
 	}
-	if l.rec.Status == want || (!mayRun(l.rec.Status) && want == registry.StatusSuspended) {
+	if h.Record().Status == want || (!h.MayRun() && want == registry.StatusSuspended) {
 		res.Message = fmt.Sprintf("the provider reports the home %s and the record says %s: nothing to change", res.Provider, res.Before)
 		if len(res.Changed) > 0 {
 			res.Message += "; its stale verdict was dropped"
 		}
 		return nil
 	}
-	if err := l.saveRetry(ctx, func(r *registry.Home) {
+	if err := h.Save(ctx, func(r *registry.Home) {
 		r.Status, r.Reason = want, reason
 		r.Verdict = registry.VerdictNone
 		r.WantRunning = false
 	}); err != nil {
-		return fmt.Errorf("refresh %s: record the provider's state: %w", h.spec.ID, err)
+		return fmt.Errorf("refresh %s: record the provider's state: %w", h.ID(), err)
 	}
 	if want == registry.StatusFailed {
-		h.mu.Lock()
-		h.failed = reason
-		h.mu.Unlock()
+		h.SetFailed(reason)
 	}
-	res.After = l.rec.Status
+	res.After = h.Record().Status
 	res.Changed = append(res.Changed, ChangedStatus)
 	res.Message = fmt.Sprintf("the record said %s but the provider reports the home %s: the record now says %s and the next request wakes the home",
 		res.Before, res.Provider, res.After)
 	return nil
 }
 
-// refreshUp records that the provider has the home running, at st's
-// endpoint when it names one. No verdict is granted: the next request
-// proves the home through the wake path.
-func (l *held) refreshUp(ctx context.Context, res *RefreshResult, st provider.Result) error {
-	e, h := l.e, l.h
-	moved := st.Endpoint != "" && st.Endpoint != l.rec.Endpoint
-	if l.rec.Status == registry.StatusRunning && !moved {
+// up records that the provider has the home running, at st's endpoint
+// when it names one. No verdict is granted: the next request proves the
+// home through the wake path.
+func up(ctx context.Context, h Held, res *Result, st provider.Result) error {
+	rec := h.Record()
+	moved := st.Endpoint != "" && st.Endpoint != rec.Endpoint
+	if rec.Status == registry.StatusRunning && !moved {
 		res.Message = "the provider reports the home running, as the record says"
 		return nil
 	}
-	if h.warm.Swap(nil) != nil {
+	if h.DropVerdict() {
 		res.Changed = append(res.Changed, ChangedVerdict)
 	}
-	wasDown := l.rec.Status != registry.StatusRunning
-	if err := l.saveRetry(ctx, func(r *registry.Home) {
+	wasDown := rec.Status != registry.StatusRunning
+	if err := h.Save(ctx, func(r *registry.Home) {
 		if wasDown {
 			r.Status, r.Reason, r.Verdict = registry.StatusRunning, "", registry.VerdictNone
 			r.WantRunning = true
@@ -220,7 +254,7 @@ func (l *held) refreshUp(ctx context.Context, res *RefreshResult, st provider.Re
 			}
 		}
 	}); err != nil {
-		return fmt.Errorf("refresh %s: record the provider's state: %w", h.spec.ID, err)
+		return fmt.Errorf("refresh %s: record the provider's state: %w", h.ID(), err)
 	}
 	var said []string
 	if moved {
@@ -231,20 +265,18 @@ func (l *held) refreshUp(ctx context.Context, res *RefreshResult, st provider.Re
 		res.Changed = append(res.Changed, ChangedStatus)
 		said = append(said, "while the record said "+string(res.Before))
 		// A home that runs can go idle: its idle clock starts now.
-		e.o.Sessions.Touch(h.spec.ID)
-		h.mu.Lock()
-		h.failed = ""
-		h.mu.Unlock()
+		h.Touch()
+		h.SetFailed("")
 	}
-	res.After = l.rec.Status
+	res.After = h.Record().Status
 	res.Message = "the provider reports the home running " + strings.Join(said, " and ") +
 		": the record now says running, with no verdict until the next request proves the home ready"
 	return nil
 }
 
-// reportRefresh writes the refresh's log line and, when it changed
-// something, its event.
-func (e *Engine) reportRefresh(res RefreshResult, cause string) {
+// report writes the refresh's log line and, when it changed something,
+// its event.
+func (r *Refresher) report(res Result, cause string) {
 	attrs := []any{"home", res.Home, "cause", cause, "before", string(res.Before), "provider", string(res.Provider),
 		"after", string(res.After), "changed", strings.Join(res.Changed, ","), "message", res.Message}
 	outcome := "unchanged"
@@ -254,21 +286,21 @@ func (e *Engine) reportRefresh(res RefreshResult, cause string) {
 	case len(res.Changed) > 0:
 		outcome = "changed"
 	}
-	e.o.Metrics.Refreshed(outcome)
+	r.Metrics.Refreshed(outcome)
 	switch {
 	case res.Provider == provider.StateUnknown:
 		attrs = append(attrs, "reason", res.Reason)
 		if res.Hint != "" {
 			attrs = append(attrs, "hint", res.Hint)
 		}
-		e.o.Log.Warn("refresh", attrs...)
+		r.Log.Warn("refresh", attrs...)
 	case len(res.Changed) > 0:
-		e.o.Log.Info("refresh", attrs...)
+		r.Log.Info("refresh", attrs...)
 	default:
-		e.o.Log.Debug("refresh", attrs...)
+		r.Log.Debug("refresh", attrs...)
 	}
 	if len(res.Changed) > 0 {
-		e.o.Events.Publish(events.Event{Type: EventRefresh, Home: res.Home, Cause: cause, Reason: string(res.Provider),
+		r.Events.Publish(events.Event{Type: Event, Home: res.Home, Cause: cause, Reason: string(res.Provider),
 			Phase: string(res.After), Message: res.Message})
 	}
 }
