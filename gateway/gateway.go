@@ -37,6 +37,7 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/h1serve"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -577,7 +578,7 @@ func (g *Gateway) drain(srv publicServers, serveErr chan error) {
 // errCut ends the context of every request still running when the drain
 // grace is over; a request cut before its response began is answered with
 // it (503 shutting_down).
-var errCut = fault.New(fault.ShuttingDown, wake.CodeShuttingDown, "The gateway is shutting down.")
+var errCut = fault.New(fault.ShuttingDown, homefault.CodeShuttingDown, "The gateway is shutting down.")
 
 // graceOver is reached when the drain grace ends with requests or
 // WebSockets still open. With drain_websockets: end, the WebSockets are

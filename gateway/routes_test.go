@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/wakerecord"
@@ -177,7 +178,7 @@ homes:
 	starts := routesWakeStarts(gw, "a")
 	for range 3 {
 		code, out := routesWakeStatus(t, gw, "a", routesBrowser)
-		if code != http.StatusOK || out["code"] != wake.CodeWakeTimeout || out["ready"] != false ||
+		if code != http.StatusOK || out["code"] != homefault.CodeWakeTimeout || out["ready"] != false ||
 			out["error"] == "" || out["request_id"] == "" {
 			t.Fatalf("a's poll after its failed wake: %d %v; want failed, wake_timeout, a request id", code, out)
 		}

@@ -16,8 +16,8 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -162,7 +162,7 @@ func TestWaitingStreamPhases(t *testing.T) {
 				}
 			case "crash":
 				id, _ := last["request_id"].(string)
-				if last["phase"] != wakerecord.Failed || last["code"] != wake.CodeHomeFailed || last["error"] == "" || id == "" {
+				if last["phase"] != wakerecord.Failed || last["code"] != homefault.CodeHomeFailed || last["error"] == "" || id == "" {
 					t.Fatalf("last report %v; want failed, home_failed, a sentence and a request id", last)
 				}
 				// The operator finds the cause under the request id shown.

@@ -10,10 +10,10 @@ import (
 
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // This file is the request side of apps: forwarding a self-probe, the wait
@@ -106,7 +106,7 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 	if h := app.home; h != nil && !p.engine.Warm(p.current(h).spec.ID) {
 		id := p.current(h).spec.ID
 		if p.noWake(r, strings.TrimPrefix(r.URL.Path, app.prefix)) && p.engine.Sleeping(id) {
-			p.writeError(w, r, wake.Asleep(p.conf().RetryAfter))
+			p.writeError(w, r, homefault.Asleep(p.conf().RetryAfter))
 			return false
 		}
 		c := p.sessions.Begin(id)
@@ -114,7 +114,7 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 		hs, err := p.engine.HomeState(ctx, id)
 		running := err == nil && hs.Status == registry.StatusRunning && !hs.Waking
 		if _, err := p.engine.EnsureAwake(ctx, id); err != nil {
-			if fe, ok := fault.As(err); nav && ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
+			if fe, ok := fault.As(err); nav && ok && fe.Code == homefault.CodeHomeWaking && r.Context().Err() == nil {
 				p.serveWaitingPage(w, r, route, waitFrom)
 				return false
 			}

@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/tlsfront"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // Host routing (hosts.apps_domain, hosts.nodes_domain). A request whose
@@ -53,7 +53,7 @@ func (p *Path) ByHost(next http.Handler) http.Handler {
 			target, _ := HostLabel(host, nodes)
 			h, ok := p.homes.At(target)
 			if !ok || target == "" {
-				p.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
+				p.writeError(w, r, fault.New(fault.NotFound, homefault.CodeHomeNotFound, "There is no such home."))
 				return
 			}
 			sub := r.URL.Path

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -71,7 +72,7 @@ func (p *Path) serveAppAt(w http.ResponseWriter, r *http.Request, app *App, pref
 func (p *Path) serveNode(w http.ResponseWriter, r *http.Request, target string) {
 	h, ok := p.homes.At(target)
 	if !ok {
-		p.writeError(w, r, fault.New(fault.NotFound, wake.CodeHomeNotFound, "There is no such home."))
+		p.writeError(w, r, fault.New(fault.NotFound, homefault.CodeHomeNotFound, "There is no such home."))
 		return
 	}
 	p.serveHome(w, r, h, p.nodeRoute(w, h), strings.TrimPrefix(r.URL.Path, "/node/"+h.spec.Target))
@@ -133,7 +134,7 @@ func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route 
 		cancel()
 		release()
 		if err != nil {
-			if fe, ok := fault.As(err); ok && fe.Code == wake.CodeHomeWaking && r.Context().Err() == nil {
+			if fe, ok := fault.As(err); ok && fe.Code == homefault.CodeHomeWaking && r.Context().Err() == nil {
 				p.serveWaitingPage(w, r, route, since)
 				return
 			}
@@ -217,7 +218,7 @@ func (p *Path) mayQueue(h *Home) bool {
 // the home sleeps, or nil when the request may go on and wake it.
 func (p *Path) wakeRefused(r *http.Request, id, sub string) error {
 	if p.noWake(r, sub) && p.engine.Sleeping(id) {
-		return wake.Asleep(p.conf().RetryAfter)
+		return homefault.Asleep(p.conf().RetryAfter)
 	}
 	return nil
 }
@@ -268,7 +269,7 @@ func (p *Path) serveReadySignal(w http.ResponseWriter, r *http.Request) {
 // code, a sentence and the request id; the log gets the cause.
 func (p *Path) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	c := p.classify(r, err)
-	if c.Code == wake.CodeWakeRateLimited {
+	if c.Code == homefault.CodeWakeRateLimited {
 		proxy.MarkLimit(w, "wake")
 	}
 	proxy.WriteClassified(w, r, c)

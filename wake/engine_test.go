@@ -21,6 +21,7 @@ import (
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -397,7 +398,7 @@ func TestEngineAdmitsOneWakeForItsCallers(t *testing.T) {
 	refuse.Store(true)
 	_, err := r.eng.EnsureAwake(ctx, rigHome)
 	fe, ok := fault.As(err)
-	if !ok || fe.Code != wake.CodeWakeRateLimited || fe.RetryAfter != 42*time.Second || fault.Classify(err).Status != http.StatusTooManyRequests {
+	if !ok || fe.Code != homefault.CodeWakeRateLimited || fe.RetryAfter != 42*time.Second || fault.Classify(err).Status != http.StatusTooManyRequests {
 		t.Fatalf("refused wake: %v; want wake_rate_limited, 429, Retry-After 42s", err)
 	}
 	if n := asked.Load(); n != 2 {
@@ -461,7 +462,7 @@ func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
 		if !ok {
 			t.Fatalf("caller %d: %v, want a *fault.Error", i, err)
 		}
-		if fe.Kind != fault.Failed || fe.RetryAfter <= 0 || fe.Code != wake.CodeWakeTimeout || fe.Cause == nil {
+		if fe.Kind != fault.Failed || fe.RetryAfter <= 0 || fe.Code != homefault.CodeWakeTimeout || fe.Cause == nil {
 			t.Fatalf("caller %d: kind %s code %s retry %v cause %v, want failed wake_timeout with Retry-After and a cause",
 				i, fe.Kind, fe.Code, fe.RetryAfter, fe.Cause)
 		}
@@ -518,7 +519,7 @@ func TestEngineReadySignalNeverPassesAlone(t *testing.T) {
 		t.Fatal("Ready with the relay token signalled no wake")
 	}
 	err := <-done
-	if fe, ok := fault.As(err); !ok || fe.Code != wake.CodeWakeTimeout {
+	if fe, ok := fault.As(err); !ok || fe.Code != homefault.CodeWakeTimeout {
 		t.Fatalf("wake of a home that signals but answers 404: %v, want wake_timeout", err)
 	}
 	if r.eng.Warm(rigHome) {
@@ -697,7 +698,9 @@ func TestEngineBacksOffFailingHome(t *testing.T) {
 	}
 	// A loaded machine may run out of the short ready timeout before the
 	// probe (wake_failed): either is a failed wake.
-	failed := func(err error) bool { return code(err) == wake.CodeWakeTimeout || code(err) == wake.CodeWakeFailed }
+	failed := func(err error) bool {
+		return code(err) == homefault.CodeWakeTimeout || code(err) == homefault.CodeWakeFailed
+	}
 	if err := try(); !failed(err) {
 		t.Fatalf("first wake: %v, want a failed wake", err)
 	}
@@ -709,7 +712,7 @@ func TestEngineBacksOffFailingHome(t *testing.T) {
 	starts := len(r.waitEvents(2, wake.EventWakeStart))
 	err := try()
 	fe, ok := fault.As(err)
-	if !ok || fe.Code != wake.CodeWakeBackoff || fe.Kind != fault.Failed || fe.RetryAfter < time.Second {
+	if !ok || fe.Code != homefault.CodeWakeBackoff || fe.Kind != fault.Failed || fe.RetryAfter < time.Second {
 		t.Fatalf("third wake: %v, want failed wake_backoff with a Retry-After of at least 1s", err)
 	}
 	if n := len(r.waitEvents(starts, wake.EventWakeStart)); n != starts {
@@ -814,7 +817,7 @@ func TestEngineWakeEndsWhenProviderGivesUp(t *testing.T) {
 	for range callers {
 		err := <-errs
 		fe, ok := fault.As(err)
-		if !ok || fe.Code != wake.CodeHomeFailed || fe.Kind != fault.Failed || fe.Cause == nil ||
+		if !ok || fe.Code != homefault.CodeHomeFailed || fe.Kind != fault.Failed || fe.Cause == nil ||
 			!strings.Contains(fe.Cause.Error(), "giving up") || !strings.Contains(fe.Cause.Error(), "exit status") {
 			t.Fatalf("wake of a home that keeps exiting: %v, want home_failed with the provider's reason", err)
 		}
@@ -833,7 +836,7 @@ func TestEngineWakeEndsWhenProviderGivesUp(t *testing.T) {
 	}
 	starts := len(r.waitEvents(1, wake.EventWakeStart))
 	for range 3 {
-		if err := r.eng.Start(rigHome); codeOf(err) != wake.CodeHomeFailed {
+		if err := r.eng.Start(rigHome); codeOf(err) != homefault.CodeHomeFailed {
 			t.Fatalf("a poll of a failed home: %v, want home_failed", err)
 		}
 	}
@@ -854,13 +857,13 @@ func TestEngineOperatorBypassesCappedBackoff(t *testing.T) {
 	defer cancel()
 	// Five failures in a row: uncapped, the pause would be 2s<<4 = 32s.
 	for i := range 5 {
-		if _, err := r.eng.WakeNow(ctx, rigHome, "admin"); codeOf(err) != wake.CodeHomeFailed {
+		if _, err := r.eng.WakeNow(ctx, rigHome, "admin"); codeOf(err) != homefault.CodeHomeFailed {
 			t.Fatalf("operator's wake %d: %v, want home_failed (not refused by the backoff)", i+1, err)
 		}
 	}
 	_, err := r.eng.EnsureAwake(ctx, rigHome)
 	fe, ok := fault.As(err)
-	if !ok || fe.Code != wake.CodeHomeFailed || fe.RetryAfter < time.Second || fe.RetryAfter > 3*time.Second {
+	if !ok || fe.Code != homefault.CodeHomeFailed || fe.RetryAfter < time.Second || fe.RetryAfter > 3*time.Second {
 		t.Fatalf("a request during the backoff: %v (retry after %v), want home_failed with a Retry-After of at most the 3s cap", err, fe)
 	}
 }

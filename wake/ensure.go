@@ -30,6 +30,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/wakegate/wakegate/events"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
@@ -295,8 +296,8 @@ type gaveUpError struct{ reason string }
 
 func (g *gaveUpError) Error() string { return "the provider gave up on the home: " + g.reason }
 
-// Unwrap makes a gaveUpError match errGaveUp.
-func (g *gaveUpError) Unwrap() error { return errGaveUp }
+// Unwrap makes a gaveUpError match homefault.ErrGaveUp.
+func (g *gaveUpError) Unwrap() error { return homefault.ErrGaveUp }
 
 // Engine wakes and suspends homes.
 type Engine struct {
@@ -610,7 +611,7 @@ func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
 func (e *Engine) ensure(ctx context.Context, id string, queued bool) (Awake, error) {
 	h := e.homes.get(id)
 	if h == nil {
-		return Awake{}, errHomeNotFound(id)
+		return Awake{}, homefault.HomeNotFound(id)
 	}
 	if a, ok := e.warmHit(h); ok {
 		return a, nil
@@ -651,7 +652,7 @@ func (e *Engine) Settled(ctx context.Context, id string, a Awake) (*url.URL, err
 		}
 		return f.res.Endpoint, nil
 	case <-ctx.Done():
-		return nil, errWaking(e.o.RetryAfter, ctx.Err())
+		return nil, homefault.Waking(e.o.RetryAfter, ctx.Err())
 	}
 }
 
@@ -672,14 +673,14 @@ func (e *Engine) join(h *home, cause string, operator bool) (*flight, *verdict, 
 		return h.flight, nil, nil
 	}
 	if e.ctx.Err() != nil {
-		return nil, nil, errShuttingDown(e.o.RetryAfter)
+		return nil, nil, homefault.ShuttingDown(e.o.RetryAfter)
 	}
 	if err := e.backoff(h, operator); err != nil {
 		return nil, nil, err
 	}
 	if cause == "cold" && !operator && e.o.AdmitWake != nil {
 		if d := e.o.AdmitWake(h.spec.ID); d > 0 {
-			return nil, nil, errWakeRateLimited(d)
+			return nil, nil, homefault.WakeRateLimited(d)
 		}
 	}
 	f := &flight{done: make(chan struct{}), runState: &runState{ready: make(chan struct{}),
@@ -712,9 +713,9 @@ func (e *Engine) backoff(h *home, operator bool) error {
 	// Wakes of this home keep failing: back off.
 	r.Cancel()
 	if h.failed != "" {
-		return errHomeFailed(max(d, minBackoffRetry), h.failed)
+		return homefault.HomeFailed(max(d, minBackoffRetry), h.failed)
 	}
-	return errBackoff(max(d, minBackoffRetry))
+	return homefault.Backoff(max(d, minBackoffRetry))
 }
 
 // Progress reports the wake in flight for home id: its phase and how long
@@ -742,13 +743,13 @@ func (e *Engine) Progress(id string) (phase string, elapsed time.Duration, ok bo
 func (e *Engine) Start(id string) error {
 	h := e.home(id)
 	if h == nil {
-		return errHomeNotFound(id)
+		return homefault.HomeNotFound(id)
 	}
 	h.mu.Lock()
 	failed, running := h.failed, h.flight != nil
 	h.mu.Unlock()
 	if failed != "" && !running {
-		return errHomeFailed(e.o.RetryAfter, failed)
+		return homefault.HomeFailed(e.o.RetryAfter, failed)
 	}
 	_, _, err := e.join(h, "cold", false)
 	return err

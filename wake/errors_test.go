@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/wake"
@@ -37,7 +38,7 @@ func TestWakeErrorKeepsCauseOutOfMessageAndHints(t *testing.T) {
 	}
 	_, err := e.EnsureAwake(ctx, "h1")
 	fe, ok := fault.As(err)
-	if !ok || fe.Kind != fault.Failed || fe.Code != wake.CodeWakeTimeout || fe.RetryAfter != 2*time.Second {
+	if !ok || fe.Kind != fault.Failed || fe.Code != homefault.CodeWakeTimeout || fe.RetryAfter != 2*time.Second {
 		t.Fatalf("error %v, want a failed wake_timeout with the configured Retry-After", err)
 	}
 	host := strings.TrimPrefix(srv.URL, "http://")

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -24,31 +24,9 @@ import (
 //     state_unavailable. It does not count as a failed wake of the home
 //     (no backoff), and the next request tries the store again.
 
-// CodeStateUnavailable is the public code of a wake refused because the
-// fleet's shared state does not answer.
-const CodeStateUnavailable = "state_unavailable"
-
 // localProofTimeout bounds the probe that proves a home again from local
 // state while the store is down.
 const localProofTimeout = 2 * time.Second
-
-// errStateUnavailable is a wake that needed the fleet's store, which does
-// not answer.
-func errStateUnavailable(retry time.Duration, cause error) *fault.Error {
-	return fault.Wrap(fault.Unavailable, CodeStateUnavailable,
-		"The gateway cannot reach its shared state; try again shortly.", cause).
-		WithRetry(retry).
-		WithHint("the fleet's Redis does not answer: check that it runs and that this gateway reaches it (redis.url); warm homes keep serving meanwhile")
-}
-
-// errRecordMissing is a wake of a registered home whose stored record is
-// gone (see settle).
-func errRecordMissing(retry time.Duration, cause error) *fault.Error {
-	return fault.Wrap(fault.Unavailable, CodeStateUnavailable,
-		"The gateway is restoring its shared state; try again shortly.", cause).
-		WithRetry(retry).
-		WithHint("the home's record is missing from the fleet's store (Redis restarted without persistence, or the home was removed on another gateway): the gateway records its config's homes again by itself")
-}
 
 // storeDown reports whether err comes from a store that does not answer.
 func storeDown(err error) bool { return errors.Is(err, registry.ErrUnavailable) }
@@ -81,10 +59,10 @@ func (w *wakeRun) fromLocal(ctx context.Context) (Awake, bool) {
 func (e *Engine) fleetBusy(ctx context.Context, id string) error {
 	n, err := e.roll.others(ctx, id)
 	if err != nil {
-		return errBusy(fmt.Errorf("suspend %s: sessions on other instances unknown: %w", id, err))
+		return homefault.Busy(fmt.Errorf("suspend %s: sessions on other instances unknown: %w", id, err))
 	}
 	if n > 0 {
-		return errBusy(fmt.Errorf("suspend %s: %d session(s) on other instances", id, n))
+		return homefault.Busy(fmt.Errorf("suspend %s: %d session(s) on other instances", id, n))
 	}
 	return nil
 }

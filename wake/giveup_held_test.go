@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -21,7 +22,7 @@ func heldCallers(t *testing.T, r *rig, n int) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := r.eng.EnsureAwake(ctx, rigHome)
 		cancel()
-		if codeOf(err) != wake.CodeHomeFailed {
+		if codeOf(err) != homefault.CodeHomeFailed {
 			t.Fatalf("request %d after the give-up: %v, want home_failed at once", i+1, err)
 		}
 	}

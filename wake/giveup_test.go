@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -72,7 +73,7 @@ func TestWakeIgnoresGiveUpAboutAnOlderProcess(t *testing.T) {
 				}
 				return
 			}
-			if fe, ok := fault.As(err); !ok || fe.Code != wake.CodeHomeFailed {
+			if fe, ok := fault.As(err); !ok || fe.Code != homefault.CodeHomeFailed {
 				t.Fatalf("wake: %v, want home_failed", err)
 			}
 		})
@@ -101,7 +102,7 @@ func TestWakeFailureAfterGiveUpIsTheGiveUp(t *testing.T) {
 	eng, store := giveUpEngine(t, prov)
 	ctx := context.Background()
 	_, err := eng.EnsureAwake(ctx, "h1")
-	if fe, ok := fault.As(err); !ok || fe.Code != wake.CodeHomeFailed {
+	if fe, ok := fault.As(err); !ok || fe.Code != homefault.CodeHomeFailed {
 		t.Fatalf("wake: %v, want home_failed", err)
 	}
 	rec, err := store.GetHome(ctx, "h1")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -180,13 +181,13 @@ func (e *Engine) idle(h *home) bool {
 func (e *Engine) notWaking(id, busy string) (*home, error) {
 	h := e.home(id)
 	if h == nil {
-		return nil, errHomeNotFound(id)
+		return nil, homefault.HomeNotFound(id)
 	}
 	h.mu.Lock()
 	waking := h.flight != nil
 	h.mu.Unlock()
 	if waking {
-		return nil, errBusy(fmt.Errorf(busy, id))
+		return nil, homefault.Busy(fmt.Errorf(busy, id))
 	}
 	return h, nil
 }
@@ -209,7 +210,7 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			// the drop keeps the home awake.
 			h.warm.Store(nil)
 			if n := e.o.Sessions.Count(id); n > 0 {
-				return errBusy(fmt.Errorf("suspend %s: the home has %d sessions", id, n))
+				return homefault.Busy(fmt.Errorf("suspend %s: the home has %d sessions", id, n))
 			}
 			if err := e.fleetBusy(ctx, id); err != nil {
 				return err

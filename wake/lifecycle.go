@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -101,12 +102,12 @@ func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Le
 		}
 		if !errors.Is(err, registry.ErrLocked) {
 			if ctx.Err() != nil && op.wait {
-				return registry.Lease{}, errWakeTimeout(e.o.RetryAfter, "waiting for another operation on the home", err)
+				return registry.Lease{}, homefault.WakeTimeout(e.o.RetryAfter, "waiting for another operation on the home", err)
 			}
 			return registry.Lease{}, fmt.Errorf("%s %s: lock: %w", op.name, h.spec.ID, err)
 		}
 		if !op.wait {
-			return registry.Lease{}, errBusy(fmt.Errorf("%s %s: %w", op.name, h.spec.ID, err))
+			return registry.Lease{}, homefault.Busy(fmt.Errorf("%s %s: %w", op.name, h.spec.ID, err))
 		}
 		var recheck <-chan time.Time // nil: the holder here broadcasts its release
 		if !here {
@@ -124,7 +125,7 @@ func (e *Engine) lock(ctx context.Context, h *home, op lifecycleOp) (registry.Le
 		case <-changed:
 		case <-recheck:
 		case <-ctx.Done():
-			return registry.Lease{}, errWakeTimeout(e.o.RetryAfter, "waiting for another operation on the home",
+			return registry.Lease{}, homefault.WakeTimeout(e.o.RetryAfter, "waiting for another operation on the home",
 				fmt.Errorf("%w: %w", errLockWait, ctx.Err()))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -42,7 +43,7 @@ func (e *Engine) StartNow(id, cause string) error {
 func (e *Engine) operatorHome(id string) (*home, error) {
 	h := e.home(id)
 	if h == nil {
-		return nil, errHomeNotFound(id)
+		return nil, homefault.HomeNotFound(id)
 	}
 	if r, ok := e.o.Providers[h.spec.Provider].(provider.BudgetResetter); ok {
 		r.ResetBudget(id)
@@ -91,7 +92,7 @@ func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator, q
 		}
 		return Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
 	case <-ctx.Done():
-		return Awake{}, errWaking(e.o.RetryAfter, ctx.Err())
+		return Awake{}, homefault.Waking(e.o.RetryAfter, ctx.Err())
 	}
 }
 
@@ -103,7 +104,7 @@ func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator, q
 func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error {
 	h := e.home(id)
 	if h == nil {
-		return errHomeNotFound(id)
+		return homefault.HomeNotFound(id)
 	}
 	return e.runLocked(ctx, h, lifecycleOp{name: "remove", lease: removeLease,
 		run: func(ctx context.Context, l *held) error {
@@ -112,7 +113,7 @@ func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error
 			}
 			h.warm.Store(nil)
 			if n := e.o.Sessions.Count(id); n > 0 {
-				return errBusy(fmt.Errorf("remove %s: the home has %d sessions", id, n))
+				return homefault.Busy(fmt.Errorf("remove %s: the home has %d sessions", id, n))
 			}
 			if prov, ok := e.o.Providers[l.rec.Provider]; ok {
 				if _, err := l.stopHome(ctx, prov, modeStop, nil); err != nil {

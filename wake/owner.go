@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -114,7 +115,7 @@ func (l *held) stopVia(ctx context.Context, spec provider.Spec, suspend bool) (s
 func (e *Engine) StopRun(ctx context.Context, id, ref string, suspend bool) (how string, proven bool, err error) {
 	h := e.home(id)
 	if h == nil {
-		return "stop", false, errHomeNotFound(id)
+		return "stop", false, homefault.HomeNotFound(id)
 	}
 	prov, ok := e.o.Providers[h.spec.Provider]
 	if !ok {
@@ -193,7 +194,7 @@ func (e *Engine) RecordRun(ctx context.Context, id string) (bool, error) {
 func (e *Engine) Reseed(ctx context.Context, id string) (bool, error) {
 	h := e.home(id)
 	if h == nil {
-		return false, errHomeNotFound(id)
+		return false, homefault.HomeNotFound(id)
 	}
 	created, err := e.own.Reseed(ctx, h.owned())
 	if created {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -81,7 +82,7 @@ func (e *Engine) View(id string) (v wakerecord.View, ok bool) {
 		s.Phase, _ = f.phase.Load().(string)
 	}
 	if failed != "" {
-		s.GaveUp = errHomeFailed(e.o.RetryAfter, failed)
+		s.GaveUp = homefault.HomeFailed(e.o.RetryAfter, failed)
 	}
 	if ended != nil {
 		s.Ended, s.Took = ended.err, ended.took

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -300,30 +301,30 @@ func rollText(err error) string {
 func (e *Engine) Roll(ctx context.Context, id string) (registry.Home, error) {
 	h := e.home(id)
 	if h == nil {
-		return registry.Home{}, errHomeNotFound(id)
+		return registry.Home{}, homefault.HomeNotFound(id)
 	}
 	if !e.roll.on() {
-		return registry.Home{}, errRefused("roll_off", "Rolls are off.")
+		return registry.Home{}, homefault.Refused("roll_off", "Rolls are off.")
 	}
 	t, err := e.o.Store.GetTarget(ctx)
 	if errors.Is(err, registry.ErrNotFound) {
-		return registry.Home{}, errRefused("no_target", "No target version is registered.")
+		return registry.Home{}, homefault.Refused("no_target", "No target version is registered.")
 	}
 	if err != nil {
 		return registry.Home{}, fmt.Errorf("roll %s: %w", id, err)
 	}
 	if e.roll.bad(t) {
-		return registry.Home{}, errRefused("target_bad", "The target version failed a roll; register a newer one.")
+		return registry.Home{}, homefault.Refused("target_bad", "The target version failed a roll; register a newer one.")
 	}
 	rec, err := e.o.Store.GetHome(ctx, id)
 	if err != nil {
 		return registry.Home{}, fmt.Errorf("roll %s: %w", id, err)
 	}
 	if !stale(rec.Version, t) {
-		return registry.Home{}, errRefused("roll_not_needed", "The home already runs the target version, or has no recorded version.")
+		return registry.Home{}, homefault.Refused("roll_not_needed", "The home already runs the target version, or has no recorded version.")
 	}
 	if n := e.o.Sessions.Count(id); n > 0 {
-		return registry.Home{}, errBusy(fmt.Errorf("roll %s: the home has %d session(s); it rolls once they end", id, n))
+		return registry.Home{}, homefault.Busy(fmt.Errorf("roll %s: the home has %d session(s); it rolls once they end", id, n))
 	}
 	h.warm.Store(nil)
 	if _, err := e.WakeNow(ctx, id, "roll"); err != nil {
@@ -333,7 +334,7 @@ func (e *Engine) Roll(ctx context.Context, id string) (registry.Home, error) {
 		return registry.Home{}, fmt.Errorf("roll %s: %w", id, err)
 	}
 	if rec.Version != t.Version {
-		return registry.Home{}, errBusy(fmt.Errorf("roll %s: the home was woken but not rolled: it is in use", id))
+		return registry.Home{}, homefault.Busy(fmt.Errorf("roll %s: the home was woken but not rolled: it is in use", id))
 	}
 	return rec, nil
 }

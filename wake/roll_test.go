@@ -17,6 +17,7 @@ import (
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -422,7 +423,7 @@ func TestRollIncidentWhenRollbackFails(t *testing.T) {
 	r.setTarget("2", rollCommand(filepath.Join(t.TempDir(), "no-such-program"), "{version}"))
 
 	_, err := r.request("h1")
-	if fe, ok := fault.As(err); !ok || fe.Kind != fault.Failed || fe.Code != wake.CodeRollIncident {
+	if fe, ok := fault.As(err); !ok || fe.Kind != fault.Failed || fe.Code != homefault.CodeRollIncident {
 		t.Fatalf("caller got %v, want a failed roll_incident", err)
 	}
 	rec := r.record("h1")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -181,7 +182,7 @@ func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provide
 	}
 	r.stats.Incidents.Add(1)
 	e.o.Metrics.Rolled("incident")
-	fe := errRollIncident(e.o.RetryAfter, errors.New(msg), rbErr)
+	fe := homefault.RollIncident(e.o.RetryAfter, errors.New(msg), rbErr)
 	e.o.Log.Error("roll", "alert", EventRollIncident, "home", id, "bad_version", t.Version,
 		"prior_version", prior, "stop_proven", s.proven, "err", msg, "hint", fe.Hint)
 	proven := s.proven
@@ -253,7 +254,7 @@ func rolledBackHint(id, bad, restored string, err error) string {
 			"make the two agree, then set the target again under a new version (wakegate target set VERSION); "+brake,
 			bad, fault.Excerpt(vm.got), bad)
 	}
-	if h := hintFor(err); h != "" {
+	if h := homefault.Hint(err); h != "" {
 		return h + "; " + fmt.Sprintf(brake, bad)
 	}
 	return fmt.Sprintf("the home on %s did not start or pass its probe (wakegate logs %s shows its output); "+

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -152,34 +153,34 @@ func (w *wakeRun) settle(res Awake, err error) {
 	defer e.o.Events.Touch(h.spec.ID)
 	var gave *gaveUpError
 	switch fe, ok := fault.As(err); {
-	case err != nil && errors.As(context.Cause(f.ctx), &gave) && (!ok || fe.Code != CodeRollIncident):
+	case err != nil && errors.As(context.Cause(f.ctx), &gave) && (!ok || fe.Code != homefault.CodeRollIncident):
 		// The provider gave up on the home: whatever step the wake was
 		// in, its callers get the provider's reason. (A failed roll whose
 		// rollback failed too stays a roll incident: that is what the
 		// operator must act on.)
-		err = errHomeFailed(e.o.RetryAfter, gave.reason)
+		err = homefault.HomeFailed(e.o.RetryAfter, gave.reason)
 	case err != nil && e.ctx.Err() != nil:
 		// The engine closed under the wake: the gateway shuts down.
-		sd := errShuttingDown(e.o.RetryAfter)
+		sd := homefault.ShuttingDown(e.o.RetryAfter)
 		sd.Cause = err
 		err = sd
 	case errors.Is(err, registry.ErrUnwritable):
 		// The gateway's own disk refuses writes: nothing of the home's
 		// fault, so (Unavailable) no backoff either.
-		err = errStoreUnwritable(e.o.RetryAfter, err)
+		err = homefault.StoreUnwritable(e.o.RetryAfter, err)
 	case storeDown(err):
-		err = errStateUnavailable(e.o.RetryAfter, err)
+		err = homefault.StateUnavailable(e.o.RetryAfter, err)
 	case !ok && e.o.OnMissing != nil && errors.Is(err, registry.ErrNotFound) && e.home(h.spec.ID) == h:
 		// The record of a home this gateway serves is gone from the
 		// fleet's store: it lost its data, or the home was removed on
 		// another gateway a moment ago. Neither is the home's failure; the
 		// gateway heals the one and forgets the other.
 		e.o.OnMissing(h.spec.ID)
-		err = errRecordMissing(e.o.RetryAfter, err)
+		err = homefault.RecordMissing(e.o.RetryAfter, err)
 	case err != nil && !ok:
 		// A store or provider fault is still a failed wake to a caller,
 		// with a Retry-After, not an internal error.
-		err = errWakeFailed(e.o.RetryAfter, err)
+		err = homefault.WakeFailed(e.o.RetryAfter, err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -353,12 +354,12 @@ func (w *wakeRun) stepProviderWake(ctx context.Context) (bool, error) {
 		w.halfWoken = prov
 		w.gaveUpWhileStarting()
 		if cannotStart(err) {
-			w.cannotStart = cannotStartReason + err.Error()
+			w.cannotStart = homefault.CannotStartReason + err.Error()
 		}
 		if ctx.Err() != nil {
 			return false, w.timeout("starting the home", err)
 		}
-		return false, errWakeFailed(w.e.o.RetryAfter, err)
+		return false, homefault.WakeFailed(w.e.o.RetryAfter, err)
 	}
 	w.woken = res
 	if res.WasRunning && w.f.cause == "cold" {
@@ -433,7 +434,7 @@ func (w *wakeRun) stepCommitReady(ctx context.Context) (bool, error) {
 // record write failed; the stop it made is in w.stop.
 func (w *wakeRun) storeFailed(what string, err error) error {
 	proven := w.stop != nil && w.stop.proven
-	return errWakeFailed(w.e.o.RetryAfter, fmt.Errorf("%s: %w (the home was stopped; stop proven: %t)", what, err, proven))
+	return homefault.WakeFailed(w.e.o.RetryAfter, fmt.Errorf("%s: %w (the home was stopped; stop proven: %t)", what, err, proven))
 }
 
 // provenByOther returns the stored endpoint when the record, read after
@@ -525,11 +526,6 @@ func (w *wakeRun) gaveUpWhileStarting() {
 		w.e.ProviderChanged(w.h.spec.ID, *pending)
 	}
 }
-
-// errGaveUp is the cause of home_failed: the home's provider gave up on it
-// (its process kept exiting). A give-up during a wake ends the wake at once
-// (ProviderChanged aborts its flight).
-var errGaveUp = errors.New("the provider gave up on the home")
 
 // probeFollowing probes the home at endpoint. If the provider restarts the
 // home's process meanwhile (it exited: a port taken between choosing and
@@ -668,9 +664,9 @@ func (w *wakeRun) timeout(what string, err error) error {
 	if errors.Is(err, probe.ErrNotFound) {
 		// The probe gave up before the time ran out: the home serves
 		// none of the probed paths (probe/auto.go).
-		return errWakeFailed(w.e.o.RetryAfter, fmt.Errorf("%s: %w", what, err))
+		return homefault.WakeFailed(w.e.o.RetryAfter, fmt.Errorf("%s: %w", what, err))
 	}
-	return errWakeTimeout(w.e.o.RetryAfter, what, err)
+	return homefault.WakeTimeout(w.e.o.RetryAfter, what, err)
 }
 
 // finish writes the one log line and event of this wake.
@@ -723,7 +719,3 @@ func (w *wakeRun) setPhase(p string) {
 	w.f.phase.Store(p)
 	w.e.o.Events.Touch(w.h.spec.ID)
 }
-
-// cannotStartReason begins the failure reason of a home whose program
-// cannot start at all (errHomeFailed gives it its own hint).
-const cannotStartReason = "the home's program cannot start: "

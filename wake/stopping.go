@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -168,9 +169,9 @@ func (e *Engine) quiesce(ctx context.Context, l *held, m stopMark) error {
 	}
 	e.o.Log.Info(m.op+" backed off: the fleet still uses the home", "home", id, "sessions", n, "err", err)
 	if err != nil {
-		return errBusy(fmt.Errorf("%s %s: the fleet did not confirm the home idle: %w", m.op, id, err))
+		return homefault.Busy(fmt.Errorf("%s %s: the fleet did not confirm the home idle: %w", m.op, id, err))
 	}
-	return errBusy(fmt.Errorf("%s %s: %d session(s) on the fleet's gateways once it was marked stopping", m.op, id, n))
+	return homefault.Busy(fmt.Errorf("%s %s: %d session(s) on the fleet's gateways once it was marked stopping", m.op, id, n))
 }
 
 // shutdownParallel bounds how many homes a shutdown's handshake takes down

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/probe"
 )
 
@@ -59,7 +60,7 @@ func (w *wakeRun) logProgress() {
 		"ready_timeout_s", w.e.o.ReadyTimeout.Seconds()}
 	if r := w.lastAttempt.Load(); r != nil && r.Last != nil {
 		attrs = append(attrs, "probe_attempts", r.Attempts, "last_answer", r.Last.Error())
-		if h := hintFor(r.Last); h != "" {
+		if h := homefault.Hint(r.Last); h != "" {
 			attrs = append(attrs, "hint", h)
 		}
 	}

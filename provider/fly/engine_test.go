@@ -19,6 +19,7 @@ import (
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
@@ -451,8 +452,8 @@ func TestEngineStuckInStarting(t *testing.T) {
 			r := newEngineRig(t, w, rigTimes{ready: 1500 * time.Millisecond})
 			w.stick(tc.wedged)
 			_, err := r.request()
-			if fe, ok := fault.As(err); !ok || fe.Code != wake.CodeWakeTimeout || fe.RetryAfter <= 0 {
-				t.Fatalf("request: %v, want %s with a Retry-After", err, wake.CodeWakeTimeout)
+			if fe, ok := fault.As(err); !ok || fe.Code != homefault.CodeWakeTimeout || fe.RetryAfter <= 0 {
+				t.Fatalf("request: %v, want %s with a Retry-After", err, homefault.CodeWakeTimeout)
 			}
 			var stop *wake.WakeStop
 			testbin.Eventually(t, "the stop after the failed wake recorded", func() bool {

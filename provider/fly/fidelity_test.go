@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/provider/fly/flyfake"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // The engine tests of this file run the engine on the fake's habits that
@@ -131,7 +131,7 @@ func TestEngineStartAnsweredError(t *testing.T) {
 	if !ok {
 		t.Fatalf("request: %v, want a fault", err)
 	}
-	if fe.Code == wake.CodeWakeTimeout {
+	if fe.Code == homefault.CodeWakeTimeout {
 		t.Fatalf("request failed at the ready timeout (%v): the failed start was read as a slow one", err)
 	}
 	if fe.Cause == nil || !strings.Contains(fe.Cause.Error(), msg) || !strings.Contains(fe.Cause.Error(), fly.CodeStartFailed) {
@@ -198,7 +198,7 @@ func TestEngineWaitFailsToReachState(t *testing.T) {
 		r := newEngineRig(t, w, rigTimes{ready: 3 * time.Second})
 		_, err := r.request()
 		fe, ok := fault.As(err)
-		if !ok || fe.Code == wake.CodeWakeTimeout {
+		if !ok || fe.Code == homefault.CodeWakeTimeout {
 			t.Fatalf("request: %v, want a failure before the ready timeout", err)
 		}
 		if fe.Cause == nil || !strings.Contains(fe.Cause.Error(), fly.CodeStartFailed) || !strings.Contains(fe.Cause.Error(), "restart policy") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/registry"
@@ -121,8 +122,8 @@ func TestEngineRollWhileLeaseHeld(t *testing.T) {
 		w.srv.HoldLease(machine, "deployer@example.test", time.Hour)
 		_, err := r.request()
 		fe, ok := fault.As(err)
-		if !ok || fe.Code != wake.CodeRollIncident {
-			t.Fatalf("request: %v, want %s", err, wake.CodeRollIncident)
+		if !ok || fe.Code != homefault.CodeRollIncident {
+			t.Fatalf("request: %v, want %s", err, homefault.CodeRollIncident)
 		}
 		const holder = "deployer@example.test"
 		if cause := fe.Cause.Error(); !strings.Contains(cause, holder) || !strings.Contains(cause, fly.CodeLeaseHeld) {

@@ -1,4 +1,4 @@
-package wake
+package homefault
 
 import (
 	"errors"
@@ -15,13 +15,6 @@ import (
 	"github.com/wakegate/wakegate/provider"
 )
 
-// The engine's errors are *fault.Error values: a kind, a public code and a
-// sentence, and for operators the cause and, where there is a likely fix, a
-// hint. The engine never chooses an HTTP status; fault.Classify does.
-//
-// Public messages never carry an internal detail (a path, a port, a pid, a
-// command line): the provider's or the probe's error goes in Cause.
-
 // Public codes of the engine's errors.
 const (
 	CodeHomeNotFound    = "home_not_found"
@@ -37,15 +30,15 @@ const (
 	CodeRollIncident    = "roll_incident"
 )
 
-// errHomeNotFound is the answer for a home the engine does not know.
-func errHomeNotFound(id string) *fault.Error {
+// HomeNotFound is the answer for a home the engine does not know.
+func HomeNotFound(id string) *fault.Error {
 	return fault.Wrap(fault.NotFound, CodeHomeNotFound, "There is no such home.",
 		fmt.Errorf("home %q is not registered", id))
 }
 
-// errWaking is the answer for a caller whose own wait ran out while the
+// Waking is the answer for a caller whose own wait ran out while the
 // home's wake goes on.
-func errWaking(retry time.Duration, cause error) *fault.Error {
+func Waking(retry time.Duration, cause error) *fault.Error {
 	return fault.Wrap(fault.NotReady, CodeHomeWaking, "The home is still waking; try again shortly.", cause).
 		WithRetry(retry)
 }
@@ -59,55 +52,55 @@ func Asleep(retry time.Duration) *fault.Error {
 	return e
 }
 
-// errBusy is a lifecycle operation refused because the home has sessions
+// Busy is a lifecycle operation refused because the home has sessions
 // or another operation on it is in progress; cause says which.
-func errBusy(cause error) *fault.Error {
+func Busy(cause error) *fault.Error {
 	return fault.Wrap(fault.Busy, CodeHomeBusy,
 		"The home is in use or another operation on it is in progress.", cause)
 }
 
-// errShuttingDown refuses a new wake while the engine closes.
-func errShuttingDown(retry time.Duration) *fault.Error {
+// ShuttingDown refuses a new wake while the engine closes.
+func ShuttingDown(retry time.Duration) *fault.Error {
 	return fault.New(fault.ShuttingDown, CodeShuttingDown, "The gateway is shutting down.").WithRetry(retry)
 }
 
-// errWakeRateLimited is a wake refused by the home's wake rate.
-func errWakeRateLimited(retry time.Duration) *fault.Error {
+// WakeRateLimited is a wake refused by the home's wake rate.
+func WakeRateLimited(retry time.Duration) *fault.Error {
 	return fault.New(fault.Limited, CodeWakeRateLimited, "This home was woken too often; try again later.").
 		WithRetry(retry).
 		WithHint("requests asked for more wakes of this home than limits.wake_rate and limits.wake_burst allow: " +
 			"see why it keeps going back to sleep (idle_timeout) or raise the limit")
 }
 
-// errBackoff refuses a wake of a home whose wakes keep failing.
-func errBackoff(retry time.Duration) *fault.Error {
+// Backoff refuses a wake of a home whose wakes keep failing.
+func Backoff(retry time.Duration) *fault.Error {
 	return fault.New(fault.Failed, CodeWakeBackoff,
 		"The home failed to wake recently; the gateway waits before trying again.").
 		WithRetry(retry).
 		WithHint("the home's recent wakes failed: see the wake.failed events and the home's log")
 }
 
-// errHomeFailed is a home its provider gave up on: its process kept
+// HomeFailed is a home its provider gave up on: its process kept
 // exiting, so many restarts in so long. reason (the exit status and the
 // last lines of the home's log) is for operators only.
-func errHomeFailed(retry time.Duration, reason string) *fault.Error {
+func HomeFailed(retry time.Duration, reason string) *fault.Error {
 	what := "the home's process keeps exiting (exit status and last log lines above, and in the home's log): fix the home"
-	if strings.HasPrefix(reason, cannotStartReason) {
+	if strings.HasPrefix(reason, CannotStartReason) {
 		what = "the home's program cannot be run (the reason above names it: a wrong path, a file that is not executable, " +
 			"or a folder its user cannot enter): fix the command"
 	}
 	return fault.Wrap(fault.Failed, CodeHomeFailed, "The home keeps failing to start.",
-		fmt.Errorf("%w: %s", errGaveUp, reason)).
+		fmt.Errorf("%w: %s", ErrGaveUp, reason)).
 		WithRetry(retry).
 		WithHint(what + ", then wake it from the admin API (POST /admin/homes/{id}/wake, or wakegate home wake ID), " +
 			"which skips the failure backoff and gives the home its full restart budget again")
 }
 
-// errWakeFailed is a wake that failed before its time ran out: the
+// WakeFailed is a wake that failed before its time ran out: the
 // provider could not start the home, or the store could not be written.
-func errWakeFailed(retry time.Duration, cause error) *fault.Error {
+func WakeFailed(retry time.Duration, cause error) *fault.Error {
 	return fault.Wrap(fault.Failed, CodeWakeFailed, "The home could not be started.", cause).
-		WithRetry(retryFor(retry, cause)).WithHint(hintFor(cause))
+		WithRetry(retryFor(retry, cause)).WithHint(Hint(cause))
 }
 
 // retryFor is the Retry-After of a failure caused by cause: the one a
@@ -119,19 +112,19 @@ func retryFor(def time.Duration, cause error) time.Duration {
 	return def
 }
 
-// errWakeTimeout is a wake whose ready timeout ran out during step.
-func errWakeTimeout(retry time.Duration, step string, cause error) *fault.Error {
+// WakeTimeout is a wake whose ready timeout ran out during step.
+func WakeTimeout(retry time.Duration, step string, cause error) *fault.Error {
 	return fault.Wrap(fault.Failed, CodeWakeTimeout, "The home did not become ready in time.",
 		fmt.Errorf("%s: %w", step, cause)).
-		WithRetry(retryFor(retry, cause)).WithHint(hintFor(cause))
+		WithRetry(retryFor(retry, cause)).WithHint(Hint(cause))
 }
 
-// errRollIncident is a roll whose rollback failed too; rbErr is why the
+// RollIncident is a roll whose rollback failed too; rbErr is why the
 // rollback failed, whose provider hint (another client's lease, a refused
 // token) joins the incident's.
-func errRollIncident(retry time.Duration, cause, rbErr error) *fault.Error {
+func RollIncident(retry time.Duration, cause, rbErr error) *fault.Error {
 	hint := "the roll and its rollback failed: read the roll.incident event and the home's log; register a fixed target"
-	if h := hintFor(rbErr); h != "" {
+	if h := Hint(rbErr); h != "" {
 		hint += "; the rollback: " + h
 	}
 	return fault.Wrap(fault.Failed, CodeRollIncident,
@@ -139,14 +132,14 @@ func errRollIncident(retry time.Duration, cause, rbErr error) *fault.Error {
 		WithRetry(retry).WithHint(hint)
 }
 
-// errRefused is an operator's request refused by the home's state (a roll
+// Refused is an operator's request refused by the home's state (a roll
 // that is not needed, rolls that are off).
-func errRefused(code, msg string) *fault.Error {
+func Refused(code, msg string) *fault.Error {
 	return fault.New(fault.Conflict, code, msg)
 }
 
-// hintFor is the operator's likely fix for a failed wake's cause, or "".
-func hintFor(err error) string {
+// Hint is the operator's likely fix for a failed wake's cause, or "".
+func Hint(err error) string {
 	if err == nil {
 		return ""
 	}
@@ -184,13 +177,43 @@ func hintFor(err error) string {
 // gateway cannot write its own store (a read-only or full disk).
 const CodeStoreUnavailable = "store_unavailable"
 
-// errStoreUnwritable is a wake that could not record its steps: the
+// StoreUnwritable is a wake that could not record its steps: the
 // store's disk refuses writes. It fails at once rather than retrying for
 // the whole ready timeout, and sets no backoff.
-func errStoreUnwritable(retry time.Duration, cause error) *fault.Error {
+func StoreUnwritable(retry time.Duration, cause error) *fault.Error {
 	return fault.Wrap(fault.Unavailable, CodeStoreUnavailable,
 		"The gateway cannot record a wake right now; try again shortly.", cause).
 		WithRetry(retry).
 		WithHint("the store's disk refuses writes (read-only, full or failing): free space or remount it read-write; " +
 			"warm homes keep serving, and /readyz answers 503 until a write passes again")
 }
+
+// CodeStateUnavailable is the public code of a wake refused because the
+// fleet's shared state does not answer.
+const CodeStateUnavailable = "state_unavailable"
+
+// StateUnavailable is a wake that needed the fleet's store, which does
+// not answer.
+func StateUnavailable(retry time.Duration, cause error) *fault.Error {
+	return fault.Wrap(fault.Unavailable, CodeStateUnavailable,
+		"The gateway cannot reach its shared state; try again shortly.", cause).
+		WithRetry(retry).
+		WithHint("the fleet's Redis does not answer: check that it runs and that this gateway reaches it (redis.url); warm homes keep serving meanwhile")
+}
+
+// RecordMissing is a wake of a registered home whose stored record is
+// gone (the engine records its config's homes again).
+func RecordMissing(retry time.Duration, cause error) *fault.Error {
+	return fault.Wrap(fault.Unavailable, CodeStateUnavailable,
+		"The gateway is restoring its shared state; try again shortly.", cause).
+		WithRetry(retry).
+		WithHint("the home's record is missing from the fleet's store (Redis restarted without persistence, or the home was removed on another gateway): the gateway records its config's homes again by itself")
+}
+
+// ErrGaveUp is the cause of home_failed: the home's provider gave up on it
+// (its process kept exiting). A give-up during a wake ends the wake at once.
+var ErrGaveUp = errors.New("the provider gave up on the home")
+
+// CannotStartReason begins the failure reason of a home whose program
+// cannot start at all (HomeFailed gives it its own hint).
+const CannotStartReason = "the home's program cannot start: "
