@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os/exec"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -20,6 +19,7 @@ import (
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // wakeRun carries one wake through its steps: a slot under the global cap,
@@ -49,9 +49,9 @@ type wakeRun struct {
 	// not exist or may not be run), "" otherwise: the home is then failed,
 	// not asleep, as when its provider gave up on it.
 	cannotStart string
-	// lastAttempt is the probe's last failed attempt, for the progress
-	// line (wake_progress.go).
-	lastAttempt atomic.Pointer[probe.Result]
+	// progress logs the wake while it runs, with the probe's last failed
+	// attempt.
+	progress *wakerecord.Progress
 
 	// What the steps found (wakeSteps): the home's provider, what its
 	// wake returned and where the home listens, and the wake's outcome.
@@ -67,7 +67,11 @@ func (e *Engine) runWake(h *home, f *flight) {
 	ctx, cancel := context.WithTimeout(f.ctx, h.readyTimeout(e))
 	defer cancel()
 	w := &wakeRun{e: e, h: h, f: f, start: f.started}
-	stopProgress := w.reportProgress(ctx)
+	w.progress = wakerecord.NewProgress(e.o.Log, h.spec.ID, w.start, e.o.ReadyTimeout, func() string {
+		phase, _ := f.phase.Load().(string)
+		return phase
+	})
+	stopProgress := w.progress.Report(ctx, e.o.ProgressEvery)
 	var res Awake
 	settle := func(err error) {
 		if storeDown(err) && e.ctx.Err() == nil {
@@ -615,7 +619,7 @@ func (w *wakeRun) probeSpec(endpoint string) probe.Spec {
 	if h.spec.RelayToken != "" {
 		spec.Header = http.Header{e.o.RelayHeader: {h.spec.RelayToken}}
 	}
-	spec.OnAttempt = w.noteAttempt
+	spec.OnAttempt = w.progress.Note
 	return spec
 }
 
