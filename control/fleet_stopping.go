@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/stopping"
 )
 
-// The fleet's side of the stopping handshake (wake/stopping.go): the
+// The fleet's side of the stopping handshake (package stopping): the
 // gateway that stops a home asks every other live gateway, on the store's
 // change channel, to quiesce it; each drops its warm verdict of the home
 // and answers with its live sessions on it.
@@ -22,21 +22,21 @@ const opQuiesce = "quiesce"
 
 // quiesced is a gateway's answer to opQuiesce.
 type quiesced struct {
-	wake.Quiet
+	stopping.Quiet
 	Err string `json:"err,omitempty"`
 }
 
 // homeQuiescer is the engine's part of the answer.
 type homeQuiescer interface {
-	QuiesceHome(id string) wake.Quiet
+	QuiesceHome(id string) stopping.Quiet
 }
 
 // Quiesce asks every other live gateway to quiesce home id and sums their
-// sessions on it (wake.StopBarrier). A gateway that does not answer within
+// sessions on it (stopping.StopBarrier). A gateway that does not answer within
 // wait counts only while its heartbeat is still live after the wait: one
 // whose heartbeat lapsed no longer trusts its warm verdicts.
-func (p *fleetPeers) Quiesce(ctx context.Context, id string, wait time.Duration) (wake.Quiet, error) {
-	var total wake.Quiet
+func (p *fleetPeers) Quiesce(ctx context.Context, id string, wait time.Duration) (stopping.Quiet, error) {
+	var total stopping.Quiet
 	reps, err := p.f.Reports(ctx)
 	if err != nil {
 		return total, fmt.Errorf("live gateways: %w", err)
@@ -117,4 +117,4 @@ func (f *Fleet[H]) answerQuiesce(from, id string) string {
 	return string(raw)
 }
 
-var _ wake.StopBarrier = (*fleetPeers)(nil)
+var _ stopping.StopBarrier = (*fleetPeers)(nil)

@@ -674,7 +674,7 @@ func (g *Gateway) quiesceHomes() {
 		// this gateway's provider lets it be. What it holds goes through
 		// the fleet's stopping handshake first: a home another gateway
 		// still serves is handed over running, not stopped under its
-		// requests (wake/stopping.go).
+		// requests (package stopping).
 		all := homesOf
 		homesOf = func(name string) []string {
 			ids := all(name)

@@ -12,6 +12,7 @@ import (
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/stopping"
 )
 
 // Run suspends idle homes and reports this instance's session counts to the
@@ -219,8 +220,8 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 				return nil // nothing runs: already suspended, asleep or failed
 			}
 			// The fleet's handshake: the record says stopping, and no
-			// gateway admits a new request to the process (stopping.go).
-			if err := e.quiesce(ctx, l, markSuspend); err != nil {
+			// gateway admits a new request to the process (package stopping).
+			if err := e.quiesce(ctx, l, stopping.Suspend); err != nil {
 				return err
 			}
 			start := time.Now()

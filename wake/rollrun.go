@@ -13,6 +13,7 @@ import (
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/stopping"
 )
 
 // The steps of one roll, inside a wake that holds the home's lifecycle lock
@@ -76,9 +77,9 @@ func (r *roller) busy(ctx context.Context, w *wakeRun) string {
 		return fmt.Sprintf("%d session(s) on other instances", others)
 	}
 	// The reports above may be a second old: the fleet's handshake decides
-	// (stopping.go), after which no gateway admits a new request to the
+	// (package stopping), after which no gateway admits a new request to the
 	// process the recreate replaces.
-	if err := r.e.quiesce(ctx, w.held, markRoll); err != nil {
+	if err := r.e.quiesce(ctx, w.held, stopping.Roll); err != nil {
 		return err.Error()
 	}
 	return ""
