@@ -2,11 +2,9 @@ package faultinject
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry/registrytest"
@@ -58,21 +56,8 @@ func startTogether(t *testing.T, gws []*fiGateway) (int, string) {
 		g.Proc = testbin.Start(t, g.dir, nil, "serve", "--config", g.config)
 	}
 	for i, g := range gws {
-		deadline := time.Now().Add(testbin.WaitLimit)
-		for {
-			res, err := http.Get(g.url + "/readyz")
-			if err == nil {
-				res.Body.Close()
-				if res.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			if _, done := g.Wait(20 * time.Millisecond); done {
-				return i, g.Output()
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("gw-%d did not answer /readyz\n%s", i, g.Output())
-			}
+		if _, exited := g.awaitReady(t); exited {
+			return i, g.Output()
 		}
 	}
 	return -1, ""

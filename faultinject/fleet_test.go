@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,20 +29,13 @@ import (
 // (and data_dir) of its own, with o's config plus the redis section.
 func fleetStart(t *testing.T, srv *registrytest.RedisServer, n int, o fiOptions) []*fiGateway {
 	t.Helper()
-	gws := make([]*fiGateway, n)
-	for i := range gws {
-		oi := o
-		oi.extra = map[string]any{}
-		for k, v := range o.extra {
-			oi.extra[k] = v
-		}
-		oi.extra["instance"] = fmt.Sprintf("gw-%d", i)
-		oi.extra["redis"] = map[string]any{"url": srv.URL(), "prefix": "fleet"}
-		dir := filepath.Join(t.TempDir(), fmt.Sprintf("gw-%d", i))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		gws[i] = fiStart(t, dir, fiConfig(t, oi))
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = srv.URL()
+	}
+	gws := fleetConfigsVia(t, urls, o)
+	for _, g := range gws {
+		g.start(t)
 	}
 	return gws
 }

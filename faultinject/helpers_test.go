@@ -138,17 +138,27 @@ func fiStart(t testing.TB, dir, config string, args ...string) *fiGateway {
 func (g *fiGateway) start(t testing.TB, args ...string) {
 	t.Helper()
 	g.Proc = testbin.Start(t, g.dir, nil, append([]string{"serve", "--config", g.config}, args...)...)
+	if err, exited := g.awaitReady(t); exited {
+		t.Fatalf("gateway exited before /readyz: %v\n%s", err, g.Output())
+	}
+}
+
+// awaitReady waits until g's /readyz answers 200, and fails the test if
+// that takes longer than testbin.WaitLimit. exited is true (with the exit
+// error) when the gateway exited instead.
+func (g *fiGateway) awaitReady(t testing.TB) (err error, exited bool) {
+	t.Helper()
 	deadline := time.Now().Add(testbin.WaitLimit)
 	for {
 		res, err := http.Get(g.url + "/readyz")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return
+				return nil, false
 			}
 		}
 		if err, done := g.Wait(20 * time.Millisecond); done {
-			t.Fatalf("gateway exited before /readyz: %v\n%s", err, g.Output())
+			return err, true
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("gateway did not answer /readyz\n%s", g.Output())
