@@ -12,6 +12,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -108,12 +109,12 @@ type Routes interface {
 // about the homes that apps run in. *wake.Engine implements it.
 type Homes interface {
 	// HomeState returns what the store and the engine know of home id.
-	HomeState(ctx context.Context, id string) (wake.HomeState, error)
+	HomeState(ctx context.Context, id string) (homes.State, error)
 	// SetRelayHeader adds home id's relay token to hdr, when it has one.
 	SetRelayHeader(id string, hdr http.Header)
 	// WakeNow wakes home id for an operator (cause names why) and waits
 	// for the outcome.
-	WakeNow(ctx context.Context, id, cause string) (wake.Awake, error)
+	WakeNow(ctx context.Context, id, cause string) (homes.Awake, error)
 	// Suspend suspends home id; it is refused while the home has sessions.
 	Suspend(ctx context.Context, id string) error
 	// UseAppPaths has the auto probes of homes also try the apps' health

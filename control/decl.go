@@ -4,16 +4,16 @@ import (
 	"reflect"
 
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // DeclSpec is d as the engine registers it; token is the resolved relay
 // token.
-func DeclSpec(d config.HomeDecl, token string) wake.HomeSpec {
-	return wake.HomeSpec{ID: d.ID, Target: d.Target, Provider: d.Provider, Version: d.Version,
+func DeclSpec(d config.HomeDecl, token string) homes.Spec {
+	return homes.Spec{ID: d.ID, Target: d.Target, Provider: d.Provider, Version: d.Version,
 		RelayToken: token, IdleTimeout: d.IdleTimeout, Probe: probe.Kind(d.Probe.Kind),
 		ProbePath: d.Probe.Path, ProbeStatuses: d.Probe.Statuses, ProbeSettle: d.Probe.Settle.Duration(),
 		ReadyTimeout: d.ReadyTimeout, Settings: d.Settings}
@@ -46,14 +46,14 @@ func DeclFromRecord(rec registry.Home, w *config.WakeConfig) config.HomeDecl {
 // SameSpec reports whether a and b register the same home, relay token
 // aside (compared by the caller, which holds the references) and version
 // aside (the engine reads it from the record; a roll changes it).
-func SameSpec(a, b wake.HomeSpec) bool {
+func SameSpec(a, b homes.Spec) bool {
 	a.RelayToken, b.RelayToken = "", ""
 	a.Version, b.Version = "", ""
 	return reflect.DeepEqual(normSpec(a), normSpec(b))
 }
 
 // normSpec makes empty lists nil, so that a record read back compares equal.
-func normSpec(s wake.HomeSpec) wake.HomeSpec {
+func normSpec(s homes.Spec) homes.Spec {
 	if len(s.ProbeStatuses) == 0 {
 		s.ProbeStatuses = nil
 	}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // Route is one home's entry in the gateway's home table: what the request
@@ -14,14 +14,14 @@ import (
 type Route interface {
 	// Spec is the home as the engine registered it (its relay token
 	// resolved).
-	Spec() wake.HomeSpec
+	Spec() homes.Spec
 }
 
 // Homes is the gateway's route table of homes, by id and by target, as
 // the registrar changes it. Every change is one home.
 type Homes[H Route] interface {
 	// New returns the route of spec, not yet in the table.
-	New(spec wake.HomeSpec) H
+	New(spec homes.Spec) H
 	// Set routes h in place of the home with id.
 	Set(id string, h H)
 	// Drop stops routing the home with id.
@@ -67,8 +67,8 @@ type Apps interface {
 
 // Engine is what the registrar asks of the wake engine (wake.Engine).
 type Engine interface {
-	Register(ctx context.Context, s wake.HomeSpec) error
-	RegisterRead(ctx context.Context, s wake.HomeSpec, rec registry.Home) error
+	Register(ctx context.Context, s homes.Spec) error
+	RegisterRead(ctx context.Context, s homes.Spec, rec registry.Home) error
 	Remove(ctx context.Context, id string, generation uint64) error
 	// Forget drops a home removed elsewhere in a fleet, stopping its
 	// process where this gateway ran it.

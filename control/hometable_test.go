@@ -5,16 +5,16 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/homes"
 )
 
 // tableRoute is a table entry as the gateway's is: a pointer to the spec.
-type tableRoute struct{ spec wake.HomeSpec }
+type tableRoute struct{ spec homes.Spec }
 
-func (r *tableRoute) Spec() wake.HomeSpec { return r.spec }
+func (r *tableRoute) Spec() homes.Spec { return r.spec }
 
 func tableHome(id, target string) *tableRoute {
-	return &tableRoute{spec: wake.HomeSpec{ID: id, Target: target}}
+	return &tableRoute{spec: homes.Spec{ID: id, Target: target}}
 }
 
 // TestHomeTableChanges walks the table's changes: add, move to another

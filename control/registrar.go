@@ -11,9 +11,9 @@ import (
 
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // Registrar is the one path by which homes and apps join and leave
@@ -89,7 +89,7 @@ func (r *Registrar[H]) Conflict(src Source, id string) error {
 // record is created or adopted) and the route table routes /node/{target}
 // to it, in place of any home with its id. The caller has checked
 // Conflict.
-func (r *Registrar[H]) RegisterHome(ctx context.Context, spec wake.HomeSpec) (H, error) {
+func (r *Registrar[H]) RegisterHome(ctx context.Context, spec homes.Spec) (H, error) {
 	if err := r.d.Engine.Register(ctx, spec); err != nil {
 		var none H
 		return none, err
@@ -128,7 +128,7 @@ func (r *Registrar[H]) RegisterConfigHomes(ctx context.Context, homes []config.H
 }
 
 // ResolveToken resolves spec's relay token reference (none when ref is "").
-func ResolveToken(spec *wake.HomeSpec, ref string) error {
+func ResolveToken(spec *homes.Spec, ref string) error {
 	if ref == "" {
 		return nil
 	}
@@ -202,7 +202,7 @@ func (r *Registrar[H]) restoreHome(ctx context.Context, rec registry.Home, holds
 // registers the home; a target another home holds is a 409 target_taken.
 // A home the config does not declare is stored as dynamic, with what its
 // restore needs. created reports whether the home is new.
-func (r *Registrar[H]) PutAPIHome(ctx context.Context, d config.HomeDecl, spec wake.HomeSpec, ifMatch uint64) (h H, created bool, err error) {
+func (r *Registrar[H]) PutAPIHome(ctx context.Context, d config.HomeDecl, spec homes.Spec, ifMatch uint64) (h H, created bool, err error) {
 	id := d.ID
 	r.claimMu.Lock()
 	prev, created, err := r.storeAPIHome(ctx, &spec, d, ifMatch)
@@ -223,7 +223,7 @@ func (r *Registrar[H]) PutAPIHome(ctx context.Context, d config.HomeDecl, spec w
 // storeAPIHome writes the stored record of spec, an admin request's home,
 // under its target's claim. It returns the record it replaced (zero when
 // created reports a new one).
-func (r *Registrar[H]) storeAPIHome(ctx context.Context, spec *wake.HomeSpec, d config.HomeDecl, ifMatch uint64) (prev registry.Home, created bool, err error) {
+func (r *Registrar[H]) storeAPIHome(ctx context.Context, spec *homes.Spec, d config.HomeDecl, ifMatch uint64) (prev registry.Home, created bool, err error) {
 	id := spec.ID
 	base := registry.Home{Status: registry.StatusSleeping}
 	cond := registry.Cond{}

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // A gateway of a fleet serves the homes and apps any gateway of the fleet
@@ -81,7 +81,7 @@ func (r *Registrar[H]) SyncFleetHomes(ctx context.Context) (missing []string) {
 
 // sameRouting reports whether spec is registered as rec says: target,
 // provider, settings (decl.go) and relay token.
-func (r *Registrar[H]) sameRouting(spec wake.HomeSpec, rec registry.Home) bool {
+func (r *Registrar[H]) sameRouting(spec homes.Spec, rec registry.Home) bool {
 	if !SameSpec(spec, DeclSpec(DeclFromRecord(rec, &r.cfg.Wake), "")) {
 		return false
 	}

@@ -3,15 +3,15 @@ package control
 import (
 	"context"
 
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // registerRead is RegisterHome for a home whose stored record rec was read
 // just now (a restore at start lists every record once, a fleet sync reads
 // each one it registers): the engine does not read it again, which is half
 // the store reads of a start with many homes.
-func (r *Registrar[H]) registerRead(ctx context.Context, spec wake.HomeSpec, rec registry.Home) error {
+func (r *Registrar[H]) registerRead(ctx context.Context, spec homes.Spec, rec registry.Home) error {
 	if err := r.d.Engine.RegisterRead(ctx, spec, rec); err != nil {
 		return err
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/control/adminapi"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/route"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // The gateway's side of the control plane (control/): the registrar
@@ -27,7 +27,7 @@ type controlHomes struct{ g *Gateway }
 
 var _ control.Homes[*route.Home] = controlHomes{}
 
-func (c controlHomes) New(spec wake.HomeSpec) *route.Home {
+func (c controlHomes) New(spec homes.Spec) *route.Home {
 	return route.NewHome(spec)
 }
 func (c controlHomes) Set(id string, h *route.Home)         { c.g.setHome(id, h) }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/proxy"
-	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -21,17 +21,17 @@ import (
 type Engine interface {
 	// WarmAwake returns home id's endpoint when its warm verdict is fresh:
 	// the warm path's one lookup, asked before any deadline is built.
-	WarmAwake(id string) (wake.Awake, bool)
+	WarmAwake(id string) (homes.Awake, bool)
 	// EnsureAwake makes home id ready, joining or starting its one wake
 	// (DESIGN rules 1, 2), and returns where it listens.
-	EnsureAwake(ctx context.Context, id string) (wake.Awake, error)
+	EnsureAwake(ctx context.Context, id string) (homes.Awake, error)
 	// EnsureQueued is EnsureAwake for a home whose provider can hold
 	// connections while it boots: it may release the caller before the
 	// probe passed.
-	EnsureQueued(ctx context.Context, id string) (wake.Awake, error)
+	EnsureQueued(ctx context.Context, id string) (homes.Awake, error)
 	// Settled waits for the outcome of the wake a caller was released
 	// from before its probe passed (Awake.Queued).
-	Settled(ctx context.Context, id string, a wake.Awake) (*url.URL, error)
+	Settled(ctx context.Context, id string, a homes.Awake) (*url.URL, error)
 	// Redo drops home id's warm verdict after a failed forward and wakes
 	// it once more.
 	Redo(ctx context.Context, id string) (*url.URL, error)
@@ -42,7 +42,7 @@ type Engine interface {
 	// Start begins a wake of home id in the background.
 	Start(id string) error
 	// HomeState returns what the store and the engine know of home id.
-	HomeState(ctx context.Context, id string) (wake.HomeState, error)
+	HomeState(ctx context.Context, id string) (homes.State, error)
 	// View is where the wake of home id stands.
 	View(id string) (wakerecord.View, bool)
 	// ExpectedWake is how long a wake of home id is expected to take.

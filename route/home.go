@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"sync/atomic"
 
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/homes"
 )
 
 // Home is one home's entry in the home table, as the request path reads
@@ -13,18 +13,18 @@ import (
 // through the admin API or a reload gets a new Home; one in the table is
 // never changed, except for the hooks its first forward makes.
 type Home struct {
-	spec  wake.HomeSpec
+	spec  homes.Spec
 	token string
 	hooks atomic.Pointer[Hooks]
 }
 
 // NewHome returns the entry of spec, whose relay token is resolved.
-func NewHome(spec wake.HomeSpec) *Home {
+func NewHome(spec homes.Spec) *Home {
 	return &Home{spec: spec, token: spec.RelayToken}
 }
 
 // Spec is the home as the engine registered it (control.Route).
-func (h *Home) Spec() wake.HomeSpec { return h.spec }
+func (h *Home) Spec() homes.Spec { return h.spec }
 
 // ID is the home's id.
 func (h *Home) ID() string { return h.spec.ID }

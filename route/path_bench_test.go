@@ -13,9 +13,9 @@ import (
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // benchExchange is a response writer that records as the listener's does
@@ -64,7 +64,7 @@ func BenchmarkPathSteps(b *testing.B) {
 	p.SetSettings(Settings{WakeTimeout: time.Second})
 	w := &benchExchange{ResponseWriter: httptest.NewRecorder()}
 	r := httptest.NewRequest(http.MethodGet, "http://gw.example/apps/bench/small", nil)
-	home := NewHome(wake.HomeSpec{ID: "demo", Target: "demo"})
+	home := NewHome(homes.Spec{ID: "demo", Target: "demo"})
 	app := NewApp(registry.App{Slug: "bench", Upstream: "http://127.0.0.1:9/"}, 0, nil)
 	app.SetPulse(&appstatus.Pulse{})
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/proxy"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // redirectSlash answers /apps/{slug} with a redirect to /apps/{slug}/.
@@ -149,7 +149,7 @@ func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route 
 	// accept queue while it boots. (A browser's page waits for the verdict
 	// above, so that a long boot shows the waiting page.)
 	ctx, cancel := context.WithTimeout(r.Context(), p.conf().WakeTimeout)
-	var a wake.Awake
+	var a homes.Awake
 	var err error
 	if p.mayQueue(h) {
 		a, err = eng.EnsureQueued(ctx, id)
@@ -165,7 +165,7 @@ func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route 
 }
 
 // forward sends r to home h, awake as a says.
-func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *proxy.Route, a wake.Awake) {
+func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *proxy.Route, a homes.Awake) {
 	route.Upstream = p.appUpstream(route, a.Endpoint)
 	route.Waited = a.Waited
 	id := route.HomeID

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/wakegate/wakegate/events"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -26,7 +27,7 @@ import (
 // bus drops every event for it): the wake counters equal the wakes,
 // because the engine counts at the source, not from the bus.
 func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
-	const homes = 1000
+	const storm = 1000
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	static := &provider.Static{Endpoints: map[string]string{}}
-	for i := range homes {
+	for i := range storm {
 		static.Endpoints[fmt.Sprintf("h%d", i)] = "http://" + ln.Addr().String()
 	}
 	bus := events.NewBus(16)
@@ -71,14 +72,14 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 	})
 	t.Cleanup(eng.Close)
 	ctx := context.Background()
-	for i := range homes {
-		if err := eng.Register(ctx, wake.HomeSpec{ID: fmt.Sprintf("h%d", i), Target: fmt.Sprintf("t%d", i), Provider: "static"}); err != nil {
+	for i := range storm {
+		if err := eng.Register(ctx, homes.Spec{ID: fmt.Sprintf("h%d", i), Target: fmt.Sprintf("t%d", i), Provider: "static"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var wg sync.WaitGroup
-	errs := make(chan error, homes)
-	for i := range homes {
+	errs := make(chan error, storm)
+	for i := range storm {
 		wg.Go(func() {
 			wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
@@ -93,8 +94,8 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 		t.Fatalf("wake: %v", err)
 	}
 	// A wake is counted before its callers are released.
-	if got := emCounter(t, em.wakes.WithLabelValues("ready", "cold")); got != homes {
-		t.Fatalf("wakegate_wakes_total{outcome=ready,cause=cold} = %v, want %d", got, homes)
+	if got := emCounter(t, em.wakes.WithLabelValues("ready", "cold")); got != storm {
+		t.Fatalf("wakegate_wakes_total{outcome=ready,cause=cold} = %v, want %d", got, storm)
 	}
 	if got := emCounter(t, em.wakes.WithLabelValues("failed", "cold")); got != 0 {
 		t.Fatalf("failed wakes counted: %v", got)
@@ -110,8 +111,8 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 		}
 		for _, m := range f.GetMetric() {
 			series++
-			if n := m.GetHistogram().GetSampleCount(); n != homes {
-				t.Fatalf("wakegate_wake_seconds %v: %d samples, want %d", m.GetLabel(), n, homes)
+			if n := m.GetHistogram().GetSampleCount(); n != storm {
+				t.Fatalf("wakegate_wake_seconds %v: %d samples, want %d", m.GetLabel(), n, storm)
 			}
 		}
 	}
@@ -158,7 +159,7 @@ func TestMetricsCountUnprovenStopOfFailedWake(t *testing.T) {
 	})
 	t.Cleanup(eng.Close)
 	ctx := context.Background()
-	if err := eng.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+	if err := eng.Register(ctx, homes.Spec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eng.EnsureAwake(ctx, "h1"); err == nil {

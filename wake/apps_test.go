@@ -19,6 +19,7 @@ import (
 
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/events"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
@@ -250,7 +251,7 @@ func ladderHomes(t *testing.T) *rollRig {
 	bin := filepath.Join(t.TempDir(), "wakegate-copy")
 	rlCopy(t, testbin.Build(t), bin)
 	r := newRollRig(t, bin, wake.RollLazy)
-	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: "h3", Target: "carol", Provider: "exec", Version: "1"}); err != nil {
+	if err := r.eng.Register(context.Background(), homes.Spec{ID: "h3", Target: "carol", Provider: "exec", Version: "1"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.version("h1"); got != "1" {

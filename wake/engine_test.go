@@ -22,6 +22,7 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -198,7 +199,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		AdmitWake:         o.admit,
 	})
 	t.Cleanup(r.eng.Close)
-	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: rigHome, Target: rigTarget,
+	if err := r.eng.Register(context.Background(), homes.Spec{ID: rigHome, Target: rigTarget,
 		Provider: "exec", Version: "1", RelayToken: rigToken, IdleTimeout: o.idle}); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 func (r *rig) homeDir() string { return filepath.Join(r.data, "homes", rigHome) }
 
 // ensure wakes the home and fails the test on error.
-func (r *rig) ensure() wake.Awake {
+func (r *rig) ensure() homes.Awake {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -289,7 +290,7 @@ func TestEngineConcurrentColdWakeStartsOneProcess(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	const callers = 500
 	var wg sync.WaitGroup
-	res := make([]wake.Awake, callers)
+	res := make([]homes.Awake, callers)
 	errs := make([]error, callers)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -579,7 +580,7 @@ func TestEngineEndLeaseLetsHomeSuspend(t *testing.T) {
 func TestEngineWakeLogLine(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	const callers = 8
-	res := make([]wake.Awake, callers)
+	res := make([]homes.Awake, callers)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
 	for i := range callers {
@@ -726,7 +727,7 @@ func TestEngineBacksOffFailingHome(t *testing.T) {
 func TestEngineCapsConcurrentWakes(t *testing.T) {
 	r := newRig(t, rigOptions{boot: time.Hour, readyTimeout: 2 * time.Second, maxWakes: 1})
 	ctx := context.Background()
-	if err := r.eng.Register(ctx, wake.HomeSpec{ID: "h2", Target: "bob", Provider: "exec", Version: "1"}); err != nil {
+	if err := r.eng.Register(ctx, homes.Spec{ID: "h2", Target: "bob", Provider: "exec", Version: "1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.eng.Start(rigHome); err != nil {

@@ -12,7 +12,9 @@
 // store that lost its data live in package ownership). The app status
 // ladder (11-13) lives in package appstatus, which asks the engine through
 // a small interface; a refresh from the provider in package refresh, and
-// what is told of past and current wakes in package wakerecord.
+// what is told of past and current wakes in package wakerecord. The
+// values it answers with (a home's spec, Awake, State) live in package
+// homes.
 package wake
 
 import (
@@ -31,6 +33,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
@@ -119,45 +122,6 @@ type Options struct {
 	ProgressEvery time.Duration
 }
 
-// HomeSpec is what the gateway's config says about a home.
-type HomeSpec struct {
-	ID          string
-	Target      string
-	Provider    string
-	Version     string
-	RelayToken  string        // the resolved secret; "" for none
-	IdleTimeout time.Duration // zero: never suspended
-	// Probe is how this home's readiness is proven; "" means Options.Probe.
-	Probe probe.Kind
-	// ProbePath, ProbeStatuses and ProbeSettle override the probe
-	// template's Path, Statuses and Settle for this home; zero keeps the
-	// template's.
-	ProbePath     string
-	ProbeStatuses []int
-	ProbeSettle   time.Duration
-	// ReadyTimeout bounds this home's wakes; zero: Options.ReadyTimeout.
-	ReadyTimeout time.Duration
-	// Settings are the home's own provider settings (command, env, dir,
-	// options), passed on in every provider.Spec.
-	Settings provider.Settings
-}
-
-// Awake is the answer of EnsureAwake.
-type Awake struct {
-	// Endpoint is where the home listens.
-	Endpoint *url.URL
-	// Waited is how long the caller waited for a wake (zero on a warm hit).
-	Waited time.Duration
-	// queued is the wake that released this caller before its probe
-	// passed (EnsureQueued), nil otherwise: Settled waits for its outcome.
-	queued *flight
-}
-
-// Queued reports whether the home was not proven ready yet when a was
-// returned: its process was started and its socket queues connections
-// (EnsureQueued). A failed forward then asks Settled.
-func (a Awake) Queued() bool { return a.queued != nil }
-
 // verdict is a proof that a home was ready; immutable once published.
 type verdict struct {
 	endpoint *url.URL
@@ -166,7 +130,7 @@ type verdict struct {
 
 // home is the engine's in-memory view of one home.
 type home struct {
-	spec HomeSpec
+	spec homes.Spec
 	warm atomic.Pointer[verdict]
 
 	mu     sync.Mutex
@@ -188,7 +152,7 @@ type home struct {
 	freed      chan struct{}
 	lockedHere bool
 	// lastStop is the stop of the home after its last failed wake.
-	lastStop *WakeStop
+	lastStop *homes.WakeStop
 	// history is the home's last wakes (record.go).
 	history wakerecord.History
 	// ended is the last wake that ended on this engine, nil before the
@@ -212,10 +176,21 @@ type home struct {
 // (runState).
 type flight struct {
 	done   chan struct{}
-	res    Awake
+	res    homes.Awake
 	err    error
 	joined atomic.Int32 // callers that joined after the first
 	*runState
+}
+
+// Done is closed when the wake ended (homes.Pending).
+func (f *flight) Done() <-chan struct{} { return f.done }
+
+// Outcome is how the wake ended, once done is closed (homes.Pending).
+func (f *flight) Outcome() (*url.URL, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.res.Endpoint, nil
 }
 
 // runState is what one wake's run keeps while it goes and lets others
@@ -366,7 +341,7 @@ func (e *Engine) Close() {
 // Register makes a home known, creating its stored record if it has none.
 // A stored record keeps its state (a home that runs stays running and is
 // adopted on its next wake).
-func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
+func (e *Engine) Register(ctx context.Context, s homes.Spec) error {
 	if _, ok := e.o.Providers[s.Provider]; !ok {
 		return fmt.Errorf("register home %s: unknown provider %q", s.ID, s.Provider)
 	}
@@ -378,7 +353,7 @@ func (e *Engine) Register(ctx context.Context, s HomeSpec) error {
 // stored record rec (a restore at start lists every record once): the
 // record is not read again, which halves the store reads of a start with
 // many homes.
-func (e *Engine) RegisterRead(ctx context.Context, s HomeSpec, rec registry.Home) error {
+func (e *Engine) RegisterRead(ctx context.Context, s homes.Spec, rec registry.Home) error {
 	if _, ok := e.o.Providers[s.Provider]; !ok {
 		return fmt.Errorf("register home %s: unknown provider %q", s.ID, s.Provider)
 	}
@@ -387,7 +362,7 @@ func (e *Engine) RegisterRead(ctx context.Context, s HomeSpec, rec registry.Home
 
 // register is Register once the stored record was read: rec, or err
 // (registry.ErrNotFound when there is none).
-func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, err error) error {
+func (e *Engine) register(ctx context.Context, s homes.Spec, rec registry.Home, err error) error {
 	switch {
 	case errors.Is(err, registry.ErrNotFound):
 		rec, err = e.o.Store.PutHome(ctx, registry.Home{
@@ -457,49 +432,18 @@ func (e *Engine) Events() *events.Bus { return e.o.Events }
 // or an app's slug (Bus.Changed; nil when the engine has no bus).
 func (e *Engine) Changed(key string) <-chan struct{} { return e.o.Events.Changed(key) }
 
-// HomeState is a read-only view of one home, for app status.
-type HomeState struct {
-	// Status is the stored lifecycle status.
-	Status registry.Status
-	// Reason says why the status is failed or unknown.
-	Reason string
-	// Endpoint is where the home listens (unix:///path for a socket): the
-	// warm verdict's, else the stored one ("" when never woken).
-	Endpoint string
-	// Waking is true while a wake of the home is in flight.
-	Waking bool
-	// Warm is true while a fresh warm verdict stands.
-	Warm bool
-	// StartedAt is when the home's last wake started (zero if never).
-	StartedAt time.Time
-	// LastStop is the stop of the home after its last failed wake, nil
-	// when no failed wake stopped it since the engine started.
-	LastStop *WakeStop
-}
-
-// WakeStop is the stop of a half-woken home after a failed wake.
-type WakeStop struct {
-	// At is when the stop ended.
-	At time.Time `json:"at"`
-	// Proven is true when the provider verified the home is down; false
-	// means a process may be left running.
-	Proven bool `json:"proven"`
-	// Error is why the stop failed, "" when it did not.
-	Error string `json:"error,omitempty"`
-}
-
 // HomeState reports home id as stored and as the engine sees it now. It
 // starts nothing and changes nothing.
-func (e *Engine) HomeState(ctx context.Context, id string) (HomeState, error) {
+func (e *Engine) HomeState(ctx context.Context, id string) (homes.State, error) {
 	h := e.home(id)
 	if h == nil {
-		return HomeState{}, fmt.Errorf("home %s: %w", id, registry.ErrNotFound)
+		return homes.State{}, fmt.Errorf("home %s: %w", id, registry.ErrNotFound)
 	}
 	rec, err := e.o.Store.GetHome(ctx, id)
 	if err != nil {
-		return HomeState{}, fmt.Errorf("home %s: %w", id, err)
+		return homes.State{}, fmt.Errorf("home %s: %w", id, err)
 	}
-	s := HomeState{Status: rec.Status, Reason: rec.Reason, Endpoint: rec.Endpoint, StartedAt: rec.LastWakeAt}
+	s := homes.State{Status: rec.Status, Reason: rec.Reason, Endpoint: rec.Endpoint, StartedAt: rec.LastWakeAt}
 	if v := h.warm.Load(); v != nil && e.now() < v.until {
 		s.Warm, s.Endpoint = true, endpoint.Record(v.endpoint.String())
 	}
@@ -512,7 +456,7 @@ func (e *Engine) HomeState(ctx context.Context, id string) (HomeState, error) {
 
 // LastStop returns the stop of home id after its last failed wake, nil when
 // no failed wake stopped it since the engine started (or id is unknown).
-func (e *Engine) LastStop(id string) *WakeStop {
+func (e *Engine) LastStop(id string) *homes.WakeStop {
 	h := e.home(id)
 	if h == nil {
 		return nil
@@ -544,24 +488,24 @@ func (e *Engine) Warm(id string) bool {
 // WarmAwake returns home id's endpoint when its warm verdict is fresh, as
 // EnsureAwake would at once, without a context: the request path asks
 // this first and builds the wake's deadline only on a miss.
-func (e *Engine) WarmAwake(id string) (Awake, bool) {
+func (e *Engine) WarmAwake(id string) (homes.Awake, bool) {
 	h := e.home(id)
 	if h == nil {
-		return Awake{}, false
+		return homes.Awake{}, false
 	}
 	return e.warmHit(h)
 }
 
 // warmHit answers from h's warm verdict when it is fresh, and counts the
 // hit.
-func (e *Engine) warmHit(h *home) (Awake, bool) {
+func (e *Engine) warmHit(h *home) (homes.Awake, bool) {
 	if v := h.warm.Load(); v != nil {
 		if now := e.now(); now < v.until && e.beatValid(now) {
 			e.counts.warmHits.Add(1)
-			return Awake{Endpoint: v.endpoint}, true
+			return homes.Awake{Endpoint: v.endpoint}, true
 		}
 	}
-	return Awake{}, false
+	return homes.Awake{}, false
 }
 
 // Sleeping reports whether home id is known not to run: no fresh verdict
@@ -603,15 +547,15 @@ const CauseWaited = "waited"
 // probe. Otherwise the caller joins the one wake of the home in flight, or
 // starts it; the wake runs detached from the caller, bounded by the ready
 // timeout, and every caller waits on its own ctx.
-func (e *Engine) EnsureAwake(ctx context.Context, id string) (Awake, error) {
+func (e *Engine) EnsureAwake(ctx context.Context, id string) (homes.Awake, error) {
 	return e.ensure(ctx, id, false)
 }
 
 // ensure is EnsureAwake, or EnsureQueued with queued.
-func (e *Engine) ensure(ctx context.Context, id string, queued bool) (Awake, error) {
+func (e *Engine) ensure(ctx context.Context, id string, queued bool) (homes.Awake, error) {
 	h := e.homes.get(id)
 	if h == nil {
-		return Awake{}, homefault.HomeNotFound(id)
+		return homes.Awake{}, homefault.HomeNotFound(id)
 	}
 	if a, ok := e.warmHit(h); ok {
 		return a, nil
@@ -632,25 +576,22 @@ func (e *Engine) ensure(ctx context.Context, id string, queued bool) (Awake, err
 // passing probe sets the verdict. If the wake then fails, the queued
 // connections are reset (provider.QueueFailer) and Settled returns the
 // wake's error. For any other home it is EnsureAwake.
-func (e *Engine) EnsureQueued(ctx context.Context, id string) (Awake, error) {
+func (e *Engine) EnsureQueued(ctx context.Context, id string) (homes.Awake, error) {
 	return e.ensure(ctx, id, true)
 }
 
 // Settled waits for the outcome of the wake that released a early
-// (Awake.Queued), for a forward that could not reach the home: the home's
+// (homes.Awake.Queued), for a forward that could not reach the home: the home's
 // endpoint once it was proven ready, or the wake's error. For any other a
 // it is Redo.
-func (e *Engine) Settled(ctx context.Context, id string, a Awake) (*url.URL, error) {
-	f := a.queued
-	if f == nil {
+func (e *Engine) Settled(ctx context.Context, id string, a homes.Awake) (*url.URL, error) {
+	p := a.Early
+	if p == nil {
 		return e.Redo(ctx, id)
 	}
 	select {
-	case <-f.done:
-		if f.err != nil {
-			return nil, f.err
-		}
-		return f.res.Endpoint, nil
+	case <-p.Done():
+		return p.Outcome()
 	case <-ctx.Done():
 		return nil, homefault.Waking(e.o.RetryAfter, ctx.Err())
 	}
@@ -814,3 +755,5 @@ func probePath(tmpl, target string) string { return strings.ReplaceAll(tmpl, "{t
 // the probes use: a socket endpoint (unix:///path) becomes its stand-in
 // http URL (internal/endpoint).
 func parseEndpoint(ep string) (*url.URL, error) { return url.Parse(endpoint.HTTP(ep)) }
+
+var _ homes.Pending = (*flight)(nil)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -41,7 +42,7 @@ func warmEngine(b *testing.B) *wake.Engine {
 	})
 	b.Cleanup(e.Close)
 	ctx := context.Background()
-	if err := e.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+	if err := e.Register(ctx, homes.Spec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := e.EnsureAwake(ctx, "h1"); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/wake"
@@ -33,7 +34,7 @@ func TestWakeErrorKeepsCauseOutOfMessageAndHints(t *testing.T) {
 	})
 	t.Cleanup(e.Close)
 	ctx := context.Background()
-	if err := e.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+	if err := e.Register(ctx, homes.Spec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.EnsureAwake(ctx, "h1")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -35,22 +36,22 @@ func storeDown(err error) bool { return errors.Is(err, registry.ErrUnavailable) 
 // which ran out but was not dropped, while the store is down (see the top
 // of this file). ok is false when there is no such verdict or the probe
 // fails.
-func (w *wakeRun) fromLocal(ctx context.Context) (Awake, bool) {
+func (w *wakeRun) fromLocal(ctx context.Context) (homes.Awake, bool) {
 	v := w.h.warm.Load()
 	if v == nil {
-		return Awake{}, false
+		return homes.Awake{}, false
 	}
 	pctx, cancel := context.WithTimeout(ctx, localProofTimeout)
 	defer cancel()
 	if _, err := probe.Run(pctx, w.probeSpec(v.endpoint.String()), nil); err != nil {
 		w.e.o.Log.Warn("wake: the store does not answer and the home's last endpoint did not pass its probe",
 			"home", w.h.spec.ID, "err", err.Error())
-		return Awake{}, false
+		return homes.Awake{}, false
 	}
 	w.setPhase("proven locally")
 	w.e.o.Log.Info("wake: the store does not answer; the home's last endpoint passed its probe and keeps serving",
 		"home", w.h.spec.ID)
-	return Awake{Endpoint: v.endpoint}, true
+	return homes.Awake{Endpoint: v.endpoint}, true
 }
 
 // fleetBusy refuses (fault.Busy) to take home id down while other

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -130,7 +131,7 @@ func giveUpEngine(t *testing.T, prov provider.Provider) (*wake.Engine, registry.
 		Log: slog.New(slog.DiscardHandler),
 	})
 	t.Cleanup(eng.Close)
-	if err := eng.Register(context.Background(), wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+	if err := eng.Register(context.Background(), homes.Spec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	return eng, store

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -17,7 +18,7 @@ func (r *rig) registerSleepers(n int) {
 	r.t.Helper()
 	for i := range n {
 		id := fmt.Sprintf("s%05d", i)
-		if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: id, Target: "t-" + id, Provider: "exec",
+		if err := r.eng.Register(context.Background(), homes.Spec{ID: id, Target: "t-" + id, Provider: "exec",
 			Version: "1", RelayToken: "token-" + id, IdleTimeout: time.Hour}); err != nil {
 			r.t.Fatal(err)
 		}
@@ -89,7 +90,7 @@ func TestHomeForTokenAmongMany(t *testing.T) {
 		}
 	}
 	// Registered again with another token: the old one names nothing.
-	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: "s00007", Target: "t-s00007", Provider: "exec",
+	if err := r.eng.Register(context.Background(), homes.Spec{ID: "s00007", Target: "t-s00007", Provider: "exec",
 		Version: "1", RelayToken: "fresh"}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // TestIdleTickChanges: SetIdleTick changes the idle loop's period when no
@@ -32,7 +32,7 @@ func TestIdleTickFollowsRegisteredHome(t *testing.T) {
 	ctx := context.Background()
 	testbin.Eventually(t, "the idle loop to run with its first period", func() bool { return r.eng.IdleTick() == time.Hour })
 	const id = "h2"
-	if err := r.eng.Register(ctx, wake.HomeSpec{ID: id, Target: "t2", Provider: "exec", Version: "1",
+	if err := r.eng.Register(ctx, homes.Spec{ID: id, Target: "t2", Provider: "exec", Version: "1",
 		RelayToken: rigToken, IdleTimeout: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}

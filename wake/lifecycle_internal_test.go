@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
@@ -69,7 +70,7 @@ func TestWakeWaitsOnTheHoldersBroadcast(t *testing.T) {
 	})
 	t.Cleanup(e.Close)
 	ctx := context.Background()
-	if err := e.Register(ctx, HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+	if err := e.Register(ctx, homes.Spec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	h := e.home("h1")

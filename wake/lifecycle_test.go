@@ -13,6 +13,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -58,7 +59,7 @@ func lcEngine(t *testing.T, store registry.Store, instance, endpoint string, bus
 	o.Instance, o.Events = instance, bus
 	e := wake.New(o)
 	t.Cleanup(e.Close)
-	if err := e.Register(context.Background(), wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+	if err := e.Register(context.Background(), homes.Spec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -106,7 +107,7 @@ func TestWakeAfterLockTrustsFreshProofByAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	var got wake.Awake
+	var got homes.Awake
 	go func() {
 		var err error
 		got, err = eng.EnsureAwake(ctx, "h1")
@@ -224,7 +225,7 @@ func TestWakeCutByCloseIsShuttingDown(t *testing.T) {
 	})
 	t.Cleanup(e.Close)
 	ctx := context.Background()
-	if err := e.Register(ctx, wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+	if err := e.Register(ctx, homes.Spec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

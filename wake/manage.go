@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
@@ -19,10 +20,10 @@ func (e *Engine) Known(id string) bool { return e.home(id) != nil }
 // the home's failure backoff, and it resets the provider's restart budget
 // of the home, so a home given up on after too many crashes (and fixed
 // since) gets its full budget again.
-func (e *Engine) WakeNow(ctx context.Context, id, cause string) (Awake, error) {
+func (e *Engine) WakeNow(ctx context.Context, id, cause string) (homes.Awake, error) {
 	h, err := e.operatorHome(id)
 	if err != nil {
-		return Awake{}, err
+		return homes.Awake{}, err
 	}
 	return e.wakeNow(ctx, h, cause, true, false)
 }
@@ -57,14 +58,14 @@ func (e *Engine) operatorHome(id string) (*home, error) {
 // forward may drop it the moment the lock is released). With queued, the
 // caller goes as soon as the wake releases its early callers
 // (EnsureQueued).
-func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator, queued bool) (Awake, error) {
+func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator, queued bool) (homes.Awake, error) {
 	start := time.Now()
 	f, v, err := e.join(h, cause, operator)
 	if err != nil {
-		return Awake{}, err
+		return homes.Awake{}, err
 	}
 	if f == nil {
-		return Awake{Endpoint: v.endpoint}, nil
+		return homes.Awake{Endpoint: v.endpoint}, nil
 	}
 	early := f.early
 	if !queued {
@@ -75,24 +76,24 @@ func (e *Engine) wakeNow(ctx context.Context, h *home, cause string, operator, q
 		select {
 		case <-f.done: // ended meanwhile: its outcome answers
 		default:
-			return Awake{Endpoint: f.earlyAt, Waited: time.Since(start), queued: f}, nil
+			return homes.Awake{Endpoint: f.earlyAt, Waited: time.Since(start), Early: f}, nil
 		}
 		<-f.done
 		if f.err != nil {
-			return Awake{}, f.err
+			return homes.Awake{}, f.err
 		}
-		return Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
+		return homes.Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
 	case <-f.done:
 		if f.err != nil {
-			return Awake{}, f.err
+			return homes.Awake{}, f.err
 		}
 		if f.cause == CauseVerify {
 			// Not a wake: the home ran all along (Server-Timing says none).
-			return Awake{Endpoint: f.res.Endpoint}, nil
+			return homes.Awake{Endpoint: f.res.Endpoint}, nil
 		}
-		return Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
+		return homes.Awake{Endpoint: f.res.Endpoint, Waited: time.Since(start)}, nil
 	case <-ctx.Done():
-		return Awake{}, homefault.Waking(e.o.RetryAfter, ctx.Err())
+		return homes.Awake{}, homefault.Waking(e.o.RetryAfter, ctx.Err())
 	}
 }
 

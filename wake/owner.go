@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -31,7 +32,7 @@ const runnerProbeTimeout = 2 * time.Second
 // runs: from its recorded endpoint, once that passes the probe. ok is
 // false when the home has no such runner (any more): the wake goes on
 // through this gateway's provider.
-func (w *wakeRun) viaRunner(ctx context.Context) (a Awake, ok bool, err error) {
+func (w *wakeRun) viaRunner(ctx context.Context) (a homes.Awake, ok bool, err error) {
 	e := w.e
 	var t *time.Timer
 	defer func() {
@@ -42,19 +43,19 @@ func (w *wakeRun) viaRunner(ctx context.Context) (a Awake, ok bool, err error) {
 	for {
 		runner, err := e.own.RunnerElsewhere(ctx, w.rec)
 		if err != nil || runner == "" {
-			return Awake{}, false, err
+			return homes.Awake{}, false, err
 		}
 		if !ownership.MayRun(w.rec.Status) {
 			// Its last stop was not proven: the runner's provider still
 			// tracks what may be left of it. A new process is this
 			// gateway's; its provider adopts the old one only if it is
 			// provably the recorded process.
-			return Awake{}, false, nil
+			return homes.Awake{}, false, nil
 		}
 		if m := w.rec.RunnerMachine; m != "" && e.o.Machine != "" && m != e.o.Machine && ownership.MachineOnly(w.rec.Endpoint) {
 			// Its loopback endpoint (or socket) is on the runner's machine:
 			// what listens there on this one is something else.
-			return Awake{}, true, ownership.ErrElsewhere(e.o.RetryAfter, w.h.spec.ID, runner)
+			return homes.Awake{}, true, ownership.ErrElsewhere(e.o.RetryAfter, w.h.spec.ID, runner)
 		}
 		if u, perr := parseEndpoint(w.rec.Endpoint); perr == nil && u.Host != "" {
 			w.setPhase("probing at its runner")
@@ -65,7 +66,7 @@ func (w *wakeRun) viaRunner(ctx context.Context) (a Awake, ok bool, err error) {
 				w.f.cause = CauseVerify
 				e.o.Log.Debug("wake: the home runs on another gateway of the fleet; forwarding there",
 					"home", w.h.spec.ID, "runner", runner)
-				return Awake{Endpoint: u}, true, nil
+				return homes.Awake{Endpoint: u}, true, nil
 			}
 		}
 		if t == nil {
@@ -76,11 +77,11 @@ func (w *wakeRun) viaRunner(ctx context.Context) (a Awake, ok bool, err error) {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return Awake{}, true, w.timeout("waiting for the home at the gateway that runs it ("+runner+")", ctx.Err())
+			return homes.Awake{}, true, w.timeout("waiting for the home at the gateway that runs it ("+runner+")", ctx.Err())
 		}
 		rec, err := e.o.Store.GetHome(ctx, w.h.spec.ID)
 		if err != nil {
-			return Awake{}, true, err
+			return homes.Awake{}, true, err
 		}
 		w.rec = rec
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
@@ -121,7 +122,7 @@ func (r *frig) start(fail func(registry.Home) bool) {
 		MaxConcurrent: 4, FailureBackoff: 10 * time.Millisecond,
 		RelayHeader: demohome.RelayHeader, Log: log.With("component", "wake"),
 	})
-	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: rigHome, Target: rigTarget,
+	if err := r.eng.Register(context.Background(), homes.Spec{ID: rigHome, Target: rigTarget,
 		Provider: "exec", Version: "1", RelayToken: rigToken}); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func (r *frig) record() registry.Home {
 	return h
 }
 
-func (r *frig) ensure() (wake.Awake, error) {
+func (r *frig) ensure() (homes.Awake, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return r.eng.EnsureAwake(ctx, rigHome)

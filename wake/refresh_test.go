@@ -11,6 +11,7 @@ import (
 
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
@@ -129,14 +130,14 @@ func newNoticeRig(t *testing.T, budget int) *noticeRig {
 		MaxConcurrent: 4, FailureBackoff: time.Second, RelayHeader: demohome.RelayHeader, Log: log,
 	})
 	t.Cleanup(r.eng.Close)
-	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: rigHome, Target: rigTarget, Provider: "exec",
+	if err := r.eng.Register(context.Background(), homes.Spec{ID: rigHome, Target: rigTarget, Provider: "exec",
 		Version: "1", RelayToken: rigToken}); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func (r *noticeRig) ensure() wake.Awake {
+func (r *noticeRig) ensure() homes.Awake {
 	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

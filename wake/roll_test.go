@@ -18,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -141,7 +142,7 @@ func newRollRig(t testing.TB, bin string, mode wake.RollMode) *rollRig {
 	})
 	t.Cleanup(r.eng.Close)
 	for _, id := range []string{"h1", "h2"} {
-		if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: id, Target: rollHomes[id],
+		if err := r.eng.Register(context.Background(), homes.Spec{ID: id, Target: rollHomes[id],
 			Provider: "exec", Version: "1"}); err != nil {
 			t.Fatal(err)
 		}
@@ -554,7 +555,7 @@ func TestRollNeverRollsHomeWithNoVersion(t *testing.T) {
 	})
 	t.Cleanup(e.Close)
 	ctx := context.Background()
-	if err := e.Register(ctx, wake.HomeSpec{ID: "h3", Target: "carol", Provider: "static"}); err != nil {
+	if err := e.Register(ctx, homes.Spec{ID: "h3", Target: "carol", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.SetTarget(ctx, registry.Target{Version: "2"}); err != nil {

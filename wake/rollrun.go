@@ -10,6 +10,7 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -23,37 +24,37 @@ import (
 // on, a target is registered, the home has a recorded version that differs,
 // the target is not bad, and the home has no users. rolled is false when
 // the caller goes on with a plain wake.
-func (r *roller) maybeRoll(ctx context.Context, w *wakeRun, prov provider.Provider) (a Awake, rolled bool, err error) {
+func (r *roller) maybeRoll(ctx context.Context, w *wakeRun, prov provider.Provider) (a homes.Awake, rolled bool, err error) {
 	e, h := r.e, w.h
 	id := h.spec.ID
 	t, err := e.o.Store.GetTarget(ctx)
 	if errors.Is(err, registry.ErrNotFound) {
-		return Awake{}, false, nil
+		return homes.Awake{}, false, nil
 	}
 	if err != nil {
 		e.o.Log.Warn("roll: read target; waking without a roll", "home", id, "err", err.Error())
-		return Awake{}, false, nil
+		return homes.Awake{}, false, nil
 	}
 	r.remember(t)
 	if !r.on() || !stale(w.rec.Version, t) || h.noRoll.Load() {
-		return Awake{}, false, nil
+		return homes.Awake{}, false, nil
 	}
 	if r.bad(t) {
 		r.stats.SkippedBad.Add(1)
 		e.o.Log.Info("roll: target is known bad; waking on the current version",
 			"home", id, "version", w.rec.Version, "bad_version", t.Version)
-		return Awake{}, false, nil
+		return homes.Awake{}, false, nil
 	}
 	if why := r.busy(ctx, w); why != "" {
 		r.stats.SkippedBusy.Add(1)
 		e.o.Log.Info("roll: home in use; waking without a roll", "home", id,
 			"version", w.rec.Version, "target", t.Version, "why", why)
-		return Awake{}, false, nil
+		return homes.Awake{}, false, nil
 	}
 	a, err = r.roll(ctx, w, prov, t)
 	if errors.Is(err, errRollUnsupported) {
 		h.noRoll.Store(true)
-		return Awake{}, false, nil
+		return homes.Awake{}, false, nil
 	}
 	return a, true, err
 }
@@ -87,7 +88,7 @@ func (r *roller) busy(ctx context.Context, w *wakeRun) string {
 
 // roll recreates the home on target t, and on failure records t as bad and
 // rolls back to the home's prior version.
-func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target) (Awake, error) {
+func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target) (homes.Awake, error) {
 	run := w.f.runState
 	e := r.e
 	id := w.h.spec.ID
@@ -98,7 +99,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		h.WantRunning = true
 		h.Status = registry.StatusRestoring
 	}); err != nil {
-		return Awake{}, err
+		return homes.Awake{}, err
 	}
 	r.stats.Started.Add(1)
 	e.o.Events.Publish(events.Event{Type: EventRollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause})
@@ -110,7 +111,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		e.o.Log.Warn("roll: the home's provider cannot recreate it; waking without a roll", "home", id)
 		e.o.Events.Publish(events.Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
 			Reason: "unsupported", Message: "the provider cannot recreate homes; woken without a roll"})
-		return Awake{}, errRollUnsupported
+		return homes.Awake{}, errRollUnsupported
 	}
 	if err == nil {
 		w.recordReady(ctx, t.Version, releaseOf(t))
@@ -120,7 +121,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		e.o.Log.Info("roll", "home", id, "step", "done", "version", t.Version, "prior_version", prior, "total_ms", ms(total))
 		e.o.Events.Publish(events.Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
 			Cause: run.cause, TotalMS: ms(total)})
-		return Awake{Endpoint: endpoint}, nil
+		return homes.Awake{Endpoint: endpoint}, nil
 	}
 
 	// The roll failed: the brake comes first, before anything else.
@@ -135,7 +136,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 // used all of the wake's. If it fails too, the home is stopped and left
 // unknown (roll.incident).
 func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target,
-	prior string, priorRel release, rollErr error) (Awake, error) {
+	prior string, priorRel release, rollErr error) (homes.Awake, error) {
 	run := w.f.runState
 	e := r.e
 	id := w.h.spec.ID
@@ -157,7 +158,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 			"restored_version", prior, "err", msg, "hint", rolledBackHint(id, t.Version, prior, rollErr))
 		e.o.Events.Publish(events.Event{Type: EventRollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause,
 			Message: "roll to " + t.Version + " failed and was rolled back to " + prior + ": " + msg})
-		return Awake{Endpoint: endpoint}, nil
+		return homes.Awake{Endpoint: endpoint}, nil
 	}
 	return r.incident(ctx, w, prov, t, prior, rollErr, rbErr)
 }
@@ -165,7 +166,7 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 // incident stops whatever runs after a failed roll and rollback, and
 // leaves the home unknown and degraded for a later wake to prove.
 func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target,
-	prior string, rollErr, rbErr error) (Awake, error) {
+	prior string, rollErr, rbErr error) (homes.Awake, error) {
 	run := w.f.runState
 	e := r.e
 	id := w.h.spec.ID
@@ -189,7 +190,7 @@ func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provide
 	proven := s.proven
 	e.o.Events.Publish(events.Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause,
 		StopProven: &proven, Message: "roll to " + t.Version + " and rollback to " + prior + " failed: " + msg})
-	return Awake{}, fe
+	return homes.Awake{}, fe
 }
 
 // attempt recreates the home on version (from rel; the zero release is

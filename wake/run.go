@@ -16,6 +16,7 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -58,7 +59,7 @@ type wakeRun struct {
 	prov     provider.Provider
 	woken    provider.Result
 	endpoint *url.URL
-	out      Awake
+	out      homes.Awake
 }
 
 // runWake is the one wake of h. It owns f and completes it exactly once.
@@ -72,7 +73,7 @@ func (e *Engine) runWake(h *home, f *flight) {
 		return phase
 	})
 	stopProgress := w.progress.Report(ctx, e.o.ProgressEvery)
-	var res Awake
+	var res homes.Awake
 	settle := func(err error) {
 		if storeDown(err) && e.ctx.Err() == nil {
 			if a, ok := w.fromLocal(ctx); ok {
@@ -122,7 +123,7 @@ func (e *Engine) runWake(h *home, f *flight) {
 // stopTimeout (a hung home can take its whole stop grace and more). The
 // stop's outcome is reported with the wake's line, event and metrics, as
 // for any failed wake.
-func (w *wakeRun) stopAfterRelease(ctx context.Context, res Awake, err error) {
+func (w *wakeRun) stopAfterRelease(ctx context.Context, res homes.Awake, err error) {
 	if w.halfWoken == nil {
 		return
 	}
@@ -150,7 +151,7 @@ func (w *wakeRun) count(err error) {
 
 // settle records the wake's outcome in memory, with the lock still held:
 // the flight's result, the verdict, the failure backoff.
-func (w *wakeRun) settle(res Awake, err error) {
+func (w *wakeRun) settle(res homes.Awake, err error) {
 	e, h, f := w.e, w.h, w.f
 	// Watchers (a waiting page's stream) look again once h.mu is free:
 	// the wake's event comes only after a failed wake's stop.
@@ -253,7 +254,7 @@ func (w *wakeRun) settleStopLocked() {
 	if w.stop == nil {
 		return
 	}
-	ls := &WakeStop{At: time.Now(), Proven: w.stop.proven}
+	ls := &homes.WakeStop{At: time.Now(), Proven: w.stop.proven}
 	if w.stopErr != nil {
 		ls.Error = w.stopErr.Error()
 	}
@@ -287,7 +288,7 @@ var wakeSteps = []wakeStep{
 // lock is held and w.rec was read after it was taken. A failure from the
 // provider's wake on is the half-woken home's (w.halfWoken), which
 // stopAfterRelease stops (rule 5).
-func (w *wakeRun) run(ctx context.Context) (Awake, error) {
+func (w *wakeRun) run(ctx context.Context) (homes.Awake, error) {
 	for _, step := range wakeSteps {
 		done, err := step.run(w, ctx)
 		if err != nil {
@@ -430,7 +431,7 @@ func (w *wakeRun) stepCommitReady(ctx context.Context) (bool, error) {
 		w.fail(ctx, w.prov)
 		return false, w.storeFailed("record the home ready", err)
 	}
-	w.out = Awake{Endpoint: w.endpoint}
+	w.out = homes.Awake{Endpoint: w.endpoint}
 	return true, nil
 }
 
@@ -446,18 +447,18 @@ func (w *wakeRun) storeFailed(what string, err error) error {
 // wake waited for the lock) proved the home ready since this wake started,
 // within the warm TTL, and that it runs. A proof older than this wake is
 // not trusted: the wake may run because a forward found that home gone.
-func (w *wakeRun) provenByOther() (Awake, bool) {
+func (w *wakeRun) provenByOther() (homes.Awake, bool) {
 	r := w.rec
 	if r.Status != registry.StatusRunning || r.Verdict != registry.VerdictHealthy ||
 		!r.LastReadyAt.After(w.start) || time.Since(r.LastReadyAt) >= w.e.o.WarmTTL {
-		return Awake{}, false
+		return homes.Awake{}, false
 	}
 	u, err := parseEndpoint(r.Endpoint)
 	if err != nil || u.Host == "" {
-		return Awake{}, false
+		return homes.Awake{}, false
 	}
 	w.setPhase("proven")
-	return Awake{Endpoint: u}, true
+	return homes.Awake{Endpoint: u}, true
 }
 
 // recordReady is commitReady for a roll, where a lost write is logged:

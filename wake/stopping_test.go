@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
@@ -17,7 +18,7 @@ func TestQuiesceHomeDropsVerdictThenCounts(t *testing.T) {
 	sessions := proxy.NewSessions()
 	e := wake.New(lcOptions(t, lcStore(t), sessions, "http://"+addr))
 	t.Cleanup(e.Close)
-	if err := e.Register(context.Background(), wake.HomeSpec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
+	if err := e.Register(context.Background(), homes.Spec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.EnsureAwake(context.Background(), "h1"); err != nil {

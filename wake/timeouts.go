@@ -4,7 +4,7 @@ import "time"
 
 // Every bound the lifecycle engine sets on its own, in one place. The
 // configured ones (ready timeout, warm TTL, retry-after, failure backoff,
-// idle timeouts) come in through Options and HomeSpec.
+// idle timeouts) come in through Options and homes.Spec.
 const (
 	// wakeLeaseSlack is added to the ready timeout for the lease of a
 	// wake's lifecycle lock: the lease outlives the wake's own deadline, so

@@ -10,11 +10,11 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/events"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -22,7 +22,7 @@ import (
 type Home interface {
 	// Spec is the home as the engine registered it (its relay token
 	// resolved).
-	Spec() wake.HomeSpec
+	Spec() homes.Spec
 }
 
 // Homes is the gateway's home table as the admin API reads it; the
@@ -46,7 +46,7 @@ type Registrar[H Home] interface {
 	// CheckHome checks a home's declaration with the config's rules and
 	// the providers this gateway built.
 	CheckHome(d config.HomeDecl) []provider.Problem
-	PutAPIHome(ctx context.Context, d config.HomeDecl, spec wake.HomeSpec, ifMatch uint64) (h H, created bool, err error)
+	PutAPIHome(ctx context.Context, d config.HomeDecl, spec homes.Spec, ifMatch uint64) (h H, created bool, err error)
 	RemoveHome(ctx context.Context, h H, ifMatch uint64) error
 	AppFromRequest(slug string, ac registry.App) (registry.App, error)
 	PutAPIApp(ctx context.Context, ac registry.App, ifMatch uint64) (gen uint64, created bool, err error)
@@ -94,9 +94,9 @@ type Engine interface {
 	Progress(id string) (phase string, elapsed time.Duration, ok bool)
 	Brief(id string) (wakerecord.Brief, bool)
 	LastWake(id string) *wakerecord.Record
-	LastStop(id string) *wake.WakeStop
+	LastStop(id string) *homes.WakeStop
 	WakeHistory(id string) []wakerecord.Record
-	WakeNow(ctx context.Context, id, cause string) (wake.Awake, error)
+	WakeNow(ctx context.Context, id, cause string) (homes.Awake, error)
 	StartNow(id, cause string) error
 	Suspend(ctx context.Context, id string) error
 	Roll(ctx context.Context, id string) (registry.Home, error)

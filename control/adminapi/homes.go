@@ -14,9 +14,9 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // The home side of the admin API: views of homes and the actions on them.
@@ -146,7 +146,7 @@ func (a *Backend[H]) PutHome(ctx context.Context, id string, req admin.HomeReque
 // the config's rules (config.HomeDecl.Check) check it, naming every bad
 // field. spec is the declaration as the engine registers it, its relay
 // token resolved.
-func (a *Backend[H]) homeDecl(id string, req admin.HomeRequest) (config.HomeDecl, wake.HomeSpec, error) {
+func (a *Backend[H]) homeDecl(id string, req admin.HomeRequest) (config.HomeDecl, homes.Spec, error) {
 	var bad fault.FieldErrors
 	w := a.d.Registrar.WakeDefaults()
 	d := config.HomeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
@@ -292,7 +292,7 @@ func (a *Backend[H]) SetTarget(ctx context.Context, t registry.Target, ifMatch u
 // settingsView shows s's own settings in v: its probe, ready timeout,
 // command, working dir, options, and the names (never the values) of its
 // environment entries.
-func settingsView(s wake.HomeSpec, v *admin.HomeView) {
+func settingsView(s homes.Spec, v *admin.HomeView) {
 	v.Probe = registry.HomeProbe{Kind: string(s.Probe), Path: s.ProbePath, Statuses: s.ProbeStatuses,
 		Settle: registry.Duration(s.ProbeSettle)}
 	if s.ReadyTimeout > 0 {

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -97,7 +97,7 @@ func (a *Backend[H]) pageFiltered(ctx context.Context, q admin.HomeQuery) (admin
 
 // briefView is what the list's filters read of the home of s, from
 // memory.
-func briefView(s wake.HomeSpec, b wakerecord.Brief) admin.HomeView {
+func briefView(s homes.Spec, b wakerecord.Brief) admin.HomeView {
 	v := admin.HomeView{ID: s.ID, Target: s.Target, Version: b.Version, Status: string(b.Status)}
 	if b.Waking {
 		v.Wake = &admin.WakeProgress{}

@@ -20,6 +20,7 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
@@ -275,7 +276,7 @@ func (r *engineRig) start(tm rigTimes) {
 	})
 	r.t.Cleanup(eng.Close)
 	r.eng = eng
-	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: home, Target: "alice", Provider: "p",
+	if err := r.eng.Register(context.Background(), homes.Spec{ID: home, Target: "alice", Provider: "p",
 		Version: "1", IdleTimeout: tm.idle, Settings: provider.Settings{Options: r.w.options}}); err != nil {
 		r.t.Fatal(err)
 	}
@@ -455,7 +456,7 @@ func TestEngineStuckInStarting(t *testing.T) {
 			if fe, ok := fault.As(err); !ok || fe.Code != homefault.CodeWakeTimeout || fe.RetryAfter <= 0 {
 				t.Fatalf("request: %v, want %s with a Retry-After", err, homefault.CodeWakeTimeout)
 			}
-			var stop *wake.WakeStop
+			var stop *homes.WakeStop
 			testbin.Eventually(t, "the stop after the failed wake recorded", func() bool {
 				stop = r.eng.LastStop(home)
 				return stop != nil

@@ -8,12 +8,12 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // refresh refreshes the home, trying again while the lock of the operation
@@ -143,7 +143,7 @@ func TestRefreshThenRequest(t *testing.T) {
 func TestRefreshUnknownMachine(t *testing.T) {
 	w := flyWorld(t)
 	r := newEngineRig(t, w, rigTimes{})
-	if err := r.eng.Register(context.Background(), wake.HomeSpec{ID: "h2", Target: "bob", Provider: "p", Version: "1",
+	if err := r.eng.Register(context.Background(), homes.Spec{ID: "h2", Target: "bob", Provider: "p", Version: "1",
 		Settings: provider.Settings{Options: []byte(`{"machine": "nope"}`)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
@@ -56,7 +57,7 @@ func TestRefreshNormalisesControlPlaneStates(t *testing.T) {
 				Log: slog.New(slog.DiscardHandler),
 			})
 			t.Cleanup(eng.Close)
-			if err := eng.Register(context.Background(), wake.HomeSpec{ID: alice.ID, Target: alice.Target, Provider: "http",
+			if err := eng.Register(context.Background(), homes.Spec{ID: alice.ID, Target: alice.Target, Provider: "http",
 				Version: "1", Settings: provider.Settings{Options: alice.Options}}); err != nil {
 				t.Fatal(err)
 			}
