@@ -7,9 +7,11 @@ import (
 	"crypto/rand"
 	"embed"
 	"encoding/base64"
+	"fmt"
 	"html/template"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -58,6 +60,16 @@ func builtinThemes() map[string]*WaitingTemplate {
 // ThemeNames returns the names of the built-in waiting pages, the default
 // first.
 func ThemeNames() []string { return append([]string(nil), themeNames...) }
+
+// CheckTheme says what is wrong with a waiting_theme value: nil for empty
+// (the level above decides) or a built-in theme's name, else an error
+// that lists the valid names.
+func CheckTheme(name string) error {
+	if _, ok := themes[name]; name != "" && !ok {
+		return fmt.Errorf("unknown theme %q: want one of %s", name, strings.Join(themeNames, ", "))
+	}
+	return nil
+}
 
 // Theme returns the built-in waiting page named name; ok is false for any
 // name that is not one of ThemeNames.
