@@ -175,3 +175,23 @@ func thShot(tab context.Context, theme, path string) error {
 	}
 	return os.WriteFile(path, shot, 0o644)
 }
+
+// TestAdminAppWaitingTheme: an app registered through the admin API takes
+// a waiting_theme, held to the config's names: an unknown one is a 400
+// naming the field and the valid names, and registers nothing; a known
+// one is taken.
+func TestAdminAppWaitingTheme(t *testing.T) {
+	t.Parallel()
+	a := admStart(t, admDemo, "")
+	code, body := admRaw(t, a, "PUT", "/admin/apps/themed", `{"upstream":"http://127.0.0.1:1","waiting_theme":"neon"}`)
+	if code != http.StatusBadRequest || !strings.Contains(string(body), `"waiting_theme"`) ||
+		!strings.Contains(string(body), "want one of default, plain, dark, minimal") {
+		t.Errorf("an unknown theme: %d %s; want 400 naming waiting_theme and the themes", code, body)
+	}
+	if code, _, body := a.do(t, "GET", "/admin/apps/themed", admToken, nil, nil); code != http.StatusNotFound {
+		t.Errorf("GET after the refused app: %d %s", code, body)
+	}
+	if code, body := admRaw(t, a, "PUT", "/admin/apps/themed", `{"upstream":"http://127.0.0.1:1","waiting_theme":"dark"}`); code >= 300 {
+		t.Fatalf("a known theme: %d %s", code, body)
+	}
+}
