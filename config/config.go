@@ -86,8 +86,9 @@ type Config struct {
 	file string
 	// empty: the file sets nothing (no text, only comments, or {}).
 	empty bool
-	// displayNames are the homes' display names by id (route/waitpage.go).
-	displayNames map[string]string
+	// displayNames and homeThemes are the homes' display names and waiting
+	// themes by id (route/waitpage.go).
+	displayNames, homeThemes map[string]string
 	// moreProviders, when set, registers providers beyond the built-in
 	// ones (tests: a small real provider of their own).
 	moreProviders func(*provider.Registry)
@@ -366,8 +367,15 @@ type WakeConfig struct {
 	Probe ProbeConfig `yaml:"probe"`
 	// WaitingPage is a file holding the operator's own waiting page, an
 	// html/template (docs/waiting-page.md lists its variables; every value
-	// is escaped). Default none (and when empty): the built-in page.
+	// is escaped). Default none (and when empty): the built-in page of
+	// waiting_theme. A home's or app's own waiting_theme wins over it.
 	WaitingPage string `yaml:"waiting_page"`
+	// WaitingTheme is the built-in waiting page shown for every home and
+	// app without a waiting_theme of its own: "default" (light or dark as
+	// the browser prefers), "plain", "dark" or "minimal" (for an iframe;
+	// docs/waiting-page.md shows them). Not together with waiting_page.
+	// Default (and when empty): "default".
+	WaitingTheme string `yaml:"waiting_theme"`
 
 	noWakeUA    []*regexp.Regexp
 	waitingTmpl *web.WaitingTemplate // WaitingPage parsed; nil for the built-in page
@@ -698,6 +706,11 @@ type HomeConfig struct {
 	// notebook"; at most 100 characters. Default (and when empty): the
 	// target.
 	DisplayName string `yaml:"display_name"`
+	// WaitingTheme is the built-in waiting page of this home and of the
+	// apps in it that have none of their own, one of wake.waiting_theme's
+	// names; it wins over wake.waiting_theme and wake.waiting_page.
+	// Default (and when empty): wake's page.
+	WaitingTheme string `yaml:"waiting_theme"`
 }
 
 // ByteSize is a size in bytes; YAML accepts a number or a string with a

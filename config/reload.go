@@ -87,6 +87,7 @@ var reloadable = []configField{
 	{name: "wake.no_wake_paths", get: func(c *Config) any { return c.Wake.NoWakePaths }},
 	{name: "wake.probe.kind", get: func(c *Config) any { return c.Wake.Probe.Kind }},
 	{name: "wake.waiting_page", get: func(c *Config) any { return c.Wake.WaitingPage }},
+	{name: "wake.waiting_theme", get: func(c *Config) any { return c.Wake.WaitingTheme }},
 }
 
 // restartOnly are the settings a running gateway cannot change: its

@@ -39,13 +39,17 @@ func (c *Config) Empty() bool { return c.empty }
 // DisplayName is home id's display_name; "" when it has none.
 func (c *Config) DisplayName(id string) string { return c.displayNames[id] }
 
+// WaitingTheme is home id's waiting_theme; "" when it has none.
+func (c *Config) WaitingTheme(id string) string { return c.homeThemes[id] }
+
 // TrustedNets are server.trusted_proxies, parsed.
 func (s *ServerConfig) TrustedNets() []*net.IPNet { return s.trusted }
 
 // NoWakeAgents are wake.no_wake_user_agents, compiled.
 func (w *WakeConfig) NoWakeAgents() []*regexp.Regexp { return w.noWakeUA }
 
-// WaitingTemplate is wake.waiting_page, parsed; nil for the built-in page.
+// WaitingTemplate is wake.waiting_page, parsed, or wake.waiting_theme's
+// built-in page; nil for the default page.
 func (w *WakeConfig) WaitingTemplate() *web.WaitingTemplate { return w.waitingTmpl }
 
 // ResolvedTokens are the admin tokens, their references resolved and

@@ -14,10 +14,17 @@ const maxDisplayName = 100
 
 // validatePages checks what the waiting page shows: the operator's own
 // template (wake.waiting_page), read and parsed here so that a bad one
-// fails the load (or a reload) rather than a visitor, and each home's
-// display_name.
+// fails the load (or a reload) rather than a visitor, or the built-in
+// theme (wake.waiting_theme), and each home's display_name and theme.
 func (c *Config) validatePages(k checker) {
 	c.Wake.waitingTmpl = nil
+	k.theme("wake.waiting_theme", c.Wake.WaitingTheme)
+	if c.Wake.WaitingTheme != "" && c.Wake.WaitingPage != "" {
+		k.bad("wake.waiting_theme", "set wake.waiting_page (your own page) or waiting_theme (a built-in one), not both")
+	}
+	if t, ok := web.Theme(c.Wake.WaitingTheme); ok {
+		c.Wake.waitingTmpl = t
+	}
 	if p := c.Wake.WaitingPage; p != "" {
 		text, err := os.ReadFile(p)
 		switch {
@@ -31,8 +38,12 @@ func (c *Config) validatePages(k checker) {
 			c.Wake.waitingTmpl = t
 		}
 	}
-	c.displayNames = map[string]string{}
+	c.displayNames, c.homeThemes = map[string]string{}, map[string]string{}
 	for i, h := range c.Homes {
+		if h.WaitingTheme != "" {
+			k.theme(fmt.Sprintf("homes[%d].waiting_theme", i), h.WaitingTheme)
+			c.homeThemes[h.ID] = h.WaitingTheme
+		}
 		if h.DisplayName == "" {
 			continue
 		}
@@ -44,6 +55,13 @@ func (c *Config) validatePages(k checker) {
 			k.bad(field, "must be printable text on one line")
 		}
 		c.displayNames[h.ID] = h.DisplayName
+	}
+}
+
+// theme reports a waiting_theme that names no built-in page.
+func (k checker) theme(field, name string) {
+	if err := web.CheckTheme(name); err != nil {
+		k.bad(field, "%v", err)
 	}
 }
 

@@ -190,9 +190,10 @@ func maps2Set(a, b map[string]bool) map[string]bool {
 }
 
 // sameHomeRouting reports whether a and b register the same home: every
-// field but the display name (which only the waiting page reads, through
-// conf).
+// field but the display name and the waiting theme (which only the
+// waiting page reads, through conf).
 func sameHomeRouting(a, b config.HomeConfig) bool {
 	a.DisplayName, b.DisplayName = "", ""
+	a.WaitingTheme, b.WaitingTheme = "", ""
 	return reflect.DeepEqual(a, b)
 }

@@ -133,6 +133,7 @@ wake:
 homes:
   - id: keep
     display_name: Keep
+    waiting_theme: dark
   - id: fresh
 `)
 	if !slices.Equal(res.HomesAdded, []string{"fresh"}) || !slices.Equal(res.HomesRemoved, []string{"gone"}) ||
@@ -184,6 +185,7 @@ wake:
 homes:
   - id: keep
     display_name: Keep
+    waiting_theme: dark
   - id: fresh
     probe: http
   - id: ext

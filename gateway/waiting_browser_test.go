@@ -53,10 +53,16 @@ document.addEventListener("DOMContentLoaded", function () {
 func wtBrowser(t *testing.T) context.Context {
 	t.Helper()
 	ctx := admBrowser(t)
+	wtRecord(t, ctx)
+	return ctx
+}
+
+// wtRecord installs wtRecorder in every document of ctx's tab.
+func wtRecord(t *testing.T, ctx context.Context) {
+	t.Helper()
 	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: wtRecorder}); err != nil {
 		t.Fatalf("install the recorder: %v", err)
 	}
-	return ctx
 }
 
 // wtSeen returns the phases the recorder saw and the page's marks.

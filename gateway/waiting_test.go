@@ -31,19 +31,27 @@ const wtCrashMark = "crash-marker-7f3a"
 // provider gives up on it). extra is more YAML for the wake section.
 func wtStart(t *testing.T, wakeExtra string) *e2eGateway {
 	t.Helper()
-	script := fmt.Sprintf(`if [ {target} = crash ]; then echo %s >&2; sleep 0.5; exit 3; fi; exec %q demo-home --addr 127.0.0.1:{port} --target {target} --boot-delay 2s`,
-		wtCrashMark, testbin.Build(t))
-	command := fmt.Sprintf("[\"/bin/sh\", \"-c\", %q]", script)
-	return e2eStartWithCommand(t, command, `
-wake:
-  idle_timeout: 0s
-  hold: 300ms
-`+wakeExtra+`
+	return wtStartWith(t, "2s", wakeExtra+`
 homes:
   - id: slow
     display_name: "Alice's <notebook>"
   - id: crash
 `)
+}
+
+// wtStartWith serves a gateway whose exec homes are the demo home
+// listening after boot, except a home with target crash, which crashes as
+// wtStart's does; extra is more YAML for the wake section and after it.
+func wtStartWith(t *testing.T, boot, extra string) *e2eGateway {
+	t.Helper()
+	script := fmt.Sprintf(`if [ {target} = crash ]; then echo %s >&2; sleep 0.5; exit 3; fi; exec %q demo-home --addr 127.0.0.1:{port} --target {target} --boot-delay %s`,
+		wtCrashMark, testbin.Build(t), boot)
+	command := fmt.Sprintf("[\"/bin/sh\", \"-c\", %q]", script)
+	return e2eStartWithCommand(t, command, `
+wake:
+  idle_timeout: 0s
+  hold: 300ms
+`+extra)
 }
 
 // wtNav is a browser navigation's Accept header.

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/wakegate/wakegate/web"
 )
 
 // App is one app: the same record is an entry of the config file (apps:),
@@ -32,6 +34,11 @@ type App struct {
 	// StripPrefix removes /apps/{slug} from the path before forwarding.
 	// Default false: the upstream sees the full path.
 	StripPrefix bool `json:"strip_prefix,omitempty" yaml:"strip_prefix"`
+	// WaitingTheme is the built-in waiting page a browser gets while the
+	// app wakes: "default", "plain", "dark" or "minimal" (docs/waiting-page.md).
+	// Default (and when empty): its home's waiting_theme, else the
+	// gateway's wake.waiting_theme or wake.waiting_page.
+	WaitingTheme string `json:"waiting_theme,omitempty" yaml:"waiting_theme"`
 	// Path is, for an app inside a home, the base path of the app on the
 	// home's endpoint: forwarded paths are joined to it, and so is the
 	// health path of the direct health check. Default "": the endpoint's
@@ -153,6 +160,9 @@ func (a App) Check(hasHome func(id string) bool, bad func(field, format string, 
 	}
 	if u, err := url.Parse(a.Health.Path); err != nil || !strings.HasPrefix(a.Health.Path, "/") || u.Host != "" {
 		bad("health.path", "want an absolute path such as /healthz, got %q", a.Health.Path)
+	}
+	if err := web.CheckTheme(a.WaitingTheme); err != nil {
+		bad("waiting_theme", "%v", err)
 	}
 	if a.DesiredState != AppRunning && a.DesiredState != AppStopped {
 		bad("desired_state", "want running or stopped, got %q", a.DesiredState)

@@ -103,15 +103,18 @@ type Settings struct {
 	// sleeping home: paths inside the home, user agents.
 	NoWakePaths  []string
 	NoWakeAgents []*regexp.Regexp
-	// Waiting is the operator's waiting page; nil for the built-in one.
+	// Waiting is the gateway's waiting page: the operator's own or a
+	// built-in theme; nil for the default one.
 	Waiting *web.WaitingTemplate
-	// Names gives a home's display name ("" for none).
-	Names DisplayNames
+	// Names gives a home's display name and waiting theme ("" for none).
+	Names HomePages
 }
 
-// DisplayNames gives a home's display name (config.Config).
-type DisplayNames interface {
+// HomePages gives what a home's waiting page shows of it: its display
+// name and its built-in theme, "" for none (config.Config).
+type HomePages interface {
 	DisplayName(id string) string
+	WaitingTheme(id string) string
 }
 
 // Options are what a Path is built from; every field is required unless

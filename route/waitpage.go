@@ -123,18 +123,32 @@ func (p *Path) renderWaiting(w http.ResponseWriter, r *http.Request, s waitSubje
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", web.WaitingCSP(d.Nonce))
-	h.Set("X-Frame-Options", "DENY")
+	page := p.waitingTemplate(s)
+	h.Set("Content-Security-Policy", page.CSP(d.Nonce))
+	h.Set("X-Frame-Options", page.FrameOptions())
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Retry-After", strconv.Itoa(fault.RetryAfterSeconds(retryAfter)))
 	w.WriteHeader(status)
-	if err := p.waitingTemplate().Render(w, d); err != nil {
+	if err := page.Render(w, d); err != nil {
 		p.log.Warn("waiting page", "err", err, "request_id", d.RequestID)
 	}
 }
 
-// waitingTemplate is the operator's waiting page, or the built-in one.
-func (p *Path) waitingTemplate() *web.WaitingTemplate {
+// waitingTemplate is the page s waits on: the app's own theme, else its
+// home's, else the gateway's page (wake.waiting_page or
+// wake.waiting_theme), else the default one. The checks let no unknown
+// theme through.
+func (p *Path) waitingTemplate(s waitSubject) *web.WaitingTemplate {
+	theme := ""
+	if s.app != nil {
+		theme = s.app.cfg.WaitingTheme
+	}
+	if id := s.homeID(p); theme == "" && id != "" {
+		theme = p.conf().Names.WaitingTheme(id)
+	}
+	if t, ok := web.Theme(theme); ok {
+		return t
+	}
 	if t := p.conf().Waiting; t != nil {
 		return t
 	}
