@@ -148,13 +148,13 @@ func (s *ServerConfig) validate(k checker) {
 	if msg := checkRootRedirect(s.RootRedirect); msg != "" {
 		k.bad("root_redirect", "%s", msg)
 	}
-	if *s.MinBodyRate < 0 {
+	if s.MinBodyRate < 0 {
 		k.bad("min_body_rate", "must not be negative")
 	}
-	if *s.MinResponseRate < 0 {
+	if s.MinResponseRate < 0 {
 		k.bad("min_response_rate", "must not be negative")
 	}
-	if s.GCHeadroom != nil && *s.GCHeadroom < 0 {
+	if s.GCHeadroom < 0 {
 		k.bad("gc_headroom", "must not be negative")
 	}
 	if s.MaxConnsPerClient < 1 {
@@ -210,13 +210,13 @@ func (p *ProxyConfig) validate(k checker) {
 	if p.MaxIdleConnsPerHost < 0 {
 		k.bad("max_idle_conns_per_host", "must not be negative")
 	}
-	if *p.MaxConnsPerHome < 0 {
+	if p.MaxConnsPerHome < 0 {
 		k.bad("max_conns_per_home", "must not be negative (0 is no cap)")
 	}
-	if *p.BodyBuffer < 0 {
+	if p.BodyBuffer < 0 {
 		k.bad("body_buffer", "must not be negative (0 turns request buffering off)")
 	}
-	if *p.BodySpool < 0 {
+	if p.BodySpool < 0 {
 		k.bad("body_spool", "must not be negative (0 keeps request bodies off the disk)")
 	}
 	if msg := checkHostRule(p.HostHeader); msg != "" {
@@ -235,20 +235,20 @@ func (p *ProxyConfig) validate(k checker) {
 	for _, b := range []struct {
 		name string
 		v    ByteSize
-	}{{"body_budget_client", *p.BodyBudgetClient}, {"body_budget_total", *p.BodyBudgetTotal}} {
+	}{{"body_budget_client", p.BodyBudgetClient}, {"body_budget_total", p.BodyBudgetTotal}} {
 		switch {
 		case b.v < 0:
 			k.bad(b.name, "must not be negative (0 turns the budget off)")
-		case b.v > 0 && b.v < *p.BodyBuffer:
-			k.bad(b.name, "must be at least body_buffer (%d), or no body could be read ahead", int64(*p.BodyBuffer))
+		case b.v > 0 && b.v < p.BodyBuffer:
+			k.bad(b.name, "must be at least body_buffer (%d), or no body could be read ahead", int64(p.BodyBuffer))
 		}
 	}
 }
 
 func (w *WakeConfig) validate(k checker) {
 	k.nonNegative(namedDuration{"failure_backoff", w.FailureBackoff},
-		namedDuration{"failure_backoff_max", w.FailureBackoffMax}, namedDuration{"hold", *w.Hold},
-		namedDuration{"idle_timeout", *w.IdleTimeout}, namedDuration{"ready_timeout", w.ReadyTimeout},
+		namedDuration{"failure_backoff_max", w.FailureBackoffMax}, namedDuration{"hold", w.Hold},
+		namedDuration{"idle_timeout", w.IdleTimeout}, namedDuration{"ready_timeout", w.ReadyTimeout},
 		namedDuration{"retry_after", w.RetryAfter}, namedDuration{"wake_timeout", w.WakeTimeout},
 		namedDuration{"warm_ttl", w.WarmTTL})
 	if w.MaxConcurrent < 1 {
@@ -278,7 +278,7 @@ func (p *ProbeConfig) validate(k checker) {
 	k.oneOf("kind", p.Kind, "auto", "ws", "http", "tcp")
 	k.nonNegative(namedDuration{"attempt_timeout", p.AttemptTimeout}, namedDuration{"ws_timeout", p.WSTimeout},
 		namedDuration{"max_pause", p.MaxPause},
-		namedDuration{"min_pause", p.MinPause}, namedDuration{"port_watch", *p.PortWatch},
+		namedDuration{"min_pause", p.MinPause}, namedDuration{"port_watch", p.PortWatch},
 		namedDuration{"settle", p.Settle})
 }
 
@@ -337,8 +337,8 @@ func shortTokenMessage(ref string, n int) string {
 }
 
 func (a *AdminConfig) validate(k checker) {
-	if *a.Listen != "" {
-		k.hostPort("listen", *a.Listen, "host:port or an empty string (off)")
+	if a.Listen != "" {
+		k.hostPort("listen", a.Listen, "host:port or an empty string (off)")
 	}
 	a.tokens = nil
 	for i, ref := range a.Tokens {
@@ -363,7 +363,7 @@ func (a *AdminConfig) validate(k checker) {
 		}
 		a.socketGID = gid
 	}
-	if a.SocketGroup != "" && *a.Socket == "" {
+	if a.SocketGroup != "" && a.Socket == "" {
 		k.bad("socket_group", "set with the admin socket off (admin.socket is empty)")
 	}
 }
@@ -430,7 +430,7 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 	if h.Endpoint != "" && h.Provider != "static" {
 		k.bad("endpoint", "only static homes have a fixed endpoint")
 	}
-	if h.SocketActivation != nil && h.Provider != "exec" {
+	if h.socketActivationSet && h.Provider != "exec" {
 		k.bad("socket_activation", "only exec homes are started by the gateway with a socket")
 	}
 	d, err := h.Decl()
@@ -454,7 +454,7 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 			k.bad("relay_token", "%v", err)
 		}
 	}
-	k.nonNegative(namedDuration{"idle_timeout", *h.IdleTimeout})
+	k.nonNegative(namedDuration{"idle_timeout", h.IdleTimeout})
 }
 
 // checkHomeSockets reports the exec homes listening on {socket} whose

@@ -49,6 +49,7 @@ func load(name string, data []byte, more func(*provider.Registry)) (*Config, err
 	var errs ConfigErrors
 	lines := map[string]int{}
 	cfg := &Config{file: name, moreProviders: more, empty: true}
+	var u unset
 	if len(root.Content) > 0 {
 		doc := root.Content[0]
 		if doc.Kind != yaml.MappingNode {
@@ -71,8 +72,11 @@ func load(name string, data []byte, more func(*provider.Registry)) (*Config, err
 				errs = append(errs, fe)
 			}
 		}
+		// Its errors are those reported above: a field that does not
+		// decode is left unset here.
+		_ = doc.Decode(&u)
 	}
-	cfg.defaults()
+	cfg.defaults(&u)
 	errs = append(errs, cfg.validate(lines)...)
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })

@@ -56,7 +56,7 @@ func TestKeepRestartOnlyPins(t *testing.T) {
 	if got := ReloadableChanges(cur, next); !reflect.DeepEqual(got, []string{"wake.hold"}) {
 		t.Errorf("reloadable changes: %v, want [wake.hold]", got)
 	}
-	if *next.Wake.Hold == *cur.Wake.Hold {
+	if next.Wake.Hold == cur.Wake.Hold {
 		t.Error("a reloadable setting was pinned")
 	}
 }

@@ -39,6 +39,10 @@ func (c *Config) Empty() bool { return c.empty }
 // DisplayName is home id's display_name; "" when it has none.
 func (c *Config) DisplayName(id string) string { return c.displayNames[id] }
 
+// GCHeadroomDefaulted reports whether server.gc_headroom was unset, so
+// that the start sizes it from the memory the gateway may use.
+func (s *ServerConfig) GCHeadroomDefaulted() bool { return s.gcHeadroomDefault }
+
 // TrustedNets are server.trusted_proxies, parsed.
 func (s *ServerConfig) TrustedNets() []*net.IPNet { return s.trusted }
 

@@ -184,11 +184,11 @@ func TestTLSConfigChecks(t *testing.T) {
 	if err != nil {
 		t.Fatalf("on_demand with a domain: %v", err)
 	}
-	if cfg.Listen != ":443" || *cfg.TLS.HTTPListen != ":80" {
-		t.Errorf("TLS on: listen %q, http_listen %q; want :443 and :80", cfg.Listen, *cfg.TLS.HTTPListen)
+	if cfg.Listen != ":443" || cfg.TLS.HTTPListen != ":80" {
+		t.Errorf("TLS on: listen %q, http_listen %q; want :443 and :80", cfg.Listen, cfg.TLS.HTTPListen)
 	}
 	cfg, err = config.Load("t.yaml", nil)
-	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.TLS.Mode != "off" || *cfg.TLS.HTTPListen != "" {
+	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.TLS.Mode != "off" || cfg.TLS.HTTPListen != "" {
 		t.Errorf("default: %v, listen %q, tls %q", err, cfg.Listen, cfg.TLS.Mode)
 	}
 }

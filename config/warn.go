@@ -17,8 +17,8 @@ import (
 // mean: check-config prints each, and the gateway logs each at start.
 func (c *Config) Warnings() []string {
 	out := c.FileWarnings()
-	if len(c.Admin.tokens) > 0 && *c.Admin.Listen != "" {
-		if w := AdminListenWarning(*c.Admin.Listen); w != "" {
+	if len(c.Admin.tokens) > 0 && c.Admin.Listen != "" {
+		if w := AdminListenWarning(c.Admin.Listen); w != "" {
 			out = append(out, w)
 		}
 	}
@@ -223,8 +223,8 @@ func (c *Config) unreachableHomes() []string {
 // activation: its own setting (socket_activation, or the option of that
 // name), or exec.socket_activation.
 func (c *Config) socketActivated(h *HomeConfig) bool {
-	if h.SocketActivation != nil {
-		return *h.SocketActivation
+	if h.socketActivationSet {
+		return h.SocketActivation
 	}
 	if v, ok := h.Options["socket_activation"].(bool); ok {
 		return v
