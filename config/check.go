@@ -14,8 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wakegate/wakegate/provider"
-	execprov "github.com/wakegate/wakegate/provider/exec"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -116,16 +115,16 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	c.Server.validate(k.in("server"))
 	c.Proxy.validate(k.in("proxy"))
 	c.Wake.validate(k.in("wake"))
-	c.Exec.validate(k.in("exec"))
+	c.Exec.validate(k.in("exec"), c.providers.Exec)
 	c.Admin.validate(k.in("admin"))
 	c.Roll.validate(k.in("roll"))
 	c.TLS.validate(k.in("tls"), c.Hosts)
 	c.Hosts.validate(k.in("hosts"))
 	c.Redis.validate(k.in("redis"))
 	c.validateAccess(k)
-	reg := c.ProviderRegistry()
-	c.checkProviderSections(k, reg)
-	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, reg, c.AvailableProviders(reg))
+	c.table = c.providers.Table(c)
+	c.checkProviderSections(k)
+	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, c.table, c.AvailableProviders())
 	validateApps(k, c.Apps, homes)
 	c.checkHomeSockets(k)
 	c.validatePages(k) // waiting.go
@@ -282,7 +281,7 @@ func (p *ProbeConfig) validate(k checker) {
 		namedDuration{"settle", p.Settle})
 }
 
-func (e *ExecConfig) validate(k checker) {
+func (e *ExecConfig) validate(k checker, rules ExecRules) {
 	if len(e.Command) == 0 || e.Command[0] == "" {
 		k.bad("command", "must name a program")
 	}
@@ -295,9 +294,9 @@ func (e *ExecConfig) validate(k checker) {
 			k.bad(fmt.Sprintf("inherit_env[%d]", i), "want a variable name, got %q", n)
 		}
 	}
-	k.oneOf("containment", e.Containment, string(execprov.ContainAuto), string(execprov.ContainCgroup), string(execprov.ContainSubreaper))
+	k.oneOf("containment", e.Containment, rules.Containments...)
 	uk := k.in("users")
-	uk.oneOf("mode", e.Users.Mode, execprov.UsersAuto, execprov.UsersDynamic, execprov.UsersOff)
+	uk.oneOf("mode", e.Users.Mode, rules.UserModes...)
 	first, last, ok := parseUIDRange(e.Users.Range)
 	if !ok {
 		uk.bad("range", "want FIRST-LAST, uids with 0 < FIRST <= LAST < 2147483648, got %q", e.Users.Range)
@@ -382,12 +381,12 @@ func (r *RollConfig) validate(k checker) {
 // validateHomes checks every home and that ids and targets are unique; it
 // returns the set of home ids. probeKind is wake.probe.kind, whose own
 // problem is reported there, not again at every home that inherits it.
-func validateHomes(k checker, homes []HomeConfig, probeKind string, reg *provider.Registry, avail []string) map[string]bool {
+func validateHomes(k checker, homes []HomeConfig, probeKind string, table ProviderTable, avail []string) map[string]bool {
 	ids, targets := map[string]bool{}, map[string]bool{}
 	for i := range homes {
 		h := &homes[i]
 		hk := k.in(fmt.Sprintf("homes[%d]", i))
-		h.validate(hk, probeKind, reg, avail)
+		h.validate(hk, probeKind, table, avail)
 		if idRE.MatchString(h.ID) && ids[h.ID] {
 			hk.bad("id", "duplicate home id %q", h.ID)
 		}
@@ -411,7 +410,7 @@ func TargetFromID(id string) string {
 	return string(b)
 }
 
-func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registry, avail []string) {
+func (h *HomeConfig) validate(k checker, probeKind string, table ProviderTable, avail []string) {
 	if !idRE.MatchString(h.ID) {
 		k.bad("id", "want 1-63 of [a-z0-9._-] starting with a letter or digit, got %q", h.ID)
 	}
@@ -438,7 +437,7 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 		k.bad("options", "%v", err)
 	}
 	_, endpointOpt := h.Options["endpoint"]
-	for _, p := range d.Check(reg, avail) {
+	for _, p := range d.Check(table, avail) {
 		switch {
 		case p.Field == "id" || p.Field == "target" || p.Field == "idle_timeout":
 			continue // above
@@ -450,7 +449,7 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 		k.bad(p.Field, "%s", p.Msg)
 	}
 	if h.RelayToken != "" {
-		if _, err := provider.ResolveSecret(h.RelayToken); err != nil {
+		if _, err := provconf.ResolveSecret(h.RelayToken); err != nil {
 			k.bad("relay_token", "%v", err)
 		}
 	}
@@ -474,7 +473,7 @@ func (c *Config) checkHomeSockets(k checker) {
 			cmd = c.Exec.Command
 			field = "id" // the home inherits exec.command; its id makes the path
 		}
-		if !execprov.UsesSocket(cmd) {
+		if !c.providers.Exec.UsesSocket(cmd) {
 			continue
 		}
 		if c.socketActivated(h) {
@@ -482,7 +481,7 @@ func (c *Config) checkHomeSockets(k checker) {
 				"turn socket activation off for it, or use {port}")
 			continue
 		}
-		if _, err := execprov.SocketPathOf(dataDir, h.ID); err != nil {
+		if _, err := c.providers.Exec.SocketPath(dataDir, h.ID); err != nil {
 			k.in(fmt.Sprintf("homes[%d]", i)).bad(field, "%v", err)
 		}
 	}

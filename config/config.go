@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wakegate/wakegate/access"
-	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/web"
 )
@@ -88,9 +88,10 @@ type Config struct {
 	empty bool
 	// displayNames are the homes' display names by id (route/waitpage.go).
 	displayNames map[string]string
-	// moreProviders, when set, registers providers beyond the built-in
-	// ones (tests: a small real provider of their own).
-	moreProviders func(*provider.Registry)
+	// providers are what Load was handed; table is the table of this
+	// config's providers (ProviderTable).
+	providers Providers
+	table     ProviderTable
 }
 
 // LogConfig configures logging.
@@ -777,7 +778,7 @@ func (es ConfigErrors) Error() string {
 func resolveAdminToken(ref string) (string, error) {
 	ref = strings.TrimSpace(ref)
 	if strings.HasPrefix(ref, "env:") || strings.HasPrefix(ref, "file:") {
-		return provider.ResolveSecret(ref)
+		return provconf.ResolveSecret(ref)
 	}
 	return ref, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // unsetEnv removes name from the environment for the rest of the test.
@@ -31,7 +32,7 @@ func loadDefault(t *testing.T) *config.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load("config.yaml", data)
+	cfg, err := all.Load("config.yaml", data)
 	if err != nil {
 		t.Fatalf("the default config does not load:\n%v", err)
 	}
@@ -78,7 +79,7 @@ func wantMarks(t *testing.T, text string) map[string]int {
 // configErrors loads text and returns its errors, failing if it loads.
 func configErrors(t *testing.T, name, text string) config.ConfigErrors {
 	t.Helper()
-	cfg, err := config.Load(name, []byte(text))
+	cfg, err := all.Load(name, []byte(text))
 	if err == nil {
 		t.Fatalf("config loaded (%+v); want errors", cfg)
 	}
@@ -268,7 +269,7 @@ func TestConfigEnvExpansion(t *testing.T) {
 	t.Setenv("WG_TEST_EMPTY", "")
 	t.Setenv("WG_TEST_DIR", "/tmp/wg-a")
 	unsetEnv(t, "WG_TEST_UNSET")
-	cfg, err := config.Load("env.yaml", []byte(`listen: "${WG_TEST_HOST}:${WG_TEST_PORT}"
+	cfg, err := all.Load("env.yaml", []byte(`listen: "${WG_TEST_HOST}:${WG_TEST_PORT}"
 data_dir: ${WG_TEST_DIR:-/never}
 instance: "${WG_TEST_UNSET:-inst-1}"
 log:
@@ -358,7 +359,7 @@ func TestParseByteSize(t *testing.T) {
 }
 
 func TestConfigSizesAndDurations(t *testing.T) {
-	cfg, err := config.Load("units.yaml", []byte(`listen: "127.0.0.1:0"
+	cfg, err := all.Load("units.yaml", []byte(`listen: "127.0.0.1:0"
 server:
   read_header_timeout: 300ms
   idle_timeout: 1m30s
@@ -394,7 +395,7 @@ wake:
 }
 
 func TestConfigOverridesBeatDefaults(t *testing.T) {
-	cfg, err := config.Load("set.yaml", []byte(`listen: "127.0.0.1:0"
+	cfg, err := all.Load("set.yaml", []byte(`listen: "127.0.0.1:0"
 log:
   access: false
 wake:
@@ -505,11 +506,11 @@ apps:
 // TestConfigDefaults checks each default, filled once at load, and that a
 // field whose zero means something else keeps its zero.
 func TestConfigDefaults(t *testing.T) {
-	cfg, err := config.Load("empty.yaml", []byte("homes:\n  - id: h\napps:\n  - slug: a\n    home: h\n"))
+	cfg, err := all.Load("empty.yaml", []byte("homes:\n  - id: h\napps:\n  - slug: a\n    home: h\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero, err := config.Load("zero.yaml", []byte(`log: {access: false}
+	zero, err := all.Load("zero.yaml", []byte(`log: {access: false}
 server: {min_body_rate: 0, min_response_rate: 0}
 wake:
   hold: 0
@@ -621,7 +622,7 @@ homes:
 func TestShortEnvTokenNamesItsSource(t *testing.T) {
 	const tok = "tok1764547"
 	t.Setenv(config.TokenEnv, tok)
-	_, err := config.Load("wakegate.yaml", []byte("listen: 127.0.0.1:18080\n"))
+	_, err := all.Load("wakegate.yaml", []byte("listen: 127.0.0.1:18080\n"))
 	if err == nil {
 		t.Fatal("a 10-character token from the environment was accepted")
 	}

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/internal/homesdir"
-	"github.com/wakegate/wakegate/provider"
-	execprov "github.com/wakegate/wakegate/provider/exec"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/tlsfront"
 )
 
@@ -20,6 +19,9 @@ import (
 // methods of their own packages, shared with another input: an app's are
 // registry.App.Default (the admin API's apps too), and the access and
 // limits sections' are access.Config.Defaults and LimitsConfig.Defaults.
+// The section exec takes the exec provider's values where they are its
+// own (containment, users.mode, users.range, pids_max), handed to Load in
+// Providers.Exec.
 //
 // A field whose zero means something other than "the default" (wake.hold,
 // wake.idle_timeout, wake.probe.port_watch, admin.listen, log.access and
@@ -52,7 +54,7 @@ func (c *Config) defaults(u *unset) {
 	c.Server.defaults(u)
 	c.Proxy.defaults(u)
 	c.Wake.defaults(u)
-	c.Exec.defaults()
+	c.Exec.defaults(c.providers.Exec)
 	c.Admin.defaults(u)
 	if u.Admin.Socket == nil {
 		c.Admin.socketDefault = true
@@ -136,7 +138,7 @@ func (p *ProbeConfig) defaults(u *unset) {
 	defUnset(&p.PortWatch, u.Wake.Probe.PortWatch, 2*time.Millisecond)
 }
 
-func (e *ExecConfig) defaults() {
+func (e *ExecConfig) defaults(rules ExecRules) {
 	if len(e.Command) == 0 {
 		e.Command = defaultExecCommand
 	}
@@ -144,11 +146,11 @@ func (e *ExecConfig) defaults() {
 	def(&e.LogMaxBytes, 1<<20)
 	def(&e.RestartBudget, 3)
 	def(&e.RestartWindow, 60*time.Second)
-	def(&e.Users.Mode, execprov.UsersAuto)
-	def(&e.Containment, string(execprov.ContainAuto))
-	def(&e.Users.Range, fmt.Sprintf("%d-%d", execprov.DefaultUsersFirst, execprov.DefaultUsersLast))
+	def(&e.Users.Mode, rules.UserModes[0])
+	def(&e.Containment, rules.Containments[0])
+	def(&e.Users.Range, rules.UserRange)
 	def(&e.Users.MachineDir, homesdir.DefaultMachineDir)
-	def(&e.PidsMax, execprov.DefaultPidsMax)
+	def(&e.PidsMax, rules.PidsMax)
 }
 
 func (a *AdminConfig) defaults(u *unset) {
@@ -212,8 +214,8 @@ func (h *HomeConfig) Decl() (HomeDecl, error) {
 
 // settings are h's provider settings; a static home's endpoint (the
 // shorthand of options.endpoint) is among its options.
-func (h *HomeConfig) settings() (provider.Settings, error) {
-	st := provider.Settings{Command: h.Command, Env: h.Env, Dir: h.WorkingDir}
+func (h *HomeConfig) settings() (provconf.Settings, error) {
+	st := provconf.Settings{Command: h.Command, Env: h.Env, Dir: h.WorkingDir}
 	opts := h.Options
 	if h.socketActivationSet {
 		opts = maps.Clone(opts)

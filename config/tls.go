@@ -10,7 +10,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
-	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/tlsfront"
 )
 
@@ -214,7 +214,7 @@ func (t *TLSConfig) validateACME(k checker) {
 		k.bad("eab", "key_id and mac_key go together")
 	}
 	if t.EAB.MACKey != "" {
-		mac, err := provider.ResolveSecret(t.EAB.MACKey)
+		mac, err := provconf.ResolveSecret(t.EAB.MACKey)
 		if err != nil {
 			k.bad("eab.mac_key", "%v", err)
 		}
