@@ -645,3 +645,50 @@ public_url: "ftp://gw.example"   # want public_url
 	checkMarks(t, "bad.yaml", `public_url: "https://gw.example/base?x=1"   # want public_url
 `)
 }
+
+// A home's socket_activation, unset, is exec.socket_activation's, and only
+// one the home set reaches its provider settings; gc_headroom and
+// admin.socket say whether they were left to their defaults.
+func TestUnsetResolvedAtLoad(t *testing.T) {
+	cfg, err := all.Load("u.yaml", []byte(`exec:
+  socket_activation: true
+server:
+  gc_headroom: 0
+homes:
+  - id: a
+  - id: b
+    socket_activation: false
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg.Homes[0], cfg.Homes[1]
+	if !a.SocketActivation || b.SocketActivation {
+		t.Errorf("socket_activation: a %v (want exec's true), b %v (want its own false)", a.SocketActivation, b.SocketActivation)
+	}
+	for _, c := range []struct {
+		h    config.HomeConfig
+		want string
+	}{{a, ""}, {b, `{"socket_activation":false}`}} {
+		d, err := c.h.Decl()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(d.Settings.Options); got != c.want {
+			t.Errorf("home %s options = %q; want %q", c.h.ID, got, c.want)
+		}
+	}
+	if cfg.Server.GCHeadroomDefaulted() || cfg.Server.GCHeadroom != 0 {
+		t.Errorf("gc_headroom: 0 set: defaulted %v, value %d", cfg.Server.GCHeadroomDefaulted(), cfg.Server.GCHeadroom)
+	}
+	if !cfg.Admin.SocketDefaulted() || cfg.Admin.Socket == "" {
+		t.Errorf("admin.socket unset: defaulted %v, path %q", cfg.Admin.SocketDefaulted(), cfg.Admin.Socket)
+	}
+	unset, err := all.Load("u.yaml", []byte("listen: 127.0.0.1:0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !unset.Server.GCHeadroomDefaulted() {
+		t.Error("gc_headroom unset is not told apart from 0")
+	}
+}
