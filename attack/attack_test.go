@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // relay is the home's relay token: it must never reach a caller.
@@ -127,7 +127,7 @@ homes:
 apps:
   - {slug: a, upstream: %q, kind: api}
 `, filepath.Join(t.TempDir(), "data"), s.home.URL, s.app.URL)
-	cfg, err := config.Load("attack.yaml", []byte(text))
+	cfg, err := all.Load("attack.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -533,7 +533,7 @@ func TestAttackWakeStorm(t *testing.T) {
 	for i := range homes {
 		fmt.Fprintf(&b, "  - {id: s%d, target: t%d, provider: static, endpoint: %q, probe: tcp}\n", i, i, up.URL)
 	}
-	cfg, err := config.Load("storm.yaml", []byte(b.String()))
+	cfg, err := all.Load("storm.yaml", []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // Build is what the binary carries besides its code.
@@ -129,9 +130,9 @@ func adminCmd(args []string, stdout, stderr io.Writer) int {
 
 func loadConfig(path string) (*config.Config, error) {
 	if path == "" {
-		return config.Load("config.yaml (embedded)", build.DefaultConfig)
+		return all.Load("config.yaml (embedded)", build.DefaultConfig)
 	}
-	return config.LoadFile(path)
+	return all.LoadFile(path)
 }
 
 func printConfigError(w io.Writer, err error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // reloadUsage is the reload command's line in the usage.
@@ -105,7 +106,7 @@ func reloadSource(path, listen string) func() (*config.Config, error) {
 		return nil
 	}
 	return func() (*config.Config, error) {
-		cfg, err := config.LoadFile(path)
+		cfg, err := all.LoadFile(path)
 		if err != nil {
 			return nil, err
 		}

@@ -14,8 +14,8 @@ import (
 func startGCRoom(cfg *config.Config, log *slog.Logger) (stop func()) {
 	var room uint64
 	attrs := []any{}
-	if h := cfg.Server.GCHeadroom; h != nil {
-		room = uint64(max(*h, 0))
+	if !cfg.Server.GCHeadroomDefaulted() {
+		room = uint64(max(cfg.Server.GCHeadroom, 0))
 	} else {
 		mem := gcroom.ReadMemory("/")
 		room = gcroom.DefaultHeadroom(mem)

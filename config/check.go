@@ -14,8 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wakegate/wakegate/provider"
-	execprov "github.com/wakegate/wakegate/provider/exec"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -116,16 +115,16 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	c.Server.validate(k.in("server"))
 	c.Proxy.validate(k.in("proxy"))
 	c.Wake.validate(k.in("wake"))
-	c.Exec.validate(k.in("exec"))
+	c.Exec.validate(k.in("exec"), c.providers.Exec)
 	c.Admin.validate(k.in("admin"))
 	c.Roll.validate(k.in("roll"))
 	c.TLS.validate(k.in("tls"), c.Hosts)
 	c.Hosts.validate(k.in("hosts"))
 	c.Redis.validate(k.in("redis"))
 	c.validateAccess(k)
-	reg := c.ProviderRegistry()
-	c.checkProviderSections(k, reg)
-	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, reg, c.AvailableProviders(reg))
+	c.table = c.providers.Table(c)
+	c.checkProviderSections(k)
+	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, c.table, c.AvailableProviders())
 	validateApps(k, c.Apps, homes)
 	c.checkHomeSockets(k)
 	c.validatePages(k) // waiting.go
@@ -148,13 +147,13 @@ func (s *ServerConfig) validate(k checker) {
 	if msg := checkRootRedirect(s.RootRedirect); msg != "" {
 		k.bad("root_redirect", "%s", msg)
 	}
-	if *s.MinBodyRate < 0 {
+	if s.MinBodyRate < 0 {
 		k.bad("min_body_rate", "must not be negative")
 	}
-	if *s.MinResponseRate < 0 {
+	if s.MinResponseRate < 0 {
 		k.bad("min_response_rate", "must not be negative")
 	}
-	if s.GCHeadroom != nil && *s.GCHeadroom < 0 {
+	if s.GCHeadroom < 0 {
 		k.bad("gc_headroom", "must not be negative")
 	}
 	if s.MaxConnsPerClient < 1 {
@@ -210,13 +209,13 @@ func (p *ProxyConfig) validate(k checker) {
 	if p.MaxIdleConnsPerHost < 0 {
 		k.bad("max_idle_conns_per_host", "must not be negative")
 	}
-	if *p.MaxConnsPerHome < 0 {
+	if p.MaxConnsPerHome < 0 {
 		k.bad("max_conns_per_home", "must not be negative (0 is no cap)")
 	}
-	if *p.BodyBuffer < 0 {
+	if p.BodyBuffer < 0 {
 		k.bad("body_buffer", "must not be negative (0 turns request buffering off)")
 	}
-	if *p.BodySpool < 0 {
+	if p.BodySpool < 0 {
 		k.bad("body_spool", "must not be negative (0 keeps request bodies off the disk)")
 	}
 	if msg := checkHostRule(p.HostHeader); msg != "" {
@@ -235,20 +234,20 @@ func (p *ProxyConfig) validate(k checker) {
 	for _, b := range []struct {
 		name string
 		v    ByteSize
-	}{{"body_budget_client", *p.BodyBudgetClient}, {"body_budget_total", *p.BodyBudgetTotal}} {
+	}{{"body_budget_client", p.BodyBudgetClient}, {"body_budget_total", p.BodyBudgetTotal}} {
 		switch {
 		case b.v < 0:
 			k.bad(b.name, "must not be negative (0 turns the budget off)")
-		case b.v > 0 && b.v < *p.BodyBuffer:
-			k.bad(b.name, "must be at least body_buffer (%d), or no body could be read ahead", int64(*p.BodyBuffer))
+		case b.v > 0 && b.v < p.BodyBuffer:
+			k.bad(b.name, "must be at least body_buffer (%d), or no body could be read ahead", int64(p.BodyBuffer))
 		}
 	}
 }
 
 func (w *WakeConfig) validate(k checker) {
 	k.nonNegative(namedDuration{"failure_backoff", w.FailureBackoff},
-		namedDuration{"failure_backoff_max", w.FailureBackoffMax}, namedDuration{"hold", *w.Hold},
-		namedDuration{"idle_timeout", *w.IdleTimeout}, namedDuration{"ready_timeout", w.ReadyTimeout},
+		namedDuration{"failure_backoff_max", w.FailureBackoffMax}, namedDuration{"hold", w.Hold},
+		namedDuration{"idle_timeout", w.IdleTimeout}, namedDuration{"ready_timeout", w.ReadyTimeout},
 		namedDuration{"retry_after", w.RetryAfter}, namedDuration{"wake_timeout", w.WakeTimeout},
 		namedDuration{"warm_ttl", w.WarmTTL})
 	if w.MaxConcurrent < 1 {
@@ -278,11 +277,11 @@ func (p *ProbeConfig) validate(k checker) {
 	k.oneOf("kind", p.Kind, "auto", "ws", "http", "tcp")
 	k.nonNegative(namedDuration{"attempt_timeout", p.AttemptTimeout}, namedDuration{"ws_timeout", p.WSTimeout},
 		namedDuration{"max_pause", p.MaxPause},
-		namedDuration{"min_pause", p.MinPause}, namedDuration{"port_watch", *p.PortWatch},
+		namedDuration{"min_pause", p.MinPause}, namedDuration{"port_watch", p.PortWatch},
 		namedDuration{"settle", p.Settle})
 }
 
-func (e *ExecConfig) validate(k checker) {
+func (e *ExecConfig) validate(k checker, rules ExecRules) {
 	if len(e.Command) == 0 || e.Command[0] == "" {
 		k.bad("command", "must name a program")
 	}
@@ -295,9 +294,9 @@ func (e *ExecConfig) validate(k checker) {
 			k.bad(fmt.Sprintf("inherit_env[%d]", i), "want a variable name, got %q", n)
 		}
 	}
-	k.oneOf("containment", e.Containment, string(execprov.ContainAuto), string(execprov.ContainCgroup), string(execprov.ContainSubreaper))
+	k.oneOf("containment", e.Containment, rules.Containments...)
 	uk := k.in("users")
-	uk.oneOf("mode", e.Users.Mode, execprov.UsersAuto, execprov.UsersDynamic, execprov.UsersOff)
+	uk.oneOf("mode", e.Users.Mode, rules.UserModes...)
 	first, last, ok := parseUIDRange(e.Users.Range)
 	if !ok {
 		uk.bad("range", "want FIRST-LAST, uids with 0 < FIRST <= LAST < 2147483648, got %q", e.Users.Range)
@@ -337,8 +336,8 @@ func shortTokenMessage(ref string, n int) string {
 }
 
 func (a *AdminConfig) validate(k checker) {
-	if *a.Listen != "" {
-		k.hostPort("listen", *a.Listen, "host:port or an empty string (off)")
+	if a.Listen != "" {
+		k.hostPort("listen", a.Listen, "host:port or an empty string (off)")
 	}
 	a.tokens = nil
 	for i, ref := range a.Tokens {
@@ -363,7 +362,7 @@ func (a *AdminConfig) validate(k checker) {
 		}
 		a.socketGID = gid
 	}
-	if a.SocketGroup != "" && *a.Socket == "" {
+	if a.SocketGroup != "" && a.Socket == "" {
 		k.bad("socket_group", "set with the admin socket off (admin.socket is empty)")
 	}
 }
@@ -382,12 +381,12 @@ func (r *RollConfig) validate(k checker) {
 // validateHomes checks every home and that ids and targets are unique; it
 // returns the set of home ids. probeKind is wake.probe.kind, whose own
 // problem is reported there, not again at every home that inherits it.
-func validateHomes(k checker, homes []HomeConfig, probeKind string, reg *provider.Registry, avail []string) map[string]bool {
+func validateHomes(k checker, homes []HomeConfig, probeKind string, table ProviderTable, avail []string) map[string]bool {
 	ids, targets := map[string]bool{}, map[string]bool{}
 	for i := range homes {
 		h := &homes[i]
 		hk := k.in(fmt.Sprintf("homes[%d]", i))
-		h.validate(hk, probeKind, reg, avail)
+		h.validate(hk, probeKind, table, avail)
 		if idRE.MatchString(h.ID) && ids[h.ID] {
 			hk.bad("id", "duplicate home id %q", h.ID)
 		}
@@ -411,7 +410,7 @@ func TargetFromID(id string) string {
 	return string(b)
 }
 
-func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registry, avail []string) {
+func (h *HomeConfig) validate(k checker, probeKind string, table ProviderTable, avail []string) {
 	if !idRE.MatchString(h.ID) {
 		k.bad("id", "want 1-63 of [a-z0-9._-] starting with a letter or digit, got %q", h.ID)
 	}
@@ -430,7 +429,7 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 	if h.Endpoint != "" && h.Provider != "static" {
 		k.bad("endpoint", "only static homes have a fixed endpoint")
 	}
-	if h.SocketActivation != nil && h.Provider != "exec" {
+	if h.socketActivationSet && h.Provider != "exec" {
 		k.bad("socket_activation", "only exec homes are started by the gateway with a socket")
 	}
 	d, err := h.Decl()
@@ -438,7 +437,7 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 		k.bad("options", "%v", err)
 	}
 	_, endpointOpt := h.Options["endpoint"]
-	for _, p := range d.Check(reg, avail) {
+	for _, p := range d.Check(table, avail) {
 		switch {
 		case p.Field == "id" || p.Field == "target" || p.Field == "idle_timeout":
 			continue // above
@@ -450,11 +449,11 @@ func (h *HomeConfig) validate(k checker, probeKind string, reg *provider.Registr
 		k.bad(p.Field, "%s", p.Msg)
 	}
 	if h.RelayToken != "" {
-		if _, err := provider.ResolveSecret(h.RelayToken); err != nil {
+		if _, err := provconf.ResolveSecret(h.RelayToken); err != nil {
 			k.bad("relay_token", "%v", err)
 		}
 	}
-	k.nonNegative(namedDuration{"idle_timeout", *h.IdleTimeout})
+	k.nonNegative(namedDuration{"idle_timeout", h.IdleTimeout})
 }
 
 // checkHomeSockets reports the exec homes listening on {socket} whose
@@ -474,7 +473,7 @@ func (c *Config) checkHomeSockets(k checker) {
 			cmd = c.Exec.Command
 			field = "id" // the home inherits exec.command; its id makes the path
 		}
-		if !execprov.UsesSocket(cmd) {
+		if !c.providers.Exec.UsesSocket(cmd) {
 			continue
 		}
 		if c.socketActivated(h) {
@@ -482,7 +481,7 @@ func (c *Config) checkHomeSockets(k checker) {
 				"turn socket activation off for it, or use {port}")
 			continue
 		}
-		if _, err := execprov.SocketPathOf(dataDir, h.ID); err != nil {
+		if _, err := c.providers.Exec.SocketPath(dataDir, h.ID); err != nil {
 			k.in(fmt.Sprintf("homes[%d]", i)).bad(field, "%v", err)
 		}
 	}

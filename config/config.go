@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/wakegate/wakegate/access"
-	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/web"
 )
@@ -89,9 +89,10 @@ type Config struct {
 	// displayNames and homeThemes are the homes' display names and waiting
 	// themes by id (route/waitpage.go).
 	displayNames, homeThemes map[string]string
-	// moreProviders, when set, registers providers beyond the built-in
-	// ones (tests: a small real provider of their own).
-	moreProviders func(*provider.Registry)
+	// providers are what Load was handed; table is the table of this
+	// config's providers (ProviderTable).
+	providers Providers
+	table     ProviderTable
 }
 
 // LogConfig configures logging.
@@ -103,7 +104,7 @@ type LogConfig struct {
 	Level string `yaml:"level"`
 	// Access turns the per-request access log on. Default true (when
 	// unset); false turns it off.
-	Access *bool `yaml:"access"`
+	Access bool `yaml:"access"`
 }
 
 // ServerConfig hardens the public listener.
@@ -153,7 +154,7 @@ type ServerConfig struct {
 	// spent waiting on the upstream does not count. A cut body is
 	// answered 408 when nothing was answered yet, else its connection is
 	// closed. Default 240 (when unset); zero turns the check off.
-	MinBodyRate *ByteSize `yaml:"min_body_rate"`
+	MinBodyRate ByteSize `yaml:"min_body_rate"`
 	// MinResponseRate is the least rate, in bytes per second (units as
 	// ByteSize), at which a client must read a response. With the
 	// wakegate loop (http1_server: wakegate) on plain HTTP it is kept in
@@ -170,7 +171,7 @@ type ServerConfig struct {
 	// within the grace plus about a piece's time (2.5 min for a 32KiB
 	// piece at 240B/s). WebSockets are not checked. Default 240 (when
 	// unset); zero turns the check off.
-	MinResponseRate *ByteSize `yaml:"min_response_rate"`
+	MinResponseRate ByteSize `yaml:"min_response_rate"`
 	// GCHeadroom is how far the heap may grow past what is live before
 	// Go's collector runs again, while the live heap is smaller than
 	// this (units as ByteSize); a larger heap collects as GOGC's default
@@ -181,7 +182,7 @@ type ServerConfig struct {
 	// cgroup's limit, else the machine's memory) when that is less; 0
 	// leaves the collector at GOGC's default. Ignored when the GOGC
 	// environment variable is set. Read at start.
-	GCHeadroom *ByteSize `yaml:"gc_headroom"`
+	GCHeadroom ByteSize `yaml:"gc_headroom"`
 	// MinRateGrace is the time a body or a response write is allowed
 	// before MinBodyRate and MinResponseRate apply, and how far a reader
 	// may fall behind MinResponseRate. Default 5s; zero means the
@@ -215,7 +216,8 @@ type ServerConfig struct {
 	// none: / answers a small page that says what this gateway serves.
 	RootRedirect string `yaml:"root_redirect"`
 
-	trusted []*net.IPNet
+	trusted           []*net.IPNet
+	gcHeadroomDefault bool // GCHeadroom was unset: the start sizes it from the machine's memory
 }
 
 // ProxyConfig tunes forwarding to upstreams.
@@ -248,7 +250,7 @@ type ProxyConfig struct {
 	// max_idle_conns_per_host at least as large, or the connections past
 	// the keep-alive pool are closed after each use. Default 256 (when
 	// unset); zero means no cap.
-	MaxConnsPerHome *int `yaml:"max_conns_per_home"`
+	MaxConnsPerHome int `yaml:"max_conns_per_home"`
 	// BodyBuffer is how much of a request body to a home, in bytes (units
 	// as ByteSize), is read into memory before the request takes one of
 	// the home's forwarding slots (max_conns_per_home): a client that
@@ -257,7 +259,7 @@ type ProxyConfig struct {
 	// goes to a temporary file (body_spool). Default 64KiB (when unset);
 	// zero turns request buffering off: a body arrives while its request
 	// holds a slot.
-	BodyBuffer *ByteSize `yaml:"body_buffer"`
+	BodyBuffer ByteSize `yaml:"body_buffer"`
 	// BodySpool is how much more of a request body to a home, in bytes
 	// (units as ByteSize), is read ahead into a temporary file past
 	// body_buffer before the request takes a slot. A longer body is
@@ -265,7 +267,7 @@ type ProxyConfig struct {
 	// slot meanwhile. The files are unlinked as soon as they are made.
 	// Default 32MiB (when unset); zero keeps bodies off the disk: past
 	// body_buffer, a body arrives while its request holds a slot.
-	BodySpool *ByteSize `yaml:"body_spool"`
+	BodySpool ByteSize `yaml:"body_spool"`
 	// BodyBudgetClient is the most one client address's request bodies
 	// may hold at once in the read-ahead (body_buffer in memory and
 	// body_spool on disk together), in bytes (units as ByteSize). A body
@@ -280,10 +282,10 @@ type ProxyConfig struct {
 	// min_rate_window, and until then it counts here. Default 128MiB
 	// (when unset); zero turns the per-client budget off. Shown in status
 	// and in wakegate_body_budget_bytes.
-	BodyBudgetClient *ByteSize `yaml:"body_budget_client"`
+	BodyBudgetClient ByteSize `yaml:"body_budget_client"`
 	// BodyBudgetTotal is the same budget over all clients together.
 	// Default 1GiB (when unset); zero turns it off.
-	BodyBudgetTotal *ByteSize `yaml:"body_budget_total"`
+	BodyBudgetTotal ByteSize `yaml:"body_budget_total"`
 	// BodySpoolDir is the folder of those temporary files. Default empty:
 	// the system's temporary directory ($TMPDIR, else /tmp).
 	BodySpoolDir string `yaml:"body_spool_dir"`
@@ -332,10 +334,10 @@ type WakeConfig struct {
 	// Hold is how long a browser navigation waits for a wake before it gets
 	// the waiting page instead. Default 1s (when unset); zero sends the
 	// page at once.
-	Hold *time.Duration `yaml:"hold"`
+	Hold time.Duration `yaml:"hold"`
 	// IdleTimeout suspends a home that has had no session this long.
 	// Default 5m (when unset); zero means never.
-	IdleTimeout *time.Duration `yaml:"idle_timeout"`
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// MaxConcurrent caps wakes running at once across all homes; callers
 	// beyond it wait (bounded by their own timeouts). Default 16; zero
 	// means the default; at least 1.
@@ -433,7 +435,7 @@ type ProbeConfig struct {
 	// a refused connection, so the probe runs the moment the home listens.
 	// Default 2ms (when unset); zero turns the watch off (pauses run their
 	// full length).
-	PortWatch *time.Duration `yaml:"port_watch"`
+	PortWatch time.Duration `yaml:"port_watch"`
 }
 
 // ExecConfig configures the exec provider, which runs homes as local
@@ -572,7 +574,7 @@ type AdminConfig struct {
 	// address other than loopback (":8081", "0.0.0.0:8081", a LAN
 	// address) is served, with a warning at start and in check-config:
 	// every machine that reaches it may try tokens.
-	Listen *string `yaml:"listen"`
+	Listen string `yaml:"listen"`
 	// Socket is the path of the admin API's Unix socket, the CLI's
 	// default way in. Only root, the gateway's own user and the members
 	// of SocketGroup can connect (the kernel names each peer; others are
@@ -581,7 +583,7 @@ type AdminConfig struct {
 	// it can be (a path too long for a socket is skipped with a warning);
 	// a path set here must work or the gateway does not start; an empty
 	// string turns the socket off.
-	Socket *string `yaml:"socket"`
+	Socket string `yaml:"socket"`
 	// SocketGroup is a group (name or gid) whose members may use the
 	// admin socket too: the socket then has mode 0660 and that group.
 	// Default none: mode 0600, the gateway's own user and root only.
@@ -670,7 +672,7 @@ type HomeConfig struct {
 	// SocketActivation starts this exec home with socket activation (true)
 	// or without it (false): see exec.socket_activation, its default.
 	// Short for options.socket_activation. Default: exec.socket_activation.
-	SocketActivation *bool `yaml:"socket_activation"`
+	SocketActivation bool `yaml:"socket_activation"`
 	// Options are the home's provider-specific settings, a mapping that its
 	// provider documents (static: endpoint; exec: user, an account of the
 	// system the home runs as instead of the uid exec.users hands it, which
@@ -701,7 +703,7 @@ type HomeConfig struct {
 	RelayToken string `yaml:"relay_token"`
 	// IdleTimeout overrides wake.idle_timeout for this home. Default (when
 	// unset): wake.idle_timeout; zero means never.
-	IdleTimeout *time.Duration `yaml:"idle_timeout"`
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// DisplayName is what the waiting page calls the home, e.g. "Alice's
 	// notebook"; at most 100 characters. Default (and when empty): the
 	// target.
@@ -711,6 +713,8 @@ type HomeConfig struct {
 	// names; it wins over wake.waiting_theme and wake.waiting_page.
 	// Default (and when empty): wake's page.
 	WaitingTheme string `yaml:"waiting_theme"`
+
+	socketActivationSet bool // SocketActivation was set by the home, not inherited
 }
 
 // ByteSize is a size in bytes; YAML accepts a number or a string with a
@@ -787,7 +791,7 @@ func (es ConfigErrors) Error() string {
 func resolveAdminToken(ref string) (string, error) {
 	ref = strings.TrimSpace(ref)
 	if strings.HasPrefix(ref, "env:") || strings.HasPrefix(ref, "file:") {
-		return provider.ResolveSecret(ref)
+		return provconf.ResolveSecret(ref)
 	}
 	return ref, nil
 }

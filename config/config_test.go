@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // unsetEnv removes name from the environment for the rest of the test.
@@ -31,7 +32,7 @@ func loadDefault(t *testing.T) *config.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load("config.yaml", data)
+	cfg, err := all.Load("config.yaml", data)
 	if err != nil {
 		t.Fatalf("the default config does not load:\n%v", err)
 	}
@@ -52,8 +53,8 @@ func TestDefaultConfigLoads(t *testing.T) {
 	if cfg.Server.MaxHeaderBytes != 64<<10 || cfg.Server.MaxBodyBytes != 32<<20 {
 		t.Errorf("max_header_bytes, max_body_bytes = %d, %d", cfg.Server.MaxHeaderBytes, cfg.Server.MaxBodyBytes)
 	}
-	if *cfg.Wake.IdleTimeout != 5*time.Minute || *cfg.Homes[0].IdleTimeout != 5*time.Minute {
-		t.Errorf("idle timeouts = %s, %s; want 5m", *cfg.Wake.IdleTimeout, *cfg.Homes[0].IdleTimeout)
+	if cfg.Wake.IdleTimeout != 5*time.Minute || cfg.Homes[0].IdleTimeout != 5*time.Minute {
+		t.Errorf("idle timeouts = %s, %s; want 5m", cfg.Wake.IdleTimeout, cfg.Homes[0].IdleTimeout)
 	}
 	if len(cfg.Exec.Command) < 2 || cfg.Exec.Command[0] != "{self}" || cfg.Exec.Command[1] != "demo-home" {
 		t.Errorf("exec.command = %q; want the built-in demo home", cfg.Exec.Command)
@@ -78,7 +79,7 @@ func wantMarks(t *testing.T, text string) map[string]int {
 // configErrors loads text and returns its errors, failing if it loads.
 func configErrors(t *testing.T, name, text string) config.ConfigErrors {
 	t.Helper()
-	cfg, err := config.Load(name, []byte(text))
+	cfg, err := all.Load(name, []byte(text))
 	if err == nil {
 		t.Fatalf("config loaded (%+v); want errors", cfg)
 	}
@@ -268,7 +269,7 @@ func TestConfigEnvExpansion(t *testing.T) {
 	t.Setenv("WG_TEST_EMPTY", "")
 	t.Setenv("WG_TEST_DIR", "/tmp/wg-a")
 	unsetEnv(t, "WG_TEST_UNSET")
-	cfg, err := config.Load("env.yaml", []byte(`listen: "${WG_TEST_HOST}:${WG_TEST_PORT}"
+	cfg, err := all.Load("env.yaml", []byte(`listen: "${WG_TEST_HOST}:${WG_TEST_PORT}"
 data_dir: ${WG_TEST_DIR:-/never}
 instance: "${WG_TEST_UNSET:-inst-1}"
 log:
@@ -358,7 +359,7 @@ func TestParseByteSize(t *testing.T) {
 }
 
 func TestConfigSizesAndDurations(t *testing.T) {
-	cfg, err := config.Load("units.yaml", []byte(`listen: "127.0.0.1:0"
+	cfg, err := all.Load("units.yaml", []byte(`listen: "127.0.0.1:0"
 server:
   read_header_timeout: 300ms
   idle_timeout: 1m30s
@@ -382,9 +383,9 @@ wake:
 		t.Errorf("sizes = %d, %d, %d", cfg.Server.MaxHeaderBytes, cfg.Server.MaxBodyBytes, cfg.Exec.LogMaxBytes)
 	}
 	// An explicit zero stays zero where zero has a meaning.
-	if *cfg.Wake.Hold != 0 || *cfg.Wake.IdleTimeout != 0 || *cfg.Proxy.MaxConnsPerHome != 0 {
+	if cfg.Wake.Hold != 0 || cfg.Wake.IdleTimeout != 0 || cfg.Proxy.MaxConnsPerHome != 0 {
 		t.Errorf("wake.hold, wake.idle_timeout, proxy.max_conns_per_home = %s, %s, %d; want 0, 0, 0",
-			*cfg.Wake.Hold, *cfg.Wake.IdleTimeout, *cfg.Proxy.MaxConnsPerHome)
+			cfg.Wake.Hold, cfg.Wake.IdleTimeout, cfg.Proxy.MaxConnsPerHome)
 	}
 	// A bare number has no unit: refused rather than guessed.
 	errs := configErrors(t, "bare.yaml", "listen: \"127.0.0.1:0\"\nserver:\n  drain_grace: 20\n")
@@ -394,7 +395,7 @@ wake:
 }
 
 func TestConfigOverridesBeatDefaults(t *testing.T) {
-	cfg, err := config.Load("set.yaml", []byte(`listen: "127.0.0.1:0"
+	cfg, err := all.Load("set.yaml", []byte(`listen: "127.0.0.1:0"
 log:
   access: false
 wake:
@@ -407,12 +408,12 @@ homes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *cfg.Log.Access {
+	if cfg.Log.Access {
 		t.Error("log.access: false was turned back on")
 	}
-	if *cfg.Homes[0].IdleTimeout != 30*time.Second || *cfg.Homes[1].IdleTimeout != 2*time.Minute {
+	if cfg.Homes[0].IdleTimeout != 30*time.Second || cfg.Homes[1].IdleTimeout != 2*time.Minute {
 		t.Errorf("home idle timeouts = %s, %s; want 30s (own), 2m (wake.idle_timeout)",
-			*cfg.Homes[0].IdleTimeout, *cfg.Homes[1].IdleTimeout)
+			cfg.Homes[0].IdleTimeout, cfg.Homes[1].IdleTimeout)
 	}
 }
 
@@ -505,11 +506,11 @@ apps:
 // TestConfigDefaults checks each default, filled once at load, and that a
 // field whose zero means something else keeps its zero.
 func TestConfigDefaults(t *testing.T) {
-	cfg, err := config.Load("empty.yaml", []byte("homes:\n  - id: h\napps:\n  - slug: a\n    home: h\n"))
+	cfg, err := all.Load("empty.yaml", []byte("homes:\n  - id: h\napps:\n  - slug: a\n    home: h\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero, err := config.Load("zero.yaml", []byte(`log: {access: false}
+	zero, err := all.Load("zero.yaml", []byte(`log: {access: false}
 server: {min_body_rate: 0, min_response_rate: 0}
 wake:
   hold: 0
@@ -538,7 +539,7 @@ homes:
 		{"data_dir", cfg.DataDir, "./data"},
 		{"log.format", cfg.Log.Format, "text"},
 		{"log.level", cfg.Log.Level, "info"},
-		{"log.access", *cfg.Log.Access, true},
+		{"log.access", cfg.Log.Access, true},
 		{"server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 10 * time.Second},
 		{"server.idle_timeout", cfg.Server.IdleTimeout, 120 * time.Second},
 		{"server.max_header_bytes", cfg.Server.MaxHeaderBytes, config.ByteSize(64 << 10)},
@@ -546,22 +547,22 @@ homes:
 		{"server.drain_grace", cfg.Server.DrainGrace, 20 * time.Second},
 		{"server.drain_delay", cfg.Server.DrainDelay, time.Duration(0)},
 		{"server.drain_websockets", cfg.Server.DrainWebSockets, "start"},
-		{"server.min_body_rate", *cfg.Server.MinBodyRate, config.ByteSize(240)},
-		{"server.min_response_rate", *cfg.Server.MinResponseRate, config.ByteSize(240)},
+		{"server.min_body_rate", cfg.Server.MinBodyRate, config.ByteSize(240)},
+		{"server.min_response_rate", cfg.Server.MinResponseRate, config.ByteSize(240)},
 		{"server.min_rate_grace", cfg.Server.MinRateGrace, 5 * time.Second},
 		{"server.max_conns_per_client", cfg.Server.MaxConnsPerClient, 1024},
 		{"proxy.dial_timeout", cfg.Proxy.DialTimeout, 5 * time.Second},
 		{"proxy.response_header_timeout", cfg.Proxy.ResponseHeaderTimeout, 60 * time.Second},
 		{"proxy.home_response_header_timeout", cfg.Proxy.HomeResponseHeaderTimeout, 30 * time.Second},
 		{"proxy.max_idle_conns_per_host", cfg.Proxy.MaxIdleConnsPerHost, 256},
-		{"proxy.max_conns_per_home", *cfg.Proxy.MaxConnsPerHome, 256},
+		{"proxy.max_conns_per_home", cfg.Proxy.MaxConnsPerHome, 256},
 		{"proxy.idle_conn_timeout", cfg.Proxy.IdleConnTimeout, 90 * time.Second},
 		{"proxy.relay_header", cfg.Proxy.RelayHeader, "X-Wakegate-Relay"},
 		{"wake.warm_ttl", cfg.Wake.WarmTTL, 10 * time.Second},
 		{"wake.ready_timeout", cfg.Wake.ReadyTimeout, 30 * time.Second},
 		{"wake.wake_timeout", cfg.Wake.WakeTimeout, 60 * time.Second},
-		{"wake.hold", *cfg.Wake.Hold, time.Second},
-		{"wake.idle_timeout", *cfg.Wake.IdleTimeout, 5 * time.Minute},
+		{"wake.hold", cfg.Wake.Hold, time.Second},
+		{"wake.idle_timeout", cfg.Wake.IdleTimeout, 5 * time.Minute},
 		{"wake.max_concurrent", cfg.Wake.MaxConcurrent, 16},
 		{"wake.retry_after", cfg.Wake.RetryAfter, 5 * time.Second},
 		{"wake.failure_backoff", cfg.Wake.FailureBackoff, 2 * time.Second},
@@ -574,13 +575,13 @@ homes:
 		{"wake.probe.settle", cfg.Wake.Probe.Settle, 300 * time.Millisecond},
 		{"wake.probe.min_pause", cfg.Wake.Probe.MinPause, 2 * time.Millisecond},
 		{"wake.probe.max_pause", cfg.Wake.Probe.MaxPause, 100 * time.Millisecond},
-		{"wake.probe.port_watch", *cfg.Wake.Probe.PortWatch, 2 * time.Millisecond},
+		{"wake.probe.port_watch", cfg.Wake.Probe.PortWatch, 2 * time.Millisecond},
 		{"exec.command", cfg.Exec.Command, []string{"{self}", "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}", "--version", "{version}"}},
 		{"exec.stop_grace", cfg.Exec.StopGrace, 5 * time.Second},
 		{"exec.log_max_bytes", cfg.Exec.LogMaxBytes, config.ByteSize(1 << 20)},
 		{"exec.restart_budget", cfg.Exec.RestartBudget, 3},
 		{"exec.restart_window", cfg.Exec.RestartWindow, time.Minute},
-		{"admin.listen", *cfg.Admin.Listen, "127.0.0.1:8081"},
+		{"admin.listen", cfg.Admin.Listen, "127.0.0.1:8081"},
 		{"admin.auth_failures_per_minute", cfg.Admin.AuthFailures, 10},
 		{"roll.mode", cfg.Roll.Mode, "lazy"},
 		{"roll.idle_after", cfg.Roll.IdleAfter, time.Minute},
@@ -588,7 +589,7 @@ homes:
 		{"homes[0].provider", h.Provider, "exec"},
 		{"homes[0].version", h.Version, "1"},
 		{"homes[0].probe", h.Probe.Kind, "auto"},
-		{"homes[0].idle_timeout", *h.IdleTimeout, 5 * time.Minute},
+		{"homes[0].idle_timeout", h.IdleTimeout, 5 * time.Minute},
 		{"apps[0].kind", a.Kind, "ui"},
 		{"apps[0].desired_state", a.DesiredState, "running"},
 		{"apps[0].failure_threshold", a.FailureThreshold, 3},
@@ -600,15 +601,15 @@ homes:
 		{"apps[0].health.timeout", a.Health.Timeout.Duration(), 2 * time.Second},
 		{"apps[0].health.start_period", a.Health.StartPeriod.Duration(), time.Duration(0)},
 		// A zero that means something other than the default stays zero.
-		{"zero log.access", *zero.Log.Access, false},
-		{"zero wake.hold", *zero.Wake.Hold, time.Duration(0)},
-		{"zero server.min_body_rate", *zero.Server.MinBodyRate, config.ByteSize(0)},
-		{"zero server.min_response_rate", *zero.Server.MinResponseRate, config.ByteSize(0)},
-		{"zero wake.idle_timeout", *zero.Wake.IdleTimeout, time.Duration(0)},
-		{"zero wake.probe.port_watch", *zero.Wake.Probe.PortWatch, time.Duration(0)},
+		{"zero log.access", zero.Log.Access, false},
+		{"zero wake.hold", zero.Wake.Hold, time.Duration(0)},
+		{"zero server.min_body_rate", zero.Server.MinBodyRate, config.ByteSize(0)},
+		{"zero server.min_response_rate", zero.Server.MinResponseRate, config.ByteSize(0)},
+		{"zero wake.idle_timeout", zero.Wake.IdleTimeout, time.Duration(0)},
+		{"zero wake.probe.port_watch", zero.Wake.Probe.PortWatch, time.Duration(0)},
 		{"zero wake.no_wake_paths", len(zero.Wake.NoWakePaths), 0},
-		{"zero admin.listen", *zero.Admin.Listen, ""},
-		{"zero homes[0].idle_timeout", *zero.Homes[0].IdleTimeout, time.Duration(0)},
+		{"zero admin.listen", zero.Admin.Listen, ""},
+		{"zero homes[0].idle_timeout", zero.Homes[0].IdleTimeout, time.Duration(0)},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s = %#v; want %#v", c.field, c.got, c.want)
@@ -621,7 +622,7 @@ homes:
 func TestShortEnvTokenNamesItsSource(t *testing.T) {
 	const tok = "tok1764547"
 	t.Setenv(config.TokenEnv, tok)
-	_, err := config.Load("wakegate.yaml", []byte("listen: 127.0.0.1:18080\n"))
+	_, err := all.Load("wakegate.yaml", []byte("listen: 127.0.0.1:18080\n"))
 	if err == nil {
 		t.Fatal("a 10-character token from the environment was accepted")
 	}
@@ -643,4 +644,51 @@ public_url: "ftp://gw.example"   # want public_url
 `)
 	checkMarks(t, "bad.yaml", `public_url: "https://gw.example/base?x=1"   # want public_url
 `)
+}
+
+// A home's socket_activation, unset, is exec.socket_activation's, and only
+// one the home set reaches its provider settings; gc_headroom and
+// admin.socket say whether they were left to their defaults.
+func TestUnsetResolvedAtLoad(t *testing.T) {
+	cfg, err := all.Load("u.yaml", []byte(`exec:
+  socket_activation: true
+server:
+  gc_headroom: 0
+homes:
+  - id: a
+  - id: b
+    socket_activation: false
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := cfg.Homes[0], cfg.Homes[1]
+	if !a.SocketActivation || b.SocketActivation {
+		t.Errorf("socket_activation: a %v (want exec's true), b %v (want its own false)", a.SocketActivation, b.SocketActivation)
+	}
+	for _, c := range []struct {
+		h    config.HomeConfig
+		want string
+	}{{a, ""}, {b, `{"socket_activation":false}`}} {
+		d, err := c.h.Decl()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(d.Settings.Options); got != c.want {
+			t.Errorf("home %s options = %q; want %q", c.h.ID, got, c.want)
+		}
+	}
+	if cfg.Server.GCHeadroomDefaulted() || cfg.Server.GCHeadroom != 0 {
+		t.Errorf("gc_headroom: 0 set: defaulted %v, value %d", cfg.Server.GCHeadroomDefaulted(), cfg.Server.GCHeadroom)
+	}
+	if !cfg.Admin.SocketDefaulted() || cfg.Admin.Socket == "" {
+		t.Errorf("admin.socket unset: defaulted %v, path %q", cfg.Admin.SocketDefaulted(), cfg.Admin.Socket)
+	}
+	unset, err := all.Load("u.yaml", []byte("listen: 127.0.0.1:0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !unset.Server.GCHeadroomDefaulted() {
+		t.Error("gc_headroom unset is not told apart from 0")
+	}
 }

@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/internal/homesdir"
-	"github.com/wakegate/wakegate/provider"
-	execprov "github.com/wakegate/wakegate/provider/exec"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/tlsfront"
 )
 
@@ -20,11 +19,14 @@ import (
 // methods of their own packages, shared with another input: an app's are
 // registry.App.Default (the admin API's apps too), and the access and
 // limits sections' are access.Config.Defaults and LimitsConfig.Defaults.
+// The section exec takes the exec provider's values where they are its
+// own (containment, users.mode, users.range, pids_max), handed to Load in
+// Providers.Exec.
 //
 // A field whose zero means something other than "the default" (wake.hold,
-// wake.idle_timeout, wake.probe.port_watch, admin.listen, log.access) is a
-// pointer, so that "unset" and "zero" stay apart; after defaults it is
-// never nil.
+// wake.idle_timeout, wake.probe.port_watch, admin.listen, log.access and
+// the like) is told unset by the file's unset part (unset.go), decoded
+// beside the config; the config itself holds plain values.
 
 // DefaultNoWakeUserAgents match uptime monitors, link previewers and crawlers.
 var DefaultNoWakeUserAgents = []string{
@@ -35,9 +37,10 @@ var DefaultNoWakeUserAgents = []string{
 // defaultExecCommand runs the built-in demo home.
 var defaultExecCommand = []string{"{self}", "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}", "--version", "{version}"}
 
-// defaults fills every unset field of c.
-func (c *Config) defaults() {
-	c.TLS.defaults()
+// defaults fills every unset field of c; u says which of the fields whose
+// zero is a setting the file left out.
+func (c *Config) defaults(u *unset) {
+	c.TLS.defaults(u)
 	if c.TLS.On() {
 		def(&c.Listen, ":443")
 	}
@@ -47,34 +50,34 @@ func (c *Config) defaults() {
 		host, _ := os.Hostname()
 		c.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	c.Log.defaults()
-	c.Server.defaults()
-	c.Proxy.defaults()
-	c.Wake.defaults()
-	c.Exec.defaults()
-	c.Admin.defaults()
-	if c.Admin.Socket == nil {
+	c.Log.defaults(u)
+	c.Server.defaults(u)
+	c.Proxy.defaults(u)
+	c.Wake.defaults(u)
+	c.Exec.defaults(c.providers.Exec)
+	c.Admin.defaults(u)
+	if u.Admin.Socket == nil {
 		c.Admin.socketDefault = true
-		defPtr(&c.Admin.Socket, filepath.Join(c.DataDir, "admin.sock"))
+		c.Admin.Socket = filepath.Join(c.DataDir, "admin.sock")
 	}
 	c.Roll.defaults()
 	c.Redis.defaults()
 	c.accessDefaults()
 	for i := range c.Homes {
-		c.Homes[i].defaults(&c.Wake)
+		c.Homes[i].defaults(&c.Wake, &c.Exec, u.home(i))
 	}
 	for i := range c.Apps {
 		c.Apps[i].Default()
 	}
 }
 
-func (l *LogConfig) defaults() {
+func (l *LogConfig) defaults(u *unset) {
 	def(&l.Format, "text")
 	def(&l.Level, "info")
-	defPtr(&l.Access, true)
+	defUnset(&l.Access, u.Log.Access, true)
 }
 
-func (s *ServerConfig) defaults() {
+func (s *ServerConfig) defaults(u *unset) {
 	def(&s.ReadHeaderTimeout, 10*time.Second)
 	def(&s.IdleTimeout, 120*time.Second)
 	def(&s.MaxHeaderBytes, 64<<10)
@@ -82,34 +85,35 @@ func (s *ServerConfig) defaults() {
 	def(&s.DrainGrace, 20*time.Second)
 	def(&s.DrainWebSockets, "start")
 	def(&s.HTTP1Server, "wakegate")
-	defPtr(&s.MinBodyRate, 240)
-	defPtr(&s.MinResponseRate, 240)
+	defUnset(&s.MinBodyRate, u.Server.MinBodyRate, 240)
+	defUnset(&s.MinResponseRate, u.Server.MinResponseRate, 240)
+	s.gcHeadroomDefault = u.Server.GCHeadroom == nil
 	def(&s.MinRateGrace, 5*time.Second)
 	def(&s.MinRateWindow, 5*time.Second)
 	def(&s.MaxConnsPerClient, 1024)
 }
 
-func (p *ProxyConfig) defaults() {
+func (p *ProxyConfig) defaults(u *unset) {
 	def(&p.DialTimeout, 5*time.Second)
 	def(&p.ResponseHeaderTimeout, 60*time.Second)
 	def(&p.HomeResponseHeaderTimeout, 30*time.Second)
 	def(&p.MaxIdleConnsPerHost, 256)
-	defPtr(&p.MaxConnsPerHome, 256)
-	defPtr(&p.BodyBuffer, 64<<10)
-	defPtr(&p.BodySpool, 32<<20)
-	defPtr(&p.BodyBudgetClient, 128<<20)
-	defPtr(&p.BodyBudgetTotal, 1<<30)
+	defUnset(&p.MaxConnsPerHome, u.Proxy.MaxConnsPerHome, 256)
+	defUnset(&p.BodyBuffer, u.Proxy.BodyBuffer, 64<<10)
+	defUnset(&p.BodySpool, u.Proxy.BodySpool, 32<<20)
+	defUnset(&p.BodyBudgetClient, u.Proxy.BodyBudgetClient, 128<<20)
+	defUnset(&p.BodyBudgetTotal, u.Proxy.BodyBudgetTotal, 1<<30)
 	def(&p.IdleConnTimeout, 90*time.Second)
 	def(&p.RelayHeader, "X-Wakegate-Relay")
 	def(&p.HostHeader, HostAuto)
 }
 
-func (w *WakeConfig) defaults() {
+func (w *WakeConfig) defaults(u *unset) {
 	def(&w.WarmTTL, 10*time.Second)
 	def(&w.ReadyTimeout, 30*time.Second)
 	def(&w.WakeTimeout, 60*time.Second)
-	defPtr(&w.Hold, time.Second)
-	defPtr(&w.IdleTimeout, 5*time.Minute)
+	defUnset(&w.Hold, u.Wake.Hold, time.Second)
+	defUnset(&w.IdleTimeout, u.Wake.IdleTimeout, 5*time.Minute)
 	def(&w.MaxConcurrent, 16)
 	def(&w.RetryAfter, 5*time.Second)
 	def(&w.FailureBackoff, 2*time.Second)
@@ -120,10 +124,10 @@ func (w *WakeConfig) defaults() {
 	if w.NoWakePaths == nil {
 		w.NoWakePaths = []string{"/favicon.ico", "/robots.txt"}
 	}
-	w.Probe.defaults()
+	w.Probe.defaults(u)
 }
 
-func (p *ProbeConfig) defaults() {
+func (p *ProbeConfig) defaults(u *unset) {
 	def(&p.Kind, "auto")
 	def(&p.Path, "/node/{target}/")
 	def(&p.AttemptTimeout, 2*time.Second)
@@ -131,10 +135,10 @@ func (p *ProbeConfig) defaults() {
 	def(&p.Settle, 300*time.Millisecond)
 	def(&p.MinPause, 2*time.Millisecond)
 	def(&p.MaxPause, 100*time.Millisecond)
-	defPtr(&p.PortWatch, 2*time.Millisecond)
+	defUnset(&p.PortWatch, u.Wake.Probe.PortWatch, 2*time.Millisecond)
 }
 
-func (e *ExecConfig) defaults() {
+func (e *ExecConfig) defaults(rules ExecRules) {
 	if len(e.Command) == 0 {
 		e.Command = defaultExecCommand
 	}
@@ -142,15 +146,15 @@ func (e *ExecConfig) defaults() {
 	def(&e.LogMaxBytes, 1<<20)
 	def(&e.RestartBudget, 3)
 	def(&e.RestartWindow, 60*time.Second)
-	def(&e.Users.Mode, execprov.UsersAuto)
-	def(&e.Containment, string(execprov.ContainAuto))
-	def(&e.Users.Range, fmt.Sprintf("%d-%d", execprov.DefaultUsersFirst, execprov.DefaultUsersLast))
+	def(&e.Users.Mode, rules.UserModes[0])
+	def(&e.Containment, rules.Containments[0])
+	def(&e.Users.Range, rules.UserRange)
 	def(&e.Users.MachineDir, homesdir.DefaultMachineDir)
-	def(&e.PidsMax, execprov.DefaultPidsMax)
+	def(&e.PidsMax, rules.PidsMax)
 }
 
-func (a *AdminConfig) defaults() {
-	defPtr(&a.Listen, "127.0.0.1:8081")
+func (a *AdminConfig) defaults(u *unset) {
+	defUnset(&a.Listen, u.Admin.Listen, "127.0.0.1:8081")
 	if a.Tokens == nil && os.Getenv(TokenEnv) != "" {
 		// A config without tokens takes the one the CLI reads, so a file
 		// written from scratch turns the admin listener on the same way
@@ -165,12 +169,10 @@ func (r *RollConfig) defaults() {
 	def(&r.IdleAfter, time.Minute)
 }
 
-func (t *TLSConfig) defaults() {
+func (t *TLSConfig) defaults(u *unset) {
 	def(&t.Mode, string(tlsfront.Off))
 	if t.On() {
-		defPtr(&t.HTTPListen, ":80")
-	} else {
-		defPtr(&t.HTTPListen, "")
+		defUnset(&t.HTTPListen, u.TLS.HTTPListen, ":80")
 	}
 	if t.Mode == string(tlsfront.Internal) && len(t.Names) == 0 {
 		t.Names = []string{"localhost"}
@@ -207,21 +209,21 @@ func (c *Config) accessDefaults() {
 func (h *HomeConfig) Decl() (HomeDecl, error) {
 	st, err := h.settings()
 	return HomeDecl{ID: h.ID, Target: h.Target, Provider: h.Provider, Version: h.Version, RelayToken: h.RelayToken,
-		Probe: h.Probe, IdleTimeout: *h.IdleTimeout, ReadyTimeout: h.ReadyTimeout, Settings: st}, err
+		Probe: h.Probe, IdleTimeout: h.IdleTimeout, ReadyTimeout: h.ReadyTimeout, Settings: st}, err
 }
 
 // settings are h's provider settings; a static home's endpoint (the
 // shorthand of options.endpoint) is among its options.
-func (h *HomeConfig) settings() (provider.Settings, error) {
-	st := provider.Settings{Command: h.Command, Env: h.Env, Dir: h.WorkingDir}
+func (h *HomeConfig) settings() (provconf.Settings, error) {
+	st := provconf.Settings{Command: h.Command, Env: h.Env, Dir: h.WorkingDir}
 	opts := h.Options
-	if h.SocketActivation != nil {
+	if h.socketActivationSet {
 		opts = maps.Clone(opts)
 		if opts == nil {
 			opts = map[string]any{}
 		}
 		if _, ok := opts["socket_activation"]; !ok {
-			opts["socket_activation"] = *h.SocketActivation
+			opts["socket_activation"] = h.SocketActivation
 		}
 	}
 	if h.Endpoint != "" && h.Provider == "static" {
@@ -243,14 +245,17 @@ func (h *HomeConfig) settings() (provider.Settings, error) {
 	return st, nil
 }
 
-// defaults fills h's unset fields; some default to w's settings.
-func (h *HomeConfig) defaults(w *WakeConfig) {
+// defaults fills h's unset fields (u says which the file left out); some
+// default to w's and e's settings.
+func (h *HomeConfig) defaults(w *WakeConfig, e *ExecConfig, u unsetHome) {
 	def(&h.Target, h.ID)
 	def(&h.Provider, "exec")
 	def(&h.Version, "1")
 	def(&h.Probe.Kind, w.Probe.Kind)
-	if h.IdleTimeout == nil {
-		h.IdleTimeout = w.IdleTimeout
+	defUnset(&h.IdleTimeout, u.IdleTimeout, w.IdleTimeout)
+	h.socketActivationSet = u.SocketActivation != nil
+	if h.Provider == "exec" {
+		defUnset(&h.SocketActivation, u.SocketActivation, e.SocketActivation)
 	}
 }
 
@@ -259,13 +264,6 @@ func def[T comparable](p *T, v T) {
 	var zero T
 	if *p == zero {
 		*p = v
-	}
-}
-
-// defPtr points *p at v when *p is nil (unset).
-func defPtr[T any](p **T, v T) {
-	if *p == nil {
-		*p = &v
 	}
 }
 

@@ -8,12 +8,16 @@
 // types' doc comments say each field's default, unit and what zero means;
 // internal/configdoc writes docs/config.md from them.
 //
-// A loaded Config is a value the gateway reads: it serves no request and
-// imports no package that does. What the request path needs in resolved
-// form (trusted proxy networks, no-wake patterns, admin tokens, the waiting
-// page's template) is resolved once by the checks and read through
-// accessors (resolved.go); the checks made per request live where requests
-// are handled.
+// A loaded Config is a value the gateway reads, of plain values: a field
+// whose zero differs from leaving it out is told apart inside Load
+// (unset.go) and holds its default after. It serves no request and
+// imports no package that does, nor any provider: Load is handed the
+// providers' table (Providers, providers.go; package provider/all has the
+// standard one) and checks homes and provider sections with it. What
+// the request path needs in resolved form (trusted proxy networks, no-wake
+// patterns, admin tokens, the waiting page's template) is resolved once by
+// the checks and read through accessors (resolved.go); the checks made per
+// request live where requests are handled.
 //
 // A reload compares the running config with the one it read here
 // (reload.go): which settings differ, and which of them a running gateway

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -26,7 +26,7 @@ type HomeDecl struct {
 	IdleTimeout, ReadyTimeout time.Duration
 	// Settings are its provider settings: command, env, working dir and
 	// options.
-	Settings provider.Settings
+	Settings provconf.Settings
 }
 
 // probeKinds are the probe kinds a home may name.
@@ -34,10 +34,10 @@ var probeKinds = []string{"auto", "ws", "http", "tcp"}
 
 // Check returns d's problems, each naming its field as the config file
 // and the admin API spell it (probe, probe.path, ready_timeout, command,
-// options.endpoint, ...). reg and avail check the provider's part.
-func (d HomeDecl) Check(reg *provider.Registry, avail []string) []provider.Problem {
-	var ps []provider.Problem
-	bad := func(field, format string, args ...any) { ps = append(ps, provider.Problemf(field, format, args...)) }
+// options.endpoint, ...). table and avail check the provider's part.
+func (d HomeDecl) Check(table ProviderTable, avail []string) []provconf.Problem {
+	var ps []provconf.Problem
+	bad := func(field, format string, args ...any) { ps = append(ps, provconf.Problemf(field, format, args...)) }
 	if !idRE.MatchString(d.ID) {
 		bad("id", "want 1-63 of [a-z0-9._-] starting with a letter or digit, got %q", d.ID)
 	}
@@ -72,7 +72,7 @@ func (d HomeDecl) Check(reg *provider.Registry, avail []string) []provider.Probl
 	if d.ReadyTimeout < 0 {
 		bad("ready_timeout", "must not be negative, got %s", d.ReadyTimeout)
 	}
-	return append(ps, reg.CheckHome(d.Provider, avail, d.Settings)...)
+	return append(ps, table.CheckHome(d.Provider, avail, d.Settings)...)
 }
 
 // ValidHomeID reports whether id is a valid home id: 1-63 of [a-z0-9._-]

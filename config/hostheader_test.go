@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // The Host rules are checked where they are written, with the choices in
@@ -18,7 +19,7 @@ func TestConfigHostHeader(t *testing.T) {
       nb: upstream
       odd: "a b"                    # want proxy.host_headers.homes.odd
 `)
-	c, err := config.Load("host.yaml", []byte(`proxy:
+	c, err := all.Load("host.yaml", []byte(`proxy:
   host_headers:
     homes: {nb: upstream}
     apps: {api: "api.internal:8443", web: client}
@@ -36,7 +37,7 @@ func TestConfigHostHeader(t *testing.T) {
 			t.Errorf("notes lack %q:\n%s", want, notes)
 		}
 	}
-	if c, err := config.Load("plain.yaml", nil); err != nil || len(c.HostNotes()) != 0 {
+	if c, err := all.Load("plain.yaml", nil); err != nil || len(c.HostNotes()) != 0 {
 		t.Errorf("a config that leaves Host alone: notes %q, %v", c.HostNotes(), err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // A home's memory_max and cpu_max are refused at load (so at start and in
@@ -20,7 +20,7 @@ homes:
     options:
       memory_max: 64MiB
 `
-	_, err := config.Load("limits.yaml", []byte(text))
+	_, err := all.Load("limits.yaml", []byte(text))
 	if err == nil {
 		t.Fatal("a memory_max the machine cannot enforce was accepted")
 	}

@@ -13,17 +13,17 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 )
 
-// LoadFile reads and validates a config file.
-func LoadFile(path string, opts ...Option) (*Config, error) {
+// LoadFile reads and validates a config file, checking its homes and
+// provider sections against ps.
+func LoadFile(path string, ps Providers) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Load(path, data, opts...)
+	return Load(path, data, ps)
 }
 
 // Load parses, expands, defaults and validates a config, in that order:
@@ -31,24 +31,19 @@ func LoadFile(path string, opts ...Option) (*Config, error) {
 // every unset field once (defaults.go), and validate checks each section
 // (check.go). name is used in error messages. Errors are ConfigErrors
 // naming file, line and field: every unknown field, unset variable, badly
-// typed value and invalid setting in the file, in line order.
-func Load(name string, data []byte, opts ...Option) (*Config, error) {
-	var o loadOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return load(name, data, o.moreProviders)
-}
-
-// load is Load with the providers more registers beside the built-in ones.
-func load(name string, data []byte, more func(*provider.Registry)) (*Config, error) {
+// typed value and invalid setting in the file, in line order. ps are the
+// providers a gateway can run (package provider/all has the standard
+// ones): the section exec takes the exec provider's defaults, and homes
+// and provider sections are checked with their providers' rules.
+func Load(name string, data []byte, ps Providers) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, ConfigErrors{yamlSyntaxError(name, data, err)}
 	}
 	var errs ConfigErrors
 	lines := map[string]int{}
-	cfg := &Config{file: name, moreProviders: more, empty: true}
+	cfg := &Config{file: name, providers: ps, empty: true}
+	var u unset
 	if len(root.Content) > 0 {
 		doc := root.Content[0]
 		if doc.Kind != yaml.MappingNode {
@@ -71,8 +66,11 @@ func load(name string, data []byte, more func(*provider.Registry)) (*Config, err
 				errs = append(errs, fe)
 			}
 		}
+		// Its errors are those reported above: a field that does not
+		// decode is left unset here.
+		_ = doc.Decode(&u)
 	}
-	cfg.defaults()
+	cfg.defaults(&u)
 	errs = append(errs, cfg.validate(lines)...)
 	if len(errs) > 0 {
 		sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })

@@ -5,36 +5,70 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/provider/docker"
-	execprov "github.com/wakegate/wakegate/provider/exec"
-	"github.com/wakegate/wakegate/provider/fly"
-	"github.com/wakegate/wakegate/provider/httpprov"
+	"github.com/wakegate/wakegate/internal/provconf"
 )
 
-// ProviderRegistry is every provider this gateway can build, by name: the
-// one list to extend when a provider is added (see the provider package's
-// doc, "Adding a provider"). It reads c's sections (exec) but builds
-// nothing, so config validation uses it too.
-func (c *Config) ProviderRegistry() *provider.Registry {
-	r := provider.NewRegistry()
-	e := c.Exec
-	r.MustRegister("exec", execprov.Factory(execprov.Config{
-		Command: e.Command, Env: e.Env, LogMaxBytes: int64(e.LogMaxBytes), StopGrace: e.StopGrace,
-		RestartBudget: e.RestartBudget, RestartWindow: e.RestartWindow,
-		VersionCommand: e.VersionCommand, SuspendSignal: e.SuspendSignal,
-		InheritEnv: e.InheritEnv, Containment: execprov.Containment(e.Containment), SocketActivation: e.SocketActivation, Users: execprov.Users{Mode: e.Users.Mode, First: e.Users.first, Last: e.Users.last},
-		MachineDir: e.Users.MachineDir, PidsMax: e.PidsMax,
-	}))
-	r.MustRegister("static", provider.StaticFactory())
-	r.MustRegister("http", httpprov.Factory())
-	r.MustRegister(fly.Name, fly.Factory())
-	r.MustRegister(docker.Name, docker.Factory())
-	if c.moreProviders != nil {
-		c.moreProviders(r)
-	}
-	return r
+// Providers is what the config's checks ask of the providers a gateway
+// can run. The config imports no provider: whoever loads a config hands
+// Load the table (package provider/all has the standard one, the one list
+// to extend when a provider is added), and the config keeps the table of
+// its own sections for whoever builds the providers (ProviderTable).
+type Providers struct {
+	// Exec is the exec provider's part in the section exec and in the
+	// checks and warnings of exec homes.
+	Exec ExecRules
+	// Table is the table of c's providers, built from c's sections (the
+	// exec provider reads the section exec, defaulted and checked). It
+	// builds nothing, so the checks of a config use it too.
+	Table func(c *Config) ProviderTable
 }
+
+// ProviderTable is every provider a home may name, by name, and their
+// checks (provider.Registry is one).
+type ProviderTable interface {
+	// Available returns the names a home may use, given which sections
+	// providers.NAME are configured.
+	Available(configured func(name string) bool) []string
+	// CheckSection checks the section providers.NAME, naming fields
+	// relative to it.
+	CheckSection(name string, sec provconf.Section) []provconf.Problem
+	// CheckHome checks a home's provider name and settings; available
+	// is what Available returned.
+	CheckHome(name string, available []string, s provconf.Settings) []provconf.Problem
+}
+
+// ExecRules are the exec provider's values and rules that the section
+// exec and the exec homes of a config are defaulted, checked and warned
+// by.
+type ExecRules struct {
+	// Containments are exec.containment's values, its default first.
+	Containments []string
+	// UserModes are exec.users.mode's values, its default first, and
+	// UsersOff the one that runs homes as the gateway's own user.
+	UserModes []string
+	UsersOff  string
+	// UserRange is exec.users.range's default, "FIRST-LAST".
+	UserRange string
+	// PidsMax is exec.pids_max's default.
+	PidsMax int
+	// UsesSocket reports whether a command template names {socket}.
+	UsesSocket func(cmd []string) bool
+	// SocketPath is where exec home id's socket is under dataDir, and an
+	// error for operators when that path is too long for a Unix socket.
+	SocketPath func(dataDir, id string) (string, error)
+	// ListensWhereLooked reports whether a home started from a command
+	// template can learn where the gateway will look for it.
+	ListensWhereLooked func(cmd []string) bool
+	// ClosedToOthers returns what on the way to path (its folders, and
+	// path itself when it is a program) another user cannot pass or run;
+	// "" when nothing.
+	ClosedToOthers func(path string, program bool) string
+}
+
+// ProviderTable is the table this config was checked against, built from
+// its sections: the providers the gateway builds and the admin API's
+// homes are checked by.
+func (c *Config) ProviderTable() ProviderTable { return c.table }
 
 // builtinSections are the providers configured in a section of their own
 // at the top level rather than under providers.
@@ -42,13 +76,13 @@ var builtinSections = map[string]string{"exec": "exec", "static": "homes[].endpo
 
 // AvailableProviders are the names a home may use: those that need no
 // section, and those whose section providers.NAME is configured.
-func (c *Config) AvailableProviders(reg *provider.Registry) []string {
-	return reg.Available(func(name string) bool { _, ok := c.Providers[name]; return ok })
+func (c *Config) AvailableProviders() []string {
+	return c.table.Available(func(name string) bool { _, ok := c.Providers[name]; return ok })
 }
 
 // checkProviderSections checks every providers.NAME section with its
 // provider's rules, reporting each problem at its field's line.
-func (c *Config) checkProviderSections(k checker, reg *provider.Registry) {
+func (c *Config) checkProviderSections(k checker) {
 	names := make([]string, 0, len(c.Providers))
 	for n := range c.Providers {
 		names = append(names, n)
@@ -61,10 +95,10 @@ func (c *Config) checkProviderSections(k checker, reg *provider.Registry) {
 			continue
 		}
 		node := c.Providers[n]
-		for _, p := range reg.CheckSection(n, &node) {
+		for _, p := range c.table.CheckSection(n, &node) {
 			pk.in(n).bad(p.Field, "%s", p.Msg)
 		}
 	}
 }
 
-var _ provider.Section = (*yaml.Node)(nil)
+var _ provconf.Section = (*yaml.Node)(nil)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/registry/redis"
 )
 
@@ -78,7 +78,7 @@ func (r *RedisConfig) validate(k checker) {
 		k.bad("addrs", "master_name needs the sentinels' addresses")
 	}
 	if r.Password != "" {
-		if _, err := provider.ResolveSecret(r.Password); err != nil {
+		if _, err := provconf.ResolveSecret(r.Password); err != nil {
 			k.bad("password", "%v", err)
 		}
 	}
@@ -96,7 +96,7 @@ func (r *RedisConfig) Options() (redis.Options, error) {
 		PoolTimeout: r.PoolTimeout, PoolSize: r.PoolSize,
 	}
 	if r.Password != "" {
-		pw, err := provider.ResolveSecret(r.Password)
+		pw, err := provconf.ResolveSecret(r.Password)
 		if err != nil {
 			return o, err
 		}

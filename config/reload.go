@@ -80,9 +80,9 @@ func kept[T any](name string, at func(c *Config) *T) configField {
 // reloadable are the settings outside homes, apps and access that a reload
 // applies; the gateway hands them to the request path and the engine.
 var reloadable = []configField{
-	{name: "wake.hold", get: func(c *Config) any { return *c.Wake.Hold }},
+	{name: "wake.hold", get: func(c *Config) any { return c.Wake.Hold }},
 	{name: "wake.wake_timeout", get: func(c *Config) any { return c.Wake.WakeTimeout }},
-	{name: "wake.idle_timeout", get: func(c *Config) any { return *c.Wake.IdleTimeout }},
+	{name: "wake.idle_timeout", get: func(c *Config) any { return c.Wake.IdleTimeout }},
 	{name: "wake.no_wake_user_agents", get: func(c *Config) any { return c.Wake.NoWakeUserAgents }},
 	{name: "wake.no_wake_paths", get: func(c *Config) any { return c.Wake.NoWakePaths }},
 	{name: "wake.probe.kind", get: func(c *Config) any { return c.Wake.Probe.Kind }},

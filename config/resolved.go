@@ -5,27 +5,12 @@ import (
 	"net"
 	"regexp"
 
-	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/web"
 )
 
 // What Load resolves once, read by the running gateway: the values behind
 // the fields that the file writes as text (networks, patterns, secret
 // references, a template file). They are read-only.
-
-// Option changes how Load builds a config.
-type Option func(*loadOptions)
-
-type loadOptions struct {
-	moreProviders func(*provider.Registry)
-}
-
-// WithProviders registers providers beyond the built-in ones, for the
-// checks and for the gateway that builds them (tests: a small real
-// provider of their own).
-func WithProviders(more func(*provider.Registry)) Option {
-	return func(o *loadOptions) { o.moreProviders = more }
-}
 
 // File is the name the config was loaded under, for messages.
 func (c *Config) File() string { return c.file }
@@ -41,6 +26,10 @@ func (c *Config) DisplayName(id string) string { return c.displayNames[id] }
 
 // WaitingTheme is home id's waiting_theme; "" when it has none.
 func (c *Config) WaitingTheme(id string) string { return c.homeThemes[id] }
+
+// GCHeadroomDefaulted reports whether server.gc_headroom was unset, so
+// that the start sizes it from the memory the gateway may use.
+func (s *ServerConfig) GCHeadroomDefaulted() bool { return s.gcHeadroomDefault }
 
 // TrustedNets are server.trusted_proxies, parsed.
 func (s *ServerConfig) TrustedNets() []*net.IPNet { return s.trusted }
@@ -68,3 +57,6 @@ func (t *TLSConfig) Roots() *x509.CertPool { return t.roots }
 
 // MAC is the EAB HMAC key, its reference resolved.
 func (e EABConfig) MAC() string { return e.mac }
+
+// UIDs are exec.users.range, parsed: the first and the last uid.
+func (u ExecUsersConfig) UIDs() (first, last uint32) { return u.first, u.last }

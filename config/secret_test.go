@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // TestConfigErrorsNeverEchoSecrets writes secrets literally where a
@@ -18,7 +18,7 @@ func TestConfigErrorsNeverEchoSecrets(t *testing.T) {
 		"redis.password":        "redis:\n  url: redis://127.0.0.1:1\n  password: " + secret + "\n",
 	}
 	for name, cfg := range cases {
-		_, err := config.Load("test.yaml", []byte(cfg))
+		_, err := all.Load("test.yaml", []byte(cfg))
 		if err == nil {
 			t.Errorf("%s: a literal secret was accepted", name)
 			continue

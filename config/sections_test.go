@@ -8,6 +8,7 @@ import (
 
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // The checks and defaults of single sections, each with the field it
@@ -21,7 +22,7 @@ roll:
   target:
     command: [""]
 `
-	_, err := config.Load("roll.yaml", []byte(text))
+	_, err := all.Load("roll.yaml", []byte(text))
 	if err == nil {
 		t.Fatal("a bad roll section loaded")
 	}
@@ -35,7 +36,7 @@ roll:
 			t.Errorf("errors lack %q:\n%v", want, err)
 		}
 	}
-	c, err := config.Load("roll.yaml", []byte("homes: [{id: h1}]\n"))
+	c, err := all.Load("roll.yaml", []byte("homes: [{id: h1}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ roll:
 // nor a path is a config error naming the field.
 func TestRootRedirectChecked(t *testing.T) {
 	for _, v := range []string{"ftp://x/", "//evil.example/", "welcome"} {
-		_, err := config.Load("c.yaml", []byte("server:\n  root_redirect: \""+v+"\"\n"))
+		_, err := all.Load("c.yaml", []byte("server:\n  root_redirect: \""+v+"\"\n"))
 		if err == nil || !strings.Contains(err.Error(), "c.yaml:2: server.root_redirect") {
 			t.Errorf("root_redirect %q: err %v", v, err)
 		}
@@ -56,7 +57,7 @@ func TestRootRedirectChecked(t *testing.T) {
 }
 
 func TestAppConfigDefaultsAndErrors(t *testing.T) {
-	cfg, err := config.Load("ok.yaml", []byte("apps:\n  - slug: a\n    upstream: http://127.0.0.1:9/\n"))
+	cfg, err := all.Load("ok.yaml", []byte("apps:\n  - slug: a\n    upstream: http://127.0.0.1:9/\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestAppConfigDefaultsAndErrors(t *testing.T) {
 		a.RefreshTimeout.Duration() != 30*time.Second {
 		t.Fatalf("defaults: %+v", a)
 	}
-	_, err = config.Load("bad.yaml", []byte(`homes:
+	_, err = all.Load("bad.yaml", []byte(`homes:
   - id: h
 apps:
   - slug: a
@@ -121,7 +122,7 @@ func TestHomeSettingsConfigErrors(t *testing.T) {
   - id: d
     probe: {kind: smoke}
 `
-	_, err := config.Load("h.yaml", []byte(text))
+	_, err := all.Load("h.yaml", []byte(text))
 	if err == nil {
 		t.Fatal("a config with bad home settings loaded")
 	}
@@ -152,7 +153,7 @@ func TestAccessConfigChecked(t *testing.T) {
 		{"access:\n  policies:\n    - {name: p, type: deny, bogus: 1}\n  default: p\n", "access.policies[0].bogus"},
 		{"limits:\n  client_rate: -1\n", "limits.client_rate"},
 	} {
-		_, err := config.Load("c.yaml", []byte(c.yaml))
+		_, err := all.Load("c.yaml", []byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%q: error %v; want one naming %s", c.yaml, err, c.field)
 		}
@@ -175,20 +176,20 @@ func TestTLSConfigChecks(t *testing.T) {
 		{"hosts:\n  apps_domain: 127.0.0.1\n", "hosts.apps_domain"},
 		{"hosts:\n  apps_domain: x.test\n  nodes_domain: X.test\n", "hosts.nodes_domain"},
 	} {
-		_, err := config.Load("t.yaml", []byte(tc.yaml))
+		_, err := all.Load("t.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.field+":") {
 			t.Errorf("%q: %v; want an error naming %s", tc.yaml, err, tc.field)
 		}
 	}
-	cfg, err := config.Load("t.yaml", []byte("hosts:\n  apps_domain: apps.test\ntls:\n  mode: on_demand\n"))
+	cfg, err := all.Load("t.yaml", []byte("hosts:\n  apps_domain: apps.test\ntls:\n  mode: on_demand\n"))
 	if err != nil {
 		t.Fatalf("on_demand with a domain: %v", err)
 	}
-	if cfg.Listen != ":443" || *cfg.TLS.HTTPListen != ":80" {
-		t.Errorf("TLS on: listen %q, http_listen %q; want :443 and :80", cfg.Listen, *cfg.TLS.HTTPListen)
+	if cfg.Listen != ":443" || cfg.TLS.HTTPListen != ":80" {
+		t.Errorf("TLS on: listen %q, http_listen %q; want :443 and :80", cfg.Listen, cfg.TLS.HTTPListen)
 	}
-	cfg, err = config.Load("t.yaml", nil)
-	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.TLS.Mode != "off" || *cfg.TLS.HTTPListen != "" {
+	cfg, err = all.Load("t.yaml", nil)
+	if err != nil || cfg.Listen != "127.0.0.1:8080" || cfg.TLS.Mode != "off" || cfg.TLS.HTTPListen != "" {
 		t.Errorf("default: %v, listen %q, tls %q", err, cfg.Listen, cfg.TLS.Mode)
 	}
 }
@@ -206,7 +207,7 @@ homes:
   - id: a
     provider: needy
 `
-	_, err := config.Load("p.yaml", []byte(text), config.WithProviders(func(r *provider.Registry) {
+	_, err := config.Load("p.yaml", []byte(text), all.With(func(r *provider.Registry) {
 		r.MustRegister("sect", provider.Factory{NeedsSection: true,
 			New: func(provider.Env, provider.Section) (provider.Provider, error) { return &provider.Static{}, nil },
 			CheckSection: func(sec provider.Section) []provider.Problem {

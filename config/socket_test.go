@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // TestConfigSocketPathChecked: a home on {socket} whose socket path would
@@ -32,7 +32,7 @@ exec:
 homes:
   - id: a-rather-long-home-name-0001
 `
-	if _, err := config.Load("short.yaml", []byte(text)); err != nil {
+	if _, err := all.Load("short.yaml", []byte(text)); err != nil {
 		t.Fatalf("short data_dir refused: %v", err)
 	}
 }

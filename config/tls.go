@@ -10,7 +10,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
-	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/tlsfront"
 )
 
@@ -30,7 +30,7 @@ type TLSConfig struct {
 	// ":80" (when unset, with TLS on), which needs root or the capability
 	// CAP_NET_BIND_SERVICE, like the default listen ":443"; an empty
 	// string turns it off.
-	HTTPListen *string `yaml:"http_listen"`
+	HTTPListen string `yaml:"http_listen"`
 	// Names are the host names to obtain certificates for (acme;
 	// internal, where the default is ["localhost"]). Default none.
 	Names []string `yaml:"names"`
@@ -149,8 +149,8 @@ func (t *TLSConfig) On() bool { return t.Mode != string(tlsfront.Off) }
 func (t *TLSConfig) validate(k checker, hosts HostsConfig) {
 	k.oneOf("mode", t.Mode, "off", "files", "internal", "acme", "on_demand")
 	k.oneOf("key_exchange", t.KeyExchange, "hybrid", "classical")
-	if *t.HTTPListen != "" {
-		k.hostPort("http_listen", *t.HTTPListen, "host:port or an empty string (off)")
+	if t.HTTPListen != "" {
+		k.hostPort("http_listen", t.HTTPListen, "host:port or an empty string (off)")
 	}
 	k.nonNegative(namedDuration{"handshake_timeout", t.HandshakeTimeout}, namedDuration{"hsts.max_age", t.HSTS.MaxAge},
 		namedDuration{"on_demand.cache_ttl", t.OnDemand.CacheTTL})
@@ -214,7 +214,7 @@ func (t *TLSConfig) validateACME(k checker) {
 		k.bad("eab", "key_id and mac_key go together")
 	}
 	if t.EAB.MACKey != "" {
-		mac, err := provider.ResolveSecret(t.EAB.MACKey)
+		mac, err := provconf.ResolveSecret(t.EAB.MACKey)
 		if err != nil {
 			k.bad("eab.mac_key", "%v", err)
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // TestWaitingThemes: wake.waiting_theme, homes[].waiting_theme and
@@ -12,7 +12,7 @@ import (
 // is an error with the file, the line and the field that lists the valid
 // names, and so is a theme beside wake.waiting_page.
 func TestWaitingThemes(t *testing.T) {
-	cfg, err := config.Load("ok.yaml", []byte(`wake:
+	cfg, err := all.Load("ok.yaml", []byte(`wake:
   waiting_theme: dark
 homes:
   - id: a
@@ -35,12 +35,12 @@ apps:
 	if got := cfg.Apps[0].WaitingTheme; got != "plain" {
 		t.Errorf("app theme %q", got)
 	}
-	cfg, err = config.Load("ok.yaml", []byte("homes:\n  - id: a\n"))
+	cfg, err = all.Load("ok.yaml", []byte("homes:\n  - id: a\n"))
 	if err != nil || cfg.Wake.WaitingTemplate() != nil {
 		t.Errorf("no theme: %v, %v; want the default page", err, cfg.Wake.WaitingTemplate())
 	}
 
-	_, err = config.Load("bad.yaml", []byte(`wake:
+	_, err = all.Load("bad.yaml", []byte(`wake:
   waiting_theme: neon
 homes:
   - id: a
@@ -64,7 +64,7 @@ apps:
 		}
 	}
 
-	_, err = config.Load("both.yaml", []byte("wake:\n  waiting_page: /dev/null\n  waiting_theme: plain\n"))
+	_, err = all.Load("both.yaml", []byte("wake:\n  waiting_page: /dev/null\n  waiting_theme: plain\n"))
 	if err == nil || !strings.Contains(err.Error(), "both.yaml:3: wake.waiting_theme: set wake.waiting_page (your own page) or waiting_theme") {
 		t.Errorf("a theme beside an own page: %v", err)
 	}

@@ -9,16 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-
-	execprov "github.com/wakegate/wakegate/provider/exec"
 )
 
 // Warnings returns what a valid config serves that an operator may not
 // mean: check-config prints each, and the gateway logs each at start.
 func (c *Config) Warnings() []string {
 	out := c.FileWarnings()
-	if len(c.Admin.tokens) > 0 && *c.Admin.Listen != "" {
-		if w := AdminListenWarning(*c.Admin.Listen); w != "" {
+	if len(c.Admin.tokens) > 0 && c.Admin.Listen != "" {
+		if w := AdminListenWarning(c.Admin.Listen); w != "" {
 			out = append(out, w)
 		}
 	}
@@ -98,7 +96,7 @@ func (c *Config) homeUserWarnings() []string {
 		if h.Provider != "exec" {
 			continue
 		}
-		if c.Exec.Users.Mode == execprov.UsersOff {
+		if c.Exec.Users.Mode == c.providers.Exec.UsersOff {
 			off = append(off, h.ID)
 			continue
 		}
@@ -119,7 +117,7 @@ func (c *Config) homeUserWarnings() []string {
 		if path, err = filepath.Abs(path); err != nil {
 			continue
 		}
-		if closed := execprov.ClosedToOthers(path, true); closed != "" {
+		if closed := c.providers.Exec.ClosedToOthers(path, true); closed != "" {
 			out = append(out, fmt.Sprintf("home %s: its program %s (%s) is closed to the home's own user (%s is closed "+
 				"to other users), so every wake of the home fails with \"permission denied\"; name a program every user "+
 				"may run (an absolute path such as /usr/bin/python3), chmod o+x what is closed, or set exec.users.mode "+
@@ -202,7 +200,7 @@ func (c *Config) unreachableHomes() []string {
 		if len(cmd) == 0 {
 			cmd, whose = c.Exec.Command, "exec.command, which it runs,"
 		}
-		if execprov.ListensWhereLooked(cmd) {
+		if c.providers.Exec.ListensWhereLooked(cmd) {
 			continue
 		}
 		timeout := c.Wake.ReadyTimeout
@@ -223,8 +221,8 @@ func (c *Config) unreachableHomes() []string {
 // activation: its own setting (socket_activation, or the option of that
 // name), or exec.socket_activation.
 func (c *Config) socketActivated(h *HomeConfig) bool {
-	if h.SocketActivation != nil {
-		return *h.SocketActivation
+	if h.socketActivationSet {
+		return h.SocketActivation
 	}
 	if v, ok := h.Options["socket_activation"].(bool); ok {
 		return v

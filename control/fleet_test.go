@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
@@ -26,7 +26,7 @@ func TestFleetPeersOverRedis(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cfg, err := config.Load("fleet.yaml", []byte("listen: \"127.0.0.1:0\"\ndata_dir: /nonexistent\n"))
+	cfg, err := all.Load("fleet.yaml", []byte("listen: \"127.0.0.1:0\"\ndata_dir: /nonexistent\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

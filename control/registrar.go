@@ -39,8 +39,8 @@ type Registrar[H Route] struct {
 	cfg *config.Config // the instance, the wake defaults
 	log *slog.Logger
 	// provs checks a home's provider and settings with the config's rules
-	// (Config.ProviderRegistry).
-	provs *provider.Registry
+	// (Config.ProviderTable).
+	provs config.ProviderTable
 	// claimMu serialises this gateway's admin writes of homes (claim,
 	// record, confirm), so that they do not take each other's claims for
 	// stale while one is between its claim and its record. The claims
@@ -64,7 +64,7 @@ const (
 // NewRegistrar returns the registrar of d's tables, which knows the homes
 // and apps of cfg as the config's.
 func NewRegistrar[H Route](d Deps[H], cfg *config.Config) *Registrar[H] {
-	r := &Registrar[H]{d: d, cfg: cfg, log: d.Log.With("component", "registrar"), provs: cfg.ProviderRegistry(),
+	r := &Registrar[H]{d: d, cfg: cfg, log: d.Log.With("component", "registrar"), provs: cfg.ProviderTable(),
 		configHomes: map[string]bool{}, configApps: map[string]bool{}}
 	for _, hc := range cfg.Homes {
 		r.configHomes[hc.ID] = true

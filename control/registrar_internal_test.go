@@ -4,17 +4,17 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // TestRegistrarConflicts walks the one rule that decides who may take a
 // home's id and an app's slug, for each Source: the config wins over the
 // store and over the admin API. Targets are claimed in the store's index
-// (the gateway's TestRegistrarClaims). The config is read by config.Load;
+// (the gateway's TestRegistrarClaims). The config is read by all.Load;
 // the rule needs nothing else.
 func TestRegistrarConflicts(t *testing.T) {
-	cfg, err := config.Load("conflicts.yaml", []byte(`listen: "127.0.0.1:0"
+	cfg, err := all.Load("conflicts.yaml", []byte(`listen: "127.0.0.1:0"
 data_dir: /nonexistent
 exec:
   command: ["/bin/true", "{port}"]

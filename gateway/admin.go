@@ -42,16 +42,16 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 	c := g.cfg.Admin
 	log := g.log.With("listener", "admin")
 	var tcp, sock net.Listener
-	if *c.Listen != "" && len(c.ResolvedTokens()) == 0 {
+	if c.Listen != "" && len(c.ResolvedTokens()) == 0 {
 		g.log.Info("admin listener off: admin.tokens holds no token")
 	}
-	if *c.Listen != "" && len(c.ResolvedTokens()) > 0 {
-		if tcp, err = net.Listen("tcp", *c.Listen); err != nil {
-			return nil, fmt.Errorf("admin listen %s: %w", *c.Listen, err)
+	if c.Listen != "" && len(c.ResolvedTokens()) > 0 {
+		if tcp, err = net.Listen("tcp", c.Listen); err != nil {
+			return nil, fmt.Errorf("admin listen %s: %w", c.Listen, err)
 		}
 	}
-	if *c.Socket != "" {
-		sock, err = edge.ListenAdminSocket(*c.Socket, c.SocketGID(), log)
+	if c.Socket != "" {
+		sock, err = edge.ListenAdminSocket(c.Socket, c.SocketGID(), log)
 		switch {
 		case err != nil && c.SocketDefaulted():
 			g.log.Warn("admin socket off", "err", err, "hint", "set admin.socket to a path that works, or to \"\" to turn it off")
@@ -68,7 +68,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 	}
 	var hosts map[string]bool
 	if tcp != nil {
-		hosts = admin.AllowedHosts(*c.Listen, tcp.Addr(), c.AllowedHosts)
+		hosts = admin.AllowedHosts(c.Listen, tcp.Addr(), c.AllowedHosts)
 	}
 	api := admin.New(g.adminBackend(), admin.Options{
 		Tokens: c.ResolvedTokens(), Hosts: hosts,
@@ -100,7 +100,7 @@ func (g *Gateway) startAdmin() (stop func(), err error) {
 	if tcp != nil {
 		g.adminAddr <- tcp.Addr()
 		g.log.Info("admin listening", "addr", tcp.Addr().String())
-		if w := config.AdminListenWarning(*c.Listen); w != "" {
+		if w := config.AdminListenWarning(c.Listen); w != "" {
 			g.log.Warn(w)
 		}
 	}

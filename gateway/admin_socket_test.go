@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // sockDir makes a short directory that other users may traverse (a Unix
@@ -196,7 +196,7 @@ func TestAdminListenWarnings(t *testing.T) {
 		":8081": true, "0.0.0.0:8081": true, "[::]:8081": true, "10.0.0.5:8081": true, "admin.example:8081": true,
 		"127.0.0.1:8081": false, "localhost:8081": false, "[::1]:8081": false,
 	} {
-		cfg, err := config.Load("w.yaml", fmt.Appendf(nil, "admin:\n  listen: %q\n  tokens: [%q]\n", listen, admToken))
+		cfg, err := all.Load("w.yaml", fmt.Appendf(nil, "admin:\n  listen: %q\n  tokens: [%q]\n", listen, admToken))
 		if err != nil {
 			t.Fatalf("%s: %v", listen, err)
 		}

@@ -18,11 +18,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wakegate/wakegate/appstatus"
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -550,7 +550,7 @@ apps:
 func TestAppRoutePendingUntilServe(t *testing.T) {
 	up := newTestUpstream(t, "/h", statusHandler(http.StatusOK))
 	before := goleak.IgnoreCurrent()
-	cfg, err := config.Load("pending.yaml", []byte(fmt.Sprintf(`listen: "127.0.0.1:0"
+	cfg, err := all.Load("pending.yaml", []byte(fmt.Sprintf(`listen: "127.0.0.1:0"
 data_dir: %q
 log: {access: false}
 apps:

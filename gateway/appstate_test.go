@@ -11,9 +11,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -29,7 +29,7 @@ type asGateway struct {
 // at the end of the test if not called before).
 func asStart(t *testing.T, text string) *asGateway {
 	t.Helper()
-	cfg, err := config.Load("appstate.yaml", []byte(admConfig(text, "")))
+	cfg, err := all.Load("appstate.yaml", []byte(admConfig(text, "")))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}

@@ -23,9 +23,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // e2eWhoami is the demo home's /whoami answer.
@@ -599,7 +599,7 @@ func e2eStartWithCommand(t testing.TB, command, extra string) *e2eGateway {
 	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
 	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nexec:\n  command: %s\n%s", data, command, extra)
-	cfg, err := config.Load("inproc.yaml", []byte(text))
+	cfg, err := all.Load("inproc.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}

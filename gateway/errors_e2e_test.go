@@ -14,9 +14,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // erGateway starts an in-process gateway whose one home h1 (/node/alice)
@@ -42,7 +42,7 @@ func erGateway(t *testing.T, command []string) (url string, logs *testbin.LogBuf
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := config.Load("errors.yaml", text)
+	c, err := all.Load("errors.yaml", text)
 	if err != nil {
 		_ = ln.Close()
 		t.Fatalf("config: %v\n%s", err, text)

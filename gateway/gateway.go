@@ -176,7 +176,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	if err := g.reg.RegisterConfigHomes(ctx, cfg.Homes); err != nil {
 		return nil, err
 	}
-	g.homeConns = route.NewHomeConns(*cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
+	g.homeConns = route.NewHomeConns(cfg.Proxy.MaxConnsPerHome, cfg.Wake.WakeTimeout, cfg.Wake.RetryAfter)
 	if err := g.registerBodyBudget(); err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		FailureBackoffMax: cfg.Wake.FailureBackoffMax,
 		Probe: probe.Spec{Kind: probe.Kind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
 			WSTimeout: pc.WSTimeout,
-			Settle:    pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(*pc.PortWatch)},
+			Settle:    pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: g.log.With("component", "wake"),
 		Events:    events.NewBus(256),
 		Roll:      wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
@@ -293,11 +293,11 @@ func (g *Gateway) newProxy() *proxy.Proxy {
 		AllowOrigin:  allowOrigin(cfg.Server.WebSocketOrigins),
 		DialTimeout:  cfg.Proxy.DialTimeout, ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
 		HomeResponseHeaderTimeout: cfg.Proxy.HomeResponseHeaderTimeout,
-		MinBodyRate:               int64(*cfg.Server.MinBodyRate), MinResponseRate: int64(*cfg.Server.MinResponseRate),
+		MinBodyRate:               int64(cfg.Server.MinBodyRate), MinResponseRate: int64(cfg.Server.MinResponseRate),
 		MinRateGrace: cfg.Server.MinRateGrace, MinRateWindow: cfg.Server.MinRateWindow,
 		MaxIdleConnsPerHost: cfg.Proxy.MaxIdleConnsPerHost, IdleConnTimeout: cfg.Proxy.IdleConnTimeout,
-		BodyBuffer: int64(*cfg.Proxy.BodyBuffer), BodySpool: int64(*cfg.Proxy.BodySpool), SpoolDir: cfg.Proxy.BodySpoolDir,
-		BodyBudgetClient: int64(*cfg.Proxy.BodyBudgetClient), BodyBudgetTotal: int64(*cfg.Proxy.BodyBudgetTotal),
+		BodyBuffer: int64(cfg.Proxy.BodyBuffer), BodySpool: int64(cfg.Proxy.BodySpool), SpoolDir: cfg.Proxy.BodySpoolDir,
+		BodyBudgetClient: int64(cfg.Proxy.BodyBudgetClient), BodyBudgetTotal: int64(cfg.Proxy.BodyBudgetTotal),
 		Host:      hostPolicy(cfg.Proxy),
 		Protected: g.protected,
 		Log:       g.log.With("component", "proxy"),

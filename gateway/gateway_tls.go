@@ -228,8 +228,8 @@ func (g *Gateway) startFront(pub net.Listener) (stop func(), err error) {
 		return func() {}, nil
 	}
 	ln := g.httpLn
-	if ln == nil && *g.cfg.TLS.HTTPListen != "" {
-		if ln, err = listen(*g.cfg.TLS.HTTPListen, "tls.http_listen"); err != nil {
+	if ln == nil && g.cfg.TLS.HTTPListen != "" {
+		if ln, err = listen(g.cfg.TLS.HTTPListen, "tls.http_listen"); err != nil {
 			return nil, err
 		}
 	}

@@ -20,8 +20,8 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // These tests speak raw HTTP/1.1 over net.Dial to a real gateway on a
@@ -142,7 +142,7 @@ func hardGateway(t *testing.T, body string) string {
 func serveTestGateway(t *testing.T, name, body string) (*Gateway, string) {
 	t.Helper()
 	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nlog:\n  access: false\n%s", filepath.Join(t.TempDir(), "data"), body)
-	cfg, err := config.Load(name, []byte(text))
+	cfg, err := all.Load(name, []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // TestServeLeavesNothingWhenRequestsOutliveTheWait holds a request in
@@ -22,7 +22,7 @@ import (
 // goroutine of its own is left behind waiting for that request.
 func TestServeLeavesNothingWhenRequestsOutliveTheWait(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	cfg, err := config.Load("leak.yaml", []byte(fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nserver:\n  drain_grace: 10ms\n",
+	cfg, err := all.Load("leak.yaml", []byte(fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nserver:\n  drain_grace: 10ms\n",
 		filepath.Join(t.TempDir(), "data"))))
 	if err != nil {
 		t.Fatal(err)

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // TestListenFailureSaysTheFix: a public address another process holds
@@ -27,7 +27,7 @@ func TestListenFailureSaysTheFix(t *testing.T) {
 	}
 	defer held.Close()
 	text := fmt.Sprintf("listen: %q\ndata_dir: %q\n", held.Addr().String(), filepath.Join(t.TempDir(), "data"))
-	cfg, err := config.Load("listen.yaml", []byte(text))
+	cfg, err := all.Load("listen.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func (g *Gateway) newPath() *route.Path {
 
 // routeSettings are the request path's reloadable settings in c.
 func routeSettings(c *config.Config) route.Settings {
-	return route.Settings{Hold: *c.Wake.Hold, WakeTimeout: c.Wake.WakeTimeout, RetryAfter: c.Wake.RetryAfter,
+	return route.Settings{Hold: c.Wake.Hold, WakeTimeout: c.Wake.WakeTimeout, RetryAfter: c.Wake.RetryAfter,
 		ReadyTimeout: c.Wake.ReadyTimeout, HomeResponseHeaderTimeout: c.Proxy.HomeResponseHeaderTimeout,
 		NoWakePaths: c.Wake.NoWakePaths, NoWakeAgents: c.Wake.NoWakeAgents(), Waiting: c.Wake.WaitingTemplate(),
 		Names: c}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sort"
 
@@ -12,14 +13,23 @@ import (
 // providers is the set of providers a gateway built, by name.
 type providers map[string]provider.Provider
 
-// buildProviders builds every available provider of cfg's registry, with
-// dataDir (absolute), onChange and mayRestart for their Env. On error,
-// what was built is closed.
+// builder is a provider table that builds the providers it checks
+// (provider.Registry).
+type builder interface {
+	Build(name string, env provider.Env, sec provider.Section) (provider.Provider, error)
+}
+
+// buildProviders builds every available provider of cfg's provider table,
+// with dataDir (absolute), onChange and mayRestart for their Env. On
+// error, what was built is closed.
 func buildProviders(cfg *config.Config, dataDir string, log *slog.Logger, onChange func(string, provider.Result),
 	mayRestart func(string) bool) (providers, error) {
-	reg := cfg.ProviderRegistry()
+	reg, ok := cfg.ProviderTable().(builder)
+	if !ok {
+		return nil, fmt.Errorf("the providers of %s cannot be built: its provider table builds none", cfg.File())
+	}
 	out := providers{}
-	for _, name := range cfg.AvailableProviders(reg) {
+	for _, name := range cfg.AvailableProviders() {
 		var sec provider.Section
 		if n, ok := cfg.Providers[name]; ok {
 			sec = &n

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // busyProvider is a small provider whose wakes fail the way a remote
@@ -48,7 +49,7 @@ homes:
     probe: tcp
 `, filepath.Join(t.TempDir(), "data"))
 	built := 0
-	cfg, err := config.Load("busy.yaml", []byte(text), config.WithProviders(func(r *provider.Registry) {
+	cfg, err := config.Load("busy.yaml", []byte(text), all.With(func(r *provider.Registry) {
 		r.MustRegister("busy", provider.Factory{New: func(provider.Env, provider.Section) (provider.Provider, error) {
 			built++
 			return &busyProvider{retry: 42 * time.Second}, nil

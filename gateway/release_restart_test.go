@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // releaseHome is version 2's own program: GET /version answers 2 (the
@@ -43,7 +43,7 @@ func TestReleaseSurvivesRestart(t *testing.T) {
 	start := func(roll string) (string, func()) {
 		text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\nexec:\n  command: %s\nwake:\n  idle_timeout: 0s\n  probe: {kind: http, path: /}\n%s\nhomes:\n  - id: h1\n",
 			data, demo, roll)
-		cfg, err := config.Load("release.yaml", []byte(text))
+		cfg, err := all.Load("release.yaml", []byte(text))
 		if err != nil {
 			t.Fatalf("config: %v", err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // rdGateway is a gateway serving a config file that a test rewrites and
@@ -45,7 +46,7 @@ func rdStart(t *testing.T, body string) *rdGateway {
 		data, testbin.Build(t))
 	rd := &rdGateway{path: filepath.Join(dir, "gw.yaml"), head: head}
 	rd.write(t, body)
-	cfg, err := config.LoadFile(rd.path)
+	cfg, err := all.LoadFile(rd.path)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -54,7 +55,7 @@ func rdStart(t *testing.T, body string) *rdGateway {
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
-	g.SetReloadSource(func() (*config.Config, error) { return config.LoadFile(rd.path) })
+	g.SetReloadSource(func() (*config.Config, error) { return all.LoadFile(rd.path) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		g.Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
 )
@@ -37,7 +38,7 @@ homes:
   - id: cfg
     target: cfgt
 %s`, dir, extra)
-	cfg, err := config.Load(name, []byte(text))
+	cfg, err := all.Load(name, []byte(text))
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/gorilla/websocket"
 	"gopkg.in/yaml.v3"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -55,7 +55,7 @@ func rlStart(t *testing.T, roll map[string]any) *rlGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := config.Load("roll.yaml", text)
+	c, err := all.Load("roll.yaml", text)
 	if err != nil {
 		_ = ln.Close()
 		t.Fatalf("config: %v\n%s", err, text)

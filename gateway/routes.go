@@ -73,8 +73,8 @@ func (g *Gateway) router() http.Handler {
 // edge refuses (ambiguous framing, paths that do not canonicalise: edge's
 // Shape), tracks the request for the drain and writes the access log.
 func (g *Gateway) hygiene(next http.Handler) http.Handler {
-	access := *g.cfg.Log.Access
-	minResponseRate := *g.cfg.Server.MinResponseRate > 0
+	access := g.cfg.Log.Access
+	minResponseRate := g.cfg.Server.MinResponseRate > 0
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.inflight.Add(1)
 		// rw.end releases the request: when this handler returns, or

@@ -18,10 +18,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/pebbletest"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // tlsGateway is a gateway with TLS on, serving in the test process on
@@ -83,7 +83,7 @@ homes:
     path: /apps/demo
     strip_prefix: true
 %s`, data, command, server, homes, extra)
-	cfg, err := config.Load("tls.yaml", []byte(text))
+	cfg, err := all.Load("tls.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}

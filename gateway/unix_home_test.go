@@ -17,9 +17,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -64,7 +64,7 @@ homes:
   - id: sock
     relay_token: "file:%s"
 `, data, bin, users, relay)
-	cfg, err := config.Load("unix.yaml", []byte(text))
+	cfg, err := all.Load("unix.yaml", []byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
 	}

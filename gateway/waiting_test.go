@@ -15,9 +15,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -287,12 +287,12 @@ func TestWaitingPageTemplate(t *testing.T) {
 	} {
 		p := write(c.name, c.text)
 		yml := fmt.Sprintf("listen: 127.0.0.1:0\nwake:\n  hold: 1s\n  waiting_page: %q\n", p)
-		_, err := config.Load("gw.yaml", []byte(yml))
+		_, err := all.Load("gw.yaml", []byte(yml))
 		if err == nil || !strings.Contains(err.Error(), "gw.yaml:4: wake.waiting_page:") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want gw.yaml:4: wake.waiting_page and %q", c.name, err, c.want)
 		}
 	}
-	_, err := config.Load("gw.yaml", []byte("homes:\n  - id: a\n    display_name: \"a\\nb\"\n"))
+	_, err := all.Load("gw.yaml", []byte("homes:\n  - id: a\n    display_name: \"a\\nb\"\n"))
 	if err == nil || !strings.Contains(err.Error(), "gw.yaml:3: homes[0].display_name") {
 		t.Errorf("display name with a newline: %v", err)
 	}

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -43,7 +43,7 @@ exec:
 homes:
   - id: demo
 `, filepath.Join(dir, "data"), probe, bin, bootDelay)
-	c, err := config.Load("bench.yaml", []byte(cfg))
+	c, err := all.Load("bench.yaml", []byte(cfg))
 	if err != nil {
 		b.Fatal(err)
 	}

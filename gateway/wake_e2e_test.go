@@ -20,10 +20,10 @@ import (
 	"github.com/gorilla/websocket"
 	"gopkg.in/yaml.v3"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/demohome"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
 )
@@ -103,7 +103,7 @@ func wkStart(t *testing.T, o wkOptions) *wkGateway {
 	}
 	data := filepath.Join(t.TempDir(), "data")
 	text := strings.NewReplacer("%ADDR%", ln.Addr().String(), "%DATA%", data).Replace(wkConfig(t, o)) + o.extra
-	cfg, err := config.Load("e2e.yaml", []byte(text))
+	cfg, err := all.Load("e2e.yaml", []byte(text))
 	if err != nil {
 		_ = ln.Close()
 		t.Fatalf("config: %v\n%s", err, text)

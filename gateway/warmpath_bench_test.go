@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"github.com/wakegate/wakegate/route"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/provider/all"
+	"github.com/wakegate/wakegate/route"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/wakegate/wakegate/access"
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
@@ -40,7 +41,7 @@ apps:
     upstream: http://127.0.0.1:9/
     kind: api
 %s`, filepath.Join(b.TempDir(), "data"), extra)
-	cfg, err := config.Load("steps.yaml", []byte(text))
+	cfg, err := all.Load("steps.yaml", []byte(text))
 	if err != nil {
 		b.Fatalf("config: %v", err)
 	}

@@ -1,7 +1,7 @@
 // Package provider is the seam between the wake engine and what runs homes:
 // the Provider contract every provider implements, the optional interfaces
 // some add (registry.go; local.go for homes on the gateway's own machine),
-// the Registry of factories that config builds (config/providers.go), the
+// the Registry of factories (package all builds the gateway's), the
 // static provider, and what every provider shares: HomeClient and
 // VersionText for what a home answers, ResolveSecret. Each provider that
 // runs homes has a package of its own below this one: exec (package

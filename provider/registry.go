@@ -11,13 +11,15 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/provconf"
 )
 
 // Adding a provider
 //
 // A provider is a Factory registered by name in a Registry. The gateway
-// builds its registry in one function (config/providers.go,
-// Config.ProviderRegistry, which the checks of the config use too); adding a
+// builds its registry in one function (provider/all, Registry, which the
+// checks of the config use too: config.Load is handed it); adding a
 // provider is one Register call there, with a Factory from the provider's
 // own package:
 //
@@ -58,11 +60,9 @@ import (
 // caller can act on: its retry-after becomes the caller's Retry-After and
 // its reason code (and an *Error's Hint) reach the operator.
 
-// Section is a provider's own config section: decode it into the
-// provider's config type. A *yaml.Node is a Section.
-type Section interface {
-	Decode(v any) error
-}
+// Section is a provider's own config section (provconf.Section): decode
+// it into the provider's config type. A *yaml.Node is a Section.
+type Section = provconf.Section
 
 // DecodeSection decodes the section providers.NAME of a provider whose
 // settings are a C with defaults (its Defaults method), and fills them. A
@@ -106,35 +106,16 @@ type Env struct {
 	MayRestart func(id string) bool
 }
 
-// Settings are a home's own settings for its provider: the per-home part
-// of every Spec, as a home of the config file or of the admin API declares
-// them. Each is optional; zero means the provider's default.
-type Settings struct {
-	// Command is the home's own command template (exec: program first, with
-	// the placeholders of exec.command). Nil: the provider's.
-	Command []string `json:"command,omitempty"`
-	// Env is extra KEY=VALUE entries for the home's environment, after the
-	// provider's own.
-	Env []string `json:"env,omitempty"`
-	// Dir is the home's working directory (exec: absolute; default the
-	// home's own data folder).
-	Dir string `json:"working_dir,omitempty"`
-	// Options are provider-specific settings, a JSON object checked by the
-	// provider's Factory.CheckHome. Empty: none.
-	Options json.RawMessage `json:"options,omitempty"`
-}
+// Settings are a home's own settings for its provider (provconf.Settings).
+type Settings = provconf.Settings
 
-// Problem is one thing wrong in a config section or a home's settings.
-// Field is dotted and relative to what was checked ("options.region",
-// "command", "token"); "" for the whole.
-type Problem struct {
-	Field string
-	Msg   string
-}
+// Problem is one thing wrong in a config section or a home's settings
+// (provconf.Problem).
+type Problem = provconf.Problem
 
 // Problemf returns a Problem with a formatted message.
 func Problemf(field, format string, args ...any) Problem {
-	return Problem{Field: field, Msg: fmt.Sprintf(format, args...)}
+	return provconf.Problemf(field, format, args...)
 }
 
 // Factory builds one kind of provider. New is required.

@@ -150,7 +150,7 @@ func (a *Backend[H]) homeDecl(id string, req admin.HomeRequest) (config.HomeDecl
 	var bad fault.FieldErrors
 	w := a.d.Registrar.WakeDefaults()
 	d := config.HomeDecl{ID: id, Target: cmp.Or(req.Target, id), Provider: cmp.Or(req.Provider, "exec"),
-		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: *w.IdleTimeout,
+		Version: cmp.Or(req.Version, "1"), RelayToken: req.RelayToken, Probe: req.Probe, IdleTimeout: w.IdleTimeout,
 		Settings: provider.Settings{Command: req.Command, Env: req.Env, Dir: req.WorkingDir, Options: req.Options}}
 	d.Probe.Kind = cmp.Or(d.Probe.Kind, w.Probe.Kind)
 	if len(d.Version) > provider.MaxVersionLen {

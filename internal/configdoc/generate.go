@@ -53,8 +53,8 @@ default, the unit and what zero (or an empty value) means. Durations are
 written with a unit (` + "`500ms`, `2s`, `5m`" + `); sizes as bytes or with
 KiB, MiB, GiB, KB, MB or GB. ` + "`${VAR}` and `${VAR:-default}`" + ` expand
 from the environment; unknown keys are errors, and every error names the
-file, the line and the field. A field whose type starts with ` + "`*`" + ` tells
-"unset" (the default) apart from an explicit zero.
+file, the line and the field. A field whose default applies "when unset"
+tells leaving it out (the default) apart from an explicit zero.
 
 `
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 func TestMain(m *testing.M) { os.Exit(testbin.Main(m)) }
@@ -163,7 +164,7 @@ func flyConfig(t *testing.T, f flyToml) *config.Config {
 	for k, v := range f.Env {
 		t.Setenv(k, v)
 	}
-	cfg, err := config.LoadFile(filepath.Join(root(t), "deploy", "fly.yaml"))
+	cfg, err := all.LoadFile(filepath.Join(root(t), "deploy", "fly.yaml"))
 	if err != nil {
 		t.Fatalf("deploy/fly.yaml: %v", err)
 	}

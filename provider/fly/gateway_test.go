@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/provider/fly/flyfake"
 )
 
@@ -88,7 +88,7 @@ func TestGatewayConfigChecksFlyHomes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := strings.NewReplacer("%ADDR%", "127.0.0.1:0", "%DATA%", t.TempDir()).Replace(gatewayConfig(t, srv, 1, tc.options))
-			_, err := config.Load("fly.yaml", []byte(cfg))
+			_, err := all.Load("fly.yaml", []byte(cfg))
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "fly.yaml:") {
 				t.Fatalf("load: %v; want a problem with %s and its line", err, tc.want)
 			}
@@ -96,10 +96,10 @@ func TestGatewayConfigChecksFlyHomes(t *testing.T) {
 	}
 	cfg := strings.NewReplacer("%ADDR%", "127.0.0.1:0", "%DATA%", t.TempDir()).Replace(gatewayConfig(t, srv, 1, ""))
 	bad := strings.Replace(cfg, "version_from: http", "version_from: guess", 1)
-	if _, err := config.Load("fly.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "version_from") {
+	if _, err := all.Load("fly.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "version_from") {
 		t.Fatalf("load with a bad section: %v; want version_from named", err)
 	}
-	if _, err := config.Load("fly.yaml", []byte(cfg)); err != nil {
+	if _, err := all.Load("fly.yaml", []byte(cfg)); err != nil {
 		t.Fatalf("load: %v", err)
 	}
 }
