@@ -75,7 +75,7 @@ type Engine interface {
 	Forget(ctx context.Context, id string)
 }
 
-// Sessions counts who uses a home (proxy.Sessions): a reload does not
+// Sessions counts who uses a home (sessions.Table): a reload does not
 // remove a home in use.
 type Sessions interface {
 	Count(id string) int

@@ -9,13 +9,14 @@ import (
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // The request path asks the engine, the app observer, the session count
 // and the proxy for what it needs through the small interfaces below; the
 // gateway hands it the concrete values (*wake.Engine, *appstatus.Apps,
-// *proxy.Sessions, *proxy.Proxy).
+// *sessions.Table, *proxy.Proxy).
 
 // Engine is what the request path asks of the lifecycle engine.
 type Engine interface {
@@ -69,10 +70,10 @@ type Observer interface {
 // one Begin, one End per forwarded request, a WebSocket marked as such
 // while its relay runs.
 type Sessions interface {
-	Begin(id string) *proxy.Counter
-	End(c *proxy.Counter)
-	MarkWebSocket(c *proxy.Counter)
-	UnmarkWebSocket(c *proxy.Counter)
+	Begin(id string) *sessions.Counter
+	End(c *sessions.Counter)
+	MarkWebSocket(c *sessions.Counter)
+	UnmarkWebSocket(c *sessions.Counter)
 }
 
 // Forwarder forwards a request along its route (the data plane).

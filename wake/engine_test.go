@@ -27,9 +27,9 @@ import (
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -113,7 +113,7 @@ type rig struct {
 	data  string
 	store *bolt.Store
 	exec  *execprov.Provider
-	sess  *proxy.Sessions
+	sess  *sessions.Table
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
 	bus   *events.Bus
@@ -144,7 +144,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.command != nil {
 		command = o.command
 	}
-	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}, bus: events.NewBus(64)}
+	r := &rig{t: t, data: t.TempDir(), sess: sessions.New(), logs: &testbin.LogBuffer{}, bus: events.NewBus(64)}
 	r.sub = r.bus.Subscribe(4096)
 	t.Cleanup(r.sub.Close)
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -12,9 +12,9 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -107,11 +107,11 @@ type Engine interface {
 }
 
 // Sessions is what the admin API reads of the sessions counted on
-// this gateway (proxy.Sessions).
+// this gateway (sessions.Table).
 type Sessions interface {
 	Count(id string) int
 	IdleSince(id string) time.Time
-	Kinds(id string) proxy.SessionKinds
+	Kinds(id string) sessions.Kinds
 }
 
 // AppObserver is what the admin API asks of the app observer (appstatus.Apps):

@@ -13,7 +13,7 @@
 // registrar, the home and app tables, the engine, the app observer, the
 // sessions, the leases and the gateway's own state through small
 // interfaces declared in deps.go, which control.Registrar, the gateway's
-// tables, wake.Engine, appstatus.Apps and proxy.Sessions implement (the
+// tables, wake.Engine, appstatus.Apps and sessions.Table implement (the
 // gateway checks that they do, gateway/capabilities.go). It imports
 // package control for the control plane's conversions (DeclSpec,
 // ResolveToken) and values (ServedApp, ReloadSummary); control knows
