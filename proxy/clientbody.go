@@ -42,7 +42,7 @@ func (route *Route) clientBodyFailed() error {
 
 // badBody answers a request whose body could not be read: 413 past the
 // body limit, else 400.
-func badBody(err error) Classified {
+func badBody(err error) fault.Response {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return StatusOf(err)

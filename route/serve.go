@@ -277,7 +277,7 @@ func (p *Path) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // classify maps err to its public answer and logs the cause and the hint,
 // when there is one, with the request id.
-func (p *Path) classify(r *http.Request, err error) proxy.Classified {
+func (p *Path) classify(r *http.Request, err error) fault.Response {
 	c := proxy.StatusOf(err)
 	if c.Cause != "" {
 		level := slog.LevelInfo // the caller's mistake
