@@ -30,7 +30,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 
 // clientBodyFailed returns the error of route's request body, if reading it
 // failed (nil for a nil route).
-func (route *Route) clientBodyFailed() error {
+func (route *forwarding) clientBodyFailed() error {
 	if route == nil || route.body == nil {
 		return nil
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/homes"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wakerecord"
 )
@@ -78,5 +78,5 @@ type Sessions interface {
 
 // Forwarder forwards a request along its route (the data plane).
 type Forwarder interface {
-	Serve(w http.ResponseWriter, r *http.Request, route *proxy.Route)
+	Serve(w http.ResponseWriter, r *http.Request, route *forward.Route)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/proxy"
@@ -79,14 +80,14 @@ func (p *Path) serveNode(w http.ResponseWriter, r *http.Request, target string) 
 }
 
 // nodeRoute is the route of a request for home h.
-func (p *Path) nodeRoute(w http.ResponseWriter, h *Home) *proxy.Route {
+func (p *Path) nodeRoute(w http.ResponseWriter, h *Home) *forward.Route {
 	return newRoute(w, "node", h.spec.Target)
 }
 
 // serveHome counts the session, makes sure the home is awake and forwards.
 // The session is counted before the home is resolved, so that an idle
 // suspend either sees it or the request finds the verdict gone and waits.
-func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route *proxy.Route, sub string) {
+func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route *forward.Route, sub string) {
 	if route.Kind == "node" && !p.admit(w, r, "node", h.spec.Target, h) { // access.go
 		return
 	}
@@ -165,7 +166,7 @@ func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route 
 }
 
 // forward sends r to home h, awake as a says.
-func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *proxy.Route, a homes.Awake) {
+func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *forward.Route, a homes.Awake) {
 	route.Upstream = p.appUpstream(route, a.Endpoint)
 	route.Waited = a.Waited
 	id := route.HomeID
