@@ -65,7 +65,7 @@ type Apps interface {
 	ApplyState(slug string, stopped bool) (changed bool)
 }
 
-// Engine is what the registrar asks of the wake engine (wake.Engine).
+// Engine is what the registrar asks of the lifecycle engine.
 type Engine interface {
 	Register(ctx context.Context, s homes.Spec) error
 	RegisterRead(ctx context.Context, s homes.Spec, rec registry.Home) error

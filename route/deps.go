@@ -13,10 +13,10 @@ import (
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
-// The request path asks the engine, the app observer, the session count
-// and the proxy for what it needs through the small interfaces below; the
-// gateway hands it the concrete values (*wake.Engine, *appstatus.Apps,
-// *sessions.Table, *proxy.Proxy).
+// The request path asks the lifecycle engine, the app observer, the
+// session count and the data plane for what it needs through the small
+// interfaces below; the gateway hands it values that implement them and
+// checks that they do (gateway/capabilities.go).
 
 // Engine is what the request path asks of the lifecycle engine.
 type Engine interface {

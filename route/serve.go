@@ -201,7 +201,7 @@ func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *f
 }
 
 // mayQueue reports whether a caller of home h may be forwarded before
-// the home is proven ready (wake.EnsureQueued): only when the home's boot,
+// the home is proven ready (Engine.EnsureQueued): only when the home's boot,
 // bounded by its ready timeout, cannot outlast the forward's own wait for
 // an answer (proxy.home_response_header_timeout), which would end the
 // request with a 504 while the home still boots.

@@ -87,8 +87,8 @@ type Deps[H Home] struct {
 	Log           *slog.Logger
 }
 
-// Engine is what the admin API asks of the wake engine (wake.Engine):
-// what it knows of each home and the operator's actions on one.
+// Engine is what the admin API asks of the lifecycle engine: what it knows
+// of each home and the operator's actions on one.
 type Engine interface {
 	Warm(id string) bool
 	Progress(id string) (phase string, elapsed time.Duration, ok bool)
