@@ -415,7 +415,7 @@ func (a *Apps) observe(ap *observedApp, f *observation) {
 		ap.phases.addLocked(PhaseChange{At: ob.ObservedAt, Phase: ob.Phase, Reason: ob.Reason, Message: ob.Message})
 		// Published under the app's lock, so that its events keep the
 		// order of what happened to it (a stop's withdrawal comes after).
-		a.o.Events.Publish(events.Event{Type: wake.EventAppPhase, App: ap.spec.Slug, Home: ap.spec.Home,
+		a.o.Events.Publish(events.Event{Type: events.AppPhase, App: ap.spec.Slug, Home: ap.spec.Home,
 			Phase: string(ob.Phase), Reason: ob.Reason, Message: ob.Message, Time: ob.ObservedAt})
 	}
 	ap.mu.Unlock()

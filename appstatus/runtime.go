@@ -10,12 +10,6 @@ import (
 	"github.com/wakegate/wakegate/registry"
 )
 
-// Event types of apps registered and removed at runtime.
-const (
-	EventAppRegistered = "app.registered"
-	EventAppRemoved    = "app.removed"
-)
-
 // appSet is the set of apps Apps observes. It is never changed once
 // stored: readers load it with one atomic read, and Put and Remove store a
 // changed copy under Apps.setMu (copy on write).
@@ -67,7 +61,7 @@ func (a *Apps) Put(s registry.App) *Pulse {
 	// moment it is (a request for the app), and its events come after
 	// the registration.
 	a.o.Log.Info("app registered", "app", s.Slug, "replaced", prev != nil)
-	a.o.Events.Publish(events.Event{Type: EventAppRegistered, App: s.Slug, Home: s.Home, Message: msg})
+	a.o.Events.Publish(events.Event{Type: events.AppRegistered, App: s.Slug, Home: s.Home, Message: msg})
 	a.tab.Store(set)
 	return &ap.pulse
 }
@@ -91,7 +85,7 @@ func (a *Apps) Remove(slug string) bool {
 	a.setMu.Unlock()
 	prev.end()
 	a.o.Log.Info("app removed", "app", slug)
-	a.o.Events.Publish(events.Event{Type: EventAppRemoved, App: slug, Home: prev.spec.Home, Message: "the app was removed"})
+	a.o.Events.Publish(events.Event{Type: events.AppRemoved, App: slug, Home: prev.spec.Home, Message: "the app was removed"})
 	return true
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // AppRoute is one app's entry in the app route table (route.App) as the
@@ -313,7 +312,7 @@ func (t *AppTable[A]) SelfProbe(ctx context.Context, slug string) (int, error) {
 	}
 	if !r.SetPublished(true) {
 		t.log.Info("route published", "app", slug, "status", code)
-		t.events.Publish(events.Event{Type: wake.EventRoutePublished, App: slug, Home: ac.Home,
+		t.events.Publish(events.Event{Type: events.RoutePublished, App: slug, Home: ac.Home,
 			Message: "the self-probe through the gateway passed (" + strconv.Itoa(code) + ")"})
 	}
 	return code, nil
@@ -331,7 +330,7 @@ func (t *AppTable[A]) Withdraw(slug, reason string) {
 	} else {
 		t.log.Info("route withdrawn", "app", slug, "reason", reason, "note", msg)
 	}
-	t.events.Publish(events.Event{Type: wake.EventRouteWithdrawn, App: slug, Home: r.Config().Home, Reason: reason,
+	t.events.Publish(events.Event{Type: events.RouteWithdrawn, App: slug, Home: r.Config().Home, Reason: reason,
 		Message: msg})
 }
 

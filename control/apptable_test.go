@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -94,7 +94,7 @@ func newTestTable(t *testing.T) (*AppTable[*testRoute], *SelfProber) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	e := wake.New(wake.Options{Store: st, Sessions: proxy.NewSessions(), Instance: "test", Log: log})
+	e := wake.New(wake.Options{Store: st, Sessions: sessions.New(), Instance: "test", Log: log})
 	t.Cleanup(e.Close)
 	p := NewSelfProber(2 * time.Second)
 	tab := NewAppTable(AppTableOptions[*testRoute]{Routes: testMaker{}, Engine: e, Store: st, Instance: "test",

@@ -65,7 +65,7 @@ type Apps interface {
 	ApplyState(slug string, stopped bool) (changed bool)
 }
 
-// Engine is what the registrar asks of the wake engine (wake.Engine).
+// Engine is what the registrar asks of the lifecycle engine.
 type Engine interface {
 	Register(ctx context.Context, s homes.Spec) error
 	RegisterRead(ctx context.Context, s homes.Spec, rec registry.Home) error
@@ -75,7 +75,7 @@ type Engine interface {
 	Forget(ctx context.Context, id string)
 }
 
-// Sessions counts who uses a home (proxy.Sessions): a reload does not
+// Sessions counts who uses a home (sessions.Table): a reload does not
 // remove a home in use.
 type Sessions interface {
 	Count(id string) int

@@ -17,7 +17,7 @@ type FleetStore interface {
 	registry.Fleet
 }
 
-// FleetEngine is what a Fleet asks of the wake engine (wake.Engine).
+// FleetEngine is what a Fleet asks of the lifecycle engine.
 type FleetEngine interface {
 	// Heartbeat reports this gateway's sessions to the fleet now.
 	Heartbeat(ctx context.Context, tick time.Duration)
@@ -112,7 +112,7 @@ func (f *Fleet[H]) Attach(e FleetEngine, reg *Registrar[H]) {
 }
 
 // Peers are the fleet's live gateways and the runners of its homes, for
-// the engine (wake.Options.Peers).
+// the engine, which asks them who runs a home (ownership.Peers).
 func (f *Fleet[H]) Peers() ownership.Peers { return &f.peers }
 
 // Reports lists the live gateways of the fleet from their session reports

@@ -220,8 +220,8 @@ func (n *fleetNotes) warnings() []string {
 	return out
 }
 
-// Kick asks Run for a pass now: a wake found a record missing
-// (wake.Options.OnMissing).
+// Kick asks Run for a pass now: a wake found a record missing (the
+// engine calls it on a registered home whose record is gone).
 func (f *Fleet[H]) Kick(string) {
 	select {
 	case f.kick <- struct{}{}:

@@ -9,9 +9,9 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/all"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -38,7 +38,7 @@ func TestFleetPeersOverRedis(t *testing.T) {
 		t.Cleanup(func() { _ = r.Close() })
 		f := NewFleet[Route](ctx, FleetOptions{Store: r, Instance: instance, StopGrace: time.Second,
 			IdleTick: time.Second, Log: log})
-		e := wake.New(wake.Options{Store: r, Sessions: proxy.NewSessions(), Instance: instance, Log: log})
+		e := wake.New(wake.Options{Store: r, Sessions: sessions.New(), Instance: instance, Log: log})
 		t.Cleanup(e.Close)
 		f.Attach(e, NewRegistrar(Deps[Route]{Engine: e, Store: r, Log: log}, cfg))
 		return f

@@ -6,7 +6,6 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/refresh"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // A gateway of a fleet shares the drops of its warm verdicts: a forward
@@ -42,11 +41,11 @@ func (f *Fleet[H]) shareVerdicts(ctx context.Context) {
 	r := f.store
 	r.OnVerdictDropped(f.engine.Drop)
 	defer r.OnVerdictDropped(nil)
-	var events <-chan events.Event
+	var feed <-chan events.Event
 	if bus := f.engine.Events(); bus != nil {
 		sub := bus.Subscribe(fleetDropQueue)
 		defer sub.Close()
-		events = sub.C
+		feed = sub.C
 	}
 	for {
 		var id string
@@ -54,9 +53,9 @@ func (f *Fleet[H]) shareVerdicts(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case id = <-f.drops:
-		case ev := <-events:
+		case ev := <-feed:
 			switch ev.Type {
-			case wake.EventSuspend, wake.EventHomeFailed, wake.EventRollStart, refresh.Event:
+			case events.Suspend, events.HomeFailed, events.RollStart, refresh.Event:
 				id = ev.Home
 			default:
 				continue

@@ -8,7 +8,6 @@ import (
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // BenchmarkAppPublish measures the time from an upstream becoming healthy
@@ -44,10 +43,10 @@ func BenchmarkAppPublish(b *testing.B) {
 			time.Sleep(time.Duration(len(runs)*37%200) * time.Millisecond)
 			healthy := time.Now()
 			up.set(statusHandler(http.StatusOK))
-			e := next(wake.EventRoutePublished)
+			e := next(events.RoutePublished)
 			runs = append(runs, float64(e.Time.Sub(healthy).Microseconds())/1000)
 			up.set(statusHandler(http.StatusServiceUnavailable))
-			next(wake.EventRouteWithdrawn)
+			next(events.RouteWithdrawn)
 		}
 		all = append(all, runs...)
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider/all"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // testUpstream is a real loopback upstream whose behaviour a test switches.
@@ -418,7 +417,7 @@ func appEvents(t *testing.T, sub *events.Subscription, app string, want int) []s
 				continue
 			}
 			s := e.Type
-			if e.Type == wake.EventAppPhase {
+			if e.Type == events.AppPhase {
 				s += " " + e.Phase + "/" + e.Reason
 			}
 			out = append(out, s)
@@ -485,7 +484,7 @@ func TestAppUnpublishedAfterFailuresAndRepublished(t *testing.T) {
 		t.Fatalf("recovered upstream: %+v; want ready and published again", st)
 	}
 	got := appEvents(t, sub, "x", 4)
-	want := []string{"app.phase starting/endpoint-not-ready", wake.EventRouteWithdrawn, wake.EventRoutePublished, "app.phase ready/ready"}
+	want := []string{"app.phase starting/endpoint-not-ready", events.RouteWithdrawn, events.RoutePublished, "app.phase ready/ready"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("events %q; want %q", got, want)
 	}

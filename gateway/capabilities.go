@@ -6,6 +6,7 @@ import (
 	"github.com/wakegate/wakegate/control/adminapi"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/route"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -17,10 +18,10 @@ var (
 	_ adminapi.Engine     = (*wake.Engine)(nil)
 	_ control.FleetEngine = (*wake.Engine)(nil)
 	_ control.AppEngine   = (*wake.Engine)(nil)
-	_ adminapi.Sessions   = (*proxy.Sessions)(nil)
+	_ adminapi.Sessions   = (*sessions.Table)(nil)
 	_ route.Engine        = (*wake.Engine)(nil)
 	_ route.Observer      = (*appstatus.Apps)(nil)
-	_ route.Sessions      = (*proxy.Sessions)(nil)
+	_ route.Sessions      = (*sessions.Table)(nil)
 	_ route.Forwarder     = (*proxy.Proxy)(nil)
 	_ appstatus.Homes     = (*wake.Engine)(nil)
 )

@@ -45,6 +45,7 @@ import (
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
 	"github.com/wakegate/wakegate/route"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/telemetry"
 	"github.com/wakegate/wakegate/tlsfront"
 	"github.com/wakegate/wakegate/wake"
@@ -76,7 +77,7 @@ type Gateway struct {
 	// name; what only some can do is found by type assertion.
 	providers providers
 	engine    *wake.Engine
-	sessions  *proxy.Sessions
+	sessions  *sessions.Table
 	proxy     *proxy.Proxy
 	homeConns *route.HomeConns // requests forwarded to each home at once (route/homeconns.go)
 
@@ -130,7 +131,7 @@ type Gateway struct {
 // providers, starts the engine and registers homes and apps. Close releases
 // what New opened.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway, err error) {
-	g := &Gateway{cfg: cfg, log: log, sessions: proxy.NewSessions(),
+	g := &Gateway{cfg: cfg, log: log, sessions: sessions.New(),
 		addr: make(chan net.Addr, 1), adminAddr: make(chan net.Addr, 1), adminSocket: make(chan string, 1),
 		started: time.Now(), version: "dev", closeWait: afterCloseWait}
 	// g, not the named result: a failed New returns nil, and what it
@@ -363,7 +364,7 @@ func allowOrigin(allowed []string) func(origin string, r *http.Request) bool {
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // Sessions returns the session table.
-func (g *Gateway) Sessions() *proxy.Sessions { return g.sessions }
+func (g *Gateway) Sessions() *sessions.Table { return g.sessions }
 
 // Engine returns the wake engine.
 func (g *Gateway) Engine() *wake.Engine { return g.engine }

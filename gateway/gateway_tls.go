@@ -18,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/control"
 	"github.com/wakegate/wakegate/edge"
+	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/tlsfront"
 )
@@ -176,7 +177,7 @@ func (g *Gateway) httpsHandler(next http.Handler) http.Handler {
 		}
 		if misdirected(r) && !g.routeTab.probe.Owns(r.RemoteAddr) {
 			w.Header().Set("Connection", "close")
-			proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusMisdirectedRequest, Code: "misdirected",
+			proxy.WriteClassified(w, r, fault.Response{Status: http.StatusMisdirectedRequest, Code: "misdirected",
 				Message: "This connection was opened for another host name; open a new one for this host."})
 			return
 		}

@@ -15,11 +15,11 @@ import (
 	"github.com/gorilla/websocket"
 	"gopkg.in/yaml.v3"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // rlGateway is an in-process gateway with one exec demo home, h1 at
@@ -263,7 +263,7 @@ func TestRollEagerRollsIdleHomeAfterSocketCloses(t *testing.T) {
 	}
 	var rolled []string
 	for _, ev := range eng.Events().Recent() {
-		if ev.Type == wake.EventRollDone {
+		if ev.Type == events.RollDone {
 			b, _ := json.Marshal(ev)
 			rolled = append(rolled, string(b))
 		}

@@ -34,7 +34,7 @@ func (g *Gateway) router() http.Handler {
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		// No kind of its own: the router's one status, with a fixed sentence.
-		proxy.WriteClassified(w, r, proxy.Classified{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+		proxy.WriteClassified(w, r, fault.Response{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
 			Message: "This method is not allowed on this path."})
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/wake"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -33,7 +33,7 @@ func routesDemoHome(t *testing.T, addr, target string) *testbin.Proc {
 func routesWakeStarts(gw *e2eGateway, id string) int {
 	n := 0
 	for _, ev := range gw.g.Engine().Events().Recent() {
-		if ev.Type == wake.EventWakeStart && ev.Home == id {
+		if ev.Type == events.WakeStart && ev.Home == id {
 			n++
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // rtUpstream is a real loopback upstream that counts requests per path and
@@ -174,7 +174,7 @@ func TestRuntimeAppRegistry(t *testing.T) {
 	if v := admDecode[rtAppView](t, body); v.Phase != "ready" || v.Route != "published" {
 		t.Fatalf("published app: %s", body)
 	}
-	rtWantEvents(t, a, "live", appstatus.EventAppRegistered, wake.EventAppPhase, wake.EventRoutePublished)
+	rtWantEvents(t, a, "live", events.AppRegistered, events.AppPhase, events.RoutePublished)
 
 	// Replace: a stale If-Match is refused and changes nothing.
 	spec["health"] = map[string]any{"path": "/gated/b", "interval": "20ms"}
@@ -233,7 +233,7 @@ func TestRuntimeAppRegistry(t *testing.T) {
 			t.Fatal("the deleted app is still in the route table")
 		}
 	}
-	rtWantEvents(t, a, "live", wake.EventRouteWithdrawn, appstatus.EventAppRemoved)
+	rtWantEvents(t, a, "live", events.RouteWithdrawn, events.AppRemoved)
 	// The phase gauge counts the two apps left (demo and ctl).
 	testbin.Eventually(t, "wakegate_app_phase to count two apps", func() bool {
 		return admValue(a.scrape(t), "wakegate_app_phase", nil) == 2

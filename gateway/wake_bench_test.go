@@ -18,7 +18,6 @@ import (
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/all"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // benchGateway runs an in-process gateway with one exec demo home whose
@@ -215,7 +214,7 @@ func readyAt(sub *events.Subscription) (time.Time, bool) {
 	for {
 		select {
 		case ev := <-sub.C:
-			if ev.Type == wake.EventWakeReady {
+			if ev.Type == events.WakeReady {
 				at = ev.Time
 			}
 		default:

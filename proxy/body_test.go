@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/forward"
 )
 
 // watchedBody counts the reads of a request body that start or end after
@@ -62,7 +64,7 @@ func TestServeOutlivesNoBodyRead(t *testing.T) {
 				s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					returned := &atomic.Bool{}
 					r.Body = &watchedBody{ReadCloser: r.Body, returned: returned, late: &late}
-					p.Serve(w, r, &Route{Kind: "app", Name: "a", Upstream: up.url(t)})
+					p.Serve(w, r, &forward.Route{Kind: "app", Name: "a", Upstream: up.url(t)})
 					returned.Store(true)
 				}))
 				t.Cleanup(s.Close)

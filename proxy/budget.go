@@ -147,7 +147,7 @@ func (e *budgetRefused) Error() string { return e.fe.Error() }
 // anything of it was read: the connection closes after the answer (the
 // body is unread), the access log names the limit, and the operator's
 // log says what to raise.
-func (p *Proxy) bodyRefused(w http.ResponseWriter, r *http.Request, route *Route, fe *fault.Error) {
+func (p *Proxy) bodyRefused(w http.ResponseWriter, r *http.Request, route *forwarding, fe *fault.Error) {
 	st := p.BodyBudget()
 	p.opts.Log.Info("request limited", "scope", "body", "route", route.Name, "code", fe.Code,
 		"client", p.clientIP(r), "length", r.ContentLength, "used", st.Used,

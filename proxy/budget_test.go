@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/forward"
 )
 
 // TestStalledBodyCutWithinWindow sends 30MiB of a 32MiB body at once on
@@ -24,8 +26,8 @@ func TestStalledBodyCutWithinWindow(t *testing.T) {
 	o := rateOptions()
 	o.MinRateWindow = time.Second
 	o.BodyBuffer, o.BodySpool, o.SpoolDir = 64<<10, 32<<20, t.TempDir()
-	s, _ := front(t, o, func() *Route {
-		return &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
+	s, _ := front(t, o, func() *forward.Route {
+		return &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
 			Acquire: func(http.ResponseWriter, *http.Request) (func(), bool) { return func() {}, true }}
 	})
 	c, err := net.Dial("tcp", s.Listener.Addr().String())
@@ -74,8 +76,8 @@ func TestBodyBudgetPerClient(t *testing.T) {
 	o := testOptions()
 	o.BodyBuffer, o.BodySpool, o.SpoolDir = 64<<10, 1<<20, t.TempDir()
 	o.BodyBudgetClient, o.BodyBudgetTotal = 5<<19, 64<<20
-	s, p := front(t, o, func() *Route {
-		return &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
+	s, p := front(t, o, func() *forward.Route {
+		return &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
 			Acquire: func(http.ResponseWriter, *http.Request) (func(), bool) { return func() {}, true }}
 	})
 	addr := s.Listener.Addr().String()
@@ -176,8 +178,8 @@ func TestBodyBudgetNeverFits(t *testing.T) {
 	o := testOptions()
 	o.BodyBuffer, o.BodySpool, o.SpoolDir = 64<<10, 1<<20, t.TempDir()
 	o.BodyBudgetClient = 512 << 10
-	s, _ := front(t, o, func() *Route {
-		return &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
+	s, _ := front(t, o, func() *forward.Route {
+		return &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
 			Acquire: func(http.ResponseWriter, *http.Request) (func(), bool) { return func() {}, true }}
 	})
 	// The answer may come before the body is sent whole, and the

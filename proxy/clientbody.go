@@ -30,7 +30,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 
 // clientBodyFailed returns the error of route's request body, if reading it
 // failed (nil for a nil route).
-func (route *Route) clientBodyFailed() error {
+func (route *forwarding) clientBodyFailed() error {
 	if route == nil || route.body == nil {
 		return nil
 	}
@@ -42,7 +42,7 @@ func (route *Route) clientBodyFailed() error {
 
 // badBody answers a request whose body could not be read: 413 past the
 // body limit, else 400.
-func badBody(err error) Classified {
+func badBody(err error) fault.Response {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return StatusOf(err)

@@ -32,7 +32,7 @@ import (
 // ReverseProxy would re-encode, request trailers) takes ReverseProxy.
 
 // direct reports whether r goes by the direct path.
-func (p *Proxy) direct(r *http.Request, route *Route) bool {
+func (p *Proxy) direct(r *http.Request, route *forwarding) bool {
 	if p.noDirect || route.rel != nil || route.Upstream == nil || route.Upstream.Scheme != "http" ||
 		r.URL.Opaque != "" || len(r.Trailer) > 0 || r.Method == http.MethodConnect || !h1client.PlainText(r.Method) {
 		return false
@@ -103,8 +103,8 @@ type directReq struct {
 	p     *Proxy
 	w     http.ResponseWriter
 	r     *http.Request
-	route *Route
-	// path and raw are the outbound path (Route.upstreamPath).
+	route *forwarding
+	// path and raw are the outbound path (forwarding.upstreamPath).
 	path, raw string
 	// length is the body's length, -1 for chunked; 0 without a body.
 	length int64
@@ -123,7 +123,7 @@ type BlockWriter interface {
 }
 
 // serveDirect forwards r to route's upstream and answers w.
-func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *Route) {
+func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request, route *forwarding) {
 	d := &directReq{p: p, w: w, r: r, route: route}
 	d.path, d.raw = route.upstreamPath(r.URL)
 	if h1client.HasBody(r) {

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+
+	"github.com/wakegate/wakegate/forward"
 )
 
 // pattern is n bytes that do not repeat with a short period, so a byte
@@ -61,7 +63,7 @@ func TestDirectSpliceBodies(t *testing.T) {
 			p := New(o)
 			t.Cleanup(p.Close)
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				p.Serve(w, r, &Route{Name: "big", Upstream: up.url(t, "/")})
+				p.Serve(w, r, &forward.Route{Name: "big", Upstream: up.url(t, "/")})
 			})
 			var s *httptest.Server
 			client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
@@ -108,7 +110,7 @@ func TestDirectSpliceBodies(t *testing.T) {
 // taken as whole, and its connection is not reused.
 func TestDirectSpliceUpstreamCut(t *testing.T) {
 	up := sizedUpstream(t)
-	s, p := front(t, testOptions(), func() *Route { return &Route{Name: "big", Upstream: up.url(t, "/")} })
+	s, p := front(t, testOptions(), func() *forward.Route { return &forward.Route{Name: "big", Upstream: up.url(t, "/")} })
 	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
 	t.Cleanup(client.CloseIdleConnections)
 	res, err := client.Get(s.URL + "/cut/" + strconv.Itoa(1<<20))

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/internal/h1test"
 	"github.com/wakegate/wakegate/proxy/minrate"
 )
@@ -167,7 +168,7 @@ type diffPair struct {
 	pd, prp    *Proxy
 }
 
-func newDiffPair(t *testing.T, o Options, route func() *Route) diffPair {
+func newDiffPair(t *testing.T, o Options, route func() *forward.Route) diffPair {
 	t.Helper()
 	sd, pd := frontFor(t, o, route, diffHost)
 	srp, prp := frontFor(t, o, route, diffHost)
@@ -177,7 +178,7 @@ func newDiffPair(t *testing.T, o Options, route func() *Route) diffPair {
 
 // newLoopDiffPair is newDiffPair with both proxies behind h1serve's loop,
 // whose writer takes the direct path's head blocks (BlockWriter).
-func newLoopDiffPair(t *testing.T, o Options, route func() *Route) diffPair {
+func newLoopDiffPair(t *testing.T, o Options, route func() *forward.Route) diffPair {
 	t.Helper()
 	d, pd := loopFrontFor(t, o, route, diffHost)
 	rp, prp := loopFrontFor(t, o, route, diffHost)
@@ -187,7 +188,7 @@ func newLoopDiffPair(t *testing.T, o Options, route func() *Route) diffPair {
 
 // loopFrontFor is frontFor on h1serve (net/http behind its hand-off, as
 // the gateway's plain listener runs); it returns the front's base URL.
-func loopFrontFor(t *testing.T, o Options, route func() *Route, host string) (string, *Proxy) {
+func loopFrontFor(t *testing.T, o Options, route func() *forward.Route, host string) (string, *Proxy) {
 	t.Helper()
 	p := New(o)
 	t.Cleanup(p.Close)
@@ -313,13 +314,13 @@ func diffCases() []diffCase {
 func TestDirectMatchesReverseProxy(t *testing.T) {
 	up := diffUpstream(t)
 	dead := deadURL(t)
-	route := func() *Route {
-		return &Route{Kind: "app", Name: "x", Upstream: up.url(t, "/base/"), StripPrefix: "/apps/x", RelayToken: testToken,
+	route := func() *forward.Route {
+		return &forward.Route{Kind: "app", Name: "x", Upstream: up.url(t, "/base/"), StripPrefix: "/apps/x", RelayToken: testToken,
 			Waited: 3 * time.Millisecond}
 	}
 	var routeTo atomic.Pointer[url.URL]
 	var noToken atomic.Bool
-	routeFor := func() *Route {
+	routeFor := func() *forward.Route {
 		r := route()
 		if u := routeTo.Load(); u != nil {
 			r.Upstream = u
@@ -395,7 +396,7 @@ func TestDirectIsTaken(t *testing.T) {
 	up := newUpstream(t, nil)
 	p := New(testOptions())
 	t.Cleanup(p.Close)
-	route := &Route{Upstream: up.url(t, "/")}
+	route := &forwarding{Route: &forward.Route{Upstream: up.url(t, "/")}}
 	for _, c := range []struct {
 		name   string
 		raw    string
@@ -421,7 +422,7 @@ func TestDirectIsTaken(t *testing.T) {
 			}
 		})
 	}
-	https := &Route{Upstream: &url.URL{Scheme: "https", Host: "example.test"}}
+	https := &forwarding{Route: &forward.Route{Upstream: &url.URL{Scheme: "https", Host: "example.test"}}}
 	r := httptest.NewRequest("GET", "/", nil)
 	if p.direct(r, https) {
 		t.Error("an https upstream went by the direct path")
@@ -437,8 +438,8 @@ func TestDirectRetryAndFailure(t *testing.T) {
 	var failures, retries atomic.Int64
 	o := testOptions()
 	o.Host.Default = HostUpstream // the retry's Host is the fresh upstream's
-	s, _ := front(t, o, func() *Route {
-		return &Route{Name: "x", Upstream: dead,
+	s, _ := front(t, o, func() *forward.Route {
+		return &forward.Route{Name: "x", Upstream: dead,
 			OnFailure: func() { failures.Add(1) },
 			Retry: func(context.Context) (*url.URL, error) {
 				retries.Add(1)
@@ -466,7 +467,7 @@ func TestDirectRetryAndFailure(t *testing.T) {
 // upstream connection, and a Connection: close answer is not reused.
 func TestDirectReusesConnections(t *testing.T) {
 	up := newUpstream(t, nil)
-	s, _ := front(t, testOptions(), func() *Route { return &Route{Upstream: up.url(t, "/")} })
+	s, _ := front(t, testOptions(), func() *forward.Route { return &forward.Route{Upstream: up.url(t, "/")} })
 	for range 5 {
 		if res, _ := do(t, newReq(t, "GET", s.URL+"/", nil)); res.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", res.StatusCode)

@@ -1,7 +1,8 @@
 // Package proxy is wakegate's data plane: it forwards HTTP and WebSocket
-// requests to a resolved upstream with header hygiene, counts sessions, and
-// maps every error to one status. It knows nothing of how a route was
-// resolved; the gateway hands it a Route.
+// requests to a resolved upstream with header hygiene and maps every error
+// to one status. It knows nothing of how a route was resolved; the request
+// path hands it a forward.Route. Who uses a home is counted around each
+// forward by the request path, in package sessions.
 //
 // Two paths forward a request: the direct path (direct.go), which writes
 // a plain request's head as bytes, and ReverseProxy with Rewrite

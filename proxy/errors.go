@@ -26,18 +26,14 @@ func (e *DialError) Error() string { return "dial upstream: " + e.Err.Error() }
 // Unwrap returns the dial error.
 func (e *DialError) Unwrap() error { return e.Err }
 
-// Classified is what StatusOf found out about an error: the status, the
-// public code and sentence, Retry-After and headers, and for operators the
-// cause and hint (never written to a public body). It is fault.Response.
-type Classified = fault.Response
-
 // StatusOf sorts an error into its kind (Sort) and maps the kind to a status
 // through fault.Classify, the one place where kinds become statuses: 502 by
 // default, 504 when the upstream timed out, 413 past the body limit, and
 // whatever kind the engine's error carries (503 with Retry-After for a home
 // that did not wake in time). The public message is the kind's fixed
-// sentence, never the error's text.
-func StatusOf(err error) Classified { return fault.Classify(Sort(err)) }
+// sentence, never the error's text; the cause and the hint in the answer
+// are for operators and never written to a public body.
+func StatusOf(err error) fault.Response { return fault.Classify(Sort(err)) }
 
 // Sort returns err as an error of a known kind: err itself when it carries
 // one (a *fault.Error in its chain), else the data plane's kind for it, with
@@ -163,7 +159,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 
 // WriteClassified answers r with an already classified error. It writes the
 // public part only: c.Cause and c.Hint are for the caller's log.
-func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
+func WriteClassified(w http.ResponseWriter, r *http.Request, c fault.Response) {
 	h := w.Header()
 	for k, vs := range c.Header {
 		h[k] = vs
@@ -194,5 +190,5 @@ func WriteClassified(w http.ResponseWriter, r *http.Request, c Classified) {
 
 // bodyTooSlow is the answer to a request whose body was cut for arriving
 // slower than the minimum rate (minrate.ErrBodyTooSlow).
-var bodyTooSlow = Classified{Status: http.StatusRequestTimeout, Code: "body_too_slow",
+var bodyTooSlow = fault.Response{Status: http.StatusRequestTimeout, Code: "body_too_slow",
 	Message: "The request body arrived too slowly."}

@@ -99,7 +99,7 @@ func TestWriteClassifiedJSON(t *testing.T) {
 	r.Header.Set("Accept", "application/json")
 	r.Header.Set("X-Request-Id", "req-1")
 	w := httptest.NewRecorder()
-	WriteClassified(w, r, Classified{Status: 503, Code: "home_waking", Message: "waking up",
+	WriteClassified(w, r, fault.Response{Status: 503, Code: "home_waking", Message: "waking up",
 		RetryAfter: 1200 * time.Millisecond, Header: http.Header{"X-Extra": {"1"}}})
 	res := w.Result()
 	if res.StatusCode != 503 {
@@ -132,7 +132,7 @@ func TestWriteClassifiedHTML(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.Header.Set("Accept", "text/html,application/xhtml+xml;q=0.9")
 	w := httptest.NewRecorder()
-	WriteClassified(w, r, Classified{Status: 502, Code: "bad_gateway", Message: `<script>alert(1)</script>`})
+	WriteClassified(w, r, fault.Response{Status: 502, Code: "bad_gateway", Message: `<script>alert(1)</script>`})
 	if w.Code != 502 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
 		t.Fatalf("status %d, content type %q", w.Code, w.Header().Get("Content-Type"))
 	}

@@ -16,44 +16,17 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/proxy/h1client"
 	"github.com/wakegate/wakegate/proxy/minrate"
 )
 
-// Route is where one request goes.
-type Route struct {
-	// Kind is "app" or "node", for logs and metrics.
-	Kind string
-	// Name is the app slug or home target.
-	Name string
-	// HomeID is the home whose sessions this request counts ("" for none).
-	HomeID string
-	// Upstream is the base URL to forward to.
-	Upstream *url.URL
-	// StripPrefix is removed from the path before forwarding ("" for none).
-	StripPrefix string
-	// RelayToken is sent in the relay header toward this upstream only, and
-	// masked wherever it appears in the response.
-	RelayToken string
-	// Retry, if set, is called once when the upstream could not be reached
-	// before any response; it returns a fresh upstream (after a new wake)
-	// and the request is retried once if it can be replayed.
-	Retry func(ctx context.Context) (*url.URL, error)
-	// OnFailure, if set, is called when a forward to Upstream fails with no
-	// response (a transport error while the caller is still there),
-	// whether or not the request can be replayed, and again when its
-	// replay fails. The gateway drops the home's warm verdict there, so
-	// that the next request wakes or probes the home again.
-	OnFailure func()
-	// Waited is how long the request waited for a wake; when positive it is
-	// reported as Server-Timing: wake;dur=<ms>.
-	Waited time.Duration
-	// Acquire, if set, takes one of the upstream's forwarding slots for
-	// r, once r's body has been read ahead (spool.go), and returns the
-	// function that gives it back. When it gets none it has answered w
-	// itself and returns ok false.
-	Acquire func(w http.ResponseWriter, r *http.Request) (release func(), ok bool)
+// forwarding is one request's forward as Serve owns it: the route the
+// request path handed over (forward.Route), and what the data plane keeps
+// beside it while the request lasts.
+type forwarding struct {
+	*forward.Route
 
 	// rel is the relay of a WebSocket upgrade (relay.go); nil otherwise.
 	rel *relay
@@ -264,7 +237,8 @@ func (p *Proxy) DropIdle(base *url.URL) int {
 // WebSocket, when its hijacked connection has closed on either side. The
 // caller counts the session around it (see Sessions), from before the route
 // was resolved, so that no suspend can slip in between.
-func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, route *Route) {
+func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, to *forward.Route) {
+	route := &forwarding{Route: to}
 	if isUpgrade(r) {
 		if origin := r.Header.Get("Origin"); origin != "" && !p.allowOrigin(origin, r) {
 			WriteError(w, r, fault.New(fault.Forbidden, "origin_not_allowed",
@@ -372,8 +346,8 @@ func bodyOf(ctx context.Context) *h1client.OwnedBody {
 	return nil
 }
 
-func routeFrom(ctx context.Context) *Route {
-	r, _ := ctx.Value(routeKey{}).(*Route)
+func routeFrom(ctx context.Context) *forwarding {
+	r, _ := ctx.Value(routeKey{}).(*forwarding)
 	return r
 }
 
@@ -397,7 +371,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 
 // upstreamPath is the path and raw path of in toward route's upstream:
 // StripPrefix removed, the upstream's base path put in front.
-func (route *Route) upstreamPath(in *url.URL) (path, raw string) {
+func (route *forwarding) upstreamPath(in *url.URL) (path, raw string) {
 	target := route.Upstream
 	path, raw = in.Path, in.RawPath
 	if route.StripPrefix != "" {
@@ -442,7 +416,7 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 
 // adjustResponse removes the stripped headers from res, masks the relay
 // token in its headers, body and trailers, and reports the wake's wait.
-func (p *Proxy) adjustResponse(res *http.Response, route *Route) {
+func (p *Proxy) adjustResponse(res *http.Response, route *forwarding) {
 	for _, h := range p.stripped {
 		delete(res.Header, h) // canonical already
 	}
@@ -466,7 +440,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 
 // answerError answers the request r of route (nil for none), whose
 // forward to path failed with err, and logs why.
-func (p *Proxy) answerError(w http.ResponseWriter, r *http.Request, route *Route, path string, err error) {
+func (p *Proxy) answerError(w http.ResponseWriter, r *http.Request, route *forwarding, path string, err error) {
 	if route != nil && route.bodyCut.Load() {
 		// The client, not the upstream, failed: no verdict is dropped. The
 		// server ended the request's context with the read that timed out.

@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -127,7 +128,7 @@ func testOptions() Options {
 }
 
 // front serves p on a loopback server; route builds each request's route.
-func front(t *testing.T, o Options, route func() *Route) (*httptest.Server, *Proxy) {
+func front(t *testing.T, o Options, route func() *forward.Route) (*httptest.Server, *Proxy) {
 	t.Helper()
 	return frontFor(t, o, route, "")
 }
@@ -137,7 +138,7 @@ func front(t *testing.T, o Options, route func() *Route) (*httptest.Server, *Pro
 // this server now holds (a home's port it chose before its process bound
 // it), and such a stranger's request must not reach an upstream whose
 // requests a test counts.
-func frontFor(t *testing.T, o Options, route func() *Route, host string) (*httptest.Server, *Proxy) {
+func frontFor(t *testing.T, o Options, route func() *forward.Route, host string) (*httptest.Server, *Proxy) {
 	t.Helper()
 	p := New(o)
 	t.Cleanup(p.Close)
@@ -177,8 +178,8 @@ func newReq(t *testing.T, method, url string, body io.Reader) *http.Request {
 
 func TestForwardPathAndHeaders(t *testing.T) {
 	up := newUpstream(t, nil)
-	s, _ := front(t, testOptions(), func() *Route {
-		return &Route{Kind: "app", Name: "a", HomeID: "h1", Upstream: up.url(t, "/base/"), StripPrefix: "/apps/a",
+	s, _ := front(t, testOptions(), func() *forward.Route {
+		return &forward.Route{Kind: "app", Name: "a", HomeID: "h1", Upstream: up.url(t, "/base/"), StripPrefix: "/apps/a",
 			RelayToken: testToken, Waited: 1500 * time.Millisecond}
 	})
 	req := newReq(t, http.MethodGet, s.URL+"/apps/a/x/y%3Fz?q=1&r=%20", nil)
@@ -213,7 +214,7 @@ func TestForwardPathAndHeaders(t *testing.T) {
 
 func TestForwardUpstreamRootAndNoStrip(t *testing.T) {
 	up := newUpstream(t, nil)
-	s, _ := front(t, testOptions(), func() *Route { return &Route{Name: "a", Upstream: up.url(t, "")} })
+	s, _ := front(t, testOptions(), func() *forward.Route { return &forward.Route{Name: "a", Upstream: up.url(t, "")} })
 	res, _ := do(t, newReq(t, http.MethodGet, s.URL+"/apps/a/", nil))
 	if res.StatusCode != 200 {
 		t.Fatalf("status %d", res.StatusCode)
@@ -229,8 +230,8 @@ func TestForwardUpstreamRootAndNoStrip(t *testing.T) {
 
 func TestForwardStripPrefixToRoot(t *testing.T) {
 	up := newUpstream(t, nil)
-	s, _ := front(t, testOptions(), func() *Route {
-		return &Route{Name: "a", Upstream: up.url(t, ""), StripPrefix: "/apps/a"}
+	s, _ := front(t, testOptions(), func() *forward.Route {
+		return &forward.Route{Name: "a", Upstream: up.url(t, ""), StripPrefix: "/apps/a"}
 	})
 	for path, want := range map[string]string{"/apps/a": "/", "/apps/a/": "/", "/apps/a/b%2Fc": "/b%2Fc"} {
 		do(t, newReq(t, http.MethodGet, s.URL+path, nil))
@@ -263,8 +264,8 @@ func rawExchange(t *testing.T, addr, raw string) *http.Response {
 
 func TestForwardConnectionHeaderCannotDropGatewayHeaders(t *testing.T) {
 	up := newUpstream(t, nil)
-	s, _ := front(t, testOptions(), func() *Route {
-		return &Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken}
+	s, _ := front(t, testOptions(), func() *forward.Route {
+		return &forward.Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken}
 	})
 	res := rawExchange(t, s.Listener.Addr().String(), "GET /x HTTP/1.1\r\nHost: gw.example\r\n"+
 		"Connection: keep-alive, Authorization, X-Forwarded-For, X-Wakegate-Relay, X-Request-Id, X-Forwarded-Proto\r\n"+
@@ -295,7 +296,7 @@ func TestForwardConnectionHeaderCannotDropGatewayHeaders(t *testing.T) {
 
 func TestForwardTrustedProxies(t *testing.T) {
 	up := newUpstream(t, nil)
-	route := func() *Route { return &Route{Name: "a", Upstream: up.url(t, "")} }
+	route := func() *forward.Route { return &forward.Route{Name: "a", Upstream: up.url(t, "")} }
 	trusted := testOptions()
 	trusted.Trusted = func(ip net.IP) bool { return ip.IsLoopback() }
 	ts, _ := front(t, trusted, route)
@@ -343,8 +344,8 @@ func TestForwardMasksRelayTokenInResponses(t *testing.T) {
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		_, _ = io.WriteString(w, body)
 	})
-	s, _ := front(t, testOptions(), func() *Route {
-		return &Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken}
+	s, _ := front(t, testOptions(), func() *forward.Route {
+		return &forward.Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken}
 	})
 	stars := strings.Repeat("*", len(testToken))
 	for _, q := range []string{"", "?chunked=1"} {
@@ -384,7 +385,9 @@ func TestForwardOriginChecks(t *testing.T) {
 			_ = c.WriteMessage(mt, append([]byte("echo:"), msg...))
 		}
 	})
-	route := func() *Route { return &Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken} }
+	route := func() *forward.Route {
+		return &forward.Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken}
+	}
 	def, _ := front(t, testOptions(), route)
 	custom := testOptions()
 	custom.AllowOrigin = func(origin string, r *http.Request) bool {
@@ -450,7 +453,7 @@ func TestForwardBodyLimit(t *testing.T) {
 	up := newUpstream(t, nil)
 	o := testOptions()
 	o.MaxBodyBytes = limit
-	s, _ := front(t, o, func() *Route { return &Route{Name: "a", Upstream: up.url(t, "")} })
+	s, _ := front(t, o, func() *forward.Route { return &forward.Route{Name: "a", Upstream: up.url(t, "")} })
 
 	// Declared too large: refused before any dial.
 	res, body := do(t, newReq(t, http.MethodPost, s.URL+"/", strings.NewReader(strings.Repeat("a", limit+1))))
@@ -486,8 +489,8 @@ func TestForwardDeadUpstream(t *testing.T) {
 	var logs testbin.SyncBuffer
 	o := testOptions()
 	o.Log = slog.New(slog.NewTextHandler(&logs, nil))
-	s, _ := front(t, o, func() *Route {
-		return &Route{Name: "a", Upstream: dead, RelayToken: testToken}
+	s, _ := front(t, o, func() *forward.Route {
+		return &forward.Route{Name: "a", Upstream: dead, RelayToken: testToken}
 	})
 	req := newReq(t, http.MethodGet, s.URL+"/x", nil)
 	req.Header.Set("Accept", "application/json")
@@ -529,7 +532,9 @@ func TestForwardResponseHeaderTimeout(t *testing.T) {
 	})
 	o := testOptions()
 	o.ResponseHeaderTimeout = 200 * time.Millisecond
-	s, _ := front(t, o, func() *Route { return &Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken} })
+	s, _ := front(t, o, func() *forward.Route {
+		return &forward.Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken}
+	})
 	res, body := do(t, newReq(t, http.MethodGet, s.URL+"/slow", nil))
 	if res.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, "upstream_timeout") {
 		t.Fatalf("got %d %s; want 504 upstream_timeout", res.StatusCode, body)
@@ -545,8 +550,8 @@ func TestForwardRetriesUnreachedReplayableRequests(t *testing.T) {
 	var retries atomic.Int64
 	o := testOptions()
 	o.Host.Default = HostUpstream // the retry's Host is the fresh upstream's
-	s, _ := front(t, o, func() *Route {
-		return &Route{Name: "a", Upstream: dead, Retry: func(ctx context.Context) (*url.URL, error) {
+	s, _ := front(t, o, func() *forward.Route {
+		return &forward.Route{Name: "a", Upstream: dead, Retry: func(ctx context.Context) (*url.URL, error) {
 			retries.Add(1)
 			return up.url(t, ""), nil
 		}}
@@ -571,8 +576,8 @@ func TestForwardRetriesUnreachedReplayableRequests(t *testing.T) {
 }
 
 func TestForwardRetryErrorIsAnswered(t *testing.T) {
-	s, _ := front(t, testOptions(), func() *Route {
-		return &Route{Name: "a", Upstream: deadURL(t), Retry: func(context.Context) (*url.URL, error) {
+	s, _ := front(t, testOptions(), func() *forward.Route {
+		return &forward.Route{Name: "a", Upstream: deadURL(t), Retry: func(context.Context) (*url.URL, error) {
 			return nil, fmt.Errorf("wake: %w", fault.New(fault.NotReady, "home_waking", "Still waking.").WithRetry(3*time.Second))
 		}}
 	})
@@ -620,8 +625,8 @@ func TestForwardFailureReported(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var failures, retries atomic.Int32
 			dead := deadURL(t)
-			s, _ := front(t, testOptions(), func() *Route {
-				rt := &Route{Name: "a", Upstream: dead, OnFailure: func() { failures.Add(1) }}
+			s, _ := front(t, testOptions(), func() *forward.Route {
+				rt := &forward.Route{Name: "a", Upstream: dead, OnFailure: func() { failures.Add(1) }}
 				if c.retry {
 					rt.Retry = func(context.Context) (*url.URL, error) { retries.Add(1); return dead, nil }
 				}
@@ -674,7 +679,9 @@ func TestHeaderDeadlineLeftOn(t *testing.T) {
 	})
 	o := testOptions()
 	o.ResponseHeaderTimeout = 200 * time.Millisecond
-	s, _ := front(t, o, func() *Route { return &Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken} })
+	s, _ := front(t, o, func() *forward.Route {
+		return &forward.Route{Name: "a", Upstream: up.url(t, ""), RelayToken: testToken}
+	})
 	get := func(path string) (int, string) {
 		t.Helper()
 		res, body := do(t, newReq(t, http.MethodGet, s.URL+path, nil))

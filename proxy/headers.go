@@ -56,7 +56,7 @@ type HostPolicy struct {
 }
 
 // rule is the Host rule of route.
-func (hp *HostPolicy) rule(route *Route) string {
+func (hp *HostPolicy) rule(route *forwarding) string {
 	m := hp.Apps
 	if route.Kind == "node" {
 		m = hp.Homes
@@ -128,7 +128,7 @@ func (p *Proxy) name(f planField) string {
 }
 
 // plan fills route's outbound header plan for r.
-func (p *Proxy) plan(r *http.Request, route *Route) {
+func (p *Proxy) plan(r *http.Request, route *forwarding) {
 	h := &route.out
 	h.inHost = r.Host
 	h.host = p.outHost(route, route.Upstream)
@@ -225,7 +225,7 @@ func (p *Proxy) apply(h *outHead, out http.Header) {
 
 // outHost is the Host of route's request toward upstream u by the
 // route's rule.
-func (p *Proxy) outHost(route *Route, u *url.URL) string {
+func (p *Proxy) outHost(route *forwarding, u *url.URL) string {
 	switch rule := p.opts.Host.rule(route); rule {
 	case HostAuto:
 		if u.Scheme == "https" {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gorilla/websocket"
+	"github.com/wakegate/wakegate/forward"
 )
 
 // originApp is an upstream with its own origin check, as Jupyter's and
@@ -52,7 +53,7 @@ func up0(t *testing.T, u *upstream) *url.URL { return u.url(t, "/") }
 // fronts are the four ways a request reaches a proxy in these tests:
 // net/http or h1serve's loop, each with the direct path or forced
 // through ReverseProxy.
-func fronts(t *testing.T, o Options, route func() *Route) map[string]string {
+func fronts(t *testing.T, o Options, route func() *forward.Route) map[string]string {
 	t.Helper()
 	d, _ := frontFor(t, o, route, "")
 	rp, prp := frontFor(t, o, route, "")
@@ -70,7 +71,7 @@ func fronts(t *testing.T, o Options, route func() *Route) map[string]string {
 // client's Host.
 func TestOriginCheckPasses(t *testing.T) {
 	app := originApp(t)
-	route := func() *Route { return &Route{Kind: "node", Name: "nb", HomeID: "h", Upstream: app} }
+	route := func() *forward.Route { return &forward.Route{Kind: "node", Name: "nb", HomeID: "h", Upstream: app} }
 	for name, base := range fronts(t, testOptions(), route) {
 		t.Run(name, func(t *testing.T) {
 			req := newReq(t, http.MethodPost, base+"/node/nb/api/contents", strings.NewReader("{}"))
@@ -122,7 +123,7 @@ func TestHostOverride(t *testing.T) {
 	}{{HostUpstream, app.Host}, {"notebook.internal:8888", "notebook.internal:8888"}, {HostClient, diffHost}} {
 		o := testOptions()
 		o.Host = HostPolicy{Default: HostClient, Homes: map[string]string{"nb": c.rule}}
-		route := func() *Route { return &Route{Kind: "node", Name: "nb", HomeID: "h", Upstream: app} }
+		route := func() *forward.Route { return &forward.Route{Kind: "node", Name: "nb", HomeID: "h", Upstream: app} }
 		for name, base := range fronts(t, o, route) {
 			t.Run(c.rule+"/"+name, func(t *testing.T) {
 				req := newReq(t, http.MethodGet, base+"/node/nb/", nil)
@@ -138,7 +139,7 @@ func TestHostOverride(t *testing.T) {
 	// default is the client's Host.
 	o := testOptions()
 	o.Host = HostPolicy{Homes: map[string]string{"other": HostUpstream}}
-	route := func() *Route { return &Route{Kind: "app", Name: "nb", Upstream: app} }
+	route := func() *forward.Route { return &forward.Route{Kind: "app", Name: "nb", Upstream: app} }
 	for name, base := range fronts(t, o, route) {
 		req := newReq(t, http.MethodGet, base+"/apps/nb/", nil)
 		req.Host = diffHost
@@ -224,7 +225,9 @@ func TestNoForgedIdentity(t *testing.T) {
 	rn, u := newRawNames(t)
 	o := testOptions()
 	o.Protected = func(name string) bool { return name == "X-User" || name == "X-Email" }
-	route := func() *Route { return &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u, RelayToken: testToken} }
+	route := func() *forward.Route {
+		return &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u, RelayToken: testToken}
+	}
 	forged := []string{"X_User", "x_user", "X_USER", "x_User", "X_email", "X_Real_Ip", "x_forwarded_host",
 		"X_Wakegate_Relay", "x_wakegate_probe", "Forwarded"}
 	for name, base := range fronts(t, o, route) {

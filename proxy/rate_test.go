@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/internal/h1test"
 )
 
@@ -33,8 +34,8 @@ func TestSlowBodyIsCut(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t, nil)
 	var failures atomic.Int32
-	s, _ := front(t, rateOptions(), func() *Route {
-		return &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"), OnFailure: func() { failures.Add(1) }}
+	s, _ := front(t, rateOptions(), func() *forward.Route {
+		return &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"), OnFailure: func() { failures.Add(1) }}
 	})
 	addr := s.Listener.Addr().String()
 
@@ -119,7 +120,7 @@ func TestSlowReaderIsCut(t *testing.T) {
 	served := make(chan struct{})
 	s := newLoopbackServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer close(served)
-		p.Serve(w, r, &Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
+		p.Serve(w, r, &forward.Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
 	}))
 	c, err := net.Dial("tcp", s)
 	if err != nil {
@@ -197,7 +198,7 @@ func TestSlowReaderCutWithinSeconds(t *testing.T) {
 				served := make(chan struct{})
 				s := h1test.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					defer close(served)
-					p.Serve(w, r, &Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
+					p.Serve(w, r, &forward.Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
 				}))
 				d := net.Dialer{Control: smallReadBuffer}
 				conn, err := d.Dial("tcp", s)

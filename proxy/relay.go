@@ -47,6 +47,9 @@ func (r *relay) goingAway() {
 	})
 }
 
+// IsWebSocket reports whether r asks for a WebSocket upgrade.
+func IsWebSocket(r *http.Request) bool { return isWebSocket(r) }
+
 // isWebSocket reports whether r asks to upgrade to WebSocket.
 func isWebSocket(r *http.Request) bool {
 	return isUpgrade(r) && strings.EqualFold(r.Header.Get("Upgrade"), "websocket")

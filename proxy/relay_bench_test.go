@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/wakegate/wakegate/forward"
 )
 
 // wsHomeEnv makes the test binary a WebSocket echo home on a loopback
@@ -153,7 +154,7 @@ func benchRelayFront(b *testing.B, n int) (*httptest.Server, *Proxy, <-chan stru
 	b.Cleanup(p.Close)
 	ended := make(chan struct{}, n)
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: u})
+		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &forward.Route{Kind: "node", Name: "n", Upstream: u})
 	}))
 	return s, p, ended
 }

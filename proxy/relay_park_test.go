@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -267,7 +268,7 @@ func stopFront(t *testing.T, ctx context.Context) (*httptest.Server, *Proxy, <-c
 	ended := make(chan struct{}, 8)
 	up := wsServer(t, echoHome)
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.Serve(&ctxDetachWriter{ResponseWriter: w, ended: ended, ctx: ctx}, r, &Route{Kind: "node", Name: "n", Upstream: up()})
+		p.Serve(&ctxDetachWriter{ResponseWriter: w, ended: ended, ctx: ctx}, r, &forward.Route{Kind: "node", Name: "n", Upstream: up()})
 	}))
 	t.Cleanup(s.Close)
 	return s, p, ended

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/internal/testbin"
 )
 
@@ -68,7 +69,7 @@ func newDetachedFrontUnstarted(t *testing.T, upstream func() *url.URL) (*httptes
 	t.Cleanup(p.Close)
 	ended := make(chan struct{}, 4096)
 	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &Route{Kind: "node", Name: "n", Upstream: upstream()})
+		p.Serve(&detachWriter{ResponseWriter: w, ended: ended}, r, &forward.Route{Kind: "node", Name: "n", Upstream: upstream()})
 	}))
 	return s, p, ended
 }

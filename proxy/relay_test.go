@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/wakegate/wakegate/forward"
 	"go.uber.org/goleak"
 )
 
@@ -57,8 +58,8 @@ func newWSHome(t *testing.T) *wsHome {
 	return h
 }
 
-func wsRoute(t *testing.T, h *wsHome) func() *Route {
-	return func() *Route { return &Route{Kind: "node", Name: "n", Upstream: h.url(t, "/")} }
+func wsRoute(t *testing.T, h *wsHome) func() *forward.Route {
+	return func() *forward.Route { return &forward.Route{Kind: "node", Name: "n", Upstream: h.url(t, "/")} }
 }
 
 // TestGoingAwayClosesBothSides opens WebSockets through the proxy to a
@@ -328,7 +329,7 @@ func TestGoingAwayLeavesNoGoroutine(t *testing.T) {
 		p := New(testOptions())
 		defer p.Close()
 		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p.Serve(w, r, &Route{Kind: "node", Name: "n", Upstream: home.url(t, "/")})
+			p.Serve(w, r, &forward.Route{Kind: "node", Name: "n", Upstream: home.url(t, "/")})
 		}))
 		defer s.Close()
 		for range 5 {

@@ -17,8 +17,8 @@ import (
 // wake (Retry), and req can be replayed. Then the route and its outbound
 // plan take that upstream and its Host, and it is returned; a nil URL
 // comes with the error to answer. The caller sends the request once more,
-// and reports that send's failure (Route.failed).
-func (p *Proxy) retryUpstream(route *Route, req *http.Request, err error) (*url.URL, error) {
+// and reports that send's failure (forwarding.failed).
+func (p *Proxy) retryUpstream(route *forwarding, req *http.Request, err error) (*url.URL, error) {
 	if route.bodyCut.Load() || route.clientBodyFailed() != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func (p *Proxy) retryUpstream(route *Route, req *http.Request, err error) (*url.
 
 // failed tells the route's owner that a forward of req failed, unless the
 // failure is the caller going away.
-func (route *Route) failed(req *http.Request) {
+func (route *forwarding) failed(req *http.Request) {
 	if route.OnFailure != nil && req.Context().Err() == nil {
 		route.OnFailure()
 	}

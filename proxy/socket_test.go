@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/internal/endpoint"
 )
 
@@ -90,7 +91,7 @@ func TestForwardToUnixSocket(t *testing.T) {
 			// can hold the whole body before the splice is counted.
 			bigServed := make(chan struct{}, 1)
 			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				route := &Route{Kind: "home", Name: "h1", HomeID: "h1", Upstream: target, StripPrefix: "/node/h1", RelayToken: testToken}
+				route := &forward.Route{Kind: "home", Name: "h1", HomeID: "h1", Upstream: target, StripPrefix: "/node/h1", RelayToken: testToken}
 				if r.URL.Path == "/node/h1/big" {
 					route.RelayToken = "" // a token to mask would make the body copied
 					defer func() { bigServed <- struct{}{} }()
@@ -187,7 +188,7 @@ func BenchmarkWarmGetSocket(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				p.Serve(w, r, &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u})
+				p.Serve(w, r, &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u})
 			}))
 			b.Cleanup(s.Close)
 			client := &http.Client{Transport: &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 1}}

@@ -13,7 +13,7 @@ import (
 )
 
 // Request buffering: a request that takes one of its home's forwarding
-// slots (Route.Acquire) has its body read ahead first, into memory up to
+// slots (forward.Route.Acquire) has its body read ahead first, into memory up to
 // Options.BodyBuffer and on into an unlinked temporary file up to
 // Options.BodySpool more, the way nginx buffers request bodies. A client
 // that sends slowly then holds only its own connection while its body

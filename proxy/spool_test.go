@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/wakegate/wakegate/forward"
 )
 
 // TestSpooledBodies sends bodies of every shape through a route that
@@ -20,8 +22,8 @@ func TestSpooledBodies(t *testing.T) {
 	o := testOptions()
 	o.BodyBuffer, o.BodySpool, o.SpoolDir = 8<<10, 64<<10, t.TempDir()
 	var whole, taken, released atomic.Int32
-	s, _ := front(t, o, func() *Route {
-		return &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
+	s, _ := front(t, o, func() *forward.Route {
+		return &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
 			Acquire: func(_ http.ResponseWriter, r *http.Request) (func(), bool) {
 				taken.Add(1)
 				if sp, ok := r.Body.(*spooled); ok && sp.done && r.ContentLength == sp.size {
@@ -75,8 +77,8 @@ func TestSpoolRefusesBadBodies(t *testing.T) {
 	o := rateOptions()
 	o.BodyBuffer, o.BodySpool, o.SpoolDir, o.MaxBodyBytes = 4<<10, 16<<10, t.TempDir(), 10<<10
 	var taken atomic.Int32
-	s, _ := front(t, o, func() *Route {
-		return &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
+	s, _ := front(t, o, func() *forward.Route {
+		return &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: up.url(t, "/"),
 			Acquire: func(http.ResponseWriter, *http.Request) (func(), bool) {
 				taken.Add(1)
 				return func() {}, true

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
@@ -155,7 +156,7 @@ func TestProxy1xxFloodIsNotSentAgain(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, p := front(t, testOptions(), func() *Route { return &Route{Kind: "app", Name: "a", Upstream: upURL} })
+			s, p := front(t, testOptions(), func() *forward.Route { return &forward.Route{Kind: "app", Name: "a", Upstream: upURL} })
 			p.noDirect = !direct
 			client := &http.Transport{}
 			t.Cleanup(client.CloseIdleConnections)
@@ -220,8 +221,8 @@ func TestProxyNoRetryAfterPartialAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			var retries atomic.Int64
-			s, p := front(t, testOptions(), func() *Route {
-				return &Route{Kind: "home", Name: "h", HomeID: "h", Upstream: upURL,
+			s, p := front(t, testOptions(), func() *forward.Route {
+				return &forward.Route{Kind: "home", Name: "h", HomeID: "h", Upstream: upURL,
 					Retry: func(context.Context) (*url.URL, error) {
 						retries.Add(1)
 						return upURL, nil

@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
@@ -145,7 +146,7 @@ func TestForwarderBodies(t *testing.T) {
 		framing.Store(strings.Join(r.TransferEncoding, ","))
 		answers[r.URL.Query().Get("answer")](w, r)
 	})
-	s, p := front(t, testOptions(), func() *Route { return &Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
+	s, p := front(t, testOptions(), func() *forward.Route { return &forward.Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
 	cases := []struct {
 		name, method, answer string
 		body                 io.Reader // nil: no body
@@ -212,7 +213,7 @@ func TestForwarderNoBodyAnswers(t *testing.T) {
 			w.WriteHeader(http.StatusNotModified)
 		}
 	})
-	s, p := front(t, testOptions(), func() *Route { return &Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
+	s, p := front(t, testOptions(), func() *forward.Route { return &forward.Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
 	cases := []struct {
 		method, path string
 		status       int
@@ -254,7 +255,7 @@ func TestForwarderTrailersAndInformational(t *testing.T) {
 		w.(http.Flusher).Flush()
 		w.Header().Set("X-Sum", "42")
 	})
-	s, p := front(t, testOptions(), func() *Route { return &Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
+	s, p := front(t, testOptions(), func() *forward.Route { return &forward.Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
 	var early []string
 	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
 		early = append(early, fmt.Sprintf("%d %s", code, h.Get("Link")))
@@ -484,7 +485,7 @@ func TestForwarderConcurrent(t *testing.T) {
 		_, _ = io.WriteString(w, "echo:"+r.URL.Query().Get("i"))
 	})
 	o := testOptions()
-	s, p := front(t, o, func() *Route { return &Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
+	s, p := front(t, o, func() *forward.Route { return &forward.Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	t.Cleanup(client.CloseIdleConnections)
 	var wg sync.WaitGroup
@@ -535,7 +536,7 @@ func TestForwarderReusesConnections(t *testing.T) {
 // through the Transport, and its body arrives.
 func TestForwarderExpectContinue(t *testing.T) {
 	up := newUpstream(t, nil)
-	s, _ := front(t, testOptions(), func() *Route { return &Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
+	s, _ := front(t, testOptions(), func() *forward.Route { return &forward.Route{Kind: "app", Name: "a", Upstream: up.url(t, "")} })
 	req := newReq(t, "PUT", s.URL+"/upload", strings.NewReader("the body"))
 	req.Header.Set("Expect", "100-continue")
 	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: 5 * time.Second}}

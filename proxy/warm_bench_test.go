@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/internal/h1test"
 )
 
@@ -59,7 +60,7 @@ func BenchmarkWarmGet(b *testing.B) {
 				b.Fatal(err)
 			}
 			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				p.Serve(w, r, &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u, RelayToken: c.token})
+				p.Serve(w, r, &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u, RelayToken: c.token})
 			})
 			front := "http://" + h1test.Serve(b, h)
 			if !c.loop {
@@ -118,7 +119,7 @@ func BenchmarkWarmPost(b *testing.B) {
 				b.Fatal(err)
 			}
 			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				route := &Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u}
+				route := &forward.Route{Kind: "node", Name: "n", HomeID: "h", Upstream: u}
 				if spool {
 					route.Acquire = func(http.ResponseWriter, *http.Request) (func(), bool) { return func() {}, true }
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/proxy"
 )
 
@@ -231,7 +232,7 @@ func (p *Path) waitSlot(w http.ResponseWriter, r *http.Request, id string) (done
 // Past limits.max_holds the wake is started and the waiting page served at
 // once (r answered, false); else release ends the hold.
 // since is when the navigation began to wait, for the page's clock.
-func (p *Path) holdSlot(w http.ResponseWriter, r *http.Request, id string, route *proxy.Route, since time.Time) (release func(), ok bool) {
+func (p *Path) holdSlot(w http.ResponseWriter, r *http.Request, id string, route *forward.Route, since time.Time) (release func(), ok bool) {
 	release, ok = p.gate.limits.Hold()
 	if ok {
 		return release, true

@@ -10,9 +10,9 @@ import (
 
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/endpoint"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -32,7 +32,7 @@ import (
 
 // serveSelfProbe forwards a self-probe: to a candidate as well as to a
 // published route, never waking a home and counting no session.
-func (p *Path) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *App, route *proxy.Route) {
+func (p *Path) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *App, route *forward.Route) {
 	if app.home == nil {
 		route.Upstream = app.upstream
 		p.proxy.Serve(w, r, route)
@@ -56,7 +56,7 @@ func (p *Path) serveSelfProbe(w http.ResponseWriter, r *http.Request, app *App, 
 
 // appUpstream is where a request for route goes on a home at endpoint: the
 // endpoint, joined with the app's base path for an app.
-func (p *Path) appUpstream(route *proxy.Route, endpoint *url.URL) *url.URL {
+func (p *Path) appUpstream(route *forward.Route, endpoint *url.URL) *url.URL {
 	if route.Kind == "app" {
 		if ar, ok := p.app(route.Name); ok {
 			return joinPath(endpoint, ar.cfg.Path)
@@ -82,7 +82,7 @@ func joinPath(u *url.URL, base string) *url.URL {
 // true when the route is published and the request may be forwarded, and
 // otherwise has answered: 503 with the phase and reason, or the waiting
 // page for a browser while the home wakes.
-func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route *proxy.Route) bool {
+func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route *forward.Route) bool {
 	slug := app.cfg.Slug
 	if p.observer.Stopped(slug) {
 		st, _ := p.observer.Status(slug)

@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/homes"
-	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
-// The request path asks the engine, the app observer, the session count
-// and the proxy for what it needs through the small interfaces below; the
-// gateway hands it the concrete values (*wake.Engine, *appstatus.Apps,
-// *proxy.Sessions, *proxy.Proxy).
+// The request path asks the lifecycle engine, the app observer, the
+// session count and the data plane for what it needs through the small
+// interfaces below; the gateway hands it values that implement them and
+// checks that they do (gateway/capabilities.go).
 
 // Engine is what the request path asks of the lifecycle engine.
 type Engine interface {
@@ -69,13 +70,13 @@ type Observer interface {
 // one Begin, one End per forwarded request, a WebSocket marked as such
 // while its relay runs.
 type Sessions interface {
-	Begin(id string) *proxy.Counter
-	End(c *proxy.Counter)
-	MarkWebSocket(c *proxy.Counter)
-	UnmarkWebSocket(c *proxy.Counter)
+	Begin(id string) *sessions.Counter
+	End(c *sessions.Counter)
+	MarkWebSocket(c *sessions.Counter)
+	UnmarkWebSocket(c *sessions.Counter)
 }
 
 // Forwarder forwards a request along its route (the data plane).
 type Forwarder interface {
-	Serve(w http.ResponseWriter, r *http.Request, route *proxy.Route)
+	Serve(w http.ResponseWriter, r *http.Request, route *forward.Route)
 }

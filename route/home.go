@@ -35,7 +35,7 @@ func (h *Home) Target() string { return h.spec.Target }
 // Token is the home's relay token ("" when it has none).
 func (h *Home) Token() string { return h.token }
 
-// Hooks are what a forward to a home hands the proxy (proxy.Route's
+// Hooks are what a forward to a home hands the proxy (forward.Route's
 // OnFailure and Retry): a failed forward drops the home's warm verdict,
 // and a replayable one is retried once after a fresh wake. They are made
 // once per home, so that a warm forward allocates none.

@@ -20,7 +20,7 @@ const CodeHomeAtCapacity = "home_at_capacity"
 // HomeConns caps the plain requests forwarded to each home at once
 // (proxy.max_conns_per_home). Every request forwarded to a home holds one
 // of its slots from the moment its body has been read ahead (the proxy
-// calls Acquire through proxy.Route.Acquire, proxy/spool.go) until the answer
+// calls Acquire through forward.Route.Acquire, proxy/spool.go) until the answer
 // has been relayed, so a slow upload holds only its own connection;
 // requests past the cap wait in order of arrival for a slot, bounded by
 // their own context and by maxWait. With the upstream keep-alive pool at

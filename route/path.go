@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/web"
 )
@@ -71,7 +71,7 @@ type Verdicts interface {
 // records nothing.
 type Exchange interface {
 	// Route is the request's one route, allocated with the writer.
-	Route() *proxy.Route
+	Route() *forward.Route
 	// AtEnd has f run when the request is over, which may be after its
 	// handler returned (a WebSocket relay).
 	AtEnd(f func())
@@ -190,12 +190,12 @@ func exchange(w http.ResponseWriter) Exchange {
 
 // newRoute returns the route of the request served through w: the one
 // its Exchange holds, else a new one. A request makes one route.
-func newRoute(w http.ResponseWriter, kind, name string) *proxy.Route {
-	var route *proxy.Route
+func newRoute(w http.ResponseWriter, kind, name string) *forward.Route {
+	var route *forward.Route
 	if x := exchange(w); x != nil {
 		route = x.Route()
 	} else {
-		route = &proxy.Route{}
+		route = &forward.Route{}
 	}
 	route.Kind, route.Name = kind, name
 	return route

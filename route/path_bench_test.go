@@ -13,8 +13,8 @@ import (
 	"github.com/wakegate/wakegate/access"
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/homes"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -22,14 +22,14 @@ import (
 // (route.Exchange), for the steps below.
 type benchExchange struct {
 	http.ResponseWriter
-	route         proxy.Route
+	route         forward.Route
 	status        int
 	fwd, headerAt time.Time
 }
 
-func (x *benchExchange) Route() *proxy.Route { return &x.route }
-func (x *benchExchange) AtEnd(func())        {}
-func (x *benchExchange) Forwarding()         { x.fwd = time.Now() }
+func (x *benchExchange) Route() *forward.Route { return &x.route }
+func (x *benchExchange) AtEnd(func())          {}
+func (x *benchExchange) Forwarding()           { x.fwd = time.Now() }
 func (x *benchExchange) Answer() (int, time.Time, time.Time) {
 	return x.status, x.fwd, x.headerAt
 }
@@ -96,7 +96,7 @@ func BenchmarkPathSteps(b *testing.B) {
 	})
 	b.Run("forward_hooks/old", func(b *testing.B) {
 		b.ReportAllocs()
-		route := &proxy.Route{}
+		route := &forward.Route{}
 		for b.Loop() {
 			id := home.ID()
 			route.OnFailure = func() { p.verdicts.Drop(id) }
@@ -109,7 +109,7 @@ func BenchmarkPathSteps(b *testing.B) {
 	})
 	b.Run("forward_hooks", func(b *testing.B) {
 		b.ReportAllocs()
-		route := &proxy.Route{}
+		route := &forward.Route{}
 		for b.Loop() {
 			hk := p.hooks(home)
 			route.OnFailure, route.Retry = hk.OnFailure, hk.Retry

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/internal/h1head"
 	"github.com/wakegate/wakegate/proxy"
 )
@@ -34,7 +35,7 @@ type Recorder struct {
 	// route is the request's route (newRoute), and reqID the value of its
 	// X-Request-Id header when the listener set it (SetRequestID): one
 	// allocation for the three.
-	route proxy.Route
+	route forward.Route
 	reqID [1]string
 	// limit names the limit that refused the request (MarkLimit), for
 	// the access log; "" when none did.
@@ -137,7 +138,7 @@ func (r *Recorder) Detach() (context.Context, func()) {
 }
 
 // Route is the request's one route (Exchange).
-func (r *Recorder) Route() *proxy.Route { return &r.route }
+func (r *Recorder) Route() *forward.Route { return &r.route }
 
 // AtEnd has f run when the request is over (Exchange).
 func (r *Recorder) AtEnd(f func()) { r.end.add(f) }

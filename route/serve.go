@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/proxy"
@@ -79,14 +80,14 @@ func (p *Path) serveNode(w http.ResponseWriter, r *http.Request, target string) 
 }
 
 // nodeRoute is the route of a request for home h.
-func (p *Path) nodeRoute(w http.ResponseWriter, h *Home) *proxy.Route {
+func (p *Path) nodeRoute(w http.ResponseWriter, h *Home) *forward.Route {
 	return newRoute(w, "node", h.spec.Target)
 }
 
 // serveHome counts the session, makes sure the home is awake and forwards.
 // The session is counted before the home is resolved, so that an idle
 // suspend either sees it or the request finds the verdict gone and waits.
-func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route *proxy.Route, sub string) {
+func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route *forward.Route, sub string) {
 	if route.Kind == "node" && !p.admit(w, r, "node", h.spec.Target, h) { // access.go
 		return
 	}
@@ -165,7 +166,7 @@ func (p *Path) serveHome(w http.ResponseWriter, r *http.Request, h *Home, route 
 }
 
 // forward sends r to home h, awake as a says.
-func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *proxy.Route, a homes.Awake) {
+func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *forward.Route, a homes.Awake) {
 	route.Upstream = p.appUpstream(route, a.Endpoint)
 	route.Waited = a.Waited
 	id := route.HomeID
@@ -200,7 +201,7 @@ func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *p
 }
 
 // mayQueue reports whether a caller of home h may be forwarded before
-// the home is proven ready (wake.EnsureQueued): only when the home's boot,
+// the home is proven ready (Engine.EnsureQueued): only when the home's boot,
 // bounded by its ready timeout, cannot outlast the forward's own wait for
 // an answer (proxy.home_response_header_timeout), which would end the
 // request with a 504 while the home still boots.
@@ -277,7 +278,7 @@ func (p *Path) writeError(w http.ResponseWriter, r *http.Request, err error) {
 
 // classify maps err to its public answer and logs the cause and the hint,
 // when there is one, with the request id.
-func (p *Path) classify(r *http.Request, err error) proxy.Classified {
+func (p *Path) classify(r *http.Request, err error) fault.Response {
 	c := proxy.StatusOf(err)
 	if c.Cause != "" {
 		level := slog.LevelInfo // the caller's mistake

@@ -13,7 +13,7 @@ import (
 
 	"github.com/wakegate/wakegate/appstatus"
 	"github.com/wakegate/wakegate/fault"
-	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/wakerecord"
 	"github.com/wakegate/wakegate/web"
 )
@@ -90,7 +90,7 @@ func (s waitSubject) root() string {
 // so that a page served once the home's own wake is over (an app whose
 // route still waits for its self-probe) does not say 0 s to a browser
 // that has waited the whole hold.
-func (p *Path) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *proxy.Route, since time.Time) {
+func (p *Path) serveWaitingPage(w http.ResponseWriter, r *http.Request, route *forward.Route, since time.Time) {
 	s, ok := p.waitSubjectOf(route.Kind, route.Name)
 	if !ok {
 		p.writeError(w, r, fault.New(fault.NotFound, "not_found", "There is no such home or app."))

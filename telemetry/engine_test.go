@@ -18,8 +18,8 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -64,7 +64,7 @@ func TestMetricsCountEveryWakeOfAStorm(t *testing.T) {
 	reg.MustRegister(em.collectors()...)
 	eng := wake.New(wake.Options{
 		Store: store, Providers: map[string]provider.Provider{"static": static},
-		Sessions: proxy.NewSessions(), Instance: "storm",
+		Sessions: sessions.New(), Instance: "storm",
 		WarmTTL: time.Hour, ReadyTimeout: time.Minute, RetryAfter: time.Second,
 		MaxConcurrent: 64, FailureBackoff: time.Second,
 		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",
@@ -151,7 +151,7 @@ func TestMetricsCountUnprovenStopOfFailedWake(t *testing.T) {
 	em := NewEngine()
 	eng := wake.New(wake.Options{
 		Store: store, Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": "http://" + closed}}},
-		Sessions: proxy.NewSessions(), Instance: "stop",
+		Sessions: sessions.New(), Instance: "stop",
 		WarmTTL: time.Hour, ReadyTimeout: 200 * time.Millisecond, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second,
 		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",

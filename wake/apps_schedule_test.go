@@ -13,7 +13,6 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // countingUpstream is an app upstream that answers status (200 until set)
@@ -168,7 +167,7 @@ func TestAppScheduleHomeChangeKicks(t *testing.T) {
 	if err := r.eng.Suspend(ctx, rigHome); err != nil {
 		t.Fatal(err)
 	}
-	bus.Publish(events.Event{Type: wake.EventSuspend, Home: rigHome})
+	bus.Publish(events.Event{Type: events.Suspend, Home: rigHome})
 	testbin.Eventually(t, "the app observed with its home asleep", func() bool {
 		st, _ := apps.Status("kick")
 		return st.Reason == appstatus.ReasonHomeSleeping

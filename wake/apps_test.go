@@ -86,7 +86,7 @@ func (r *standInRoutes) SelfProbe(ctx context.Context, slug string) (int, error)
 	defer r.mu.Unlock()
 	if !r.public[slug] {
 		r.public[slug] = true
-		r.bus.Publish(events.Event{Type: wake.EventRoutePublished, App: slug})
+		r.bus.Publish(events.Event{Type: events.RoutePublished, App: slug})
 	}
 	return res.StatusCode, nil
 }
@@ -96,7 +96,7 @@ func (r *standInRoutes) Withdraw(slug, reason string) {
 	defer r.mu.Unlock()
 	if r.public[slug] {
 		r.public[slug] = false
-		r.bus.Publish(events.Event{Type: wake.EventRouteWithdrawn, App: slug, Reason: reason})
+		r.bus.Publish(events.Event{Type: events.RouteWithdrawn, App: slug, Reason: reason})
 	}
 }
 
@@ -139,11 +139,11 @@ func newAppsWithRoutes(t *testing.T, eng *wake.Engine, specs ...registry.App) (*
 func appTrail(bus *events.Bus) []string {
 	var out []string
 	for _, e := range bus.Recent() {
-		if e.Type == appstatus.EventAppRegistered {
+		if e.Type == events.AppRegistered {
 			continue
 		}
 		s := e.Type
-		if e.Type == wake.EventAppPhase {
+		if e.Type == events.AppPhase {
 			s += " " + e.Phase + "/" + e.Reason
 		}
 		out = append(out, s)
@@ -413,8 +413,8 @@ func TestAppRegisteredComesFirst(t *testing.T) {
 				seen = append(seen, e.Type)
 			}
 		}
-		if len(seen) == 0 || seen[0] != appstatus.EventAppRegistered {
-			t.Fatalf("%s: events %v, want %s first", s.Slug, seen, appstatus.EventAppRegistered)
+		if len(seen) == 0 || seen[0] != events.AppRegistered {
+			t.Fatalf("%s: events %v, want %s first", s.Slug, seen, events.AppRegistered)
 		}
 	}
 }

@@ -125,6 +125,6 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		e.setStatus(h, registry.StatusFailed)
 		e.o.Metrics.HomeFailed()
 		e.o.Log.Error("home failed", "home", id, "reason", r.Reason)
-		e.o.Events.Publish(events.Event{Type: EventHomeFailed, Home: id, Message: r.Reason})
+		e.o.Events.Publish(events.Event{Type: events.HomeFailed, Home: id, Message: r.Reason})
 	}
 }

@@ -27,9 +27,9 @@ import (
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -78,7 +78,7 @@ func (r *rig) waitEvents(n int, types ...string) []events.Event {
 }
 
 // wakeEnds are the event types of a finished wake.
-var wakeEnds = []string{wake.EventWakeReady, wake.EventWakeFailed}
+var wakeEnds = []string{events.WakeReady, events.WakeFailed}
 
 // waitTicks waits until the idle loop has finished n more rounds.
 func (r *rig) waitTicks(n uint64) {
@@ -113,7 +113,7 @@ type rig struct {
 	data  string
 	store *bolt.Store
 	exec  *execprov.Provider
-	sess  *proxy.Sessions
+	sess  *sessions.Table
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
 	bus   *events.Bus
@@ -144,7 +144,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	if o.command != nil {
 		command = o.command
 	}
-	r := &rig{t: t, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{}, bus: events.NewBus(64)}
+	r := &rig{t: t, data: t.TempDir(), sess: sessions.New(), logs: &testbin.LogBuffer{}, bus: events.NewBus(64)}
 	r.sub = r.bus.Subscribe(4096)
 	t.Cleanup(r.sub.Close)
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -481,7 +481,7 @@ func TestEngineReadyTimeoutFailsEveryCaller(t *testing.T) {
 	if rec.Status != registry.StatusSuspended || rec.WantRunning || rec.Verdict != registry.VerdictNone {
 		t.Fatalf("stored record after failed wake: %+v", rec)
 	}
-	if len(evs) != 1 || evs[0].Type != wake.EventWakeFailed || evs[0].StopProven == nil || !*evs[0].StopProven {
+	if len(evs) != 1 || evs[0].Type != events.WakeFailed || evs[0].StopProven == nil || !*evs[0].StopProven {
 		t.Fatalf("wake events %+v: want one wake.failed with stop_proven=true", evs)
 	}
 	// The proven stop reaches the engine's state (for the admin API), not
@@ -526,7 +526,7 @@ func TestEngineReadySignalNeverPassesAlone(t *testing.T) {
 	if r.eng.Warm(rigHome) {
 		t.Fatal("a ready signal alone gave the home a warm verdict")
 	}
-	if evs := r.waitEvents(1, wakeEnds...); len(evs) != 1 || evs[0].Type != wake.EventWakeFailed {
+	if evs := r.waitEvents(1, wakeEnds...); len(evs) != 1 || evs[0].Type != events.WakeFailed {
 		t.Fatalf("wake events %+v, want one wake.failed", evs)
 	}
 }
@@ -550,7 +550,7 @@ func TestEngineLeaseKeepsHomeAwake(t *testing.T) {
 	if rec := r.record(); rec.Status != registry.StatusRunning {
 		t.Fatalf("status %s during the lease, want running", rec.Status)
 	}
-	if evs := r.waitEvents(0, wake.EventSuspend); len(evs) != 0 {
+	if evs := r.waitEvents(0, events.Suspend); len(evs) != 0 {
 		t.Fatal("a home with a live lease was suspended")
 	}
 	testbin.Eventually(t, "the home is suspended after its lease expires", func() bool {
@@ -637,7 +637,7 @@ func TestEngineWakeLogLine(t *testing.T) {
 	if j := fields(lines[1])["joined"]; j != "0" {
 		t.Fatalf("second wake: joined=%s, want 0", j)
 	}
-	if n := len(r.waitEvents(1, wake.EventSuspend)); n != 1 {
+	if n := len(r.waitEvents(1, events.Suspend)); n != 1 {
 		t.Fatalf("%d suspends, want 1", n)
 	}
 }
@@ -710,13 +710,13 @@ func TestEngineBacksOffFailingHome(t *testing.T) {
 	}
 	// A wake's event follows its callers' release: wait for both.
 	r.waitEvents(2, wakeEnds...)
-	starts := len(r.waitEvents(2, wake.EventWakeStart))
+	starts := len(r.waitEvents(2, events.WakeStart))
 	err := try()
 	fe, ok := fault.As(err)
 	if !ok || fe.Code != homefault.CodeWakeBackoff || fe.Kind != fault.Failed || fe.RetryAfter < time.Second {
 		t.Fatalf("third wake: %v, want failed wake_backoff with a Retry-After of at least 1s", err)
 	}
-	if n := len(r.waitEvents(starts, wake.EventWakeStart)); n != starts {
+	if n := len(r.waitEvents(starts, events.WakeStart)); n != starts {
 		t.Fatalf("a backed-off caller started a wake: %d wake starts, had %d", n, starts)
 	}
 }
@@ -835,7 +835,7 @@ func TestEngineWakeEndsWhenProviderGivesUp(t *testing.T) {
 	if err != nil || st.Status != registry.StatusFailed || !strings.Contains(st.Reason, "exit status") {
 		t.Fatalf("stored state %+v, %v; want failed with the exit status", st, err)
 	}
-	starts := len(r.waitEvents(1, wake.EventWakeStart))
+	starts := len(r.waitEvents(1, events.WakeStart))
 	for range 3 {
 		if err := r.eng.Start(rigHome); codeOf(err) != homefault.CodeHomeFailed {
 			t.Fatalf("a poll of a failed home: %v, want home_failed", err)
@@ -844,7 +844,7 @@ func TestEngineWakeEndsWhenProviderGivesUp(t *testing.T) {
 	if _, _, ok := r.eng.Progress(rigHome); ok {
 		t.Fatal("a poll of a failed home started a wake")
 	}
-	if n := len(r.waitEvents(starts, wake.EventWakeStart)); n != starts {
+	if n := len(r.waitEvents(starts, events.WakeStart)); n != starts {
 		t.Fatalf("polls of a failed home started %d wakes", n-starts)
 	}
 }

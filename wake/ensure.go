@@ -629,7 +629,7 @@ func (e *Engine) join(h *home, cause string, operator bool) (*flight, *verdict, 
 	f.ctx, f.abort = context.WithCancelCause(e.ctx)
 	f.phase.Store("queued")
 	h.flight = f
-	e.o.Events.Publish(events.Event{Type: EventWakeStart, Home: h.spec.ID, Cause: f.cause})
+	e.o.Events.Publish(events.Event{Type: events.WakeStart, Home: h.spec.ID, Cause: f.cause})
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

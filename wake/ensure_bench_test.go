@@ -11,8 +11,8 @@ import (
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -33,7 +33,7 @@ func warmEngine(b *testing.B) *wake.Engine {
 	static := &provider.Static{Endpoints: map[string]string{"h1": "http://" + ln.Addr().String()}}
 	e := wake.New(wake.Options{
 		Store: store, Providers: map[string]provider.Provider{"static": static},
-		Sessions: proxy.NewSessions(), Instance: "bench",
+		Sessions: sessions.New(), Instance: "bench",
 		WarmTTL: time.Hour, ReadyTimeout: 5 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second,
 		Probe:       probe.Spec{Kind: probe.TCP},

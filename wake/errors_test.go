@@ -13,7 +13,7 @@ import (
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/proxy"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -27,7 +27,7 @@ func TestWakeErrorKeepsCauseOutOfMessageAndHints(t *testing.T) {
 	e := wake.New(wake.Options{
 		Store:     lcStore(t),
 		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": srv.URL}}},
-		Sessions:  proxy.NewSessions(), Instance: "test",
+		Sessions:  sessions.New(), Instance: "test",
 		WarmTTL: time.Minute, ReadyTimeout: time.Second, RetryAfter: 2 * time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second, RelayHeader: "X-Wakegate-Relay",
 		Log: slog.New(slog.DiscardHandler),

@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // heldCallers makes n requests' wakes of the rig's home and checks that
 // each gets home_failed and that none starts a wake or a process.
 func heldCallers(t *testing.T, r *rig, n int) {
 	t.Helper()
-	starts := len(r.waitEvents(0, wake.EventWakeStart))
+	starts := len(r.waitEvents(0, events.WakeStart))
 	for i := range n {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := r.eng.EnsureAwake(ctx, rigHome)
@@ -29,7 +29,7 @@ func heldCallers(t *testing.T, r *rig, n int) {
 	if _, _, ok := r.eng.Progress(rigHome); ok {
 		t.Fatal("a request after the give-up started a wake")
 	}
-	if got := len(r.waitEvents(0, wake.EventWakeStart)); got != starts {
+	if got := len(r.waitEvents(0, events.WakeStart)); got != starts {
 		t.Fatalf("requests after the give-up started %d wakes", got-starts)
 	}
 	if pids := testbin.HomePIDs(t, r.homeDir()); len(pids) != 0 {

@@ -15,9 +15,9 @@ import (
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -124,7 +124,7 @@ func giveUpEngine(t *testing.T, prov provider.Provider) (*wake.Engine, registry.
 	t.Cleanup(func() { _ = store.Close() })
 	eng := wake.New(wake.Options{
 		Store: store, Providers: map[string]provider.Provider{"static": prov},
-		Sessions: proxy.NewSessions(), Instance: "giveup",
+		Sessions: sessions.New(), Instance: "giveup",
 		WarmTTL: time.Hour, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second, FailureBackoffMax: time.Second,
 		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // registerSleepers registers n more homes of the rig's provider that are
@@ -55,7 +55,7 @@ func TestAwakeSetFollowsStatus(t *testing.T) {
 	r := newRig(t, rigOptions{tick: 5 * time.Millisecond, idle: 50 * time.Millisecond})
 	r.registerSleepers(3)
 	r.ensure()
-	r.waitEvents(1, wake.EventSuspend)
+	r.waitEvents(1, events.Suspend)
 	testbin.Eventually(t, "the suspended home out of the awake set", func() bool { return r.eng.Stats().Awake == 0 })
 	if st := r.record().Status; st != registry.StatusSuspended {
 		t.Fatalf("status = %s, want suspended", st)

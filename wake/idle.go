@@ -234,7 +234,7 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			}
 			e.o.Metrics.Suspended(s.how)
 			e.o.Log.Info("suspend", "home", id, "how", s.how, "proven", s.proven, "ms", ms(time.Since(start)))
-			e.o.Events.Publish(events.Event{Type: EventSuspend, Home: id, Reason: s.how, TotalMS: ms(time.Since(start))})
+			e.o.Events.Publish(events.Event{Type: events.Suspend, Home: id, Reason: s.how, TotalMS: ms(time.Since(start))})
 			return nil
 		}})
 }

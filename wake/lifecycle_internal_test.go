@@ -12,9 +12,9 @@ import (
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 )
 
 // refusedLocks is the bolt store, telling when a lock was refused.
@@ -62,7 +62,7 @@ func TestWakeWaitsOnTheHoldersBroadcast(t *testing.T) {
 	e := New(Options{
 		Store:     store,
 		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": "http://" + ln.Addr().String()}}},
-		Sessions:  proxy.NewSessions(), Instance: "me",
+		Sessions:  sessions.New(), Instance: "me",
 		WarmTTL: time.Minute, ReadyTimeout: time.Hour, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second,
 		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",

@@ -17,9 +17,9 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -55,7 +55,7 @@ func lcListener(t *testing.T) (addr string, accepted *atomic.Int64) {
 // proven by a tcp probe.
 func lcEngine(t *testing.T, store registry.Store, instance, endpoint string, bus *events.Bus) *wake.Engine {
 	t.Helper()
-	o := lcOptions(t, store, proxy.NewSessions(), endpoint)
+	o := lcOptions(t, store, sessions.New(), endpoint)
 	o.Instance, o.Events = instance, bus
 	e := wake.New(o)
 	t.Cleanup(e.Close)
@@ -67,7 +67,7 @@ func lcEngine(t *testing.T, store registry.Store, instance, endpoint string, bus
 
 // lcOptions are the options of lcEngine: one static home h1 at endpoint,
 // proven by a tcp probe, with sessions.
-func lcOptions(t *testing.T, store registry.Store, sessions *proxy.Sessions, endpoint string) wake.Options {
+func lcOptions(t *testing.T, store registry.Store, sessions *sessions.Table, endpoint string) wake.Options {
 	t.Helper()
 	return wake.Options{
 		Store:     store,
@@ -217,7 +217,7 @@ func TestWakeCutByCloseIsShuttingDown(t *testing.T) {
 	e := wake.New(wake.Options{
 		Store:     lcStore(t),
 		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h1": "http://" + closed}}},
-		Sessions:  proxy.NewSessions(), Instance: "test",
+		Sessions:  sessions.New(), Instance: "test",
 		WarmTTL: time.Minute, ReadyTimeout: time.Hour, RetryAfter: time.Second,
 		MaxConcurrent: 1, FailureBackoff: time.Second,
 		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: "X-Wakegate-Relay",

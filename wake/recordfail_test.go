@@ -20,9 +20,9 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -117,7 +117,7 @@ func (r *frig) start(fail func(registry.Home) bool) {
 	}
 	r.eng = wake.New(wake.Options{
 		Store: r.store, Providers: map[string]provider.Provider{"exec": r.exec},
-		Sessions: proxy.NewSessions(), Instance: "test",
+		Sessions: sessions.New(), Instance: "test",
 		WarmTTL: time.Minute, ReadyTimeout: 3 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: 10 * time.Millisecond,
 		RelayHeader: demohome.RelayHeader, Log: log.With("component", "wake"),

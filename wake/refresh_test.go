@@ -15,10 +15,10 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -125,7 +125,7 @@ func newNoticeRig(t *testing.T, budget int) *noticeRig {
 		testbin.KillHomes(data)
 	})
 	r.eng = wake.New(wake.Options{
-		Store: r.store, Providers: map[string]provider.Provider{"exec": ex}, Sessions: proxy.NewSessions(),
+		Store: r.store, Providers: map[string]provider.Provider{"exec": ex}, Sessions: sessions.New(),
 		Instance: "test", WarmTTL: time.Minute, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: time.Second, RelayHeader: demohome.RelayHeader, Log: log,
 	})

@@ -23,9 +23,9 @@ import (
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	execprov "github.com/wakegate/wakegate/provider/exec"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -38,7 +38,7 @@ type rollRig struct {
 	data  string
 	store *bolt.Store
 	exec  *execprov.Provider
-	sess  *proxy.Sessions
+	sess  *sessions.Table
 	eng   *wake.Engine
 	logs  *testbin.LogBuffer
 	bus   *events.Bus
@@ -105,7 +105,7 @@ func newRollRig(t testing.TB, bin string, mode wake.RollMode) *rollRig {
 	if bin == "" {
 		bin = testbin.Build(t)
 	}
-	r := &rollRig{t: t, bin: bin, data: t.TempDir(), sess: proxy.NewSessions(), logs: &testbin.LogBuffer{},
+	r := &rollRig{t: t, bin: bin, data: t.TempDir(), sess: sessions.New(), logs: &testbin.LogBuffer{},
 		bus: events.NewBus(64), ops: &rollOps{}}
 	log := slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
@@ -546,7 +546,7 @@ func TestRollNeverRollsHomeWithNoVersion(t *testing.T) {
 	e := wake.New(wake.Options{
 		Store:     store,
 		Providers: map[string]provider.Provider{"static": &provider.Static{Endpoints: map[string]string{"h3": "http://" + addr}}},
-		Sessions:  proxy.NewSessions(), Instance: "test",
+		Sessions:  sessions.New(), Instance: "test",
 		WarmTTL: time.Minute, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: time.Second,
 		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: demohome.RelayHeader,

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 )
 
 // slowReports is the bolt store whose session reports wait for release:
@@ -38,7 +38,7 @@ func TestOthersDoesNotWaitForReportInFlight(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = bolt.Close() })
 	store := slowReports{Store: bolt, entered: make(chan struct{}), release: make(chan struct{})}
-	e := New(Options{Store: store, Providers: map[string]provider.Provider{}, Sessions: proxy.NewSessions(),
+	e := New(Options{Store: store, Providers: map[string]provider.Provider{}, Sessions: sessions.New(),
 		Instance: "me", MaxConcurrent: 1, Log: slog.New(slog.DiscardHandler)})
 	t.Cleanup(e.Close)
 	ctx := context.Background()

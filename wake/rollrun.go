@@ -102,14 +102,14 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		return homes.Awake{}, err
 	}
 	r.stats.Started.Add(1)
-	e.o.Events.Publish(events.Event{Type: EventRollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause})
+	e.o.Events.Publish(events.Event{Type: events.RollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause})
 	e.o.Log.Info("roll", "home", id, "step", "start", "version", t.Version, "prior_version", prior)
 
 	endpoint, err := r.attempt(ctx, w, prov, t.Version, releaseOf(t), run.ready)
 	if errors.Is(err, provider.ErrUnsupported) {
 		r.stats.Unsupported.Add(1)
 		e.o.Log.Warn("roll: the home's provider cannot recreate it; waking without a roll", "home", id)
-		e.o.Events.Publish(events.Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
+		e.o.Events.Publish(events.Event{Type: events.RollDone, Home: id, Version: t.Version, PriorVersion: prior,
 			Reason: "unsupported", Message: "the provider cannot recreate homes; woken without a roll"})
 		return homes.Awake{}, errRollUnsupported
 	}
@@ -119,7 +119,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		e.o.Metrics.Rolled("done")
 		total := time.Since(w.start)
 		e.o.Log.Info("roll", "home", id, "step", "done", "version", t.Version, "prior_version", prior, "total_ms", ms(total))
-		e.o.Events.Publish(events.Event{Type: EventRollDone, Home: id, Version: t.Version, PriorVersion: prior,
+		e.o.Events.Publish(events.Event{Type: events.RollDone, Home: id, Version: t.Version, PriorVersion: prior,
 			Cause: run.cause, TotalMS: ms(total)})
 		return homes.Awake{Endpoint: endpoint}, nil
 	}
@@ -154,9 +154,9 @@ func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provide
 		r.stats.RolledBack.Add(1)
 		e.o.Metrics.Rolled("rolled_back")
 		msg := rollText(rollErr)
-		e.o.Log.Error("roll", "alert", EventRollRolledBack, "home", id, "bad_version", t.Version,
+		e.o.Log.Error("roll", "alert", events.RollRolledBack, "home", id, "bad_version", t.Version,
 			"restored_version", prior, "err", msg, "hint", rolledBackHint(id, t.Version, prior, rollErr))
-		e.o.Events.Publish(events.Event{Type: EventRollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause,
+		e.o.Events.Publish(events.Event{Type: events.RollRolledBack, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause,
 			Message: "roll to " + t.Version + " failed and was rolled back to " + prior + ": " + msg})
 		return homes.Awake{Endpoint: endpoint}, nil
 	}
@@ -185,10 +185,10 @@ func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provide
 	r.stats.Incidents.Add(1)
 	e.o.Metrics.Rolled("incident")
 	fe := homefault.RollIncident(e.o.RetryAfter, errors.New(msg), rbErr)
-	e.o.Log.Error("roll", "alert", EventRollIncident, "home", id, "bad_version", t.Version,
+	e.o.Log.Error("roll", "alert", events.RollIncident, "home", id, "bad_version", t.Version,
 		"prior_version", prior, "stop_proven", s.proven, "err", msg, "hint", fe.Hint)
 	proven := s.proven
-	e.o.Events.Publish(events.Event{Type: EventRollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause,
+	e.o.Events.Publish(events.Event{Type: events.RollIncident, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause,
 		StopProven: &proven, Message: "roll to " + t.Version + " and rollback to " + prior + " failed: " + msg})
 	return homes.Awake{}, fe
 }

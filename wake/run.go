@@ -706,13 +706,13 @@ func (w *wakeRun) finish(err error) {
 			ev.StopProven = &proven
 		}
 		e.o.Log.Error("wake", attrs...)
-		ev.Type, ev.Message = EventWakeFailed, err.Error()
+		ev.Type, ev.Message = events.WakeFailed, err.Error()
 		e.o.Events.Publish(ev)
 		return
 	}
 	attrs = append(attrs, "outcome", "ready")
 	e.o.Log.Info("wake", attrs...)
-	ev.Type = EventWakeReady
+	ev.Type = events.WakeReady
 	e.o.Events.Publish(ev)
 }
 

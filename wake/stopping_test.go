@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/homes"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -15,7 +15,7 @@ import (
 // its live sessions, the one counted before the drop included.
 func TestQuiesceHomeDropsVerdictThenCounts(t *testing.T) {
 	addr, _ := lcListener(t)
-	sessions := proxy.NewSessions()
+	sessions := sessions.New()
 	e := wake.New(lcOptions(t, lcStore(t), sessions, "http://"+addr))
 	t.Cleanup(e.Close)
 	if err := e.Register(context.Background(), homes.Spec{ID: "h1", Target: "alice", Provider: "static"}); err != nil {

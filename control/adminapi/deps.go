@@ -12,9 +12,9 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -87,8 +87,8 @@ type Deps[H Home] struct {
 	Log           *slog.Logger
 }
 
-// Engine is what the admin API asks of the wake engine (wake.Engine):
-// what it knows of each home and the operator's actions on one.
+// Engine is what the admin API asks of the lifecycle engine: what it knows
+// of each home and the operator's actions on one.
 type Engine interface {
 	Warm(id string) bool
 	Progress(id string) (phase string, elapsed time.Duration, ok bool)
@@ -107,11 +107,11 @@ type Engine interface {
 }
 
 // Sessions is what the admin API reads of the sessions counted on
-// this gateway (proxy.Sessions).
+// this gateway (sessions.Table).
 type Sessions interface {
 	Count(id string) int
 	IdleSince(id string) time.Time
-	Kinds(id string) proxy.SessionKinds
+	Kinds(id string) sessions.Kinds
 }
 
 // AppObserver is what the admin API asks of the app observer (appstatus.Apps):

@@ -13,8 +13,8 @@
 // registrar, the home and app tables, the engine, the app observer, the
 // sessions, the leases and the gateway's own state through small
 // interfaces declared in deps.go, which control.Registrar, the gateway's
-// tables, wake.Engine, appstatus.Apps and proxy.Sessions implement (the
-// gateway checks that they do, gateway/capabilities.go). It imports
+// tables, the lifecycle engine, the app observer and the session count
+// implement (the gateway checks that they do, gateway/capabilities.go). It imports
 // package control for the control plane's conversions (DeclSpec,
 // ResolveToken) and values (ServedApp, ReloadSummary); control knows
 // neither it nor package admin. A provider's optional powers (logs,

@@ -7,7 +7,7 @@ import (
 )
 
 // RefreshHome asks home id's provider for its state, makes the stored
-// record agree (wake.Engine.Refresh), and answers what it found with the
+// record agree (Engine.Refresh), and answers what it found with the
 // home as it is afterwards.
 func (a *Backend[H]) RefreshHome(ctx context.Context, id string) (admin.RefreshView, error) {
 	h, err := a.home(id)

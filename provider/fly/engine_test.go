@@ -26,9 +26,9 @@ import (
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/provider/fly/flyfake"
-	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -229,7 +229,7 @@ type engineRig struct {
 	t     *testing.T
 	w     world
 	store *bolt.Store
-	sess  *proxy.Sessions
+	sess  *sessions.Table
 	eng   *wake.Engine
 	bus   *events.Bus
 }
@@ -240,7 +240,7 @@ type rigTimes struct{ idle, tick, ready time.Duration }
 
 func newEngineRig(t *testing.T, w world, tm rigTimes) *engineRig {
 	t.Helper()
-	r := &engineRig{t: t, w: w, sess: proxy.NewSessions(), bus: events.NewBus(64)}
+	r := &engineRig{t: t, w: w, sess: sessions.New(), bus: events.NewBus(64)}
 	var err error
 	if r.store, err = bolt.Open(filepath.Join(t.TempDir(), "state.db"), bolt.Options{}); err != nil {
 		t.Fatal(err)

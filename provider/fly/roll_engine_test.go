@@ -13,7 +13,6 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/registry"
-	"github.com/wakegate/wakegate/wake"
 )
 
 // updatedImages are the images of the machine updates the fake API
@@ -134,7 +133,7 @@ func TestEngineRollWhileLeaseHeld(t *testing.T) {
 		}
 		var incident []events.Event
 		for _, ev := range r.bus.Recent() {
-			if ev.Home == home && ev.Type == wake.EventRollIncident {
+			if ev.Home == home && ev.Type == events.RollIncident {
 				incident = append(incident, ev)
 			}
 		}

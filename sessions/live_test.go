@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // 10,000 homes touched and three in use, the live list holds three, and
 // it empties once their sessions end.
 func TestSnapshotVisitsHomesInUse(t *testing.T) {
-	s := NewSessions()
+	s := New()
 	for i := range 10000 {
 		s.Touch(fmt.Sprintf("h%05d", i))
 	}
@@ -40,7 +40,7 @@ func TestSnapshotVisitsHomesInUse(t *testing.T) {
 // reported: a counter unlisted by Snapshot at the moment a Begin counted
 // it must be listed again.
 func TestSnapshotNeverMissesHeldSession(t *testing.T) {
-	s := NewSessions()
+	s := New()
 	const homes = 64
 	stop := make(chan struct{})
 	var snaps sync.WaitGroup

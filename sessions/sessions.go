@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"sync"
@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// Sessions counts live sessions per home: in-flight HTTP requests, open
+// Table counts live sessions per home: in-flight HTTP requests, open
 // WebSockets (until their hijacked connection closes) and leases. It is the
 // one place sessions are counted; idle suspend and rolls read it.
-type Sessions struct {
+type Table struct {
 	mu    sync.RWMutex
 	homes map[string]*Counter
 	now   func() time.Time
@@ -23,8 +23,8 @@ type Sessions struct {
 	live   []*Counter
 }
 
-// Counter is the session count of one home. Obtain it from Sessions.Begin
-// and hand it back to Sessions.End exactly once.
+// Counter is the session count of one home. Obtain it from Table.Begin
+// and hand it back to Table.End exactly once.
 type Counter struct {
 	id string
 	n  atomic.Int64
@@ -32,7 +32,7 @@ type Counter struct {
 	ws atomic.Int64
 	// idleSince is when the count last fell to zero (unix nanoseconds).
 	idleSince atomic.Int64
-	// listed is true while the counter is in Sessions.live.
+	// listed is true while the counter is in Table.live.
 	listed atomic.Bool
 
 	mu     sync.Mutex
@@ -40,12 +40,12 @@ type Counter struct {
 	nextID uint64
 }
 
-// NewSessions returns an empty session table.
-func NewSessions() *Sessions {
-	return &Sessions{homes: map[string]*Counter{}, now: time.Now}
+// New returns an empty session table.
+func New() *Table {
+	return &Table{homes: map[string]*Counter{}, now: time.Now}
 }
 
-func (s *Sessions) counter(id string) *Counter {
+func (s *Table) counter(id string) *Counter {
 	s.mu.RLock()
 	c := s.homes[id]
 	s.mu.RUnlock()
@@ -64,7 +64,7 @@ func (s *Sessions) counter(id string) *Counter {
 
 // Begin counts one session of home id and returns its counter, to be passed
 // to End when the session is over. An empty id counts nothing and returns nil.
-func (s *Sessions) Begin(id string) *Counter {
+func (s *Table) Begin(id string) *Counter {
 	if id == "" {
 		return nil
 	}
@@ -77,7 +77,7 @@ func (s *Sessions) Begin(id string) *Counter {
 }
 
 // list puts c in the live list unless it is there.
-func (s *Sessions) list(c *Counter) {
+func (s *Table) list(c *Counter) {
 	if c.listed.CompareAndSwap(false, true) {
 		s.liveMu.Lock()
 		s.live = append(s.live, c)
@@ -87,7 +87,7 @@ func (s *Sessions) list(c *Counter) {
 
 // End ends one session begun with Begin. A nil counter is ignored. The count
 // never goes below zero.
-func (s *Sessions) End(c *Counter) {
+func (s *Table) End(c *Counter) {
 	if c == nil {
 		return
 	}
@@ -107,7 +107,7 @@ func (s *Sessions) End(c *Counter) {
 
 // Lease keeps home id counted as in session until ttl has passed or
 // EndLease is called. It returns the lease's id.
-func (s *Sessions) Lease(id string, ttl time.Duration) uint64 {
+func (s *Table) Lease(id string, ttl time.Duration) uint64 {
 	c := s.counter(id)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -122,7 +122,7 @@ func (s *Sessions) Lease(id string, ttl time.Duration) uint64 {
 
 // EndLease ends a lease early. It reports whether the lease was live. Ending
 // a lease that had already expired leaves the home idle since its expiry.
-func (s *Sessions) EndLease(id string, lease uint64) bool {
+func (s *Table) EndLease(id string, lease uint64) bool {
 	s.mu.RLock()
 	c := s.homes[id]
 	s.mu.RUnlock()
@@ -164,7 +164,7 @@ func (c *Counter) liveLeasesLocked(now time.Time) map[uint64]time.Time {
 
 // Count returns the live sessions of home id: requests, WebSockets and
 // unexpired leases.
-func (s *Sessions) Count(id string) int {
+func (s *Table) Count(id string) int {
 	s.mu.RLock()
 	c := s.homes[id]
 	s.mu.RUnlock()
@@ -174,7 +174,7 @@ func (s *Sessions) Count(id string) int {
 	return s.countOf(c)
 }
 
-func (s *Sessions) countOf(c *Counter) int {
+func (s *Table) countOf(c *Counter) int {
 	n := int(c.n.Load())
 	c.mu.Lock()
 	n += len(c.liveLeasesLocked(s.now()))
@@ -184,7 +184,7 @@ func (s *Sessions) countOf(c *Counter) int {
 
 // IdleSince returns when home id last had no session, or the zero time if
 // it has sessions now. A home never seen counts as idle since the epoch.
-func (s *Sessions) IdleSince(id string) time.Time {
+func (s *Table) IdleSince(id string) time.Time {
 	if s.Count(id) > 0 {
 		return time.Time{}
 	}
@@ -199,12 +199,12 @@ func (s *Sessions) IdleSince(id string) time.Time {
 
 // Touch marks home id as active now without counting a session, so that a
 // fresh wake is not suspended before its first request arrives.
-func (s *Sessions) Touch(id string) {
+func (s *Table) Touch(id string) {
 	s.counter(id).idleSince.Store(s.now().UnixNano())
 }
 
 // Snapshot returns the live count of every home that has sessions.
-func (s *Sessions) Snapshot() map[string]int {
+func (s *Table) Snapshot() map[string]int {
 	s.liveMu.Lock()
 	defer s.liveMu.Unlock()
 	out := map[string]int{}

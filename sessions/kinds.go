@@ -1,13 +1,12 @@
-package proxy
+package sessions
 
 import (
-	"net/http"
 	"sort"
 	"time"
 )
 
-// SessionKinds is the live sessions of one home by kind.
-type SessionKinds struct {
+// Kinds is the live sessions of one home by kind.
+type Kinds struct {
 	// Requests are in-flight HTTP requests (WebSocket upgrades excluded).
 	Requests int `json:"requests"`
 	// WebSockets are open WebSockets, counted from their upgrade request
@@ -25,7 +24,7 @@ type LeaseInfo struct {
 
 // MarkWebSocket counts the session of c, begun with Begin, as a WebSocket
 // until UnmarkWebSocket. A nil counter is ignored.
-func (s *Sessions) MarkWebSocket(c *Counter) {
+func (s *Table) MarkWebSocket(c *Counter) {
 	if c != nil {
 		c.ws.Add(1)
 	}
@@ -33,7 +32,7 @@ func (s *Sessions) MarkWebSocket(c *Counter) {
 
 // UnmarkWebSocket undoes MarkWebSocket; call it before End. The count
 // never goes below zero.
-func (s *Sessions) UnmarkWebSocket(c *Counter) {
+func (s *Table) UnmarkWebSocket(c *Counter) {
 	if c == nil {
 		return
 	}
@@ -46,11 +45,11 @@ func (s *Sessions) UnmarkWebSocket(c *Counter) {
 }
 
 // Kinds returns the live sessions of home id by kind.
-func (s *Sessions) Kinds(id string) SessionKinds {
+func (s *Table) Kinds(id string) Kinds {
 	s.mu.RLock()
 	c := s.homes[id]
 	s.mu.RUnlock()
-	k := SessionKinds{Leases: []LeaseInfo{}}
+	k := Kinds{Leases: []LeaseInfo{}}
 	if c == nil {
 		return k
 	}
@@ -65,6 +64,3 @@ func (s *Sessions) Kinds(id string) SessionKinds {
 	sort.Slice(k.Leases, func(i, j int) bool { return k.Leases[i].ExpiresAt.Before(k.Leases[j].ExpiresAt) })
 	return k
 }
-
-// IsWebSocket reports whether r asks for a WebSocket upgrade.
-func IsWebSocket(r *http.Request) bool { return isWebSocket(r) }

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"sync"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// fakeClock is a settable clock for Sessions.now.
+// fakeClock is a settable clock for Table.now.
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -26,9 +26,9 @@ func (c *fakeClock) Advance(d time.Duration) time.Time {
 	return c.t
 }
 
-func newTestSessions() (*Sessions, *fakeClock) {
+func newTestSessions() (*Table, *fakeClock) {
 	clk := &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	s := NewSessions()
+	s := New()
 	s.now = clk.Now
 	return s, clk
 }
@@ -213,7 +213,7 @@ func TestSessionsLeaseAndRequestTogether(t *testing.T) {
 }
 
 func TestSessionsConcurrentNeverNegative(t *testing.T) {
-	s := NewSessions()
+	s := New()
 	const workers, rounds = 100, 200
 	homes := []string{"a", "b", "c"}
 	var negative atomic.Int64
@@ -275,7 +275,7 @@ func TestSessionsConcurrentNeverNegative(t *testing.T) {
 
 // rawCount returns the request counter of home id without leases (0 for
 // none).
-func rawCount(s *Sessions, id string) int64 {
+func rawCount(s *Table, id string) int64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if c := s.homes[id]; c != nil {

@@ -1,4 +1,4 @@
-package proxy
+package sessions
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 
 // TestSessionKinds counts requests, WebSockets and leases apart.
 func TestSessionKinds(t *testing.T) {
-	s := NewSessions()
+	s := New()
 	now := time.Unix(1000, 0)
 	s.now = func() time.Time { return now }
 	req := s.Begin("h")
