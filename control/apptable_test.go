@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/appstatus"
+	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/sessions"
@@ -94,7 +95,7 @@ func newTestTable(t *testing.T) (*AppTable[*testRoute], *SelfProber) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	e := wake.New(wake.Options{Store: st, Sessions: sessions.New(), Instance: "test", Log: log})
+	e := wake.New(wake.Options{Store: st, Sessions: sessions.New(), Instance: "test", Log: log, Events: events.NewBus(64)})
 	t.Cleanup(e.Close)
 	p := NewSelfProber(2 * time.Second)
 	tab := NewAppTable(AppTableOptions[*testRoute]{Routes: testMaker{}, Engine: e, Store: st, Instance: "test",
@@ -245,15 +246,22 @@ func TestAppTableLoopsFollowInstallsAndTheOwner(t *testing.T) {
 		}
 	}()
 
+	// A publication is an event about the app: look again at each.
 	waitPublished := func(slug string) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !tab.Published(slug) {
-			if time.Now().After(deadline) {
+		timeout := time.NewTimer(20 * time.Second)
+		defer timeout.Stop()
+		for {
+			changed := tab.events.Changed(slug)
+			if tab.Published(slug) {
+				return
+			}
+			select {
+			case <-changed:
+			case <-timeout.C:
 				st, _ := tab.Observer().Status(slug)
 				t.Fatalf("%s not published by its loop: %+v", slug, st)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	waitPublished("one")

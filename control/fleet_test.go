@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/all"
 	"github.com/wakegate/wakegate/registry/redis"
@@ -59,21 +60,15 @@ func TestFleetPeersOverRedis(t *testing.T) {
 		t.Fatalf("b alive before its first heartbeat: %v, %v", alive, err)
 	}
 	b.Heartbeat(ctx)
-	// One reading of the live gateways serves for peersLiveFor.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// One reading of the live gateways serves for peersLiveFor: nothing
+	// tells when a's next reading comes, so ask until it has.
+	testbin.Eventually(t, "b alive to a after its heartbeat", func() bool {
 		alive, err := peers.Alive(ctx, "b")
 		if err != nil {
 			t.Fatalf("alive: %v", err)
 		}
-		if alive {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("b not alive to a after its heartbeat")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return alive
+	})
 
 	_, proven, err := peers.Stop(ctx, "b", provider.Spec{ID: "ghost"}, false)
 	if err == nil || proven {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // TestAdminFloodCannotLockOutValidToken runs a client that sends wrong
@@ -41,16 +43,11 @@ func TestAdminFloodCannotLockOutValidToken(t *testing.T) {
 	}()
 	defer func() { cancel(); wg.Wait() }()
 	// Let the flood exhaust its allowance first.
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testbin.Eventually(t, "the flood's first 429", func() bool {
 		mu.Lock()
-		n := flood[http.StatusTooManyRequests]
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return flood[http.StatusTooManyRequests] > 0
+	})
 	for i := range 30 {
 		if code, _, body := a.do(t, "GET", "/admin/status", admToken, nil, nil); code != http.StatusOK {
 			t.Fatalf("valid request %d during the flood: %d %s, want 200", i+1, code, body)

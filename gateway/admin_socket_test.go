@@ -13,7 +13,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/all"
@@ -218,11 +217,8 @@ func TestAdminListenWarningLogged(t *testing.T) {
 	if _, err := gw.g.AdminAddr(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(testbin.WaitLimit)
-	for !strings.Contains(gw.logs.String(), "level=WARN") || !strings.Contains(gw.logs.String(), "every interface") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no warning about admin.listen :%d in the log:\n%s", port, gw.logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testbin.Eventually(t, fmt.Sprintf("a warning about admin.listen :%d in the log", port), func() bool {
+		l := gw.logs.String()
+		return strings.Contains(l, "level=WARN") && strings.Contains(l, "every interface")
+	})
 }

@@ -15,6 +15,8 @@ import (
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/registry/registrytest"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // redisCommands returns the number of commands the server at addr has
@@ -153,15 +155,11 @@ func BenchmarkColdWakeFleet(b *testing.B) {
 // makes it err towards busy (wake/rollfleet.go).
 func suspend(b *testing.B, gw *e2eGateway) {
 	b.Helper()
-	for range 100 {
+	testbin.Eventually(b, "the home suspended, not busy", func() bool {
 		err := gw.g.Engine().Suspend(context.Background(), "demo")
-		if err == nil {
-			return
-		}
-		if !fault.Is(err, fault.Busy) {
+		if err != nil && !fault.Is(err, fault.Busy) {
 			b.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.Fatal("the home stayed busy")
+		return err == nil
+	})
 }

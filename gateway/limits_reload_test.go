@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // lrModules is how many module requests one load of the test page makes,
@@ -78,17 +80,10 @@ apps:
 `, up.URL))
 	base := "http://" + gw.addr + "/apps/mods"
 	c := e2eClient(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testbin.Eventually(t, "the app served", func() bool {
 		res, _ := e2eGet(t, c, base+"/m/0.js", nil)
-		if res.StatusCode == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the app is not served: %d", res.StatusCode)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return res.StatusCode == http.StatusOK
+	})
 	c.CloseIdleConnections()
 
 	if l, o := lrLoad(t, base, 6); l != 0 || o != 0 {

@@ -77,13 +77,12 @@ homes:
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(testbin.WaitLimit)
-	for homeState(t, a, "alice") != "running" {
-		if time.Now().After(deadline) {
-			t.Fatalf("the home was not proven ready once its probe passed:\n%s", a.logs.String())
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", a.logs.String())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	})
+	testbin.Eventually(t, "the home proven ready once its probe passed", func() bool { return homeState(t, a, "alice") == "running" })
 }
 
 // A caller released to a socket-activated home that never serves (its

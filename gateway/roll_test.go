@@ -244,9 +244,10 @@ func TestRollEagerRollsIdleHomeAfterSocketCloses(t *testing.T) {
 	if _, err := eng.SetTarget(context.Background(), registry.Target{Version: "2"}); err != nil {
 		t.Fatal(err)
 	}
-	// Several idle_after periods (the loop ticks every 25ms) with the socket
-	// open: no roll.
-	time.Sleep(500 * time.Millisecond)
+	// Several idle_after periods (the loop ticks every 25ms: twenty rounds
+	// of it) with the socket open: no roll.
+	from := eng.Stats().IdleTicks
+	testbin.Eventually(t, "twenty idle ticks", func() bool { return eng.Stats().IdleTicks >= from+20 })
 	rlEcho(t, conn)
 	if st := eng.RollStats(); st.Started.Load() != 0 {
 		t.Fatalf("an eager roll started under an open WebSocket")

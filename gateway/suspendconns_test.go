@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
 )
@@ -57,24 +56,8 @@ homes:
 	if n := connsTo(port); n == 0 {
 		t.Fatalf("no pooled connection to the home's port %d after its requests", port)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(testbin.HomePIDs(t, dir)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle home was not suspended")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		n := connsTo(port)
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections to the suspended home's port are still open", n)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testbin.Eventually(t, "the idle home suspended", func() bool { return len(testbin.HomePIDs(t, dir)) == 0 })
+	testbin.Eventually(t, "no connection left to the suspended home's port", func() bool { return connsTo(port) == 0 })
 }
 
 var listenAddr = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)

@@ -396,7 +396,10 @@ func TestWakeE2EWebSocketBlocksIdleSuspend(t *testing.T) {
 		t.Fatalf("hello: %q %v", hello, err)
 	}
 	pid := wkOnePID(t, gw.homeDir())
-	time.Sleep(1500 * time.Millisecond) // five idle timeouts
+	// Five idle timeouts: twenty rounds of the idle loop, which checks
+	// every quarter of the timeout.
+	from := gw.g.Engine().Stats().IdleTicks
+	testbin.Eventually(t, "twenty idle ticks", func() bool { return gw.g.Engine().Stats().IdleTicks >= from+20 })
 	if got := wkOnePID(t, gw.homeDir()); got != pid {
 		t.Fatalf("home process changed from %d to %d under an open socket", pid, got)
 	}

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // TestClientGoneCancelsRequest: a request that runs while its client
@@ -61,7 +63,17 @@ func TestPipelinedDuringWatch(t *testing.T) {
 	if _, err := io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * watchTick) // the watch has started: the next bytes go to it
+	// Once the watch has started, the next bytes go to it.
+	testbin.Eventually(t, "the watch on the slow request", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for c := range s.conns {
+			if c.st.Load()&watching != 0 {
+				return true
+			}
+		}
+		return false
+	})
 	if _, err := io.WriteString(c, "GET /next HTTP/1.1\r\nHost: t\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}

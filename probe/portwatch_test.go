@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,10 +26,11 @@ func TestProbePortWatchEndsPause(t *testing.T) {
 		hits.Add(1)
 	})}
 	t.Cleanup(func() { _ = srv.Close() })
-	started := make(chan struct{})
+	started, refused := make(chan struct{}), make(chan struct{})
+	markRefused := sync.OnceFunc(func() { close(refused) })
 	go func() {
 		// Start listening only after the first attempt was refused.
-		time.Sleep(50 * time.Millisecond)
+		<-refused
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			close(started)
@@ -41,7 +43,12 @@ func TestProbePortWatchEndsPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := Run(ctx, Spec{Kind: HTTP, Endpoint: "http://" + addr, Path: "/",
-		MinPause: time.Hour, MaxPause: time.Hour}, nil)
+		MinPause: time.Hour, MaxPause: time.Hour, OnAttempt: func(r Result) {
+			if r.Attempts == 1 {
+				markRefused()
+			}
+		}}, nil)
+	markRefused() // a probe that made no refused attempt fails below
 	<-started
 	if err != nil {
 		t.Fatalf("probe: %v (attempts %d)", err, res.Attempts)

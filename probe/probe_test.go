@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 const (
@@ -304,10 +306,9 @@ func TestProbeEachKindPasses(t *testing.T) {
 			}
 		})
 	}
-	// The tcp listener counts in its own goroutine; poll briefly.
-	for i := 0; i < 1000 && accepted.Load() == 0; i++ {
-		time.Sleep(time.Millisecond)
-	}
+	// The tcp listener counts in its own goroutine, which says nothing
+	// when it has: ask until it has counted.
+	testbin.Eventually(t, "the tcp listener's accept", func() bool { return accepted.Load() > 0 })
 	if accepted.Load() != 1 {
 		t.Errorf("tcp listener accepted %d connections, want 1", accepted.Load())
 	}

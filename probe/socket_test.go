@@ -79,8 +79,14 @@ func TestProbeUnixSocketWatchesForTheSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "home.sock")
 	ctx, cancel := context.WithTimeout(probeTestGuard(t), 30*time.Second)
 	defer cancel()
+	missed := make(chan struct{})
 	spec := Spec{Kind: HTTP, Endpoint: "unix://" + sock, Path: probeTestPath, Header: probeTestRelay(),
-		MinPause: 20 * time.Second, MaxPause: 20 * time.Second, PortWatch: 10 * time.Millisecond}
+		MinPause: 20 * time.Second, MaxPause: 20 * time.Second, PortWatch: 10 * time.Millisecond,
+		OnAttempt: func(r Result) {
+			if r.Attempts == 1 {
+				close(missed)
+			}
+		}}
 	type outcome struct {
 		res Result
 		err error
@@ -90,7 +96,11 @@ func TestProbeUnixSocketWatchesForTheSocket(t *testing.T) {
 		res, err := Run(ctx, spec, nil)
 		done <- outcome{res, err}
 	}()
-	time.Sleep(100 * time.Millisecond) // the first attempt finds no socket
+	select {
+	case <-missed: // the first attempt found no socket
+	case o := <-done:
+		t.Fatalf("probe: %+v, %v before the socket was there; want a miss, then a wait", o.res, o.err)
+	}
 	probeTestUnixHome(t, sock)
 	select {
 	case o := <-done:

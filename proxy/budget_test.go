@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/forward"
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // TestStalledBodyCutWithinWindow sends 30MiB of a 32MiB body at once on
@@ -107,13 +108,7 @@ func TestBodyBudgetPerClient(t *testing.T) {
 	var held []net.Conn
 	for i := 1; i <= 2; i++ {
 		held = append(held, start("127.0.0.1"))
-		deadline := time.Now().Add(10 * time.Second)
-		for p.BodyBudget().Used < int64(i*size) {
-			if time.Now().After(deadline) {
-				t.Fatalf("upload %d not admitted: %+v", i, p.BodyBudget())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testbin.Eventually(t, fmt.Sprintf("upload %d admitted", i), func() bool { return p.BodyBudget().Used >= int64(i*size) })
 	}
 	for i := 3; i <= 4; i++ {
 		c := start("127.0.0.1")

@@ -5,6 +5,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -36,13 +37,7 @@ func pumpGoroutines() int {
 // waitParked waits until n pumps are parked.
 func waitParked(t *testing.T, p *Proxy, n int) {
 	t.Helper()
-	deadline := time.Now().Add(testWait)
-	for parkedPumps(p) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pumps parked, want %d", parkedPumps(p), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testbin.Eventually(t, fmt.Sprintf("%d pumps parked", n), func() bool { return parkedPumps(p) == n })
 }
 
 // TestRelayIdleParks: idle relays hold no goroutine (both pumps of each

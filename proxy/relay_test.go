@@ -17,6 +17,8 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/wakegate/wakegate/forward"
 	"go.uber.org/goleak"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // wsHome is a real WebSocket upstream that echoes every message and
@@ -111,13 +113,7 @@ func TestGoingAwayClosesBothSides(t *testing.T) {
 			t.Fatalf("upstream saw %d of %d connections end", i, n)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for p.WebSockets() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d relays still open", p.WebSockets())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testbin.Eventually(t, "every relay closed", func() bool { return p.WebSockets() == 0 })
 }
 
 // rawWS is a WebSocket client on a raw connection, so that a test can
@@ -192,13 +188,7 @@ func TestGoingAwayWaitsForTheFrameInProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the half frame has been relayed toward the upstream.
-	deadline := time.Now().Add(10 * time.Second)
-	for !midFrameToHome(p) {
-		if time.Now().After(deadline) {
-			t.Fatal("the half frame was not relayed")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testbin.Eventually(t, "the half frame relayed", func() bool { return midFrameToHome(p) })
 	if got := p.GoingAway(); got != 1 {
 		t.Fatalf("GoingAway() = %d, want 1", got)
 	}
@@ -339,13 +329,7 @@ func TestGoingAwayLeavesNoGoroutine(t *testing.T) {
 			}
 			defer c.Close()
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for p.WebSockets() != 5 {
-			if time.Now().After(deadline) {
-				t.Fatal("relays not open")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testbin.Eventually(t, "five relays open", func() bool { return p.WebSockets() == 5 })
 		p.GoingAway()
 	}()
 	if err := goleak.Find(before); err != nil {

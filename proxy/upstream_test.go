@@ -22,6 +22,8 @@ import (
 
 	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/proxy/h1client"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // newTestForwarder returns a forwarder with its own pool (at most 4 idle
@@ -43,12 +45,7 @@ func newTestForwarder(t *testing.T) *h1client.Forwarder {
 // connections.
 func waitIdle(t *testing.T, p *h1client.Pool, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); p.Idle() != n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool holds %d idle connections, want %d", p.Idle(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testbin.Eventually(t, fmt.Sprintf("%d idle connections in the pool", n), func() bool { return p.Idle() == n })
 }
 
 // rawUpstream is a loopback TCP server whose connections are served by

@@ -8,7 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // writePair writes a fresh self-signed pair for name into dir.
@@ -39,42 +42,47 @@ func writePair(t *testing.T, dir, name string) (string, string) {
 	return cf, kf
 }
 
-// TestFilesReloadOnChange serves the new pair once the files change.
+// TestFilesReloadOnChange serves the new pair once the files change, from
+// the first handshake after the look at the files that follows: in a
+// synctest bubble, a handshake at once still gets the old pair, one
+// fileCheckEvery later the new one.
 func TestFilesReloadOnChange(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	cf, kf := writePair(t, dir, "one.test")
-	f, err := New(Options{Mode: Files, CertFile: cf, KeyFile: kf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	leafName := func() string {
-		c, err := f.TLSConfig().GetCertificate(&tls.ClientHelloInfo{ServerName: "any.test"})
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		cf, kf := writePair(t, dir, "one.test")
+		f, err := New(Options{Mode: Files, CertFile: cf, KeyFile: kf})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := x509.ParseCertificate(c.Certificate[0])
-		if err != nil {
-			t.Fatal(err)
+		defer f.Close()
+		leafName := func() string {
+			c, err := f.TLSConfig().GetCertificate(&tls.ClientHelloInfo{ServerName: "any.test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := x509.ParseCertificate(c.Certificate[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l.Subject.CommonName
 		}
-		return l.Subject.CommonName
-	}
-	if got := leafName(); got != "one.test" {
-		t.Fatalf("serving %q, want one.test", got)
-	}
-	writePair(t, dir, "two.test")
-	// Modification times may tie within the file system's granularity.
-	later := time.Now().Add(time.Minute)
-	_ = os.Chtimes(cf, later, later)
-	_ = os.Chtimes(kf, later, later)
-	deadline := time.Now().Add(10 * time.Second)
-	for leafName() != "two.test" {
-		if time.Now().After(deadline) {
-			t.Fatal("the changed files were not served")
+		if got := leafName(); got != "one.test" {
+			t.Fatalf("serving %q, want one.test", got)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		writePair(t, dir, "two.test")
+		// Modification times may tie within the file system's granularity.
+		later := time.Now().Add(time.Minute)
+		_ = os.Chtimes(cf, later, later)
+		_ = os.Chtimes(kf, later, later)
+		if got := leafName(); got != "one.test" {
+			t.Fatalf("serving %q at once after the change, want one.test until the next look", got)
+		}
+		time.Sleep(fileCheckEvery)
+		if got := leafName(); got != "two.test" {
+			t.Fatalf("serving %q one look later, want the changed files' two.test", got)
+		}
+	})
 }
 
 // TestFilesRequiresReadablePair fails New on a missing file.
@@ -106,17 +114,12 @@ func TestInternalIssuesFromItsRoot(t *testing.T) {
 	var cert *tls.Certificate
 	conn, peer := net.Pipe() // certmagic logs the handshake's remote address
 	defer func() { _, _ = conn.Close(), peer.Close() }()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	// certmagic issues the certificate in the background and says
+	// nothing when it is done: ask until it is there.
+	testbin.Eventually(t, "a certificate for dev.test", func() bool {
 		cert, err = f.TLSConfig().GetCertificate(&tls.ClientHelloInfo{ServerName: "dev.test", Conn: conn})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no certificate for dev.test: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 	leaf, err := x509.ParseCertificate(cert.Certificate[0])
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package wake_test
 
 import (
+	"context"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +22,7 @@ func TestExpiredVerdictIsNoColdWake(t *testing.T) {
 	}
 	first := r.record()
 	pids := testbin.HomePIDs(t, r.homeDir())
-	time.Sleep(100 * time.Millisecond) // the verdict expires
+	r.waitCold()
 	if a := r.ensure(); a.Waited != 0 {
 		t.Errorf("a request on a running home with an expired verdict waited %v for a wake; want none shown", a.Waited)
 	}
@@ -52,7 +53,7 @@ func TestStoppedHomeResumedLoudly(t *testing.T) {
 		t.Fatal(err)
 	}
 	testbin.Eventually(t, "the home stopped", func() bool { return testbin.ProcState(pids[0]) == 'T' })
-	time.Sleep(100 * time.Millisecond) // the verdict expires
+	r.waitCold()
 	r.ensure()
 	if st := testbin.ProcState(pids[0]); st == 'T' {
 		t.Fatal("the home is still stopped after a wake")
@@ -63,4 +64,13 @@ func TestStoppedHomeResumedLoudly(t *testing.T) {
 	if h := r.eng.WakeHistory(rigHome); len(h) != 2 || h[0].Cause != "cold" {
 		t.Errorf("wakes %+v; want the resume counted as a cold wake", h)
 	}
+}
+
+// waitCold waits until the home's warm verdict has expired.
+func (r *rig) waitCold() {
+	r.t.Helper()
+	testbin.Eventually(r.t, "the warm verdict to expire", func() bool {
+		hs, err := r.eng.HomeState(context.Background(), rigHome)
+		return err == nil && !hs.Warm
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // gogc reads the percentage the runtime itself is using.
@@ -17,17 +19,17 @@ func gogc(t *testing.T) int64 {
 }
 
 // waitFor runs collections until ok holds, or fails after a while: the
-// tuning runs after a collection, on the runtime's cleanup goroutine.
+// tuning runs after a collection, on the runtime's cleanup goroutine,
+// which says nothing when it is done.
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not so after 20 s (GOGC now %d)", what, gogc(t))
+	testbin.Eventually(t, what, func() bool {
+		if ok() {
+			return true
 		}
 		runtime.GC()
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 var keep [][]byte

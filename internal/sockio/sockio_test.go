@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pair returns the two ends of a loopback TCP connection.
@@ -36,6 +38,27 @@ func pair(t testing.TB) (a, b *net.TCPConn) {
 	}
 	t.Cleanup(func() { _ = c.Close(); _ = s.Close() })
 	return c.(*net.TCPConn), s.(*net.TCPConn)
+}
+
+// arrived waits, through the runtime's poller, until c has something to
+// read: data, the peer's close or its reset. Nothing is read, so what
+// arrived is left for the code under test.
+func arrived(t testing.TB, c *net.TCPConn) {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var perr error
+	err = rc.Read(func(fd uintptr) bool {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		var n int
+		n, perr = unix.Poll(p, 0)
+		return perr != nil || n > 0
+	})
+	if err = errors.Join(err, perr); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // conn returns a Conn over one end of a loopback connection, that end
@@ -149,7 +172,7 @@ func scenarios() []scenario {
 		}},
 		{"read deadline already past", outcome{"0", "timeout", true}, func(t *testing.T, c rw, local, peer *net.TCPConn) outcome {
 			_, _ = peer.Write([]byte("x")) // waiting data does not beat a past deadline
-			time.Sleep(10 * time.Millisecond)
+			arrived(t, local)
 			_ = local.SetReadDeadline(time.Unix(1, 0))
 			n, err := c.Read(make([]byte, 8))
 			return outcome{n: fmt.Sprint(n), class: class(err), data: true}
@@ -160,20 +183,20 @@ func scenarios() []scenario {
 			n, err := c.Write(p)
 			return outcome{n: count(n, len(p)), class: class(err), data: true}
 		}},
-		{"write to a peer that reset", outcome{"", "reset", true}, func(t *testing.T, c rw, _, peer *net.TCPConn) outcome {
+		{"write to a peer that reset", outcome{"", "reset", true}, func(t *testing.T, c rw, local, peer *net.TCPConn) outcome {
 			_ = peer.SetLinger(0)
 			_ = peer.Close()
-			time.Sleep(10 * time.Millisecond)
+			arrived(t, local)
 			var err error
 			for i := 0; i < 100 && err == nil; i++ {
 				_, err = c.Write([]byte("after the reset"))
 			}
 			return outcome{class: class(err), data: true}
 		}},
-		{"read from a peer that reset", outcome{"0", "reset", true}, func(t *testing.T, c rw, _, peer *net.TCPConn) outcome {
+		{"read from a peer that reset", outcome{"0", "reset", true}, func(t *testing.T, c rw, local, peer *net.TCPConn) outcome {
 			_ = peer.SetLinger(0)
 			_ = peer.Close()
-			time.Sleep(10 * time.Millisecond)
+			arrived(t, local)
 			n, err := c.Read(make([]byte, 8))
 			return outcome{n: fmt.Sprint(n), class: class(err), data: true}
 		}},
@@ -289,17 +312,20 @@ func TestIdle(t *testing.T) {
 		name string
 		do   func(local, peer *net.TCPConn)
 		want bool
+		sent bool // the peer sent something: wait until it arrived
 	}{
-		{"open and quiet", func(*net.TCPConn, *net.TCPConn) {}, true},
-		{"a byte waits", func(_, peer *net.TCPConn) { _, _ = peer.Write([]byte("x")) }, false},
-		{"the peer closed", func(_, peer *net.TCPConn) { _ = peer.Close() }, false},
-		{"the peer reset", func(_, peer *net.TCPConn) { _ = peer.SetLinger(0); _ = peer.Close() }, false},
-		{"closed here", func(local, _ *net.TCPConn) { _ = local.Close() }, false},
+		{"open and quiet", func(*net.TCPConn, *net.TCPConn) {}, true, false},
+		{"a byte waits", func(_, peer *net.TCPConn) { _, _ = peer.Write([]byte("x")) }, false, true},
+		{"the peer closed", func(_, peer *net.TCPConn) { _ = peer.Close() }, false, true},
+		{"the peer reset", func(_, peer *net.TCPConn) { _ = peer.SetLinger(0); _ = peer.Close() }, false, true},
+		{"closed here", func(local, _ *net.TCPConn) { _ = local.Close() }, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, a, b := conn(t)
 			tc.do(a, b)
-			time.Sleep(10 * time.Millisecond) // let loopback deliver
+			if tc.sent {
+				arrived(t, a)
+			}
 			if got := s.Idle(); got != tc.want {
 				t.Errorf("Idle() = %v, want %v", got, tc.want)
 			}
@@ -312,7 +338,7 @@ func TestIdle(t *testing.T) {
 		return
 	}
 	_, _ = b.Write([]byte("y"))
-	time.Sleep(10 * time.Millisecond)
+	arrived(t, a)
 	_ = s.Idle()
 	p := make([]byte, 4)
 	if n, err := s.Read(p); n != 1 || err != nil || p[0] != 'y' {

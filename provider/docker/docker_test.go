@@ -98,15 +98,13 @@ func TestSuspendPause(t *testing.T) {
 func waitVersion(t *testing.T, p *docker.Provider, s provider.Spec, want string) {
 	t.Helper()
 	var v string
-	var err error
-	for range 100 {
-		if v, err = p.Version(ctx(t), s); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err != nil || v != want {
-		t.Fatalf("version %q, %v; want %q", v, err, want)
+	testbin.Eventually(t, "the home to answer its version", func() bool {
+		var err error
+		v, err = p.Version(ctx(t), s)
+		return err == nil
+	})
+	if v != want {
+		t.Fatalf("version %q; want %q", v, want)
 	}
 }
 

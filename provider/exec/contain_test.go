@@ -13,6 +13,8 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
 	"github.com/wakegate/wakegate/provider/exec/procid"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // detachStyles are home commands whose process starts a child that leaves
@@ -40,20 +42,16 @@ func detachCommand(style string) []string {
 func detached(t *testing.T, dir, id string) procid.Stat {
 	t.Helper()
 	var pid int
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testbin.Eventually(t, "the home to write the pid of its detached child", func() bool {
 		raw, err := os.ReadFile(filepath.Join(dir, "homes", id, "detached"))
-		if err == nil {
-			if pid, err = strconv.Atoi(strings.TrimSpace(string(raw))); err != nil {
-				t.Fatalf("detached pid %q: %v", raw, err)
-			}
-			break
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the home never wrote the pid of its detached child")
+		if pid, err = strconv.Atoi(strings.TrimSpace(string(raw))); err != nil {
+			t.Fatalf("detached pid %q: %v", raw, err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true
+	})
 	st, err := rawStat(pid)
 	if err != nil {
 		t.Fatalf("the detached child %d: %v", pid, err)
@@ -61,7 +59,7 @@ func detached(t *testing.T, dir, id string) procid.Stat {
 	t.Cleanup(func() { killIfSame(t, st.PID, st.Start) })
 	// Until the child ignores SIGTERM it is still on its way (setsid,
 	// nohup, env): a stop that ended it then would prove nothing.
-	eventually(t, "the detached child to ignore SIGTERM", func() bool { return ignoresTERM(pid) })
+	testbin.Eventually(t, "the detached child to ignore SIGTERM", func() bool { return ignoresTERM(pid) })
 	return st
 }
 
@@ -78,16 +76,6 @@ func ignoresTERM(pid int) bool {
 		}
 	}
 	return false
-}
-
-// eventually polls cond every 10 ms for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-	}
 }
 
 // containModes are the containments this machine offers to a test.
@@ -145,7 +133,7 @@ func TestDetachedChildrenStopped(t *testing.T) {
 					waitReady(t, r.Endpoint)
 					child := detached(t, dir, "h1")
 					if style == "headless" {
-						eventually(t, "the child's main thread to exit", func() bool { return headless(child.PID) })
+						testbin.Eventually(t, "the child's main thread to exit", func() bool { return headless(child.PID) })
 					}
 					if st, err := rawStat(child.PID); err != nil || st.Pgrp == mustRef(t, r).PID {
 						t.Fatalf("the child %+v, %v did not leave the home's process group", st, err)

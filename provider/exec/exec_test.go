@@ -31,6 +31,8 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
 	"github.com/wakegate/wakegate/provider/exec/procid"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // The test binary doubles as the homes it runs: with EXEC_TEST_HOME=1 in
@@ -412,17 +414,13 @@ func get(ep, path string) (string, error) {
 // not wait for readiness; the caller probes).
 func waitReady(t *testing.T, endpoint string) string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		v, err := get(endpoint, "/version")
-		if err == nil {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("home at %s never answered: %v", endpoint, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var v string
+	testbin.Eventually(t, "the home at "+endpoint+" to answer", func() bool {
+		var err error
+		v, err = get(endpoint, "/version")
+		return err == nil
+	})
+	return v
 }
 
 func info(t *testing.T, endpoint string) homeInfo {
@@ -815,17 +813,13 @@ func startSleeper(t *testing.T) procid.Stat {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := procid.ReadStat(cmd.Process.Pid)
-		if err == nil && st.Exe == procid.CleanExe(self) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sleeper: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var st procid.Stat
+	testbin.Eventually(t, "the sleeper to run this program", func() bool {
+		var err error
+		st, err = procid.ReadStat(cmd.Process.Pid)
+		return err == nil && st.Exe == procid.CleanExe(self)
+	})
+	return st
 }
 
 func TestReusedPidNeverSignalled(t *testing.T) {
@@ -1349,9 +1343,9 @@ func TestStopProvenOnlyWhenGroupGone(t *testing.T) {
 			r := wake(t, e, s)
 			waitReady(t, r.Endpoint)
 			member := groupMember(t, dir, r)
-			eventually(t, "the process to ignore SIGTERM", func() bool { return ignoresTERM(member.PID) })
+			testbin.Eventually(t, "the process to ignore SIGTERM", func() bool { return ignoresTERM(member.PID) })
 			if mode == "headless" {
-				eventually(t, "the process's main thread to exit", func() bool { return headless(member.PID) })
+				testbin.Eventually(t, "the process's main thread to exit", func() bool { return headless(member.PID) })
 			}
 			s.Ref = r.Ref
 			proven, err := e.Stop(context.Background(), s)

@@ -5,9 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/wakegate/wakegate/provider"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // TestRuntimeHistoryKeepsLastRestarts crashes a home more than HistoryLimit
@@ -44,19 +45,17 @@ func TestRuntimeHistoryKeepsLastRestarts(t *testing.T) {
 	// Restarts started before the crash file went away still crash; wait
 	// for one that serves.
 	var last provider.Result
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	testbin.Eventually(t, "a restarted home that serves", func() bool {
 		st, err := e.Status(context.Background(), s)
-		if err == nil && st.State == provider.StateRunning {
-			if _, err := get(st.Endpoint, "/version"); err == nil {
-				last = st
-				break
-			}
+		if err != nil || st.State != provider.StateRunning {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no restarted home serves: %+v, %v", st, err)
+		if _, err := get(st.Endpoint, "/version"); err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		last = st
+		return true
+	})
 
 	h := e.History("h1")
 	if len(h) != HistoryLimit {

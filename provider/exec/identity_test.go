@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/wakegate/wakegate/provider"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // refFilesUnder returns the provider's own records of its homes' processes
@@ -119,7 +121,7 @@ func TestWrapperHomeAdoptedAfterGatewayDied(t *testing.T) {
 					t.Fatalf("after Suspend the record names %s, want %s", rec.Exe, st.Exe)
 				}
 			} else {
-				eventually(t, "the record to name the home's program", recordsProgram)
+				testbin.Eventually(t, "the record to name the home's program", recordsProgram)
 			}
 			// e1 is not closed: a gateway that died.
 			e2 := newExec(t, cfg)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // limitsOrSkip skips a test of controller ctl's limit where this machine
@@ -67,14 +69,10 @@ func TestMemoryMaxKillsTheHome(t *testing.T) {
 	wake(t, e, s)
 	// Killed again after its one restart, the home is given up on: its
 	// usage still names the limit that ended it.
-	deadline := time.Now().Add(30 * time.Second)
-	for l := homeLog(t, e, "h1"); !strings.Contains(l, "went over its memory_max of 67108864 bytes") ||
-		!strings.Contains(l, "giving up"); l = homeLog(t, e, "h1") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the home's exit does not name its memory_max, or the home was not given up on; its log:\n%s", l)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testbin.Eventually(t, "the home's log to name its memory_max and the give-up", func() bool {
+		l := homeLog(t, e, "h1")
+		return strings.Contains(l, "went over its memory_max of 67108864 bytes") && strings.Contains(l, "giving up")
+	})
 	u, ok := e.Usage("h1")
 	if !ok || u.OOMKills < 1 || u.MemoryMaxBytes != 64<<20 {
 		t.Fatalf("usage %+v (ok %v): want at least one OOM kill and the 64 MiB limit", u, ok)
@@ -92,17 +90,10 @@ func TestCPUMaxThrottlesTheHome(t *testing.T) {
 	e := newExec(t, cfg)
 	wake(t, e, provider.Spec{ID: "limited", Version: "v1", Options: json.RawMessage(`{"cpu_max": 0.1}`)})
 	wake(t, e, provider.Spec{ID: "free", Version: "v1"})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testbin.Eventually(t, "the limited home's usage to show throttling", func() bool {
 		u, ok := e.Usage("limited")
-		if ok && u.CPUThrottled > 0 && u.CPUThrottledSeconds > 0 && u.CPUMax == 0.1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the limited home's usage shows no throttling: %+v (ok %v)", u, ok)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ok && u.CPUThrottled > 0 && u.CPUThrottledSeconds > 0 && u.CPUMax == 0.1
+	})
 	if u, _ := e.Usage("free"); u.CPUThrottled != 0 || u.CPUMax != 0 {
 		t.Errorf("a home with no limit is throttled: %+v", u)
 	}

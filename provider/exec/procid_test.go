@@ -8,9 +8,10 @@ import (
 	"slices"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/wakegate/wakegate/provider/exec/procid"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 func TestZombieIsGone(t *testing.T) {
@@ -28,8 +29,7 @@ func TestZombieIsGone(t *testing.T) {
 	// Until it is reaped the child stays a zombie; wait for that state,
 	// with its last thread gone (while the others are still on their way
 	// out the process is not done, see lives).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testbin.Eventually(t, "the child to exit (a zombie of one thread)", func() bool {
 		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			t.Fatal(err)
@@ -38,14 +38,8 @@ func TestZombieIsGone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State == 'Z' && st.Threads == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child never exited, state %c", st.State)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st.State == 'Z' && st.Threads == 1
+	})
 	if _, err := procid.ReadStat(pid); !errors.Is(err, procid.ErrGone) {
 		t.Fatalf("zombie: %v, want procid.ErrGone", err)
 	}
@@ -71,7 +65,7 @@ func TestHeadlessProcessLives(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	eventually(t, "the main thread to exit", func() bool { return headless(pid) })
+	testbin.Eventually(t, "the main thread to exit", func() bool { return headless(pid) })
 	st, err := procid.ReadStat(pid)
 	if err != nil {
 		t.Fatalf("procid.ReadStat of a process whose main thread exited: %v, want it live", err)
@@ -85,7 +79,7 @@ func TestHeadlessProcessLives(t *testing.T) {
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the killed process to be a zombie", func() bool {
+	testbin.Eventually(t, "the killed process to be a zombie", func() bool {
 		raw, err := rawStat(pid)
 		return err == nil && raw.Threads == 1
 	})
@@ -128,18 +122,11 @@ func TestIdentitySurvivesExec(t *testing.T) {
 	if _, err := in.Write([]byte("go\n")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testbin.Eventually(t, "the shell to run exec", func() bool {
 		st, err := procid.Lookup(before)
 		if err != nil {
 			t.Fatalf("after the exec the recorded identity %+v names no process: %v", before, err)
 		}
-		if st.Exe == procid.CleanExe(self) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the shell never ran exec: still %s", st.Exe)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st.Exe == procid.CleanExe(self)
+	})
 }

@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/provider"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // TestAdoptedKind covers how a child the gateway adopted is told to be a
@@ -68,7 +70,7 @@ func TestAdoptedZombiesReaped(t *testing.T) {
 	}
 	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
 	waitReady(t, r.Endpoint)
-	eventually(t, "the adopted processes to be reaped", func() bool { return len(adoptedZombies(t)) == 0 })
+	testbin.Eventually(t, "the adopted processes to be reaped", func() bool { return len(adoptedZombies(t)) == 0 })
 	exitHome(r.Endpoint, 3)
 	if c := ch.next(t); c.State != provider.StateRunning {
 		t.Fatalf("after the exit: %+v, want a restart", c)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/wakegate/wakegate/internal/testbin"
@@ -84,19 +85,23 @@ func TestRateCutNotTakenForTheExchangesEnd(t *testing.T) {
 		<-ended
 	})
 	t.Run("the exchange's end first", func(t *testing.T) {
-		c := &deadlineConn{moved: make(chan struct{})}
-		owner := h1client.NewOwnedBody(c, c)
-		var cut atomic.Bool
-		b := NewBody(owner, c, 100, time.Minute, 0, &cut, owner)
-		done := make(chan error, 1)
-		go func() {
-			_, err := b.Read(make([]byte, 1))
-			done <- err
-		}()
-		time.Sleep(20 * time.Millisecond) // the read waits on the client
-		owner.End()
-		if err := <-done; !errors.Is(err, h1client.ErrBodyStopped) || cut.Load() {
-			t.Fatalf("read: %v, marked cut %v; want h1client.ErrBodyStopped and no cut for the rate", err, cut.Load())
-		}
+		// In a synctest bubble: the end comes once the read waits on the
+		// client, at the very instant it started.
+		synctest.Test(t, func(t *testing.T) {
+			c := &deadlineConn{moved: make(chan struct{})}
+			owner := h1client.NewOwnedBody(c, c)
+			var cut atomic.Bool
+			b := NewBody(owner, c, 100, time.Minute, 0, &cut, owner)
+			done := make(chan error, 1)
+			go func() {
+				_, err := b.Read(make([]byte, 1))
+				done <- err
+			}()
+			synctest.Wait() // the read waits on the client
+			owner.End()
+			if err := <-done; !errors.Is(err, h1client.ErrBodyStopped) || cut.Load() {
+				t.Fatalf("read: %v, marked cut %v; want h1client.ErrBodyStopped and no cut for the rate", err, cut.Load())
+			}
+		})
 	})
 }
