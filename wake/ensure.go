@@ -353,13 +353,14 @@ func New(o Options) *Engine {
 		Machine: o.Machine, Log: o.Log}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.refresher = &refresh.Refresher{Homes: refreshHomes{e}, Metrics: o.Metrics, Log: o.Log, Events: o.Events}
-	e.adopting = &refresh.Queue{Ctx: e.ctx, WG: &e.wg, Refresher: e.refresher, Log: o.Log}
+	e.adopting = refresh.NewQueue(e.ctx, e.refresher, o.Log)
 	return e
 }
 
 // Close cancels wakes in progress and waits for the engine's goroutines.
 func (e *Engine) Close() {
 	e.cancel()
+	e.adopting.Close()
 	e.wg.Wait()
 }
 
