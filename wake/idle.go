@@ -13,12 +13,18 @@ import (
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/stopping"
+	"github.com/wakegate/wakegate/workqueue"
 )
 
 // Run suspends idle homes and reports this instance's session counts to the
 // store until ctx is done. tick is how often homes are checked, until
-// SetIdleTick changes it.
+// SetIdleTick changes it. A tick queues the idle homes on a keyed work
+// queue whose workers suspend them, idleWorkers at a time, so that a home
+// whose provider is slow to stop delays only itself; Run returns once the
+// suspends under way have ended.
 func (e *Engine) Run(ctx context.Context, tick time.Duration) {
+	suspends := workqueue.New(ctx, idleWorkers, e.suspendIdle)
+	defer suspends.Close()
 	e.idleClock.set(tick)
 	tick, changed := e.idleClock.get()
 	t := time.NewTicker(tick)
@@ -39,18 +45,26 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 		// Only homes that run can be idle: a tick costs the awake homes,
 		// never all registered ones.
 		for _, h := range e.homes.awakeHomes() {
-			if ctx.Err() != nil {
-				return
-			}
-			if !e.idle(h) {
-				continue
-			}
-			if err := e.Suspend(ctx, h.spec.ID); err != nil && !fault.Is(err, fault.Busy) {
-				e.o.Log.Warn("idle suspend", "home", h.spec.ID, "err", err)
+			if e.idle(h) {
+				suspends.Add(h.spec.ID)
 			}
 		}
 		e.roll.eager(ctx) // eager rolls of idle stale homes (roll.go)
 		e.counts.idleTicks.Add(1)
+	}
+}
+
+// idleWorkers bounds the idle suspends that run at once.
+const idleWorkers = 4
+
+// suspendIdle suspends home id, queued by Run, if it is idle still: a
+// request may have come between the tick and the suspend.
+func (e *Engine) suspendIdle(ctx context.Context, id string) {
+	if h := e.home(id); h == nil || !e.idle(h) {
+		return
+	}
+	if err := e.Suspend(ctx, id); err != nil && !fault.Is(err, fault.Busy) {
+		e.o.Log.Warn("idle suspend", "home", id, "err", err)
 	}
 }
 

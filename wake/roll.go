@@ -251,7 +251,9 @@ func (r *roller) eager(ctx context.Context) {
 	}
 	for _, h := range e.homes.awakeHomes() {
 		id := h.spec.ID
-		if ctx.Err() != nil || h.noRoll.Load() || !r.idleLongEnough(h) {
+		// A home due for its idle suspend is suspended, not rolled: Run
+		// queued its suspend this tick (it rolls at its next wake).
+		if ctx.Err() != nil || h.noRoll.Load() || !r.idleLongEnough(h) || e.idle(h) {
 			continue
 		}
 		rec, err := e.o.Store.GetHome(ctx, id)
