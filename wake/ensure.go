@@ -5,7 +5,9 @@
 // DESIGN rules that live here: 1-2 and 4-7 (one wake per home, warm
 // verdicts, what a wake records, the hold; rule 3, readiness through the
 // real path, and 36 live in package probe, which a wake runs), 8-10
-// (rolls, rollback and the brake), 16 (one lifecycle operation per home),
+// (rolls and rollback; their options, the brake and the session report a
+// roll subtracts live in package rolls), 16 (one lifecycle operation per
+// home; idle suspends run on a keyed work queue, package workqueue),
 // the engine's side of 18 (a home the provider gave up on, changed.go) and
 // of 28 (the wake that forwards to a home's runner and the stop asked of
 // it, owner.go; who runs a home, the lease of rule 32 and the heal of a
@@ -37,6 +39,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -87,7 +90,7 @@ type Options struct {
 	Events *events.Bus
 	// Roll configures rolls onto the registered target (roll.go); the zero
 	// value turns rolls off.
-	Roll RollOptions
+	Roll rolls.Options
 	// Metrics receives the engine's counts where things happen; nil counts
 	// nothing.
 	Metrics Metrics
@@ -349,6 +352,7 @@ func New(o Options) *Engine {
 	}
 	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent), epoch: time.Now(), homes: newHomeSet()}
 	e.roll.e = e
+	e.roll.reports.Store, e.roll.reports.Instance = o.Store, o.Instance
 	e.own = &ownership.Owner{Peers: o.Peers, Providers: o.Providers, Store: o.Store, Instance: o.Instance,
 		Machine: o.Machine, Log: o.Log}
 	e.ctx, e.cancel = context.WithCancel(context.Background())

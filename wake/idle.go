@@ -164,9 +164,10 @@ func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 	// The roller keeps the report: rolls subtract it from the fleet's count.
 	// A disk that refuses writes is logged once per change by the
 	// gateway's store watch, not at every report.
-	at := e.now()
-	err := e.roll.reportSessions(ctx, e.o.Sessions.Snapshot(), ttl)
+	at, sent := e.now(), time.Now()
+	err := e.roll.reports.Report(ctx, e.o.Sessions.Snapshot(), ttl)
 	if err == nil {
+		e.own.Lease.Renewed(sent, ttl)
 		e.beatSent(at, ttl)
 	}
 	if err != nil && ctx.Err() == nil && !errors.Is(err, registry.ErrUnwritable) {
