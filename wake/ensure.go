@@ -33,6 +33,7 @@ import (
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/homefault"
+	"github.com/wakegate/wakegate/idletick"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
@@ -318,7 +319,7 @@ type Engine struct {
 
 	counts engineCounts // warm hits and misses, idle ticks (metrics.go)
 
-	idleClock idleClock // the period of Run's idle checks (idle.go)
+	idleClock idletick.Clock // the period of Run's idle checks (idle.go)
 
 	roll roller // rolls onto the target (roll.go)
 
@@ -422,7 +423,7 @@ func (e *Engine) register(ctx context.Context, s HomeSpec, rec registry.Home, er
 		limiter: rate.NewLimiter(rate.Inf, 1)}
 	// A home added at run time (the admin API) with a short idle timeout
 	// is checked often enough for it.
-	e.idleClock.shorten(idleCheckPeriod(s.IdleTimeout))
+	e.idleClock.Shorten(idletick.Need(s.IdleTimeout))
 	// The idle clock of a home that may run starts when this gateway
 	// learns of it, before the idle loop can see it. One that does not run
 	// needs none (the idle loop looks at running homes only, and a wake

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/wakegate/wakegate/events"
@@ -25,8 +24,8 @@ import (
 func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 	suspends := workqueue.New(ctx, idleWorkers, e.suspendIdle)
 	defer suspends.Close()
-	e.idleClock.set(tick)
-	tick, changed := e.idleClock.get()
+	e.idleClock.Set(tick)
+	tick, changed := e.idleClock.Get()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
@@ -36,7 +35,7 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 		case <-changed:
 			// A reload changed the period: the next check is one new
 			// period from now, not at the end of the old one.
-			tick, changed = e.idleClock.get()
+			tick, changed = e.idleClock.Get()
 			t.Reset(tick)
 			continue
 		case <-t.C:
@@ -73,83 +72,14 @@ func (e *Engine) suspendIdle(ctx context.Context, id string) {
 // period later. A period of zero or less is ignored.
 func (e *Engine) SetIdleTick(tick time.Duration) {
 	if tick > 0 {
-		e.idleClock.set(tick)
+		e.idleClock.Set(tick)
 	}
 }
 
 // IdleTick returns how often Run checks for idle homes (0 before Run).
 func (e *Engine) IdleTick() time.Duration {
-	tick, _ := e.idleClock.get()
+	tick, _ := e.idleClock.Get()
 	return tick
-}
-
-// idleClock is the period of Run's checks. Its zero value is ready: the
-// period is 0 until set.
-type idleClock struct {
-	mu      sync.Mutex
-	tick    time.Duration // the configured period (Run's and SetIdleTick's)
-	need    time.Duration // the shortest period a registered home needs; 0: none
-	changed chan struct{} // closed and replaced when tick changes
-}
-
-// get returns the period and a channel closed when it next changes.
-func (c *idleClock) get() (time.Duration, <-chan struct{}) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.changed == nil {
-		c.changed = make(chan struct{})
-	}
-	return c.effective(), c.changed
-}
-
-// effective is the period Run uses: the configured one, shortened for a
-// registered home whose idle timeout needs it. c.mu is held.
-func (c *idleClock) effective() time.Duration {
-	if c.need > 0 && (c.tick <= 0 || c.need < c.tick) {
-		return c.need
-	}
-	return c.tick
-}
-
-// set changes the configured period, waking Run when its period changes.
-func (c *idleClock) set(tick time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.update(func() { c.tick = tick })
-}
-
-// shorten records that a registered home needs a period of at most
-// need, waking Run when its period changes. A period once shortened stays
-// so until the gateway restarts: a check costs the awake homes only.
-func (c *idleClock) shorten(need time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if need > 0 && (c.need <= 0 || need < c.need) {
-		c.update(func() { c.need = need })
-	}
-}
-
-// update applies change and, when the period moved, wakes Run. c.mu is
-// held.
-func (c *idleClock) update(change func()) {
-	before := c.effective()
-	change()
-	if c.effective() == before {
-		return
-	}
-	if c.changed != nil {
-		close(c.changed)
-	}
-	c.changed = make(chan struct{})
-}
-
-// idleCheckPeriod is the idle loop period a home with idle timeout d
-// needs: a quarter of it, at least 10ms; 0 for a home never suspended.
-func idleCheckPeriod(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return max(d/4, 10*time.Millisecond)
 }
 
 // Heartbeat reports this instance's sessions at once, with the TTL Run

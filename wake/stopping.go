@@ -34,7 +34,7 @@ func (e *Engine) QuiesceHome(id string) stopping.Quiet {
 // heartbeatTTL is the TTL of this gateway's session reports (its
 // heartbeat), as Run gives them.
 func (e *Engine) heartbeatTTL() time.Duration {
-	tick, _ := e.idleClock.get()
+	tick, _ := e.idleClock.Get()
 	return 3*tick + reportSlack
 }
 
