@@ -108,9 +108,12 @@ func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 // idle reports whether h runs, has no session and has been idle past its
 // idle timeout.
 func (e *Engine) idle(h *home) bool {
-	if h.spec.IdleTimeout <= 0 {
-		return false
-	}
+	return h.spec.IdleTimeout > 0 && e.idleFor(h, h.spec.IdleTimeout)
+}
+
+// idleFor reports whether h runs with no wake in flight and has had no
+// session for d.
+func (e *Engine) idleFor(h *home, d time.Duration) bool {
 	h.mu.Lock()
 	running := h.status == registry.StatusRunning && h.flight == nil
 	h.mu.Unlock()
@@ -118,7 +121,7 @@ func (e *Engine) idle(h *home) bool {
 		return false
 	}
 	since := e.o.Sessions.IdleSince(h.spec.ID)
-	return !since.IsZero() && time.Since(since) >= h.spec.IdleTimeout
+	return !since.IsZero() && time.Since(since) >= d
 }
 
 // notWaking returns home id for an operation that a wake in flight

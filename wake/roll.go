@@ -137,7 +137,7 @@ func (r *roller) eager(ctx context.Context) {
 		id := h.spec.ID
 		// A home due for its idle suspend is suspended, not rolled: Run
 		// queued its suspend this tick (it rolls at its next wake).
-		if ctx.Err() != nil || h.noRoll.Load() || !r.idleLongEnough(h) || e.idle(h) {
+		if ctx.Err() != nil || h.noRoll.Load() || !e.idleFor(h, e.o.Roll.IdleAfter) || e.idle(h) {
 			continue
 		}
 		rec, err := e.o.Store.GetHome(ctx, id)
@@ -155,19 +155,6 @@ func (r *roller) eager(ctx context.Context) {
 			e.o.Log.Info("roll: eager roll not started", "home", id, "err", err.Error())
 		}
 	}
-}
-
-// idleLongEnough reports whether h runs with no wake in flight and has had
-// no session for rolls.Options.IdleAfter.
-func (r *roller) idleLongEnough(h *home) bool {
-	h.mu.Lock()
-	running := h.status == registry.StatusRunning && h.flight == nil
-	h.mu.Unlock()
-	if !running {
-		return false
-	}
-	since := r.e.o.Sessions.IdleSince(h.spec.ID)
-	return !since.IsZero() && time.Since(since) >= r.e.o.Roll.IdleAfter
 }
 
 // rollText is err as readable text for alerts: never empty.
