@@ -152,7 +152,7 @@ func BenchmarkColdWakeFleet(b *testing.B) {
 
 // suspend suspends the demo home, again while it is refused as busy: a
 // session report being written while the suspend reads the fleet's count
-// makes it err towards busy (wake/rollfleet.go).
+// makes it err towards busy (rolls/reports.go).
 func suspend(b *testing.B, gw *e2eGateway) {
 	b.Helper()
 	testbin.Eventually(b, "the home suspended, not busy", func() bool {

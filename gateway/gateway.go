@@ -44,6 +44,7 @@ import (
 	"github.com/wakegate/wakegate/proxy"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/certstore"
+	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/route"
 	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/telemetry"
@@ -254,7 +255,7 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 			Settle:    pc.Settle, MinPause: pc.MinPause, MaxPause: pc.MaxPause, PortWatch: portWatch(pc.PortWatch)},
 		RelayHeader: cfg.Proxy.RelayHeader, Log: g.log.With("component", "wake"),
 		Events:    events.NewBus(256),
-		Roll:      wake.RollOptions{Mode: wake.RollMode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
+		Roll:      rolls.Options{Mode: rolls.Mode(cfg.Roll.Mode), IdleAfter: cfg.Roll.IdleAfter},
 		Metrics:   em,
 		AdmitWake: g.admitWake,
 		Stopped:   g.homeStopped,

@@ -79,7 +79,7 @@ func (l refreshHeld) Provider() (provider.Provider, provider.Spec, error) {
 	if !ok {
 		return nil, provider.Spec{}, fmt.Errorf("unknown provider %q", l.rec.Provider)
 	}
-	return prov, l.h.providerSpec(l.rec, l.rec.Version, l.e.roll.releaseOf(l.rec)), nil
+	return prov, l.h.providerSpec(l.rec, l.rec.Version, l.e.roll.releases.Of(l.rec)), nil
 }
 
 func (l refreshHeld) RunnerElsewhere(ctx context.Context) (string, error) {

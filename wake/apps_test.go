@@ -23,6 +23,7 @@ import (
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/wake"
 )
 
@@ -250,7 +251,7 @@ func ladderHomes(t *testing.T) *rollRig {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "wakegate-copy")
 	rlCopy(t, testbin.Build(t), bin)
-	r := newRollRig(t, bin, wake.RollLazy)
+	r := newRollRig(t, bin, rolls.Lazy)
 	if err := r.eng.Register(context.Background(), homes.Spec{ID: "h3", Target: "carol", Provider: "exec", Version: "1"}); err != nil {
 		t.Fatal(err)
 	}

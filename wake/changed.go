@@ -8,6 +8,7 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/rolls"
 )
 
 // A home's process can change with no operation of the engine asking: its
@@ -104,7 +105,7 @@ func (e *Engine) ProviderChanged(id string, r provider.Result) {
 		e.o.Log.Warn("fleet: the home was taken over by another gateway; stopping the copy restarted here",
 			"home", id, "runner", runner)
 		if prov, ok := e.o.Providers[h.spec.Provider]; ok {
-			spec := h.providerSpec(registry.Home{ProviderRef: r.Ref}, h.spec.Version, release{})
+			spec := h.providerSpec(registry.Home{ProviderRef: r.Ref}, h.spec.Version, rolls.Release{})
 			// Not on the provider's goroutine, which waits for this call.
 			if e.ctx.Err() != nil {
 				return

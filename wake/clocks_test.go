@@ -13,6 +13,7 @@ import (
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -226,7 +227,7 @@ func TestClockEagerRollWaitsIdleAfter(t *testing.T) {
 	addr, _ := lcListener(t)
 	synctest.Test(t, func(t *testing.T) {
 		e, _, sess := clockEngine(t, addr, homes.Spec{Version: "1"}, func(o *wake.Options) {
-			o.Roll = wake.RollOptions{Mode: wake.RollEager, IdleAfter: 30 * time.Second}
+			o.Roll = rolls.Options{Mode: rolls.Eager, IdleAfter: 30 * time.Second}
 		})
 		start := time.Now()
 		c := sess.Begin("h1")

@@ -5,7 +5,9 @@
 // DESIGN rules that live here: 1-2 and 4-7 (one wake per home, warm
 // verdicts, what a wake records, the hold; rule 3, readiness through the
 // real path, and 36 live in package probe, which a wake runs), 8-10
-// (rolls, rollback and the brake), 16 (one lifecycle operation per home),
+// (rolls and rollback; their options, the brake and the session report a
+// roll subtracts live in package rolls), 16 (one lifecycle operation per
+// home; idle suspends run on a keyed work queue, package workqueue),
 // the engine's side of 18 (a home the provider gave up on, changed.go) and
 // of 28 (the wake that forwards to a home's runner and the stop asked of
 // it, owner.go; who runs a home, the lease of rule 32 and the heal of a
@@ -34,12 +36,14 @@ import (
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/homes"
+	"github.com/wakegate/wakegate/idletick"
 	"github.com/wakegate/wakegate/internal/endpoint"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/refresh"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -90,7 +94,7 @@ type Options struct {
 	Events *events.Bus
 	// Roll configures rolls onto the registered target (roll.go); the zero
 	// value turns rolls off.
-	Roll RollOptions
+	Roll rolls.Options
 	// Metrics receives the engine's counts where things happen; nil counts
 	// nothing.
 	Metrics Metrics
@@ -290,7 +294,7 @@ type Engine struct {
 
 	counts engineCounts // warm hits and misses, idle ticks (metrics.go)
 
-	idleClock idleClock // the period of Run's idle checks (idle.go)
+	idleClock idletick.Clock // the period of Run's idle checks (idle.go)
 
 	roll roller // rolls onto the target (roll.go)
 
@@ -324,17 +328,19 @@ func New(o Options) *Engine {
 	}
 	e := &Engine{o: o, sem: make(chan struct{}, o.MaxConcurrent), epoch: time.Now(), homes: newHomeSet()}
 	e.roll.e = e
+	e.roll.reports.Store, e.roll.reports.Instance = o.Store, o.Instance
 	e.own = &ownership.Owner{Peers: o.Peers, Providers: o.Providers, Store: o.Store, Instance: o.Instance,
 		Machine: o.Machine, Log: o.Log}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.refresher = &refresh.Refresher{Homes: refreshHomes{e}, Metrics: o.Metrics, Log: o.Log, Events: o.Events}
-	e.adopting = &refresh.Queue{Ctx: e.ctx, WG: &e.wg, Refresher: e.refresher, Log: o.Log}
+	e.adopting = refresh.NewQueue(e.ctx, e.refresher, o.Log)
 	return e
 }
 
 // Close cancels wakes in progress and waits for the engine's goroutines.
 func (e *Engine) Close() {
 	e.cancel()
+	e.adopting.Close()
 	e.wg.Wait()
 }
 
@@ -392,7 +398,7 @@ func (e *Engine) register(ctx context.Context, s homes.Spec, rec registry.Home, 
 		limiter: rate.NewLimiter(rate.Inf, 1)}
 	// A home added at run time (the admin API) with a short idle timeout
 	// is checked often enough for it.
-	e.idleClock.shorten(idleCheckPeriod(s.IdleTimeout))
+	e.idleClock.Shorten(idletick.Need(s.IdleTimeout))
 	// The idle clock of a home that may run starts when this gateway
 	// learns of it, before the idle loop can see it. One that does not run
 	// needs none (the idle loop looks at running homes only, and a wake

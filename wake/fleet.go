@@ -58,7 +58,7 @@ func (w *wakeRun) fromLocal(ctx context.Context) (homes.Awake, bool) {
 // instances of the fleet report sessions on it, or while their reports
 // cannot be read: a home whose users are unknown is not suspended.
 func (e *Engine) fleetBusy(ctx context.Context, id string) error {
-	n, err := e.roll.others(ctx, id)
+	n, err := e.roll.reports.Others(ctx, id)
 	if err != nil {
 		return homefault.Busy(fmt.Errorf("suspend %s: sessions on other instances unknown: %w", id, err))
 	}

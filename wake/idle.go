@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/wakegate/wakegate/events"
@@ -13,14 +12,20 @@ import (
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/stopping"
+	"github.com/wakegate/wakegate/workqueue"
 )
 
 // Run suspends idle homes and reports this instance's session counts to the
 // store until ctx is done. tick is how often homes are checked, until
-// SetIdleTick changes it.
+// SetIdleTick changes it. A tick queues the idle homes on a keyed work
+// queue whose workers suspend them, idleWorkers at a time, so that a home
+// whose provider is slow to stop delays only itself; Run returns once the
+// suspends under way have ended.
 func (e *Engine) Run(ctx context.Context, tick time.Duration) {
-	e.idleClock.set(tick)
-	tick, changed := e.idleClock.get()
+	suspends := workqueue.New(ctx, idleWorkers, e.suspendIdle)
+	defer suspends.Close()
+	e.idleClock.Set(tick)
+	tick, changed := e.idleClock.Get()
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
@@ -30,7 +35,7 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 		case <-changed:
 			// A reload changed the period: the next check is one new
 			// period from now, not at the end of the old one.
-			tick, changed = e.idleClock.get()
+			tick, changed = e.idleClock.Get()
 			t.Reset(tick)
 			continue
 		case <-t.C:
@@ -39,18 +44,26 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 		// Only homes that run can be idle: a tick costs the awake homes,
 		// never all registered ones.
 		for _, h := range e.homes.awakeHomes() {
-			if ctx.Err() != nil {
-				return
-			}
-			if !e.idle(h) {
-				continue
-			}
-			if err := e.Suspend(ctx, h.spec.ID); err != nil && !fault.Is(err, fault.Busy) {
-				e.o.Log.Warn("idle suspend", "home", h.spec.ID, "err", err)
+			if e.idle(h) {
+				suspends.Add(h.spec.ID)
 			}
 		}
 		e.roll.eager(ctx) // eager rolls of idle stale homes (roll.go)
 		e.counts.idleTicks.Add(1)
+	}
+}
+
+// idleWorkers bounds the idle suspends that run at once.
+const idleWorkers = 4
+
+// suspendIdle suspends home id, queued by Run, if it is idle still: a
+// request may have come between the tick and the suspend.
+func (e *Engine) suspendIdle(ctx context.Context, id string) {
+	if h := e.home(id); h == nil || !e.idle(h) {
+		return
+	}
+	if err := e.Suspend(ctx, id); err != nil && !fault.Is(err, fault.Busy) {
+		e.o.Log.Warn("idle suspend", "home", id, "err", err)
 	}
 }
 
@@ -59,83 +72,14 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 // period later. A period of zero or less is ignored.
 func (e *Engine) SetIdleTick(tick time.Duration) {
 	if tick > 0 {
-		e.idleClock.set(tick)
+		e.idleClock.Set(tick)
 	}
 }
 
 // IdleTick returns how often Run checks for idle homes (0 before Run).
 func (e *Engine) IdleTick() time.Duration {
-	tick, _ := e.idleClock.get()
+	tick, _ := e.idleClock.Get()
 	return tick
-}
-
-// idleClock is the period of Run's checks. Its zero value is ready: the
-// period is 0 until set.
-type idleClock struct {
-	mu      sync.Mutex
-	tick    time.Duration // the configured period (Run's and SetIdleTick's)
-	need    time.Duration // the shortest period a registered home needs; 0: none
-	changed chan struct{} // closed and replaced when tick changes
-}
-
-// get returns the period and a channel closed when it next changes.
-func (c *idleClock) get() (time.Duration, <-chan struct{}) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.changed == nil {
-		c.changed = make(chan struct{})
-	}
-	return c.effective(), c.changed
-}
-
-// effective is the period Run uses: the configured one, shortened for a
-// registered home whose idle timeout needs it. c.mu is held.
-func (c *idleClock) effective() time.Duration {
-	if c.need > 0 && (c.tick <= 0 || c.need < c.tick) {
-		return c.need
-	}
-	return c.tick
-}
-
-// set changes the configured period, waking Run when its period changes.
-func (c *idleClock) set(tick time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.update(func() { c.tick = tick })
-}
-
-// shorten records that a registered home needs a period of at most
-// need, waking Run when its period changes. A period once shortened stays
-// so until the gateway restarts: a check costs the awake homes only.
-func (c *idleClock) shorten(need time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if need > 0 && (c.need <= 0 || need < c.need) {
-		c.update(func() { c.need = need })
-	}
-}
-
-// update applies change and, when the period moved, wakes Run. c.mu is
-// held.
-func (c *idleClock) update(change func()) {
-	before := c.effective()
-	change()
-	if c.effective() == before {
-		return
-	}
-	if c.changed != nil {
-		close(c.changed)
-	}
-	c.changed = make(chan struct{})
-}
-
-// idleCheckPeriod is the idle loop period a home with idle timeout d
-// needs: a quarter of it, at least 10ms; 0 for a home never suspended.
-func idleCheckPeriod(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return max(d/4, 10*time.Millisecond)
 }
 
 // Heartbeat reports this instance's sessions at once, with the TTL Run
@@ -150,9 +94,10 @@ func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 	// The roller keeps the report: rolls subtract it from the fleet's count.
 	// A disk that refuses writes is logged once per change by the
 	// gateway's store watch, not at every report.
-	at := e.now()
-	err := e.roll.reportSessions(ctx, e.o.Sessions.Snapshot(), ttl)
+	at, sent := e.now(), time.Now()
+	err := e.roll.reports.Report(ctx, e.o.Sessions.Snapshot(), ttl)
 	if err == nil {
+		e.own.Lease.Renewed(sent, ttl)
 		e.beatSent(at, ttl)
 	}
 	if err != nil && ctx.Err() == nil && !errors.Is(err, registry.ErrUnwritable) {
@@ -163,9 +108,12 @@ func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 // idle reports whether h runs, has no session and has been idle past its
 // idle timeout.
 func (e *Engine) idle(h *home) bool {
-	if h.spec.IdleTimeout <= 0 {
-		return false
-	}
+	return h.spec.IdleTimeout > 0 && e.idleFor(h, h.spec.IdleTimeout)
+}
+
+// idleFor reports whether h runs with no wake in flight and has had no
+// session for d.
+func (e *Engine) idleFor(h *home, d time.Duration) bool {
 	h.mu.Lock()
 	running := h.status == registry.StatusRunning && h.flight == nil
 	h.mu.Unlock()
@@ -173,7 +121,7 @@ func (e *Engine) idle(h *home) bool {
 		return false
 	}
 	since := e.o.Sessions.IdleSince(h.spec.ID)
-	return !since.IsZero() && time.Since(since) >= h.spec.IdleTimeout
+	return !since.IsZero() && time.Since(since) >= d
 }
 
 // notWaking returns home id for an operation that a wake in flight

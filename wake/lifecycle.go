@@ -284,7 +284,7 @@ func (l *held) stopHome(ctx context.Context, prov provider.Provider, mode stopMo
 			final = func(r *registry.Home) { intent(r); outcome(r) }
 		}
 	}
-	spec := l.h.providerSpec(l.rec, l.rec.Version, l.e.roll.releaseOf(l.rec))
+	spec := l.h.providerSpec(l.rec, l.rec.Version, l.e.roll.releases.Of(l.rec))
 	spec.Target = l.rec.Target
 	s, via, err := l.stopVia(ctx, spec, mode == modeSuspend)
 	switch {

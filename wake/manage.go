@@ -9,6 +9,7 @@ import (
 	"github.com/wakegate/wakegate/homes"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/rolls"
 )
 
 // Known reports whether home id is registered.
@@ -121,7 +122,7 @@ func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error
 					return fmt.Errorf("remove %s: %w", id, err)
 				}
 				if rm, ok := prov.(provider.Remover); ok {
-					spec := h.providerSpec(l.rec, l.rec.Version, e.roll.releaseOf(l.rec))
+					spec := h.providerSpec(l.rec, l.rec.Version, e.roll.releases.Of(l.rec))
 					if err := rm.Remove(ctx, spec); err != nil {
 						return fmt.Errorf("remove %s: %w", id, err)
 					}
@@ -156,7 +157,7 @@ func (e *Engine) Forget(ctx context.Context, id string) {
 	}
 	if e.own.Local(h.spec.Provider) {
 		h.warm.Store(nil)
-		spec := h.providerSpec(registry.Home{}, "", release{})
+		spec := h.providerSpec(registry.Home{}, "", rolls.Release{})
 		proven, err := e.o.Providers[h.spec.Provider].Stop(ctx, spec)
 		if err != nil || !proven {
 			e.o.Log.Warn("fleet: stop the process of a home whose record is gone", "home", id, "proven", proven, "err", err)

@@ -127,7 +127,7 @@ func (e *Engine) StopRun(ctx context.Context, id, ref string, suspend bool) (how
 	if err != nil {
 		return "stop", false, fmt.Errorf("stop %s: %w", id, err)
 	}
-	spec := h.providerSpec(rec, rec.Version, e.roll.releaseOf(rec))
+	spec := h.providerSpec(rec, rec.Version, e.roll.releases.Of(rec))
 	spec.Ref = ref
 	how = "stop"
 	if suspend {

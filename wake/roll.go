@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/rolls"
 )
 
 // Rolls move idle homes onto the registered target version (DESIGN.md,
@@ -42,84 +41,22 @@ import (
 //     inside EnsureAwake counts as a user, so the error is always towards
 //     not rolling.
 
-// RollMode says when homes roll onto the registered target.
-type RollMode string
-
-// Roll modes.
-const (
-	// RollOff never rolls.
-	RollOff RollMode = "off"
-	// RollLazy rolls a stale home at its next wake.
-	RollLazy RollMode = "lazy"
-	// RollEager also rolls awake homes that have had no session for
-	// RollOptions.IdleAfter, from the engine's Run loop.
-	RollEager RollMode = "eager"
-)
-
-// RollOptions configure rolls.
-type RollOptions struct {
-	// Mode is RollLazy, RollEager or RollOff. The zero value "" is off.
-	Mode RollMode
-	// IdleAfter is how long an awake home must have had no session before
-	// an eager roll; used only with RollEager. Zero rolls it at the first
-	// Run tick that finds it idle.
-	IdleAfter time.Duration
-}
-
-// RollStats counts rolls by outcome since the engine started. Fields are
-// read with Load; only the engine adds to them.
-type RollStats struct {
-	// Started counts rolls begun (the home was marked restoring).
-	Started atomic.Uint64
-	// Rolled counts rolls committed on the target version.
-	Rolled atomic.Uint64
-	// RolledBack counts failed rolls whose rollback restored the prior
-	// version (alert roll.rolled_back).
-	RolledBack atomic.Uint64
-	// Incidents counts failed rolls whose rollback failed too (alert
-	// roll.incident).
-	Incidents atomic.Uint64
-	// SkippedBusy counts stale homes woken without a roll because they had
-	// users.
-	SkippedBusy atomic.Uint64
-	// SkippedBad counts stale homes woken on their own version because the
-	// target is the known-bad version.
-	SkippedBad atomic.Uint64
-	// Unsupported counts rolls abandoned because the home's provider cannot
-	// recreate homes (the home is then woken as it is, and never rolled).
-	Unsupported atomic.Uint64
-}
-
 // roller rolls homes onto the registered target: it keeps the target's
 // commands, the brake on a bad target, the roll counters and this
 // instance's session report (rollfleet.go). The steps of one roll run
 // inside a wake (rollrun.go).
 type roller struct {
-	e     *Engine
-	stats RollStats
-
-	mu sync.Mutex
-	// releases maps each version seen in a target to its command template
-	// and image (zero: the provider's defaults), so that a home on a past
-	// target's version wakes and rolls back with what it was started from.
-	// A roll also stores the release with the home's version (its
-	// record's Command and Image), which wins over this map: after a
-	// restart, a home on a version that is no longer the target still
-	// wakes and rolls back with its own release.
-	releases map[string]release
-	// localBad is a target version whose roll failed while the store could
-	// not record it; it brakes this instance until a new target is set.
-	localBad string
-
-	// reports is this instance's session report (rollfleet.go).
-	reports sessionReports
+	e        *Engine
+	stats    rolls.Stats
+	releases rolls.Releases
+	reports  rolls.Reports
 }
 
 // errRollUnsupported means the home's provider cannot recreate homes.
 var errRollUnsupported = errors.New("the provider cannot recreate homes")
 
 // RollStats returns the engine's roll counters.
-func (e *Engine) RollStats() *RollStats { return &e.roll.stats }
+func (e *Engine) RollStats() *rolls.Stats { return &e.roll.stats }
 
 // Target returns the stored roll target; registry.ErrNotFound (wrapped)
 // when none is registered.
@@ -128,7 +65,7 @@ func (e *Engine) Target(ctx context.Context) (registry.Target, error) {
 	if err != nil {
 		return registry.Target{}, fmt.Errorf("roll target: %w", err)
 	}
-	e.roll.remember(t)
+	e.roll.releases.Remember(t)
 	return t, nil
 }
 
@@ -155,7 +92,7 @@ func (e *Engine) SetTarget(ctx context.Context, t registry.Target) (registry.Tar
 		case err != nil:
 			return registry.Target{}, fmt.Errorf("set roll target: %w", err)
 		case cur.Version == t.Version && cur.Image == t.Image && slices.Equal(cur.Command, t.Command):
-			e.roll.remember(cur)
+			e.roll.releases.Remember(cur)
 			return cur, nil
 		default:
 			cond = registry.Cond{Generation: cur.Generation, Owner: cur.Owner}
@@ -169,74 +106,21 @@ func (e *Engine) SetTarget(ctx context.Context, t registry.Target) (registry.Tar
 		if err != nil {
 			return registry.Target{}, fmt.Errorf("set roll target: %w", err)
 		}
-		e.roll.mu.Lock()
-		e.roll.localBad = ""
-		e.roll.mu.Unlock()
-		e.roll.remember(stored)
+		e.roll.releases.Lift()
+		e.roll.releases.Remember(stored)
 		e.o.Log.Info("roll target", "version", stored.Version, "prior_target", cur.Version,
 			"image", stored.Image, "custom_command", len(stored.Command) > 0)
 		return stored, nil
 	}
 }
 
-// remember records t's release for its version.
-func (r *roller) remember(t registry.Target) {
-	if t.Version == "" {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.releases == nil {
-		r.releases = map[string]release{}
-	}
-	r.releases[t.Version] = releaseOf(t)
-}
-
-// releaseOf is the release the home of rec runs its version from: the
-// one stored with it (a roll wrote it), or else the one of the target that
-// named its version.
-func (r *roller) releaseOf(rec registry.Home) release {
-	if len(rec.Command) > 0 || rec.Image != "" {
-		return release{command: slices.Clone(rec.Command), image: rec.Image}
-	}
-	return r.releaseFor(rec.Version)
-}
-
-// releaseFor is the release of version: the one of the target that named
-// it, or the zero release (the provider's defaults).
-func (r *roller) releaseFor(version string) release {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	rel := r.releases[version]
-	rel.command = slices.Clone(rel.command)
-	return rel
-}
-
-// bad reports whether t must not be rolled onto.
-func (r *roller) bad(t registry.Target) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return t.BadVersion == t.Version || r.localBad == t.Version
-}
-
-// on reports whether rolls are enabled.
-func (r *roller) on() bool {
-	return r.e.o.Roll.Mode == RollLazy || r.e.o.Roll.Mode == RollEager
-}
-
-// stale reports whether a home on version should move to target t: it has
-// a recorded version (a home with none is never stale), and it differs.
-func stale(version string, t registry.Target) bool {
-	return version != "" && version != t.Version
-}
-
 // eager starts a roll of every awake home that is stale and has had no
-// session for IdleAfter (RollEager only). The home's verdict is dropped
+// session for IdleAfter (rolls.Eager only). The home's verdict is dropped
 // first, so a request from then on joins the roll's flight; the flight
 // checks for users again once it holds the lock.
 func (r *roller) eager(ctx context.Context) {
 	e := r.e
-	if e.o.Roll.Mode != RollEager {
+	if e.o.Roll.Mode != rolls.Eager {
 		return
 	}
 	t, err := e.o.Store.GetTarget(ctx)
@@ -246,22 +130,24 @@ func (r *roller) eager(ctx context.Context) {
 		}
 		return
 	}
-	if r.bad(t) {
+	if r.releases.Bad(t) {
 		return
 	}
 	for _, h := range e.homes.awakeHomes() {
 		id := h.spec.ID
-		if ctx.Err() != nil || h.noRoll.Load() || !r.idleLongEnough(h) {
+		// A home due for its idle suspend is suspended, not rolled: Run
+		// queued its suspend this tick (it rolls at its next wake).
+		if ctx.Err() != nil || h.noRoll.Load() || !e.idleFor(h, e.o.Roll.IdleAfter) || e.idle(h) {
 			continue
 		}
 		rec, err := e.o.Store.GetHome(ctx, id)
-		if err != nil || !stale(rec.Version, t) {
+		if err != nil || !rolls.Stale(rec.Version, t) {
 			continue
 		}
 		if e.own.Local(rec.Provider) && rec.Runner != "" && rec.Runner != e.o.Instance {
 			continue // its runner's own loop rolls it (owner.go)
 		}
-		if n, err := r.others(ctx, id); err != nil || n > 0 {
+		if n, err := r.reports.Others(ctx, id); err != nil || n > 0 {
 			continue // in use elsewhere: no pointless wake every tick
 		}
 		h.warm.Store(nil)
@@ -269,19 +155,6 @@ func (r *roller) eager(ctx context.Context) {
 			e.o.Log.Info("roll: eager roll not started", "home", id, "err", err.Error())
 		}
 	}
-}
-
-// idleLongEnough reports whether h runs with no wake in flight and has had
-// no session for RollOptions.IdleAfter.
-func (r *roller) idleLongEnough(h *home) bool {
-	h.mu.Lock()
-	running := h.status == registry.StatusRunning && h.flight == nil
-	h.mu.Unlock()
-	if !running {
-		return false
-	}
-	since := r.e.o.Sessions.IdleSince(h.spec.ID)
-	return !since.IsZero() && time.Since(since) >= r.e.o.Roll.IdleAfter
 }
 
 // rollText is err as readable text for alerts: never empty.
@@ -303,7 +176,7 @@ func (e *Engine) Roll(ctx context.Context, id string) (registry.Home, error) {
 	if h == nil {
 		return registry.Home{}, homefault.HomeNotFound(id)
 	}
-	if !e.roll.on() {
+	if !e.o.Roll.On() {
 		return registry.Home{}, homefault.Refused("roll_off", "Rolls are off.")
 	}
 	t, err := e.o.Store.GetTarget(ctx)
@@ -313,14 +186,14 @@ func (e *Engine) Roll(ctx context.Context, id string) (registry.Home, error) {
 	if err != nil {
 		return registry.Home{}, fmt.Errorf("roll %s: %w", id, err)
 	}
-	if e.roll.bad(t) {
+	if e.roll.releases.Bad(t) {
 		return registry.Home{}, homefault.Refused("target_bad", "The target version failed a roll; register a newer one.")
 	}
 	rec, err := e.o.Store.GetHome(ctx, id)
 	if err != nil {
 		return registry.Home{}, fmt.Errorf("roll %s: %w", id, err)
 	}
-	if !stale(rec.Version, t) {
+	if !rolls.Stale(rec.Version, t) {
 		return registry.Home{}, homefault.Refused("roll_not_needed", "The home already runs the target version, or has no recorded version.")
 	}
 	if n := e.o.Sessions.Count(id); n > 0 {

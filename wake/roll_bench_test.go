@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/rolls"
 )
 
 // BenchmarkRollVsColdWake compares the time of a request that meets a stale
@@ -16,7 +16,7 @@ import (
 // takes 10 of each; the medians are reported in milliseconds. The demo home
 // boots in 100ms.
 func BenchmarkRollVsColdWake(b *testing.B) {
-	r := newRollRig(b, "", wake.RollLazy)
+	r := newRollRig(b, "", rolls.Lazy)
 	r.version("h1")
 	var rolled, cold []float64
 	for i := 0; i < b.N; i++ {

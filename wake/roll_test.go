@@ -25,6 +25,7 @@ import (
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -100,7 +101,7 @@ func rollCommand(bin, version string) []string {
 
 // newRollRig starts a rig whose default exec command runs bin (the built
 // binary when bin is "").
-func newRollRig(t testing.TB, bin string, mode wake.RollMode) *rollRig {
+func newRollRig(t testing.TB, bin string, mode rolls.Mode) *rollRig {
 	t.Helper()
 	if bin == "" {
 		bin = testbin.Build(t)
@@ -138,7 +139,7 @@ func newRollRig(t testing.TB, bin string, mode wake.RollMode) *rollRig {
 		Instance: "test", WarmTTL: time.Minute, ReadyTimeout: 10 * time.Second, RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: 50 * time.Millisecond, RelayHeader: demohome.RelayHeader,
 		Log: log.With("component", "wake"), Events: r.bus,
-		Roll: wake.RollOptions{Mode: mode, IdleAfter: time.Minute},
+		Roll: rolls.Options{Mode: mode, IdleAfter: time.Minute},
 	})
 	t.Cleanup(r.eng.Close)
 	for _, id := range []string{"h1", "h2"} {
@@ -237,7 +238,7 @@ func rollEvents(b *events.Bus, home string) []string {
 }
 
 func TestRollStaleIdleHomeRollsOnNextWake(t *testing.T) {
-	r := newRollRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", rolls.Lazy)
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("before any target the home runs %q, want 1", got)
 	}
@@ -279,7 +280,7 @@ func TestRollStaleIdleHomeRollsOnNextWake(t *testing.T) {
 }
 
 func TestRollSessionKeepsHomeOffTheRoll(t *testing.T) {
-	r := newRollRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", rolls.Lazy)
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("runs %q", got)
 	}
@@ -302,7 +303,7 @@ func TestRollSessionKeepsHomeOffTheRoll(t *testing.T) {
 }
 
 func TestRollFailedStartRollsBackAndBrakes(t *testing.T) {
-	r := newRollRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", rolls.Lazy)
 	missing := filepath.Join(t.TempDir(), "no-such-program")
 	r.setTarget("2", rollCommand(missing, "{version}"))
 
@@ -372,7 +373,7 @@ func TestRollFailedStartRollsBackAndBrakes(t *testing.T) {
 }
 
 func TestRollVersionMismatchIsAFailedRoll(t *testing.T) {
-	r := newRollRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", rolls.Lazy)
 	// The release starts and answers, but reports another version.
 	r.setTarget("2", rollCommand(r.bin, "{version}-other"))
 	if got := r.version("h1"); got != "1" {
@@ -413,7 +414,7 @@ func TestRollIncidentWhenRollbackFails(t *testing.T) {
 	// made unable to start by removing it.
 	bin := filepath.Join(t.TempDir(), "wakegate-copy")
 	rlCopy(t, testbin.Build(t), bin)
-	r := newRollRig(t, bin, wake.RollLazy)
+	r := newRollRig(t, bin, rolls.Lazy)
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("runs %q", got)
 	}
@@ -477,7 +478,7 @@ func rlCopy(t *testing.T, from, to string) {
 }
 
 func TestRollOffNeverRolls(t *testing.T) {
-	r := newRollRig(t, "", wake.RollOff)
+	r := newRollRig(t, "", rolls.Off)
 	r.setTarget("2", nil)
 	if got := r.version("h1"); got != "1" {
 		t.Fatalf("with rolls off the home runs %q, want 1", got)
@@ -488,7 +489,7 @@ func TestRollOffNeverRolls(t *testing.T) {
 }
 
 func TestRollSetTargetRejectsBadInput(t *testing.T) {
-	r := newRollRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", rolls.Lazy)
 	if _, err := r.eng.SetTarget(context.Background(), registry.Target{}); err == nil || !strings.Contains(err.Error(), "version") {
 		t.Fatalf("empty version: %v", err)
 	}
@@ -503,7 +504,7 @@ func TestRollSetTargetRejectsBadInput(t *testing.T) {
 // An operator's roll of an awake, idle, stale home rolls it at once; the
 // refusals name why a roll cannot run.
 func TestRollOnRequest(t *testing.T) {
-	r := newRollRig(t, "", wake.RollLazy)
+	r := newRollRig(t, "", rolls.Lazy)
 	ctx := context.Background()
 	code := func(err error) string {
 		if fe, ok := fault.As(err); ok {
@@ -551,7 +552,7 @@ func TestRollNeverRollsHomeWithNoVersion(t *testing.T) {
 		MaxConcurrent: 4, FailureBackoff: time.Second,
 		Probe: probe.Spec{Kind: probe.TCP}, RelayHeader: demohome.RelayHeader,
 		Log:  slog.New(slog.DiscardHandler),
-		Roll: wake.RollOptions{Mode: wake.RollLazy},
+		Roll: rolls.Options{Mode: rolls.Lazy},
 	})
 	t.Cleanup(e.Close)
 	ctx := context.Background()

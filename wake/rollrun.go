@@ -14,6 +14,7 @@ import (
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/stopping"
 )
 
@@ -35,11 +36,11 @@ func (r *roller) maybeRoll(ctx context.Context, w *wakeRun, prov provider.Provid
 		e.o.Log.Warn("roll: read target; waking without a roll", "home", id, "err", err.Error())
 		return homes.Awake{}, false, nil
 	}
-	r.remember(t)
-	if !r.on() || !stale(w.rec.Version, t) || h.noRoll.Load() {
+	r.releases.Remember(t)
+	if !r.e.o.Roll.On() || !rolls.Stale(w.rec.Version, t) || h.noRoll.Load() {
 		return homes.Awake{}, false, nil
 	}
-	if r.bad(t) {
+	if r.releases.Bad(t) {
 		r.stats.SkippedBad.Add(1)
 		e.o.Log.Info("roll: target is known bad; waking on the current version",
 			"home", id, "version", w.rec.Version, "bad_version", t.Version)
@@ -70,7 +71,7 @@ func (r *roller) busy(ctx context.Context, w *wakeRun) string {
 	if n := r.e.o.Sessions.Count(id) - int(w.h.waiting.Load()); n > 0 {
 		return fmt.Sprintf("%d session(s) on this instance", n)
 	}
-	others, err := r.others(ctx, id)
+	others, err := r.reports.Others(ctx, id)
 	if err != nil {
 		return "fleet sessions unknown: " + err.Error()
 	}
@@ -93,7 +94,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 	e := r.e
 	id := w.h.spec.ID
 	prior := w.rec.Version
-	priorRel := r.releaseOf(w.rec)
+	priorRel := r.releases.Of(w.rec)
 	w.setPhase("rolling")
 	if err := w.save(ctx, func(h *registry.Home) {
 		h.WantRunning = true
@@ -105,7 +106,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 	e.o.Events.Publish(events.Event{Type: events.RollStart, Home: id, Version: t.Version, PriorVersion: prior, Cause: run.cause})
 	e.o.Log.Info("roll", "home", id, "step", "start", "version", t.Version, "prior_version", prior)
 
-	endpoint, err := r.attempt(ctx, w, prov, t.Version, releaseOf(t), run.ready)
+	endpoint, err := r.attempt(ctx, w, prov, t.Version, rolls.ReleaseOf(t), run.ready)
 	if errors.Is(err, provider.ErrUnsupported) {
 		r.stats.Unsupported.Add(1)
 		e.o.Log.Warn("roll: the home's provider cannot recreate it; waking without a roll", "home", id)
@@ -114,7 +115,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 		return homes.Awake{}, errRollUnsupported
 	}
 	if err == nil {
-		w.recordReady(ctx, t.Version, releaseOf(t))
+		w.recordReady(ctx, t.Version, rolls.ReleaseOf(t))
 		r.stats.Rolled.Add(1)
 		e.o.Metrics.Rolled("done")
 		total := time.Since(w.start)
@@ -136,7 +137,7 @@ func (r *roller) roll(ctx context.Context, w *wakeRun, prov provider.Provider, t
 // used all of the wake's. If it fails too, the home is stopped and left
 // unknown (roll.incident).
 func (r *roller) rollBack(ctx context.Context, w *wakeRun, prov provider.Provider, t registry.Target,
-	prior string, priorRel release, rollErr error) (homes.Awake, error) {
+	prior string, priorRel rolls.Release, rollErr error) (homes.Awake, error) {
 	run := w.f.runState
 	e := r.e
 	id := w.h.spec.ID
@@ -197,7 +198,7 @@ func (r *roller) incident(ctx context.Context, w *wakeRun, prov provider.Provide
 // the provider's defaults), probes it like a wake and asserts the version it
 // really runs. The new endpoint and ref are stored at once, so a failure
 // after the recreate leaves a record of the process to stop.
-func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider, version string, rel release, ready <-chan struct{}) (*url.URL, error) {
+func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider, version string, rel rolls.Release, ready <-chan struct{}) (*url.URL, error) {
 	spec := w.h.providerSpec(w.rec, version, rel)
 	t0 := time.Now()
 	res, err := prov.Recreate(ctx, spec)
@@ -288,9 +289,7 @@ func (r *roller) markBad(ctx context.Context, version string) {
 			break
 		}
 	}
-	r.mu.Lock()
-	r.localBad = version
-	r.mu.Unlock()
+	r.releases.Brake(version)
 	e.o.Log.Error("roll: could not record the bad version; braking this instance only",
 		"bad_version", version, "err", rollText(err))
 }

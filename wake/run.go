@@ -20,6 +20,7 @@ import (
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/wakerecord"
 )
 
@@ -463,7 +464,7 @@ func (w *wakeRun) provenByOther() (homes.Awake, bool) {
 
 // recordReady is commitReady for a roll, where a lost write is logged:
 // the home runs and is proven.
-func (w *wakeRun) recordReady(ctx context.Context, version string, rel release) {
+func (w *wakeRun) recordReady(ctx context.Context, version string, rel rolls.Release) {
 	if err := w.commitReadyOn(ctx, version, &rel); err != nil {
 		w.e.o.Log.Warn("wake: record ready state", "home", w.h.spec.ID, "version", version, "err", err)
 	}
@@ -479,14 +480,14 @@ func (w *wakeRun) commitReady(ctx context.Context, version string) error {
 // commitReadyOn is commitReady that also stores rel, when not nil, as
 // what version runs from, so that a restarted gateway wakes and rolls
 // back the home with it.
-func (w *wakeRun) commitReadyOn(ctx context.Context, version string, rel *release) error {
+func (w *wakeRun) commitReadyOn(ctx context.Context, version string, rel *rolls.Release) error {
 	now := time.Now()
 	if err := w.saveRetry(ctx, func(r *registry.Home) {
 		if version != "" {
 			r.Version = version
 		}
 		if rel != nil {
-			r.Command, r.Image = slices.Clone(rel.command), rel.image
+			r.Command, r.Image = slices.Clone(rel.Command), rel.Image
 		}
 		r.Status = registry.StatusRunning
 		r.Verdict = registry.VerdictHealthy
@@ -586,7 +587,7 @@ func (w *wakeRun) runner() string {
 }
 
 func (w *wakeRun) spec() provider.Spec {
-	return w.h.providerSpec(w.rec, w.rec.Version, w.e.roll.releaseOf(w.rec))
+	return w.h.providerSpec(w.rec, w.rec.Version, w.e.roll.releases.Of(w.rec))
 }
 
 // probeSpec is the readiness probe of this home at endpoint, the same for a

@@ -34,7 +34,7 @@ func (e *Engine) QuiesceHome(id string) stopping.Quiet {
 // heartbeatTTL is the TTL of this gateway's session reports (its
 // heartbeat), as Run gives them.
 func (e *Engine) heartbeatTTL() time.Duration {
-	tick, _ := e.idleClock.get()
+	tick, _ := e.idleClock.Get()
 	return 3*tick + reportSlack
 }
 
@@ -119,7 +119,7 @@ func (e *Engine) shutdownStop(ctx context.Context, id string) stopping.Outcome {
 				e.o.Log.Info("fleet: shutdown hands a home in use elsewhere over to the fleet, running", "home", id)
 				return l.saveRetry(ctx, norunner)
 			}
-			spec := h.providerSpec(l.rec, l.rec.Version, e.roll.releaseOf(l.rec))
+			spec := h.providerSpec(l.rec, l.rec.Version, e.roll.releases.Of(l.rec))
 			proven, err := prov.Stop(ctx, spec)
 			if err != nil || !proven {
 				return fmt.Errorf("shutdown %s: stop: proven %v: %w", id, proven, err)

@@ -28,6 +28,7 @@ import (
 	"github.com/wakegate/wakegate/provider/fly/flyfake"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
+	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/sessions"
 	"github.com/wakegate/wakegate/wake"
 )
@@ -272,7 +273,7 @@ func (r *engineRig) start(tm rigTimes) {
 		Instance: "test", WarmTTL: time.Minute, ReadyTimeout: cmp.Or(tm.ready, 10*time.Second), RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: 50 * time.Millisecond, RelayHeader: demohome.RelayHeader,
 		Log: slog.New(slog.DiscardHandler), Events: r.bus,
-		Roll: wake.RollOptions{Mode: wake.RollLazy, IdleAfter: time.Minute},
+		Roll: rolls.Options{Mode: rolls.Lazy, IdleAfter: time.Minute},
 	})
 	r.t.Cleanup(eng.Close)
 	r.eng = eng

@@ -1,16 +1,13 @@
-package wake
+package rolls
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
-	"github.com/wakegate/wakegate/sessions"
 )
 
 // slowReports is the bolt store whose session reports wait for release:
@@ -38,31 +35,29 @@ func TestOthersDoesNotWaitForReportInFlight(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = bolt.Close() })
 	store := slowReports{Store: bolt, entered: make(chan struct{}), release: make(chan struct{})}
-	e := New(Options{Store: store, Providers: map[string]provider.Provider{}, Sessions: sessions.New(),
-		Instance: "me", MaxConcurrent: 1, Log: slog.New(slog.DiscardHandler)})
-	t.Cleanup(e.Close)
+	r := &Reports{Store: store, Instance: "me"}
 	ctx := context.Background()
 
 	// The first report goes through: this instance holds 2 sessions of h1,
 	// another instance 3.
 	go func() { <-store.entered; store.release <- struct{}{} }()
-	if err := e.roll.reportSessions(ctx, map[string]int{"h1": 2}, time.Minute); err != nil {
+	if err := r.Report(ctx, map[string]int{"h1": 2}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := bolt.ReportSessions(ctx, "other", map[string]int{"h1": 3}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.roll.others(ctx, "h1"); err != nil || n != 3 {
+	if n, err := r.Others(ctx, "h1"); err != nil || n != 3 {
 		t.Fatalf("others = %d, %v; want 3", n, err)
 	}
 
 	// The next report (h1 down to 0) is stuck in the store.
 	reported := make(chan error, 1)
-	go func() { reported <- e.roll.reportSessions(ctx, map[string]int{"h1": 0}, time.Minute) }()
+	go func() { reported <- r.Report(ctx, map[string]int{"h1": 0}, time.Minute) }()
 	<-store.entered
 	got := make(chan int, 1)
 	go func() {
-		n, err := e.roll.others(ctx, "h1")
+		n, err := r.Others(ctx, "h1")
 		if err != nil {
 			t.Error(err)
 		}
@@ -84,7 +79,7 @@ func TestOthersDoesNotWaitForReportInFlight(t *testing.T) {
 	if err := <-reported; err != nil {
 		t.Fatal(err)
 	}
-	if n, err := e.roll.others(ctx, "h1"); err != nil || n != 3 {
+	if n, err := r.Others(ctx, "h1"); err != nil || n != 3 {
 		t.Fatalf("others after the report = %d, %v; want 3", n, err)
 	}
 }
