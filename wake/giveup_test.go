@@ -13,6 +13,7 @@ import (
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/homes"
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
@@ -106,9 +107,15 @@ func TestWakeFailureAfterGiveUpIsTheGiveUp(t *testing.T) {
 	if fe, ok := fault.As(err); !ok || fe.Code != homefault.CodeHomeFailed {
 		t.Fatalf("wake: %v, want home_failed", err)
 	}
-	rec, err := store.GetHome(ctx, "h1")
-	if err != nil || rec.Status != registry.StatusFailed || rec.Reason != "exited with code 2" {
-		t.Fatalf("record %+v, %v: want failed with the provider's reason", rec, err)
+	// Callers are answered before the half-woken home's stop has written
+	// its outcome: the record passes through suspending on its way there.
+	var rec registry.Home
+	testbin.Eventually(t, "the record to say failed", func() bool {
+		rec, err = store.GetHome(ctx, "h1")
+		return err == nil && rec.Status != registry.StatusSuspending
+	})
+	if rec.Status != registry.StatusFailed || rec.Reason != "exited with code 2" {
+		t.Fatalf("record %+v: want failed with the provider's reason", rec)
 	}
 }
 
