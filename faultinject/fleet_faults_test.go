@@ -219,17 +219,16 @@ func (r *faultRun) runner() int {
 func (r *faultRun) wakeThrough(i int) int {
 	c := fleetClient()
 	c.Timeout = 30 * time.Second
-	deadline := time.Now().Add(faultHeal + 20*time.Second)
-	for time.Now().Before(deadline) {
+	n := -1
+	if !testbin.Poll(faultHeal+20*time.Second, 100*time.Millisecond, func() bool {
 		if res, _, err := r.gws[i].get(c, fiWhoami); err == nil && res.StatusCode == http.StatusOK {
-			if n := r.runner(); n >= 0 {
-				return n
-			}
+			n = r.runner()
 		}
-		time.Sleep(100 * time.Millisecond)
+		return n >= 0
+	}) {
+		r.t.Fatalf("the home was not served through gw-%d", i)
 	}
-	r.t.Fatalf("the home was not served through gw-%d", i)
-	return -1
+	return n
 }
 
 // healed waits until the home answers 200 through every live gateway
@@ -241,14 +240,11 @@ func (r *faultRun) healed(name string, ended time.Time, skip int) {
 		if i == skip {
 			continue
 		}
-		for {
-			if res, _, err := g.get(c, fiWhoami); err == nil && res.StatusCode == http.StatusOK {
-				break
-			}
-			if time.Since(ended) > 3*faultHeal {
-				r.t.Fatalf("%s: gw-%d did not serve the home within %s of the fault's end", name, i, 3*faultHeal)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !testbin.Poll(3*faultHeal-time.Since(ended), 50*time.Millisecond, func() bool {
+			res, _, err := g.get(c, fiWhoami)
+			return err == nil && res.StatusCode == http.StatusOK
+		}) {
+			r.t.Fatalf("%s: gw-%d did not serve the home within %s of the fault's end", name, i, 3*faultHeal)
 		}
 	}
 	took := time.Since(ended)
@@ -316,26 +312,30 @@ func (r *faultRun) pauseRedis(d time.Duration) {
 }
 
 // killMidColdWake suspends the home, starts a cold wake through gw-0,
-// SIGKILLs gw-0 0.3 s into it (the home boots for 1 s) and starts gw-0
-// again once the others serve.
+// SIGKILLs gw-0 once a wake has started the home's process (the home boots
+// for 1 s) and starts gw-0 again once the others serve.
 func (r *faultRun) killMidColdWake() {
 	r.faulted[0].Add(1)
 	r.paused[0].Store(true)
 	defer r.paused[0].Store(false)
-	deadline := time.Now().Add(faultHeal)
-	for len(countIn(homeDirs(r.gws))) != 0 && time.Now().Before(deadline) {
+	testbin.Poll(faultHeal, 100*time.Millisecond, func() bool {
+		if len(countIn(homeDirs(r.gws))) == 0 {
+			return true
+		}
 		r.suspendThrough(1)
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
 	go func() {
 		c := fleetClient()
 		c.Timeout = 5 * time.Second
 		_, _, _ = r.gws[0].get(c, fiWhoami)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The clients of gw-1 and gw-2 keep sending: whichever wake starts the
+	// home first, the kill lands while its process boots.
+	testbin.Eventually(r.t, "a cold wake to start the home", func() bool { return len(countIn(homeDirs(r.gws))) != 0 })
 	r.gws[0].kill(r.t)
 	r.logs = append(r.logs, r.gws[0].Output())
-	r.healed("gw-0 SIGKILLed 0.3 s into a cold wake", time.Now(), 0)
+	r.healed("gw-0 SIGKILLed as a cold wake started the home", time.Now(), 0)
 	r.gws[0].start(r.t)
 }
 
@@ -427,10 +427,10 @@ func decided(out string) (backoffs, suspends int) {
 // adminAgrees fails the run unless every gateway's admin API says the
 // home runs exactly when one process of it exists.
 func (r *faultRun) adminAgrees() {
-	deadline := time.Now().Add(faultHeal)
-	for {
+	var bad []string
+	if !testbin.Poll(faultHeal, 200*time.Millisecond, func() bool {
 		pids := countIn(homeDirs(r.gws))
-		var bad []string
+		bad = nil
 		for i, g := range r.gws {
 			code, body := g.adminSend(r.t, http.MethodGet, "/admin/homes/"+fiHome, "")
 			var h struct {
@@ -444,13 +444,9 @@ func (r *faultRun) adminAgrees() {
 				bad = append(bad, fmt.Sprintf("gw-%d says %s with processes %v", i, h.Status, pids))
 			}
 		}
-		if len(bad) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the admin API disagrees with the processes that exist: %v", bad)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return len(bad) == 0
+	}) {
+		r.t.Fatalf("the admin API disagrees with the processes that exist: %v", bad)
 	}
 }
 

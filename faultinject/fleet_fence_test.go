@@ -30,16 +30,16 @@ func waitRunner(t *testing.T, store *redis.Store, g *fiGateway, runner string, l
 	c := fleetClient()
 	c.Timeout = 5 * time.Second
 	t0 := time.Now()
-	for time.Since(t0) < limit {
-		if res, _, err := g.get(c, fiWhoami); err == nil && res.StatusCode == http.StatusOK {
-			if h, err := store.GetHome(context.Background(), fiHome); err == nil && h.Runner == runner {
-				return time.Since(t0)
-			}
+	if !testbin.Poll(limit, 200*time.Millisecond, func() bool {
+		if res, _, err := g.get(c, fiWhoami); err != nil || res.StatusCode != http.StatusOK {
+			return false
 		}
-		time.Sleep(200 * time.Millisecond)
+		h, err := store.GetHome(context.Background(), fiHome)
+		return err == nil && h.Runner == runner
+	}) {
+		t.Fatalf("the record did not name %s as the runner within %s", runner, limit)
 	}
-	t.Fatalf("the record did not name %s as the runner within %s", runner, limit)
-	return 0
+	return time.Since(t0)
 }
 
 // suspendThrough asks g's admin API to suspend the home once no gateway
@@ -60,12 +60,8 @@ func suspendThrough(t *testing.T, store *redis.Store, g *fiGateway) {
 // limit and stay there for hold, sampled every 20 ms.
 func settlesAtZero(t *testing.T, gws []*fiGateway, limit, hold time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for len(countIn(homeDirs(gws))) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("home processes %v %s after the suspend, want none", countIn(homeDirs(gws)), limit)
-		}
-		time.Sleep(sampleEvery)
+	if !testbin.Poll(limit, sampleEvery, func() bool { return len(countIn(homeDirs(gws))) == 0 }) {
+		t.Fatalf("home processes %v %s after the suspend, want none", countIn(homeDirs(gws)), limit)
 	}
 	for end := time.Now().Add(hold); time.Now().Before(end); time.Sleep(sampleEvery) {
 		if pids := countIn(homeDirs(gws)); len(pids) != 0 {

@@ -51,10 +51,8 @@ func TestFleetLeaseOutlivesItsGateway(t *testing.T) {
 	b.mustAdmin(t, http.MethodDelete, "/admin/homes/"+fiHome+"/leases/"+lease.Lease, "", http.StatusNoContent, http.StatusOK)
 	// Longer than Eventually's bound: Redis can stall for seconds on a
 	// machine busy with disk work, and B's idle loop waits for it.
-	for deadline := time.Now().Add(3 * testbin.WaitLimit); !strings.Contains(b.Output(), suspended); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("B did not suspend the home once the lease ended")
-		}
+	if !testbin.Poll(3*testbin.WaitLimit, 50*time.Millisecond, func() bool { return strings.Contains(b.Output(), suspended) }) {
+		t.Fatalf("B did not suspend the home once the lease ended")
 	}
 	if code, body := b.adminSend(t, http.MethodDelete, "/admin/homes/"+fiHome+"/leases/"+lease.Lease, ""); code != http.StatusNotFound {
 		t.Errorf("end the lease again: %d %s, want 404", code, body)

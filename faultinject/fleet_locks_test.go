@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
@@ -24,20 +25,21 @@ const lockHealBound = 20 * time.Second
 // gives up at since+limit.
 func servedThrough(g *fiGateway, c *http.Client, path string, since time.Time, limit time.Duration) (time.Duration, map[int]int) {
 	seen := map[int]int{}
-	for time.Since(since) < limit {
+	var took time.Duration
+	testbin.Poll(limit-time.Since(since), 50*time.Millisecond, func() bool {
 		res, _, err := g.get(c, path)
 		if err != nil {
 			seen[0]++
-			time.Sleep(50 * time.Millisecond)
-			continue
+			return false
 		}
 		seen[res.StatusCode]++
-		if res.StatusCode == http.StatusOK {
-			return time.Since(since), seen
+		if res.StatusCode != http.StatusOK {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return 0, seen
+		took = time.Since(since)
+		return true
+	})
+	return took, seen
 }
 
 func TestFleetWakeLockDiesWithItsHolder(t *testing.T) {
@@ -46,7 +48,9 @@ func TestFleetWakeLockDiesWithItsHolder(t *testing.T) {
 		wake: map[string]any{"ready_timeout": "10s", "wake_timeout": "20s", "retry_after": "1s"}})
 	c := fleetClient()
 	go func() { _, _, _ = gws[0].get(c, fiWhoami) }() // gw-0 takes the wake lock and starts the home
-	time.Sleep(300 * time.Millisecond)                // 0.3s into the 1s boot
+	// The kill lands once the home's process exists: gw-0 holds the lock,
+	// and the 1s boot has just begun.
+	testbin.Eventually(t, "gw-0's wake to start the home", func() bool { return len(gws[0].homePIDs(t, fiHome)) == 1 })
 	gws[0].kill(t)
 	killed := time.Now()
 	var wg sync.WaitGroup
@@ -66,7 +70,7 @@ func TestFleetWakeLockDiesWithItsHolder(t *testing.T) {
 				i+1, took[i].Round(100*time.Millisecond), lockHealBound, seen[i], gws[i+1].Output())
 		}
 	}
-	t.Logf("runner SIGKILLed 0.3s into a cold wake: served through gw-1 after %s %v, gw-2 after %s %v",
+	t.Logf("runner SIGKILLed as its cold wake started the home: served through gw-1 after %s %v, gw-2 after %s %v",
 		took[0].Round(100*time.Millisecond), seen[0], took[1].Round(100*time.Millisecond), seen[1])
 }
 

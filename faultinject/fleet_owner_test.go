@@ -160,8 +160,12 @@ func TestFleetOwnerKilledIsTakenOver(t *testing.T) {
 	killed := time.Now()
 	statuses := map[int]int{}
 	var took time.Duration
-	for i := 0; time.Since(killed) < 15*time.Second; i++ {
+	// Requests alternate between the two survivors until one takes the
+	// home over, and for 2s after.
+	i := 0
+	testbin.Poll(15*time.Second, 50*time.Millisecond, func() bool {
 		g := gws[1+i%2]
+		i++
 		res, _, err := g.get(c, fiWhoami)
 		if err != nil {
 			t.Fatalf("request through %s after the runner died: %v", g.url, err)
@@ -175,11 +179,8 @@ func TestFleetOwnerKilledIsTakenOver(t *testing.T) {
 				took = time.Since(killed)
 			}
 		}
-		if took != 0 && time.Since(killed) > took+2*time.Second {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return took != 0 && time.Since(killed) > took+2*time.Second
+	})
 	if took == 0 {
 		t.Fatalf("no gateway took the home over within 15s of its runner's death; statuses %v", statuses)
 	}

@@ -222,10 +222,8 @@ func TestFleetSentinelFailover(t *testing.T) {
 	// Longer than Eventually's bound: a sentinel whose process was held
 	// up for two seconds (a busy machine) enters TILT mode and does not
 	// act for 30s.
-	for deadline := time.Now().Add(3 * testbin.WaitLimit); set.masterAddr() != set.replica.addr; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the sentinels did not promote the replica")
-		}
+	if !testbin.Poll(3*testbin.WaitLimit, 100*time.Millisecond, func() bool { return set.masterAddr() == set.replica.addr }) {
+		t.Fatal("the sentinels did not promote the replica")
 	}
 	promoted := time.Since(killed)
 	testbin.Eventually(t, "a cold wake works after the failover", func() bool {
@@ -253,11 +251,8 @@ func TestFleetSentinelFailover(t *testing.T) {
 	// Readiness follows the store's reach, checked once a second with a
 	// one-second bound: it turns ready within a few checks of the
 	// promotion.
-	for deadline := time.Now().Add(5 * time.Second); readyz(gw) != "ready"; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Errorf("/readyz after the failover: %q 5s after the home served, want ready", readyz(gw))
-			break
-		}
+	if !testbin.Poll(5*time.Second, 100*time.Millisecond, func() bool { return readyz(gw) == "ready" }) {
+		t.Errorf("/readyz after the failover: %q 5s after the home served, want ready", readyz(gw))
 	}
 	t.Logf("failover: replica promoted %s after the kill, cold wakes again %s after; %d warm requests, %d failed",
 		promoted.Round(time.Millisecond), recovered.Round(time.Millisecond), warm.Load(), warmErrs.Load())

@@ -1,9 +1,12 @@
 package faultinject
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +21,17 @@ import (
 // home up; a request that meets the stopping home waits for the next wake.
 // No request gets a 502 because another gateway stopped its home.
 // slowPython is a home that answers every GET with 200, after 1.5s for a
-// path that contains "slow".
+// path that contains "slow". Given a second argument, it appends a line to
+// that file as each slow request arrives.
 const slowPython = `
 import sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class H(BaseHTTPRequestHandler):
     def do_GET(self):
         if "slow" in self.path:
+            if len(sys.argv) > 2:
+                with open(sys.argv[2], "a") as f:
+                    f.write("slow\n")
             time.sleep(1.5)
         self.send_response(200)
         self.send_header("Content-Length", "3")
@@ -84,18 +91,46 @@ func TestFleetIdleSuspendSparesRequestsOnOtherGateways(t *testing.T) {
 }
 
 // slowHomeOptions is a fleet with the slow python home, woken by HTTP
-// probes, never suspended for idleness; roll adds a roll section.
-func slowHomeOptions(t *testing.T, roll map[string]any) fiOptions {
+// probes, never suspended for idleness; roll adds a roll section. The
+// home notes each slow request's arrival in arrived.
+func slowHomeOptions(t *testing.T, roll map[string]any) (o fiOptions, arrived *slowArrivals) {
 	python, script := testbin.PythonScript(t, "slow.py", slowPython)
-	o := fiOptions{admin: true,
-		exec: map[string]any{"command": []string{python, script, "{port}"}},
+	// Written by the home's own user under a root gateway.
+	arrived = &slowArrivals{path: filepath.Join(testbin.OpenDir(t), "arrived")}
+	if err := os.WriteFile(arrived.path, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(arrived.path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	o = fiOptions{admin: true,
+		exec: map[string]any{"command": []string{python, script, "{port}", arrived.path}},
 		home: map[string]any{"probe": "http", "version": "1"},
 		wake: map[string]any{"idle_timeout": "0s", "retry_after": "1s",
 			"probe": map[string]any{"kind": "http", "path": "/"}}}
 	if roll != nil {
 		o.extra = map[string]any{"roll": roll}
 	}
-	return o
+	return o, arrived
+}
+
+// slowArrivals is the file the slow home notes its slow requests in.
+type slowArrivals struct{ path string }
+
+// count returns how many slow requests reached the home.
+func (a *slowArrivals) count() int {
+	b, _ := os.ReadFile(a.path)
+	return bytes.Count(b, []byte("\n"))
+}
+
+// slowAt sends a slow request through g, as slowThrough does, and returns
+// once the home has it.
+func (a *slowArrivals) slowAt(t *testing.T, g *fiGateway) <-chan string {
+	t.Helper()
+	n := a.count()
+	done := slowThrough(g)
+	testbin.Eventually(t, "the slow request to reach the home", func() bool { return a.count() > n })
+	return done
 }
 
 // slowThrough sends a slow request through g and returns its outcome on
@@ -123,7 +158,8 @@ func slowThrough(g *fiGateway) <-chan string {
 // session report does not show yet, keeps the home on its version.
 func TestFleetRollSparesRequestsOnOtherGateways(t *testing.T) {
 	srv := registrytest.StartRedis(t)
-	gws := fleetStart(t, srv, 2, slowHomeOptions(t, map[string]any{"mode": "lazy"}))
+	o, arrived := slowHomeOptions(t, map[string]any{"mode": "lazy"})
+	gws := fleetStart(t, srv, 2, o)
 	c := fleetClient()
 	mustGet(t, gws[0], c)
 	mustGet(t, gws[1], c)
@@ -136,8 +172,7 @@ func TestFleetRollSparesRequestsOnOtherGateways(t *testing.T) {
 			return err == nil && n == 0
 		})
 		gws[0].mustAdmin(t, http.MethodPut, "/admin/target", fmt.Sprintf(`{"version":"%d"}`, v), http.StatusOK, http.StatusCreated)
-		done := slowThrough(gws[1])
-		time.Sleep(200 * time.Millisecond) // the request is at the home; gw-1's report does not show it yet
+		done := arrived.slowAt(t, gws[1]) // gw-1's report does not show it yet
 		code, body := gws[0].adminSend(t, http.MethodPost, "/admin/homes/"+fiHome+"/roll", "")
 		if code == http.StatusConflict {
 			refused++
@@ -161,7 +196,8 @@ func TestFleetRollSparesRequestsOnOtherGateways(t *testing.T) {
 // ones are served by the same process.
 func TestFleetShutdownHandsOverAHomeInUse(t *testing.T) {
 	srv := registrytest.StartRedis(t)
-	gws := fleetStart(t, srv, 2, slowHomeOptions(t, nil))
+	o, arrived := slowHomeOptions(t, nil)
+	gws := fleetStart(t, srv, 2, o)
 	c := fleetClient()
 	mustGet(t, gws[0], c) // gw-0 runs the home
 	mustGet(t, gws[1], c)
@@ -169,8 +205,7 @@ func TestFleetShutdownHandsOverAHomeInUse(t *testing.T) {
 	if len(before) != 1 {
 		t.Fatalf("home processes %v, want one", before)
 	}
-	done := slowThrough(gws[1])
-	time.Sleep(200 * time.Millisecond)
+	done := arrived.slowAt(t, gws[1])
 	gws[0].stop(t)
 	if msg := <-done; msg != "" {
 		t.Fatalf("a request through gw-1 was cut by gw-0's shutdown: %s\ngw-0:\n%s", msg, gws[0].Output())

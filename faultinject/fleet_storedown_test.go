@@ -26,18 +26,16 @@ func TestFleetStorePausedIsSeen(t *testing.T) {
 	c := &http.Client{Timeout: 10 * time.Second}
 	var code int
 	var body string
-	for time.Since(paused) < 15*time.Second {
+	testbin.Poll(15*time.Second, 100*time.Millisecond, func() bool {
 		res, err := c.Get(g.url + "/readyz")
-		if err == nil {
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			code, body = res.StatusCode, string(b)
-			if code == http.StatusServiceUnavailable {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		code, body = res.StatusCode, string(b)
+		return code == http.StatusServiceUnavailable
+	})
 	seen := time.Since(paused)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "degraded: store unreachable") {
 		t.Fatalf("/readyz with the store paused for %s: %d %q, want 503 degraded: store unreachable", seen.Round(time.Millisecond), code, body)

@@ -62,8 +62,9 @@ func TestTricklingUploadsLeaveTheHomeFree(t *testing.T) {
 			}
 		})
 	}
-	// Every upload has begun its body before the GET.
-	time.Sleep(time.Second)
+	// Every upload is at the gateway, its body being read ahead, before
+	// the GET.
+	testbin.Eventually(t, "every upload's session", func() bool { return gw.g.Sessions().Count("h") == uploads })
 
 	client := &http.Client{Timeout: 15 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)

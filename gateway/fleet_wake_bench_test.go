@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
@@ -90,15 +91,12 @@ func BenchmarkFleetWakeOverhead(b *testing.B) {
 // waitWaking waits until the stored demo home says a wake holds its lease.
 func waitWaking(b *testing.B, store *redis.Store) {
 	b.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	if !testbin.Poll(30*time.Second, 100*time.Microsecond, func() bool {
 		rec, err := store.GetHome(context.Background(), "demo")
-		if err == nil && rec.Status == registry.StatusWaking {
-			return
-		}
-		time.Sleep(100 * time.Microsecond)
+		return err == nil && rec.Status == registry.StatusWaking
+	}) {
+		b.Fatal("A's wake never recorded the home waking")
 	}
-	b.Fatal("A's wake never recorded the home waking")
 }
 
 // medianDuration returns the middle of ds (sorted in place).

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // The real-app tests (TestRealApp*) run software nobody on this project
@@ -170,21 +172,20 @@ func realScreenshot(t *testing.T, ctx context.Context, name string) {
 func realPoll(expr string, limit time.Duration) chromedp.Action[chromedp.Void] {
 	eval := chromedp.Evaluate[bool]("!!(" + expr + ")")
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		deadline := time.Now().Add(limit)
 		var last error
-		for {
+		held := false
+		testbin.Poll(limit, 50*time.Millisecond, func() bool {
 			ok, err := eval(ctx, tg)
-			if err == nil && ok {
-				return nil
-			}
 			if err != nil {
 				last = err
 			}
-			if ctx.Err() != nil || time.Now().After(deadline) {
-				return fmt.Errorf("%s not true after %v (last error: %v)", expr, limit, last)
-			}
-			time.Sleep(50 * time.Millisecond)
+			held = err == nil && ok
+			return held || ctx.Err() != nil
+		})
+		if !held {
+			return fmt.Errorf("%s not true after %v (last error: %v)", expr, limit, last)
 		}
+		return nil
 	})
 }
 

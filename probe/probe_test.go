@@ -798,10 +798,10 @@ func TestProbeLeavesNoGoroutines(t *testing.T) {
 	// Connections closed by the probe end their server-side goroutines a
 	// moment later; wait for them.
 	now := runtime.NumGoroutine()
-	for i := 0; i < 200 && now > baseline; i++ {
-		time.Sleep(10 * time.Millisecond)
+	testbin.Poll(2*time.Second, 10*time.Millisecond, func() bool {
 		now = runtime.NumGoroutine()
-	}
+		return now <= baseline
+	})
 	if now > baseline {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines after the probes, %d before:\n%s", now, baseline, buf[:runtime.Stack(buf, true)])

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/forward"
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
@@ -203,6 +204,7 @@ func TestProxyNoRetryAfterPartialAnswer(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			var mu sync.Mutex
 			var ids []string
+			gotHint := make(chan struct{}, 1)
 			up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader, _ int64) {
 				req := readReq(br)
 				if req == nil {
@@ -212,8 +214,12 @@ func TestProxyNoRetryAfterPartialAnswer(t *testing.T) {
 				ids = append(ids, req.Header.Get("X-Request-Id"))
 				mu.Unlock()
 				_, _ = io.WriteString(c, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
-				// Let the 103 arrive before the reset, which would drop it.
-				time.Sleep(200 * time.Millisecond)
+				// The reset comes once the client has the 103: sooner, it
+				// could drop the 103 unread at the proxy.
+				select {
+				case <-gotHint:
+				case <-time.After(testbin.WaitLimit):
+				}
 				_ = c.(*net.TCPConn).SetLinger(0)
 			})
 			upURL, err := url.Parse(up.base())
@@ -230,6 +236,15 @@ func TestProxyNoRetryAfterPartialAnswer(t *testing.T) {
 			})
 			p.noDirect = !direct
 			req := newReq(t, http.MethodGet, s.URL+"/", nil)
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				Got1xxResponse: func(int, textproto.MIMEHeader) error {
+					select {
+					case gotHint <- struct{}{}:
+					default:
+					}
+					return nil
+				},
+			}))
 			req.Header.Set("X-Request-Id", "partial")
 			if how == "upgrade" {
 				req.Header.Set("Connection", "Upgrade")

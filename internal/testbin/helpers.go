@@ -23,13 +23,24 @@ const WaitLimit = 20 * time.Second
 // WaitLimit with what it was waiting for.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(WaitLimit)
+	if !Poll(WaitLimit, 10*time.Millisecond, cond) {
+		t.Fatalf("gave up waiting for %s", what)
+	}
+}
+
+// Poll calls cond every interval until it holds or limit has passed, and
+// reports whether it held. It is Eventually for a caller that fails with
+// its own message, waits longer than WaitLimit, or runs off the test's
+// goroutine; cond is called at least once.
+func Poll(limit, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(interval)
 	}
+	return true
 }
 
 // LogBuffer collects log output written from many goroutines.

@@ -133,12 +133,12 @@ func runTestGateway(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := get(r.Endpoint, "/version"); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			return fail(err)
-		}
+	var lastErr error
+	if !testbin.Poll(15*time.Second, 20*time.Millisecond, func() bool {
+		_, lastErr = get(r.Endpoint, "/version")
+		return lastErr == nil
+	}) {
+		return fail(lastErr)
 	}
 	s.Ref = r.Ref
 	if err := e.Suspend(ctx, s); err != nil {
@@ -267,12 +267,10 @@ func removeCgroups(t *testing.T, dir string) {
 		if pop, _ := cgroup.Populated(h); pop {
 			t.Logf("cleanup kills what is left in cgroup %s", h)
 			_ = cgroup.Kill(h)
-			for i := 0; i < 250; i++ {
-				if pop, _ := cgroup.Populated(h); !pop {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testbin.Poll(5*time.Second, 20*time.Millisecond, func() bool {
+				pop, _ := cgroup.Populated(h)
+				return !pop
+			})
 		}
 		cgroup.Remove(h)
 	}
@@ -1534,19 +1532,12 @@ func TestExitBeforeInstallIsHandled(t *testing.T) {
 	// supervisor has seen the exit.
 	testHookAfterSpawn = func(p *proc) {
 		<-p.exited
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		if !testbin.Poll(20*time.Second, time.Millisecond, func() bool {
 			e.mu.Lock()
-			seen := p.exitedEarly
-			e.mu.Unlock()
-			if seen {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Error("the supervisor never saw the exit")
-				return
-			}
-			time.Sleep(time.Millisecond)
+			defer e.mu.Unlock()
+			return p.exitedEarly
+		}) {
+			t.Error("the supervisor never saw the exit")
 		}
 	}
 	t.Cleanup(func() { testHookAfterSpawn = nil })
