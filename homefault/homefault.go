@@ -28,6 +28,7 @@ const (
 	CodeWakeRateLimited = "wake_rate_limited"
 	CodeHomeFailed      = "home_failed"
 	CodeRollIncident    = "roll_incident"
+	CodeHomeUnhealthy   = "home_unhealthy"
 )
 
 // HomeNotFound is the answer for a home the engine does not know.
@@ -101,6 +102,19 @@ func HomeFailed(retry time.Duration, reason string) *fault.Error {
 func WakeFailed(retry time.Duration, cause error) *fault.Error {
 	return fault.Wrap(fault.Failed, CodeWakeFailed, "The home could not be started.", cause).
 		WithRetry(retryFor(retry, cause)).WithHint(Hint(cause))
+}
+
+// Unhealthy is a wake whose home the runtime's own health check found
+// unhealthy (DESIGN rule 11): subject names the container or machine, and
+// reason is the check's last output and exit code. Both come from the
+// runtime and the home: they go to the cause and the operator's hint,
+// never to the public sentence.
+func Unhealthy(retry time.Duration, subject, reason string) *fault.Error {
+	return fault.Wrap(fault.Failed, CodeHomeUnhealthy, "The home started but reports itself unhealthy.",
+		fmt.Errorf("%s is unhealthy: %s", subject, reason)).
+		WithRetry(retry).
+		WithHint(fmt.Sprintf("%s reports its health check failing (%s): fix the home or its check, "+
+			"then wake it again", subject, reason))
 }
 
 // retryFor is the Retry-After of a failure caused by cause: the one a

@@ -1,6 +1,7 @@
 // Package provider is the seam between the wake engine and what runs homes:
 // the Provider contract every provider implements, the optional interfaces
-// some add (registry.go; local.go for homes on the gateway's own machine),
+// some add (registry.go; local.go for homes on the gateway's own machine;
+// health.go for a runtime's own health checks, and the wake's wait on them),
 // the Registry of factories (package all builds the gateway's), the
 // static provider, and what every provider shares: HomeClient and
 // VersionText for what a home answers, ResolveSecret. Each provider that
@@ -9,7 +10,9 @@
 //
 // DESIGN rules that live here: 31's common part (a home's answers reach
 // neither an internal address nor the operator unescaped: HomeClient
-// follows no redirect, VersionText bounds and escapes a version).
+// follows no redirect, VersionText bounds and escapes a version); 11's
+// health rung as providers report it (HealthReporter: none, starting,
+// healthy, unhealthy with the check's output, for operators only).
 package provider
 
 import (

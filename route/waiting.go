@@ -66,6 +66,8 @@ func PhaseText(phase string) string {
 	switch phase {
 	case wakerecord.Queued:
 		return "Waiting for a free slot…"
+	case wakerecord.HealthPending:
+		return "Waiting for the container's health check…"
 	case wakerecord.Probing:
 		return "Checking that it answers…"
 	case wakerecord.Ready, wakerecord.Asleep:

@@ -24,8 +24,8 @@ import (
 // the home or app itself does, and answers in three ways:
 //
 //   - text/event-stream: a stream of "phase" events, one per change of
-//     phase (queued, starting, probing, then ready, failed or asleep), that
-//     ends with the first of the last three;
+//     phase (queued, starting, health-pending, probing, then ready, failed
+//     or asleep), that ends with the first of the last three;
 //   - text/html: the refresh target of a page without JavaScript: the
 //     page again while the home wakes, the failure when it failed, and a
 //     303 back to the page's own URL (the to parameter) once it is ready;

@@ -11,7 +11,9 @@
 // the engine's side of 18 (a home the provider gave up on, changed.go) and
 // of 28 (the wake that forwards to a home's runner and the stop asked of
 // it, owner.go; who runs a home, the lease of rule 32 and the heal of a
-// store that lost its data live in package ownership). The app status
+// store that lost its data live in package ownership), and 11's health
+// rung for a wake (a runtime's own health check read before the probe:
+// run.go's stepHealth, with provider.AwaitHealth). The app status
 // ladder (11-13) lives in package appstatus, which asks the engine through
 // a small interface; a refresh from the provider in package refresh, and
 // what is told of past and current wakes in package wakerecord. The

@@ -281,6 +281,7 @@ var wakeSteps = []wakeStep{
 	{"record the home waking", (*wakeRun).stepMarkWaking},
 	{"ask the provider to wake the home (rule 1)", (*wakeRun).stepProviderWake},
 	{"record a new endpoint or ref, never the target (rule 4)", (*wakeRun).stepRecordWhere},
+	{"wait for the runtime's own health check, where it runs one (rule 11)", (*wakeRun).stepHealth},
 	{"probe through the real serving path (rule 3)", (*wakeRun).stepProbe},
 	{"record wake latency, ready time and the verdict healthy (rule 5)", (*wakeRun).stepCommitReady},
 }
@@ -405,6 +406,30 @@ func (w *wakeRun) stepRecordWhere(ctx context.Context) (bool, error) {
 	}); err != nil {
 		w.fail(ctx, w.prov)
 		return false, w.storeFailed("record where the home runs", err)
+	}
+	return false, nil
+}
+
+// stepHealth reads the runtime's own health check of the home, where the
+// provider reports one (rule 11's health rung): while a check is still
+// unknown the wake waits, showing health-pending; an unhealthy home fails
+// the wake, the check's output going to the operator only; healthy, or no
+// check, goes on to the probe, which still decides last (rule 3: a
+// healthy container whose port does not answer is not ready). Bounded by
+// the wake's ready timeout, as the probe is.
+func (w *wakeRun) stepHealth(ctx context.Context) (bool, error) {
+	hr, ok := w.prov.(provider.HealthReporter)
+	if !ok {
+		return false, nil
+	}
+	h, err := provider.AwaitHealth(ctx, hr, w.spec(), func() { w.setPhase(wakerecord.HealthPending) })
+	switch {
+	case err != nil:
+		w.halfWoken = w.prov
+		return false, w.timeout("waiting for the runtime's health check", err)
+	case h.Status == provider.HealthUnhealthy:
+		w.halfWoken = w.prov
+		return false, homefault.Unhealthy(w.e.o.RetryAfter, h.Subject, h.Reason)
 	}
 	return false, nil
 }

@@ -7,13 +7,17 @@ import (
 )
 
 // The phases of a home's wake as a waiting page shows them (View). The
-// first three are the steps of a wake in flight; the others are where a
+// first four are the steps of a wake in flight; the others are where a
 // home stands when none is.
 const (
 	// Queued: the wake waits for a slot under wake.max_concurrent.
 	Queued = "queued"
 	// Starting: the provider is starting the home.
 	Starting = "starting"
+	// HealthPending: the home was started and the runtime's own health
+	// check has not passed yet (a container's HEALTHCHECK, a Fly
+	// machine's checks): the wake waits for it before its probe.
+	HealthPending = "health-pending"
 	// Probing: the home was started and its readiness is being proven.
 	Probing = "probing"
 	// Ready: the home was proven ready.
@@ -68,7 +72,7 @@ func Observe(s State) View {
 	case s.Waking:
 		p := s.Phase
 		switch p {
-		case Queued, Starting:
+		case Queued, Starting, HealthPending:
 		default: // "probing", or "proven" (another instance proved it)
 			p = Probing
 		}

@@ -22,6 +22,7 @@ func TestObserve(t *testing.T) {
 		{"warm beats all", State{Warm: true, Waking: true, GaveUp: gave}, Ready, nil},
 		{"queued", State{Waking: true, Phase: Queued, Started: time.Now()}, Queued, nil},
 		{"starting", State{Waking: true, Phase: Starting, Started: time.Now()}, Starting, nil},
+		{"health pending", State{Waking: true, Phase: HealthPending, Started: time.Now()}, HealthPending, nil},
 		{"other steps probe", State{Waking: true, Phase: "proven", Started: time.Now()}, Probing, nil},
 		{"given up", State{GaveUp: gave, Ended: failed}, Failed, gave},
 		{"last wake failed", State{Ended: failed, Took: time.Second}, Failed, failed},

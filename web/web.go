@@ -85,7 +85,7 @@ type Waiting struct {
 	// Name is the home's display name (or the app's slug).
 	Name string
 	// Phase is where the wake stands as the page is served: "queued",
-	// "starting", "probing", or "failed" (then Code and Message say why).
+	// "starting", "health-pending", "probing", or "failed" (then Code and Message say why).
 	Phase string
 	// PhaseText is Phase as a sentence for people.
 	PhaseText string

@@ -10,7 +10,8 @@
 // relay token; what it prints reaches operators only as escaped excerpts;
 // it is on a network of its own, network.go, without capabilities or new
 // privileges and under a pids limit, limits.go), 34 (the pids limit is
-// every container's by default).
+// every container's by default), 11's health rung (the container's
+// HEALTHCHECK as the engine reports it, health.go).
 package docker
 
 import (

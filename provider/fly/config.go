@@ -6,7 +6,8 @@
 // a new image while holding the machine's lease. Every call passes a
 // limiter per machine and action that keeps to the API's documented rate
 // limits, is retried on 429 and 5xx with backoff (honouring Retry-After),
-// and is bounded by the caller's context.
+// and is bounded by the caller's context. Health reads the machine's
+// checks for the wake's health rung (DESIGN rule 11, health.go).
 package fly
 
 import (

@@ -54,6 +54,9 @@ type world struct {
 	srv *flyfake.Server
 	// guest is the program inside the machine (fly only).
 	guest *guest
+	// health, when set, is what the engine's provider reports the home's
+	// health checks with (health_test.go).
+	health provider.HealthReporter
 }
 
 // worlds are the providers every engine scenario runs on.
@@ -269,7 +272,7 @@ func newEngineRig(t *testing.T, w world, tm rigTimes) *engineRig {
 func (r *engineRig) start(tm rigTimes) {
 	r.t.Helper()
 	eng := wake.New(wake.Options{
-		Store: r.store, Providers: map[string]provider.Provider{"p": r.w.prov}, Sessions: r.sess,
+		Store: r.store, Providers: map[string]provider.Provider{"p": r.w.engineProvider()}, Sessions: r.sess,
 		Instance: "test", WarmTTL: time.Minute, ReadyTimeout: cmp.Or(tm.ready, 10*time.Second), RetryAfter: time.Second,
 		MaxConcurrent: 4, FailureBackoff: 50 * time.Millisecond, RelayHeader: demohome.RelayHeader,
 		Log: slog.New(slog.DiscardHandler), Events: r.bus,

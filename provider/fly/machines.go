@@ -50,6 +50,18 @@ type machine struct {
 	InstanceID string          `json:"instance_id"`
 	PrivateIP  string          `json:"private_ip"`
 	Config     json.RawMessage `json:"config"`
+	// Checks are the status of the machine's health checks ([api]
+	// "checks": one entry per check the machine's config declares).
+	Checks []machineCheck `json:"checks"`
+}
+
+// machineCheck is one health check's status as the API reports it:
+// passing, warning or critical (Consul's words), with the check's last
+// output.
+type machineCheck struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Output string `json:"output"`
 }
 
 // maxWait is the longest wait the API serves in one request; a longer

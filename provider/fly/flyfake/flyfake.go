@@ -75,6 +75,13 @@
 //     with bursts of 3; Get Machine 5 per second with bursts of 10. A
 //     request over the limit gets 429 with Retry-After and is counted by
 //     OverLimit.
+//   - Health checks [api]: a machine whose config declares "checks" (an
+//     object keyed by check name) reports them in GET machine's "checks"
+//     array, one {"name", "status", "output", "updated_at"} per check
+//     (reference/machines/_list_resp.erb), status passing, warning or
+//     critical. Until SetCheck gives one a status, a check of a booted
+//     machine is "warning" with an empty output (guessed: no source says
+//     what a check reports before its first run); every boot clears them.
 //
 // Test controls: Habits sets a machine's habits (above; SuspendRefusal
 // answers every suspend with a status of the test's choosing, as [suspend]
@@ -82,7 +89,8 @@
 // ReplaceAfterGet has another client update the machine right after a
 // GET answered, as during someone else's deploy), Stick keeps a machine in
 // starting, Wedge makes it ignore stop and suspend, HoldLease and
-// TryLease take the lease as another client, Fail answers the next calls
+// TryLease take the lease as another client, SetCheck sets a health
+// check's status, Fail answers the next calls
 // of an action with a status (after carrying the call out, when the
 // answer is to be lost on the way), Storm answers the next n requests
 // 429, and Calls records every request in order.
@@ -227,6 +235,7 @@ type machine struct {
 	crashed             bool   // the last boot failed (a wait for started fails)
 	replaced            string // instance ids an update replaced, space-separated
 	lease               *lease
+	checks              map[string]checkStatus // set by SetCheck; every boot clears them
 	// visits are the last states entered, so that a wait sees a state the
 	// machine passed through while the waiter was not looking.
 	visits []visit

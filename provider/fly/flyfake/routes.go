@@ -179,7 +179,7 @@ func (s *Server) machineJSON(m *machine) map[string]any {
 	return map[string]any{
 		"id": m.id, "name": "home-" + m.id, "state": m.state, "region": "ams",
 		"instance_id": m.instance, "private_ip": "fdaa:0:1:a7b:1::2",
-		"config": m.config, "events": []any{},
+		"config": m.config, "events": []any{}, "checks": m.checksJSON(),
 	}
 }
 
@@ -213,6 +213,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, m *machine) {
 // "no".
 func (s *Server) launchLocked(m *machine, resume bool) {
 	m.crashed = false
+	m.checks = nil
 	s.setLocked(m, "starting")
 	if m.stuck {
 		return
