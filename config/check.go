@@ -128,6 +128,7 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	validateApps(k, c.Apps, homes)
 	c.checkHomeSockets(k)
 	c.validatePages(k) // waiting.go
+	validateWebhooks(k, c.Webhooks)
 	return errs
 }
 

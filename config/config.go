@@ -74,6 +74,10 @@ type Config struct {
 	// Apps are the services reached at /apps/{slug}/ (registry.App
 	// documents each field and its default). Default none.
 	Apps []registry.App `yaml:"apps"`
+	// Webhooks receive the lifecycle events (webhooks.go), each POSTed
+	// as JSON to every webhook that lists its type. Restart-only.
+	// Default none.
+	Webhooks []WebhookConfig `yaml:"webhooks"`
 
 	// ResetStore lets the gateway start with a new, empty store where the
 	// store is missing or empty although data_dir holds home folders

@@ -69,6 +69,9 @@ func (c *Config) defaults(u *unset) {
 	for i := range c.Apps {
 		c.Apps[i].Default()
 	}
+	for i := range c.Webhooks {
+		c.Webhooks[i].defaults()
+	}
 }
 
 func (l *LogConfig) defaults(u *unset) {

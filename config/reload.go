@@ -107,6 +107,7 @@ var restartOnly = []configField{
 	kept("tls", func(c *Config) *TLSConfig { return &c.TLS }),
 	kept("hosts", func(c *Config) *HostsConfig { return &c.Hosts }),
 	kept("redis", func(c *Config) *RedisConfig { return &c.Redis }),
+	kept("webhooks", func(c *Config) *[]WebhookConfig { return &c.Webhooks }),
 	kept("limits", func(c *Config) *access.LimitsConfig { return &c.Limits }),
 	kept("access.client_ip_header", func(c *Config) *string { return &c.Access.ClientIPHeader }),
 	kept("wake.warm_ttl", func(c *Config) *time.Duration { return &c.Wake.WarmTTL }),

@@ -16,6 +16,7 @@ func TestConfigErrorsNeverEchoSecrets(t *testing.T) {
 		"providers.http.secret": "providers:\n  http:\n    base_url: http://127.0.0.1:1/cp\n    secret: " + secret + "\nhomes:\n  - id: a\n    provider: http\n",
 		"relay_token":           "homes:\n  - id: a\n    relay_token: " + secret + "\n",
 		"redis.password":        "redis:\n  url: redis://127.0.0.1:1\n  password: " + secret + "\n",
+		"webhooks[0].secret":    "webhooks:\n  - url: http://127.0.0.1:1/\n    secret: " + secret + "\n",
 	}
 	for name, cfg := range cases {
 		_, err := all.Load("test.yaml", []byte(cfg))

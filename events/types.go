@@ -20,4 +20,19 @@ const (
 	AppRemoved     = "app.removed"
 	RoutePublished = "route.published"
 	RouteWithdrawn = "route.unpublished"
+	// HomeRefreshed is published by package refresh (refresh.Event) when
+	// a home's provider state changed; CertObtained by the TLS front
+	// when it obtained a certificate.
+	HomeRefreshed = "home.refreshed"
+	CertObtained  = "certificate.obtained"
 )
+
+// Types lists every event type above, in the order written there: the
+// names a webhook's event list may hold (package webhook, config's
+// webhooks section).
+var Types = []string{
+	WakeStart, WakeReady, WakeFailed, Suspend, HomeFailed,
+	RollStart, RollDone, RollRolledBack, RollIncident,
+	AppPhase, AppRegistered, AppRemoved, RoutePublished, RouteWithdrawn,
+	HomeRefreshed, CertObtained,
+}

@@ -51,7 +51,7 @@ const maxExpiryNames = 100
 
 // publishCertEvent puts a certificate event on the engine's event stream.
 func (g *Gateway) publishCertEvent(ev tlsfront.Event) {
-	e := events.Event{Type: "certificate.obtained", Message: "certificate obtained for " + ev.Identifier}
+	e := events.Event{Type: events.CertObtained, Message: "certificate obtained for " + ev.Identifier}
 	switch {
 	case ev.Name == "cert_failed":
 		e.Type, e.Message = "certificate.failed", "certificate not obtained for "+ev.Identifier

@@ -50,6 +50,7 @@ import (
 	"github.com/wakegate/wakegate/telemetry"
 	"github.com/wakegate/wakegate/tlsfront"
 	"github.com/wakegate/wakegate/wake"
+	"github.com/wakegate/wakegate/webhook"
 )
 
 // ProbeHeader carries the internal probe token of the gateway's own
@@ -126,6 +127,10 @@ type Gateway struct {
 
 	// The fleet's certificate storage (fleet.go); nil without Redis.
 	certStore *certstore.Storage
+
+	// hooks delivers events to the webhooks (webhooks.go); nil without
+	// webhooks.
+	hooks *webhook.Dispatcher
 }
 
 // New builds a gateway from a validated config: it opens the store and the
@@ -163,6 +168,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 		}
 	}
 	g.metrics = telemetry.New(em, g.engine, metricState{g})
+	// Webhooks hear the events of homes adopted at registration.
+	if err := g.startWebhooks(); err != nil {
+		return nil, err
+	}
 	g.connLimit = edge.NewConnLimit(cfg.Server.MaxConnsPerClient, g.clientIP(), g.metrics.ConnsRefused())
 	g.releases = route.Releases{Inflight: &g.inflight, Clients: g.connLimit, HardStop: g.hardStop}
 	if err := g.newGate(); err != nil {
@@ -406,7 +415,8 @@ func (g *Gateway) Addr(ctx context.Context) (net.Addr, error) {
 //     the next start wakes what should run. With
 //     exec.keep_running_on_shutdown the processes are left running and the
 //     next start adopts them. Remote homes are never touched.
-//  8. Close the providers, the proxy and the store.
+//  8. Close the providers, the webhooks' deliveries, the proxy and the
+//     store.
 const (
 	// afterCloseWait bounds step 4's wait for handlers that outlive the
 	// end of their context.
@@ -620,7 +630,8 @@ func idleTick(cfg *config.Config) time.Duration {
 // Close does steps 6 to 8 of the shutdown order (see Serve), after closing
 // the metrics and the app observer: it stops the engine, quiesces exec
 // homes (unless exec.keep_running_on_shutdown), and closes the providers,
-// the proxy and the store. It is safe after a half-failed New, and without
+// the webhooks' deliveries (events still queued are not sent), the proxy
+// and the store. It is safe after a half-failed New, and without
 // Serve: homes a gateway woke never outlive its Close.
 func (g *Gateway) Close() {
 	g.front.Close()
@@ -636,6 +647,7 @@ func (g *Gateway) Close() {
 		g.quiesceHomes()
 		g.providers.close(g.log)
 	}
+	g.hooks.Close()
 	if g.proxy != nil {
 		g.proxy.Close()
 	}
