@@ -146,17 +146,28 @@ func printConfigError(w io.Writer, err error) {
 	fmt.Fprintln(w, err)
 }
 
-func checkConfig(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file (default: the embedded config.yaml)")
+// parseAndLoad parses a subcommand's flags and loads the config file its
+// -config names (path). On failure cfg is nil and code is the exit code: 2
+// for bad flags, 1 for a config that does not load (its error printed).
+func parseAndLoad(fs *flag.FlagSet, args []string, path *string, stderr io.Writer) (cfg *config.Config, code int) {
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return nil, 2
 	}
 	cfg, err := loadConfig(*path)
 	if err != nil {
 		printConfigError(stderr, err)
-		return 1
+		return nil, 1
+	}
+	return cfg, 0
+}
+
+func checkConfig(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file (default: the embedded config.yaml)")
+	cfg, code := parseAndLoad(fs, args, path, stderr)
+	if cfg == nil {
+		return code
 	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
@@ -178,13 +189,9 @@ func serve(args []string, stderr io.Writer) int {
 	reset := fs.Bool("reset-store", false, "start with a new, empty store where data_dir's store is refused: an empty,\n"+
 		"damaged or unreadable file is moved aside first (named in the log), a missing one\n"+
 		"is allowed although homes ran there (every stored home and the roll target are forgotten)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		printConfigError(stderr, err)
-		return 1
+	cfg, code := parseAndLoad(fs, args, path, stderr)
+	if cfg == nil {
+		return code
 	}
 	if *listen != "" {
 		cfg.Listen = *listen

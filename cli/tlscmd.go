@@ -20,13 +20,9 @@ func tlsCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tls root", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "config file (default: the embedded config.yaml)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
-	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		printConfigError(stderr, err)
-		return 1
+	cfg, code := parseAndLoad(fs, args[1:], path, stderr)
+	if cfg == nil {
+		return code
 	}
 	if cfg.TLS.Mode != string(tlsfront.Internal) {
 		fmt.Fprintf(stderr, "wakegate: tls.mode is %q; the root exists in the internal mode only (set tls.mode: internal)\n", cfg.TLS.Mode)

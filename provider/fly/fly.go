@@ -598,22 +598,27 @@ func (p *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result
 	return r, wrap("status", err)
 }
 
-func (p *Provider) status(ctx context.Context, s provider.Spec) (provider.Result, error) {
-	ctx, cancel := p.bound(ctx, 0)
-	defer cancel()
+// machineNow reads the machine of s's home; a version that was just
+// replaced or moved is read again, once, to get the active one.
+func (p *Provider) machineNow(ctx context.Context, s provider.Spec) (HomeOptions, machine, error) {
 	h, err := p.home(s)
 	if err != nil {
-		return provider.Result{}, err
+		return h, machine{}, err
 	}
 	m, err := p.cl.get(ctx, h.Machine)
 	if err == nil && (m.State == stateReplaced || m.State == stateMigrated) {
-		// The version read was just replaced or moved: the active one
-		// is read again, once.
 		var pause pacer
 		if err = pause.wait(ctx, h.Machine); err == nil {
 			m, err = p.cl.get(ctx, h.Machine)
 		}
 	}
+	return h, m, err
+}
+
+func (p *Provider) status(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	ctx, cancel := p.bound(ctx, 0)
+	defer cancel()
+	h, m, err := p.machineNow(ctx, s)
 	if err != nil {
 		return provider.Result{State: provider.StateUnknown}, fmt.Errorf("status of %s: %w", s.ID, err)
 	}

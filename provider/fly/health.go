@@ -24,11 +24,7 @@ const (
 func (p *Provider) Health(ctx context.Context, s provider.Spec) (provider.Health, error) {
 	ctx, cancel := p.bound(ctx, 0)
 	defer cancel()
-	h, err := p.home(s)
-	if err != nil {
-		return provider.Health{}, err
-	}
-	m, err := p.cl.get(ctx, h.Machine)
+	_, m, err := p.machineNow(ctx, s)
 	if err != nil {
 		return provider.Health{}, wrap("health", fmt.Errorf("health of %s: %w", s.ID, err))
 	}
