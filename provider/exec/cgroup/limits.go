@@ -320,10 +320,16 @@ func (s Support) Enter(id, run string) error {
 					continue
 				}
 				err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-				if err != nil && !errors.Is(err, unix.ESRCH) {
+				switch {
+				case err == nil:
+					moved = true
+				case errors.Is(err, unix.ESRCH):
+					// Gone, or exiting while still listed in run: nothing
+					// to hold, and no reason for another pass (a home that
+					// exits at once must not read as a fork storm).
+				default:
 					return fmt.Errorf("move pid %d into %s: %w", pid, dir, err)
 				}
-				moved = true
 			}
 		}
 		if !moved {
