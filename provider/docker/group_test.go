@@ -3,8 +3,10 @@ package docker_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/wakegate/wakegate/internal/testbin"
@@ -162,6 +164,42 @@ func TestGroupMemberFails(t *testing.T) {
 	}
 }
 
+// TestGroupMemberUnhealthy: a member whose health check fails fails the
+// wake before its dependants start, with the member's container and the
+// check's output in the operator's hint.
+func TestGroupMemberUnhealthy(t *testing.T) {
+	e := podman(t)
+	e.healthImage(t, "db-sick", "write", "/no-such-folder/x")
+	p, name := newProvider(t, e, docker.Config{})
+	s := groupSpec(t, "g4", imageRepo+":db-sick")
+	db := name + "-g4_db"
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Wake(ctx(t), s)
+		done <- err
+	}()
+	testbin.Eventually(t, "db serving while its health check has not run", func() bool {
+		_, open := e.inContainer(t, db, "dial", "127.0.0.1:9000")
+		return open
+	})
+	if out, err := e.podman("healthcheck", "run", db); err == nil {
+		t.Fatalf("healthcheck run passed (%s), want a failure", out)
+	}
+	err := <-done
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Reason != docker.ReasonUnhealthy {
+		t.Fatalf("wake with an unhealthy member: %v, want %s", err, docker.ReasonUnhealthy)
+	}
+	if !strings.Contains(pe.Hint, "container "+db) || !strings.Contains(pe.Hint, "not written: open /no-such-folder/x") {
+		t.Fatalf("hint %q, want the member's container and the check's output", pe.Hint)
+	}
+	for _, c := range e.containers(t, name) {
+		if c.Home == "g4" {
+			t.Fatalf("the entry %+v was made although db is unhealthy", c)
+		}
+	}
+}
+
 // TestGroupRoll: a roll to version 2 replaces the entry and leaves db,
 // whose image did not change, running as it was; a db image that changes
 // replaces db too.
@@ -194,4 +232,61 @@ func TestGroupRoll(t *testing.T) {
 	if now := e.inspectF(t, db, "{{.Id}} {{.Config.Image}}"); strings.HasPrefix(now, dbID) || !strings.HasSuffix(now, ":3") {
 		t.Fatalf("db after its image changed: %s, want a new container of image 3", now)
 	}
+}
+
+// TestGatewayWakesGroup: through the gateway, 100 concurrent first
+// requests to a three-member group (db; the entry app, after db; a worker,
+// after both) are all answered by the app, each member started once; the
+// idle suspend then stops all three.
+func TestGatewayWakesGroup(t *testing.T) {
+	r := newRig(t)
+	serve := func(port string) string {
+		return fmt.Sprintf(`[demo-home, --addr, "0.0.0.0:%s", --target, x, --version, x]`, port)
+	}
+	r.serve(t, r.config("", "", fmt.Sprintf(`  - id: g1
+    provider: docker
+    version: "1"
+    idle_timeout: 6s
+    options:
+      members:
+        - {name: db, image: "%[1]s:1", command: %[2]s}
+        - {name: worker, image: "%[1]s:1", command: %[3]s, depends_on: [db, app]}
+        - {name: app, image: "%[1]s:{version}", entry: true, depends_on: [db]}
+`, imageRepo, serve("9000"), serve("9001"))))
+	const callers = 100
+	codes := make(chan string, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			code, body := r.get(t, "/node/g1/")
+			codes <- fmt.Sprint(code, strings.Contains(body, "version: <code>1</code>"))
+		})
+	}
+	wg.Wait()
+	close(codes)
+	for c := range codes {
+		if c != "200 true" {
+			t.Fatalf("a caller got %s, want 200 from the app\n%s", c, r.gw.Output())
+		}
+	}
+	out := r.gw.Output()
+	if n := strings.Count(out, `msg="docker: member started"`); n != 2 {
+		t.Fatalf("%d member starts logged, want 2 (db, worker)\n%s", n, out)
+	}
+	if n := strings.Count(out, `msg="docker: container created"`); n != 1 {
+		t.Fatalf("%d entry containers made, want 1\n%s", n, out)
+	}
+	for _, ref := range []string{r.name + "-g1_db", r.name + "-g1_worker", r.name + "-g1"} {
+		if rc := r.e.inspectF(t, ref, "{{.RestartCount}} {{.State.Status}}"); rc != "0 running" {
+			t.Fatalf("%s: %s, want running, started once", ref, rc)
+		}
+	}
+	testbin.Eventually(t, "the idle suspend stopping every member", func() bool {
+		for _, c := range r.e.containers(t, r.name) {
+			if c.State != "exited" {
+				return false
+			}
+		}
+		return len(r.e.containers(t, r.name)) == 3
+	})
 }
