@@ -58,13 +58,13 @@ fi
 
 # The docker provider's tests (provider/docker) run a real Podman service on
 # a socket in a temp folder, as root, with the project's containers.conf
-# (runc: crun fails on these machines); they skip without podman unless
-# CI=true.
-if ! command -v podman >/dev/null || ! command -v runc >/dev/null; then
+# (runc: crun fails on these machines; aardvark-dns: a group's members find
+# each other by name); they skip without podman unless CI=true.
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null || ! [[ -x /usr/lib/podman/aardvark-dns ]]; then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-    echo "test.sh: installing podman and runc"
+    echo "test.sh: installing podman, runc and aardvark-dns"
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc netavark iptables >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc netavark aardvark-dns iptables >/dev/null
   else
     echo "test.sh: podman is missing; the docker provider's tests skip (as root: apt-get install podman runc)" >&2
   fi

@@ -222,12 +222,19 @@ type HomeOptions struct {
 	// ReadOnly makes this home's root file system read-only (true) or
 	// writable (false), whatever the section says. Default: the section's.
 	ReadOnly *bool `json:"read_only,omitempty"`
+	// Members make the home a group of containers (group.go): each a
+	// name, an image, optional env, command and depends_on, and exactly
+	// one the entry, which the gateway forwards to. The limits, user,
+	// capabilities and root file system above apply to every member.
+	// Default none: the home is one container.
+	Members []Member `json:"members,omitempty"`
 }
 
 // Check returns the problems of a home's options, by field.
 func (o *HomeOptions) Check() map[string]string {
 	ps := map[string]string{}
 	checkProcess(ps, o.Env, o.Command, o.PidsMax, o.CapAdd, o.User)
+	checkMembers(ps, o)
 	for i, v := range o.Volumes {
 		if err := checkVolume(v); err != nil {
 			ps[fmt.Sprintf("volumes[%d]", i)] = err.Error()

@@ -3,7 +3,9 @@
 // container is created on its first wake, labelled with the gateway's name,
 // the home's id and its version, and kept across suspends: a suspend stops
 // it (or pauses it), a wake starts it again, a roll recreates it from the
-// new version's image, and only a removal of the home deletes it.
+// new version's image, and only a removal of the home deletes it. A home
+// may also be a group of containers with one entry (group.go: the members'
+// options; members.go: their start, stop and roll in dependency order).
 //
 // DESIGN rules that live here: 29 (a stop is proven by the engine's state
 // of the container), 31 (a home's container sees its own environment and
@@ -11,7 +13,8 @@
 // it is on a network of its own, network.go, without capabilities or new
 // privileges and under a pids limit, limits.go), 34 (the pids limit is
 // every container's by default), 11's health rung (the container's
-// HEALTHCHECK as the engine reports it, health.go).
+// HEALTHCHECK as the engine reports it, health.go; a group member's
+// readiness, members.go).
 package docker
 
 import (
@@ -204,6 +207,7 @@ func homeOptions(op string, s provider.Spec) (HomeOptions, error) {
 	if err := provider.DecodeOptions(s.Options, &o); err != nil {
 		return o, &provider.Error{Op: op, Reason: provider.ReasonBadConfig, Err: err}
 	}
+	o.asEntry()
 	return o, nil
 }
 
@@ -303,7 +307,8 @@ func (p *Provider) create(ctx context.Context, op string, s provider.Spec) (stri
 	if p.publishes() {
 		hc.PortBindings = network.PortMap{port: {{HostIP: netip.MustParseAddr("127.0.0.1")}}}
 	}
-	res, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: p.containerName(s.ID), Config: cfg, HostConfig: hc})
+	res, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: p.containerName(s.ID), Config: cfg, HostConfig: hc,
+		NetworkingConfig: p.memberAlias(s.ID, o.entryMember())})
 	if err != nil {
 		return "", p.engineError(op, s.ID, err)
 	}
@@ -421,8 +426,17 @@ func (p *Provider) endpoint(c *container.InspectResponse) (string, error) {
 
 // Wake starts home s's container, creating it on first use. A stopped
 // container made for another version or image is made again; a running
-// one is returned as it is (the version assert judges it).
+// one is returned as it is (the version assert judges it). A group's
+// members start first, in their order (wakeGroup).
 func (p *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if o, ms := groupOf(s); ms != nil {
+		return p.wakeGroup(ctx, s, o, ms)
+	}
+	return p.wakeHome(ctx, s)
+}
+
+// wakeHome starts the home's own container (a group's entry).
+func (p *Provider) wakeHome(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	c, err := p.find(ctx, "wake", s.ID)
 	if err != nil {
 		return provider.Result{}, err
@@ -448,12 +462,21 @@ func (p *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, 
 	return p.start(ctx, "wake", s, c)
 }
 
-// Suspend pauses the container when providers.docker.suspend is pause;
-// otherwise it is unsupported and the caller stops the home.
+// Suspend pauses the container (a group's members, in reverse order)
+// when providers.docker.suspend is pause; otherwise it is unsupported and
+// the caller stops the home.
 func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 	if p.cfg.Suspend != SuspendPause {
 		return provider.ErrUnsupported
 	}
+	if _, ms := groupOf(s); ms != nil {
+		return p.suspendGroup(ctx, s, ms)
+	}
+	return p.suspendHome(ctx, s)
+}
+
+// suspendHome pauses the home's own container.
+func (p *Provider) suspendHome(ctx context.Context, s provider.Spec) error {
 	p.unwatch(s.ID)
 	c, err := p.find(ctx, "suspend", s.ID)
 	if err != nil || c == nil || !c.State.Running || c.State.Paused {
@@ -468,8 +491,17 @@ func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 
 // Stop stops the container, waiting stop_timeout before the engine kills
 // it. The stop is proven when the engine reports the container not
-// running (or gone).
+// running (or gone); a group's, when it reports so of every member,
+// stopped in reverse order.
 func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
+	if _, ms := groupOf(s); ms != nil {
+		return p.stopGroup(ctx, s, ms)
+	}
+	return p.stopHome(ctx, s)
+}
+
+// stopHome stops the home's own container.
+func (p *Provider) stopHome(ctx context.Context, s provider.Spec) (bool, error) {
 	p.unwatch(s.ID)
 	c, err := p.find(ctx, "stop", s.ID)
 	if err != nil {
@@ -493,6 +525,11 @@ func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
 // engine cannot stop).
 func (p *Provider) stopContainer(ctx context.Context, op, id string, c *container.InspectResponse) error {
 	p.markStopped(id, c.ID)
+	return p.halt(ctx, op, id, c)
+}
+
+// halt stops c, of home id, without recording the stop.
+func (p *Provider) halt(ctx context.Context, op, id string, c *container.InspectResponse) error {
 	if c.State.Paused {
 		if _, err := p.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{}); err != nil {
 			return p.engineError(op, id, err)
@@ -527,8 +564,17 @@ func (p *Provider) remove(ctx context.Context, op, id, ref string) error {
 }
 
 // Recreate replaces the home's container with one of s.Version (its image
-// and command), keeping named volumes, and starts it.
+// and command), keeping named volumes, and starts it. Of a group's other
+// members, those whose image changed are replaced (recreateGroup).
 func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if o, ms := groupOf(s); ms != nil {
+		return p.recreateGroup(ctx, s, o, ms)
+	}
+	return p.recreateHome(ctx, s)
+}
+
+// recreateHome replaces the home's own container.
+func (p *Provider) recreateHome(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	c, err := p.find(ctx, "recreate", s.ID)
 	if err != nil {
 		return provider.Result{}, err
@@ -544,9 +590,13 @@ func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Resu
 	return p.start(ctx, "recreate", s, c)
 }
 
-// Remove deletes the home's container and its own network: the home is
-// gone for good. Named volumes stay, for an operator to delete.
+// Remove deletes the home's container (a group's members too) and its
+// own network: the home is gone for good. Named volumes stay, for an
+// operator to delete.
 func (p *Provider) Remove(ctx context.Context, s provider.Spec) error {
+	if err := p.removeMembers(ctx, s.ID); err != nil {
+		return err
+	}
 	c, err := p.find(ctx, "remove", s.ID)
 	if err != nil {
 		p.forgetStopped(s.ID)
@@ -601,8 +651,16 @@ func (p *Provider) Version(ctx context.Context, s provider.Spec) (string, error)
 // Status reports the container's state: running (with its endpoint),
 // suspended (paused), stopped (none yet, made, or stopped by this
 // gateway), or failed (it exited by itself: the exit code and its last log
-// lines).
+// lines). A group's reason names each member's state (statusGroup).
 func (p *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if _, ms := groupOf(s); ms != nil {
+		return p.statusGroup(ctx, s, ms)
+	}
+	return p.statusHome(ctx, s)
+}
+
+// statusHome reports the home's own container's state.
+func (p *Provider) statusHome(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	c, err := p.find(ctx, "status", s.ID)
 	if err != nil {
 		return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, err

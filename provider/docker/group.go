@@ -1,0 +1,178 @@
+package docker
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// A group home runs several containers, its members, as one home: one
+// wake starts them all in the order their depends_on gives, one stop stops
+// them in the reverse order, a roll replaces those whose image changed.
+// The entry member is the home's own container (named and labelled as a
+// home's container is, its port the home's port); every other member is a
+// container named NAME-ID_MEMBER, labelled with the group's home id and
+// its member name. All of them are on the home's own network, where each
+// is reached by its member name.
+
+// Labels on a group's members besides the entry.
+const (
+	// LabelGroup is the home id of the group a member belongs to.
+	LabelGroup = "wakegate.group"
+	// LabelMember is the member's name in its group.
+	LabelMember = "wakegate.member"
+)
+
+// Member is one container of a group home (options.members).
+type Member struct {
+	// Name is the member's name in the group, and its host name on the
+	// home's network: 1-63 of [a-z0-9-], starting and ending with a
+	// letter or digit.
+	Name string `json:"name"`
+	// Image is the member's image template (placeholders as in image).
+	Image string `json:"image"`
+	// Env are the member's KEY=VALUE entries. The entry member's follow
+	// the section's and the home's; the others have only their own.
+	Env []string `json:"env,omitempty"`
+	// Command replaces the image's CMD. Default: the entry member runs
+	// the home's command as a single home does; the others their image's.
+	Command []string `json:"command,omitempty"`
+	// DependsOn names the members that must be ready before this one
+	// starts.
+	DependsOn []string `json:"depends_on,omitempty"`
+	// Entry marks the member the gateway forwards to; exactly one has it.
+	Entry bool `json:"entry,omitempty"`
+}
+
+var memberNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// checkMembers checks, into ps, a home's members: names, images,
+// environments and commands, depends_on naming members, no cycle, exactly
+// one entry.
+func checkMembers(ps map[string]string, o *HomeOptions) {
+	if len(o.Members) == 0 {
+		return
+	}
+	if o.Image != "" {
+		ps["image"] = "a group's images are its members': set members[].image instead"
+	}
+	if len(o.Command) > 0 {
+		ps["command"] = "a group's commands are its members': set members[].command instead"
+	}
+	index := map[string]int{}
+	var entries []int
+	for i, m := range o.Members {
+		f := fmt.Sprintf("members[%d].", i)
+		if j, dup := index[m.Name]; dup {
+			ps[f+"name"] = fmt.Sprintf("%q is the name of members[%d] already: names are unique", m.Name, j)
+		} else if !memberNameRE.MatchString(m.Name) {
+			ps[f+"name"] = fmt.Sprintf("want 1-63 of [a-z0-9-] starting and ending with a letter or digit, got %q", m.Name)
+		} else {
+			index[m.Name] = i
+		}
+		if strings.TrimSpace(m.Image) == "" {
+			ps[f+"image"] = "required: the image the member runs"
+		}
+		sub := map[string]string{}
+		checkProcess(sub, m.Env, m.Command, 0, nil, "")
+		for k, v := range sub {
+			ps[f+k] = v
+		}
+		if m.Entry {
+			entries = append(entries, i)
+		}
+	}
+	depsKnown := true
+	for i, m := range o.Members {
+		for j, d := range m.DependsOn {
+			f := fmt.Sprintf("members[%d].depends_on[%d]", i, j)
+			if _, ok := index[d]; !ok {
+				ps[f] = fmt.Sprintf("no member is named %q", d)
+				depsKnown = false
+			}
+		}
+	}
+	switch len(entries) {
+	case 0:
+		ps["members"] = "no member is the entry: mark the one the gateway forwards to with entry: true"
+	case 1:
+	default:
+		ps[fmt.Sprintf("members[%d].entry", entries[1])] = fmt.Sprintf("members[%d] is the entry already: a group has exactly one", entries[0])
+	}
+	if depsKnown {
+		if _, cycle := startOrder(o.Members); cycle != nil {
+			ps["members"] = "depends_on makes a cycle: " + strings.Join(cycle, " -> ")
+		}
+	}
+}
+
+// startOrder is ms in an order where each member comes after the members
+// it depends on (otherwise in the order declared), or, when depends_on
+// makes a cycle, the names along it (the first name last again).
+func startOrder(ms []Member) ([]Member, []string) {
+	index := map[string]int{}
+	for i, m := range ms {
+		index[m.Name] = i
+	}
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := make([]int, len(ms))
+	var (
+		out   []Member
+		path  []string
+		visit func(i int) []string
+	)
+	visit = func(i int) []string {
+		switch state[i] {
+		case done:
+			return nil
+		case onPath:
+			k := slices.Index(path, ms[i].Name)
+			return append(slices.Clone(path[k:]), ms[i].Name)
+		}
+		state[i] = onPath
+		path = append(path, ms[i].Name)
+		for _, d := range ms[i].DependsOn {
+			if j, ok := index[d]; ok {
+				if c := visit(j); c != nil {
+					return c
+				}
+			}
+		}
+		path = path[:len(path)-1]
+		state[i] = done
+		out = append(out, ms[i])
+		return nil
+	}
+	for i := range ms {
+		if c := visit(i); c != nil {
+			return nil, c
+		}
+	}
+	return out, nil
+}
+
+// entryMember is the group's entry, or nil for a single home.
+func (o *HomeOptions) entryMember() *Member {
+	for i := range o.Members {
+		if o.Members[i].Entry {
+			return &o.Members[i]
+		}
+	}
+	return nil
+}
+
+// asEntry makes the options of a group home those of its entry container:
+// the entry member's image and command, its env after the home's. A home
+// without members is left as it is.
+func (o *HomeOptions) asEntry() {
+	if e := o.entryMember(); e != nil {
+		o.Image = e.Image
+		o.Command = e.Command
+		o.Env = append(slices.Clone(o.Env), e.Env...)
+	}
+}
