@@ -222,6 +222,15 @@ type HomeOptions struct {
 	// ReadOnly makes this home's root file system read-only (true) or
 	// writable (false), whatever the section says. Default: the section's.
 	ReadOnly *bool `json:"read_only,omitempty"`
+	// Container names (or is the id of) a container that exists already:
+	// the home is that container, which the gateway starts and stops but
+	// never makes, recreates or deletes (existing.go). Image, command,
+	// env, volumes and limits are the container's own. Default: none, the
+	// gateway makes the home's container.
+	Container string `json:"container,omitempty"`
+	// Port is the container's port the gateway forwards to, for a home of
+	// an existing container. Default: the one TCP port its image exposes.
+	Port int `json:"port,omitempty"`
 }
 
 // Check returns the problems of a home's options, by field.
@@ -253,6 +262,7 @@ func (o *HomeOptions) Check() map[string]string {
 	if o.CPUMax < 0 || (o.CPUMax > 0 && o.CPUMax < 0.01) {
 		ps["cpu_max"] = fmt.Sprintf("want at least 0.01 (cores), got %g", o.CPUMax)
 	}
+	o.checkExisting(ps)
 	return ps
 }
 

@@ -371,7 +371,7 @@ func (p *Provider) start(ctx context.Context, op string, s provider.Spec, c *con
 			Hint: "the home's program exits at once: read its log (docker logs " + p.containerName(s.ID) + ") and fix its image or command"}
 	}
 	p.watch(s.ID, now.ID)
-	ep, err := p.endpoint(now)
+	ep, err := p.endpointOf(s, now)
 	if err != nil {
 		return provider.Result{}, &provider.Error{Op: op, Reason: provider.ReasonBadConfig, Err: err,
 			Hint: "the container must listen on providers.docker.port and be reachable on providers.docker.network"}
@@ -423,6 +423,9 @@ func (p *Provider) endpoint(c *container.InspectResponse) (string, error) {
 // container made for another version or image is made again; a running
 // one is returned as it is (the version assert judges it).
 func (p *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if o, ok := existing(s); ok {
+		return p.wakeExisting(ctx, s, o)
+	}
 	c, err := p.find(ctx, "wake", s.ID)
 	if err != nil {
 		return provider.Result{}, err
@@ -455,7 +458,7 @@ func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 		return provider.ErrUnsupported
 	}
 	p.unwatch(s.ID)
-	c, err := p.find(ctx, "suspend", s.ID)
+	c, err := p.lookup(ctx, "suspend", s)
 	if err != nil || c == nil || !c.State.Running || c.State.Paused {
 		return err
 	}
@@ -471,7 +474,7 @@ func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 // running (or gone).
 func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
 	p.unwatch(s.ID)
-	c, err := p.find(ctx, "stop", s.ID)
+	c, err := p.lookup(ctx, "stop", s)
 	if err != nil {
 		return false, err
 	}
@@ -529,6 +532,9 @@ func (p *Provider) remove(ctx context.Context, op, id, ref string) error {
 // Recreate replaces the home's container with one of s.Version (its image
 // and command), keeping named volumes, and starts it.
 func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if _, ok := existing(s); ok {
+		return provider.Result{}, provider.ErrUnsupported // not the gateway's to make
+	}
 	c, err := p.find(ctx, "recreate", s.ID)
 	if err != nil {
 		return provider.Result{}, err
@@ -547,6 +553,11 @@ func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Resu
 // Remove deletes the home's container and its own network: the home is
 // gone for good. Named volumes stay, for an operator to delete.
 func (p *Provider) Remove(ctx context.Context, s provider.Spec) error {
+	if _, ok := existing(s); ok {
+		p.unwatch(s.ID) // the container is not the gateway's: it stays
+		p.forgetStopped(s.ID)
+		return nil
+	}
 	c, err := p.find(ctx, "remove", s.ID)
 	if err != nil {
 		p.forgetStopped(s.ID)
@@ -564,14 +575,14 @@ func (p *Provider) Remove(ctx context.Context, s provider.Spec) error {
 
 // Version asks the running home which version it runs: GET /version.
 func (p *Provider) Version(ctx context.Context, s provider.Spec) (string, error) {
-	c, err := p.find(ctx, "version", s.ID)
+	c, err := p.lookup(ctx, "version", s)
 	if err != nil {
 		return "", err
 	}
 	if c == nil || !c.State.Running || c.State.Paused {
 		return "", fmt.Errorf("docker version %s: the home's container is not running", s.ID)
 	}
-	ep, err := p.endpoint(c)
+	ep, err := p.endpointOf(s, c)
 	if err != nil {
 		return "", fmt.Errorf("docker version %s: %w", s.ID, err)
 	}
@@ -603,7 +614,7 @@ func (p *Provider) Version(ctx context.Context, s provider.Spec) (string, error)
 // gateway), or failed (it exited by itself: the exit code and its last log
 // lines).
 func (p *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result, error) {
-	c, err := p.find(ctx, "status", s.ID)
+	c, err := p.lookup(ctx, "status", s)
 	if err != nil {
 		return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, err
 	}
@@ -616,7 +627,7 @@ func (p *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result
 		r.State = provider.StateSuspended
 	case c.State.Running:
 		r.State = provider.StateRunning
-		ep, err := p.endpoint(c)
+		ep, err := p.endpointOf(s, c)
 		if err != nil {
 			return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, nil
 		}
