@@ -74,6 +74,11 @@ type Config struct {
 	// volumes stay as they are mounted. A home's options.read_only wins.
 	// Default false.
 	ReadOnly bool `yaml:"read_only"`
+	// Discover makes every container labelled wakegate.enable=true a home
+	// of its own, without a config entry (discover.go): found when the
+	// gateway starts and kept current from the engine's events. Default
+	// false.
+	Discover bool `yaml:"discover"`
 }
 
 // Pull policies and suspend modes.

@@ -12,6 +12,11 @@
 // privileges and under a pids limit, limits.go), 34 (the pids limit is
 // every container's by default), 11's health rung (the container's
 // HEALTHCHECK as the engine reports it, health.go).
+//
+// A home may also be a container made by someone else (options.container,
+// existing.go), which the provider starts and stops but never makes;
+// with discover: true, containers labelled wakegate.enable=true become
+// such homes without a config entry (discover.go).
 package docker
 
 import (
@@ -392,22 +397,8 @@ func (p *Provider) endpoint(c *container.InspectResponse) (string, error) {
 	case p.cfg.Network == NetworkHost:
 		return "http://127.0.0.1:" + port, nil
 	case p.publishes():
-		if c.NetworkSettings != nil {
-			for k, bs := range c.NetworkSettings.Ports {
-				if k.Num() != uint16(p.cfg.Port) || k.Proto() != network.TCP {
-					continue
-				}
-				for _, b := range bs {
-					if b.HostPort == "" {
-						continue
-					}
-					host := "127.0.0.1"
-					if b.HostIP.IsValid() && !b.HostIP.IsUnspecified() {
-						host = b.HostIP.String()
-					}
-					return "http://" + net.JoinHostPort(host, b.HostPort), nil
-				}
-			}
+		if ep, ok := publishedAt(c, p.cfg.Port); ok {
+			return ep, nil
 		}
 		return "", fmt.Errorf("container %s publishes no host port for %s/tcp", short(c.ID), port)
 	}

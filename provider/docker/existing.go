@@ -14,7 +14,7 @@ import (
 )
 
 // A home with options.container refers to a container that exists
-// already (made by compose or by hand):
+// already (made by compose or by hand, or found by discovery, discover.go):
 // the provider starts, stops, pauses and inspects it, and never makes,
 // recreates or deletes it. Its image, command, limits and network are the
 // container's own; a roll is unsupported (the home is woken without one).
@@ -91,23 +91,11 @@ func exposedPort(cfg *container.Config) (int, error) {
 // network (the section's, when c is on it) or on the first of its
 // networks by name.
 func existingEndpoint(c *container.InspectResponse, port int, netName string) (string, error) {
+	if ep, ok := publishedAt(c, port); ok {
+		return ep, nil
+	}
 	if c.NetworkSettings == nil {
 		return "", fmt.Errorf("container %s has no network settings", short(c.ID))
-	}
-	for k, bs := range c.NetworkSettings.Ports {
-		if int(k.Num()) != port || k.Proto() != network.TCP {
-			continue
-		}
-		for _, b := range bs {
-			if b.HostPort == "" {
-				continue
-			}
-			host := "127.0.0.1"
-			if b.HostIP.IsValid() && !b.HostIP.IsUnspecified() {
-				host = b.HostIP.String()
-			}
-			return "http://" + net.JoinHostPort(host, b.HostPort), nil
-		}
 	}
 	names := make([]string, 0, len(c.NetworkSettings.Networks))
 	for n := range c.NetworkSettings.Networks {
@@ -147,4 +135,28 @@ func (o *HomeOptions) checkExisting(ps map[string]string) {
 			ps[f] = "a home of an existing container (options.container) runs as that container was made: set this on the container"
 		}
 	}
+}
+
+// publishedAt is the address on the host that c's TCP port is published
+// at, if it is (an unspecified host address read as 127.0.0.1).
+func publishedAt(c *container.InspectResponse, port int) (string, bool) {
+	if c.NetworkSettings == nil {
+		return "", false
+	}
+	for k, bs := range c.NetworkSettings.Ports {
+		if int(k.Num()) != port || k.Proto() != network.TCP {
+			continue
+		}
+		for _, b := range bs {
+			if b.HostPort == "" {
+				continue
+			}
+			host := "127.0.0.1"
+			if b.HostIP.IsValid() && !b.HostIP.IsUnspecified() {
+				host = b.HostIP.String()
+			}
+			return "http://" + net.JoinHostPort(host, b.HostPort), true
+		}
+	}
+	return "", false
 }
