@@ -520,6 +520,7 @@ func (g *Gateway) startBackground() (stop func()) {
 	}
 	wg.Go(func() { g.routeTab.Run(bg) })
 	wg.Go(func() { control.WatchStore(bg, g.store, g.log) })
+	g.startDiscovery(bg, &wg) // discover.go
 	return func() {
 		cancel()
 		wg.Wait()

@@ -74,6 +74,11 @@ type Config struct {
 	// volumes stay as they are mounted. A home's options.read_only wins.
 	// Default false.
 	ReadOnly bool `yaml:"read_only"`
+	// Discover makes every container labelled wakegate.enable=true a home
+	// of its own, without a config entry (discover.go): found when the
+	// gateway starts and kept current from the engine's events. Default
+	// false.
+	Discover bool `yaml:"discover"`
 }
 
 // Pull policies and suspend modes.
@@ -228,6 +233,15 @@ type HomeOptions struct {
 	// capabilities and root file system above apply to every member.
 	// Default none: the home is one container.
 	Members []Member `json:"members,omitempty"`
+	// Container names (or is the id of) a container that exists already:
+	// the home is that container, which the gateway starts and stops but
+	// never makes, recreates or deletes (existing.go). Image, command,
+	// env, volumes and limits are the container's own. Default: none, the
+	// gateway makes the home's container.
+	Container string `json:"container,omitempty"`
+	// Port is the container's port the gateway forwards to, for a home of
+	// an existing container. Default: the one TCP port its image exposes.
+	Port int `json:"port,omitempty"`
 }
 
 // Check returns the problems of a home's options, by field.
@@ -260,6 +274,7 @@ func (o *HomeOptions) Check() map[string]string {
 	if o.CPUMax < 0 || (o.CPUMax > 0 && o.CPUMax < 0.01) {
 		ps["cpu_max"] = fmt.Sprintf("want at least 0.01 (cores), got %g", o.CPUMax)
 	}
+	o.checkExisting(ps)
 	return ps
 }
 

@@ -15,6 +15,11 @@
 // every container's by default), 11's health rung (the container's
 // HEALTHCHECK as the engine reports it, health.go; a group member's
 // readiness, members.go).
+//
+// A home may also be a container made by someone else (options.container,
+// existing.go), which the provider starts and stops but never makes;
+// with discover: true, containers labelled wakegate.enable=true become
+// such homes without a config entry (discover.go).
 package docker
 
 import (
@@ -376,7 +381,7 @@ func (p *Provider) start(ctx context.Context, op string, s provider.Spec, c *con
 			Hint: "the home's program exits at once: read its log (docker logs " + p.containerName(s.ID) + ") and fix its image or command"}
 	}
 	p.watch(s.ID, now.ID)
-	ep, err := p.endpoint(now)
+	ep, err := p.endpointOf(s, now)
 	if err != nil {
 		return provider.Result{}, &provider.Error{Op: op, Reason: provider.ReasonBadConfig, Err: err,
 			Hint: "the container must listen on providers.docker.port and be reachable on providers.docker.network"}
@@ -397,22 +402,8 @@ func (p *Provider) endpoint(c *container.InspectResponse) (string, error) {
 	case p.cfg.Network == NetworkHost:
 		return "http://127.0.0.1:" + port, nil
 	case p.publishes():
-		if c.NetworkSettings != nil {
-			for k, bs := range c.NetworkSettings.Ports {
-				if k.Num() != uint16(p.cfg.Port) || k.Proto() != network.TCP {
-					continue
-				}
-				for _, b := range bs {
-					if b.HostPort == "" {
-						continue
-					}
-					host := "127.0.0.1"
-					if b.HostIP.IsValid() && !b.HostIP.IsUnspecified() {
-						host = b.HostIP.String()
-					}
-					return "http://" + net.JoinHostPort(host, b.HostPort), nil
-				}
-			}
+		if ep, ok := publishedAt(c, p.cfg.Port); ok {
+			return ep, nil
 		}
 		return "", fmt.Errorf("container %s publishes no host port for %s/tcp", short(c.ID), port)
 	}
@@ -429,6 +420,9 @@ func (p *Provider) endpoint(c *container.InspectResponse) (string, error) {
 // one is returned as it is (the version assert judges it). A group's
 // members start first, in their order (wakeGroup).
 func (p *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if o, ok := existing(s); ok {
+		return p.wakeExisting(ctx, s, o)
+	}
 	if o, ms := groupOf(s); ms != nil {
 		return p.wakeGroup(ctx, s, o, ms)
 	}
@@ -478,7 +472,7 @@ func (p *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 // suspendHome pauses the home's own container.
 func (p *Provider) suspendHome(ctx context.Context, s provider.Spec) error {
 	p.unwatch(s.ID)
-	c, err := p.find(ctx, "suspend", s.ID)
+	c, err := p.lookup(ctx, "suspend", s)
 	if err != nil || c == nil || !c.State.Running || c.State.Paused {
 		return err
 	}
@@ -503,7 +497,7 @@ func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
 // stopHome stops the home's own container.
 func (p *Provider) stopHome(ctx context.Context, s provider.Spec) (bool, error) {
 	p.unwatch(s.ID)
-	c, err := p.find(ctx, "stop", s.ID)
+	c, err := p.lookup(ctx, "stop", s)
 	if err != nil {
 		return false, err
 	}
@@ -567,6 +561,9 @@ func (p *Provider) remove(ctx context.Context, op, id, ref string) error {
 // and command), keeping named volumes, and starts it. Of a group's other
 // members, those whose image changed are replaced (recreateGroup).
 func (p *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if _, ok := existing(s); ok {
+		return provider.Result{}, provider.ErrUnsupported // not the gateway's to make
+	}
 	if o, ms := groupOf(s); ms != nil {
 		return p.recreateGroup(ctx, s, o, ms)
 	}
@@ -594,6 +591,11 @@ func (p *Provider) recreateHome(ctx context.Context, s provider.Spec) (provider.
 // own network: the home is gone for good. Named volumes stay, for an
 // operator to delete.
 func (p *Provider) Remove(ctx context.Context, s provider.Spec) error {
+	if _, ok := existing(s); ok {
+		p.unwatch(s.ID) // the container is not the gateway's: it stays
+		p.forgetStopped(s.ID)
+		return nil
+	}
 	if err := p.removeMembers(ctx, s.ID); err != nil {
 		return err
 	}
@@ -614,14 +616,14 @@ func (p *Provider) Remove(ctx context.Context, s provider.Spec) error {
 
 // Version asks the running home which version it runs: GET /version.
 func (p *Provider) Version(ctx context.Context, s provider.Spec) (string, error) {
-	c, err := p.find(ctx, "version", s.ID)
+	c, err := p.lookup(ctx, "version", s)
 	if err != nil {
 		return "", err
 	}
 	if c == nil || !c.State.Running || c.State.Paused {
 		return "", fmt.Errorf("docker version %s: the home's container is not running", s.ID)
 	}
-	ep, err := p.endpoint(c)
+	ep, err := p.endpointOf(s, c)
 	if err != nil {
 		return "", fmt.Errorf("docker version %s: %w", s.ID, err)
 	}
@@ -661,7 +663,7 @@ func (p *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result
 
 // statusHome reports the home's own container's state.
 func (p *Provider) statusHome(ctx context.Context, s provider.Spec) (provider.Result, error) {
-	c, err := p.find(ctx, "status", s.ID)
+	c, err := p.lookup(ctx, "status", s)
 	if err != nil {
 		return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, err
 	}
@@ -674,7 +676,7 @@ func (p *Provider) statusHome(ctx context.Context, s provider.Spec) (provider.Re
 		r.State = provider.StateSuspended
 	case c.State.Running:
 		r.State = provider.StateRunning
-		ep, err := p.endpoint(c)
+		ep, err := p.endpointOf(s, c)
 		if err != nil {
 			return provider.Result{State: provider.StateUnknown, Reason: err.Error()}, nil
 		}

@@ -32,6 +32,7 @@ func TestGroupConfigErrors(t *testing.T) {
 		{"no image", `{"members": [{"name": "db"}, {"name": "app", "image": "a", "entry": true}]}`, "options.members[0].image", "required"},
 		{"bad env", `{"members": [{"name": "app", "image": "a", "entry": true, "env": ["NOEQUALS"]}]}`, "options.members[0].env[0]", "KEY=VALUE"},
 		{"home image", `{"image": "x", "members": [{"name": "app", "image": "a", "entry": true}]}`, "options.image", "members[].image"},
+		{"existing container", `{"container": "c", "members": [{"name": "app", "image": "a", "entry": true}]}`, "options.members", "options.container"},
 	} {
 		ps := f.CheckHome(provider.Settings{Options: []byte(tc.opts)})
 		found := false

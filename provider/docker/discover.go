@@ -1,0 +1,321 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
+	"github.com/moby/moby/client"
+)
+
+// Labels that make a container a home without a config entry, when the
+// section sets discover: true.
+const (
+	// LabelEnable must be "true": the container is a home.
+	LabelEnable = "wakegate.enable"
+	// LabelID is the home's id. Default: the container's name.
+	LabelID = "wakegate.id"
+	// LabelTarget is the name in /node/{target}. Default: the home's id.
+	LabelTarget = "wakegate.target"
+	// LabelPort is the container's port the gateway forwards to. Default:
+	// the one TCP port its image exposes.
+	LabelPort = "wakegate.port"
+	// LabelProbe is the readiness probe's kind: auto, ws, http or tcp.
+	// Default: wake.probe's.
+	LabelProbe = "wakegate.probe"
+	// LabelIdleTimeout is the home's idle timeout, a duration ("0s": never
+	// suspended). Default: wake.idle_timeout.
+	LabelIdleTimeout = "wakegate.idle_timeout"
+)
+
+// Found is a home that discovery found: a labelled container.
+type Found struct {
+	ID        string
+	Target    string
+	Container string // the container's name: the home's options.container
+	Port      int    // 0: the one port the image exposes
+	Probe     string // "": wake.probe's kind
+	// IdleTimeout is the label's duration as written; "": the default.
+	IdleTimeout string
+}
+
+// Homes is where discovery registers and removes the homes it finds: the
+// gateway's dynamic homes, as the admin API registers them. Put refuses a
+// home whose id a home discovery did not find holds (a config's, an
+// operator's).
+type Homes interface {
+	Put(ctx context.Context, f Found) error
+	Remove(ctx context.Context, id string) error
+}
+
+// Discovery keeps the homes of labelled containers current: it lists them
+// when it starts and after every create, destroy or rename the engine's
+// event stream reports; a stream that breaks is opened again after a
+// backoff, and the containers listed again.
+type Discovery struct {
+	p     *Provider
+	homes Homes
+	log   *slog.Logger
+	known map[string]Found  // home id -> what was put
+	bad   map[string]string // container name -> the problem logged last
+	// MinBackoff and MaxBackoff bound the wait before the stream is opened
+	// again (doubled after each failure). Defaults 500ms and 30s.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Discovers reports whether the section turns discovery on.
+func (p *Provider) Discovers() bool { return p.cfg.Discover }
+
+// Discovery returns the discovery of p's engine, which keeps homes in h.
+func (p *Provider) Discovery(h Homes) *Discovery {
+	return &Discovery{p: p, homes: h, log: p.log, known: map[string]Found{}, bad: map[string]string{},
+		MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
+}
+
+// Run follows the engine until ctx ends.
+func (d *Discovery) Run(ctx context.Context) {
+	d.load()
+	delay := d.MinBackoff
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := d.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > d.MaxBackoff {
+			delay = d.MinBackoff // it ran a while: a new break, not the same one
+		}
+		d.log.Warn("docker discovery: the engine's event stream broke; listing again after a wait",
+			"err", err, "wait", delay.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, d.MaxBackoff)
+	}
+}
+
+// follow opens the event stream, lists the labelled containers, then
+// lists them again on every event that can change them, until the stream
+// ends.
+func (d *Discovery) follow(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Every container event: a removed container's labels are not in its
+	// event on every engine, so the label filter would miss removals.
+	stream := d.p.cli.Events(sctx, client.EventsListOptions{
+		Filters: make(client.Filters).Add("type", string(events.ContainerEventType))})
+	// Listed after the stream opened, so that no change between the two
+	// is missed.
+	if err := d.sync(ctx); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-stream.Err:
+			if err == nil {
+				err = errors.New("the stream ended")
+			}
+			return err
+		case m := <-stream.Messages:
+			switch m.Action {
+			case events.ActionCreate, events.ActionDestroy, events.ActionRemove, events.ActionRename:
+				if err := d.sync(ctx); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// sync lists the labelled containers and puts and removes homes to match.
+func (d *Discovery) sync(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	list, err := d.p.cli.ContainerList(lctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", LabelEnable+"=true")})
+	if err != nil {
+		return fmt.Errorf("list labelled containers: %w", err)
+	}
+	found := map[string]Found{}
+	problems := map[string]string{} // container name -> why it is not a home
+	for _, s := range list.Items {
+		c, err := d.p.inspect(lctx, "discover", "", s.ID)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			continue // gone since the list
+		}
+		name := strings.TrimPrefix(c.Name, "/")
+		f, err := parseLabels(name, c.Config)
+		if err == nil {
+			if other, dup := found[f.ID]; dup {
+				err = fmt.Errorf("container %s: label %s: home %s is container %s's already", name, LabelID, f.ID, other.Container)
+			}
+		}
+		if err != nil {
+			problems[name] = err.Error()
+			if d.bad[name] != err.Error() {
+				d.log.Error("docker discovery: container skipped", "err", err)
+			}
+			continue
+		}
+		found[f.ID] = f
+	}
+	ids := make([]string, 0, len(found))
+	for id := range found {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		f := found[id]
+		if d.known[id] == f {
+			continue
+		}
+		if err := d.homes.Put(ctx, f); err != nil {
+			problems[f.Container] = err.Error()
+			if d.bad[f.Container] != err.Error() {
+				d.log.Error("docker discovery: container not served", "container", f.Container, "home", id, "err", err)
+			}
+			delete(d.known, id)
+			continue
+		}
+		d.known[id] = f
+		d.log.Info("docker discovery: home of a labelled container", "home", id, "container", f.Container, "target", f.Target)
+	}
+	for id, f := range d.known {
+		if _, ok := found[id]; ok {
+			continue
+		}
+		if err := d.homes.Remove(ctx, id); err != nil {
+			d.log.Error("docker discovery: remove the home of a container that is gone", "home", id, "container", f.Container, "err", err)
+			continue
+		}
+		delete(d.known, id)
+		d.log.Info("docker discovery: home removed, its container is gone", "home", id, "container", f.Container)
+	}
+	d.bad = problems // each logged once, until it changes
+	d.save()
+	return nil
+}
+
+// knownFile is where discovery keeps the ids of the homes it registered,
+// so that a gateway started later removes those whose containers went
+// while it was down ("" without a data folder).
+func (d *Discovery) knownFile() string {
+	if d.p.dir == "" {
+		return ""
+	}
+	return filepath.Join(d.p.dir, "discovered.json")
+}
+
+// load reads the homes an earlier run registered.
+func (d *Discovery) load() {
+	path := d.knownFile()
+	if path == "" {
+		return
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	var known map[string]Found
+	if err == nil {
+		err = json.Unmarshal(b, &known)
+	}
+	if err != nil {
+		d.log.Warn("docker discovery: read the homes found before", "file", path, "err", err)
+		return
+	}
+	for id, f := range known {
+		f.Container = "" // put again, whatever it was
+		d.known[id] = f
+	}
+}
+
+// save writes the ids of the homes registered now.
+func (d *Discovery) save() {
+	path := d.knownFile()
+	if path == "" {
+		return
+	}
+	b, err := json.Marshal(d.known)
+	if err == nil {
+		err = os.MkdirAll(filepath.Dir(path), 0o700)
+	}
+	if err == nil {
+		err = os.WriteFile(path, b, 0o600)
+	}
+	if err != nil {
+		d.log.Warn("docker discovery: record the homes found", "file", path, "err", err)
+	}
+}
+
+// homeNameRE is what a home id and a target may be.
+var homeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// probeKinds are the values of LabelProbe.
+var probeKinds = []string{"auto", "ws", "http", "tcp"}
+
+// parseLabels reads the home of container name from its config's labels.
+// An error names the container and the label.
+func parseLabels(name string, cfg *container.Config) (Found, error) {
+	var l map[string]string
+	if cfg != nil {
+		l = cfg.Labels
+	}
+	bad := func(label, format string, a ...any) (Found, error) {
+		return Found{}, fmt.Errorf("container %s: label %s: %s", name, label, fmt.Sprintf(format, a...))
+	}
+	f := Found{ID: name, Container: name, Probe: l[LabelProbe], IdleTimeout: l[LabelIdleTimeout]}
+	if v, ok := l[LabelID]; ok {
+		f.ID = v
+	}
+	if !homeNameRE.MatchString(f.ID) {
+		if _, ok := l[LabelID]; !ok {
+			return bad(LabelID, "the container's name is no home id (1-63 of [a-z0-9-], starting with a letter or digit): set one")
+		}
+		return bad(LabelID, "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", f.ID)
+	}
+	f.Target = f.ID
+	if v, ok := l[LabelTarget]; ok {
+		if !homeNameRE.MatchString(v) {
+			return bad(LabelTarget, "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", v)
+		}
+		f.Target = v
+	}
+	if v, ok := l[LabelPort]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 65535 {
+			return bad(LabelPort, "not a port number: %q", v)
+		}
+		f.Port = n
+	} else if _, err := exposedPort(cfg); err != nil {
+		return bad(LabelPort, "not set, and %v", err)
+	}
+	if f.Probe != "" && !slices.Contains(probeKinds, f.Probe) {
+		return bad(LabelProbe, "want one of %s, got %q", strings.Join(probeKinds, ", "), f.Probe)
+	}
+	if f.IdleTimeout != "" {
+		if t, err := time.ParseDuration(f.IdleTimeout); err != nil || t < 0 {
+			return bad(LabelIdleTimeout, "want a duration such as 10m or 0s, got %q", f.IdleTimeout)
+		}
+	}
+	return f, nil
+}

@@ -1,0 +1,124 @@
+package docker_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
+)
+
+// labelled creates (without starting) a container of the test image named
+// name that serves as target, with labels (KEY=VALUE) besides the
+// gateway's, by which the rig's cleanup finds it.
+func (r *rig) labelled(t *testing.T, name, target string, labels ...string) {
+	t.Helper()
+	args := []string{"create", "--name", name, "--label", "wakegate.gateway=" + r.name, "-p", "127.0.0.1::8080"}
+	for _, l := range labels {
+		args = append(args, "--label", l)
+	}
+	args = append(args, imageRepo+":1", "demo-home", "--addr", "0.0.0.0:8080", "--target", target, "--version", "1")
+	if out, err := r.e.podman(args...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// state is the engine's state of container name.
+func (r *rig) state(t *testing.T, name string) string {
+	t.Helper()
+	out, err := r.e.podman("inspect", "--format", "{{.State.Status}}", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestGatewayDiscoversLabelledContainers: with discover: true, a stopped
+// labelled container made before the gateway starts is a home without a
+// config entry, woken by a request and stopped after its idle timeout; a
+// container made later is found from the event stream and its home
+// removed with it; a container with a bad label is logged by name and
+// label and skipped, the others found; a config home keeps its id.
+func TestGatewayDiscoversLabelledContainers(t *testing.T) {
+	r := newRig(t)
+	pre, post, bad, clash := r.name+"-pre", r.name+"-post", r.name+"-bad", r.name+"-clash"
+	r.labelled(t, bad, "bad", "wakegate.enable=true", "wakegate.port=http")
+	r.labelled(t, pre, "pre", "wakegate.enable=true", "wakegate.target=pre", "wakegate.port=8080", "wakegate.idle_timeout=1s")
+	r.labelled(t, clash, "clash", "wakegate.enable=true", "wakegate.id=d1", "wakegate.port=8080")
+	cfg := r.config("    discover: true\n", "", "  - {id: d1, provider: docker, version: \"1\", idle_timeout: 0s}\n")
+	r.serve(t, cfg)
+
+	testbin.Eventually(t, "the bad label logged", func() bool {
+		return strings.Contains(r.gw.Output(), "container "+bad+": label wakegate.port: not a port number")
+	})
+	testbin.Eventually(t, "the clash with the config's home logged", func() bool {
+		return strings.Contains(r.gw.Output(), "the config declares a home d1, and the config wins")
+	})
+	if s := r.state(t, pre); s != "created" {
+		t.Fatalf("container %s is %s before the first request, want created", pre, s)
+	}
+	testbin.Eventually(t, "the home of "+pre+" registered", func() bool {
+		code, _ := r.adm(t, "GET", "/admin/homes/"+pre, nil, nil)
+		return code == http.StatusOK
+	})
+	if code, v := r.version(t, "pre"); code != http.StatusOK || v != "1" {
+		t.Fatalf("request to the discovered home: %d %q\n%s", code, v, r.gw.Output())
+	}
+	testbin.Eventually(t, "the idle discovered home's container stops", func() bool {
+		return r.state(t, pre) == "exited"
+	})
+	testbin.Eventually(t, "the discovered home recorded suspended", func() bool {
+		return r.home(t, pre).Status == "suspended"
+	})
+	if code, v := r.version(t, "d1"); code != http.StatusOK || v != "1" {
+		t.Fatalf("the config's home d1: %d %q", code, v)
+	}
+
+	// Made after the start: found from the event stream.
+	r.labelled(t, post, "post", "wakegate.enable=true", "wakegate.target=post", "wakegate.port=8080")
+	made := time.Now()
+	testbin.Eventually(t, "the later container's home registered", func() bool {
+		code, _ := r.adm(t, "GET", "/admin/homes/"+post, nil, nil)
+		return code == http.StatusOK
+	})
+	t.Logf("registered %s after its creation", time.Since(made).Round(time.Millisecond))
+	testbin.Eventually(t, "the later container's home served", func() bool {
+		code, _ := r.get(t, "/node/post/")
+		return code == http.StatusOK
+	})
+	t.Logf("served %s after its creation", time.Since(made).Round(time.Millisecond))
+	if out, err := r.e.podman("rm", "--force", "--time", "0", post); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	gone := time.Now()
+	testbin.Eventually(t, "the removed container's route answers 404", func() bool {
+		code, _ := r.get(t, "/node/post/")
+		return code == http.StatusNotFound
+	})
+	t.Logf("404 %s after the removal", time.Since(gone).Round(time.Millisecond))
+	testbin.Eventually(t, "a log line for the removed home", func() bool {
+		return strings.Contains(r.gw.Output(), "home removed, its container is gone")
+	})
+	if n := strings.Count(r.gw.Output(), "the config wins"); n != 1 {
+		t.Errorf("the clash with the config's home logged %d times, want once", n)
+	}
+	// The gateway removed no container of its own accord.
+	if s := r.state(t, pre); s != "exited" {
+		t.Errorf("container %s is %s, want exited", pre, s)
+	}
+
+	// A container removed while no gateway runs: the next start removes
+	// its home (restored from the store) and its route.
+	r.gw.Stop()
+	if out, err := r.e.podman("rm", "--force", "--time", "0", pre); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	r.serve(t, cfg)
+	testbin.Eventually(t, "the home of the container removed while down removed", func() bool {
+		return strings.Contains(r.gw.Output(), "home removed, its container is gone")
+	})
+	if code, _ := r.get(t, "/node/pre/"); code != http.StatusNotFound {
+		t.Errorf("/node/pre/ after the restart: %d, want 404", code)
+	}
+}
