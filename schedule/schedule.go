@@ -213,3 +213,40 @@ func wallClock(day time.Time, m int, loc *time.Location) time.Time {
 	}
 	return at
 }
+
+// Starts remembers, per key (a home's id), the next window start of its
+// schedule, so that a caller that looks at a set of schedules now and then
+// (the engine's idle loop, every tick) learns which windows began since it
+// last looked. Its zero value is ready; it is not safe for concurrent use.
+type Starts struct {
+	next map[string]start
+}
+
+// start is a key's schedule and the window start it waits for.
+type start struct {
+	s  *Schedule
+	at time.Time
+}
+
+// Due returns, in no order, the keys of scheds whose window started after
+// the previous Due and at or before now. A key seen for the first time, or
+// with another schedule than before, is due at its next start only: a
+// window under way when it is first seen does not count. Starts missed
+// between two calls count once. Keys absent from scheds are forgotten.
+func (st *Starts) Due(now time.Time, scheds map[string]*Schedule) []string {
+	var due []string
+	next := make(map[string]start, len(scheds))
+	for key, s := range scheds {
+		cur, ok := st.next[key]
+		switch {
+		case !ok || cur.s != s:
+			cur = start{s: s, at: s.Next(now)}
+		case !cur.at.IsZero() && !cur.at.After(now):
+			due = append(due, key)
+			cur.at = s.Next(now)
+		}
+		next[key] = cur
+	}
+	st.next = next
+	return due
+}

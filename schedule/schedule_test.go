@@ -130,3 +130,25 @@ func TestNext(t *testing.T) {
 		t.Errorf("nil schedule: Next = %s, want zero", got)
 	}
 }
+
+func TestStartsDue(t *testing.T) {
+	daily := mustSchedule(t, "UTC", "08:00-09:00")
+	other := mustSchedule(t, "UTC", "10:00-11:00")
+	var st Starts
+	step := func(at string, scheds map[string]*Schedule, want ...string) {
+		t.Helper()
+		got := st.Due(utc(at), scheds)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("Due(%s) = %v, want %v", at, got, want)
+		}
+	}
+	step("2026-01-14T08:30:00Z", map[string]*Schedule{"a": daily})      // first seen inside: not due
+	step("2026-01-15T07:59:59Z", map[string]*Schedule{"a": daily})      // before the start
+	step("2026-01-15T08:00:00Z", map[string]*Schedule{"a": daily}, "a") // at the start
+	step("2026-01-15T08:00:01Z", map[string]*Schedule{"a": daily})      // once
+	step("2026-01-18T12:00:00Z", map[string]*Schedule{"a": daily}, "a") // missed starts: once
+	step("2026-01-19T09:30:00Z", map[string]*Schedule{"a": other})      // a new schedule: its next start
+	step("2026-01-19T10:00:00Z", map[string]*Schedule{"a": other}, "a")
+	step("2026-01-20T10:00:00Z", map[string]*Schedule{})           // forgotten
+	step("2026-01-21T10:00:00Z", map[string]*Schedule{"a": other}) // seen anew: not due
+}
