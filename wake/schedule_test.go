@@ -42,16 +42,7 @@ func TestClockScheduleKeepsAwakeAndWakesAtStart(t *testing.T) {
 		if _, err := e.EnsureAwake(t.Context(), "h1"); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			e.Run(ctx, 10*time.Second)
-		}()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-		})
+		runIdleLoop(t, e, 10*time.Second)
 		at := func(d time.Duration, want registry.Status, wakes int64) {
 			t.Helper()
 			time.Sleep(time.Until(start.Add(d)))
