@@ -1,10 +1,12 @@
 package config_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/config"
 	"github.com/wakegate/wakegate/provider/all"
 )
 
@@ -85,5 +87,25 @@ homes:
 		if got := d.Contains(sat0100UTC); got != c.sat {
 			t.Errorf("%s: Saturday 01:00 UTC inside = %v, want %v", c.id, got, c.sat)
 		}
+	}
+}
+
+// A reload that changes wake.schedule names it among the settings it
+// applies.
+func TestScheduleIsReloadable(t *testing.T) {
+	load := func(zone string) *config.Config {
+		t.Helper()
+		c, err := all.Load("sched.yaml", []byte("wake:\n  schedule: {timezone: "+zone+", keep_awake: [\"08:00-18:00\"]}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	cur := load("Europe/Berlin")
+	if got := config.ReloadableChanges(cur, load("Europe/Berlin")); len(got) != 0 {
+		t.Errorf("the same schedule: changes %v, want none", got)
+	}
+	if got := config.ReloadableChanges(cur, load("UTC")); !slices.Contains(got, "wake.schedule") {
+		t.Errorf("another zone: changes %v, want wake.schedule among them", got)
 	}
 }
