@@ -127,7 +127,8 @@ func (c *Config) validate(lines map[string]int) ConfigErrors {
 	homes := validateHomes(k, c.Homes, c.Wake.Probe.Kind, c.table, c.AvailableProviders())
 	validateApps(k, c.Apps, homes)
 	c.checkHomeSockets(k)
-	c.validatePages(k) // waiting.go
+	c.checkSchedules(k) // schedule.go
+	c.validatePages(k)  // waiting.go
 	validateWebhooks(k, c.Webhooks)
 	return errs
 }

@@ -382,6 +382,9 @@ type WakeConfig struct {
 	// docs/waiting-page.md shows them). Not together with waiting_page.
 	// Default (and when empty): "default".
 	WaitingTheme string `yaml:"waiting_theme"`
+	// Schedule is the running hours of every home without a schedule of
+	// its own (ScheduleConfig documents its fields). Default none.
+	Schedule *ScheduleConfig `yaml:"schedule"`
 
 	noWakeUA    []*regexp.Regexp
 	waitingTmpl *web.WaitingTemplate // WaitingPage parsed; nil for the built-in page
@@ -717,6 +720,10 @@ type HomeConfig struct {
 	// names; it wins over wake.waiting_theme and wake.waiting_page.
 	// Default (and when empty): wake's page.
 	WaitingTheme string `yaml:"waiting_theme"`
+	// Schedule is the home's running hours, in place of wake.schedule;
+	// schedule: {} turns wake.schedule off for the home. Default (when
+	// unset): wake.schedule.
+	Schedule *ScheduleConfig `yaml:"schedule"`
 
 	socketActivationSet bool // SocketActivation was set by the home, not inherited
 }

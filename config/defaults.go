@@ -211,8 +211,11 @@ func (c *Config) accessDefaults() {
 // Decl is h in the shape the admin API's homes share (control/decl.go).
 func (h *HomeConfig) Decl() (HomeDecl, error) {
 	st, err := h.settings()
+	// A bad schedule is reported by the config's check with its entry
+	// (checkSchedules); a checked config has none.
+	sch, _ := h.Schedule.compile()
 	return HomeDecl{ID: h.ID, Target: h.Target, Provider: h.Provider, Version: h.Version, RelayToken: h.RelayToken,
-		Probe: h.Probe, IdleTimeout: h.IdleTimeout, ReadyTimeout: h.ReadyTimeout, Settings: st}, err
+		Probe: h.Probe, IdleTimeout: h.IdleTimeout, ReadyTimeout: h.ReadyTimeout, Settings: st, Schedule: sch}, err
 }
 
 // settings are h's provider settings; a static home's endpoint (the
@@ -256,6 +259,9 @@ func (h *HomeConfig) defaults(w *WakeConfig, e *ExecConfig, u unsetHome) {
 	def(&h.Version, "1")
 	def(&h.Probe.Kind, w.Probe.Kind)
 	defUnset(&h.IdleTimeout, u.IdleTimeout, w.IdleTimeout)
+	if h.Schedule == nil {
+		h.Schedule = w.Schedule
+	}
 	h.socketActivationSet = u.SocketActivation != nil
 	if h.Provider == "exec" {
 		defUnset(&h.SocketActivation, u.SocketActivation, e.SocketActivation)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/provconf"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/schedule"
 )
 
 // HomeDecl is a home as the config file (HomeConfig) or the admin API
@@ -27,6 +28,9 @@ type HomeDecl struct {
 	// Settings are its provider settings: command, env, working dir and
 	// options.
 	Settings provconf.Settings
+	// Schedule is its running hours; nil for none. Only the config file
+	// declares them: a home of the admin API has none.
+	Schedule *schedule.Schedule
 }
 
 // probeKinds are the probe kinds a home may name.

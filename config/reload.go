@@ -88,6 +88,8 @@ var reloadable = []configField{
 	{name: "wake.probe.kind", get: func(c *Config) any { return c.Wake.Probe.Kind }},
 	{name: "wake.waiting_page", get: func(c *Config) any { return c.Wake.WaitingPage }},
 	{name: "wake.waiting_theme", get: func(c *Config) any { return c.Wake.WaitingTheme }},
+	// Applied through the homes that inherit it, registered again.
+	{name: "wake.schedule", get: func(c *Config) any { return c.Wake.Schedule }},
 }
 
 // restartOnly are the settings a running gateway cannot change: its

@@ -16,7 +16,7 @@ func DeclSpec(d config.HomeDecl, token string) homes.Spec {
 	return homes.Spec{ID: d.ID, Target: d.Target, Provider: d.Provider, Version: d.Version,
 		RelayToken: token, IdleTimeout: d.IdleTimeout, Probe: probe.Kind(d.Probe.Kind),
 		ProbePath: d.Probe.Path, ProbeStatuses: d.Probe.Statuses, ProbeSettle: d.Probe.Settle.Duration(),
-		ReadyTimeout: d.ReadyTimeout, Settings: d.Settings}
+		ReadyTimeout: d.ReadyTimeout, Settings: d.Settings, Schedule: d.Schedule}
 }
 
 // storeDecl writes what restoring d needs into rec (a dynamic home's

@@ -25,8 +25,8 @@ type Event struct {
 	Version      string `json:"version,omitempty"`
 	PriorVersion string `json:"prior_version,omitempty"`
 	// Cause is why a wake ran: "cold" (started by this caller), "adopt"
-	// (a home left running by an earlier gateway), "roll", CauseVerify,
-	// CauseWaited.
+	// (a home left running by an earlier gateway), "roll", "admin", and
+	// the engine's CauseVerify, CauseWaited and CauseSchedule.
 	Cause string `json:"cause,omitempty"`
 	// Joined is how many callers joined a wake after the first.
 	Joined int `json:"joined,omitempty"`

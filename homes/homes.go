@@ -17,6 +17,7 @@ import (
 	"github.com/wakegate/wakegate/probe"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/schedule"
 )
 
 // Spec is what the gateway's config says about a home.
@@ -42,6 +43,10 @@ type Spec struct {
 	// Settings are the home's own provider settings (command, env, dir,
 	// options), passed on in every provider.Spec.
 	Settings provider.Settings
+	// Schedule is the home's running hours: the engine wakes it at each
+	// window's start and never idle-suspends it inside a window. Nil:
+	// none.
+	Schedule *schedule.Schedule
 }
 
 // Awake is the answer of the engine's EnsureAwake.

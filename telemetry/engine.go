@@ -12,7 +12,7 @@ import (
 
 // wakeCauses bounds the cause label to the engine's known causes; any
 // other is counted as "other".
-var wakeCauses = map[string]bool{"cold": true, wake.CauseVerify: true, wake.CauseWaited: true, "adopt": true, "roll": true, "admin": true}
+var wakeCauses = map[string]bool{"cold": true, wake.CauseVerify: true, wake.CauseWaited: true, "adopt": true, "roll": true, "admin": true, wake.CauseSchedule: true}
 
 // rollOutcomes and refreshOutcomes bound the outcome labels of rolls and
 // refreshes; any other is counted as "other".

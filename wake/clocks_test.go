@@ -76,6 +76,20 @@ func clockEngine(t *testing.T, addr string, spec homes.Spec, o func(*wake.Option
 	return e, p, sess
 }
 
+// runIdleLoop runs e's idle loop with tick until the test ends.
+func runIdleLoop(t *testing.T, e *wake.Engine, tick time.Duration) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Run(ctx, tick)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 // TestClockWarmVerdictTrustedForWarmTTL: a verdict is trusted until
 // exactly WarmTTL after the wake that proved it, and not a nanosecond
 // longer: at ttl-1ns a call is a warm hit with no provider call, at ttl it
@@ -186,16 +200,7 @@ func TestClockIdleLoopSuspendsOnItsTick(t *testing.T) {
 		if _, err := e.EnsureAwake(t.Context(), "h1"); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			e.Run(ctx, time.Hour)
-		}()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-		})
+		runIdleLoop(t, e, time.Hour)
 		time.Sleep(10 * time.Second)
 		sess.End(c)
 		status := func() registry.Status {
@@ -238,16 +243,7 @@ func TestClockEagerRollWaitsIdleAfter(t *testing.T) {
 		if _, err := e.SetTarget(t.Context(), registry.Target{Version: "2"}); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			e.Run(ctx, 10*time.Second)
-		}()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-		})
+		runIdleLoop(t, e, 10*time.Second)
 		time.Sleep(time.Until(start.Add(30*time.Second - time.Nanosecond)))
 		synctest.Wait()
 		if st := e.RollStats(); st.Started.Load() != 0 || e.Stats().IdleTicks != 2 {

@@ -18,7 +18,9 @@
 // a small interface; a refresh from the provider in package refresh, and
 // what is told of past and current wakes in package wakerecord. The
 // values it answers with (a home's spec, Awake, State) live in package
-// homes.
+// homes. A home's running hours (keep-awake windows) are parsed and
+// answered by package schedule; the engine holds off idle suspends inside
+// a window and wakes the home at a window's start (schedule.go).
 package wake
 
 import (

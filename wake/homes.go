@@ -23,6 +23,8 @@ import (
 //   - tokens finds the home of a relay token (POST /_wakegate/ready) by the
 //     token's SHA-256, so that the lookup neither walks every home nor
 //     compares the token with any secret but the one it names.
+//   - timed holds the homes with running hours, whose window starts the
+//     idle loop looks for (schedule.go).
 type homeSet struct {
 	// idMu guards byID; it is taken last, after any other lock, and
 	// nothing is called while it is held.
@@ -32,6 +34,7 @@ type homeSet struct {
 
 	mu     sync.Mutex
 	awake  map[string]*home
+	timed  map[string]*home               // homes with running hours (Spec.Schedule)
 	tokens map[[sha256.Size]byte][]string // token digest -> ids (usually one)
 
 	// visits counts homes the idle loop and eager rolls looked at: a test
@@ -40,7 +43,7 @@ type homeSet struct {
 }
 
 func newHomeSet() *homeSet {
-	return &homeSet{byID: map[string]*home{}, awake: map[string]*home{}, tokens: map[[sha256.Size]byte][]string{}}
+	return &homeSet{byID: map[string]*home{}, awake: map[string]*home{}, timed: map[string]*home{}, tokens: map[[sha256.Size]byte][]string{}}
 }
 
 // get returns home id, or nil.
@@ -79,6 +82,10 @@ func (s *homeSet) put(h *home) {
 	if prev := s.swap(id, h); prev != nil {
 		s.dropTokenLocked(prev)
 		delete(s.awake, id)
+		delete(s.timed, id)
+	}
+	if h.spec.Schedule != nil {
+		s.timed[id] = h
 	}
 	if tok := h.spec.RelayToken; tok != "" {
 		d := sha256.Sum256([]byte(tok))
@@ -103,6 +110,7 @@ func (s *homeSet) remove(id string) bool {
 	}
 	s.dropTokenLocked(prev)
 	delete(s.awake, id)
+	delete(s.timed, id)
 	return true
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/registry"
+	"github.com/wakegate/wakegate/schedule"
 	"github.com/wakegate/wakegate/stopping"
 	"github.com/wakegate/wakegate/workqueue"
 )
@@ -20,7 +21,8 @@ import (
 // SetIdleTick changes it. A tick queues the idle homes on a keyed work
 // queue whose workers suspend them, idleWorkers at a time, so that a home
 // whose provider is slow to stop delays only itself; Run returns once the
-// suspends under way have ended.
+// suspends under way have ended. A tick also starts the wakes of the homes
+// whose keep-awake window began since the previous one (schedule.go).
 func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 	suspends := workqueue.New(ctx, idleWorkers, e.suspendIdle)
 	defer suspends.Close()
@@ -28,6 +30,7 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 	tick, changed := e.idleClock.Get()
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	var starts schedule.Starts
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,6 +51,7 @@ func (e *Engine) Run(ctx context.Context, tick time.Duration) {
 				suspends.Add(h.spec.ID)
 			}
 		}
+		e.prewake(&starts)
 		e.roll.eager(ctx) // eager rolls of idle stale homes (roll.go)
 		e.counts.idleTicks.Add(1)
 	}
@@ -105,10 +109,10 @@ func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 	}
 }
 
-// idle reports whether h runs, has no session and has been idle past its
-// idle timeout.
+// idle reports whether h runs, has no session, has been idle past its
+// idle timeout and is outside its keep-awake windows.
 func (e *Engine) idle(h *home) bool {
-	return h.spec.IdleTimeout > 0 && e.idleFor(h, h.spec.IdleTimeout)
+	return h.spec.IdleTimeout > 0 && e.idleFor(h, h.spec.IdleTimeout) && !inWindow(h)
 }
 
 // idleFor reports whether h runs with no wake in flight and has had no

@@ -311,7 +311,7 @@ func (w *wakeRun) stepProvenByOther(context.Context) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	if w.f.cause == "cold" {
+	if w.f.cause == "cold" || w.f.cause == CauseSchedule {
 		w.f.cause = CauseWaited
 	}
 	w.out = a
@@ -369,7 +369,7 @@ func (w *wakeRun) stepProviderWake(ctx context.Context) (bool, error) {
 		return false, homefault.WakeFailed(w.e.o.RetryAfter, err)
 	}
 	w.woken = res
-	if res.WasRunning && w.f.cause == "cold" {
+	if res.WasRunning && (w.f.cause == "cold" || w.f.cause == CauseSchedule) {
 		// Nothing was started or resumed: the home ran all along, and
 		// this wake only proves it again (its warm verdict had expired).
 		w.f.cause = CauseVerify
