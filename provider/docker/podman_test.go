@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,11 +51,71 @@ var (
 
 // TestMain stops the engine and removes its storage after the tests.
 func TestMain(m *testing.M) {
+	before := hostPortChains()
 	code := testbin.Main(m)
 	if theEngine != nil {
 		theEngine.close()
+		dropHostPortChains(before)
 	}
 	os.Exit(code)
+}
+
+// hostPortChains lists netavark's per-network host-port chains in the nat
+// table (none without iptables or root).
+func hostPortChains() map[string]bool {
+	out, err := exec.Command("iptables", "-w", "-t", "nat", "-S").Output()
+	chains := map[string]bool{}
+	if err != nil {
+		return chains
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if name, ok := strings.CutPrefix(line, "-N "); ok && strings.HasPrefix(name, "NETAVARK-DN-") {
+			chains[name] = true
+		}
+	}
+	return chains
+}
+
+// dropHostPortChains removes the host-port chains made since before, with
+// the jumps to them, once the package's engine and its containers are
+// gone: a rule a container's teardown left behind would send loopback
+// connections to its old port (which any later process may listen on) to
+// an address nobody answers.
+func dropHostPortChains(before map[string]bool) {
+	out, err := exec.Command("iptables", "-w", "-t", "nat", "-S", "NETAVARK-HOSTPORT-DNAT").Output()
+	if err != nil {
+		return
+	}
+	drop := map[string]bool{}
+	for name := range hostPortChains() {
+		if !before[name] {
+			drop[name] = true
+		}
+	}
+	// The jumps go by their number, last first, so that each deletion
+	// leaves the numbers of the ones still to go as they were.
+	var jumps []int
+	n := 0
+	for _, rule := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(rule, "-A ") {
+			continue
+		}
+		n++
+		if i := strings.LastIndex(rule, "-j "); i >= 0 && drop[rule[i+3:]] {
+			jumps = append(jumps, n)
+		}
+	}
+	for i := len(jumps) - 1; i >= 0; i-- {
+		_ = exec.Command("iptables", "-w", "-t", "nat", "-D", "NETAVARK-HOSTPORT-DNAT", strconv.Itoa(jumps[i])).Run()
+	}
+	for name := range drop {
+		_ = exec.Command("iptables", "-w", "-t", "nat", "-F", name).Run()
+		_ = exec.Command("iptables", "-w", "-t", "nat", "-X", name).Run()
+	}
+	left := len(drop)
+	if left > 0 {
+		fmt.Fprintf(os.Stderr, "provider/docker: removed %d host-port chains the engine left behind\n", left)
+	}
 }
 
 // podman returns the package's engine, starting it and importing the test
