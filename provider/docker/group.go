@@ -2,9 +2,11 @@ package docker
 
 import (
 	"fmt"
-	"regexp"
+	"maps"
 	"slices"
 	"strings"
+
+	"github.com/wakegate/wakegate/provider/group"
 )
 
 // A group home runs several containers, its members, as one home: one
@@ -45,11 +47,14 @@ type Member struct {
 	Entry bool `json:"entry,omitempty"`
 }
 
-var memberNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// node is what package group reads of a member.
+func (m Member) node() group.Node {
+	return group.Node{Name: m.Name, DependsOn: m.DependsOn, Entry: m.Entry}
+}
 
-// checkMembers checks, into ps, a home's members: names, images,
-// environments and commands, depends_on naming members, no cycle, exactly
-// one entry.
+// checkMembers checks, into ps, a home's members: names, depends_on
+// naming members, no cycle, exactly one entry (package group), and
+// images, environments and commands.
 func checkMembers(ps map[string]string, o *HomeOptions) {
 	if len(o.Members) == 0 {
 		return
@@ -60,17 +65,8 @@ func checkMembers(ps map[string]string, o *HomeOptions) {
 	if len(o.Command) > 0 {
 		ps["command"] = "a group's commands are its members': set members[].command instead"
 	}
-	index := map[string]int{}
-	var entries []int
 	for i, m := range o.Members {
 		f := fmt.Sprintf("members[%d].", i)
-		if j, dup := index[m.Name]; dup {
-			ps[f+"name"] = fmt.Sprintf("%q is the name of members[%d] already: names are unique", m.Name, j)
-		} else if !memberNameRE.MatchString(m.Name) {
-			ps[f+"name"] = fmt.Sprintf("want 1-63 of [a-z0-9-] starting and ending with a letter or digit, got %q", m.Name)
-		} else {
-			index[m.Name] = i
-		}
 		if strings.TrimSpace(m.Image) == "" {
 			ps[f+"image"] = "required: the image the member runs"
 		}
@@ -79,82 +75,13 @@ func checkMembers(ps map[string]string, o *HomeOptions) {
 		for k, v := range sub {
 			ps[f+k] = v
 		}
-		if m.Entry {
-			entries = append(entries, i)
-		}
 	}
-	depsKnown := true
-	for i, m := range o.Members {
-		for j, d := range m.DependsOn {
-			f := fmt.Sprintf("members[%d].depends_on[%d]", i, j)
-			if _, ok := index[d]; !ok {
-				ps[f] = fmt.Sprintf("no member is named %q", d)
-				depsKnown = false
-			}
-		}
-	}
-	switch len(entries) {
-	case 0:
-		ps["members"] = "no member is the entry: mark the one the gateway forwards to with entry: true"
-	case 1:
-	default:
-		ps[fmt.Sprintf("members[%d].entry", entries[1])] = fmt.Sprintf("members[%d] is the entry already: a group has exactly one", entries[0])
-	}
-	if depsKnown {
-		if _, cycle := startOrder(o.Members); cycle != nil {
-			ps["members"] = "depends_on makes a cycle: " + strings.Join(cycle, " -> ")
-		}
-	}
+	maps.Copy(ps, group.Check(o.Members, Member.node))
 }
 
-// startOrder is ms in an order where each member comes after the members
-// it depends on (otherwise in the order declared), or, when depends_on
-// makes a cycle, the names along it (the first name last again).
-func startOrder(ms []Member) ([]Member, []string) {
-	index := map[string]int{}
-	for i, m := range ms {
-		index[m.Name] = i
-	}
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	state := make([]int, len(ms))
-	var (
-		out   []Member
-		path  []string
-		visit func(i int) []string
-	)
-	visit = func(i int) []string {
-		switch state[i] {
-		case done:
-			return nil
-		case onPath:
-			k := slices.Index(path, ms[i].Name)
-			return append(slices.Clone(path[k:]), ms[i].Name)
-		}
-		state[i] = onPath
-		path = append(path, ms[i].Name)
-		for _, d := range ms[i].DependsOn {
-			if j, ok := index[d]; ok {
-				if c := visit(j); c != nil {
-					return c
-				}
-			}
-		}
-		path = path[:len(path)-1]
-		state[i] = done
-		out = append(out, ms[i])
-		return nil
-	}
-	for i := range ms {
-		if c := visit(i); c != nil {
-			return nil, c
-		}
-	}
-	return out, nil
-}
+// startOrder is ms in start order, or the cycle depends_on makes
+// (group.Order).
+func startOrder(ms []Member) ([]Member, []string) { return group.Order(ms, Member.node) }
 
 // entryMember is the group's entry, or nil for a single home.
 func (o *HomeOptions) entryMember() *Member {

@@ -13,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/group"
 )
 
 // ReasonUnhealthy is a group member whose health check failed before the
@@ -80,17 +81,6 @@ func (p *Provider) memberError(id string, m Member, err error) error {
 	return fmt.Errorf("member %s (container %s): %w", m.Name, p.memberName(id, m), err)
 }
 
-// dependedOn are the names of the members some other member waits for.
-func dependedOn(ms []Member) map[string]bool {
-	out := map[string]bool{}
-	for _, m := range ms {
-		for _, d := range m.DependsOn {
-			out[d] = true
-		}
-	}
-	return out
-}
-
 // wakeGroup starts s's members in start order (ms), each once the members
 // it depends on are ready, and returns the entry's result; the gateway
 // then probes the entry as any home's container.
@@ -105,7 +95,7 @@ func (p *Provider) startGroup(ctx context.Context, op string, s provider.Spec, o
 	if err := p.groupNetwork(op, s.ID); err != nil {
 		return provider.Result{}, err
 	}
-	needed := dependedOn(ms)
+	needed := group.DependedOn(ms, Member.node)
 	var res provider.Result
 	for _, m := range ms {
 		var err error
