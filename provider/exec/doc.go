@@ -18,7 +18,7 @@
 // half of 20 (quiesce at shutdown, adoption of homes that still run:
 // quiesce.go, ref.go), 29 (everything a home starts is the home: a cgroup
 // per home or the gateway as subreaper, contain.go, package cgroup,
-// subreaper.go), 31's local part (a clean environment, env.go; a user per
+// subreaper.go, package orphans), 31's local part (a clean environment, env.go; a user per
 // home, users.go and package homeuser; a home's output reaches operators
 // only as escaped excerpts, package homelog) and 34 (no root, no stray
 // descriptor, a process cap: spawn.go, fds.go, activate.go, packages
