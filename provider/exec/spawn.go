@@ -39,6 +39,9 @@ type runSpec struct {
 	activate bool
 	// limits are the home's memory and CPU limits.
 	limits cgroup.Limits
+	// made is the digest of what a group's member runs (members.Made); ""
+	// for a home's own process.
+	made string
 }
 
 // specFor is what a Wake or Recreate with s starts.
