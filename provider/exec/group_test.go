@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/members"
 	"github.com/wakegate/wakegate/provider/exec/procid"
@@ -200,40 +201,53 @@ func TestGroupMemberGone(t *testing.T) {
 	}
 }
 
-// TestGroupRoll: a roll makes the entry again and restarts the member
-// whose env changed; the one whose command and env are the same keeps
-// running.
+// TestGroupRoll: a roll makes the entry again, and of the other members
+// only the one whose command changed; a member whose command, env and
+// dependencies' addresses are the same keeps running.
 func TestGroupRoll(t *testing.T) {
 	dir := testDataDir(t)
 	e := newExec(t, testConfig(dir))
-	s := groupSpec(groupOptions("WORKER=1"))
+	opts := func(mark string) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"members": [
+			{"name": "db", "command": %s, "probe": "tcp"},
+			{"name": "cache", "command": ["{self}", "home", "-port={port}", "-data={data_dir}", "-mark=%s"], "probe": "tcp"},
+			{"name": "app", "entry": true, "depends_on": ["db"]}]}`, memberCommand(0), mark))
+	}
 	ctx := context.Background()
-	if _, err := e.Wake(ctx, s); err != nil {
+	if _, err := e.Wake(ctx, groupSpec(opts("1"))); err != nil {
 		t.Fatal(err)
 	}
-	db, worker, app := memberProc(t, e, "g1@db"), memberProc(t, e, "g1@worker"), memberProc(t, e, "g1")
-	s2 := groupSpec(groupOptions("WORKER=2"))
-	s2.Version = "v2"
-	r, err := e.Recreate(ctx, s2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := get(r.Endpoint, "/version"); err != nil || strings.TrimSpace(v) != "v2" {
-		t.Fatalf("entry version %q, %v; want v2", v, err)
-	}
-	if p := memberProc(t, e, "g1@db"); p != db {
-		t.Errorf("db was restarted (pid %d -> %d): its command and env did not change", db.PID, p.PID)
-	}
-	for _, c := range []struct {
-		id  string
-		old *proc
-	}{{"g1@worker", worker}, {"g1", app}} {
-		if p := memberProc(t, e, c.id); p == c.old {
-			t.Errorf("%s keeps pid %d, want it made again", c.id, p.PID)
+	roll := func(version, mark string, kept, made []string) {
+		t.Helper()
+		before := map[string]*proc{}
+		for _, id := range append(slices.Clone(kept), made...) {
+			before[id] = memberProc(t, e, id)
+		}
+		s := groupSpec(opts(mark))
+		s.Version = version
+		r, err := e.Recreate(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testbin.Eventually(t, "the new entry answering "+version, func() bool {
+			v, err := get(r.Endpoint, "/version")
+			return err == nil && strings.TrimSpace(v) == version
+		})
+		for _, id := range kept {
+			if p := memberProc(t, e, id); p != before[id] {
+				t.Errorf("roll to %s: %s was restarted (pid %d -> %d), though nothing of it changed", version, id, before[id].PID, p.PID)
+			}
+		}
+		for _, id := range made {
+			if p := memberProc(t, e, id); p == before[id] {
+				t.Errorf("roll to %s: %s keeps pid %d, want it made again", version, id, p.PID)
+			}
 		}
 	}
-	if v, _ := envOf(info(t, memberProc(t, e, "g1@worker").endpoint()), "WORKER"); v != "2" {
-		t.Errorf("worker's WORKER=%s, want 2", v)
+	roll("v2", "1", []string{"g1@db", "g1@cache"}, []string{"g1"})
+	roll("v3", "2", []string{"g1@db"}, []string{"g1@cache", "g1"})
+	if args := info(t, memberProc(t, e, "g1@cache").endpoint()).Args; !slices.Contains(args, "-mark=2") {
+		t.Errorf("cache runs %v, want its new command", args)
 	}
 }
 
@@ -269,5 +283,36 @@ func TestGroupConfigErrors(t *testing.T) {
 	}
 	if ps := f.CheckHome(provider.Settings{Options: groupOptions("W=1")}); len(ps) != 0 {
 		t.Fatalf("a valid group: %+v", ps)
+	}
+}
+
+// TestGroupQuiesce: a gateway that shuts down after another one (same
+// data) ran a group stops every member with the home, though it never
+// woke the group itself.
+func TestGroupQuiesce(t *testing.T) {
+	dir := testDataDir(t)
+	e1 := newExec(t, testConfig(dir))
+	if _, err := e1.Wake(context.Background(), groupSpec(groupOptions("WORKER=1"))); err != nil {
+		t.Fatal(err)
+	}
+	var procs []*proc
+	for _, id := range []string{"g1", "g1@db", "g1@worker"} {
+		procs = append(procs, memberProc(t, e1, id))
+	}
+	e1.Close() // the homes run on
+	e2 := newExec(t, testConfig(dir))
+	qs := e2.Quiesce(context.Background(), []string{"g1"})
+	for _, q := range qs {
+		if q.Err != nil || !q.Proven {
+			t.Errorf("quiesce %s: proven %v, %v", q.ID, q.Proven, q.Err)
+		}
+	}
+	if len(qs) != 3 {
+		t.Errorf("quiesced %+v, want the home and its two members", qs)
+	}
+	for _, p := range procs {
+		if _, err := procid.Lookup(p.Identity); err == nil {
+			t.Errorf("pid %d runs on after the quiesce", p.PID)
+		}
 	}
 }
