@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -429,14 +428,5 @@ func (p *Provider) statusGroup(ctx context.Context, s provider.Spec, ms []Member
 			down = append(down, m.Name)
 		}
 	}
-	detail := "members: " + strings.Join(states, ", ")
-	if r.State == provider.StateRunning && len(down) > 0 {
-		return provider.Result{State: provider.StateFailed, Ref: r.Ref,
-			Reason: fmt.Sprintf("member %s is not running; %s", strings.Join(down, ", "), detail)}, nil
-	}
-	if r.Reason != "" {
-		detail = r.Reason + "; " + detail
-	}
-	r.Reason = detail
-	return r, nil
+	return group.Status(r, states, down), nil
 }

@@ -94,8 +94,6 @@ func (r groupRunner) Log(group string, s provider.Spec) (string, string) {
 func (e *Provider) memberGone(h *home, p *proc, reason string) {
 	name := strings.TrimPrefix(h.id, h.group+"@")
 	e.note(h, "wakegate: member pid %d %s; its group starts again at its next wake", p.PID, p.status)
-	e.log.Error("exec: a member of a group exited; the group starts again at its next wake",
-		"home", h.group, "member", name, "reason", reason)
 	e.mu.Lock()
 	var entry *proc
 	if g := e.homes[h.group]; g != nil {
@@ -107,4 +105,8 @@ func (e *Provider) memberGone(h *home, p *proc, reason string) {
 		r.State, r.Reason = provider.StateStopped, "member "+name+" exited: "+reason
 		e.notify(h.group, r)
 	}
+	// Once the gateway knows: from here on no request is served by what
+	// is left of the group.
+	e.log.Error("exec: a member of a group exited; the group starts again at its next wake",
+		"home", h.group, "member", name, "reason", reason)
 }

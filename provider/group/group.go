@@ -3,8 +3,9 @@
 // provider/exec) as one home, with start dependencies (depends_on) and
 // exactly one entry member the gateway forwards to. It orders the members
 // for a start (each after the members it depends on; a stop runs the
-// order backwards) and checks the parts of a member list every provider
-// reads the same way: names, depends_on, the entry and cycles.
+// order backwards), checks the parts of a member list every provider
+// reads the same way (names, depends_on, the entry and cycles) and sums
+// the members' states up in the group's status.
 //
 // DESIGN rules that live here: the config half of 30 (a group that cannot
 // be started in one order is refused at load, by field).
@@ -15,6 +16,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Node is what the group code reads of one member.
@@ -138,4 +141,22 @@ func DependedOn[M any](ms []M, node func(M) Node) map[string]bool {
 		}
 	}
 	return out
+}
+
+// Status is a group's status from its entry's (entry), each member's
+// state ("db running", in start order) and the members other than the
+// entry that are down: the entry's, with the members' states in its
+// reason; failed, naming them, when members are down while the entry
+// runs (the next wake starts the group again).
+func Status(entry provider.Result, states, down []string) provider.Result {
+	detail := "members: " + strings.Join(states, ", ")
+	if entry.State == provider.StateRunning && len(down) > 0 {
+		return provider.Result{State: provider.StateFailed, Ref: entry.Ref,
+			Reason: fmt.Sprintf("member %s is not running; %s", strings.Join(down, ", "), detail)}
+	}
+	if entry.Reason != "" {
+		detail = entry.Reason + "; " + detail
+	}
+	entry.Reason = detail
+	return entry
 }

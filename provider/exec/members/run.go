@@ -324,14 +324,5 @@ func (g Group) Status(ctx context.Context, s provider.Spec, ms []Member) (provid
 			down = append(down, m.Name)
 		}
 	}
-	detail := "members: " + strings.Join(states, ", ")
-	if r.State == provider.StateRunning && len(down) > 0 {
-		return provider.Result{State: provider.StateFailed, Ref: r.Ref,
-			Reason: fmt.Sprintf("member %s is not running; %s", strings.Join(down, ", "), detail)}, nil
-	}
-	if r.Reason != "" {
-		detail = r.Reason + "; " + detail
-	}
-	r.Reason = detail
-	return r, nil
+	return group.Status(r, states, down), nil
 }
