@@ -316,3 +316,41 @@ func TestGroupQuiesce(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupSuspendResume: with suspend_signal, a suspend stops every
+// member's process (SIGSTOP) and the next wake resumes the same ones.
+func TestGroupSuspendResume(t *testing.T) {
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	cfg.SuspendSignal = true
+	e := newExec(t, cfg)
+	s := groupSpec(groupOptions("WORKER=1"))
+	ctx := context.Background()
+	if _, err := e.Wake(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	var procs []*proc
+	for _, id := range []string{"g1", "g1@db", "g1@worker"} {
+		procs = append(procs, memberProc(t, e, id))
+	}
+	if err := e.Suspend(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if st := testbin.ProcState(p.PID); st != 'T' {
+			t.Errorf("pid %d is in state %c after the suspend, want T", p.PID, st)
+		}
+	}
+	if st, err := e.Status(ctx, s); err != nil || st.State != provider.StateSuspended {
+		t.Errorf("status %+v, %v; want suspended", st, err)
+	}
+	r, err := e.Wake(ctx, s)
+	if err != nil || r.WasRunning {
+		t.Fatalf("wake after the suspend: %+v, %v", r, err)
+	}
+	for i, id := range []string{"g1", "g1@db", "g1@worker"} {
+		if p := memberProc(t, e, id); p != procs[i] || testbin.ProcState(p.PID) == 'T' {
+			t.Errorf("%s: pid %d in state %c, want pid %d resumed", id, p.PID, testbin.ProcState(p.PID), procs[i].PID)
+		}
+	}
+}
