@@ -354,3 +354,32 @@ func TestGroupSuspendResume(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupAdopted: a gateway started again on the same data adopts the
+// running group's members at its first wake instead of starting them.
+func TestGroupAdopted(t *testing.T) {
+	dir := testDataDir(t)
+	e1 := newExec(t, testConfig(dir))
+	s := groupSpec(groupOptions("WORKER=1"))
+	r1, err := e1.Wake(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"g1", "g1@db", "g1@worker"}
+	var pids []int
+	for _, id := range ids {
+		pids = append(pids, memberProc(t, e1, id).PID)
+	}
+	e1.Close() // the homes run on
+	e2 := newExec(t, testConfig(dir))
+	s.Ref = r1.Ref
+	r2, err := e2.Wake(context.Background(), s)
+	if err != nil || !r2.WasRunning || r2.Endpoint != r1.Endpoint {
+		t.Fatalf("wake by the next gateway: %+v, %v; want the running group adopted", r2, err)
+	}
+	for i, id := range ids {
+		if p := memberProc(t, e2, id); p.PID != pids[i] || p.cmd != nil {
+			t.Errorf("%s: pid %d (started here: %v), want pid %d adopted", id, p.PID, p.cmd != nil, pids[i])
+		}
+	}
+}
