@@ -1,6 +1,7 @@
 package execprov
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -146,8 +147,14 @@ func TestGatewayWakesGroup(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode < 500 || strings.Contains(string(body), "db") || strings.Contains(string(body), "member") {
-		t.Fatalf("a failed group's caller got %s %q: want a 5xx naming no member", resp.Status, body)
+	var answer struct {
+		Error struct{ Code, Message string }
+	}
+	_ = json.Unmarshal(body, &answer)
+	said := answer.Error.Code + " " + answer.Error.Message
+	if resp.StatusCode < 500 || answer.Error.Message == "" || strings.Contains(said, "db") || strings.Contains(said, "member") ||
+		strings.Contains(string(body), "database") {
+		t.Fatalf("a failed group's caller got %s %q: want a 5xx with a code and a sentence naming no member", resp.Status, body)
 	}
 	// The request's log line follows its answer.
 	hint := regexp.MustCompile(`hint="member db: it exits at once[^"]*"[^\n]*no database today|no database today[^\n]*hint="member db: it exits at once`)
