@@ -291,3 +291,49 @@ func TestGatewayWakesGroup(t *testing.T) {
 		return len(r.e.containers(t, r.name)) == 3
 	})
 }
+
+// TestGroupMemberVolume: a member's named volume keeps what the member
+// wrote when a roll makes the member again from another image; a bad
+// volume is refused by its field.
+func TestGroupMemberVolume(t *testing.T) {
+	bad := `{"members": [{"name": "db", "image": "pg", "volumes": ["data"]}, {"name": "app", "image": "a", "entry": true}]}`
+	ps := docker.Factory().CheckHome(provider.Settings{Options: []byte(bad)})
+	if len(ps) != 1 || ps[0].Field != "options.members[0].volumes[0]" || !strings.Contains(ps[0].Msg, "NAME:/path") {
+		t.Fatalf("a volume without a path: %+v, want options.members[0].volumes[0]", ps)
+	}
+
+	e := podman(t)
+	p, name := newProvider(t, e, docker.Config{})
+	vol := name + "-dbdata"
+	t.Cleanup(func() { _, _ = e.podman("volume", "rm", "--force", vol) })
+	spec := func(dbImage string) provider.Spec {
+		opts, err := json.Marshal(map[string]any{"members": []map[string]any{
+			{"name": "db", "image": dbImage, "volumes": []string{vol + ":/data"},
+				"command": []string{"demo-home", "--addr", "0.0.0.0:9000", "--target", "db", "--version", "db"}},
+			{"name": "app", "image": imageRepo + ":{version}", "entry": true, "depends_on": []string{"db"}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return provider.Spec{ID: "g5", Target: "g5", Version: "1", Options: opts}
+	}
+	db := name + "-g5_db"
+	s := spec(imageRepo + ":1")
+	if _, err := p.Wake(ctx(t), s); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := e.inContainer(t, db, "write", "/data/kept"); !ok {
+		t.Fatalf("db cannot write its volume: %s", out)
+	}
+	before := e.inspectF(t, db, "{{.Id}}")
+	s = spec(imageRepo + ":3")
+	if _, err := p.Recreate(ctx(t), s); err != nil {
+		t.Fatal(err)
+	}
+	if now := e.inspectF(t, db, "{{.Id}}"); now == before {
+		t.Fatalf("db is container %s still, want one made again from image 3", now)
+	}
+	if out, ok := e.inContainer(t, db, "read", "/data/kept"); !ok || out != "x" {
+		t.Fatalf("db after the roll reads %q (%v), want what it wrote before", out, ok)
+	}
+}

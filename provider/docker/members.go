@@ -138,8 +138,8 @@ func (p *Provider) startGroup(ctx context.Context, op string, s provider.Spec, o
 }
 
 // memberConfig is the container of member m (not the entry) of home s:
-// its own image, command and env, the home's isolation and limits, on
-// the home's network; nothing published.
+// its own image, command, env and volumes, the home's isolation and
+// limits, on the home's network; nothing published.
 func (p *Provider) memberConfig(s provider.Spec, o HomeOptions, m Member) (*container.Config, *container.HostConfig) {
 	r := p.vars(s)
 	var env, cmd []string
@@ -149,14 +149,14 @@ func (p *Provider) memberConfig(s provider.Spec, o HomeOptions, m Member) (*cont
 	for _, a := range m.Command {
 		cmd = append(cmd, r.Replace(a))
 	}
-	o.Volumes = nil
+	o.Volumes = m.Volumes // read-only's /tmp judged by the member's own
 	is := p.isolationOf(s, o)
 	img := r.Replace(m.Image)
 	stop := int(p.cfg.StopTimeout / time.Second)
 	cfg := &container.Config{Image: img, Env: env, Cmd: cmd, StopTimeout: &stop,
 		Labels: map[string]string{LabelGateway: p.cfg.Name, LabelGroup: s.ID, LabelMember: m.Name,
 			LabelImage: img, LabelIsolation: is.digest()}}
-	hc := &container.HostConfig{}
+	hc := &container.HostConfig{Binds: m.Volumes}
 	is.apply(cfg, hc)
 	return cfg, hc
 }
