@@ -122,3 +122,56 @@ func TestGatewayDiscoversLabelledContainers(t *testing.T) {
 		t.Errorf("/node/pre/ after the restart: %d, want 404", code)
 	}
 }
+
+// TestGatewayDiscoversGroup: three labelled containers with the same
+// wakegate.group are one home: a request starts them in their order
+// (compose's depends_on label for the entry, wakegate.depends_on for the
+// worker) and is answered by the entry; a member killed while the group
+// runs fails the home, and the next request wakes the group again; the
+// idle suspend stops all three. A group with two entries is logged with
+// its containers and not served.
+func TestGatewayDiscoversGroup(t *testing.T) {
+	r := newRig(t)
+	db, app, worker := r.name+"-db", r.name+"-app", r.name+"-worker"
+	r.labelled(t, db, "db", "wakegate.enable=true", "wakegate.group=shop", "com.docker.compose.service=db")
+	r.labelled(t, app, "shop", "wakegate.enable=true", "wakegate.group=shop", "wakegate.entry=true",
+		"com.docker.compose.service=app", "com.docker.compose.depends_on=db:service_started:false",
+		"wakegate.port=8080", "wakegate.idle_timeout=3s")
+	r.labelled(t, worker, "worker", "wakegate.enable=true", "wakegate.group=shop", "wakegate.member=worker",
+		"wakegate.depends_on=app,db")
+	for _, n := range []string{"a", "b"} {
+		r.labelled(t, r.name+"-two-"+n, "two", "wakegate.enable=true", "wakegate.group=two", "wakegate.entry=true", "wakegate.port=8080")
+	}
+	r.serve(t, noBackoff(r.config("    discover: true\n", "", "  []\n")))
+
+	testbin.Eventually(t, "the group with two entries logged", func() bool {
+		return strings.Contains(r.gw.Output(), "group two: label wakegate.entry: want it true on exactly one of its containers ("+
+			r.name+"-two-a, "+r.name+"-two-b), got 2")
+	})
+	testbin.Eventually(t, "the group's home registered", func() bool {
+		code, _ := r.adm(t, "GET", "/admin/homes/shop", nil, nil)
+		return code == http.StatusOK
+	})
+	if code, v := r.version(t, "shop"); code != http.StatusOK || v != "1" {
+		t.Fatalf("request to the group: %d %q\n%s", code, v, r.gw.Output())
+	}
+	for _, c := range []string{db, app, worker} {
+		if s := r.state(t, c); s != "running" {
+			t.Fatalf("%s is %s after the wake, want running", c, s)
+		}
+	}
+	if d, a, w := r.e.nanos(t, db, "StartedAt"), r.e.nanos(t, app, "StartedAt"), r.e.nanos(t, worker, "StartedAt"); d >= a || a >= w {
+		t.Fatalf("started db %d, app %d, worker %d: want db, app, worker", d, a, w)
+	}
+	if code, _ := r.get(t, "/node/two/"); code != http.StatusNotFound {
+		t.Errorf("/node/two/: %d, want 404", code)
+	}
+
+	r.killMember(t, "shop", "worker", worker)
+	testbin.Eventually(t, "the idle suspend stopping every member", func() bool {
+		return r.state(t, db) == "exited" && r.state(t, app) == "exited" && r.state(t, worker) == "exited"
+	})
+	if a, d := r.e.nanos(t, app, "FinishedAt"), r.e.nanos(t, db, "FinishedAt"); a > d {
+		t.Errorf("app finished at %d, db at %d: want db stopped last", a, d)
+	}
+}

@@ -48,6 +48,11 @@ type Member struct {
 	DependsOn []string `json:"depends_on,omitempty"`
 	// Entry marks the member the gateway forwards to; exactly one has it.
 	Entry bool `json:"entry,omitempty"`
+	// Container names the existing container the member is, in a group of
+	// existing containers (the home's options.container is the entry's):
+	// the gateway starts and stops it in the group's order and never makes
+	// it, so image, env, command and volumes are the container's own.
+	Container string `json:"container,omitempty"`
 }
 
 var memberNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
@@ -76,7 +81,12 @@ func checkMembers(ps map[string]string, o *HomeOptions) {
 		} else {
 			index[m.Name] = i
 		}
-		if strings.TrimSpace(m.Image) == "" {
+		switch {
+		case o.Container != "":
+			checkExistingMember(ps, f, o.Container, m)
+		case m.Container != "":
+			ps[f+"container"] = "only a group of existing containers (options.container) names its members' containers"
+		case strings.TrimSpace(m.Image) == "":
 			ps[f+"image"] = "required: the image the member runs"
 		}
 		sub := map[string]string{}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,14 @@ func TestGroupConfigErrors(t *testing.T) {
 		{"bad env", `{"members": [{"name": "app", "image": "a", "entry": true, "env": ["NOEQUALS"]}]}`, "options.members[0].env[0]", "KEY=VALUE"},
 		{"home image", `{"image": "x", "members": [{"name": "app", "image": "a", "entry": true}]}`, "options.image", "members[].image"},
 		{"existing container", `{"container": "c", "members": [{"name": "app", "image": "a", "entry": true}]}`, "options.members", "options.container"},
+		{"existing entry", `{"container": "c", "members": [{"name": "app", "container": "x", "entry": true}]}`,
+			"options.members[0].container", `the entry is options.container, "c"`},
+		{"existing member without container", `{"container": "c", "members": [{"name": "app", "container": "c", "entry": true}, {"name": "db"}]}`,
+			"options.members[1].container", "required in a group of existing containers"},
+		{"existing member with env", `{"container": "c", "members": [{"name": "app", "container": "c", "entry": true, "env": ["A=1"]}]}`,
+			"options.members[0].image", "set on the container"},
+		{"container in a made group", `{"members": [{"name": "app", "image": "a", "container": "x", "entry": true}]}`,
+			"options.members[0].container", "only a group of existing containers"},
 	} {
 		ps := f.CheckHome(provider.Settings{Options: []byte(tc.opts)})
 		found := false
@@ -47,6 +56,10 @@ func TestGroupConfigErrors(t *testing.T) {
 		` {"name": "app", "image": "a", "entry": true, "depends_on": ["db"]}]}`
 	if ps := f.CheckHome(provider.Settings{Options: []byte(ok)}); len(ps) != 0 {
 		t.Fatalf("a valid group: %+v", ps)
+	}
+	ok = `{"container": "c", "port": 80, "members": [{"name": "db", "container": "d"}, {"name": "app", "container": "c", "entry": true, "depends_on": ["db"]}]}`
+	if ps := f.CheckHome(provider.Settings{Options: []byte(ok)}); len(ps) != 0 {
+		t.Fatalf("a valid group of existing containers: %+v", ps)
 	}
 }
 
@@ -335,5 +348,57 @@ func TestGroupMemberVolume(t *testing.T) {
 	}
 	if out, ok := e.inContainer(t, db, "read", "/data/kept"); !ok || out != "x" {
 		t.Fatalf("db after the roll reads %q (%v), want what it wrote before", out, ok)
+	}
+}
+
+// TestGatewayMemberKilled: a member killed while its group runs is
+// noticed from the engine (the home recorded failed, naming the member),
+// and the next request wakes the group again: the member runs, the entry
+// answers.
+func TestGatewayMemberKilled(t *testing.T) {
+	r := newRig(t)
+	cfg := r.config("", "", fmt.Sprintf(`  - id: g1
+    provider: docker
+    version: "1"
+    idle_timeout: 0s
+    options:
+      members:
+        - {name: db, image: "%[1]s:1", command: [demo-home, --addr, "0.0.0.0:9000", --target, db, --version, db]}
+        - {name: app, image: "%[1]s:{version}", entry: true, depends_on: [db]}
+`, imageRepo))
+	r.serve(t, noBackoff(cfg))
+	if code, v := r.version(t, "g1"); code != http.StatusOK || v != "1" {
+		t.Fatalf("first request: %d %q\n%s", code, v, r.gw.Output())
+	}
+	r.killMember(t, "g1", "db", r.name+"-g1_db")
+	if h := r.home(t, "g1"); h.Status != "running" {
+		t.Fatalf("the home is %s after the wake, want running", h.Status)
+	}
+}
+
+// noBackoff is cfg with no failure backoff to wait out after a group
+// failed: the request after a member's kill is the first wake since.
+func noBackoff(cfg string) string {
+	return strings.Replace(cfg, "  ready_timeout: 20s\n", "  ready_timeout: 20s\n  failure_backoff: 1ms\n", 1)
+}
+
+// killMember kills member (container ctr) of the running group home,
+// waits until the home is recorded failed with the member's exit, and
+// has the next request wake the group again: answered by the entry, the
+// member running.
+func (r *rig) killMember(t *testing.T, home, member, ctr string) {
+	t.Helper()
+	if out, err := r.e.podman("kill", "--signal", "KILL", ctr); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	testbin.Eventually(t, "the group recorded failed", func() bool { return r.home(t, home).Status == "failed" })
+	if h := r.home(t, home); !strings.Contains(h.Reason, "member "+member+": the container exited with code 137") {
+		t.Fatalf("home get says %q, want member %s's exit", h.Reason, member)
+	}
+	if code, v := r.version(t, home); code != http.StatusOK || v != "1" {
+		t.Fatalf("the request after the kill: %d %q, want the group woken\n%s", code, v, r.gw.Output())
+	}
+	if st := r.e.inspectF(t, ctr, "{{.State.Status}}"); st != "running" {
+		t.Fatalf("%s is %s after the wake, want running", member, st)
 	}
 }
