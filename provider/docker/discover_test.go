@@ -175,3 +175,39 @@ func TestGatewayDiscoversGroup(t *testing.T) {
 		t.Errorf("app finished at %d, db at %d: want db stopped last", a, d)
 	}
 }
+
+// TestGatewayDiscoveryReconnects: with the gateway's engine connection
+// going through a relay, a labelled container made while the relay is
+// frozen, then cut and refusing, is found once the relay is back: the
+// stream is opened again after its backoff and the containers listed.
+func TestGatewayDiscoveryReconnects(t *testing.T) {
+	r := newRig(t)
+	rl := newRelay(t, r.e.host)
+	before, during := r.name+"-before", r.name+"-during"
+	r.labelled(t, before, "before", "wakegate.enable=true", "wakegate.port=8080")
+	cfg := strings.Replace(r.config("    discover: true\n", "", "  []\n"), "host: \""+r.e.host+"\"", "host: \"unix://"+rl.sock+"\"", 1)
+	r.serve(t, cfg)
+	registered := func(id string) func() bool {
+		return func() bool {
+			code, _ := r.adm(t, "GET", "/admin/homes/"+id, nil, nil)
+			return code == http.StatusOK
+		}
+	}
+	testbin.Eventually(t, "the first container's home registered", registered(before))
+
+	rl.set(true, false) // frozen: the event of the next create is held
+	r.labelled(t, during, "during", "wakegate.enable=true", "wakegate.port=8080")
+	rl.set(true, true)  // cut, and refusing, the held bytes dropped
+	rl.set(false, true) // the cut connections' pipes end
+	testbin.Eventually(t, "the break logged", func() bool {
+		return strings.Contains(r.gw.Output(), "the engine's event stream broke")
+	})
+	rl.set(false, false)
+	back := time.Now()
+	testbin.Eventually(t, "the container made during the break registered", registered(during))
+	t.Logf("found %s after the relay was back (%d breaks logged)", time.Since(back).Round(time.Millisecond),
+		strings.Count(r.gw.Output(), "the engine's event stream broke"))
+	if code, v := r.version(t, "during"); code != http.StatusOK || v != "1" {
+		t.Fatalf("request to the container found after the break: %d %q\n%s", code, v, r.gw.Output())
+	}
+}
