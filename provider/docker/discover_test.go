@@ -1,7 +1,9 @@
 package docker_test
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,4 +212,50 @@ func TestGatewayDiscoveryReconnects(t *testing.T) {
 	if code, v := r.version(t, "during"); code != http.StatusOK || v != "1" {
 		t.Fatalf("request to the container found after the break: %d %q\n%s", code, v, r.gw.Output())
 	}
+}
+
+// TestGatewayRouteFollowsContainers: a labelled container started by the
+// test (running, no config entry) is served at /node/<id>/ once found, and
+// its route answers 404 once it is removed; the times from the engine's
+// record of its creation to the first 200, and from the removal to the
+// first 404, are logged for a few containers.
+func TestGatewayRouteFollowsContainers(t *testing.T) {
+	r := newRig(t)
+	r.serve(t, r.config("    discover: true\n", "", "  []\n"))
+	const runs = 5
+	var served, gone []time.Duration
+	for i := range runs {
+		id := fmt.Sprintf("%s-run%d", r.name, i)
+		out, err := r.e.podman("run", "--detach", "--name", id, "--label", "wakegate.gateway="+r.name,
+			"--label", "wakegate.enable=true", "--label", "wakegate.port=8080", "-p", "127.0.0.1::8080",
+			imageRepo+":1", "demo-home", "--addr", "0.0.0.0:8080", "--target", id, "--version", "1")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		created, err := time.Parse(time.RFC3339Nano, r.e.inspectF(t, id, "{{.Created.Format \"2006-01-02T15:04:05.999999999Z07:00\"}}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !testbin.Poll(30*time.Second, 5*time.Millisecond, func() bool { code, _ := r.get(t, "/node/"+id+"/"); return code == http.StatusOK }) {
+			t.Fatalf("%s never served\n%s", id, r.gw.Output())
+		}
+		served = append(served, time.Since(created))
+		if out, err := r.e.podman("rm", "--force", "--time", "0", id); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		removed := time.Now()
+		if !testbin.Poll(30*time.Second, 5*time.Millisecond, func() bool { code, _ := r.get(t, "/node/"+id+"/"); return code == http.StatusNotFound }) {
+			t.Fatalf("%s still routed after its removal\n%s", id, r.gw.Output())
+		}
+		gone = append(gone, time.Since(removed))
+	}
+	t.Logf("creation to the first 200: %v, median %v", served, median(served))
+	t.Logf("removal to the first 404: %v, median %v", gone, median(gone))
+}
+
+// median is the middle of ds (the upper one of an even count).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2].Round(time.Millisecond)
 }
