@@ -33,8 +33,9 @@ type discovered struct {
 	api *adminapi.Backend[*route.Home]
 }
 
-// Put registers f's home, unless a home of the config or one that is not
-// f's container holds its id: the config wins.
+// Put registers f's home (a group's, with its members), unless a home of
+// the config or one that is not f's container holds its id: the config
+// wins.
 func (d discovered) Put(ctx context.Context, f docker.Found) error {
 	if slices.Contains(d.g.reg.ConfigHomeIDs(), f.ID) {
 		return fmt.Errorf("the config declares a home %s, and the config wins", f.ID)
@@ -46,7 +47,7 @@ func (d discovered) Put(ctx context.Context, f docker.Found) error {
 			return fmt.Errorf("home %s exists and is not container %s's", f.ID, f.Container)
 		}
 	}
-	opts, err := json.Marshal(docker.HomeOptions{Container: f.Container, Port: f.Port})
+	opts, err := json.Marshal(docker.HomeOptions{Container: f.Container, Port: f.Port, Members: f.Members})
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -38,6 +40,19 @@ const (
 	// LabelIdleTimeout is the home's idle timeout, a duration ("0s": never
 	// suspended). Default: wake.idle_timeout.
 	LabelIdleTimeout = "wakegate.idle_timeout"
+	// LabelEntry is "true" on the one container of a group (LabelGroup)
+	// the gateway forwards to; the home's id is the group's, its target,
+	// port, probe and idle timeout the entry's labels.
+	LabelEntry = "wakegate.entry"
+	// LabelDependsOn names, comma-separated, the members of its group a
+	// container starts after. Default: the compose service's depends_on.
+	LabelDependsOn = "wakegate.depends_on"
+)
+
+// Labels compose writes on the containers of a project.
+const (
+	composeService   = "com.docker.compose.service"
+	composeDependsOn = "com.docker.compose.depends_on"
 )
 
 // Found is a home that discovery found: a labelled container.
@@ -49,6 +64,12 @@ type Found struct {
 	Probe     string // "": wake.probe's kind
 	// IdleTimeout is the label's duration as written; "": the default.
 	IdleTimeout string
+	// Members are a group's containers (LabelGroup), the entry's being
+	// Container; none for a home of one container.
+	Members []Member
+	// composeDeps are the compose services a member's container depends
+	// on, until its group is joined (joinGroup).
+	composeDeps []string
 }
 
 // Homes is where discovery registers and removes the homes it finds: the
@@ -153,7 +174,14 @@ func (d *Discovery) sync(ctx context.Context) error {
 		return fmt.Errorf("list labelled containers: %w", err)
 	}
 	found := map[string]Found{}
-	problems := map[string]string{} // container name -> why it is not a home
+	groups := map[string][]Found{}  // group id -> its containers, one member each
+	problems := map[string]string{} // container (or group) -> why it is not a home
+	logProblem := func(key string, err error) {
+		problems[key] = err.Error()
+		if d.bad[key] != err.Error() {
+			d.log.Error("docker discovery: container skipped", "err", err)
+		}
+	}
 	for _, s := range list.Items {
 		c, err := d.p.inspect(lctx, "discover", "", s.ID)
 		if err != nil {
@@ -164,19 +192,26 @@ func (d *Discovery) sync(ctx context.Context) error {
 		}
 		name := strings.TrimPrefix(c.Name, "/")
 		f, err := parseLabels(name, c.Config)
-		if err == nil {
-			if other, dup := found[f.ID]; dup {
-				err = fmt.Errorf("container %s: label %s: home %s is container %s's already", name, LabelID, f.ID, other.Container)
+		switch {
+		case err != nil:
+			logProblem(name, err)
+		case len(f.Members) > 0:
+			groups[f.ID] = append(groups[f.ID], f)
+		default:
+			found, err = addFound(found, f, LabelID)
+			if err != nil {
+				logProblem(name, err)
 			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(groups)) {
+		f, err := joinGroup(id, groups[id])
+		if err == nil {
+			found, err = addFound(found, f, LabelGroup)
 		}
 		if err != nil {
-			problems[name] = err.Error()
-			if d.bad[name] != err.Error() {
-				d.log.Error("docker discovery: container skipped", "err", err)
-			}
-			continue
+			logProblem("group "+id, err)
 		}
-		found[f.ID] = f
 	}
 	ids := make([]string, 0, len(found))
 	for id := range found {
@@ -185,7 +220,7 @@ func (d *Discovery) sync(ctx context.Context) error {
 	sort.Strings(ids)
 	for _, id := range ids {
 		f := found[id]
-		if d.known[id] == f {
+		if reflect.DeepEqual(d.known[id], f) {
 			continue
 		}
 		if err := d.homes.Put(ctx, f); err != nil {
@@ -197,6 +232,11 @@ func (d *Discovery) sync(ctx context.Context) error {
 			continue
 		}
 		d.known[id] = f
+		if len(f.Members) > 0 {
+			d.log.Info("docker discovery: home of a labelled group", "home", id, "entry", f.Container, "target", f.Target,
+				"members", len(f.Members))
+			continue
+		}
 		d.log.Info("docker discovery: home of a labelled container", "home", id, "container", f.Container, "target", f.Target)
 	}
 	for id, f := range d.known {
@@ -286,6 +326,19 @@ func parseLabels(name string, cfg *container.Config) (Found, error) {
 	f := Found{ID: name, Container: name, Probe: l[LabelProbe], IdleTimeout: l[LabelIdleTimeout]}
 	if v, ok := l[LabelID]; ok {
 		f.ID = v
+	}
+	if g, ok := l[LabelGroup]; ok {
+		m, err := memberLabels(name, l)
+		if err != nil {
+			return Found{}, err
+		}
+		if !homeNameRE.MatchString(g) {
+			return bad(LabelGroup, "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", g)
+		}
+		f.ID, f.Members, f.composeDeps = g, []Member{m}, composeDeps(l)
+		if !m.Entry {
+			return f, nil // the home's labels are its entry's
+		}
 	}
 	if !homeNameRE.MatchString(f.ID) {
 		if _, ok := l[LabelID]; !ok {

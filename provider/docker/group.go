@@ -40,11 +40,21 @@ type Member struct {
 	// Command replaces the image's CMD. Default: the entry member runs
 	// the home's command as a single home does; the others their image's.
 	Command []string `json:"command,omitempty"`
+	// Volumes are the member's mounts, as the home's volumes option
+	// reads them: "NAME:/path[:ro]" (a named volume, which outlives the
+	// container, so a roll that makes the member again keeps its data) or
+	// "/host/path:/path[:ro]". The entry's follow the home's.
+	Volumes []string `json:"volumes,omitempty"`
 	// DependsOn names the members that must be ready before this one
 	// starts.
 	DependsOn []string `json:"depends_on,omitempty"`
 	// Entry marks the member the gateway forwards to; exactly one has it.
 	Entry bool `json:"entry,omitempty"`
+	// Container names the existing container the member is, in a group of
+	// existing containers (the home's options.container is the entry's):
+	// the gateway starts and stops it in the group's order and never makes
+	// it, so image, env, command and volumes are the container's own.
+	Container string `json:"container,omitempty"`
 }
 
 // node is what package group reads of a member.
@@ -67,11 +77,21 @@ func checkMembers(ps map[string]string, o *HomeOptions) {
 	}
 	for i, m := range o.Members {
 		f := fmt.Sprintf("members[%d].", i)
-		if strings.TrimSpace(m.Image) == "" {
+		switch {
+		case o.Container != "":
+			checkExistingMember(ps, f, o.Container, m)
+		case m.Container != "":
+			ps[f+"container"] = "only a group of existing containers (options.container) names its members' containers"
+		case strings.TrimSpace(m.Image) == "":
 			ps[f+"image"] = "required: the image the member runs"
 		}
 		sub := map[string]string{}
 		checkProcess(sub, m.Env, m.Command, 0, nil, "")
+		for j, v := range m.Volumes {
+			if err := checkVolume(v); err != nil {
+				sub[fmt.Sprintf("volumes[%d]", j)] = err.Error()
+			}
+		}
 		for k, v := range sub {
 			ps[f+k] = v
 		}
@@ -94,12 +114,14 @@ func (o *HomeOptions) entryMember() *Member {
 }
 
 // asEntry makes the options of a group home those of its entry container:
-// the entry member's image and command, its env after the home's. A home
+// the entry member's image and command, its env and volumes after the
+// home's. A home
 // without members is left as it is.
 func (o *HomeOptions) asEntry() {
 	if e := o.entryMember(); e != nil {
 		o.Image = e.Image
 		o.Command = e.Command
 		o.Env = append(slices.Clone(o.Env), e.Env...)
+		o.Volumes = append(slices.Clone(o.Volumes), e.Volumes...)
 	}
 }
