@@ -138,7 +138,7 @@ func TestGatewayDiscoversGroup(t *testing.T) {
 	r.labelled(t, db, "db", "wakegate.enable=true", "wakegate.group=shop", "com.docker.compose.service=db")
 	r.labelled(t, app, "shop", "wakegate.enable=true", "wakegate.group=shop", "wakegate.entry=true",
 		"com.docker.compose.service=app", "com.docker.compose.depends_on=db:service_started:false",
-		"wakegate.port=8080", "wakegate.idle_timeout=3s")
+		"wakegate.port=8080", "wakegate.idle_timeout=10s")
 	r.labelled(t, worker, "worker", "wakegate.enable=true", "wakegate.group=shop", "wakegate.member=worker",
 		"wakegate.depends_on=app,db")
 	for _, n := range []string{"a", "b"} {
@@ -209,7 +209,7 @@ func TestGatewayDiscoveryReconnects(t *testing.T) {
 	testbin.Eventually(t, "the container made during the break registered", registered(during))
 	t.Logf("found %s after the relay was back (%d breaks logged)", time.Since(back).Round(time.Millisecond),
 		strings.Count(r.gw.Output(), "the engine's event stream broke"))
-	if code, v := r.version(t, "during"); code != http.StatusOK || v != "1" {
+	if code, v := r.version(t, during); code != http.StatusOK || v != "1" {
 		t.Fatalf("request to the container found after the break: %d %q\n%s", code, v, r.gw.Output())
 	}
 }

@@ -67,7 +67,7 @@ func (r *rig) sideListener(t *testing.T, ctr string) int {
 func TestAppLadderReadsContainerHealth(t *testing.T) {
 	r := newRig(t)
 	r.e.healthImage(t, "sidecheck", "dial", "127.0.0.1:9999")
-	apps := "apps:\n  - {slug: web, home: h1, kind: ui, strip_prefix: true}\n"
+	apps := "apps:\n  - {slug: web, home: h1, kind: ui, strip_prefix: true, health: {path: /healthz}}\n"
 	r.serve(t, r.config("", apps, "  - {id: h1, provider: docker, version: \"sidecheck\", idle_timeout: 0s}\n"))
 
 	ctr, done := wakeWhileChecked(t, r)
