@@ -257,15 +257,16 @@ wait "$gw_pid" 2>/dev/null || true
 
 # --- Sablier -----------------------------------------------------------------
 sab_port=$(freeport)
+declare -A sab_app_port
 for b in 0 200; do
-	"${pm[@]}" create --name "sab-b$b" --network bridge -p 127.0.0.1::8080 "$image" \
+	# A fixed host port: the clients know it while the container is
+	# stopped (a port the engine picks at each start is not known then).
+	sab_app_port[$b]=$(freeport)
+	"${pm[@]}" create --name "sab-b$b" --network bridge -p "127.0.0.1:${sab_app_port[$b]}:8080" "$image" \
 		demo-home --addr 0.0.0.0:8080 --target "b$b" --boot-delay "${b}ms" >/dev/null
-	# Started once and stopped, so that its published port is known.
-	"${pm[@]}" start "sab-b$b" >/dev/null
-	"${pm[@]}" stop --time 2 "sab-b$b" >/dev/null
 done
-# app_url NAME: the container's published port on 127.0.0.1.
-app_url() { echo "http://$("${pm[@]}" port "$1" 8080/tcp | head -1)/node/${1#sab-}/"; }
+# app_url NAME: the container's published address on 127.0.0.1.
+app_url() { echo "http://127.0.0.1:${sab_app_port[${1#sab-b}]}/node/${1#sab-}/"; }
 
 sab_pid=
 # sab_start BINARY POLL: (re)start Sablier with an empty session store.
