@@ -279,11 +279,14 @@ sab_start() {
 	pids+=("$sab_pid")
 	waitfor curl -sf "http://127.0.0.1:$sab_port/health"
 }
+# down NAME: the container is not running (exited, or created and never
+# started).
+down() { [[ $("${pm[@]}" inspect --format '{{.State.Status}}' "$1") =~ ^(exited|created)$ ]]; }
 # sab_cold NAME: stop the container, and forget the session Sablier holds
 # for it (a fresh Sablier with the same poll).
 sab_cold() {
 	"${pm[@]}" stop --time 2 "$1" >/dev/null
-	waitfor test "$("${pm[@]}" inspect --format '{{.State.Status}}' "$1")" = exited
+	waitfor down "$1"
 	sab_start "$sab_bin" "$sab_poll"
 }
 blocking() { echo "http://127.0.0.1:$sab_port/api/strategies/blocking?names=$1&session_duration=10m&timeout=$2"; }
