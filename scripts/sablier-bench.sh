@@ -29,6 +29,8 @@
 #
 # SABLIER_SRC is a source tree or a (bare) git directory of
 # github.com/sablierapp/sablier; it is built with the Go module proxy.
+# Without it the run measures wakegate alone (to compare two revisions of
+# the gateway, run this script in each checkout, one after the other).
 # ROUNDS (default 5), CLIENTS (100) and CROUNDS (3) size the run. It needs
 # root, podman and runc (as the docker provider's tests do), starts its
 # own engine on its own storage, and removes everything it made. On a
@@ -38,7 +40,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo=$PWD
-: "${SABLIER_SRC:?set SABLIER_SRC to a Sablier source tree or git directory}"
+SABLIER_SRC=${SABLIER_SRC:-}
 ROUNDS=${ROUNDS:-5}
 CLIENTS=${CLIENTS:-100}
 CROUNDS=${CROUNDS:-3}
@@ -160,18 +162,20 @@ func main() {
 }
 EOF
 (cd "$dir/client" && GOFLAGS= go build -o "$dir/benchclient" .)
-if git --git-dir "$SABLIER_SRC" rev-parse --verify -q HEAD >/dev/null 2>&1 && [[ ! -f $SABLIER_SRC/go.mod ]]; then
-	git --git-dir "$SABLIER_SRC" archive HEAD | tar -x -C "$dir/sablier-src"
-	sablier_version=$(git --git-dir "$SABLIER_SRC" describe --tags --always)
-else
-	cp -r "$SABLIER_SRC"/. "$dir/sablier-src"
-	sablier_version=$(git -C "$SABLIER_SRC" describe --tags --always 2>/dev/null || echo unknown)
+if [[ -n $SABLIER_SRC ]]; then
+	if git --git-dir "$SABLIER_SRC" rev-parse --verify -q HEAD >/dev/null 2>&1 && [[ ! -f $SABLIER_SRC/go.mod ]]; then
+		git --git-dir "$SABLIER_SRC" archive HEAD | tar -x -C "$dir/sablier-src"
+		sablier_version=$(git --git-dir "$SABLIER_SRC" describe --tags --always)
+	else
+		cp -r "$SABLIER_SRC"/. "$dir/sablier-src"
+		sablier_version=$(git -C "$SABLIER_SRC" describe --tags --always 2>/dev/null || echo unknown)
+	fi
+	(cd "$dir/sablier-src" && go build -o "$dir/sablier-stock" ./cmd/sablier)
+	inspect=$dir/sablier-src/pkg/provider/docker/container_inspect.go
+	grep -q 'if spec.Container.State.Health != nil {' "$inspect"
+	sed -i 's/if spec.Container.State.Health != nil {/if spec.Container.State.Health != nil \&\& spec.Container.State.Health.Status != "" \&\& spec.Container.State.Health.Status != "none" {/' "$inspect"
+	(cd "$dir/sablier-src" && go build -o "$dir/sablier" ./cmd/sablier)
 fi
-(cd "$dir/sablier-src" && go build -o "$dir/sablier-stock" ./cmd/sablier)
-inspect=$dir/sablier-src/pkg/provider/docker/container_inspect.go
-grep -q 'if spec.Container.State.Health != nil {' "$inspect"
-sed -i 's/if spec.Container.State.Health != nil {/if spec.Container.State.Health != nil \&\& spec.Container.State.Health.Status != "" \&\& spec.Container.State.Health.Status != "none" {/' "$inspect"
-(cd "$dir/sablier-src" && go build -o "$dir/sablier" ./cmd/sablier)
 
 # --- engine and image --------------------------------------------------------
 mkdir -p "$dir/rootfs/tmp"
@@ -256,60 +260,64 @@ kill "$gw_pid"
 wait "$gw_pid" 2>/dev/null || true
 
 # --- Sablier -----------------------------------------------------------------
-sab_port=$(freeport)
-declare -A sab_app_port
-for b in 0 200; do
-	# A fixed host port: the clients know it while the container is
-	# stopped (a port the engine picks at each start is not known then).
-	sab_app_port[$b]=$(freeport)
-	"${pm[@]}" create --name "sab-b$b" --network bridge -p "127.0.0.1:${sab_app_port[$b]}:8080" "$image" \
-		demo-home --addr 0.0.0.0:8080 --target "b$b" --boot-delay "${b}ms" >/dev/null
-done
-# app_url NAME: the container's published address on 127.0.0.1.
-app_url() { echo "http://127.0.0.1:${sab_app_port[${1#sab-b}]}/node/${1#sab-}/"; }
-
-sab_pid=
-# sab_start BINARY POLL: (re)start Sablier with an empty session store.
-sab_start() {
-	if [[ -n $sab_pid ]]; then kill "$sab_pid"; wait "$sab_pid" 2>/dev/null || true; fi
-	DOCKER_HOST="unix://$sock" "$1" start --provider.name=docker --server.port="$sab_port" \
-		--provider.auto-stop-on-startup=false --strategy.blocking.default-refresh-frequency="$2" \
-		--logging.level=warn >>"$dir/sablier.log" 2>&1 &
-	sab_pid=$!
-	pids+=("$sab_pid")
-	waitfor curl -sf "http://127.0.0.1:$sab_port/health"
-}
-# down NAME: the container is not running (exited, or created and never
-# started).
-down() { [[ $("${pm[@]}" inspect --format '{{.State.Status}}' "$1") =~ ^(exited|created)$ ]]; }
-# sab_cold NAME: stop the container, and forget the session Sablier holds
-# for it (a fresh Sablier with the same poll).
-sab_cold() {
-	"${pm[@]}" stop --time 2 "$1" >/dev/null
-	waitfor down "$1"
-	sab_start "$sab_bin" "$sab_poll"
-}
-blocking() { echo "http://127.0.0.1:$sab_port/api/strategies/blocking?names=$1&session_duration=10m&timeout=$2"; }
-
-echo "stock Sablier (one wake, 15 s timeout)..." >&2
-sab_bin=$dir/sablier-stock sab_poll=100ms
-sab_cold sab-b0
-stock=$("$dir/benchclient" -clients 1 -url "$(app_url sab-b0)" -sablier "$(blocking sab-b0 15s)")
-for poll in 100ms 5s; do
-	echo "Sablier, poll $poll..." >&2
-	sab_bin=$dir/sablier sab_poll=$poll
+if [[ -n $SABLIER_SRC ]]; then
+	sab_port=$(freeport)
+	declare -A sab_app_port
 	for b in 0 200; do
-		url=$(app_url "sab-b$b")
-		measure "sablier-$poll" "$b" 1 "$ROUNDS" "sab_cold sab-b$b" "sab-b$b" "$url" "$(blocking "sab-b$b" 60s)"
-		measure "sablier-$poll" "$b" "$CLIENTS" "$CROUNDS" "sab_cold sab-b$b" "sab-b$b" "$url" "$(blocking "sab-b$b" 60s)"
+		# A fixed host port: the clients know it while the container is
+		# stopped (a port the engine picks at each start is not known then).
+		sab_app_port[$b]=$(freeport)
+		"${pm[@]}" create --name "sab-b$b" --network bridge -p "127.0.0.1:${sab_app_port[$b]}:8080" "$image" \
+			demo-home --addr 0.0.0.0:8080 --target "b$b" --boot-delay "${b}ms" >/dev/null
 	done
-done
+	# app_url NAME: the container's published address on 127.0.0.1.
+	app_url() { echo "http://127.0.0.1:${sab_app_port[${1#sab-b}]}/node/${1#sab-}/"; }
+
+	sab_pid=
+	# sab_start BINARY POLL: (re)start Sablier with an empty session store.
+	sab_start() {
+		if [[ -n $sab_pid ]]; then kill "$sab_pid"; wait "$sab_pid" 2>/dev/null || true; fi
+		DOCKER_HOST="unix://$sock" "$1" start --provider.name=docker --server.port="$sab_port" \
+			--provider.auto-stop-on-startup=false --strategy.blocking.default-refresh-frequency="$2" \
+			--logging.level=warn >>"$dir/sablier.log" 2>&1 &
+		sab_pid=$!
+		pids+=("$sab_pid")
+		waitfor curl -sf "http://127.0.0.1:$sab_port/health"
+	}
+	# down NAME: the container is not running (exited, or created and never
+	# started).
+	down() { [[ $("${pm[@]}" inspect --format '{{.State.Status}}' "$1") =~ ^(exited|created)$ ]]; }
+	# sab_cold NAME: stop the container, and forget the session Sablier holds
+	# for it (a fresh Sablier with the same poll).
+	sab_cold() {
+		"${pm[@]}" stop --time 2 "$1" >/dev/null
+		waitfor down "$1"
+		sab_start "$sab_bin" "$sab_poll"
+	}
+	blocking() { echo "http://127.0.0.1:$sab_port/api/strategies/blocking?names=$1&session_duration=10m&timeout=$2"; }
+
+	echo "stock Sablier (one wake, 15 s timeout)..." >&2
+	sab_bin=$dir/sablier-stock sab_poll=100ms
+	sab_cold sab-b0
+	stock=$("$dir/benchclient" -clients 1 -url "$(app_url sab-b0)" -sablier "$(blocking sab-b0 15s)")
+	for poll in 100ms 5s; do
+		echo "Sablier, poll $poll..." >&2
+		sab_bin=$dir/sablier sab_poll=$poll
+		for b in 0 200; do
+			url=$(app_url "sab-b$b")
+			measure "sablier-$poll" "$b" 1 "$ROUNDS" "sab_cold sab-b$b" "sab-b$b" "$url" "$(blocking "sab-b$b" 60s)"
+			measure "sablier-$poll" "$b" "$CLIENTS" "$CROUNDS" "sab_cold sab-b$b" "sab-b$b" "$url" "$(blocking "sab-b$b" 60s)"
+		done
+	done
+fi
 
 # --- report --------------------------------------------------------------------
 echo
-echo "wakegate $(git describe --always --dirty) ($wakegate_version), Sablier $sablier_version, $("${pm[@]}" --version)"
+echo "wakegate $(git describe --always --dirty) ($wakegate_version), Sablier ${sablier_version:-not run}, $("${pm[@]}" --version)"
 echo "$(nproc) cores, $(uname -r); ROUNDS=$ROUNDS CLIENTS=$CLIENTS CROUNDS=$CROUNDS"
-echo "stock Sablier on this engine: p50 ms, p99, max, first errors, never ready: $stock"
+if [[ -n $SABLIER_SRC ]]; then
+	echo "stock Sablier on this engine: p50 ms, p99, max, first errors, never ready: $stock"
+fi
 echo
 awk -v clients="$CLIENTS" '
 function median(list,   a, n, i, j, t) {
