@@ -15,7 +15,9 @@ import (
 )
 
 // An idle gateway on the embedded store writes nothing to state.db: its
-// session reports stay in memory.
+// session reports stay in memory, and its store watch looks at the disk
+// without writing. A read-only or full disk is still noticed by that look,
+// with no write to fail.
 
 // idleTicks reads how many idle ticks (each one a session report) the
 // gateway whose admin listener is adm has run.
@@ -87,4 +89,71 @@ func TestStoreIdleWritesNothing(t *testing.T) {
 		t.Fatalf("a wake wrote nothing to state.db (txid %d)", woke)
 	}
 	idle("a home awake")
+}
+
+// TestStoreReadOnlyDiskNoticedIdle: an idle gateway whose store's disk
+// turns read-only (an ext4 error with errors=remount-ro) says so within
+// about a second, with no write of its own to fail: /readyz answers 503
+// and the log names the cause once.
+func TestStoreReadOnlyDiskNoticedIdle(t *testing.T) {
+	dir := t.TempDir()
+	dev := mountExt4(t, filepath.Join(dir, "data"))
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
+	p := testbin.ServeIn(t, dir, diskGatewayConfig(adminAddr))
+	c := e2eClient(t)
+	pub := "http://" + p.Addr
+	if a := diskDo(t, c, "GET", pub+"/readyz", ""); a.status != http.StatusOK {
+		t.Fatalf("/readyz before: %v %q", a, a.body)
+	}
+	ext4Error(t, dev)
+	start := time.Now()
+	testbin.Eventually(t, "/readyz 503 on a read-only disk", func() bool {
+		a := diskDo(t, c, "GET", pub+"/readyz", "")
+		return a.status == http.StatusServiceUnavailable && a.body == "degraded: store unwritable\n"
+	})
+	t.Logf("read-only, idle: /readyz 503 after %s", time.Since(start).Round(time.Millisecond))
+	testbin.Eventually(t, "the log line", func() bool { return strings.Contains(p.Output(), `msg="store unwritable`) })
+	out := p.Output()
+	if n := strings.Count(out, `msg="store unwritable`); n != 1 || !strings.Contains(out, "read-only file system") {
+		t.Fatalf("store unwritable logged %d times, want once naming the read-only file system:\n%s", n, out)
+	}
+}
+
+// TestStoreFullDiskNoticedIdle: an idle gateway whose store's disk fills
+// up (a small tmpfs) says so with no write of its own (/readyz 503), and
+// ready again once space is freed.
+func TestStoreFullDiskNoticedIdle(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	mountTmpfs(t, data, "8m")
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
+	p := testbin.ServeIn(t, dir, diskGatewayConfig(adminAddr))
+	c := e2eClient(t)
+	pub := "http://" + p.Addr
+	db := filepath.Join(data, "state.db")
+	if a := diskDo(t, c, "GET", pub+"/readyz", ""); a.status != http.StatusOK {
+		t.Fatalf("/readyz before: %v %q", a, a.body)
+	}
+	before := testbin.BoltTxID(t, db)
+	filler := fillDisk(t, data)
+	start := time.Now()
+	testbin.Eventually(t, "/readyz 503 on a full disk", func() bool {
+		return diskDo(t, c, "GET", pub+"/readyz", "").status == http.StatusServiceUnavailable
+	})
+	t.Logf("full, idle: /readyz 503 after %s", time.Since(start).Round(time.Millisecond))
+	if after := testbin.BoltTxID(t, db); after != before {
+		t.Fatalf("state.db written while idle on a full disk: txid %d -> %d", before, after)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	testbin.Eventually(t, "/readyz 200 once space is freed", func() bool {
+		return diskDo(t, c, "GET", pub+"/readyz", "").status == http.StatusOK
+	})
+	t.Logf("space freed: /readyz 200 after %s", time.Since(start).Round(time.Millisecond))
+	out := p.Output()
+	if down, up := strings.Count(out, `msg="store unwritable`), strings.Count(out, `msg="store writable again`); down != 1 || up != 1 || !strings.Contains(out, "its next growth needs") {
+		t.Fatalf("logged unwritable %d and writable again %d times, want once each, naming the free space:\n%s", down, up, out)
+	}
 }

@@ -95,6 +95,9 @@ type boltSessions struct {
 // methods fail after it.
 func (b *Store) Close() error {
 	removePIDFile(b.db.Path())
+	if f := b.health.file; f != nil {
+		_ = f.Close() // again after a first Close: os.ErrClosed
+	}
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("registry: close bolt store %s: %w", b.db.Path(), err)
 	}

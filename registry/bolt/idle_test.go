@@ -13,9 +13,9 @@ import (
 )
 
 // TestBoltIdleWritesNothing: what an idle gateway does every second (its
-// session report, the fleet's count of a home's sessions) commits nothing
-// to the file, while a change of a record still does. The file's
-// transaction id counts the commits.
+// session report, the fleet's count of a home's sessions, a look at the
+// disk) commits nothing to the file, while a change of a record still
+// does. The file's transaction id counts the commits.
 func TestBoltIdleWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.db")
@@ -34,6 +34,9 @@ func TestBoltIdleWritesNothing(t *testing.T) {
 		if err := b.ReportSessions(ctx, "gw-a", map[string]int{"h1": i % 3}, 3*time.Second); err != nil {
 			t.Fatalf("report %d: %v", i, err)
 		}
+		if err := b.CheckDisk(); err != nil {
+			t.Fatalf("check disk %d: %v", i, err)
+		}
 		clk.Advance(time.Second)
 	}
 	if n, err := b.FleetSessions(ctx, "h1"); err != nil || n != 0 {
@@ -50,7 +53,7 @@ func TestBoltIdleWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("txid %d -> %d over 11 reports; size %d -> %d, mtime %s -> %s",
+	t.Logf("txid %d -> %d over 11 reports and 10 disk checks; size %d -> %d, mtime %s -> %s",
 		before, after, fi0.Size(), fi1.Size(), fi0.ModTime().Format(time.RFC3339Nano), fi1.ModTime().Format(time.RFC3339Nano))
 	if after != before {
 		t.Fatalf("idle calls committed %d transactions to the file, want none", after-before)
