@@ -52,12 +52,9 @@ func waitTicks(t *testing.T, c *http.Client, adm string, n int) {
 // without, a gateway on the embedded store commits nothing to state.db
 // (its transaction id stays); a wake still writes.
 func TestStoreIdleWritesNothing(t *testing.T) {
-	dir := t.TempDir()
-	adminAddr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
-	p := testbin.ServeIn(t, dir, diskGatewayConfig(adminAddr))
-	c := e2eClient(t)
-	pub, adm := "http://"+p.Addr, "http://"+adminAddr
-	db := filepath.Join(dir, "data", "state.db")
+	g := startDiskGateway(t, nil)
+	c, pub, adm := g.c, g.pub, g.adm
+	db := filepath.Join(g.data, "state.db")
 	idle := func(what string) uint64 {
 		t.Helper()
 		waitTicks(t, c, adm, 1) // what the start or a wake wrote is done
@@ -96,12 +93,9 @@ func TestStoreIdleWritesNothing(t *testing.T) {
 // about a second, with no write of its own to fail: /readyz answers 503
 // and the log names the cause once.
 func TestStoreReadOnlyDiskNoticedIdle(t *testing.T) {
-	dir := t.TempDir()
-	dev := mountExt4(t, filepath.Join(dir, "data"))
-	adminAddr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
-	p := testbin.ServeIn(t, dir, diskGatewayConfig(adminAddr))
-	c := e2eClient(t)
-	pub := "http://" + p.Addr
+	var dev string
+	g := startDiskGateway(t, func(data string) { dev = mountExt4(t, data) })
+	p, c, pub := g.p, g.c, g.pub
 	if a := diskDo(t, c, "GET", pub+"/readyz", ""); a.status != http.StatusOK {
 		t.Fatalf("/readyz before: %v %q", a, a.body)
 	}
@@ -123,13 +117,8 @@ func TestStoreReadOnlyDiskNoticedIdle(t *testing.T) {
 // up (a small tmpfs) says so with no write of its own (/readyz 503), and
 // ready again once space is freed.
 func TestStoreFullDiskNoticedIdle(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	mountTmpfs(t, data, "8m")
-	adminAddr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
-	p := testbin.ServeIn(t, dir, diskGatewayConfig(adminAddr))
-	c := e2eClient(t)
-	pub := "http://" + p.Addr
+	g := startDiskGateway(t, func(data string) { mountTmpfs(t, data, "8m") })
+	p, c, pub, data := g.p, g.c, g.pub, g.data
 	db := filepath.Join(data, "state.db")
 	if a := diskDo(t, c, "GET", pub+"/readyz", ""); a.status != http.StatusOK {
 		t.Fatalf("/readyz before: %v %q", a, a.body)
