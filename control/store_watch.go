@@ -52,10 +52,13 @@ func StoreUnavailable(store registry.Store) string {
 }
 
 // WatchStore follows whether the embedded store's disk takes writes, until
-// ctx ends: it logs each change once (never at every failed write), and
-// while writes fail it tries a small write every storeWatchPeriod, so that
-// readiness comes back by itself once the disk takes writes again (space
-// freed, remounted read-write), even with no other write to prove it.
+// ctx ends: it logs each change once (never at every failed write). Every
+// storeWatchPeriod it looks at the disk without writing (CheckDisk), so a
+// read-only or full disk is noticed within that period on an idle gateway,
+// whose store writes nothing; and while writes fail it tries a small write,
+// so that readiness comes back by itself once the disk takes writes again
+// (space freed, remounted read-write), even with no other write to prove
+// it.
 func WatchStore(ctx context.Context, store registry.Store, log *slog.Logger) {
 	if p, ok := store.(registry.Pinger); ok {
 		watchReach(ctx, p, log)
@@ -74,12 +77,13 @@ func WatchStore(ctx context.Context, store registry.Store, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
+		_ = wh.CheckDisk() // a failure it finds is read below
 		since, err := wh.Unwritable()
 		if err != nil && down.IsZero() {
 			down = since
 			log.Error("store unwritable: /readyz answers 503 and wakes and admin writes fail with 503 store_unavailable; warm homes keep serving",
 				"err", err.Error(), "since", since.UTC().Format(time.RFC3339),
-				"hint", "free space on the store's disk or remount it read-write; a small write is tried every second and readiness comes back by itself")
+				"hint", "free space on the store's disk or remount it read-write; the disk is looked at and a small write tried every second, and readiness comes back by itself")
 		}
 		if err != nil {
 			// Try a write of our own, which clears the state when it

@@ -155,6 +155,29 @@ homes:
 `, adminAddr, admToken)
 }
 
+// diskGateway is a running gateway of diskGatewayConfig: the process, a
+// client, its public and admin base URLs and its data_dir.
+type diskGateway struct {
+	p        *testbin.Proc
+	c        *http.Client
+	pub, adm string
+	data     string
+}
+
+// startDiskGateway runs a gateway of diskGatewayConfig in a temp dir,
+// after mount (nil: nothing) has prepared its data_dir.
+func startDiskGateway(t *testing.T, mount func(data string)) diskGateway {
+	t.Helper()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if mount != nil {
+		mount(data)
+	}
+	adminAddr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
+	p := testbin.ServeIn(t, dir, diskGatewayConfig(adminAddr))
+	return diskGateway{p: p, c: e2eClient(t), pub: "http://" + p.Addr, adm: "http://" + adminAddr, data: data}
+}
+
 // TestStoreReadOnlyDisk turns the store's disk read-only under a running
 // gateway (an ext4 error with errors=remount-ro): warm homes keep
 // serving, /readyz answers 503 "degraded: store unwritable", a cold wake
@@ -163,13 +186,9 @@ homes:
 // logged once, not at every failed write. (Such a disk needs a check and a
 // new mount; TestStoreFullDisk shows readiness coming back.)
 func TestStoreReadOnlyDisk(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	dev := mountExt4(t, data)
-	adminAddr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
-	p := testbin.ServeIn(t, dir, diskGatewayConfig(adminAddr))
-	c := e2eClient(t)
-	pub, adm := "http://"+p.Addr, "http://"+adminAddr
+	var dev string
+	g := startDiskGateway(t, func(data string) { dev = mountExt4(t, data) })
+	p, c, pub, adm := g.p, g.c, g.pub, g.adm
 	if a := diskDo(t, c, "GET", pub+"/node/warm/", ""); a.status != http.StatusOK {
 		t.Fatalf("warm home before: %v %s", a, a.body)
 	}
@@ -253,13 +272,8 @@ func fillDisk(t *testing.T, dir string) string {
 // after the ready timeout; warm homes serve. Once space is freed,
 // /readyz answers 200 by itself and writes pass again.
 func TestStoreFullDisk(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
-	mountTmpfs(t, data, "8m")
-	adminAddr := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
-	p := testbin.ServeIn(t, dir, diskGatewayConfig(adminAddr))
-	c := e2eClient(t)
-	pub, adm := "http://"+p.Addr, "http://"+adminAddr
+	g := startDiskGateway(t, func(data string) { mountTmpfs(t, data, "8m") })
+	p, c, pub, adm, data := g.p, g.c, g.pub, g.adm, g.data
 	if a := diskDo(t, c, "GET", pub+"/node/warm/", ""); a.status != http.StatusOK {
 		t.Fatalf("warm home before: %v %s", a, a.body)
 	}

@@ -80,10 +80,12 @@ type Pinger interface {
 }
 
 // WriteHealth is a store whose own disk can refuse writes (the embedded
-// store): Unwritable says why, and since when; ProbeWrite tries a small
-// write.
+// store): Unwritable says why, and since when; CheckDisk looks at the disk
+// without writing (a read-only or full disk then counts as unwritable);
+// ProbeWrite tries a small write.
 type WriteHealth interface {
 	Unwritable() (time.Time, error)
+	CheckDisk() error
 	ProbeWrite(ctx context.Context) error
 }
 

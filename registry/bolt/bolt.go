@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -19,7 +18,7 @@ var (
 	bucketTarget   = []byte(registry.KindTarget.Table) // keyTarget -> JSON registry.Target
 	bucketLocks    = []byte("locks")                   // lock name -> JSON boltLock
 	bucketLockSeq  = []byte("lockseq")                 // lock name -> last fencing token, 8 bytes big endian
-	bucketSessions = []byte("sessions")                // instance -> JSON boltSessions
+	bucketSessions = []byte("sessions")                // instance -> JSON boltSessions; kept empty (sessions.go)
 	keyTarget      = []byte(registry.TargetRecord)
 )
 
@@ -45,7 +44,8 @@ type Options struct {
 // One process at a time may open the file (bbolt holds an exclusive file
 // lock), so Store serves a single gateway; a fleet shares a Redis store.
 // Writes are serialised by bbolt, each in one transaction, which makes every
-// compare-and-set, lock and report atomic. A method checks its context before
+// compare-and-set and lock atomic. Session reports are kept in memory, not
+// in the file (sessions.go). A method checks its context before
 // it starts and again once its transaction is open; a transaction itself is
 // short and is not interrupted.
 //
@@ -71,6 +71,8 @@ type Store struct {
 	changes registry.Changes
 	// health is whether the disk takes writes (health.go).
 	health writeHealth
+	// reports are the instances' session reports, in memory (sessions.go).
+	reports sessionReports
 	// migrated is what Open did to an older format (schema.go).
 	migrated Migrated
 }
@@ -82,7 +84,8 @@ type boltLock struct {
 	Expires time.Time `json:"expires"`
 }
 
-// boltSessions is the stored session report of one gateway instance.
+// boltSessions is the stored session report of one gateway instance, as
+// files written before reports were kept in memory hold it (sessions.go).
 type boltSessions struct {
 	Counts  map[string]int `json:"counts"`
 	Expires time.Time      `json:"expires"`
@@ -92,6 +95,9 @@ type boltSessions struct {
 // methods fail after it.
 func (b *Store) Close() error {
 	removePIDFile(b.db.Path())
+	if f := b.health.file; f != nil {
+		_ = f.Close() // again after a first Close: os.ErrClosed
+	}
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("registry: close bolt store %s: %w", b.db.Path(), err)
 	}
@@ -279,88 +285,6 @@ func (b *Store) Unlock(ctx context.Context, l registry.Lease) error {
 		return fmt.Errorf("registry: unlock %s: %w", l.Name, err)
 	}
 	return nil
-}
-
-// ReportSessions records instance's live session count per home, replacing
-// its previous report; the report expires ttl from now. Zero counts are
-// dropped, negative ones are an error. Expired reports of every instance
-// are pruned in the same transaction.
-func (b *Store) ReportSessions(ctx context.Context, instance string, counts map[string]int, ttl time.Duration) error {
-	if err := registry.CheckReport(instance, counts, ttl); err != nil {
-		return fmt.Errorf("registry: report sessions of %s: %w", instance, err)
-	}
-	kept := make(map[string]int, len(counts))
-	for home, n := range counts {
-		if n > 0 {
-			kept[home] = n
-		}
-	}
-	err := b.update(ctx, func(tx *bbolt.Tx) error {
-		now := b.clock()
-		bucket := tx.Bucket(bucketSessions)
-		if err := pruneSessions(bucket, now); err != nil {
-			return err
-		}
-		if len(kept) == 0 {
-			return bucket.Delete([]byte(instance))
-		}
-		raw, err := json.Marshal(boltSessions{Counts: kept, Expires: now.Add(ttl)})
-		if err != nil {
-			return fmt.Errorf("encode report: %w", err)
-		}
-		return bucket.Put([]byte(instance), raw)
-	})
-	if err != nil {
-		return fmt.Errorf("registry: report sessions of %s: %w", instance, err)
-	}
-	return nil
-}
-
-// pruneSessions deletes the reports in bucket that expired by now.
-func pruneSessions(bucket *bbolt.Bucket, now time.Time) error {
-	var expired [][]byte
-	err := bucket.ForEach(func(k, v []byte) error {
-		var s boltSessions
-		if err := json.Unmarshal(v, &s); err != nil {
-			return fmt.Errorf("decode report of %s: %w", k, err)
-		}
-		if !now.Before(s.Expires) {
-			expired = append(expired, bytes.Clone(k))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for _, k := range expired {
-		if err := bucket.Delete(k); err != nil {
-			return fmt.Errorf("prune report of %s: %w", k, err)
-		}
-	}
-	return nil
-}
-
-// FleetSessions returns the sum of unexpired session counts for a home over
-// every instance; 0 when none reports it.
-func (b *Store) FleetSessions(ctx context.Context, homeID string) (int, error) {
-	total := 0
-	err := b.view(ctx, func(tx *bbolt.Tx) error {
-		now := b.clock()
-		return tx.Bucket(bucketSessions).ForEach(func(k, v []byte) error {
-			var s boltSessions
-			if err := json.Unmarshal(v, &s); err != nil {
-				return fmt.Errorf("decode report of %s: %w", k, err)
-			}
-			if now.Before(s.Expires) {
-				total += s.Counts[homeID]
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return 0, fmt.Errorf("registry: fleet sessions of %s: %w", homeID, err)
-	}
-	return total, nil
 }
 
 var _ registry.Store = (*Store)(nil)

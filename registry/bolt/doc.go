@@ -6,9 +6,11 @@
 // transaction as generation and owner (fence.go); the open in steps that
 // refuses a file it cannot trust and says the way out (open.go), its
 // format version and migrations (schema.go), the offline check, backup
-// and drop of records (check.go); the disk's write health (health.go); a
-// cursor over homes (records.go, ScanHomes) and the seed of many homes in
-// one transaction for benchmarks (seed.go).
+// and drop of records (check.go); the session reports, kept in memory so
+// that an idle gateway writes nothing to the file (sessions.go); the
+// disk's write health, looked at every second without a write
+// (health.go); a cursor over homes (records.go, ScanHomes) and the seed of
+// many homes in one transaction for benchmarks (seed.go).
 //
 // DESIGN rules that live here: 15 and the fence of 32 for this backend
 // (registry.Cond.Check and registry.Fence.Check, run inside one

@@ -162,6 +162,7 @@ func Open(path string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
 	}
+	b.health.file = openForCheck(path)
 	writePIDFile(path)
 	return b, nil
 }
