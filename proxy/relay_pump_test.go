@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -473,6 +474,64 @@ func TestRelayCarriesBytesSentWithTheHandshake(t *testing.T) {
 		}
 	case <-time.After(testWait):
 		t.Fatal("the client's first frame never reached the home")
+	}
+}
+
+// TestRelayHandshakeLongerThanItsBuffers: an upgrade's upstream
+// connection has buffers of upgradeBufSize; a 101 whose head is longer
+// than that, with frames longer than that sent behind it in the same
+// write, reaches the client whole and in order.
+func TestRelayHandshakeLongerThanItsBuffers(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 3*upgradeBufSize)
+	var behind []byte
+	for i := range 20 {
+		behind = append(behind, 0x81, 100)
+		behind = append(behind, bytes.Repeat([]byte{byte('a' + i)}, 100)...)
+	}
+	if len(behind) <= upgradeBufSize {
+		t.Fatalf("%d bytes behind the 101: not past the buffer", len(behind))
+	}
+	home := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+			"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nX-Long: "+long+"\r\n\r\n"+string(behind))
+		_, _ = io.Copy(io.Discard, brw)
+	})
+	s, p, _ := detachedFront(t, func() *url.URL { return home.url(t, "/") })
+	for i, tr := range p.upgrades {
+		if tr.ReadBufferSize != upgradeBufSize || tr.WriteBufferSize != upgradeBufSize {
+			t.Errorf("upgrade transport %d: buffers %d/%d, want %d", i, tr.ReadBufferSize, tr.WriteBufferSize, upgradeBufSize)
+		}
+	}
+	c, err := net.Dial("tcp", s.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(testWait))
+	_, err = io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nX-Long: "+long+"\r\n\r\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := &rawWS{Conn: c, br: bufio.NewReader(c)}
+	res, err := http.ReadResponse(ws.br, nil)
+	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v", res, err)
+	}
+	if got := res.Header.Get("X-Long"); got != long {
+		t.Errorf("the 101's long field came with %d bytes, want %d", len(got), len(long))
+	}
+	for i := range 20 {
+		op, p := ws.readFrame(t)
+		if op != 0x1 || !bytes.Equal(p, bytes.Repeat([]byte{byte('a' + i)}, 100)) {
+			t.Fatalf("frame %d: opcode %x, %q", i, op, p)
+		}
 	}
 }
 
