@@ -181,7 +181,9 @@ type ServerConfig struct {
 	// this (units as ByteSize); a larger heap collects as GOGC's default
 	// does, each time it has doubled. It spends at most this much memory
 	// to collect less often: a gateway's live heap is small, and with
-	// GOGC's default it collects every few MiB. Default (when unset):
+	// GOGC's default it collects every few MiB. The memory is spent only
+	// while the gateway allocates: half a second after a burst it goes
+	// back to the system. Default (when unset):
 	// 32MiB, or a sixteenth of the memory the gateway may use (its
 	// cgroup's limit, else the machine's memory) when that is less; 0
 	// leaves the collector at GOGC's default. Ignored when the GOGC

@@ -150,6 +150,10 @@ type Proxy struct {
 	// apps and homes carry plain HTTP/1.1 requests, for routes without
 	// and with a HomeID (their response header timeouts differ).
 	fwdApps, fwdHomes *h1client.Forwarder
+	// upApps and upHomes carry WebSocket upgrades, through transports
+	// whose buffers fit a handshake (upgradeTransport, relay_pump.go).
+	upApps, upHomes *h1client.Forwarder
+	upgrades        [2]*http.Transport
 	// noDirect sends every request through ReverseProxy (direct.go); set
 	// only by tests, which compare the two paths.
 	noDirect bool
@@ -203,9 +207,12 @@ func New(o Options) *Proxy {
 	}
 	p.fwdApps = h1client.NewForwarder(conns, tr.ResponseHeaderTimeout, tr, bodyOf)
 	p.fwdHomes = h1client.NewForwarder(conns, homes.ResponseHeaderTimeout, homes, bodyOf)
+	p.upgrades = [2]*http.Transport{upgradeTransport(tr), upgradeTransport(homes)}
+	p.upApps = h1client.NewForwarder(conns, tr.ResponseHeaderTimeout, p.upgrades[0], bodyOf)
+	p.upHomes = h1client.NewForwarder(conns, homes.ResponseHeaderTimeout, p.upgrades[1], bodyOf)
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      retryTransport{apps: p.fwdApps, homes: p.fwdHomes, p: p},
+		Transport:      retryTransport{apps: p.fwdApps, homes: p.fwdHomes, upApps: p.upApps, upHomes: p.upHomes, p: p},
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
 		ErrorLog:       slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
@@ -220,6 +227,9 @@ func (p *Proxy) Close() {
 	p.parker.stop()
 	p.transport.CloseIdleConnections()
 	p.homes.CloseIdleConnections()
+	for _, tr := range p.upgrades {
+		tr.CloseIdleConnections()
+	}
 	p.conns.CloseIdle()
 }
 
@@ -491,16 +501,23 @@ func (p *Proxy) answerError(w http.ResponseWriter, r *http.Request, route *forwa
 // the one retry decision (retry.go), and a clone of the request, with the
 // fresh upstream and its Host, is sent once more when it says so.
 // Homes go through their own transport, whose response header timeout
-// is the homes' one.
+// is the homes' one; WebSocket upgrades through the upgrade transports.
 type retryTransport struct {
-	apps, homes http.RoundTripper
-	p           *Proxy
+	apps, homes     http.RoundTripper
+	upApps, upHomes http.RoundTripper
+	p               *Proxy
 }
 
 func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	route := routeFrom(req.Context())
 	base := t.apps
-	if route != nil && route.HomeID != "" {
+	switch {
+	case route == nil:
+	case route.rel != nil && route.HomeID != "":
+		base = t.upHomes
+	case route.rel != nil:
+		base = t.upApps
+	case route.HomeID != "":
 		base = t.homes
 	}
 	if route != nil && route.rel != nil {

@@ -128,8 +128,10 @@ func openIdleWS(dial func(string) (net.Conn, error), addr string) (net.Conn, err
 // relays detach (as the gateway's do) to an echo home in another
 // process, primes each with one echo and reports the heap and stacks the
 // process holds per idle WebSocket after a collection (KiB/conn, the
-// client's end of each connection included), and the resident memory
-// growth (RSS-KiB/conn). With RELAY_MEM_DEBUG set to a file name, it
+// client's end of each connection included), the resident memory growth
+// (RSS-KiB/conn), and what the process allocated per WebSocket opened
+// (alloc-KiB/conn: the handshake's garbage, which a burst of handshakes
+// grows the heap by before a collection). With RELAY_MEM_DEBUG set to a file name, it
 // also writes a heap profile there each time it measures.
 func BenchmarkRelayIdleMemory(b *testing.B) {
 	benchRelayIdleMemory(b, false)
@@ -175,6 +177,7 @@ func benchRelayIdleMemory(b *testing.B, overTLS bool) {
 	addr := s.Listener.Addr().String()
 	for b.Loop() {
 		heap0, rss0 := memNow()
+		alloc0 := allocated()
 		conns := make([]net.Conn, 0, n)
 		for range n {
 			c, err := openIdleWS(dial, addr)
@@ -183,9 +186,11 @@ func benchRelayIdleMemory(b *testing.B, overTLS bool) {
 			}
 			conns = append(conns, c)
 		}
+		alloc1 := allocated()
 		heap1, rss1 := memNow()
 		b.ReportMetric(float64(heap1-heap0)/1024/n, "KiB/conn")
 		b.ReportMetric(float64(rss1-rss0)/1024/n, "RSS-KiB/conn")
+		b.ReportMetric(float64(alloc1-alloc0)/1024/n, "alloc-KiB/conn")
 		for _, c := range conns {
 			c.Close()
 		}
@@ -193,6 +198,13 @@ func benchRelayIdleMemory(b *testing.B, overTLS bool) {
 			<-ended
 		}
 	}
+}
+
+// allocated is what the process has allocated on the heap so far.
+func allocated() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
 }
 
 // memNow is the heap in use plus the goroutine stacks after two

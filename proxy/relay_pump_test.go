@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -422,39 +423,38 @@ func heapInUse() int64 {
 	return int64(ms.HeapInuse)
 }
 
-// TestRelayCarriesBytesSentWithTheHandshake writes the client's first
-// frame in the same packet as its handshake, and has the home write its
-// first frame in the same write as its 101: both arrive (neither waits in
-// the server's or the transport's reader for more bytes).
-func TestRelayCarriesBytesSentWithTheHandshake(t *testing.T) {
-	t.Parallel()
-	homeGot := make(chan []byte, 1)
+// hijackingHome starts an upstream that hijacks each request, writes
+// answer as it is, then runs then on the connection and reads it to its
+// end.
+func hijackingHome(t *testing.T, answer string, then func(conn net.Conn, brw *bufio.ReadWriter)) func() *url.URL {
+	t.Helper()
 	home := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
 		}
 		defer conn.Close()
-		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-			"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n\x81\x05hello")
-		f := clientFrame("early")
-		got := make([]byte, len(f))
-		_ = conn.SetReadDeadline(time.Now().Add(testWait))
-		_, err = io.ReadFull(brw, got)
-		if err == nil {
-			homeGot <- got
+		_, _ = io.WriteString(conn, answer)
+		if then != nil {
+			then(conn, brw)
 		}
 		_, _ = io.Copy(io.Discard, brw)
 	})
-	s, _, _ := detachedFront(t, func() *url.URL { return home.url(t, "/") })
+	return func() *url.URL { return home.url(t, "/") }
+}
+
+// rawUpgrade sends a WebSocket upgrade with fields added to its head and
+// after written in the same packet, and reads the 101.
+func rawUpgrade(t *testing.T, s *httptest.Server, fields string, after []byte) (*rawWS, *http.Response) {
+	t.Helper()
 	c, err := net.Dial("tcp", s.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(testWait))
 	_, err = c.Write(append([]byte("GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"), clientFrame("early")...))
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"+fields+"\r\n"), after...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,6 +463,29 @@ func TestRelayCarriesBytesSentWithTheHandshake(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade: %v %v", res, err)
 	}
+	return ws, res
+}
+
+// switching is the head of a home's 101, up to its end.
+const switching = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+	"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"
+
+// TestRelayCarriesBytesSentWithTheHandshake writes the client's first
+// frame in the same packet as its handshake, and has the home write its
+// first frame in the same write as its 101: both arrive (neither waits in
+// the server's or the transport's reader for more bytes).
+func TestRelayCarriesBytesSentWithTheHandshake(t *testing.T) {
+	t.Parallel()
+	homeGot := make(chan []byte, 1)
+	home := hijackingHome(t, switching+"\r\n\x81\x05hello", func(conn net.Conn, brw *bufio.ReadWriter) {
+		got := make([]byte, len(clientFrame("early")))
+		_ = conn.SetReadDeadline(time.Now().Add(testWait))
+		if _, err := io.ReadFull(brw, got); err == nil {
+			homeGot <- got
+		}
+	})
+	s, _, _ := detachedFront(t, home)
+	ws, _ := rawUpgrade(t, s, "", clientFrame("early"))
 	if op, p := ws.readFrame(t); op != 0x1 || string(p) != "hello" {
 		t.Fatalf("client read %x %q, want the home's first frame", op, p)
 	}
@@ -473,6 +496,40 @@ func TestRelayCarriesBytesSentWithTheHandshake(t *testing.T) {
 		}
 	case <-time.After(testWait):
 		t.Fatal("the client's first frame never reached the home")
+	}
+}
+
+// TestRelayHandshakeLongerThanItsBuffers: an upgrade's upstream
+// connection has buffers of upgradeBufSize; a 101 whose head is longer
+// than that, with frames longer than that sent behind it in the same
+// write, reaches the client whole and in order.
+func TestRelayHandshakeLongerThanItsBuffers(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 3*upgradeBufSize)
+	var behind []byte
+	for i := range 20 {
+		behind = append(behind, 0x81, 100)
+		behind = append(behind, bytes.Repeat([]byte{byte('a' + i)}, 100)...)
+	}
+	if len(behind) <= upgradeBufSize {
+		t.Fatalf("%d bytes behind the 101: not past the buffer", len(behind))
+	}
+	home := hijackingHome(t, switching+"X-Long: "+long+"\r\n\r\n"+string(behind), nil)
+	s, p, _ := detachedFront(t, home)
+	for i, tr := range p.upgrades {
+		if tr.ReadBufferSize != upgradeBufSize || tr.WriteBufferSize != upgradeBufSize {
+			t.Errorf("upgrade transport %d: buffers %d/%d, want %d", i, tr.ReadBufferSize, tr.WriteBufferSize, upgradeBufSize)
+		}
+	}
+	ws, res := rawUpgrade(t, s, "X-Long: "+long+"\r\n", nil)
+	if got := res.Header.Get("X-Long"); got != long {
+		t.Errorf("the 101's long field came with %d bytes, want %d", len(got), len(long))
+	}
+	for i := range 20 {
+		op, p := ws.readFrame(t)
+		if op != 0x1 || !bytes.Equal(p, bytes.Repeat([]byte{byte('a' + i)}, 100)) {
+			t.Fatalf("frame %d: opcode %x, %q", i, op, p)
+		}
 	}
 }
 

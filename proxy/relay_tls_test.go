@@ -42,8 +42,9 @@ func wssHome(t *testing.T, p *Proxy, serve func(c *websocket.Conn)) *url.URL {
 	}))
 	t.Cleanup(s.Close)
 	conf := s.Client().Transport.(*http.Transport).TLSClientConfig
-	p.transport.TLSClientConfig = conf
-	p.homes.TLSClientConfig = conf
+	for _, tr := range append([]*http.Transport{p.transport, p.homes}, p.upgrades[:]...) {
+		tr.TLSClientConfig = conf
+	}
 	u, err := url.Parse(s.URL + "/")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,20 @@
 // collection scans (the live heap, stacks and globals) if that is more:
 // a small heap gets a fixed room, a large one keeps the default, and the
 // memory it costs over the default is at most the headroom.
+//
+// The room is worth its memory only while the gateway allocates. A burst
+// (a thousand WebSocket handshakes, a minute of traffic) fills it, and
+// the runtime keeps the pages it grew into: its scavenger returns memory
+// only above the collector's goal, which is the headroom above the live
+// heap. So a gateway that went quiet after one burst would hold the
+// headroom as resident memory for the rest of its life. Tuner therefore
+// watches the allocation rate, and once a short interval went by with
+// little allocated while the heap holds more than GOGC's default would
+// have let it grow, it collects and returns the free pages to the system
+// (debug.FreeOSMemory), once per burst. That costs one collection, which
+// the default would have run for the same allocation anyway, and the
+// page faults of growing back into the room at the next burst; it saves
+// nothing while the gateway is busy and changes nothing then.
 package gcroom
 
 import (
@@ -20,6 +34,7 @@ import (
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // base is the percentage a heap larger than the headroom keeps: GOGC's
@@ -30,17 +45,33 @@ const base = 100
 // scans: the live heap, the goroutines' stacks and the globals.
 var scanned = []string{"/gc/heap/live:bytes", "/gc/scan/stack:bytes", "/gc/scan/globals:bytes"}
 
+// quietEvery is how often the Tuner looks for a quiet gateway: the
+// interval over which the allocation rate is measured.
+const quietEvery = 500 * time.Millisecond
+
+// The heap's resident bytes beyond what is live, and what it allocated.
+var (
+	residentHeap = []string{"/memory/classes/heap/objects:bytes", "/memory/classes/heap/unused:bytes", "/memory/classes/heap/free:bytes"}
+	liveHeap     = "/gc/heap/live:bytes"
+	allocated    = "/gc/heap/allocs:bytes"
+)
+
 // Tuner keeps the collector's goal at least its headroom above the live
 // heap. It runs once per collection, on the runtime's cleanup goroutine,
-// until Stop.
+// and gives the room back to the system when the gateway goes quiet, on
+// a goroutine of its own, until Stop.
 type Tuner struct {
 	headroom uint64
 	stopped  atomic.Bool
 	percent  atomic.Int64
+	releases atomic.Int64
 
 	mu      sync.Mutex // one tune at a time, and none after Stop
 	sample  []metrics.Sample
 	restore int
+
+	quit chan struct{} // closed by Stop: the quiet watch ends
+	done chan struct{} // closed when the quiet watch has ended
 }
 
 // Start begins tuning with the given headroom in bytes. It returns nil,
@@ -58,21 +89,86 @@ func Start(headroom uint64) *Tuner {
 	t.percent.Store(base)
 	t.tune()
 	t.arm()
+	t.quit, t.done = make(chan struct{}), make(chan struct{})
+	go t.watchQuiet()
 	return t
 }
 
 // Percent is the percentage set last.
 func (t *Tuner) Percent() int { return int(t.percent.Load()) }
 
-// Stop ends the tuning and gives the collector back the percentage it
-// had before Start.
+// Releases is how many times the room went back to the system.
+func (t *Tuner) Releases() int { return int(t.releases.Load()) }
+
+// Stop ends the tuning and the quiet watch, and gives the collector back
+// the percentage it had before Start.
 func (t *Tuner) Stop() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.stopped.Swap(true) {
+		t.mu.Unlock()
 		return
 	}
 	debug.SetGCPercent(t.restore)
+	t.mu.Unlock()
+	close(t.quit)
+	<-t.done
+}
+
+// watchQuiet measures the allocation rate every quietEvery and returns
+// the heap's free pages to the system when release says so.
+func (t *Tuner) watchQuiet() {
+	defer close(t.done)
+	tick := time.NewTicker(quietEvery)
+	defer tick.Stop()
+	s := make([]metrics.Sample, 0, len(residentHeap)+2)
+	for _, name := range append([]string{liveHeap, allocated}, residentHeap...) {
+		s = append(s, metrics.Sample{Name: name})
+	}
+	read := func() (live, allocs, resident uint64) {
+		metrics.Read(s)
+		for i := range s {
+			if s[i].Value.Kind() != metrics.KindUint64 {
+				continue
+			}
+			switch v := s[i].Value.Uint64(); i {
+			case 0:
+				live = v
+			case 1:
+				allocs = v
+			default:
+				resident += v
+			}
+		}
+		return live, allocs, resident
+	}
+	_, last, _ := read()
+	for {
+		select {
+		case <-t.quit:
+			return
+		case <-tick.C:
+		}
+		live, allocs, resident := read()
+		if release(allocs-last, resident-min(live, resident)) {
+			debug.FreeOSMemory()
+			t.releases.Add(1)
+			_, allocs, _ = read() // the collection allocates nothing worth counting
+		}
+		last = allocs
+	}
+}
+
+// release reports whether the heap should go back to the system: the
+// gateway allocated less than a sixteenth of GOGC's default room in the
+// last interval (at that rate the default would collect at most every
+// few seconds, so the headroom saves next to nothing), and the heap holds
+// more than that room beyond the live heap (a collection under the
+// default would have run by now). GOGC's default room is what a
+// collection scans, at least the runtime's minimum heap; it is taken
+// here as the runtime's minimum, the smallest a live heap small enough
+// for the headroom to matter would give.
+func release(allocated, beyondLive uint64) bool {
+	return allocated < minHeap/16 && beyondLive > minHeap
 }
 
 // sentinel is an object kept by nothing: its cleanup runs after the

@@ -137,3 +137,80 @@ func TestWorthSetting(t *testing.T) {
 		}
 	}
 }
+
+var sink []byte
+
+// heapBeyondLive is what the heap holds in memory beyond its live bytes.
+func heapBeyondLive() uint64 {
+	s := []metrics.Sample{{Name: liveHeap}}
+	for _, name := range residentHeap {
+		s = append(s, metrics.Sample{Name: name})
+	}
+	metrics.Read(s)
+	var resident uint64
+	for _, x := range s[1:] {
+		resident += x.Value.Uint64()
+	}
+	return resident - min(s[0].Value.Uint64(), resident)
+}
+
+// TestQuietGivesTheRoomBack: a burst of garbage fills the room and the
+// heap grows into it; once nothing more is allocated, the tuner collects
+// and returns the pages, and the heap holds little beyond what is live.
+func TestQuietGivesTheRoomBack(t *testing.T) {
+	t.Setenv("GOGC", "")
+	prev := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(prev)
+
+	tu := Start(256 << 20)
+	if tu == nil {
+		t.Fatal("Start returned nil with GOGC unset")
+	}
+	defer tu.Stop()
+	// The start may have found the test's own heap worth returning.
+	testbin.Eventually(t, "the heap at rest", func() bool { return heapBeyondLive() <= minHeap })
+	before := tu.Releases()
+
+	for range 48 {
+		sink = make([]byte, 1<<20)
+	}
+	sink = nil
+	grown := heapBeyondLive()
+	t.Logf("beyond the live heap after the burst: %d KiB", grown>>10)
+	if grown <= minHeap {
+		t.Fatalf("the burst left only %d KiB beyond the live heap: the room did not fill", grown>>10)
+	}
+	testbin.Eventually(t, "the room given back", func() bool {
+		return tu.Releases() > before && heapBeyondLive() <= minHeap
+	})
+	t.Logf("beyond the live heap once quiet: %d KiB, %d release(s)", heapBeyondLive()>>10, tu.Releases()-before)
+
+	tu.Stop()
+	n := tu.Releases()
+	for range 48 {
+		sink = make([]byte, 1<<20)
+	}
+	sink = nil
+	time.Sleep(2 * quietEvery)
+	if tu.Releases() != n {
+		t.Errorf("a release after Stop")
+	}
+}
+
+func TestRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		allocated, beyondLive uint64
+		want                  bool
+	}{
+		{"quiet, room filled", 0, 32 << 20, true},
+		{"quiet, little beyond the live heap", 0, 1 << 20, false},
+		{"busy, room filled", 64 << 20, 32 << 20, false},
+		{"a trickle, room filled", 64 << 10, 32 << 20, true},
+		{"just busy enough", minHeap / 16, 32 << 20, false},
+	} {
+		if got := release(tc.allocated, tc.beyondLive); got != tc.want {
+			t.Errorf("%s: release(%d, %d) = %v, want %v", tc.name, tc.allocated, tc.beyondLive, got, tc.want)
+		}
+	}
+}
