@@ -33,8 +33,11 @@ func erGateway(t *testing.T, command []string) (url string, logs *testbin.LogBuf
 		"listen": ln.Addr().String(), "data_dir": data, "instance": "e2e",
 		"log":    map[string]any{"format": "json", "level": "info", "access": true},
 		"server": map[string]any{"drain_grace": "2s"},
+		// A failure backoff longer than the test's two requests take, however
+		// slow the machine: a program that cannot start fails its home until
+		// the backoff ends, and the second request must come before that.
 		"wake": map[string]any{"warm_ttl": "1m", "ready_timeout": "700ms", "wake_timeout": "20s", "hold": "10s",
-			"idle_timeout": "0s", "retry_after": "2s", "failure_backoff": "10ms"},
+			"idle_timeout": "0s", "retry_after": "2s", "failure_backoff": "1m"},
 		"exec":  map[string]any{"command": command, "stop_grace": "2s"},
 		"homes": []any{map[string]any{"id": wkHome, "target": wkTarget}},
 	}
