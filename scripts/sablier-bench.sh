@@ -31,7 +31,9 @@
 # github.com/sablierapp/sablier; it is built with the Go module proxy.
 # Without it the run measures wakegate alone (to compare two revisions of
 # the gateway, run this script in each checkout, one after the other).
-# ROUNDS (default 5), CLIENTS (100) and CROUNDS (3) size the run. It needs
+# ROUNDS (default 5), CLIENTS (100) and CROUNDS (3) size the run; with
+# LOGS set to a folder, the gateway's and Sablier's logs are copied there
+# at the end. It needs
 # root, podman and runc (as the docker provider's tests do), starts its
 # own engine on its own storage, and removes everything it made. On a
 # shared machine, run it under the engine lock
@@ -44,6 +46,7 @@ SABLIER_SRC=${SABLIER_SRC:-}
 ROUNDS=${ROUNDS:-5}
 CLIENTS=${CLIENTS:-100}
 CROUNDS=${CROUNDS:-3}
+LOGS=${LOGS:-}
 if [[ $(id -u) != 0 ]]; then
 	echo "sablier-bench: run as root (the engine runs as root, as in the docker provider's tests)" >&2
 	exit 1
@@ -62,6 +65,11 @@ pids=()
 cleanup() {
 	set +e
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	if [[ -n $LOGS ]]; then
+		mkdir -p "$LOGS" && cp "$dir/wg/log" "$LOGS/wakegate.log" 2>/dev/null
+		cp "$dir/sablier.log" "$LOGS/sablier.log" 2>/dev/null
+		cp "$dir/engine.log" "$LOGS/engine.log" 2>/dev/null
+	fi
 	"${pm[@]}" system reset --force >/dev/null 2>&1
 	for c in $(comm -13 <(echo "$chains_before") <(chains)); do
 		while n=$(iptables -w -t nat -S NETAVARK-HOSTPORT-DNAT | grep -n -- "-j $c\$" | head -1 | cut -d: -f1) && [[ -n $n ]]; do
