@@ -8,36 +8,27 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Labels that make a container a home without a config entry, when the
-// section sets discover: true.
+// section sets discover: true: the keys every discovering provider reads
+// (provider.ParseLabels).
 const (
-	// LabelEnable must be "true": the container is a home.
-	LabelEnable = "wakegate.enable"
-	// LabelID is the home's id. Default: the container's name.
-	LabelID = "wakegate.id"
-	// LabelTarget is the name in /node/{target}. Default: the home's id.
-	LabelTarget = "wakegate.target"
-	// LabelPort is the container's port the gateway forwards to. Default:
-	// the one TCP port its image exposes.
-	LabelPort = "wakegate.port"
-	// LabelProbe is the readiness probe's kind: auto, ws, http or tcp.
-	// Default: wake.probe's.
-	LabelProbe = "wakegate.probe"
-	// LabelIdleTimeout is the home's idle timeout, a duration ("0s": never
-	// suspended). Default: wake.idle_timeout.
-	LabelIdleTimeout = "wakegate.idle_timeout"
+	LabelEnable      = provider.LabelEnable
+	LabelID          = provider.LabelID
+	LabelTarget      = provider.LabelTarget
+	LabelPort        = provider.LabelPort
+	LabelProbe       = provider.LabelProbe
+	LabelIdleTimeout = provider.LabelIdleTimeout
 )
 
 // Found is a home that discovery found: a labelled container.
@@ -267,12 +258,6 @@ func (d *Discovery) save() {
 	}
 }
 
-// homeNameRE is what a home id and a target may be.
-var homeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
-// probeKinds are the values of LabelProbe.
-var probeKinds = []string{"auto", "ws", "http", "tcp"}
-
 // parseLabels reads the home of container name from its config's labels.
 // An error names the container and the label.
 func parseLabels(name string, cfg *container.Config) (Found, error) {
@@ -280,42 +265,14 @@ func parseLabels(name string, cfg *container.Config) (Found, error) {
 	if cfg != nil {
 		l = cfg.Labels
 	}
-	bad := func(label, format string, a ...any) (Found, error) {
-		return Found{}, fmt.Errorf("container %s: label %s: %s", name, label, fmt.Sprintf(format, a...))
+	h, err := provider.ParseLabels("container", name, l)
+	if err != nil {
+		return Found{}, err
 	}
-	f := Found{ID: name, Container: name, Probe: l[LabelProbe], IdleTimeout: l[LabelIdleTimeout]}
-	if v, ok := l[LabelID]; ok {
-		f.ID = v
-	}
-	if !homeNameRE.MatchString(f.ID) {
-		if _, ok := l[LabelID]; !ok {
-			return bad(LabelID, "the container's name is no home id (1-63 of [a-z0-9-], starting with a letter or digit): set one")
-		}
-		return bad(LabelID, "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", f.ID)
-	}
-	f.Target = f.ID
-	if v, ok := l[LabelTarget]; ok {
-		if !homeNameRE.MatchString(v) {
-			return bad(LabelTarget, "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", v)
-		}
-		f.Target = v
-	}
-	if v, ok := l[LabelPort]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 65535 {
-			return bad(LabelPort, "not a port number: %q", v)
-		}
-		f.Port = n
-	} else if _, err := exposedPort(cfg); err != nil {
-		return bad(LabelPort, "not set, and %v", err)
-	}
-	if f.Probe != "" && !slices.Contains(probeKinds, f.Probe) {
-		return bad(LabelProbe, "want one of %s, got %q", strings.Join(probeKinds, ", "), f.Probe)
-	}
-	if f.IdleTimeout != "" {
-		if t, err := time.ParseDuration(f.IdleTimeout); err != nil || t < 0 {
-			return bad(LabelIdleTimeout, "want a duration such as 10m or 0s, got %q", f.IdleTimeout)
+	if h.Port == 0 {
+		if _, err := exposedPort(cfg); err != nil {
+			return Found{}, fmt.Errorf("container %s: label %s: not set, and %v", name, LabelPort, err)
 		}
 	}
-	return f, nil
+	return Found{ID: h.ID, Target: h.Target, Container: name, Port: h.Port, Probe: h.Probe, IdleTimeout: h.IdleTimeout}, nil
 }
