@@ -171,8 +171,11 @@ func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
 	}
 	if o.Kind == KindPod {
 		err = p.deletePod(ctx, "stop", s.ID, o)
-	} else {
-		_, err = p.scale(ctx, "stop", s.ID, o, 0)
+	} else if _, err = p.scale(ctx, "stop", s.ID, o, 0); isNotFound(err) {
+		// The workload is gone (a discovered home's Deployment was
+		// deleted): nothing to scale; its pods, if any are left, go
+		// with it.
+		err = nil
 	}
 	if err != nil {
 		return false, err
@@ -180,11 +183,20 @@ func (p *Provider) Stop(ctx context.Context, s provider.Spec) (bool, error) {
 	return p.waitGone(ctx, s.ID, o)
 }
 
+// isNotFound reports whether err is the provider's not_found.
+func isNotFound(err error) bool {
+	pe, ok := provider.AsError(err)
+	return ok && pe.Reason == provider.ReasonNotFound
+}
+
 // waitGone waits until no pod of the home is left, up to stop_timeout.
 func (p *Provider) waitGone(ctx context.Context, id string, o HomeOptions) (bool, error) {
 	wctx, cancel := context.WithTimeout(ctx, p.cfg.StopTimeout)
 	defer cancel()
 	sel, err := p.selector(wctx, "stop", id, o)
+	if isNotFound(err) {
+		return true, nil // no workload, and its selector never read: nothing of it to wait for
+	}
 	if err != nil {
 		return false, err
 	}

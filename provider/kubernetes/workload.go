@@ -128,14 +128,17 @@ func (p *Provider) fence(w *kapi.Workload) map[string]string {
 }
 
 // scale sets the workload's replicas to n through its scale subresource,
-// fenced: the workload is read, its fence annotations written with the
-// resourceVersion read as a precondition, and the scale written with the
-// resourceVersion that write produced, so that any write between the read
-// and the scale (another gateway's) makes it 409 Conflict; a conflict is
-// tried again on a fresh read. wrote is false when the replicas were n
-// already (another gateway's write, or nothing to do).
+// fenced: the workload is read, a claim (the fence annotations, with
+// wakegate.io/replicas n) written with the resourceVersion read as a
+// precondition, and the scale written with the resourceVersion that claim
+// produced, so that any write between the read and the scale (another
+// gateway's) makes it 409 Conflict; a conflict is tried again on a fresh
+// read. A claim for n that is there already (another writer's, whose
+// scale has not landed) is not made again: the scale carries the
+// resourceVersion read. wrote is false when the replicas were n already.
 func (p *Provider) scale(ctx context.Context, op, id string, o HomeOptions, n int32) (wrote bool, err error) {
 	res := resource(o)
+	want := strconv.Itoa(int(n))
 	for range conflictTries {
 		w, err := p.getWorkload(ctx, op, id, o)
 		if err != nil {
@@ -144,20 +147,23 @@ func (p *Provider) scale(ctx context.Context, op, id string, o HomeOptions, n in
 		if w.Spec.Replicas != nil && *w.Spec.Replicas == n {
 			return false, nil
 		}
-		ann := p.fence(w)
-		ann[AnnotationReplicas] = strconv.Itoa(int(n))
-		patch := map[string]any{"metadata": map[string]any{
-			"resourceVersion": w.Metadata.ResourceVersion, "annotations": ann}}
-		var claimed kapi.Workload
-		err = p.client.Do(ctx, http.MethodPatch, workloadPath(o), kapi.MergePatch, patch, &claimed)
-		if kapi.IsConflict(err) {
-			continue
-		}
-		if err != nil {
-			return false, p.apiError(op, id, call{"patch", res, o.Namespace, o.Name}, err)
+		rv, gen := w.Metadata.ResourceVersion, w.Metadata.Annotations[AnnotationGeneration]
+		if w.Metadata.Annotations[AnnotationReplicas] != want {
+			ann := p.fence(w)
+			ann[AnnotationReplicas] = want
+			patch := map[string]any{"metadata": map[string]any{"resourceVersion": rv, "annotations": ann}}
+			var claimed kapi.Workload
+			err = p.client.Do(ctx, http.MethodPatch, workloadPath(o), kapi.MergePatch, patch, &claimed)
+			if kapi.IsConflict(err) {
+				continue
+			}
+			if err != nil {
+				return false, p.apiError(op, id, call{"patch", res, o.Namespace, o.Name}, err)
+			}
+			rv, gen = claimed.Metadata.ResourceVersion, ann[AnnotationGeneration]
 		}
 		sc := kapi.Scale{APIVersion: "autoscaling/v1", Kind: "Scale",
-			Metadata: kapi.Meta{Name: o.Name, Namespace: o.Namespace, ResourceVersion: claimed.Metadata.ResourceVersion}}
+			Metadata: kapi.Meta{Name: o.Name, Namespace: o.Namespace, ResourceVersion: rv}}
 		sc.Spec.Replicas = n
 		err = p.client.Do(ctx, http.MethodPut, workloadPath(o)+"/scale", "", sc, nil)
 		if kapi.IsConflict(err) {
@@ -167,7 +173,7 @@ func (p *Provider) scale(ctx context.Context, op, id string, o HomeOptions, n in
 			return false, p.apiError(op, id, call{"update", res + "/scale", o.Namespace, o.Name}, err)
 		}
 		p.log.Info("kubernetes: scaled", "home", id, "kind", o.Kind, "namespace", o.Namespace, "name", o.Name,
-			"replicas", n, "generation", ann[AnnotationGeneration])
+			"replicas", n, "generation", gen)
 		return true, nil
 	}
 	return false, p.apiError(op, id, call{"update", res + "/scale", o.Namespace, o.Name},
