@@ -278,3 +278,23 @@ func TestDiscoveryOfAnnotatedDeployment(t *testing.T) {
 		return strings.Contains(gw.Output(), "home removed, its deployment is gone")
 	})
 }
+
+// TestImagePullFailureNamesImage: a Deployment whose image the node
+// cannot pull fails the wake as soon as its pod says so, the log's hint
+// names the image, and the public answer names neither image nor
+// namespace.
+func TestImagePullFailureNamesImage(t *testing.T) {
+	r := newRig(t)
+	r.deployment(t, "web", "wakegate-demo:missing", nil)
+	gw := r.serve(t, r.config(t, r.user, "", "", "  - {id: web, provider: kubernetes, options: {name: web}}\n"))
+	code, body := get(t, gw, "/node/web/")
+	if code < 500 || strings.Contains(body, "wakegate-demo") || strings.Contains(body, r.ns) {
+		t.Fatalf("public answer: %d %q", code, body)
+	}
+	testbin.Eventually(t, "the image named in the log's hint", func() bool {
+		return strings.Contains(gw.Output(), "the cluster cannot pull image wakegate-demo:missing for container web")
+	})
+	if strings.Contains(gw.Output(), "no pod of Deployment") {
+		t.Fatalf("the wake waited out its timeout instead of failing on the pull\n%s", gw.Output())
+	}
+}
