@@ -3,10 +3,8 @@ package kubernetes
 import (
 	"errors"
 	"maps"
-	"reflect"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/wakegate/wakegate/provider"
 )
@@ -19,16 +17,9 @@ func Factory() provider.Factory {
 	return provider.Factory{
 		NeedsSection: true,
 		CheckSection: func(sec provider.Section) []provider.Problem {
-			var raw map[string]any
-			if err := sec.Decode(&raw); err != nil {
-				return []provider.Problem{provider.Problemf("", "want a mapping: %v", err)}
-			}
-			known := sectionFields()
-			var ps []provider.Problem
-			for _, k := range slices.Sorted(maps.Keys(raw)) {
-				if !slices.Contains(known, k) {
-					ps = append(ps, provider.Problemf(k, "unknown field (known: %s)", strings.Join(known, ", ")))
-				}
+			ps := provider.UnknownFields[Config](sec)
+			if len(ps) == 1 && ps[0].Field == "" {
+				return ps
 			}
 			var c Config
 			if err := sec.Decode(&c); err != nil {
@@ -56,18 +47,6 @@ func Factory() provider.Factory {
 			return New(c, env.Log)
 		},
 	}
-}
-
-// sectionFields are the keys of providers.kubernetes, from Config's tags.
-func sectionFields() []string {
-	t := reflect.TypeFor[Config]()
-	out := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" {
-			out = append(out, tag)
-		}
-	}
-	return out
 }
 
 func checkHome(s provider.Settings) []provider.Problem {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -265,23 +264,7 @@ func (p *Provider) Version(ctx context.Context, s provider.Spec) (string, error)
 	if r.State != provider.StateRunning {
 		return "", fmt.Errorf("kubernetes version %s: no pod of the home is ready", s.ID)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.Endpoint+"/version", nil)
-	if err != nil {
-		return "", fmt.Errorf("kubernetes version %s: %w", s.ID, err)
-	}
-	res, err := p.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("kubernetes version %s: %w", s.ID, err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, 4096))
-	if err != nil {
-		return "", fmt.Errorf("kubernetes version %s: %w", s.ID, err)
-	}
-	if res.StatusCode/100 != 2 {
-		return "", fmt.Errorf("kubernetes version %s: status %d", s.ID, res.StatusCode)
-	}
-	v, err := provider.VersionText(string(body))
+	v, err := provider.AskVersion(ctx, p.http, r.Endpoint)
 	if err != nil {
 		return "", fmt.Errorf("kubernetes version %s: %w", s.ID, err)
 	}

@@ -39,14 +39,12 @@ current-context: k
 	return path
 }
 
-// TestTokenFileReadAgain: a token file is read again when it changes: a
-// call as "nobody" is forbidden, the same client after the file holds the
-// admin's token is not.
-func TestTokenFileReadAgain(t *testing.T) {
-	c := kubetest.Start(t)
-	ns := c.Namespace(t)
+// client returns a client of c whose kubeconfig reads its token from a
+// file holding token, and that file's path.
+func client(t *testing.T, c *kubetest.Cluster, token string) (*kapi.Client, string) {
+	t.Helper()
 	tf := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tf, []byte(c.Token("nobody")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tf, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := kapi.LoadKubeconfig(kubeconfig(t, c, tf), "")
@@ -57,8 +55,18 @@ func TestTokenFileReadAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cl, tf
+}
+
+// TestTokenFileReadAgain: a token file is read again when it changes: a
+// call as "nobody" is forbidden, the same client after the file holds the
+// admin's token is not.
+func TestTokenFileReadAgain(t *testing.T) {
+	c := kubetest.Start(t)
+	ns := c.Namespace(t)
+	cl, tf := client(t, c, c.Token("nobody"))
 	ctx := context.Background()
-	err = cl.Do(ctx, "GET", "/api/v1/namespaces/"+ns+"/pods", "", nil, nil)
+	err := cl.Do(ctx, "GET", "/api/v1/namespaces/"+ns+"/pods", "", nil, nil)
 	if !kapi.IsForbidden(err) {
 		t.Fatalf("as nobody: %v, want 403", err)
 	}
@@ -80,18 +88,7 @@ func TestTokenFileReadAgain(t *testing.T) {
 func TestReflectFollowsChanges(t *testing.T) {
 	c := kubetest.Start(t)
 	ns := c.Namespace(t)
-	tf := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tf, []byte(c.AdminToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := kapi.LoadKubeconfig(kubeconfig(t, c, tf), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kapi.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, _ := client(t, c, c.AdminToken)
 	ctx, cancel := context.WithCancel(context.Background())
 	listed := make(chan int, 4)
 	events := make(chan string, 16)
