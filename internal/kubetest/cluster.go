@@ -60,6 +60,8 @@ type Cluster struct {
 	procs     []*proc           // in start order
 	node      *Node
 	closeOnce sync.Once
+	began     time.Time
+	phases    []string // "what at 1.2s" for each wait of the start
 }
 
 var shared struct {
@@ -94,10 +96,11 @@ func Start(t testing.TB) *Cluster {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.c == nil && shared.err == nil {
-		began := time.Now()
 		shared.c, shared.err = start(dir, testbin.FreePort(t), testbin.FreePort(t), testbin.FreePort(t), testbin.FreePort(t), testbin.FreePort(t))
 		if shared.err == nil {
-			t.Logf("kubetest: control plane and node agent ready in %v (API server %s, logs in %s)", time.Since(began).Round(time.Millisecond), shared.c.Server, shared.c.Dir)
+			c := shared.c
+			t.Logf("kubetest: control plane and node agent ready in %v (%s; API server %s, logs in %s)",
+				time.Since(c.began).Round(time.Millisecond), strings.Join(c.phases, ", "), c.Server, c.Dir)
 		}
 	}
 	if shared.err != nil {
@@ -131,7 +134,7 @@ func start(bin string, etcdPort, peerPort, apiPort, kcmPort, schedPort int) (c *
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: root, Server: "https://127.0.0.1:" + strconv.Itoa(apiPort), tokens: map[string]string{}}
+	c = &Cluster{began: time.Now(), Dir: root, Server: "https://127.0.0.1:" + strconv.Itoa(apiPort), tokens: map[string]string{}}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -189,7 +192,7 @@ func start(bin string, etcdPort, peerPort, apiPort, kcmPort, schedPort int) (c *
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := c.waitFor(ctx, "etcd /health", func() error {
+	if err := c.startStep(ctx, "etcd /health", func() error {
 		resp, err := http.Get(etcdURL + "/health")
 		if err != nil {
 			return err
@@ -221,7 +224,7 @@ func start(bin string, etcdPort, peerPort, apiPort, kcmPort, schedPort int) (c *
 	); err != nil {
 		return c, err
 	}
-	if err := c.waitFor(ctx, "kube-apiserver /readyz", func() error {
+	if err := c.startStep(ctx, "kube-apiserver /readyz", func() error {
 		return c.Do(ctx, http.MethodGet, "/readyz", nil, nil)
 	}); err != nil {
 		return c, err
@@ -231,12 +234,20 @@ func start(bin string, etcdPort, peerPort, apiPort, kcmPort, schedPort int) (c *
 	if err := os.WriteFile(kubeconfig, []byte(c.kubeconfig(c.AdminToken)), 0o600); err != nil {
 		return c, err
 	}
-	if _, err := run("kube-controller-manager",
-		"--kubeconfig="+kubeconfig,
-		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
-		"--cert-dir="+filepath.Join(root, "kube-controller-manager"),
-		"--leader-elect=false",
+	// The controller manager and the scheduler: the admin's kubeconfig
+	// for the API and for checking their own callers, their own secure
+	// port, no leader election.
+	component := func(name string, port int, args ...string) error {
+		_, err := run(name, append([]string{
+			"--kubeconfig=" + kubeconfig,
+			"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+			"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+			"--cert-dir=" + filepath.Join(root, name),
+			"--leader-elect=false", "--profiling=false",
+		}, args...)...)
+		return err
+	}
+	if err := component("kube-controller-manager", kcmPort,
 		"--use-service-account-credentials=false",
 		"--service-account-private-key-file="+pk.saKey,
 		"--root-ca-file="+pk.caFile,
@@ -244,30 +255,22 @@ func start(bin string, etcdPort, peerPort, apiPort, kcmPort, schedPort int) (c *
 		// The node lifecycle controller takes the not-ready taint off
 		// the node once the agent reports Ready; it checks every second.
 		"--node-monitor-period=1s",
-		"--profiling=false",
 	); err != nil {
 		return c, err
 	}
-	if _, err := run("kube-scheduler",
-		"--kubeconfig="+kubeconfig,
-		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort),
-		"--cert-dir="+filepath.Join(root, "kube-scheduler"),
-		"--leader-elect=false",
-		"--profiling=false",
-	); err != nil {
+	if err := component("kube-scheduler", schedPort); err != nil {
 		return c, err
 	}
 
 	if c.node, err = startNode(c, filepath.Join(root, "pods")); err != nil {
 		return c, err
 	}
-	if err := c.waitFor(ctx, "the default service account", func() error {
+	if err := c.startStep(ctx, "the default service account", func() error {
 		return c.Do(ctx, http.MethodGet, "/api/v1/namespaces/default/serviceaccounts/default", nil, nil)
 	}); err != nil {
 		return c, err
 	}
-	if err := c.waitFor(ctx, "node "+NodeName+" Ready and schedulable", func() error {
+	if err := c.startStep(ctx, "node "+NodeName+" Ready and schedulable", func() error {
 		var n struct {
 			Spec struct {
 				Taints []struct{ Key, Effect string } `json:"taints"`
@@ -284,6 +287,16 @@ func start(bin string, etcdPort, peerPort, apiPort, kcmPort, schedPort int) (c *
 		return c, err
 	}
 	return c, nil
+}
+
+// startStep is waitFor for a step of the start, whose time it records
+// for the log.
+func (c *Cluster) startStep(ctx context.Context, what string, check func() error) error {
+	if err := c.waitFor(ctx, what, check); err != nil {
+		return err
+	}
+	c.phases = append(c.phases, fmt.Sprintf("%s at %v", what, time.Since(c.began).Round(10*time.Millisecond)))
+	return nil
 }
 
 // waitFor calls check every 100 ms until it returns nil, a process of the
@@ -383,6 +396,13 @@ func (c *Cluster) Namespace(t testing.TB) string {
 		if err := c.Do(ctx, http.MethodDelete, "/api/v1/namespaces/"+name, nil, nil); err != nil && !IsStatus(err, http.StatusNotFound) {
 			t.Errorf("kubetest: delete namespace %s: %v", name, err)
 			return
+		}
+		// The namespace controller deletes the pods too, but only after
+		// a pass over every resource type; deleting them at once lets
+		// the agent stop them now. No new pod can be made in a
+		// namespace being deleted.
+		if err := c.Do(ctx, http.MethodDelete, "/api/v1/namespaces/"+name+"/pods", nil, nil); err != nil && !IsStatus(err, http.StatusNotFound) {
+			t.Logf("kubetest: delete the pods of %s: %v", name, err)
 		}
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()

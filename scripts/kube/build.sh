@@ -5,7 +5,9 @@
 # Go modules, into ${WAKEGATE_KUBE_BIN:-$HOME/.cache/wakegate/kube-1.37.2-etcd-3.6.16}.
 #
 # It does nothing when that directory already holds a finished build (the
-# stamp file .built, written last).
+# stamp file .built, written last). A cold build takes 24 CPU-minutes (22
+# min on two busy cores, about 12 on idle ones), mostly compiling the packages
+# the three Kubernetes commands share; with a warm Go build cache, 39 s.
 set -eu
 
 dir=${WAKEGATE_KUBE_BIN:-$HOME/.cache/wakegate/kube-1.37.2-etcd-3.6.16}
