@@ -39,6 +39,7 @@ const (
 	ReasonRuntimeUnknown   = "runtime-unknown"    // unknown: the home's state is not known or unreadable
 	ReasonHomeSleeping     = "home-sleeping"      // starting: the home sleeps; a request wakes it
 	ReasonHomeWaking       = "home-waking"        // starting: the home is waking
+	ReasonHealthPending    = "health-pending"     // starting: the runtime's own health check has not passed yet
 	ReasonHealthStarting   = "health-starting"    // starting: unhealthy inside the start period
 	ReasonUnhealthy        = "unhealthy"          // failed: unhealthy after the start period
 	ReasonEndpointNotReady = "endpoint-not-ready" // starting: the upstream does not accept connections

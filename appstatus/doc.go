@@ -8,8 +8,9 @@
 // control.AppTable); it imports neither control nor the request path.
 //
 // DESIGN rules that live here: 11 (an app's phase comes from a ladder
-// checked in order, runtime, health, endpoint, route, self-probe; every
-// phase carries a reason code and a sentence), 12 (the status rules a
+// checked in order, runtime, the runtime's own health check (health.go),
+// the direct health check, endpoint, route, self-probe; every phase
+// carries a reason code and a sentence), 12 (the status rules a
 // direct health check and the self-probe are judged by; the rules
 // themselves are probe.StatusPasses, shared with the readiness probe) and
 // 13 (refreshes of one app coalesce, are cached for a minimum interval and

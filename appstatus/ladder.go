@@ -25,7 +25,9 @@ import (
 //  2. desired state stopped            -> stopped/stopped
 //     runtime waking                   -> starting/home-waking
 //     runtime not running              -> starting/home-sleeping
-//  3. health check unhealthy           -> starting/health-starting inside
+//  3. runtime's own check unknown      -> starting/health-pending (also
+//     while the home wakes), failed      -> failed/unhealthy (health.go)
+//     direct health check unhealthy    -> starting/health-starting inside
 //     the start period, else failed/unhealthy
 //  4. endpoint does not accept         -> starting/endpoint-not-ready
 //  5. no route yet                     -> starting/route-pending
@@ -53,6 +55,15 @@ func (a *Apps) ladder(ctx context.Context, ap *observedApp) Status {
 
 	base, since, r := a.runtimeRung(ctx, ap, stopped)
 	if !r.pass {
+		if r.st.Reason == ReasonHomeWaking {
+			// A wake waiting for the runtime's check shows it.
+			if h := a.runtimeHealthRung(ctx, s); h.st.Reason == ReasonHealthPending {
+				return h.st
+			}
+		}
+		return r.st
+	}
+	if r := a.runtimeHealthRung(ctx, s); !r.pass {
 		return r.st
 	}
 	if r := a.healthRung(ctx, s, base, since); !r.pass {

@@ -690,7 +690,9 @@ type HomeConfig struct {
 	// which they are throttled. The two limits need a cgroup per home with
 	// the memory or cpu controller, cgroup v2's or cgroup v1's: they are
 	// refused where the machine has none; pids_max, the home's process
-	// cap, which overrides exec.pids_max, negative for none). Default none.
+	// cap, which overrides exec.pids_max, negative for none; members, a
+	// group of processes woken and stopped as one home, see docs/homes.md).
+	// Default none.
 	Options map[string]any `yaml:"options"`
 	// Probe is how this home's readiness is proven: a kind ("auto", "ws",
 	// "http" or "tcp"), or a mapping of kind, path (the http probe's path,

@@ -79,7 +79,7 @@ type dockerDiscovered struct{ discovered }
 
 // Put registers f's home.
 func (d dockerDiscovered) Put(ctx context.Context, f docker.Found) error {
-	return d.put(ctx, f.ID, "container "+f.Container, docker.Name, docker.HomeOptions{Container: f.Container, Port: f.Port},
+	return d.put(ctx, f.ID, "container "+f.Container, docker.Name, docker.HomeOptions{Container: f.Container, Port: f.Port, Members: f.Members},
 		func(raw json.RawMessage) bool {
 			var o docker.HomeOptions
 			return provider.DecodeOptions(raw, &o) == nil && o.Container == f.Container

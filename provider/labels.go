@@ -44,6 +44,10 @@ type Labelled struct {
 // homeNameRE is what a home id and a target may be.
 var homeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
+// ValidName reports whether s may be a home's id or target: 1-63 of
+// [a-z0-9-], starting with a letter or digit.
+func ValidName(s string) bool { return homeNameRE.MatchString(s) }
+
 // probeKinds are the values of LabelProbe.
 var probeKinds = []string{"auto", "ws", "http", "tcp"}
 

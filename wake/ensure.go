@@ -445,13 +445,9 @@ func (e *Engine) Changed(key string) <-chan struct{} { return e.o.Events.Changed
 // HomeState reports home id as stored and as the engine sees it now. It
 // starts nothing and changes nothing.
 func (e *Engine) HomeState(ctx context.Context, id string) (homes.State, error) {
-	h := e.home(id)
-	if h == nil {
-		return homes.State{}, fmt.Errorf("home %s: %w", id, registry.ErrNotFound)
-	}
-	rec, err := e.o.Store.GetHome(ctx, id)
+	h, rec, err := e.homeRecord(ctx, id)
 	if err != nil {
-		return homes.State{}, fmt.Errorf("home %s: %w", id, err)
+		return homes.State{}, err
 	}
 	s := homes.State{Status: rec.Status, Reason: rec.Reason, Endpoint: rec.Endpoint, StartedAt: rec.LastWakeAt}
 	if v := h.warm.Load(); v != nil && e.now() < v.until {
@@ -462,6 +458,30 @@ func (e *Engine) HomeState(ctx context.Context, id string) (homes.State, error) 
 	h.mu.Unlock()
 	s.LastStop = e.LastStop(id)
 	return s, nil
+}
+
+// HomeHealth returns what the runtime's own health check says of home id
+// (rule 11's health rung), where its provider runs one; none otherwise.
+func (e *Engine) HomeHealth(ctx context.Context, id string) (provider.Health, error) {
+	h, rec, err := e.homeRecord(ctx, id)
+	hr, ok := e.o.Providers[rec.Provider].(provider.HealthReporter)
+	if err != nil || !ok {
+		return provider.Health{}, err
+	}
+	return hr.Health(ctx, h.providerSpec(rec, rec.Version, e.roll.releases.Of(rec)))
+}
+
+// homeRecord returns home id and its stored record.
+func (e *Engine) homeRecord(ctx context.Context, id string) (*home, registry.Home, error) {
+	h := e.home(id)
+	if h == nil {
+		return nil, registry.Home{}, fmt.Errorf("home %s: %w", id, registry.ErrNotFound)
+	}
+	rec, err := e.o.Store.GetHome(ctx, id)
+	if err != nil {
+		return nil, registry.Home{}, fmt.Errorf("home %s: %w", id, err)
+	}
+	return h, rec, nil
 }
 
 // LastStop returns the stop of home id after its last failed wake, nil when

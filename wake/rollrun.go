@@ -16,6 +16,7 @@ import (
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/rolls"
 	"github.com/wakegate/wakegate/stopping"
+	"github.com/wakegate/wakegate/wakerecord"
 )
 
 // The steps of one roll, inside a wake that holds the home's lifecycle lock
@@ -220,19 +221,28 @@ func (r *roller) attempt(ctx context.Context, w *wakeRun, prov provider.Provider
 	}); err != nil {
 		return nil, err
 	}
+	spec.Ref = res.Ref
+	phase, _ := w.f.phase.Load().(string)
+	pending := func() { w.setPhase(wakerecord.HealthPending) }
+	if err := rolls.Healthy(ctx, prov, spec, pending); err != nil {
+		return nil, fmt.Errorf("version %s not healthy: %w", version, err)
+	}
+	w.setPhase(phase)
 	t1 := time.Now()
 	w.probe, err = probe.Run(ctx, w.probeSpec(res.Endpoint), ready)
 	w.probeAt += time.Since(t1)
 	if err != nil {
 		return nil, fmt.Errorf("version %s not ready: %w", version, err)
 	}
-	spec.Ref = res.Ref
 	got, err := prov.Version(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("asking version %s which version it runs: %w", version, err)
 	}
 	if got != version {
 		return nil, &versionMismatch{got: got, want: version}
+	}
+	if err := rolls.Healthy(ctx, prov, spec, pending); err != nil {
+		return nil, fmt.Errorf("version %s not healthy: %w", version, err)
 	}
 	return endpoint, nil
 }

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -29,6 +32,19 @@ const (
 	LabelPort        = provider.LabelPort
 	LabelProbe       = provider.LabelProbe
 	LabelIdleTimeout = provider.LabelIdleTimeout
+	// LabelEntry is "true" on the one container of a group (LabelGroup)
+	// the gateway forwards to; the home's id is the group's, its target,
+	// port, probe and idle timeout the entry's labels.
+	LabelEntry = "wakegate.entry"
+	// LabelDependsOn names, comma-separated, the members of its group a
+	// container starts after. Default: the compose service's depends_on.
+	LabelDependsOn = "wakegate.depends_on"
+)
+
+// Labels compose writes on the containers of a project.
+const (
+	composeService   = "com.docker.compose.service"
+	composeDependsOn = "com.docker.compose.depends_on"
 )
 
 // Found is a home that discovery found: a labelled container.
@@ -40,6 +56,12 @@ type Found struct {
 	Probe     string // "": wake.probe's kind
 	// IdleTimeout is the label's duration as written; "": the default.
 	IdleTimeout string
+	// Members are a group's containers (LabelGroup), the entry's being
+	// Container; none for a home of one container.
+	Members []Member
+	// composeDeps are the compose services a member's container depends
+	// on, until its group is joined (joinGroup).
+	composeDeps []string
 }
 
 // Homes is where discovery registers and removes the homes it finds: the
@@ -144,7 +166,14 @@ func (d *Discovery) sync(ctx context.Context) error {
 		return fmt.Errorf("list labelled containers: %w", err)
 	}
 	found := map[string]Found{}
-	problems := map[string]string{} // container name -> why it is not a home
+	groups := map[string][]Found{}  // group id -> its containers, one member each
+	problems := map[string]string{} // container (or group) -> why it is not a home
+	logProblem := func(key string, err error) {
+		problems[key] = err.Error()
+		if d.bad[key] != err.Error() {
+			d.log.Error("docker discovery: container skipped", "err", err)
+		}
+	}
 	for _, s := range list.Items {
 		c, err := d.p.inspect(lctx, "discover", "", s.ID)
 		if err != nil {
@@ -155,19 +184,26 @@ func (d *Discovery) sync(ctx context.Context) error {
 		}
 		name := strings.TrimPrefix(c.Name, "/")
 		f, err := parseLabels(name, c.Config)
-		if err == nil {
-			if other, dup := found[f.ID]; dup {
-				err = fmt.Errorf("container %s: label %s: home %s is container %s's already", name, LabelID, f.ID, other.Container)
+		switch {
+		case err != nil:
+			logProblem(name, err)
+		case len(f.Members) > 0:
+			groups[f.ID] = append(groups[f.ID], f)
+		default:
+			found, err = addFound(found, f, LabelID)
+			if err != nil {
+				logProblem(name, err)
 			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(groups)) {
+		f, err := joinGroup(id, groups[id])
+		if err == nil {
+			found, err = addFound(found, f, LabelGroup)
 		}
 		if err != nil {
-			problems[name] = err.Error()
-			if d.bad[name] != err.Error() {
-				d.log.Error("docker discovery: container skipped", "err", err)
-			}
-			continue
+			logProblem("group "+id, err)
 		}
-		found[f.ID] = f
 	}
 	ids := make([]string, 0, len(found))
 	for id := range found {
@@ -176,7 +212,7 @@ func (d *Discovery) sync(ctx context.Context) error {
 	sort.Strings(ids)
 	for _, id := range ids {
 		f := found[id]
-		if d.known[id] == f {
+		if reflect.DeepEqual(d.known[id], f) {
 			continue
 		}
 		if err := d.homes.Put(ctx, f); err != nil {
@@ -188,6 +224,11 @@ func (d *Discovery) sync(ctx context.Context) error {
 			continue
 		}
 		d.known[id] = f
+		if len(f.Members) > 0 {
+			d.log.Info("docker discovery: home of a labelled group", "home", id, "entry", f.Container, "target", f.Target,
+				"members", len(f.Members))
+			continue
+		}
 		d.log.Info("docker discovery: home of a labelled container", "home", id, "container", f.Container, "target", f.Target)
 	}
 	for id, f := range d.known {
@@ -265,6 +306,25 @@ func parseLabels(name string, cfg *container.Config) (Found, error) {
 	if cfg != nil {
 		l = cfg.Labels
 	}
+	var members []Member
+	var deps []string
+	if g, ok := l[LabelGroup]; ok {
+		m, err := memberLabels(name, l)
+		if err != nil {
+			return Found{}, err
+		}
+		if !provider.ValidName(g) {
+			return Found{}, fmt.Errorf("container %s: label %s: want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", name, LabelGroup, g)
+		}
+		members, deps = []Member{m}, composeDeps(l)
+		if !m.Entry {
+			// The home's labels are its entry's.
+			return Found{ID: g, Members: members, composeDeps: deps}, nil
+		}
+		// The group's name is the home's id.
+		l = maps.Clone(l)
+		l[LabelID] = g
+	}
 	h, err := provider.ParseLabels("container", name, l)
 	if err != nil {
 		return Found{}, err
@@ -274,5 +334,6 @@ func parseLabels(name string, cfg *container.Config) (Found, error) {
 			return Found{}, fmt.Errorf("container %s: label %s: not set, and %v", name, LabelPort, err)
 		}
 	}
-	return Found{ID: h.ID, Target: h.Target, Container: name, Port: h.Port, Probe: h.Probe, IdleTimeout: h.IdleTimeout}, nil
+	return Found{ID: h.ID, Target: h.Target, Container: name, Port: h.Port, Probe: h.Probe, IdleTimeout: h.IdleTimeout,
+		Members: members, composeDeps: deps}, nil
 }

@@ -17,9 +17,12 @@
 // readiness, members.go).
 //
 // A home may also be a container made by someone else (options.container,
-// existing.go), which the provider starts and stops but never makes;
-// with discover: true, containers labelled wakegate.enable=true become
-// such homes without a config entry (discover.go).
+// existing.go), or a group of such containers, which the provider starts
+// and stops but never makes; with discover: true, containers labelled
+// wakegate.enable=true become such homes without a config entry
+// (discover.go), those sharing wakegate.group one group home
+// (discovergroup.go). Each running container of a home, a group's
+// members too, is watched: one that exits by itself fails the home.
 package docker
 
 import (
@@ -420,11 +423,11 @@ func (p *Provider) endpoint(c *container.InspectResponse) (string, error) {
 // one is returned as it is (the version assert judges it). A group's
 // members start first, in their order (wakeGroup).
 func (p *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
-	if o, ok := existing(s); ok {
-		return p.wakeExisting(ctx, s, o)
-	}
 	if o, ms := groupOf(s); ms != nil {
 		return p.wakeGroup(ctx, s, o, ms)
+	}
+	if o, ok := existing(s); ok {
+		return p.wakeExisting(ctx, s, o)
 	}
 	return p.wakeHome(ctx, s)
 }
@@ -594,6 +597,11 @@ func (p *Provider) Remove(ctx context.Context, s provider.Spec) error {
 	if _, ok := existing(s); ok {
 		p.unwatch(s.ID) // the container is not the gateway's: it stays
 		p.forgetStopped(s.ID)
+		_, ms := groupOf(s)
+		for _, m := range ms {
+			p.unwatch(memberKey(s.ID, m))
+			p.forgetStopped(memberKey(s.ID, m))
+		}
 		return nil
 	}
 	if err := p.removeMembers(ctx, s.ID); err != nil {
@@ -722,8 +730,9 @@ func (p *Provider) logTail(ctx context.Context, ref string) string {
 }
 
 // watch waits, in a goroutine of the provider's, for container ref of home
-// id to stop running; unless the provider stopped it itself (unwatch), it
-// reports the home failed with the exit code and last log lines.
+// id (or of a group's member, id its memberKey) to stop running; unless
+// the provider stopped it itself (unwatch), it reports the home failed
+// with the exit code and last log lines.
 func (p *Provider) watch(id, ref string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -788,8 +797,14 @@ func (p *Provider) await(ctx context.Context, id string, w *watch) {
 		}
 		reason = "the container " + p.exitReason(rctx, c)
 	}
-	p.log.Error("docker: home's container exited", "home", id, "container", short(w.ref), "reason", reason)
-	p.onChange(id, provider.Result{State: provider.StateFailed, Ref: w.ref, Reason: reason})
+	// A group member's watch is keyed by memberKey: its end fails the
+	// whole home, so that the next wake starts the member again.
+	home, member, ok := strings.Cut(id, "@")
+	if ok {
+		reason = "member " + member + ": " + reason
+	}
+	p.log.Error("docker: home's container exited", "home", home, "container", short(w.ref), "reason", reason)
+	p.onChange(home, provider.Result{State: provider.StateFailed, Ref: w.ref, Reason: reason})
 }
 
 // unwatch ends home id's watcher without a report: the provider is about

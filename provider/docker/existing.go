@@ -2,8 +2,10 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -129,7 +131,8 @@ func (o *HomeOptions) checkExisting(ps map[string]string) {
 	made := map[string]bool{"image": o.Image != "", "command": len(o.Command) > 0, "env": len(o.Env) > 0,
 		"volumes": len(o.Volumes) > 0, "memory_max": o.MemoryMax != 0, "cpu_max": o.CPUMax != 0, "memory": o.Memory != "",
 		"cpus": o.CPUs != 0, "pids_max": o.PidsMax != 0, "cap_add": len(o.CapAdd) > 0, "user": o.User != "",
-		"read_only": o.ReadOnly != nil, "members": len(o.Members) > 0}
+		"read_only": o.ReadOnly != nil,
+		"members":   slices.ContainsFunc(o.Members, func(m Member) bool { return m.Container == "" })}
 	for f, set := range made {
 		if set {
 			ps[f] = "a home of an existing container (options.container) runs as that container was made: set this on the container"
@@ -159,4 +162,39 @@ func publishedAt(c *container.InspectResponse, port int) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// A group of existing containers (options.container with members that
+// each name a container, as discovery registers a labelled group) is
+// woken, stopped and read as a group the gateway made, in its members'
+// order; its containers are never made, replaced or deleted.
+
+// checkExistingMember checks, into ps under prefix f, member m of a group
+// of existing containers whose entry is container entry.
+func checkExistingMember(ps map[string]string, f, entry string, m Member) {
+	switch {
+	case m.Container == "":
+		ps[f+"container"] = "required in a group of existing containers (options.container): the member's container"
+	case m.Entry && m.Container != entry:
+		ps[f+"container"] = fmt.Sprintf("the entry is options.container, %q, got %q", entry, m.Container)
+	}
+	if m.Image != "" || len(m.Command) > 0 || len(m.Env) > 0 || len(m.Volumes) > 0 {
+		ps[f+"image"] = "a member of a group of existing containers runs as its container was made: " +
+			"image, command, env and volumes are set on the container"
+	}
+}
+
+// startExistingMember starts member m of a group of existing containers
+// (m.Container), which must be on the engine.
+func (p *Provider) startExistingMember(ctx context.Context, op, id string, m Member) error {
+	c, err := p.inspect(ctx, op, id, m.Container)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		return &provider.Error{Op: op, Reason: provider.ReasonNotFound,
+			Err:  errors.New("the container is not on the engine"),
+			Hint: "a group of existing containers is started, never made: create the container, or remove the home"}
+	}
+	return p.runMember(ctx, op, id, m, c)
 }

@@ -319,16 +319,7 @@ func TestGatewayRollsContainer(t *testing.T) {
 	if code, body := r.adm(t, "POST", "/admin/homes/d1/roll", nil, nil); code == http.StatusOK {
 		t.Fatalf("roll to the broken 3: %d %s, want a failure", code, body)
 	}
-	back := r.e.one(t, r.name)
-	if back.Version != "2" || back.State != "running" {
-		t.Fatalf("container after the rollback %+v, want version 2 running", back)
-	}
-	if code, v := r.version(t, "d1"); code != http.StatusOK || v != "2" {
-		t.Fatalf("after the rollback: %d %q\n%s", code, v, r.gw.Output())
-	}
-	if h := r.home(t, "d1"); h.Version != "2" {
-		t.Fatalf("home version %q after the rollback, want 2", h.Version)
-	}
+	r.rolledBack(t, "d1", "2")
 	testbin.Eventually(t, "rolled_back in the gateway's log", func() bool { return strings.Contains(r.gw.Output(), "rolled_back") })
 }
 

@@ -2,9 +2,11 @@ package docker
 
 import (
 	"fmt"
-	"regexp"
+	"maps"
 	"slices"
 	"strings"
+
+	"github.com/wakegate/wakegate/provider/group"
 )
 
 // A group home runs several containers, its members, as one home: one
@@ -38,18 +40,31 @@ type Member struct {
 	// Command replaces the image's CMD. Default: the entry member runs
 	// the home's command as a single home does; the others their image's.
 	Command []string `json:"command,omitempty"`
+	// Volumes are the member's mounts, as the home's volumes option
+	// reads them: "NAME:/path[:ro]" (a named volume, which outlives the
+	// container, so a roll that makes the member again keeps its data) or
+	// "/host/path:/path[:ro]". The entry's follow the home's.
+	Volumes []string `json:"volumes,omitempty"`
 	// DependsOn names the members that must be ready before this one
 	// starts.
 	DependsOn []string `json:"depends_on,omitempty"`
 	// Entry marks the member the gateway forwards to; exactly one has it.
 	Entry bool `json:"entry,omitempty"`
+	// Container names the existing container the member is, in a group of
+	// existing containers (the home's options.container is the entry's):
+	// the gateway starts and stops it in the group's order and never makes
+	// it, so image, env, command and volumes are the container's own.
+	Container string `json:"container,omitempty"`
 }
 
-var memberNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+// node is what package group reads of a member.
+func (m Member) node() group.Node {
+	return group.Node{Name: m.Name, DependsOn: m.DependsOn, Entry: m.Entry}
+}
 
-// checkMembers checks, into ps, a home's members: names, images,
-// environments and commands, depends_on naming members, no cycle, exactly
-// one entry.
+// checkMembers checks, into ps, a home's members: names, depends_on
+// naming members, no cycle, exactly one entry (package group), and
+// images, environments and commands.
 func checkMembers(ps map[string]string, o *HomeOptions) {
 	if len(o.Members) == 0 {
 		return
@@ -60,101 +75,33 @@ func checkMembers(ps map[string]string, o *HomeOptions) {
 	if len(o.Command) > 0 {
 		ps["command"] = "a group's commands are its members': set members[].command instead"
 	}
-	index := map[string]int{}
-	var entries []int
 	for i, m := range o.Members {
 		f := fmt.Sprintf("members[%d].", i)
-		if j, dup := index[m.Name]; dup {
-			ps[f+"name"] = fmt.Sprintf("%q is the name of members[%d] already: names are unique", m.Name, j)
-		} else if !memberNameRE.MatchString(m.Name) {
-			ps[f+"name"] = fmt.Sprintf("want 1-63 of [a-z0-9-] starting and ending with a letter or digit, got %q", m.Name)
-		} else {
-			index[m.Name] = i
-		}
-		if strings.TrimSpace(m.Image) == "" {
+		switch {
+		case o.Container != "":
+			checkExistingMember(ps, f, o.Container, m)
+		case m.Container != "":
+			ps[f+"container"] = "only a group of existing containers (options.container) names its members' containers"
+		case strings.TrimSpace(m.Image) == "":
 			ps[f+"image"] = "required: the image the member runs"
 		}
 		sub := map[string]string{}
 		checkProcess(sub, m.Env, m.Command, 0, nil, "")
+		for j, v := range m.Volumes {
+			if err := checkVolume(v); err != nil {
+				sub[fmt.Sprintf("volumes[%d]", j)] = err.Error()
+			}
+		}
 		for k, v := range sub {
 			ps[f+k] = v
 		}
-		if m.Entry {
-			entries = append(entries, i)
-		}
 	}
-	depsKnown := true
-	for i, m := range o.Members {
-		for j, d := range m.DependsOn {
-			f := fmt.Sprintf("members[%d].depends_on[%d]", i, j)
-			if _, ok := index[d]; !ok {
-				ps[f] = fmt.Sprintf("no member is named %q", d)
-				depsKnown = false
-			}
-		}
-	}
-	switch len(entries) {
-	case 0:
-		ps["members"] = "no member is the entry: mark the one the gateway forwards to with entry: true"
-	case 1:
-	default:
-		ps[fmt.Sprintf("members[%d].entry", entries[1])] = fmt.Sprintf("members[%d] is the entry already: a group has exactly one", entries[0])
-	}
-	if depsKnown {
-		if _, cycle := startOrder(o.Members); cycle != nil {
-			ps["members"] = "depends_on makes a cycle: " + strings.Join(cycle, " -> ")
-		}
-	}
+	maps.Copy(ps, group.Check(o.Members, Member.node))
 }
 
-// startOrder is ms in an order where each member comes after the members
-// it depends on (otherwise in the order declared), or, when depends_on
-// makes a cycle, the names along it (the first name last again).
-func startOrder(ms []Member) ([]Member, []string) {
-	index := map[string]int{}
-	for i, m := range ms {
-		index[m.Name] = i
-	}
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	state := make([]int, len(ms))
-	var (
-		out   []Member
-		path  []string
-		visit func(i int) []string
-	)
-	visit = func(i int) []string {
-		switch state[i] {
-		case done:
-			return nil
-		case onPath:
-			k := slices.Index(path, ms[i].Name)
-			return append(slices.Clone(path[k:]), ms[i].Name)
-		}
-		state[i] = onPath
-		path = append(path, ms[i].Name)
-		for _, d := range ms[i].DependsOn {
-			if j, ok := index[d]; ok {
-				if c := visit(j); c != nil {
-					return c
-				}
-			}
-		}
-		path = path[:len(path)-1]
-		state[i] = done
-		out = append(out, ms[i])
-		return nil
-	}
-	for i := range ms {
-		if c := visit(i); c != nil {
-			return nil, c
-		}
-	}
-	return out, nil
-}
+// startOrder is ms in start order, or the cycle depends_on makes
+// (group.Order).
+func startOrder(ms []Member) ([]Member, []string) { return group.Order(ms, Member.node) }
 
 // entryMember is the group's entry, or nil for a single home.
 func (o *HomeOptions) entryMember() *Member {
@@ -167,12 +114,14 @@ func (o *HomeOptions) entryMember() *Member {
 }
 
 // asEntry makes the options of a group home those of its entry container:
-// the entry member's image and command, its env after the home's. A home
+// the entry member's image and command, its env and volumes after the
+// home's. A home
 // without members is left as it is.
 func (o *HomeOptions) asEntry() {
 	if e := o.entryMember(); e != nil {
 		o.Image = e.Image
 		o.Command = e.Command
 		o.Env = append(slices.Clone(o.Env), e.Env...)
+		o.Volumes = append(slices.Clone(o.Volumes), e.Volumes...)
 	}
 }

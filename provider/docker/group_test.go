@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,14 @@ func TestGroupConfigErrors(t *testing.T) {
 		{"bad env", `{"members": [{"name": "app", "image": "a", "entry": true, "env": ["NOEQUALS"]}]}`, "options.members[0].env[0]", "KEY=VALUE"},
 		{"home image", `{"image": "x", "members": [{"name": "app", "image": "a", "entry": true}]}`, "options.image", "members[].image"},
 		{"existing container", `{"container": "c", "members": [{"name": "app", "image": "a", "entry": true}]}`, "options.members", "options.container"},
+		{"existing entry", `{"container": "c", "members": [{"name": "app", "container": "x", "entry": true}]}`,
+			"options.members[0].container", `the entry is options.container, "c"`},
+		{"existing member without container", `{"container": "c", "members": [{"name": "app", "container": "c", "entry": true}, {"name": "db"}]}`,
+			"options.members[1].container", "required in a group of existing containers"},
+		{"existing member with env", `{"container": "c", "members": [{"name": "app", "container": "c", "entry": true, "env": ["A=1"]}]}`,
+			"options.members[0].image", "set on the container"},
+		{"container in a made group", `{"members": [{"name": "app", "image": "a", "container": "x", "entry": true}]}`,
+			"options.members[0].container", "only a group of existing containers"},
 	} {
 		ps := f.CheckHome(provider.Settings{Options: []byte(tc.opts)})
 		found := false
@@ -47,6 +56,10 @@ func TestGroupConfigErrors(t *testing.T) {
 		` {"name": "app", "image": "a", "entry": true, "depends_on": ["db"]}]}`
 	if ps := f.CheckHome(provider.Settings{Options: []byte(ok)}); len(ps) != 0 {
 		t.Fatalf("a valid group: %+v", ps)
+	}
+	ok = `{"container": "c", "port": 80, "members": [{"name": "db", "container": "d"}, {"name": "app", "container": "c", "entry": true, "depends_on": ["db"]}]}`
+	if ps := f.CheckHome(provider.Settings{Options: []byte(ok)}); len(ps) != 0 {
+		t.Fatalf("a valid group of existing containers: %+v", ps)
 	}
 }
 
@@ -290,4 +303,102 @@ func TestGatewayWakesGroup(t *testing.T) {
 		}
 		return len(r.e.containers(t, r.name)) == 3
 	})
+}
+
+// TestGroupMemberVolume: a member's named volume keeps what the member
+// wrote when a roll makes the member again from another image; a bad
+// volume is refused by its field.
+func TestGroupMemberVolume(t *testing.T) {
+	bad := `{"members": [{"name": "db", "image": "pg", "volumes": ["data"]}, {"name": "app", "image": "a", "entry": true}]}`
+	ps := docker.Factory().CheckHome(provider.Settings{Options: []byte(bad)})
+	if len(ps) != 1 || ps[0].Field != "options.members[0].volumes[0]" || !strings.Contains(ps[0].Msg, "NAME:/path") {
+		t.Fatalf("a volume without a path: %+v, want options.members[0].volumes[0]", ps)
+	}
+
+	e := podman(t)
+	p, name := newProvider(t, e, docker.Config{})
+	vol := name + "-dbdata"
+	t.Cleanup(func() { _, _ = e.podman("volume", "rm", "--force", vol) })
+	spec := func(dbImage string) provider.Spec {
+		opts, err := json.Marshal(map[string]any{"members": []map[string]any{
+			{"name": "db", "image": dbImage, "volumes": []string{vol + ":/data"},
+				"command": []string{"demo-home", "--addr", "0.0.0.0:9000", "--target", "db", "--version", "db"}},
+			{"name": "app", "image": imageRepo + ":{version}", "entry": true, "depends_on": []string{"db"}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return provider.Spec{ID: "g5", Target: "g5", Version: "1", Options: opts}
+	}
+	db := name + "-g5_db"
+	s := spec(imageRepo + ":1")
+	if _, err := p.Wake(ctx(t), s); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := e.inContainer(t, db, "write", "/data/kept"); !ok {
+		t.Fatalf("db cannot write its volume: %s", out)
+	}
+	before := e.inspectF(t, db, "{{.Id}}")
+	s = spec(imageRepo + ":3")
+	if _, err := p.Recreate(ctx(t), s); err != nil {
+		t.Fatal(err)
+	}
+	if now := e.inspectF(t, db, "{{.Id}}"); now == before {
+		t.Fatalf("db is container %s still, want one made again from image 3", now)
+	}
+	if out, ok := e.inContainer(t, db, "read", "/data/kept"); !ok || out != "x" {
+		t.Fatalf("db after the roll reads %q (%v), want what it wrote before", out, ok)
+	}
+}
+
+// TestGatewayMemberKilled: a member killed while its group runs is
+// noticed from the engine (the home recorded failed, naming the member),
+// and the next request wakes the group again: the member runs, the entry
+// answers.
+func TestGatewayMemberKilled(t *testing.T) {
+	r := newRig(t)
+	cfg := r.config("", "", fmt.Sprintf(`  - id: g1
+    provider: docker
+    version: "1"
+    idle_timeout: 0s
+    options:
+      members:
+        - {name: db, image: "%[1]s:1", command: [demo-home, --addr, "0.0.0.0:9000", --target, db, --version, db]}
+        - {name: app, image: "%[1]s:{version}", entry: true, depends_on: [db]}
+`, imageRepo))
+	r.serve(t, noBackoff(cfg))
+	if code, v := r.version(t, "g1"); code != http.StatusOK || v != "1" {
+		t.Fatalf("first request: %d %q\n%s", code, v, r.gw.Output())
+	}
+	r.killMember(t, "g1", "db", r.name+"-g1_db")
+	if h := r.home(t, "g1"); h.Status != "running" {
+		t.Fatalf("the home is %s after the wake, want running", h.Status)
+	}
+}
+
+// noBackoff is cfg with no failure backoff to wait out after a group
+// failed: the request after a member's kill is the first wake since.
+func noBackoff(cfg string) string {
+	return strings.Replace(cfg, "  ready_timeout: 20s\n", "  ready_timeout: 20s\n  failure_backoff: 1ms\n", 1)
+}
+
+// killMember kills member (container ctr) of the running group home,
+// waits until the home is recorded failed with the member's exit, and
+// has the next request wake the group again: answered by the entry, the
+// member running.
+func (r *rig) killMember(t *testing.T, home, member, ctr string) {
+	t.Helper()
+	if out, err := r.e.podman("kill", "--signal", "KILL", ctr); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	testbin.Eventually(t, "the group recorded failed", func() bool { return r.home(t, home).Status == "failed" })
+	if h := r.home(t, home); !strings.Contains(h.Reason, "member "+member+": the container exited with code 137") {
+		t.Fatalf("home get says %q, want member %s's exit", h.Reason, member)
+	}
+	if code, v := r.version(t, home); code != http.StatusOK || v != "1" {
+		t.Fatalf("the request after the kill: %d %q, want the group woken\n%s", code, v, r.gw.Output())
+	}
+	if st := r.e.inspectF(t, ctr, "{{.State.Status}}"); st != "running" {
+		t.Fatalf("%s is %s after the wake, want running", member, st)
+	}
 }

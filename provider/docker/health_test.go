@@ -57,15 +57,11 @@ type answer struct {
 	err  error
 }
 
-// wakeWhileChecked sends GET /node/h1/ and returns once the wake waits for
-// the container's health check (the waiting page's phase says
-// health-pending) while the home already answers on its port inside the
-// container; the request's answer arrives on the channel.
-func wakeWhileChecked(t *testing.T, r *rig) (ctr string, done <-chan answer) {
-	t.Helper()
+// send sends req in the background; its answer arrives on the channel.
+func send(req *http.Request) <-chan answer {
 	ch := make(chan answer, 1)
 	go func() {
-		res, err := (&http.Client{Timeout: 40 * time.Second}).Get("http://" + r.gw.Addr + "/node/h1/")
+		res, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
 		if err != nil {
 			ch <- answer{err: err}
 			return
@@ -74,18 +70,21 @@ func wakeWhileChecked(t *testing.T, r *rig) (ctr string, done <-chan answer) {
 		b, _ := io.ReadAll(res.Body)
 		ch <- answer{code: res.StatusCode, body: string(b)}
 	}()
-	testbin.Eventually(t, "the wake waiting in health-pending while the home listens", func() bool {
-		if r.phase(t) != "health-pending" {
-			return false
-		}
-		cs := r.e.containers(t, r.name)
-		if len(cs) != 1 {
-			return false
-		}
-		ctr = cs[0].ID
-		_, open := r.e.inContainer(t, ctr, "dial", "127.0.0.1:8080")
-		return open
-	})
+	return ch
+}
+
+// wakeWhileChecked sends GET /node/h1/ and returns once the wake waits for
+// the container's health check (the waiting page's phase says
+// health-pending) while the home already answers on its port inside the
+// container; the request's answer arrives on the channel.
+func wakeWhileChecked(t *testing.T, r *rig) (ctr string, done <-chan answer) {
+	t.Helper()
+	req, err := http.NewRequest("GET", "http://"+r.gw.Addr+"/node/h1/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := send(req)
+	ctr = r.awaitChecked(t, "")
 	select {
 	case a := <-ch:
 		t.Fatalf("the request was answered (%d %q, %v) before the health check passed", a.code, a.body, a.err)
@@ -95,6 +94,31 @@ func wakeWhileChecked(t *testing.T, r *rig) (ctr string, done <-chan answer) {
 		t.Fatalf("phase %q while the health check has not run, want health-pending", p)
 	}
 	return ctr, ch
+}
+
+// awaitChecked waits until h1's wake (or roll) waits for the health check
+// of its container on version ("": its only container) while the home
+// already answers on its port inside it, and returns that container.
+func (r *rig) awaitChecked(t *testing.T, version string) (id string) {
+	t.Helper()
+	testbin.Eventually(t, "the wake waiting in health-pending while the home listens", func() bool {
+		if r.phase(t) != "health-pending" {
+			return false
+		}
+		cs := r.e.containers(t, r.name)
+		if version == "" && len(cs) != 1 {
+			return false
+		}
+		for _, c := range cs {
+			if (version == "" || c.Version == version) && c.State == "running" {
+				_, open := r.e.inContainer(t, c.ID, "dial", "127.0.0.1:8080")
+				id = c.ID
+				return open
+			}
+		}
+		return false
+	})
+	return id
 }
 
 // phase is the phase of h1's wake as the waiting page's status says it.

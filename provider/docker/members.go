@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -13,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/group"
 )
 
 // ReasonUnhealthy is a group member whose health check failed before the
@@ -37,6 +37,9 @@ func groupOf(s provider.Spec) (HomeOptions, []Member) {
 // memberName is the container name of member m of home id; the entry's
 // is the home's.
 func (p *Provider) memberName(id string, m Member) string {
+	if m.Container != "" {
+		return m.Container // an existing container's own
+	}
 	if m.Entry {
 		return p.containerName(id)
 	}
@@ -80,17 +83,6 @@ func (p *Provider) memberError(id string, m Member, err error) error {
 	return fmt.Errorf("member %s (container %s): %w", m.Name, p.memberName(id, m), err)
 }
 
-// dependedOn are the names of the members some other member waits for.
-func dependedOn(ms []Member) map[string]bool {
-	out := map[string]bool{}
-	for _, m := range ms {
-		for _, d := range m.DependsOn {
-			out[d] = true
-		}
-	}
-	return out
-}
-
 // wakeGroup starts s's members in start order (ms), each once the members
 // it depends on are ready, and returns the entry's result; the gateway
 // then probes the entry as any home's container.
@@ -102,15 +94,20 @@ func (p *Provider) wakeGroup(ctx context.Context, s provider.Spec, o HomeOptions
 // again first, and the entry too when recreate is set (renew non-nil).
 func (p *Provider) startGroup(ctx context.Context, op string, s provider.Spec, o HomeOptions, ms []Member,
 	renew map[string]bool) (provider.Result, error) {
-	if err := p.groupNetwork(op, s.ID); err != nil {
-		return provider.Result{}, err
+	// Existing containers are on the networks they were made on.
+	if o.Container == "" {
+		if err := p.groupNetwork(op, s.ID); err != nil {
+			return provider.Result{}, err
+		}
 	}
-	needed := dependedOn(ms)
+	needed := group.DependedOn(ms, Member.node)
 	var res provider.Result
 	for _, m := range ms {
 		var err error
 		if m.Entry {
-			if renew != nil {
+			if o.Container != "" {
+				res, err = p.wakeExisting(ctx, s, o)
+			} else if renew != nil {
 				res, err = p.recreateHome(ctx, s)
 			} else {
 				res, err = p.wakeHome(ctx, s)
@@ -138,8 +135,8 @@ func (p *Provider) startGroup(ctx context.Context, op string, s provider.Spec, o
 }
 
 // memberConfig is the container of member m (not the entry) of home s:
-// its own image, command and env, the home's isolation and limits, on
-// the home's network; nothing published.
+// its own image, command, env and volumes, the home's isolation and
+// limits, on the home's network; nothing published.
 func (p *Provider) memberConfig(s provider.Spec, o HomeOptions, m Member) (*container.Config, *container.HostConfig) {
 	r := p.vars(s)
 	var env, cmd []string
@@ -149,14 +146,14 @@ func (p *Provider) memberConfig(s provider.Spec, o HomeOptions, m Member) (*cont
 	for _, a := range m.Command {
 		cmd = append(cmd, r.Replace(a))
 	}
-	o.Volumes = nil
+	o.Volumes = m.Volumes // read-only's /tmp judged by the member's own
 	is := p.isolationOf(s, o)
 	img := r.Replace(m.Image)
 	stop := int(p.cfg.StopTimeout / time.Second)
 	cfg := &container.Config{Image: img, Env: env, Cmd: cmd, StopTimeout: &stop,
 		Labels: map[string]string{LabelGateway: p.cfg.Name, LabelGroup: s.ID, LabelMember: m.Name,
 			LabelImage: img, LabelIsolation: is.digest()}}
-	hc := &container.HostConfig{}
+	hc := &container.HostConfig{Binds: m.Volumes}
 	is.apply(cfg, hc)
 	return cfg, hc
 }
@@ -166,8 +163,8 @@ func (p *Provider) memberConfig(s provider.Spec, o HomeOptions, m Member) (*cont
 func (p *Provider) findMember(ctx context.Context, op, id string, m Member) (*container.InspectResponse, error) {
 	name := p.memberName(id, m)
 	c, err := p.inspect(ctx, op, id, name)
-	if err != nil || c == nil {
-		return nil, err
+	if err != nil || c == nil || m.Container != "" {
+		return c, err
 	}
 	if l := c.Config.Labels; l[LabelGateway] != p.cfg.Name || l[LabelGroup] != id || l[LabelMember] != m.Name {
 		return nil, &provider.Error{Op: op, Reason: provider.ReasonConflict,
@@ -181,6 +178,9 @@ func (p *Provider) findMember(ctx context.Context, op, id string, m Member) (*co
 // it has none, when renew is set, or when a stopped one was made from
 // another image or with other limits.
 func (p *Provider) startMember(ctx context.Context, op string, s provider.Spec, o HomeOptions, m Member, renew bool) error {
+	if m.Container != "" {
+		return p.startExistingMember(ctx, op, s.ID, m)
+	}
 	cfg, hc := p.memberConfig(s, o, m)
 	c, err := p.findMember(ctx, op, s.ID, m)
 	if err != nil {
@@ -212,17 +212,24 @@ func (p *Provider) startMember(ctx context.Context, op string, s provider.Spec, 
 			return &provider.Error{Op: op, Reason: provider.ReasonNotFound, Err: errors.New("removed as it was made")}
 		}
 	}
-	p.forgetStopped(memberKey(s.ID, m))
+	return p.runMember(ctx, op, s.ID, m, c)
+}
+
+// runMember starts (or resumes) member m's container c and watches it.
+func (p *Provider) runMember(ctx context.Context, op, id string, m Member, c *container.InspectResponse) error {
+	var err error
+	p.forgetStopped(memberKey(id, m))
 	switch {
 	case c.State.Paused:
 		_, err = p.cli.ContainerUnpause(ctx, c.ID, client.ContainerUnpauseOptions{})
 	case !c.State.Running:
 		_, err = p.cli.ContainerStart(ctx, c.ID, client.ContainerStartOptions{})
-		p.log.Info("docker: member started", "home", s.ID, "member", m.Name, "container", short(c.ID))
+		p.log.Info("docker: member started", "home", id, "member", m.Name, "container", short(c.ID))
 	}
 	if err != nil {
-		return p.engineError(op, s.ID, err)
+		return p.engineError(op, id, err)
 	}
+	p.watch(memberKey(id, m), c.ID)
 	return nil
 }
 
@@ -297,6 +304,7 @@ func (p *Provider) suspendGroup(ctx context.Context, s provider.Spec, ms []Membe
 		if err != nil {
 			return p.memberError(s.ID, m, err)
 		}
+		p.unwatch(memberKey(s.ID, m))
 		if c == nil || !c.State.Running || c.State.Paused {
 			continue
 		}
@@ -333,6 +341,7 @@ func (p *Provider) stopGroup(ctx context.Context, s provider.Spec, ms []Member) 
 // stopMember stops member m (not the entry) and reports whether the
 // engine says it is down.
 func (p *Provider) stopMember(ctx context.Context, id string, m Member) (bool, error) {
+	p.unwatch(memberKey(id, m))
 	c, err := p.findMember(ctx, "stop", id, m)
 	if err != nil || c == nil {
 		return err == nil, err
@@ -351,6 +360,7 @@ func (p *Provider) stopMember(ctx context.Context, id string, m Member) (bool, e
 
 // removeMember stops and deletes member m's container c.
 func (p *Provider) removeMember(ctx context.Context, op, id string, m Member, c *container.InspectResponse) error {
+	p.unwatch(memberKey(id, m))
 	if err := p.halt(ctx, op, id, c); err != nil {
 		return err
 	}
@@ -439,14 +449,5 @@ func (p *Provider) statusGroup(ctx context.Context, s provider.Spec, ms []Member
 			down = append(down, m.Name)
 		}
 	}
-	detail := "members: " + strings.Join(states, ", ")
-	if r.State == provider.StateRunning && len(down) > 0 {
-		return provider.Result{State: provider.StateFailed, Ref: r.Ref,
-			Reason: fmt.Sprintf("member %s is not running; %s", strings.Join(down, ", "), detail)}, nil
-	}
-	if r.Reason != "" {
-		detail = r.Reason + "; " + detail
-	}
-	r.Reason = detail
-	return r, nil
+	return group.Status(r, states, down), nil
 }

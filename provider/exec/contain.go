@@ -14,6 +14,7 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/orphans"
 )
 
 // Containment says how the exec provider finds every process a home
@@ -116,11 +117,11 @@ func (e *Provider) left(h *home, p *proc, cg string) []int {
 		e.mu.Lock()
 		signalled := h.orphans
 		e.mu.Unlock()
-		reapOrphans(signalled)
+		orphans.ReapOrphans(signalled)
 		// An adopted process on its way out may be h's, and may still
 		// hold the home's files and port: it counts until it is a zombie.
-		scan := orphans(h.id, pidOf(p), e.childPIDs(p))
-		return append(scan.pids, scan.exiting...)
+		scan := orphans.Find(EnvHome, h.id, pidOf(p), e.childPIDs(p))
+		return append(scan.PIDs, scan.Exiting...)
 	}
 	return nil
 }
@@ -143,12 +144,12 @@ func (e *Provider) signalLeft(h *home, p *proc, cg string, sig unix.Signal) {
 		pids, _ := cgroup.ProcsTree(cg)
 		e.contain.cgSignal(pids, cg, sig)
 	case ContainSubreaper:
-		scan := orphans(h.id, pidOf(p), e.childPIDs(p))
-		pids := scan.pids
-		if len(scan.unknown) > 0 && sig == unix.SIGKILL {
+		scan := orphans.Find(EnvHome, h.id, pidOf(p), e.childPIDs(p))
+		pids := scan.PIDs
+		if len(scan.Unknown) > 0 && sig == unix.SIGKILL {
 			e.log.Warn("exec: the gateway adopted processes that name no home (their WAKEGATE_HOME was removed, "+
 				"or they made their environment unreadable); not signalling them, and no stop is proven while they run",
-				"home", h.id, "pids", scan.unknown,
+				"home", h.id, "pids", scan.Unknown,
 				"hint", "end them by hand, or run the gateway as root with cgroup v2 (exec.containment cgroup)")
 		}
 		for _, pid := range pids {
@@ -182,7 +183,7 @@ func (e *Provider) endLeft(h *home, p *proc, cg string) (found []int, remain boo
 	for {
 		now := e.left(h, p, cg)
 		if e.contain.mode == ContainSubreaper {
-			reapOrphans(found)
+			orphans.ReapOrphans(found)
 		}
 		if len(now) == 0 {
 			return found, false

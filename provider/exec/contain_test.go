@@ -12,6 +12,7 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/orphans"
 	"github.com/wakegate/wakegate/provider/exec/procid"
 
 	"github.com/wakegate/wakegate/internal/testbin"
@@ -172,7 +173,7 @@ func whyUnseen(pid int, id string) string {
 	}
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	return fmt.Sprintf("parent %d (the gateway is %d), state %c, group %d, environ %d bytes (%v) naming the home: %v",
-		st.PPid, os.Getpid(), st.State, st.Pgrp, len(env), err, hasEnvEntry(env, []byte(EnvHome+"="+id)))
+		st.PPid, os.Getpid(), st.State, st.Pgrp, len(env), err, orphans.HasEntry(env, []byte(EnvHome+"="+id)))
 }
 
 // TestDetachedChildOfExitedHomeEnded runs a home whose process exits on

@@ -10,7 +10,9 @@
 // (Wake, Suspend, Stop, Recreate, Status), version.go, spawn.go (a start,
 // as its steps), listen.go (port or socket), watch.go (a process until it
 // is gone), signal.go (signals, stops, resumes), supervise.go (restarts
-// and the log janitor), ref.go (the recorded process and adoption).
+// and the log janitor), ref.go (the recorded process and adoption),
+// groups.go (a group of processes as one home: each member a home of
+// this provider, run by package members).
 //
 // DESIGN rules that live here: 17 (never a signal by pid alone: package
 // procid, signal.go, ref.go), 18 (the restart budget: supervise.go), 19
@@ -18,10 +20,11 @@
 // half of 20 (quiesce at shutdown, adoption of homes that still run:
 // quiesce.go, ref.go), 29 (everything a home starts is the home: a cgroup
 // per home or the gateway as subreaper, contain.go, package cgroup,
-// subreaper.go), 31's local part (a clean environment, env.go; a user per
-// home, users.go and package homeuser; a home's output reaches operators
-// only as escaped excerpts, package homelog) and 34 (no root, no stray
-// descriptor, a process cap: spawn.go, fds.go, activate.go, packages
-// homeuser and cgroup). A home's memory and CPU limits (limits.go,
-// package cgroup) live in the cgroup of rule 29.
+// subreaper.go, package orphans; for a group of processes, every member:
+// groups.go, package members), 31's local part (a clean environment,
+// env.go; a user per home, users.go and package homeuser; a home's output
+// reaches operators only as escaped excerpts, package homelog) and 34 (no
+// root, no stray descriptor, a process cap: spawn.go, fds.go,
+// activate.go, packages homeuser and cgroup). A home's memory and CPU
+// limits (limits.go, package cgroup) live in the cgroup of rule 29.
 package execprov

@@ -175,6 +175,7 @@ func runTestHome(args []string) int {
 	fs.String("target", "", "")
 	fs.String("self", "", "")
 	fs.String("mark", "", "")
+	listenAfter := fs.Duration("listen-after", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -232,6 +233,7 @@ func runTestHome(args []string) int {
 		}
 		fmt.Fprintln(w, "ok")
 	})
+	time.Sleep(*listenAfter) // a slow boot
 	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(*port))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

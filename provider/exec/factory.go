@@ -5,6 +5,7 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/homeuser"
+	"github.com/wakegate/wakegate/provider/exec/members"
 )
 
 // Factory is the exec provider's provider.Factory: cfg is the exec section,
@@ -26,7 +27,7 @@ func Factory(cfg Config) provider.Factory {
 			var o HomeOptions
 			if err := provider.DecodeOptions(s.Options, &o); err != nil {
 				ps = append(ps, provider.Problemf("options", "provider exec takes only options.user, options.socket_activation, "+
-					"options.memory_max, options.cpu_max and options.pids_max: %v", err))
+					"options.memory_max, options.cpu_max, options.pids_max and options.members: %v", err))
 			} else {
 				if o.User != "" {
 					if _, _, err := homeuser.Lookup(o.User); err != nil {
@@ -34,6 +35,7 @@ func Factory(cfg Config) provider.Factory {
 					}
 				}
 				ps = append(ps, checkLimits(cfg, o)...)
+				ps = append(ps, members.Check(s.Command, o.Members, UsesSocket)...)
 			}
 			return ps
 		},

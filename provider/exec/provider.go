@@ -71,6 +71,9 @@ type Provider struct {
 type home struct {
 	id  string
 	dir string // the home's folder: {data_dir}, HOME, its working directory
+	// group is the id of the group home whose member this is (groups.go);
+	// "" for a home. Set once, before the member's first start.
+	group string
 	// sys holds the provider's own files of the home (home.log, home.ref):
 	// dir when homes run as the gateway's user, else a folder of the
 	// gateway's (DataDir/exec/<id>) that the home cannot write to.
@@ -306,6 +309,15 @@ func (e *Provider) homeFor(id string) (*home, error) {
 		e.homes[id] = h
 	}
 	return h, nil
+}
+
+// owner is the home whose user h's processes run as: its group's for a
+// member.
+func (h *home) owner() string {
+	if h.group != "" {
+		return h.group
+	}
+	return h.id
 }
 
 // settled waits until no supervisor restart of h is in flight and runs fn

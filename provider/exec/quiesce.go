@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/wakegate/wakegate/provider"
@@ -41,6 +42,16 @@ func (e *Provider) Quiesce(ctx context.Context, ids []string) []provider.Quiesce
 	// a stop (and two record reads) for each of them, which at 100,000
 	// registered homes was seconds of shutdown.
 	ran, listed := e.homeDirs()
+	for name := range ran {
+		// The members of a group home in ids (groups.go).
+		if id, _, ok := strings.Cut(name, "@"); ok {
+			if _, in := all[id]; in {
+				if _, known := all[name]; !known {
+					all[name] = false
+				}
+			}
+		}
+	}
 	out := make([]provider.Quiesced, 0, len(all))
 	for id, known := range all {
 		out = append(out, provider.Quiesced{ID: id, Ran: known || !listed || ran[id]})
@@ -87,15 +98,17 @@ func (e *Provider) homeDirs() (names map[string]bool, listed bool) {
 	return names, true
 }
 
-// Let makes the provider let home id be without a signal: it stops
-// watching its process and forgets it, so that neither a restart nor
-// Quiesce acts on it. The gateway lets a home be that another gateway of
+// Let makes the provider let home id (with its members, for a group) be
+// without a signal: it stops watching its process and forgets it, so that
+// neither a restart nor Quiesce acts on it. The gateway lets a home be that another gateway of
 // its fleet took over (DESIGN rule 32); a later Wake knows it again.
 func (e *Provider) Let(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if h := e.homes[id]; h != nil {
-		h.wanted, h.proc = false, nil
-		delete(e.homes, id)
+	for hid, h := range e.homes {
+		if hid == id || h.group == id { // a group's members go with it
+			h.wanted, h.proc = false, nil
+			delete(e.homes, hid)
+		}
 	}
 }

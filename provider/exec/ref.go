@@ -19,6 +19,8 @@ type execRef struct {
 	Port    int    `json:"port,omitempty"`
 	Socket  string `json:"socket,omitempty"` // the Unix socket, instead of Port
 	Version string `json:"version"`
+	// Made is what a group's member was started from (runSpec.made).
+	Made string `json:"made,omitempty"`
 }
 
 // current returns the home's process as this provider knows it, or, when
@@ -264,7 +266,7 @@ func writeRef(h *home, p *proc, exe string) error {
 	path := filepath.Join(h.sys, refFile)
 	id := p.Identity
 	id.Exe = exe
-	ref, _ := json.Marshal(execRef{Identity: id, Port: p.port, Socket: p.socket, Version: p.spec.version})
+	ref, _ := json.Marshal(execRef{Identity: id, Port: p.port, Socket: p.socket, Version: p.spec.version, Made: p.spec.made})
 	// A temp file of its own: two writers (a start and a status) never
 	// write into one file.
 	f, err := os.CreateTemp(h.sys, refFile+".*.tmp")
@@ -289,7 +291,7 @@ func writeRef(h *home, p *proc, exe string) error {
 
 // result is the running Result of p, with its ref.
 func (p *proc) result() provider.Result {
-	ref, _ := json.Marshal(execRef{Identity: p.Identity, Port: p.port, Socket: p.socket, Version: p.spec.version})
+	ref, _ := json.Marshal(execRef{Identity: p.Identity, Port: p.port, Socket: p.socket, Version: p.spec.version, Made: p.spec.made})
 	return provider.Result{Endpoint: p.endpoint(), Ref: string(ref), State: provider.StateRunning, Queued: p.spec.activate}
 }
 
@@ -321,7 +323,7 @@ func (r execRef) proc() *proc {
 	return &proc{
 		Identity: r.Identity,
 		listenAt: listenAt{port: r.Port, socket: r.Socket},
-		spec:     runSpec{version: r.Version},
+		spec:     runSpec{version: r.Version, made: r.Made},
 		exited:   make(chan struct{}),
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
 	"github.com/wakegate/wakegate/provider/exec/homeuser"
+	"github.com/wakegate/wakegate/provider/exec/orphans"
 	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
@@ -38,6 +39,9 @@ type runSpec struct {
 	activate bool
 	// limits are the home's memory and CPU limits.
 	limits cgroup.Limits
+	// made is the digest of what a group's member runs (members.Made); ""
+	// for a home's own process.
+	made string
 }
 
 // specFor is what a Wake or Recreate with s starts.
@@ -96,7 +100,7 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 	if err := e.watch(h, p); err != nil {
 		// Only after Close: nobody would record this process.
 		_ = e.signal(p, unix.SIGKILL)
-		_ = waitChild(cmd)
+		_ = orphans.WaitChild(cmd)
 		return nil, err
 	}
 	return p, nil
@@ -229,7 +233,7 @@ func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Crede
 		return 0, fmt.Errorf("limits of the home: %w", err)
 	}
 	oomBase = e.limits.OOMKills(h.cgroup, h.id)
-	if err := startChild(cmd); err != nil {
+	if err := orphans.StartChild(cmd); err != nil {
 		if cred != nil && errors.Is(err, fs.ErrPermission) {
 			return 0, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
 				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", cmd.Args[0], cred.Uid, err)
@@ -260,13 +264,13 @@ func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string) (procid.Identity,
 	id, err := childIdentity(cmd)
 	if err != nil {
 		_ = cmd.Process.Kill()
-		_ = waitChild(cmd)
+		_ = orphans.WaitChild(cmd)
 		return procid.Identity{}, err
 	}
 	if err := e.limits.Enter(h.id, cg); err != nil {
 		_ = cgroup.Kill(cg)
 		_ = cmd.Process.Kill()
-		_ = waitChild(cmd)
+		_ = orphans.WaitChild(cmd)
 		return procid.Identity{}, fmt.Errorf("limits of the home: %w", err)
 	}
 	return id, nil

@@ -72,6 +72,14 @@ func (e *Provider) handleExit(ev exitEvent) {
 		e.log.Debug("exec: process gone", "home", h.id, "pid", p.PID, "status", p.status)
 		return
 	}
+	if h.group != "" {
+		// A group's member: never restarted on its own (members.go).
+		reason := fmt.Sprintf("pid %d %s; last log lines: %s", p.PID, p.status, tail)
+		h.failed, h.wanted, h.proc = reason, false, nil
+		e.mu.Unlock()
+		e.memberGone(h, p, reason)
+		return
+	}
 	if e.cfg.MayRestart != nil {
 		e.mu.Unlock()
 		may := e.cfg.MayRestart(h.id)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/homeuser"
+	"github.com/wakegate/wakegate/provider/exec/members"
 )
 
 // Users says which user a home's processes run as (package homeuser).
@@ -62,6 +63,12 @@ type HomeOptions struct {
 	// once (see Config.PidsMax). Default (zero): the provider's;
 	// negative: no cap.
 	PidsMax int `json:"pids_max,omitempty"`
+	// Members make the home a group of processes (package members): each
+	// a name, a command, optional env, working_dir, probe and depends_on,
+	// and exactly one the entry, which the gateway forwards to. The user
+	// and limits above apply to every member, each member's processes
+	// counted on their own. Default none: the home is one process.
+	Members []members.Member `json:"members,omitempty"`
 }
 
 // homeUser is the user option of a home's options; "" when none (or
@@ -93,7 +100,7 @@ func (e *Provider) userOf(h *home, name string) (*syscall.Credential, error) {
 	if e.users == nil {
 		return nil, nil
 	}
-	uid, err := e.users.UIDFor(h.id)
+	uid, err := e.users.UIDFor(h.owner())
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/members"
 	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
@@ -28,13 +29,28 @@ func (e *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, 
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, err
 	}
+	if ms := members.Of(s.Options); ms != nil {
+		return e.group().Wake(ctx, s, ms)
+	}
 	h, err := e.homeFor(s.ID)
 	if err != nil {
 		return provider.Result{}, err
 	}
-	p, err := e.current(ctx, h, s, true)
+	p, wasRunning, err := e.wakeOne(ctx, h, s, e.specFor(s))
 	if err != nil {
 		return provider.Result{}, err
+	}
+	r := p.result()
+	r.WasRunning = wasRunning
+	return r, nil
+}
+
+// wakeOne is the process of h running: the one it has (resumed if it was
+// suspended; wasRunning when it was not), or a new one started from sp.
+func (e *Provider) wakeOne(ctx context.Context, h *home, s provider.Spec, sp runSpec) (p *proc, wasRunning bool, err error) {
+	p, err = e.current(ctx, h, s, true)
+	if err != nil {
+		return nil, false, err
 	}
 	if p != nil {
 		if resumed, err := e.resume(ctx, h, p); err == nil {
@@ -44,27 +60,25 @@ func (e *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, 
 				h.failed = ""
 			}
 			e.mu.Unlock()
-			r := p.result()
-			r.WasRunning = !resumed
-			return r, nil
+			return p, !resumed, nil
 		} else if !errors.Is(err, procid.ErrGone) {
-			return provider.Result{}, err
+			return nil, false, err
 		}
 	} else if err := e.clearLeft(h); err != nil {
-		return provider.Result{}, err
+		return nil, false, err
 	}
-	np, err := e.spawn(h, e.specFor(s))
+	np, err := e.spawn(h, sp)
 	if err != nil {
-		return provider.Result{}, err
+		return nil, false, err
 	}
 	if testHookAfterSpawn != nil {
 		testHookAfterSpawn(np)
 	}
 	if cur, ok := e.install(h, np, p); !ok {
 		// The supervisor restarted the home meanwhile: keep its process.
-		return cur.result(), nil
+		return cur, false, nil
 	}
-	return np.result(), nil
+	return np, false, nil
 }
 
 // install makes np the home's process if the home still holds prev (or no
@@ -98,7 +112,11 @@ func (e *Provider) Suspend(ctx context.Context, s provider.Spec) error {
 	if !e.cfg.SuspendSignal {
 		return provider.ErrUnsupported
 	}
-	if err := e.suspend(ctx, s); err != nil {
+	suspend := e.suspend
+	if ms := members.Of(s.Options); ms != nil {
+		suspend = func(ctx context.Context, s provider.Spec) error { return e.group().Suspend(ctx, s, ms) }
+	}
+	if err := suspend(ctx, s); err != nil {
 		return fmt.Errorf("exec suspend %s: %w", s.ID, err)
 	}
 	return nil
@@ -144,7 +162,11 @@ func (e *Provider) suspend(ctx context.Context, s provider.Spec) error {
 // returns the ctx error; one already ended when Stop is called changes
 // nothing.
 func (e *Provider) Stop(ctx context.Context, s provider.Spec) (proven bool, err error) {
-	proven, err = e.stop(ctx, s)
+	if ms := members.Of(s.Options); ms != nil {
+		proven, err = e.group().Stop(ctx, s, ms)
+	} else {
+		proven, err = e.stop(ctx, s)
+	}
 	if err != nil {
 		return proven, fmt.Errorf("exec stop %s: %w", s.ID, err)
 	}
@@ -197,7 +219,13 @@ func (e *Provider) stop(ctx context.Context, s provider.Spec) (bool, error) {
 // s.Command (or the configured template) and s.Version, keeping its data
 // directory.
 func (e *Provider) Recreate(ctx context.Context, s provider.Spec) (provider.Result, error) {
-	r, err := e.recreate(ctx, s)
+	recreate := e.recreate
+	if ms := members.Of(s.Options); ms != nil {
+		recreate = func(ctx context.Context, s provider.Spec) (provider.Result, error) {
+			return e.group().Recreate(ctx, s, ms, func(m provider.Spec) string { return groupRunner{e}.run(s.ID, m).made })
+		}
+	}
+	r, err := recreate(ctx, s)
 	if err != nil {
 		return provider.Result{}, fmt.Errorf("exec recreate %s: %w", s.ID, err)
 	}
@@ -233,6 +261,14 @@ func (e *Provider) recreate(ctx context.Context, s provider.Spec) (provider.Resu
 // or failed with the reason, without changing anything. A home that this
 // gateway has not woken yet is judged from s.Ref.
 func (e *Provider) Status(ctx context.Context, s provider.Spec) (provider.Result, error) {
+	if ms := members.Of(s.Options); ms != nil {
+		return e.group().Status(ctx, s, ms)
+	}
+	return e.status(ctx, s)
+}
+
+// status is Status of a home of one process, or of one member.
+func (e *Provider) status(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, fmt.Errorf("exec status %s: %w", s.ID, err)
 	}

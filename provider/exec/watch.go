@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
+	"github.com/wakegate/wakegate/provider/exec/orphans"
 	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
@@ -75,7 +76,7 @@ func (e *Provider) watch(h *home, p *proc) error {
 			e.endLeftovers(h, p)
 		}
 		if p.cmd != nil {
-			_ = waitChild(p.cmd) // reaps; the status is in ProcessState
+			_ = orphans.WaitChild(p.cmd) // reaps; the status is in ProcessState
 			if ps := p.cmd.ProcessState; ps != nil {
 				status = ps.String()
 				if c := e.exitCause(h, p, ps.ExitCode()); c != "" {

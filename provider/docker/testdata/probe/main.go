@@ -4,6 +4,7 @@
 //
 //	probe dial HOST:PORT   exit 0 when a TCP connection opens
 //	probe write PATH       exit 0 when PATH can be written
+//	probe read PATH        print what PATH holds
 //	probe status           print NoNewPrivs, CapEff, Uid and pids.max
 package main
 
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: probe dial HOST:PORT | write PATH | status")
+		fail("usage: probe dial HOST:PORT | write PATH | read PATH | status")
 	}
 	switch os.Args[1] {
 	case "dial":
@@ -33,6 +34,12 @@ func main() {
 			fail("not written: %v", err)
 		}
 		fmt.Println("written")
+	case "read":
+		b, err := os.ReadFile(arg())
+		if err != nil {
+			fail("not read: %v", err)
+		}
+		fmt.Println(string(b))
 	case "status":
 		status()
 	default:
