@@ -20,7 +20,7 @@ import (
 // Versions of the control plane scripts/kube/build.sh builds.
 const (
 	KubernetesVersion = "v1.37.2"
-	EtcdVersion       = "v3.6.16"
+	EtcdVersion       = "v3.7.0"
 )
 
 // Users are the users of the token file made at start, besides the admin:
@@ -32,9 +32,10 @@ var Users = []string{"wakegate", "wakegate-2", "nobody"}
 // address range it only allocates Service addresses from, never a target.
 const ServiceClusterIPRange = "10.96.0.0/24"
 
-// BinDir returns the folder that holds etcd, kube-apiserver,
-// kube-controller-manager and kube-scheduler: $WAKEGATE_KUBE_BIN, or where
-// scripts/kube/build.sh puts them by default.
+// BinDir returns the folder that holds the control plane's binary, kube
+// (etcd, kube-apiserver, kube-controller-manager and kube-scheduler in one
+// program, its first argument naming the component): $WAKEGATE_KUBE_BIN,
+// or where scripts/kube/build.sh puts it by default.
 func BinDir() string {
 	if d := os.Getenv("WAKEGATE_KUBE_BIN"); d != "" {
 		return d
@@ -43,10 +44,11 @@ func BinDir() string {
 	if err != nil {
 		home = os.TempDir()
 	}
-	return filepath.Join(home, ".cache", "wakegate", "kube-1.37.2-etcd-3.6.16")
+	return filepath.Join(home, ".cache", "wakegate", "kube-1.37.2-etcd-3.7.0")
 }
 
-var binaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
+// binary is the control plane's program in BinDir.
+const binary = "kube"
 
 // Cluster is the control plane of a test binary and its one node.
 type Cluster struct {
@@ -79,19 +81,17 @@ var shared struct {
 // (or use Main) so that nothing outlives the tests and the temp folder is
 // removed.
 //
-// It skips the test when the binaries are missing from BinDir, unless
+// It skips the test when the binary is missing from BinDir, unless
 // CI=true: then it fails, naming scripts/kube/build.sh.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
 	dir := BinDir()
-	for _, b := range binaries {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			msg := fmt.Sprintf("kubetest: %s is not in %s: build the control plane with scripts/kube/build.sh (set WAKEGATE_KUBE_BIN to use another folder)", b, dir)
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
+	if _, err := os.Stat(filepath.Join(dir, binary)); err != nil {
+		msg := fmt.Sprintf("kubetest: %s is not in %s: build the control plane with scripts/kube/build.sh (set WAKEGATE_KUBE_BIN to use another folder)", binary, dir)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
 		}
+		t.Skip(msg)
 	}
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
@@ -173,7 +173,7 @@ func start(bin string, etcdPort, peerPort, apiPort, kcmPort, schedPort int) (c *
 
 	run := func(name string, args ...string) (*proc, error) {
 		d := filepath.Join(root, name)
-		p, err := startProc(name, filepath.Join(bin, name), d, filepath.Join(d, name+".log"), args...)
+		p, err := startProc(name, filepath.Join(bin, binary), d, filepath.Join(d, name+".log"), append([]string{name}, args...)...)
 		if err == nil {
 			c.procs = append(c.procs, p)
 		}

@@ -4,8 +4,8 @@
 // than a fake client.
 //
 // Start (once per test binary) runs etcd, kube-apiserver,
-// kube-controller-manager and kube-scheduler, built from their Go modules
-// by scripts/kube/build.sh (cluster.go), on loopback ports with a CA and a
+// kube-controller-manager and kube-scheduler, each a process of the one
+// program scripts/kube/build.sh builds from their Go modules (cluster.go), on loopback ports with a CA and a
 // serving certificate made at start (pki.go), a static token file (the
 // admin, in system:masters, and the users of Users, with no rights until a
 // test binds a Role), RBAC, and a service-account key pair. Every process
