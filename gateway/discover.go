@@ -11,51 +11,58 @@ import (
 	"github.com/wakegate/wakegate/control/adminapi"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/docker"
+	"github.com/wakegate/wakegate/provider/kubernetes"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/route"
 )
 
-// startDiscovery runs the docker provider's discovery of labelled
-// containers (providers.docker.discover) in wg until ctx ends. The homes
-// it finds are registered as the admin API registers homes.
+// startDiscovery runs the discovery of the providers that have it on
+// (providers.docker.discover: labelled containers;
+// providers.kubernetes.discover: annotated Deployments) in wg until ctx
+// ends. The homes they find are registered as the admin API registers
+// homes.
 func (g *Gateway) startDiscovery(ctx context.Context, wg *sync.WaitGroup) {
-	p, ok := g.providers[docker.Name].(*docker.Provider)
-	if !ok || !p.Discovers() {
-		return
+	d := discovered{g: g, api: g.adminBackend()}
+	if p, ok := g.providers[docker.Name].(*docker.Provider); ok && p.Discovers() {
+		run := p.Discovery(dockerDiscovered{d})
+		wg.Go(func() { run.Run(ctx) })
 	}
-	d := p.Discovery(discovered{g: g, api: g.adminBackend()})
-	wg.Go(func() { d.Run(ctx) })
+	if p, ok := g.providers[kubernetes.Name].(*kubernetes.Provider); ok && p.Discovers() {
+		run := p.Discovery(kubeDiscovered{d})
+		wg.Go(func() { run.Run(ctx) })
+	}
 }
 
-// discovered is g's home table as docker discovery changes it.
+// discovered is g's home table as a provider's discovery changes it.
 type discovered struct {
 	g   *Gateway
 	api *adminapi.Backend[*route.Home]
 }
 
-// Put registers f's home (a group's, with its members), unless a home of
-// the config or one that is not f's container holds its id: the config
-// wins.
-func (d discovered) Put(ctx context.Context, f docker.Found) error {
-	if slices.Contains(d.g.reg.ConfigHomeIDs(), f.ID) {
-		return fmt.Errorf("the config declares a home %s, and the config wins", f.ID)
+// put registers home id of provider prov with options opts, unless a
+// home of the config or one that is not the same object (same reports
+// whether a home's options name it) holds its id: the config wins. what
+// names the object for the error.
+func (d discovered) put(ctx context.Context, id, what, prov string, opts any, same func(json.RawMessage) bool,
+	l provider.Labelled) error {
+	if slices.Contains(d.g.reg.ConfigHomeIDs(), id) {
+		return fmt.Errorf("the config declares a home %s, and the config wins", id)
 	}
-	if h, ok := d.g.homeWithID(f.ID); ok {
-		var o docker.HomeOptions
+	if h, ok := d.g.homeWithID(id); ok {
 		s := h.Spec()
-		if s.Provider != docker.Name || provider.DecodeOptions(s.Settings.Options, &o) != nil || o.Container != f.Container {
-			return fmt.Errorf("home %s exists and is not container %s's", f.ID, f.Container)
+		if s.Provider != prov || !same(s.Settings.Options) {
+			return fmt.Errorf("home %s exists and is not %s's", id, what)
 		}
 	}
-	opts, err := json.Marshal(docker.HomeOptions{Container: f.Container, Port: f.Port, Members: f.Members})
+	b, err := json.Marshal(opts)
 	if err != nil {
 		return err
 	}
-	req := admin.HomeRequest{Target: f.Target, Provider: docker.Name, Options: opts, Probe: registry.HomeProbe{Kind: f.Probe}}
-	if f.IdleTimeout != "" {
-		req.IdleTimeout = &f.IdleTimeout
+	req := admin.HomeRequest{Target: l.Target, Provider: prov, Options: b, Probe: registry.HomeProbe{Kind: l.Probe}}
+	if l.IdleTimeout != "" {
+		req.IdleTimeout = &l.IdleTimeout
 	}
-	_, _, err = d.api.PutHome(ctx, f.ID, req, 0)
+	_, _, err = d.api.PutHome(ctx, id, req, 0)
 	return err
 }
 
@@ -65,4 +72,29 @@ func (d discovered) Remove(ctx context.Context, id string) error {
 		return nil
 	}
 	return d.api.DeleteHome(ctx, id, 0)
+}
+
+// dockerDiscovered is g's home table as docker discovery changes it.
+type dockerDiscovered struct{ discovered }
+
+// Put registers f's home.
+func (d dockerDiscovered) Put(ctx context.Context, f docker.Found) error {
+	return d.put(ctx, f.ID, "container "+f.Container, docker.Name, docker.HomeOptions{Container: f.Container, Port: f.Port, Members: f.Members},
+		func(raw json.RawMessage) bool {
+			var o docker.HomeOptions
+			return provider.DecodeOptions(raw, &o) == nil && o.Container == f.Container
+		}, provider.Labelled{Target: f.Target, Probe: f.Probe, IdleTimeout: f.IdleTimeout})
+}
+
+// kubeDiscovered is g's home table as kubernetes discovery changes it.
+type kubeDiscovered struct{ discovered }
+
+// Put registers f's home.
+func (d kubeDiscovered) Put(ctx context.Context, f kubernetes.Found) error {
+	return d.put(ctx, f.ID, "deployment "+f.Options.Namespace+"/"+f.Options.Name, kubernetes.Name, f.Options,
+		func(raw json.RawMessage) bool {
+			var o kubernetes.HomeOptions
+			return provider.DecodeOptions(raw, &o) == nil && o.Name == f.Options.Name &&
+				(o.Namespace == "" || o.Namespace == f.Options.Namespace)
+		}, f.Labelled)
 }

@@ -1,8 +1,10 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -52,4 +54,27 @@ func VersionText(raw string) (string, error) {
 		}
 	}
 	return v, nil
+}
+
+// AskVersion asks the home at endpoint (a base URL) for GET /version
+// through c (a HomeClient) and returns the version it answers, checked by
+// VersionText. An answer that is not 2xx is an error naming its status.
+func AskVersion(ctx context.Context, c *http.Client, endpoint string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/version", nil)
+	if err != nil {
+		return "", err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 4096))
+	if err != nil {
+		return "", err
+	}
+	if res.StatusCode/100 != 2 {
+		return "", fmt.Errorf("status %d", res.StatusCode)
+	}
+	return VersionText(string(body))
 }

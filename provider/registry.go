@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -80,6 +83,30 @@ func DecodeSection[C any, PC interface {
 	}
 	PC(&c).Defaults()
 	return c, nil
+}
+
+// UnknownFields checks that every key of the section is a field of C
+// (C's yaml tags): each other key is a Problem naming the known ones. A
+// section that is no mapping is one Problem.
+func UnknownFields[C any](sec Section) []Problem {
+	var raw map[string]any
+	if err := sec.Decode(&raw); err != nil {
+		return []Problem{Problemf("", "want a mapping: %v", err)}
+	}
+	t := reflect.TypeFor[C]()
+	known := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" && tag != "-" {
+			known = append(known, tag)
+		}
+	}
+	var ps []Problem
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if !slices.Contains(known, k) {
+			ps = append(ps, Problemf(k, "unknown field (known: %s)", strings.Join(known, ", ")))
+		}
+	}
+	return ps
 }
 
 // Env is what the gateway gives every provider it builds.

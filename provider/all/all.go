@@ -1,6 +1,6 @@
 // Package all is the table of every provider a gateway can run, for
 // config.Load and for the gateway that builds them: exec (from the config's
-// section exec), static, http, fly and docker. It is the one list to
+// section exec), static, http, fly, docker and kubernetes. It is the one list to
 // extend when a provider is added (see the provider package's doc,
 // "Adding a provider"). The config imports no provider; the assembly (the
 // CLI) and the tests load a config through Load or hand config.Load
@@ -16,6 +16,7 @@ import (
 	execprov "github.com/wakegate/wakegate/provider/exec"
 	"github.com/wakegate/wakegate/provider/fly"
 	"github.com/wakegate/wakegate/provider/httpprov"
+	"github.com/wakegate/wakegate/provider/kubernetes"
 )
 
 // Load is config.Load with the standard providers.
@@ -62,6 +63,7 @@ func Registry(c *config.Config) *provider.Registry {
 	r.MustRegister("http", httpprov.Factory())
 	r.MustRegister(fly.Name, fly.Factory())
 	r.MustRegister(docker.Name, docker.Factory())
+	r.MustRegister(kubernetes.Name, kubernetes.Factory())
 	return r
 }
 

@@ -10,36 +10,28 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/client"
+
+	"github.com/wakegate/wakegate/provider"
 )
 
 // Labels that make a container a home without a config entry, when the
-// section sets discover: true.
+// section sets discover: true: the keys every discovering provider reads
+// (provider.ParseLabels).
 const (
-	// LabelEnable must be "true": the container is a home.
-	LabelEnable = "wakegate.enable"
-	// LabelID is the home's id. Default: the container's name.
-	LabelID = "wakegate.id"
-	// LabelTarget is the name in /node/{target}. Default: the home's id.
-	LabelTarget = "wakegate.target"
-	// LabelPort is the container's port the gateway forwards to. Default:
-	// the one TCP port its image exposes.
-	LabelPort = "wakegate.port"
-	// LabelProbe is the readiness probe's kind: auto, ws, http or tcp.
-	// Default: wake.probe's.
-	LabelProbe = "wakegate.probe"
-	// LabelIdleTimeout is the home's idle timeout, a duration ("0s": never
-	// suspended). Default: wake.idle_timeout.
-	LabelIdleTimeout = "wakegate.idle_timeout"
+	LabelEnable      = provider.LabelEnable
+	LabelID          = provider.LabelID
+	LabelTarget      = provider.LabelTarget
+	LabelPort        = provider.LabelPort
+	LabelProbe       = provider.LabelProbe
+	LabelIdleTimeout = provider.LabelIdleTimeout
 	// LabelEntry is "true" on the one container of a group (LabelGroup)
 	// the gateway forwards to; the home's id is the group's, its target,
 	// port, probe and idle timeout the entry's labels.
@@ -307,12 +299,6 @@ func (d *Discovery) save() {
 	}
 }
 
-// homeNameRE is what a home id and a target may be.
-var homeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
-// probeKinds are the values of LabelProbe.
-var probeKinds = []string{"auto", "ws", "http", "tcp"}
-
 // parseLabels reads the home of container name from its config's labels.
 // An error names the container and the label.
 func parseLabels(name string, cfg *container.Config) (Found, error) {
@@ -320,55 +306,34 @@ func parseLabels(name string, cfg *container.Config) (Found, error) {
 	if cfg != nil {
 		l = cfg.Labels
 	}
-	bad := func(label, format string, a ...any) (Found, error) {
-		return Found{}, fmt.Errorf("container %s: label %s: %s", name, label, fmt.Sprintf(format, a...))
-	}
-	f := Found{ID: name, Container: name, Probe: l[LabelProbe], IdleTimeout: l[LabelIdleTimeout]}
-	if v, ok := l[LabelID]; ok {
-		f.ID = v
-	}
+	var members []Member
+	var deps []string
 	if g, ok := l[LabelGroup]; ok {
 		m, err := memberLabels(name, l)
 		if err != nil {
 			return Found{}, err
 		}
-		if !homeNameRE.MatchString(g) {
-			return bad(LabelGroup, "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", g)
+		if !provider.ValidName(g) {
+			return Found{}, fmt.Errorf("container %s: label %s: want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", name, LabelGroup, g)
 		}
-		f.ID, f.Members, f.composeDeps = g, []Member{m}, composeDeps(l)
+		members, deps = []Member{m}, composeDeps(l)
 		if !m.Entry {
-			return f, nil // the home's labels are its entry's
+			// The home's labels are its entry's.
+			return Found{ID: g, Members: members, composeDeps: deps}, nil
+		}
+		// The group's name is the home's id.
+		l = maps.Clone(l)
+		l[LabelID] = g
+	}
+	h, err := provider.ParseLabels("container", name, l)
+	if err != nil {
+		return Found{}, err
+	}
+	if h.Port == 0 {
+		if _, err := exposedPort(cfg); err != nil {
+			return Found{}, fmt.Errorf("container %s: label %s: not set, and %v", name, LabelPort, err)
 		}
 	}
-	if !homeNameRE.MatchString(f.ID) {
-		if _, ok := l[LabelID]; !ok {
-			return bad(LabelID, "the container's name is no home id (1-63 of [a-z0-9-], starting with a letter or digit): set one")
-		}
-		return bad(LabelID, "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", f.ID)
-	}
-	f.Target = f.ID
-	if v, ok := l[LabelTarget]; ok {
-		if !homeNameRE.MatchString(v) {
-			return bad(LabelTarget, "want 1-63 of [a-z0-9-] starting with a letter or digit, got %q", v)
-		}
-		f.Target = v
-	}
-	if v, ok := l[LabelPort]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 65535 {
-			return bad(LabelPort, "not a port number: %q", v)
-		}
-		f.Port = n
-	} else if _, err := exposedPort(cfg); err != nil {
-		return bad(LabelPort, "not set, and %v", err)
-	}
-	if f.Probe != "" && !slices.Contains(probeKinds, f.Probe) {
-		return bad(LabelProbe, "want one of %s, got %q", strings.Join(probeKinds, ", "), f.Probe)
-	}
-	if f.IdleTimeout != "" {
-		if t, err := time.ParseDuration(f.IdleTimeout); err != nil || t < 0 {
-			return bad(LabelIdleTimeout, "want a duration such as 10m or 0s, got %q", f.IdleTimeout)
-		}
-	}
-	return f, nil
+	return Found{ID: h.ID, Target: h.Target, Container: name, Port: h.Port, Probe: h.Probe, IdleTimeout: h.IdleTimeout,
+		Members: members, composeDeps: deps}, nil
 }

@@ -635,23 +635,7 @@ func (p *Provider) Version(ctx context.Context, s provider.Spec) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("docker version %s: %w", s.ID, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ep+"/version", nil)
-	if err != nil {
-		return "", fmt.Errorf("docker version %s: %w", s.ID, err)
-	}
-	res, err := p.http.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("docker version %s: %w", s.ID, err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(res.Body, 4096))
-	if err != nil {
-		return "", fmt.Errorf("docker version %s: %w", s.ID, err)
-	}
-	if res.StatusCode/100 != 2 {
-		return "", fmt.Errorf("docker version %s: status %d", s.ID, res.StatusCode)
-	}
-	v, err := provider.VersionText(string(body))
+	v, err := provider.AskVersion(ctx, p.http, ep)
 	if err != nil {
 		return "", fmt.Errorf("docker version %s: %w", s.ID, err)
 	}

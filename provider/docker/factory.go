@@ -2,11 +2,7 @@ package docker
 
 import (
 	"errors"
-	"maps"
-	"reflect"
-	"slices"
 	"sort"
-	"strings"
 
 	"github.com/wakegate/wakegate/provider"
 )
@@ -19,16 +15,9 @@ func Factory() provider.Factory {
 	return provider.Factory{
 		NeedsSection: true,
 		CheckSection: func(sec provider.Section) []provider.Problem {
-			var raw map[string]any
-			if err := sec.Decode(&raw); err != nil {
-				return []provider.Problem{provider.Problemf("", "want a mapping: %v", err)}
-			}
-			known := sectionFields()
-			var ps []provider.Problem
-			for _, k := range slices.Sorted(maps.Keys(raw)) {
-				if !slices.Contains(known, k) {
-					ps = append(ps, provider.Problemf(k, "unknown field (known: %s)", strings.Join(known, ", ")))
-				}
+			ps := provider.UnknownFields[Config](sec)
+			if len(ps) == 1 && ps[0].Field == "" {
+				return ps
 			}
 			c, err := decodeSection(sec)
 			if err != nil {
@@ -45,18 +34,6 @@ func Factory() provider.Factory {
 			return New(c, Options{Log: env.Log, DataDir: env.DataDir, OnChange: env.OnChange})
 		},
 	}
-}
-
-// sectionFields are the keys of providers.docker, from Config's tags.
-func sectionFields() []string {
-	t := reflect.TypeFor[Config]()
-	out := make([]string, 0, t.NumField())
-	for i := range t.NumField() {
-		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" {
-			out = append(out, tag)
-		}
-	}
-	return out
 }
 
 // decodeSection decodes and defaults providers.docker.
