@@ -16,10 +16,20 @@
 #   - 1,000 concurrent requests on one cold home (200 ms boot): wakes,
 #     p50/p99, against the same on a home whose wake costs nothing (no
 #     proxy, and nginx); then spread over 100 cold homes with each wake
-#     cap.
+#     cap;
+#   - a storm of 1,000 different cold homes (socket-activated demo homes,
+#     200 ms boot), one request each, all at once: failures by kind,
+#     p50/p99/max, a single cold wake's time in the same run and the
+#     ratio, the gateway's CPU per wake, peak home processes and
+#     descriptors, on one gateway with the default wake cap (16) and with
+#     a cap of 1,000, then on three gateways sharing one redis-server
+#     (wakes per gateway, starts per home); the floor is the same 1,000
+#     homes started at once without a gateway.
 #
-#   scripts/scale-bench.sh                       # the full run (about 15 min)
+#   scripts/scale-bench.sh                       # the full run (about 20 min)
 #   scripts/scale-bench.sh -homes 10000 -awake 200 -only scale   # quicker
+#   scripts/scale-bench.sh -only storm           # the storm (about 5 min)
+#   scripts/scale-bench.sh -only storm -storm 50 # a small storm
 #
 # Arguments are passed to the program (go run ./internal/scalebench -h
 # lists them). The gateways' state lives under /dev/shm when it exists

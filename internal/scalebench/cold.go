@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -25,7 +27,8 @@ type coldResult struct {
 	first    float64 // time to the first byte of the first answer, ms
 	wakeMs   float64 // the gateway's mean wake time (start to ready), ms
 	failed   int
-	failure  string // the first failure
+	failure  string         // the first failure
+	byKind   map[string]int // the failures by kind (failureKind)
 }
 
 // stats are the medians of stampede rounds.
@@ -349,6 +352,10 @@ func burst(client string, callers int, url func(i int) string, onFirst func() er
 		mu.Lock()
 		defer mu.Unlock()
 		res.failed++
+		if res.byKind == nil {
+			res.byKind = map[string]int{}
+		}
+		res.byKind[failureKind(err)]++
 		if res.failure == "" {
 			res.failure = err.Error()
 		}
@@ -512,4 +519,26 @@ func suspendAll(ctx context.Context, g *gw, homes int) error {
 			return nil
 		}
 	})
+}
+
+// failureKind names a caller's failure for a count by kind: the answer's
+// status ("status 503"), or what befell the connection.
+func failureKind(err error) string {
+	s := err.Error()
+	var ne net.Error
+	switch {
+	case strings.HasPrefix(s, "status "):
+		return s
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return "out of file descriptors"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed without an answer"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "other (" + s + ")"
 }

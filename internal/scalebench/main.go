@@ -17,6 +17,10 @@
 // -cold-homes cold homes, with each wake cap of -caps. Its floor is the
 // same stampede on the awake home itself and through nginx (coldfloor.go);
 // -home-conns and -before-bin compare gateways side by side (cold.go).
+//
+// The storm part wakes -storm different cold homes at once, one request
+// each, on one gateway per wake cap and then on three gateways sharing one
+// Redis, against the same homes started without a gateway (storm.go).
 package main
 
 import (
@@ -38,29 +42,33 @@ import (
 
 // options are the command's flags.
 type options struct {
-	bin         string
-	dir         string
-	homes       int
-	awake       int
-	small       int
-	rounds      int
-	reqs        int
-	conns       int
-	idleWindow  time.Duration
-	starts      int
-	coldCallers int
-	coldHomes   int
-	coldRounds  int
-	boot        time.Duration
-	caps        string
-	nginx       string
-	homeConns   string
-	beforeBin   string
-	only        string
-	regWorkers  int
-	seed        bool
-	client      string
-	activate    bool
+	bin          string
+	dir          string
+	homes        int
+	awake        int
+	small        int
+	rounds       int
+	reqs         int
+	conns        int
+	idleWindow   time.Duration
+	starts       int
+	coldCallers  int
+	coldHomes    int
+	coldRounds   int
+	boot         time.Duration
+	caps         string
+	nginx        string
+	homeConns    string
+	beforeBin    string
+	only         string
+	regWorkers   int
+	seed         bool
+	client       string
+	activate     bool
+	storm        int
+	stormSingles int
+	stormCaps    string
+	stormFleet   int
 }
 
 func main() {
@@ -83,10 +91,14 @@ func main() {
 	flag.StringVar(&o.nginx, "nginx", defaultNginx(), `nginx binary of the cold path's floor ("" for none; coldfloor.go)`)
 	flag.StringVar(&o.homeConns, "home-conns", "", "values of proxy.max_conns_per_home the one-home cold rounds compare (default: the binary's default)")
 	flag.StringVar(&o.beforeBin, "before-bin", "", "another wakegate binary (the code before a change) the one-home cold rounds compare, and whose start time and heap on the same store are measured in turns with -bin's")
-	flag.StringVar(&o.only, "only", "", `run one part only: "scale", "cold", or "start" (the start times of the large gateway alone)`)
+	flag.StringVar(&o.only, "only", "", `run one part only: "scale", "cold", "storm", or "start" (the start times of the large gateway alone)`)
 	flag.IntVar(&o.regWorkers, "reg-workers", 8, "concurrent admin API registrations")
 	flag.BoolVar(&o.activate, "socket-activation", false, "start the exec homes with socket activation (exec.socket_activation, the demo home on --listen-fd 3)")
 	flag.StringVar(&o.client, "client", "raw", `load generator of the cold stampedes: "raw" (each caller dials its connection at the start, writes its request as bytes and reads the answer; no Transport), "open" (the same, with every connection made before the start: the time counts from the request) or "transport" (an http.Client with its own Transport per caller)`)
+	flag.IntVar(&o.storm, "storm", 1000, "distinct cold homes the storm wakes at once, one request each (storm.go)")
+	flag.IntVar(&o.stormSingles, "storm-singles", 5, "single cold wakes, one at a time, the storm's p99 is compared with (their median)")
+	flag.StringVar(&o.stormCaps, "storm-caps", "", "wake caps (wake.max_concurrent) of the one-gateway storms (default: 16, the default cap, and -storm); the fleet storm uses the last")
+	flag.IntVar(&o.stormFleet, "storm-fleet", 3, "gateways of the fleet storm, on one redis-server the bench starts (0: no fleet storm)")
 	flag.BoolVar(&o.seed, "seed", false, "store the registered homes directly (copies of one registered through the API) instead of registering each through the API")
 	flag.Parse()
 	if o.bin == "" {
@@ -134,6 +146,11 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.only == "" || o.only == "cold" {
 		if err := runCold(ctx, o, &t); err != nil {
+			return err
+		}
+	}
+	if o.only == "" || o.only == "storm" {
+		if err := runStorm(ctx, o, &t); err != nil {
 			return err
 		}
 	}

@@ -175,6 +175,16 @@ type cpuByPID map[int]time.Duration
 // started).
 func childrenCPU(pid int) cpuByPID {
 	out := cpuByPID{}
+	for _, c := range children(pid) {
+		out[c] = taskCPU(c)
+	}
+	return out
+}
+
+// children are the processes pid started that still run (or are not yet
+// reaped).
+func children(pid int) []int {
+	var out []int
 	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -183,7 +193,7 @@ func childrenCPU(pid int) cpuByPID {
 		}
 		for _, s := range strings.Fields(string(b)) {
 			if c, err := strconv.Atoi(s); err == nil {
-				out[c] = taskCPU(c)
+				out = append(out, c)
 			}
 		}
 	}

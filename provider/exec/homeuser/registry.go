@@ -120,42 +120,70 @@ func (r uidRegistry) claim(dataDir string, homes map[string]uint32) error {
 	})
 }
 
-// allocate registers and returns the lowest uid of first-last that no
-// home of any gateway of the machine holds, no account of the system
-// names and no live process runs as. When none is left, uids of homes
-// whose gateway no longer records them (its data_dir was removed) are
-// taken back first, their folders under MachineDir removed with them.
-func (r uidRegistry) allocate(dataDir, id string, first, last uint32) (uint32, error) {
-	var got uint32
+// allocate registers and returns, for each home of ids, the lowest uid
+// of first-last that no home of any gateway of the machine holds, no
+// account of the system names and no live process runs as, in one pass
+// of the registry. When none is left, uids of homes whose gateway no
+// longer records them (its data_dir was removed) are taken back first,
+// their folders under MachineDir removed with them. A home that gets no
+// uid has its error in errs.
+func (r uidRegistry) allocate(dataDir string, ids []string, first, last uint32) (got map[string]uint32, errs map[string]error) {
+	got, errs = map[string]uint32{}, map[string]error{}
 	err := r.locked(func(uids map[uint32]uidOwner) (bool, error) {
-		for pass := 0; pass < 2; pass++ {
-			live := liveUIDs()
-			for uid := first; uid >= first && uid <= last; uid++ {
-				if _, taken := uids[uid]; taken || live[uid] || systemAccount(uid) {
-					continue
-				}
-				uids[uid] = uidOwner{DataDir: dataDir, Home: id}
-				got = uid
-				return true, nil
+		next := first // the uids below are taken, in this pass
+		live := liveUIDs()
+		reclaimed := false
+		for _, id := range ids {
+			if _, dup := got[id]; dup {
+				continue
 			}
-			if pass == 0 && !r.reclaim(uids, first, last) {
-				break
+			for {
+				for ; next >= first && next <= last; next++ {
+					if _, taken := uids[next]; taken || live[next] || systemAccount(next) {
+						continue
+					}
+					uids[next] = uidOwner{DataDir: dataDir, Home: id}
+					got[id] = next
+					break
+				}
+				if _, ok := got[id]; ok || reclaimed {
+					break
+				}
+				reclaimed = true
+				fresh := map[uint32]bool{}
+				for _, uid := range got {
+					fresh[uid] = true
+				}
+				if !r.reclaim(uids, first, last, fresh) {
+					break
+				}
+				next, live = first, liveUIDs()
+			}
+			if _, ok := got[id]; !ok {
+				errs[id] = fmt.Errorf("no free uid left in %d-%d for home %s (the homes of every gateway of this machine "+
+					"hold them, see %s): widen exec.users.range", first, last, id, filepath.Join(r.dir, "uids.json"))
 			}
 		}
-		return false, fmt.Errorf("no free uid left in %d-%d for home %s (the homes of every gateway of this machine "+
-			"hold them, see %s): widen exec.users.range", first, last, id, filepath.Join(r.dir, "uids.json"))
+		return len(got) > 0, nil
 	})
-	return got, err
+	if err != nil {
+		for _, id := range ids {
+			errs[id] = err
+		}
+		return nil, errs
+	}
+	return got, errs
 }
 
-// reclaim drops the stale entries of first-last (see stale) and removes
-// the folders of their homes under MachineDir that the uid owns, so the
-// next holder of the uid reads nothing of theirs. It reports whether it
-// dropped any.
-func (r uidRegistry) reclaim(uids map[uint32]uidOwner, first, last uint32) bool {
+// reclaim drops the stale entries of first-last (see stale) but those of
+// fresh (handed out in this pass, not yet in their gateway's users file),
+// and removes the folders of their homes under MachineDir that the uid
+// owns, so the next holder of the uid reads nothing of theirs. It reports
+// whether it dropped any.
+func (r uidRegistry) reclaim(uids map[uint32]uidOwner, first, last uint32, fresh map[uint32]bool) bool {
 	dropped, live := false, liveUIDs()
 	for uid, o := range uids {
-		if uid < first || uid > last || !stale(o, uid, live) {
+		if uid < first || uid > last || fresh[uid] || !stale(o, uid, live) {
 			continue
 		}
 		dir := filepath.Join(homesdir.Of(r.dir, o.DataDir), o.Home)

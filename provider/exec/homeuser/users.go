@@ -63,6 +63,18 @@ type Table struct {
 
 	mu    sync.Mutex
 	homes map[string]uint32
+	// pending are the homes waiting for a uid while another caller
+	// allocates (allocating): they are served together by the next pass.
+	pending    *uidBatch
+	allocating bool
+}
+
+// uidBatch is the homes one pass of UIDFor allocates uids to together,
+// and its outcome, set before done closes.
+type uidBatch struct {
+	ids  []string
+	done chan struct{}
+	errs map[string]error
 }
 
 // usersRecord is the form of the users file.
@@ -105,25 +117,82 @@ func openTable(path string, first, last uint32) (*Table, error) {
 // time: the lowest uid of the range that no home of any gateway of the
 // machine has (uidRegistry.allocate), no account of the system names and
 // no live process runs as.
+//
+// Homes that first start at the same moment (a storm of first wakes) are
+// served together: while one pass of the registry runs, the homes that
+// ask wait for the next, which reads and writes the registry and the
+// users file once for all of them. One pass costs about as much as one
+// home's allocation (it reads the whole registry and every process of the
+// machine), so n homes at once cost a few passes, not n.
 func (t *Table) UIDFor(id string) (uint32, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if uid, ok := t.homes[id]; ok {
+		t.mu.Unlock()
 		return uid, nil
 	}
 	if t.registry == nil {
+		t.mu.Unlock()
 		return 0, fmt.Errorf("home %s: no uid registry", id)
 	}
-	uid, err := t.registry.allocate(t.dataDir, id, t.first, t.last)
-	if err != nil {
+	if t.pending == nil {
+		t.pending = &uidBatch{done: make(chan struct{})}
+	}
+	b := t.pending
+	b.ids = append(b.ids, id)
+	if !t.allocating {
+		// This caller runs the passes until no home waits.
+		t.allocating = true
+		for t.pending != nil {
+			next := t.pending
+			t.pending = nil
+			// A home served by the pass before (asked again meanwhile)
+			// keeps its uid.
+			var ids []string
+			for _, id := range next.ids {
+				if _, ok := t.homes[id]; !ok {
+					ids = append(ids, id)
+				}
+			}
+			t.mu.Unlock()
+			var uids map[string]uint32
+			var errs map[string]error
+			if len(ids) > 0 {
+				uids, errs = t.registry.allocate(t.dataDir, ids, t.first, t.last)
+			}
+			t.mu.Lock()
+			t.record(next, uids, errs)
+		}
+		t.allocating = false
+	}
+	t.mu.Unlock()
+	<-b.done
+	if err := b.errs[id]; err != nil {
 		return 0, err
 	}
-	t.homes[id] = uid
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.homes[id], nil
+}
+
+// record keeps the uids one pass allocated to b's homes and writes the
+// users file, and completes b: a home without a uid gets its error; when
+// the file cannot be written, every home of b gets that error and keeps
+// no uid. t.mu is held.
+func (t *Table) record(b *uidBatch, uids map[string]uint32, errs map[string]error) {
+	defer close(b.done)
+	b.errs = errs
+	if len(uids) == 0 {
+		return
+	}
+	for id, uid := range uids {
+		t.homes[id] = uid
+	}
 	if err := t.save(); err != nil {
-		delete(t.homes, id)
-		return 0, err
+		for id := range uids {
+			delete(t.homes, id)
+			b.errs[id] = err
+		}
 	}
-	return uid, nil
 }
 
 // save writes the table atomically; t.mu is held.

@@ -1,0 +1,172 @@
+package homeuser
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// stormTable is a gateway's uid table on a registry of its own under a
+// test folder, handing out first-last (far above any account of the
+// machine).
+func stormTable(t *testing.T, first, last uint32) (*Table, string) {
+	t.Helper()
+	dir := t.TempDir()
+	machine := filepath.Join(dir, "machine")
+	data := filepath.Join(dir, "data")
+	for _, d := range []string{machine, filepath.Join(data, "exec")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tab, err := openTable(filepath.Join(data, "exec", File), first, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab.registry, tab.dataDir = &uidRegistry{dir: machine}, data
+	return tab, machine
+}
+
+// holdRegistry takes the registry's lock as another gateway of the
+// machine would, and returns what releases it.
+func holdRegistry(t *testing.T, machine string) func() {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(machine, "uids.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return func() { _ = f.Close() }
+}
+
+// awaitPending waits until a pass of tab runs and n homes wait for the
+// next.
+func awaitPending(t *testing.T, tab *Table, n int) {
+	t.Helper()
+	for range 2000 {
+		tab.mu.Lock()
+		got, running := 0, tab.allocating
+		if tab.pending != nil {
+			got = len(tab.pending.ids)
+		}
+		tab.mu.Unlock()
+		if running && got == n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%d homes do not wait together for the registry", n)
+}
+
+// uidsAt asks tab for the uid of each of ids at once, while the registry
+// is held by another gateway until every one but the first waits, and
+// returns the answers in the order of ids.
+func uidsAt(t *testing.T, tab *Table, machine string, ids []string) ([]uint32, []error) {
+	t.Helper()
+	release := holdRegistry(t, machine)
+	uids, errs := make([]uint32, len(ids)), make([]error, len(ids))
+	var wg sync.WaitGroup
+	// The first runs a pass, which waits for the lock; the others come
+	// while it waits.
+	wg.Go(func() { uids[0], errs[0] = tab.UIDFor(ids[0]) })
+	awaitPending(t, tab, 0)
+	for i := 1; i < len(ids); i++ {
+		wg.Go(func() { uids[i], errs[i] = tab.UIDFor(ids[i]) })
+	}
+	awaitPending(t, tab, len(ids)-1)
+	release()
+	wg.Wait()
+	return uids, errs
+}
+
+func TestHomesFirstStartingTogetherGetDistinctUIDsInOnePass(t *testing.T) {
+	const first, homes = 2000000, 100
+	tab, machine := stormTable(t, first, first+999)
+	// Each home asks twice, as two wakes of one home could.
+	var ids []string
+	for i := range 2 * homes {
+		ids = append(ids, fmt.Sprintf("h%03d", i%homes))
+	}
+	uids, errs := uidsAt(t, tab, machine, ids)
+	byHome, owner := map[string]uint32{}, map[uint32]string{}
+	for i, id := range ids {
+		if errs[i] != nil {
+			t.Fatalf("home %s: %v", id, errs[i])
+		}
+		if prev, ok := byHome[id]; ok && prev != uids[i] {
+			t.Fatalf("home %s got uids %d and %d", id, prev, uids[i])
+		}
+		if o, ok := owner[uids[i]]; ok && o != id {
+			t.Fatalf("uid %d went to homes %s and %s", uids[i], o, id)
+		}
+		if uids[i] < first || uids[i] > first+999 {
+			t.Fatalf("home %s: uid %d outside the range", id, uids[i])
+		}
+		byHome[id], owner[uids[i]] = uids[i], id
+	}
+	if len(byHome) != homes {
+		t.Fatalf("%d homes got uids, want %d", len(byHome), homes)
+	}
+	// Both records hold every home's uid.
+	var users usersRecord
+	readJSON(t, tab.path, &users)
+	var reg registryRecord
+	readJSON(t, filepath.Join(machine, "uids.json"), &reg)
+	for id, uid := range byHome {
+		if users.Homes[id] != uid {
+			t.Errorf("%s gives home %s uid %d, want %d", File, id, users.Homes[id], uid)
+		}
+		if o := reg.UIDs[fmt.Sprint(uid)]; o.Home != id || o.DataDir != tab.dataDir {
+			t.Errorf("the registry gives uid %d to %+v, want home %s", uid, o, id)
+		}
+	}
+	// A home that has its uid keeps it.
+	if uid, err := tab.UIDFor("h007"); err != nil || uid != byHome["h007"] {
+		t.Fatalf("home h007 asked again: uid %d, %v; want %d", uid, err, byHome["h007"])
+	}
+}
+
+func TestHomesBeyondTheRangeAreToldToWidenIt(t *testing.T) {
+	const first = 2000000
+	tab, machine := stormTable(t, first, first+9)
+	var ids []string
+	for i := range 15 {
+		ids = append(ids, fmt.Sprintf("h%02d", i))
+	}
+	uids, errs := uidsAt(t, tab, machine, ids)
+	served := map[uint32]bool{}
+	refused := 0
+	for i, err := range errs {
+		if err != nil {
+			refused++
+			if !strings.Contains(err.Error(), "widen exec.users.range") || !strings.Contains(err.Error(), ids[i]) {
+				t.Errorf("home %s: error %q does not name the home and the fix", ids[i], err)
+			}
+			continue
+		}
+		served[uids[i]] = true
+	}
+	if len(served) != 10 || refused != 5 {
+		t.Fatalf("%d distinct uids handed out and %d homes refused; want the range's 10 and 5", len(served), refused)
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
