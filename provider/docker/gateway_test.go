@@ -1,9 +1,7 @@
 package docker_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -95,31 +93,7 @@ func (r *rig) get(t *testing.T, path string) (int, string) {
 // adm calls the admin API and decodes its JSON answer into out (if not nil).
 func (r *rig) adm(t *testing.T, method, path string, body any, out any) (int, string) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, r.admin+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, path, res.StatusCode, b, err)
-		}
-	}
-	return res.StatusCode, string(b)
+	return testbin.Admin(t, r.admin, adminToken, method, path, body, out)
 }
 
 // version asks home target for its page through the gateway and returns
@@ -135,19 +109,10 @@ func (r *rig) version(t *testing.T, target string) (int, string) {
 	return code, v
 }
 
-type homeView struct {
-	Status  string `json:"status"`
-	Reason  string `json:"reason"`
-	Version string `json:"version"`
-}
-
-func (r *rig) home(t *testing.T, id string) homeView {
+// home reads home id through the admin API.
+func (r *rig) home(t *testing.T, id string) testbin.HomeView {
 	t.Helper()
-	var v homeView
-	if code, body := r.adm(t, "GET", "/admin/homes/"+id, nil, &v); code != http.StatusOK {
-		t.Fatalf("GET home %s: %d %s", id, code, body)
-	}
-	return v
+	return testbin.AdminHome(t, r.admin, adminToken, id)
 }
 
 // TestGatewayWakesContainer: the first request creates and starts the

@@ -3,7 +3,6 @@ package kubernetes_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -226,47 +225,13 @@ func get(t *testing.T, gw *testbin.Proc, path string) (int, string) {
 // adm calls the admin API and decodes its JSON answer into out (if not nil).
 func (r *rig) adm(t *testing.T, method, path string, body, out any) (int, string) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, r.admin+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := (&http.Client{Timeout: 90 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if out != nil && len(b) > 0 {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, path, res.StatusCode, b, err)
-		}
-	}
-	return res.StatusCode, string(b)
+	return testbin.Admin(t, r.admin, adminToken, method, path, body, out)
 }
 
-// homeView is what a test reads of a home in the admin API.
-type homeView struct {
-	Status  string `json:"status"`
-	Reason  string `json:"reason"`
-	Version string `json:"version"`
-}
-
-func (r *rig) home(t *testing.T, id string) homeView {
+// home reads home id through the admin API.
+func (r *rig) home(t *testing.T, id string) testbin.HomeView {
 	t.Helper()
-	var v homeView
-	if code, body := r.adm(t, "GET", "/admin/homes/"+id, nil, &v); code != http.StatusOK {
-		t.Fatalf("home %s: %d %s", id, code, body)
-	}
-	return v
+	return testbin.AdminHome(t, r.admin, adminToken, id)
 }
 
 // pageVersion is the version the demo home's page names.
