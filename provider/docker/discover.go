@@ -319,7 +319,8 @@ func parseLabels(name string, cfg *container.Config) (Found, error) {
 		members, deps = []Member{m}, composeDeps(l)
 		if !m.Entry {
 			// The home's labels are its entry's.
-			return Found{ID: g, Members: members, composeDeps: deps}, nil
+			return Found{ID: g, Container: name, Probe: l[LabelProbe], IdleTimeout: l[LabelIdleTimeout],
+				Members: members, composeDeps: deps}, nil
 		}
 		// The group's name is the home's id.
 		l = maps.Clone(l)
