@@ -83,6 +83,10 @@ type Discovery struct {
 	log   *slog.Logger
 	known map[string]Found  // home id -> what was put
 	bad   map[string]string // container name -> the problem logged last
+	// unremoved are the homes of containers that are gone whose removal
+	// failed (a wake held the home's lock), with the error logged last:
+	// sync tries them again MinBackoff later, without an event.
+	unremoved map[string]string
 	// MinBackoff and MaxBackoff bound the wait before the stream is opened
 	// again (doubled after each failure). Defaults 500ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
@@ -93,7 +97,7 @@ func (p *Provider) Discovers() bool { return p.cfg.Discover }
 
 // Discovery returns the discovery of p's engine, which keeps homes in h.
 func (p *Provider) Discovery(h Homes) *Discovery {
-	return &Discovery{p: p, homes: h, log: p.log, known: map[string]Found{}, bad: map[string]string{},
+	return &Discovery{p: p, homes: h, log: p.log, known: map[string]Found{}, bad: map[string]string{}, unremoved: map[string]string{},
 		MinBackoff: 500 * time.Millisecond, MaxBackoff: 30 * time.Second}
 }
 
@@ -136,6 +140,16 @@ func (d *Discovery) follow(ctx context.Context) error {
 	if err := d.sync(ctx); err != nil {
 		return err
 	}
+	// retry fires while a removal failed: no event may come to try again.
+	retry := time.NewTimer(d.MinBackoff)
+	defer retry.Stop()
+	arm := func() {
+		retry.Stop()
+		if len(d.unremoved) > 0 {
+			retry.Reset(d.MinBackoff)
+		}
+	}
+	arm()
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,12 +159,18 @@ func (d *Discovery) follow(ctx context.Context) error {
 				err = errors.New("the stream ended")
 			}
 			return err
+		case <-retry.C:
+			if err := d.sync(ctx); err != nil {
+				return err
+			}
+			arm()
 		case m := <-stream.Messages:
 			switch m.Action {
 			case events.ActionCreate, events.ActionDestroy, events.ActionRemove, events.ActionRename:
 				if err := d.sync(ctx); err != nil {
 					return err
 				}
+				arm()
 			}
 		}
 	}
@@ -233,12 +253,18 @@ func (d *Discovery) sync(ctx context.Context) error {
 	}
 	for id, f := range d.known {
 		if _, ok := found[id]; ok {
+			delete(d.unremoved, id) // its container is back
 			continue
 		}
 		if err := d.homes.Remove(ctx, id); err != nil {
-			d.log.Error("docker discovery: remove the home of a container that is gone", "home", id, "container", f.Container, "err", err)
+			if d.unremoved[id] != err.Error() {
+				d.log.Warn("docker discovery: remove the home of a container that is gone; trying again", "home", id,
+					"container", f.Container, "err", err)
+			}
+			d.unremoved[id] = err.Error()
 			continue
 		}
+		delete(d.unremoved, id)
 		delete(d.known, id)
 		d.log.Info("docker discovery: home removed, its container is gone", "home", id, "container", f.Container)
 	}
