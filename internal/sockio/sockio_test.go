@@ -469,6 +469,10 @@ func TestWriteAwait(t *testing.T) {
 		big := pattern(32 << 20)
 		got := make(chan []byte, 1)
 		go func() {
+			// The reader starts late, so that the write finds the buffers
+			// full: a reader that keeps pace on another core can take all
+			// of it in one write call, which then did not fill them.
+			time.Sleep(100 * time.Millisecond)
 			all, _ := io.ReadAll(io.LimitReader(b, int64(len(big))))
 			got <- all
 			_, _ = b.Write([]byte("done"))
