@@ -64,6 +64,9 @@ type Store struct {
 
 	db  *bbolt.DB
 	now func() time.Time
+	// commits runs the writes, joining those that arrive together into one
+	// transaction (commit.go).
+	commits committer
 	// released names the lifecycle locks found, and released, at open
 	// (open.go, clearDead).
 	released []string
@@ -126,12 +129,13 @@ func (b *Store) view(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 }
 
 // update runs fn in a write transaction after checking ctx, both before and
-// after waiting for the writer lock. An error from fn rolls back every write.
+// after waiting for its turn, possibly with other writes that arrived
+// beside it (committer). An error from fn rolls back every write of fn.
 func (b *Store) update(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err := b.db.Update(func(tx *bbolt.Tx) error {
+	err := b.commits.do(ctx, func(tx *bbolt.Tx) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

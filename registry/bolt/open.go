@@ -153,7 +153,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Store{db: db, now: opts.Now, migrated: migrated}
+	b := &Store{db: db, now: opts.Now, migrated: migrated, commits: committer{db: db}}
 	b.Typed = registry.Typed{Tables: b}
 	if b.now == nil {
 		b.now = time.Now
