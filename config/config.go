@@ -344,9 +344,10 @@ type WakeConfig struct {
 	// IdleTimeout suspends a home that has had no session this long.
 	// Default 5m (when unset); zero means never.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
-	// MaxConcurrent caps wakes running at once across all homes; callers
-	// beyond it wait (bounded by their own timeouts). Default 16; zero
-	// means the default; at least 1.
+	// MaxConcurrent caps wakes running at once across all homes. A wake
+	// beyond it waits for a slot, up to wake_timeout, and its ready_timeout
+	// counts from when it gets one. Default 16; zero means the default; at
+	// least 1.
 	MaxConcurrent int `yaml:"max_concurrent"`
 	// RetryAfter is the Retry-After value, in whole seconds, sent with 503
 	// answers for homes that are not ready. Default 5s; zero means the

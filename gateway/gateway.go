@@ -257,7 +257,7 @@ func (g *Gateway) openStoreAndProviders(em *telemetry.Engine) error {
 		Store: g.store, Providers: g.providers,
 		Sessions: g.sessions, Instance: cfg.Instance,
 		WarmTTL: cfg.Wake.WarmTTL, ReadyTimeout: cfg.Wake.ReadyTimeout, RetryAfter: cfg.Wake.RetryAfter,
-		MaxConcurrent: cfg.Wake.MaxConcurrent, FailureBackoff: cfg.Wake.FailureBackoff,
+		MaxConcurrent: cfg.Wake.MaxConcurrent, QueueTimeout: cfg.Wake.WakeTimeout, FailureBackoff: cfg.Wake.FailureBackoff,
 		FailureBackoffMax: cfg.Wake.FailureBackoffMax,
 		Probe: probe.Spec{Kind: probe.Kind(pc.Kind), Path: pc.Path, AttemptTimeout: pc.AttemptTimeout,
 			WSTimeout: pc.WSTimeout,

@@ -80,6 +80,11 @@ type Options struct {
 	RetryAfter time.Duration
 	// MaxConcurrent caps wakes running at once.
 	MaxConcurrent int
+	// QueueTimeout is how long a wake waits for a slot under
+	// MaxConcurrent before it fails (the gateway passes its callers' own
+	// hold, wake.wake_timeout); the ready timeout counts from the slot.
+	// Zero, or less than the ready timeout: the ready timeout.
+	QueueTimeout time.Duration
 	// FailureBackoff is the base pause after a failed wake of a home; it
 	// doubles with each failure in a row.
 	FailureBackoff time.Duration

@@ -66,16 +66,14 @@ type wakeRun struct {
 // runWake is the one wake of h. It owns f and completes it exactly once.
 func (e *Engine) runWake(h *home, f *flight) {
 	defer f.abort(nil)
-	ctx, cancel := context.WithTimeout(f.ctx, h.readyTimeout(e))
-	defer cancel()
 	w := &wakeRun{e: e, h: h, f: f, start: f.started}
 	w.progress = wakerecord.NewProgress(e.o.Log, h.spec.ID, w.start, e.o.ReadyTimeout, func() string {
 		phase, _ := f.phase.Load().(string)
 		return phase
 	})
-	stopProgress := w.progress.Report(ctx, e.o.ProgressEvery)
+	stopProgress := w.progress.Report(f.ctx, e.o.ProgressEvery)
 	var res homes.Awake
-	settle := func(err error) {
+	settle := func(ctx context.Context, err error) {
 		if storeDown(err) && e.ctx.Err() == nil {
 			if a, ok := w.fromLocal(ctx); ok {
 				res, err = a, nil
@@ -84,9 +82,15 @@ func (e *Engine) runWake(h *home, f *flight) {
 		w.settle(res, err)
 	}
 	// A slot under the global cap on wakes running at once, taken before
-	// the lock so that a queued wake holds no lock.
+	// the lock so that a queued wake holds no lock. The ready timeout
+	// bounds the wake itself and starts with its slot: in a storm of wakes
+	// a home waits its turn (up to QueueTimeout) and then gets its whole
+	// ready timeout, instead of failing for the others' boots.
+	queued, cancelQueue := context.WithTimeout(f.ctx, e.queueTimeout(h))
+	defer cancelQueue()
 	select {
 	case e.sem <- struct{}{}:
+		ctx, cancel := context.WithTimeout(f.ctx, h.readyTimeout(e))
 		_ = e.runLocked(ctx, h, lifecycleOp{name: "wake", wait: true, lease: h.readyTimeout(e) + wakeLeaseSlack,
 			run: func(ctx context.Context, l *held) error {
 				w.held = l
@@ -100,11 +104,12 @@ func (e *Engine) runWake(h *home, f *flight) {
 					w.settleStop()
 					return
 				}
-				settle(err)
+				settle(ctx, err)
 			}})
+		cancel()
 		<-e.sem
-	case <-ctx.Done():
-		settle(w.timeout("waiting for a wake slot", ctx.Err()))
+	case <-queued.Done():
+		settle(queued, w.timeout("waiting for a wake slot", queued.Err()))
 	}
 	// The verdict was in place before the lock went, and (unless they went
 	// before a stop) the lock is free before the callers go: what they do

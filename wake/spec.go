@@ -16,6 +16,12 @@ func (h *home) readyTimeout(e *Engine) time.Duration {
 	return e.o.ReadyTimeout
 }
 
+// queueTimeout is how long a wake of h may wait for a slot under
+// MaxConcurrent: QueueTimeout, and never less than its ready timeout.
+func (e *Engine) queueTimeout(h *home) time.Duration {
+	return max(e.o.QueueTimeout, h.readyTimeout(e))
+}
+
 // providerSpec is what h's provider is told to run: version from rel, with
 // the ref of rec and the home's own settings. The home's own command, when
 // it has one, wins over the version's: a target's command replaces the
