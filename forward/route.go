@@ -35,6 +35,12 @@ type Route struct {
 	// before any response; it returns a fresh upstream (after a new wake)
 	// and the request is retried once if it can be replayed.
 	Retry func(ctx context.Context) (*url.URL, error)
+	// Queued says Upstream is a home not yet proven ready, whose socket
+	// queues the request while it boots (a wake's early release). An
+	// upstream that closes such a connection before any byte of an answer
+	// did not serve it (a boot that failed, or a stop when its wake
+	// failed): with Retry, it is unreached, not a bad gateway.
+	Queued bool
 	// OnFailure, if set, is called when a forward to Upstream fails with no
 	// response (a transport error while the caller is still there),
 	// whether or not the request can be replayed, and again when its

@@ -161,3 +161,56 @@ homes:
 		t.Fatalf("%d wakes logged, want 1:\n%s", n, gw.logs.String())
 	}
 }
+
+// holdingPyHome takes every connection on descriptor 3, reads its request
+// and never answers: a home whose boot hangs after it began to accept.
+const holdingPyHome = `import socket
+
+listener = socket.socket(fileno=3)
+held = []
+while True:
+    conn, _ = listener.accept()
+    conn.recv(65536)
+    held.append(conn)
+`
+
+// A caller released to a socket-activated home that took its connection
+// but never answered gets the wake's own answer when the wake fails and
+// the home is stopped (the stop closes the connection unanswered): 503
+// wake_timeout with Retry-After, never a 502.
+func TestQueuedCallerClosedUnansweredGetsTheWakesAnswer(t *testing.T) {
+	python, script := testbin.PythonScript(t, "holding_home.py", holdingPyHome)
+	a := admStart(t, fmt.Sprintf(`
+wake:
+  idle_timeout: 0s
+  ready_timeout: 2s
+proxy:
+  home_response_header_timeout: 60s
+homes:
+  - id: alice
+    socket_activation: true
+    command: [%q, %q]
+    probe: {kind: http}
+`, python, script), "")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", a.logs.String())
+		}
+	})
+	client := &http.Client{Timeout: 30 * time.Second}
+	res, err := client.Get("http://" + a.addr + "/node/alice/data")
+	if err != nil {
+		t.Fatalf("the caller got no answer: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("caller: %d (Retry-After %q) %s; want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"), body)
+	}
+	var e struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "wake_timeout" {
+		t.Fatalf("caller's body %s; want the code wake_timeout", body)
+	}
+}

@@ -1,8 +1,12 @@
 package proxy
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"net/url"
+
+	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
 // retryUpstream is the one retry decision of both forward paths (DESIGN's
@@ -23,7 +27,7 @@ func (p *Proxy) retryUpstream(route *forwarding, req *http.Request, err error) (
 		return nil, err
 	}
 	route.failed(req)
-	if route.Retry == nil || !unreached(err) || !replayable(req) {
+	if route.Retry == nil || !(unreached(err) || route.Queued && closedUnanswered(err)) || !replayable(req) {
 		return nil, err
 	}
 	u, rerr := route.Retry(req.Context())
@@ -41,6 +45,13 @@ func (route *forwarding) failed(req *http.Request) {
 	if route.OnFailure != nil && req.Context().Err() == nil {
 		route.OnFailure()
 	}
+}
+
+// closedUnanswered reports whether err is an upstream's close before the
+// first byte of its answer.
+func closedUnanswered(err error) bool {
+	var pa *h1client.PartialAnswer
+	return !errors.As(err, &pa) && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF))
 }
 
 // replayable reports whether req can be sent again: it has no body, or

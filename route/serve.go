@@ -178,8 +178,10 @@ func (p *Path) forward(w http.ResponseWriter, r *http.Request, h *Home, route *f
 	route.OnFailure, route.Retry = hk.OnFailure, hk.Retry
 	if a.Queued() {
 		// Sent before the home was proven ready: a forward that cannot
-		// reach it (its boot failed, and the queue was reset) waits for
-		// the wake's outcome instead of starting another wake.
+		// reach it (its boot failed, and the queue was reset), or that it
+		// closes unanswered (stopped when its wake failed), waits for the
+		// wake's outcome instead of starting another wake.
+		route.Queued = true
 		route.Retry = func(ctx context.Context) (*url.URL, error) {
 			ctx, cancel := context.WithTimeout(ctx, p.conf().WakeTimeout)
 			defer cancel()
