@@ -24,7 +24,10 @@
 // (debug.FreeOSMemory), once per burst. That costs one collection, which
 // the default would have run for the same allocation anyway, and the
 // page faults of growing back into the room at the next burst; it saves
-// nothing while the gateway is busy and changes nothing then.
+// nothing while the gateway is busy and changes nothing then. Where
+// bursts come a second or two apart those page faults would be paid at
+// every burst, so the quiet a release waits for grows while bursts keep
+// coming soon after releases (pacer).
 package gcroom
 
 import (
@@ -142,21 +145,72 @@ func (t *Tuner) watchQuiet() {
 		return live, allocs, resident
 	}
 	_, last, _ := read()
+	var p pacer
 	for {
 		select {
 		case <-t.quit:
 			return
-		case <-tick.C:
+		case now := <-tick.C:
+			live, allocs, resident := read()
+			if p.tick(now, allocs-last, resident-min(live, resident)) {
+				debug.FreeOSMemory()
+				t.releases.Add(1)
+				_, allocs, _ = read() // the collection allocates nothing worth counting
+			}
+			last = allocs
 		}
-		live, allocs, resident := read()
-		if release(allocs-last, resident-min(live, resident)) {
-			debug.FreeOSMemory()
-			t.releases.Add(1)
-			_, allocs, _ = read() // the collection allocates nothing worth counting
-		}
-		last = allocs
 	}
 }
+
+// maxQuietNeed is the most quiet intervals a release waits for: 30 s.
+const maxQuietNeed = 60
+
+// pacer decides, one interval at a time, when the room goes back. A
+// release costs the page faults of growing back at the next burst, which
+// on a gateway that serves bursts a second or two apart (a stampede of
+// callers on a cold home, then another) cost more CPU per request than
+// the burst itself allocates. So the quiet a release waits for adapts:
+// it starts at one interval, and doubles, up to maxQuietNeed, each time
+// a burst came soon after the last release (within four times the quiet
+// waited for, and at least 10 s); a burst that came later brings it back
+// to one. A gateway that goes quiet for good gives its room back within
+// a second; one whose quiet spells are short keeps it.
+type pacer struct {
+	need     int       // quiet intervals a release waits for; 0 means 1
+	run      int       // quiet intervals in a row so far
+	released time.Time // the last release
+	watching bool      // a release happened and no burst since
+}
+
+// tick takes one interval's allocation and the heap's bytes beyond the
+// live heap now, and reports whether to release.
+func (p *pacer) tick(now time.Time, allocated, beyondLive uint64) bool {
+	need := max(p.need, 1)
+	if !quiet(allocated) {
+		if p.watching {
+			p.watching = false
+			if now.Sub(p.released) < max(10*time.Second, 4*time.Duration(need)*quietEvery) {
+				p.need = min(need*2, maxQuietNeed)
+			} else {
+				p.need = 1
+			}
+		}
+		p.run = 0
+		return false
+	}
+	p.run++
+	if p.run < need || !release(allocated, beyondLive) {
+		return false
+	}
+	p.run, p.released, p.watching = 0, now, true
+	return true
+}
+
+// quiet reports whether an interval that allocated this much is quiet: a
+// sixteenth of GOGC's default room (at that rate the default would
+// collect at most every few seconds, so the headroom saves next to
+// nothing).
+func quiet(allocated uint64) bool { return allocated < minHeap/16 }
 
 // release reports whether the heap should go back to the system: the
 // gateway allocated less than a sixteenth of GOGC's default room in the
@@ -168,7 +222,7 @@ func (t *Tuner) watchQuiet() {
 // here as the runtime's minimum, the smallest a live heap small enough
 // for the headroom to matter would give.
 func release(allocated, beyondLive uint64) bool {
-	return allocated < minHeap/16 && beyondLive > minHeap
+	return quiet(allocated) && beyondLive > minHeap
 }
 
 // sentinel is an object kept by nothing: its cleanup runs after the

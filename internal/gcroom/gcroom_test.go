@@ -214,3 +214,49 @@ func TestRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestPacer: the first quiet interval after a burst releases; a burst
+// soon after a release doubles the quiet the next one waits for, up to
+// maxQuietNeed; a burst long after brings it back to one interval; a heap
+// with no room beyond its live part is never released.
+func TestPacer(t *testing.T) {
+	const busy, calm, roomy = 8 << 20, 1 << 10, 16 << 20
+	at := time.Unix(0, 0)
+	var p pacer
+	step := func() time.Time { at = at.Add(quietEvery); return at }
+	// quietFor runs quiet intervals until a release, and returns how many.
+	quietFor := func() int {
+		t.Helper()
+		for n := 1; n <= 2*maxQuietNeed; n++ {
+			if p.tick(step(), calm, roomy) {
+				return n
+			}
+		}
+		t.Fatal("no release after twice maxQuietNeed quiet intervals")
+		return 0
+	}
+	if p.tick(step(), busy, roomy) {
+		t.Fatal("released while busy")
+	}
+	if n := quietFor(); n != 1 {
+		t.Fatalf("first release after %d quiet intervals, want 1", n)
+	}
+	for _, want := range []int{2, 4, 8, 16, 32, 60, 60} {
+		p.tick(step(), busy, roomy) // a burst right after the release
+		if n := quietFor(); n != want {
+			t.Fatalf("after a burst soon after a release: released after %d quiet intervals, want %d", n, want)
+		}
+	}
+	// A burst long after the last release: back to one interval.
+	at = at.Add(10 * time.Minute)
+	p.tick(step(), busy, roomy)
+	if n := quietFor(); n != 1 {
+		t.Fatalf("after a burst long after the release: %d quiet intervals, want 1", n)
+	}
+	// Nothing to give back: no release however quiet.
+	for range 2 * maxQuietNeed {
+		if p.tick(step(), calm, minHeap/2) {
+			t.Fatal("released a heap with no room beyond its live part")
+		}
+	}
+}
