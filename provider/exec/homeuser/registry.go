@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -22,6 +24,33 @@ import (
 // (design rule 34).
 type uidRegistry struct {
 	dir string // MachineDir
+
+	// mu is held around the registry's flock, and guards known and
+	// knownAt: the registry as this gateway last read or wrote it, and
+	// the file it was in. The file is decoded again only when another
+	// gateway of the machine has written it since; a storm of first starts
+	// on one gateway then costs no decoding of a registry that only it
+	// changes.
+	mu      sync.Mutex
+	known   map[uint32]uidOwner
+	knownAt fileStamp
+}
+
+// fileStamp tells one version of a file from another: a write renames a
+// new file in place, so its inode changes, and its size and time with it.
+type fileStamp struct {
+	dev, ino uint64
+	size     int64
+	mtime    int64
+}
+
+// stampOf is path's stamp, or false when it cannot be read.
+func stampOf(path string) (fileStamp, bool) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileStamp{}, false
+	}
+	return fileStamp{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}, true
 }
 
 // uidOwner is who holds a uid: a home of the gateway with a data_dir.
@@ -37,7 +66,11 @@ type registryRecord struct {
 
 // locked runs fn with the registry read and locked; fn's changes are
 // written when it returns true.
-func (r uidRegistry) locked(fn func(uids map[uint32]uidOwner) (bool, error)) error {
+func (r *uidRegistry) locked(fn func(uids map[uint32]uidOwner) (bool, error)) error {
+	// One caller of this gateway at a time takes the flock, so that the
+	// others wait here and not in the system call.
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	lock, err := os.OpenFile(filepath.Join(r.dir, "uids.lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("uid registry: %w", err)
@@ -48,26 +81,11 @@ func (r uidRegistry) locked(fn func(uids map[uint32]uidOwner) (bool, error)) err
 	}
 	defer func() { _ = unix.Flock(int(lock.Fd()), unix.LOCK_UN) }()
 	path := filepath.Join(r.dir, "uids.json")
-	uids := map[uint32]uidOwner{}
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return fmt.Errorf("uid registry: %w", err)
-	default:
-		var rec registryRecord
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return fmt.Errorf("uid registry %s is not readable (%v): restore it, or remove it for every gateway "+
-				"of the machine to register its homes' uids again as it starts", path, err)
-		}
-		for k, o := range rec.UIDs {
-			uid, err := strconv.ParseUint(k, 10, 32)
-			if err != nil || uid == 0 {
-				return fmt.Errorf("uid registry %s: uid %q: want a number above 0", path, k)
-			}
-			uids[uint32(uid)] = o
-		}
+	uids, err := r.read(path)
+	if err != nil {
+		return err
 	}
+	uids = maps.Clone(uids)
 	changed, err := fn(uids)
 	if err != nil || !changed {
 		return err
@@ -88,14 +106,53 @@ func (r uidRegistry) locked(fn func(uids map[uint32]uidOwner) (bool, error)) err
 		_ = os.Remove(tmp)
 		return fmt.Errorf("uid registry: %w", err)
 	}
+	r.known = nil
+	if at, ok := stampOf(path); ok {
+		r.known, r.knownAt = uids, at
+	}
 	return nil
+}
+
+// read returns the registry in path: the one known, if path is still the
+// file it was in, else the file decoded (and then known). The caller
+// holds the flock and r.mu, and must not change what it gets.
+func (r *uidRegistry) read(path string) (map[uint32]uidOwner, error) {
+	at, found := stampOf(path)
+	if found && r.known != nil && at == r.knownAt {
+		return r.known, nil
+	}
+	uids := map[uint32]uidOwner{}
+	b, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return uids, nil
+	case err != nil:
+		return nil, fmt.Errorf("uid registry: %w", err)
+	}
+	var rec registryRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("uid registry %s is not readable (%v): restore it, or remove it for every gateway "+
+			"of the machine to register its homes' uids again as it starts", path, err)
+	}
+	for k, o := range rec.UIDs {
+		uid, err := strconv.ParseUint(k, 10, 32)
+		if err != nil || uid == 0 {
+			return nil, fmt.Errorf("uid registry %s: uid %q: want a number above 0", path, k)
+		}
+		uids[uint32(uid)] = o
+	}
+	r.known, r.knownAt = uids, at
+	if !found {
+		r.known = nil
+	}
+	return uids, nil
 }
 
 // claim registers the uids a gateway's users file already gives its homes
 // (a gateway that ran before the registry, or whose entries were lost).
 // A uid registered to a home of another gateway is an error that names
 // both: the two homes share a user, and each can reach the other.
-func (r uidRegistry) claim(dataDir string, homes map[string]uint32) error {
+func (r *uidRegistry) claim(dataDir string, homes map[string]uint32) error {
 	return r.locked(func(uids map[uint32]uidOwner) (bool, error) {
 		changed := false
 		for id, uid := range homes {
@@ -127,7 +184,7 @@ func (r uidRegistry) claim(dataDir string, homes map[string]uint32) error {
 // longer records them (its data_dir was removed) are taken back first,
 // their folders under MachineDir removed with them. A home that gets no
 // uid has its error in errs.
-func (r uidRegistry) allocate(dataDir string, ids []string, first, last uint32) (got map[string]uint32, errs map[string]error) {
+func (r *uidRegistry) allocate(dataDir string, ids []string, first, last uint32) (got map[string]uint32, errs map[string]error) {
 	got, errs = map[string]uint32{}, map[string]error{}
 	err := r.locked(func(uids map[uint32]uidOwner) (bool, error) {
 		next := first // the uids below are taken, in this pass
@@ -180,7 +237,7 @@ func (r uidRegistry) allocate(dataDir string, ids []string, first, last uint32) 
 // and removes the folders of their homes under MachineDir that the uid
 // owns, so the next holder of the uid reads nothing of theirs. It reports
 // whether it dropped any.
-func (r uidRegistry) reclaim(uids map[uint32]uidOwner, first, last uint32, fresh map[uint32]bool) bool {
+func (r *uidRegistry) reclaim(uids map[uint32]uidOwner, first, last uint32, fresh map[uint32]bool) bool {
 	dropped, live := false, liveUIDs()
 	for uid, o := range uids {
 		if uid < first || uid > last || fresh[uid] || !stale(o, uid, live) {

@@ -170,3 +170,59 @@ func readJSON(t *testing.T, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// TestRegistryReadAgainAfterAnotherGatewayWrote: a gateway keeps the
+// registry it wrote last and decodes the file only when it changed; a
+// write by another gateway of the machine in between is read, and none of
+// its uids is handed out again.
+func TestRegistryReadAgainAfterAnotherGatewayWrote(t *testing.T) {
+	const first, last = 3_900_000_000, 3_900_000_009
+	mine, machine := stormTable(t, first, last)
+	u1, err := mine.UIDFor("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another gateway of the machine, on the same registry.
+	other, _ := stormTable(t, first, last)
+	other.registry = &uidRegistry{dir: machine}
+	u2, err := other.UIDFor("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u3, err := mine.UIDFor("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u1 == u2 || u2 == u3 || u1 == u3 {
+		t.Fatalf("uids %d, %d (the other gateway's), %d: want three different ones", u1, u2, u3)
+	}
+
+	// Unchanged since this gateway wrote it, the file is not decoded
+	// again: made unreadable in place (same size, inode and time), it
+	// does not stop the next pass, while a registry that never read it
+	// refuses it.
+	path := filepath.Join(machine, "uids.json")
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(strings.Repeat("x", int(st.Size()))), 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	fresh, _ := stormTable(t, first, last)
+	fresh.registry = &uidRegistry{dir: machine}
+	if _, err := fresh.UIDFor("e"); err == nil || !strings.Contains(err.Error(), "not readable") {
+		t.Fatalf("a gateway reading the damaged file: %v, want it refused", err)
+	}
+	if _, err := mine.UIDFor("d"); err != nil {
+		t.Fatalf("a pass on the registry this gateway wrote last: %v", err)
+	}
+}
