@@ -183,7 +183,9 @@ type ServerConfig struct {
 	// to collect less often: a gateway's live heap is small, and with
 	// GOGC's default it collects every few MiB. The memory is spent only
 	// while the gateway allocates: half a second after a burst it goes
-	// back to the system. Default (when unset):
+	// back to the system, or up to 30 s after while bursts keep coming
+	// soon after it went back (growing into it again costs page faults).
+	// Default (when unset):
 	// 32MiB, or a sixteenth of the memory the gateway may use (its
 	// cgroup's limit, else the machine's memory) when that is less; 0
 	// leaves the collector at GOGC's default. Ignored when the GOGC
