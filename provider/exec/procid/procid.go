@@ -13,9 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -268,13 +270,71 @@ func GroupGone(pgid int) bool {
 }
 
 // GroupMembers returns the live processes of group pgid (see Lives), from
-// a scan of /proc.
+// a scan of /proc that began after the call. Callers at the same moment
+// share one scan (groupScans): when many homes exit at once, each asking
+// whether its group is gone, the machine's processes are read once per
+// round rather than once per home.
 func GroupMembers(pgid int) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
+	groups, err := groupScans.scan()
 	if err != nil {
 		return nil, fmt.Errorf("members of process group %d: %w", pgid, err)
 	}
-	var pids []int
+	return slices.Clone(groups[pgid]), nil
+}
+
+// groupScans is the shared scan of GroupMembers.
+var groupScans scanner
+
+// scanner runs scans of /proc for callers that each need one begun after
+// they asked: callers that ask while a scan runs join the next one, which
+// the first of them runs when the running one ends.
+type scanner struct {
+	run     sync.Mutex // held while a scan runs
+	mu      sync.Mutex // guards pending
+	pending *scanRound // the next scan, not begun, with its callers
+	scans   atomic.Int64
+}
+
+// scanRound is one scan and what it found.
+type scanRound struct {
+	callers int
+	done    chan struct{}
+	groups  map[int][]int
+	err     error
+}
+
+func (s *scanner) scan() (map[int][]int, error) {
+	s.mu.Lock()
+	if s.pending == nil {
+		s.pending = &scanRound{done: make(chan struct{})}
+	}
+	r := s.pending
+	r.callers++
+	first := r.callers == 1
+	s.mu.Unlock()
+	if !first {
+		<-r.done
+		return r.groups, r.err
+	}
+	s.run.Lock()
+	s.mu.Lock()
+	s.pending = nil // who asks from now on needs a scan begun later
+	s.mu.Unlock()
+	r.groups, r.err = liveGroups()
+	s.scans.Add(1)
+	s.run.Unlock()
+	close(r.done)
+	return r.groups, r.err
+}
+
+// liveGroups reads the process group of every live process of the machine
+// (see Lives).
+func liveGroups() (map[int][]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	groups := map[int][]int{}
 	for _, en := range entries {
 		pid, err := strconv.Atoi(en.Name())
 		if err != nil {
@@ -285,12 +345,12 @@ func GroupMembers(pgid int) ([]int, error) {
 			continue // gone meanwhile
 		}
 		st, err := ParseStat(raw)
-		if err != nil || st.Pgrp != pgid {
+		if err != nil {
 			continue
 		}
 		if _, _, ok := Lives(pid, st); ok {
-			pids = append(pids, pid)
+			groups[st.Pgrp] = append(groups[st.Pgrp], pid)
 		}
 	}
-	return pids, nil
+	return groups, nil
 }
