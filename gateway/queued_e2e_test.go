@@ -103,8 +103,18 @@ homes:
     command: ["/bin/sleep", "60"]
     probe: {kind: http}
 `, "")
+	wantWakeTimeout(t, a, "/node/alice/data")
+	if strings.Contains(a.logs.String(), "reset the requests queued") {
+		t.Errorf("the queue was not reset cleanly:\n%s", a.logs.String())
+	}
+}
+
+// wantWakeTimeout asks a's path and wants the wake's own answer: 503
+// wake_timeout with Retry-After.
+func wantWakeTimeout(t *testing.T, a *admGateway, path string) {
+	t.Helper()
 	client := &http.Client{Timeout: 30 * time.Second}
-	res, err := client.Get("http://" + a.addr + "/node/alice/data")
+	res, err := client.Get("http://" + a.addr + path)
 	if err != nil {
 		t.Fatalf("the caller got no answer: %v", err)
 	}
@@ -118,9 +128,6 @@ homes:
 	}
 	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "wake_timeout" {
 		t.Fatalf("caller's body %s; want the code wake_timeout", body)
-	}
-	if strings.Contains(a.logs.String(), "reset the requests queued") {
-		t.Errorf("the queue was not reset cleanly:\n%s", a.logs.String())
 	}
 }
 
@@ -197,20 +204,5 @@ homes:
 			t.Logf("log:\n%s", a.logs.String())
 		}
 	})
-	client := &http.Client{Timeout: 30 * time.Second}
-	res, err := client.Get("http://" + a.addr + "/node/alice/data")
-	if err != nil {
-		t.Fatalf("the caller got no answer: %v", err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
-		t.Fatalf("caller: %d (Retry-After %q) %s; want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"), body)
-	}
-	var e struct {
-		Error struct{ Code string } `json:"error"`
-	}
-	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "wake_timeout" {
-		t.Fatalf("caller's body %s; want the code wake_timeout", body)
-	}
+	wantWakeTimeout(t, a, "/node/alice/data")
 }
