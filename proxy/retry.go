@@ -27,7 +27,10 @@ func (p *Proxy) retryUpstream(route *forwarding, req *http.Request, err error) (
 		return nil, err
 	}
 	route.failed(req)
-	if route.Retry == nil || !(unreached(err) || route.Queued && closedUnanswered(err)) || !replayable(req) {
+	// A home not yet proven ready that closes unanswered did not serve the
+	// request either (forward.Route.Queued).
+	notServed := unreached(err) || route.Queued && closedUnanswered(err)
+	if route.Retry == nil || !notServed || !replayable(req) {
 		return nil, err
 	}
 	u, rerr := route.Retry(req.Context())
