@@ -8,9 +8,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -90,16 +93,8 @@ func (r *uidRegistry) locked(fn func(uids map[uint32]uidOwner) (bool, error)) er
 	if err != nil || !changed {
 		return err
 	}
-	rec := registryRecord{UIDs: make(map[string]uidOwner, len(uids))}
-	for uid, o := range uids {
-		rec.UIDs[strconv.FormatUint(uint64(uid), 10)] = o
-	}
-	out, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("uid registry: %w", err)
-	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(out, '\n'), 0o600); err != nil {
+	if err := os.WriteFile(tmp, encodeRegistry(uids), 0o600); err != nil {
 		return fmt.Errorf("uid registry: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -282,4 +277,50 @@ func liveUIDs() map[uint32]bool {
 		}
 	}
 	return out
+}
+
+// encodeRegistry is uids in the form of uids.json (registryRecord), one
+// entry a line in the order of the uids. It is written at every pass of
+// the registry, so it is made by hand: encoding/json's reflection and
+// indentation cost more than the rest of a pass.
+func encodeRegistry(uids map[uint32]uidOwner) []byte {
+	keys := slices.Sorted(maps.Keys(uids))
+	out := make([]byte, 0, 16+len(keys)*96)
+	out = append(out, "{\n  \"uids\": {"...)
+	for i, uid := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		o := uids[uid]
+		out = append(out, "\n    \""...)
+		out = strconv.AppendUint(out, uint64(uid), 10)
+		out = append(out, "\": {\"data_dir\": "...)
+		out = appendJSONString(out, o.DataDir)
+		out = append(out, ", \"home\": "...)
+		out = appendJSONString(out, o.Home)
+		out = append(out, '}')
+	}
+	if len(keys) > 0 {
+		out = append(out, "\n  "...)
+	}
+	return append(out, "}\n}\n"...)
+}
+
+// appendJSONString appends s to out as a JSON string: quotes, backslashes
+// and control characters escaped, invalid UTF-8 replaced, as
+// encoding/json reads it back.
+func appendJSONString(out []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	out = append(out, '"')
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '"' || r == '\\':
+			out = append(out, '\\', byte(r))
+		case r < 0x20:
+			out = append(out, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+		default:
+			out = utf8.AppendRune(out, r)
+		}
+	}
+	return append(out, '"')
 }

@@ -226,3 +226,29 @@ func TestRegistryReadAgainAfterAnotherGatewayWrote(t *testing.T) {
 		t.Fatalf("a pass on the registry this gateway wrote last: %v", err)
 	}
 }
+
+// TestEncodeRegistryReadsBack: the hand-made uids.json decodes, with
+// encoding/json, to the registry it was made from, whatever the paths and
+// ids hold; an empty registry too.
+func TestEncodeRegistryReadsBack(t *testing.T) {
+	odd := []string{`/srv/a "quoted" dir`, `C:\back\slash`, "new\nline\ttab\x01\x1f", "é ü 日本", "</script>&", "bad \xff utf8", ""}
+	uids := map[uint32]uidOwner{}
+	for i, s := range odd {
+		uids[uint32(61000+i)] = uidOwner{DataDir: s, Home: odd[len(odd)-1-i]}
+	}
+	for _, reg := range []map[uint32]uidOwner{uids, {}} {
+		var rec registryRecord
+		if err := json.Unmarshal(encodeRegistry(reg), &rec); err != nil {
+			t.Fatalf("%s\ndoes not decode: %v", encodeRegistry(reg), err)
+		}
+		if len(rec.UIDs) != len(reg) {
+			t.Fatalf("decoded %d entries, want %d", len(rec.UIDs), len(reg))
+		}
+		for uid, o := range reg {
+			want := uidOwner{DataDir: strings.ToValidUTF8(o.DataDir, "\uFFFD"), Home: strings.ToValidUTF8(o.Home, "\uFFFD")}
+			if got := rec.UIDs[fmt.Sprint(uid)]; got != want {
+				t.Errorf("uid %d: decoded %+v, want %+v", uid, got, want)
+			}
+		}
+	}
+}
