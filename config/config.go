@@ -511,7 +511,11 @@ type ExecConfig struct {
 	// listening socket as descriptor 3 (LISTEN_FDS=1, LISTEN_PID,
 	// LISTEN_FDNAMES=http) and keeps it across suspends, so the port never
 	// changes and requests sent while the home boots wait in the socket's
-	// accept queue. {port} still names the port. Needs /bin/sh; not for
+	// accept queue. {port} still names the port. The gateway writes
+	// LISTEN_PID into the home's environment itself before the program's
+	// first instruction (a traced start); where the kernel refuses tracing
+	// (a seccomp filter, kernel.yama.ptrace_scope 3) it starts the home
+	// through /bin/sh instead, one exec more, and logs that once. Not for
 	// {socket} homes. Default false: the home binds {port} itself.
 	SocketActivation bool `yaml:"socket_activation"`
 	// Containment says how every process a home starts (however it

@@ -96,24 +96,51 @@ func (e *Provider) activationSocket(h *home, prefer int) (*os.File, int, error) 
 }
 
 // activate makes cmd a socket-activated start of a home: its socket as
-// descriptor 3, the LISTEN_* variables, and the program run through the
-// shell that sets LISTEN_PID.
-func activate(cmd *exec.Cmd, sock *os.File) error {
-	if _, err := os.Stat(shellPath); err != nil {
-		return fmt.Errorf("socket activation needs %s to set LISTEN_PID: %w", shellPath, err)
-	}
-	prog := cmd.Path
+// descriptor 3, the LISTEN_* variables, and LISTEN_PID's placeholder for a
+// traced start (startTraced), or, with viaShell, the program run through
+// the shell that sets LISTEN_PID.
+func activate(cmd *exec.Cmd, sock *os.File, viaShell bool) error {
 	if cmd.Err != nil {
 		return fmt.Errorf("start %s: %w", cmd.Args[0], cmd.Err)
 	}
-	if prog == "" {
+	if cmd.Path == "" {
 		return errors.New("empty command")
 	}
-	cmd.Path = shellPath
-	cmd.Args = append([]string{"sh", "-c", listenPIDShell, prog}, cmd.Args[1:]...)
 	cmd.ExtraFiles = []*os.File{sock} // the first extra file is descriptor 3
 	cmd.Env = append(cmd.Env, EnvListenFDs+"=1", EnvListenFDNames+"="+activatedName)
+	if viaShell {
+		return throughShell(cmd)
+	}
+	cmd.Env = withPIDSlot(cmd.Env)
 	return nil
+}
+
+// throughShell makes cmd run its program through the shell that sets
+// LISTEN_PID.
+func throughShell(cmd *exec.Cmd) error {
+	if _, err := os.Stat(shellPath); err != nil {
+		return fmt.Errorf("socket activation needs %s to set LISTEN_PID: %w", shellPath, err)
+	}
+	cmd.Args = append([]string{"sh", "-c", listenPIDShell, cmd.Path}, cmd.Args[1:]...)
+	cmd.Path = shellPath
+	return nil
+}
+
+// tracedStart reports whether cmd is a socket-activated start that
+// startTraced must make (activate without the shell).
+func tracedStart(cmd *exec.Cmd) bool {
+	return len(cmd.Env) > 0 && cmd.Env[len(cmd.Env)-1] == pidSlotEntry
+}
+
+// shellCopy is cmd, a traced start that was refused, made again to run
+// through the shell: the same program, arguments, environment (without
+// the placeholder), folder, output, descriptors and attributes.
+func shellCopy(cmd *exec.Cmd) (*exec.Cmd, error) {
+	attr := *cmd.SysProcAttr
+	attr.Ptrace = false
+	c := &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Env: cmd.Env[: len(cmd.Env)-1 : len(cmd.Env)-1], Dir: cmd.Dir,
+		Stdout: cmd.Stdout, Stderr: cmd.Stderr, ExtraFiles: cmd.ExtraFiles, SysProcAttr: &attr}
+	return c, throughShell(c)
 }
 
 // FailQueued resets every connection waiting in the accept queue of home

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +45,8 @@ server.serve_forever()
 // TestSocketActivationPython starts a Python home with socket activation
 // and a boot of 300 ms: a request sent the moment Wake returns, before the
 // home listens, is answered; the home sees LISTEN_PID equal to its own
-// pid; and the port stays the same across a stop and the next start.
+// pid, set without the shell; and the port stays the same across a stop
+// and the next start.
 func TestSocketActivationPython(t *testing.T) {
 	python, script := testbin.PythonScript(t, "activated_home.py", activatedPyHome)
 	dir := testDataDir(t)
@@ -60,9 +62,14 @@ func TestSocketActivationPython(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: a request sent before the home listened: %v", round, err)
 		}
-		pid := mustRef(t, r).PID
+		ref := mustRef(t, r)
+		pid := ref.PID
 		if want := fmt.Sprintf("pid=%d listen_pid=%d fds=1 names=http", pid, pid); body != want {
 			t.Fatalf("round %d: the home says %q, want %q", round, body, want)
+		}
+		// Started without the shell: its first program is the home's.
+		if exe, err := filepath.EvalSymlinks(python); err != nil || ref.Exe != exe || e.viaShell.Load() {
+			t.Fatalf("round %d: the home was started as %s (through the shell: %t), want %s (%v)", round, ref.Exe, e.viaShell.Load(), exe, err)
 		}
 		if round == 0 {
 			first = r.Endpoint

@@ -97,9 +97,10 @@ type Config struct {
 	// the provider binds the home's loopback port itself and passes the
 	// listening socket as descriptor 3 (LISTEN_FDS=1, LISTEN_PID,
 	// LISTEN_FDNAMES=http), keeps it across stops so the port never
-	// changes, and the home is reachable the moment it is started. Needs
-	// /bin/sh (it sets LISTEN_PID). Not for {socket} commands. False
-	// (default): the home binds {port} itself.
+	// changes, and the home is reachable the moment it is started.
+	// LISTEN_PID is written by a traced start (listenpid.go), or by /bin/sh
+	// where tracing is refused. Not for {socket} commands. False (default):
+	// the home binds {port} itself.
 	SocketActivation bool
 	// Containment says how every process a home starts is found and
 	// stopped with it, however it detached: a cgroup per home, or the

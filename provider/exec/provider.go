@@ -54,6 +54,9 @@ type Provider struct {
 	contain containment
 	// limits is how the homes' memory and CPU can be limited.
 	limits cgroup.Support
+	// viaShell is set once a traced start was refused: socket-activated
+	// homes start through the shell that sets LISTEN_PID (listenpid.go).
+	viaShell atomic.Bool
 
 	exits     chan exitEvent
 	done      chan struct{}

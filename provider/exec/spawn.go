@@ -85,7 +85,7 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 		return nil, err
 	}
 	defer release()
-	oomBase, err := e.start(h, sp, cmd, cred)
+	cmd, oomBase, err := e.start(h, sp, cmd, cred)
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +188,7 @@ func (e *Provider) command(h *home, sp runSpec, at listenAt, sock *os.File, cred
 	cmd.Stdout = out
 	cmd.Stderr = out
 	if sock != nil {
-		if err := activate(cmd, sock); err != nil {
+		if err := activate(cmd, sock, e.viaShell.Load()); err != nil {
 			_ = out.Close()
 			return nil, nil, err
 		}
@@ -225,22 +225,51 @@ func (e *Provider) intoCgroup(h *home, cmd *exec.Cmd) (cg string, release func()
 	return cg, func() { _ = unix.Close(fd) }, nil
 }
 
-// start sets the home's memory, CPU and process limits and starts cmd. It
-// returns the home's count of kills for its memory limit before the start
-// (proc.oomBase).
-func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential) (oomBase int64, err error) {
+// start sets the home's memory, CPU and process limits and starts cmd, or
+// the copy of it that runs through the shell when a traced start was
+// refused (listenpid.go), which it returns. It returns as well the home's
+// count of kills for its memory limit before the start (proc.oomBase).
+func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential) (*exec.Cmd, int64, error) {
 	if err := e.limits.Apply(h.cgroup, h.id, sp.limits); err != nil {
-		return 0, fmt.Errorf("limits of the home: %w", err)
+		return nil, 0, fmt.Errorf("limits of the home: %w", err)
 	}
-	oomBase = e.limits.OOMKills(h.cgroup, h.id)
-	if err := orphans.StartChild(cmd); err != nil {
+	oomBase := e.limits.OOMKills(h.cgroup, h.id)
+	var err error
+	if tracedStart(cmd) {
+		cmd, err = e.startActivated(h, cmd)
+	} else {
+		err = orphans.StartChild(cmd)
+	}
+	if err != nil {
 		if cred != nil && errors.Is(err, fs.ErrPermission) {
-			return 0, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
+			return nil, 0, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
 				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", cmd.Args[0], cred.Uid, err)
 		}
-		return 0, fmt.Errorf("start %s: %w", cmd.Args[0], err)
+		return nil, 0, fmt.Errorf("start %s: %w", cmd.Args[0], err)
 	}
-	return oomBase, nil
+	return cmd, oomBase, nil
+}
+
+// startActivated starts cmd, a socket-activated start, traced; where the
+// trace is refused, through the shell, as every later start will be once
+// that worked.
+func (e *Provider) startActivated(h *home, cmd *exec.Cmd) (*exec.Cmd, error) {
+	err := startTraced(cmd)
+	if !errors.Is(err, errTraceRefused) {
+		return cmd, err
+	}
+	sh, serr := shellCopy(cmd)
+	if serr != nil {
+		return cmd, serr
+	}
+	if serr := orphans.StartChild(sh); serr != nil {
+		return sh, serr
+	}
+	if e.viaShell.CompareAndSwap(false, true) {
+		e.log.Warn("exec: socket-activated homes start through /bin/sh, which sets LISTEN_PID: a start that sets it itself was refused",
+			"home", h.id, "err", err, "hint", "the gateway may not trace its own children here (a seccomp filter or kernel.yama.ptrace_scope 3); each start costs one more exec")
+	}
+	return sh, nil
 }
 
 // capProcesses caps the processes of a home of its own user that has no
