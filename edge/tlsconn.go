@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+
+	"github.com/wakegate/wakegate/internal/sockio"
 )
 
 // The HTTPS listener keeps the framing check (framing.go) above TLS. Go's
@@ -76,7 +78,7 @@ func (l *TLSListener) acceptLoop() {
 
 // handshake runs c's TLS handshake and queues the connection for Accept.
 func (l *TLSListener) handshake(c net.Conn) {
-	tc := tls.Server(c, l.conf)
+	tc := tls.Server(rawSocket(c), l.conf)
 	ctx, cancel := context.WithTimeout(l.ctx, l.timeout)
 	err := tc.HandshakeContext(ctx)
 	cancel()
@@ -128,6 +130,49 @@ func (l *TLSListener) Close() error {
 
 // Addr is the inner listener's address.
 func (l *TLSListener) Addr() net.Addr { return l.inner.Addr() }
+
+// socketConn is a connection whose reads and writes are its socket's,
+// made with sockio (no hand-off of the processor for a call that never
+// sleeps) instead of through the file layers of net.Conn: what TLS reads
+// and writes beneath every HTTPS request. Close, the deadlines and the
+// addresses stay those of the connection it wraps, and so do the
+// listener's wrappers (a limitConn gives its place back on Close).
+type socketConn struct {
+	net.Conn
+	sock *sockio.Conn
+}
+
+// rawSocket returns c with its reads and writes made on its socket, where
+// every layer down to the TCP connection reads and writes through
+// (ReadsWritesThrough) and this platform has the calls; else c.
+func rawSocket(c net.Conn) net.Conn {
+	t := c
+	for range 8 {
+		if tc, ok := t.(*net.TCPConn); ok {
+			if s := sockio.New(tc); s != nil {
+				return &socketConn{Conn: c, sock: s}
+			}
+			return c
+		}
+		x, ok := t.(interface{ ReadsWritesThrough() net.Conn })
+		if !ok {
+			return c
+		}
+		t = x.ReadsWritesThrough()
+	}
+	return c
+}
+
+func (c *socketConn) Read(p []byte) (int, error)  { return c.sock.Read(p) }
+func (c *socketConn) Write(p []byte) (int, error) { return c.sock.Write(p) }
+
+// PlainConn lets a WebSocket relay wait on the connection underneath
+// (proxy.PlainConn).
+func (c *socketConn) PlainConn() net.Conn { return c.Conn }
+
+// ReadsWritesThrough says that c reads and writes the connection beneath
+// unchanged.
+func (c *socketConn) ReadsWritesThrough() net.Conn { return c.Conn }
 
 // tlsConn is an HTTP/1.1 connection over TLS: the framing watcher over the
 // *tls.Conn, reporting the handshake's state (http.Server reads it for
