@@ -122,6 +122,9 @@ type proc struct {
 	// started is when this provider started the process (zero when
 	// adopted): for a while after, it may still exec its program.
 	started time.Time
+	// nextLook is the age at which refreshStarted next looks at the
+	// program the process runs; guarded by Provider.mu.
+	nextLook time.Duration
 	// cgroup is the cgroup of this start, inside its home's; "" without
 	// cgroups.
 	cgroup string

@@ -198,12 +198,21 @@ const exeSettle = time.Minute
 // a wrapper (`#!/usr/bin/env bash`, `sh -c 'exec …'`) execs its program
 // within moments of its start; until its record says so, a gateway that
 // died would leave it to the next start as a process running another
-// program than recorded, not to be adopted (design rule 17).
+// program than recorded, not to be adopted (design rule 17). It looks at
+// a process at the first tick after its start and then each time its age
+// has doubled (about 1, 2, 4 … 32 s): a wrapper's exec is recorded within
+// its own age again, and a storm of starts costs each process six looks
+// over the minute instead of sixty.
 func (e *Provider) refreshStarted() {
 	var procs []homeProc
 	e.mu.Lock()
 	for _, h := range e.homes {
-		if p := h.proc; p != nil && !p.started.IsZero() && time.Since(p.started) < exeSettle {
+		p := h.proc
+		if p == nil || p.started.IsZero() {
+			continue
+		}
+		if age := time.Since(p.started); age < exeSettle && age >= p.nextLook {
+			p.nextLook = 2 * age
 			procs = append(procs, homeProc{h, p})
 		}
 	}
