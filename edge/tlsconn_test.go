@@ -30,7 +30,7 @@ func TestTLSReadsAndWritesOnTheSocket(t *testing.T) {
 	}
 	limit := NewConnLimit(1, access.ClientIP{}, prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"}))
 	lst := NewTLSListener(limit.Listener(inner), serverConfig(t), 5*time.Second, prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), false)
-	defer lst.Close()
+	defer func() { _ = lst.Close() }()
 
 	client, err := tls.Dial("tcp", inner.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
 	if err != nil {
