@@ -146,19 +146,8 @@ type socketConn struct {
 // every layer down to the TCP connection reads and writes through
 // (ReadsWritesThrough) and this platform has the calls; else c.
 func rawSocket(c net.Conn) net.Conn {
-	t := c
-	for range 8 {
-		if tc, ok := t.(*net.TCPConn); ok {
-			if s := sockio.New(tc); s != nil {
-				return &socketConn{Conn: c, sock: s}
-			}
-			return c
-		}
-		x, ok := t.(interface{ ReadsWritesThrough() net.Conn })
-		if !ok {
-			return c
-		}
-		t = x.ReadsWritesThrough()
+	if s := sockio.New(sockio.Beneath(c)); s != nil {
+		return &socketConn{Conn: c, sock: s}
 	}
 	return c
 }

@@ -143,7 +143,7 @@ func (c *conn) serve() {
 			return
 		}
 		c.tls = &st
-	} else if t := socket(c.rwc); t != nil {
+	} else if t := sockio.Beneath(c.rwc); t != nil {
 		c.sock = sockio.New(t)
 	}
 	c.br = readerPool.Get().(*bufio.Reader)

@@ -75,18 +75,6 @@ func plainTCP(c net.Conn) *net.TCPConn {
 	})
 }
 
-// socket returns the TCP connection beneath c when every layer between
-// them reads and writes through unchanged (it says so with
-// ReadsWritesThrough), else nil.
-func socket(c net.Conn) *net.TCPConn {
-	return beneath(c, func(c net.Conn) net.Conn {
-		if x, ok := c.(interface{ ReadsWritesThrough() net.Conn }); ok {
-			return x.ReadsWritesThrough()
-		}
-		return nil
-	})
-}
-
 // beneath follows next down from c to a TCP connection, at most a few
 // layers; nil when next stops first.
 func beneath(c net.Conn, next func(net.Conn) net.Conn) *net.TCPConn {

@@ -68,6 +68,24 @@ func New(c *net.TCPConn) *Conn {
 	return s
 }
 
+// Beneath returns the TCP connection beneath c when every layer between
+// them reads and writes through unchanged (it says so with a method
+// ReadsWritesThrough() net.Conn), else nil: the connection whose socket a
+// Conn may then read and write for c.
+func Beneath(c net.Conn) *net.TCPConn {
+	for range 8 {
+		if t, ok := c.(*net.TCPConn); ok {
+			return t
+		}
+		x, ok := c.(interface{ ReadsWritesThrough() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = x.ReadsWritesThrough()
+	}
+	return nil
+}
+
 // Read reads into p as net.Conn's Read does: it waits (within the read
 // deadline) until something can be read, and reports the peer's close
 // as io.EOF.
