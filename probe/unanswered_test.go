@@ -136,10 +136,17 @@ func TestProbeAutoBrokerNotVouchedByGet(t *testing.T) {
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close(); <-done })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// The probe ends after its third attempt has been answered, not at a
+	// deadline that a loaded machine could let fall inside an attempt.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := Run(ctx, Spec{Kind: Auto, Endpoint: "http://" + ln.Addr().String(), WSPath: "/node/b",
-		Path: "/node/b/", AltPaths: []Path{{Path: "/health"}}}, nil)
+		Path: "/node/b/", AltPaths: []Path{{Path: "/health"}},
+		OnAttempt: func(r Result) {
+			if r.Attempts >= 3 {
+				cancel()
+			}
+		}}, nil)
 	if err == nil {
 		t.Fatalf("probe passed: %+v", res)
 	}
