@@ -134,12 +134,32 @@ func (l *TLSListener) Addr() net.Addr { return l.inner.Addr() }
 // socketConn is a connection whose reads and writes are its socket's,
 // made with sockio (no hand-off of the processor for a call that never
 // sleeps) instead of through the file layers of net.Conn: what TLS reads
-// and writes beneath every HTTPS request. Close, the deadlines and the
-// addresses stay those of the connection it wraps, and so do the
+// and writes beneath every HTTPS request. Close, the read deadline and
+// the addresses stay those of the connection it wraps, and so do the
 // listener's wrappers (a limitConn gives its place back on Close).
+//
+// The write deadline goes on the socket only when a write has to wait
+// for room, or has passed already. A response's minimum rate sets one
+// for every response and lifts it at the next request (proxy/minrate,
+// which must keep each deadline final on TLS: a *tls.Conn whose write
+// timed out is spoilt), and each of those is a timer of the runtime set
+// and stopped, where the kernel takes almost every response at once. A
+// write that does not wait then costs none, and one that waits waits
+// under the deadline asked for, as on net.Conn.
 type socketConn struct {
 	net.Conn
 	sock *sockio.Conn
+
+	wmu sync.Mutex
+	// wdl is the write deadline asked for (SetWriteDeadline).
+	wdl time.Time
+	// onSock: the socket has a write deadline on (wdl, once a write
+	// waited or it had passed); every later one then goes on at once,
+	// until a zero one takes it off.
+	onSock bool
+	// waiting: a write waits for room now; a deadline set meanwhile goes
+	// on at once, so it ends that wait as it would on net.Conn.
+	waiting bool
 }
 
 // rawSocket returns c with its reads and writes made on its socket, where
@@ -152,8 +172,65 @@ func rawSocket(c net.Conn) net.Conn {
 	return c
 }
 
-func (c *socketConn) Read(p []byte) (int, error)  { return c.sock.Read(p) }
-func (c *socketConn) Write(p []byte) (int, error) { return c.sock.Write(p) }
+func (c *socketConn) Read(p []byte) (int, error) { return c.sock.Read(p) }
+
+// Write writes p, first without waiting; only the rest, if the socket's
+// buffer filled, waits, with the write deadline on the socket.
+func (c *socketConn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	if !c.onSock && !c.wdl.IsZero() && !time.Now().Before(c.wdl) {
+		c.putDeadline() // passed: the write fails as on net.Conn
+	}
+	c.wmu.Unlock()
+	n, err := c.sock.TryWrite(p)
+	if err != nil || n == len(p) {
+		return n, err
+	}
+	c.wmu.Lock()
+	if !c.onSock && !c.wdl.IsZero() {
+		c.putDeadline()
+	}
+	c.waiting = true
+	c.wmu.Unlock()
+	m, err := c.sock.Write(p[n:])
+	c.wmu.Lock()
+	c.waiting = false
+	c.wmu.Unlock()
+	return n + m, err
+}
+
+// putDeadline puts wdl on the socket; c.wmu is held.
+func (c *socketConn) putDeadline() {
+	if c.Conn.SetWriteDeadline(c.wdl) == nil {
+		c.onSock = !c.wdl.IsZero()
+	}
+}
+
+// SetWriteDeadline keeps t for the next write that has to wait, and puts
+// it on the socket at once when a write waits now, the socket has a
+// deadline on already, or t has passed.
+func (c *socketConn) SetWriteDeadline(t time.Time) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wdl = t
+	if !c.onSock && !c.waiting && (t.IsZero() || time.Now().Before(t)) {
+		return nil
+	}
+	err := c.Conn.SetWriteDeadline(t)
+	if err == nil {
+		c.onSock = !t.IsZero()
+	}
+	return err
+}
+
+// SetDeadline sets the read deadline on the socket and the write
+// deadline as SetWriteDeadline does.
+func (c *socketConn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
 
 // PlainConn lets a WebSocket relay wait on the connection underneath
 // (proxy.PlainConn).

@@ -7,10 +7,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"io"
 	"math/big"
 	"net"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -104,4 +106,111 @@ func serverConfig(t *testing.T) *tls.Config {
 		t.Fatal(err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, NextProtos: []string{"http/1.1"}}
+}
+
+// TestSocketWriteDeadline: beneath TLS a write deadline reaches the
+// socket only when a write waits for room or the deadline has passed,
+// and behaves as net.Conn's does: a response-sized write under a
+// deadline that is then lifted leaves the socket without one; a write
+// after its deadline fails; a write that waits is cut at its deadline;
+// a deadline set in the past ends a write waiting with none; and a zero
+// deadline takes one off, so later writes go on.
+func TestSocketWriteDeadline(t *testing.T) {
+	pair := func(t *testing.T) (*socketConn, net.Conn) {
+		t.Helper()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		peer, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(); _ = peer.Close() })
+		sc, ok := rawSocket(c).(*socketConn)
+		if !ok {
+			t.Skip("no socket calls on this platform")
+		}
+		return sc, peer
+	}
+	timedOut := func(err error) bool {
+		ne, ok := err.(net.Error)
+		return ok && ne.Timeout() && errors.Is(err, os.ErrDeadlineExceeded)
+	}
+	big := make([]byte, 64<<20) // more than the socket buffers hold
+
+	t.Run("lifted before any wait", func(t *testing.T) {
+		sc, peer := pair(t)
+		for range 3 {
+			_ = sc.SetWriteDeadline(time.Now().Add(time.Minute))
+			if _, err := sc.Write([]byte("response")); err != nil {
+				t.Fatal(err)
+			}
+			if sc.onSock {
+				t.Fatal("the deadline went on the socket for a write that did not wait")
+			}
+			_ = sc.SetWriteDeadline(time.Time{})
+		}
+		got := make([]byte, 24)
+		if _, err := io.ReadFull(peer, got); err != nil || string(got) != "responseresponseresponse" {
+			t.Fatalf("peer read %q, %v", got, err)
+		}
+	})
+	t.Run("passed", func(t *testing.T) {
+		sc, _ := pair(t)
+		_ = sc.SetWriteDeadline(time.Now().Add(20 * time.Millisecond))
+		time.Sleep(40 * time.Millisecond)
+		if n, err := sc.Write([]byte("late")); n != 0 || !timedOut(err) {
+			t.Fatalf("write after its deadline: %d, %v; want 0 and a timeout", n, err)
+		}
+	})
+	t.Run("wait cut at the deadline", func(t *testing.T) {
+		sc, _ := pair(t)
+		_ = sc.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+		n, err := sc.Write(big)
+		if !timedOut(err) || n >= len(big) {
+			t.Fatalf("write into a peer that does not read: %d, %v; want a timeout", n, err)
+		}
+		// A zero deadline takes it off: the peer reads, and writes go on.
+		if err := sc.SetWriteDeadline(time.Time{}); err != nil || sc.onSock {
+			t.Fatalf("lifting the deadline: %v (on the socket: %v)", err, sc.onSock)
+		}
+	})
+	for name, dl := range map[string]time.Time{"past": time.Unix(1, 0), "later": time.Now().Add(300 * time.Millisecond)} {
+		t.Run(name+" deadline ends a wait", func(t *testing.T) {
+			sc, _ := pair(t)
+			done := make(chan error, 1)
+			go func() { _, err := sc.Write(big); done <- err }()
+			time.Sleep(100 * time.Millisecond) // the write waits for room, with no deadline
+			_ = sc.SetWriteDeadline(dl)
+			select {
+			case err := <-done:
+				if !timedOut(err) {
+					t.Fatalf("the waiting write ended with %v, want a timeout", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("a deadline set while the write waited did not end it")
+			}
+		})
+	}
+	t.Run("lifted after a wait", func(t *testing.T) {
+		sc, peer := pair(t)
+		_ = sc.SetWriteDeadline(time.Now().Add(time.Minute))
+		go func() { _, _ = io.Copy(io.Discard, peer) }()
+		if _, err := sc.Write(big); err != nil {
+			t.Fatalf("write with a reader: %v", err)
+		}
+		_ = sc.SetWriteDeadline(time.Time{})
+		if sc.onSock {
+			t.Fatal("the socket keeps a write deadline after a zero one")
+		}
+		if _, err := sc.Write([]byte("more")); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
