@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,53 @@ type uidRegistry struct {
 	mu      sync.Mutex
 	known   map[uint32]uidOwner
 	knownAt fileStamp
+
+	// A look at the machine, under mu: the uids its processes ran as
+	// (live) and what was found of its accounts (accounts, uid to
+	// whether one names it) at lookedAt. The passes of one lookTTL
+	// share it (recentLook).
+	lookedAt time.Time
+	live     map[uint32]bool
+	accounts map[uint32]bool
+}
+
+// lookTTL is how long a pass that hands out uids may use the look at the
+// machine's processes and accounts an earlier pass took. A look reads
+// every process of the machine (and an account lookup the system's user
+// and group databases), which in a storm of first starts, one pass per
+// home, was a fifth of the gateway's CPU. The look only keeps a uid that
+// no gateway's registry holds away from a process or an account of
+// someone else: what began as that uid within lookTTL of a pass is as
+// unseen as what begins right after it. Taking uids back (reclaim) still
+// looks again, since it must not take one that still runs.
+const lookTTL = 500 * time.Millisecond
+
+// recentLook makes the look at the machine recent: one taken within
+// lookTTL is kept. r.mu is held.
+func (r *uidRegistry) recentLook() {
+	if r.live != nil && time.Since(r.lookedAt) < lookTTL {
+		return
+	}
+	r.freshLook()
+}
+
+// freshLook looks at the machine again. r.mu is held.
+func (r *uidRegistry) freshLook() {
+	r.lookedAt, r.live, r.accounts = time.Now(), liveUIDs(), map[uint32]bool{}
+}
+
+// free reports whether, by the look at the machine, no process runs as
+// uid and no account of the system names it. r.mu is held.
+func (r *uidRegistry) free(uid uint32) bool {
+	if r.live[uid] {
+		return false
+	}
+	sys, ok := r.accounts[uid]
+	if !ok {
+		sys = systemAccount(uid)
+		r.accounts[uid] = sys
+	}
+	return !sys
 }
 
 // fileStamp tells one version of a file from another: a write renames a
@@ -174,8 +222,8 @@ func (r *uidRegistry) claim(dataDir string, homes map[string]uint32) error {
 
 // allocate registers and returns, for each home of ids, the lowest uid
 // of first-last that no home of any gateway of the machine holds, no
-// account of the system names and no live process runs as, in one pass
-// of the registry. When none is left, uids of homes whose gateway no
+// account of the system names and no live process runs as (by a look at
+// the machine of the last lookTTL), in one pass of the registry. When none is left, uids of homes whose gateway no
 // longer records them (its data_dir was removed) are taken back first,
 // their folders under MachineDir removed with them. A home that gets no
 // uid has its error in errs.
@@ -183,7 +231,7 @@ func (r *uidRegistry) allocate(dataDir string, ids []string, first, last uint32)
 	got, errs = map[string]uint32{}, map[string]error{}
 	err := r.locked(func(uids map[uint32]uidOwner) (bool, error) {
 		next := first // the uids below are taken, in this pass
-		live := liveUIDs()
+		r.recentLook()
 		reclaimed := false
 		for _, id := range ids {
 			if _, dup := got[id]; dup {
@@ -191,7 +239,7 @@ func (r *uidRegistry) allocate(dataDir string, ids []string, first, last uint32)
 			}
 			for {
 				for ; next >= first && next <= last; next++ {
-					if _, taken := uids[next]; taken || live[next] || systemAccount(next) {
+					if _, taken := uids[next]; taken || !r.free(next) {
 						continue
 					}
 					uids[next] = uidOwner{DataDir: dataDir, Home: id}
@@ -209,7 +257,8 @@ func (r *uidRegistry) allocate(dataDir string, ids []string, first, last uint32)
 				if !r.reclaim(uids, first, last, fresh) {
 					break
 				}
-				next, live = first, liveUIDs()
+				next = first
+				r.freshLook()
 			}
 			if _, ok := got[id]; !ok {
 				errs[id] = fmt.Errorf("no free uid left in %d-%d for home %s (the homes of every gateway of this machine "+

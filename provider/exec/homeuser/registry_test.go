@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -250,5 +252,48 @@ func TestEncodeRegistryReadsBack(t *testing.T) {
 				t.Errorf("uid %d: decoded %+v, want %+v", uid, got, want)
 			}
 		}
+	}
+}
+
+// TestLiveUIDSkippedAndLookShared: a uid a process of the machine runs as
+// is not handed out; passes within lookTTL of each other share one look
+// at the machine's processes, and a pass after it looks again, so the
+// uid is handed out once its process has gone.
+func TestLiveUIDSkippedAndLookShared(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("starting a process as another uid needs root")
+	}
+	const first = 2100000
+	tab, _ := stormTable(t, first, first+99)
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: first, Gid: first}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	for !liveUIDs()[first] {
+		time.Sleep(time.Millisecond) // until the child runs as first
+	}
+	uid, err := tab.UIDFor("a")
+	if err != nil || uid != first+1 {
+		t.Fatalf("home a: uid %d, %v; want %d (%d runs a process)", uid, err, first+1, first)
+	}
+	looked := tab.registry.lookedAt
+	for _, id := range []string{"b", "c"} {
+		if _, err := tab.UIDFor(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if at := tab.registry.lookedAt; !at.Equal(looked) && at.Sub(looked) < lookTTL {
+		t.Fatalf("passes %v apart looked at the machine twice", at.Sub(looked))
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	time.Sleep(lookTTL + 50*time.Millisecond)
+	if uid, err := tab.UIDFor("d"); err != nil || uid != first {
+		t.Fatalf("home d, after the process of %d ended: uid %d, %v; want %d", first, uid, err, first)
+	}
+	if !tab.registry.lookedAt.After(looked) {
+		t.Fatal("a pass after lookTTL did not look again")
 	}
 }
