@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	"runtime"
 	"slices"
 	"time"
 
@@ -393,6 +394,12 @@ func (w *wakeRun) stepProviderWake(ctx context.Context) (bool, error) {
 		// resets what waits in its queue: fail); the verdict still waits
 		// for the probe.
 		w.f.releaseEarly(endpoint)
+		// The released callers are runnable now, on this processor's
+		// queue: let them dial the home and write their requests before
+		// this wake goes on to its record and its probe, so that they
+		// are first in the home's accept queue and wait for nothing of
+		// the wake's.
+		runtime.Gosched()
 	}
 	return false, nil
 }

@@ -55,7 +55,7 @@ func (s *stats) String() string {
 // firsts is when the first request went and the first answer came,
 // medians, from the start of the stampede.
 func (s *stats) firsts() string {
-	out := fmt.Sprintf("first answer %.0f ms", median(s.first))
+	out := fmt.Sprintf("first answer %.1f ms", median(s.first))
 	if m := median(s.sent); m > 0 {
 		out = fmt.Sprintf("first request sent %.1f ms, %s", m, out)
 	}
