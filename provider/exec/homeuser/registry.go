@@ -223,10 +223,11 @@ func (r *uidRegistry) claim(dataDir string, homes map[string]uint32) error {
 // allocate registers and returns, for each home of ids, the lowest uid
 // of first-last that no home of any gateway of the machine holds, no
 // account of the system names and no live process runs as (by a look at
-// the machine of the last lookTTL), in one pass of the registry. When none is left, uids of homes whose gateway no
-// longer records them (its data_dir was removed) are taken back first,
-// their folders under MachineDir removed with them. A home that gets no
-// uid has its error in errs.
+// the machine of the last lookTTL), in one pass of the registry. When
+// none is left, uids of homes whose gateway no longer records them (its
+// data_dir was removed) are taken back first, their folders under
+// MachineDir removed with them. A home that gets no uid has its error in
+// errs.
 func (r *uidRegistry) allocate(dataDir string, ids []string, first, last uint32) (got map[string]uint32, errs map[string]error) {
 	got, errs = map[string]uint32{}, map[string]error{}
 	err := r.locked(func(uids map[uint32]uidOwner) (bool, error) {
