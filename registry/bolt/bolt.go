@@ -2,8 +2,6 @@ package bolt
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -16,8 +14,8 @@ import (
 var (
 	bucketHomes    = []byte(registry.KindHome.Table)   // home id -> JSON registry.Home
 	bucketTarget   = []byte(registry.KindTarget.Table) // keyTarget -> JSON registry.Target
-	bucketLocks    = []byte("locks")                   // lock name -> JSON boltLock
-	bucketLockSeq  = []byte("lockseq")                 // lock name -> last fencing token, 8 bytes big endian
+	bucketLocks    = []byte("locks")                   // lock name -> JSON boltLock; kept empty (leases.go)
+	bucketLockSeq  = []byte("lockseq")                 // keyLockEpoch -> the lock epoch (leases.go); lock name -> last fencing token, of older gateways
 	bucketSessions = []byte("sessions")                // instance -> JSON boltSessions; kept empty (sessions.go)
 	keyTarget      = []byte(registry.TargetRecord)
 )
@@ -44,8 +42,9 @@ type Options struct {
 // One process at a time may open the file (bbolt holds an exclusive file
 // lock), so Store serves a single gateway; a fleet shares a Redis store.
 // Writes are serialised by bbolt, each in one transaction, which makes every
-// compare-and-set and lock atomic. Session reports are kept in memory, not
-// in the file (sessions.go). A method checks its context before
+// compare-and-set atomic. Session reports and the leases of the lifecycle
+// locks are kept in memory, not in the file (sessions.go, leases.go); a
+// fenced write checks its lease inside its transaction. A method checks its context before
 // it starts and again once its transaction is open; a transaction itself is
 // short and is not interrupted.
 //
@@ -72,6 +71,8 @@ type Store struct {
 	released []string
 	// changes are Changed's waiters (fence.go).
 	changes registry.Changes
+	// leases are the live lifecycle locks, in memory (leases.go).
+	leases leaseTable
 	// health is whether the disk takes writes (health.go).
 	health writeHealth
 	// reports are the instances' session reports, in memory (sessions.go).
@@ -146,149 +147,6 @@ func (b *Store) update(ctx context.Context, fn func(tx *bbolt.Tx) error) error {
 		return &unwritableErr{err: err}
 	}
 	return boltUnavailable(err)
-}
-
-// getLock reads the stored lease of name inside tx.
-func getLock(tx *bbolt.Tx, name string) (boltLock, bool, error) {
-	raw := tx.Bucket(bucketLocks).Get([]byte(name))
-	if raw == nil {
-		return boltLock{}, false, nil
-	}
-	var l boltLock
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return boltLock{}, true, fmt.Errorf("decode stored lock: %w", err)
-	}
-	return l, true, nil
-}
-
-// putLock stores the lease of name inside tx.
-func putLock(tx *bbolt.Tx, name string, l boltLock) error {
-	raw, err := json.Marshal(l)
-	if err != nil {
-		return fmt.Errorf("encode lock: %w", err)
-	}
-	return tx.Bucket(bucketLocks).Put([]byte(name), raw)
-}
-
-// nextToken advances and returns the fencing token of name inside tx.
-func nextToken(tx *bbolt.Tx, name string) (uint64, error) {
-	seq := tx.Bucket(bucketLockSeq)
-	var last uint64
-	if raw := seq.Get([]byte(name)); raw != nil {
-		if len(raw) != 8 {
-			return 0, fmt.Errorf("decode fencing token: %d bytes, want 8", len(raw))
-		}
-		last = binary.BigEndian.Uint64(raw)
-	}
-	var buf [8]byte
-	binary.BigEndian.PutUint64(buf[:], last+1)
-	if err := seq.Put([]byte(name), buf[:]); err != nil {
-		return 0, fmt.Errorf("store fencing token: %w", err)
-	}
-	return last + 1, nil
-}
-
-// Lock takes the named lock for holder for ttl, with a fencing token greater
-// than every token issued for name before. It returns registry.ErrLocked at once when
-// a live lease exists, including one held by the same holder (locks are not
-// re-entrant). An expired lease is taken over.
-func (b *Store) Lock(ctx context.Context, name, holder string, ttl time.Duration) (registry.Lease, error) {
-	if err := registry.CheckLease(name, holder, ttl); err != nil {
-		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
-	}
-	var lease registry.Lease
-	err := b.update(ctx, func(tx *bbolt.Tx) error {
-		now := b.clock()
-		cur, found, err := getLock(tx, name)
-		if err != nil {
-			return err
-		}
-		if found && now.Before(cur.Expires) {
-			return fmt.Errorf("held by %s until %s: %w", cur.Holder, cur.Expires.Format(time.RFC3339Nano), registry.ErrLocked)
-		}
-		token, err := nextToken(tx, name)
-		if err != nil {
-			return err
-		}
-		l := boltLock{Holder: holder, Token: token, Expires: now.Add(ttl)}
-		if err := putLock(tx, name, l); err != nil {
-			return err
-		}
-		lease = registry.Lease{Name: name, Holder: holder, Token: token, ExpiresAt: l.Expires}
-		return nil
-	})
-	if err != nil {
-		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
-	}
-	return lease, nil
-}
-
-// currentLease reports whether l is the live lease stored for its name at
-// now, as registry.ErrLeaseLost wrapped with the reason when it is not.
-func currentLease(tx *bbolt.Tx, l registry.Lease, now time.Time) error {
-	cur, found, err := getLock(tx, l.Name)
-	switch {
-	case err != nil:
-		return err
-	case !found:
-		return fmt.Errorf("not held: %w", registry.ErrLeaseLost)
-	case cur.Holder != l.Holder || cur.Token != l.Token:
-		return fmt.Errorf("held by %s with token %d, not %s with token %d: %w",
-			cur.Holder, cur.Token, l.Holder, l.Token, registry.ErrLeaseLost)
-	case !now.Before(cur.Expires):
-		return fmt.Errorf("expired at %s: %w", cur.Expires.Format(time.RFC3339Nano), registry.ErrLeaseLost)
-	}
-	return nil
-}
-
-// Renew extends a held lease to now+ttl, keeping its token; registry.ErrLeaseLost if
-// it is no longer current, including when its TTL ran out.
-func (b *Store) Renew(ctx context.Context, l registry.Lease, ttl time.Duration) (registry.Lease, error) {
-	if ttl <= 0 {
-		return registry.Lease{}, fmt.Errorf("registry: renew lock %s: ttl %s is not positive", l.Name, ttl)
-	}
-	err := b.update(ctx, func(tx *bbolt.Tx) error {
-		now := b.clock()
-		if err := currentLease(tx, l, now); err != nil {
-			return err
-		}
-		l.ExpiresAt = now.Add(ttl)
-		return putLock(tx, l.Name, boltLock{Holder: l.Holder, Token: l.Token, Expires: l.ExpiresAt})
-	})
-	if err != nil {
-		return registry.Lease{}, fmt.Errorf("registry: renew lock %s: %w", l.Name, err)
-	}
-	return l, nil
-}
-
-// Unlock releases a held lease; registry.ErrLeaseLost if it is no longer current,
-// including when its TTL ran out (the expired record is then cleared if
-// nobody took it over). The name's fencing sequence is kept.
-func (b *Store) Unlock(ctx context.Context, l registry.Lease) error {
-	var lost error
-	err := b.update(ctx, func(tx *bbolt.Tx) error {
-		cur, found, err := getLock(tx, l.Name)
-		if err != nil {
-			return err
-		}
-		lost = currentLease(tx, l, b.clock())
-		ours := found && cur.Holder == l.Holder && cur.Token == l.Token
-		if lost != nil && !ours {
-			return lost
-		}
-		// Ours, live or expired: either way nobody else holds it.
-		return tx.Bucket(bucketLocks).Delete([]byte(l.Name))
-	})
-	if err == nil {
-		b.changes.Fire(l.Name)
-	}
-	if err == nil {
-		err = lost
-	}
-	if err != nil {
-		return fmt.Errorf("registry: unlock %s: %w", l.Name, err)
-	}
-	return nil
 }
 
 var _ registry.Store = (*Store)(nil)

@@ -13,6 +13,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/bolt"
 	"github.com/wakegate/wakegate/registry/registrytest"
@@ -110,8 +111,12 @@ func TestBoltSurvivesReopen(t *testing.T) {
 	if n, err := r.FleetSessions(ctx, "h1"); err != nil || n != 0 {
 		t.Fatalf("sessions after reopen: %d, %v; want those of the closed process gone", n, err)
 	}
-	if got := r.ReleasedLocks(); len(got) != 1 || got[0] != "home/h1" {
-		t.Fatalf("released locks at open: %v, want [home/h1]", got)
+	// The lease held at close lived in memory: the file has none to release.
+	if got := r.ReleasedLocks(); len(got) != 0 {
+		t.Fatalf("released locks at open: %v, want none (leases are not stored)", got)
+	}
+	if _, err := r.Lock(ctx, "home/h3", "gw-b", time.Minute); err != nil {
+		t.Fatalf("lock h3 after reopen: %v", err)
 	}
 	err = r.Unlock(ctx, lease)
 	registrytest.WantErr(t, "unlock of a lease from before reopen", err, registry.ErrLeaseLost)
@@ -123,6 +128,120 @@ func TestBoltSurvivesReopen(t *testing.T) {
 		if again.Token <= l.Token {
 			t.Fatalf("%s token after reopen %d, not above %d", l.Name, again.Token, l.Token)
 		}
+	}
+}
+
+// TestBoltLeasesWriteNothing: taking, renewing and releasing a lease
+// commits no transaction to the file, while the write fenced by it still
+// checks it in its own transaction, and a lease from before a restart
+// admits no write after it.
+func TestBoltLeasesWriteNothing(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	clk := registrytest.NewClock()
+	b := openTestBolt(t, path, clk)
+	home, err := b.PutHome(ctx, registrytest.SampleHome("h1"), registry.Cond{})
+	if err != nil {
+		t.Fatalf("put home: %v", err)
+	}
+	before := testbin.BoltTxID(t, path)
+	var last registry.Lease
+	for i := range 50 {
+		l, err := b.Lock(ctx, "home/h1", "gw-a", time.Minute)
+		if err != nil {
+			t.Fatalf("lock %d: %v", i, err)
+		}
+		if l.Token <= last.Token {
+			t.Fatalf("lock %d: token %d, not above %d", i, l.Token, last.Token)
+		}
+		if l, err = b.Renew(ctx, l, 2*time.Minute); err != nil {
+			t.Fatalf("renew %d: %v", i, err)
+		}
+		if err := b.Unlock(ctx, l); err != nil {
+			t.Fatalf("unlock %d: %v", i, err)
+		}
+		last = l
+	}
+	if after := testbin.BoltTxID(t, path); after != before {
+		t.Fatalf("50 locks, renewals and releases committed %d transactions, want none", after-before)
+	}
+
+	// A fenced write is checked against the lease in memory.
+	l, err := b.Lock(ctx, "home/h1", "gw-a", time.Minute)
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	home.Status = registry.StatusWaking
+	if home, err = b.PutHome(ctx, home, registry.Cond{Generation: home.Generation, Owner: home.Owner}.Fenced(l)); err != nil {
+		t.Fatalf("write fenced by the live lease: %v", err)
+	}
+	clk.Advance(2 * time.Minute)
+	_, err = b.PutHome(ctx, home, registry.Cond{Generation: home.Generation, Owner: home.Owner}.Fenced(l))
+	registrytest.WantErr(t, "write fenced by an expired lease", err, registry.ErrLeaseLost)
+	taken, err := b.Lock(ctx, "home/h1", "gw-b", time.Minute)
+	if err != nil {
+		t.Fatalf("take over the expired lease: %v", err)
+	}
+	_, err = b.PutHome(ctx, home, registry.Cond{Generation: home.Generation, Owner: home.Owner}.Fenced(l))
+	registrytest.WantErr(t, "write fenced by a lease taken over", err, registry.ErrLeaseLost)
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if _, err := b.Lock(ctx, "home/h2", "gw-a", time.Minute); err == nil {
+		t.Fatal("lock on a closed store succeeded")
+	}
+
+	// After a restart the old lease admits nothing, and tokens go on rising.
+	r := openTestBolt(t, path, clk)
+	_, err = r.PutHome(ctx, home, registry.Cond{Generation: home.Generation, Owner: home.Owner}.Fenced(taken))
+	registrytest.WantErr(t, "write fenced by a lease from before the restart", err, registry.ErrLeaseLost)
+	again, err := r.Lock(ctx, "home/h1", "gw-b", time.Minute)
+	if err != nil {
+		t.Fatalf("lock after reopen: %v", err)
+	}
+	if again.Token <= taken.Token {
+		t.Fatalf("token after reopen %d, not above %d", again.Token, taken.Token)
+	}
+}
+
+// TestBoltLeasesOfAnOlderFile: a file whose gateway stored its leases (a
+// lock left held, and fencing sequences per name) has them released at
+// open, and the next tokens are above the stored ones.
+func TestBoltLeasesOfAnOlderFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.db")
+	clk := registrytest.NewClock()
+	b := openTestBolt(t, path, clk)
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatalf("open the file with bbolt: %v", err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		if err := tx.Bucket([]byte("locks")).Put([]byte("home/h1"),
+			[]byte(`{"holder":"gw-old","token":57,"expires":"2099-01-01T00:00:00Z"}`)); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("lockseq")).Put([]byte("home/h1"), []byte{0, 0, 0, 0, 0, 0, 0, 57})
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("store an older gateway's lease: %v", err)
+	}
+	r := openTestBolt(t, path, clk)
+	if got := r.ReleasedLocks(); len(got) != 1 || got[0] != "home/h1" {
+		t.Fatalf("released locks at open: %v, want [home/h1]", got)
+	}
+	l, err := r.Lock(ctx, "home/h1", "gw-new", time.Minute)
+	if err != nil {
+		t.Fatalf("lock after the older gateway: %v", err)
+	}
+	if l.Token <= 57 {
+		t.Fatalf("token %d, not above the stored 57", l.Token)
 	}
 }
 

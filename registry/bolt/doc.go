@@ -8,6 +8,8 @@
 // format version and migrations (schema.go), the offline check, backup
 // and drop of records (check.go); the session reports, kept in memory so
 // that an idle gateway writes nothing to the file (sessions.go); the
+// leases of the lifecycle locks, kept in memory so that a wake writes no
+// lock before it starts the home (leases.go); the
 // disk's write health, looked at every second without a write
 // (health.go); a cursor over homes (records.go, ScanHomes) and the seed of
 // many homes in one transaction for benchmarks (seed.go).
@@ -17,6 +19,7 @@
 // transaction), 30 (a store file that is empty, truncated, damaged, of a
 // newer format or holding records that do not decode is refused with the
 // way out: OpenError.Hint), and the lock half of 16 on one machine (leases
-// with strictly increasing fencing tokens; the leases of a process that
-// died are cleared at open, since the file lock proves it gone).
+// with strictly increasing fencing tokens, across restarts through an
+// epoch kept in the file; leases that older gateways stored are cleared
+// at open, since the file lock proves their process gone).
 package bolt

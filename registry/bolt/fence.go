@@ -4,23 +4,16 @@ import (
 	"errors"
 	"fmt"
 
-	bbolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/wakegate/wakegate/registry"
 )
 
-// checkFence refuses, inside tx, a write fenced by f whose lease is not the
-// live one of its lock (registry.ErrLeaseLost); nil for the zero registry.Fence.
-func (b *Store) checkFence(tx *bbolt.Tx, f registry.Fence) error {
-	if f.Lock == "" {
-		return nil
-	}
-	cur, found, err := getLock(tx, f.Lock)
-	if err != nil {
-		return err
-	}
-	return f.Check(found, cur.Token, cur.Expires, b.clock())
+// checkFence refuses, inside a write's transaction, a write fenced by f
+// whose lease is not the live one of its lock (registry.ErrLeaseLost); nil
+// for the zero registry.Fence. The leases are in memory (leases.go).
+func (b *Store) checkFence(f registry.Fence) error {
+	return b.leases.fence(f, b.clock())
 }
 
 // Changed returns a channel closed at the next change of key made through

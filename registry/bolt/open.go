@@ -299,7 +299,10 @@ func (b *Store) prepare() error {
 					return err
 				}
 			}
-			b.released, err = clearDead(tx)
+			if b.released, err = clearDead(tx); err != nil {
+				return err
+			}
+			b.leases.epoch, err = raiseEpoch(tx)
 			return err
 		})
 	})
@@ -310,8 +313,9 @@ func (b *Store) prepare() error {
 // process has the store open, so whoever holds a stored lease or reported
 // sessions is a process that ended without releasing them (a crash, a
 // SIGKILL): waiting for their leases to expire would only hold the homes
-// back. Fencing tokens are kept, so a new lease is still newer than any
-// before it.
+// back. This gateway keeps its leases in memory (leases.go), so only a
+// file an older gateway wrote holds any. Fencing tokens are kept, so a
+// new lease is still newer than any before it.
 func clearDead(tx *bbolt.Tx) ([]string, error) {
 	var names []string
 	for _, bucket := range [][]byte{bucketLocks, bucketSessions} {

@@ -113,7 +113,7 @@ func (b *Store) writeRecord(ctx context.Context, k registry.Kind, key string, ra
 		if err := check(found, st.Generation, st.Owner); err != nil {
 			return err
 		}
-		if err := b.checkFence(tx, cond.Fence); err != nil {
+		if err := b.checkFence(cond.Fence); err != nil {
 			return err
 		}
 		if del {
