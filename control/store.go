@@ -57,6 +57,10 @@ func OpenStore(dataDir string, resetStore bool, log *slog.Logger) (*bolt.Store, 
 		log.Info("store migrated to this version's format; the file as it was is kept", "store", path,
 			"from_version", m.From, "to_version", bolt.Schema, "copy", m.Backup)
 	}
+	if pid := b.LeftOpenBy(); pid != 0 {
+		log.Info("the last gateway on this data_dir did not stop cleanly: homes it was waking, rolling or suspending are settled now",
+			"store", path, "pid", pid)
+	}
 	if names := b.ReleasedLocks(); len(names) > 0 {
 		log.Info("released lifecycle locks left by a gateway that did not stop cleanly", "locks", strings.Join(names, ","))
 	}

@@ -69,6 +69,9 @@ type Store struct {
 	// released names the lifecycle locks found, and released, at open
 	// (open.go, clearDead).
 	released []string
+	// leftBy is the pid of the process that held the file before and
+	// ended without closing it (its pid file was still there); 0 if none.
+	leftBy int
 	// changes are Changed's waiters (fence.go).
 	changes registry.Changes
 	// leases are the live lifecycle locks, in memory (leases.go).
@@ -111,6 +114,13 @@ func (b *Store) Close() error {
 // ReleasedLocks names the lifecycle locks that Open found and
 // released: leases of a process that ended without releasing them.
 func (b *Store) ReleasedLocks() []string { return append([]string(nil), b.released...) }
+
+// LeftOpenBy returns the pid of the process that held the store before
+// this one and ended without closing it (a crash, a SIGKILL), as its pid
+// file, still there at open, says; 0 when the last holder closed it (or
+// wrote no pid file). Operations it was running on homes (a wake, a roll,
+// a suspend) were cut: their records say so, and the engine settles them.
+func (b *Store) LeftOpenBy() int { return b.leftBy }
 
 // clock returns the current time without its monotonic reading, so that the
 // value returned to callers equals the one stored.

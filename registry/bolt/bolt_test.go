@@ -245,6 +245,42 @@ func TestBoltLeasesOfAnOlderFile(t *testing.T) {
 	}
 }
 
+// TestBoltLeftOpenBy: a store closed cleanly says nothing at the next
+// open; one whose holder ended without closing it (its pid file left, as
+// after a SIGKILL) names that pid.
+func TestBoltLeftOpenBy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	clk := registrytest.NewClock()
+	b, err := bolt.Open(path, bolt.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if got := b.LeftOpenBy(); got != 0 {
+		t.Fatalf("new store left open by %d, want 0", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	b, err = bolt.Open(path, bolt.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	if got := b.LeftOpenBy(); got != 0 {
+		t.Fatalf("after a clean close: left open by %d, want 0", got)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	// What a holder killed before Close leaves behind.
+	if err := os.WriteFile(path+".pid", []byte("4194301\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := openTestBolt(t, path, clk)
+	if got := r.LeftOpenBy(); got != 4194301 {
+		t.Fatalf("after a holder that did not close: left open by %d, want 4194301", got)
+	}
+}
+
 func TestBoltSecondOpenFails(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	first, err := bolt.Open(path, bolt.Options{})

@@ -163,6 +163,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("registry: open bolt store %s: %w", path, err)
 	}
 	b.health.file = openForCheck(path)
+	b.leftBy = recordedPID(path)
 	writePIDFile(path)
 	return b, nil
 }
@@ -361,6 +362,21 @@ func readPIDFile(path string) int {
 		return 0
 	}
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return 0
+	}
+	return pid
+}
+
+// recordedPID returns the pid the pid file next to path names, alive or
+// not; 0 for none. With the file lock held, a pid file there was left by a
+// process that ended without closing the store.
+func recordedPID(path string) int {
+	raw, err := os.ReadFile(pidFile(path))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || pid <= 0 {
 		return 0
 	}
 	return pid
