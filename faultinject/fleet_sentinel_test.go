@@ -63,6 +63,9 @@ func startRedisProc(t *testing.T, args ...string) *redisProc {
 	args = append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--daemonize", "no", "--logfile", "")
 	p.cmd = exec.Command(bin, args...)
+	// A replica's full sync writes an RDB file in the working directory:
+	// keep it out of the source tree.
+	p.cmd.Dir = t.TempDir()
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
