@@ -353,12 +353,8 @@ func writePIDFile(path string) {
 // readPIDFile returns the pid recorded next to path when that process is
 // alive, else 0.
 func readPIDFile(path string) int {
-	raw, err := os.ReadFile(pidFile(path))
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil || pid <= 0 {
+	pid := recordedPID(path)
+	if pid == 0 {
 		return 0
 	}
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
