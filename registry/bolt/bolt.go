@@ -44,9 +44,9 @@ type Options struct {
 // Writes are serialised by bbolt, each in one transaction, which makes every
 // compare-and-set atomic. Session reports and the leases of the lifecycle
 // locks are kept in memory, not in the file (sessions.go, leases.go); a
-// fenced write checks its lease inside its transaction. A method checks its context before
-// it starts and again once its transaction is open; a transaction itself is
-// short and is not interrupted.
+// fenced write checks its lease inside its transaction. A method checks its
+// context before it starts and again once its transaction is open; a
+// transaction itself is short and is not interrupted.
 //
 // Lock semantics specific to this implementation, shared by any registry.Store that
 // passes the conformance suite:
