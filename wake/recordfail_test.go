@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -341,5 +342,34 @@ func TestRestartFinishesInterruptedSuspend(t *testing.T) {
 	})
 	if pids := r.pids(); len(pids) != 0 {
 		t.Fatalf("home processes %v after the interrupted suspend was finished", pids)
+	}
+}
+
+// A suspend whose first write fails (a full disk refuses the stopping
+// mark) has touched neither the home nor its record: the home stays warm,
+// so its next request is forwarded at once instead of waking it again on
+// a store that refuses the wake's own record.
+func TestSuspendRefusedByTheStoreKeepsTheHomeWarm(t *testing.T) {
+	var refuse atomic.Bool
+	r := newFrig(t, func(h registry.Home) bool { return refuse.Load() })
+	if _, err := r.ensure(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.eng.WarmAwake(rigHome); !ok {
+		t.Fatal("the home is not warm after its wake")
+	}
+	pids := r.pids()
+	refuse.Store(true)
+	if err := r.eng.Suspend(context.Background(), rigHome); err == nil {
+		t.Fatal("suspend succeeded on a store that refuses every write")
+	}
+	if _, ok := r.eng.WarmAwake(rigHome); !ok {
+		t.Fatal("a suspend that wrote nothing left the home without its warm verdict")
+	}
+	if got := r.pids(); len(got) != 1 || len(pids) != 1 || got[0] != pids[0] {
+		t.Fatalf("home processes %v after the refused suspend, want %v", got, pids)
+	}
+	if rec := r.record(); rec.Status != registry.StatusRunning {
+		t.Fatalf("record after the refused suspend: %+v", rec)
 	}
 }
