@@ -161,15 +161,8 @@ func (e *Engine) Suspend(ctx context.Context, id string) error {
 			// point takes the slow path and queues behind the lock.
 			// Sessions are checked after it, so a request counted before
 			// the drop keeps the home awake.
-			verdict, gen := h.warm.Swap(nil), l.rec.Generation
-			defer func() {
-				// A suspend that ends before any write of it landed (the
-				// home in use, a store that refuses the stopping mark) left
-				// the home and its record as they were: so is the verdict.
-				if err != nil && verdict != nil && l.rec.Generation == gen {
-					h.warm.CompareAndSwap(nil, verdict)
-				}
-			}()
+			giveBack := l.dropVerdict()
+			defer func() { giveBack(err) }()
 			if n := e.o.Sessions.Count(id); n > 0 {
 				return homefault.Busy(fmt.Errorf("suspend %s: the home has %d sessions", id, n))
 			}

@@ -192,6 +192,21 @@ func (l *held) save(ctx context.Context, change func(*registry.Home)) error {
 	return nil
 }
 
+// dropVerdict drops the home's warm verdict for the operation holding l,
+// so that a request that starts after it takes the slow path and queues
+// behind the lock. The operation defers the returned func with its
+// error: an operation that ended in error before any write of it landed
+// (the home in use, a store that refuses its first write) left the home
+// and its record as they were, and the verdict is given back.
+func (l *held) dropVerdict() func(err error) {
+	v, gen := l.h.warm.Swap(nil), l.rec.Generation
+	return func(err error) {
+		if err != nil && v != nil && l.rec.Generation == gen {
+			l.h.warm.CompareAndSwap(nil, v)
+		}
+	}
+}
+
 // saveRetry is save that tries again, with a growing pause, while the
 // store fails for a reason other than a conflict, a missing record, a lost
 // lock or a disk that refuses writes (a store briefly unavailable), until

@@ -109,11 +109,12 @@ func (e *Engine) Remove(ctx context.Context, id string, generation uint64) error
 		return homefault.HomeNotFound(id)
 	}
 	return e.runLocked(ctx, h, lifecycleOp{name: "remove", lease: removeLease,
-		run: func(ctx context.Context, l *held) error {
+		run: func(ctx context.Context, l *held) (err error) {
 			if generation != 0 && l.rec.Generation != generation {
 				return fmt.Errorf("remove %s: generation %d is stale (stored %d): %w", id, generation, l.rec.Generation, registry.ErrConflict)
 			}
-			h.warm.Store(nil)
+			giveBack := l.dropVerdict()
+			defer func() { giveBack(err) }()
 			if n := e.o.Sessions.Count(id); n > 0 {
 				return homefault.Busy(fmt.Errorf("remove %s: the home has %d sessions", id, n))
 			}

@@ -345,31 +345,39 @@ func TestRestartFinishesInterruptedSuspend(t *testing.T) {
 	}
 }
 
-// A suspend whose first write fails (a full disk refuses the stopping
-// mark) has touched neither the home nor its record: the home stays warm,
-// so its next request is forwarded at once instead of waking it again on
-// a store that refuses the wake's own record.
-func TestSuspendRefusedByTheStoreKeepsTheHomeWarm(t *testing.T) {
-	var refuse atomic.Bool
-	r := newFrig(t, func(h registry.Home) bool { return refuse.Load() })
-	if _, err := r.ensure(); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := r.eng.WarmAwake(rigHome); !ok {
-		t.Fatal("the home is not warm after its wake")
-	}
-	pids := r.pids()
-	refuse.Store(true)
-	if err := r.eng.Suspend(context.Background(), rigHome); err == nil {
-		t.Fatal("suspend succeeded on a store that refuses every write")
-	}
-	if _, ok := r.eng.WarmAwake(rigHome); !ok {
-		t.Fatal("a suspend that wrote nothing left the home without its warm verdict")
-	}
-	if got := r.pids(); len(got) != 1 || len(pids) != 1 || got[0] != pids[0] {
-		t.Fatalf("home processes %v after the refused suspend, want %v", got, pids)
-	}
-	if rec := r.record(); rec.Status != registry.StatusRunning {
-		t.Fatalf("record after the refused suspend: %+v", rec)
+// A suspend or a removal whose first write fails (a full disk refuses the
+// stopping mark, or the stopped intent) has touched neither the home nor
+// its record: the home stays warm, so its next request is forwarded at
+// once instead of waking it again on a store that refuses the wake's own
+// record.
+func TestStopRefusedByTheStoreKeepsTheHomeWarm(t *testing.T) {
+	for name, stop := range map[string]func(*wake.Engine) error{
+		"suspend": func(e *wake.Engine) error { return e.Suspend(context.Background(), rigHome) },
+		"remove":  func(e *wake.Engine) error { return e.Remove(context.Background(), rigHome, 0) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var refuse atomic.Bool
+			r := newFrig(t, func(registry.Home) bool { return refuse.Load() })
+			if _, err := r.ensure(); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := r.eng.WarmAwake(rigHome); !ok {
+				t.Fatal("the home is not warm after its wake")
+			}
+			pids := r.pids()
+			refuse.Store(true)
+			if err := stop(r.eng); err == nil {
+				t.Fatalf("%s succeeded on a store that refuses every write", name)
+			}
+			if _, ok := r.eng.WarmAwake(rigHome); !ok {
+				t.Fatalf("a %s that wrote nothing left the home without its warm verdict", name)
+			}
+			if got := r.pids(); len(got) != 1 || len(pids) != 1 || got[0] != pids[0] {
+				t.Fatalf("home processes %v after the refused %s, want %v", got, name, pids)
+			}
+			if rec := r.record(); rec.Status != registry.StatusRunning {
+				t.Fatalf("record after the refused %s: %+v", name, rec)
+			}
+		})
 	}
 }
