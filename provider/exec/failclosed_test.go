@@ -72,6 +72,44 @@ func TestClosedLayoutStillGivesHomesUsersOfTheirOwn(t *testing.T) {
 	}
 }
 
+// A data_dir removed and made again at the same path (rm -rf to start
+// afresh) finds the home folders of the one before under the machine-wide
+// folder: its own new, empty data_dir/homes is replaced by the link there,
+// the folders are kept, and homes still run as users of their own.
+func TestClosedDataDirMadeAgainAtTheSamePath(t *testing.T) {
+	data := closedDataDir(t)
+	cfg := testConfig(data)
+	cfg.Users = Users{Mode: UsersAuto}
+	first, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	dst := homesdir.Of(homesdir.DefaultMachineDir, data)
+	kept := filepath.Join(dst, "kept")
+	if err := os.Mkdir(kept, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatal(err)
+	}
+	e := newExec(t, cfg)
+	if why, refused := e.SharedUser(), e.RefusedHomes(); why != "" || refused != "" {
+		t.Fatalf("SharedUser %q, RefusedHomes %q after data_dir was made again: want homes of their own users", why, refused)
+	}
+	if to, err := os.Readlink(filepath.Join(data, "homes")); err != nil || to != dst {
+		t.Errorf("data_dir/homes links to %q (%v), want %s", to, err, dst)
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("the folder the earlier data_dir left under %s is gone: %v", dst, err)
+	}
+	r := wake(t, e, provider.Spec{ID: "h1"})
+	waitReady(t, r.Endpoint)
+	if in := info(t, r.Endpoint); in.UID == 0 {
+		t.Fatalf("home runs as uid %d, want a user of its own", in.UID)
+	}
+}
+
 // Where the machine-wide folder cannot be used (another user owns it),
 // users auto refuses every home with the cause and the fix, never running
 // it as root; users dynamic refuses to start.

@@ -84,6 +84,12 @@ func machineHomes(machineDir, dataDir string) (string, error) {
 		}
 	case st.IsDir():
 		if _, err := os.Lstat(dst); err == nil {
+			// A data_dir made again at the path of an earlier one (removed
+			// to start afresh) has an empty homes folder of its own: the
+			// earlier one's home folders, kept, are the homes'.
+			if err := os.Remove(link); err == nil {
+				break
+			}
 			return "", fmt.Errorf("both %s and %s hold home folders: move what %s holds into %s, remove it, and start again",
 				link, dst, link, dst)
 		}
