@@ -517,7 +517,15 @@ type whoami struct {
 	Target     string      `json:"target"`
 	Headers    http.Header `json:"headers"`
 	BodyBytes  int64       `json:"body_bytes"`
+	// BeganUnixNano is when this process began (its packages' set-up,
+	// before main), in Unix nanoseconds: the scale benchmark tells from
+	// it how long after a request the home's program started.
+	BeganUnixNano int64 `json:"began_unix_nano"`
 }
+
+// processBegan is when this process's packages were set up, just after
+// its exec.
+var processBegan = time.Now()
 
 func (h *Handler) serveWhoami(w http.ResponseWriter, r *http.Request) {
 	n, err := io.Copy(io.Discard, r.Body)
@@ -543,6 +551,8 @@ func (h *Handler) serveWhoami(w http.ResponseWriter, r *http.Request) {
 		Target:     h.opts.Target,
 		Headers:    r.Header,
 		BodyBytes:  n,
+
+		BeganUnixNano: processBegan.UnixNano(),
 	})
 }
 

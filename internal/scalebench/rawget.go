@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,19 @@ import (
 type timing struct {
 	sent  time.Time // the request was written whole
 	first time.Time // the answer's first byte came
+	began time.Time // the answering process began (a demo home's /whoami); zero if unknown
+}
+
+// beganOf is when the demo home that wrote body, a /whoami answer, began
+// (its began_unix_nano); zero for any other body.
+func beganOf(body []byte) time.Time {
+	var w struct {
+		Began int64 `json:"began_unix_nano"`
+	}
+	if json.Unmarshal(body, &w) != nil || w.Began <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, w.Began)
 }
 
 // rawConn is a caller's connection of the raw client and the request it
@@ -42,8 +56,9 @@ func dialRaw(u string) (*rawConn, error) {
 	return &rawConn{c: c, req: "GET " + pu.RequestURI() + " HTTP/1.1\r\nHost: " + pu.Host + "\r\nConnection: close\r\n\r\n"}, nil
 }
 
-// exchange writes the request, calls sent, reads the answer and
-// discards it, and closes the connection.
+// exchange writes the request, calls sent, reads the answer (keeping
+// only when the process that wrote it began, from a /whoami answer), and
+// closes the connection.
 func (rc *rawConn) exchange(sent func()) (t timing, err error) {
 	defer rc.c.Close()
 	if _, err := io.WriteString(rc.c, rc.req); err != nil {
@@ -60,11 +75,12 @@ func (rc *rawConn) exchange(sent func()) (t timing, err error) {
 	if err != nil {
 		return t, err
 	}
-	_, err = io.Copy(io.Discard, r.Body)
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	r.Body.Close()
 	if err != nil {
 		return t, fmt.Errorf("read body: %w", err)
 	}
+	t.began = beganOf(body)
 	if r.StatusCode != http.StatusOK {
 		return t, fmt.Errorf("status %d", r.StatusCode)
 	}
