@@ -66,6 +66,26 @@ type Spec struct {
 	// checked by the provider's Factory.CheckHome; decode them with
 	// DecodeOptions). Empty: none.
 	Options json.RawMessage
+	// BeforeStart, when set on a Wake of a provider that is a
+	// StartGater, is what must succeed before the home's process starts
+	// or resumes: the wake's record saying the home is waking, written
+	// while the provider prepares the start. The provider calls it (it
+	// may be called again: each call returns the first's result) after
+	// its preparations and before it starts, resumes or lets go of any
+	// process of the home; when it fails, Wake returns its error having
+	// started and resumed nothing. Nil: nothing to wait for.
+	BeforeStart func() error
+}
+
+// StartGater is a provider whose Wake calls Spec.BeforeStart before it
+// starts or resumes anything: the wake engine writes the record saying the
+// home is waking while such a provider prepares the start (its folders,
+// socket, log and cgroup), instead of before it. A Wake that finds the home
+// running may return without calling it.
+type StartGater interface {
+	Provider
+	// GatesStart reports whether Wake honours Spec.BeforeStart.
+	GatesStart() bool
 }
 
 // Result is the outcome of a wake or recreate, or of a status query.

@@ -381,3 +381,78 @@ func TestStopRefusedByTheStoreKeepsTheHomeWarm(t *testing.T) {
 		})
 	}
 }
+
+// The record saying waking is written while the exec provider prepares the
+// start (its folders, socket, log and cgroup), and the process starts only
+// once that write has landed: a refused write starts nothing, and a slow one
+// holds the start back but not the preparations.
+func TestWakingRecordGatesTheStart(t *testing.T) {
+	waking := func(h registry.Home) bool { return h.Status == registry.StatusWaking && h.ProviderRef == "" }
+
+	t.Run("refused", func(t *testing.T) {
+		r := newFrig(t, waking)
+		_, err := r.ensure()
+		if r.store.failures() == 0 {
+			t.Fatal("the waking write did not fail: the case tests nothing")
+		}
+		if err == nil {
+			t.Fatal("the wake succeeded though its waking record was refused")
+		}
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Errorf("wake error %v, want the store's refusal (ENOSPC)", err)
+		}
+		if pids := r.pids(); len(pids) != 0 {
+			t.Fatalf("home processes %v after a wake whose waking record was refused", pids)
+		}
+		if rec := r.record(); rec.Status == registry.StatusWaking || rec.WantRunning {
+			t.Fatalf("record after the refused wake: %+v", rec)
+		}
+	})
+
+	t.Run("slow", func(t *testing.T) {
+		var r *frig
+		var prepared, startedEarly atomic.Bool
+		var logPath string
+		r = newFrig(t, func(h registry.Home) bool {
+			if !waking(h) {
+				return false
+			}
+			// The write is held until the provider has opened the home's
+			// log, which it does to prepare the start: with the write
+			// first, that never happens here.
+			for range 500 {
+				if _, err := os.Stat(logPath); err == nil {
+					prepared.Store(true)
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// A process started before the write would show by now.
+			time.Sleep(200 * time.Millisecond)
+			if len(r.pids()) != 0 {
+				startedEarly.Store(true)
+			}
+			return false
+		})
+		files, err := r.exec.LogFiles(rigHome)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logPath = files[1]
+		if _, err := os.Stat(logPath); err == nil {
+			t.Fatalf("the home's log %s is there before its first start: the case tests nothing", logPath)
+		}
+		if _, err := r.ensure(); err != nil {
+			t.Fatal(err)
+		}
+		if !prepared.Load() {
+			t.Error("the provider did not prepare the start while the waking record was written")
+		}
+		if startedEarly.Load() {
+			t.Error("the home's process started before its waking record was written")
+		}
+		if pids := r.pids(); len(pids) != 1 {
+			t.Fatalf("home processes %v after the wake, want one", pids)
+		}
+	})
+}

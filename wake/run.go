@@ -56,6 +56,10 @@ type wakeRun struct {
 	// attempt.
 	progress *wakerecord.Progress
 
+	// marking is the record's write saying waking while it is under way
+	// (stepMarkWaking); nil once stepProviderWake has waited for it.
+	marking *marking
+
 	// What the steps found (wakeSteps): the home's provider, what its
 	// wake returned and where the home listens, and the wake's outcome.
 	prov     provider.Provider
@@ -284,7 +288,7 @@ var wakeSteps = []wakeStep{
 	{"trust a proof of ready made by someone else while this wake waited (rule 2)", (*wakeRun).stepProvenByOther},
 	{"serve a machine-local home from the gateway that runs it (rule 28)", (*wakeRun).stepViaRunner},
 	{"roll a stale home with no users onto the target instead (rules 8, 9)", (*wakeRun).stepRoll},
-	{"record the home waking", (*wakeRun).stepMarkWaking},
+	{"record the home waking, before anything starts (while a provider.StartGater prepares the start)", (*wakeRun).stepMarkWaking},
 	{"ask the provider to wake the home (rule 1)", (*wakeRun).stepProviderWake},
 	{"record a new endpoint or ref, never the target (rule 4)", (*wakeRun).stepRecordWhere},
 	{"wait for the runtime's own health check, where it runs one (rule 11)", (*wakeRun).stepHealth},
@@ -297,6 +301,7 @@ var wakeSteps = []wakeStep{
 // provider's wake on is the half-woken home's (w.halfWoken), which
 // stopAfterRelease stops (rule 5).
 func (w *wakeRun) run(ctx context.Context) (homes.Awake, error) {
+	defer w.joinMarking()
 	for _, step := range wakeSteps {
 		done, err := step.run(w, ctx)
 		if err != nil {
@@ -346,13 +351,53 @@ func (w *wakeRun) stepRoll(ctx context.Context) (bool, error) {
 	return true, err
 }
 
-// stepMarkWaking records that the home should run and is waking.
+// stepMarkWaking records that the home should run and is waking. For a
+// provider that waits for it before it starts anything
+// (provider.StartGater), the write goes on while the provider prepares the
+// start (stepProviderWake): no process starts or resumes before the record
+// says waking, and the start does not wait for the write's commit to
+// begin its preparations.
 func (w *wakeRun) stepMarkWaking(ctx context.Context) (bool, error) {
-	err := w.save(ctx, func(r *registry.Home) {
-		r.WantRunning = true
-		r.Status = registry.StatusWaking
-	})
-	return false, err
+	mark := func() error {
+		return w.save(ctx, func(r *registry.Home) {
+			r.WantRunning = true
+			r.Status = registry.StatusWaking
+		})
+	}
+	if g, ok := w.prov.(provider.StartGater); ok && g.GatesStart() {
+		// The spec is read before the write changes w.rec.
+		m := &marking{spec: w.spec(), done: make(chan struct{})}
+		go func() {
+			defer close(m.done)
+			m.err = mark()
+		}()
+		w.marking = m
+		return false, nil
+	}
+	return false, mark()
+}
+
+// marking is the write of a wake's record saying waking, under way while
+// its provider prepares the start (stepMarkWaking).
+type marking struct {
+	spec provider.Spec // what the provider wakes, read before the write
+	done chan struct{} // closed when the write ended
+	err  error         // the write's error, once done is closed
+}
+
+// wait waits for the write to end and returns its error; it is the
+// spec's BeforeStart, and may be called any number of times.
+func (m *marking) wait() error {
+	<-m.done
+	return m.err
+}
+
+// joinMarking waits for a record write still under way, so that nothing
+// of the wake outlives it.
+func (w *wakeRun) joinMarking() {
+	if w.marking != nil {
+		_ = w.marking.wait()
+	}
 }
 
 // stepProviderWake asks the provider to start or resume the home, and
@@ -361,7 +406,26 @@ func (w *wakeRun) stepProviderWake(ctx context.Context) (bool, error) {
 	prov := w.prov
 	w.setPhase("starting")
 	t0 := time.Now()
-	res, err := prov.Wake(ctx, w.spec())
+	var res provider.Result
+	var err error
+	if m := w.marking; m != nil {
+		spec := m.spec
+		spec.BeforeStart = m.wait
+		res, err = prov.Wake(ctx, spec)
+		// The write has ended before w.rec is read again. A failed write
+		// is the wake's error, as it would have been before the
+		// provider: the provider started and resumed nothing, or (a
+		// provider that started without waiting) its start is stopped.
+		w.marking = nil
+		if merr := m.wait(); merr != nil {
+			if err == nil && !res.WasRunning {
+				w.halfWoken = prov
+			}
+			return false, merr
+		}
+	} else {
+		res, err = prov.Wake(ctx, w.spec())
+	}
 	w.providerAt = time.Since(t0)
 	if err != nil {
 		w.halfWoken = prov

@@ -63,6 +63,13 @@ func (e *Provider) specFor(s provider.Spec) runSpec {
 // that tells the supervisor when it is gone (18). A step that fails leaves
 // no process behind.
 func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
+	return e.spawnGated(h, sp, nil)
+}
+
+// spawnGated is spawn that calls gate, when set, once the start is
+// prepared and before the process starts: a gate that fails ends the
+// spawn with nothing started (provider.Spec.BeforeStart).
+func (e *Provider) spawnGated(h *home, sp runSpec, gate func() error) (*proc, error) {
 	if len(sp.command) == 0 || sp.command[0] == "" {
 		return nil, errors.New("empty command")
 	}
@@ -85,7 +92,7 @@ func (e *Provider) spawn(h *home, sp runSpec) (*proc, error) {
 		return nil, err
 	}
 	defer release()
-	cmd, oomBase, err := e.start(h, sp, cmd, cred)
+	cmd, oomBase, err := e.start(h, sp, cmd, cred, gate)
 	if err != nil {
 		return nil, err
 	}
@@ -225,15 +232,21 @@ func (e *Provider) intoCgroup(h *home, cmd *exec.Cmd) (cg string, release func()
 	return cg, func() { _ = unix.Close(fd) }, nil
 }
 
-// start sets the home's memory, CPU and process limits and starts cmd, or
+// start sets the home's memory, CPU and process limits, calls gate (when
+// set; its error ends the start before any process), and starts cmd, or
 // the copy of it that runs through the shell when a traced start was
 // refused (listenpid.go), which it returns. It returns as well the home's
 // count of kills for its memory limit before the start (proc.oomBase).
-func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential) (*exec.Cmd, int64, error) {
+func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential, gate func() error) (*exec.Cmd, int64, error) {
 	if err := e.limits.Apply(h.cgroup, h.id, sp.limits); err != nil {
 		return nil, 0, fmt.Errorf("limits of the home: %w", err)
 	}
 	oomBase := e.limits.OOMKills(h.cgroup, h.id)
+	if gate != nil {
+		if err := gate(); err != nil {
+			return nil, 0, err
+		}
+	}
 	var err error
 	if tracedStart(cmd) {
 		cmd, err = e.startActivated(h, cmd)

@@ -25,11 +25,29 @@ func (e *Provider) Wake(ctx context.Context, s provider.Spec) (provider.Result, 
 	return r, nil
 }
 
+// GatesStart reports that Wake calls Spec.BeforeStart before it starts or
+// resumes a process (provider.StartGater): a start's folders, socket, log
+// and cgroup are made while the wake's record is written.
+func (e *Provider) GatesStart() bool { return true }
+
+// beforeStart calls s.BeforeStart, if set.
+func beforeStart(s provider.Spec) error {
+	if s.BeforeStart == nil {
+		return nil
+	}
+	return s.BeforeStart()
+}
+
 func (e *Provider) wake(ctx context.Context, s provider.Spec) (provider.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return provider.Result{}, err
 	}
 	if ms := members.Of(s.Options); ms != nil {
+		// A group's members start one by one, each on its own: the
+		// record is awaited before the first, as before any wake.
+		if err := beforeStart(s); err != nil {
+			return provider.Result{}, err
+		}
 		return e.group().Wake(ctx, s, ms)
 	}
 	h, err := e.homeFor(s.ID)
@@ -53,6 +71,11 @@ func (e *Provider) wakeOne(ctx context.Context, h *home, s provider.Spec, sp run
 		return nil, false, err
 	}
 	if p != nil {
+		// A stopped process is resumed only once the wake's record allows
+		// it; one that runs is merely proven again.
+		if err := beforeStart(s); err != nil {
+			return nil, false, err
+		}
 		if resumed, err := e.resume(ctx, h, p); err == nil {
 			e.mu.Lock()
 			if h.proc == p {
@@ -67,7 +90,7 @@ func (e *Provider) wakeOne(ctx context.Context, h *home, s provider.Spec, sp run
 	} else if err := e.clearLeft(h); err != nil {
 		return nil, false, err
 	}
-	np, err := e.spawn(h, sp)
+	np, err := e.spawnGated(h, sp, s.BeforeStart)
 	if err != nil {
 		return nil, false, err
 	}
