@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wakegate/wakegate/events"
 	"github.com/wakegate/wakegate/homefault"
@@ -185,5 +186,31 @@ homes:
 	}
 	if got := routesWakeStarts(gw, "a"); got != starts || starts != 1 {
 		t.Fatalf("a's wakes: %d before the polls, %d after; want 1 and no more", starts, got)
+	}
+}
+
+// TestRoutesWakeStatusReadyTellsTheWait: once a home is ready, its status
+// says how long the wake that made it ready took, as the gateway measured
+// it, which the waiting page shows as the wait.
+func TestRoutesWakeStatusReadyTellsTheWait(t *testing.T) {
+	t.Parallel()
+	gw := e2eStartInProcess(t, `
+wake:
+  idle_timeout: 0s
+homes:
+  - id: demo
+`)
+	if _, out := routesWakeStatus(t, gw, "demo", routesBrowser); out["elapsed_ms"] != nil {
+		t.Fatalf("a sleeping home's status carries elapsed_ms: %v", out)
+	}
+	t0 := time.Now()
+	if res, body := e2eGet(t, e2eClient(t), "http://"+gw.addr+"/node/demo/whoami", nil); res.StatusCode != http.StatusOK {
+		t.Fatalf("wake: %d %s", res.StatusCode, body)
+	}
+	waited := time.Since(t0)
+	code, out := routesWakeStatus(t, gw, "demo", routesBrowser)
+	ms, _ := out["elapsed_ms"].(float64)
+	if code != http.StatusOK || out["ready"] != true || ms <= 0 || ms > float64(waited.Milliseconds()) {
+		t.Fatalf("status after the wake: %d %v; want ready with elapsed_ms in (0, %d]", code, out, waited.Milliseconds())
 	}
 }

@@ -70,9 +70,6 @@ func (e *Engine) View(id string) (v wakerecord.View, ok bool) {
 		return wakerecord.View{}, false
 	}
 	s := wakerecord.State{Warm: e.Warm(id)}
-	if s.Warm {
-		return wakerecord.Observe(s), true
-	}
 	h.mu.Lock()
 	f, ended, failed := h.flight, h.ended, h.failed
 	s.Status = h.status

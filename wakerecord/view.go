@@ -30,7 +30,8 @@ const (
 )
 
 // View is what the public may know of a home's wake: the phase and how
-// long the wake has run. Err, for Failed only, is the wake's error (a
+// long the wake has run (at Ready, how long the wake that made the home
+// ready took; 0 when none ended here). Err, for Failed only, is the wake's error (a
 // *fault.Error: its code and sentence are public, its cause is for the
 // log).
 type View struct {
@@ -63,12 +64,17 @@ type State struct {
 
 // Observe reports where a home in state s stands: the phase of the wake in
 // flight and how long it has run, or, when none runs, ready (a fresh
-// verdict, or a running home whose last wake succeeded), failed (the last
-// wake failed, or the provider gave up on the home), or asleep.
+// verdict, or a running home whose last wake succeeded; with how long that
+// wake took, when one ended here), failed (the last wake failed, or the
+// provider gave up on the home), or asleep.
 func Observe(s State) View {
+	var took time.Duration
+	if s.Ended == nil {
+		took = s.Took
+	}
 	switch {
 	case s.Warm:
-		return View{Phase: Ready}
+		return View{Phase: Ready, Elapsed: took}
 	case s.Waking:
 		p := s.Phase
 		switch p {
@@ -82,7 +88,7 @@ func Observe(s State) View {
 	case s.Ended != nil:
 		return View{Phase: Failed, Elapsed: s.Took, Err: s.Ended}
 	case s.Status == registry.StatusRunning:
-		return View{Phase: Ready}
+		return View{Phase: Ready, Elapsed: took}
 	}
 	return View{Phase: Asleep}
 }
