@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/homesdir"
 )
 
 // gw is one wakegate process under measurement.
@@ -26,6 +28,7 @@ type gw struct {
 	addr   string // public listener, host:port
 	admin  string // admin listener, host:port
 	token  string
+	data   string // data_dir
 	cmd    *exec.Cmd
 	logf   *os.File
 	client *http.Client
@@ -93,6 +96,10 @@ func (g *gw) stop() {
 		<-done
 	}
 	g.cmd = nil
+	// A root gateway keeps the home folders of a data_dir closed to other
+	// users under the machine-wide folder: they go with the bench's
+	// data_dir, or a later run at the same path would find them.
+	_ = os.RemoveAll(homesdir.Of(homesdir.DefaultMachineDir, g.data))
 	if g.logf != nil {
 		_ = g.logf.Close()
 	}

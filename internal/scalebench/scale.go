@@ -66,7 +66,7 @@ homes:
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0}
-	return &gw{name: name, bin: o.bin, cfg: cfg, addr: addr, admin: admin,
+	return &gw{name: name, bin: o.bin, cfg: cfg, addr: addr, admin: admin, data: absPath(filepath.Join(d, "data")),
 		token: "scalebench-admin-token-0123456789", client: &http.Client{Transport: tr, Timeout: 5 * time.Minute}}, nil
 }
 
@@ -383,4 +383,12 @@ func startTimes(ctx context.Context, o options, t *table, g *gw) error {
 		t.add("start, after/before", "time %.2f×, heap %.2f× (medians)", median(n.secs)/median(b.secs), median(n.heap)/median(b.heap))
 	}
 	return nil
+}
+
+// absPath is p made absolute, or p where that fails.
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
