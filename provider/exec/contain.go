@@ -3,7 +3,6 @@ package execprov
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wakegate/wakegate/internal/sysfile"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
 	"github.com/wakegate/wakegate/provider/exec/orphans"
@@ -239,7 +239,7 @@ func (c containment) inCgroup(pid int, dir string) bool {
 
 // cgroupOfProc is the cgroup v2 directory pid is in; "" when unknown.
 func (c containment) cgroupOfProc(pid int) string {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	raw, err := sysfile.Read("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
 		return ""
 	}

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
+	"io"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wakegate/wakegate/internal/sysfile"
 	"github.com/wakegate/wakegate/provider/exec/orphans"
 )
 
@@ -150,18 +151,18 @@ func writeListenPID(pid int) error {
 	if err != nil {
 		return err
 	}
-	mem, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/mem", os.O_RDWR, 0)
+	mem, err := sysfile.Open("/proc/"+strconv.Itoa(pid)+"/mem", unix.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("open the home's memory: %w", err)
 	}
-	defer mem.Close()
+	defer unix.Close(mem) //nolint:errcheck // nothing is buffered
 	// The placeholder is the last entry: read it, with its NUL and the
 	// NUL that ends the entry before it, if there is one.
 	want := []byte(pidSlotEntry + "\x00")
 	n := min(uint64(len(want)+1), end-start)
 	tail := make([]byte, n)
-	if _, err := mem.ReadAt(tail, int64(end-n)); err != nil {
-		return fmt.Errorf("read the home's environment: %w", err)
+	if got, err := unix.Pread(mem, tail, int64(end-n)); err != nil || got != len(tail) {
+		return fmt.Errorf("read the home's environment: %w", short(got, err, io.ErrUnexpectedEOF))
 	}
 	whole := len(tail) == len(want) || (len(tail) > len(want) && tail[len(tail)-len(want)-1] == 0)
 	if !bytes.HasSuffix(tail, want) || !whole {
@@ -170,17 +171,26 @@ func writeListenPID(pid int) error {
 	// The pid, and NULs over the rest of the placeholder.
 	val := make([]byte, len(pidSlot))
 	copy(val, strconv.Itoa(pid))
-	if _, err := mem.WriteAt(val, int64(end)-int64(len(pidSlot))-1); err != nil {
-		return fmt.Errorf("write LISTEN_PID: %w", err)
+	if got, err := unix.Pwrite(mem, val, int64(end)-int64(len(pidSlot))-1); err != nil || got != len(val) {
+		return fmt.Errorf("write LISTEN_PID: %w", short(got, err, io.ErrShortWrite))
 	}
 	return nil
+}
+
+// short is the error of a transfer of got bytes that ended with err, or
+// with too few bytes (whole).
+func short(got int, err, whole error) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%d bytes: %w", got, whole)
 }
 
 // envRegion returns where the environment's strings of process pid start
 // and end, from /proc/PID/stat (fields 50 and 51, shown to a process
 // that may trace it).
 func envRegion(pid int) (start, end uint64, err error) {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	raw, err := sysfile.Read("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, 0, fmt.Errorf("read the home's stat: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/internal/sysfile"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/procid"
 )
@@ -208,7 +209,7 @@ const refFile = "home.ref"
 
 // readRefFile reads the provider's own record of h's last process.
 func readRefFile(h *home) (execRef, bool) {
-	b, err := os.ReadFile(filepath.Join(h.sys, refFile))
+	b, err := sysfile.Read(filepath.Join(h.sys, refFile))
 	if err != nil {
 		return execRef{}, false
 	}

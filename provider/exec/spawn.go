@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/internal/endpoint"
+	"github.com/wakegate/wakegate/internal/sysfile"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
 	"github.com/wakegate/wakegate/provider/exec/homeuser"
@@ -150,9 +152,12 @@ func (e *Provider) listenFor(h *home, sp runSpec) (at listenAt, sock *os.File, e
 		if h.proc != nil {
 			prefer = h.proc.port
 		}
+		kept := h.socket != nil // activationSocket returns it as it is
 		e.mu.Unlock()
-		if r, ok := readRefFile(h); ok && prefer == 0 {
-			prefer = r.Port
+		if prefer == 0 && !kept {
+			if r, ok := readRefFile(h); ok {
+				prefer = r.Port
+			}
 		}
 		sock, at.port, err = e.activationSocket(h, prefer)
 		return at, sock, err
@@ -194,6 +199,9 @@ func (e *Provider) command(h *home, sp runSpec, at listenAt, sock *os.File, cred
 	cmd.Env = e.homeEnv(h, at, sp)
 	cmd.Stdout = out
 	cmd.Stderr = out
+	if null, err := devNull(); err == nil {
+		cmd.Stdin = null // else os/exec opens one of its own
+	}
 	if sock != nil {
 		if err := activate(cmd, sock, e.viaShell.Load()); err != nil {
 			_ = out.Close()
@@ -213,6 +221,10 @@ func (e *Provider) command(h *home, sp runSpec, at listenAt, sock *os.File, cred
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cred}
 	return cmd, out, nil
 }
+
+// devNull is the gateway's /dev/null, the stdin of every home: opened once
+// rather than by os/exec at every start.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
 
 // intoCgroup makes cmd start inside a cgroup of this start within the
 // home's (cg), where the home has one: nothing it starts, however
@@ -324,7 +336,7 @@ func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string) (procid.Identity,
 // taken from the command's resolved path.
 func childIdentity(cmd *exec.Cmd) (procid.Identity, error) {
 	pid := cmd.Process.Pid
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	raw, err := sysfile.Read("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return procid.Identity{}, fmt.Errorf("identity of pid %d: %w", pid, err)
 	}

@@ -1,11 +1,11 @@
 package execprov
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/wakegate/wakegate/internal/sysfile"
 	"github.com/wakegate/wakegate/provider"
 	"github.com/wakegate/wakegate/provider/exec/cgroup"
 )
@@ -22,7 +22,7 @@ func (e *Provider) Usage(id string) (provider.Usage, bool) {
 	if h == nil || h.cgroup == "" {
 		return provider.Usage{}, false
 	}
-	raw, err := os.ReadFile(filepath.Join(h.cgroup, "cpu.stat"))
+	raw, err := sysfile.Read(filepath.Join(h.cgroup, "cpu.stat"))
 	if err != nil {
 		return provider.Usage{}, false
 	}
@@ -33,7 +33,7 @@ func (e *Provider) Usage(id string) (provider.Usage, bool) {
 			u.CPUSeconds = float64(usec) / 1e6
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(h.cgroup, "memory.current")); err == nil {
+	if b, err := sysfile.Read(filepath.Join(h.cgroup, "memory.current")); err == nil {
 		u.MemoryBytes, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	}
 	e.limits.Usage(h.cgroup, h.id, lim, &u)

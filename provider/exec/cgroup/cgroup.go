@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/internal/sysfile"
 )
 
 // Root finds the cgroup v2 hierarchy and creates, in the gateway's
@@ -105,7 +107,7 @@ func Own() (string, error) {
 // Populated reads "populated" from a cgroup's cgroup.events: whether a
 // live process is in it. A missing cgroup is empty.
 func Populated(dir string) (bool, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
+	raw, err := sysfile.Read(filepath.Join(dir, "cgroup.events"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -122,7 +124,7 @@ func Populated(dir string) (bool, error) {
 
 // Procs lists the processes in a cgroup.
 func Procs(dir string) ([]int, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	raw, err := sysfile.Read(filepath.Join(dir, "cgroup.procs"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -140,7 +142,7 @@ func Procs(dir string) ([]int, error) {
 
 // Kill sends SIGKILL to every process of a cgroup, however it detached.
 func Kill(dir string) error {
-	err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+	err := sysfile.Write(filepath.Join(dir, "cgroup.kill"), []byte("1"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("cgroup kill: %w", err)
 	}
@@ -182,7 +184,7 @@ func Remove(dir string) {
 // CLONE_INTO_CGROUP: a child then starts inside it, with no moment
 // outside in which it could fork.
 func Open(dir string) (int, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirUnder(dir); err != nil {
 		return -1, fmt.Errorf("home cgroup: %w", err)
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -190,6 +192,22 @@ func Open(dir string) (int, error) {
 		return -1, fmt.Errorf("home cgroup: %w", err)
 	}
 	return fd, nil
+}
+
+// mkdirUnder makes dir and its parent when missing, in a mkdir each (a
+// start's cgroup is made inside its home's, which the last stop of the
+// home removed), and falls back to os.MkdirAll when more is missing.
+func mkdirUnder(dir string) error {
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		err := unix.Mkdir(d, 0o755)
+		if errors.Is(err, unix.ENOENT) {
+			return os.MkdirAll(dir, 0o755)
+		}
+		if err != nil && !errors.Is(err, unix.EEXIST) {
+			return &fs.PathError{Op: "mkdir", Path: d, Err: err}
+		}
+	}
+	return nil
 }
 
 // Prefix names a home's cgroup under the root: no controller's

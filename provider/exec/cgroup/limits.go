@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wakegate/wakegate/internal/sysfile"
 	"github.com/wakegate/wakegate/provider"
 )
 
@@ -319,7 +320,7 @@ func (s Support) Enter(id, run string) error {
 				if containsPID(in, pid) {
 					continue
 				}
-				err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+				err := sysfile.Write(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)))
 				switch {
 				case err == nil:
 					moved = true
@@ -368,7 +369,7 @@ func (s Support) OOMKills(dir, id string) int64 {
 // statField reads the number after key in a cgroup file of "key value"
 // lines; -1 when there is none.
 func statField(file, key string) int64 {
-	raw, err := os.ReadFile(file)
+	raw, err := sysfile.Read(file)
 	if err != nil {
 		return -1
 	}
@@ -435,7 +436,7 @@ func (s Support) RemoveHomes(ids []string) {
 }
 
 func writeCg(dir, file, v string) error {
-	if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0); err != nil {
+	if err := sysfile.Write(filepath.Join(dir, file), []byte(v)); err != nil {
 		return fmt.Errorf("cgroup %s: %w", file, err)
 	}
 	return nil

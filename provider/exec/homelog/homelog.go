@@ -19,7 +19,10 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/wakegate/wakegate/fault"
+	"github.com/wakegate/wakegate/internal/sysfile"
 )
 
 // Log is a home's size-capped log, <homedir>/home.log, with one older
@@ -52,11 +55,13 @@ func (l *Log) Path() string { return l.path }
 
 // OpenAppend opens the log for a child's stdout and stderr, creating it 0600.
 func (l *Log) OpenAppend() (*os.File, error) {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	// Not through os.OpenFile: the descriptor is the child's, which the
+	// runtime's poller has no use for (sysfile).
+	fd, err := sysfile.Open(l.path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", l.path, err)
 	}
-	return f, nil
+	return os.NewFile(uintptr(fd), l.path), nil
 }
 
 // Write appends p to the log, rotating first when p would take the log past

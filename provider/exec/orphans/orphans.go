@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/wakegate/wakegate/internal/sysfile"
 	"github.com/wakegate/wakegate/provider/exec/procid"
 )
 
@@ -64,7 +65,7 @@ func Find(variable, id string, p int, skip map[int]bool) Scan {
 		if err != nil || pid == p {
 			continue
 		}
-		raw, err := os.ReadFile("/proc/" + en.Name() + "/stat")
+		raw, err := sysfile.Read("/proc/" + en.Name() + "/stat")
 		if err != nil {
 			continue
 		}
@@ -80,7 +81,7 @@ func Find(variable, id string, p int, skip map[int]bool) Scan {
 		if st.PPid != self || skip[pid] {
 			continue
 		}
-		env, err := os.ReadFile(procid.TaskFile(pid, tid, "environ"))
+		env, err := sysfile.Read(procid.TaskFile(pid, tid, "environ"))
 		switch KindOf(env, err, want, prefix, st.Pgrp == group) {
 		case Mine:
 			mine[pid] = true
@@ -222,7 +223,7 @@ func OwnChildren() []int {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err == nil {
 		for _, t := range tasks {
-			raw, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+			raw, err := sysfile.Read("/proc/self/task/" + t.Name() + "/children")
 			if err != nil {
 				pids = nil
 				break
@@ -271,7 +272,7 @@ func ReapOrphans(pids []int) {
 // meanwhile. A pid recorded earlier may name another process since: this
 // is read afresh.
 func reapable(pid, self, group int) bool {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	raw, err := sysfile.Read("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return false
 	}

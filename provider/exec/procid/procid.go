@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/wakegate/wakegate/internal/sysfile"
 )
 
 // ErrGone reports that no live process matches a recorded identity:
@@ -95,7 +97,7 @@ func ReadStat(pid int) (Stat, error) {
 	if pid <= 0 {
 		return Stat{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	raw, err := sysfile.Read("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		if Vanished(err) {
 			return Stat{}, fmt.Errorf("pid %d: %w", pid, ErrGone)
@@ -159,7 +161,7 @@ func Lives(pid int, st Stat) (state byte, tid int, ok bool) {
 		if err != nil || id == pid {
 			continue
 		}
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, id))
+		raw, err := sysfile.Read(TaskFile(pid, id, "stat"))
 		if err != nil {
 			continue
 		}
@@ -340,7 +342,7 @@ func liveGroups() (map[int][]int, error) {
 		if err != nil {
 			continue
 		}
-		raw, err := os.ReadFile("/proc/" + en.Name() + "/stat")
+		raw, err := sysfile.Read("/proc/" + en.Name() + "/stat")
 		if err != nil {
 			continue // gone meanwhile
 		}
