@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
+	"github.com/wakegate/wakegate/provider/exec/cgroup"
 )
 
 // activatedPyHome serves HTTP on the socket it was handed as descriptor 3,
@@ -188,5 +190,43 @@ func TestSocketActivationFailQueued(t *testing.T) {
 	}
 	if r2 := wake(t, e, s); r2.Endpoint != r.Endpoint {
 		t.Errorf("the endpoint moved from %s to %s after the queue failed", r.Endpoint, r2.Endpoint)
+	}
+}
+
+// TestActivatedHomeRunsInsideItsLimitsV1: where a home's process cap is a
+// cgroup v1 (pids), a socket-activated home is in it from its first
+// instruction. Its first program reads its own cgroups with the shell's
+// builtins alone, before it could fork; that reading already names the
+// home's pids cgroup, not the gateway's.
+func TestActivatedHomeRunsInsideItsLimitsV1(t *testing.T) {
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil || !strings.Contains(string(own), ":pids:") {
+		t.Skip("no cgroup v1 pids hierarchy on this machine: a home's process cap is its cgroup v2's, set at its clone")
+	}
+	dir := testDataDir(t)
+	cfg := testConfig(dir)
+	if c, err := chooseContainment(ContainAuto, cfg.DataDir); err != nil || c.mode != ContainCgroup {
+		t.Skip("the homes get no cgroup of their own here (needs root and cgroup v2)")
+	}
+	cfg.Command = []string{"/bin/sh", "-c", `while read -r l; do echo "cg $l"; done < /proc/self/cgroup; exec sleep 60`}
+	cfg.SocketActivation = true
+	cfg.StopGrace = time.Second
+	e := newExec(t, cfg)
+	r := wake(t, e, provider.Spec{ID: "h1", Version: "v1"})
+	var line string
+	testbin.Eventually(t, "the home's first reading of its cgroups in its log", func() bool {
+		for l := range strings.SplitSeq(homeLog(t, e, "h1"), "\n") {
+			if strings.HasPrefix(l, "cg ") && strings.Contains(l, ":pids:") {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.HasSuffix(line, "/"+cgroup.Prefix+"h1") {
+		t.Errorf("the home's first instruction ran in pids cgroup %q, want its own (…/%sh1)", line, cgroup.Prefix)
+	}
+	if proven, err := e.Stop(context.Background(), provider.Spec{ID: "h1", Ref: r.Ref}); err != nil || !proven {
+		t.Fatalf("Stop = %v, %v", proven, err)
 	}
 }

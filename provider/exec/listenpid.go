@@ -56,10 +56,12 @@ var errTraceRefused = errors.New("the traced start that sets LISTEN_PID was refu
 
 // startTraced starts cmd, whose environment ends with the placeholder
 // (withPIDSlot), traced, and writes the child's pid into it before the
-// child's first instruction. An error wrapping errTraceRefused leaves no
-// child behind, and the same start may be tried through the shell; any
-// other error is the start's own.
-func startTraced(cmd *exec.Cmd) error {
+// child's first instruction; then it calls stopped, when set, with the
+// child still stopped there, and lets it go. An error wrapping
+// errTraceRefused leaves no child behind, and the same start may be tried
+// through the shell; an error of stopped ends the start, with the child
+// killed and reaped; any other error is the start's own.
+func startTraced(cmd *exec.Cmd, stopped func(pid int) error) error {
 	// The thread that starts the child is its tracer: ptrace answers no
 	// other, so the goroutine keeps its thread until the child is let go.
 	runtime.LockOSThread()
@@ -72,8 +74,8 @@ func startTraced(cmd *exec.Cmd) error {
 		return err
 	}
 	pid := cmd.Process.Pid
-	stopped, err := waitExecStop(pid)
-	if err != nil || !stopped {
+	atExec, err := waitExecStop(pid)
+	if err != nil || !atExec {
 		// Gone before its first instruction (killed meanwhile): its exit
 		// is its watcher's to reap, as for any home that dies at once.
 		if err == nil {
@@ -83,6 +85,13 @@ func startTraced(cmd *exec.Cmd) error {
 	}
 	if err := writeListenPID(pid); err != nil {
 		return giveUpTraced(cmd, err)
+	}
+	if stopped != nil {
+		if err := stopped(pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = orphans.WaitChild(cmd)
+			return err
+		}
 	}
 	if err := unix.PtraceDetach(pid); err != nil {
 		return giveUpTraced(cmd, fmt.Errorf("let the home go: %w", err))

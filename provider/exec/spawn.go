@@ -94,12 +94,12 @@ func (e *Provider) spawnGated(h *home, sp runSpec, gate func() error) (*proc, er
 		return nil, err
 	}
 	defer release()
-	cmd, oomBase, err := e.start(h, sp, cmd, cred, gate)
+	cmd, oomBase, entered, err := e.start(h, sp, cmd, cred, gate)
 	if err != nil {
 		return nil, err
 	}
 	e.capProcesses(h, sp, cmd, cred)
-	id, err := e.identify(h, cmd, cg)
+	id, err := e.identify(h, cmd, cg, entered)
 	if err != nil {
 		return nil, err
 	}
@@ -248,38 +248,48 @@ func (e *Provider) intoCgroup(h *home, cmd *exec.Cmd) (cg string, release func()
 // set; its error ends the start before any process), and starts cmd, or
 // the copy of it that runs through the shell when a traced start was
 // refused (listenpid.go), which it returns. It returns as well the home's
-// count of kills for its memory limit before the start (proc.oomBase).
-func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential, gate func() error) (*exec.Cmd, int64, error) {
+// count of kills for its memory limit before the start (proc.oomBase),
+// and whether the process entered its cgroups v1 before it ran (a traced
+// start: Support.EnterStopped).
+func (e *Provider) start(h *home, sp runSpec, cmd *exec.Cmd, cred *syscall.Credential, gate func() error) (_ *exec.Cmd, oomBase int64, entered bool, _ error) {
 	if err := e.limits.Apply(h.cgroup, h.id, sp.limits); err != nil {
-		return nil, 0, fmt.Errorf("limits of the home: %w", err)
+		return nil, 0, false, fmt.Errorf("limits of the home: %w", err)
 	}
-	oomBase := e.limits.OOMKills(h.cgroup, h.id)
+	oomBase = e.limits.OOMKills(h.cgroup, h.id)
 	if gate != nil {
 		if err := gate(); err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
 	}
 	var err error
 	if tracedStart(cmd) {
-		cmd, err = e.startActivated(h, cmd)
+		// Stopped at its first instruction, the home enters its cgroups
+		// v1 whole: it runs nothing outside its limits.
+		cmd, err = e.startActivated(h, cmd, func(pid int) error {
+			if err := e.limits.EnterStopped(h.id, pid); err != nil {
+				return fmt.Errorf("limits of the home: %w", err)
+			}
+			entered = true
+			return nil
+		})
 	} else {
 		err = orphans.StartChild(cmd)
 	}
 	if err != nil {
 		if cred != nil && errors.Is(err, fs.ErrPermission) {
-			return nil, 0, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
+			return nil, 0, false, fmt.Errorf("start %s as uid %d: %w: the program, the folders above it and the working "+
 				"directory must be open to the home's user (chmod o+rx), or set exec.users.mode off", cmd.Args[0], cred.Uid, err)
 		}
-		return nil, 0, fmt.Errorf("start %s: %w", cmd.Args[0], err)
+		return nil, 0, false, fmt.Errorf("start %s: %w", cmd.Args[0], err)
 	}
-	return cmd, oomBase, nil
+	return cmd, oomBase, entered, nil
 }
 
-// startActivated starts cmd, a socket-activated start, traced; where the
-// trace is refused, through the shell, as every later start will be once
-// that worked.
-func (e *Provider) startActivated(h *home, cmd *exec.Cmd) (*exec.Cmd, error) {
-	err := startTraced(cmd)
+// startActivated starts cmd, a socket-activated start, traced (stopped as
+// startTraced's); where the trace is refused, through the shell, as every
+// later start will be once that worked.
+func (e *Provider) startActivated(h *home, cmd *exec.Cmd, stopped func(pid int) error) (*exec.Cmd, error) {
+	err := startTraced(cmd, stopped)
 	if !errors.Is(err, errTraceRefused) {
 		return cmd, err
 	}
@@ -312,14 +322,17 @@ func (e *Provider) capProcesses(h *home, sp runSpec, cmd *exec.Cmd, cred *syscal
 }
 
 // identify records the identity of the just-started cmd (design rule 17)
-// and moves it under the home's limits in cg. On an error the child is
-// killed and reaped.
-func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string) (procid.Identity, error) {
+// and moves it under the home's limits in cg, unless it entered them
+// before it ran (entered). On an error the child is killed and reaped.
+func (e *Provider) identify(h *home, cmd *exec.Cmd, cg string, entered bool) (procid.Identity, error) {
 	id, err := childIdentity(cmd)
 	if err != nil {
 		_ = cmd.Process.Kill()
 		_ = orphans.WaitChild(cmd)
 		return procid.Identity{}, err
+	}
+	if entered {
+		return id, nil
 	}
 	if err := e.limits.Enter(h.id, cg); err != nil {
 		_ = cgroup.Kill(cg)

@@ -299,12 +299,7 @@ func CapNproc(pid int, n int64) error {
 // is in run too, and is moved by the next pass; a pass that moves nothing
 // leaves every process inside, and whatever they start after stays there.
 func (s Support) Enter(id, run string) error {
-	var dirs []string
-	for _, root := range []string{s.memV1, s.cpuV1, s.pidsV1} {
-		if root != "" && exists(filepath.Join(root, Prefix+id)) {
-			dirs = append(dirs, filepath.Join(root, Prefix+id))
-		}
-	}
+	dirs := s.v1Dirs(id)
 	if len(dirs) == 0 || run == "" {
 		return nil
 	}
@@ -338,6 +333,31 @@ func (s Support) Enter(id, run string) error {
 		}
 	}
 	return fmt.Errorf("the home's processes in %s keep forking faster than they can be moved into their limits", run)
+}
+
+// EnterStopped moves pid, the only process of a start, stopped before its
+// program's first instruction (a traced start), into home h's cgroups v1:
+// it cannot have forked, so that one write to each places the whole home
+// inside its limits before it runs, and Enter has nothing left to do.
+func (s Support) EnterStopped(id string, pid int) error {
+	for _, dir := range s.v1Dirs(id) {
+		err := sysfile.Write(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(pid)))
+		if err != nil {
+			return fmt.Errorf("move pid %d into %s: %w", pid, dir, err)
+		}
+	}
+	return nil
+}
+
+// v1Dirs are home id's cgroups in the v1 hierarchies Apply made them in.
+func (s Support) v1Dirs(id string) []string {
+	var dirs []string
+	for _, root := range []string{s.memV1, s.cpuV1, s.pidsV1} {
+		if root != "" && exists(filepath.Join(root, Prefix+id)) {
+			dirs = append(dirs, filepath.Join(root, Prefix+id))
+		}
+	}
+	return dirs
 }
 
 func containsPID(pids []int, pid int) bool {
