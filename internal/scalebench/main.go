@@ -44,6 +44,7 @@ import (
 type options struct {
 	bin          string
 	dir          string
+	machine      string // the gateways' exec.users.machine_dir
 	homes        int
 	awake        int
 	small        int
@@ -132,6 +133,17 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("bin: %w", err)
 	}
 	o.bin = abs
+	// The bench's gateways register their homes' uids, and keep the
+	// folders of homes of their own users, in a machine folder of the
+	// bench's (exec.users.machine_dir), removed at the end: each run finds
+	// a machine with no other gateway's uids, as a fresh one would, and
+	// leaves nothing in the machine's own. The work dir is opened to other
+	// users (o+x) so that the homes reach their folders in it.
+	if fi, err := os.Stat(o.dir); err == nil {
+		_ = os.Chmod(o.dir, fi.Mode().Perm()|0o011)
+	}
+	o.machine = filepath.Join(o.dir, "machine")
+	defer func() { _ = os.RemoveAll(o.machine) }()
 	logf("work dir %s", o.dir)
 	var t table
 	if o.only == "" || o.only == "scale" {

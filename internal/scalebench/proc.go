@@ -22,16 +22,18 @@ import (
 
 // gw is one wakegate process under measurement.
 type gw struct {
-	name   string
-	bin    string
-	cfg    string // config file
-	addr   string // public listener, host:port
-	admin  string // admin listener, host:port
-	token  string
-	data   string // data_dir
-	cmd    *exec.Cmd
-	logf   *os.File
-	client *http.Client
+	name  string
+	bin   string
+	cfg   string // config file
+	addr  string // public listener, host:port
+	admin string // admin listener, host:port
+	token string
+	data  string // data_dir
+	// machine is its exec.users.machine_dir, the bench's (options.machine).
+	machine string
+	cmd     *exec.Cmd
+	logf    *os.File
+	client  *http.Client
 }
 
 // freeAddr returns a loopback address with a free port.
@@ -97,9 +99,9 @@ func (g *gw) stop() {
 	}
 	g.cmd = nil
 	// A root gateway keeps the home folders of a data_dir closed to other
-	// users under the machine-wide folder: they go with the bench's
-	// data_dir, or a later run at the same path would find them.
-	_ = os.RemoveAll(homesdir.Of(homesdir.DefaultMachineDir, g.data))
+	// users under its machine folder: they go with the bench's data_dir,
+	// or a later gateway at the same path would find them.
+	_ = os.RemoveAll(homesdir.Of(g.machine, g.data))
 	if g.logf != nil {
 		_ = g.logf.Close()
 	}

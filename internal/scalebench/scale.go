@@ -52,9 +52,10 @@ exec:
   command: [%q, demo-home, %s, --target, "{target}", --version, "{version}", --boot-delay, %q]
   stop_grace: 2s
   socket_activation: %t
+  users: {machine_dir: %q}
 %s
 homes:
-`, addr, filepath.Join(d, "data"), admin, o.bin, listenArgs(o), o.boot.String(), o.activate, extra)
+`, addr, filepath.Join(d, "data"), admin, o.bin, listenArgs(o), o.boot.String(), o.activate, o.machine, extra)
 	for i := range static {
 		fmt.Fprintf(&b, "  - {id: a%05d, provider: static, endpoint: %q}\n", i, backends[i%len(backends)])
 	}
@@ -66,7 +67,7 @@ homes:
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 0}
-	return &gw{name: name, bin: o.bin, cfg: cfg, addr: addr, admin: admin, data: absPath(filepath.Join(d, "data")),
+	return &gw{name: name, bin: o.bin, cfg: cfg, addr: addr, admin: admin, data: absPath(filepath.Join(d, "data")), machine: o.machine,
 		token: "scalebench-admin-token-0123456789", client: &http.Client{Transport: tr, Timeout: 5 * time.Minute}}, nil
 }
 
