@@ -314,16 +314,25 @@ func stale(o uidOwner, uid uint32, live map[uint32]bool) bool {
 	return !live[uid]
 }
 
-// liveUIDs are the uids processes of the machine run as now.
+// liveUIDs are the uids processes of the machine run as now. A look
+// stats every process of the machine (thousands in a storm of first
+// starts), each by its name in /proc, without sorting or allocating.
 func liveUIDs() map[uint32]bool {
 	out := map[uint32]bool{}
-	ents, _ := os.ReadDir("/proc")
-	for _, en := range ents {
-		if en.Name()[0] < '0' || en.Name()[0] > '9' {
+	proc, err := os.Open("/proc")
+	if err != nil {
+		return out
+	}
+	defer proc.Close()
+	names, _ := proc.Readdirnames(-1)
+	dfd := int(proc.Fd())
+	var st unix.Stat_t
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		if st, err := os.Stat(filepath.Join("/proc", en.Name())); err == nil {
-			out[st.Sys().(*syscall.Stat_t).Uid] = true
+		if unix.Fstatat(dfd, name, &st, 0) == nil {
+			out[st.Uid] = true
 		}
 	}
 	return out
