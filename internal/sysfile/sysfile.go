@@ -54,7 +54,14 @@ func Read(path string) ([]byte, error) {
 // a missing file is the same error as there (EACCES under a directory
 // that exists).
 func Write(path string, data []byte) error {
-	fd, err := open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, 0)
+	return WriteFile(path, data, 0)
+}
+
+// WriteFile is Write with perm for a file it creates, as os.WriteFile:
+// a record a gateway rewrites whole (written to a temporary name and
+// renamed over the record).
+func WriteFile(path string, data []byte, perm uint32) error {
+	fd, err := open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC, perm)
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,37 @@ func TestWriteReplaces(t *testing.T) {
 	}
 }
 
+// TestWriteFileModeAsOS: a file WriteFile makes has the mode
+// os.WriteFile gives it with the same perm (the umask applied), and a
+// file already there keeps its own.
+func TestWriteFileModeAsOS(t *testing.T) {
+	dir := t.TempDir()
+	for _, perm := range []os.FileMode{0o600, 0o644, 0o640} {
+		mine, theirs := filepath.Join(dir, "mine"+perm.String()), filepath.Join(dir, "os"+perm.String())
+		if err := WriteFile(mine, []byte("record"), uint32(perm)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(theirs, []byte("record"), perm); err != nil {
+			t.Fatal(err)
+		}
+		a, errA := os.Stat(mine)
+		b, errB := os.Stat(theirs)
+		if errA != nil || errB != nil || a.Mode() != b.Mode() || a.Size() != b.Size() {
+			t.Errorf("perm %v: WriteFile made %v (%v), os.WriteFile %v (%v)", perm, a, errA, b, errB)
+		}
+	}
+	kept := filepath.Join(dir, "kept")
+	if err := os.WriteFile(kept, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(kept, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(kept); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("a file WriteFile replaced: %v, %v; want its own mode 0600 kept", st.Mode(), err)
+	}
+}
+
 func firstLine(b []byte) []byte {
 	if i := bytes.IndexByte(b, '\n'); i >= 0 {
 		return b[:i]

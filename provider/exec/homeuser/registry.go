@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/wakegate/wakegate/internal/homesdir"
+	"github.com/wakegate/wakegate/internal/sysfile"
 )
 
 // uidRegistry is the machine-wide record of which home of which gateway
@@ -122,15 +123,16 @@ func (r *uidRegistry) locked(fn func(uids map[uint32]uidOwner) (bool, error)) er
 	// others wait here and not in the system call.
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	lock, err := os.OpenFile(filepath.Join(r.dir, "uids.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	lockPath := filepath.Join(r.dir, "uids.lock")
+	lock, err := sysfile.Open(lockPath, unix.O_RDWR|unix.O_CREAT, 0o600)
 	if err != nil {
 		return fmt.Errorf("uid registry: %w", err)
 	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("uid registry: lock %s: %w", lock.Name(), err)
+	defer unix.Close(lock) //nolint:errcheck // the lock's descriptor; closing it also drops the flock
+	if err := flock(lock, unix.LOCK_EX); err != nil {
+		return fmt.Errorf("uid registry: lock %s: %w", lockPath, err)
 	}
-	defer func() { _ = unix.Flock(int(lock.Fd()), unix.LOCK_UN) }()
+	defer func() { _ = flock(lock, unix.LOCK_UN) }()
 	path := filepath.Join(r.dir, "uids.json")
 	uids, err := r.read(path)
 	if err != nil {
@@ -142,7 +144,7 @@ func (r *uidRegistry) locked(fn func(uids map[uint32]uidOwner) (bool, error)) er
 		return err
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, encodeRegistry(uids), 0o600); err != nil {
+	if err := sysfile.WriteFile(tmp, encodeRegistry(uids), 0o600); err != nil {
 		return fmt.Errorf("uid registry: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
@@ -156,6 +158,16 @@ func (r *uidRegistry) locked(fn func(uids map[uint32]uidOwner) (bool, error)) er
 	return nil
 }
 
+// flock is unix.Flock, again when a signal interrupts the wait for the
+// lock.
+func flock(fd, how int) error {
+	for {
+		if err := unix.Flock(fd, how); !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
 // read returns the registry in path: the one known, if path is still the
 // file it was in, else the file decoded (and then known). The caller
 // holds the flock and r.mu, and must not change what it gets.
@@ -165,7 +177,7 @@ func (r *uidRegistry) read(path string) (map[uint32]uidOwner, error) {
 		return r.known, nil
 	}
 	uids := map[uint32]uidOwner{}
-	b, err := os.ReadFile(path)
+	b, err := sysfile.Read(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return uids, nil
@@ -302,7 +314,7 @@ func (r *uidRegistry) reclaim(uids map[uint32]uidOwner, first, last uint32, fres
 // gateway's users file no longer exists or gives the home another uid,
 // and no process runs as uid (live).
 func stale(o uidOwner, uid uint32, live map[uint32]bool) bool {
-	b, err := os.ReadFile(filepath.Join(o.DataDir, "exec", File))
+	b, err := sysfile.Read(filepath.Join(o.DataDir, "exec", File))
 	if err == nil {
 		var rec usersRecord
 		if json.Unmarshal(b, &rec) != nil || rec.Homes[o.Home] == uid {
@@ -371,6 +383,10 @@ func encodeRegistry(uids map[uint32]uidOwner) []byte {
 func appendJSONString(out []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	out = append(out, '"')
+	if plainJSON(s) {
+		out = append(out, s...)
+		return append(out, '"')
+	}
 	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
 		switch {
 		case r == '"' || r == '\\':
@@ -382,4 +398,16 @@ func appendJSONString(out []byte, s string) []byte {
 		}
 	}
 	return append(out, '"')
+}
+
+// plainJSON reports whether s is its own JSON string content: printable
+// ASCII, no quote, no backslash. Home names and data_dir paths nearly
+// always are.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -3,9 +3,11 @@ package homeuser
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,7 +20,7 @@ import (
 // stormTable is a gateway's uid table on a registry of its own under a
 // test folder, handing out first-last (far above any account of the
 // machine).
-func stormTable(t *testing.T, first, last uint32) (*Table, string) {
+func stormTable(t testing.TB, first, last uint32) (*Table, string) {
 	t.Helper()
 	dir := t.TempDir()
 	machine := filepath.Join(dir, "machine")
@@ -255,6 +257,85 @@ func TestEncodeRegistryReadsBack(t *testing.T) {
 	}
 }
 
+// TestEncodeUsersReadsBack: the hand-made users file decodes, with
+// encoding/json, to the homes it was made from, plain names and odd ones
+// alike, and to the same record as encoding/json's own form of it.
+func TestEncodeUsersReadsBack(t *testing.T) {
+	odd := []string{"web-1", "a", `"quoted"`, `back\slash`, "tab\there\x01", "é 日本", "</script>&", "bad \xff utf8", ""}
+	homes := map[string]uint32{}
+	for i, id := range odd {
+		homes[id] = uint32(61184 + i)
+	}
+	for _, in := range []map[string]uint32{homes, {}, {"solo": 65519}} {
+		var got, want usersRecord
+		enc := encodeUsers(in, slices.Sorted(maps.Keys(in)))
+		if err := json.Unmarshal(enc, &got); err != nil {
+			t.Fatalf("%s\ndoes not decode: %v", enc, err)
+		}
+		std, err := json.Marshal(usersRecord{Homes: in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(std, &want); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Homes) != len(in) || !maps.Equal(got.Homes, want.Homes) {
+			t.Errorf("decoded %v, encoding/json's form decodes to %v", got.Homes, want.Homes)
+		}
+	}
+}
+
+// TestUsersFileFollowsThePasses: after passes that add homes in any
+// order, one of them failing to write the users file, the file holds
+// exactly the homes the table gives uids, in the order of their names.
+func TestUsersFileFollowsThePasses(t *testing.T) {
+	tab, _ := stormTable(t, 3_000_000, 3_000_100)
+	for _, id := range []string{"m", "c", "x", "a"} {
+		if _, err := tab.UIDFor(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A folder where the users file's temporary copy goes: the next
+	// pass cannot write the file, and its home gets no uid.
+	blocker := tab.path + ".tmp"
+	if err := os.Mkdir(blocker, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tab.UIDFor("b"); err == nil {
+		t.Fatal("a pass whose users file cannot be written gave its home a uid")
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"z", "b", "d", "c"} {
+		if _, err := tab.UIDFor(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := os.ReadFile(tab.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec usersRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatalf("%s\ndoes not decode: %v", raw, err)
+	}
+	tab.mu.Lock()
+	defer tab.mu.Unlock()
+	if !maps.Equal(rec.Homes, tab.homes) || len(rec.Homes) != 7 {
+		t.Fatalf("users file %v, table %v; want the same 7 homes", rec.Homes, tab.homes)
+	}
+	var order []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		if name, _, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && name != `"homes"` {
+			order = append(order, strings.Trim(name, `"`))
+		}
+	}
+	if want := []string{"a", "b", "c", "d", "m", "x", "z"}; !slices.Equal(order, want) {
+		t.Errorf("users file lists %v, want %v", order, want)
+	}
+}
+
 // TestLiveUIDSkippedAndLookShared: a uid a process of the machine runs as
 // is not handed out; passes within lookTTL of each other share one look
 // at the machine's processes, and a pass after it looks again, so the
@@ -295,5 +376,24 @@ func TestLiveUIDSkippedAndLookShared(t *testing.T) {
 	}
 	if !tab.registry.lookedAt.After(looked) {
 		t.Fatal("a pass after lookTTL did not look again")
+	}
+}
+
+// BenchmarkFirstStartPass is one home's first start in a storm of them,
+// for its uid: a pass of the registry and the users file when 1,000
+// homes of the gateway already hold uids (as each pass of the storm's
+// later half finds).
+func BenchmarkFirstStartPass(b *testing.B) {
+	tab, _ := stormTable(b, 3_000_000, 3_100_000)
+	for i := range 1000 {
+		if _, err := tab.UIDFor(fmt.Sprintf("held-%d", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := tab.UIDFor(fmt.Sprintf("new-%d", i)); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/wakegate/wakegate/internal/homesdir"
+	"github.com/wakegate/wakegate/internal/sysfile"
 )
 
 // Modes of Users.Mode.
@@ -63,6 +66,10 @@ type Table struct {
 
 	mu    sync.Mutex
 	homes map[string]uint32
+	// names are the names of homes in order, for the users file: kept
+	// as each pass adds its homes, so that a pass sorts none, and made
+	// again from homes when they differ in length.
+	names []string
 	// pending are the homes waiting for a uid while another caller
 	// allocates (allocating): they are served together by the next pass.
 	pending    *uidBatch
@@ -185,6 +192,10 @@ func (t *Table) record(b *uidBatch, uids map[string]uint32, errs map[string]erro
 		return
 	}
 	for id, uid := range uids {
+		if _, had := t.homes[id]; !had && len(t.names) == len(t.homes) {
+			i, _ := slices.BinarySearch(t.names, id)
+			t.names = slices.Insert(t.names, i, id)
+		}
 		t.homes[id] = uid
 	}
 	if err := t.save(); err != nil {
@@ -192,17 +203,17 @@ func (t *Table) record(b *uidBatch, uids map[string]uint32, errs map[string]erro
 			delete(t.homes, id)
 			b.errs[id] = err
 		}
+		t.names = nil
 	}
 }
 
 // save writes the table atomically; t.mu is held.
 func (t *Table) save() error {
-	b, err := json.MarshalIndent(usersRecord{Homes: t.homes}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("home users: %w", err)
-	}
 	tmp := t.path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	if len(t.names) != len(t.homes) {
+		t.names = slices.Sorted(maps.Keys(t.homes))
+	}
+	if err := sysfile.WriteFile(tmp, encodeUsers(t.homes, t.names), 0o600); err != nil {
 		return fmt.Errorf("home users: %w", err)
 	}
 	if err := os.Rename(tmp, t.path); err != nil {
@@ -210,6 +221,29 @@ func (t *Table) save() error {
 		return fmt.Errorf("home users: %w", err)
 	}
 	return nil
+}
+
+// encodeUsers is homes in the form of the users file (usersRecord), one
+// home a line in the order of ids, their names in order. A storm of
+// first starts writes it once a pass, over every home that started
+// before: it is made by hand, as encodeRegistry, from the order the
+// table keeps, where encoding/json sorted the names again each time.
+func encodeUsers(homes map[string]uint32, ids []string) []byte {
+	out := make([]byte, 0, 32+len(ids)*40)
+	out = append(out, "{\n  \"homes\": {"...)
+	for i, id := range ids {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, "\n    "...)
+		out = appendJSONString(out, id)
+		out = append(out, ": "...)
+		out = strconv.AppendUint(out, uint64(homes[id]), 10)
+	}
+	if len(ids) > 0 {
+		out = append(out, "\n  "...)
+	}
+	return append(out, "}\n}\n"...)
 }
 
 // systemAccount reports whether uid names a user or group of the system.
