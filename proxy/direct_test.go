@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -180,26 +182,42 @@ func newDiffPair(t *testing.T, o Options, route func() *forward.Route) diffPair 
 // whose writer takes the direct path's head blocks (BlockWriter).
 func newLoopDiffPair(t *testing.T, o Options, route func() *forward.Route) diffPair {
 	t.Helper()
-	d, pd := loopFrontFor(t, o, route, diffHost)
-	rp, prp := loopFrontFor(t, o, route, diffHost)
+	d, pd := loopFrontFor(t, o, route, diffHost, nil)
+	rp, prp := loopFrontFor(t, o, route, diffHost, nil)
 	prp.noDirect = true
 	return diffPair{direct: d, rp: rp, pd: pd, prp: prp}
 }
 
+// newTLSLoopDiffPair is newLoopDiffPair over TLS with conf, as the
+// gateway's HTTPS listener runs the loop.
+func newTLSLoopDiffPair(conf *tls.Config) func(*testing.T, Options, func() *forward.Route) diffPair {
+	return func(t *testing.T, o Options, route func() *forward.Route) diffPair {
+		t.Helper()
+		d, pd := loopFrontFor(t, o, route, diffHost, conf)
+		rp, prp := loopFrontFor(t, o, route, diffHost, conf)
+		prp.noDirect = true
+		return diffPair{direct: d, rp: rp, pd: pd, prp: prp}
+	}
+}
+
 // loopFrontFor is frontFor on h1serve (net/http behind its hand-off, as
-// the gateway's plain listener runs); it returns the front's base URL.
-func loopFrontFor(t *testing.T, o Options, route func() *forward.Route, host string) (string, *Proxy) {
+// the gateway's public listener runs), over TLS with conf when it is not
+// nil; it returns the front's base URL.
+func loopFrontFor(t *testing.T, o Options, route func() *forward.Route, host string, conf *tls.Config) (string, *Proxy) {
 	t.Helper()
 	p := New(o)
 	t.Cleanup(p.Close)
-	addr := h1test.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Host != host {
 			http.Error(w, "not this test's request", http.StatusMisdirectedRequest)
 			return
 		}
 		p.Serve(w, r, route())
-	}))
-	return "http://" + addr, p
+	})
+	if conf != nil {
+		return "https://" + h1test.ServeTLS(t, h, conf), p
+	}
+	return "http://" + h1test.Serve(t, h), p
 }
 
 // diffHost is the Host of every request of the differential test; its
@@ -332,6 +350,12 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 	}
 	trusted := testOptions()
 	trusted.Trusted = func(ip net.IP) bool { return ip.IsLoopback() }
+	// Over TLS the loop cannot keep a response rate floor itself, so the
+	// proxy's rate writer (proxy/minrate) wraps its writer and must pass
+	// the heads' blocks on.
+	rated := testOptions()
+	rated.MinResponseRate, rated.MinRateGrace = 1<<10, 10*time.Second
+	certs, tlsConf := testTLS(t)
 	for _, opts := range []struct {
 		name string
 		o    Options
@@ -339,16 +363,25 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 		// direct path sends its heads as blocks.
 		loop     bool
 		noTokens bool // every route without a relay token
-	}{{"untrusted peer", testOptions(), false, false}, {"trusted peer", trusted, false, false},
-		{"loop front", testOptions(), true, true}, {"loop front, relay token", testOptions(), true, false}} {
+		tls      bool // the loop fronts serve TLS
+	}{{"untrusted peer", testOptions(), false, false, false}, {"trusted peer", trusted, false, false, false},
+		{"loop front", testOptions(), true, true, false}, {"loop front, relay token", testOptions(), true, false, false},
+		{"loop front over TLS, response rate floor", rated, true, true, true}} {
 		newPair := newDiffPair
-		if opts.loop {
+		switch {
+		case opts.tls:
+			newPair = newTLSLoopDiffPair(tlsConf)
+		case opts.loop:
 			newPair = newLoopDiffPair
 		}
 		pair := newPair(t, opts.o, routeFor)
 		// Behind the loop every request has a connection of its own: one
 		// that a chunked request handed to net/http stays there.
-		client := &http.Client{Transport: &http.Transport{DisableCompression: true, DisableKeepAlives: opts.loop}}
+		tr := &http.Transport{DisableCompression: true, DisableKeepAlives: opts.loop}
+		if opts.tls {
+			tr.TLSClientConfig = &tls.Config{RootCAs: certs}
+		}
+		client := &http.Client{Transport: tr}
 		t.Cleanup(client.CloseIdleConnections)
 		for _, c := range diffCases() {
 			t.Run(opts.name+"/"+c.name, func(t *testing.T) {
@@ -375,9 +408,11 @@ func TestDirectMatchesReverseProxy(t *testing.T) {
 				}
 			})
 		}
-		if pair.pd.spliced.Load() != 1 || pair.prp.spliced.Load() != 0 {
-			t.Errorf("%s: bodies through ReadFrom: direct %d, ReverseProxy %d; want 1 and 0", opts.name,
-				pair.pd.spliced.Load(), pair.prp.spliced.Load())
+		// The large body of known length goes through the client writer's
+		// ReadFrom, which splices it on TCP; a TLS writer has none.
+		if want := map[bool]int64{false: 1, true: 0}[opts.tls]; pair.pd.spliced.Load() != want || pair.prp.spliced.Load() != 0 {
+			t.Errorf("%s: bodies through ReadFrom: direct %d, ReverseProxy %d; want %d and 0", opts.name,
+				pair.pd.spliced.Load(), pair.prp.spliced.Load(), want)
 		}
 		// The plain heads with a body to requests the loop serves (get,
 		// hostile fields, escaped path, empty query, post length, post
@@ -480,7 +515,8 @@ func TestDirectReusesConnections(t *testing.T) {
 
 // TestBlockWriterFindsTheLoop: the direct path sends blocks only where the
 // writer that sends the head takes them, through the wrappers that pass
-// them on, and never to net/http's writer or through the rate writer.
+// them on (the relay token's mask, the rate writer), and never to
+// net/http's writer.
 func TestBlockWriterFindsTheLoop(t *testing.T) {
 	type verdicts struct{ bare, masked, twiceMasked, rated, maskedRated bool }
 	got := make(chan verdicts, 1)
@@ -502,7 +538,7 @@ func TestBlockWriterFindsTheLoop(t *testing.T) {
 		url  string
 		want verdicts
 	}{
-		{"loop", "http://" + h1test.Serve(t, h), verdicts{bare: true, masked: true, twiceMasked: true}},
+		{"loop", "http://" + h1test.Serve(t, h), verdicts{bare: true, masked: true, twiceMasked: true, rated: true, maskedRated: true}},
 		{"net/http", std.URL, verdicts{}},
 	} {
 		res, err := http.Get(c.url + "/")
@@ -514,4 +550,15 @@ func TestBlockWriterFindsTheLoop(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", c.name, v, c.want)
 		}
 	}
+}
+
+// testTLS returns a server configuration with httptest's certificate
+// (for 127.0.0.1) and the pool a client trusts it with.
+func testTLS(t *testing.T) (*x509.CertPool, *tls.Config) {
+	t.Helper()
+	s := httptest.NewTLSServer(http.NotFoundHandler())
+	defer s.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(s.Certificate())
+	return pool, &tls.Config{Certificates: s.TLS.Certificates, NextProtos: []string{"http/1.1"}}
 }

@@ -58,8 +58,8 @@ func fronts(t *testing.T, o Options, route func() *forward.Route) map[string]str
 	d, _ := frontFor(t, o, route, "")
 	rp, prp := frontFor(t, o, route, "")
 	prp.noDirect = true
-	ld, _ := loopFrontFor(t, o, route, diffHost)
-	lrp, plrp := loopFrontFor(t, o, route, diffHost)
+	ld, _ := loopFrontFor(t, o, route, diffHost, nil)
+	lrp, plrp := loopFrontFor(t, o, route, diffHost, nil)
 	plrp.noDirect = true
 	return map[string]string{"net/http direct": d.URL, "net/http ReverseProxy": rp.URL,
 		"loop direct": ld, "loop ReverseProxy": lrp}

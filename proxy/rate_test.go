@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -137,6 +138,52 @@ func TestSlowReaderIsCut(t *testing.T) {
 	case <-served:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the proxy still writes to a client that reads nothing")
+	}
+}
+
+// TestSlowTLSReaderIsCutOnTheLoop is TestSlowReaderIsCut over TLS behind
+// the HTTP/1.1 loop: the answer's head goes out as a block through the
+// rate writer (the loop keeps no floor on TLS itself), and the body's
+// writes still come under the floor's deadlines, so a client that reads
+// nothing is cut.
+func TestSlowTLSReaderIsCutOnTheLoop(t *testing.T) {
+	t.Parallel()
+	const size = 64 << 20
+	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		buf := make([]byte, 64<<10)
+		for n := 0; n < size; n += len(buf) {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+	o := rateOptions()
+	o.MinResponseRate = 1 << 20
+	p := New(o)
+	t.Cleanup(p.Close)
+	served := make(chan struct{})
+	certs, conf := testTLS(t)
+	s := h1test.ServeTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(served)
+		p.Serve(w, r, &forward.Route{Kind: "app", Name: "a", Upstream: up.url(t, "/")})
+	}), conf)
+	d := &net.Dialer{Control: smallReadBuffer}
+	c, err := tls.DialWithDialer(d, "tcp", s, &tls.Config{RootCAs: certs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the proxy still writes to a TLS client that reads nothing")
+	}
+	if n := p.blocked.Load(); n != 1 {
+		t.Errorf("%d heads sent as blocks, want 1: the rate writer passes them on", n)
 	}
 }
 

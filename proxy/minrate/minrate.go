@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wakegate/wakegate/internal/h1head"
 	"github.com/wakegate/wakegate/proxy/h1client"
 )
 
@@ -216,6 +217,22 @@ func (w *Writer) Write(p []byte) (int, error) {
 func (w *Writer) WriteHeader(code int) {
 	w.arm(0)
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// WriteHeaderBlock passes a relayed head whose fields are wire bytes on
+// to the wrapped writer, under the deadline WriteHeader would set, when
+// that writer takes such heads (the HTTP/1.1 loop's, over TLS, where the
+// floor cannot be kept by the loop itself). It reports false, having done
+// nothing, when the wrapped writer does not take them or refuses this one.
+func (w *Writer) WriteHeaderBlock(code int, b *h1head.Block) bool {
+	bw, ok := w.ResponseWriter.(interface {
+		WriteHeaderBlock(code int, b *h1head.Block) bool
+	})
+	if !ok {
+		return false
+	}
+	w.arm(0)
+	return bw.WriteHeaderBlock(code, b)
 }
 
 // ReadFrom passes a body of known length (an *io.LimitedReader, as the

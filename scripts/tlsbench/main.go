@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,7 @@ func main() {
 	dur := flag.Duration("d", 3*time.Second, "how long to measure")
 	conns := flag.Int("c", 8, "concurrent workers")
 	path := flag.String("path", "/", "request path (https mode)")
+	curves := flag.String("curves", "", "key exchanges the client offers, comma-separated (x25519, p256, x25519mlkem768); empty: Go's default")
 	flag.Parse()
 	pem, err := os.ReadFile(*caFile)
 	if err != nil {
@@ -39,6 +41,9 @@ func main() {
 		fail(errors.New("no certificate in -ca"))
 	}
 	conf := &tls.Config{ServerName: *name, RootCAs: roots, NextProtos: []string{"http/1.1"}}
+	if conf.CurvePreferences, err = parseCurves(*curves); err != nil {
+		fail(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *dur)
 	defer cancel()
 	var ops, errs, resumed atomic.Int64
@@ -137,4 +142,25 @@ func httpsWorker(addr, name, path string, conf *tls.Config) func() error {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "tlsbench:", err)
 	os.Exit(1)
+}
+
+// parseCurves reads the -curves list; an empty list leaves Go's default.
+func parseCurves(list string) ([]tls.CurveID, error) {
+	if list == "" {
+		return nil, nil
+	}
+	var out []tls.CurveID
+	for _, n := range strings.Split(list, ",") {
+		switch strings.ToLower(strings.TrimSpace(n)) {
+		case "x25519":
+			out = append(out, tls.X25519)
+		case "p256":
+			out = append(out, tls.CurveP256)
+		case "x25519mlkem768":
+			out = append(out, tls.X25519MLKEM768)
+		default:
+			return nil, fmt.Errorf("-curves: unknown key exchange %q (x25519, p256, x25519mlkem768)", n)
+		}
+	}
+	return out, nil
 }
