@@ -134,7 +134,7 @@ func orNone(reason string) string {
 // could not connect says nothing of health, and is the endpoint rung's
 // failure.
 func (a *Apps) healthRung(ctx context.Context, s registry.App, base string, since time.Time) rung {
-	err := a.check(ctx, s, base)
+	err := a.check(ctx, s, base, healthPath(s))
 	if ctx.Err() != nil {
 		return rung{st: appStatus(s, PhaseUnknown, ReasonNotObserved, "the observation ran out of time")}
 	}
@@ -145,10 +145,45 @@ func (a *Apps) healthRung(ctx context.Context, s registry.App, base string, sinc
 	if errors.As(err, &oe) && oe.Op == "dial" {
 		return rung{st: appStatus(s, PhaseStarting, ReasonEndpointNotReady, "the upstream does not accept connections: %v", err)}
 	}
+	hint := a.rootHint(ctx, s, base, err)
 	if grace := s.Health.StartPeriod.Duration(); time.Since(since) < grace {
-		return rung{st: appStatus(s, PhaseStarting, ReasonHealthStarting, "the health check has not passed yet (inside the %s start period): %v", grace, err)}
+		st := appStatus(s, PhaseStarting, ReasonHealthStarting, "the health check has not passed yet (inside the %s start period): %v", grace, err)
+		st.Hint = hint
+		return rung{st: st}
 	}
-	return rung{st: appStatus(s, PhaseFailed, ReasonUnhealthy, "the health check failed: %v", err)}
+	st := appStatus(s, PhaseFailed, ReasonUnhealthy, "the health check failed: %v", err)
+	st.Hint = hint
+	return rung{st: st}
+}
+
+// healthPath is the path the direct health check asks for, after the
+// upstream's (or the home's endpoint and the app's) own path: the path
+// the gateway forwards the self-probe's GET /apps/{slug}{health.path}
+// to. With strip_prefix that is health.path; without it the app is
+// forwarded the whole path, so its health is checked under its prefix,
+// where it serves.
+func healthPath(s registry.App) string {
+	if s.StripPrefix {
+		return s.Health.Path
+	}
+	return "/apps/" + s.Slug + s.Health.Path
+}
+
+// rootHint is the likely fix of a direct health check that failed with
+// err on an app without strip_prefix: when its check got 404 under its
+// prefix but health.path answers at the upstream's root, the app serves
+// at its root and wants strip_prefix. It costs one more GET, only then.
+func (a *Apps) rootHint(ctx context.Context, s registry.App, base string, err error) string {
+	var se probe.StatusError
+	if s.StripPrefix || !errors.As(err, &se) || int(se) != http.StatusNotFound || ctx.Err() != nil {
+		return ""
+	}
+	if a.check(ctx, s, base, s.Health.Path) != nil {
+		return ""
+	}
+	return fmt.Sprintf("the app answers GET %s at its root but 404 at %s, the path the gateway forwards "+
+		"(without strip_prefix an app is forwarded the full path /apps/%s/...): if it serves at its root, set strip_prefix: true",
+		s.Health.Path, healthPath(s), s.Slug)
 }
 
 // probeRung sends the self-probe through the gateway's own path (rung 6).
@@ -173,7 +208,7 @@ func (a *Apps) probeRung(ctx context.Context, s registry.App) Status {
 // check runs the direct health check at base: http GET base+path judged by
 // the app's status rules, or a tcp connect. An app inside a home is sent
 // the home's relay token, as the proxy would send it.
-func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
+func (a *Apps) check(ctx context.Context, s registry.App, base, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.Health.Timeout.Duration())
 	defer cancel()
 	if s.Health.Type == registry.HealthTCP {
@@ -188,7 +223,7 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 		_ = c.Close()
 		return nil
 	}
-	target, err := probe.URL(base, s.Health.Path, map[string]string{"http": "http", "https": "https"})
+	target, err := probe.URL(base, path, map[string]string{"http": "http", "https": "https"})
 	if err != nil {
 		return err
 	}
@@ -208,7 +243,7 @@ func (a *Apps) check(ctx context.Context, s registry.App, base string) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, probe.DrainLimit))
 	_ = res.Body.Close()
 	if !probe.StatusPasses(res.StatusCode, s.API()) {
-		return fmt.Errorf("health check GET %s: %w", s.Health.Path, probe.StatusError(res.StatusCode))
+		return fmt.Errorf("health check GET %s: %w", path, probe.StatusError(res.StatusCode))
 	}
 	return nil
 }
@@ -219,39 +254,50 @@ func selfProbeHint(s registry.App, code int) string {
 	if code != http.StatusNotFound {
 		return ""
 	}
-	direct, through := s.Health.Path, "/apps/"+s.Slug+s.Health.Path
+	direct, through := healthPath(s), "/apps/"+s.Slug+s.Health.Path
 	if s.Home != "" && s.Path != "" {
-		direct = s.Path + s.Health.Path
-	}
-	if !s.StripPrefix {
-		return fmt.Sprintf("the app's direct health check (GET %s) passes, but through the gateway GET %s got 404: "+
-			"the app is forwarded the full path /apps/%s/...; if it serves at its root, set strip_prefix: true", direct, through, s.Slug)
+		direct = s.Path + direct
 	}
 	return fmt.Sprintf("the app's direct health check (GET %s) passes, but through the gateway GET %s got 404: "+
-		"check the app's path and health.path", direct, through)
+		"check the app's path, health.path and what the gateway changes on the way (host_header, access)", direct, through)
 }
 
 // HealthCheckUserAgent is the User-Agent of direct health checks.
 const HealthCheckUserAgent = "wakegate-health-check"
 
 // HomeProbePaths are the GETs an auto probe of home id adds to its own:
-// the direct health check path of each app inside the home that is
-// checked over http (its base path joined to its health path), in slug
-// order, with the app's status rules. An app behind strip_prefix is
-// served at such a path, not under /node/{target}.
+// for each app inside the home that is checked over http, in slug order
+// and with the app's status rules, its direct health check's path (its
+// base path joined to healthPath), and for an app without strip_prefix
+// also its health path at the base path itself, as before the prefix.
+// An app behind strip_prefix is served at such a path, not under
+// /node/{target}; one without it under /apps/{slug}, or, when it was not
+// told that prefix, at its root, and a home whose app is so
+// misconfigured still comes up, for the app's status to say why.
 func (a *Apps) HomeProbePaths(id string) []probe.Path {
 	set := a.tab.Load()
 	var out []probe.Path
+	add := func(base, hp string, api bool) {
+		p := path.Join("/", base, hp)
+		if strings.HasSuffix(hp, "/") && !strings.HasSuffix(p, "/") {
+			p += "/"
+		}
+		for _, o := range out {
+			if o.Path == p && o.API == api {
+				return
+			}
+		}
+		out = append(out, probe.Path{Path: p, API: api})
+	}
 	for _, slug := range set.order {
 		ap := set.byslug[slug]
 		if ap == nil || ap.spec.Home != id || ap.spec.Health.Type == registry.HealthTCP {
 			continue
 		}
-		p := path.Join("/", ap.spec.Path, ap.spec.Health.Path)
-		if strings.HasSuffix(ap.spec.Health.Path, "/") && !strings.HasSuffix(p, "/") {
-			p += "/"
+		add(ap.spec.Path, healthPath(ap.spec), ap.spec.API())
+		if !ap.spec.StripPrefix {
+			add(ap.spec.Path, ap.spec.Health.Path, ap.spec.API())
 		}
-		out = append(out, probe.Path{Path: p, API: ap.spec.API()})
 	}
 	return out
 }

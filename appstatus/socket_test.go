@@ -58,7 +58,7 @@ func TestAppHealthCheckUnixSocket(t *testing.T) {
 		// The test home wants the relay header, which a home's app gets
 		// from the engine; this one has no home, so the path alone fails
 		// with 404 and passes only as a tcp check or with the header.
-		err := a.check(guard, app, base)
+		err := a.check(guard, app, base, app.Health.Path)
 		switch typ {
 		case registry.HealthTCP:
 			if err != nil {

@@ -24,9 +24,10 @@ HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 
 // TestStatusShowsWhatFailed: `wakegate status` exits 1 and names the cause
 // and the likely fix of a home whose last wake failed (a home that answers
-// 404 everywhere, which fails its wake early) and of an app held back by a mistake (no strip_prefix),
-// though neither home nor app is in the failed state; it exits 3 when no
-// admin listener answers.
+// 404 everywhere, which fails its wake early, though the home is not in
+// the failed state) and of an app held back by a mistake (no strip_prefix:
+// it answers 404 under /apps/{slug}/, where the gateway forwards it); it
+// exits 3 when no admin listener answers.
 func TestStatusShowsWhatFailed(t *testing.T) {
 	const token = "status-test-token-0123456789"
 	py, script := testbin.PythonScript(t, "notfound.py", notFoundHome)
@@ -60,7 +61,7 @@ apps:
 	testbin.Eventually(t, "status to name the app held back by its prefix", func() bool {
 		var code int
 		code, out = status()
-		return code == 1 && strings.Contains(out, "app /apps/rooted/ is starting (probe-failed)")
+		return code == 1 && strings.Contains(out, "app /apps/rooted/ is failed (unhealthy)")
 	})
 	if !strings.Contains(out, "hint: ") || !strings.Contains(out, "strip_prefix: true") {
 		t.Errorf("status lacks the app's hint:\n%s", out)

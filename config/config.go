@@ -403,7 +403,9 @@ type ProbeConfig struct {
 	// /node/{target} that yields a first frame or stays open through
 	// Settle, a GET of Path answered 2xx or 3xx, or a GET of the health
 	// path of an app inside the home answered as its kind's rules accept
-	// (an app with strip_prefix is served there): it fits plain HTTP
+	// (the app's direct check path: its health path with strip_prefix;
+	// without it, that path under /apps/{slug} and at the app's base
+	// path itself): it fits plain HTTP
 	// servers and WebSocket services alike. The upgrade goes first, its
 	// handshake bounded by WSTimeout. A home that completes the upgrade
 	// is judged by the WebSocket alone: a socket closed within Settle

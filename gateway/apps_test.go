@@ -211,22 +211,56 @@ func TestAppPublishedOnlyAfterSelfProbe(t *testing.T) {
 	}
 }
 
-// onlyAt answers 200 at path and 404 elsewhere.
-func onlyAt(path string, code int) http.HandlerFunc {
+// under answers 200 below prefix and 404 elsewhere: an app told its base
+// path, as an app without strip_prefix is.
+func under(prefix string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != path {
+		if !strings.HasPrefix(r.URL.Path, prefix) {
 			statusHandler(http.StatusNotFound)(w, r)
 			return
 		}
-		statusHandler(code)(w, r)
+		statusHandler(http.StatusOK)(w, r)
 	}
 }
 
+// TestAppServedUnderItsPrefix: an app without strip_prefix is forwarded
+// /apps/{slug}/..., so one that serves there and nowhere else (404 at its
+// root) is healthy with the default health path: its direct check asks
+// for /apps/x/, where the self-probe's GET /apps/x/ is forwarded, and the
+// route is published.
+func TestAppServedUnderItsPrefix(t *testing.T) {
+	up := newTestUpstream(t, "/apps/x/", under("/apps/x/"))
+	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "ui", "    health: {interval: 20ms}\n    min_refresh: 1ms\n"))
+	st := gw.waitReason(t, "x", appstatus.ReasonReady)
+	if st.Phase != appstatus.PhaseReady || st.Route != appstatus.RoutePublished {
+		t.Fatalf("status %+v; want ready and published", st)
+	}
+	if up.health.Load() == 0 || up.probes.Load() == 0 {
+		t.Fatalf("direct checks %d, self-probes %d at /apps/x/; want both", up.health.Load(), up.probes.Load())
+	}
+	if code, _, body := gw.get(t, "/apps/x/page", nil); code != http.StatusOK {
+		t.Fatalf("GET /apps/x/page: %d %s", code, body)
+	}
+}
+
+// notProxied answers 404 to a request that came through a proxy (it
+// carries X-Forwarded-For) and 200 to any other: an upstream that the
+// direct health check finds healthy and that refuses what the gateway
+// forwards, as a server bound to its own host names does.
+func notProxied(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Forwarded-For") != "" {
+		statusHandler(http.StatusNotFound)(w, r)
+		return
+	}
+	statusHandler(http.StatusOK)(w, r)
+}
+
 func TestAppHealthyDirectlyButNotThroughGatewayNeverPublishes(t *testing.T) {
-	// The upstream serves its health path at its root only, while the
-	// route keeps the /apps/x prefix: the direct check passes, the path
-	// through the gateway gets 404.
-	up := newTestUpstream(t, "/healthz", onlyAt("/healthz", http.StatusOK))
+	// The direct check and the self-probe reach the same upstream path
+	// (/apps/x/healthz: the route keeps its prefix), but the upstream
+	// refuses what comes through the gateway: the direct check passes,
+	// the path through the gateway gets 404.
+	up := newTestUpstream(t, "/apps/x/healthz", notProxied)
 	gw := startAppGateway(t, "apps:\n"+appEntry("x", up.URL, "ui", "    health: {path: /healthz, interval: 20ms}\n    min_refresh: 1ms\n"))
 	st := gw.waitReason(t, "x", appstatus.ReasonProbeFailed)
 	if st.Phase != appstatus.PhaseStarting || st.ProbeStatus != http.StatusNotFound || !strings.Contains(st.Message, "404") {

@@ -33,11 +33,11 @@ func hintPython(t *testing.T) string {
 	return fmt.Sprintf("http://127.0.0.1:%d", port)
 }
 
-// TestHintStripPrefix: an app whose direct health check passes (a Python
-// server answers / with 200) but whose self-probe gets 404 (the server is
-// forwarded /apps/py/) is starting/probe-failed with a hint that names
-// strip_prefix, in its status and in a warning log line; the public
-// answer does not carry the hint.
+// TestHintStripPrefix: an app without strip_prefix is checked where the
+// gateway forwards it, under /apps/py/; a Python server that serves at its
+// root answers that with 404, and / with 200, so the app is failed/unhealthy
+// with a hint that names strip_prefix, in its status and in a warning log
+// line; the public answer does not carry the hint.
 func TestHintStripPrefix(t *testing.T) {
 	t.Parallel()
 	py := hintPython(t)
@@ -48,14 +48,15 @@ apps:
     health: {interval: 1h, timeout: 2s}
 `, py))
 	var st appstatus.Status
-	testbin.Eventually(t, "the app's self-probe to get 404", func() bool {
+	testbin.Eventually(t, "the app's health check to get 404 under its prefix", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		st, _ = gw.g.Apps().Refresh(ctx, "py", "")
-		return st.Reason == appstatus.ReasonProbeFailed && st.ProbeStatus == http.StatusNotFound
+		return st.Reason == appstatus.ReasonUnhealthy
 	})
-	if !strings.Contains(st.Hint, "strip_prefix: true") {
-		t.Fatalf("hint %q does not name strip_prefix", st.Hint)
+	if !strings.Contains(st.Message, "GET /apps/py/") || !strings.Contains(st.Message, "404") ||
+		!strings.Contains(st.Hint, "strip_prefix: true") || !strings.Contains(st.Hint, "at its root") {
+		t.Fatalf("status %q, hint %q: want the 404 under /apps/py/ and a hint that names strip_prefix", st.Message, st.Hint)
 	}
 	testbin.Eventually(t, "a warning that carries the hint", func() bool {
 		for _, l := range gw.logs.Lines(`"app phase"`) {

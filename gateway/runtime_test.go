@@ -32,8 +32,11 @@ func rtNewUpstream(t *testing.T) *rtUpstream {
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.mu.Lock()
 		u.hits[r.URL.Path]++
+		if r.Header.Get("X-Forwarded-For") != "" {
+			u.hits["via gateway "+r.URL.Path]++ // a self-probe or a user's request
+		}
 		u.mu.Unlock()
-		if strings.HasPrefix(r.URL.Path, "/gated") && !u.open.Load() {
+		if strings.Contains(r.URL.Path, "/gated") && !u.open.Load() {
 			http.Error(w, "not yet", http.StatusServiceUnavailable)
 			return
 		}
@@ -167,7 +170,7 @@ func TestRuntimeAppRegistry(t *testing.T) {
 		res, body := e2eGet(t, pub, appURL, nil)
 		return res.StatusCode == http.StatusOK && string(body) == "upstream /apps/live/x"
 	})
-	if n := up.count("/apps/live/gated/a"); n == 0 {
+	if n := up.count("via gateway /apps/live/gated/a"); n == 0 {
 		t.Fatal("the route was published without a self-probe through the gateway")
 	}
 	_, _, body = a.do(t, "GET", "/admin/apps/live", admToken, nil, nil)
@@ -195,11 +198,11 @@ func TestRuntimeAppRegistry(t *testing.T) {
 		res, _ := e2eGet(t, pub, appURL, nil)
 		return res.StatusCode == http.StatusOK
 	})
-	testbin.Eventually(t, "the replaced app's loop checks its new path", func() bool { return up.count("/gated/b") > 0 })
+	testbin.Eventually(t, "the replaced app's loop checks its new path", func() bool { return up.count("/apps/live/gated/b") > 0 })
 	// The old loop ended with the replace: its path is no longer checked.
-	oldHits := up.count("/gated/a")
-	rtWaitTicks(t, up, "/ctl", 3)
-	if n := up.count("/gated/a"); n != oldHits {
+	oldHits := up.count("/apps/live/gated/a")
+	rtWaitTicks(t, up, "/apps/ctl/ctl", 3)
+	if n := up.count("/apps/live/gated/a"); n != oldHits {
 		t.Fatalf("the replaced app's old health path was checked %d more times", n-oldHits)
 	}
 
@@ -222,10 +225,10 @@ func TestRuntimeAppRegistry(t *testing.T) {
 	if code, _, body := a.do(t, "DELETE", "/admin/apps/live", admToken, nil, nil); code != http.StatusNotFound {
 		t.Fatalf("delete twice: %d %s", code, body)
 	}
-	rtWaitTicks(t, up, "/ctl", 1) // a stray request already on the wire lands
-	gone := up.count("/gated/b")
-	rtWaitTicks(t, up, "/ctl", 3)
-	if n := up.count("/gated/b"); n != gone {
+	rtWaitTicks(t, up, "/apps/ctl/ctl", 1) // a stray request already on the wire lands
+	gone := up.count("/apps/live/gated/b")
+	rtWaitTicks(t, up, "/apps/ctl/ctl", 3)
+	if n := up.count("/apps/live/gated/b"); n != gone {
 		t.Fatalf("the deleted app's health path was checked %d more times", n-gone)
 	}
 	for _, r := range a.g.Routes() {

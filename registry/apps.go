@@ -77,9 +77,13 @@ type AppHealth struct {
 	// Type is "http" (default: GET Path, judged by the app kind's status
 	// rules) or "tcp" (a connection opens).
 	Type string `json:"type" yaml:"type"`
-	// Path is the http check's path on the upstream, joined to the
-	// upstream URL's path (or the home endpoint and the app's path). The
-	// self-probe requests the same path under /apps/{slug}. Default "/".
+	// Path is the http check's path. The self-probe requests it under
+	// /apps/{slug} through the gateway, and the direct check asks the
+	// upstream for the path that request is forwarded to, joined to the
+	// upstream URL's path (or the home endpoint and the app's path): Path
+	// itself with strip_prefix, else /apps/{slug}{Path}, since an app
+	// without strip_prefix is forwarded the whole path and serves under
+	// that prefix. Default "/".
 	Path string `json:"path" yaml:"path"`
 	// Interval is the pause between observations of the app (health check,
 	// endpoint and self-probe) while it is not ready, and the first pause

@@ -34,7 +34,8 @@ import (
 //
 // offline slugs have no route yet, as in a gateway that does not listen
 // yet; the self-probe of a fullPath slug keeps /apps/{slug} in the path it
-// sends upstream, as the gateway does for an app without strip_prefix.
+// sends upstream, where the direct check of these apps (strip_prefix) does
+// not: a route that reaches the app elsewhere than its health check.
 type standInRoutes struct {
 	eng      *wake.Engine
 	bus      *events.Bus
@@ -101,8 +102,11 @@ func (r *standInRoutes) Withdraw(slug, reason string) {
 	}
 }
 
+// testApp is an app that serves at its root (strip_prefix), where the
+// stand-in routes forward it: its direct check and self-probe ask the
+// same path.
 func testApp(slug string) registry.App {
-	a := registry.App{Slug: slug, Health: registry.AppHealth{Interval: registry.Duration(time.Hour)},
+	a := registry.App{Slug: slug, StripPrefix: true, Health: registry.AppHealth{Interval: registry.Duration(time.Hour)},
 		FailureThreshold: 1, MinRefresh: registry.Duration(time.Millisecond), RefreshTimeout: registry.Duration(10 * time.Second)}
 	a.Default()
 	return a
@@ -306,7 +310,7 @@ func TestAppLadderReasons(t *testing.T) {
 	closed.Close()
 
 	app := func(upstream, home string, edit func(*registry.App)) registry.App {
-		a := registry.App{Slug: "x", Upstream: upstream, Home: home, Health: registry.AppHealth{Path: "/h"}}
+		a := registry.App{Slug: "x", Upstream: upstream, Home: home, StripPrefix: true, Health: registry.AppHealth{Path: "/h"}}
 		if edit != nil {
 			edit(&a)
 		}
