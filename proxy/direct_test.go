@@ -182,14 +182,11 @@ func newDiffPair(t *testing.T, o Options, route func() *forward.Route) diffPair 
 // whose writer takes the direct path's head blocks (BlockWriter).
 func newLoopDiffPair(t *testing.T, o Options, route func() *forward.Route) diffPair {
 	t.Helper()
-	d, pd := loopFrontFor(t, o, route, diffHost, nil)
-	rp, prp := loopFrontFor(t, o, route, diffHost, nil)
-	prp.noDirect = true
-	return diffPair{direct: d, rp: rp, pd: pd, prp: prp}
+	return newTLSLoopDiffPair(nil)(t, o, route)
 }
 
-// newTLSLoopDiffPair is newLoopDiffPair over TLS with conf, as the
-// gateway's HTTPS listener runs the loop.
+// newTLSLoopDiffPair is newLoopDiffPair over TLS with conf (none: plain),
+// as the gateway's HTTPS listener runs the loop.
 func newTLSLoopDiffPair(conf *tls.Config) func(*testing.T, Options, func() *forward.Route) diffPair {
 	return func(t *testing.T, o Options, route func() *forward.Route) diffPair {
 		t.Helper()

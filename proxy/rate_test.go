@@ -104,16 +104,7 @@ trickle:
 // while the client has read nothing.
 func TestSlowReaderIsCut(t *testing.T) {
 	t.Parallel()
-	const size = 64 << 20
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", fmt.Sprint(size))
-		buf := make([]byte, 64<<10)
-		for n := 0; n < size; n += len(buf) {
-			if _, err := w.Write(buf); err != nil {
-				return
-			}
-		}
-	})
+	up := newUpstream(t, sizedAnswer(64<<20))
 	o := rateOptions()
 	o.MinResponseRate = 1 << 20 // each 32KiB write of the copy gets the grace and 36ms
 	p := New(o)
@@ -148,16 +139,7 @@ func TestSlowReaderIsCut(t *testing.T) {
 // nothing is cut.
 func TestSlowTLSReaderIsCutOnTheLoop(t *testing.T) {
 	t.Parallel()
-	const size = 64 << 20
-	up := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Length", fmt.Sprint(size))
-		buf := make([]byte, 64<<10)
-		for n := 0; n < size; n += len(buf) {
-			if _, err := w.Write(buf); err != nil {
-				return
-			}
-		}
-	})
+	up := newUpstream(t, sizedAnswer(64<<20))
 	o := rateOptions()
 	o.MinResponseRate = 1 << 20
 	p := New(o)
@@ -184,6 +166,20 @@ func TestSlowTLSReaderIsCutOnTheLoop(t *testing.T) {
 	}
 	if n := p.blocked.Load(); n != 1 {
 		t.Errorf("%d heads sent as blocks, want 1: the rate writer passes them on", n)
+	}
+}
+
+// sizedAnswer answers size bytes with their Content-Length, 64 KiB a
+// write, until a write fails.
+func sizedAnswer(size int) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		buf := make([]byte, 64<<10)
+		for n := 0; n < size; n += len(buf) {
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+		}
 	}
 }
 
