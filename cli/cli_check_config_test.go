@@ -72,6 +72,33 @@ func TestCheckConfigWarnsHomeWithoutPort(t *testing.T) {
 	}
 }
 
+// TestCheckConfigWarnsPrefixedHealthPath checks check-config warns of an
+// app without strip_prefix whose health.path starts with its own prefix,
+// which its checks put before health.path already, naming the path they
+// would ask for and the one to write; and says nothing where the prefix
+// is not repeated, where strip_prefix is on, or for a tcp check.
+func TestCheckConfigWarnsPrefixedHealthPath(t *testing.T) {
+	for name, c := range map[string]struct {
+		app  string
+		warn string // "": no warning
+	}{
+		"prefix repeated": {"health: {path: /apps/web/healthz}",
+			"warning: app web: health.path /apps/web/healthz starts with the app's prefix /apps/web"},
+		"the prefix alone":    {"health: {path: /apps/web}", "they ask for /apps/web/apps/web; write the path after the prefix, health.path: /"},
+		"after the prefix":    {"health: {path: /healthz}", ""},
+		"another app's path":  {"health: {path: /apps/webby/}", ""},
+		"strip_prefix":        {"strip_prefix: true\n    health: {path: /apps/web/healthz}", ""},
+		"tcp check":           {"health: {type: tcp, path: /apps/web/}", ""},
+		"default health path": {"kind: ui", ""},
+	} {
+		errs := checkConfigWarnings(t, name, "apps:\n  - slug: web\n    upstream: http://127.0.0.1:9\n    "+c.app+"\n")
+		got := strings.Contains(errs, "warning: app web: health.path")
+		if got != (c.warn != "") || c.warn != "" && !strings.Contains(errs, c.warn) {
+			t.Errorf("%s: want warning %q, got:\n%s", name, c.warn, errs)
+		}
+	}
+}
+
 // TestCheckConfigWarnsMissingProgram checks check-config warns of an exec
 // home whose program cannot be started (missing, a folder, not
 // executable, not on PATH), naming the home, the program and why, and

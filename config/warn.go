@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/wakegate/wakegate/registry"
 )
 
 // Warnings returns what a valid config serves that an operator may not
@@ -36,6 +38,7 @@ func (c *Config) FileWarnings() []string {
 			"running config declares, so it is refused unless confirmed (wakegate reload --allow-remove-all)", c.file))
 	}
 	out = append(out, c.unreachableHomes()...)
+	out = append(out, c.prefixedHealthPaths()...)
 	out = append(out, c.missingPrograms()...)
 	return append(out, c.trustedProxyHomesReach()...)
 }
@@ -213,6 +216,31 @@ func (c *Config) unreachableHomes() []string {
 			"or set socket_activation: true on the home to hand it its listening socket as descriptor 3 "+
 			"(a program that reads WAKEGATE_PORT from its environment listens there already: then ignore this)",
 			h.ID, whose, timeout))
+	}
+	return out
+}
+
+// prefixedHealthPaths warns of an app without strip_prefix whose
+// health.path starts with its own prefix /apps/{slug}: the health check
+// and the self-probe both put the prefix before health.path already, so
+// they would ask for it twice.
+func (c *Config) prefixedHealthPaths() []string {
+	var out []string
+	for i := range c.Apps {
+		a := &c.Apps[i]
+		prefix := "/apps/" + a.Slug
+		if a.StripPrefix || a.Health.Type == registry.HealthTCP ||
+			(a.Health.Path != prefix && !strings.HasPrefix(a.Health.Path, prefix+"/")) {
+			continue
+		}
+		rest := strings.TrimPrefix(a.Health.Path, prefix)
+		if rest == "" {
+			rest = "/"
+		}
+		out = append(out, fmt.Sprintf("app %s: health.path %s starts with the app's prefix %s, which its health check "+
+			"and self-probe put before health.path already (without strip_prefix the app is forwarded the full path): "+
+			"they ask for %s%s; write the path after the prefix, health.path: %s", a.Slug, a.Health.Path, prefix,
+			prefix, a.Health.Path, rest))
 	}
 	return out
 }
