@@ -76,6 +76,17 @@ type Server struct {
 	served   atomic.Int64 // requests served here
 	handed   atomic.Int64 // connections handed to net/http
 
+	// The serving goroutines (workers.go): next hands an accepted
+	// connection to an idle one, idle counts those waiting, started
+	// those started, and halt, closed once the server closes, ends the
+	// wait of each. workerIdle is how long one waits (zero: idleWorker).
+	next       chan *conn
+	idle       atomic.Int32
+	started    atomic.Int64
+	halt       chan struct{}
+	haltOnce   sync.Once
+	workerIdle time.Duration
+
 	mu    sync.Mutex
 	conns map[*conn]struct{}
 	lns   []net.Listener
@@ -94,6 +105,8 @@ func (s *Server) init() {
 	s.initOnce.Do(func() {
 		s.conns = make(map[*conn]struct{})
 		s.done = make(chan struct{})
+		s.next = make(chan *conn)
+		s.halt = make(chan struct{})
 		s.handoff = &handoffListener{ch: make(chan net.Conn), done: make(chan struct{})}
 	})
 }
@@ -112,11 +125,17 @@ func (s *Server) Handoff(addr net.Addr) net.Listener {
 type Stats struct {
 	Requests  int64 // requests served here
 	HandedOff int64 // connections handed to net/http
+	// Goroutines is how many serving goroutines were started: fewer
+	// than the connections when idle ones took the later ones.
+	Goroutines int64
+	// IdleGoroutines is how many wait for a connection now.
+	IdleGoroutines int32
 }
 
 // Stats returns the counts so far.
 func (s *Server) Stats() Stats {
-	return Stats{Requests: s.served.Load(), HandedOff: s.handed.Load()}
+	return Stats{Requests: s.served.Load(), HandedOff: s.handed.Load(),
+		Goroutines: s.started.Load(), IdleGoroutines: s.idle.Load()}
 }
 
 // Serve accepts connections on ln until Shutdown or Close, and returns
@@ -164,7 +183,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			_ = rwc.Close()
 			continue
 		}
-		go c.serve()
+		s.dispatch(c)
 	}
 }
 
@@ -209,6 +228,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) closeListeners() {
+	s.haltOnce.Do(func() { close(s.halt) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ln := range s.lns {
