@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/wakegate/wakegate/internal/gopool"
 	"github.com/wakegate/wakegate/internal/sockio"
 )
 
@@ -18,7 +19,9 @@ import (
 // HTTP server handles a *tls.Conn itself and would read the decrypted
 // bytes where no wrapper sees them, so TLSListener does the handshake
 // first, in a goroutine per connection (bounded by tls.handshake_timeout,
-// so a slow client holds no one else up), and then hands the server:
+// so a slow client holds no one else up; one that did a handshake waits a
+// while for the next, with the stack the handshake grew: internal/gopool),
+// and then hands the server:
 //   - for HTTP/2 (ALPN h2), the *tls.Conn itself: the server's own HTTP/2
 //     serves it, with the limits of Server.HTTP2; HTTP/2 has its own
 //     framing rules (Go refuses Transfer-Encoding there);
@@ -43,8 +46,16 @@ type TLSListener struct {
 	ctx       context.Context // ends with Close: pending handshakes stop
 	cancel    context.CancelFunc
 	closeOnce sync.Once
-	wg        sync.WaitGroup // the accept loop and pending handshakes
+	wg        sync.WaitGroup // the accept loop
+	shakers   *gopool.Pool[net.Conn]
 }
+
+// Handshakes are CPU work: a few goroutines waiting for the next one keep
+// up with as many as the CPUs can do.
+const (
+	maxIdleShakers = 32
+	idleShaker     = 2 * time.Second
+)
 
 // NewTLSListener starts accepting on inner, with handshakes bounded by
 // timeout and counted in failed when they do not complete; Close stops it
@@ -54,6 +65,7 @@ func NewTLSListener(inner net.Listener, conf *tls.Config, timeout time.Duration,
 	l := &TLSListener{inner: inner, conf: conf, timeout: timeout, failed: failed, watch: watch,
 		ready: make(chan net.Conn), errs: make(chan error)}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.shakers = gopool.New(l.handshake, maxIdleShakers, idleShaker)
 	l.wg.Go(l.acceptLoop)
 	return l
 }
@@ -72,7 +84,7 @@ func (l *TLSListener) acceptLoop() {
 			}
 			continue
 		}
-		l.wg.Go(func() { l.handshake(c) })
+		l.shakers.Go(c)
 	}
 }
 
@@ -124,6 +136,8 @@ func (l *TLSListener) Close() error {
 		l.cancel()
 		err = l.inner.Close()
 		l.wg.Wait()
+		l.shakers.Halt()
+		l.shakers.Wait()
 	})
 	return err
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wakegate/wakegate/access"
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // TestTLSReadsAndWritesOnTheSocket: beneath an accepted *tls.Conn, the
@@ -213,4 +214,37 @@ func TestSocketWriteDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestHandshakesReuseTheirGoroutine: handshakes that come one after
+// another run on the goroutine of the first, which waits for the next;
+// Close ends its wait.
+func TestHandshakesReuseTheirGoroutine(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lst := NewTLSListener(inner, serverConfig(t), 5*time.Second, prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), false)
+	defer func() { _ = lst.Close() }()
+	const n = 5
+	for i := range n {
+		client, err := tls.Dial("tcp", inner.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		c, err := lst.Accept()
+		if err != nil {
+			t.Fatalf("accept %d: %v", i, err)
+		}
+		_ = c.Close()
+		_ = client.Close()
+		testbin.Eventually(t, "the handshake's goroutine waiting for the next", func() bool { return lst.shakers.Idle() == 1 })
+	}
+	if got := lst.shakers.Started(); got != 1 {
+		t.Fatalf("%d goroutines for %d handshakes one after another, want 1", got, n)
+	}
+	_ = lst.Close()
+	if got := lst.shakers.Idle(); got != 0 {
+		t.Fatalf("%d handshake goroutines still waiting after Close", got)
+	}
 }

@@ -41,6 +41,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/gopool"
 )
 
 // Server serves plain HTTP/1.1 connections. The zero value is not usable:
@@ -76,15 +78,9 @@ type Server struct {
 	served   atomic.Int64 // requests served here
 	handed   atomic.Int64 // connections handed to net/http
 
-	// The serving goroutines (workers.go): next hands an accepted
-	// connection to an idle one, idle counts those waiting, started
-	// those started, and halt, closed once the server closes, ends the
-	// wait of each. workerIdle is how long one waits (zero: idleWorker).
-	next       chan *conn
-	idle       atomic.Int32
-	started    atomic.Int64
-	halt       chan struct{}
-	haltOnce   sync.Once
+	// workers are the serving goroutines (workers.go); workerIdle is how
+	// long one waits for the next connection (zero: idleWorker).
+	workers    *gopool.Pool[*conn]
 	workerIdle time.Duration
 
 	mu    sync.Mutex
@@ -105,8 +101,7 @@ func (s *Server) init() {
 	s.initOnce.Do(func() {
 		s.conns = make(map[*conn]struct{})
 		s.done = make(chan struct{})
-		s.next = make(chan *conn)
-		s.halt = make(chan struct{})
+		s.workers = newWorkers(s.workerIdle)
 		s.handoff = &handoffListener{ch: make(chan net.Conn), done: make(chan struct{})}
 	})
 }
@@ -129,13 +124,13 @@ type Stats struct {
 	// than the connections when idle ones took the later ones.
 	Goroutines int64
 	// IdleGoroutines is how many wait for a connection now.
-	IdleGoroutines int32
+	IdleGoroutines int
 }
 
 // Stats returns the counts so far.
 func (s *Server) Stats() Stats {
 	return Stats{Requests: s.served.Load(), HandedOff: s.handed.Load(),
-		Goroutines: s.started.Load(), IdleGoroutines: s.idle.Load()}
+		Goroutines: s.workers.Started(), IdleGoroutines: s.workers.Idle()}
 }
 
 // Serve accepts connections on ln until Shutdown or Close, and returns
@@ -183,7 +178,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			_ = rwc.Close()
 			continue
 		}
-		s.dispatch(c)
+		s.workers.Go(c)
 	}
 }
 
@@ -228,7 +223,7 @@ func (s *Server) Close() error {
 }
 
 func (s *Server) closeListeners() {
-	s.haltOnce.Do(func() { close(s.halt) })
+	s.workers.Halt()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ln := range s.lns {
