@@ -129,6 +129,7 @@ type Stats struct {
 
 // Stats returns the counts so far.
 func (s *Server) Stats() Stats {
+	s.init()
 	return Stats{Requests: s.served.Load(), HandedOff: s.handed.Load(),
 		Goroutines: s.workers.Started(), IdleGoroutines: s.workers.Idle()}
 }
