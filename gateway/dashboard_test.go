@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +87,68 @@ func TestDashboardWakeLive(t *testing.T) {
 	}
 	if conn != "live" || !marker {
 		t.Errorf("event stream %q, page kept (not reloaded): %v", conn, marker)
+	}
+}
+
+// TestDashboardKeepsEventsOverOlderAnswers: a page of homes asked for
+// while a home was waking, whose answer reaches the dashboard after the
+// event that says the home is running, does not turn its row back. A
+// wrapper around the page's fetch holds each answer that shows the home
+// not running until the row shows running, then lets it through; answers
+// that show it running wait until the row has been read.
+func TestDashboardKeepsEventsOverOlderAnswers(t *testing.T) {
+	t.Parallel()
+	command := fmt.Sprintf(`[%q, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}", "--boot-delay", "1500ms"]`, testbin.Build(t))
+	a := admServe(t, e2eStartWithCommand(t, command, admConfig(admDemo, "")))
+	ctx := admBrowser(t)
+	row := `tr[data-home="demo"]`
+	err := admLogin(ctx, a, row+` .status .pill`)
+	var status, lastWake string
+	var held int
+	if err == nil {
+		err = chromedp.Do(ctx,
+			chromedp.Evaluate[chromedp.Void](`(function(){
+				var orig = window.fetch;
+				window.staleHeld = 0; window.staleApplied = false; window.rowRead = false;
+				function running() { var r = document.querySelector('tr[data-home="demo"] .status'); return !!r && r.textContent === "running"; }
+				function until(cond) { return new Promise(function (res) { (function loop() { if (cond()) { res(); } else { setTimeout(loop, 10); } })(); }); }
+				window.fetch = function (u, o) {
+					var p = orig(u, o);
+					if (typeof u !== "string" || u.indexOf("/admin/homes?") !== 0) { return p; }
+					return p.then(function (r) {
+						return r.clone().json().then(function (body) {
+							var d = (body.homes || []).filter(function (h) { return h.id === "demo"; })[0];
+							if (d && d.status !== "running") {
+								window.staleHeld++;
+								return until(running).then(function () { setTimeout(function () { window.staleApplied = true; }, 200); return r; });
+							}
+							return until(function () { return window.rowRead; }).then(function () { return r; });
+						});
+					});
+				};
+			})()`),
+			admClick(`button[data-action="wake"][data-home="demo"]`),
+			admPoll(`window.staleApplied === true`),
+		)
+	}
+	if err == nil {
+		status, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row+` .status`)))
+	}
+	if err == nil {
+		lastWake, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row+` .last-wake`)))
+	}
+	if err == nil {
+		held, err = chromedp.Run(ctx, chromedp.Evaluate[int](`window.rowRead = true, window.staleHeld`))
+	}
+	admScreenshot(t, ctx, "dashboard-stale-answer.png")
+	if err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	if held == 0 {
+		t.Fatal("no page of homes was asked for while the home woke: nothing was tested")
+	}
+	if status != "running" || lastWake == "never" {
+		t.Errorf("after %d older pages of homes arrived: status %q, last wake %q; want running and a time", held, status, lastWake)
 	}
 }
 

@@ -13,6 +13,13 @@
   // cursor, back the cursors of the pages before it.
   var PAGE = 50, pager = {cursor: "", back: [], next: ""}, filterTimer = 0, armed = {};
   var alertTypes = {"wake.failed": 1, "home.failed": 1, "roll.rolled_back": 1, "roll.incident": 1};
+  // An event changes a home's row at once. An answer from the API asked
+  // for before that event (a page of homes, an action's result) is older
+  // than what the row shows, and is not applied to that home: evGen counts
+  // the events applied to homes, touched holds the count at each home's
+  // latest, and a request keeps the count at its start.
+  var evGen = 0, touched = {};
+  function current(id, gen) { return !(touched[id] > gen); }
 
   function api(method, path, body) {
     var opts = {method: method, headers: {"Authorization": "Bearer " + token, "Accept": "application/json"}, cache: "no-store"};
@@ -76,9 +83,12 @@
       (h.suspend_in_s !== undefined ? "in " + Math.round(h.suspend_in_s) + " s" : "–");
   }
 
-  function renderHomes(list) {
+  function renderHomes(list, gen) {
     var seen = {};
-    list.forEach(function (h) { homes[h.id] = h; seen[h.id] = 1; renderHome(h); });
+    list.forEach(function (h) {
+      if (!current(h.id, gen) && homes[h.id]) { h = homes[h.id]; }
+      homes[h.id] = h; seen[h.id] = 1; renderHome(h);
+    });
     $("homes").tBodies[0].querySelectorAll("tr").forEach(function (tr) {
       if (!seen[tr.getAttribute("data-home")]) { delete homes[tr.getAttribute("data-home")]; tr.remove(); }
     });
@@ -213,13 +223,13 @@
   // sent before the filters changed) may arrive after it.
   var homesSeq = 0;
   function loadHomes() {
-    var seq = ++homesSeq;
+    var seq = ++homesSeq, gen = evGen;
     var q = "?limit=" + PAGE + "&q=" + encodeURIComponent($("home-q").value.trim()) +
       "&status=" + encodeURIComponent($("home-status").value) + "&version=" + encodeURIComponent($("home-version").value.trim()) +
       (pager.cursor ? "&cursor=" + encodeURIComponent(pager.cursor) : "");
     return api("GET", "/admin/homes" + q).then(function (p) {
       if (seq !== homesSeq) { return; }
-      renderHomes(p.homes);
+      renderHomes(p.homes, gen);
       pager.next = p.next_cursor || "";
       var first = pager.back.length * PAGE;
       $("home-count").textContent = p.total ? "homes " + (first + 1) + "–" + (first + p.homes.length) + " of " + p.total : "no home matches";
@@ -369,9 +379,12 @@
   function act(action, id, button) {
     button.disabled = true;
     $("action-error").textContent = "";
-    var q = action === "wake" ? "?wait=false" : "";
+    var q = action === "wake" ? "?wait=false" : "", gen = evGen;
     api("POST", "/admin/homes/" + encodeURIComponent(id) + "/" + action + q)
-      .then(function (h) { h = h && h.refresh ? h.home : h; if (h && h.id) { homes[h.id] = h; renderHome(h); } })
+      .then(function (h) {
+        h = h && h.refresh ? h.home : h;
+        if (h && h.id && current(h.id, gen)) { homes[h.id] = h; renderHome(h); }
+      })
       .catch(function (e) { $("action-error").textContent = action + " " + id + ": " + e.message; })
       .finally(function () { button.disabled = false; refreshSoon(); });
   }
@@ -424,6 +437,7 @@
       if (ev.type === "suspend") { h.status = "suspended"; }
       if (ev.type === "home.failed") { h.status = "failed"; }
       if (ev.type === "home.refreshed" && ev.phase) { h.status = ev.phase; }
+      touched[h.id] = ++evGen;
       renderHome(h);
     }
     refreshSoon();
