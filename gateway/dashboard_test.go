@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -122,7 +123,10 @@ func TestDashboardKeepsEventsOverOlderAnswers(t *testing.T) {
 								window.staleHeld++;
 								return until(running).then(function () { setTimeout(function () { window.staleApplied = true; }, 200); return r; });
 							}
-							return until(function () { return window.rowRead; }).then(function () { return r; });
+							return until(function () { return window.rowRead; }).then(function () {
+								setTimeout(function () { window.freshApplied = true; }, 200);
+								return r;
+							});
 						});
 					});
 				};
@@ -140,6 +144,15 @@ func TestDashboardKeepsEventsOverOlderAnswers(t *testing.T) {
 	if err == nil {
 		held, err = chromedp.Run(ctx, chromedp.Evaluate[int](`window.rowRead = true, window.staleHeld`))
 	}
+	// Then a page asked for after the event: the wake's time the API
+	// gives (when it began) is the one the event showed.
+	var apiWake string
+	if err == nil {
+		err = chromedp.Do(ctx, admPoll(`window.freshApplied === true`))
+	}
+	if err == nil {
+		apiWake, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row+` .last-wake`)))
+	}
 	admScreenshot(t, ctx, "dashboard-stale-answer.png")
 	if err != nil {
 		t.Fatalf("dashboard: %v", err)
@@ -150,6 +163,25 @@ func TestDashboardKeepsEventsOverOlderAnswers(t *testing.T) {
 	if status != "running" || lastWake == "never" {
 		t.Errorf("after %d older pages of homes arrived: status %q, last wake %q; want running and a time", held, status, lastWake)
 	}
+	if !sameClock(lastWake, apiWake) {
+		t.Errorf("last wake from the event %q, from the API %q: want the same time", lastWake, apiWake)
+	}
+}
+
+// sameClock reports whether the dashboard's wake cells a and b ("02:00:28
+// PM (1.6 s)") name the same time, give or take the second the event's
+// own time may round across.
+func sameClock(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ta, ea := time.Parse("03:04:05 PM", strings.SplitN(a, " (", 2)[0])
+	tb, eb := time.Parse("03:04:05 PM", strings.SplitN(b, " (", 2)[0])
+	if ea != nil || eb != nil {
+		return false
+	}
+	d := ta.Sub(tb)
+	return d >= -time.Second && d <= time.Second
 }
 
 // TestDashboardAppOperations drives the dashboard's app buttons in

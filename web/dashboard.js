@@ -432,7 +432,12 @@
     var h = ev.home && homes[ev.home];
     if (h) {
       if (ev.type === "wake.start") { h.wake = {phase: "starting"}; }
-      if (ev.type === "wake.ready") { h.wake = null; h.status = "running"; h.last_wake_at = ev.time; h.last_wake_latency_ms = ev.total_ms; }
+      if (ev.type === "wake.ready") {
+        // The API's last wake is when the wake began; the event comes at its end.
+        var began = Date.parse(ev.time) - (ev.total_ms || 0);
+        h.wake = null; h.status = "running"; h.last_wake_latency_ms = ev.total_ms;
+        h.last_wake_at = isNaN(began) ? ev.time : new Date(began).toISOString();
+      }
       if (ev.type === "wake.failed") { h.wake = null; h.status = "suspended"; }
       if (ev.type === "suspend") { h.status = "suspended"; }
       if (ev.type === "home.failed") { h.status = "failed"; }
