@@ -431,19 +431,22 @@
     }
     var h = ev.home && homes[ev.home];
     if (h) {
-      if (ev.type === "wake.start") { h.wake = {phase: "starting"}; }
-      if (ev.type === "wake.ready") {
+      var changed = true;
+      switch (ev.type) {
+      case "wake.start": h.wake = {phase: "starting"}; break;
+      case "wake.ready":
         // The API's last wake is when the wake began; the event comes at its end.
         var began = Date.parse(ev.time) - (ev.total_ms || 0);
         h.wake = null; h.status = "running"; h.last_wake_latency_ms = ev.total_ms;
         h.last_wake_at = isNaN(began) ? ev.time : new Date(began).toISOString();
+        break;
+      case "wake.failed": h.wake = null; h.status = "suspended"; break;
+      case "suspend": h.status = "suspended"; break;
+      case "home.failed": h.status = "failed"; break;
+      case "home.refreshed": if (ev.phase) { h.status = ev.phase; } else { changed = false; } break;
+      default: changed = false; // an app's or a roll's event: the next answer tells
       }
-      if (ev.type === "wake.failed") { h.wake = null; h.status = "suspended"; }
-      if (ev.type === "suspend") { h.status = "suspended"; }
-      if (ev.type === "home.failed") { h.status = "failed"; }
-      if (ev.type === "home.refreshed" && ev.phase) { h.status = ev.phase; }
-      touched[h.id] = ++evGen;
-      renderHome(h);
+      if (changed) { touched[h.id] = ++evGen; renderHome(h); }
     }
     refreshSoon();
   }
