@@ -13,6 +13,7 @@
 package gopool
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,46 +24,59 @@ import (
 // at most idleFor; Halt ends every wait.
 type Pool[T any] struct {
 	run     func(T)
-	maxIdle int32
+	maxIdle int
 	idleFor time.Duration
 
-	next     chan T
-	idle     atomic.Int32
-	started  atomic.Int64
+	mu     sync.Mutex
+	ready  []*waiter[T] // the goroutines waiting, the latest last
+	halted bool
+
 	halt     chan struct{}
 	haltOnce sync.Once
+	started  atomic.Int64
 	wg       sync.WaitGroup
 }
+
+// waiter is one goroutine's place in the pool: Go takes it out of ready
+// and sends on ch, which holds one value, so the send never blocks and the
+// goroutine takes the value even if its wait is ending meanwhile.
+type waiter[T any] struct{ ch chan T }
 
 // New returns a pool that runs run, keeping at most maxIdle goroutines
 // waiting, each for at most idleFor.
 func New[T any](run func(T), maxIdle int, idleFor time.Duration) *Pool[T] {
-	return &Pool[T]{run: run, maxIdle: int32(maxIdle), idleFor: idleFor,
-		next: make(chan T), halt: make(chan struct{})}
+	return &Pool[T]{run: run, maxIdle: maxIdle, idleFor: idleFor, halt: make(chan struct{})}
 }
 
-// Go runs run(v) on a waiting goroutine, or on a new one when none waits.
-// It never blocks.
+// Go runs run(v) on the goroutine that began waiting last, or on a new
+// one when none waits. It never blocks.
 func (p *Pool[T]) Go(v T) {
-	select {
-	case p.next <- v:
-	default:
-		p.started.Add(1)
-		p.wg.Add(1)
-		go p.work(v)
+	p.mu.Lock()
+	if n := len(p.ready); n > 0 {
+		w := p.ready[n-1]
+		p.ready[n-1] = nil
+		p.ready = p.ready[:n-1]
+		p.mu.Unlock()
+		w.ch <- v
+		return
 	}
+	p.mu.Unlock()
+	p.started.Add(1)
+	p.wg.Add(1)
+	go p.work(v)
 }
 
 // work runs v, then each value handed to it while it waits.
 func (p *Pool[T]) work(v T) {
 	defer p.wg.Done()
+	w := &waiter[T]{ch: make(chan T, 1)}
 	var t *time.Timer
 	defer func() {
 		if t != nil {
 			t.Stop()
 		}
 	}()
-	for ok := true; ok; v, ok = p.await(&t) {
+	for ok := true; ok; v, ok = p.await(w, &t) {
 		p.run(v)
 	}
 }
@@ -70,39 +84,48 @@ func (p *Pool[T]) work(v T) {
 // await waits for the next value with the timer *t (made at the first
 // wait): false when none came in time, the pool is halted, or enough
 // goroutines wait already.
-func (p *Pool[T]) await(t **time.Timer) (T, bool) {
+func (p *Pool[T]) await(w *waiter[T], t **time.Timer) (T, bool) {
 	var zero T
-	if p.idle.Add(1) > p.maxIdle || p.halted() {
-		p.idle.Add(-1)
+	p.mu.Lock()
+	if p.halted || len(p.ready) >= p.maxIdle {
+		p.mu.Unlock()
 		return zero, false
 	}
-	defer p.idle.Add(-1)
+	p.ready = append(p.ready, w)
+	p.mu.Unlock()
 	if *t == nil {
 		*t = time.NewTimer(p.idleFor)
 	} else {
 		(*t).Reset(p.idleFor)
 	}
 	select {
-	case v := <-p.next:
+	case v := <-w.ch:
 		return v, true
 	case <-(*t).C:
 	case <-p.halt:
 	}
-	return zero, false
-}
-
-func (p *Pool[T]) halted() bool {
-	select {
-	case <-p.halt:
-		return true
-	default:
-		return false
+	p.mu.Lock()
+	if i := slices.Index(p.ready, w); i >= 0 {
+		p.ready = slices.Delete(p.ready, i, i+1)
+		p.mu.Unlock()
+		return zero, false
 	}
+	p.mu.Unlock()
+	// Go took this goroutine as the wait ended: its value is sent, or
+	// about to be, and must run.
+	return <-w.ch, true
 }
 
 // Halt ends the wait of every waiting goroutine, at once and from now on:
 // a goroutine ends when its work does. Go still runs what it is given.
-func (p *Pool[T]) Halt() { p.haltOnce.Do(func() { close(p.halt) }) }
+func (p *Pool[T]) Halt() {
+	p.haltOnce.Do(func() {
+		p.mu.Lock()
+		p.halted = true
+		p.mu.Unlock()
+		close(p.halt)
+	})
+}
 
 // Wait waits until every goroutine of the pool has ended: after Halt, the
 // end of the work they run. Go must not be called while Wait runs.
@@ -112,5 +135,10 @@ func (p *Pool[T]) Wait() { p.wg.Wait() }
 // was given when waiting goroutines took some.
 func (p *Pool[T]) Started() int64 { return p.started.Load() }
 
-// Idle is how many goroutines wait now.
-func (p *Pool[T]) Idle() int { return int(p.idle.Load()) }
+// Idle is how many goroutines wait now: as many values given to Go from
+// now on run without a new goroutine.
+func (p *Pool[T]) Idle() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
