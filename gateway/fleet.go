@@ -42,6 +42,17 @@ func (g *Gateway) openFleetStore() error {
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
+	// Before this run takes any lock: what is held under its name was
+	// held by an earlier run that stopped without releasing it.
+	n, err := r.ReleaseLeasesOf(ctx, g.cfg.Instance)
+	if err != nil {
+		_ = r.Close()
+		return fmt.Errorf("redis: %w", err)
+	}
+	if n > 0 {
+		g.log.Warn("fleet: released the locks an earlier run of this instance held; it stopped without releasing them (killed or crashed)",
+			"instance", g.cfg.Instance, "locks", n)
+	}
 	g.store = r
 	rt := g.cfg.Roll.Target
 	g.fleet = control.NewFleet[*route.Home](ctx, control.FleetOptions{Store: r, Instance: g.cfg.Instance,

@@ -113,6 +113,26 @@ func (r *Store) Unlock(ctx context.Context, l registry.Lease) error {
 	return fmt.Errorf("registry: unlock %s: unexpected reply %q", l.Name, res)
 }
 
+// ReleaseLeasesOf frees every lock that holder holds, and returns how
+// many. A gateway calls it for its own instance name as it starts, before
+// it takes any lock: a lease held under that name then belongs to an
+// earlier run of the gateway that stopped without releasing it (killed,
+// crashed). Such a lease dies with its holder's heartbeat, but the new run
+// reports under the same name, and would keep it alive to the end of its
+// ttl, the home's lifecycle held for everyone meanwhile. Instance names are
+// unique in a fleet; a second live gateway under one name would lose its
+// locks here.
+func (r *Store) ReleaseLeasesOf(ctx context.Context, holder string) (int, error) {
+	if holder == "" {
+		return 0, errors.New("registry: release the leases of an instance: no instance name")
+	}
+	n, err := releaseHolderScript.Run(ctx, r.c, []string{r.keys.locks}, holder, r.keys.channel).Int()
+	if err != nil {
+		return 0, fmt.Errorf("registry: release the leases of %s: %w", holder, r.fail(ctx, err))
+	}
+	return n, nil
+}
+
 // ReportSessions records instance's live session count per home, replacing
 // its previous report; the report expires ttl from now (the heartbeat's
 // TTL: a dead instance's counts vanish with it). Zero counts are dropped.

@@ -115,3 +115,61 @@ func TestRedisUnansweredLockIsUndone(t *testing.T) {
 	})
 	t.Logf("the lock was free %s after the server answered again", took.Round(time.Millisecond))
 }
+
+// A gateway that starts again under its instance name frees the leases
+// its earlier run left: bound to a heartbeat that the new run keeps alive
+// under the same name, they would otherwise hold for their whole ttl.
+// Another holder's leases stay.
+func TestRedisReleaseLeasesOfAnEarlierRun(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	clk := registrytest.NewClock()
+	r := openTestRedis(t, srv, "rerun", clk.Now)
+	ctx := context.Background()
+	for _, gw := range []string{"gw-0", "gw-1"} {
+		if err := r.ReportSessions(ctx, gw, nil, 4*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := r.Lock(ctx, "home/h1", "gw-0", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Lock(ctx, "home/h2", "gw-0", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	other, err := r.Lock(ctx, "home/h3", "gw-1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// gw-0 is killed and starts again: its new run reports under the
+	// same name, which keeps the old leases alive.
+	clk.Advance(3 * time.Second)
+	for _, gw := range []string{"gw-0", "gw-1"} {
+		if err := r.ReportSessions(ctx, gw, nil, 4*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Lock(ctx, "home/h1", "gw-1", time.Minute); !errors.Is(err, registry.ErrLocked) {
+		t.Fatalf("lock before the release: %v, want ErrLocked (the old lease lives on the new run's heartbeat)", err)
+	}
+	n, err := r.ReleaseLeasesOf(ctx, "gw-0")
+	if err != nil || n != 2 {
+		t.Fatalf("release: %d, %v; want the 2 leases of gw-0", n, err)
+	}
+	h1, err := r.Lock(ctx, "home/h1", "gw-1", time.Minute)
+	if err != nil {
+		t.Fatalf("lock after the release: %v", err)
+	}
+	if h1.Token <= old.Token {
+		t.Fatalf("token after the release %d, not above %d", h1.Token, old.Token)
+	}
+	if _, err := r.Renew(ctx, old, time.Minute); !errors.Is(err, registry.ErrLeaseLost) {
+		t.Fatalf("renew by the earlier run: %v, want ErrLeaseLost", err)
+	}
+	if _, err := r.Renew(ctx, other, time.Minute); err != nil {
+		t.Fatalf("another holder's lease: %v", err)
+	}
+	if _, err := r.ReleaseLeasesOf(ctx, ""); err == nil {
+		t.Fatal("release with no instance name: no error")
+	}
+}

@@ -159,6 +159,24 @@ if now(ARGV[5]) >= cur.expires then return 'expired' end
 return 'ok'
 `)
 
+// releaseHolderScript deletes every lease whose holder is ARGV[1], live
+// or not, and announces each release.
+// KEYS: locks hash. ARGV: holder, channel.
+// Reply: the number of leases released.
+var releaseHolderScript = goredis.NewScript(luaNow + `
+local all = redis.call('HGETALL', KEYS[1])
+local n = 0
+for i = 1, #all, 2 do
+  local l = lease(all[i + 1])
+  if l and l.holder == ARGV[1] then
+    redis.call('HDEL', KEYS[1], all[i])
+    redis.call('PUBLISH', ARGV[2], all[i])
+    n = n + 1
+  end
+end
+return n
+`)
+
 // reportScript replaces an instance's session report and prunes expired
 // reports of every instance, with their versions.
 // KEYS: sessions hash, versions hash. ARGV: instance, counts JSON ("{}"
