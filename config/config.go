@@ -38,7 +38,9 @@ type Config struct {
 	// relative to the working directory.
 	DataDir string `yaml:"data_dir"`
 	// Instance names this gateway in logs and shared state. Default (and
-	// when empty): the host name and the process id.
+	// when empty): the host name and the process id. In a fleet each
+	// gateway needs a name of its own: one refuses to start while another
+	// live gateway reports under its name (docs/fleet.md).
 	Instance string `yaml:"instance"`
 
 	// Log, Server, Proxy, Wake, Exec, Admin and Roll are the sections;

@@ -4,12 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/provider/all"
+	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
 )
@@ -32,7 +39,7 @@ func TestRestartFreesTheLocksOfAnEarlierRun(t *testing.T) {
 	defer func() { _ = st.Close() }()
 	// What the earlier run of gw-0 left: its heartbeat, and home h1's lock
 	// bound to it for a minute.
-	if err := st.ReportSessions(ctx, "gw-0", nil, 30*time.Second); err != nil {
+	if err := st.ReportSessions(ctx, "gw-0", nil, 3*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Lock(ctx, "home/h1", "gw-0", time.Minute); err != nil {
@@ -61,4 +68,156 @@ homes:
 	if n := strings.Count(gw.logs.String(), "released the locks an earlier run of this instance held"); n != 1 {
 		t.Errorf("%d log lines about the release, want one", n)
 	}
+	if !strings.Contains(gw.logs.String(), "waiting for it to lapse") || !strings.Contains(gw.logs.String(), "the earlier run's heartbeat lapsed") {
+		t.Errorf("the start did not wait for the earlier run's heartbeat to lapse:\n%s", gw.logs.String())
+	}
+}
+
+// fleetGateway is a gateway of a fleet on a real Redis, served on
+// loopback, that the test stops itself.
+type fleetGateway struct {
+	g      *gateway.Gateway
+	addr   string
+	logs   *testbin.LogBuffer
+	cancel context.CancelFunc
+	served chan error
+	once   sync.Once
+}
+
+// newFleetGateway builds a gateway named instance on the Redis at url;
+// it returns gateway.New's error as is.
+func newFleetGateway(t *testing.T, url, prefix, instance string) (*fleetGateway, error) {
+	t.Helper()
+	text := fmt.Sprintf("listen: \"127.0.0.1:0\"\ndata_dir: %q\ninstance: %s\nredis:\n  url: %q\n  prefix: %s\n",
+		filepath.Join(t.TempDir(), "data"), instance, url, prefix)
+	cfg, err := all.Load("fleet.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, text)
+	}
+	logs := &testbin.LogBuffer{}
+	g, err := gateway.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		g.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fg := &fleetGateway{g: g, addr: ln.Addr().String(), logs: logs, cancel: cancel, served: make(chan error, 1)}
+	go func() { fg.served <- g.Serve(ctx, ln) }()
+	t.Cleanup(func() { fg.stop(t) })
+	return fg, nil
+}
+
+// stop ends Serve and closes the gateway, once.
+func (fg *fleetGateway) stop(t *testing.T) {
+	fg.once.Do(func() {
+		fg.cancel()
+		if err := <-fg.served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		fg.g.Close()
+	})
+}
+
+// awaitReport waits until instance has a live session report.
+func awaitReport(ctx context.Context, t *testing.T, st *redis.Store, instance string) registry.InstanceReport {
+	t.Helper()
+	for {
+		reps, err := st.Reports(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reps {
+			if r.Instance == instance {
+				return r
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no heartbeat of %s", instance)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestSecondGatewayUnderOneNameRefusesToStart: two gateways of a fleet
+// under one instance name would share their locks, and the second, as it
+// starts, would free the first's live ones. The second sees the first's
+// heartbeat renewed while it waits, and refuses to start with the fix;
+// the first keeps its heartbeat and its locks.
+func TestSecondGatewayUnderOneNameRefusesToStart(t *testing.T) {
+	t.Parallel()
+	srv := registrytest.StartRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
+	defer cancel()
+	st, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: "dup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	first, err := newFleetGateway(t, srv.URL(), "dup", "gw-dup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitReport(ctx, t, st, "gw-dup")
+	// A lock the first gateway holds, as a wake of its would.
+	lease, err := st.Lock(ctx, "home/h1", "gw-dup", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = newFleetGateway(t, srv.URL(), "dup", "gw-dup")
+	if err == nil || !strings.Contains(err.Error(), "another live gateway reports under this name") ||
+		!strings.Contains(err.Error(), "set instance") {
+		t.Fatalf("the second gateway under one name started, or failed with %v; want a start that fails naming the duplicate and the fix", err)
+	}
+	if _, err := st.Renew(ctx, lease, time.Minute); err != nil {
+		t.Fatalf("the first gateway's lock after the second's start: %v", err)
+	}
+	awaitReport(ctx, t, st, "gw-dup")
+	if strings.Contains(first.logs.String(), "level=ERROR") {
+		t.Errorf("the first gateway logged errors:\n%s", first.logs.String())
+	}
+}
+
+// TestStopWithdrawsTheHeartbeat: a gateway that stops deletes its
+// session report instead of letting it run out, so the fleet counts it
+// gone at once, and its next run under the same name starts without
+// waiting for the report to lapse.
+func TestStopWithdrawsTheHeartbeat(t *testing.T) {
+	t.Parallel()
+	srv := registrytest.StartRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
+	defer cancel()
+	st, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: "stop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = st.Close() }()
+	first, err := newFleetGateway(t, srv.URL(), "stop", "gw-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitReport(ctx, t, st, "gw-0")
+	first.stop(t)
+	reps, err := st.Reports(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reps {
+		if r.Instance == "gw-0" {
+			t.Fatalf("a stopped gateway's heartbeat is still live: %+v", r)
+		}
+	}
+	second, err := newFleetGateway(t, srv.URL(), "stop", "gw-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(second.logs.String(), "waiting for it to lapse") {
+		t.Errorf("the next run waited for a heartbeat:\n%s", second.logs.String())
+	}
+	awaitReport(ctx, t, st, "gw-0")
 }

@@ -653,6 +653,7 @@ func (g *Gateway) Close() {
 		g.proxy.Close()
 	}
 	if g.store != nil {
+		g.withdrawHeartbeat()
 		if err := g.store.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			g.log.Warn("close store", "err", err)
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -121,7 +123,8 @@ func (r *Store) Unlock(ctx context.Context, l registry.Lease) error {
 // reports under the same name, and would keep it alive to the end of its
 // ttl, the home's lifecycle held for everyone meanwhile. Instance names are
 // unique in a fleet; a second live gateway under one name would lose its
-// locks here.
+// locks here, so the gateway first waits for any heartbeat under its name
+// to lapse, and refuses to start when one is renewed instead.
 func (r *Store) ReleaseLeasesOf(ctx context.Context, holder string) (int, error) {
 	if holder == "" {
 		return 0, errors.New("registry: release the leases of an instance: no instance name")
@@ -131,6 +134,25 @@ func (r *Store) ReleaseLeasesOf(ctx context.Context, holder string) (int, error)
 		return 0, fmt.Errorf("registry: release the leases of %s: %w", holder, r.fail(ctx, err))
 	}
 	return n, nil
+}
+
+// WithdrawReport deletes instance's session report and version at once,
+// instead of letting the report run out: a gateway that stops calls it
+// last, so that the fleet stops counting it alive, and a run that starts
+// again under the same name finds no heartbeat to wait for.
+func (r *Store) WithdrawReport(ctx context.Context, instance string) error {
+	if instance == "" {
+		return errors.New("registry: withdraw a session report: no instance name")
+	}
+	_, err := r.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.HDel(ctx, r.keys.sessions, instance)
+		p.HDel(ctx, r.keys.versions, instance)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("registry: withdraw the session report of %s: %w", instance, r.fail(ctx, err))
+	}
+	return nil
 }
 
 // ReportSessions records instance's live session count per home, replacing
