@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // waitLimit bounds every wait in these tests so a broken server fails the
@@ -607,23 +609,7 @@ func (s *logSink) String() string {
 func startRun(t *testing.T, o Options) (sink *logSink, stop func() error) {
 	t.Helper()
 	sink = newLogSink()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, o, sink) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(waitLimit):
-				runErr = errors.New("Run did not return after cancel")
-			}
-		})
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
+	stop = testbin.Background(t, func(ctx context.Context) error { return Run(ctx, o, sink) })
 	return sink, stop
 }
 

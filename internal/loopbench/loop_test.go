@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wakegate/wakegate/internal/testbin"
 )
 
 // backend is a real net/http server on loopback that records the remote
@@ -83,22 +84,7 @@ func runLoop(t *testing.T, b *backend) (l *loop, stop func() error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- l.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(10 * time.Second):
-				runErr = errors.New("Run did not return after its context ended")
-			}
-		})
-		return runErr
-	}
+	stop = testbin.Background(t, l.Run)
 	t.Cleanup(func() {
 		if err := stop(); err != nil {
 			t.Errorf("Run: %v", err)

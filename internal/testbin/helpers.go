@@ -2,6 +2,7 @@ package testbin
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -131,4 +132,30 @@ func InternalListener(t testing.TB) (*httptest.Server, *atomic.Int64) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &hits
+}
+
+// Background runs run on a goroutine of its own with a context that stop
+// cancels. stop then waits up to WaitLimit for run to return and returns
+// its error (or says it did not return); it may be called more than once,
+// and the test's end calls it.
+func Background(t testing.TB, run func(ctx context.Context) error) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(WaitLimit):
+				runErr = fmt.Errorf("it did not return within %s of its context's end", WaitLimit)
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
 }
