@@ -14,9 +14,13 @@ import (
 	"unsafe"
 )
 
-// bufSize bounds a request head with its body, and is the size of each
-// read of an answer.
+// bufSize bounds a request head with its body.
 const bufSize = 16 << 10
+
+// upBufSize is the size of each read of an answer: a 256 KiB answer then
+// takes a few reads and writes, as nginx's proxy buffers (16 of 16 KiB)
+// let it.
+const upBufSize = 128 << 10
 
 // events is what every socket is registered for: edge-triggered reads,
 // writes and the peer's close. EPOLLET is bit 31, which package syscall
@@ -430,7 +434,7 @@ func (l *loop) upstream() *sock {
 		return nil
 	}
 	_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
-	up := &sock{fd: fd, kind: kindUpstream, buf: make([]byte, 0, bufSize)}
+	up := &sock{fd: fd, kind: kindUpstream, buf: make([]byte, 0, upBufSize)}
 	switch err := syscall.Connect(fd, &l.backend); {
 	case err == nil:
 		up.connected = true
@@ -480,7 +484,7 @@ func (l *loop) send(up *sock) {
 
 // readUpstream relays the answer to the client. It stops reading while the
 // client has bytes it has not taken (flush resumes it), so an answer of any
-// size passes through bufSize bytes of memory.
+// size passes through upBufSize bytes of memory.
 func (l *loop) readUpstream(up *sock) {
 	for {
 		c := up.client

@@ -208,8 +208,8 @@ func TestLargeAnswerToASlowReader(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if l.outPeak == 0 || l.outPeak > bufSize {
-		t.Fatalf("the loop held at most %d bytes for the client; want some, and no more than one read (%d)", l.outPeak, bufSize)
+	if l.outPeak == 0 || l.outPeak > upBufSize {
+		t.Fatalf("the loop held at most %d bytes for the client; want some, and no more than one read (%d)", l.outPeak, upBufSize)
 	}
 }
 
