@@ -33,6 +33,7 @@ HEADER=()
 for tool in nginx wrk taskset; do
   command -v "$tool" >/dev/null || { echo "loop-bench: $tool is not installed" >&2; exit 1; }
 done
+[[ -d $BENCH_SRC/backend ]] || { echo "loop-bench: no shared bench backend at $BENCH_SRC/backend (set BENCH_SRC)" >&2; exit 1; }
 dir=$(mktemp -d /tmp/loop-bench.XXXXXX)
 pids=()
 cleanup() {
