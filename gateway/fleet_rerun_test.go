@@ -29,23 +29,17 @@ import (
 // home rather than waiting on the lock.
 func TestRestartFreesTheLocksOfAnEarlierRun(t *testing.T) {
 	t.Parallel()
-	srv := registrytest.StartRedis(t)
-	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
-	defer cancel()
-	st, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: "rerun"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	srv, st, ctx := fleetRedis(t, "rerun")
+	command := fmt.Sprintf(`[%q, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}"]`, testbin.Build(t))
 	// What the earlier run of gw-0 left: its heartbeat, and home h1's lock
-	// bound to it for a minute.
-	if err := st.ReportSessions(ctx, "gw-0", nil, 3*time.Second); err != nil {
+	// bound to it for a minute. The heartbeat is still live when gw-0
+	// starts (the binary is built first), so the start waits for it.
+	if err := st.ReportSessions(ctx, "gw-0", nil, 8*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Lock(ctx, "home/h1", "gw-0", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	command := fmt.Sprintf(`[%q, "demo-home", "--addr", "127.0.0.1:{port}", "--target", "{target}"]`, testbin.Build(t))
 	gw := e2eStartWithCommand(t, command, fmt.Sprintf(`instance: gw-0
 redis:
   url: %q
@@ -122,6 +116,21 @@ func (fg *fleetGateway) stop(t *testing.T) {
 	})
 }
 
+// fleetRedis starts a real Redis for the test and opens the fleet's store
+// on it under prefix, as a gateway would; ctx bounds the test's waits.
+func fleetRedis(t *testing.T, prefix string) (*registrytest.RedisServer, *redis.Store, context.Context) {
+	t.Helper()
+	srv := registrytest.StartRedis(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
+	t.Cleanup(cancel)
+	st, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return srv, st, ctx
+}
+
 // awaitReport waits until instance has a live session report.
 func awaitReport(ctx context.Context, t *testing.T, st *redis.Store, instance string) registry.InstanceReport {
 	t.Helper()
@@ -150,14 +159,7 @@ func awaitReport(ctx context.Context, t *testing.T, st *redis.Store, instance st
 // the first keeps its heartbeat and its locks.
 func TestSecondGatewayUnderOneNameRefusesToStart(t *testing.T) {
 	t.Parallel()
-	srv := registrytest.StartRedis(t)
-	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
-	defer cancel()
-	st, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: "dup"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	srv, st, ctx := fleetRedis(t, "dup")
 	first, err := newFleetGateway(t, srv.URL(), "dup", "gw-dup")
 	if err != nil {
 		t.Fatal(err)
@@ -189,14 +191,7 @@ func TestSecondGatewayUnderOneNameRefusesToStart(t *testing.T) {
 // waiting for the report to lapse.
 func TestStopWithdrawsTheHeartbeat(t *testing.T) {
 	t.Parallel()
-	srv := registrytest.StartRedis(t)
-	ctx, cancel := context.WithTimeout(context.Background(), testbin.WaitLimit)
-	defer cancel()
-	st, err := redis.Open(ctx, redis.Options{URL: srv.URL(), Prefix: "stop"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = st.Close() }()
+	srv, st, ctx := fleetRedis(t, "stop")
 	first, err := newFleetGateway(t, srv.URL(), "stop", "gw-0")
 	if err != nil {
 		t.Fatal(err)
