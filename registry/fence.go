@@ -15,6 +15,13 @@ import (
 // caller that needs the store fails fast with fault.Unavailable.
 var ErrUnavailable = errors.New("registry: store unavailable")
 
+// ErrNameTaken means another run of a gateway holds this gateway's
+// instance name in the fleet's store: it took the name over while this
+// run was paused or cut off from the store past its heartbeat's TTL, or
+// both started under one name. This run's heartbeats and locks are
+// refused from then on.
+var ErrNameTaken = errors.New("registry: another gateway run holds this instance name")
+
 // Fence is the lease a guarded write is made under: the lock name and the
 // fencing token the holder received from Lock. A write with a fence
 // succeeds only while that lease is the live one of its name, checked by

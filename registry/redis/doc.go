@@ -5,7 +5,8 @@
 // What lives here: the client and the change subscription (redis.go); the
 // Lua scripts that check every guarded write on the server (scripts.go);
 // leases and session reports (leases.go), and the clean-up of a lock
-// command whose reply was lost (lockcleanup.go); what the fleet offers
+// command whose reply was lost (lockcleanup.go); each gateway run's claim
+// on its instance name, renewed with its session reports (names.go); what the fleet offers
 // beside records, registry.Fleet: epoch, persistence, questions between
 // instances (fleet.go), dropped verdicts (verdicts.go), operators' leases
 // (adminleases.go); certificate blobs (blobs.go); the format version

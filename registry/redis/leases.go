@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/wakegate/wakegate/registry"
 )
 
@@ -26,6 +24,11 @@ import (
 // the lock for a whole ttl.
 func (r *Store) Lock(ctx context.Context, name, holder string, ttl time.Duration) (registry.Lease, error) {
 	if err := registry.CheckLease(name, holder, ttl); err != nil {
+		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+	}
+	if err := r.lostName(); err != nil {
+		// Another run speaks for this gateway's name: its locks are not
+		// this run's to take.
 		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -139,18 +142,20 @@ func (r *Store) ReleaseLeasesOf(ctx context.Context, holder string) (int, error)
 // WithdrawReport deletes instance's session report and version at once,
 // instead of letting the report run out: a gateway that stops calls it
 // last, so that the fleet stops counting it alive, and a run that starts
-// again under the same name finds no heartbeat to wait for.
+// again under the same name finds no heartbeat to wait for. Its claim on
+// the name goes with them; when another run holds the name, the report is
+// that run's and nothing is deleted (a *NameTakenError).
 func (r *Store) WithdrawReport(ctx context.Context, instance string) error {
 	if instance == "" {
 		return errors.New("registry: withdraw a session report: no instance name")
 	}
-	_, err := r.c.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		p.HDel(ctx, r.keys.sessions, instance)
-		p.HDel(ctx, r.keys.versions, instance)
-		return nil
-	})
+	nonce, _ := r.claim.claimed(instance)
+	res, err := withdrawScript.Run(ctx, r.c, []string{r.keys.sessions, r.keys.versions, r.keys.names}, instance, nonce).Text()
 	if err != nil {
 		return fmt.Errorf("registry: withdraw the session report of %s: %w", instance, r.fail(ctx, err))
+	}
+	if res == "taken" {
+		return fmt.Errorf("registry: withdraw the session report of %s: %w", instance, &NameTakenError{Instance: instance})
 	}
 	return nil
 }
@@ -175,10 +180,20 @@ func (r *Store) ReportSessions(ctx context.Context, instance string, counts map[
 	if err != nil {
 		return fmt.Errorf("registry: report sessions of %s: encode: %w", instance, err)
 	}
-	arg := string(raw)
-	err = reportScript.Run(ctx, r.c, []string{r.keys.sessions, r.keys.versions}, instance, arg, ttl.Milliseconds(), r.nowArg()).Err()
+	nonce, about := r.claim.claimed(instance)
+	if err := r.lostName(); err != nil && nonce != "" {
+		// Once out, out for good: the run that took the name over freed
+		// this one's locks and may have changed its homes' records, so
+		// this run does not take the name back even once it is free.
+		return fmt.Errorf("registry: report sessions of %s: %w", instance, err)
+	}
+	res, err := reportScript.Run(ctx, r.c, []string{r.keys.sessions, r.keys.versions, r.keys.names},
+		instance, string(raw), ttl.Milliseconds(), r.nowArg(), nonce, about).StringSlice()
 	if err != nil {
 		return fmt.Errorf("registry: report sessions of %s: %w", instance, r.fail(ctx, err))
+	}
+	if len(res) == 2 && res[0] == "taken" {
+		return fmt.Errorf("registry: report sessions of %s: %w", instance, r.nameLost(instance, res[1]))
 	}
 	return nil
 }

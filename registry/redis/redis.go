@@ -149,6 +149,10 @@ type Store struct {
 	// (lockcleanup.go).
 	cleanups lockCleanups
 
+	// claim is this run's claim on its gateway's instance name
+	// (names.go).
+	claim nameClaim
+
 	ps   *goredis.PubSub // the change subscription, read by listen
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -163,7 +167,7 @@ type redisKeys struct {
 	locks, lockseq, sessions, channel    string
 	blobs, blobTimes, blobKeys, versions string
 	adminLeases, adminLeaseSeq           string
-	epoch, schema                        string
+	epoch, schema, names                 string
 }
 
 func newRedisKeys(prefix string) redisKeys {
@@ -173,7 +177,7 @@ func newRedisKeys(prefix string) redisKeys {
 		locks: tag + "locks", lockseq: tag + "lockseq", sessions: tag + "sessions", channel: tag + "changes",
 		blobs: tag + "blobs", blobTimes: tag + "blobtimes", blobKeys: tag + "blobkeys",
 		versions: tag + "versions", adminLeases: tag + "adminleases", adminLeaseSeq: tag + "adminleaseseq",
-		epoch: tag + "epoch", schema: tag + "schema",
+		epoch: tag + "epoch", schema: tag + "schema", names: tag + "names",
 	}
 }
 
@@ -250,6 +254,9 @@ func (r *Store) Changed(key string) <-chan struct{} { return r.changes.Changed(k
 // Unavailable returns why the store's server does not answer (as seen by
 // its change subscription, or by the last Ping), or nil while it does.
 func (r *Store) Unavailable() error {
+	if err := r.lostName(); err != nil {
+		return err
+	}
 	if p := r.down.Load(); p != nil {
 		return *p
 	}

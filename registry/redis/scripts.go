@@ -25,7 +25,9 @@ import goredis "github.com/redis/go-redis/v9"
 //   - a session report: "expires_ms|reported_ms|{json counts}" in the
 //     sessions hash, one field per instance; an instance with no session
 //     keeps a report of "{}" (its heartbeat), until it expires;
-//   - an instance's version in the versions hash, dropped with its report.
+//   - an instance's version in the versions hash, dropped with its report;
+//   - a run's claim on an instance name: "expires_ms|nonce|about" in the
+//     names hash, renewed with the run's reports (names.go).
 
 // luaNow is the clock prelude of every script that needs one.
 const luaNow = `
@@ -178,11 +180,19 @@ return n
 `)
 
 // reportScript replaces an instance's session report and prunes expired
-// reports of every instance, with their versions.
-// KEYS: sessions hash, versions hash. ARGV: instance, counts JSON ("{}"
-// for none), ttl ms, now.
-var reportScript = goredis.NewScript(luaNow + `
+// reports of every instance, with their versions, and expired name
+// claims. With a run's nonce it first renews that run's claim on the name
+// (names.go), and writes nothing when another run's claim is live.
+// KEYS: sessions hash, versions hash, names hash. ARGV: instance, counts
+// JSON ("{}" for none), ttl ms, now, nonce ("" for none), about.
+// Reply: {"ok"} or {"taken", holder's about}.
+var reportScript = goredis.NewScript(luaNow + luaNames + `
 local n = now(ARGV[4])
+if ARGV[5] ~= '' then
+  local exp, nonce, about = nameClaim(redis.call('HGET', KEYS[3], ARGV[1]))
+  if exp and n < exp and nonce ~= ARGV[5] then return {'taken', about} end
+  redis.call('HSET', KEYS[3], ARGV[1], string.format('%d|%s|%s', n + tonumber(ARGV[3]), ARGV[5], ARGV[6]))
+end
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   local exp = tonumber(string.match(all[i + 1], '^(%d+)|'))
@@ -191,7 +201,27 @@ for i = 1, #all, 2 do
     redis.call('HDEL', KEYS[2], all[i])
   end
 end
+local claims = redis.call('HGETALL', KEYS[3])
+for i = 1, #claims, 2 do
+  local exp = nameClaim(claims[i + 1])
+  if exp == nil or n >= exp then redis.call('HDEL', KEYS[3], claims[i]) end
+end
 redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%d|%s', n + tonumber(ARGV[3]), n, ARGV[2]))
+return {'ok'}
+`)
+
+// withdrawScript deletes an instance's session report, version and name
+// claim, unless another run than the caller's claims the name: the report
+// is then that run's.
+// KEYS: sessions hash, versions hash, names hash. ARGV: instance, nonce
+// ("" for none).
+// Reply: "ok" or "taken".
+var withdrawScript = goredis.NewScript(luaNames + `
+local exp, nonce = nameClaim(redis.call('HGET', KEYS[3], ARGV[1]))
+if exp and ARGV[2] ~= '' and nonce ~= ARGV[2] then return 'taken' end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
 return 'ok'
 `)
 
