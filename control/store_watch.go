@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -44,7 +45,12 @@ func StoreDegraded(store registry.Store) string {
 // meanwhile; wakes answer 503 with Retry-After.
 func StoreUnavailable(store registry.Store) string {
 	if sh, ok := store.(registry.Health); ok {
-		if err := sh.Unavailable(); err != nil {
+		err := sh.Unavailable()
+		switch {
+		case errors.Is(err, registry.ErrNameTaken):
+			return "this gateway no longer holds its instance name: " + err.Error() +
+				"; another run took it over while this one was paused or cut off from the store: stop this one"
+		case err != nil:
 			return "the fleet store does not answer: " + err.Error()
 		}
 	}

@@ -2,8 +2,8 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -43,10 +43,14 @@ func (g *Gateway) openFleetStore() error {
 	if err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
-	if err := awaitOwnName(r, g.cfg.Instance, g.log, namePoll); err != nil {
+	// The heartbeat's TTL (wake's): the claim then lapses with it.
+	claimTTL := 3*idleTick(g.cfg) + time.Second
+	if err := takeName(r, g.cfg.Instance, thisRun(), newRunNonce(), claimTTL, g.log, namePoll); err != nil {
 		_ = r.Close()
 		return err
 	}
+	ctx, cancel = context.WithTimeout(context.Background(), fleetOpenTimeout) // the wait may have used the first
+	defer cancel()
 	// Before this run takes any lock: what is held under its name was
 	// held by an earlier run that stopped without releasing it.
 	n, err := r.ReleaseLeasesOf(ctx, g.cfg.Instance)
@@ -74,54 +78,9 @@ func (g *Gateway) openFleetStore() error {
 	return nil
 }
 
-// namePoll is how often a starting gateway looks again at a heartbeat
-// under its own instance name.
+// namePoll is how often a starting gateway looks again at a heartbeat or
+// a claim under its own instance name.
 const namePoll = 200 * time.Millisecond
-
-// awaitOwnName returns once no heartbeat is live under instance, the name
-// this gateway is about to report under, or an error when another live
-// gateway reports under it. A live heartbeat at start is an earlier run's
-// that stopped without withdrawing it (killed, crashed): it lapses within
-// its TTL, a few seconds, and this run waits for that. One renewed while
-// this run waits can only come from a second gateway under the same name,
-// whose locks this run would otherwise release and share: the start
-// fails, naming the fix.
-func awaitOwnName(r *redis.Store, instance string, log *slog.Logger, poll time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), fleetOpenTimeout)
-	defer cancel()
-	first, live, err := reportOf(ctx, r, instance)
-	if err != nil || !live {
-		return err
-	}
-	// The wait lasts at most the report's TTL, with room for clocks.
-	ttl := first.Expires.Sub(first.ReportedAt)
-	ctx, cancel = context.WithTimeout(context.Background(), ttl+fleetOpenTimeout)
-	defer cancel()
-	log.Warn("fleet: a heartbeat under this instance name is live; waiting for it to lapse before taking over the name (an earlier run killed or crashed?)",
-		"instance", instance, "reported_ago", time.Since(first.ReportedAt).Round(time.Millisecond), "ttl", ttl)
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("instance %q: the heartbeat under this name did not lapse within %s: %w", instance, ttl+fleetOpenTimeout, ctx.Err())
-		case <-t.C:
-		}
-		cur, live, err := reportOf(ctx, r, instance)
-		if err != nil {
-			return err
-		}
-		if !live {
-			log.Info("fleet: the earlier run's heartbeat lapsed", "instance", instance)
-			return nil
-		}
-		if cur.ReportedAt.After(first.ReportedAt) {
-			return fmt.Errorf("instance %q: another live gateway reports under this name (its heartbeat was renewed at %s while this one waited to start); "+
-				"each gateway of a fleet needs a name of its own: set instance in this gateway's config, or leave it out for host-pid",
-				instance, cur.ReportedAt.Format(time.RFC3339Nano))
-		}
-	}
-}
 
 // reportOf returns instance's live session report, if it has one.
 func reportOf(ctx context.Context, r *redis.Store, instance string) (registry.InstanceReport, bool, error) {
@@ -139,7 +98,8 @@ func reportOf(ctx context.Context, r *redis.Store, instance string) (registry.In
 
 // withdrawHeartbeat deletes this gateway's session report as it stops, so
 // the fleet counts it gone at once and its next run need not wait for the
-// report to lapse (awaitOwnName).
+// report to lapse (takeName). When another run holds the name, the report
+// is that run's, and stays.
 func (g *Gateway) withdrawHeartbeat() {
 	r, ok := g.store.(*redis.Store)
 	if !ok || g.fleet == nil {
@@ -147,7 +107,13 @@ func (g *Gateway) withdrawHeartbeat() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := r.WithdrawReport(ctx, g.cfg.Instance); err != nil {
+	err := r.WithdrawReport(ctx, g.cfg.Instance)
+	var taken *redis.NameTakenError
+	if errors.As(err, &taken) {
+		g.log.Warn("fleet: another run holds this instance name; its heartbeat is left as it is", "instance", g.cfg.Instance)
+		return
+	}
+	if err != nil {
 		g.log.Warn("fleet: withdraw this gateway's heartbeat; the fleet counts it alive until the heartbeat lapses", "err", err)
 	}
 }

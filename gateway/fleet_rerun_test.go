@@ -2,11 +2,14 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	"github.com/wakegate/wakegate/gateway"
 	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider/all"
+	"github.com/wakegate/wakegate/provider/exec/procid"
 	"github.com/wakegate/wakegate/registry"
 	"github.com/wakegate/wakegate/registry/redis"
 	"github.com/wakegate/wakegate/registry/registrytest"
@@ -23,6 +27,9 @@ import (
 
 // TestRestartFreesTheLocksOfAnEarlierRun: a gateway killed while it held a
 // home's lifecycle lock leaves the lease in Redis, bound to its heartbeat.
+// The earlier run here left no claim on its name (a version that made
+// none, or a run on another machine), so the start waits for its
+// heartbeat to lapse.
 // Started again under the same instance name, it reports that heartbeat
 // again at once, which would keep the lease alive for its whole ttl; it
 // frees the lease as it starts instead, and its first request wakes the
@@ -215,4 +222,144 @@ func TestStopWithdrawsTheHeartbeat(t *testing.T) {
 		t.Errorf("the next run waited for a heartbeat:\n%s", second.logs.String())
 	}
 	awaitReport(ctx, t, st, "gw-0")
+}
+
+// TestTwinsStartingTogetherOneStarts: two gateways under one instance name
+// that start in the same instant both find no heartbeat; their claims on
+// the name, run one after the other by the server, let one start and
+// refuse the other.
+func TestTwinsStartingTogetherOneStarts(t *testing.T) {
+	t.Parallel()
+	srv, st, ctx := fleetRedis(t, "twins")
+	errs := make(chan error, 2)
+	var ready sync.WaitGroup
+	ready.Add(2)
+	for range 2 {
+		go func() {
+			ready.Done()
+			ready.Wait() // both start together
+			_, err := newFleetGateway(t, srv.URL(), "twins", "gw-twin")
+			errs <- err
+		}()
+	}
+	var started, refused int
+	for range 2 {
+		err := <-errs
+		switch {
+		case err == nil:
+			started++
+		case strings.Contains(err.Error(), "another live gateway reports under this name"):
+			refused++
+		default:
+			t.Errorf("a twin's start failed with %v", err)
+		}
+	}
+	if started != 1 || refused != 1 {
+		t.Fatalf("%d twins started and %d were refused; want one of each", started, refused)
+	}
+	awaitReport(ctx, t, st, "gw-twin")
+}
+
+// TestRestartAfterACrashHereTakesTheNameAtOnce: a gateway that finds under
+// its name the claim and heartbeat of an earlier run on this machine whose
+// process has ended (killed, crashed) takes the name over at once, without
+// waiting for the heartbeat to lapse, and frees that run's locks.
+func TestRestartAfterACrashHereTakesTheNameAtOnce(t *testing.T) {
+	t.Parallel()
+	srv, st, ctx := fleetRedis(t, "crash")
+	// The earlier run: a process of this machine, ended since.
+	dead := exec.Command("sleep", "60")
+	if err := dead.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stat, err := procid.ReadStat(dead.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = dead.Process.Kill()
+	_ = dead.Wait()
+	host, _ := os.Hostname()
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil {
+		t.Skipf("no pid namespace to name: %v", err)
+	}
+	about, _ := json.Marshal(map[string]any{"host": host, "pidns": ns, "pid": stat.PID, "exe": stat.Exe, "start": stat.Start, "boot": stat.Boot})
+	if err := st.ClaimName(ctx, "gw-0", "earlier-run", string(about), "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReportSessions(ctx, "gw-0", nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Lock(ctx, "home/h1", "gw-0", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	gw, err := newFleetGateway(t, srv.URL(), "crash", "gw-0")
+	if err != nil {
+		t.Fatalf("the restart after a crash: %v", err)
+	}
+	logs := gw.logs.String()
+	if strings.Contains(logs, "waiting for it to lapse") || !strings.Contains(logs, "the earlier run under this instance name has ended") {
+		t.Errorf("the restart did not take the name at once (after %s):\n%s", time.Since(began), logs)
+	}
+	if !strings.Contains(logs, "released the locks an earlier run of this instance held") {
+		t.Errorf("the earlier run's lock was not released:\n%s", logs)
+	}
+	h, live, err := st.NameHolder(ctx, "gw-0")
+	if err != nil || !live || h.Nonce == "earlier-run" {
+		t.Errorf("the claim after the restart: %+v, %v, %v; want the new run's", h, live, err)
+	}
+}
+
+// TestGatewayThatLostItsNameStepsOut: a gateway whose name another run
+// took over (as after a pause past its heartbeat's TTL, or a partition)
+// has its heartbeats refused from then on: it says so once in its log,
+// answers /readyz with 503 so that the edge sends traffic elsewhere, and
+// leaves the new run's heartbeat in place.
+func TestGatewayThatLostItsNameStepsOut(t *testing.T) {
+	t.Parallel()
+	srv, st, ctx := fleetRedis(t, "lost")
+	old, err := newFleetGateway(t, srv.URL(), "lost", "gw-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitReport(ctx, t, st, "gw-0")
+	h, live, err := st.NameHolder(ctx, "gw-0")
+	if err != nil || !live {
+		t.Fatalf("the gateway's claim: %+v, %v, %v", h, live, err)
+	}
+	// A new run takes the name over, as one started while this one was
+	// paused would once its claim lapsed.
+	if err := st.ClaimName(ctx, "gw-0", "new-run", `{"host":"elsewhere"}`, h.Nonce, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReportSessions(ctx, "gw-0", map[string]int{"h9": 3}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(old.logs.String(), "another run took over its instance name") {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the gateway never said it lost its name:\n%s", old.logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	res, err := e2eClient(t).Get("http://" + old.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz of the gateway that lost its name: %d, want 503", res.StatusCode)
+	}
+	time.Sleep(1500 * time.Millisecond) // more heartbeats of the old run
+	if n := strings.Count(old.logs.String(), "another run took over its instance name"); n != 1 {
+		t.Errorf("%d log lines about the lost name, want one", n)
+	}
+	if n, err := st.FleetSessions(ctx, "h9"); err != nil || n != 3 {
+		t.Errorf("the new run's report after the old run's heartbeats: %d sessions, %v; want 3", n, err)
+	}
+	old.stop(t)
+	if n, _ := st.FleetSessions(ctx, "h9"); n != 3 {
+		t.Errorf("the old run's stop withdrew the new run's report: %d sessions, want 3", n)
+	}
 }

@@ -325,6 +325,9 @@ type Engine struct {
 	// lapse, as engine time (stopping.go); 0 before the first, and always
 	// outside a fleet.
 	beatUntil atomic.Int64
+	// nameLost is set once a heartbeat was refused because another run
+	// holds this gateway's instance name: that is logged once.
+	nameLost atomic.Bool
 }
 
 // New returns an Engine. Close it to stop its goroutines.

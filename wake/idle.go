@@ -104,7 +104,15 @@ func (e *Engine) reportSessions(ctx context.Context, ttl time.Duration) {
 		e.own.Lease.Renewed(sent, ttl)
 		e.beatSent(at, ttl)
 	}
-	if err != nil && ctx.Err() == nil && !errors.Is(err, registry.ErrUnwritable) {
+	switch {
+	case err == nil || ctx.Err() != nil || errors.Is(err, registry.ErrUnwritable):
+	case errors.Is(err, registry.ErrNameTaken):
+		// Every later heartbeat is refused the same way: say it once.
+		if e.nameLost.CompareAndSwap(false, true) {
+			e.o.Log.Error("fleet: this gateway's heartbeat is refused: another run took over its instance name; the fleet counts this one gone, and it no longer restarts or locks homes",
+				"err", err, "hint", "this run was paused or cut off from the store past its heartbeat's TTL while another started under the same name, or two gateways share one name: stop this one, and give each gateway a name of its own")
+		}
+	default:
 		e.o.Log.Warn("report sessions", "err", err)
 	}
 }
