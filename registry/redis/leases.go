@@ -28,8 +28,9 @@ func (r *Store) Lock(ctx context.Context, name, holder string, ttl time.Duration
 	}
 	if err := r.lostName(); err != nil {
 		// Another run speaks for this gateway's name: its locks are not
-		// this run's to take.
-		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)
+		// this run's to take. To a caller, the store is unavailable here
+		// (a wake answers 503 with Retry-After).
+		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w: %w", name, err, registry.ErrUnavailable)
 	}
 	if err := ctx.Err(); err != nil {
 		return registry.Lease{}, fmt.Errorf("registry: lock %s: %w", name, err)

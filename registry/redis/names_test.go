@@ -94,8 +94,8 @@ func TestStaleRunLosesItsName(t *testing.T) {
 	if err := fresh.Unavailable(); err != nil {
 		t.Errorf("the new run's store: %v", err)
 	}
-	if _, err := stale.Lock(ctx, "home/h1", "gw", time.Minute); !errors.Is(err, registry.ErrNameTaken) {
-		t.Errorf("a lock of the stale run: %v; want it refused", err)
+	if _, err := stale.Lock(ctx, "home/h1", "gw", time.Minute); !errors.Is(err, registry.ErrNameTaken) || !errors.Is(err, registry.ErrUnavailable) {
+		t.Errorf("a lock of the stale run: %v; want it refused as unavailable", err)
 	}
 	if err := stale.WithdrawReport(ctx, "gw"); !errors.Is(err, registry.ErrNameTaken) {
 		t.Errorf("the stale run's withdrawal: %v; want it refused", err)
