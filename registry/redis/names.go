@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -39,7 +40,20 @@ func (e *NameTakenError) Error() string {
 	if e.Holder == "" {
 		return fmt.Sprintf("instance %q is held by another gateway run", e.Instance)
 	}
-	return fmt.Sprintf("instance %q is held by another gateway run (%s)", e.Instance, e.Holder)
+	return fmt.Sprintf("instance %q is held by another gateway run (%s)", e.Instance, holderText(e.Holder))
+}
+
+// holderText names the run an about describes: "pid N on HOST" when it is
+// a JSON object with host and pid, as a gateway's is; else about itself.
+func holderText(about string) string {
+	var id struct {
+		Host string `json:"host"`
+		PID  int    `json:"pid"`
+	}
+	if json.Unmarshal([]byte(about), &id) != nil || id.Host == "" || id.PID <= 0 {
+		return about
+	}
+	return fmt.Sprintf("pid %d on %s", id.PID, id.Host)
 }
 
 func (e *NameTakenError) Unwrap() error { return registry.ErrNameTaken }

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,8 +89,8 @@ func TestStaleRunLosesItsName(t *testing.T) {
 	if n, err := fresh.FleetSessions(ctx, "h1"); err != nil || n != 2 {
 		t.Fatalf("h1's sessions after the stale heartbeat: %d, %v; want the new run's 2", n, err)
 	}
-	if err := stale.Unavailable(); !errors.Is(err, registry.ErrNameTaken) {
-		t.Errorf("the stale store's Unavailable: %v; want ErrNameTaken", err)
+	if err := stale.Unavailable(); !errors.Is(err, registry.ErrNameTaken) || !strings.Contains(err.Error(), "pid 20 on vm-b") {
+		t.Errorf("the stale store's Unavailable: %v; want ErrNameTaken naming the new run", err)
 	}
 	if err := fresh.Unavailable(); err != nil {
 		t.Errorf("the new run's store: %v", err)
