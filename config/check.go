@@ -287,7 +287,8 @@ func (e *ExecConfig) validate(k checker, rules ExecRules) {
 	if len(e.Command) == 0 || e.Command[0] == "" {
 		k.bad("command", "must name a program")
 	}
-	k.nonNegative(namedDuration{"restart_window", e.RestartWindow}, namedDuration{"stop_grace", e.StopGrace})
+	k.nonNegative(namedDuration{"restart_window", e.RestartWindow}, namedDuration{"stop_grace", e.StopGrace},
+		namedDuration{"restart_pause", e.RestartPause})
 	if e.RestartBudget < 0 {
 		k.bad("restart_budget", "must not be negative")
 	}

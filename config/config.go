@@ -482,6 +482,14 @@ type ExecConfig struct {
 	// RestartWindow is the window of RestartBudget. Default 60s; zero
 	// means the default.
 	RestartWindow time.Duration `yaml:"restart_window"`
+	// RestartPause is the pause before restarting a process that exited
+	// within 10s of its start, doubled for each restart already made in
+	// RestartWindow, up to 5s: a home that fails at once gets its restarts
+	// spread over a second or so (100ms, 200ms, 400ms with the defaults),
+	// time for what it waits on to come up, instead of spending them in a
+	// few milliseconds. A process that ran longer is restarted at once.
+	// Default 100ms; zero means the default.
+	RestartPause time.Duration `yaml:"restart_pause"`
 	// SuspendSignal suspends homes with SIGSTOP (and resumes with SIGCONT)
 	// instead of stopping them. Default false.
 	SuspendSignal bool `yaml:"suspend_signal"`

@@ -149,6 +149,7 @@ func (e *ExecConfig) defaults(rules ExecRules) {
 	def(&e.LogMaxBytes, 1<<20)
 	def(&e.RestartBudget, 3)
 	def(&e.RestartWindow, 60*time.Second)
+	def(&e.RestartPause, 100*time.Millisecond)
 	def(&e.Users.Mode, rules.UserModes[0])
 	def(&e.Containment, rules.Containments[0])
 	def(&e.Users.Range, rules.UserRange)

@@ -53,7 +53,7 @@ func Registry(c *config.Config) *provider.Registry {
 	first, last := e.Users.UIDs()
 	r.MustRegister("exec", execprov.Factory(execprov.Config{
 		Command: e.Command, Env: e.Env, LogMaxBytes: int64(e.LogMaxBytes), StopGrace: e.StopGrace,
-		RestartBudget: e.RestartBudget, RestartWindow: e.RestartWindow,
+		RestartBudget: e.RestartBudget, RestartWindow: e.RestartWindow, RestartPause: e.RestartPause,
 		VersionCommand: e.VersionCommand, SuspendSignal: e.SuspendSignal,
 		InheritEnv: e.InheritEnv, Containment: execprov.Containment(e.Containment), SocketActivation: e.SocketActivation,
 		Users:      execprov.Users{Mode: e.Users.Mode, First: first, Last: last},

@@ -83,6 +83,11 @@ type Config struct {
 	// RestartWindow is the sliding window RestartBudget counts in. Default
 	// (zero) 60s.
 	RestartWindow time.Duration
+	// RestartPause is the pause before restarting a process that exited
+	// within restartSettle of its start, doubled for each restart already
+	// counted in RestartWindow, up to maxRestartPause (supervise.go).
+	// Default (zero) 100ms; negative: no pause.
+	RestartPause time.Duration
 	// VersionCommand, when set, is a command template (the placeholders of
 	// Command plus {endpoint}) whose trimmed stdout is the version the home
 	// really runs. Empty (default): GET {endpoint}/version, whose trimmed
@@ -129,6 +134,7 @@ const (
 	defaultStopGrace     = 5 * time.Second
 	defaultRestartBudget = 3
 	defaultRestartWindow = 60 * time.Second
+	defaultRestartPause  = 100 * time.Millisecond
 )
 
 // fill checks cfg and fills its defaults, once: the rest of the provider
@@ -169,6 +175,11 @@ func (cfg *Config) fill() error {
 	}
 	if cfg.RestartWindow == 0 {
 		cfg.RestartWindow = defaultRestartWindow
+	}
+	if cfg.RestartPause == 0 {
+		cfg.RestartPause = defaultRestartPause
+	} else if cfg.RestartPause < 0 {
+		cfg.RestartPause = 0
 	}
 	if cfg.PidsMax == 0 {
 		cfg.PidsMax = DefaultPidsMax

@@ -1626,3 +1626,52 @@ func TestHomeCannotJoinGatewayGroup(t *testing.T) {
 		t.Errorf("the home's session is %d, %v; want its own", sid, err)
 	}
 }
+
+// TestQuickExitsArePaced: a home whose process exits soon after its start
+// is restarted after a pause that doubles with each restart in the window
+// (100, 200, 400 ms by default), not at once: its budget is spread over
+// time for what it waits on to come up. Each pause is a lower bound on
+// the time between two starts.
+func TestQuickExitsArePaced(t *testing.T) {
+	dir := testDataDir(t)
+	ch := newChanges()
+	cfg := testConfig(dir)
+	cfg.OnChange = ch.onChange
+	e := newExec(t, cfg)
+	s := provider.Spec{ID: "h1", Version: "v1"}
+	r := wake(t, e, s)
+	waitReady(t, r.Endpoint)
+
+	crash := filepath.Join(dir, "homes", "h1", "crash")
+	if err := os.WriteFile(crash, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exited := time.Now()
+	exitHome(r.Endpoint, 3)
+	for i := range 3 {
+		if c := ch.next(t); c.State != provider.StateRunning {
+			t.Fatalf("change %d: %+v, want a restart", i, c)
+		}
+	}
+	if c := ch.next(t); c.State != provider.StateFailed {
+		t.Fatalf("change after the budget: %+v, want failed", c)
+	}
+	h := e.History("h1")
+	if len(h) != 4 {
+		t.Fatalf("history: %+v; want three restarts and the give-up", h)
+	}
+	prev := exited
+	for i, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+		if got := h[i].Time.Sub(prev); got < want {
+			t.Errorf("restart %d came %s after the exit before it; want a pause of at least %s", i+1, got, want)
+		}
+		prev = h[i].Time
+	}
+	logText, err := os.ReadFile(filepath.Join(dir, "homes", "h1", "home.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(logText), "after its start; restarting in 400ms") {
+		t.Errorf("the home's log does not name the last pause:\n%s", logText)
+	}
+}

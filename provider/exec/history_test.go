@@ -21,6 +21,7 @@ func TestRuntimeHistoryKeepsLastRestarts(t *testing.T) {
 	cfg := testConfig(dir)
 	cfg.OnChange = ch.onChange
 	cfg.RestartBudget = 1000
+	cfg.RestartPause = -1 // 23 restarts in a row: no pause between them
 	e := newExec(t, cfg)
 	s := provider.Spec{ID: "h1", Version: "v1"}
 	r := wake(t, e, s)

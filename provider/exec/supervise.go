@@ -114,27 +114,107 @@ func (e *Provider) handleExit(ev exitEvent) {
 		e.giveUp(h, reason, p)
 		return
 	}
+	pause := e.restartPause(p, len(h.restarts), now)
 	h.restarts = append(h.restarts, now)
 	ch := make(chan struct{})
 	h.restarting = ch
 	e.mu.Unlock()
 
-	e.note(h, "wakegate: pid %d %s unexpectedly; restarting", p.PID, p.status)
-	e.log.Warn("exec: home exited unexpectedly; restarting", "home", h.id, "pid", p.PID, "status", p.status)
+	if pause == 0 {
+		e.note(h, "wakegate: pid %d %s unexpectedly; restarting", p.PID, p.status)
+		e.log.Warn("exec: home exited unexpectedly; restarting", "home", h.id, "pid", p.PID, "status", p.status)
+		e.restart(h, p, ch)
+		return
+	}
+	e.note(h, "wakegate: pid %d %s %s after its start; restarting in %s", p.PID, p.status, now.Sub(p.started).Round(time.Millisecond), pause)
+	e.log.Warn("exec: home exited soon after its start; restarting after a pause", "home", h.id, "pid", p.PID, "status", p.status,
+		"ran", now.Sub(p.started).Round(time.Millisecond), "pause", pause)
+	// The pause runs beside the supervisor, which goes on reading the
+	// exits of other homes. Operations on h wait for ch meanwhile, as
+	// they do for any restart in flight.
+	e.wg.Add(1) // the supervisor's own count is held: Close waits for this too
+	go func() {
+		defer e.wg.Done()
+		if e.pause(pause) {
+			e.restart(h, p, ch)
+			return
+		}
+		e.mu.Lock()
+		h.restarting = nil
+		e.mu.Unlock()
+		close(ch)
+	}()
+}
+
+// pause waits d, and reports whether it did before the provider closed.
+func (e *Provider) pause(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-e.done:
+		return false
+	}
+	select {
+	case <-e.done: // closed as the pause ended
+		return false
+	default:
+		return true
+	}
+}
+
+// restartSettle is how long a process must have run for its exit to be
+// restarted at once; one that exits sooner is restarted after a pause
+// (restartPause).
+const restartSettle = 10 * time.Second
+
+// maxRestartPause caps the pause before a restart.
+const maxRestartPause = 5 * time.Second
+
+// restartPause returns the pause before restarting p, which exited at now
+// after prior restarts of its home in the window: none for a process
+// that ran restartSettle or more, or that this provider did not start
+// (adopted); else cfg.RestartPause doubled for each prior restart, up to
+// maxRestartPause.
+func (e *Provider) restartPause(p *proc, prior int, now time.Time) time.Duration {
+	if e.cfg.RestartPause <= 0 || p.started.IsZero() || now.Sub(p.started) >= restartSettle {
+		return 0
+	}
+	pause := e.cfg.RestartPause
+	for range prior {
+		if pause >= maxRestartPause/2 {
+			return maxRestartPause
+		}
+		pause *= 2
+	}
+	return min(pause, maxRestartPause)
+}
+
+// restart starts a new process for h in place of p, which exited, unless
+// h was stopped or given another process meanwhile, and closes ch, the
+// restart's mark (h.restarting), when done. It runs on the supervisor's
+// goroutine, or after a pause on a goroutine of its own: the new
+// process's exit may then reach the supervisor before it is installed,
+// and is handed back (redeliver).
+func (e *Provider) restart(h *home, p *proc, ch chan struct{}) {
+	at := time.Now()
 	np, err := e.spawn(h, p.spec)
+	var tail string
+	if err != nil {
+		tail = h.log.Tail(reasonLogLines)
+	}
 	e.mu.Lock()
 	installed := err == nil && h.wanted && h.proc == p
 	failed := err != nil && h.wanted && h.proc == p
 	var reason string
+	var early bool
 	if installed {
-		// np's own exit, if it came already, waits for this loop: the
-		// supervisor is the only reader of exits.
-		e.installLocked(h, np)
-		h.rtRemember(provider.Restart{Time: now, OldPID: p.PID, NewPID: np.PID, ExitReason: p.status, Outcome: provider.RestartDone})
+		early = e.installLocked(h, np)
+		h.rtRemember(provider.Restart{Time: at, OldPID: p.PID, NewPID: np.PID, ExitReason: p.status, Outcome: provider.RestartDone})
 	} else if failed {
 		reason = fmt.Sprintf("pid %d %s; restart failed: %v; last log lines: %s", p.PID, p.status, err, tail)
 		h.failed, h.wanted, h.proc = reason, false, nil
-		h.rtRemember(provider.Restart{Time: now, OldPID: p.PID, ExitReason: p.status, Outcome: provider.RestartFailed, Error: err.Error()})
+		h.rtRemember(provider.Restart{Time: at, OldPID: p.PID, ExitReason: p.status, Outcome: provider.RestartFailed, Error: err.Error()})
 	}
 	e.mu.Unlock()
 	if np != nil && !installed {
@@ -148,6 +228,9 @@ func (e *Provider) handleExit(ev exitEvent) {
 	case installed:
 		e.record(h, np)
 		e.notify(h.id, np.result())
+		if early {
+			e.redeliver(h, np)
+		}
 	case failed:
 		e.giveUp(h, reason, p)
 	}
