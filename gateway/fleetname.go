@@ -169,12 +169,12 @@ func awaitLapse(r *redis.Store, instance string, rep registry.InstanceReport, be
 			return twinError(instance, fmt.Sprintf("its heartbeat was renewed at %s while this one waited to start",
 				cur.ReportedAt.Format(time.RFC3339Nano)))
 		}
-		now, held, err := r.NameHolder(ctx, instance)
+		curClaim, held, err := r.NameHolder(ctx, instance)
 		if err != nil {
 			return fmt.Errorf("redis: %w", err)
 		}
-		if held && (!claimed || now.Nonce != claim.Nonce || now.Expires.After(claim.Expires)) {
-			return twinError(instance, "another run claimed or renewed it while this one waited to start: "+aboutRun(now.About))
+		if held && (!claimed || curClaim.Nonce != claim.Nonce || curClaim.Expires.After(claim.Expires)) {
+			return twinError(instance, "another run claimed or renewed it while this one waited to start: "+aboutRun(curClaim.About))
 		}
 		if !live && !held {
 			log.Info("fleet: the earlier run's heartbeat lapsed", "instance", instance)

@@ -159,12 +159,8 @@ func (r *Store) lostName() error {
 // of an ended run whose claim may be replaced ("" for none).
 // Reply: {"ok"} or {"taken", holder's about}.
 var claimScript = goredis.NewScript(luaNow + luaNames + `
-local n = now(ARGV[5])
-local exp, nonce, about = nameClaim(redis.call('HGET', KEYS[1], ARGV[1]))
-if exp and n < exp and nonce ~= ARGV[2] and (ARGV[6] == '' or nonce ~= ARGV[6]) then
-  return {'taken', about}
-end
-redis.call('HSET', KEYS[1], ARGV[1], string.format('%d|%s|%s', n + tonumber(ARGV[4]), ARGV[2], ARGV[3]))
+local holder = takeName(KEYS[1], ARGV[1], now(ARGV[5]), tonumber(ARGV[4]), ARGV[2], ARGV[3], ARGV[6])
+if holder then return {'taken', holder} end
 return {'ok'}
 `)
 
@@ -177,12 +173,22 @@ if exp and now(ARGV[2]) < exp then return {string.format('%d', exp), nonce, abou
 return {}
 `)
 
-// luaNames parses a stored name claim: "expires_ms|nonce|about".
+// luaNames parses a stored name claim, "expires_ms|nonce|about"
+// (nameClaim), and claims or renews one (takeName): unless another run's
+// claim is live, and is not that of replace (an ended run, "" for none),
+// the claim becomes nonce's for ttl ms from n; else the live holder's
+// about is returned.
 const luaNames = `
 local function nameClaim(raw)
   if not raw then return nil end
   local exp, nonce, about = string.match(raw, '^(%d+)|([^|]*)|(.*)$')
   if not exp then return nil end
   return tonumber(exp), nonce, about
+end
+local function takeName(names, instance, n, ttl, mine, about, replace)
+  local exp, nonce, held = nameClaim(redis.call('HGET', names, instance))
+  if exp and n < exp and nonce ~= mine and (replace == '' or nonce ~= replace) then return held end
+  redis.call('HSET', names, instance, string.format('%d|%s|%s', n + ttl, mine, about))
+  return nil
 end
 `

@@ -189,9 +189,8 @@ return n
 var reportScript = goredis.NewScript(luaNow + luaNames + `
 local n = now(ARGV[4])
 if ARGV[5] ~= '' then
-  local exp, nonce, about = nameClaim(redis.call('HGET', KEYS[3], ARGV[1]))
-  if exp and n < exp and nonce ~= ARGV[5] then return {'taken', about} end
-  redis.call('HSET', KEYS[3], ARGV[1], string.format('%d|%s|%s', n + tonumber(ARGV[3]), ARGV[5], ARGV[6]))
+  local holder = takeName(KEYS[3], ARGV[1], n, tonumber(ARGV[3]), ARGV[5], ARGV[6], '')
+  if holder then return {'taken', holder} end
 end
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
