@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/wakegate/wakegate/admin"
+	"github.com/wakegate/wakegate/provider/all"
 )
 
 // The admin commands talk to a running gateway's admin listener:
@@ -28,7 +29,9 @@ import (
 //	wakegate app start|stop|restart SLUG [--wait DURATION]
 //
 // The address and token come from --admin and --token, or WAKEGATE_ADMIN
-// and WAKEGATE_TOKEN. Without an address, the admin socket in
+// and WAKEGATE_TOKEN. Without an address, --config names the gateway by
+// its config file: the admin socket it serves, else its admin listener
+// and first token. Without either, the admin socket in
 // $WAKEGATE_DATA_DIR or else ./data (the default data_dir) is used when it
 // is there, else http://127.0.0.1:8081.
 // The socket is used only when root, the CLI's own user or
@@ -39,7 +42,8 @@ import (
 // (statusNoAnswer).
 
 const adminUsage = `admin commands (address: --admin or WAKEGATE_ADMIN, a URL, host:port or unix:PATH of the
-admin socket; default the socket admin.sock in $WAKEGATE_DATA_DIR or ./data when it is there, else
+admin socket; or --config FILE, the gateway's config: its admin socket, else its admin listener
+and token; default the socket admin.sock in $WAKEGATE_DATA_DIR or ./data when it is there, else
 http://127.0.0.1:8081;
 token: --token or WAKEGATE_TOKEN, not needed on the socket):
   status [--json]                   the gateway's status, homes and apps; exit 0 healthy,
@@ -123,44 +127,96 @@ func socketClient(path string) (*adminClient, error) {
 	return &adminClient{base: "http://admin.sock", http: &http.Client{Transport: tr}, sockPath: path}, nil
 }
 
-// adminFlags adds --admin and --token to fs and returns the function that
-// builds the client once fs is parsed.
+// adminFlags adds --admin, --token and --config to fs (--config only
+// when fs has none yet: a command that reads a config for its own use
+// shares it) and returns the function that builds the client once fs is
+// parsed.
 func adminFlags(fs *flag.FlagSet) func() (*adminClient, error) {
-	addr := fs.String("admin", "", "admin listener address or URL (default $WAKEGATE_ADMIN or http://127.0.0.1:8081)")
-	tok := fs.String("token", "", "admin token (default $WAKEGATE_TOKEN)")
+	addr := fs.String("admin", "", "admin listener address or URL (default $WAKEGATE_ADMIN, else the admin socket of --config\n"+
+		"or of ./data, else http://127.0.0.1:8081)")
+	tok := fs.String("token", "", "admin token (default $WAKEGATE_TOKEN, else the first of --config's admin.tokens)")
+	cfgFlag := fs.Lookup("config")
+	if cfgFlag == nil {
+		fs.String("config", "", "the gateway's config file: its admin socket, or its admin listener and token")
+		cfgFlag = fs.Lookup("config")
+	}
 	return func() (*adminClient, error) {
 		a := *addr
 		if a == "" {
 			a = os.Getenv("WAKEGATE_ADMIN")
+		}
+		t := *tok
+		if t == "" {
+			t = os.Getenv("WAKEGATE_TOKEN")
+		}
+		if a == "" && cfgFlag.Value.String() != "" {
+			return configClient(cfgFlag.Value.String(), t)
 		}
 		if a == "" {
 			if p := defaultAdminSocket(); isSocket(p) {
 				a = "unix:" + p
 			}
 		}
-		if p := socketPath(a); p != "" {
-			return socketClient(p)
-		}
-		if a == "" {
-			a = "http://127.0.0.1:8081"
-		}
-		if !strings.Contains(a, "://") {
-			a = "http://" + a
-		}
-		u, err := url.Parse(a)
-		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("--admin: want host:port or a URL, got %q", a)
-		}
-		t := *tok
-		if t == "" {
-			t = os.Getenv("WAKEGATE_TOKEN")
-		}
-		if t == "" {
-			return nil, errors.New("no admin token: pass --token or set WAKEGATE_TOKEN, or use the admin socket " +
-				"(--admin unix:PATH; no token needed there)\n  hint: " + adminOnHint)
-		}
-		return &adminClient{base: strings.TrimSuffix(u.String(), "/"), token: t, http: &http.Client{}}, nil
+		return addrClient(a, t)
 	}
+}
+
+// addrClient builds the client for the admin address a (a URL, host:port
+// or a socket path; "" for the default listener) and token t.
+func addrClient(a, t string) (*adminClient, error) {
+	if p := socketPath(a); p != "" {
+		return socketClient(p)
+	}
+	if a == "" {
+		a = "http://127.0.0.1:8081"
+	}
+	if !strings.Contains(a, "://") {
+		a = "http://" + a
+	}
+	u, err := url.Parse(a)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("--admin: want host:port or a URL, got %q", a)
+	}
+	if t == "" {
+		return nil, errors.New("no admin token: pass --token or set WAKEGATE_TOKEN, or use the admin socket " +
+			"(--admin unix:PATH; no token needed there)\n  hint: " + adminOnHint)
+	}
+	return &adminClient{base: strings.TrimSuffix(u.String(), "/"), token: t, http: &http.Client{}}, nil
+}
+
+// configClient builds the client for the gateway that runs the config
+// file at path: its admin socket when one listens there, else its admin
+// listener with token t or the config's own first token.
+func configClient(path, t string) (*adminClient, error) {
+	cfg, err := all.LoadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	ad := cfg.Admin
+	if ad.Socket != "" && isSocket(ad.Socket) {
+		return socketClient(ad.Socket)
+	}
+	noSocket := "admin.socket is off"
+	if ad.Socket != "" {
+		noSocket = "no gateway listens on its admin socket " + ad.Socket
+		if !filepath.IsAbs(ad.Socket) {
+			noSocket += " (a path relative to the folder the gateway runs in; run this command there)"
+		}
+	}
+	if t == "" {
+		if toks := ad.ResolvedTokens(); len(toks) > 0 {
+			t = toks[0]
+		}
+	}
+	switch {
+	case ad.Listen == "":
+		return nil, fmt.Errorf("--config %s: %s, and admin.listen is off\n  hint: start the gateway with this config "+
+			"(wakegate serve --config %s), or pass --admin", path, noSocket, path)
+	case t == "":
+		return nil, fmt.Errorf("--config %s: %s, and admin.tokens holds no token for its admin listener %s\n"+
+			"  hint: start the gateway with this config, or pass --admin and --token", path, noSocket, ad.Listen)
+	}
+	return addrClient(ad.Listen, t)
 }
 
 // parseInterleaved parses flags that may follow positional arguments and

@@ -19,7 +19,7 @@ const adminOnHint = "the admin listener is on once admin.tokens holds a token of
 	"and give the same token here with --token or WAKEGATE_TOKEN); it listens on admin.listen " +
 	"(default 127.0.0.1:8081; --admin or WAKEGATE_ADMIN point here at another address); on the gateway's " +
 	"machine the admin socket admin.socket (default data_dir/admin.sock) needs no token: run this command as root, " +
-	"as the gateway's user or as a member of admin.socket_group, from the gateway's directory or with --admin unix:PATH"
+	"as the gateway's user or as a member of admin.socket_group, from the gateway's directory, with --config and the gateway's config file, or with --admin unix:PATH"
 
 // adminUnreachable is the error of an admin request that got no answer:
 // when nothing listened there, it says how to turn the listener on.
