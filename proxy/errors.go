@@ -45,7 +45,7 @@ func Sort(err error) error {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return fault.Wrap(fault.TooLarge, "body_too_large",
-			"The request body is over the limit of "+strconv.FormatInt(mbe.Limit, 10)+" bytes.", err)
+			"The request body is over the limit of "+strconv.FormatInt(mbe.Limit, 10)+" bytes.", err).WithHint(hintTooLarge)
 	}
 	var de *DialError
 	timeout := errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
@@ -76,6 +76,8 @@ const (
 		"a wrong host, a firewall that drops packets, or a server too busy to accept"
 	hintAnswerTimeout = "the upstream took the request but sent no answer within proxy.response_header_timeout " +
 		"(proxy.home_response_header_timeout for homes): a slow handler or a hung server; its log says which"
+	hintTooLarge = "the caller sent a request body over server.max_body_bytes; raise it if this route " +
+		"takes bigger uploads"
 	hintBadAnswer = "the upstream closed or broke the connection before a whole answer, or sent one that is " +
 		"not valid HTTP/1.1: look in its log for a crash at this time"
 )

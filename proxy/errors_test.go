@@ -47,7 +47,7 @@ func TestStatusOf(t *testing.T) {
 		{"kind with retry", fault.New(fault.Failed, "wake_failed", "Failed.").WithRetry(5 * time.Second), 503, "wake_failed", 5 * time.Second, ""},
 		{"kind wrapped", fmt.Errorf("serve: %w", fault.New(fault.Limited, "rate_limited", "Slow down.").WithRetry(2*time.Second)), 429, "rate_limited", 2 * time.Second, ""},
 		{"engine error", fmt.Errorf("ensure: %w", homeError(1500*time.Millisecond)), 503, "home_waking", 1500 * time.Millisecond, ""},
-		{"body too large", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 10}), 413, "body_too_large", 0, ""},
+		{"body too large", fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 10}), 413, "body_too_large", 0, "server.max_body_bytes"},
 		{"dial refused", &DialError{Err: refused}, 502, "upstream_unreachable", 0, "nothing accepts connections"},
 		{"no such host", &DialError{Err: &net.DNSError{Err: "no such host", Name: "app.invalid", IsNotFound: true}}, 502, "upstream_unreachable", 0, "does not resolve"},
 		{"dial failed", &DialError{Err: errors.New("network is unreachable")}, 502, "upstream_unreachable", 0, "cannot be reached"},

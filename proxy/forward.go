@@ -258,6 +258,8 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, to *forward.Route)
 	}
 	if max := p.opts.MaxBodyBytes; max > 0 {
 		if r.ContentLength > max {
+			p.opts.Log.Info("request body refused: over the limit", "route", route.Name, "path", r.URL.Path,
+				"content_length", r.ContentLength, "request_id", r.Header.Get("X-Request-Id"), "hint", hintTooLarge)
 			WriteError(w, r, &http.MaxBytesError{Limit: max})
 			return
 		}
@@ -461,10 +463,14 @@ func (p *Proxy) answerError(w http.ResponseWriter, r *http.Request, route *forwa
 		return
 	}
 	if berr := route.clientBodyFailed(); berr != nil && r.Context().Err() == nil {
-		p.opts.Log.Info("request body unreadable", "route", route.Name, "path", path,
-			"request_id", r.Header.Get("X-Request-Id"), "err", berr)
+		c := badBody(berr)
+		attrs := []any{"route", route.Name, "path", path, "request_id", r.Header.Get("X-Request-Id"), "err", berr}
+		if c.Hint != "" {
+			attrs = append(attrs, "hint", c.Hint)
+		}
+		p.opts.Log.Info("request body unreadable", attrs...)
 		w.Header().Set("Connection", "close")
-		WriteClassified(w, r, badBody(berr))
+		WriteClassified(w, r, c)
 		return
 	}
 	if r.Context().Err() != nil {

@@ -451,8 +451,10 @@ func TestForwardOriginChecks(t *testing.T) {
 func TestForwardBodyLimit(t *testing.T) {
 	const limit = 1000
 	up := newUpstream(t, nil)
+	var logs testbin.SyncBuffer
 	o := testOptions()
 	o.MaxBodyBytes = limit
+	o.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	s, _ := front(t, o, func() *forward.Route { return &forward.Route{Name: "a", Upstream: up.url(t, "")} })
 
 	// Declared too large: refused before any dial.
@@ -462,6 +464,9 @@ func TestForwardBodyLimit(t *testing.T) {
 	}
 	if n := up.conns.Load(); n != 0 {
 		t.Fatalf("the upstream was dialled %d times for a refused body", n)
+	}
+	if !strings.Contains(logs.String(), "server.max_body_bytes") {
+		t.Errorf("the log of a refused body does not name the limit's setting:\n%s", logs.String())
 	}
 	// At the limit: forwarded whole.
 	res, _ = do(t, newReq(t, http.MethodPost, s.URL+"/", strings.NewReader(strings.Repeat("b", limit))))
@@ -475,6 +480,9 @@ func TestForwardBodyLimit(t *testing.T) {
 	res, _ = do(t, req)
 	if res.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("chunked oversize body: status %d; want 413", res.StatusCode)
+	}
+	if n := strings.Count(logs.String(), "server.max_body_bytes"); n != 2 {
+		t.Errorf("the log names the limit's setting %d times after two refused bodies; want 2:\n%s", n, logs.String())
 	}
 	up.Close() // waits for the upstream's handlers
 	for _, r := range up.seen() {
