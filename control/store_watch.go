@@ -57,6 +57,14 @@ func StoreUnavailable(store registry.Store) string {
 	return ""
 }
 
+// NameLost reports whether another gateway run took this one's instance
+// name over (registry.ErrNameTaken): this run is out of the fleet for
+// good, which /readyz says apart from a store that does not answer.
+func NameLost(store registry.Store) bool {
+	sh, ok := store.(registry.Health)
+	return ok && errors.Is(sh.Unavailable(), registry.ErrNameTaken)
+}
+
 // WatchStore follows whether the embedded store's disk takes writes, until
 // ctx ends: it logs each change once (never at every failed write). Every
 // storeWatchPeriod it looks at the disk without writing (CheckDisk), so a

@@ -123,6 +123,7 @@ func (g *Gateway) dropVerdict(id string) {
 func (g *Gateway) storeUnwritable() string { return control.StoreUnwritable(g.store) }
 func (g *Gateway) degraded() string        { return control.StoreUnavailable(g.store) }
 func (g *Gateway) storeDegraded() string   { return control.StoreDegraded(g.store) }
+func (g *Gateway) nameLost() bool          { return control.NameLost(g.store) }
 
 // backupHandler serves GET /admin/store/backup (control/store.go).
 func (g *Gateway) backupHandler() http.Handler { return control.BackupHandler(g.store, g.log) }

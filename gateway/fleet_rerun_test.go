@@ -347,9 +347,11 @@ func TestGatewayThatLostItsNameStepsOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(res.Body)
 	_ = res.Body.Close()
-	if res.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("/readyz of the gateway that lost its name: %d, want 503", res.StatusCode)
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "instance name taken over") {
+		t.Errorf("/readyz of the gateway that lost its name: %d %q, want 503 saying the name was taken over",
+			res.StatusCode, body)
 	}
 	time.Sleep(1500 * time.Millisecond) // more heartbeats of the old run
 	if n := strings.Count(old.logs.String(), "another run took over its instance name"); n != 1 {

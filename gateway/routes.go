@@ -56,10 +56,15 @@ func (g *Gateway) router() http.Handler {
 			return
 		}
 		if g.degraded() != "" {
-			// The fleet's store does not answer: warm homes still serve
-			// here, but the edge should send new traffic elsewhere, as
-			// with a store that takes no writes.
+			// The fleet's store does not answer, or another run took this
+			// gateway's instance name over: warm homes still serve here,
+			// but the edge should send new traffic elsewhere, as with a
+			// store that takes no writes.
 			w.WriteHeader(http.StatusServiceUnavailable)
+			if g.nameLost() {
+				_, _ = w.Write([]byte("degraded: instance name taken over by another run\n"))
+				return
+			}
 			_, _ = w.Write([]byte("degraded: store unreachable\n"))
 			return
 		}
