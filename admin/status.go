@@ -54,6 +54,9 @@ type FleetInstance struct {
 	// Version is the wakegate version the instance runs ("" when it has
 	// not said yet).
 	Version string `json:"version,omitempty"`
+	// Run is the process that runs the instance, "pid N on HOST" (""
+	// when the instance did not say).
+	Run string `json:"run,omitempty"`
 	// HeartbeatAgeS is how long ago the instance last reported, seconds.
 	HeartbeatAgeS float64 `json:"heartbeat_age_s"`
 	// Sessions is the instance's live session count over every home, and

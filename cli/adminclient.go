@@ -464,13 +464,9 @@ func printFleet(w io.Writer, fleet []admin.FleetInstance) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "INSTANCE\tVERSION\tHEARTBEAT\tSESSIONS")
+	fmt.Fprintln(tw, "INSTANCE\tVERSION\tRUN\tHEARTBEAT\tSESSIONS")
 	for _, f := range fleet {
-		version := f.Version
-		if version == "" {
-			version = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%d\n", cell(f.Instance), cell(version),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%d\n", cell(f.Instance), cell(orDash(f.Version)), cell(orDash(f.Run)),
 			time.Duration(f.HeartbeatAgeS*float64(time.Second)).Round(time.Millisecond), f.Sessions)
 	}
 	_ = tw.Flush()
@@ -628,4 +624,12 @@ func printApp(stdout io.Writer, body []byte, goal string) int {
 		return 1
 	}
 	return 0
+}
+
+// orDash is s, or "-" when s is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

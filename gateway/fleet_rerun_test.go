@@ -192,10 +192,11 @@ func TestSecondGatewayUnderOneNameRefusesToStart(t *testing.T) {
 	}
 }
 
-// TestStopWithdrawsTheHeartbeat: a gateway that stops deletes its
-// session report instead of letting it run out, so the fleet counts it
-// gone at once, and its next run under the same name starts without
-// waiting for the report to lapse.
+// TestStopWithdrawsTheHeartbeat: a gateway's report names the process
+// that runs it; a gateway that stops deletes its session report instead
+// of letting it run out, so the fleet counts it gone at once, and its
+// next run under the same name starts without waiting for the report to
+// lapse.
 func TestStopWithdrawsTheHeartbeat(t *testing.T) {
 	t.Parallel()
 	srv, st, ctx := fleetRedis(t, "stop")
@@ -203,7 +204,10 @@ func TestStopWithdrawsTheHeartbeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitReport(ctx, t, st, "gw-0")
+	host, _ := os.Hostname()
+	if rep := awaitReport(ctx, t, st, "gw-0"); rep.Run != fmt.Sprintf("pid %d on %s", os.Getpid(), host) {
+		t.Errorf("the fleet's report names the run of gw-0 as %q; want this process", rep.Run)
+	}
 	first.stop(t)
 	reps, err := st.Reports(ctx)
 	if err != nil {

@@ -133,6 +133,10 @@ type InstanceReport struct {
 	// Version is the wakegate version the instance runs ("" when it did
 	// not say: SetVersion).
 	Version string `json:"version,omitempty"`
+	// Run names the run that holds the instance name, "pid N on HOST"
+	// ("" when no run claims it, as with a version that makes no claim,
+	// or a store that has no claims).
+	Run string `json:"run,omitempty"`
 }
 
 // Persistence is what a Redis server keeps across its own restart.

@@ -171,7 +171,7 @@
     $("fleet-card").hidden = !f || !f.fleet;
     if (!f || !f.fleet) { return; }
     fillRows($("fleet"), f.instances.map(function (i) {
-      return [i.instance, secs(i.heartbeat_age_s * 1000) + " ago", i.sessions, i.version || "–"];
+      return [i.instance, secs(i.heartbeat_age_s * 1000) + " ago", i.sessions, i.version || "–", i.run || "–"];
     }));
   }
 

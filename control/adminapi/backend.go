@@ -55,7 +55,7 @@ func (a *Backend[H]) FleetInstances(ctx context.Context) ([]admin.FleetInstance,
 	now := time.Now()
 	out := make([]admin.FleetInstance, 0, len(reps))
 	for _, rep := range reps {
-		fi := admin.FleetInstance{Instance: rep.Instance, Version: rep.Version, Homes: rep.Sessions,
+		fi := admin.FleetInstance{Instance: rep.Instance, Version: rep.Version, Run: rep.Run, Homes: rep.Sessions,
 			HeartbeatAgeS: max(now.Sub(rep.ReportedAt), 0).Round(time.Millisecond).Seconds()}
 		for _, n := range rep.Sessions {
 			fi.Sessions += n

@@ -213,19 +213,19 @@ func (r *Store) Reports(ctx context.Context) ([]registry.InstanceReport, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("registry: session reports: %w", err)
 	}
-	res, err := sessionsScript.Run(ctx, r.c, []string{r.keys.sessions, r.keys.versions}, r.nowArg()).StringSlice()
+	res, err := sessionsScript.Run(ctx, r.c, []string{r.keys.sessions, r.keys.versions, r.keys.names}, r.nowArg()).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("registry: session reports: %w", r.fail(ctx, err))
 	}
-	out := make([]registry.InstanceReport, 0, len(res)/5)
-	for i := 0; i+4 < len(res); i += 5 {
+	out := make([]registry.InstanceReport, 0, len(res)/6)
+	for i := 0; i+5 < len(res); i += 6 {
 		exp, err1 := strconv.ParseInt(res[i+1], 10, 64)
 		at, err2 := strconv.ParseInt(res[i+2], 10, 64)
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, fmt.Errorf("registry: session report of %s: times %q %q: %w", res[i], res[i+1], res[i+2], err)
 		}
 		rep := registry.InstanceReport{Instance: res[i], ReportedAt: time.UnixMilli(at).UTC(), Expires: time.UnixMilli(exp).UTC(),
-			Sessions: map[string]int{}, Version: res[i+4]}
+			Sessions: map[string]int{}, Version: res[i+4], Run: holderRun(res[i+5])}
 		if err := json.Unmarshal([]byte(res[i+3]), &rep.Sessions); err != nil {
 			return nil, fmt.Errorf("registry: session report of %s: %w", res[i], err)
 		}

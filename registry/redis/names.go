@@ -46,12 +46,21 @@ func (e *NameTakenError) Error() string {
 // holderText names the run an about describes: "pid N on HOST" when it is
 // a JSON object with host and pid, as a gateway's is; else about itself.
 func holderText(about string) string {
+	if run := holderRun(about); run != "" {
+		return run
+	}
+	return about
+}
+
+// holderRun is "pid N on HOST" for an about that is a JSON object with
+// host and pid, as a gateway's is; "" for any other.
+func holderRun(about string) string {
 	var id struct {
 		Host string `json:"host"`
 		PID  int    `json:"pid"`
 	}
 	if json.Unmarshal([]byte(about), &id) != nil || id.Host == "" || id.PID <= 0 {
-		return about
+		return ""
 	}
 	return fmt.Sprintf("pid %d on %s", id.PID, id.Host)
 }

@@ -121,3 +121,44 @@ func TestStaleRunLosesItsName(t *testing.T) {
 		t.Error("the stale run took the name back")
 	}
 }
+
+// TestReportsNameTheRunOfEachInstance: the fleet's reports say which
+// process runs each instance, from the live claim on its name: "pid N on
+// HOST" for a run that claimed it, nothing for an instance that made no
+// claim (a version that claims none).
+func TestReportsNameTheRunOfEachInstance(t *testing.T) {
+	srv := registrytest.StartRedis(t)
+	clock := registrytest.NewClock()
+	a := openTestRedis(t, srv, "runs", clock.Now)
+	b := openTestRedis(t, srv, "runs", clock.Now)
+	ctx := context.Background()
+
+	if err := a.ClaimName(ctx, "gw-a", "run-a", `{"host":"vm-a","pid":4242}`, "", 4*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ReportSessions(ctx, "gw-a", map[string]int{"h1": 1}, 4*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReportSessions(ctx, "gw-b", map[string]int{"h1": 2}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	runs := func() map[string]string {
+		t.Helper()
+		reps, err := b.Reports(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, r := range reps {
+			out[r.Instance] = r.Run
+		}
+		return out
+	}
+	if got := runs(); got["gw-a"] != "pid 4242 on vm-a" || got["gw-b"] != "" || len(got) != 2 {
+		t.Fatalf("runs of the reports: %q; want gw-a's as pid 4242 on vm-a, gw-b's empty", got)
+	}
+	clock.Advance(5 * time.Second) // gw-a's report and claim lapse; gw-b's report lives
+	if got := runs(); len(got) != 1 || got["gw-b"] != "" {
+		t.Fatalf("runs once gw-a lapsed: %q; want gw-b alone, with no run", got)
+	}
+}

@@ -225,10 +225,10 @@ return 'ok'
 `)
 
 // sessionsScript returns every unexpired session report, with the
-// instance's version.
-// KEYS: sessions hash, versions hash. ARGV: now.
+// instance's version and what the run holding its name said of itself.
+// KEYS: sessions hash, versions hash, names hash. ARGV: now.
 // Reply: a flat list of instance, expires ms, reported ms, counts JSON,
-// version ("" when unknown).
+// version ("" when unknown), the live claim's about ("" when none).
 var sessionsScript = goredis.NewScript(luaNow + `
 local n = now(ARGV[1])
 local all = redis.call('HGETALL', KEYS[1])
@@ -241,6 +241,15 @@ for i = 1, #all, 2 do
     table.insert(out, at)
     table.insert(out, counts)
     table.insert(out, redis.call('HGET', KEYS[2], all[i]) or '')
+    local about = ''
+    local claim = redis.call('HGET', KEYS[3], all[i])
+    if claim then
+      local cexp, _, cabout = string.match(claim, '^(%d+)|([^|]*)|(.*)$')
+      if cexp ~= nil and n < tonumber(cexp) then
+        about = cabout
+      end
+    end
+    table.insert(out, about)
   end
 end
 return out
