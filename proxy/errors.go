@@ -75,7 +75,8 @@ const (
 	hintDialTimeout = "the upstream's address did not accept a connection within proxy.dial_timeout: " +
 		"a wrong host, a firewall that drops packets, or a server too busy to accept"
 	hintAnswerTimeout = "the upstream took the request but sent no answer within proxy.response_header_timeout " +
-		"(proxy.home_response_header_timeout for homes): a slow handler or a hung server; its log says which"
+		"(proxy.home_response_header_timeout for homes): a slow handler or a hung server, whose log says which; " +
+		"an app that holds requests open on purpose (long polls) needs that timeout above its longest wait"
 	hintTooLarge = "the caller sent a request body over server.max_body_bytes; raise it if this route " +
 		"takes bigger uploads"
 	hintBadAnswer = "the upstream closed or broke the connection before a whole answer, or sent one that is " +
