@@ -692,3 +692,42 @@ homes:
 		t.Error("gc_headroom unset is not told apart from 0")
 	}
 }
+
+// TestUnknownFieldSuggestsTheNearOne: an unknown key that is a slip of one
+// field (a letter missing, dashes for underscores, another case) names
+// that field; one near none, or near two as much, suggests nothing.
+func TestUnknownFieldSuggestsTheNearOne(t *testing.T) {
+	errs := configErrors(t, "near.yaml", `listen: "127.0.0.1:0"
+homes:
+  - id: h1
+    comand: ["/bin/true"]
+    idle-timeout: 1m
+    Probe: {kind: http}
+    xyzzy: 1
+apps:
+  - slug: a
+    home: h1
+    stripprefix: true
+`)
+	want := map[string]string{
+		"homes[0].comand":       `did you mean "command"?`,
+		"homes[0].idle-timeout": `did you mean "idle_timeout"?`,
+		"homes[0].Probe":        `did you mean "probe"?`,
+		"homes[0].xyzzy":        "",
+		"apps[0].stripprefix":   `did you mean "strip_prefix"?`,
+	}
+	for _, e := range errs {
+		hint, ok := want[e.Field]
+		if !ok {
+			t.Errorf("unexpected error %q", e)
+			continue
+		}
+		delete(want, e.Field)
+		if hint == "" && strings.Contains(e.Msg, "did you mean") || !strings.Contains(e.Msg, hint) {
+			t.Errorf("%s: %q; want the suggestion %q", e.Field, e.Msg, hint)
+		}
+	}
+	for f := range want {
+		t.Errorf("no error for %s", f)
+	}
+}

@@ -162,7 +162,11 @@ func checkKnown(name string, n *yaml.Node, t reflect.Type, path string, errs *Co
 			}
 			ft, ok := fields[k.Value]
 			if !ok {
-				*errs = append(*errs, &FieldError{File: name, Line: k.Line, Field: p, Msg: "unknown field"})
+				msg := "unknown field"
+				if near := nearestField(k.Value, fields); near != "" {
+					msg += fmt.Sprintf("; did you mean %q?", near)
+				}
+				*errs = append(*errs, &FieldError{File: name, Line: k.Line, Field: p, Msg: msg})
 				continue
 			}
 			checkKnown(name, n.Content[i+1], ft, p, errs)
@@ -175,6 +179,56 @@ func checkKnown(name string, n *yaml.Node, t reflect.Type, path string, errs *Co
 }
 
 var durationType = reflect.TypeOf(time.Duration(0))
+
+// nearestField is the one field name of fields that key is a slip of:
+// the same but for case, dashes for underscores, or at most two edits
+// (one for a name of four letters or fewer); "" when there is none or
+// more than one is as near.
+func nearestField(key string, fields map[string]reflect.Type) string {
+	norm := strings.ReplaceAll(strings.ToLower(key), "-", "_")
+	if _, ok := fields[norm]; ok {
+		return norm
+	}
+	limit := 2
+	if len(key) <= 4 {
+		limit = 1
+	}
+	best, bestD, ties := "", limit+1, 0
+	for f := range fields {
+		switch d := editDistance(norm, f); {
+		case d < bestD:
+			best, bestD, ties = f, d, 1
+		case d == bestD:
+			ties++
+		}
+	}
+	if ties != 1 {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, counted in
+// bytes (field names are ASCII).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
 
 var lineRE = regexp.MustCompile(`line (\d+): (.*)`)
 
