@@ -17,6 +17,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/wakegate/wakegate/admin"
 	"github.com/wakegate/wakegate/provider/all"
 )
@@ -190,6 +192,12 @@ func addrClient(a, t string) (*adminClient, error) {
 func configClient(path, t string) (*adminClient, error) {
 	cfg, err := all.LoadFile(path)
 	if err != nil {
+		// The file may not load here for reasons of the gateway's own
+		// (its secrets are in its environment, not this one's): its
+		// admin socket, where that is plain in the file, still serves.
+		if sock := plainSocket(path); sock != "" && isSocket(sock) {
+			return socketClient(sock)
+		}
 		return nil, fmt.Errorf("--config: %w", err)
 	}
 	ad := cfg.Admin
@@ -624,6 +632,37 @@ func printApp(stdout io.Writer, body []byte, goal string) int {
 		return 1
 	}
 	return 0
+}
+
+// plainSocket is the admin socket the config file at path names, read
+// from its text alone (data_dir and admin.socket, without variables), for
+// a file that does not load in the CLI's environment; "" when the file
+// does not say it plainly.
+func plainSocket(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var f struct {
+		DataDir *string `yaml:"data_dir"`
+		Admin   struct {
+			Socket *string `yaml:"socket"`
+		} `yaml:"admin"`
+	}
+	if yaml.Unmarshal(b, &f) != nil {
+		return ""
+	}
+	sock := filepath.Join("data", "admin.sock")
+	switch {
+	case f.Admin.Socket != nil:
+		sock = *f.Admin.Socket
+	case f.DataDir != nil && *f.DataDir != "":
+		sock = filepath.Join(*f.DataDir, "admin.sock")
+	}
+	if strings.Contains(sock, "$") {
+		return ""
+	}
+	return sock
 }
 
 // orDash is s, or "-" when s is empty.

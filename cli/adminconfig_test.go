@@ -13,10 +13,12 @@ import (
 
 // TestAdminCommandsFindTheGatewayByItsConfig runs a real gateway and
 // reaches its admin API with --config alone, from a folder that holds no
-// data: through the admin socket the config's data_dir holds, then, for a
-// config whose socket nobody serves, through its admin listener and the
-// token the config names. A config with neither gets an error that names
-// the socket looked for and what to do.
+// data: through the admin socket the config's data_dir holds, also when
+// the file does not load in the CLI's environment (a secret the gateway's
+// environment holds); then, for a config whose socket nobody serves,
+// through its admin listener and the token the config names. A config
+// with neither gets an error that names the socket looked for and what
+// to do.
 func TestAdminCommandsFindTheGatewayByItsConfig(t *testing.T) {
 	const token = "config-client-token-0123456789"
 	admin := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
@@ -54,6 +56,14 @@ admin:
 		filepath.Join(elsewhere, "data"), admin, token))
 	if code, out := status(byListener); code != 0 || !strings.Contains(out, "instance by-config") {
 		t.Errorf("status --config naming the admin listener and its token: exit %d\n%s", code, out)
+	}
+
+	// The gateway's secrets are in its environment, not the CLI's: the
+	// file does not load here, and its socket still serves.
+	secrets := write("secrets.yaml", fmt.Sprintf("data_dir: %q\nhomes:\n  - id: h1\n    command: [/bin/true]\n"+
+		"    relay_token: env:WG_CONFIG_CLIENT_UNSET\n", filepath.Join(gw.Cmd.Dir, "data")))
+	if code, out := status(secrets); code != 0 || !strings.Contains(out, "instance by-config") {
+		t.Errorf("status --config of a file whose secrets are not set here: exit %d\n%s", code, out)
 	}
 
 	neither := write("neither.yaml", "data_dir: nowhere\nadmin:\n  listen: \"\"\n")
