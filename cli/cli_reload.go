@@ -27,7 +27,8 @@ const reloadUsage = `  reload [--allow-remove-all]       apply the running gatew
                                     does): homes, apps, access and wake timeouts change in
                                     place; a bad file changes nothing and says why, and an
                                     empty one, or one without homes and apps, is applied only
-                                    with --allow-remove-all
+                                    with --allow-remove-all; --config names the gateway to ask,
+                                    which reads the file it was started with
 `
 
 // reloadCmd runs `wakegate reload`: POST /admin/reload, then what changed.
