@@ -155,7 +155,12 @@ func (t *TLSConfig) validate(k checker, hosts HostsConfig) {
 	k.nonNegative(namedDuration{"handshake_timeout", t.HandshakeTimeout}, namedDuration{"hsts.max_age", t.HSTS.MaxAge},
 		namedDuration{"on_demand.cache_ttl", t.OnDemand.CacheTTL})
 	for i, n := range t.Names {
-		if !tlsfront.ValidHostName(n) {
+		switch {
+		case strings.HasPrefix(n, "*.") && tlsfront.ValidHostName(n[2:]):
+			k.bad(fmt.Sprintf("names[%d]", i), "%q: wildcard names are not issued; list each host name "+
+				"(such as files.%s), or, with an ACME CA, use mode on_demand, which gets one for each app "+
+				"and home at its first handshake", n, n[2:])
+		case !tlsfront.ValidHostName(n):
 			k.bad(fmt.Sprintf("names[%d]", i), "want a host name, got %q", n)
 		}
 	}
