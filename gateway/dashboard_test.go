@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/wakegate/wakegate/internal/testbin"
+	"github.com/wakegate/wakegate/registry/registrytest"
 )
 
 // admChromium returns the system Chromium, skipping the test when it is
@@ -292,4 +293,32 @@ func admBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Con
 	ctx, cancel := context.WithTimeout(ctx, 2*testbin.WaitLimit) // guards against a hang only
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// TestDashboardFleetCardNamesEachRun: on a gateway of a fleet the
+// dashboard's fleet card lists the live gateways, each with the process
+// that runs it (pid and host, from its claim on its instance name).
+func TestDashboardFleetCardNamesEachRun(t *testing.T) {
+	t.Parallel()
+	srv := registrytest.StartRedis(t)
+	a := admStart(t, fmt.Sprintf("instance: gw-dash\nredis:\n  url: %q\n  prefix: dash\n", srv.URL()), "")
+	ctx := admBrowser(t)
+	host, _ := os.Hostname()
+	run := fmt.Sprintf("pid %d on %s", os.Getpid(), host)
+	err := admLogin(ctx, a, `#fleet-card`)
+	var card string
+	if err == nil {
+		err = chromedp.Do(ctx, admPoll(`(function(){var c=document.getElementById("fleet");
+			return c && c.textContent.indexOf("gw-dash") >= 0 && c.textContent.indexOf(`+strconv.Quote(run)+`) >= 0})()`))
+	}
+	if err == nil {
+		card, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#fleet`)))
+	}
+	admScreenshot(t, ctx, "dashboard-fleet.png")
+	if err != nil {
+		t.Fatalf("dashboard fleet card: %v (card %q)", err, card)
+	}
+	if !strings.Contains(card, "Run") {
+		t.Errorf("the fleet card has no Run column: %q", card)
+	}
 }
