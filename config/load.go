@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -165,6 +166,8 @@ func checkKnown(name string, n *yaml.Node, t reflect.Type, path string, errs *Co
 				msg := "unknown field"
 				if near := nearestField(k.Value, fields); near != "" {
 					msg += fmt.Sprintf("; did you mean %q?", near)
+				} else if places := fieldPlaces()[k.Value]; len(places) > 0 {
+					msg += "; it is a field of " + strings.Join(places[:min(len(places), 3)], ", ")
 				}
 				*errs = append(*errs, &FieldError{File: name, Line: k.Line, Field: p, Msg: msg})
 				continue
@@ -207,6 +210,45 @@ func nearestField(key string, fields map[string]reflect.Type) string {
 	}
 	return best
 }
+
+// fieldPlaces maps each field name of a config file to the mappings
+// that have it, as paths with [] for a list's items ("server",
+// "homes[]", "wake.probe"; "the top level"), in the order of the Config
+// type: for a field written in the wrong mapping.
+var fieldPlaces = sync.OnceValue(func() map[string][]string {
+	out := map[string][]string{}
+	var walk func(t reflect.Type, path string, depth int)
+	walk = func(t reflect.Type, path string, depth int) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			if t.Kind() == reflect.Slice {
+				path += "[]"
+			}
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || depth > 6 {
+			return
+		}
+		where := path
+		if where == "" {
+			where = "the top level"
+		}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if tag == "" || tag == "-" {
+				continue
+			}
+			out[tag] = append(out[tag], where)
+			sub := tag
+			if path != "" {
+				sub = path + "." + tag
+			}
+			walk(f.Type, sub, depth+1)
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "", 0)
+	return out
+})
 
 // editDistance is the Levenshtein distance between a and b, counted in
 // bytes (field names are ASCII).
