@@ -216,13 +216,22 @@ func configClient(path, t string) (*adminClient, error) {
 			t = toks[0]
 		}
 	}
+	var unusable error
 	switch {
 	case ad.Listen == "":
-		return nil, fmt.Errorf("--config %s: %s, and admin.listen is off\n  hint: start the gateway with this config "+
+		unusable = fmt.Errorf("--config %s: %s, and admin.listen is off\n  hint: start the gateway with this config "+
 			"(wakegate serve --config %s), or pass --admin", path, noSocket, path)
 	case t == "":
-		return nil, fmt.Errorf("--config %s: %s, and admin.tokens holds no token for its admin listener %s\n"+
+		unusable = fmt.Errorf("--config %s: %s, and admin.tokens holds no token for its admin listener %s\n"+
 			"  hint: start the gateway with this config, or pass --admin and --token", path, noSocket, ad.Listen)
+	}
+	if unusable != nil && ad.Socket != "" {
+		// The socket the gateway of this file would serve is not there:
+		// most likely that gateway does not run.
+		return nil, &noGatewayError{err: unusable, where: "unix:" + ad.Socket}
+	}
+	if unusable != nil {
+		return nil, unusable
 	}
 	return addrClient(ad.Listen, t)
 }
@@ -333,6 +342,14 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	c, err := client()
+	var ng *noGatewayError
+	if errors.As(err, &ng) {
+		fmt.Fprintln(stderr, "status:", err)
+		if *asJSON {
+			printNoAnswerJSON(stdout, ng.where, err)
+		}
+		return statusNoAnswer
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "status:", err)
 		return 2
@@ -633,6 +650,17 @@ func printApp(stdout io.Writer, body []byte, goal string) int {
 	}
 	return 0
 }
+
+// noGatewayError is a --config whose gateway the CLI found nowhere: its
+// admin socket is not there and its listener cannot be used. status
+// reads it as no answer (statusNoAnswer).
+type noGatewayError struct {
+	err   error
+	where string // the admin socket looked for, as unix:PATH
+}
+
+func (e *noGatewayError) Error() string { return e.err.Error() }
+func (e *noGatewayError) Unwrap() error { return e.err }
 
 // plainSocket is the admin socket the config file at path names, read
 // from its text alone (data_dir and admin.socket, without variables), for

@@ -17,8 +17,8 @@ import (
 // the file does not load in the CLI's environment (a secret the gateway's
 // environment holds); then, for a config whose socket nobody serves,
 // through its admin listener and the token the config names. A config
-// with neither gets an error that names the socket looked for and what
-// to do.
+// with neither is a gateway that does not answer (exit 3), with an error
+// that names the socket looked for and what to do.
 func TestAdminCommandsFindTheGatewayByItsConfig(t *testing.T) {
 	const token = "config-client-token-0123456789"
 	admin := fmt.Sprintf("127.0.0.1:%d", testbin.FreePort(t))
@@ -68,9 +68,9 @@ admin:
 
 	neither := write("neither.yaml", "data_dir: nowhere\nadmin:\n  listen: \"\"\n")
 	code, out := status(neither)
-	if code != 2 || !strings.Contains(out, filepath.Join("nowhere", "admin.sock")) ||
+	if code != statusNoAnswer || !strings.Contains(out, filepath.Join("nowhere", "admin.sock")) ||
 		!strings.Contains(out, "admin.listen is off") || !strings.Contains(out, "hint: ") {
-		t.Errorf("status --config with no socket and no listener: exit %d, want 2 naming the socket, "+
-			"the listener and a hint\n%s", code, out)
+		t.Errorf("status --config with no socket and no listener: exit %d, want %d (no answer) naming the socket, "+
+			"the listener and a hint\n%s", code, statusNoAnswer, out)
 	}
 }
