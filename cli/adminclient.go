@@ -225,15 +225,15 @@ func configClient(path, t string) (*adminClient, error) {
 		unusable = fmt.Errorf("--config %s: %s, and admin.tokens holds no token for its admin listener %s\n"+
 			"  hint: start the gateway with this config, or pass --admin and --token", path, noSocket, ad.Listen)
 	}
-	if unusable != nil && ad.Socket != "" {
+	switch {
+	case unusable == nil:
+		return addrClient(ad.Listen, t)
+	case ad.Socket != "":
 		// The socket the gateway of this file would serve is not there:
 		// most likely that gateway does not run.
 		return nil, &noGatewayError{err: unusable, where: "unix:" + ad.Socket}
 	}
-	if unusable != nil {
-		return nil, unusable
-	}
-	return addrClient(ad.Listen, t)
+	return nil, unusable
 }
 
 // parseInterleaved parses flags that may follow positional arguments and
