@@ -92,6 +92,12 @@ type home struct {
 	// (home.ref): a record of a process that was replaced meanwhile is
 	// never written over its replacement's.
 	recMu sync.Mutex
+	// told orders what the provider reports of the home: a restart made
+	// after a pause holds it from the new process's installation until
+	// its report is out, and the supervisor takes it before it handles an
+	// exit, so that the report of the new process's exit never comes
+	// before the report that it runs.
+	told sync.Mutex
 	// orphans are the detached processes of the home a stop signalled
 	// as the gateway's adopted children (ContainSubreaper), to be reaped.
 	// Guarded by Provider.mu.

@@ -56,6 +56,8 @@ func (e *Provider) redeliver(h *home, p *proc) {
 // if that process was the home's current one and the home is wanted.
 func (e *Provider) handleExit(ev exitEvent) {
 	h, p := ev.home, ev.proc
+	h.told.Lock() // after a restart's report of the process that ran (h.told)
+	h.told.Unlock()
 	tail := h.log.Tail(reasonLogLines)
 	e.mu.Lock()
 	if !p.installed {
@@ -203,6 +205,8 @@ func (e *Provider) restart(h *home, p *proc, ch chan struct{}) {
 	if err != nil {
 		tail = h.log.Tail(reasonLogLines)
 	}
+	h.told.Lock()
+	defer h.told.Unlock()
 	e.mu.Lock()
 	installed := err == nil && h.wanted && h.proc == p
 	failed := err != nil && h.wanted && h.proc == p
