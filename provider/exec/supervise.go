@@ -56,8 +56,9 @@ func (e *Provider) redeliver(h *home, p *proc) {
 // if that process was the home's current one and the home is wanted.
 func (e *Provider) handleExit(ev exitEvent) {
 	h, p := ev.home, ev.proc
-	h.told.Lock() // after a restart's report of the process that ran (h.told)
-	h.told.Unlock()
+	// Wait for a restart's report of the process that ran (h.told).
+	h.told.Lock()
+	h.told.Unlock() //nolint:staticcheck // SA2001: the lock is taken only to wait for its holder
 	tail := h.log.Tail(reasonLogLines)
 	e.mu.Lock()
 	if !p.installed {
