@@ -203,6 +203,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Gateway,
 	if err := g.reg.Restore(ctx); err != nil {
 		return nil, err
 	}
+	// What an earlier run of this gateway started and never recorded
+	// (it was killed in between) ends, unless a record names it.
+	g.engine.EndStrays()
 	for _, w := range cfg.FileWarnings() {
 		g.log.Warn("config: " + w)
 	}

@@ -346,6 +346,24 @@ type Quiescer interface {
 	Quiesce(ctx context.Context, ids []string) []Quiesced
 }
 
+// StrayEnder is a provider of local homes that can find, at a gateway's
+// start, the processes of homes that an earlier run of this gateway left
+// and no longer answers for: one it started and died before it recorded
+// (the record names another process, or none), one a fleet has since run
+// elsewhere. The engine asks it once the homes are registered, under each
+// home's lifecycle lock.
+type StrayEnder interface {
+	// Strays lists the homes that hold processes this provider neither
+	// started nor adopted in this run.
+	Strays() []string
+	// EndStrays ends what home s holds of an earlier run, unless s.Ref
+	// (the stored record's process) names a live process among it, or,
+	// when mine (no other live gateway runs the home), the provider's own
+	// record does: that process is the home's, to be adopted. It returns
+	// the pids it ended.
+	EndStrays(ctx context.Context, s Spec, mine bool) ([]int, error)
+}
+
 // Remover is a provider that keeps something of a stopped home (a
 // container, a machine) which a removal of the home deletes. The engine
 // calls Remove after the home's stop, under its lifecycle lock.

@@ -3,6 +3,7 @@ package wake
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/wakegate/wakegate/ownership"
 	"github.com/wakegate/wakegate/provider"
@@ -94,4 +95,56 @@ func (l refreshHeld) SetFailed(reason string) {
 	l.h.mu.Lock()
 	l.h.failed = reason
 	l.h.mu.Unlock()
+}
+
+// strayTimeout bounds the end of one home's strays once its lock is held.
+const strayTimeout = time.Minute
+
+// EndStrays asks each provider of local homes (provider.StrayEnder) for
+// the homes whose processes an earlier run of this gateway left, and ends
+// those no stored record names, each under its home's lifecycle lock: a
+// run that was killed between a process's start and its record left it
+// running, and the home may have been woken elsewhere since. Call it once
+// the homes are registered; it returns at once and works in the
+// background, bounded by the engine's life. A home that is not
+// registered keeps what it holds, with a warning.
+func (e *Engine) EndStrays() {
+	for name, p := range e.o.Providers {
+		se, ok := p.(provider.StrayEnder)
+		if !ok {
+			continue
+		}
+		for _, id := range se.Strays() {
+			h := e.home(id)
+			if h == nil {
+				e.o.Log.Warn("processes of a home that is not registered are still running from an earlier run",
+					"home", id, "provider", name,
+					"hint", "add the home back and stop it, or end its processes by hand")
+				continue
+			}
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				e.endStrays(h, se)
+			}()
+		}
+	}
+}
+
+// endStrays ends home h's strays through se under h's lifecycle lock,
+// keeping the process its record names.
+func (e *Engine) endStrays(h *home, se provider.StrayEnder) {
+	err := e.runLocked(e.ctx, h, lifecycleOp{name: "end strays", wait: true, lease: suspendLease, detach: strayTimeout,
+		run: func(ctx context.Context, l *held) error {
+			runner, err := e.own.RunnerElsewhere(ctx, l.rec)
+			if err != nil {
+				return err
+			}
+			spec := h.providerSpec(l.rec, l.rec.Version, e.roll.releases.Of(l.rec))
+			_, err = se.EndStrays(ctx, spec, runner == "")
+			return err
+		}})
+	if err != nil && e.ctx.Err() == nil {
+		e.o.Log.Warn("end the processes an earlier run left", "home", h.spec.ID, "err", err)
+	}
 }
