@@ -57,6 +57,9 @@ type Provider struct {
 	// viaShell is set once a traced start was refused: socket-activated
 	// homes start through the shell that sets LISTEN_PID (listenpid.go).
 	viaShell atomic.Bool
+	// toldSlowMove is set once the log said that moves into cgroup v1
+	// hierarchies are slow here (noteMove).
+	toldSlowMove atomic.Bool
 
 	exits     chan exitEvent
 	done      chan struct{}

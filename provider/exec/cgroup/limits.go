@@ -270,6 +270,10 @@ func (s Support) Apply(dir, id string, lim Limits) error {
 	return nil
 }
 
+// V1 reports whether a start moves its home into any cgroup v1
+// hierarchy (Enter, EnterStopped).
+func (s Support) V1() bool { return s.memV1 != "" || s.cpuV1 != "" || s.pidsV1 != "" }
+
 // pidsInCgroup reports whether h's process cap is its cgroup's (v2 or
 // v1); otherwise it is RLIMIT_NPROC of its uid (CapNproc).
 func (s Support) PidsInCgroup(dir string) bool {
