@@ -87,7 +87,37 @@ func CanonicalPath(escaped string) (path, rawPath string, err error) {
 	if canonIsClean(escaped) {
 		return escaped, escaped, nil
 	}
-	return canonSlow(escaped)
+	return canonSlow(escaped, false)
+}
+
+// CanonicalPathEncodedSlash is CanonicalPath for a path that an app which
+// takes encoded slashes may receive: an encoded slash (%2F, %2f) is not
+// refused but kept, as "%2F" in rawPath and "/" in path, as a byte of its
+// segment, never a separator. A segment split at its encoded slashes must
+// not hold a "." or ".." part, or a look-alike of one, so that an upstream
+// that decodes them finds no dot segment. path then holds slashes that are
+// not separators: route on rawPath, whose segments are the path's.
+// Everything else is as CanonicalPath; for a path without an encoded slash
+// both return the same.
+func CanonicalPathEncodedSlash(escaped string) (path, rawPath string, err error) {
+	if canonIsClean(escaped) {
+		return escaped, escaped, nil
+	}
+	return canonSlow(escaped, true)
+}
+
+// HasEncodedSlash reports whether rawPath, a canonical raw path, holds an
+// encoded slash: only CanonicalPathEncodedSlash leaves one.
+func HasEncodedSlash(rawPath string) bool { return strings.Contains(rawPath, "%2F") }
+
+// LogPath is the path of a canonical request URL as a log shows it: the
+// decoded path, but the raw one when it holds an encoded slash, whose
+// decoded form would show a separator that is not one.
+func LogPath(path, rawPath string) string {
+	if HasEncodedSlash(rawPath) {
+		return rawPath
+	}
+	return path
 }
 
 // Byte classes of canonClass.
@@ -156,8 +186,9 @@ func canonIsClean(s string) bool {
 }
 
 // canonSlow decodes, checks and resolves any path that canonIsClean does not
-// accept as it is.
-func canonSlow(s string) (string, string, error) {
+// accept as it is; with keepSlash, an encoded slash is a byte of its
+// segment (CanonicalPathEncodedSlash).
+func canonSlow(s string, keepSlash bool) (string, string, error) {
 	refuse := func(reason string) (string, string, error) {
 		return "", "", &PathError{Path: s, Reason: reason}
 	}
@@ -186,7 +217,7 @@ func canonSlow(s string) (string, string, error) {
 			return refuse("control character")
 		case c == '\\':
 			return refuse("backslash")
-		case c == '/' && escaped:
+		case c == '/' && escaped && !keepSlash:
 			return refuse("encoded slash")
 		case (c == '?' || c == '#') && !escaped:
 			return refuse("query or fragment in path")
@@ -216,7 +247,7 @@ func canonSlow(s string) (string, string, error) {
 	trailing := false
 	for start := 1; start <= len(dec); {
 		end := start
-		for end < len(dec) && dec[end] != '/' {
+		for end < len(dec) && (dec[end] != '/' || wasEscaped[end]) {
 			end++
 		}
 		seg := dec[start:end]
@@ -230,7 +261,7 @@ func canonSlow(s string) (string, string, error) {
 			}
 			trailing = last
 		default:
-			if reason := canonCheckSegment(seg); reason != "" {
+			if reason := canonCheckParts(seg, wasEscaped[start:end]); reason != "" {
 				return refuse(reason)
 			}
 			segs = append(segs, span{start, end})
@@ -329,8 +360,35 @@ func canonSeparatorLookalike(r rune) bool {
 	return false
 }
 
-// canonCheckSegment returns why the decoded segment seg, which is neither
-// empty nor "." nor "..", must be refused, or "" if it may stay.
+// canonCheckParts returns why the decoded segment seg, which is neither
+// empty nor "." nor "..", must be refused, or "" if it may stay. escaped
+// says which of its bytes arrived percent-encoded: an encoded slash (kept
+// only by CanonicalPathEncodedSlash) splits it into parts, each checked
+// as a segment of its own, and none may be "." or "..".
+func canonCheckParts(seg []byte, escaped []bool) string {
+	from := 0
+	for i := 0; i <= len(seg); i++ {
+		if i < len(seg) && (seg[i] != '/' || !escaped[i]) {
+			continue
+		}
+		if from == 0 && i == len(seg) {
+			return canonCheckSegment(seg) // no encoded slash in it
+		}
+		switch part := seg[from:i]; string(part) {
+		case ".", "..":
+			return "dot segment behind an encoded slash"
+		default:
+			if reason := canonCheckSegment(part); reason != "" {
+				return reason
+			}
+		}
+		from = i + 1
+	}
+	return ""
+}
+
+// canonCheckSegment returns why the decoded segment (or part of one) seg,
+// which is neither "." nor "..", must be refused, or "" if it may stay.
 func canonCheckSegment(seg []byte) string {
 	head := seg
 	for i := 0; i < len(seg); {

@@ -179,3 +179,96 @@ func canonLenientUnescape(s string) string {
 func canonIsUpperHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'A' <= c && c <= 'F'
 }
+
+// FuzzCanonicalPathEncodedSlash checks CanonicalPathEncodedSlash: what
+// CanonicalPath accepts it returns the same; what it adds (encoded
+// slashes) stays encoded, never a separator, and no decoding of the
+// forwarded path finds a dot segment or another route.
+func FuzzCanonicalPathEncodedSlash(f *testing.F) {
+	for _, tc := range canonCases {
+		f.Add(tc.in)
+	}
+	for _, tc := range slashCases {
+		f.Add(tc.in)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		path, raw, err := CanonicalPathEncodedSlash(in)
+		sp, sr, serr := CanonicalPath(in)
+		if serr == nil && (err != nil || path != sp || raw != sr) {
+			t.Fatalf("CanonicalPath(%q) = %q, %q but CanonicalPathEncodedSlash gives %q, %q, %v", in, sp, sr, path, raw, err)
+		}
+		if err != nil {
+			var pe *PathError
+			if !errors.As(err, &pe) || pe.Path != in || pe.Reason == "" || path != "" || raw != "" {
+				t.Fatalf("CanonicalPathEncodedSlash(%q): %q, %q, %v: want a *PathError naming the input and a reason", in, path, raw, err)
+			}
+			return
+		}
+		slashCheckAccepted(t, in, path, raw)
+	})
+}
+
+// slashCheckAccepted asserts what CanonicalPathEncodedSlash promises about
+// an accepted input in and its results path and raw.
+func slashCheckAccepted(t *testing.T, in, path, raw string) {
+	t.Helper()
+	if !strings.HasPrefix(raw, "/") || strings.Contains(raw, "//") {
+		t.Fatalf("CanonicalPathEncodedSlash(%q): raw %q does not start with / or holds //", in, raw)
+	}
+	segs := strings.Split(raw, "/")
+	for i, seg := range segs[1:] {
+		if seg == "." || seg == ".." || (seg == "" && i != len(segs)-2) {
+			t.Fatalf("CanonicalPathEncodedSlash(%q): raw %q has segment %q", in, raw, seg)
+		}
+	}
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c == '%' {
+			if i+2 >= len(raw) || !canonIsUpperHex(raw[i+1]) || !canonIsUpperHex(raw[i+2]) {
+				t.Fatalf("CanonicalPathEncodedSlash(%q): raw %q has a bad escape at %d", in, raw, i)
+			}
+			i += 2
+			continue
+		}
+		if c != '/' && canonClass(c) == 0 {
+			t.Fatalf("CanonicalPathEncodedSlash(%q): raw %q holds raw byte %q", in, raw, c)
+		}
+	}
+	if dec, err := url.PathUnescape(raw); err != nil || dec != path {
+		t.Fatalf("CanonicalPathEncodedSlash(%q): PathUnescape(%q) = %q, %v; want %q", in, raw, dec, err, path)
+	}
+	if u := (url.URL{Path: path, RawPath: raw}); u.EscapedPath() != raw {
+		t.Fatalf("CanonicalPathEncodedSlash(%q): url.URL{Path: %q, RawPath: %q}.EscapedPath() = %q", in, path, raw, u.EscapedPath())
+	}
+	if p2, r2, err := CanonicalPathEncodedSlash(raw); err != nil || p2 != path || r2 != raw {
+		t.Fatalf("CanonicalPathEncodedSlash(%q) = %q, %q but again on %q = %q, %q, %v", in, path, raw, raw, p2, r2, err)
+	}
+	// A route named in raw without an encoded slash is the route a hostile
+	// decoder of the input reads.
+	hostile := pathpkg.Clean(canonHostileDecode(in, false))
+	for _, prefix := range []string{"/apps/", "/node/"} {
+		if name, ok := canonRoute(raw, prefix); ok && !HasEncodedSlash(name) {
+			if got, ok := canonRoute(hostile, prefix); !ok || got != mustUnescape(t, name) {
+				t.Fatalf("CanonicalPathEncodedSlash(%q) = %q routes to %q%q, a hostile decoder to %q (%q)", in, raw, prefix, name, hostile, got)
+			}
+		}
+	}
+	// However far the forwarded path is decoded and folded, no segment of
+	// it is a dot segment.
+	forwarded := canonHostileDecode(raw, true)
+	for _, seg := range strings.Split(forwarded, "/") {
+		if head, _, _ := strings.Cut(seg, ";"); head == "." || head == ".." {
+			t.Fatalf("CanonicalPathEncodedSlash(%q) = %q; folded it reads %q, with segment %q", in, raw, forwarded, seg)
+		}
+	}
+}
+
+// mustUnescape is url.PathUnescape of s, which must succeed.
+func mustUnescape(t *testing.T, s string) string {
+	t.Helper()
+	u, err := url.PathUnescape(s)
+	if err != nil {
+		t.Fatalf("PathUnescape(%q): %v", s, err)
+	}
+	return u
+}

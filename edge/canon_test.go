@@ -286,3 +286,46 @@ func TestCanonicalPathLookalikeTables(t *testing.T) {
 		}
 	}
 }
+
+// slashCases are the table of TestCanonicalPathEncodedSlash: what it
+// accepts beyond CanonicalPath, and what it still refuses.
+var slashCases = []canonCase{
+	{name: "vhost of one slash", in: "/apps/r/api/queues/%2F/q", path: "/apps/r/api/queues///q", raw: "/apps/r/api/queues/%2F/q"},
+	{name: "lower hex upper-cased", in: "/apps/n/@scope%2fname", path: "/apps/n/@scope/name", raw: "/apps/n/@scope%2Fname"},
+	{name: "project path", in: "/apps/g/api/v4/projects/group%2Fsub%2Fproject", path: "/apps/g/api/v4/projects/group/sub/project",
+		raw: "/apps/g/api/v4/projects/group%2Fsub%2Fproject"},
+	{name: "two in a row", in: "/apps/r/%2F%2F/x", path: "/apps/r////x", raw: "/apps/r/%2F%2F/x"},
+	{name: "dot segments around it still resolve", in: "/apps/r/a/../b%2Fc/./d", path: "/apps/r/b/c/d", raw: "/apps/r/b%2Fc/d"},
+	{name: "dotdot part", in: "/apps/r/..%2Fsecret", refused: "dot segment behind an encoded slash"},
+	{name: "dot part", in: "/apps/r/a%2F.%2Fb", refused: "dot segment behind an encoded slash"},
+	{name: "encoded dotdot part", in: "/apps/r/%2e%2e%2f%2e%2e/b", refused: "dot segment behind an encoded slash"},
+	{name: "look-alike dotdot part", in: "/apps/r/x%2F%EF%BC%8E%EF%BC%8E", refused: "dot segment"},
+	{name: "dotdot part with parameters", in: "/apps/r/x%2F..;y", refused: "parameters"},
+	{name: "backslash still refused", in: "/apps/r/%2F%5C", refused: "backslash"},
+	{name: "double encoded slash still refused", in: "/apps/r/%252F", refused: "double"},
+}
+
+func TestCanonicalPathEncodedSlash(t *testing.T) {
+	for _, tc := range slashCases {
+		t.Run(tc.name, func(t *testing.T) {
+			path, raw, err := CanonicalPathEncodedSlash(tc.in)
+			if tc.refused != "" {
+				var pe *PathError
+				if !errors.As(err, &pe) || !strings.Contains(pe.Reason, tc.refused) {
+					t.Fatalf("CanonicalPathEncodedSlash(%q) = %q, %q, %v; want a refusal naming %q", tc.in, path, raw, err, tc.refused)
+				}
+				return
+			}
+			if err != nil || path != tc.path || raw != tc.raw {
+				t.Fatalf("CanonicalPathEncodedSlash(%q) = %q, %q, %v; want %q, %q", tc.in, path, raw, err, tc.path, tc.raw)
+			}
+			if !HasEncodedSlash(raw) {
+				t.Fatalf("HasEncodedSlash(%q) is false", raw)
+			}
+			slashCheckAccepted(t, tc.in, path, raw)
+			if _, _, err := CanonicalPath(tc.in); err == nil {
+				t.Fatalf("CanonicalPath(%q) accepts it too", tc.in)
+			}
+		})
+	}
+}

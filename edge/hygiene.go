@@ -42,7 +42,9 @@ func Shape(w http.ResponseWriter, r *http.Request) (ok bool, err error) {
 		return true, nil
 	}
 	sent := r.URL.EscapedPath()
-	p, raw, err := CanonicalPath(sent)
+	// Encoded slashes pass here, kept encoded: only an app that takes
+	// them serves such a request, every other route refuses it (route/).
+	p, raw, err := CanonicalPathEncodedSlash(sent)
 	if err != nil {
 		return false, badPath(err)
 	}

@@ -77,11 +77,23 @@ func TestShapePaths(t *testing.T) {
 		t.Fatalf("dot-dot path: %d to %q", w.Code, w.Header().Get("Location"))
 	}
 	// One with no canonical form is refused, naming the rule, not the path.
-	r = httptest.NewRequest("GET", "/apps/demo%2Fx", nil)
+	r = httptest.NewRequest("GET", "/apps/demo/..%2Fx", nil)
 	w = httptest.NewRecorder()
 	ok, err := edge.Shape(w, r)
 	fe, isFault := fault.As(err)
-	if ok || !isFault || fe.Code != "bad_path" || strings.Contains(fe.Message, "demo") {
-		t.Fatalf("encoded slash: ok %v, err %v", ok, err)
+	if ok || !isFault || fe.Code != "bad_path" || strings.Contains(fe.Message, "demo") || !strings.Contains(fe.Message, "dot segment") {
+		t.Fatalf("dot segment behind an encoded slash: ok %v, err %v", ok, err)
+	}
+	// An encoded slash passes, encoded, for the routes to decide
+	// (route/serve.go); its lower-case form is redirected first.
+	r = httptest.NewRequest("GET", "/apps/demo/a%2Fb", nil)
+	w = httptest.NewRecorder()
+	if ok, err := edge.Shape(w, r); !ok || err != nil || r.URL.RawPath != "/apps/demo/a%2Fb" || !edge.HasEncodedSlash(r.URL.RawPath) {
+		t.Fatalf("encoded slash: ok %v, err %v, raw path %q", ok, err, r.URL.RawPath)
+	}
+	r = httptest.NewRequest("GET", "/apps/demo/a%2fb", nil)
+	w = httptest.NewRecorder()
+	if ok, err := edge.Shape(w, r); ok || err != nil || w.Code != http.StatusPermanentRedirect || w.Header().Get("Location") != "/apps/demo/a%2Fb" {
+		t.Fatalf("lower-case encoded slash: ok %v, err %v, %d to %q", ok, err, w.Code, w.Header().Get("Location"))
 	}
 }

@@ -150,7 +150,7 @@ func (g *Gateway) accessLog(r *http.Request, rw *route.Recorder, start time.Time
 	if !g.log.Enabled(r.Context(), level) {
 		return // no record to build
 	}
-	attrs := []any{"method", r.Method, "path", r.URL.Path, "status", status,
+	attrs := []any{"method", r.Method, "path", edge.LogPath(r.URL.Path, r.URL.RawPath), "status", status,
 		"bytes", rw.Bytes(), "ms", float64(time.Since(start).Microseconds()) / 1000,
 		"remote", r.RemoteAddr, "request_id", r.Header.Get("X-Request-Id")}
 	if l := rw.Limit(); l != "" {

@@ -34,6 +34,12 @@ type App struct {
 	// StripPrefix removes /apps/{slug} from the path before forwarding.
 	// Default false: the upstream sees the full path.
 	StripPrefix bool `json:"strip_prefix,omitempty" yaml:"strip_prefix"`
+	// EncodedSlashes lets a request path hold encoded slashes (%2F) after
+	// the app's own prefix, forwarded encoded, for apps that put one in
+	// a path segment (RabbitMQ's default virtual host "/", npm scopes,
+	// GitLab's project paths). Default false: such a request is refused
+	// with 400, as on every other route (docs/routing.md).
+	EncodedSlashes bool `json:"encoded_slashes,omitempty" yaml:"encoded_slashes"`
 	// WaitingTheme is the built-in waiting page a browser gets while the
 	// app wakes: "default", "plain", "dark" or "minimal" (docs/waiting-page.md).
 	// Default (and when empty): its home's waiting_theme, else the

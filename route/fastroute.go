@@ -3,6 +3,8 @@ package route
 import (
 	"net/http"
 	"strings"
+
+	"github.com/wakegate/wakegate/edge"
 )
 
 // The app and home routes carry nearly every request, and the router
@@ -47,6 +49,8 @@ func (p *Path) ServePathRoute(w http.ResponseWriter, r *http.Request) bool {
 	switch {
 	case name == "":
 		return false // the router answers 404
+	case edge.HasEncodedSlash(name):
+		p.writeError(w, r, errEncodedSlash("in the route's own name", ""))
 	case !app:
 		p.serveNode(w, r, name)
 	case sub:

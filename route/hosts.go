@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/homefault"
 	"github.com/wakegate/wakegate/registry"
@@ -54,6 +55,10 @@ func (p *Path) ByHost(next http.Handler) http.Handler {
 			h, ok := p.homes.At(target)
 			if !ok || target == "" {
 				p.writeError(w, r, fault.New(fault.NotFound, homefault.CodeHomeNotFound, "There is no such home."))
+				return
+			}
+			if edge.HasEncodedSlash(r.URL.RawPath) {
+				p.writeError(w, r, errEncodedSlash("home routes do not take them", "publish the home's app with encoded_slashes: true"))
 				return
 			}
 			sub := r.URL.Path

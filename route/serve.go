@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"github.com/go-chi/chi/v5"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wakegate/wakegate/edge"
 	"github.com/wakegate/wakegate/fault"
 	"github.com/wakegate/wakegate/forward"
 	"github.com/wakegate/wakegate/homefault"
@@ -44,6 +46,11 @@ func (p *Path) serveApp(w http.ResponseWriter, r *http.Request, slug string) {
 // serveAppAt serves a request for app whose path carries prefix before
 // the app's own path ("" on the app's own host; hosts.go).
 func (p *Path) serveAppAt(w http.ResponseWriter, r *http.Request, app *App, prefix string) {
+	if edge.HasEncodedSlash(r.URL.RawPath) && !app.cfg.EncodedSlashes {
+		p.writeError(w, r, errEncodedSlash("app "+app.cfg.Slug+" does not take them",
+			"set encoded_slashes: true on the app if it puts %2F in its paths"))
+		return
+	}
 	route := newRoute(w, "app", app.cfg.Slug)
 	if app.cfg.StripPrefix && prefix != "" {
 		route.StripPrefix = prefix
@@ -71,6 +78,10 @@ func (p *Path) serveAppAt(w http.ResponseWriter, r *http.Request, app *App, pref
 
 // serveNode serves /node/{target} and /node/{target}/...
 func (p *Path) serveNode(w http.ResponseWriter, r *http.Request, target string) {
+	if edge.HasEncodedSlash(r.URL.RawPath) {
+		p.writeError(w, r, errEncodedSlash("home routes do not take them", "publish the home's app with encoded_slashes: true"))
+		return
+	}
 	h, ok := p.homes.At(target)
 	if !ok {
 		p.writeError(w, r, fault.New(fault.NotFound, homefault.CodeHomeNotFound, "There is no such home."))
@@ -287,7 +298,7 @@ func (p *Path) classify(r *http.Request, err error) fault.Response {
 		if c.Status >= http.StatusInternalServerError {
 			level = slog.LevelWarn
 		}
-		attrs := []any{"path", r.URL.Path, "status", c.Status, "code", c.Code,
+		attrs := []any{"path", edge.LogPath(r.URL.Path, r.URL.RawPath), "status", c.Status, "code", c.Code,
 			"request_id", r.Header.Get("X-Request-Id"), "cause", c.Cause}
 		if c.Hint != "" {
 			attrs = append(attrs, "hint", c.Hint)
@@ -304,7 +315,27 @@ func errNoApp() error { return fault.New(fault.NotFound, "app_not_found", "There
 // and hands every other request to router, which has the path's routes
 // mounted as well (Mount).
 func (p *Path) Handler(router http.Handler) http.Handler {
-	return p.ByHost(p.pathRoutes(router)) // hosts.go, fastroute.go
+	return p.ByHost(p.pathRoutes(p.NoEncodedSlash(router))) // hosts.go, fastroute.go
+}
+
+// NoEncodedSlash refuses, before next (the router), a request whose path
+// holds an encoded slash: only an app that takes them (serveAppAt) does.
+// A method the router routes nowhere is left to it (405).
+func (p *Path) NoEncodedSlash(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if edge.HasEncodedSlash(r.URL.RawPath) && routerMethod(r.Method) {
+			p.writeError(w, r, errEncodedSlash("no app route takes this path", ""))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// errEncodedSlash refuses a path with an encoded slash (400 bad_path, as
+// edge.CanonicalPath's refusal): why for the log, with the operator's hint.
+func errEncodedSlash(why, hint string) error {
+	return fault.Wrap(fault.Invalid, "bad_path", "The request path is refused: encoded slash.",
+		errors.New("encoded slash (%2F) in the path: "+why)).WithHint(hint)
 }
 
 // Mount adds the request path's routes to the gateway's router: GET / and
