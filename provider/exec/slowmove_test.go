@@ -1,41 +1,21 @@
 package execprov
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/wakegate/wakegate/internal/testbin"
 	"github.com/wakegate/wakegate/provider"
 )
-
-// lockedBuffer is a bytes.Buffer for a logger that several goroutines
-// write to.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Where a start moves its home into cgroup v1 hierarchies, a move that
 // made the start wait is logged once, with its cause and the fixes; the
 // threshold is lowered to nothing here, so that every move counts.
 func TestSlowMoveIntoCgroupsV1IsToldOnce(t *testing.T) {
 	cfg := testConfig(testDataDir(t))
-	var logs lockedBuffer
+	var logs testbin.LogBuffer
 	e, err := New(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
