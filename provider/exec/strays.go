@@ -126,12 +126,12 @@ func (e *Provider) EndStrays(ctx context.Context, s provider.Spec, mine bool) ([
 			continue
 		}
 		cgroup.Remove(h.cgroup)
-		if _, err := os.Stat(h.sys); err == nil { // the killed start made it, or never got that far
+		if _, err := os.Stat(h.sys); err == nil { // made by the start, unless it was cut before
 			e.note(h, "wakegate: processes %v an earlier run of the gateway started were running, named by no record; killed them", found)
 		}
 		e.log.Warn("exec: an earlier run of the gateway left processes of the home that no record names; killed them",
 			"home", id, "pids", found,
-			"cause", "that run started them and ended before it recorded them, and the home has run elsewhere since")
+			"cause", "that run started them and ended before it recorded them: no gateway would adopt or stop them")
 	}
 	return ended, errors.Join(errs...)
 }
