@@ -98,9 +98,11 @@ func (p *Path) awaitApp(w http.ResponseWriter, r *http.Request, app *App, route 
 	ctx, cancel := context.WithTimeout(r.Context(), budget)
 	defer cancel()
 	since := time.Now().Add(-app.cfg.MinRefresh.Duration())
-	if st, _ := p.observer.Status(slug); st.Reason == appstatus.ReasonHomeSleeping || st.Reason == appstatus.ReasonHomeWaking {
-		// The stored observation saw the home down; it may have woken
-		// since (a /node request, a wake that finished): observe again.
+	switch st, _ := p.observer.Status(slug); st.Reason {
+	case appstatus.ReasonHomeSleeping, appstatus.ReasonHomeWaking, appstatus.ReasonRuntimeFailed:
+		// The stored observation saw the home down or failed; it may run
+		// since (a /node request, a wake that finished, a home fixed and
+		// woken again): observe again.
 		since = time.Now()
 	}
 	if h := app.home; h != nil && !p.engine.Warm(p.current(h).spec.ID) {
